@@ -1,0 +1,469 @@
+// EventLoop: kj drives the thread; libuv's backend fd is watched by a kj FdObserver and the uv
+// loop is pumped with UV_RUN_NOWAIT whenever it is readable, a uv timer is due, or a wrapper
+// kicked it. DESIGN §3 lists the pitfalls handled here.
+#include "common/event_loop.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <kj/async-unix.h>
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cstring>
+#include <mutex>
+
+extern char** environ;
+
+namespace regent {
+namespace {
+
+// Runs a user callback from inside uv_run. An exception must not unwind through libuv's C
+// frames, so it is logged and dropped: the callback's owner keeps serving.
+template <typename Func>
+void runUserCallback(const char* what, Func&& func) {
+  KJ_IF_MAYBE(exception, kj::runCatchingExceptions(kj::fwd<Func>(func))) {
+    spdlog::error("uncaught exception in {} callback: {}", what, kj::str(*exception).cStr());
+  }
+}
+
+bool readableNow(int fd) {
+  struct pollfd pfd = {fd, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) > 0;
+}
+
+}  // namespace
+
+struct EventLoop::State {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  uv_loop_t uv;
+  mutable uv_async_t postAsync;  // uv_async_send() is the one thread-safe uv call.
+  kj::Own<kj::UnixEventPort::FdObserver> observer;
+  kj::Promise<void> pumpTask = nullptr;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> kickFulfiller;
+  bool kickPending = false;
+  uint64_t pumps = 0;
+
+  mutable std::mutex postMutex;
+  mutable std::vector<kj::Function<void()>> posted;  // Guarded by postMutex.
+
+  kj::Promise<void> pumpLoop() {
+    kickPending = false;
+    ++pumps;
+    uv_run(&uv, UV_RUN_NOWAIT);
+    // kj observes the backend fd edge-triggered while libuv is level-triggered: events left
+    // after this pump would never produce a new edge, so look before sleeping.
+    if (kickPending || readableNow(uv_backend_fd(&uv))) {
+      return kj::evalLater([this] { return pumpLoop(); });
+    }
+    // postAsync is referenced, so the loop is always alive and uv_backend_timeout() means what
+    // it says: -1 no timer, 0 work pending, otherwise ms until the next uv timer.
+    uv_update_time(&uv);
+    int timeout = uv_backend_timeout(&uv);
+    if (timeout == 0) return kj::evalLater([this] { return pumpLoop(); });
+
+    auto kick = kj::newPromiseAndFulfiller<void>();
+    kickFulfiller = kj::mv(kick.fulfiller);
+    kj::Promise<void> wake = observer->whenBecomesReadable().exclusiveJoin(kj::mv(kick.promise));
+    if (timeout > 0) {
+      wake = wake.exclusiveJoin(io.provider->getTimer().afterDelay(timeout * kj::MILLISECONDS));
+    }
+    return wake.then([this] { return pumpLoop(); });
+  }
+
+  void kick() {
+    kickPending = true;
+    KJ_IF_MAYBE(fulfiller, kickFulfiller) {
+      (*fulfiller)->fulfill();
+      kickFulfiller = nullptr;
+    }
+  }
+
+  void drainPosted() {
+    std::vector<kj::Function<void()>> batch;
+    {
+      std::lock_guard<std::mutex> lock(postMutex);
+      batch.swap(posted);
+    }
+    for (auto& fn : batch) runUserCallback("posted", fn);
+  }
+};
+
+EventLoop::EventLoop() : state_(kj::heap<State>()) {
+  // A peer closing a pipe or socket must surface as an error on the write, not kill the process.
+  ::signal(SIGPIPE, SIG_IGN);
+  KJ_REQUIRE(uv_loop_init(&state_->uv) == 0, "uv_loop_init failed");
+  state_->uv.data = state_.get();
+  KJ_REQUIRE(uv_async_init(&state_->uv, &state_->postAsync, [](uv_async_t* handle) {
+               static_cast<State*>(handle->loop->data)->drainPosted();
+             }) == 0);
+  state_->observer = kj::heap<kj::UnixEventPort::FdObserver>(
+      state_->io.unixEventPort, uv_backend_fd(&state_->uv),
+      kj::UnixEventPort::FdObserver::OBSERVE_READ);
+  state_->pumpTask = state_->pumpLoop().eagerlyEvaluate([](kj::Exception&& exception) {
+    spdlog::critical("event loop pump failed: {}", kj::str(exception).cStr());
+  });
+}
+
+EventLoop::~EventLoop() {
+  State& s = *state_;
+  s.pumpTask = nullptr;
+  s.kickFulfiller = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(s.postMutex);
+    s.posted.clear();
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&s.postAsync), nullptr);
+  // Anything still open was leaked by its owner; close it so the loop can be closed.
+  uv_walk(
+      &s.uv,
+      [](uv_handle_t* handle, void*) {
+        if (!uv_is_closing(handle)) {
+          spdlog::warn("event loop destroyed with an open uv handle ({})",
+                       uv_handle_type_name(handle->type));
+          uv_close(handle, nullptr);
+        }
+      },
+      nullptr);
+  // Runs close callbacks and waits for thread-pool work still in flight.
+  uv_run(&s.uv, UV_RUN_DEFAULT);
+  s.observer = nullptr;  // Before the backend fd goes away with the loop.
+  int rc = uv_loop_close(&s.uv);
+  if (rc != 0) spdlog::error("uv_loop_close: {}", uv_strerror(rc));
+}
+
+kj::AsyncIoProvider& EventLoop::io() { return *state_->io.provider; }
+kj::WaitScope& EventLoop::waitScope() { return state_->io.waitScope; }
+kj::Timer& EventLoop::timer() { return state_->io.provider->getTimer(); }
+uv_loop_t* EventLoop::uv() { return &state_->uv; }
+void EventLoop::kick() { state_->kick(); }
+uint64_t EventLoop::pumpCountForTests() const { return state_->pumps; }
+
+void EventLoop::post(kj::Function<void()> fn) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->postMutex);
+    state_->posted.push_back(kj::mv(fn));
+  }
+  uv_async_send(&state_->postAsync);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread pool
+
+namespace {
+
+struct WorkRequest {
+  uv_work_t req;
+  kj::Function<void()> work;
+  kj::Maybe<kj::Exception> exception;  // Written on the pool thread, read after completion.
+  kj::Own<kj::PromiseFulfiller<void>> fulfiller;
+  bool done = false;
+  bool promiseDropped = false;
+  int refs = 2;  // The after-work callback and the promise; loop-thread only.
+
+  void unref() {
+    if (--refs == 0) delete this;
+  }
+};
+
+}  // namespace
+
+kj::Promise<void> EventLoop::runOnThreadPool(kj::Function<void()> work) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  // Freed once both the after-work callback (always on the loop thread) and the promise are done.
+  auto* request = new WorkRequest{};
+  request->req.data = request;
+  request->work = kj::mv(work);
+  request->fulfiller = kj::mv(paf.fulfiller);
+  int rc = uv_queue_work(
+      &state_->uv, &request->req,
+      [](uv_work_t* req) {
+        auto* r = static_cast<WorkRequest*>(req->data);
+        r->exception = kj::runCatchingExceptions([r] { r->work(); });
+      },
+      [](uv_work_t* req, int status) {
+        auto* r = static_cast<WorkRequest*>(req->data);
+        r->done = true;
+        if (!r->promiseDropped) {
+          if (status == UV_ECANCELED) {
+            r->fulfiller->reject(KJ_EXCEPTION(DISCONNECTED, "thread-pool work cancelled"));
+          } else KJ_IF_MAYBE(exception, r->exception) {
+            r->fulfiller->reject(kj::mv(*exception));
+          } else {
+            r->fulfiller->fulfill();
+          }
+        }
+        r->unref();
+      });
+  if (rc != 0) {
+    delete request;
+    return KJ_EXCEPTION(FAILED, "uv_queue_work failed", uv_strerror(rc));
+  }
+  kick();
+  return paf.promise.attach(kj::defer([request] {
+    // Runs when the promise is consumed or dropped.
+    if (!request->done) {
+      request->promiseDropped = true;
+      uv_cancel(reinterpret_cast<uv_req_t*>(&request->req));
+    }
+    request->unref();
+  }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// UvTimer
+
+struct UvTimer::Handle {
+  uv_timer_t timer;
+  kj::Maybe<kj::Function<void()>> callback;
+};
+
+UvTimer::UvTimer(EventLoop& loop) : loop_(loop), handle_(new Handle{}) {
+  uv_timer_init(loop.uv(), &handle_->timer);
+  handle_->timer.data = handle_;
+}
+
+UvTimer::~UvTimer() {
+  uv_close(reinterpret_cast<uv_handle_t*>(&handle_->timer),
+           [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); });
+  loop_.kick();
+}
+
+void UvTimer::start(Duration timeout, Duration repeat, kj::Function<void()> callback) {
+  handle_->callback = kj::mv(callback);
+  // uv measures from its cached loop time, which is stale if kj ran for a while since the last
+  // pump: refresh it or the timer fires early.
+  uv_update_time(loop_.uv());
+  uv_timer_start(
+      &handle_->timer,
+      [](uv_timer_t* t) {
+        auto* h = static_cast<Handle*>(t->data);
+        // Move the callback out while it runs: it may restart (replace) or destroy this timer.
+        KJ_IF_MAYBE(cb, h->callback) {
+          kj::Function<void()> running = kj::mv(*cb);
+          h->callback = nullptr;
+          bool repeating = uv_timer_get_repeat(t) != 0;
+          runUserCallback("timer", running);
+          if (repeating && h->callback == nullptr && !uv_is_closing(reinterpret_cast<uv_handle_t*>(t))) {
+            h->callback = kj::mv(running);
+          }
+        }
+      },
+      static_cast<uint64_t>(timeout.count()), static_cast<uint64_t>(repeat.count()));
+  loop_.kick();
+}
+
+void UvTimer::stop() {
+  uv_timer_stop(&handle_->timer);
+  handle_->callback = nullptr;
+  loop_.kick();
+}
+
+bool UvTimer::isActive() const {
+  return uv_is_active(reinterpret_cast<const uv_handle_t*>(&handle_->timer)) != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SignalWatcher
+
+struct SignalWatcher::Handle {
+  uv_signal_t signal;
+  kj::Function<void()> callback;
+};
+
+SignalWatcher::SignalWatcher(EventLoop& loop, int signum, kj::Function<void()> callback)
+    : loop_(loop), handle_(new Handle{}) {
+  handle_->callback = kj::mv(callback);
+  uv_signal_init(loop.uv(), &handle_->signal);
+  handle_->signal.data = handle_;
+  int rc = uv_signal_start(
+      &handle_->signal,
+      [](uv_signal_t* s, int) {
+        auto* h = static_cast<Handle*>(s->data);
+        runUserCallback("signal", h->callback);
+      },
+      signum);
+  KJ_REQUIRE(rc == 0, "uv_signal_start failed", signum, uv_strerror(rc));
+  loop.kick();
+}
+
+SignalWatcher::~SignalWatcher() {
+  uv_close(reinterpret_cast<uv_handle_t*>(&handle_->signal),
+           [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); });
+  loop_.kick();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ChildProcess
+
+struct ChildProcess::State {
+  EventLoop* loop;
+  uv_process_t process;
+  uv_pipe_t pipes[2];  // stdout, stderr (captureOutput only).
+  std::string* sinks[2];
+  ChildExit exit;
+  int openHandles = 0;   // uv handles not yet closed; the state is freed when 0 and no owner.
+  int openStreams = 0;   // Capture pipes not yet at EOF.
+  bool exited = false;
+  bool ownerGone = false;
+  bool fulfilled = false;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<ChildExit>>> fulfiller;
+  kj::Maybe<kj::Promise<ChildExit>> promise;
+
+  void closeHandle(uv_handle_t* handle) {
+    uv_close(handle, [](uv_handle_t* h) {
+      auto* s = static_cast<State*>(h->data);
+      if (--s->openHandles == 0 && s->ownerGone) delete s;
+    });
+  }
+
+  void maybeFinish() {
+    if (!exited || openStreams > 0 || fulfilled) return;
+    fulfilled = true;
+    KJ_IF_MAYBE(f, fulfiller) { (*f)->fulfill(kj::mv(exit)); }
+  }
+};
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
+  if (options.argv.empty()) return Error::fatal("spawn: empty argv");
+  auto* state = new State{};
+  state->loop = &loop;
+  state->sinks[0] = &state->exit.out;
+  state->sinks[1] = &state->exit.err;
+  auto paf = kj::newPromiseAndFulfiller<ChildExit>();
+  state->fulfiller = kj::mv(paf.fulfiller);
+  state->promise = kj::mv(paf.promise);
+
+  // Environment: the parent's, with the extra entries replacing same-named ones.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  for (const auto& extra : options.env) {
+    auto name = extra.substr(0, extra.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
+    env.push_back(extra);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (auto& a : options.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  uv_stdio_container_t stdio[3];
+  stdio[0].flags = UV_IGNORE;
+  int fileFds[2] = {-1, -1};
+  const std::string* paths[2] = {&options.stdoutPath, &options.stderrPath};
+  for (int i = 0; i < 2; ++i) {
+    if (options.captureOutput) {
+      uv_pipe_init(loop.uv(), &state->pipes[i], 0);
+      state->pipes[i].data = state;
+      ++state->openHandles;
+      stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+      stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&state->pipes[i]);
+    } else if (!paths[i]->empty()) {
+      fileFds[i] = ::open(paths[i]->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fileFds[i] < 0) {
+        std::string message = "cannot open " + *paths[i] + ": " + std::strerror(errno);
+        if (fileFds[0] >= 0) ::close(fileFds[0]);
+        delete state;
+        return Error::fatal(message);
+      }
+      stdio[i + 1].flags = UV_INHERIT_FD;
+      stdio[i + 1].data.fd = fileFds[i];
+    } else {
+      stdio[i + 1].flags = UV_INHERIT_FD;
+      stdio[i + 1].data.fd = i + 1;
+    }
+  }
+
+  uv_process_options_t uvOptions{};
+  uvOptions.file = argv[0];
+  uvOptions.args = argv.data();
+  uvOptions.env = envp.data();
+  uvOptions.cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
+  uvOptions.stdio_count = 3;
+  uvOptions.stdio = stdio;
+  uvOptions.exit_cb = [](uv_process_t* process, int64_t status, int termSignal) {
+    auto* s = static_cast<State*>(process->data);
+    s->exited = true;
+    s->exit.exitStatus = status;
+    s->exit.termSignal = termSignal;
+    s->closeHandle(reinterpret_cast<uv_handle_t*>(process));
+    s->maybeFinish();
+  };
+  state->process.data = state;
+  int rc = uv_spawn(loop.uv(), &state->process, &uvOptions);
+  for (int fd : fileFds) {
+    if (fd >= 0) ::close(fd);
+  }
+  ++state->openHandles;  // uv_spawn initialises the process handle even when it fails.
+  if (rc != 0) {
+    std::string message = "cannot start " + options.argv[0] + ": " + uv_strerror(rc);
+    state->ownerGone = true;
+    state->fulfilled = true;
+    state->closeHandle(reinterpret_cast<uv_handle_t*>(&state->process));
+    if (options.captureOutput) {
+      for (auto& pipe : state->pipes) state->closeHandle(reinterpret_cast<uv_handle_t*>(&pipe));
+    }
+    loop.kick();
+    return Error::fatal(message);
+  }
+
+  if (options.captureOutput) {
+    for (int i = 0; i < 2; ++i) {
+      ++state->openStreams;
+      uv_read_start(
+          reinterpret_cast<uv_stream_t*>(&state->pipes[i]),
+          [](uv_handle_t*, size_t suggested, uv_buf_t* buf) {
+            buf->base = new char[suggested];
+            buf->len = suggested;
+          },
+          [](uv_stream_t* stream, ssize_t n, const uv_buf_t* buf) {
+            auto* s = static_cast<State*>(stream->data);
+            int index = stream == reinterpret_cast<uv_stream_t*>(&s->pipes[0]) ? 0 : 1;
+            if (n > 0) s->sinks[index]->append(buf->base, static_cast<size_t>(n));
+            delete[] buf->base;
+            if (n < 0) {  // EOF or error: this stream is complete.
+              s->closeHandle(reinterpret_cast<uv_handle_t*>(stream));
+              --s->openStreams;
+              s->maybeFinish();
+            }
+          });
+    }
+  }
+  loop.kick();
+  return std::unique_ptr<ChildProcess>(new ChildProcess(state));
+}
+
+ChildProcess::ChildProcess(State* state) : state_(state) {}
+
+ChildProcess::~ChildProcess() {
+  if (!state_->exited) uv_process_kill(&state_->process, SIGKILL);
+  state_->fulfiller = nullptr;
+  state_->promise = nullptr;
+  state_->ownerGone = true;
+  if (state_->openHandles == 0) delete state_;
+  else state_->loop->kick();
+}
+
+int ChildProcess::pid() const { return state_->process.pid; }
+
+Status ChildProcess::signal(int signum) {
+  if (state_->exited) return Error::fatal("process " + std::to_string(pid()) + " has exited");
+  int rc = uv_process_kill(&state_->process, signum);
+  if (rc != 0) return Error::fatal(std::string("kill failed: ") + uv_strerror(rc));
+  return {};
+}
+
+kj::Promise<ChildExit> ChildProcess::onExit() {
+  KJ_IF_MAYBE(p, state_->promise) {
+    auto promise = kj::mv(*p);
+    state_->promise = nullptr;
+    return promise;
+  }
+  return KJ_EXCEPTION(FAILED, "ChildProcess::onExit() may be called only once");
+}
+
+}  // namespace regent

@@ -1,0 +1,166 @@
+// The process's one event loop (DESIGN §3): kj owns the thread and drives; libuv is embedded
+// and pumped from it, so kj promises, Cap'n Proto RPC, uv timers, signals, child processes and
+// the uv thread pool all run on the same thread. Every class here is loop-thread-only unless
+// its comment says otherwise.
+#pragma once
+
+#include <kj/async-io.h>
+#include <kj/function.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/time.h"
+
+struct uv_loop_s;
+typedef struct uv_loop_s uv_loop_t;
+
+namespace regent {
+
+class EventLoop final {
+ public:
+  // Sets up kj async I/O on the calling thread, which becomes the loop thread, and embeds a
+  // fresh uv loop. At most one EventLoop per thread (a kj rule).
+  EventLoop();
+  // Closes every uv handle still open, waits for thread-pool work still running, then closes
+  // the uv loop. Objects built on this loop (timers, watchers, children) must be destroyed first.
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  kj::AsyncIoProvider& io();
+  kj::WaitScope& waitScope();
+  kj::Timer& timer();
+  uv_loop_t* uv();
+
+  // Runs the loop until `promise` resolves and returns its value (rethrows its exception).
+  template <typename T>
+  T run(kj::Promise<T>&& promise) {
+    return promise.wait(waitScope());
+  }
+
+  // Schedules a uv pump. Call after any uv_* call made from kj code (outside a uv callback),
+  // since libuv registers file descriptors only during its next run. The wrappers below call it.
+  void kick();
+
+  // Thread-safe: runs `fn` on the loop thread soon. May be called from any thread, including
+  // the loop thread, until the EventLoop is destroyed (callers on other threads must stop
+  // posting before that). Functions still queued at destruction are dropped, not run.
+  void post(kj::Function<void()> fn) const;
+
+  // Runs `work` on the uv thread pool and fulfills the promise on the loop thread with its
+  // result, or rejects it with the exception `work` threw. Dropping the promise cancels work
+  // that has not started; work already running finishes and its result is discarded.
+  template <typename Func>
+  auto runBlocking(Func&& work) -> kj::Promise<decltype(work())>;
+
+  // Number of uv pumps so far; lets tests prove an idle loop does not spin.
+  uint64_t pumpCountForTests() const;
+
+  struct State;
+
+ private:
+  kj::Promise<void> runOnThreadPool(kj::Function<void()> work);
+
+  kj::Own<State> state_;
+};
+
+// A libuv timer. The callback runs on the loop thread; destroying the timer stops it.
+class UvTimer final {
+ public:
+  explicit UvTimer(EventLoop& loop);  // `loop` must outlive the timer.
+  ~UvTimer();
+  UvTimer(const UvTimer&) = delete;
+  UvTimer& operator=(const UvTimer&) = delete;
+
+  // Fires `callback` after `timeout` (measured from now, not from the loop's cached time),
+  // then every `repeat` if it is non-zero. Restarting replaces the previous schedule.
+  void start(Duration timeout, Duration repeat, kj::Function<void()> callback);
+  void stop();
+  bool isActive() const;
+
+ private:
+  struct Handle;
+  EventLoop& loop_;
+  Handle* handle_;  // Owned; freed by uv's close callback after the timer is destroyed.
+};
+
+// Watches a POSIX signal (for example SIGTERM) through libuv for as long as it exists. The
+// callback runs on the loop thread, once per delivery (deliveries may coalesce).
+class SignalWatcher final {
+ public:
+  SignalWatcher(EventLoop& loop, int signum, kj::Function<void()> callback);
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+ private:
+  struct Handle;
+  EventLoop& loop_;
+  Handle* handle_;
+};
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH.
+  // Extra "NAME=value" entries added to the parent's environment (later entries win).
+  std::vector<std::string> env;
+  std::string cwd;                // Empty: the parent's working directory.
+  // Capture stdout and stderr in memory (returned in ChildExit); otherwise they go to the files
+  // named below, or are inherited when those are empty.
+  bool captureOutput = true;
+  std::string stdoutPath;
+  std::string stderrPath;
+};
+
+struct ChildExit {
+  int64_t exitStatus = 0;  // Meaningful when termSignal == 0.
+  int termSignal = 0;      // The signal that killed the child, or 0.
+  std::string out;         // Captured stdout (captureOutput only).
+  std::string err;         // Captured stderr (captureOutput only).
+};
+
+// A child process started with uv_spawn. Destroying it while the child runs sends SIGKILL; the
+// child is still reaped by the loop.
+class ChildProcess final {
+ public:
+  // Starts the child. Fails, naming the program and the reason, if it cannot be started.
+  static Result<std::unique_ptr<ChildProcess>> spawn(EventLoop& loop, SpawnOptions options);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  int pid() const;
+  // Sends `signum`; fails if the child has already exited.
+  Status signal(int signum);
+  // Resolves once the child has exited and its captured output is complete. Call at most once.
+  kj::Promise<ChildExit> onExit();
+
+  struct State;
+
+ private:
+  explicit ChildProcess(State* state);
+  State* state_;  // Owned; freed once this object is gone and every uv handle of it is closed.
+};
+
+// ---------------------------------------------------------------------------------------------
+// Implementation of the template.
+
+template <typename Func>
+auto EventLoop::runBlocking(Func&& work) -> kj::Promise<decltype(work())> {
+  using T = decltype(work());
+  if constexpr (std::is_void_v<T>) {
+    return runOnThreadPool(kj::fwd<Func>(work));
+  } else {
+    // The slot is shared by the pool thread (writes before completion) and the continuation
+    // (reads after), which the pool's completion ordering keeps apart.
+    auto slot = std::make_shared<std::optional<T>>();
+    return runOnThreadPool([slot, work = kj::fwd<Func>(work)]() mutable { slot->emplace(work()); })
+        .then([slot]() -> T { return std::move(**slot); });
+  }
+}
+
+}  // namespace regent

@@ -1,0 +1,59 @@
+// The one error model for expected failures (STYLE §3): a [[nodiscard]] Result<T> that holds
+// either a value or an Error marked retryable or fatal. Exceptions stay for logistical failures.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace regent {
+
+struct Error {
+  enum class Kind { kFatal, kRetryable };
+
+  std::string message;
+  Kind kind = Kind::kFatal;
+
+  static Error fatal(std::string message) { return Error{std::move(message), Kind::kFatal}; }
+  static Error retryable(std::string message) { return Error{std::move(message), Kind::kRetryable}; }
+  bool isRetryable() const { return kind == Kind::kRetryable; }
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : state_(std::move(value)) {}                // NOLINT: implicit by design
+  Result(Error error) : state_(std::move(error)) {}            // NOLINT: implicit by design
+
+  bool ok() const { return state_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  // WARNING: value() and error() require ok() and !ok() respectively; checked by std::get.
+  T& value() & { return std::get<0>(state_); }
+  const T& value() const& { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  const Error& error() const { return std::get<1>(state_); }
+
+ private:
+  std::variant<T, Error> state_;
+};
+
+// Result of an operation with no value.
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT: implicit by design
+
+  bool ok() const { return ok_; }
+  explicit operator bool() const { return ok_; }
+  const Error& error() const { return error_; }
+
+ private:
+  Error error_;
+  bool ok_ = true;
+};
+
+using Status = Result<void>;
+
+}  // namespace regent

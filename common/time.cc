@@ -1,0 +1,12 @@
+// Wall-clock helpers.
+#include "common/time.h"
+
+namespace regent {
+
+int64_t wallClockMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace regent

@@ -1,0 +1,381 @@
+// EventLoop: kj promises, Cap'n Proto RPC, uv timers, signals, child processes, the thread pool
+// and cross-thread wake-ups all on one thread; and an idle loop does not spin.
+#include "common/event_loop.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "loop_test.capnp.h"
+
+namespace regent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+double threadCpuMillis() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+std::string tempPath(const std::string& name) {
+  return ::testing::TempDir() + "/event_loop_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+TEST(EventLoop, UvTimerCallbackRunsOnTheLoopThreadAndResolvesKjPromises) {
+  EventLoop loop;
+  UvTimer timer(loop);
+  auto paf = kj::newPromiseAndFulfiller<std::thread::id>();
+  timer.start(milliseconds(5), milliseconds(0),
+              [&] { paf.fulfiller->fulfill(std::this_thread::get_id()); });
+  EXPECT_EQ(loop.run(kj::mv(paf.promise)), std::this_thread::get_id());
+  EXPECT_FALSE(timer.isActive());
+}
+
+TEST(EventLoop, UvTimerStartedAfterBusyWorkDoesNotFireEarly) {
+  EventLoop loop;
+  UvTimer timer(loop);
+  // Let the loop run once so uv caches its time, then keep the thread busy without pumping:
+  // uv's cached time is now 200 ms stale. This is the loop being busy, not synchronization.
+  loop.run(kj::evalLater([] {}));
+  std::this_thread::sleep_for(milliseconds(200));
+  auto started = steady_clock::now();
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  timer.start(milliseconds(100), milliseconds(0), [&] { paf.fulfiller->fulfill(); });
+  loop.run(kj::mv(paf.promise));
+  EXPECT_GE(steady_clock::now() - started, milliseconds(100));
+}
+
+TEST(EventLoop, RepeatingUvTimerFiresUntilStopped) {
+  EventLoop loop;
+  UvTimer timer(loop);
+  int fired = 0;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  timer.start(milliseconds(1), milliseconds(2), [&] {
+    if (++fired == 3) {
+      timer.stop();
+      paf.fulfiller->fulfill();
+    }
+  });
+  loop.run(kj::mv(paf.promise));
+  EXPECT_FALSE(timer.isActive());
+  // A stopped timer stays silent: give it many periods to misbehave.
+  loop.run(loop.timer().afterDelay(30 * kj::MILLISECONDS));
+  EXPECT_EQ(fired, 3);
+}
+
+TEST(EventLoop, UvTimerCallbackMayDestroyItsOwnTimer) {
+  EventLoop loop;
+  auto timer = std::make_unique<UvTimer>(loop);
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  timer->start(milliseconds(1), milliseconds(1), [&] {
+    timer.reset();
+    paf.fulfiller->fulfill();
+  });
+  loop.run(kj::mv(paf.promise));
+  EXPECT_EQ(timer, nullptr);
+}
+
+TEST(EventLoop, UvTimerCallbackMayRestartItsOwnTimer) {
+  EventLoop loop;
+  UvTimer timer(loop);
+  int stage = 0;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  timer.start(milliseconds(1), milliseconds(0), [&] {
+    stage = 1;
+    timer.start(milliseconds(1), milliseconds(0), [&] {
+      stage = 2;
+      paf.fulfiller->fulfill();
+    });
+  });
+  loop.run(kj::mv(paf.promise));
+  EXPECT_EQ(stage, 2);
+}
+
+TEST(EventLoop, SigtermIsDeliveredToItsWatcherOnTheLoopThread) {
+  EventLoop loop;
+  auto paf = kj::newPromiseAndFulfiller<std::thread::id>();
+  SignalWatcher watcher(loop, SIGTERM, [&] { paf.fulfiller->fulfill(std::this_thread::get_id()); });
+  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+  EXPECT_EQ(loop.run(kj::mv(paf.promise)), std::this_thread::get_id());
+}
+
+TEST(EventLoop, SigintIsDeliveredToItsWatcher) {
+  EventLoop loop;
+  int deliveries = 0;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  SignalWatcher watcher(loop, SIGINT, [&] {
+    ++deliveries;
+    paf.fulfiller->fulfill();
+  });
+  ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+  loop.run(kj::mv(paf.promise));
+  EXPECT_EQ(deliveries, 1);
+}
+
+TEST(ChildProcess, CapturesStdoutStderrAndExitStatus) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(
+      loop, {.argv = {"/bin/sh", "-c", "echo \"out $GREETING\"; echo err >&2; exit 3"},
+             .env = {"GREETING=hello"}});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  EXPECT_GT(child.value()->pid(), 0);
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.exitStatus, 3);
+  EXPECT_EQ(exit.termSignal, 0);
+  EXPECT_EQ(exit.out, "out hello\n");
+  EXPECT_EQ(exit.err, "err\n");
+}
+
+TEST(ChildProcess, CapturesLargeOutputCompletely) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(
+      loop, {.argv = {"/bin/sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' a"}});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.exitStatus, 0);
+  ASSERT_EQ(exit.out.size(), 1048576u);
+  EXPECT_EQ(exit.out.find_first_not_of('a'), std::string::npos);
+}
+
+TEST(ChildProcess, ReportsTheSignalThatKilledIt) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ASSERT_TRUE(child.value()->signal(SIGKILL).ok());
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.termSignal, SIGKILL);
+  EXPECT_FALSE(child.value()->signal(SIGTERM).ok()) << "signalling an exited child must fail";
+}
+
+TEST(ChildProcess, WritesOutputToFilesWhenNotCapturing) {
+  EventLoop loop;
+  std::string outPath = tempPath("out.log"), errPath = tempPath("err.log");
+  ::unlink(outPath.c_str());
+  ::unlink(errPath.c_str());
+  auto child = ChildProcess::spawn(loop, {.argv = {"/bin/sh", "-c", "echo to-out; echo to-err >&2"},
+                                          .captureOutput = false,
+                                          .stdoutPath = outPath,
+                                          .stderrPath = errPath});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.exitStatus, 0);
+  EXPECT_EQ(exit.out, "");
+  std::stringstream out, err;
+  out << std::ifstream(outPath).rdbuf();
+  err << std::ifstream(errPath).rdbuf();
+  EXPECT_EQ(out.str(), "to-out\n");
+  EXPECT_EQ(err.str(), "to-err\n");
+}
+
+TEST(ChildProcess, RunsInTheGivenWorkingDirectory) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"pwd"}, .cwd = "/usr"});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  EXPECT_EQ(loop.run(child.value()->onExit()).out, "/usr\n");
+}
+
+TEST(ChildProcess, MissingProgramFailsNamingIt) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"/nonexistent/regent-no-such-binary"}});
+  ASSERT_FALSE(child.ok());
+  EXPECT_NE(child.error().message.find("/nonexistent/regent-no-such-binary"), std::string::npos)
+      << child.error().message;
+  // The loop keeps working afterwards.
+  auto again = ChildProcess::spawn(loop, {.argv = {"true"}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(loop.run(again.value()->onExit()).exitStatus, 0);
+}
+
+TEST(ChildProcess, DestroyingARunningChildKillsIt) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
+  ASSERT_TRUE(child.ok());
+  int pid = child.value()->pid();
+  child.value().reset();
+  // The loop reaps it; wait (bounded) until the pid is gone.
+  auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (::kill(pid, 0) == 0 && steady_clock::now() < deadline) {
+    loop.run(loop.timer().afterDelay(5 * kj::MILLISECONDS));
+  }
+  EXPECT_NE(::kill(pid, 0), 0) << "child " << pid << " still exists";
+}
+
+TEST(EventLoop, BlockingWorkRunsOnThePoolAndItsResultArrivesOnTheLoopThread) {
+  EventLoop loop;
+  auto loopThread = std::this_thread::get_id();
+  std::thread::id workerThread;
+  auto promise = loop.runBlocking([&] {
+    workerThread = std::this_thread::get_id();
+    return 6 * 7;
+  });
+  auto resultThread = std::make_shared<std::thread::id>();
+  int value = loop.run(promise.then([resultThread](int v) {
+    *resultThread = std::this_thread::get_id();
+    return v;
+  }));
+  EXPECT_EQ(value, 42);
+  EXPECT_NE(workerThread, loopThread);
+  EXPECT_EQ(*resultThread, loopThread);
+}
+
+TEST(EventLoop, BlockingWorkExceptionRejectsThePromise) {
+  EventLoop loop;
+  auto promise = loop.runBlocking([]() -> int { throw std::runtime_error("disk on fire"); });
+  try {
+    loop.run(kj::mv(promise));
+    FAIL() << "expected an exception";
+  } catch (const kj::Exception& e) {
+    EXPECT_NE(std::string(e.getDescription().cStr()).find("disk on fire"), std::string::npos);
+  }
+}
+
+TEST(EventLoop, ManyBlockingCallsInFlightAllComplete) {
+  EventLoop loop;
+  kj::Vector<kj::Promise<int>> promises;
+  for (int i = 0; i < 200; ++i) promises.add(loop.runBlocking([i] { return i * i; }));
+  auto results = loop.run(kj::joinPromises(promises.releaseAsArray()));
+  ASSERT_EQ(results.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(results[i], i * i);
+}
+
+TEST(EventLoop, DroppedBlockingWorkIsCancelledOrFinishesHarmlessly) {
+  EventLoop loop;
+  std::atomic<int> ran{0};
+  {
+    kj::Vector<kj::Promise<void>> dropped;
+    for (int i = 0; i < 50; ++i) dropped.add(loop.runBlocking([&] { ++ran; }));
+  }
+  // Later work still completes, and the loop is not disturbed by the abandoned requests.
+  EXPECT_EQ(loop.run(loop.runBlocking([] { return 1; })), 1);
+  EXPECT_LE(ran.load(), 50);
+}
+
+TEST(EventLoop, PostFromAnotherThreadWakesTheLoop) {
+  EventLoop loop;
+  auto paf = kj::newPromiseAndFulfiller<std::thread::id>();
+  std::thread other([&] {
+    loop.post([&] { paf.fulfiller->fulfill(std::this_thread::get_id()); });
+  });
+  EXPECT_EQ(loop.run(kj::mv(paf.promise)), std::this_thread::get_id());
+  other.join();
+}
+
+TEST(EventLoop, PostsFromManyThreadsAllRunInOrderPerThread) {
+  EventLoop loop;
+  constexpr int kThreads = 4, kPerThread = 500;
+  std::vector<std::vector<int>> seen(kThreads);
+  int total = 0;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        loop.post([&, t, i] {
+          seen[t].push_back(i);
+          if (++total == kThreads * kPerThread) paf.fulfiller->fulfill();
+        });
+      }
+    });
+  }
+  loop.run(kj::mv(paf.promise));
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(seen[t].size(), static_cast<size_t>(kPerThread));
+    for (int i = 0; i < kPerThread; ++i) EXPECT_EQ(seen[t][i], i);
+  }
+}
+
+TEST(EventLoop, IdleLoopDoesNotSpin) {
+  EventLoop loop;
+  // Active uv handles with nothing due: a signal watcher and a timer far in the future.
+  SignalWatcher watcher(loop, SIGUSR2, [] {});
+  UvTimer far(loop);
+  far.start(milliseconds(60'000), milliseconds(0), [] {});
+  loop.run(kj::evalLater([] {}));
+  uint64_t pumpsBefore = loop.pumpCountForTests();
+  double cpuBefore = threadCpuMillis();
+  loop.run(loop.timer().afterDelay(300 * kj::MILLISECONDS));
+  uint64_t pumps = loop.pumpCountForTests() - pumpsBefore;
+  double cpuMs = threadCpuMillis() - cpuBefore;
+  // A spinning pump would run hundreds of thousands of times and burn ~300 ms of CPU.
+  EXPECT_LE(pumps, 5u);
+  EXPECT_LT(cpuMs, 50.0);
+}
+
+class LoopProbeServer final : public LoopProbe::Server {
+ public:
+  explicit LoopProbeServer(EventLoop& loop) : loop_(loop) {}
+
+  kj::Promise<void> reverseLater(ReverseLaterContext context) override {
+    auto params = context.getParams();
+    std::string text = params.getText();
+    auto timer = kj::heap<UvTimer>(loop_);
+    auto fired = kj::newPromiseAndFulfiller<void>();
+    timer->start(milliseconds(params.getDelayMs()), milliseconds(0),
+                 [f = kj::mv(fired.fulfiller)]() mutable { f->fulfill(); });
+    auto loopThread = std::this_thread::get_id();
+    return fired.promise.attach(kj::mv(timer))
+        .then([this, text] {
+          return loop_.runBlocking([text] {
+            return std::make_pair(std::string(text.rbegin(), text.rend()),
+                                  std::this_thread::get_id());
+          });
+        })
+        .then([context, loopThread](std::pair<std::string, std::thread::id> result) mutable {
+          auto results = context.getResults();
+          results.setText(result.first);
+          results.setWorkerThreadDiffers(result.second != loopThread);
+        });
+  }
+
+ private:
+  EventLoop& loop_;
+};
+
+TEST(EventLoop, CapnpRpcOverTcpRunsOnTheSameLoopAsUvWork) {
+  EventLoop loop;
+  auto& network = loop.io().getNetwork();
+  auto address = loop.run(network.parseAddress("127.0.0.1", 0));
+  auto listener = address->listen();
+  auto port = listener->getPort();
+
+  capnp::TwoPartyServer server(kj::heap<LoopProbeServer>(loop));
+  auto serving = server.listen(*listener);
+
+  auto connectAddress = loop.run(network.parseAddress("127.0.0.1", port));
+  auto stream = loop.run(connectAddress->connect());
+  capnp::TwoPartyClient client(*stream);
+  auto probe = client.bootstrap().castAs<LoopProbe>();
+
+  kj::Vector<kj::Promise<void>> calls;
+  std::vector<std::string> replies(20);
+  std::atomic<int> offThread{0};
+  for (int i = 0; i < 20; ++i) {
+    auto request = probe.reverseLaterRequest();
+    request.setText("call-" + std::to_string(i));
+    request.setDelayMs(static_cast<uint32_t>(i % 5));
+    calls.add(request.send().then([&, i](capnp::Response<LoopProbe::ReverseLaterResults>&& r) {
+      replies[i] = r.getText();
+      if (r.getWorkerThreadDiffers()) ++offThread;
+    }));
+  }
+  loop.run(kj::joinPromises(calls.releaseAsArray()));
+  for (int i = 0; i < 20; ++i) {
+    std::string expected = "call-" + std::to_string(i);
+    EXPECT_EQ(replies[i], std::string(expected.rbegin(), expected.rend()));
+  }
+  EXPECT_EQ(offThread.load(), 20);
+}
+
+}  // namespace
+}  // namespace regent
