@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Makes the release build and runs one benchmark from bench/, printing its result lines.
+#   scripts/bench.sh NAME [ARGS...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+available=$(find bench -name 'bench_*.cc' -printf '%f\n' 2>/dev/null | sed 's/^bench_//; s/\.cc$//' | sort)
+if [ $# -lt 1 ]; then
+  echo "usage: scripts/bench.sh NAME [ARGS...]" >&2
+  echo "benchmarks: ${available:-none yet}" >&2
+  exit 2
+fi
+name=$1
+shift
+if ! grep -qx "$name" <<<"$available"; then
+  echo "bench.sh: unknown benchmark \"$name\"; available: ${available:-none yet}" >&2
+  exit 2
+fi
+scripts/install-deps.sh >/dev/null
+scripts/build.sh --release "bench_$name" >/dev/null
+exec "build-release/bin/bench_$name" "$@"
