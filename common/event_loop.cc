@@ -306,6 +306,7 @@ struct ChildProcess::State {
   ChildExit exit;
   int openHandles = 0;   // uv handles not yet closed; the state is freed when 0 and no owner.
   int openStreams = 0;   // Capture pipes not yet at EOF.
+  bool pipeReading[2] = {false, false};
   bool exited = false;
   bool ownerGone = false;
   bool fulfilled = false;
@@ -317,6 +318,14 @@ struct ChildProcess::State {
       auto* s = static_cast<State*>(h->data);
       if (--s->openHandles == 0 && s->ownerGone) delete s;
     });
+  }
+
+  // A capture pipe is complete (EOF, error, or nobody wants its output any more).
+  void finishStream(int index) {
+    if (!pipeReading[index]) return;
+    pipeReading[index] = false;
+    --openStreams;
+    closeHandle(reinterpret_cast<uv_handle_t*>(&pipes[index]));
   }
 
   void maybeFinish() {
@@ -414,6 +423,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
   if (options.captureOutput) {
     for (int i = 0; i < 2; ++i) {
       ++state->openStreams;
+      state->pipeReading[i] = true;
       uv_read_start(
           reinterpret_cast<uv_stream_t*>(&state->pipes[i]),
           [](uv_handle_t*, size_t suggested, uv_buf_t* buf) {
@@ -426,8 +436,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
             if (n > 0) s->sinks[index]->append(buf->base, static_cast<size_t>(n));
             delete[] buf->base;
             if (n < 0) {  // EOF or error: this stream is complete.
-              s->closeHandle(reinterpret_cast<uv_handle_t*>(stream));
-              --s->openStreams;
+              s->finishStream(index);
               s->maybeFinish();
             }
           });
@@ -441,6 +450,8 @@ ChildProcess::ChildProcess(State* state) : state_(state) {}
 
 ChildProcess::~ChildProcess() {
   if (!state_->exited) uv_process_kill(&state_->process, SIGKILL);
+  // Nobody reads the output any more; a grandchild could hold the pipes open indefinitely.
+  for (int i = 0; i < 2; ++i) state_->finishStream(i);
   state_->fulfiller = nullptr;
   state_->promise = nullptr;
   state_->ownerGone = true;

@@ -136,7 +136,8 @@ class ChildProcess final {
   int pid() const;
   // Sends `signum`; fails if the child has already exited.
   Status signal(int signum);
-  // Resolves once the child has exited and its captured output is complete. Call at most once.
+  // Resolves once the child has exited and its captured output is complete (EOF on both pipes:
+  // a grandchild that inherited them delays it until it exits too). Call at most once.
   kj::Promise<ChildExit> onExit();
 
   struct State;
