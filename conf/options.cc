@@ -1,0 +1,429 @@
+// The option registry and the parsing of option values (see options.h).
+#include "conf/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <system_error>
+#include <utility>
+
+#include "conf/config.h"
+#include "conf/values.h"
+
+namespace regent {
+namespace {
+
+// ---- Constraints -------------------------------------------------------------------------
+
+bool isNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+}
+
+// A hostname or IPv4 address (labels of [A-Za-z0-9_-] joined by '.'; '_' because container
+// names use it), or "[ipv6]".
+bool isValidHost(std::string_view host) {
+  if (host.empty() || host.size() > 255) return false;
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return false;
+    const std::string_view inner = host.substr(1, host.size() - 2);
+    return std::all_of(inner.begin(), inner.end(), [](char c) {
+      return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
+    });
+  }
+  size_t labelLength = 0;
+  for (const char c : host) {
+    if (c == '.') {
+      if (labelLength == 0) return false;
+      labelLength = 0;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') {
+      ++labelLength;
+    } else {
+      return false;
+    }
+  }
+  return labelLength > 0;
+}
+
+bool isValidHostPort(std::string_view text, bool allowPortZero) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view port = text.substr(colon + 1);
+  if (port.empty() || port.size() > 5) return false;
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size()) return false;
+  if (value > 65535 || (value == 0 && !allowPortZero)) return false;
+  return isValidHost(text.substr(0, colon));
+}
+
+const std::string& asString(const OptionValue& value) { return std::get<std::string>(value); }
+
+OptionConstraint clusterName() {
+  return {"name ([A-Za-z0-9._-]+)",
+          "a name of letters, digits, '.', '_' and '-' such as \"default\"",
+          [](const OptionValue& value) {
+            const std::string& name = asString(value);
+            // "." and ".." are not valid ZooKeeper node names.
+            return !name.empty() && name != "." && name != ".." &&
+                   std::all_of(name.begin(), name.end(), isNameChar);
+          }};
+}
+
+OptionConstraint zooKeeperPath() {
+  return {"ZooKeeper path",
+          "a ZooKeeper path such as /regent (starting with \"/\", without a trailing \"/\" "
+          "or empty, \".\" or \"..\" parts)",
+          [](const OptionValue& value) {
+            const std::string& path = asString(value);
+            if (path.size() < 2 || path.front() != '/' || path.back() == '/') return false;
+            size_t start = 1;
+            while (start <= path.size()) {
+              size_t end = path.find('/', start);
+              if (end == std::string::npos) end = path.size();
+              const std::string_view part(path.data() + start, end - start);
+              if (part.empty() || part == "." || part == "..") return false;
+              if (!std::all_of(part.begin(), part.end(), [](char c) {
+                    return std::isprint(static_cast<unsigned char>(c)) && c != ' ';
+                  })) {
+                return false;
+              }
+              start = end + 1;
+            }
+            return true;
+          }};
+}
+
+OptionConstraint hostPort(bool allowEmpty, bool allowPortZero) {
+  return {allowEmpty ? "host:port or empty" : "host:port",
+          std::string("a host:port such as ") + (allowPortZero ? "0.0.0.0:6123" : "10.0.0.5:6123") +
+              (allowEmpty ? ", or empty" : ""),
+          [=](const OptionValue& value) {
+            const std::string& text = asString(value);
+            return (allowEmpty && text.empty()) || isValidHostPort(text, allowPortZero);
+          }};
+}
+
+OptionConstraint hostPortList() {
+  return {"host:port list", "a comma-separated list of host:port such as zk1:2181,zk2:2181",
+          [](const OptionValue& value) {
+            const std::string& text = asString(value);
+            size_t start = 0;
+            while (true) {
+              const size_t comma = text.find(',', start);
+              const size_t end = comma == std::string::npos ? text.size() : comma;
+              if (!isValidHostPort(std::string_view(text).substr(start, end - start), false)) {
+                return false;
+              }
+              if (comma == std::string::npos) return true;
+              start = comma + 1;
+            }
+          }};
+}
+
+OptionConstraint digestCredentialOrEmpty() {
+  return {"user:password or empty", "user:password, or empty for no authentication",
+          [](const OptionValue& value) {
+            const std::string& text = asString(value);
+            if (text.empty()) return true;
+            const size_t colon = text.find(':');
+            return colon != std::string::npos && colon > 0 && colon + 1 < text.size() &&
+                   std::none_of(text.begin(), text.end(),
+                                [](char c) { return std::iscntrl(static_cast<unsigned char>(c)); });
+          }};
+}
+
+OptionConstraint positiveDuration() {
+  return {"> 0", "a duration greater than 0, such as 500ms, 6s or 2m",
+          [](const OptionValue& value) { return std::get<Duration>(value) > Duration::zero(); }};
+}
+
+OptionConstraint positiveNumber() {
+  return {"> 0", "a number greater than 0, such as 0.5 or 2",
+          [](const OptionValue& value) { return std::get<double>(value) > 0; }};
+}
+
+OptionConstraint intRange(int64_t min, int64_t max) {
+  return {std::to_string(min) + ".." + std::to_string(max),
+          "a whole number from " + std::to_string(min) + " to " + std::to_string(max),
+          [=](const OptionValue& value) {
+            const int64_t n = std::get<int64_t>(value);
+            return n >= min && n <= max;
+          }};
+}
+
+// ---- One-line registry entries -----------------------------------------------------------
+
+OptionSpec option(std::string key, OptionType type, std::string defaultText, std::string doc,
+                  std::optional<OptionConstraint> constraint = std::nullopt) {
+  OptionSpec spec;
+  spec.key = std::move(key);
+  spec.type = type;
+  spec.defaultText = std::move(defaultText);
+  spec.doc = std::move(doc);
+  spec.constraint = std::move(constraint);
+  return spec;
+}
+
+OptionSpec enumOption(std::string key, std::vector<std::string> choices, std::string defaultText,
+                      std::string doc) {
+  OptionSpec spec =
+      option(std::move(key), OptionType::kEnum, std::move(defaultText), std::move(doc));
+  spec.choices = std::move(choices);
+  return spec;
+}
+
+OptionSpec secretOption(std::string key, std::string defaultText, std::string doc,
+                        OptionConstraint constraint) {
+  OptionSpec spec = option(std::move(key), OptionType::kString, std::move(defaultText),
+                           std::move(doc), std::move(constraint));
+  spec.secret = true;
+  return spec;
+}
+
+constexpr auto kString = OptionType::kString;
+constexpr auto kInt = OptionType::kInt;
+constexpr auto kDouble = OptionType::kDouble;
+constexpr auto kDuration = OptionType::kDuration;
+constexpr auto kSize = OptionType::kSize;
+
+std::vector<OptionSpec> buildRegistry() {
+  return {
+      option("cluster-id", kString, "default",
+             "Name of this cluster; its ZooKeeper nodes live under ha.zookeeper.root/cluster-id.",
+             clusterName()),
+      enumOption("ha.mode", {"zookeeper", "standalone"}, "zookeeper",
+                 "zookeeper: masters elect a leader through ZooKeeper; standalone: one master, "
+                 "no ZooKeeper."),
+      option("ha.zookeeper.quorum", kString, "127.0.0.1:2181",
+             "ZooKeeper servers to connect to, as host:port pairs separated by commas.",
+             hostPortList()),
+      option("ha.zookeeper.root", kString, "/regent",
+             "ZooKeeper path under which every regent cluster keeps its nodes.", zooKeeperPath()),
+      option("ha.zookeeper.session-timeout", kDuration, "6s",
+             "ZooKeeper session timeout the client asks for; the server may negotiate it.",
+             positiveDuration()),
+      option("ha.zookeeper.suspend-tolerance", kDuration, "0",
+             "How long a leader keeps leading while disconnected from ZooKeeper; at most a third "
+             "of the session timeout."),
+      secretOption("ha.zookeeper.auth", "",
+                   "Digest credential user:password for ZooKeeper ACLs; empty means no "
+                   "authentication.",
+                   digestCredentialOrEmpty()),
+      enumOption("store.backend", {"auto", "zookeeper", "rocksdb"}, "auto",
+                 "Where job graphs and results are kept; auto picks zookeeper with "
+                 "ha.mode=zookeeper and rocksdb with ha.mode=standalone."),
+      option("store.rocksdb.path", kString, "regent-store",
+             "Directory of the rocksdb store; relative paths start at the working directory."),
+      option("rpc.bind", kString, "0.0.0.0:6123",
+             "Address the RPC server listens on; port 0 picks a free port.", hostPort(false, true)),
+      option("rpc.advertised-address", kString, "",
+             "RPC address published to other processes; empty derives it from rpc.bind and the "
+             "host name.",
+             hostPort(true, false)),
+      option("http.bind", kString, "0.0.0.0:8081",
+             "Address the HTTP server (health, metrics, REST) listens on; port 0 picks a free "
+             "port.",
+             hostPort(false, true)),
+      option("heartbeat.interval", kDuration, "2s",
+             "How often workers and masters exchange heartbeats.", positiveDuration()),
+      option("heartbeat.timeout", kDuration, "10s",
+             "Silence after which a heartbeat peer is considered lost; must exceed "
+             "heartbeat.interval.",
+             positiveDuration()),
+      option("jobmaster.reconciliation-timeout", kDuration, "30s",
+             "After a failover, how long a JobMaster waits for workers to report running tasks "
+             "before failing the unreported ones.",
+             positiveDuration()),
+      option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
+      option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers.", positiveNumber()),
+      option("worker.slot-memory", kSize, "1GiB", "Memory each slot offers."),
+      enumOption("log.level", {"trace", "debug", "info", "warn", "error", "off"}, "info",
+                 "Lowest level of the log lines written."),
+      enumOption("log.format", {"text", "json"}, "text",
+                 "text: one human-readable line per event; json: one JSON object per line."),
+  };
+}
+
+std::vector<OptionRule> buildRules() {
+  return {
+      {{"ha.zookeeper.suspend-tolerance", "ha.zookeeper.session-timeout"},
+       "ha.zookeeper.suspend-tolerance must be at most a third of ha.zookeeper.session-timeout",
+       [](const Config& config) {
+         // Divides rather than multiplies: a huge tolerance must not overflow.
+         return config.getDuration("ha.zookeeper.suspend-tolerance") <=
+                config.getDuration("ha.zookeeper.session-timeout") / 3;
+       }},
+      {{"heartbeat.timeout", "heartbeat.interval"},
+       "heartbeat.timeout must exceed heartbeat.interval",
+       [](const Config& config) {
+         return config.getDuration("heartbeat.timeout") > config.getDuration("heartbeat.interval");
+       }},
+      {{"store.backend", "ha.mode"},
+       "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper)",
+       [](const Config& config) {
+         return config.getString("store.backend") != "zookeeper" ||
+                config.getString("ha.mode") == "zookeeper";
+       }},
+  };
+}
+
+std::string_view trim(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const auto first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(kSpace) - first + 1);
+}
+
+std::string joinChoices(const std::vector<std::string>& choices, std::string_view separator) {
+  std::string joined;
+  for (const std::string& choice : choices) {
+    if (!joined.empty()) joined += separator;
+    joined += choice;
+  }
+  return joined;
+}
+
+Result<OptionValue> parseByType(const OptionSpec& spec, std::string_view text) {
+  switch (spec.type) {
+    case OptionType::kString:
+      return OptionValue(std::string(text));
+    case OptionType::kEnum:
+      if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
+        return Error::fatal("expected one of " + joinChoices(spec.choices, ", "));
+      }
+      return OptionValue(std::string(text));
+    case OptionType::kInt: {
+      int64_t number = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+      if (ec == std::errc::result_out_of_range) {
+        return Error::fatal("expected a whole number (the number is too large)");
+      }
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        return Error::fatal("expected a whole number");
+      }
+      return OptionValue(number);
+    }
+    case OptionType::kDouble: {
+      double number = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+          !std::isfinite(number)) {
+        return Error::fatal("expected a number such as 0.5 or 2");
+      }
+      return OptionValue(number);
+    }
+    case OptionType::kBool:
+      if (text == "true") return OptionValue(true);
+      if (text == "false") return OptionValue(false);
+      return Error::fatal("expected true or false");
+    case OptionType::kDuration: {
+      auto duration = parseDuration(text);
+      if (!duration) return duration.error();
+      return OptionValue(duration.value());
+    }
+    case OptionType::kSize: {
+      auto size = parseSize(text);
+      if (!size) return size.error();
+      return OptionValue(size.value());
+    }
+  }
+  return Error::fatal("expected a value of a known type");  // unreachable
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& allOptions() {
+  static const std::vector<OptionSpec> options = buildRegistry();
+  return options;
+}
+
+const std::vector<OptionRule>& allOptionRules() {
+  static const std::vector<OptionRule> rules = buildRules();
+  return rules;
+}
+
+const OptionSpec* findOption(std::string_view key) {
+  for (const OptionSpec& spec : allOptions()) {
+    if (spec.key == key) return &spec;
+  }
+  return nullptr;
+}
+
+std::string environmentVariableFor(std::string_view key) {
+  std::string name = "REGENT_";
+  for (const char c : key) {
+    name += (c == '.' || c == '-') ? '_'
+                                   : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return name;
+}
+
+Result<OptionValue> parseOptionValue(const OptionSpec& spec, std::string_view text) {
+  auto value = parseByType(spec, trim(text));
+  if (!value) return value;
+  if (spec.constraint && !spec.constraint->holds(value.value())) {
+    return Error::fatal("expected " + spec.constraint->expected);
+  }
+  return value;
+}
+
+std::string formatOptionValue(const OptionSpec& spec, const OptionValue& value) {
+  switch (spec.type) {
+    case OptionType::kString:
+    case OptionType::kEnum:
+      return std::get<std::string>(value);
+    case OptionType::kInt:
+      return std::to_string(std::get<int64_t>(value));
+    case OptionType::kDouble: {
+      char buffer[64];
+      const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, std::get<double>(value));
+      std::string text(buffer, ec == std::errc() ? end : buffer);
+      if (text.find_first_of(".e") == std::string::npos) text += ".0";
+      return text;
+    }
+    case OptionType::kBool:
+      return std::get<bool>(value) ? "true" : "false";
+    case OptionType::kDuration:
+      return formatDuration(std::get<Duration>(value));
+    case OptionType::kSize:
+      return formatSize(std::get<uint64_t>(value));
+  }
+  return {};  // unreachable
+}
+
+std::string describeOptionType(const OptionSpec& spec) {
+  // A constrained string is described by its constraint alone: "host:port", not "string, ...".
+  if (spec.type == OptionType::kString && spec.constraint) {
+    return spec.constraint->summary + (spec.secret ? ", secret" : "");
+  }
+  std::string type;
+  switch (spec.type) {
+    case OptionType::kString:
+      type = "string";
+      break;
+    case OptionType::kEnum:
+      type = "one of " + joinChoices(spec.choices, ", ");
+      break;
+    case OptionType::kInt:
+      type = "integer";
+      break;
+    case OptionType::kDouble:
+      type = "number";
+      break;
+    case OptionType::kBool:
+      type = "boolean";
+      break;
+    case OptionType::kDuration:
+      type = "duration";
+      break;
+    case OptionType::kSize:
+      type = "size";
+      break;
+  }
+  if (spec.constraint) type += ", " + spec.constraint->summary;
+  if (spec.secret) type += ", secret";
+  return type;
+}
+
+}  // namespace regent

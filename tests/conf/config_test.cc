@@ -1,0 +1,478 @@
+// The config loader: precedence of sources, YAML flattening, every error and the rendering of
+// the effective configuration.
+#include "conf/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <stdexcept>
+
+#include "tests/conf/config_test_util.h"
+
+namespace regent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Config load(const ConfigSources& sources) {
+  auto config = loadConfig(sources);
+  if (!config) throw std::runtime_error("unexpected config error: " + config.error().message);
+  return std::move(config).value();
+}
+
+std::string loadError(const ConfigSources& sources) {
+  auto config = loadConfig(sources);
+  return config ? "<loaded>" : config.error().message;
+}
+
+std::string setError(std::vector<std::string> set) {
+  return loadError(ConfigSources{.set = std::move(set)});
+}
+
+std::string envError(std::map<std::string, std::string> environment) {
+  return loadError(ConfigSources{.environment = std::move(environment)});
+}
+
+// Tests that write their config to path_, a file in a scratch directory.
+class ConfigFile : public ::testing::Test {
+ protected:
+  std::string fileError(const std::string& yaml) {
+    dir_.write("regent.yaml", yaml);
+    return loadError(ConfigSources{.file = path_});
+  }
+  Config loadFile(const std::string& yaml) {
+    dir_.write("regent.yaml", yaml);
+    return load(ConfigSources{.file = path_});
+  }
+
+  ScratchDirForTests dir_;
+  const std::string path_ = dir_.path() + "/regent.yaml";
+};
+
+// ---- Precedence ----------------------------------------------------------------------------
+
+TEST(ConfigLoader, NoSourcesGivesEveryDefault) {
+  const Config config = load({});
+  EXPECT_EQ(config.getString("cluster-id"), "default");
+  EXPECT_EQ(config.getString("ha.mode"), "zookeeper");
+  EXPECT_EQ(config.getString("ha.zookeeper.quorum"), "127.0.0.1:2181");
+  EXPECT_EQ(config.getString("ha.zookeeper.root"), "/regent");
+  EXPECT_EQ(config.getDuration("ha.zookeeper.session-timeout"), seconds(6));
+  EXPECT_EQ(config.getDuration("ha.zookeeper.suspend-tolerance"), Duration::zero());
+  EXPECT_EQ(config.getString("ha.zookeeper.auth"), "");
+  EXPECT_EQ(config.getString("store.backend"), "auto");
+  EXPECT_EQ(config.getString("store.rocksdb.path"), "regent-store");
+  EXPECT_EQ(config.getString("rpc.bind"), "0.0.0.0:6123");
+  EXPECT_EQ(config.getString("rpc.advertised-address"), "");
+  EXPECT_EQ(config.getString("http.bind"), "0.0.0.0:8081");
+  EXPECT_EQ(config.getDuration("heartbeat.interval"), seconds(2));
+  EXPECT_EQ(config.getDuration("heartbeat.timeout"), seconds(10));
+  EXPECT_EQ(config.getDuration("jobmaster.reconciliation-timeout"), seconds(30));
+  EXPECT_EQ(config.getInt("worker.slots"), 4);
+  EXPECT_EQ(config.getDouble("worker.slot-cpu"), 1.0);
+  EXPECT_EQ(config.getSize("worker.slot-memory"), uint64_t{1} << 30);
+  EXPECT_EQ(config.getString("log.level"), "info");
+  EXPECT_EQ(config.getString("log.format"), "text");
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_EQ(config.source(option.key).kind, ValueSource::Kind::kDefault) << option.key;
+    EXPECT_EQ(config.source(option.key).describe(), "default");
+  }
+}
+
+TEST_F(ConfigFile, FileOverridesDefaults) {
+  const Config config = loadFile("log:\n  level: debug\nworker.slots: 8\n");
+  EXPECT_EQ(config.getString("log.level"), "debug");
+  EXPECT_EQ(config.getInt("worker.slots"), 8);
+  EXPECT_EQ(config.source("log.level").kind, ValueSource::Kind::kFile);
+  EXPECT_EQ(config.source("log.level").name, path_);
+  EXPECT_EQ(config.source("log.level").line, 2);
+  EXPECT_EQ(config.source("worker.slots").line, 3);
+  EXPECT_EQ(config.source("log.level").describe(), "file " + path_);
+  EXPECT_EQ(config.source("log.format").kind, ValueSource::Kind::kDefault);
+}
+
+TEST_F(ConfigFile, EnvironmentOverridesFile) {
+  dir_.write("regent.yaml", "ha.zookeeper.quorum: zk1:2181\nlog.level: debug\n");
+  const Config config = load(ConfigSources{
+      .file = path_, .environment = {{"REGENT_HA_ZOOKEEPER_QUORUM", "zk2:2181,zk3:2181"}}});
+  EXPECT_EQ(config.getString("ha.zookeeper.quorum"), "zk2:2181,zk3:2181");
+  EXPECT_EQ(config.source("ha.zookeeper.quorum").describe(), "env REGENT_HA_ZOOKEEPER_QUORUM");
+  EXPECT_EQ(config.getString("log.level"), "debug");
+  EXPECT_EQ(config.source("log.level").describe(), "file " + path_);
+}
+
+TEST_F(ConfigFile, SetOverridesEnvironmentAndFile) {
+  dir_.write("regent.yaml", "heartbeat.interval: 1s\n");
+  const Config config = load(ConfigSources{.file = path_,
+                                           .environment = {{"REGENT_HEARTBEAT_INTERVAL", "3s"}},
+                                           .set = {"heartbeat.interval=500ms"}});
+  EXPECT_EQ(config.getDuration("heartbeat.interval"), milliseconds(500));
+  EXPECT_EQ(config.source("heartbeat.interval").kind, ValueSource::Kind::kCommandLine);
+  EXPECT_EQ(config.source("heartbeat.interval").describe(), "--set");
+}
+
+TEST(ConfigLoader, LaterSetOfTheSameKeyWins) {
+  const Config config = load(ConfigSources{.set = {"log.level=warn", "log.level=error"}});
+  EXPECT_EQ(config.getString("log.level"), "error");
+}
+
+TEST(ConfigLoader, EnvironmentOverridesDefaults) {
+  const Config config = load(ConfigSources{
+      .environment = {{"REGENT_WORKER_SLOT_MEMORY", "2GiB"}, {"REGENT_CLUSTER_ID", "prod"}}});
+  EXPECT_EQ(config.getSize("worker.slot-memory"), uint64_t{2} << 30);
+  EXPECT_EQ(config.getString("cluster-id"), "prod");
+  EXPECT_EQ(config.source("cluster-id").name, "REGENT_CLUSTER_ID");
+}
+
+TEST(ConfigLoader, IgnoresVariablesOutsideTheRegentPrefix) {
+  const Config config = load(ConfigSources{.environment = {{"PATH", "/usr/bin"},
+                                                           {"REGENT", "x"},
+                                                           {"REGENTX_LOG_LEVEL", "debug"},
+                                                           {"regent_log_level", "debug"}}});
+  EXPECT_EQ(config.getString("log.level"), "info");
+}
+
+TEST(ConfigLoader, SetTrimsKeyAndValueAndKeepsEverythingAfterTheFirstEquals) {
+  const Config config = load(ConfigSources{
+      .set = {" ha.mode = standalone ", "ha.zookeeper.auth=alice:pa=ss", "store.rocksdb.path="}});
+  EXPECT_EQ(config.getString("ha.mode"), "standalone");
+  EXPECT_EQ(config.getString("ha.zookeeper.auth"), "alice:pa=ss");
+  EXPECT_EQ(config.getString("store.rocksdb.path"), "");
+}
+
+TEST(ConfigLoader, EmptyValueIsAcceptedWhereTheOptionAllowsIt) {
+  const Config config = load(ConfigSources{.environment = {{"REGENT_RPC_ADVERTISED_ADDRESS", ""}}});
+  EXPECT_EQ(config.getString("rpc.advertised-address"), "");
+  EXPECT_EQ(config.source("rpc.advertised-address").kind, ValueSource::Kind::kEnvironment);
+}
+
+// ---- YAML shapes ---------------------------------------------------------------------------
+
+TEST_F(ConfigFile, NestedAndDottedKeysFlattenAtAnyLevel) {
+  const Config config = loadFile(
+      "ha:\n"
+      "  zookeeper.quorum: zk1:2181\n"
+      "  zookeeper:\n"
+      "    root: /prod\n"
+      "ha.zookeeper.session-timeout: 9s\n"
+      "worker: {slots: 16, slot-cpu: 0.5}\n");
+  EXPECT_EQ(config.getString("ha.zookeeper.quorum"), "zk1:2181");
+  EXPECT_EQ(config.getString("ha.zookeeper.root"), "/prod");
+  EXPECT_EQ(config.getDuration("ha.zookeeper.session-timeout"), seconds(9));
+  EXPECT_EQ(config.getInt("worker.slots"), 16);
+  EXPECT_EQ(config.getDouble("worker.slot-cpu"), 0.5);
+}
+
+TEST_F(ConfigFile, QuotedScalarsAreTakenAsText) {
+  const Config config = loadFile("worker.slots: \"12\"\nha.zookeeper.auth: 'alice:s3cret'\n");
+  EXPECT_EQ(config.getInt("worker.slots"), 12);
+  EXPECT_EQ(config.getString("ha.zookeeper.auth"), "alice:s3cret");
+}
+
+TEST_F(ConfigFile, EmptyFileGivesDefaults) {
+  const Config config = loadFile("");
+  EXPECT_EQ(config.getString("ha.mode"), "zookeeper");
+  EXPECT_EQ(config.source("ha.mode").kind, ValueSource::Kind::kDefault);
+}
+
+TEST_F(ConfigFile, FileOfOnlyCommentsGivesDefaults) {
+  const Config config = loadFile("# nothing here\n\n# still nothing\n");
+  EXPECT_EQ(config.getInt("worker.slots"), 4);
+}
+
+// ---- Errors --------------------------------------------------------------------------------
+
+TEST_F(ConfigFile, UnknownKeyNamesFileLineAndClosestKey) {
+  EXPECT_EQ(fileError("ha:\n  mode: zookeeper\n  zookeeper.qorum: zk1:2181\n"),
+            "unknown key \"ha.zookeeper.qorum\" in file " + path_ +
+                " (line 3); did you mean \"ha.zookeeper.quorum\"?");
+}
+
+TEST_F(ConfigFile, UnknownKeyFarFromAnyOptionHasNoSuggestion) {
+  EXPECT_EQ(fileError("banana: 1\n"), "unknown key \"banana\" in file " + path_ + " (line 1)");
+}
+
+TEST(ConfigLoader, UnknownKeyFromSetIsNamed) {
+  EXPECT_EQ(setError({"heartbeat.intervall=1s"}),
+            "unknown key \"heartbeat.intervall\" from --set; did you mean \"heartbeat.interval\"?");
+  EXPECT_EQ(setError({"ha=zookeeper"}), "unknown key \"ha\" from --set");
+}
+
+TEST(ConfigLoader, UnknownRegentVariableIsNamed) {
+  EXPECT_EQ(envError({{"REGENT_HA_ZOOKEEPER_QUORM", "zk1:2181"}}),
+            "unknown key from env REGENT_HA_ZOOKEEPER_QUORM: no option maps to this variable; did "
+            "you mean REGENT_HA_ZOOKEEPER_QUORUM (ha.zookeeper.quorum)?");
+  EXPECT_EQ(envError({{"REGENT_CONFIG", "/etc/regent.yaml"}}),
+            "unknown key from env REGENT_CONFIG: no option maps to this variable");
+}
+
+TEST(ConfigLoader, BadValueFromSetNamesKeyValueSourceAndExpectation) {
+  EXPECT_EQ(setError({"heartbeat.interval=5x"}),
+            "bad value \"5x\" for heartbeat.interval from --set: expected a duration such as "
+            "500ms, 6s or 2m (unknown unit \"x\")");
+}
+
+TEST(ConfigLoader, BadValueOfEveryTypeIsReported) {
+  EXPECT_EQ(setError({"cluster-id=a b"}),
+            "bad value \"a b\" for cluster-id from --set: expected a name of letters, digits, "
+            "'.', '_' and '-' such as \"default\"");
+  EXPECT_EQ(setError({"log.format=xml"}),
+            "bad value \"xml\" for log.format from --set: expected one of text, json");
+  EXPECT_EQ(setError({"worker.slots=2000"}),
+            "bad value \"2000\" for worker.slots from --set: expected a whole number from 1 to "
+            "1024");
+  EXPECT_EQ(setError({"worker.slot-cpu=lots"}),
+            "bad value \"lots\" for worker.slot-cpu from --set: expected a number such as 0.5 "
+            "or 2");
+  EXPECT_EQ(setError({"ha.zookeeper.session-timeout=6"}),
+            "bad value \"6\" for ha.zookeeper.session-timeout from --set: expected a duration "
+            "such as 500ms, 6s or 2m (a number needs a unit: ms, s, m or h)");
+  EXPECT_EQ(setError({"worker.slot-memory=1GB"}),
+            "bad value \"1GB\" for worker.slot-memory from --set: expected a size such as 4096, "
+            "64MiB or 1GiB (units B, KiB, MiB, GiB, TiB) (unknown unit \"GB\")");
+  EXPECT_EQ(setError({"rpc.bind=localhost"}),
+            "bad value \"localhost\" for rpc.bind from --set: expected a host:port such as "
+            "0.0.0.0:6123");
+}
+
+TEST(ConfigLoader, BadValueFromEnvironmentNamesTheVariable) {
+  EXPECT_EQ(envError({{"REGENT_HA_ZOOKEEPER_QUORUM", "zk1"}}),
+            "bad value \"zk1\" for ha.zookeeper.quorum from env REGENT_HA_ZOOKEEPER_QUORUM: "
+            "expected a comma-separated list of host:port such as zk1:2181,zk2:2181");
+}
+
+TEST_F(ConfigFile, BadValueInFileNamesTheLine) {
+  EXPECT_EQ(fileError("# comment\nha:\n  zookeeper:\n    root: regent\n"),
+            "bad value \"regent\" for ha.zookeeper.root in file " + path_ +
+                " (line 4): expected a ZooKeeper path such as /regent (starting with \"/\", "
+                "without a trailing \"/\" or empty, \".\" or \"..\" parts)");
+}
+
+TEST(ConfigLoader, BadSecretIsNeverEchoed) {
+  const std::string error = setError({"ha.zookeeper.auth=alices3cret"});
+  EXPECT_EQ(error,
+            "bad value for ha.zookeeper.auth from --set (not shown: secret): expected "
+            "user:password, or empty for no authentication");
+  EXPECT_THAT(error, Not(HasSubstr("alices3cret")));
+}
+
+TEST(ConfigLoader, SetWithoutEqualsIsAnError) {
+  EXPECT_EQ(setError({"ha.mode"}), "bad --set \"ha.mode\": expected key=value");
+}
+
+TEST(ConfigLoader, EveryErrorIsReportedOnItsOwnLine) {
+  EXPECT_EQ(loadError(ConfigSources{.environment = {{"REGENT_LOG_LEVEL", "loud"}},
+                                    .set = {"worker.slots=0", "nope"}}),
+            "bad value \"loud\" for log.level from env REGENT_LOG_LEVEL: expected one of trace, "
+            "debug, info, warn, error, off\n"
+            "bad value \"0\" for worker.slots from --set: expected a whole number from 1 to 1024\n"
+            "bad --set \"nope\": expected key=value");
+}
+
+TEST_F(ConfigFile, FileThatDoesNotParseNamesLineAndColumn) {
+  const std::string error = fileError("ha:\n  mode: zookeeper\n  quorum: [zk1:2181\n");
+  EXPECT_THAT(error, HasSubstr("config file " + path_ + " does not parse (line "));
+  EXPECT_THAT(error, HasSubstr("end of sequence flow not found"));
+  const std::string tabs = fileError("ha:\n\tmode: zookeeper\n");
+  EXPECT_THAT(tabs, HasSubstr("config file " + path_ + " does not parse (line 2, column "));
+}
+
+TEST(ConfigLoader, MissingFileIsAnError) {
+  EXPECT_EQ(loadError(ConfigSources{.file = "/nonexistent/regent.yaml"}),
+            "cannot read config file /nonexistent/regent.yaml: No such file or directory");
+}
+
+TEST(ConfigLoader, DirectoryInsteadOfFileIsAnError) {
+  ScratchDirForTests dir;
+  EXPECT_EQ(loadError(ConfigSources{.file = dir.path()}),
+            "cannot read config file " + dir.path() + ": Is a directory");
+}
+
+TEST_F(ConfigFile, SameKeyNestedAndDottedIsADuplicate) {
+  EXPECT_EQ(fileError("ha:\n  mode: standalone\nha.mode: zookeeper\n"),
+            "duplicate key \"ha.mode\" in file " + path_ + " (lines 2 and 3)");
+}
+
+TEST_F(ConfigFile, SameKeyTwiceInOneMapIsADuplicate) {
+  EXPECT_EQ(fileError("log:\n  level: info\n  format: text\n  level: debug\n"),
+            "duplicate key \"log.level\" in file " + path_ + " (lines 2 and 4)");
+}
+
+TEST_F(ConfigFile, NullValueIsAnErrorNamingTheKey) {
+  EXPECT_EQ(fileError("rpc:\n  advertised-address:\n"),
+            "no value for rpc.advertised-address in file " + path_ +
+                " (line 2): expected a value (write \"\" for an empty string)");
+  EXPECT_EQ(fileError("log.level: null\n"),
+            "no value for log.level in file " + path_ +
+                " (line 1): expected a value (write \"\" for an empty string)");
+}
+
+TEST_F(ConfigFile, SequenceWhereAValueIsExpectedIsAnError) {
+  EXPECT_EQ(fileError("ha:\n  zookeeper:\n    quorum: [zk1:2181, zk2:2181]\n"),
+            "bad value for ha.zookeeper.quorum in file " + path_ +
+                " (line 3): expected a single value, got a list");
+  EXPECT_EQ(fileError("log.level:\n  - info\n"),
+            "bad value for log.level in file " + path_ +
+                " (line 1): expected a single value, got a list");
+}
+
+TEST_F(ConfigFile, MapWhereAValueIsExpectedIsAnError) {
+  EXPECT_EQ(fileError("heartbeat:\n  interval:\n    ms: 500\n"),
+            "bad value for heartbeat.interval in file " + path_ +
+                " (line 2): expected a single value, got a map");
+}
+
+TEST_F(ConfigFile, ValueWhereAGroupOfOptionsIsExpectedIsAnError) {
+  EXPECT_EQ(fileError("ha: zookeeper\n"),
+            "bad value for ha in file " + path_ +
+                " (line 1): expected a map of the options under ha, such as ha.mode");
+  EXPECT_EQ(fileError("ha:\n  zookeeper:\n"),
+            "bad value for ha.zookeeper in file " + path_ +
+                " (line 2): expected a map of the options under ha.zookeeper, such as "
+                "ha.zookeeper.quorum");
+}
+
+TEST_F(ConfigFile, TopLevelThatIsNotAMapIsAnError) {
+  EXPECT_EQ(fileError("- ha.mode: zookeeper\n"),
+            "config file " + path_ + " must hold a map of options (key: value lines), in file " +
+                path_ + " (line 1)");
+}
+
+TEST_F(ConfigFile, NonScalarKeyIsAnError) {
+  EXPECT_EQ(fileError("? [a, b]\n: 1\n"),
+            "a key must be a plain name in file " + path_ + " (line 1)");
+}
+
+TEST_F(ConfigFile, DeeplyNestedMapsAreRefused) {
+  std::string yaml;
+  for (int i = 0; i < 40; ++i) yaml += std::string(i * 2, ' ') + "k" + std::to_string(i) + ":\n";
+  yaml += std::string(80, ' ') + "leaf: 1\n";
+  EXPECT_THAT(fileError(yaml), HasSubstr("nests maps deeper than 32 levels"));
+}
+
+// ---- Cross-option rules --------------------------------------------------------------------
+
+TEST(ConfigRules, SuspendToleranceAboveAThirdOfSessionTimeoutNamesBothKeys) {
+  EXPECT_EQ(setError({"ha.zookeeper.suspend-tolerance=2001ms"}),
+            "ha.zookeeper.suspend-tolerance must be at most a third of "
+            "ha.zookeeper.session-timeout (ha.zookeeper.suspend-tolerance is 2001ms from --set; "
+            "ha.zookeeper.session-timeout is 6s by default)");
+  EXPECT_TRUE(loadConfig(ConfigSources{.set = {"ha.zookeeper.suspend-tolerance=2s"}}).ok());
+  EXPECT_THAT(setError({"ha.zookeeper.suspend-tolerance=9223372036854775807ms"}),
+              HasSubstr("ha.zookeeper.suspend-tolerance is 9223372036854775807ms from --set"));
+}
+
+TEST(ConfigRules, HeartbeatTimeoutMustExceedInterval) {
+  EXPECT_EQ(loadError(ConfigSources{.environment = {{"REGENT_HEARTBEAT_TIMEOUT", "2s"}}}),
+            "heartbeat.timeout must exceed heartbeat.interval (heartbeat.timeout is 2s from env "
+            "REGENT_HEARTBEAT_TIMEOUT; heartbeat.interval is 2s by default)");
+  EXPECT_TRUE(loadConfig(ConfigSources{.set = {"heartbeat.timeout=2001ms"}}).ok());
+}
+
+TEST(ConfigRules, ZooKeeperStoreNeedsZooKeeperMode) {
+  EXPECT_EQ(setError({"store.backend=zookeeper", "ha.mode=standalone"}),
+            "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper) "
+            "(store.backend is zookeeper from --set; ha.mode is standalone from --set)");
+  EXPECT_TRUE(
+      loadConfig(ConfigSources{.set = {"store.backend=rocksdb", "ha.mode=zookeeper"}}).ok());
+}
+
+TEST(ConfigRules, RulesAreCheckedOnlyWhenEveryValueIsValid) {
+  EXPECT_EQ(setError({"heartbeat.timeout=1s", "worker.slots=0"}),
+            "bad value \"0\" for worker.slots from --set: expected a whole number from 1 to 1024");
+}
+
+// ---- Getters -------------------------------------------------------------------------------
+
+TEST(ConfigGetters, WrongTypeOrUnknownKeyIsAProgrammingError) {
+  const Config config = load({});
+  EXPECT_THROW(config.getInt("heartbeat.interval"), std::logic_error);
+  EXPECT_THROW(config.getDuration("worker.slots"), std::logic_error);
+  EXPECT_THROW(config.getString("nope"), std::logic_error);
+  EXPECT_THROW(config.source("nope"), std::logic_error);
+  EXPECT_THROW(config.getBool("log.level"), std::logic_error);
+}
+
+TEST(ConfigGetters, EnumsReadAsStringsAndTextIsCanonical) {
+  const Config config =
+      load(ConfigSources{.set = {"heartbeat.interval=1500ms", "heartbeat.timeout=120s",
+                                 "worker.slot-memory=2048MiB"}});
+  EXPECT_EQ(config.getString("log.format"), "text");
+  EXPECT_EQ(config.text("heartbeat.interval"), "1500ms");
+  EXPECT_EQ(config.text("heartbeat.timeout"), "2m");
+  EXPECT_EQ(config.text("worker.slot-memory"), "2GiB");
+  EXPECT_EQ(config.text("ha.zookeeper.suspend-tolerance"), "0s");
+}
+
+TEST(ProcessEnvironment, CapturesTheVariablesOfThisProcess) {
+  ASSERT_EQ(setenv("REGENT_TEST_PROBE_FOR_CONF", "a=b", 1), 0);
+  const auto environment = processEnvironment();
+  unsetenv("REGENT_TEST_PROBE_FOR_CONF");
+  ASSERT_EQ(environment.count("REGENT_TEST_PROBE_FOR_CONF"), 1u);
+  EXPECT_EQ(environment.at("REGENT_TEST_PROBE_FOR_CONF"), "a=b");
+}
+
+// ---- Effective configuration ---------------------------------------------------------------
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> result;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) result.push_back(line);
+  return result;
+}
+
+// The line of `key`, with runs of spaces collapsed to one.
+std::string lineFor(const std::string& rendered, const std::string& key) {
+  for (const std::string& line : lines(rendered)) {
+    if (!line.starts_with(key + " ")) continue;
+    std::string collapsed;
+    for (const char c : line) {
+      if (c == ' ' && !collapsed.empty() && collapsed.back() == ' ') continue;
+      collapsed += c;
+    }
+    return collapsed;
+  }
+  return "<no line for " + key + ">";
+}
+
+TEST_F(ConfigFile, EffectiveConfigShowsEveryOptionWithValueAndSource) {
+  dir_.write("regent.yaml", "ha.zookeeper.quorum: zk1:2181,zk2:2181\n");
+  const Config config = load(ConfigSources{.file = path_,
+                                           .environment = {{"REGENT_LOG_LEVEL", "debug"}},
+                                           .set = {"ha.mode=standalone"}});
+  const std::string rendered = renderEffectiveConfig(config);
+  EXPECT_EQ(lines(rendered).size(), allOptions().size());
+  EXPECT_EQ(lineFor(rendered, "cluster-id"), "cluster-id default default");
+  EXPECT_EQ(lineFor(rendered, "ha.mode"), "ha.mode standalone --set");
+  EXPECT_EQ(lineFor(rendered, "ha.zookeeper.quorum"),
+            "ha.zookeeper.quorum zk1:2181,zk2:2181 file " + path_);
+  EXPECT_EQ(lineFor(rendered, "log.level"), "log.level debug env REGENT_LOG_LEVEL");
+  EXPECT_EQ(lineFor(rendered, "rpc.advertised-address"), "rpc.advertised-address \"\" default");
+  EXPECT_EQ(lineFor(rendered, "worker.slot-memory"), "worker.slot-memory 1GiB default");
+}
+
+TEST(EffectiveConfig, ColumnsAreAligned) {
+  const std::string rendered = renderEffectiveConfig(load({}));
+  const auto all = lines(rendered);
+  const size_t valueColumn = all.front().find("default");
+  ASSERT_NE(valueColumn, std::string::npos);
+  for (const std::string& line : all) {
+    EXPECT_NE(line[valueColumn], ' ') << line;
+    EXPECT_EQ(line[valueColumn - 1], ' ') << line;
+  }
+}
+
+TEST(EffectiveConfig, MasksTheSecretButKeepsTheUser) {
+  const std::string rendered = renderEffectiveConfig(
+      load(ConfigSources{.environment = {{"REGENT_HA_ZOOKEEPER_AUTH", "alice:s3cret"}}}));
+  EXPECT_EQ(lineFor(rendered, "ha.zookeeper.auth"),
+            "ha.zookeeper.auth alice:**** env REGENT_HA_ZOOKEEPER_AUTH");
+  EXPECT_THAT(rendered, Not(HasSubstr("s3cret")));
+}
+
+}  // namespace
+}  // namespace regent

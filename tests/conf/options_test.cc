@@ -1,0 +1,247 @@
+// The option registry: its invariants, and what each option accepts and rejects.
+#include "conf/options.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace regent {
+namespace {
+
+const OptionSpec& spec(std::string_view key) {
+  const OptionSpec* found = findOption(key);
+  if (found == nullptr) throw std::logic_error("test names an unknown option");
+  return *found;
+}
+
+bool accepts(std::string_view key, std::string_view text) {
+  return parseOptionValue(spec(key), text).ok();
+}
+
+std::string rejection(std::string_view key, std::string_view text) {
+  auto result = parseOptionValue(spec(key), text);
+  return result ? "<accepted>" : result.error().message;
+}
+
+TEST(OptionRegistry, HasEveryOptionOfTheFirstIssueInOrder) {
+  std::vector<std::string> keys;
+  for (const OptionSpec& option : allOptions()) keys.push_back(option.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"cluster-id",
+                                            "ha.mode",
+                                            "ha.zookeeper.quorum",
+                                            "ha.zookeeper.root",
+                                            "ha.zookeeper.session-timeout",
+                                            "ha.zookeeper.suspend-tolerance",
+                                            "ha.zookeeper.auth",
+                                            "store.backend",
+                                            "store.rocksdb.path",
+                                            "rpc.bind",
+                                            "rpc.advertised-address",
+                                            "http.bind",
+                                            "heartbeat.interval",
+                                            "heartbeat.timeout",
+                                            "jobmaster.reconciliation-timeout",
+                                            "worker.slots",
+                                            "worker.slot-cpu",
+                                            "worker.slot-memory",
+                                            "log.level",
+                                            "log.format"}));
+}
+
+TEST(OptionRegistry, EveryDefaultIsAValidValue) {
+  for (const OptionSpec& option : allOptions()) {
+    auto value = parseOptionValue(option, option.defaultText);
+    EXPECT_TRUE(value.ok()) << option.key << ": " << value.error().message;
+  }
+}
+
+TEST(OptionRegistry, KeysAndEnvironmentVariablesAreUnique) {
+  std::set<std::string> keys;
+  std::set<std::string> variables;
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_TRUE(keys.insert(option.key).second) << "duplicate key " << option.key;
+    EXPECT_TRUE(variables.insert(environmentVariableFor(option.key)).second)
+        << "two keys map to " << environmentVariableFor(option.key);
+  }
+}
+
+TEST(OptionRegistry, NoKeyIsAlsoAGroupOfOtherKeys) {
+  // A key that is both a value and a map ("a: 1" and "a.b: 2") cannot be written as YAML.
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_EQ(findOption(option.key + ".x"), nullptr);
+    for (const OptionSpec& other : allOptions()) {
+      EXPECT_FALSE(other.key.starts_with(option.key + ".")) << option.key << " / " << other.key;
+    }
+  }
+}
+
+TEST(OptionRegistry, EveryOptionHasOneLineOfDocAndALowerCaseKey) {
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_FALSE(option.doc.empty()) << option.key;
+    EXPECT_EQ(option.doc.find('\n'), std::string::npos) << option.key;
+    for (const char c : option.key) {
+      EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')
+          << option.key;
+    }
+    EXPECT_EQ(option.type == OptionType::kEnum, !option.choices.empty()) << option.key;
+  }
+}
+
+TEST(OptionRegistry, OnlyTheZooKeeperCredentialIsSecret) {
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_EQ(option.secret, option.key == "ha.zookeeper.auth") << option.key;
+  }
+}
+
+TEST(OptionRegistry, RulesNameOnlyKnownKeys) {
+  ASSERT_FALSE(allOptionRules().empty());
+  for (const OptionRule& rule : allOptionRules()) {
+    for (const std::string& key : rule.keys) EXPECT_NE(findOption(key), nullptr) << key;
+  }
+}
+
+TEST(OptionRegistry, FindsOptionsByExactKeyOnly) {
+  EXPECT_EQ(findOption("ha.mode")->key, "ha.mode");
+  EXPECT_EQ(findOption("ha"), nullptr);
+  EXPECT_EQ(findOption("HA.MODE"), nullptr);
+  EXPECT_EQ(findOption(""), nullptr);
+}
+
+TEST(EnvironmentVariableNaming, UpperCasesAndReplacesDotsAndDashes) {
+  EXPECT_EQ(environmentVariableFor("ha.zookeeper.quorum"), "REGENT_HA_ZOOKEEPER_QUORUM");
+  EXPECT_EQ(environmentVariableFor("ha.zookeeper.session-timeout"),
+            "REGENT_HA_ZOOKEEPER_SESSION_TIMEOUT");
+  EXPECT_EQ(environmentVariableFor("cluster-id"), "REGENT_CLUSTER_ID");
+}
+
+TEST(OptionValues, ClusterIdIsANonEmptyNameOfSafeCharacters) {
+  EXPECT_TRUE(accepts("cluster-id", "prod-eu_1.a"));
+  EXPECT_EQ(rejection("cluster-id", ""),
+            "expected a name of letters, digits, '.', '_' and '-' such as \"default\"");
+  EXPECT_FALSE(accepts("cluster-id", "a b"));
+  EXPECT_FALSE(accepts("cluster-id", "a/b"));
+  EXPECT_FALSE(accepts("cluster-id", "."));
+  EXPECT_FALSE(accepts("cluster-id", ".."));
+  EXPECT_FALSE(accepts("cluster-id", "caf\xc3\xa9"));
+}
+
+TEST(OptionValues, ModeIsOneOfTheListedWords) {
+  EXPECT_TRUE(accepts("ha.mode", "standalone"));
+  EXPECT_EQ(rejection("ha.mode", "ZooKeeper"), "expected one of zookeeper, standalone");
+  EXPECT_EQ(rejection("ha.mode", ""), "expected one of zookeeper, standalone");
+  EXPECT_EQ(rejection("log.level", "verbose"),
+            "expected one of trace, debug, info, warn, error, off");
+}
+
+TEST(OptionValues, QuorumIsACommaSeparatedListOfHostPorts) {
+  EXPECT_TRUE(accepts("ha.zookeeper.quorum", "zk1:2181"));
+  EXPECT_TRUE(accepts("ha.zookeeper.quorum", "zk1.example.com:2181,10.0.0.2:2181,[::1]:2181"));
+  const std::string expected =
+      "expected a comma-separated list of host:port such as zk1:2181,zk2:2181";
+  EXPECT_EQ(rejection("ha.zookeeper.quorum", "zk1"), expected);
+  for (const char* bad :
+       {"", "zk1:", ":2181", "zk1:0", "zk1:65536", "zk1:21a", "zk1:2181,", "zk1:2181, zk2:2181",
+        "zk1:2181/chroot", "zk..1:2181", "[::1:2181", "[zz]:2181"}) {
+    EXPECT_EQ(rejection("ha.zookeeper.quorum", bad), expected) << bad;
+  }
+}
+
+TEST(OptionValues, RootIsAnAbsolutePathWithoutTrailingSlash) {
+  EXPECT_TRUE(accepts("ha.zookeeper.root", "/regent"));
+  EXPECT_TRUE(accepts("ha.zookeeper.root", "/a/b-c/d"));
+  const std::string expected =
+      "expected a ZooKeeper path such as /regent (starting with \"/\", without a trailing \"/\" "
+      "or empty, \".\" or \"..\" parts)";
+  for (const char* bad :
+       {"regent", "/regent/", "/", "", "//regent", "/a//b", "/a/./b", "/a/..", "/a b"}) {
+    EXPECT_EQ(rejection("ha.zookeeper.root", bad), expected) << bad;
+  }
+}
+
+TEST(OptionValues, AuthIsUserColonPasswordOrEmpty) {
+  EXPECT_TRUE(accepts("ha.zookeeper.auth", ""));
+  EXPECT_TRUE(accepts("ha.zookeeper.auth", "alice:s3cret"));
+  EXPECT_TRUE(accepts("ha.zookeeper.auth", "alice:pass:with:colons"));
+  const std::string expected = "expected user:password, or empty for no authentication";
+  for (const char* bad : {"alice", ":s3cret", "alice:", "alice:pa\nss"}) {
+    EXPECT_EQ(rejection("ha.zookeeper.auth", bad), expected) << bad;
+  }
+}
+
+TEST(OptionValues, BindAddressesAllowPortZeroAdvertisedAddressAllowsEmpty) {
+  EXPECT_TRUE(accepts("rpc.bind", "0.0.0.0:0"));
+  EXPECT_TRUE(accepts("http.bind", "[::]:8081"));
+  EXPECT_EQ(rejection("rpc.bind", ""), "expected a host:port such as 0.0.0.0:6123");
+  EXPECT_EQ(rejection("http.bind", "8081"), "expected a host:port such as 0.0.0.0:6123");
+  EXPECT_TRUE(accepts("rpc.advertised-address", ""));
+  EXPECT_TRUE(accepts("rpc.advertised-address", "master-1.internal:6123"));
+  EXPECT_EQ(rejection("rpc.advertised-address", "master-1:0"),
+            "expected a host:port such as 10.0.0.5:6123, or empty");
+}
+
+TEST(OptionValues, DurationsMustBePositiveWhereZeroMakesNoSense) {
+  EXPECT_TRUE(accepts("ha.zookeeper.suspend-tolerance", "0"));
+  EXPECT_EQ(rejection("ha.zookeeper.session-timeout", "0"),
+            "expected a duration greater than 0, such as 500ms, 6s or 2m");
+  EXPECT_EQ(rejection("heartbeat.interval", "0ms"),
+            "expected a duration greater than 0, such as 500ms, 6s or 2m");
+  EXPECT_EQ(rejection("heartbeat.interval", "2"),
+            "expected a duration such as 500ms, 6s or 2m (a number needs a unit: ms, s, m or h)");
+}
+
+TEST(OptionValues, SlotsIsAWholeNumberFromOneTo1024) {
+  EXPECT_EQ(std::get<int64_t>(parseOptionValue(spec("worker.slots"), "1").value()), 1);
+  EXPECT_EQ(std::get<int64_t>(parseOptionValue(spec("worker.slots"), " 1024 ").value()), 1024);
+  EXPECT_EQ(rejection("worker.slots", "0"), "expected a whole number from 1 to 1024");
+  EXPECT_EQ(rejection("worker.slots", "1025"), "expected a whole number from 1 to 1024");
+  EXPECT_EQ(rejection("worker.slots", "-3"), "expected a whole number from 1 to 1024");
+  EXPECT_EQ(rejection("worker.slots", "4.0"), "expected a whole number");
+  EXPECT_EQ(rejection("worker.slots", "four"), "expected a whole number");
+  EXPECT_EQ(rejection("worker.slots", ""), "expected a whole number");
+  EXPECT_EQ(rejection("worker.slots", "99999999999999999999"),
+            "expected a whole number (the number is too large)");
+}
+
+TEST(OptionValues, SlotCpuIsAFinitePositiveNumber) {
+  EXPECT_EQ(std::get<double>(parseOptionValue(spec("worker.slot-cpu"), "0.5").value()), 0.5);
+  EXPECT_EQ(std::get<double>(parseOptionValue(spec("worker.slot-cpu"), "2").value()), 2.0);
+  EXPECT_EQ(rejection("worker.slot-cpu", "0"),
+            "expected a number greater than 0, such as 0.5 or 2");
+  EXPECT_EQ(rejection("worker.slot-cpu", "-1"),
+            "expected a number greater than 0, such as 0.5 or 2");
+  for (const char* bad : {"nan", "inf", "1e999", "1,5", "one", ""}) {
+    EXPECT_EQ(rejection("worker.slot-cpu", bad), "expected a number such as 0.5 or 2") << bad;
+  }
+}
+
+TEST(OptionValues, SlotMemoryIsASize) {
+  EXPECT_EQ(std::get<uint64_t>(parseOptionValue(spec("worker.slot-memory"), "512MiB").value()),
+            uint64_t{512} << 20);
+  EXPECT_EQ(rejection("worker.slot-memory", "1GB"),
+            "expected a size such as 4096, 64MiB or 1GiB (units B, KiB, MiB, GiB, TiB) "
+            "(unknown unit \"GB\")");
+}
+
+TEST(OptionValues, FormattingGivesCanonicalText) {
+  auto format = [](std::string_view key, std::string_view text) {
+    return formatOptionValue(spec(key), parseOptionValue(spec(key), text).value());
+  };
+  EXPECT_EQ(format("worker.slot-cpu", "1"), "1.0");
+  EXPECT_EQ(format("worker.slot-cpu", "0.25"), "0.25");
+  EXPECT_EQ(format("worker.slot-memory", "1073741824"), "1GiB");
+  EXPECT_EQ(format("heartbeat.interval", "120000ms"), "2m");
+  EXPECT_EQ(format("worker.slots", "0016"), "16");
+  EXPECT_EQ(format("ha.zookeeper.auth", "alice:s3cret"), "alice:s3cret");
+}
+
+TEST(OptionValues, TypeDescriptionsNameTheConstraint) {
+  EXPECT_EQ(describeOptionType(spec("worker.slots")), "integer, 1..1024");
+  EXPECT_EQ(describeOptionType(spec("ha.mode")), "one of zookeeper, standalone");
+  EXPECT_EQ(describeOptionType(spec("ha.zookeeper.auth")), "user:password or empty, secret");
+  EXPECT_EQ(describeOptionType(spec("store.rocksdb.path")), "string");
+  EXPECT_EQ(describeOptionType(spec("worker.slot-memory")), "size");
+}
+
+}  // namespace
+}  // namespace regent
