@@ -121,7 +121,9 @@ std::string formatDuration(Duration duration) {
   // Unsigned negation keeps the most negative value defined.
   const uint64_t magnitude =
       count < 0 ? uint64_t{0} - static_cast<uint64_t>(count) : static_cast<uint64_t>(count);
-  return (count < 0 ? "-" : "") + formatWithUnits(magnitude, kDurationUnits);
+  std::string text = formatWithUnits(magnitude, kDurationUnits);
+  if (count < 0) text.insert(text.begin(), '-');
+  return text;
 }
 
 std::string formatSize(uint64_t bytes) {
