@@ -7,7 +7,7 @@ packages=(
   # toolchain
   g++ cmake ninja-build ccache pkg-config git procps
   # libraries
-  capnproto libcapnp-dev libuv1-dev libzookeeper-st-dev librocksdb-dev
+  capnproto libcapnp-dev libssl-dev libuv1-dev libzookeeper-st-dev librocksdb-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   # tests: GoogleTest, and the real ZooKeeper server (Java) the fixtures start
   libgtest-dev libgmock-dev zookeeper default-jre-headless
