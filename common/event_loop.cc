@@ -116,18 +116,23 @@ EventLoop::~EventLoop() {
     s.posted.clear();
   }
   uv_close(reinterpret_cast<uv_handle_t*>(&s.postAsync), nullptr);
-  // Anything still open was leaked by its owner; close it so the loop can be closed.
   uv_walk(
       &s.uv,
       [](uv_handle_t* handle, void*) {
-        if (!uv_is_closing(handle)) {
-          spdlog::warn("event loop destroyed with an open uv handle ({})",
-                       uv_handle_type_name(handle->type));
-          uv_close(handle, nullptr);
+        if (uv_is_closing(handle)) return;
+        if (handle->type == UV_PROCESS) {
+          // A child whose ChildProcess is gone, SIGKILLed but not yet reaped: make sure it dies
+          // and let its exit callback close the handle and free its state below.
+          uv_process_kill(reinterpret_cast<uv_process_t*>(handle), SIGKILL);
+          return;
         }
+        // Anything else still open was leaked by its owner; close it so the loop can close.
+        spdlog::warn("event loop destroyed with an open uv handle ({})",
+                     uv_handle_type_name(handle->type));
+        uv_close(handle, nullptr);
       },
       nullptr);
-  // Runs close callbacks and waits for thread-pool work still in flight.
+  // Reaps those children, runs close callbacks and waits for thread-pool work in flight.
   uv_run(&s.uv, UV_RUN_DEFAULT);
   s.observer = nullptr;  // Before the backend fd goes away with the loop.
   int rc = uv_loop_close(&s.uv);
@@ -218,6 +223,7 @@ kj::Promise<void> EventLoop::runOnThreadPool(kj::Function<void()> work) {
 struct UvTimer::Handle {
   uv_timer_t timer;
   kj::Maybe<kj::Function<void()>> callback;
+  uint64_t generation = 0;  // Bumped by start() and stop(), so a running callback can tell.
 };
 
 UvTimer::UvTimer(EventLoop& loop) : loop_(loop), handle_(new Handle{}) {
@@ -232,6 +238,7 @@ UvTimer::~UvTimer() {
 }
 
 void UvTimer::start(Duration timeout, Duration repeat, kj::Function<void()> callback) {
+  ++handle_->generation;
   handle_->callback = kj::mv(callback);
   // uv measures from its cached loop time, which is stale if kj ran for a while since the last
   // pump: refresh it or the timer fires early.
@@ -244,11 +251,13 @@ void UvTimer::start(Duration timeout, Duration repeat, kj::Function<void()> call
         KJ_IF_MAYBE(cb, h->callback) {
           kj::Function<void()> running = kj::mv(*cb);
           h->callback = nullptr;
+          uint64_t generation = h->generation;
           bool repeating = uv_timer_get_repeat(t) != 0;
           runUserCallback("timer", running);
-          if (repeating && h->callback == nullptr && !uv_is_closing(reinterpret_cast<uv_handle_t*>(t))) {
-            h->callback = kj::mv(running);
-          }
+          // Put it back only if the callback neither restarted, stopped nor destroyed the timer.
+          bool untouched = h->generation == generation &&
+                           !uv_is_closing(reinterpret_cast<uv_handle_t*>(t));
+          if (repeating && untouched) h->callback = kj::mv(running);
         }
       },
       static_cast<uint64_t>(timeout.count()), static_cast<uint64_t>(repeat.count()));
@@ -256,6 +265,7 @@ void UvTimer::start(Duration timeout, Duration repeat, kj::Function<void()> call
 }
 
 void UvTimer::stop() {
+  ++handle_->generation;
   uv_timer_stop(&handle_->timer);
   handle_->callback = nullptr;
   loop_.kick();
@@ -285,7 +295,12 @@ SignalWatcher::SignalWatcher(EventLoop& loop, int signum, kj::Function<void()> c
         runUserCallback("signal", h->callback);
       },
       signum);
-  KJ_REQUIRE(rc == 0, "uv_signal_start failed", signum, uv_strerror(rc));
+  if (rc != 0) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&handle_->signal),
+             [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); });
+    loop.kick();
+    KJ_FAIL_REQUIRE("uv_signal_start failed", signum, uv_strerror(rc));
+  }
   loop.kick();
 }
 
@@ -337,6 +352,12 @@ struct ChildProcess::State {
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
   if (options.argv.empty()) return Error::fatal("spawn: empty argv");
+  for (const auto& extra : options.env) {
+    if (extra.find('=') == std::string::npos || extra.front() == '=') {
+      return Error::fatal("spawn " + options.argv[0] + ": environment entry \"" + extra +
+                          "\" is not NAME=value");
+    }
+  }
   auto* state = new State{};
   state->loop = &loop;
   state->sinks[0] = &state->exit.out;

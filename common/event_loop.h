@@ -106,7 +106,8 @@ class SignalWatcher final {
 
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH.
-  // Extra "NAME=value" entries added to the parent's environment (later entries win).
+  // Extra "NAME=value" entries added to the parent's environment (later entries win); an entry
+  // that is not NAME=value fails the spawn.
   std::vector<std::string> env;
   std::string cwd;                // Empty: the parent's working directory.
   // Capture stdout and stderr in memory (returned in ChildExit); otherwise they go to the files

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -85,6 +86,19 @@ TEST(EventLoop, UvTimerCallbackMayDestroyItsOwnTimer) {
   });
   loop.run(kj::mv(paf.promise));
   EXPECT_EQ(timer, nullptr);
+}
+
+TEST(EventLoop, StoppingARepeatingTimerFromItsCallbackReleasesTheCallback) {
+  EventLoop loop;
+  UvTimer timer(loop);
+  auto captured = std::make_shared<int>(0);
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  timer.start(milliseconds(1), milliseconds(1), [&, captured] {
+    timer.stop();
+    paf.fulfiller->fulfill();
+  });
+  loop.run(kj::mv(paf.promise));
+  EXPECT_EQ(captured.use_count(), 1) << "the stopped timer still holds its callback";
 }
 
 TEST(EventLoop, UvTimerCallbackMayRestartItsOwnTimer) {
@@ -177,6 +191,8 @@ TEST(ChildProcess, WritesOutputToFilesWhenNotCapturing) {
   err << std::ifstream(errPath).rdbuf();
   EXPECT_EQ(out.str(), "to-out\n");
   EXPECT_EQ(err.str(), "to-err\n");
+  ::unlink(outPath.c_str());
+  ::unlink(errPath.c_str());
 }
 
 TEST(ChildProcess, RunsInTheGivenWorkingDirectory) {
@@ -198,6 +214,30 @@ TEST(ChildProcess, MissingProgramFailsNamingIt) {
   EXPECT_EQ(loop.run(again.value()->onExit()).exitStatus, 0);
 }
 
+TEST(ChildProcess, EnvironmentEntryWithoutEqualsIsRefusedNamingIt) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"true"}, .env = {"A=1", "JUSTANAME"}});
+  ASSERT_FALSE(child.ok());
+  EXPECT_NE(child.error().message.find("\"JUSTANAME\""), std::string::npos) << child.error().message;
+}
+
+bool reaped(int pid) {
+  // Gone from the process table: not running, and not a zombie waiting for its parent.
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+TEST(ChildProcess, ChildDestroyedJustBeforeItsLoopIsStillKilledAndReaped) {
+  int pid = 0;
+  {
+    EventLoop loop;
+    auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
+    ASSERT_TRUE(child.ok());
+    pid = child.value()->pid();
+    child.value().reset();
+  }  // The loop is destroyed before it had a chance to see the child exit.
+  EXPECT_TRUE(reaped(pid)) << "child " << pid << " was left running or unreaped";
+}
+
 TEST(ChildProcess, DestroyingARunningChildKillsIt) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
@@ -206,10 +246,10 @@ TEST(ChildProcess, DestroyingARunningChildKillsIt) {
   child.value().reset();
   // The loop reaps it; wait (bounded) until the pid is gone.
   auto deadline = steady_clock::now() + std::chrono::seconds(10);
-  while (::kill(pid, 0) == 0 && steady_clock::now() < deadline) {
+  while (!reaped(pid) && steady_clock::now() < deadline) {
     loop.run(loop.timer().afterDelay(5 * kj::MILLISECONDS));
   }
-  EXPECT_NE(::kill(pid, 0), 0) << "child " << pid << " still exists";
+  EXPECT_TRUE(reaped(pid)) << "child " << pid << " still exists";
 }
 
 TEST(EventLoop, BlockingWorkRunsOnThePoolAndItsResultArrivesOnTheLoopThread) {
@@ -250,16 +290,37 @@ TEST(EventLoop, ManyBlockingCallsInFlightAllComplete) {
   for (int i = 0; i < 200; ++i) EXPECT_EQ(results[i], i * i);
 }
 
-TEST(EventLoop, DroppedBlockingWorkIsCancelledOrFinishesHarmlessly) {
+TEST(EventLoop, DroppedBlockingWorkThatHasNotStartedNeverRuns) {
+  // Declared before the loop: pool threads may touch them until the loop is destroyed.
+  constexpr int kPoolThreads = 4;  // libuv's default pool size (UV_THREADPOOL_SIZE unset).
+  std::atomic<int> blockersStarted{0};
+  std::atomic<int> droppedRan{0};
+  std::mutex gate;
+  std::unique_lock<std::mutex> closed(gate);
+
   EventLoop loop;
-  std::atomic<int> ran{0};
+  // Occupy every pool thread, so the work queued next cannot start.
+  kj::Vector<kj::Promise<void>> blockers;
+  for (int i = 0; i < kPoolThreads; ++i) {
+    blockers.add(loop.runBlocking([&] {
+      ++blockersStarted;
+      std::lock_guard<std::mutex> wait(gate);
+    }));
+  }
+  auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (blockersStarted.load() < kPoolThreads && steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(blockersStarted.load(), kPoolThreads);
   {
     kj::Vector<kj::Promise<void>> dropped;
-    for (int i = 0; i < 50; ++i) dropped.add(loop.runBlocking([&] { ++ran; }));
+    for (int i = 0; i < 50; ++i) dropped.add(loop.runBlocking([&] { ++droppedRan; }));
   }
-  // Later work still completes, and the loop is not disturbed by the abandoned requests.
+  closed.unlock();
+  loop.run(kj::joinPromises(blockers.releaseAsArray()));
+  // Later work still completes, after the queue has been drained of anything left.
   EXPECT_EQ(loop.run(loop.runBlocking([] { return 1; })), 1);
-  EXPECT_LE(ran.load(), 50);
+  EXPECT_EQ(droppedRan.load(), 0);
 }
 
 TEST(EventLoop, PostFromAnotherThreadWakesTheLoop) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/common/logging_test_util.h"
+
 namespace regent {
 namespace {
 
@@ -18,7 +20,9 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-TEST(Logging, JsonFormatWritesOneParseableObjectPerLine) {
+using LoggingTest = DefaultLoggerTest;
+
+TEST_F(LoggingTest, JsonFormatWritesOneParseableObjectPerLine) {
   std::ostringstream captured;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
   ASSERT_TRUE(setupLogging({.level = "info", .format = LogFormat::kJson, .process = "master"}, sink).ok());
@@ -39,7 +43,7 @@ TEST(Logging, JsonFormatWritesOneParseableObjectPerLine) {
   EXPECT_EQ(second["level"], "warning");
 }
 
-TEST(Logging, TextFormatNamesLevelAndProcess) {
+TEST_F(LoggingTest, TextFormatNamesLevelAndProcess) {
   std::ostringstream captured;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
   ASSERT_TRUE(setupLogging({.level = "debug", .format = LogFormat::kText, .process = "worker"}, sink).ok());
@@ -52,7 +56,7 @@ TEST(Logging, TextFormatNamesLevelAndProcess) {
   EXPECT_FALSE(nlohmann::json::accept(out[0])) << "text lines are not JSON";
 }
 
-TEST(Logging, UnknownLevelIsAnErrorNamingIt) {
+TEST_F(LoggingTest, UnknownLevelIsAnErrorNamingIt) {
   auto status = setupLogging({.level = "verbose"});
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().message.find("\"verbose\""), std::string::npos) << status.error().message;

@@ -8,10 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/common/logging_test_util.h"
+
 namespace regent {
 namespace {
 
-TEST(LoggingConfig, DefaultsAreInfoAndText) {
+using LoggingConfig = DefaultLoggerTest;
+
+TEST_F(LoggingConfig, DefaultsAreInfoAndText) {
   auto config = loadConfig({});
   ASSERT_TRUE(config.ok()) << config.error().message;
   LogOptions options = logOptionsFrom(config.value(), "master");
@@ -20,7 +24,7 @@ TEST(LoggingConfig, DefaultsAreInfoAndText) {
   EXPECT_EQ(options.process, "master");
 }
 
-TEST(LoggingConfig, JsonFormatFromTheEnvironmentProducesJsonLines) {
+TEST_F(LoggingConfig, JsonFormatFromTheEnvironmentProducesJsonLines) {
   auto config = loadConfig({.environment = {{"REGENT_LOG_FORMAT", "json"}},
                             .set = {"log.level=debug"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
@@ -36,7 +40,7 @@ TEST(LoggingConfig, JsonFormatFromTheEnvironmentProducesJsonLines) {
   EXPECT_EQ(line["logger"], "worker");
 }
 
-TEST(LoggingConfig, EveryLevelTheRegistryAcceptsIsAcceptedByTheLogger) {
+TEST_F(LoggingConfig, EveryLevelTheRegistryAcceptsIsAcceptedByTheLogger) {
   for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
     auto config = loadConfig({.set = {std::string("log.level=") + level}});
     ASSERT_TRUE(config.ok()) << level << ": " << config.error().message;
