@@ -1,16 +1,29 @@
 // Generation, formatting and parsing of 128-bit ids.
 #include "common/ids.h"
 
+#include <unistd.h>
+
 #include <random>
 
 namespace regent::detail {
 
+namespace {
+
+std::mt19937_64 seededGenerator() {
+  std::random_device device;
+  std::seed_seq seed{device(), device(), device(), device(), device(), device()};
+  return std::mt19937_64(seed);
+}
+
+}  // namespace
+
 void randomId128(uint64_t& hi, uint64_t& lo) {
-  thread_local std::mt19937_64 generator{[] {
-    std::random_device device;
-    std::seed_seq seed{device(), device(), device(), device(), device(), device()};
-    return std::mt19937_64(seed);
-  }()};
+  thread_local std::mt19937_64 generator = seededGenerator();
+  thread_local pid_t seededIn = ::getpid();
+  if (seededIn != ::getpid()) {  // A forked child: do not repeat the parent's sequence.
+    generator = seededGenerator();
+    seededIn = ::getpid();
+  }
   do {
     hi = generator();
     lo = generator();

@@ -22,13 +22,14 @@ class Id128 final {
   constexpr Id128() = default;
   constexpr Id128(uint64_t hi, uint64_t lo) : hi_(hi), lo_(lo) {}
 
-  // A fresh id from a per-thread generator seeded by the OS.
+  // A fresh id from a per-thread generator seeded by the OS (and re-seeded in a forked child,
+  // which would otherwise repeat its parent's ids).
   static Id128 random() {
     Id128 id;
     detail::randomId128(id.hi_, id.lo_);
     return id;
   }
-  // Parses exactly 32 hex digits; nothing else is accepted.
+  // Parses exactly 32 hex digits, either case; nothing else is accepted.
   static std::optional<Id128> fromHex(std::string_view text) {
     Id128 id;
     if (!detail::parseId128(text, id.hi_, id.lo_)) return std::nullopt;

@@ -2,6 +2,8 @@
 #include "common/ids.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <set>
 
@@ -15,6 +17,27 @@ TEST(Id128, RandomIdsAreDistinctAndNeverZero) {
     EXPECT_FALSE(id.isZero());
     EXPECT_TRUE(seen.insert(id).second) << "duplicate id " << id.toHex();
   }
+}
+
+TEST(Id128, ForkedChildDoesNotRepeatItsParentsIds) {
+  JobId::random();  // The parent's generator is seeded before the fork.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    JobId id = JobId::random();
+    uint64_t halves[2] = {id.hi(), id.lo()};
+    ssize_t written = ::write(fds[1], halves, sizeof halves);
+    ::_exit(written == sizeof halves ? 0 : 1);
+  }
+  uint64_t halves[2] = {0, 0};
+  ASSERT_EQ(::read(fds[0], halves, sizeof halves), static_cast<ssize_t>(sizeof halves));
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_NE(JobId(halves[0], halves[1]), JobId::random());
 }
 
 TEST(Id128, HexRoundTripKeepsBothHalves) {
