@@ -17,18 +17,18 @@ namespace {
 
 constexpr size_t kMaxYamlDepth = 32;
 
-// "in file /x/regent.yaml (line 3)", "from env REGENT_HA_MODE", "from --set", "by default".
+// "in file /x/regent.yaml (line 3)", "from env REGENT_HA_MODE", "from --set", "by default":
+// ValueSource::describe() phrased for the middle of an error message.
 std::string where(const ValueSource& source) {
   switch (source.kind) {
     case ValueSource::Kind::kDefault:
       return "by default";
     case ValueSource::Kind::kFile:
-      return "in file " + source.name +
+      return "in " + source.describe() +
              (source.line > 0 ? " (line " + std::to_string(source.line) + ")" : "");
     case ValueSource::Kind::kEnvironment:
-      return "from env " + source.name;
     case ValueSource::Kind::kCommandLine:
-      return "from --set";
+      return "from " + source.describe();
   }
   return {};
 }
