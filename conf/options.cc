@@ -210,6 +210,17 @@ std::vector<OptionSpec> buildRegistry() {
                    "Digest credential user:password for ZooKeeper ACLs; empty means no "
                    "authentication.",
                    digestCredentialOrEmpty()),
+      secretOption("ha.zookeeper.read-auth", "",
+                   "Digest credential user:password that may read (not change) the cluster's "
+                   "nodes, for regentctl and monitoring; needs ha.zookeeper.auth.",
+                   digestCredentialOrEmpty()),
+      option("ha.zookeeper.connect-timeout", kDuration, "10s",
+             "How long a process waits for its first ZooKeeper session before giving up "
+             "(regentctl) or logging that ZooKeeper is unreachable (masters keep retrying).",
+             positiveDuration()),
+      option("ha.standalone.epoch-file", kString, "regent-epoch",
+             "With ha.mode=standalone, the file that keeps the last epoch so it grows across "
+             "restarts; relative paths start at the working directory."),
       enumOption("store.backend", {"auto", "zookeeper", "rocksdb"}, "auto",
                  "Where job graphs and results are kept; auto picks zookeeper with "
                  "ha.mode=zookeeper and rocksdb with ha.mode=standalone."),
@@ -253,6 +264,12 @@ std::vector<OptionRule> buildRules() {
          // Divides rather than multiplies: a huge tolerance must not overflow.
          return config.getDuration("ha.zookeeper.suspend-tolerance") <=
                 config.getDuration("ha.zookeeper.session-timeout") / 3;
+       }},
+      {{"ha.zookeeper.read-auth", "ha.zookeeper.auth"},
+       "ha.zookeeper.read-auth needs ha.zookeeper.auth (without ACLs everyone may read)",
+       [](const Config& config) {
+         return config.getString("ha.zookeeper.read-auth").empty() ||
+                !config.getString("ha.zookeeper.auth").empty();
        }},
       {{"heartbeat.timeout", "heartbeat.interval"},
        "heartbeat.timeout must exceed heartbeat.interval",

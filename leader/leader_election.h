@@ -1,0 +1,54 @@
+// The contender side of leader election (DESIGN §5): one per master. Implementations:
+// ZooKeeperLeaderElection (latch nodes, epochs issued in ZooKeeper transactions) and
+// StandaloneLeaderElection (one master, always leader, epoch in a local file).
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+
+namespace regent::leader {
+
+// Receives the two leadership signals. Loop-thread only; the election calls these from the
+// loop, never reentrantly from inside one of its own methods.
+class LeaderContender {
+ public:
+  virtual ~LeaderContender() = default;
+  // This process leads for `epoch` from now on: ZooKeeper holds `leader` (status RECOVERING)
+  // and `epoch` == `epoch`. Fires at most once per term; never twice without a revoke between.
+  virtual void grantLeadership(uint64_t epoch) = 0;
+  // The term `epoch` is over; `reason` says why (session expired, latch node deleted,
+  // connection lost, handed over, error). Every leader service must stop before this returns.
+  // Fires exactly once per granted term, before any later grant.
+  virtual void revokeLeadership(uint64_t epoch, const std::string& reason) = 0;
+};
+
+class LeaderElection {
+ public:
+  virtual ~LeaderElection() = default;
+
+  // Starts contending; `contender` must outlive the election. After any loss of leadership the
+  // election contends again on its own (a new latch node), until handOver() or destruction.
+  // Errors that retrying cannot fix are reported through revokeLeadership (if leading) and the
+  // log, and the election keeps retrying with backoff.
+  virtual void start(LeaderContender& contender) = 0;
+
+  // Publishes status SERVING in `leader` for `epoch` (a versioned update guarded by the latch
+  // check). Fails (without touching `leader`) if `epoch` is not the current term.
+  virtual kj::Promise<Status> markServing(uint64_t epoch) = 0;
+
+  // Graceful hand-over: deletes `leader` and this contender's latch node in one transaction, so
+  // the next contender is granted at once; revokes (reason "handed over") first if leading.
+  // With recontend, joins the election again at the back of the queue; otherwise stops
+  // contending for good. Resolves once ZooKeeper applied the transaction (or there was
+  // nothing to delete); a failure is logged and the session's end removes the nodes anyway.
+  virtual kj::Promise<void> handOver(bool recontend) = 0;
+
+  // The epoch of the current term, or 0 when not leading.
+  virtual uint64_t currentEpoch() const = 0;
+};
+
+}  // namespace regent::leader

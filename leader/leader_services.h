@@ -1,0 +1,30 @@
+// Chooses the election and retrieval implementations from the HA mode (STYLE §2: an owning
+// pointer or an error, never a half-built object).
+#pragma once
+
+#include <kj/memory.h>
+
+#include "common/result.h"
+#include "ha/ha_services.h"
+#include "leader/leader_election.h"
+#include "leader/leader_info.h"
+#include "leader/leader_retrieval.h"
+
+namespace regent {
+class Config;
+class EventLoop;
+}  // namespace regent
+
+namespace regent::leader {
+
+// zookeeper mode: ZooKeeperLeaderElection over ha.zooKeeper(); standalone: a
+// StandaloneLeaderElection whose epoch lives in `ha.standalone.epoch-file`. `loop`, `config`
+// and `ha` must outlive the election.
+Result<kj::Own<LeaderElection>> createLeaderElection(EventLoop& loop, const Config& config,
+                                                     ha::HaServices& ha, ContenderInfo self);
+
+// zookeeper mode: ZooKeeperLeaderRetrieval; standalone: the configured master as leader.
+Result<kj::Own<LeaderRetrieval>> createLeaderRetrieval(EventLoop& loop, const Config& config,
+                                                       ha::HaServices& ha);
+
+}  // namespace regent::leader
