@@ -211,8 +211,8 @@ std::vector<OptionSpec> buildRegistry() {
                    "authentication.",
                    digestCredentialOrEmpty()),
       secretOption("ha.zookeeper.read-auth", "",
-                   "Digest credential user:password that may read (not change) the cluster's "
-                   "nodes, for regentctl and monitoring; needs ha.zookeeper.auth.",
+                   "Digest credential user:password that may read, not change, the cluster's "
+                   "nodes; masters grant it, regentctl and monitors log in with it.",
                    digestCredentialOrEmpty()),
       option("ha.zookeeper.connect-timeout", kDuration, "10s",
              "How long a process waits for its first ZooKeeper session before giving up "
@@ -264,12 +264,6 @@ std::vector<OptionRule> buildRules() {
          // Divides rather than multiplies: a huge tolerance must not overflow.
          return config.getDuration("ha.zookeeper.suspend-tolerance") <=
                 config.getDuration("ha.zookeeper.session-timeout") / 3;
-       }},
-      {{"ha.zookeeper.read-auth", "ha.zookeeper.auth"},
-       "ha.zookeeper.read-auth needs ha.zookeeper.auth (without ACLs everyone may read)",
-       [](const Config& config) {
-         return config.getString("ha.zookeeper.read-auth").empty() ||
-                !config.getString("ha.zookeeper.auth").empty();
        }},
       {{"heartbeat.timeout", "heartbeat.interval"},
        "heartbeat.timeout must exceed heartbeat.interval",

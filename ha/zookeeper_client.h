@@ -195,7 +195,7 @@ class ZooKeeperClient final : public Coordination {
   // credential without ':'). `loop` must outlive the client.
   static Result<std::unique_ptr<ZooKeeperClient>> start(EventLoop& loop,
                                                         ZooKeeperClientOptions options);
-  ~ZooKeeperClient() override;
+  ~ZooKeeperClient() noexcept override;
 
   // Resolves once the first session is established (kConnected), or with a retryable error
   // after `timeout`.

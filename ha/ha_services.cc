@@ -1,0 +1,21 @@
+// HaServices: builds the coordination services `ha.mode` asks for.
+#include "ha/ha_services.h"
+
+#include "conf/config.h"
+
+namespace regent::ha {
+
+Result<std::unique_ptr<HaServices>> HaServices::create(EventLoop& loop, const Config& config,
+                                                       Identity identity) {
+  if (config.getString("ha.mode") == "standalone") {
+    return std::unique_ptr<HaServices>(new HaServices(HaMode::kStandalone, nullptr));
+  }
+  ZooKeeperClientOptions options = zooKeeperClientOptionsFrom(config);
+  options.readOnlyIdentity = identity == Identity::kReader;
+  auto client = ZooKeeperClient::start(loop, std::move(options));
+  if (!client.ok()) return client.error();
+  return std::unique_ptr<HaServices>(
+      new HaServices(HaMode::kZooKeeper, std::move(client).value()));
+}
+
+}  // namespace regent::ha
