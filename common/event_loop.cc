@@ -107,7 +107,7 @@ EventLoop::EventLoop() : state_(kj::heap<State>()) {
   });
 }
 
-EventLoop::~EventLoop() {
+EventLoop::~EventLoop() noexcept {
   State& s = *state_;
   s.pumpTask = nullptr;
   s.kickFulfiller = nullptr;

@@ -28,7 +28,7 @@ class EventLoop final {
   EventLoop();
   // Closes every uv handle still open, waits for thread-pool work still running, then closes
   // the uv loop. Objects built on this loop (timers, watchers, children) must be destroyed first.
-  ~EventLoop();
+  ~EventLoop() noexcept;
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 

@@ -102,6 +102,7 @@ ZooKeeperClientOptions zooKeeperClientOptionsFrom(const Config& config) {
 namespace {
 
 constexpr size_t kMaxPathLength = 1024;
+constexpr Duration kUnreachableWarningInterval{10000};
 
 NodeStat toNodeStat(const Stat* stat) {
   NodeStat out;
@@ -138,19 +139,24 @@ std::string digestId(const std::string& credential) {
   return credential.substr(0, credential.find(':')) + ":" + encoded;
 }
 
-// Routes the library's log lines ("time:pid(tid):ZOO_INFO@function@line: text") to spdlog. The
-// library gives the callback no context, so it logs to the default logger.
+// The library's last warning or error, for the periodic "unreachable" warning. Loop threads
+// only, and the library logs from the thread that drives it.
+thread_local std::string lastLibraryProblem;
+
+// Routes the library's log lines ("time:pid(tid):ZOO_INFO@function@line: text") to spdlog at
+// debug level. While ZooKeeper is unreachable the library retries every few milliseconds and
+// logs each failure; the client's own state lines, and a throttled warning naming the last
+// problem, are what operators see. The library gives the callback no context, so it logs to the
+// default logger.
 void logFromZooKeeper(const char* message) {
   const std::string_view text(message);
-  spdlog::level::level_enum level = spdlog::level::debug;
-  if (text.find("ZOO_ERROR@") != std::string_view::npos) {
-    // Connection failures during an outage are expected; the session state says what matters.
-    level = spdlog::level::warn;
-  } else if (text.find("ZOO_WARN@") != std::string_view::npos) {
-    level = spdlog::level::warn;
+  const size_t at = text.find('@');
+  const std::string_view body = at == std::string_view::npos ? text : text.substr(at + 1);
+  if (text.find("ZOO_ERROR@") != std::string_view::npos ||
+      text.find("ZOO_WARN@") != std::string_view::npos) {
+    lastLibraryProblem.assign(body);
   }
-  const size_t at = text.find("@");
-  spdlog::log(level, "zookeeper: {}", at == std::string_view::npos ? text : text.substr(at + 1));
+  spdlog::debug("zookeeper: {}", body);
 }
 
 }  // namespace
@@ -202,7 +208,7 @@ struct ZooKeeperClient::State {
 
   State(EventLoop& loop, ZooKeeperClientOptions options)
       : loop(loop), options(std::move(options)), ioTimer(loop), expiryTimer(loop),
-        tasks(errorHandler) {}
+        unreachableTimer(loop), tasks(errorHandler) {}
   ~State() {
     for (Listener& listener : listeners) {
       if (listener.handle != nullptr) listener.handle->state = nullptr;
@@ -230,6 +236,8 @@ struct ZooKeeperClient::State {
   int pollEvents = 0;
   UvTimer ioTimer;
   UvTimer expiryTimer;
+  UvTimer unreachableTimer;  // Repeats a warning while there is no connection.
+  MonoTime disconnectedSince{};
   bool processing = false;          // Inside zookeeper_process(): no close, no reopen.
   std::vector<int> rawStates;       // Session events seen inside the library, handled after.
 
@@ -259,6 +267,17 @@ struct ZooKeeperClient::State {
                    nullptr, nullptr);
     }
     updateInterest();
+    if (!unreachableTimer.isActive()) startUnreachableWarnings();
+  }
+
+  void startUnreachableWarnings() {
+    disconnectedSince = std::chrono::steady_clock::now();
+    unreachableTimer.start(kUnreachableWarningInterval, kUnreachableWarningInterval, [this] {
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - disconnectedSince);
+      spdlog::warn("zookeeper: no connection to {} for {} s{}{}", options.quorum, seconds.count(),
+                   lastLibraryProblem.empty() ? "" : "; last problem: ", lastLibraryProblem);
+    });
   }
 
   // Closes the current handle and completes everything it still holds.
@@ -377,6 +396,8 @@ struct ZooKeeperClient::State {
     const clientid_t* id = zoo_client_id(handle->zh);
     negotiated = Duration(zoo_recv_timeout(handle->zh));
     expiryTimer.stop();
+    unreachableTimer.stop();
+    lastLibraryProblem.clear();
     if (state == SessionState::kSuspended && id->client_id == sessionId) {
       setState(SessionState::kReconnected);
     } else if (state == SessionState::kConnecting) {
@@ -396,6 +417,7 @@ struct ZooKeeperClient::State {
     spdlog::warn("zookeeper: connection to {} lost; session 0x{:x} expires in {} ms unless it "
                  "reconnects", options.quorum, sessionId, negotiated.count());
     setState(SessionState::kSuspended);
+    startUnreachableWarnings();
     // While cut off the library only reports CONNECTING; the session must be considered gone
     // once the server would have expired it (DESIGN §3).
     expiryTimer.start(negotiated, Duration(0),
@@ -436,6 +458,7 @@ struct ZooKeeperClient::State {
   void close() {
     if (state == SessionState::kClosed) return;
     expiryTimer.stop();
+    unreachableTimer.stop();
     closeHandle(ZkCode::kClosing);
     for (auto& waiter : connectedWaiters) {
       waiter->reject(KJ_EXCEPTION(DISCONNECTED, "ZooKeeper client closed"));

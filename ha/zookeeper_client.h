@@ -202,7 +202,10 @@ class ZooKeeperClient final : public Coordination {
   kj::Promise<Status> waitConnected(Duration timeout);
 
   // Ends the session (its ephemeral nodes go away at once) and moves to kClosed. Pending
-  // operations complete with kClosing. Idempotent.
+  // operations complete with kClosing. Idempotent. The destructor calls it.
+  // WARNING: while connected, the C library waits for the server to acknowledge the close, up
+  // to 1.5 s if the server does not answer (a stalled connection). It is the one bounded block on
+  // the loop thread, taken only at shutdown.
   void close();
 
   kj::Promise<ZkReply<std::string>> create(std::string path, std::string data,
