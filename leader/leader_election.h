@@ -24,6 +24,9 @@ class LeaderContender {
   // connection lost, handed over, error). Every leader service must stop before this returns.
   // Fires exactly once per granted term, before any later grant.
   virtual void revokeLeadership(uint64_t epoch, const std::string& reason) = 0;
+  // The election joined the queue with a new latch node ("m-0000000007"; "standalone" for the
+  // standalone election): once per latch node, before any grant it leads to. Optional.
+  virtual void contending(const std::string& latchNode) { (void)latchNode; }
 };
 
 class LeaderElection {

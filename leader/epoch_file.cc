@@ -1,0 +1,89 @@
+// The standalone epoch file: read, and replace through a temporary file so a crash never leaves
+// a torn number behind.
+#include "leader/epoch_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace regent::leader {
+namespace {
+
+std::string errnoText() { return std::strerror(errno); }
+
+Status writeAll(int fd, const std::string& text, const std::string& path) {
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::fatal("cannot write epoch file " + path + ": " + errnoText());
+    written += static_cast<size_t>(n);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::optional<uint64_t>> readEpochFile(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    if (error) return Error::fatal("cannot read epoch file " + path + ": " + error.message());
+    return std::optional<uint64_t>();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::fatal("cannot read epoch file " + path + ": " + errnoText());
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  uint64_t epoch = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, epoch);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
+    return Error::fatal("epoch file " + path +
+                        " is corrupt: expected one decimal number, found \"" + shown + "\"");
+  }
+  return std::optional<uint64_t>(epoch);
+}
+
+Status writeEpochFile(const std::string& path, uint64_t epoch) {
+  const std::string temp = path + ".tmp";
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Error::fatal("cannot write epoch file " + temp + ": " + errnoText());
+  Status written = writeAll(fd, std::to_string(epoch) + "\n", temp);
+  if (written && ::fsync(fd) != 0) {
+    written = Error::fatal("cannot sync epoch file " + temp + ": " + errnoText());
+  }
+  ::close(fd);
+  if (!written) return written;
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    return Error::fatal("cannot rename " + temp + " to " + path + ": " + errnoText());
+  }
+  // The rename is durable only once the directory is synced.
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd < 0) return Error::fatal("cannot open directory " + dir.string() + ": " + errnoText());
+  int rc = ::fsync(dirFd);
+  ::close(dirFd);
+  if (rc != 0) return Error::fatal("cannot sync directory " + dir.string() + ": " + errnoText());
+  return Status();
+}
+
+Result<uint64_t> advanceEpochFile(const std::string& path) {
+  auto last = readEpochFile(path);
+  if (!last) return last.error();
+  uint64_t next = last.value().value_or(0) + 1;
+  Status written = writeEpochFile(path, next);
+  if (!written) return written.error();
+  return next;
+}
+
+}  // namespace regent::leader

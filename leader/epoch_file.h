@@ -1,0 +1,26 @@
+// The standalone master's epoch file: one decimal number, the last epoch issued, replaced
+// atomically (write a temporary file, fsync, rename, fsync the directory).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+
+namespace regent::leader {
+
+// WARNING: both functions block on file I/O; on the loop thread run them through
+// EventLoop::runBlocking.
+
+// The epoch in `path`; nullopt if the file does not exist. A file that cannot be read or does
+// not hold exactly one decimal number (a trailing newline is fine) is an error naming the path.
+Result<std::optional<uint64_t>> readEpochFile(const std::string& path);
+
+// Replaces `path` with `epoch` so that a crash leaves either the old or the new number.
+Status writeEpochFile(const std::string& path, uint64_t epoch);
+
+// Reads the file (a missing one counts as 0), writes the next epoch and returns it.
+Result<uint64_t> advanceEpochFile(const std::string& path);
+
+}  // namespace regent::leader

@@ -1,0 +1,63 @@
+// The factories: ZooKeeper election and retrieval over the HA services' client, or the
+// standalone ones over the epoch file.
+#include "leader/leader_services.h"
+
+#include "common/event_loop.h"
+#include "conf/config.h"
+#include "leader/standalone_leader_election.h"
+#include "leader/zookeeper_leader_election.h"
+#include "leader/zookeeper_leader_retrieval.h"
+
+namespace regent::leader {
+namespace {
+
+// The configured master, as standalone retrieval reports it.
+LeaderInfo standaloneLeaderFrom(const Config& config) {
+  LeaderInfo leader;
+  leader.masterId = "standalone";
+  const std::string& advertised = config.getString("rpc.advertised-address");
+  leader.rpcAddress = advertised.empty() ? config.getString("rpc.bind") : advertised;
+  leader.httpAddress = config.getString("http.bind");
+  size_t colon = leader.rpcAddress.rfind(':');
+  leader.host = colon == std::string::npos ? leader.rpcAddress : leader.rpcAddress.substr(0, colon);
+  leader.status = LeaderStatus::kServing;
+  return leader;
+}
+
+Result<ha::ZooKeeperClient*> zooKeeperOf(ha::HaServices& ha) {
+  ha::ZooKeeperClient* client = ha.zooKeeper();
+  if (client == nullptr) {
+    return Error::fatal("ha.mode is zookeeper but the HA services have no ZooKeeper client");
+  }
+  return client;
+}
+
+}  // namespace
+
+Result<kj::Own<LeaderElection>> createLeaderElection(EventLoop& loop, const Config& config,
+                                                     ha::HaServices& ha, ContenderInfo self) {
+  if (ha.mode() == ha::HaMode::kStandalone) {
+    return kj::Own<LeaderElection>(
+        kj::heap<StandaloneLeaderElection>(loop, config.getString("ha.standalone.epoch-file")));
+  }
+  auto client = zooKeeperOf(ha);
+  if (!client) return client.error();
+  ZooKeeperLeaderElectionOptions options;
+  options.suspendTolerance = config.getDuration("ha.zookeeper.suspend-tolerance");
+  return kj::Own<LeaderElection>(
+      kj::heap<ZooKeeperLeaderElection>(*client.value(), loop.timer(), std::move(self), options));
+}
+
+Result<kj::Own<LeaderRetrieval>> createLeaderRetrieval(EventLoop& loop, const Config& config,
+                                                       ha::HaServices& ha) {
+  if (ha.mode() == ha::HaMode::kStandalone) {
+    return kj::Own<LeaderRetrieval>(kj::heap<StandaloneLeaderRetrieval>(
+        loop, standaloneLeaderFrom(config), config.getString("ha.standalone.epoch-file")));
+  }
+  auto client = zooKeeperOf(ha);
+  if (!client) return client.error();
+  return kj::Own<LeaderRetrieval>(
+      kj::heap<ZooKeeperLeaderRetrieval>(*client.value(), loop.timer()));
+}
+
+}  // namespace regent::leader

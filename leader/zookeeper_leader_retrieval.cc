@@ -1,0 +1,239 @@
+// ZooKeeperLeaderRetrieval: one re-armed watch on `leader`, and one-shot reads of the leader and
+// the latch.
+#include "leader/zookeeper_leader_retrieval.h"
+
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <utility>
+
+#include "leader/latch_names.h"
+
+namespace regent::leader {
+
+using ha::SessionState;
+using ha::WatchEvent;
+using ha::ZkCode;
+using ha::zkCodeName;
+using ha::ZkReply;
+
+namespace {
+
+constexpr const char* kLatchDir = "latch";
+constexpr const char* kLeaderPath = "leader";
+
+Error zkError(const std::string& what, ZkCode code) {
+  std::string message = what + " failed with " + zkCodeName(code);
+  return ha::isRetryable(code) ? Error::retryable(message) : Error::fatal(message);
+}
+
+}  // namespace
+
+class ZooKeeperLeaderRetrieval::ErrorHandler final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& exception) override {
+    spdlog::warn("leader retrieval: an operation failed: {}", exception.getDescription().cStr());
+  }
+};
+
+ZooKeeperLeaderRetrieval::ZooKeeperLeaderRetrieval(ha::Coordination& zk, kj::Timer& timer,
+                                                   Duration initialBackoff, Duration maxBackoff)
+    : zk_(zk),
+      timer_(timer),
+      initialBackoff_(initialBackoff),
+      maxBackoff_(maxBackoff),
+      backoff_(initialBackoff),
+      errorHandler_(kj::heap<ErrorHandler>()),
+      tasks_(*errorHandler_) {}
+
+ZooKeeperLeaderRetrieval::~ZooKeeperLeaderRetrieval() noexcept = default;
+
+template <typename T, typename Func>
+void ZooKeeperLeaderRetrieval::track(uint64_t generation, kj::Promise<T>&& promise, Func&& then) {
+  tasks_.add(promise.then([this, generation, then = kj::fwd<Func>(then)](T&& value) mutable {
+    if (generation != generation_) return;
+    then(kj::mv(value));
+  }));
+}
+
+void ZooKeeperLeaderRetrieval::start(LeaderRetrievalListener& listener) {
+  KJ_REQUIRE(listener_ == nullptr, "ZooKeeperLeaderRetrieval::start called twice");
+  listener_ = &listener;
+  sessionListener_ = zk_.onSessionState([this](SessionState state) { onSessionState(state); });
+  SessionState state = zk_.sessionState();
+  connected_ = state == SessionState::kConnected || state == SessionState::kReconnected;
+  if (connected_) arm();
+}
+
+void ZooKeeperLeaderRetrieval::arm() {
+  uint64_t generation = ++generation_;
+  armedSession_ = zk_.sessionId();
+  track(generation, zk_.getAndWatch(kLeaderPath),
+        [this, generation](ha::Watched<ha::NodeData>&& watched) {
+          if (watched.reply.code == ZkCode::kNoNode) return watchAbsentLeader(generation);
+          if (!watched.reply.ok()) return fail(generation, "read the leader", watched.reply.code);
+          backoff_ = initialBackoff_;
+          auto info = leaderInfoFromJson(watched.reply.value.data);
+          if (info) {
+            notify(info.value());
+          } else {
+            spdlog::warn(
+                "leader retrieval: the leader node is unreadable ({}); reporting no "
+                "leader",
+                info.error().message);
+            notify(std::nullopt);
+          }
+          KJ_IF_MAYBE (watch, watched.watch) {
+            track(generation, kj::mv(*watch), [this](WatchEvent&& event) {
+              if (event.type == WatchEvent::Type::kSessionLost) return;
+              arm();
+            });
+          }
+        });
+}
+
+void ZooKeeperLeaderRetrieval::watchAbsentLeader(uint64_t generation) {
+  track(generation, zk_.existsAndWatch(kLeaderPath),
+        [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
+          if (!watched.reply.ok()) return fail(generation, "watch the leader", watched.reply.code);
+          backoff_ = initialBackoff_;
+          if (watched.reply.value) return arm();  // Created meanwhile: read it.
+          notify(std::nullopt);
+          KJ_IF_MAYBE (watch, watched.watch) {
+            track(generation, kj::mv(*watch), [this](WatchEvent&& event) {
+              if (event.type == WatchEvent::Type::kSessionLost) return;
+              arm();
+            });
+          }
+        });
+}
+
+void ZooKeeperLeaderRetrieval::notify(const std::optional<LeaderInfo>& leader) {
+  if (reported_ && *reported_ == leader) return;
+  reported_ = leader;
+  if (leader) {
+    spdlog::debug("leader retrieval: leader epoch={} master_id={} status={}", leader->epoch,
+                  leader->masterId, leaderStatusName(leader->status));
+  } else {
+    spdlog::debug("leader retrieval: no leader");
+  }
+  listener_->leaderChanged(leader);
+}
+
+void ZooKeeperLeaderRetrieval::fail(uint64_t generation, const char* what, ZkCode code) {
+  if (generation != generation_) return;
+  SessionState state = zk_.sessionState();
+  bool usable = state == SessionState::kConnected || state == SessionState::kReconnected;
+  if (!usable && (ha::isRetryable(code) || code == ZkCode::kSessionExpired ||
+                  code == ZkCode::kClosing || code == ZkCode::kInvalidState)) {
+    // The next kReconnected or kConnected sets the watch again.
+    spdlog::debug("leader retrieval: {} failed with {}; waiting for the session", what,
+                  zkCodeName(code));
+    return;
+  }
+  Duration delay = backoff_;
+  backoff_ = std::min(backoff_ * 2, maxBackoff_);
+  spdlog::warn("leader retrieval: {} failed with {}; trying again in {} ms", what, zkCodeName(code),
+               delay.count());
+  tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this, generation] {
+    if (generation == generation_) arm();
+  }));
+}
+
+void ZooKeeperLeaderRetrieval::setConnected(bool connected) {
+  if (connected == connected_) return;
+  connected_ = connected;
+  listener_->connectionChanged(connected);
+}
+
+void ZooKeeperLeaderRetrieval::onSessionState(SessionState state) {
+  switch (state) {
+    case SessionState::kConnecting:
+      break;
+    case SessionState::kSuspended:
+      setConnected(false);
+      break;
+    case SessionState::kConnected:
+      // A listener registered just after the connect may still hear that connect: the watch is
+      // already set in that session.
+      if (zk_.sessionId() != armedSession_) arm();
+      setConnected(true);
+      break;
+    case SessionState::kReconnected:
+      // Operations that failed while disconnected left the watch unset: set it again.
+      arm();
+      setConnected(true);
+      break;
+    case SessionState::kExpired:
+    case SessionState::kClosed:
+      ++generation_;  // Its watches are gone with the session; kConnected sets new ones.
+      armedSession_ = 0;
+      setConnected(false);
+      break;
+  }
+}
+
+kj::Promise<Result<std::optional<LeaderInfo>>> ZooKeeperLeaderRetrieval::leader() {
+  return zk_.get(kLeaderPath)
+      .then([](ZkReply<ha::NodeData>&& reply) -> Result<std::optional<LeaderInfo>> {
+        if (reply.code == ZkCode::kNoNode) return std::optional<LeaderInfo>();
+        if (!reply.ok()) return zkError("reading the leader node", reply.code);
+        auto info = leaderInfoFromJson(reply.value.data);
+        if (!info) return Error::fatal("the leader node is unreadable: " + info.error().message);
+        return std::optional<LeaderInfo>(kj::mv(info.value()));
+      });
+}
+
+kj::Promise<Result<std::vector<ContenderEntry>>> ZooKeeperLeaderRetrieval::contenders() {
+  using Entries = Result<std::vector<ContenderEntry>>;
+  using Reads = kj::Array<std::pair<std::string, ZkReply<ha::NodeData>>>;
+  // The leader first, then the latch: each entry is flagged by the leader's master id.
+  return zk_.get(kLeaderPath)
+      .then([this](ZkReply<ha::NodeData>&& leaderReply) -> kj::Promise<Entries> {
+        std::string leaderId;
+        if (leaderReply.ok()) {
+          auto info = leaderInfoFromJson(leaderReply.value.data);
+          if (info) leaderId = info.value().masterId;
+        } else if (leaderReply.code != ZkCode::kNoNode) {
+          return Entries(zkError("reading the leader node", leaderReply.code));
+        }
+        return zk_.children(kLatchDir).then(
+            [this, leaderId](ZkReply<std::vector<std::string>>&& children) -> kj::Promise<Entries> {
+              if (children.code == ZkCode::kNoNode) return Entries(std::vector<ContenderEntry>());
+              if (!children.ok()) return Entries(zkError("listing the latch", children.code));
+              auto names = sortedLatchNodes(children.value);
+              auto reads =
+                  kj::heapArrayBuilder<kj::Promise<std::pair<std::string, ZkReply<ha::NodeData>>>>(
+                      names.size());
+              for (const std::string& name : names) {
+                reads.add(zk_.get(std::string(kLatchDir) + "/" + name)
+                              .then([name](ZkReply<ha::NodeData>&& node) {
+                                return std::make_pair(name, kj::mv(node));
+                              }));
+              }
+              return kj::joinPromises(reads.finish()).then([leaderId](Reads&& nodes) -> Entries {
+                std::vector<ContenderEntry> entries;
+                for (auto& [name, node] : nodes) {
+                  if (node.code == ZkCode::kNoNode) continue;  // Gone since the listing.
+                  if (!node.ok()) return zkError("reading latch node " + name, node.code);
+                  ContenderEntry entry;
+                  entry.latchNode = name;
+                  auto info = contenderInfoFromJson(node.value.data);
+                  if (info) {
+                    entry.info = kj::mv(info.value());
+                    entry.leader = !leaderId.empty() && entry.info.masterId == leaderId;
+                  } else {
+                    spdlog::warn("leader retrieval: latch node {} is unreadable: {}", name,
+                                 info.error().message);
+                    entry.info.masterId = "?";
+                  }
+                  entries.push_back(kj::mv(entry));
+                }
+                return entries;
+              });
+            });
+      });
+}
+
+}  // namespace regent::leader
