@@ -103,6 +103,9 @@ namespace {
 
 constexpr size_t kMaxPathLength = 1024;
 constexpr Duration kUnreachableWarningInterval{10000};
+constexpr Duration kReopenDelay{1000};
+// Floor of the retry timer when zookeeper_interest() fails (it then reports no deadline).
+constexpr Duration kInterestRetryDelay{100};
 
 NodeStat toNodeStat(const Stat* stat) {
   NodeStat out;
@@ -239,26 +242,41 @@ struct ZooKeeperClient::State {
   UvTimer unreachableTimer;  // Repeats a warning while there is no connection.
   MonoTime disconnectedSince{};
   bool processing = false;          // Inside zookeeper_process(): no close, no reopen.
+  // What calls completed by zookeeper_close() report instead of ZCLOSING (kSessionExpired when
+  // the handle is closed because its session expired).
+  ZkCode closingAs = ZkCode::kClosing;
   std::vector<int> rawStates;       // Session events seen inside the library, handled after.
 
   std::list<Listener> listeners;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> connectedWaiters;
   ErrorHandler errorHandler;
   kj::TaskSet tasks;
+  // Wraps promises whose continuations use this state (ensurePath): destroying the client
+  // cancels them instead of letting them run on freed memory.
+  kj::Canceler canceler;
 
   // ---- handle life -------------------------------------------------------------------------
 
   void open() {
     handle = std::make_unique<Handle>();
+    // ZOO_NO_LOG_CLIENTENV: the environment dump looks up the user (getpwuid), which can block.
     handle->zh = zookeeper_init2(options.quorum.c_str(), &State::onSessionEvent,
-                                 static_cast<int>(options.sessionTimeout.count()), nullptr, this, 0,
-                                 &logFromZooKeeper);
+                                 static_cast<int>(options.sessionTimeout.count()), nullptr, this,
+                                 ZOO_NO_LOG_CLIENTENV, &logFromZooKeeper);
     if (handle->zh == nullptr) {
-      // Only resource exhaustion or a bad host string get here; the string was checked in start().
-      spdlog::error("zookeeper: cannot create a handle for {}: {}", options.quorum,
-                    std::strerror(errno));
+      // No quorum host resolves (DNS down) or resources ran out: try again later, on the loop.
+      lastLibraryProblem = std::string("cannot create a handle: ") + std::strerror(errno);
+      spdlog::debug("zookeeper: {} for {}; retrying in {} ms", lastLibraryProblem,
+                    options.quorum, kReopenDelay.count());
+      ioTimer.start(kReopenDelay, Duration(0), [this] {
+        if (state != SessionState::kClosed) open();
+      });
+      if (!unreachableTimer.isActive()) startUnreachableWarnings();
       return;
     }
+    // By default the library resolves the quorum's host names on every zookeeper_interest()
+    // call, blocking the loop thread; resolve only when a connection is (re)made.
+    zoo_set_servers_resolution_delay(handle->zh, -1);
     const std::string& credential =
         options.readOnlyIdentity && !options.readAuth.empty() ? options.readAuth : options.auth;
     if (!credential.empty()) {
@@ -286,7 +304,9 @@ struct ZooKeeperClient::State {
     stopPoll();
     ioTimer.stop();
     std::unique_ptr<Handle> old = std::move(handle);
+    closingAs = callCode;
     if (old->zh != nullptr) zookeeper_close(old->zh);
+    closingAs = ZkCode::kClosing;
     // Calls the library did not complete while closing, and watches that can never fire now.
     for (auto& [raw, call] : old->calls) call->fail(callCode);
     old->calls.clear();
@@ -314,6 +334,12 @@ struct ZooKeeperClient::State {
     if (rc != ZOK && rc != ZCONNECTIONLOSS) {
       spdlog::debug("zookeeper: interest returned {}", zerror(rc));
     }
+    // A failed send inside a request closes the socket without a session event: notice it here
+    // so a leader learns it is cut off.
+    if ((state == SessionState::kConnected || state == SessionState::kReconnected) &&
+        zoo_state(handle->zh) != ZOO_CONNECTED_STATE) {
+      onDisconnected();
+    }
     int events = 0;
     if (interest & ZOOKEEPER_READ) events |= UV_READABLE;
     if (interest & ZOOKEEPER_WRITE) events |= UV_WRITABLE;
@@ -326,21 +352,31 @@ struct ZooKeeperClient::State {
     }
     // A new socket may reuse the old descriptor number: compare the inode too.
     if (poll != nullptr && (fd != pollFd || inode != pollInode || events == 0)) stopPoll();
-    if (fd >= 0 && events != 0) {
-      if (poll == nullptr) {
-        poll = new uv_poll_t;
-        uv_poll_init(loop.uv(), poll, fd);
-        poll->data = this;
+    if (fd >= 0 && events != 0 && poll == nullptr) {
+      auto* fresh = new uv_poll_t;
+      const int initRc = uv_poll_init(loop.uv(), fresh, fd);
+      if (initRc == 0) {
+        fresh->data = this;
+        poll = fresh;
         pollFd = fd;
         pollInode = inode;
         pollEvents = 0;
-      }
-      if (events != pollEvents) {
-        uv_poll_start(poll, events, &State::onPoll);
-        pollEvents = events;
+      } else {
+        // Not expected for a socket; without a poll the timer below still drives the library.
+        spdlog::error("zookeeper: cannot poll fd {}: {}", fd, uv_strerror(initRc));
+        delete fresh;
       }
     }
-    const int64_t timeoutMs = int64_t{tv.tv_sec} * 1000 + (tv.tv_usec + 999) / 1000;
+    if (poll != nullptr && events != pollEvents) {
+      uv_poll_start(poll, events, &State::onPoll);
+      pollEvents = events;
+    }
+    int64_t timeoutMs = int64_t{tv.tv_sec} * 1000 + (tv.tv_usec + 999) / 1000;
+    if (rc != ZOK && rc != ZCONNECTIONLOSS && fd < 0) {
+      // The library reports no deadline after a failure (for example a failed resolution):
+      // retry at a modest pace instead of spinning.
+      timeoutMs = std::max<int64_t>(timeoutMs, kInterestRetryDelay.count());
+    }
     ioTimer.start(Duration(std::max<int64_t>(timeoutMs, 0)), Duration(0), [this] { process(0); });
     loop.kick();
   }
@@ -363,7 +399,14 @@ struct ZooKeeperClient::State {
       if (events & UV_READABLE) zkEvents |= ZOOKEEPER_READ;
       if (events & UV_WRITABLE) zkEvents |= ZOOKEEPER_WRITE;
     }
-    self->process(zkEvents);
+    try {
+      self->process(zkEvents);
+    } catch (const std::exception& e) {
+      // Never unwind through libuv.
+      spdlog::error("zookeeper: processing failed: {}", e.what());
+    } catch (const kj::Exception& e) {
+      spdlog::error("zookeeper: processing failed: {}", e.getDescription().cStr());
+    }
   }
 
   // ---- session state -----------------------------------------------------------------------
@@ -507,6 +550,8 @@ struct ZooKeeperClient::State {
     updateInterest();
   }
 
+  ZkCode translate(ZkCode code) const { return code == ZkCode::kClosing ? closingAs : code; }
+
   void finish(PendingCall* call) {
     if (handle) handle->calls.erase(call);
   }
@@ -516,7 +561,9 @@ struct ZooKeeperClient::State {
     ReplyCall(State* state, kj::Own<kj::PromiseFulfiller<ZkReply<T>>> fulfiller)
         : state(state), fulfiller(kj::mv(fulfiller)) {}
     void fail(ZkCode code) override { fulfiller->fulfill(ZkReply<T>{code, T{}}); }
-    void complete(ZkCode code, T value) { fulfiller->fulfill(ZkReply<T>{code, std::move(value)}); }
+    void complete(ZkCode code, T value) {
+      fulfiller->fulfill(ZkReply<T>{state->translate(code), std::move(value)});
+    }
     State* state;
     kj::Own<kj::PromiseFulfiller<ZkReply<T>>> fulfiller;
   };
@@ -549,7 +596,8 @@ struct ZooKeeperClient::State {
       } else {
         state->finish(watch);  // ZooKeeper will never call it.
       }
-      fulfiller->fulfill(Watched<T>{ZkReply<T>{code, std::move(value)}, kj::mv(handed)});
+      fulfiller->fulfill(
+          Watched<T>{ZkReply<T>{state->translate(code), std::move(value)}, kj::mv(handed)});
     }
     State* state;
     kj::Own<kj::PromiseFulfiller<Watched<T>>> fulfiller;
@@ -670,10 +718,7 @@ Result<std::unique_ptr<ZooKeeperClient>> ZooKeeperClient::start(EventLoop& loop,
     s.acl.data = s.aclEntries.data();
   }
   s.negotiated = s.options.sessionTimeout;
-  s.open();
-  if (!s.handle || s.handle->zh == nullptr) {
-    return Error::fatal("cannot start a ZooKeeper client for '" + s.options.quorum + "'");
-  }
+  s.open();  // A quorum that does not resolve yet is retried from the loop.
   return std::unique_ptr<ZooKeeperClient>(new ZooKeeperClient(kj::mv(state)));
 }
 
@@ -1008,11 +1053,12 @@ kj::Promise<ZkReply<bool>> ZooKeeperClient::ensurePath(std::string path) {
   }
   prefixes.push_back(target);
   kj::Promise<ZkReply<bool>> chain = ZkReply<bool>{ZkCode::kOk, true};
+  State* state = state_.get();
   for (std::string& prefix : prefixes) {
-    chain = chain.then([this, prefix = std::move(prefix)](ZkReply<bool> previous) mutable
+    chain = chain.then([state, prefix = std::move(prefix)](ZkReply<bool> previous) mutable
                        -> kj::Promise<ZkReply<bool>> {
       if (!previous.ok()) return previous;
-      return state_->createAbsolute(prefix, "", CreateMode::kPersistent)
+      return state->createAbsolute(prefix, "", CreateMode::kPersistent)
           .then([](ZkReply<std::string> created) {
             if (created.ok() || created.code == ZkCode::kNodeExists) {
               return ZkReply<bool>{ZkCode::kOk, true};
@@ -1021,7 +1067,7 @@ kj::Promise<ZkReply<bool>> ZooKeeperClient::ensurePath(std::string path) {
           });
     });
   }
-  return chain;
+  return state->canceler.wrap(kj::mv(chain));
 }
 
 SessionState ZooKeeperClient::sessionState() const { return state_->state; }

@@ -120,6 +120,8 @@ struct ZkOpResult {
 // The session's life, as listeners see it:
 //   kConnecting -> kConnected -> (kSuspended -> kReconnected)* -> kSuspended -> kExpired
 //   -> kConnecting -> kConnected (a new session) ... -> kClosed.
+// kExpired may also follow kConnected or kReconnected directly (authentication failure), and
+// kClosed may follow any state.
 // kSuspended: the connection is lost; the session may still live on the server. kExpired: the
 // server said so on reconnect, or the client stayed cut off for the negotiated session timeout
 // (a local timer), so every ephemeral node of the session must be considered gone; the client
@@ -149,8 +151,9 @@ ZooKeeperClientOptions zooKeeperClientOptionsFrom(const Config& config);
 // fake; ZooKeeperClient below is the real one.
 //
 // Thread-safety: loop-thread only. Every promise resolves on the loop thread and never inside
-// the ZooKeeper library. Destroying the client rejects the promises of operations still in
-// flight and resolves pending watches with kSessionLost.
+// the ZooKeeper library. Closing or destroying the client completes operations still in flight
+// with kClosing (kSessionExpired when their session expired) and resolves pending watches with
+// kSessionLost.
 class Coordination {
  public:
   virtual ~Coordination() = default;
@@ -183,7 +186,9 @@ class Coordination {
   virtual Duration negotiatedSessionTimeout() const = 0;
 
   // Calls `listener` on every state change, from the loop, never inside an operation's
-  // callback; in order. The listener is removed when the returned object is destroyed.
+  // callback; in order. A state reached before the call may still be delivered (events are
+  // queued on the loop). The listener is removed when the returned object is destroyed; a
+  // destroyed client calls no listener (not even with kClosed).
   virtual kj::Own<void> onSessionState(kj::Function<void(SessionState)> listener) = 0;
 };
 
@@ -191,8 +196,9 @@ class Coordination {
 // uv timer on the loop (DESIGN §3).
 class ZooKeeperClient final : public Coordination {
  public:
-  // Starts connecting; fails only on bad options (for example an unparsable quorum or a
-  // credential without ':'). `loop` must outlive the client.
+  // Starts connecting; fails on bad options (an empty quorum, a relative root, a credential
+  // without ':'). A quorum that does not resolve yet is retried every second, not an error.
+  // `loop` must outlive the client.
   static Result<std::unique_ptr<ZooKeeperClient>> start(EventLoop& loop,
                                                         ZooKeeperClientOptions options);
   ~ZooKeeperClient() noexcept override;
@@ -203,9 +209,9 @@ class ZooKeeperClient final : public Coordination {
 
   // Ends the session (its ephemeral nodes go away at once) and moves to kClosed. Pending
   // operations complete with kClosing. Idempotent. The destructor calls it.
-  // WARNING: while connected, the C library waits for the server to acknowledge the close, up
-  // to 1.5 s if the server does not answer (a stalled connection). It is the one bounded block on
-  // the loop thread, taken only at shutdown.
+  // WARNING: while connected, the C library flushes the close request (up to 3 s) and waits for
+  // the server's acknowledgement (up to 1.5 s) if the server does not answer (a stalled
+  // connection). It is the one bounded block on the loop thread, taken only at shutdown.
   void close();
 
   kj::Promise<ZkReply<std::string>> create(std::string path, std::string data,

@@ -269,7 +269,11 @@ TEST_F(ZooKeeperClientTest, StayingCutOffForTheSessionTimeoutExpiresLocallyAndRe
   // Cut off for good: the server cannot tell the client, so the local timer must.
   proxy->cut();
   ASSERT_TRUE(recorder.waitFor(SessionState::kSuspended));
+  auto pending = client->get("");  // Issued while cut off: it can never succeed in this session.
   ASSERT_TRUE(recorder.waitFor(SessionState::kExpired));
+  const ZkCode pendingCode = run(kj::mv(pending)).code;
+  EXPECT_TRUE(pendingCode == ZkCode::kSessionExpired || pendingCode == ZkCode::kConnectionLoss)
+      << zkCodeName(pendingCode);
   KJ_IF_MAYBE(watch, watched.watch) {
     EXPECT_EQ(run(kj::mv(*watch)).type, WatchEvent::Type::kSessionLost);
   }
@@ -370,6 +374,23 @@ TEST_F(ZooKeeperClientTest, UnreachableQuorumTimesOutWaitingForASession) {
   EXPECT_NE(status.error().message.find("127.0.0.1:" + std::to_string(port.value())),
             std::string::npos);
   EXPECT_EQ(client.value()->sessionState(), SessionState::kConnecting);
+}
+
+TEST_F(ZooKeeperClientTest, AQuorumThatDoesNotResolveIsRetriedNotFatal) {
+  auto client = ZooKeeperClient::start(loop_, options("regent-no-such-host.invalid:2181"));
+  ASSERT_TRUE(client.ok()) << client.error().message;
+  auto status = loop_.run(client.value()->waitConnected(Duration(300)));
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(run(client.value()->get("")).code, ZkCode::kConnectionLoss);
+  EXPECT_EQ(client.value()->sessionState(), SessionState::kConnecting);
+}
+
+TEST_F(ZooKeeperClientTest, DestroyingTheClientCancelsAnEnsurePathInFlight) {
+  auto client = connect(options());
+  auto pending = client->ensurePath("a/b/c/d");
+  client.reset();
+  // Cancelled rather than left to run on the freed client (ASan would catch the latter).
+  EXPECT_ANY_THROW(loop_.run(kj::mv(pending)));
 }
 
 TEST(ZooKeeperClientOptions, BadOptionsAreRefused) {
