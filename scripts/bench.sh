@@ -17,5 +17,10 @@ if ! grep -qx "$name" <<<"$available"; then
   exit 2
 fi
 scripts/install-deps.sh >/dev/null
-scripts/build.sh --release "bench_$name" >/dev/null
+# The benchmark's target depends on the binaries it starts (see bench/CMakeLists.txt).
+if ! build_log=$(scripts/build.sh --release "bench_$name" 2>&1); then
+  echo "$build_log" >&2
+  echo "bench.sh: building bench_$name failed" >&2
+  exit 1
+fi
 exec "build-release/bin/bench_$name" "$@"
