@@ -1,0 +1,125 @@
+// Text and JSON rendering of leaders and contenders for regentctl (see regentctl_output.h).
+#include "cli/regentctl_output.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace regent::cli {
+namespace {
+
+const char* roleOf(const leader::ContenderEntry& contender) {
+  return contender.leader ? "LEADER" : "STANDBY";
+}
+
+// Rows of cells as columns padded to their widest cell, two spaces apart.
+std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string formatUtcMillis(int64_t unixMillis) {
+  int64_t seconds = unixMillis / 1000;
+  int64_t millis = unixMillis % 1000;
+  if (millis < 0) {
+    millis += 1000;
+    seconds -= 1;
+  }
+  const std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[40];
+  const size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(millis));
+  return text;
+}
+
+std::string leaderText(const leader::LeaderInfo& leader) {
+  return alignColumns({
+      {"epoch:", std::to_string(leader.epoch)},
+      {"master id:", leader.masterId},
+      {"rpc address:", leader.rpcAddress},
+      {"http address:", leader.httpAddress},
+      {"host:", leader.host},
+      {"pid:", std::to_string(leader.pid)},
+      {"elected at:", formatUtcMillis(leader.electedAtMs)},
+      {"status:", leader::leaderStatusName(leader.status)},
+  });
+}
+
+std::string leaderWatchLine(const std::optional<leader::LeaderInfo>& leader, int64_t nowMillis) {
+  std::string line = formatUtcMillis(nowMillis);
+  if (!leader) return line + " no leader";
+  return line + " leader epoch=" + std::to_string(leader->epoch) +
+         " master_id=" + leader->masterId + " rpc=" + leader->rpcAddress +
+         " http=" + leader->httpAddress + " host=" + leader->host +
+         " pid=" + std::to_string(leader->pid) +
+         " elected_at=" + formatUtcMillis(leader->electedAtMs) +
+         " status=" + leader::leaderStatusName(leader->status);
+}
+
+std::string leaderJson(const std::optional<leader::LeaderInfo>& leader,
+                       std::optional<int64_t> observedAtMillis) {
+  nlohmann::ordered_json object;
+  if (leader) {
+    object["epoch"] = leader->epoch;
+    object["master_id"] = leader->masterId;
+    object["rpc_address"] = leader->rpcAddress;
+    object["http_address"] = leader->httpAddress;
+    object["host"] = leader->host;
+    object["pid"] = leader->pid;
+    object["elected_at"] = formatUtcMillis(leader->electedAtMs);
+    object["elected_at_ms"] = leader->electedAtMs;
+    object["status"] = leader::leaderStatusName(leader->status);
+  } else {
+    object["status"] = "NONE";
+  }
+  if (observedAtMillis) object["observed_at"] = formatUtcMillis(*observedAtMillis);
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string mastersTable(const std::vector<leader::ContenderEntry>& contenders) {
+  std::vector<std::vector<std::string>> rows = {{"LATCH", "ROLE", "MASTER ID", "RPC ADDRESS",
+                                                 "HTTP ADDRESS", "HOST", "PID", "STARTED AT"}};
+  for (const auto& contender : contenders) {
+    const auto& info = contender.info;
+    rows.push_back({contender.latchNode, roleOf(contender), info.masterId, info.rpcAddress,
+                    info.httpAddress, info.host, std::to_string(info.pid),
+                    formatUtcMillis(info.startedAtMs)});
+  }
+  return alignColumns(rows);
+}
+
+std::string contenderJson(const leader::ContenderEntry& contender) {
+  const auto& info = contender.info;
+  nlohmann::ordered_json object;
+  object["latch"] = contender.latchNode;
+  object["role"] = roleOf(contender);
+  object["master_id"] = info.masterId;
+  object["rpc_address"] = info.rpcAddress;
+  object["http_address"] = info.httpAddress;
+  object["host"] = info.host;
+  object["pid"] = info.pid;
+  object["version"] = info.version;
+  object["started_at"] = formatUtcMillis(info.startedAtMs);
+  object["started_at_ms"] = info.startedAtMs;
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace regent::cli

@@ -1,0 +1,171 @@
+// MasterProcess (see master_process.h): the election wired to the event lines and the signals.
+#include "services/master/master_process.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <utility>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "conf/config.h"
+#include "leader/leader_services.h"
+
+namespace regent::master {
+namespace {
+
+using MasterId = Id128<struct MasterIdTag>;
+
+// "host:port" with a wildcard host replaced by `hostName`. The registry already checked the
+// form; a value without ':' is kept as it is.
+std::string withHostName(const std::string& bindAddress, const std::string& hostName) {
+  const size_t colon = bindAddress.rfind(':');
+  if (colon == std::string::npos) return bindAddress;
+  const std::string host = bindAddress.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
+    return hostName + bindAddress.substr(colon);
+  }
+  return bindAddress;
+}
+
+// Event lines quote the reason; a quote inside it would end the field early.
+std::string quotable(std::string text) {
+  for (char& c : text) {
+    if (c == '"') c = '\'';
+    if (c == '\n') c = ' ';
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string localHostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+int64_t monotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& masterId,
+                                       const std::string& hostName) {
+  leader::ContenderInfo info;
+  info.masterId = masterId;
+  const std::string& advertised = config.getString("rpc.advertised-address");
+  info.rpcAddress =
+      advertised.empty() ? withHostName(config.getString("rpc.bind"), hostName) : advertised;
+  info.httpAddress = withHostName(config.getString("http.bind"), hostName);
+  info.host = hostName;
+  info.pid = static_cast<int64_t>(::getpid());
+  info.version = REGENT_VERSION;
+  info.startedAtMs = wallClockMillis();
+  return info;
+}
+
+void MasterProcess::TaskErrorLogger::taskFailed(kj::Exception&& exception) {
+  spdlog::error("master task failed: {}", exception.getDescription().cStr());
+}
+
+Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
+                                                             const Config& config) {
+  leader::ContenderInfo self =
+      contenderInfoFor(config, MasterId::random().toHex(), localHostName());
+  spdlog::info("master starting master_id={} pid={} ha_mode={}", self.masterId, self.pid,
+               config.getString("ha.mode"));
+
+  auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kWriter);
+  if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
+  std::unique_ptr<MasterProcess> master(
+      new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
+  auto election = leader::createLeaderElection(loop, config, *master->ha_, master->self_);
+  if (!election.ok()) {
+    return Error::fatal("cannot set up the leader election: " + election.error().message);
+  }
+  master->election_ = std::move(election).value();
+  return master;
+}
+
+MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
+                             std::unique_ptr<ha::HaServices> ha)
+    : loop_(loop), config_(config), self_(std::move(self)), ha_(std::move(ha)) {}
+
+MasterProcess::~MasterProcess() noexcept = default;
+
+kj::Promise<int> MasterProcess::run() {
+  auto exit = kj::newPromiseAndFulfiller<int>();
+  exit_ = kj::mv(exit.fulfiller);
+  sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
+  sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
+  warnIfNotConnected();
+  election_->start(*this);
+  return kj::mv(exit.promise);
+}
+
+void MasterProcess::warnIfNotConnected() {
+  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+  if (zooKeeper == nullptr) return;
+  const Duration timeout = config_.getDuration("ha.zookeeper.connect-timeout");
+  tasks_.add(zooKeeper->waitConnected(timeout).then([this](Status connected) {
+    if (connected.ok()) return;
+    spdlog::warn("ZooKeeper at {} is unreachable: {}; still trying",
+                 config_.getString("ha.zookeeper.quorum"), connected.error().message);
+  }));
+}
+
+void MasterProcess::grantLeadership(uint64_t epoch) {
+  spdlog::info("leadership granted epoch={} master_id={} mono_us={} wall_ms={}", epoch,
+               self_.masterId, monotonicMicros(), wallClockMillis());
+  tasks_.add(election_->markServing(epoch).then([this, epoch](Status published) {
+    if (published.ok()) {
+      spdlog::info("leader serving epoch={} master_id={}", epoch, self_.masterId);
+    } else {
+      spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
+                   published.error().message);
+    }
+  }));
+}
+
+void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
+  spdlog::info("leadership revoked epoch={} master_id={} reason=\"{}\" mono_us={} wall_ms={}",
+               epoch, self_.masterId, quotable(reason), monotonicMicros(), wallClockMillis());
+}
+
+void MasterProcess::contending(const std::string& latchNode) {
+  spdlog::info("contending master_id={} latch={}", self_.masterId, latchNode);
+}
+
+void MasterProcess::onStopSignal(int signum) {
+  if (stopping_) {
+    // The hand-over is still running (ZooKeeper may be unreachable): leave now. The session's
+    // end removes this master's nodes.
+    const int code = kExitSignalBase + signum;
+    spdlog::warn("second {} during the hand-over: exiting at once",
+                 signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    spdlog::info("master exiting master_id={} code={}", self_.masterId, code);
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }
+  stopping_ = true;
+  spdlog::info("handover requested master_id={} mono_us={} wall_ms={}", self_.masterId,
+               monotonicMicros(), wallClockMillis());
+  tasks_.add(election_->handOver(false).then(
+      [this]() {
+        spdlog::info("handover done master_id={} mono_us={} wall_ms={}", self_.masterId,
+                     monotonicMicros(), wallClockMillis());
+        exit_->fulfill(int(kExitHandedOver));
+      },
+      [this](kj::Exception&& exception) {
+        spdlog::error("hand-over failed: {}", exception.getDescription().cStr());
+        exit_->fulfill(int(kExitFailure));
+      }));
+}
+
+}  // namespace regent::master

@@ -1,0 +1,98 @@
+// The regent-master process as it stands (issue 3): it joins the leader election, logs every
+// grant, revoke and hand-over as the event lines of docs/operations.md, and hands over on SIGTERM.
+// It serves no RPC or HTTP yet.
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/event_loop.h"
+#include "common/result.h"
+#include "ha/ha_services.h"
+#include "leader/leader_election.h"
+#include "leader/leader_info.h"
+
+namespace regent {
+class Config;
+}
+
+namespace regent::master {
+
+// What this master publishes in its latch node: rpc.advertised-address (or rpc.bind) and
+// http.bind, each with a wildcard host (0.0.0.0, ::, empty) replaced by `hostName`.
+leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& masterId,
+                                       const std::string& hostName);
+
+// The local host name (gethostname), or "localhost" if it cannot be read.
+std::string localHostName();
+
+// Microseconds of std::chrono::steady_clock (CLOCK_MONOTONIC): the mono_us of the event lines,
+// comparable across processes on one machine.
+int64_t monotonicMicros();
+
+// Exit codes of regent-master (docs/operations.md).
+inline constexpr int kExitHandedOver = 0;      // Stopped by SIGTERM/SIGINT after the hand-over.
+inline constexpr int kExitFailure = 1;         // Could not start (HA services, election).
+inline constexpr int kExitUsage = 2;           // Bad command line or configuration.
+inline constexpr int kExitSignalBase = 128;    // + signal number: a second SIGTERM/SIGINT.
+
+// One master: the HA services, the election, and the SIGTERM/SIGINT watchers.
+//
+// Thread-safety: loop-thread only. Lifetime: `loop` and `config` must outlive it. Destroying it
+// destroys the election first (its pending ZooKeeper work is cancelled; the session's end
+// removes this master's nodes) and then the HA services.
+class MasterProcess final : public leader::LeaderContender {
+ public:
+  // Logs "master starting", builds the HA services (writer identity) and the election. Fails
+  // only on what retrying cannot fix (options the ZooKeeper client rejects, an unusable
+  // standalone epoch file); an unreachable ZooKeeper is not a failure.
+  static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config);
+  ~MasterProcess() noexcept override;
+  MasterProcess(const MasterProcess&) = delete;
+  MasterProcess& operator=(const MasterProcess&) = delete;
+
+  // Starts contending and watching SIGTERM and SIGINT. Resolves with the exit code once the
+  // first such signal's hand-over is done (0), or with kExitFailure if the hand-over threw. A
+  // second signal while the hand-over runs ends the process at once with 128 + the signal number
+  // (after logging "master exiting"). Call once.
+  kj::Promise<int> run();
+
+  const std::string& masterId() const { return self_.masterId; }
+
+  // leader::LeaderContender. Each logs its event line; a grant also publishes SERVING at once
+  // (there is nothing to recover yet) and logs "leader serving" when ZooKeeper accepted it.
+  void grantLeadership(uint64_t epoch) override;
+  void revokeLeadership(uint64_t epoch, const std::string& reason) override;
+  // Logs the "contending" event line with the new latch node (or "standalone").
+  void contending(const std::string& latchNode) override;
+
+ private:
+  class TaskErrorLogger final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&& exception) override;
+  };
+
+  MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
+                std::unique_ptr<ha::HaServices> ha);
+  void onStopSignal(int signum);
+  void warnIfNotConnected();
+
+  EventLoop& loop_;
+  const Config& config_;
+  leader::ContenderInfo self_;
+  std::unique_ptr<ha::HaServices> ha_;
+  kj::Own<leader::LeaderElection> election_;
+  kj::Own<kj::PromiseFulfiller<int>> exit_;
+  std::unique_ptr<SignalWatcher> sigterm_;
+  std::unique_ptr<SignalWatcher> sigint_;
+  bool stopping_ = false;
+  TaskErrorLogger errorLogger_;
+  // markServing, the connect warning and the hand-over; declared last so it is destroyed
+  // first, before the election whose promises it holds.
+  kj::TaskSet tasks_{errorLogger_};
+};
+
+}  // namespace regent::master

@@ -1,0 +1,437 @@
+// MasterCluster, the event-line parser, the term checks and the regentctl runner (see
+// master_cluster_test_util.h).
+#include "tests/integration/master_cluster_test_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "tests/fixtures/wait_test_util.h"
+
+namespace regent::testing {
+namespace {
+
+constexpr Duration kPollInterval{20};
+
+struct LinePattern {
+  MasterEvent::Kind kind;
+  const char* marker;  // Cheap pre-filter before the regex.
+  std::regex regex;
+};
+
+const std::vector<LinePattern>& linePatterns() {
+  using Kind = MasterEvent::Kind;
+  static const std::vector<LinePattern> patterns = {
+      {Kind::kStarting, "master starting ",
+       std::regex(R"(master starting master_id=(\S+) pid=(\d+) ha_mode=(\S+))")},
+      {Kind::kContending, "contending ", std::regex(R"(contending master_id=(\S+) latch=(\S+))")},
+      {Kind::kGranted, "leadership granted ",
+       std::regex(R"(leadership granted epoch=(\d+) master_id=(\S+) mono_us=(\d+) wall_ms=(\d+))")},
+      {Kind::kServing, "leader serving ",
+       std::regex(R"(leader serving epoch=(\d+) master_id=(\S+))")},
+      {Kind::kRevoked, "leadership revoked ",
+       std::regex(
+           R"re(leadership revoked epoch=(\d+) master_id=(\S+) reason="([^"]*)" mono_us=(\d+) wall_ms=(\d+))re")},
+      {Kind::kHandoverRequested, "handover requested ",
+       std::regex(R"(handover requested master_id=(\S+) mono_us=(\d+) wall_ms=(\d+))")},
+      {Kind::kHandoverDone, "handover done ",
+       std::regex(R"(handover done master_id=(\S+) mono_us=(\d+) wall_ms=(\d+))")},
+      {Kind::kExiting, "master exiting ",
+       std::regex(R"(master exiting master_id=(\S+) code=(-?\d+))")},
+  };
+  return patterns;
+}
+
+std::string readFrom(const std::string& path, off_t offset) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::pread(fd, buffer, sizeof buffer, offset);
+    if (n <= 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+    offset += n;
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+int64_t monotonicMicrosNow() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string uniqueClusterId(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+const char* masterEventKindName(MasterEvent::Kind kind) {
+  switch (kind) {
+    case MasterEvent::Kind::kStarting: return "starting";
+    case MasterEvent::Kind::kContending: return "contending";
+    case MasterEvent::Kind::kGranted: return "granted";
+    case MasterEvent::Kind::kServing: return "serving";
+    case MasterEvent::Kind::kRevoked: return "revoked";
+    case MasterEvent::Kind::kHandoverRequested: return "handover requested";
+    case MasterEvent::Kind::kHandoverDone: return "handover done";
+    case MasterEvent::Kind::kExiting: return "exiting";
+  }
+  return "?";
+}
+
+std::optional<MasterEvent> parseMasterEventLine(const std::string& line) {
+  std::string message = line;
+  if (!line.empty() && line.front() == '{') {
+    auto parsed = nlohmann::json::parse(line, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("msg") ||
+        !parsed["msg"].is_string()) {
+      return std::nullopt;
+    }
+    message = parsed["msg"].get<std::string>();
+  }
+  using Kind = MasterEvent::Kind;
+  for (const LinePattern& pattern : linePatterns()) {
+    if (message.find(pattern.marker) == std::string::npos) continue;
+    std::smatch m;
+    if (!std::regex_search(message, m, pattern.regex)) continue;
+    MasterEvent event;
+    event.kind = pattern.kind;
+    switch (pattern.kind) {
+      case Kind::kStarting:
+        event.masterId = m[1];
+        event.pid = std::stoll(m[2]);
+        event.haMode = m[3];
+        break;
+      case Kind::kContending:
+        event.masterId = m[1];
+        event.latch = m[2];
+        break;
+      case Kind::kGranted:
+        event.epoch = std::stoull(m[1]);
+        event.masterId = m[2];
+        event.monoUs = std::stoll(m[3]);
+        event.wallMs = std::stoll(m[4]);
+        break;
+      case Kind::kServing:
+        event.epoch = std::stoull(m[1]);
+        event.masterId = m[2];
+        break;
+      case Kind::kRevoked:
+        event.epoch = std::stoull(m[1]);
+        event.masterId = m[2];
+        event.reason = m[3];
+        event.monoUs = std::stoll(m[4]);
+        event.wallMs = std::stoll(m[5]);
+        break;
+      case Kind::kHandoverRequested:
+      case Kind::kHandoverDone:
+        event.masterId = m[1];
+        event.monoUs = std::stoll(m[2]);
+        event.wallMs = std::stoll(m[3]);
+        break;
+      case Kind::kExiting:
+        event.masterId = m[1];
+        event.code = std::stoi(m[2]);
+        break;
+    }
+    return event;
+  }
+  return std::nullopt;
+}
+
+std::vector<MasterEvent> parseMasterEvents(const std::string& output) {
+  std::vector<MasterEvent> events;
+  size_t start = 0;
+  while (true) {
+    const size_t newline = output.find('\n', start);
+    if (newline == std::string::npos) break;
+    if (auto event = parseMasterEventLine(output.substr(start, newline - start))) {
+      events.push_back(std::move(*event));
+    }
+    start = newline + 1;
+  }
+  return events;
+}
+
+std::string LeadershipTerm::describe() const {
+  return "slot " + std::to_string(slot) + " run " + std::to_string(run) + " epoch " +
+         std::to_string(epoch) + " [" + std::to_string(startUs) + ", " +
+         (endUs ? std::to_string(*endUs) : std::string("open")) + ")";
+}
+
+std::string checkTermsExclusiveAndDense(std::vector<LeadershipTerm> terms) {
+  std::sort(terms.begin(), terms.end(),
+            [](const LeadershipTerm& a, const LeadershipTerm& b) { return a.startUs < b.startUs; });
+  std::string problems;
+  for (size_t i = 1; i < terms.size(); ++i) {
+    const LeadershipTerm& previous = terms[i - 1];
+    const LeadershipTerm& current = terms[i];
+    if (!previous.endUs || *previous.endUs > current.startUs) {
+      problems += "overlap: " + previous.describe() + " and " + current.describe() + "\n";
+    }
+    if (current.epoch != previous.epoch + 1) {
+      problems += "epoch gap: " + previous.describe() + " then " + current.describe() + "\n";
+    }
+  }
+  if (problems.empty()) return {};
+  std::string all;
+  for (const auto& term : terms) all += "  " + term.describe() + "\n";
+  return problems + "terms in grant order:\n" + all;
+}
+
+MasterCluster::MasterCluster(MasterClusterOptions options)
+    : options_(std::move(options)), dir_("regent-masters") {}
+
+MasterCluster::~MasterCluster() = default;
+
+Result<size_t> MasterCluster::startMaster(std::vector<std::string> extraSet,
+                                          std::optional<std::string> quorum) {
+  const size_t slot = slots_.size();
+  std::vector<std::string> argv = {REGENT_BIN_DIR "/regent-master", "--log-format",
+                                   options_.logFormat};
+  std::vector<std::string> sets = {
+      "cluster-id=" + options_.clusterId,
+      "ha.zookeeper.quorum=" + quorum.value_or(options_.quorum),
+      "ha.zookeeper.session-timeout=" + std::to_string(options_.sessionTimeout.count()) + "ms",
+      // Distinct addresses, so regentctl's output tells the masters apart.
+      "rpc.advertised-address=127.0.0.1:" + std::to_string(17000 + slot),
+      "http.bind=127.0.0.1:" + std::to_string(18000 + slot),
+  };
+  sets.insert(sets.end(), options_.extraSet.begin(), options_.extraSet.end());
+  sets.insert(sets.end(), extraSet.begin(), extraSet.end());
+  for (const auto& set : sets) {
+    argv.push_back("--set");
+    argv.push_back(set);
+  }
+  slots_.push_back(Slot{std::move(argv), {}});
+  if (auto launched = launch(slot); !launched.ok()) return launched.error();
+  return slot;
+}
+
+Result<size_t> MasterCluster::startMasters(size_t count) {
+  const size_t first = slots_.size();
+  for (size_t i = 0; i < count; ++i) {
+    auto slot = startMaster();
+    if (!slot.ok()) return slot.error();
+    auto contending = waitForEvent(
+        slot.value(),
+        [](const MasterEvent& e) { return e.kind == MasterEvent::Kind::kContending; },
+        Duration(30000));
+    if (!contending.ok()) return contending.error();
+  }
+  return first;
+}
+
+Status MasterCluster::restart(size_t slot) {
+  Run& current = slots_.at(slot).runs.back();
+  if (current.process->running()) {
+    return Error::fatal("slot " + std::to_string(slot) + " still runs");
+  }
+  return launch(slot);
+}
+
+Status MasterCluster::launch(size_t slot) {
+  Slot& s = slots_.at(slot);
+  Run run;
+  run.outputPath = dir_.path() + "/master-" + std::to_string(slot) + "-run" +
+                   std::to_string(s.runs.size()) + ".log";
+  ProcessOptions options;
+  options.argv = s.argv;
+  options.outputPath = run.outputPath;
+  auto process = ProcessHarness::start(options);
+  if (!process.ok()) return process.error();
+  run.process = std::move(process).value();
+  s.runs.push_back(std::move(run));
+  return {};
+}
+
+ProcessHarness& MasterCluster::process(size_t slot) { return *slots_.at(slot).runs.back().process; }
+
+const std::vector<std::string>& MasterCluster::argv(size_t slot) const {
+  return slots_.at(slot).argv;
+}
+
+Status MasterCluster::kill(size_t slot) {
+  Run& run = slots_.at(slot).runs.back();
+  if (auto killed = run.process->kill(); !killed.ok()) return killed;
+  run.killedAtUs = monotonicMicrosNow();
+  if (!run.process->waitForExit(Duration(10000))) {
+    return Error::fatal("slot " + std::to_string(slot) + " survived SIGKILL");
+  }
+  return {};
+}
+
+Status MasterCluster::terminate(size_t slot) { return process(slot).terminate(); }
+
+const std::vector<MasterEvent>& MasterCluster::eventsOf(const Run& run) const {
+  std::string fresh = readFrom(run.outputPath, run.parsedBytes);
+  const size_t lastNewline = fresh.rfind('\n');
+  if (lastNewline == std::string::npos) return run.events;
+  fresh.resize(lastNewline + 1);
+  run.parsedBytes += static_cast<off_t>(fresh.size());
+  for (auto& event : parseMasterEvents(fresh)) run.events.push_back(std::move(event));
+  return run.events;
+}
+
+std::vector<MasterEvent> MasterCluster::events(size_t slot) const {
+  return eventsOf(slots_.at(slot).runs.back());
+}
+
+std::vector<MasterEvent> MasterCluster::allRunsEvents(size_t slot) const {
+  std::vector<MasterEvent> all;
+  for (const Run& run : slots_.at(slot).runs) {
+    const auto& events = eventsOf(run);
+    all.insert(all.end(), events.begin(), events.end());
+  }
+  return all;
+}
+
+std::vector<LeadershipTerm> MasterCluster::terms() const {
+  std::vector<LeadershipTerm> terms;
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    const auto& runs = slots_[slot].runs;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      std::optional<size_t> open;  // Index in `terms` of this run's open term.
+      for (const MasterEvent& event : eventsOf(runs[r])) {
+        if (event.kind == MasterEvent::Kind::kGranted) {
+          terms.push_back({slot, static_cast<int>(r), event.epoch, event.monoUs, std::nullopt});
+          open = terms.size() - 1;  // A second grant without a revoke leaves the first open.
+        } else if (event.kind == MasterEvent::Kind::kRevoked && open &&
+                   terms[*open].epoch == event.epoch) {
+          terms[*open].endUs = event.monoUs;
+          open.reset();
+        }
+      }
+      if (open && runs[r].killedAtUs) terms[*open].endUs = runs[r].killedAtUs;
+    }
+  }
+  return terms;
+}
+
+Result<size_t> MasterCluster::waitForGrant(uint64_t epoch, Duration timeout) {
+  std::optional<size_t> granted;
+  waitUntil(
+      [&]() {
+        for (size_t slot = 0; slot < slots_.size(); ++slot) {
+          for (const MasterEvent& event : allRunsEvents(slot)) {
+            if (event.kind == MasterEvent::Kind::kGranted && event.epoch == epoch) {
+              granted = slot;
+              return true;
+            }
+          }
+        }
+        return false;
+      },
+      timeout, kPollInterval);
+  if (!granted) {
+    return Error::fatal("no master was granted epoch " + std::to_string(epoch) + " within " +
+                        std::to_string(timeout.count()) + " ms\n" + describe());
+  }
+  return *granted;
+}
+
+Result<MasterEvent> MasterCluster::waitForEvent(
+    size_t slot, const std::function<bool(const MasterEvent&)>& match, Duration timeout) {
+  std::optional<MasterEvent> found;
+  waitUntil(
+      [&]() {
+        for (const MasterEvent& event : events(slot)) {
+          if (match(event)) {
+            found = event;
+            return true;
+          }
+        }
+        return false;
+      },
+      timeout, kPollInterval);
+  if (!found) {
+    return Error::fatal("slot " + std::to_string(slot) + " logged no matching event within " +
+                        std::to_string(timeout.count()) + " ms\n" + describe());
+  }
+  return *found;
+}
+
+std::optional<size_t> MasterCluster::currentLeader() const {
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    const Run& run = slots_[slot].runs.back();
+    if (!run.process->running()) continue;
+    std::optional<uint64_t> leading;
+    for (const MasterEvent& event : eventsOf(run)) {
+      if (event.kind == MasterEvent::Kind::kGranted) leading = event.epoch;
+      if (event.kind == MasterEvent::Kind::kRevoked) leading.reset();
+    }
+    if (leading) return slot;
+  }
+  return std::nullopt;
+}
+
+uint64_t MasterCluster::highestEpoch() const {
+  uint64_t highest = 0;
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    for (const MasterEvent& event : allRunsEvents(slot)) {
+      if (event.kind == MasterEvent::Kind::kGranted) highest = std::max(highest, event.epoch);
+    }
+  }
+  return highest;
+}
+
+std::string MasterCluster::describe() const {
+  std::ostringstream out;
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    const Run& run = slots_[slot].runs.back();
+    out << "--- slot " << slot << " run " << slots_[slot].runs.size() - 1 << " ("
+        << run.outputPath << ") tail:\n"
+        << run.process->outputTail(1500) << "\n";
+  }
+  return out.str();
+}
+
+Result<std::unique_ptr<ProcessHarness>> startRegentctl(const std::string& dir,
+                                                       std::vector<std::string> args) {
+  static std::atomic<int> counter{0};
+  ProcessOptions options;
+  options.argv = {REGENT_BIN_DIR "/regentctl"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.outputPath = dir + "/regentctl-" + std::to_string(counter++) + ".log";
+  return ProcessHarness::start(options);
+}
+
+Result<CtlResult> runRegentctl(const std::string& dir, std::vector<std::string> args,
+                               Duration timeout) {
+  auto process = startRegentctl(dir, std::move(args));
+  if (!process.ok()) return process.error();
+  ProcessHarness& ctl = *process.value();
+  auto exit = ctl.waitForExit(timeout);
+  if (!exit) {
+    (void)ctl.kill();
+    return Error::fatal("regentctl did not end within " + std::to_string(timeout.count()) +
+                        " ms; output:\n" + ctl.output());
+  }
+  return CtlResult{*exit, ctl.output()};
+}
+
+std::vector<std::string> jsonLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line.front() != '{') continue;
+    auto parsed = nlohmann::json::parse(line, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace regent::testing

@@ -1,0 +1,177 @@
+// Multi-process test helpers: a cluster of real regent-master processes on one ZooKeeper, their
+// event lines (docs/operations.md) parsed into per-process events and leadership terms, the
+// checks the election must pass (at most one leader at a time, dense epochs), and a runner for
+// regentctl.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/time.h"
+#include "tests/fixtures/process_harness.h"
+#include "tests/fixtures/temp_dir_test_util.h"
+
+// Asserts (gtest) that a Result or Status is ok, printing its error otherwise.
+#define ASSERT_OK(expr)                                                 \
+  do {                                                                  \
+    const auto& assertOkResult = (expr);                                \
+    ASSERT_TRUE(assertOkResult.ok()) << assertOkResult.error().message; \
+  } while (false)
+
+namespace regent::testing {
+
+// steady_clock (CLOCK_MONOTONIC) in microseconds: the clock of the mono_us fields.
+int64_t monotonicMicrosNow();
+
+// A cluster id no other test (or earlier run) uses: "<prefix>-<pid>-<counter>".
+std::string uniqueClusterId(const std::string& prefix);
+
+// One event line of a master.
+struct MasterEvent {
+  enum class Kind {
+    kStarting,           // master starting master_id=.. pid=.. ha_mode=..
+    kContending,         // contending master_id=.. latch=..
+    kGranted,            // leadership granted epoch=.. master_id=.. mono_us=.. wall_ms=..
+    kServing,            // leader serving epoch=.. master_id=..
+    kRevoked,            // leadership revoked epoch=.. master_id=.. reason=".." mono_us=.. wall_ms=..
+    kHandoverRequested,  // handover requested master_id=.. mono_us=.. wall_ms=..
+    kHandoverDone,       // handover done master_id=.. mono_us=.. wall_ms=..
+    kExiting,            // master exiting master_id=.. code=..
+  };
+  Kind kind = Kind::kStarting;
+  std::string masterId;
+  uint64_t epoch = 0;     // kGranted, kServing, kRevoked.
+  int64_t monoUs = 0;     // kGranted, kRevoked, kHandover*.
+  int64_t wallMs = 0;
+  std::string reason;     // kRevoked.
+  std::string latch;      // kContending.
+  std::string haMode;     // kStarting.
+  int64_t pid = 0;        // kStarting.
+  int code = 0;           // kExiting.
+};
+
+const char* masterEventKindName(MasterEvent::Kind kind);
+
+// Parses one output line, in text or JSON log format (then the "msg" field); nullopt if it is
+// not an event line.
+std::optional<MasterEvent> parseMasterEventLine(const std::string& line);
+// Every event line of `output`, in order (complete lines only).
+std::vector<MasterEvent> parseMasterEvents(const std::string& output);
+
+// One leadership term as the processes logged it: from the grant to the revoke, or to the
+// moment the test killed the process; open (nullopt) while the holder still leads.
+struct LeadershipTerm {
+  size_t slot = 0;
+  int run = 0;
+  uint64_t epoch = 0;
+  int64_t startUs = 0;
+  std::optional<int64_t> endUs;
+  std::string describe() const;
+};
+
+// Empty if no two terms overlap in time and epochs go up by exactly one per term in grant
+// order; otherwise what is wrong, with the terms listed.
+std::string checkTermsExclusiveAndDense(std::vector<LeadershipTerm> terms);
+
+struct MasterClusterOptions {
+  std::string quorum;  // Each master's ha.zookeeper.quorum unless startMaster overrides it.
+  std::string clusterId;
+  Duration sessionTimeout{2000};
+  std::vector<std::string> extraSet;  // "key=value" for every master.
+  std::string logFormat = "text";     // --log-format.
+};
+
+// regent-master processes in numbered slots; a slot can be restarted once its process ended,
+// and keeps every run's output. Not thread-safe; use from the test's main thread (the harness
+// ties each child's death signal to it).
+class MasterCluster final {
+ public:
+  explicit MasterCluster(MasterClusterOptions options);
+  ~MasterCluster();
+
+  // Starts a master in a new slot and returns the slot. `quorum` overrides the cluster's
+  // (e.g. a fault proxy's address); `extraSet` adds --set entries after the cluster's.
+  Result<size_t> startMaster(std::vector<std::string> extraSet = {},
+                             std::optional<std::string> quorum = std::nullopt);
+  // Starts `count` masters, each once the previous one logged "contending", so latch order
+  // follows slot order. Returns the first new slot.
+  Result<size_t> startMasters(size_t count);
+  // Starts a fresh process in `slot` (whose previous process has ended), with its settings.
+  Status restart(size_t slot);
+
+  size_t size() const { return slots_.size(); }
+  ProcessHarness& process(size_t slot);
+  const std::vector<std::string>& argv(size_t slot) const;
+
+  // SIGKILL, then waits for the exit; the term the process held ends at the kill (recorded).
+  Status kill(size_t slot);
+  // SIGTERM (the graceful hand-over) without waiting.
+  Status terminate(size_t slot);
+
+  // The events of the slot's current run, or of every run.
+  std::vector<MasterEvent> events(size_t slot) const;
+  std::vector<MasterEvent> allRunsEvents(size_t slot) const;
+  // Every term of every run of every slot.
+  std::vector<LeadershipTerm> terms() const;
+
+  // Waits until some master logs a grant for `epoch`; returns its slot.
+  Result<size_t> waitForGrant(uint64_t epoch, Duration timeout);
+  // Waits until the slot's current run logged an event matching `match`; returns it.
+  Result<MasterEvent> waitForEvent(size_t slot, const std::function<bool(const MasterEvent&)>& match,
+                                   Duration timeout);
+  // The slot whose current run holds a grant without a revoke after it, if any.
+  std::optional<size_t> currentLeader() const;
+  // The highest epoch any run was granted (0 if none).
+  uint64_t highestEpoch() const;
+
+  // Every slot's current output tail, for failure messages.
+  std::string describe() const;
+
+ private:
+  struct Run {
+    std::unique_ptr<ProcessHarness> process;
+    std::string outputPath;
+    std::optional<int64_t> killedAtUs;
+    // Incremental parse of the output file.
+    mutable off_t parsedBytes = 0;
+    mutable std::vector<MasterEvent> events;
+  };
+  struct Slot {
+    std::vector<std::string> argv;
+    std::vector<Run> runs;
+  };
+
+  Status launch(size_t slot);
+  const std::vector<MasterEvent>& eventsOf(const Run& run) const;
+
+  MasterClusterOptions options_;
+  TempDir dir_;
+  std::vector<Slot> slots_;
+};
+
+// A finished regentctl run.
+struct CtlResult {
+  ProcessExit exit;
+  std::string output;  // stdout and stderr, interleaved.
+};
+
+// Runs regentctl with `args` and waits at most `timeout` for it to end (then kills it and
+// fails). Output goes to a file under `dir`.
+Result<CtlResult> runRegentctl(const std::string& dir, std::vector<std::string> args,
+                               Duration timeout = Duration(30000));
+
+// Starts regentctl (for --watch) with its output in a file under `dir`.
+Result<std::unique_ptr<ProcessHarness>> startRegentctl(const std::string& dir,
+                                                       std::vector<std::string> args);
+
+// Lines of `text` that parse as JSON objects.
+std::vector<std::string> jsonLines(const std::string& text);
+
+}  // namespace regent::testing

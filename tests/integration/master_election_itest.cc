@@ -1,0 +1,358 @@
+// Leader election among real regent-master processes on the real ZooKeeper server: exclusive
+// terms and dense epochs through failovers, session expiry, stopped and cut-off leaders, and the
+// graceful hand-over. Every claim is checked from the processes' own event lines.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "tests/fixtures/tcp_fault_proxy.h"
+#include "tests/fixtures/wait_test_util.h"
+#include "tests/fixtures/zookeeper_server.h"
+#include "tests/integration/master_cluster_test_util.h"
+
+namespace regent::testing {
+namespace {
+
+using Kind = MasterEvent::Kind;
+
+// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
+// a claim about speed.
+constexpr Duration kStartTimeout{60000};
+constexpr Duration kFailoverTimeout{30000};
+constexpr Duration kExitTimeout{30000};
+
+ZooKeeperServer& sharedServer() {
+  auto server = sharedZooKeeperServer();
+  if (!server.ok()) throw std::runtime_error(server.error().message);
+  return *server.value();
+}
+
+size_t countEvents(const std::vector<MasterEvent>& events, Kind kind) {
+  return static_cast<size_t>(std::count_if(events.begin(), events.end(),
+                                           [kind](const MasterEvent& e) { return e.kind == kind; }));
+}
+
+bool hasEvent(const std::vector<MasterEvent>& events, Kind kind, uint64_t epoch) {
+  return std::any_of(events.begin(), events.end(), [&](const MasterEvent& e) {
+    return e.kind == kind && e.epoch == epoch;
+  });
+}
+
+std::optional<MasterEvent> findEvent(const std::vector<MasterEvent>& events, Kind kind,
+                                     uint64_t epoch) {
+  for (const auto& e : events) {
+    if (e.kind == kind && e.epoch == epoch) return e;
+  }
+  return std::nullopt;
+}
+
+// Waits for the first grant of a fresh cluster and returns its epoch and holder.
+std::pair<uint64_t, size_t> waitForFirstLeader(MasterCluster& cluster) {
+  waitUntil([&]() { return cluster.highestEpoch() > 0; }, kStartTimeout, Duration(20));
+  const uint64_t epoch = cluster.highestEpoch();
+  if (epoch == 0) throw std::runtime_error("no master was granted\n" + cluster.describe());
+  auto holder = cluster.waitForGrant(epoch, Duration(0));
+  if (!holder.ok()) throw std::runtime_error(holder.error().message);
+  return {epoch, holder.value()};
+}
+
+// Kills or terminates the leader `failovers` times (alternating, starting with SIGKILL),
+// restarting each stopped slot so `masters` keep contending; then checks the terms. The masters
+// log in `logFormat` (text or json).
+void runFailovers(size_t masters, int failovers, const std::string& logFormat) {
+  ZooKeeperServer& server = sharedServer();
+  MasterCluster cluster({.quorum = server.connectString(),
+                         .clusterId = uniqueClusterId("failover" + std::to_string(masters)),
+                         .logFormat = logFormat});
+  ASSERT_OK(cluster.startMasters(masters));
+  auto [epoch, leader] = waitForFirstLeader(cluster);
+
+  for (int i = 0; i < failovers; ++i) {
+    const bool graceful = i % 2 == 1;
+    if (graceful) {
+      ASSERT_OK(cluster.terminate(leader));
+      auto exit = cluster.process(leader).waitForExit(kExitTimeout);
+      ASSERT_TRUE(exit) << "the leader did not exit after SIGTERM\n" << cluster.describe();
+      EXPECT_TRUE(exit->exited() && exit->exitCode == 0) << exit->describe();
+    } else {
+      ASSERT_OK(cluster.kill(leader));
+    }
+    ASSERT_OK(cluster.restart(leader));
+    auto next = cluster.waitForGrant(epoch + 1, kFailoverTimeout);
+    ASSERT_OK(next);
+    EXPECT_NE(next.value(), leader);
+    epoch += 1;
+    leader = next.value();
+  }
+
+  const std::string problems = cluster.terms().empty()
+                                   ? std::string("no terms")
+                                   : checkTermsExclusiveAndDense(cluster.terms());
+  EXPECT_EQ(problems, "") << cluster.describe();
+  EXPECT_EQ(cluster.highestEpoch(), epoch);
+  EXPECT_EQ(cluster.terms().size(), static_cast<size_t>(failovers + 1));
+}
+
+TEST(MasterElection, AtMostOneOfThreeMastersLeadsAtATimeAndEpochsRiseByOnePerTerm) {
+  runFailovers(3, 6, "text");
+}
+
+TEST(MasterElection, AtMostOneOfTenMastersLeadsAtATimeAndEpochsRiseByOnePerTerm) {
+  // JSON log lines here, so the event lines are checked in both formats.
+  runFailovers(10, 4, "json");
+}
+
+TEST(MasterElection, StandbyIsGrantedOnceTheKilledLeadersSessionExpires) {
+  ZooKeeperServer& server = sharedServer();
+  MasterCluster cluster(
+      {.quorum = server.connectString(), .clusterId = uniqueClusterId("killed-leader")});
+  ASSERT_OK(cluster.startMasters(2));
+  auto [epoch, leader] = waitForFirstLeader(cluster);
+  const size_t standby = 1 - leader;
+
+  ASSERT_OK(cluster.kill(leader));
+  const int64_t killedAt = monotonicMicrosNow();
+  auto next = cluster.waitForGrant(epoch + 1, kFailoverTimeout);
+  ASSERT_OK(next);
+  EXPECT_EQ(next.value(), standby);
+  auto grant = findEvent(cluster.events(standby), Kind::kGranted, epoch + 1);
+  ASSERT_TRUE(grant);
+  // The killed leader's latch node lives until its session expires. The server may expire it up
+  // to one ping interval (a third of the session timeout) after the last ping, so the grant
+  // comes at least two thirds of the session timeout after the kill; this is a lower bound,
+  // not a speed claim.
+  EXPECT_GT(grant->monoUs - killedAt, 2000 * 1000 * 2 / 3 - 250 * 1000)
+      << "the standby was granted before the leader's session could have expired";
+  EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
+}
+
+TEST(MasterElection, StoppedLeaderReportsRevocationWhenResumedAndNeverLeadsTheNewEpoch) {
+  ZooKeeperServer& server = sharedServer();
+  MasterCluster cluster(
+      {.quorum = server.connectString(), .clusterId = uniqueClusterId("stopped-leader")});
+  ASSERT_OK(cluster.startMasters(2));
+  auto [epoch, leader] = waitForFirstLeader(cluster);
+  const size_t standby = 1 - leader;
+  const size_t contendedBefore = countEvents(cluster.events(leader), Kind::kContending);
+
+  ASSERT_OK(cluster.process(leader).pause());
+  auto next = cluster.waitForGrant(epoch + 1, kFailoverTimeout);
+  ASSERT_OK(next);
+  EXPECT_EQ(next.value(), standby);
+
+  const int64_t resumedAt = monotonicMicrosNow();
+  ASSERT_OK(cluster.process(leader).resume());
+  auto revoked = cluster.waitForEvent(
+      leader, [&](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch; },
+      kFailoverTimeout);
+  ASSERT_OK(revoked);
+  EXPECT_GT(revoked.value().monoUs, resumedAt);
+  // It contends again (a new latch node) and stays a standby while the new leader leads.
+  ASSERT_TRUE(waitUntil(
+      [&]() { return countEvents(cluster.events(leader), Kind::kContending) > contendedBefore; },
+      kFailoverTimeout))
+      << cluster.describe();
+  EXPECT_FALSE(waitUntil([&]() { return countEvents(cluster.events(leader), Kind::kGranted) > 1; },
+                         Duration(1500)))
+      << cluster.describe();
+  EXPECT_FALSE(hasEvent(cluster.events(leader), Kind::kGranted, epoch + 1));
+  EXPECT_FALSE(hasEvent(cluster.events(standby), Kind::kRevoked, epoch + 1)) << cluster.describe();
+}
+
+// A master whose ZooKeeper traffic goes through a fault proxy leads; another master stands by.
+struct ProxiedLeader {
+  std::unique_ptr<ThreadedTcpFaultProxy> proxy;
+  std::unique_ptr<MasterCluster> cluster;
+  uint64_t epoch = 0;
+  size_t leader = 0;   // Behind the proxy.
+  size_t standby = 1;  // Direct.
+};
+
+void startProxiedLeader(ProxiedLeader& setup, const std::string& name, Duration sessionTimeout,
+                        std::vector<std::string> leaderSet) {
+  ZooKeeperServer& server = sharedServer();
+  auto proxy = ThreadedTcpFaultProxy::start("127.0.0.1", server.clientPort());
+  ASSERT_OK(proxy);
+  setup.proxy = std::move(proxy).value();
+  setup.cluster = std::make_unique<MasterCluster>(
+      MasterClusterOptions{.quorum = server.connectString(),
+                           .clusterId = uniqueClusterId(name),
+                           .sessionTimeout = sessionTimeout});
+  MasterCluster& cluster = *setup.cluster;
+  auto leader = cluster.startMaster(std::move(leaderSet), setup.proxy->address());
+  ASSERT_OK(leader);
+  setup.leader = leader.value();
+  auto granted = cluster.waitForEvent(
+      setup.leader, [](const MasterEvent& e) { return e.kind == Kind::kGranted; }, kStartTimeout);
+  ASSERT_OK(granted);
+  setup.epoch = granted.value().epoch;
+  auto standby = cluster.startMaster();
+  ASSERT_OK(standby);
+  setup.standby = standby.value();
+  ASSERT_OK(cluster.waitForEvent(
+      setup.standby, [](const MasterEvent& e) { return e.kind == Kind::kContending; },
+      kStartTimeout));
+}
+
+TEST(MasterElection, LeaderCutOffFromZooKeeperIsRevokedAtOnceAndContendsAgainAsStandby) {
+  ProxiedLeader setup;
+  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "cut-leader", Duration(2000), {}));
+  MasterCluster& cluster = *setup.cluster;
+  const size_t contendedBefore = countEvents(cluster.events(setup.leader), Kind::kContending);
+
+  const int64_t cutAt = monotonicMicrosNow();
+  setup.proxy->cut();
+  auto revoked = cluster.waitForEvent(
+      setup.leader,
+      [&](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == setup.epoch; },
+      kFailoverTimeout);
+  ASSERT_OK(revoked);
+  auto next = cluster.waitForGrant(setup.epoch + 1, kFailoverTimeout);
+  ASSERT_OK(next);
+  EXPECT_EQ(next.value(), setup.standby);
+  auto grant = findEvent(cluster.events(setup.standby), Kind::kGranted, setup.epoch + 1);
+  ASSERT_TRUE(grant);
+  // Tolerance 0: the leader let go on the connection loss, before its session could expire and
+  // so before anyone else could be granted.
+  EXPECT_LT(revoked.value().monoUs, grant->monoUs);
+  EXPECT_LT(revoked.value().monoUs - cutAt, 2000 * 1000)
+      << "revoked only after a session timeout: " << revoked.value().reason;
+
+  setup.proxy->resume();
+  ASSERT_TRUE(waitUntil(
+      [&]() {
+        return countEvents(cluster.events(setup.leader), Kind::kContending) > contendedBefore;
+      },
+      kFailoverTimeout))
+      << cluster.describe();
+  EXPECT_FALSE(waitUntil(
+      [&]() { return countEvents(cluster.events(setup.leader), Kind::kGranted) > 1; },
+      Duration(1500)))
+      << cluster.describe();
+  EXPECT_FALSE(hasEvent(cluster.events(setup.standby), Kind::kRevoked, setup.epoch + 1))
+      << cluster.describe();
+  EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
+}
+
+// Cuts the leader's connection and lets it straight back in: a blip the client notices (its
+// connection is closed) and recovers from within a few tens of milliseconds. Returns whether the
+// leader logged a revocation within `watchFor` after the blip.
+bool leaderRevokedAfterBlip(ProxiedLeader& setup, Duration watchFor) {
+  MasterCluster& cluster = *setup.cluster;
+  const uint64_t acceptedBefore = setup.proxy->acceptedCount();
+  setup.proxy->cut();
+  setup.proxy->resume();
+  // The client reconnected through the proxy: the blip was noticed and is over.
+  EXPECT_TRUE(waitUntil(
+      [&]() {
+        return setup.proxy->acceptedCount() > acceptedBefore &&
+               setup.proxy->connectionCount() == 1;
+      },
+      Duration(10000)));
+  return waitUntil(
+      [&]() { return countEvents(cluster.events(setup.leader), Kind::kRevoked) > 0; }, watchFor);
+}
+
+TEST(MasterElection, ConnectionBlipShorterThanTheSuspendToleranceDoesNotRevoke) {
+  ProxiedLeader setup;
+  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "blip-tolerated", Duration(2000),
+                                             {"ha.zookeeper.suspend-tolerance=600ms"}));
+  EXPECT_FALSE(leaderRevokedAfterBlip(setup, Duration(2000))) << setup.cluster->describe();
+  EXPECT_EQ(setup.cluster->currentLeader(), std::optional<size_t>(setup.leader));
+  EXPECT_EQ(countEvents(setup.cluster->events(setup.standby), Kind::kGranted), 0u);
+}
+
+// The control for the test above: the same blip revokes when no tolerance is configured.
+TEST(MasterElection, ConnectionBlipRevokesWithoutSuspendTolerance) {
+  ProxiedLeader setup;
+  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "blip-revoked", Duration(2000), {}));
+  EXPECT_TRUE(leaderRevokedAfterBlip(setup, Duration(10000))) << setup.cluster->describe();
+}
+
+TEST(MasterElection, ALeaderExistsAgainAfterZooKeeperRestartsOnTheSameData) {
+  // Its own server: a restart would disturb the other tests' masters.
+  auto started = ZooKeeperServer::start();
+  ASSERT_OK(started);
+  ZooKeeperServer& server = *started.value();
+  MasterCluster cluster(
+      {.quorum = server.connectString(), .clusterId = uniqueClusterId("zk-restart")});
+  ASSERT_OK(cluster.startMasters(3));
+  auto [epoch, leader] = waitForFirstLeader(cluster);
+
+  ASSERT_OK(server.restart());
+  // Whether the term survives depends on how fast the server came back (the sessions are 2 s);
+  // either way a leader exists afterwards, and a new term has a higher epoch.
+  ASSERT_TRUE(waitUntil(
+      [&]() {
+        auto current = cluster.currentLeader();
+        return current && countEvents(cluster.events(*current), Kind::kServing) > 0;
+      },
+      kFailoverTimeout))
+      << cluster.describe();
+  const auto current = cluster.currentLeader();
+  ASSERT_TRUE(current);
+  if (cluster.highestEpoch() == epoch) {
+    EXPECT_EQ(*current, leader) << "the term did not change, so its holder must still lead";
+  } else {
+    EXPECT_GT(cluster.highestEpoch(), epoch);
+  }
+  EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
+}
+
+TEST(MasterElection, SigtermHandsOverWithoutWaitingForTheSessionTimeout) {
+  ZooKeeperServer& server = sharedServer();
+  // A 20 s session: a hand-over that waited for the session to expire would miss the 10 s bound.
+  MasterCluster cluster({.quorum = server.connectString(),
+                         .clusterId = uniqueClusterId("handover"),
+                         .sessionTimeout = Duration(20000)});
+  ASSERT_OK(cluster.startMasters(2));
+  auto [epoch, leader] = waitForFirstLeader(cluster);
+  const size_t standby = 1 - leader;
+
+  ASSERT_OK(cluster.terminate(leader));
+  auto next = cluster.waitForGrant(epoch + 1, Duration(10000));
+  ASSERT_OK(next);
+  EXPECT_EQ(next.value(), standby);
+  auto exit = cluster.process(leader).waitForExit(kExitTimeout);
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->exited() && exit->exitCode == 0) << exit->describe();
+
+  const auto events = cluster.events(leader);
+  ASSERT_EQ(countEvents(events, Kind::kHandoverRequested), 1u) << cluster.describe();
+  ASSERT_EQ(countEvents(events, Kind::kHandoverDone), 1u) << cluster.describe();
+  auto revoked = findEvent(events, Kind::kRevoked, epoch);
+  ASSERT_TRUE(revoked);
+  auto grant = findEvent(cluster.events(standby), Kind::kGranted, epoch + 1);
+  ASSERT_TRUE(grant);
+  EXPECT_LT(revoked->monoUs, grant->monoUs);
+  EXPECT_EQ(events.back().kind, Kind::kExiting);
+  EXPECT_EQ(events.back().code, 0);
+  EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
+}
+
+TEST(MasterElection, SecondSigtermDuringAStalledHandOverExitsAtOnce) {
+  ProxiedLeader setup;
+  // A long session, so the stalled connection is not declared lost during the test.
+  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "second-sigterm", Duration(20000), {}));
+  MasterCluster& cluster = *setup.cluster;
+  setup.proxy->stall();
+  ASSERT_OK(cluster.terminate(setup.leader));
+  ASSERT_OK(cluster.waitForEvent(
+      setup.leader, [](const MasterEvent& e) { return e.kind == Kind::kHandoverRequested; },
+      kExitTimeout));
+  ASSERT_OK(cluster.terminate(setup.leader));
+  auto exit = cluster.process(setup.leader).waitForExit(Duration(10000));
+  ASSERT_TRUE(exit) << cluster.describe();
+  EXPECT_TRUE(exit->exited() && exit->exitCode == 128 + SIGTERM) << exit->describe();
+  const auto events = cluster.events(setup.leader);
+  EXPECT_EQ(countEvents(events, Kind::kHandoverDone), 0u);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, Kind::kExiting);
+  EXPECT_EQ(events.back().code, 128 + SIGTERM);
+}
+
+}  // namespace
+}  // namespace regent::testing
