@@ -106,6 +106,10 @@ constexpr Duration kUnreachableWarningInterval{10000};
 constexpr Duration kReopenDelay{1000};
 // Floor of the retry timer when zookeeper_interest() fails (it then reports no deadline).
 constexpr Duration kInterestRetryDelay{100};
+// Least time between two connection attempts while there is no session. A refused connection on
+// loopback fails at once, and with several hosts the library moves to the next one without
+// pausing, which would spin the loop.
+constexpr Duration kMinAttemptInterval{100};
 
 NodeStat toNodeStat(const Stat* stat) {
   NodeStat out;
@@ -241,6 +245,7 @@ struct ZooKeeperClient::State {
   UvTimer expiryTimer;
   UvTimer unreachableTimer;  // Repeats a warning while there is no connection.
   MonoTime disconnectedSince{};
+  MonoTime lastAttemptStart{};
   bool processing = false;          // Inside zookeeper_process(): no close, no reopen.
   // What calls completed by zookeeper_close() report instead of ZCLOSING (kSessionExpired when
   // the handle is closed because its session expired).
@@ -312,6 +317,10 @@ struct ZooKeeperClient::State {
     old->calls.clear();
   }
 
+  bool isConnectedState() const {
+    return state == SessionState::kConnected || state == SessionState::kReconnected;
+  }
+
   void stopPoll() {
     if (poll == nullptr) return;
     uv_poll_stop(poll);
@@ -351,7 +360,19 @@ struct ZooKeeperClient::State {
       if (::fstat(fd, &st) == 0) inode = st.st_ino;
     }
     // A new socket may reuse the old descriptor number: compare the inode too.
+    const bool newSocket = fd >= 0 && (poll == nullptr || fd != pollFd || inode != pollInode);
     if (poll != nullptr && (fd != pollFd || inode != pollInode || events == 0)) stopPoll();
+    if (newSocket && !isConnectedState()) {
+      // A new connection attempt: let it proceed only after kMinAttemptInterval since the last.
+      const MonoTime now = std::chrono::steady_clock::now();
+      const auto since = std::chrono::duration_cast<Duration>(now - lastAttemptStart);
+      if (since < kMinAttemptInterval) {
+        ioTimer.start(kMinAttemptInterval - since, Duration(0), [this] { updateInterest(); });
+        loop.kick();
+        return;
+      }
+      lastAttemptStart = now;
+    }
     if (fd >= 0 && events != 0 && poll == nullptr) {
       auto* fresh = new uv_poll_t;
       const int initRc = uv_poll_init(loop.uv(), fresh, fd);
