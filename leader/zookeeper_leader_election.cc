@@ -27,12 +27,28 @@ constexpr const char* kLatchDir = "latch";
 constexpr const char* kLeaderPath = "leader";
 constexpr const char* kEpochPath = "epoch";
 
+// What a clean-up resolves with when its attempt was abandoned half-way: nothing more was sent
+// and nothing changed here. Callers look at the generation before the code.
+constexpr ZkCode kAbandoned = ZkCode::kInvalidState;
+
 std::optional<uint64_t> parseEpoch(const std::string& text) {
   uint64_t value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
   return value;
+}
+
+std::string latchNodePath(const std::string& name) { return std::string(kLatchDir) + "/" + name; }
+
+// The index of the operation that failed a transaction (those after it report a runtime
+// inconsistency); the number of results when none says so (the transaction never arrived).
+size_t firstFailedOp(const ZkReply<std::vector<ha::ZkOpResult>>& reply) {
+  for (size_t i = 0; i < reply.value.size(); ++i) {
+    ZkCode code = reply.value[i].code;
+    if (code != ZkCode::kOk && static_cast<int>(code) != -2 /* ZRUNTIMEINCONSISTENCY */) return i;
+  }
+  return reply.value.size();
 }
 
 }  // namespace
@@ -52,6 +68,7 @@ ZooKeeperLeaderElection::ZooKeeperLeaderElection(ha::Coordination& zk, kj::Timer
       timer_(timer),
       self_(std::move(self)),
       options_(options),
+      orphanBackoff_(options.initialBackoff),
       backoff_(options.initialBackoff),
       errorHandler_(kj::heap<ErrorHandler>()),
       tasks_(*errorHandler_) {}
@@ -66,8 +83,14 @@ void ZooKeeperLeaderElection::track(uint64_t generation, kj::Promise<T>&& promis
   }));
 }
 
+uint64_t ZooKeeperLeaderElection::nextGeneration() {
+  // The continuations of the old generation never run, so a watch they held is no longer ours.
+  ownLatchWatchArmed_ = false;
+  return ++generation_;
+}
+
 std::string ZooKeeperLeaderElection::latchPath() const {
-  return std::string(kLatchDir) + "/" + latch_.value_or("");
+  return latchNodePath(latch_.value_or(""));
 }
 
 bool ZooKeeperLeaderElection::sessionUsable() const {
@@ -94,15 +117,18 @@ void ZooKeeperLeaderElection::start(LeaderContender& contender) {
 
 void ZooKeeperLeaderElection::contend() {
   if (!started_ || stopped_ || handingOver_) return;
+  // Operations sent now would wait on a suspended handle, or land in whatever session comes next.
+  // kReconnected, or kConnected of a new session, starts the attempt again.
+  if (!sessionUsable()) return;
   KJ_ASSERT(!leading_);
-  uint64_t generation = ++generation_;
+  uint64_t generation = nextGeneration();
   attemptSession_ = zk_.sessionId();
   if (relinquishPending_) {
     spdlog::info(
         "leader election: removing leader (if ours) and old latch {} before contending "
         "again",
         latch_.value_or("(none)"));
-    tasks_.add(removeOwnNodes().then([this, generation](ZkCode code) {
+    tasks_.add(removeOwnNodes(generation).then([this, generation](ZkCode code) {
       if (generation != generation_) return;
       if (code != ZkCode::kOk) return fail(generation, "remove leader and old latch node", code);
       relinquishPending_ = false;
@@ -121,8 +147,10 @@ void ZooKeeperLeaderElection::contend() {
 // Continues after the session came back or a backoff elapsed.
 void ZooKeeperLeaderElection::resume() {
   if (!started_ || stopped_ || handingOver_) return;
+  if (!sessionUsable()) return;  // The session's events resume later.
   if (leading_) {
-    watchOwnLatch(++generation_);
+    // The watch on our latch node outlives a lost connection; only a lost request is sent again.
+    if (!ownLatchWatchArmed_) watchOwnLatch(nextGeneration());
   } else {
     contend();
   }
@@ -133,19 +161,19 @@ void ZooKeeperLeaderElection::createLatch(uint64_t generation) {
     if (!reply.ok() && reply.code != ZkCode::kNodeExists) {
       return fail(generation, "create the latch path", reply.code);
     }
+    // A create queued on a handle that is not connected could land in the next session.
+    if (!sessionUsable()) return;
     latchMaybeCreated_ = true;  // Until the reply says otherwise.
-    int64_t sessionId = zk_.sessionId();
     // Not tracked: a node created for an abandoned attempt must still be cleaned up.
     tasks_.add(
         zk_.create(std::string(kLatchDir) + "/m-", toJson(self_), CreateMode::kEphemeralSequential)
-            .then([this, generation, sessionId](ZkReply<std::string>&& reply) {
+            .then([this, generation](ZkReply<std::string>&& reply) {
               std::string name = reply.ok() ? latchNodeName(reply.value) : "";
               if (generation != generation_) {
-                if (reply.ok() && zk_.sessionId() == sessionId && name != latch_) {
-                  spdlog::info("leader election: removing latch {} of an abandoned attempt", name);
-                  tasks_.add(
-                      zk_.remove(std::string(kLatchDir) + "/" + name).then([](ZkReply<bool>&&) {}));
-                }
+                // Created in the session current now (or in one that ended and took it along).
+                // A lost reply of an abandoned attempt leaves a node ahead of any later one of
+                // ours, where checkLeadership finds it.
+                if (reply.ok() && name != latch_) removeOrphanLatch(name);
                 return;
               }
               if (!reply.ok()) {
@@ -162,6 +190,7 @@ void ZooKeeperLeaderElection::createLatch(uint64_t generation) {
 }
 
 // After a create whose reply was lost: a node with our master id, owned by our session, is ours.
+// With several (more than one reply lost), the lowest is kept and the others are removed.
 void ZooKeeperLeaderElection::findOwnLatch(uint64_t generation) {
   track(generation, zk_.children(kLatchDir),
         [this, generation](ZkReply<std::vector<std::string>>&& reply) {
@@ -175,15 +204,15 @@ void ZooKeeperLeaderElection::findOwnLatch(uint64_t generation) {
               kj::heapArrayBuilder<kj::Promise<std::pair<std::string, ZkReply<ha::NodeData>>>>(
                   names.size());
           for (const std::string& name : names) {
-            reads.add(zk_.get(std::string(kLatchDir) + "/" + name)
-                          .then([name](ZkReply<ha::NodeData>&& node) {
-                            return std::make_pair(name, kj::mv(node));
-                          }));
+            reads.add(zk_.get(latchNodePath(name)).then([name](ZkReply<ha::NodeData>&& node) {
+              return std::make_pair(name, kj::mv(node));
+            }));
           }
           track(
               generation, kj::joinPromises(reads.finish()),
               [this, generation](kj::Array<std::pair<std::string, ZkReply<ha::NodeData>>>&& nodes) {
                 ZkCode failure = ZkCode::kOk;
+                std::vector<std::string> own;  // Lowest first.
                 for (auto& [name, node] : nodes) {
                   if (!node.ok()) {
                     if (node.code != ZkCode::kNoNode) failure = node.code;
@@ -192,17 +221,23 @@ void ZooKeeperLeaderElection::findOwnLatch(uint64_t generation) {
                   if (node.value.stat.ephemeralOwner != zk_.sessionId()) continue;
                   auto info = contenderInfoFromJson(node.value.data);
                   if (!info || info.value().masterId != self_.masterId) continue;
-                  latchMaybeCreated_ = false;
-                  latch_ = name;
-                  spdlog::info(
-                      "leader election: found latch {} created before the connection "
-                      "loss master_id={}",
-                      name, self_.masterId);
-                  return joined(generation);
+                  own.push_back(name);
                 }
-                if (failure != ZkCode::kOk) return fail(generation, "read latch nodes", failure);
+                // A node of ours that could not be read and sits ahead of the one kept is found
+                // by checkLeadership.
+                if (own.empty()) {
+                  if (failure != ZkCode::kOk) return fail(generation, "read latch nodes", failure);
+                  latchMaybeCreated_ = false;
+                  return createLatch(generation);
+                }
                 latchMaybeCreated_ = false;
-                createLatch(generation);
+                latch_ = own.front();
+                spdlog::info(
+                    "leader election: found latch {} created before the connection "
+                    "loss master_id={}",
+                    own.front(), self_.masterId);
+                for (size_t i = 1; i < own.size(); ++i) removeOrphanLatch(own[i]);
+                joined(generation);
               });
         });
 }
@@ -215,51 +250,117 @@ void ZooKeeperLeaderElection::joined(uint64_t generation) {
 }
 
 void ZooKeeperLeaderElection::checkLeadership(uint64_t generation) {
+  if (!latch_) return contend();
   track(generation, zk_.children(kLatchDir),
         [this, generation](ZkReply<std::vector<std::string>>&& reply) {
           if (!reply.ok() && reply.code != ZkCode::kNoNode) {
             return fail(generation, "list the latch", reply.code);
           }
+          if (!latch_) return contend();
+          const std::string latch = *latch_;
           auto names = sortedLatchNodes(reply.value);
-          auto own = std::find(names.begin(), names.end(), *latch_);
+          auto own = std::find(names.begin(), names.end(), latch);
           if (own == names.end()) {
-            spdlog::info("leader election: latch {} is gone; contending with a new one", *latch_);
+            spdlog::info("leader election: latch {} is gone; contending with a new one", latch);
             latch_.reset();
             return contend();
           }
           if (own == names.begin()) {
-            spdlog::debug("leader election: latch {} is the lowest; trying to win", *latch_);
+            spdlog::debug("leader election: latch {} is the lowest; trying to win", latch);
             return tryWin(generation);
           }
-          std::string predecessor = *(own - 1);
-          spdlog::debug("leader election: standby with latch {} ({} ahead); watching {}", *latch_,
-                        own - names.begin(), predecessor);
-          track(
-              generation, zk_.existsAndWatch(std::string(kLatchDir) + "/" + predecessor),
-              [this, generation, predecessor](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
-                if (!watched.reply.ok()) {
-                  return fail(generation, "watch latch predecessor", watched.reply.code);
-                }
-                if (!watched.reply.value) return checkLeadership(generation);
-                backoff_ = options_.initialBackoff;
-                KJ_IF_MAYBE (watch, watched.watch) {
-                  track(generation, kj::mv(*watch),
-                        [this, generation, predecessor](WatchEvent&& event) {
-                          if (event.type == WatchEvent::Type::kSessionLost) return;
-                          spdlog::debug(
-                              "leader election: predecessor {} changed; latch {} "
-                              "checks again",
-                              predecessor, latch_.value_or("?"));
-                          checkLeadership(generation);
-                        });
-                } else {
-                  fail(generation, "watch latch predecessor (no watch set)", ZkCode::kApiError);
-                }
-              });
+          // A `leader` our session holds for no term would keep the lowest contender waiting.
+          if (leaderNode_ != LeaderNode::kNotOurs) return releaseStaleLeader(generation);
+          removeOwnNodesAhead(generation, std::vector<std::string>(names.begin(), own));
+        });
+}
+
+void ZooKeeperLeaderElection::removeOwnNodesAhead(uint64_t generation,
+                                                  std::vector<std::string> ahead) {
+  std::string predecessor = ahead.back();
+  auto reads = kj::heapArrayBuilder<
+      kj::Promise<std::pair<std::string, ZkReply<std::optional<ha::NodeStat>>>>>(ahead.size());
+  for (const std::string& name : ahead) {
+    reads.add(
+        zk_.exists(latchNodePath(name)).then([name](ZkReply<std::optional<ha::NodeStat>>&& stat) {
+          return std::make_pair(name, kj::mv(stat));
+        }));
+  }
+  track(generation, kj::joinPromises(reads.finish()),
+        [this, generation, predecessor](
+            kj::Array<std::pair<std::string, ZkReply<std::optional<ha::NodeStat>>>>&& stats) {
+          std::vector<std::string> orphans;
+          for (auto& [name, stat] : stats) {
+            if (!stat.ok()) return fail(generation, "look at the latch nodes ahead", stat.code);
+            if (stat.value && stat.value->ephemeralOwner == zk_.sessionId()) {
+              orphans.push_back(name);
+            }
+          }
+          if (orphans.empty()) return watchPredecessor(generation, predecessor);
+          auto removals = kj::heapArrayBuilder<kj::Promise<ZkReply<bool>>>(orphans.size());
+          for (const std::string& name : orphans) {
+            spdlog::warn(
+                "leader election: latch {} ahead of latch {} belongs to our own session but "
+                "to no attempt; removing it",
+                name, latch_.value_or("?"));
+            removals.add(zk_.remove(latchNodePath(name)));
+          }
+          track(generation, kj::joinPromises(removals.finish()),
+                [this, generation](kj::Array<ZkReply<bool>>&& removed) {
+                  for (auto& reply : removed) {
+                    if (!reply.ok() && reply.code != ZkCode::kNoNode) {
+                      return fail(generation, "remove an orphan latch node", reply.code);
+                    }
+                  }
+                  checkLeadership(generation);
+                });
+        });
+}
+
+void ZooKeeperLeaderElection::watchPredecessor(uint64_t generation,
+                                               const std::string& predecessor) {
+  spdlog::debug("leader election: standby with latch {}; watching {}", latch_.value_or("?"),
+                predecessor);
+  track(generation, zk_.existsAndWatch(latchNodePath(predecessor)),
+        [this, generation, predecessor](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
+          if (!watched.reply.ok()) {
+            return fail(generation, "watch latch predecessor", watched.reply.code);
+          }
+          if (!watched.reply.value) return checkLeadership(generation);
+          backoff_ = options_.initialBackoff;
+          KJ_IF_MAYBE (watch, watched.watch) {
+            track(generation, kj::mv(*watch), [this, generation, predecessor](WatchEvent&& event) {
+              if (event.type == WatchEvent::Type::kSessionLost) return;
+              spdlog::debug("leader election: predecessor {} changed; latch {} checks again",
+                            predecessor, latch_.value_or("?"));
+              checkLeadership(generation);
+            });
+          } else {
+            fail(generation, "watch latch predecessor (no watch set)", ZkCode::kApiError);
+          }
+        });
+}
+
+void ZooKeeperLeaderElection::releaseStaleLeader(uint64_t generation) {
+  track(generation, zk_.exists(kLeaderPath),
+        [this, generation](ZkReply<std::optional<ha::NodeStat>>&& reply) {
+          if (!reply.ok()) return fail(generation, "look at the leader node", reply.code);
+          if (!reply.value || reply.value->ephemeralOwner != zk_.sessionId()) {
+            leaderNode_ = LeaderNode::kNotOurs;
+            return checkLeadership(generation);
+          }
+          spdlog::info(
+              "leader election: latch {} is not the lowest; removing the leader node our "
+              "session holds for no term",
+              latch_.value_or("?"));
+          leaderNode_ = LeaderNode::kOurs;
+          leaderVersion_ = reply.value->version;
+          removeStaleLeader(generation, reply.value->version, /*lowest=*/false);
         });
 }
 
 void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
+  if (!latch_) return contend();
   track(generation, zk_.get(kEpochPath), [this, generation](ZkReply<ha::NodeData>&& reply) {
     if (reply.code == ZkCode::kNoNode) {
       spdlog::info("leader election: creating the epoch node");
@@ -273,6 +374,7 @@ void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
       return;
     }
     if (!reply.ok()) return fail(generation, "read the epoch", reply.code);
+    if (!latch_) return contend();
     auto last = parseEpoch(reply.value.data);
     if (!last) {
       spdlog::error("leader election: the epoch node holds \"{}\", not a decimal number",
@@ -288,12 +390,19 @@ void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
     spdlog::debug("leader election: latch {} sends the win transaction for epoch={}", *latch_,
                   info.epoch);
     int64_t sessionId = zk_.sessionId();
-    // Not tracked: a win that lands after its attempt was abandoned must still be undone.
-    tasks_.add(zk_.multi(kj::mv(ops))
-                   .then([this, generation, sessionId,
-                          info](ZkReply<std::vector<ha::ZkOpResult>>&& reply) {
-                     onWinReply(generation, sessionId, info, kj::mv(reply));
-                   }));
+    ++winsInFlight_;
+    // Not tracked: a win that lands after its attempt was abandoned must still be dealt with.
+    tasks_.add(
+        zk_.multi(kj::mv(ops))
+            .then(
+                [this, generation, sessionId, info](ZkReply<std::vector<ha::ZkOpResult>>&& reply) {
+                  KJ_DEFER(winSettled());
+                  onWinReply(generation, sessionId, info, kj::mv(reply));
+                },
+                [this](kj::Exception&& exception) {
+                  winSettled();
+                  kj::throwFatalException(kj::mv(exception));
+                }));
   });
 }
 
@@ -301,15 +410,24 @@ void ZooKeeperLeaderElection::onWinReply(uint64_t generation, int64_t sessionId,
                                          const LeaderInfo& info,
                                          ZkReply<std::vector<ha::ZkOpResult>>&& reply) {
   if (generation != generation_) {
-    if (reply.ok() && zk_.sessionId() == sessionId && !leading_) {
-      // Our session holds `leader` for a term nobody was told about: give it up.
-      spdlog::warn("leader election: epoch={} was won by an abandoned attempt; removing leader",
-                   info.epoch);
-      leaderNode_ = LeaderNode::kNotOurs;
-      tasks_.add(zk_.remove(kLeaderPath, 0).then([](ZkReply<bool>&&) {}));
-    } else if (!reply.ok() && ha::isRetryable(reply.code) && zk_.sessionId() == sessionId) {
-      leaderNode_ = LeaderNode::kMaybeOurs;
+    // A `leader` of another session went with it; while leading, the node is the term's own.
+    if (leading_ || zk_.sessionId() != sessionId) return;
+    if (reply.ok()) {
+      leaderNode_ = LeaderNode::kOurs;
+      leaderVersion_ = 0;
+    } else if (ha::isRetryable(reply.code)) {
+      if (leaderNode_ == LeaderNode::kNotOurs) leaderNode_ = LeaderNode::kMaybeOurs;
+    } else {
+      return;
     }
+    spdlog::warn(
+        "leader election: the win transaction for epoch={} of an abandoned attempt {}; "
+        "the leader node is adopted or removed",
+        info.epoch, reply.ok() ? "was applied" : "may have been applied");
+    // A hand-over removes it in its own transaction. Otherwise the current attempt, which may be
+    // parked behind a predecessor, starts again: the lowest latch adopts the term, any other one
+    // removes the node.
+    if (!handingOver_) contend();
     return;
   }
   if (reply.ok()) {
@@ -317,68 +435,124 @@ void ZooKeeperLeaderElection::onWinReply(uint64_t generation, int64_t sessionId,
     leaderVersion_ = 0;
     return grant(generation, info);
   }
-  // The first operation that failed; those after it report a runtime inconsistency.
-  size_t failed = reply.value.size();
-  for (size_t i = 0; i < reply.value.size(); ++i) {
-    ZkCode code = reply.value[i].code;
-    if (code != ZkCode::kOk && static_cast<int>(code) != -2 /* ZRUNTIMEINCONSISTENCY */) {
-      failed = i;
-      break;
-    }
-  }
+  size_t failed = firstFailedOp(reply);
   if (failed == 0 && reply.code == ZkCode::kNoNode) {
-    spdlog::info("leader election: latch {} vanished before the win; contending again", *latch_);
+    spdlog::info("leader election: latch {} vanished before the win; contending again",
+                 latch_.value_or("?"));
     latch_.reset();
     return contend();
   }
   if (failed == 1 && reply.code == ZkCode::kNodeExists) return awaitLeaderGone(generation);
   if (failed == 2 && (reply.code == ZkCode::kBadVersion || reply.code == ZkCode::kNoNode)) {
-    spdlog::debug("leader election: the epoch moved under latch {}; reading it again", *latch_);
+    spdlog::debug("leader election: the epoch moved under latch {}; reading it again",
+                  latch_.value_or("?"));
     return tryWin(generation);
   }
-  if (ha::isRetryable(reply.code)) leaderNode_ = LeaderNode::kMaybeOurs;
+  // A lost reply: the transaction may have been applied; the next try finds out.
+  if (ha::isRetryable(reply.code) && leaderNode_ == LeaderNode::kNotOurs) {
+    leaderNode_ = LeaderNode::kMaybeOurs;
+  }
   fail(generation, "send the win transaction", reply.code);
 }
 
-// `leader` exists although our latch node is the lowest: left by our own session (delete it and
-// try again) or by the previous leader's session that has not ended yet (wait for it).
+// `leader` exists although our latch node is the lowest: held by our own session (a term nobody
+// was told about is adopted, anything else deleted) or by the previous leader's session that has
+// not ended yet (wait for it).
 void ZooKeeperLeaderElection::awaitLeaderGone(uint64_t generation) {
-  track(generation, zk_.exists(kLeaderPath),
-        [this, generation](ZkReply<std::optional<ha::NodeStat>>&& reply) {
-          if (!reply.ok()) return fail(generation, "look at the leader node", reply.code);
-          if (!reply.value) return tryWin(generation);
-          if (reply.value->ephemeralOwner == zk_.sessionId()) {
-            spdlog::info("leader election: leader node is left from our own session; removing it");
-            track(generation, zk_.remove(kLeaderPath, reply.value->version),
-                  [this, generation](ZkReply<bool>&& removed) {
-                    if (!removed.ok() && removed.code != ZkCode::kNoNode &&
-                        removed.code != ZkCode::kBadVersion) {
-                      return fail(generation, "remove our stale leader node", removed.code);
-                    }
-                    leaderNode_ = LeaderNode::kNotOurs;
-                    tryWin(generation);
-                  });
-            return;
+  track(generation, zk_.get(kLeaderPath), [this, generation](ZkReply<ha::NodeData>&& reply) {
+    if (reply.code == ZkCode::kNoNode) return tryWin(generation);
+    if (!reply.ok()) return fail(generation, "read the leader node", reply.code);
+    if (reply.value.stat.ephemeralOwner == zk_.sessionId()) {
+      return claimOwnLeaderNode(generation, reply.value);
+    }
+    spdlog::info(
+        "leader election: latch {} is the lowest but the leader node is still held "
+        "by session 0x{:x}; waiting for it to go",
+        latch_.value_or("?"), reply.value.stat.ephemeralOwner);
+    track(generation, zk_.existsAndWatch(kLeaderPath),
+          [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
+            if (!watched.reply.ok()) {
+              return fail(generation, "watch the leader node", watched.reply.code);
+            }
+            if (!watched.reply.value) return tryWin(generation);
+            KJ_IF_MAYBE (watch, watched.watch) {
+              track(generation, kj::mv(*watch), [this, generation](WatchEvent&& event) {
+                if (event.type == WatchEvent::Type::kSessionLost) return;
+                awaitLeaderGone(generation);
+              });
+            } else {
+              fail(generation, "watch the leader node (no watch set)", ZkCode::kApiError);
+            }
+          });
+  });
+}
+
+void ZooKeeperLeaderElection::claimOwnLeaderNode(uint64_t generation, const ha::NodeData& node) {
+  const int32_t version = node.stat.version;
+  leaderNode_ = LeaderNode::kOurs;
+  leaderVersion_ = version;
+  auto record = leaderInfoFromJson(node.data);
+  if (!record.ok() || record.value().masterId != self_.masterId ||
+      record.value().epoch <= lastGrantedEpoch_) {
+    spdlog::info("leader election: leader node is left from our own session; removing it");
+    return removeStaleLeader(generation, version, /*lowest=*/true);
+  }
+  LeaderInfo info = record.value();
+  track(generation, zk_.get(kEpochPath),
+        [this, generation, info, version](ZkReply<ha::NodeData>&& epochNode) {
+          if (!epochNode.ok() && epochNode.code != ZkCode::kNoNode) {
+            return fail(generation, "read the epoch", epochNode.code);
           }
-          spdlog::info(
-              "leader election: latch {} is the lowest but the leader node is still held "
-              "by session 0x{:x}; waiting for it to go",
-              *latch_, reply.value->ephemeralOwner);
-          track(generation, zk_.existsAndWatch(kLeaderPath),
-                [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
-                  if (!watched.reply.ok()) {
-                    return fail(generation, "watch the leader node", watched.reply.code);
+          auto last = epochNode.ok() ? parseEpoch(epochNode.value.data) : std::nullopt;
+          if (!last || *last != info.epoch) {
+            spdlog::info(
+                "leader election: leader node of our own session holds epoch={} but the epoch "
+                "node does not; removing it",
+                info.epoch);
+            return removeStaleLeader(generation, version, /*lowest=*/true);
+          }
+          // Our latch node (hence still the lowest), the record and the epoch, all unchanged.
+          std::vector<ZkOp> ops = {
+              ZkOp::check(latchPath()),
+              ZkOp::check(kLeaderPath, version),
+              ZkOp::check(kEpochPath, epochNode.value.stat.version),
+          };
+          track(generation, zk_.multi(kj::mv(ops)),
+                [this, generation, info, version](ZkReply<std::vector<ha::ZkOpResult>>&& reply) {
+                  if (reply.ok()) {
+                    spdlog::info(
+                        "leader election: latch {} adopts epoch={}, won by a transaction "
+                        "whose reply never came",
+                        latch_.value_or("?"), info.epoch);
+                    leaderNode_ = LeaderNode::kOurs;
+                    leaderVersion_ = version;
+                    return grant(generation, info);
                   }
-                  if (!watched.reply.value) return tryWin(generation);
-                  KJ_IF_MAYBE (watch, watched.watch) {
-                    track(generation, kj::mv(*watch), [this, generation](WatchEvent&& event) {
-                      if (event.type == WatchEvent::Type::kSessionLost) return;
-                      tryWin(generation);
-                    });
-                  } else {
-                    fail(generation, "watch the leader node (no watch set)", ZkCode::kApiError);
+                  if (firstFailedOp(reply) == 0 && reply.code == ZkCode::kNoNode) {
+                    spdlog::info("leader election: latch {} vanished; contending again",
+                                 latch_.value_or("?"));
+                    latch_.reset();
+                    return contend();
                   }
+                  if (reply.code == ZkCode::kNoNode || reply.code == ZkCode::kBadVersion) {
+                    return checkLeadership(generation);  // Something moved: look again.
+                  }
+                  fail(generation, "check our own leader node", reply.code);
                 });
+        });
+}
+
+void ZooKeeperLeaderElection::removeStaleLeader(uint64_t generation, int32_t version, bool lowest) {
+  leaderNode_ = LeaderNode::kMaybeOurs;  // Until the reply comes (see removeOwnNodes).
+  track(generation, zk_.remove(kLeaderPath, version),
+        [this, generation, lowest](ZkReply<bool>&& removed) {
+          if (removed.ok() || removed.code == ZkCode::kNoNode) {
+            leaderNode_ = LeaderNode::kNotOurs;
+            return lowest ? tryWin(generation) : checkLeadership(generation);
+          }
+          if (removed.code == ZkCode::kBadVersion) return checkLeadership(generation);
+          // Still ours: tried again by the retry, or removed with our nodes later.
+          fail(generation, "remove our stale leader node", removed.code);
         });
 }
 
@@ -386,10 +560,11 @@ void ZooKeeperLeaderElection::grant(uint64_t generation, const LeaderInfo& info)
   KJ_ASSERT(!leading_, "granting while a term is still open");
   leading_ = true;
   epoch_ = info.epoch;
+  lastGrantedEpoch_ = std::max(lastGrantedEpoch_, info.epoch);
   leaderInfo_ = info;
   backoff_ = options_.initialBackoff;
-  spdlog::info("leader election: latch {} won the term epoch={} master_id={}", *latch_, epoch_,
-               self_.masterId);
+  spdlog::info("leader election: latch {} won the term epoch={} master_id={}", latch_.value_or("?"),
+               epoch_, self_.masterId);
   contender_->grantLeadership(info.epoch);
   // The contender may have handed over from inside the callback.
   if (generation != generation_ || !leading_) return;
@@ -399,15 +574,21 @@ void ZooKeeperLeaderElection::grant(uint64_t generation, const LeaderInfo& info)
 }
 
 void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
+  ownLatchWatchArmed_ = true;
   track(generation, zk_.existsAndWatch(latchPath()),
         [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
-          if (!watched.reply.ok()) return fail(generation, "watch own latch", watched.reply.code);
+          if (!watched.reply.ok()) {
+            ownLatchWatchArmed_ = false;
+            return fail(generation, "watch own latch", watched.reply.code);
+          }
           if (!watched.reply.value) {
+            ownLatchWatchArmed_ = false;
             latch_.reset();
             return loseLeadership("latch node deleted");
           }
           KJ_IF_MAYBE (watch, watched.watch) {
             track(generation, kj::mv(*watch), [this, generation](WatchEvent&& event) {
+              ownLatchWatchArmed_ = false;
               if (event.type == WatchEvent::Type::kSessionLost) return;
               if (event.type == WatchEvent::Type::kDeleted) {
                 latch_.reset();
@@ -416,6 +597,7 @@ void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
               watchOwnLatch(generation);
             });
           } else {
+            ownLatchWatchArmed_ = false;
             fail(generation, "watch own latch (no watch set)", ZkCode::kApiError);
           }
         });
@@ -441,7 +623,7 @@ void ZooKeeperLeaderElection::fail(uint64_t generation, const std::string& what,
     revoke(std::string("error: ") + what + " failed with " + zkCodeName(code));
     relinquishPending_ = true;
   }
-  retryLater(++generation_);
+  retryLater(nextGeneration());
 }
 
 void ZooKeeperLeaderElection::retryLater(uint64_t generation) {
@@ -451,6 +633,63 @@ void ZooKeeperLeaderElection::retryLater(uint64_t generation) {
   tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this, generation] {
     if (generation != generation_) return;
     resume();
+  }));
+}
+
+void ZooKeeperLeaderElection::winSettled() {
+  if (--winsInFlight_ > 0) return;
+  auto waiters = kj::mv(winWaiters_);
+  winWaiters_.clear();
+  for (auto& waiter : waiters) waiter->fulfill();
+}
+
+kj::Promise<void> ZooKeeperLeaderElection::winsSettled() {
+  if (winsInFlight_ == 0) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  winWaiters_.push_back(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orphan latch nodes
+
+void ZooKeeperLeaderElection::removeOrphanLatch(const std::string& name) {
+  int64_t session = zk_.sessionId();
+  if (session != orphanSession_) {
+    orphanLatches_.clear();  // Those of an earlier session went with it.
+    orphanSession_ = session;
+  }
+  spdlog::info("leader election: removing latch {}, which no attempt uses", name);
+  orphanLatches_.insert(name);
+  removeOrphans();
+}
+
+void ZooKeeperLeaderElection::removeOrphans() {
+  if (orphanRemovalRunning_ || orphanLatches_.empty()) return;
+  if (zk_.sessionId() != orphanSession_) {
+    orphanLatches_.clear();
+    return;
+  }
+  if (!sessionUsable()) return;  // Again on kReconnected.
+  orphanRemovalRunning_ = true;
+  std::string name = *orphanLatches_.begin();
+  tasks_.add(zk_.remove(latchNodePath(name)).then([this, name](ZkReply<bool>&& reply) {
+    orphanRemovalRunning_ = false;
+    if (reply.ok() || reply.code == ZkCode::kNoNode) {
+      orphanLatches_.erase(name);
+      orphanBackoff_ = options_.initialBackoff;
+      return removeOrphans();
+    }
+    spdlog::info("leader election: removing latch {} failed with {}; retrying", name,
+                 zkCodeName(reply.code));
+    if (!sessionUsable()) return;  // Again on kReconnected, or gone with the session.
+    Duration delay = orphanBackoff_;
+    orphanBackoff_ = std::min(orphanBackoff_ * 2, options_.maxBackoff);
+    orphanRemovalRunning_ = true;
+    tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
+      orphanRemovalRunning_ = false;
+      removeOrphans();
+    }));
   }));
 }
 
@@ -480,11 +719,12 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
       }
       cancelTolerance();
       resume();
+      removeOrphans();
       break;
     case SessionState::kExpired:
     case SessionState::kClosed:
       cancelTolerance();
-      ++generation_;
+      nextGeneration();
       revoke(state == SessionState::kExpired ? "session expired" : "session closed");
       // Every ephemeral node of the session is gone with it.
       latch_.reset();
@@ -492,11 +732,13 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
       leaderNode_ = LeaderNode::kNotOurs;
       relinquishPending_ = false;
       attemptSession_ = 0;
+      orphanLatches_.clear();
       break;
   }
 }
 
 void ZooKeeperLeaderElection::onSuspendedWhileLeading() {
+  // Never more than a third of the negotiated session timeout (DESIGN §5).
   Duration tolerance = std::min(options_.suspendTolerance, zk_.negotiatedSessionTimeout() / 3);
   if (tolerance <= Duration(0)) return loseLeadership("connection lost");
   if (toleranceRunning_) return;
@@ -525,7 +767,7 @@ void ZooKeeperLeaderElection::loseLeadership(const std::string& reason) {
   if (sessionUsable()) {
     contend();
   } else {
-    ++generation_;  // Continues on kReconnected, or anew on kConnected after an expiry.
+    nextGeneration();  // Continues on kReconnected, or anew on kConnected after an expiry.
   }
 }
 
@@ -563,10 +805,13 @@ kj::Promise<Status> ZooKeeperLeaderElection::markServing(uint64_t epoch) {
           spdlog::warn("leader election: {}", message);
           return ha::isRetryable(reply.code) ? Error::retryable(message) : Error::fatal(message);
         }
-        if (leaderNode_ == LeaderNode::kOurs && reply.value.size() == 2) {
-          leaderVersion_ = reply.value[1].stat.version;
+        // The term may have ended while the update was in flight: nothing of it is kept then.
+        if (leading_ && epoch_ == epoch) {
+          leaderInfo_ = info;
+          if (leaderNode_ == LeaderNode::kOurs && reply.value.size() == 2) {
+            leaderVersion_ = reply.value[1].stat.version;
+          }
         }
-        if (leading_ && epoch_ == epoch) leaderInfo_ = info;
         spdlog::info("leader election: epoch={} is SERVING latch={}", epoch,
                      latch_.value_or("none"));
         return Status();
@@ -574,73 +819,104 @@ kj::Promise<Status> ZooKeeperLeaderElection::markServing(uint64_t epoch) {
 }
 
 kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
-  if (stopped_ || handingOver_) return kj::READY_NOW;
+  if (handingOver_) {
+    if (!recontend) stopped_ = true;
+    return KJ_ASSERT_NONNULL(handOverDone_).addBranch();
+  }
+  if (stopped_) return kj::READY_NOW;
   stopped_ = !recontend;
   handingOver_ = true;
-  ++generation_;  // Nothing of the current attempt acts from now on.
+  // Nothing of the current attempt acts from now on; within the hand-over the generation moves
+  // again only when the session ends.
+  uint64_t generation = nextGeneration();
   cancelTolerance();
   // Deferred: the contender is never called from inside one of our own methods.
-  return kj::evalLater([this] {
-           revoke("handed over");
-           spdlog::info("leader election: handing over; removing leader (if ours) and latch {}",
-                        latch_.value_or("none"));
-           return removeOwnNodes();
-         })
-      .then([this, recontend](ZkCode code) {
-        handingOver_ = false;
-        if (code != ZkCode::kOk) {
-          spdlog::warn(
-              "leader election: hand-over transaction failed with {}; the session's "
-              "end removes the nodes",
-              zkCodeName(code));
-          if (recontend) relinquishPending_ = true;
-        } else {
-          spdlog::info("leader election: handed over");
-        }
-        if (!recontend || !started_) return;
-        if (sessionUsable()) contend();
-      });
+  kj::Promise<void> done =
+      kj::evalLater([this] {
+        revoke("handed over");
+        // A win in flight may still create `leader`: it goes in the same transaction.
+        return winsSettled();
+      })
+          .then([this, generation]() -> kj::Promise<ZkCode> {
+            if (generation != generation_) return kAbandoned;
+            spdlog::info("leader election: handing over; removing leader (if ours) and latch {}",
+                         latch_.value_or("none"));
+            return removeOwnNodes(generation);
+          })
+          .then([this, generation](ZkCode code) {
+            handingOver_ = false;
+            if (generation != generation_) {
+              spdlog::info("leader election: the session ended during the hand-over");
+            } else if (code != ZkCode::kOk) {
+              spdlog::warn(
+                  "leader election: hand-over transaction failed with {}; the session's "
+                  "end removes the nodes",
+                  zkCodeName(code));
+              if (!stopped_) relinquishPending_ = true;
+            } else {
+              spdlog::info("leader election: handed over");
+            }
+            if (stopped_ || !started_) return;
+            contend();
+          });
+  handOverDone_ = done.fork();
+  return KJ_ASSERT_NONNULL(handOverDone_).addBranch();
 }
 
-kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodes() {
-  if (leaderNode_ == LeaderNode::kMaybeOurs) return removeOwnNodesStepByStep();
+kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodes(uint64_t generation) {
+  if (leaderNode_ == LeaderNode::kMaybeOurs) return removeOwnNodesStepByStep(generation);
   std::vector<ZkOp> ops;
-  if (leaderNode_ == LeaderNode::kOurs) ops.push_back(ZkOp::remove(kLeaderPath, leaderVersion_));
+  if (leaderNode_ == LeaderNode::kOurs) {
+    ops.push_back(ZkOp::remove(kLeaderPath, leaderVersion_));
+    // Until a reply says how it went: once removed, `leader` may become another contender's at
+    // the same version, so a later try must look at its owner first.
+    leaderNode_ = LeaderNode::kMaybeOurs;
+  }
   if (latch_) ops.push_back(ZkOp::remove(latchPath()));
   if (ops.empty()) return ZkCode::kOk;
   return zk_.multi(kj::mv(ops))
-      .then([this](ZkReply<std::vector<ha::ZkOpResult>>&& reply) -> kj::Promise<ZkCode> {
-        if (reply.ok()) {
-          leaderNode_ = LeaderNode::kNotOurs;
-          latch_.reset();
-          return ZkCode::kOk;
-        }
-        if (reply.code == ZkCode::kNoNode || reply.code == ZkCode::kBadVersion) {
-          return removeOwnNodesStepByStep();
-        }
-        return reply.code;
-      });
+      .then(
+          [this, generation](ZkReply<std::vector<ha::ZkOpResult>>&& reply) -> kj::Promise<ZkCode> {
+            if (generation != generation_) return kAbandoned;
+            if (reply.ok()) {
+              leaderNode_ = LeaderNode::kNotOurs;
+              latch_.reset();
+              return ZkCode::kOk;
+            }
+            if (reply.code == ZkCode::kNoNode || reply.code == ZkCode::kBadVersion) {
+              return removeOwnNodesStepByStep(generation);
+            }
+            return reply.code;
+          });
 }
 
-kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodesStepByStep() {
+kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodesStepByStep(uint64_t generation) {
+  // The nodes of this attempt: a later attempt (another session even) may have new ones.
+  const int64_t session = zk_.sessionId();
+  const std::optional<std::string> latch = latch_;
   return zk_.exists(kLeaderPath)
-      .then([this](ZkReply<std::optional<ha::NodeStat>>&& leader) -> kj::Promise<ZkReply<bool>> {
+      .then([this, generation,
+             session](ZkReply<std::optional<ha::NodeStat>>&& leader) -> kj::Promise<ZkReply<bool>> {
+        if (generation != generation_) return ZkReply<bool>{kAbandoned, false};
         if (!leader.ok()) return ZkReply<bool>{leader.code, false};
-        if (!leader.value || leader.value->ephemeralOwner != zk_.sessionId()) {
+        if (!leader.value || leader.value->ephemeralOwner != session) {
           leaderNode_ = LeaderNode::kNotOurs;
           return ZkReply<bool>{ZkCode::kOk, false};
         }
+        leaderNode_ = LeaderNode::kMaybeOurs;  // Until the reply comes.
         return zk_.remove(kLeaderPath, leader.value->version);
       })
-      .then([this](ZkReply<bool>&& removed) -> kj::Promise<ZkReply<bool>> {
+      .then([this, generation, latch](ZkReply<bool>&& removed) -> kj::Promise<ZkReply<bool>> {
+        if (generation != generation_) return ZkReply<bool>{kAbandoned, false};
         if (!removed.ok() && removed.code != ZkCode::kNoNode) return kj::mv(removed);
         leaderNode_ = LeaderNode::kNotOurs;
-        if (!latch_) return ZkReply<bool>{ZkCode::kOk, false};
-        return zk_.remove(latchPath());
+        if (!latch) return ZkReply<bool>{ZkCode::kOk, false};
+        return zk_.remove(latchNodePath(*latch));
       })
-      .then([this](ZkReply<bool>&& removed) -> ZkCode {
+      .then([this, generation, latch](ZkReply<bool>&& removed) -> ZkCode {
+        if (generation != generation_) return kAbandoned;
         if (!removed.ok() && removed.code != ZkCode::kNoNode) return removed.code;
-        latch_.reset();
+        if (latch_ == latch) latch_.reset();
         return ZkCode::kOk;
       });
 }

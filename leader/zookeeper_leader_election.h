@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "common/time.h"
@@ -35,6 +37,18 @@ struct ZooKeeperLeaderElectionOptions {
 // create `leader` (status RECOVERING, epoch+1), compare-and-set `epoch` to epoch+1; then
 // grantLeadership(epoch+1) and a watch on our own latch node.
 //
+// Nodes our session left behind never block others. A win transaction whose reply was lost (or
+// that landed after its attempt was abandoned) leaves `leader` held by our session for a term
+// nobody was told about: when our latch node is the lowest and the record carries our master id
+// and the epoch in `epoch` (and is not a term granted before), the term is adopted (granted) after
+// one transaction checks all three, so no epoch is skipped; otherwise the record is deleted before
+// we wait in the queue. An epoch is still skipped when the session ends before that, or when a
+// hand-over races the win (see handOver). A removal of `leader` whose outcome is unknown is never
+// repeated blindly: by then the node may be another contender's at the same version, so the next
+// try looks at its owner. Latch nodes of our session that no attempt uses (from an abandoned
+// attempt or a lost create reply) are deleted, each retried until it is gone or the session ends;
+// a standby deletes every such node ahead of its own. Hence: one election per ZooKeeper session.
+//
 // Leadership ends (revokeLeadership, then re-contention with a new latch node at the back):
 // "latch node deleted"; "session expired" (re-contends once a new session is connected);
 // "session closed" (the client was closed; no re-contention);
@@ -42,6 +56,9 @@ struct ZooKeeperLeaderElectionOptions {
 // comes first; once reconnected, `leader` and the old latch node are deleted in one transaction
 // before contending again); "handed over" (handOver()); "error: ..." (an unexpected ZooKeeper
 // code while leading; retried with backoff).
+//
+// Nothing is sent while the session is not usable (kSuspended, kConnecting, ...): the attempt
+// stops and the session's events (kReconnected, or kConnected of a new session) start it again.
 //
 // Thread-safety: loop-thread only. Every callback runs from a continuation on the loop, never
 // inside one of this class's methods. Stale continuations of abandoned attempts never act: each
@@ -61,7 +78,15 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   ZooKeeperLeaderElection& operator=(const ZooKeeperLeaderElection&) = delete;
 
   void start(LeaderContender& contender) override;
+  // WARNING: the returned promise refers to the election; the caller must not keep it past the
+  // election's destruction.
   kj::Promise<Status> markServing(uint64_t epoch) override;
+  // A win transaction still in flight is waited for: if it landed, its `leader` goes in the
+  // hand-over transaction and is never granted (that epoch is then skipped). A call while a
+  // hand-over is in flight resolves when that one does; handOver(false) then also stops
+  // re-contention asked for by the first call.
+  // WARNING: the returned promise refers to the election; the caller must not keep it past the
+  // election's destruction.
   kj::Promise<void> handOver(bool recontend) override;
   uint64_t currentEpoch() const override { return epoch_; }
 
@@ -76,6 +101,8 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // Runs `then` with the promise's value unless the attempt `generation` was abandoned meanwhile.
   template <typename T, typename Func>
   void track(uint64_t generation, kj::Promise<T>&& promise, Func&& then);
+  // Abandons the current attempt (its continuations never act again); returns the new generation.
+  uint64_t nextGeneration();
 
   // The steps of one attempt, each carrying the attempt's generation.
   void contend();
@@ -84,14 +111,32 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void findOwnLatch(uint64_t generation);
   void joined(uint64_t generation);  // Our latch node is known: tell the contender, go on.
   void checkLeadership(uint64_t generation);
+  // Standby: deletes the latch nodes of our own session among `ahead`, then watches the last one.
+  void removeOwnNodesAhead(uint64_t generation, std::vector<std::string> ahead);
+  void watchPredecessor(uint64_t generation, const std::string& predecessor);
+  // Standby while `leader` may be ours: deletes it (if ours) before waiting in the queue.
+  void releaseStaleLeader(uint64_t generation);
   void tryWin(uint64_t generation);
   void onWinReply(uint64_t generation, int64_t sessionId, const LeaderInfo& info,
                   ha::ZkReply<std::vector<ha::ZkOpResult>>&& reply);
   void awaitLeaderGone(uint64_t generation);
+  // `leader` is held by our own session: adopt its term if it is one nobody was told about, else
+  // delete it.
+  void claimOwnLeaderNode(uint64_t generation, const ha::NodeData& node);
+  void removeStaleLeader(uint64_t generation, int32_t version, bool lowest);
   void grant(uint64_t generation, const LeaderInfo& info);
   void watchOwnLatch(uint64_t generation);
   void fail(uint64_t generation, const std::string& what, ha::ZkCode code);
   void retryLater(uint64_t generation);
+
+  // Win transactions in flight; winsSettled() resolves once there are none.
+  void winSettled();
+  kj::Promise<void> winsSettled();
+
+  // Latch nodes of our session that no attempt uses: deleted one by one, each retried until it is
+  // gone or the session ends.
+  void removeOrphanLatch(const std::string& name);
+  void removeOrphans();
 
   void onSessionState(ha::SessionState state);
   void onSuspendedWhileLeading();
@@ -101,9 +146,11 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void loseLeadership(const std::string& reason);
   void revoke(const std::string& reason);
   // Deletes `leader` (if ours) and our latch node in one transaction; falls back to step by step
-  // when the transaction fails on a node that is already gone. Resolves with the outcome.
-  kj::Promise<ha::ZkCode> removeOwnNodes();
-  kj::Promise<ha::ZkCode> removeOwnNodesStepByStep();
+  // when the transaction fails on a node that is already gone. Resolves with the outcome; if the
+  // attempt `generation` was abandoned meanwhile it stops there, changes nothing, and the caller
+  // must ignore the code.
+  kj::Promise<ha::ZkCode> removeOwnNodes(uint64_t generation);
+  kj::Promise<ha::ZkCode> removeOwnNodesStepByStep(uint64_t generation);
   bool sessionUsable() const;
   std::string latchPath() const;
 
@@ -127,7 +174,17 @@ class ZooKeeperLeaderElection final : public LeaderElection {
 
   bool leading_ = false;
   uint64_t epoch_ = 0;
+  uint64_t lastGrantedEpoch_ = 0;  // Never adopted again.
   LeaderInfo leaderInfo_;
+  bool ownLatchWatchArmed_ = false;  // A watch on our latch node is set or being set.
+
+  int winsInFlight_ = 0;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> winWaiters_;
+
+  std::set<std::string> orphanLatches_;
+  int64_t orphanSession_ = 0;  // The session the orphans belong to.
+  bool orphanRemovalRunning_ = false;
+  Duration orphanBackoff_;
 
   uint64_t toleranceGeneration_ = 0;
   bool toleranceRunning_ = false;
@@ -135,6 +192,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
 
   kj::Own<ErrorHandler> errorHandler_;
   kj::Own<void> sessionListener_;
+  kj::Maybe<kj::ForkedPromise<void>> handOverDone_;  // The hand-over in flight (or the last one).
   kj::TaskSet tasks_;  // Declared last: destroyed first, cancelling all in-flight work.
 };
 

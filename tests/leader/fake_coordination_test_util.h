@@ -188,6 +188,7 @@ class FakeCoordination final : public ha::Coordination {
     kNone,
     kFailBefore,           // Not applied; the reply carries `faultCode`.
     kLoseReplyAfterApply,  // Applied; the reply says kConnectionLoss.
+    kHoldReply,            // Applied; the reply is held until releaseReplies().
   };
   struct OpInfo {
     std::string kind;  // "create", "get", "set", "remove", "exists", "children", "multi", ...
@@ -240,7 +241,8 @@ class FakeCoordination final : public ha::Coordination {
     hook_ = std::move(hook);
     faultCode_ = faultCode;
   }
-  // Holds every reply until release(): lets a test act while operations are in flight.
+  // Holds every reply until releaseReplies(): lets a test act while operations are in flight.
+  // (Fault::kHoldReply holds a single operation's reply the same way.)
   void holdReplies() { holding_ = true; }
   void releaseReplies() {
     holding_ = false;
@@ -476,8 +478,8 @@ class FakeCoordination final : public ha::Coordination {
   }
 
   // The reply travels: it is delivered on a later turn (or when released).
-  kj::Promise<void> transit() {
-    if (!holding_) return kj::evalLater([] {});
+  kj::Promise<void> transit(bool hold = false) {
+    if (!holding_ && !hold) return kj::evalLater([] {});
     auto paf = kj::newPromiseAndFulfiller<void>();
     held_.push_back(kj::mv(paf.fulfiller));
     return kj::mv(paf.promise);
@@ -499,7 +501,9 @@ class FakeCoordination final : public ha::Coordination {
       if (fault == Fault::kLoseReplyAfterApply)
         reply = ha::ZkReply<T>{ha::ZkCode::kConnectionLoss, {}};
     }
-    return transit().then([reply = std::move(reply)]() mutable { return std::move(reply); });
+    return transit(fault == Fault::kHoldReply).then([reply = std::move(reply)]() mutable {
+      return std::move(reply);
+    });
   }
 
   // As run(), and sets a watch when `apply` says the read succeeded (exists: also on a missing
@@ -519,7 +523,9 @@ class FakeCoordination final : public ha::Coordination {
       server_.watches_.push_back({this, path, kind, kj::mv(paf.fulfiller)});
       watched.watch = kj::mv(paf.promise);
     }
-    return transit().then([watched = kj::mv(watched)]() mutable { return kj::mv(watched); });
+    return transit(fault == Fault::kHoldReply).then([watched = kj::mv(watched)]() mutable {
+      return kj::mv(watched);
+    });
   }
 
   FakeZooKeeper& server_;

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
+#include <set>
 #include <sstream>
 
 #include "common/event_loop.h"
@@ -148,6 +150,13 @@ class FakeElectionTest : public ::testing::Test {
       settle();
     }
     return added;
+  }
+
+  // Drops every member and starts over with an empty server.
+  void resetCluster() {
+    members_.clear();
+    server_ = FakeZooKeeper();
+    log_.clear();
   }
 
   // Runs every continuation that is ready.
@@ -591,6 +600,459 @@ TEST_F(FakeElectionTest, ManyFailoversIssueDenseEpochsWithNeverTwoLeaders) {
   expectConsistentLog();
   EXPECT_EQ(log_.back().epoch, 13u);
   EXPECT_EQ(server_.data("epoch"), "13");
+}
+
+// A win transaction for epoch 1 is applied but its reply is lost. The retry finds `leader` held by
+// its own session for the term nobody was told about and adopts it: epoch 1 is granted, not
+// skipped for epoch 2.
+TEST_F(FakeElectionTest, AWinWhoseReplyWasLostIsAdoptedSoNoEpochIsSkipped) {
+  Member& a = add("a", {}, /*startNow=*/false);
+  int wins = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "multi" && op.path.rfind("latch/", 0) == 0 && wins++ == 0) {
+      return FakeCoordination::Fault::kLoseReplyAfterApply;
+    }
+    return FakeCoordination::Fault::kNone;
+  });
+  a.election->start(*a.contender);
+  settle();
+  ASSERT_EQ(wins, 1);
+  EXPECT_FALSE(a.contender->leading());
+  ASSERT_EQ(server_.data("epoch"), "1") << "the server applied the win";
+  // The connection drops and returns, as it does when a reply is lost.
+  a.zk->suspend();
+  a.zk->reconnect();
+  settle();
+  advance(Duration(1000));
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.contender->epoch(), 1u);
+  EXPECT_EQ(server_.data("epoch"), "1");
+  ASSERT_TRUE(leaderNode());
+  EXPECT_EQ(leaderNode()->epoch, 1u);
+  // The adopted term is a whole term: it can be marked serving and handed over.
+  auto serving = a.election->markServing(1).wait(waitScope_);
+  ASSERT_TRUE(serving.ok()) << serving.error().message;
+  EXPECT_EQ(leaderNode()->status, LeaderStatus::kServing);
+  Member& b = add("b");
+  a.election->handOver(false).wait(waitScope_);
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  expectConsistentLog();
+}
+
+// The win lands after its attempt was abandoned (the connection blipped), and a's latch node is
+// deleted meanwhile, so b is now the lowest and waits for `leader`. a must remove the node it
+// holds for nobody, and keep trying when the first remove is lost.
+TEST_F(FakeElectionTest, ALeaderNodeWonByAnAbandonedAttemptIsRemovedEvenWhenTheFirstRemoveIsLost) {
+  Member& a = add("a", {}, /*startNow=*/false);
+  int multis = 0;
+  int leaderRemoves = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "multi" && multis++ == 0) return FakeCoordination::Fault::kHoldReply;
+    if (op.kind == "remove" && op.path == "leader" && leaderRemoves++ == 0) {
+      return FakeCoordination::Fault::kFailBefore;
+    }
+    return FakeCoordination::Fault::kNone;
+  });
+  a.election->start(*a.contender);
+  settle();
+  ASSERT_EQ(multis, 1);
+  ASSERT_TRUE(server_.exists("leader")) << "the server applied the win";
+  std::string first = *a.election->latchNode();
+  Member& b = add("b");
+  a.zk->suspend();
+  a.zk->reconnect();
+  ASSERT_EQ(server_.removeForTests("latch/" + first), ZkCode::kOk);
+  settle();
+  a.zk->releaseReplies();
+  settle();
+  for (int i = 0; i < 10; ++i) advance(Duration(100));  // Retries are set up as time passes.
+  EXPECT_GE(leaderRemoves, 2) << "the lost remove was retried";
+  EXPECT_EQ(a.contender->grants(), 0);
+  EXPECT_TRUE(b.contender->leading());
+  ASSERT_TRUE(leaderNode());
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  expectConsistentLog();
+}
+
+// A hand-over that starts while a win is in flight waits for its outcome, so the won `leader`
+// goes in the hand-over transaction itself and is never granted.
+TEST_F(FakeElectionTest, AHandOverRacingAWinRemovesTheWonLeaderNodeInTheSameTransaction) {
+  Member& a = add("a", {}, /*startNow=*/false);
+  int multis = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "multi" && multis++ == 0) return FakeCoordination::Fault::kHoldReply;
+    return FakeCoordination::Fault::kNone;
+  });
+  a.election->start(*a.contender);
+  settle();
+  ASSERT_EQ(multis, 1);
+  Member& b = add("b");
+  size_t opsBefore = a.zk->opLog().size();
+  auto done = a.election->handOver(false);
+  settle();
+  a.zk->releaseReplies();
+  done.wait(waitScope_);
+  settle();
+  std::vector<std::string> ops(a.zk->opLog().begin() + opsBefore, a.zk->opLog().end());
+  EXPECT_EQ(ops, std::vector<std::string>{"multi leader"});
+  EXPECT_EQ(a.contender->grants(), 0);
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(latch(), std::vector<std::string>{*b.election->latchNode()});
+  expectConsistentLog();
+}
+
+// A latch node of a's own session that no attempt uses (left by an abandoned attempt) sits at the
+// front: b queues behind it, and a must delete it when it finds it ahead of its own node.
+TEST_F(FakeElectionTest, AnOrphanLatchNodeOfOurOwnSessionIsRemovedSoTheQueueMoves) {
+  Member& a = add("a", {}, /*startNow=*/false);
+  ASSERT_TRUE(a.zk->ensurePath("latch").wait(waitScope_).ok());
+  auto orphan = a.zk->create("latch/m-", toJson(testing::contenderInfoForTests("a")),
+                             ha::CreateMode::kEphemeralSequential)
+                    .wait(waitScope_);
+  ASSERT_TRUE(orphan.ok());
+  Member& b = add("b");
+  EXPECT_FALSE(b.contender->leading()) << "b waits behind the orphan";
+  a.election->start(*a.contender);
+  settle();
+  EXPECT_FALSE(server_.exists(orphan.value));
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 1u);
+  EXPECT_EQ(latch(),
+            (std::vector<std::string>{*b.election->latchNode(), *a.election->latchNode()}));
+  expectConsistentLog();
+}
+
+// After a lost create reply, a finds two nodes of its own (an older one and the one just made):
+// it keeps the lowest and removes the other, retrying when the remove is lost, so nobody queues
+// behind a node that no attempt watches over.
+TEST_F(FakeElectionTest, ExtraOwnLatchNodesFoundAfterALostCreateAreRemovedWithRetries) {
+  Member& a = add("a", {}, /*startNow=*/false);
+  ASSERT_TRUE(a.zk->ensurePath("latch").wait(waitScope_).ok());
+  auto older = a.zk->create("latch/m-", toJson(testing::contenderInfoForTests("a")),
+                            ha::CreateMode::kEphemeralSequential)
+                   .wait(waitScope_);
+  ASSERT_TRUE(older.ok());
+  int creates = 0;
+  int latchRemoves = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "create" && op.path == "latch/m-" && creates++ == 0) {
+      return FakeCoordination::Fault::kLoseReplyAfterApply;
+    }
+    if (op.kind == "remove" && op.path.rfind("latch/", 0) == 0 && latchRemoves++ == 0) {
+      return FakeCoordination::Fault::kFailBefore;
+    }
+    return FakeCoordination::Fault::kNone;
+  });
+  a.election->start(*a.contender);
+  settle();
+  for (int i = 0; i < 10; ++i) advance(Duration(100));  // Retries are set up as time passes.
+  EXPECT_EQ(creates, 1);
+  EXPECT_EQ(latchRemoves, 2) << "the lost remove was retried";
+  EXPECT_EQ(latch(), std::vector<std::string>{latchNodeName(older.value)});
+  EXPECT_EQ(a.contender->latchNodes(), latch());
+  EXPECT_TRUE(a.contender->leading());
+  Member& b = add("b");
+  a.election->handOver(false).wait(waitScope_);
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  expectConsistentLog();
+}
+
+// A backoff that elapses while the connection is down does not send anything: the attempt goes
+// on once the session is usable again.
+TEST_F(FakeElectionTest, NothingIsSentWhileTheSessionIsSuspended) {
+  Member& a = add("a", {}, /*startNow=*/false);
+  int creates = 0;
+  a.zk->setFaultHook(
+      [&](const FakeCoordination::OpInfo& op) {
+        if (op.kind == "create" && op.path == "latch/m-" && creates++ == 0) {
+          return FakeCoordination::Fault::kFailBefore;
+        }
+        return FakeCoordination::Fault::kNone;
+      },
+      ZkCode::kNoAuth);
+  a.election->start(*a.contender);
+  settle();
+  ASSERT_EQ(creates, 1);
+  a.zk->suspend();
+  size_t before = a.zk->opLog().size();
+  advance(Duration(1000));
+  EXPECT_EQ(a.zk->opLog().size(), before) << "no operation is queued on a suspended handle";
+  a.zk->reconnect();
+  settle();
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.contender->epoch(), 1u);
+  // A hand-over with re-contention that completes while the connection is down rejoins later.
+  a.zk->setFaultHook(nullptr);
+  a.zk->holdReplies();
+  auto done = a.election->handOver(/*recontend=*/true);
+  settle();
+  a.zk->suspend();
+  before = a.zk->opLog().size();
+  a.zk->releaseReplies();
+  done.wait(waitScope_);
+  settle();
+  EXPECT_EQ(a.zk->opLog().size(), before) << "no operation is queued on a suspended handle";
+  a.zk->reconnect();
+  settle();
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.contender->epoch(), 2u);
+}
+
+// Reconnects within the suspend tolerance keep the one watch on the leader's latch node (it
+// survives the blip) instead of adding one per reconnect; a watch lost to the blip is re-armed.
+TEST_F(FakeElectionTest, ReconnectsWhileLeadingKeepOneWatchOnTheOwnLatch) {
+  Member& a = add("a", {.suspendTolerance = Duration(1000)});
+  std::string own = "latch/" + *a.election->latchNode();
+  EXPECT_EQ(a.zk->watchedPaths(), std::vector<std::string>{own});
+  for (int i = 0; i < 3; ++i) {
+    a.zk->suspend();
+    settle();
+    a.zk->reconnect();
+    settle();
+  }
+  EXPECT_EQ(a.zk->watchedPaths(), std::vector<std::string>{own});
+  // The watch fires during a blip and cannot be set again until the connection is back.
+  a.zk->suspend();
+  ASSERT_EQ(server_.setForTests(own, "touched"), ZkCode::kOk);
+  settle();
+  EXPECT_TRUE(a.zk->watchedPaths().empty());
+  a.zk->reconnect();
+  settle();
+  EXPECT_EQ(a.zk->watchedPaths(), std::vector<std::string>{own});
+  EXPECT_TRUE(a.contender->leading());
+  ASSERT_EQ(server_.removeForTests(own), ZkCode::kOk);
+  settle();
+  EXPECT_EQ(a.contender->lastReason(), "latch node deleted");
+  expectConsistentLog();
+}
+
+// A second handOver() while one is in flight resolves with the first one, and handOver(false)
+// wins over an earlier handOver(true): the contender stays out.
+TEST_F(FakeElectionTest, ASecondHandOverResolvesWhenTheFirstOneDoes) {
+  Member& a = add("a");
+  Member& b = add("b");
+  a.zk->holdReplies();
+  auto first = a.election->handOver(/*recontend=*/true);
+  auto second = a.election->handOver(/*recontend=*/false);
+  settle();
+  EXPECT_FALSE(second.poll(waitScope_)) << "the hand-over transaction is still in flight";
+  a.zk->releaseReplies();
+  first.wait(waitScope_);
+  second.wait(waitScope_);
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(a.contender->revokes(), 1);
+  EXPECT_EQ(latch(), std::vector<std::string>{*b.election->latchNode()}) << "a stays out";
+  expectConsistentLog();
+}
+
+// The clean-up after a lost connection is still in flight when the session expires and a new
+// session wins the next term: the old clean-up must not delete the new term's nodes.
+TEST_F(FakeElectionTest, AnOldCleanUpDoesNotTouchTheNodesOfTheNextSession) {
+  Member& a = add("a");
+  std::string first = *a.election->latchNode();
+  a.zk->suspend();
+  EXPECT_FALSE(a.contender->leading());
+  // Gone already: the clean-up transaction fails and the clean-up goes on step by step.
+  ASSERT_EQ(server_.removeForTests("latch/" + first), ZkCode::kOk);
+  int multis = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "multi" && multis++ == 0) return FakeCoordination::Fault::kHoldReply;
+    return FakeCoordination::Fault::kNone;
+  });
+  a.zk->reconnect();
+  settle();
+  ASSERT_EQ(multis, 1);
+  a.zk->expire();
+  a.zk->connectNewSession();
+  settle();
+  ASSERT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.contender->epoch(), 2u);
+  std::string second = *a.election->latchNode();
+  a.zk->releaseReplies();
+  settle();
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_TRUE(server_.exists("latch/" + second));
+  ASSERT_TRUE(leaderNode());
+  EXPECT_EQ(leaderNode()->epoch, 2u);
+  EXPECT_EQ(a.contender->revokes(), 1);
+  expectConsistentLog();
+}
+
+// Random faults for fixed seeds: lost and failed replies, replies held across later steps, blips,
+// expiries, deleted latch nodes, hand-overs and markServing, with and without a suspend tolerance.
+// Never two terms at once and epochs only rise (a lost race may skip one); once the faults stop,
+// one leader with its `leader` record and `epoch`, every member still in the queue, and no latch
+// node nobody uses. (Found the two `leader` removals fixed in removeOwnNodes; raise kSeeds to
+// hunt.)
+TEST_F(FakeElectionTest, RandomFaultsNeverGrantTwoLeadersAndEndWithOneLeader) {
+  constexpr uint32_t kSeeds = 100;
+  for (uint32_t seed = 1; seed <= kSeeds && !HasFailure(); ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    resetCluster();
+    std::mt19937 random(seed);
+    auto chance = [&](int percent) { return static_cast<int>(random() % 100) < percent; };
+    Duration tolerance(seed % 2 ? 0 : 500);
+    for (const char* name : {"a", "b", "c", "d"}) add(name, {.suspendTolerance = tolerance});
+    int faultPercent = 0;
+    for (auto& member : members_) {
+      member.zk->setFaultHook([&](const FakeCoordination::OpInfo&) {
+        if (!chance(faultPercent)) return FakeCoordination::Fault::kNone;
+        return chance(50) ? FakeCoordination::Fault::kLoseReplyAfterApply
+                          : FakeCoordination::Fault::kFailBefore;
+      });
+    }
+    std::vector<kj::Promise<void>> pending;
+    std::set<Member*> held;
+    for (int step = 0; step < 150; ++step) {
+      faultPercent = chance(60) ? 40 : 0;
+      auto it = members_.begin();
+      std::advance(it, random() % members_.size());
+      Member& member = *it;
+      switch (random() % 7) {
+        case 0:
+          member.zk->suspend();
+          settle();
+          if (chance(50)) advance(Duration(random() % 700));
+          member.zk->reconnect();
+          break;
+        case 1:
+          member.zk->suspend();
+          member.zk->expire();
+          settle();
+          member.zk->connectNewSession();
+          break;
+        case 2:
+          if (member.election->latchNode()) {
+            server_.removeForTests("latch/" + *member.election->latchNode());
+          }
+          break;
+        case 3:
+          pending.push_back(member.election->handOver(/*recontend=*/true));
+          break;
+        case 4:
+          // This member's replies stay in flight across the next steps.
+          if (held.insert(&member).second) {
+            member.zk->holdReplies();
+          } else {
+            held.erase(&member);
+            member.zk->releaseReplies();
+          }
+          break;
+        case 5:
+          if (member.contender->leading()) {
+            pending.push_back(
+                member.election->markServing(member.contender->epoch()).then([](Status) {}));
+          }
+          break;
+        default:
+          break;
+      }
+      if (chance(50)) settle();
+      advance(Duration(random() % 300));
+    }
+    faultPercent = 0;
+    for (Member* member : held) member->zk->releaseReplies();
+    for (int i = 0; i < 200; ++i) advance(Duration(100));
+    for (auto& done : pending) done.wait(waitScope_);
+    settle();
+
+    std::optional<std::string> holder;
+    uint64_t last = 0;
+    for (const auto& event : log_) {
+      if (event.granted) {
+        EXPECT_FALSE(holder) << event.contender << " granted " << event.epoch << " while "
+                             << *holder << " leads";
+        EXPECT_GT(event.epoch, last);
+        holder = event.contender;
+        last = event.epoch;
+      } else {
+        holder.reset();
+      }
+    }
+    int leaders = 0;
+    std::set<std::string> used;
+    for (auto& member : members_) {
+      EXPECT_TRUE(member.contender->violations().empty()) << member.contender->violations().front();
+      if (member.contender->leading()) {
+        ++leaders;
+        auto record = leaderNode();
+        EXPECT_TRUE(record) << member.contender->name() << " leads without a leader node";
+        if (record) {
+          EXPECT_EQ(record->masterId, member.contender->name());
+          EXPECT_EQ(record->epoch, member.contender->epoch());
+        }
+        EXPECT_EQ(server_.data("epoch"), std::to_string(member.contender->epoch()));
+      }
+      if (member.election->latchNode()) used.insert(*member.election->latchNode());
+      member.zk->setFaultHook(nullptr);
+    }
+    EXPECT_EQ(leaders, 1);
+    // Every member still contends. (A standby whose own node was deleted only notices when its
+    // predecessor changes, so it may still name that node.)
+    EXPECT_EQ(used.size(), members_.size());
+    for (const std::string& node : latch()) EXPECT_EQ(used.count(node), 1u) << node << " is unused";
+  }
+}
+
+// A `leader` record of our own session for a term that was already granted (here: a clean-up
+// whose reply said ZOK although nothing was applied) is deleted, never granted a second time.
+TEST_F(FakeElectionTest, ARecordOfATermAlreadyGrantedIsNeverAdoptedAgain) {
+  Member& a = add("a");
+  ASSERT_EQ(a.contender->epoch(), 1u);
+  int cleanUps = 0;
+  a.zk->setFaultHook(
+      [&](const FakeCoordination::OpInfo& op) {
+        if (op.kind == "multi" && op.path == "leader" && cleanUps++ == 0) {
+          return FakeCoordination::Fault::kFailBefore;
+        }
+        return FakeCoordination::Fault::kNone;
+      },
+      ZkCode::kOk);
+  a.zk->suspend();
+  a.zk->reconnect();
+  settle();
+  ASSERT_EQ(cleanUps, 1);
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.contender->epoch(), 2u) << "epoch 1 was granted already";
+  EXPECT_EQ(a.contender->grants(), 2);
+  EXPECT_EQ(leaderNode()->epoch, 2u);
+  EXPECT_EQ(latch().size(), 1u);
+  expectConsistentLog();
+}
+
+// The clean-up transaction after a lost latch node is applied but its reply is lost; b then wins
+// epoch 2 with a `leader` at the same version a's had. a's retry must look at the owner first and
+// leave b's record alone.
+TEST_F(FakeElectionTest, ACleanUpRetriedAfterALostReplyLeavesTheNextLeadersNodeAlone) {
+  Member& a = add("a");
+  Member& b = add("b");
+  int cleanUps = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "multi" && op.path == "leader" && cleanUps++ == 0) {
+      return FakeCoordination::Fault::kLoseReplyAfterApply;
+    }
+    return FakeCoordination::Fault::kNone;
+  });
+  ASSERT_EQ(server_.removeForTests("latch/" + *a.election->latchNode()), ZkCode::kOk);
+  settle();
+  ASSERT_EQ(cleanUps, 1);
+  EXPECT_EQ(a.contender->lastReason(), "latch node deleted");
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  for (int i = 0; i < 10; ++i) advance(Duration(100));
+  EXPECT_TRUE(b.contender->leading());
+  ASSERT_TRUE(leaderNode()) << "a's retried clean-up deleted b's leader node";
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  EXPECT_EQ(leaderNode()->epoch, 2u);
+  ASSERT_TRUE(a.election->latchNode());
+  EXPECT_EQ(latch(),
+            (std::vector<std::string>{*b.election->latchNode(), *a.election->latchNode()}));
+  expectConsistentLog();
 }
 
 // ---------------------------------------------------------------------------------------------
