@@ -159,7 +159,7 @@ kill -KILL "$leader_pid"
 wait "$leader_pid" 2>/dev/null || true
 step "Its ZooKeeper session stays alive until the 4 s session timeout runs out; then a standby takes over."
 leader=$(wait_for_leader_after "$epoch")
-step "A new leader took over after $(($(now_ms) - killed_at)) ms (as seen by polling regentctl)."
+step "A new leader was elected $(($(json_field elected_at_ms <<<"$leader") - killed_at)) ms after the kill (its elected-at time in ZooKeeper)."
 epoch=$(json_field epoch <<<"$leader")
 leader_pid=$(json_field pid <<<"$leader")
 say "\$ regentctl leader"
@@ -170,7 +170,7 @@ say "Stopping the new leader (pid $leader_pid) with SIGTERM: it hands over on pu
 term_at=$(now_ms)
 kill -TERM "$leader_pid"
 leader=$(wait_for_leader_after "$epoch")
-step "The last standby took over after $(($(now_ms) - term_at)) ms: no session timeout to wait for."
+step "The last standby was elected $(($(json_field elected_at_ms <<<"$leader") - term_at)) ms after the SIGTERM: no session timeout to wait for."
 code=0
 wait "$leader_pid" || code=$?
 step "The old leader exited with code $code. What it logged:"

@@ -263,8 +263,9 @@ TEST(Regentctl, ReadCredentialAloneIsEnoughToInspectAClusterWithAuth) {
       setup, "ctl-auth", 2,
       {"ha.zookeeper.auth=regent:master-secret", "ha.zookeeper.read-auth=viewer:viewer-secret"}));
   TempDir dir("regentctl");
-  // The reader identity uses ha.zookeeper.auth when read-auth is not set.
-  const auto reader = with(setup.ctlArgs, {"--set", "ha.zookeeper.auth=viewer:viewer-secret"});
+  // regentctl logs in with ha.zookeeper.read-auth: the operator holds no master credential.
+  const auto reader =
+      with(setup.ctlArgs, {"--set", "ha.zookeeper.read-auth=viewer:viewer-secret"});
 
   auto leader = runRegentctl(dir.path(), with(reader, {"--json", "leader"}));
   ASSERT_OK(leader);
