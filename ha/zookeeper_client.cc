@@ -354,13 +354,13 @@ struct ZooKeeperClient::State {
     if (interest & ZOOKEEPER_WRITE) events |= UV_WRITABLE;
     ino_t inode = 0;
     if (fd >= 0) {
-      // The library's socket is not close-on-exec; child processes must not inherit it.
-      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
       struct stat st {};
       if (::fstat(fd, &st) == 0) inode = st.st_ino;
     }
     // A new socket may reuse the old descriptor number: compare the inode too.
     const bool newSocket = fd >= 0 && (poll == nullptr || fd != pollFd || inode != pollInode);
+    // The library's socket is not close-on-exec; child processes must not inherit it.
+    if (newSocket) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     if (poll != nullptr && (fd != pollFd || inode != pollInode || events == 0)) stopPoll();
     if (newSocket && !isConnectedState()) {
       // A new connection attempt: let it proceed only after kMinAttemptInterval since the last.
