@@ -14,6 +14,7 @@
 #include "tests/fixtures/tcp_fault_proxy.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
+#include "tests/ha/zookeeper_client_test_util.h"
 
 namespace regent::ha {
 namespace {
@@ -41,11 +42,7 @@ class ZooKeeperClientTest : public ::testing::Test {
   }
 
   std::unique_ptr<ZooKeeperClient> connect(ZooKeeperClientOptions o) {
-    auto client = ZooKeeperClient::start(loop_, std::move(o));
-    KJ_REQUIRE(client.ok(), client.error().message);
-    auto status = loop_.run(client.value()->waitConnected(kWait));
-    KJ_REQUIRE(status.ok(), status.error().message);
-    return std::move(client).value();
+    return connectForTests(loop_, std::move(o), kWait);
   }
 
   template <typename T>

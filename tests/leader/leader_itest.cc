@@ -25,6 +25,7 @@
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
 #include "tests/leader/leader_test_util.h"
+#include "tests/ha/zookeeper_client_test_util.h"
 
 namespace regent::leader {
 namespace {
@@ -75,11 +76,7 @@ class LeaderElectionTest : public ::testing::Test {
   }
 
   std::unique_ptr<ZooKeeperClient> connect(ZooKeeperClientOptions o) {
-    auto client = ZooKeeperClient::start(loop_, std::move(o));
-    KJ_REQUIRE(client.ok(), client.error().message);
-    auto status = loop_.run(client.value()->waitConnected(kWait));
-    KJ_REQUIRE(status.ok(), status.error().message);
-    return std::move(client).value();
+    return ha::connectForTests(loop_, std::move(o), kWait);
   }
 
   // A connected contender named `name`, started unless told otherwise.
