@@ -143,6 +143,14 @@ OptionConstraint positiveNumber() {
           [](const OptionValue& value) { return std::get<double>(value) > 0; }};
 }
 
+OptionConstraint sizeRange(uint64_t min, uint64_t max, std::string minText, std::string maxText) {
+  return {minText + ".." + maxText, "a size from " + minText + " to " + maxText + ", such as 512KiB",
+          [=](const OptionValue& value) {
+            const uint64_t n = std::get<uint64_t>(value);
+            return n >= min && n <= max;
+          }};
+}
+
 OptionConstraint intRange(int64_t min, int64_t max) {
   return {std::to_string(min) + ".." + std::to_string(max),
           "a whole number from " + std::to_string(min) + " to " + std::to_string(max),
@@ -224,8 +232,24 @@ std::vector<OptionSpec> buildRegistry() {
       enumOption("store.backend", {"auto", "zookeeper", "rocksdb"}, "auto",
                  "Where job graphs and results are kept; auto picks zookeeper with "
                  "ha.mode=zookeeper and rocksdb with ha.mode=standalone."),
+      option("store.zookeeper.max-payload", kSize, "960KiB",
+             "Largest job graph or job result the zookeeper store writes; larger ones are refused. "
+             "Keep it under the servers' jute.maxbuffer (1MiB unless changed), which also has to "
+             "hold the path and the transaction.",
+             sizeRange(1024, 64 * 1024 * 1024, "1KiB", "64MiB")),
       option("store.rocksdb.path", kString, "regent-store",
              "Directory of the rocksdb store; relative paths start at the working directory."),
+      option("store.rocksdb.max-payload", kSize, "64MiB",
+             "Largest job graph or job result the rocksdb store writes; larger ones are refused.",
+             sizeRange(1024, 64 * 1024 * 1024, "1KiB", "64MiB")),
+      option("store.rocksdb.lock-timeout", kDuration, "10s",
+             "How long a master retries opening the rocksdb store while another process holds "
+             "its lock before giving up.",
+             positiveDuration()),
+      option("store.job-results.retain", kInt, "1000",
+             "How many clean job results (finished, failed, canceled jobs) are kept for listing; "
+             "older ones are removed. Dirty results are always kept.",
+             intRange(0, 10000000)),
       option("rpc.bind", kString, "0.0.0.0:6123",
              "Address the RPC server listens on; port 0 picks a free port.", hostPort(false, true)),
       option("rpc.advertised-address", kString, "",

@@ -38,7 +38,11 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "ha.zookeeper.connect-timeout",
                                             "ha.standalone.epoch-file",
                                             "store.backend",
+                                            "store.zookeeper.max-payload",
                                             "store.rocksdb.path",
+                                            "store.rocksdb.max-payload",
+                                            "store.rocksdb.lock-timeout",
+                                            "store.job-results.retain",
                                             "rpc.bind",
                                             "rpc.advertised-address",
                                             "http.bind",
@@ -183,6 +187,18 @@ TEST(OptionValues, BindAddressesAllowPortZeroAdvertisedAddressAllowsEmpty) {
   EXPECT_TRUE(accepts("rpc.advertised-address", "master-1.internal:6123"));
   EXPECT_EQ(rejection("rpc.advertised-address", "master-1:0"),
             "expected a host:port such as 10.0.0.5:6123, or empty");
+}
+
+TEST(OptionValues, StorePayloadLimitsAreSizesWithinBounds) {
+  EXPECT_TRUE(accepts("store.zookeeper.max-payload", "512KiB"));
+  EXPECT_TRUE(accepts("store.rocksdb.max-payload", "64MiB"));
+  EXPECT_EQ(rejection("store.zookeeper.max-payload", "100"),
+            "expected a size from 1KiB to 64MiB, such as 512KiB");
+  EXPECT_EQ(rejection("store.rocksdb.max-payload", "65MiB"),
+            "expected a size from 1KiB to 64MiB, such as 512KiB");
+  EXPECT_TRUE(accepts("store.job-results.retain", "0"));
+  EXPECT_EQ(rejection("store.job-results.retain", "-1"),
+            "expected a whole number from 0 to 10000000");
 }
 
 TEST(OptionValues, DurationsMustBePositiveWhereZeroMakesNoSense) {

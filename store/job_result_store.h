@@ -1,0 +1,47 @@
+// JobResultStore (DESIGN §6, §7): the outcome of every terminal job. A result is created dirty
+// before the job's cleanup (JobGraph removed, slots freed) and marked clean after it, so a new
+// leader finishes the cleanup of dirty results and never re-runs their jobs.
+#pragma once
+
+#include <kj/async.h>
+
+#include <vector>
+
+#include "common/ids.h"
+#include "rpc/schema/jobs.capnp.h"
+#include "store/store_error.h"
+#include "store/stored_message.h"
+
+namespace regent::store {
+
+using JobResultMessage = StoredMessage<wire::JobResult>;
+
+struct JobResults {
+  // Newest first (by endedAtMs, then job id).
+  std::vector<JobResultMessage> results;
+  std::vector<CorruptRecord> corrupt;
+};
+
+// Opened for one leadership term; same threading, cancellation and fencing rules as
+// JobGraphStore. Retention: at most `store.job-results.retain` clean results are kept; marking
+// one clean beyond that removes the oldest clean ones (dirty results are never removed).
+class JobResultStore {
+ public:
+  virtual ~JobResultStore() noexcept(false) = default;
+
+  // Stores `result` with clean = false, replacing an earlier result of the job (a retried
+  // cleanup). kInvalid without a job id or with a state that is not terminal (finished, failed,
+  // canceled); kTooLarge; kFenced; kUnavailable.
+  virtual kj::Promise<StoreResult<void>> createDirty(wire::JobResult::Reader result) = 0;
+  // Sets clean = true, then applies the retention. Marking a clean result again is a no-op.
+  // kNotFound; kCorrupt; kFenced; kUnavailable.
+  virtual kj::Promise<StoreResult<void>> markClean(JobId id) = 0;
+  // kNotFound; kCorrupt.
+  virtual kj::Promise<StoreResult<JobResultMessage>> get(JobId id) = 0;
+  // The dirty results only: the jobs whose cleanup a new leader must finish.
+  virtual kj::Promise<StoreResult<JobResults>> listDirty() = 0;
+  // Every result kept: all dirty ones and at most `retain` clean ones.
+  virtual kj::Promise<StoreResult<JobResults>> listAll() = 0;
+};
+
+}  // namespace regent::store

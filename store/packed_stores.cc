@@ -1,0 +1,473 @@
+// The stores' encoding over a RecordStore backend: JobGraphs and JobResults as packed Cap'n Proto
+// records, validated on the way in and fully checked on the way out; dirty/clean results and
+// their retention. Backends only keep bytes; everything about records lives here, once.
+#include <capnp/message.h>
+#include <capnp/serialize-packed.h>
+#include <capnp/serialize.h>
+#include <kj/debug.h>
+#include <kj/io.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/store_services.h"
+
+namespace regent::store {
+namespace {
+
+// The decoder's traversal limit (64 MiB unpacked). put() refuses messages above it, so every
+// record the stores write can be read back.
+constexpr uint64_t kMaxMessageWords = 8 * 1024 * 1024;
+
+kj::Promise<StoreResult<void>> readyError(StoreError error) {
+  return kj::Promise<StoreResult<void>>(StoreResult<void>(kj::mv(error)));
+}
+
+std::optional<JobId> jobIdOf(bool has, wire::Id128::Reader id) {
+  if (!has) return std::nullopt;
+  const JobId jobId(id.getHi(), id.getLo());
+  if (jobId.isZero()) return std::nullopt;
+  return jobId;
+}
+
+std::string describeJob(const JobId& id, kj::StringPtr name) {
+  std::string text = "job " + id.toHex();
+  if (name.size() > 0) text += " (\"" + std::string(name.cStr()) + "\")";
+  return text;
+}
+
+// Packs `builder` into a record; kTooLarge over the decoder's or the backend's limit.
+StoreResult<std::string> pack(capnp::MallocMessageBuilder& builder, const std::string& what,
+                              size_t maxRecordSize) {
+  const uint64_t words = capnp::computeSerializedSizeInWords(builder);
+  if (words > kMaxMessageWords) {
+    return StoreError::tooLarge(what + " is " + std::to_string(words * 8) +
+                                " bytes unpacked, over the decoder's limit of " +
+                                std::to_string(kMaxMessageWords * 8) + " bytes");
+  }
+  kj::VectorOutputStream output;
+  capnp::writePackedMessage(output, builder);
+  const kj::ArrayPtr<kj::byte> bytes = output.getArray();
+  if (bytes.size() > maxRecordSize) {
+    return StoreError::tooLarge(what + " is " + std::to_string(bytes.size()) +
+                                " bytes packed, over the store's limit of " +
+                                std::to_string(maxRecordSize) + " bytes; nothing was written");
+  }
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Copies the caller's message into `builder`: a malformed reader (from the network) is kInvalid.
+template <typename Reader>
+StoreResult<void> copyInto(capnp::MallocMessageBuilder& builder, Reader root, const char* what) {
+  KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] { builder.setRoot(root); })) {
+    return StoreError::invalid(std::string(what) + " is malformed: " +
+                               exception->getDescription().cStr());
+  }
+  return {};
+}
+
+// Decodes a record stored under `key`, checking every pointer (the copy traverses the whole
+// message), that nothing trails it, and that it carries the job id `key` names.
+template <typename Struct>
+StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string bytes) {
+  if (!JobId::fromHex(key)) {
+    return StoreError::corrupt("key \"" + key + "\" is not a job id (32 hex digits)");
+  }
+  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  bool trailing = false;
+  KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] {
+                 kj::ArrayInputStream input(kj::arrayPtr(
+                     reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+                 capnp::ReaderOptions options;
+                 options.traversalLimitInWords = kMaxMessageWords;
+                 capnp::PackedMessageReader reader(input, options);
+                 message->setRoot(reader.getRoot<Struct>());
+                 kj::byte extra;
+                 trailing = input.tryRead(&extra, 1, 1) > 0;
+               })) {
+    return StoreError::corrupt("does not decode (" + std::to_string(bytes.size()) +
+                               " bytes): " + exception->getDescription().cStr());
+  }
+  if (trailing) return StoreError::corrupt("has bytes after the message");
+  auto root = message->getRoot<Struct>().asReader();
+  const std::optional<JobId> id = jobIdOf(root.hasJobId(), root.getJobId());
+  if (!id) return StoreError::corrupt("carries no job id");
+  if (id->toHex() != key) return StoreError::corrupt("carries job id " + id->toHex());
+  return StoredMessage<Struct>(kj::mv(message), kj::mv(bytes));
+}
+
+// kCorrupt with the record named, for get().
+StoreError corruptRecord(const char* family, const std::string& key, const StoreError& why) {
+  return StoreError::corrupt(std::string(family) + " record " + key + " " + why.message +
+                             "; it is left in place");
+}
+
+void logSkipped(const char* family, const CorruptRecord& record) {
+  spdlog::warn("store: skipping corrupt {} record {}: {}", family, record.key, record.reason);
+}
+
+bool isTerminal(wire::JobState state) {
+  return state == wire::JobState::FINISHED || state == wire::JobState::FAILED ||
+         state == wire::JobState::CANCELED;
+}
+
+// ---- JobGraphs ---------------------------------------------------------------------------
+
+class PackedJobGraphStore final : public JobGraphStore {
+ public:
+  explicit PackedJobGraphStore(RecordStore& records) : records_(records) {}
+  ~PackedJobGraphStore() noexcept override = default;
+
+  kj::Promise<StoreResult<void>> put(wire::JobGraph::Reader graph) override {
+    capnp::MallocMessageBuilder builder;
+    StoreResult<void> copied = copyInto(builder, graph, "the JobGraph");
+    if (!copied.ok()) return readyError(copied.error());
+    auto root = builder.getRoot<wire::JobGraph>().asReader();
+    const std::optional<JobId> id = jobIdOf(root.hasJobId(), root.getJobId());
+    if (!id) return readyError(StoreError::invalid("the JobGraph has no job id (jobId)"));
+    StoreResult<std::string> packed = pack(
+        builder, "the JobGraph of " + describeJob(*id, root.getName()), records_.maxRecordSize());
+    if (!packed.ok()) return readyError(packed.error());
+    return canceler_.wrap(
+        records_.put(RecordFamily::kJobGraphs, id->toHex(), kj::mv(packed).value()));
+  }
+
+  kj::Promise<StoreResult<JobGraphMessage>> get(JobId id) override {
+    std::string key = id.toHex();
+    return canceler_.wrap(records_.get(RecordFamily::kJobGraphs, key)
+                              .then([key](StoreResult<std::optional<std::string>>&& record)
+                                        -> StoreResult<JobGraphMessage> {
+                                if (!record.ok()) return record.error();
+                                if (!record.value()) {
+                                  return StoreError::notFound("no JobGraph stored for job " + key);
+                                }
+                                auto decoded =
+                                    decode<wire::JobGraph>(key, kj::mv(*record.value()));
+                                if (!decoded.ok()) {
+                                  return corruptRecord("jobgraphs", key, decoded.error());
+                                }
+                                return kj::mv(decoded).value();
+                              }));
+  }
+
+  kj::Promise<StoreResult<bool>> remove(JobId id) override {
+    return canceler_.wrap(records_.remove(RecordFamily::kJobGraphs, id.toHex()));
+  }
+
+  kj::Promise<StoreResult<JobGraphIds>> listIds() override {
+    return canceler_.wrap(records_.listKeys(RecordFamily::kJobGraphs)
+                              .then([](StoreResult<std::vector<std::string>>&& keys)
+                                        -> StoreResult<JobGraphIds> {
+                                if (!keys.ok()) return keys.error();
+                                JobGraphIds listing;
+                                for (std::string& key : keys.value()) {
+                                  if (auto id = JobId::fromHex(key)) {
+                                    listing.ids.push_back(*id);
+                                  } else {
+                                    listing.corrupt.push_back(
+                                        {kj::mv(key), "the key is not a job id (32 hex digits)"});
+                                    logSkipped("jobgraphs", listing.corrupt.back());
+                                  }
+                                }
+                                std::sort(listing.ids.begin(), listing.ids.end());
+                                return listing;
+                              }));
+  }
+
+  kj::Promise<StoreResult<RecoveredJobGraphs>> recoverAll() override {
+    return canceler_.wrap(records_.readAll(RecordFamily::kJobGraphs)
+                              .then([](StoreResult<std::vector<Record>>&& records)
+                                        -> StoreResult<RecoveredJobGraphs> {
+                                if (!records.ok()) return records.error();
+                                RecoveredJobGraphs recovered;
+                                recovered.graphs.reserve(records.value().size());
+                                for (Record& record : records.value()) {
+                                  auto decoded =
+                                      decode<wire::JobGraph>(record.key, kj::mv(record.bytes));
+                                  if (decoded.ok()) {
+                                    recovered.graphs.push_back(kj::mv(decoded).value());
+                                  } else {
+                                    recovered.corrupt.push_back(
+                                        {kj::mv(record.key), decoded.error().message});
+                                    logSkipped("jobgraphs", recovered.corrupt.back());
+                                  }
+                                }
+                                return recovered;
+                              }));
+  }
+
+ private:
+  RecordStore& records_;
+  kj::Canceler canceler_;
+};
+
+// ---- JobResults --------------------------------------------------------------------------
+
+// Newest first: by endedAtMs, then job id.
+void sortNewestFirst(std::vector<JobResultMessage>& results) {
+  std::sort(results.begin(), results.end(),
+            [](const JobResultMessage& a, const JobResultMessage& b) {
+              const int64_t aEnded = a.get().getEndedAtMs();
+              const int64_t bEnded = b.get().getEndedAtMs();
+              if (aEnded != bEnded) return aEnded > bEnded;
+              return JobId(a.get().getJobId().getHi(), a.get().getJobId().getLo()) >
+                     JobId(b.get().getJobId().getHi(), b.get().getJobId().getLo());
+            });
+}
+
+class PackedJobResultStore final : public JobResultStore {
+ public:
+  PackedJobResultStore(RecordStore& records, size_t retain) : records_(records), retain_(retain) {}
+  ~PackedJobResultStore() noexcept override = default;
+
+  kj::Promise<StoreResult<void>> createDirty(wire::JobResult::Reader result) override {
+    capnp::MallocMessageBuilder builder;
+    StoreResult<void> copied = copyInto(builder, result, "the JobResult");
+    if (!copied.ok()) return readyError(copied.error());
+    auto root = builder.getRoot<wire::JobResult>();
+    const auto view = root.asReader();
+    const std::optional<JobId> id = jobIdOf(view.hasJobId(), view.getJobId());
+    if (!id) return readyError(StoreError::invalid("the JobResult has no job id (jobId)"));
+    if (!isTerminal(view.getState())) {
+      return readyError(StoreError::invalid(
+          "the JobResult of job " + id->toHex() +
+          " has a state that is not terminal (state must be finished, failed or canceled)"));
+    }
+    root.setClean(false);
+    StoreResult<std::string> packed =
+        pack(builder, "the JobResult of " + describeJob(*id, root.getJobName()),
+             records_.maxRecordSize());
+    if (!packed.ok()) return readyError(packed.error());
+    std::string key = id->toHex();
+    // A dirty result is never pruned: out of the clean index before the write, so a prune that
+    // starts meanwhile cannot pick it, and again after (an index loaded meanwhile).
+    forgetClean(key);
+    return canceler_.wrap(
+        records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
+            .then([this, key](StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
+              if (!written.ok()) return kj::mv(written);
+              return withIndex([this, key]() -> kj::Promise<StoreResult<void>> {
+                forgetClean(key);
+                return StoreResult<void>();
+              });
+            }));
+  }
+
+  kj::Promise<StoreResult<void>> markClean(JobId id) override {
+    std::string key = id.toHex();
+    return canceler_.wrap(
+        records_.get(RecordFamily::kJobResults, key)
+            .then([this, key](StoreResult<std::optional<std::string>>&& record)
+                      -> kj::Promise<StoreResult<void>> {
+              if (!record.ok()) return readyError(record.error());
+              if (!record.value()) {
+                return readyError(StoreError::notFound("no JobResult stored for job " + key));
+              }
+              auto decoded = decode<wire::JobResult>(key, kj::mv(*record.value()));
+              if (!decoded.ok()) return readyError(corruptRecord("job-results", key, decoded.error()));
+              const int64_t endedAtMs = decoded.value().get().getEndedAtMs();
+              if (decoded.value().get().getClean()) {
+                return withIndex([this, key, endedAtMs]() { return rememberClean(key, endedAtMs); });
+              }
+              capnp::MallocMessageBuilder builder;
+              builder.setRoot(decoded.value().get());
+              builder.getRoot<wire::JobResult>().setClean(true);
+              StoreResult<std::string> packed =
+                  pack(builder, "the JobResult of job " + key, records_.maxRecordSize());
+              if (!packed.ok()) return readyError(packed.error());
+              return records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
+                  .then([this, key, endedAtMs](
+                            StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
+                    if (!written.ok()) return kj::mv(written);
+                    return withIndex(
+                        [this, key, endedAtMs]() { return rememberClean(key, endedAtMs); });
+                  });
+            }));
+  }
+
+  kj::Promise<StoreResult<JobResultMessage>> get(JobId id) override {
+    std::string key = id.toHex();
+    return canceler_.wrap(records_.get(RecordFamily::kJobResults, key)
+                              .then([key](StoreResult<std::optional<std::string>>&& record)
+                                        -> StoreResult<JobResultMessage> {
+                                if (!record.ok()) return record.error();
+                                if (!record.value()) {
+                                  return StoreError::notFound("no JobResult stored for job " + key);
+                                }
+                                auto decoded =
+                                    decode<wire::JobResult>(key, kj::mv(*record.value()));
+                                if (!decoded.ok()) {
+                                  return corruptRecord("job-results", key, decoded.error());
+                                }
+                                return kj::mv(decoded).value();
+                              }));
+  }
+
+  kj::Promise<StoreResult<JobResults>> listDirty() override {
+    return canceler_.wrap(readResults().then([](StoreResult<JobResults>&& all) -> StoreResult<JobResults> {
+      if (!all.ok()) return all;
+      JobResults dirty;
+      dirty.corrupt = kj::mv(all.value().corrupt);
+      for (JobResultMessage& result : all.value().results) {
+        if (!result.get().getClean()) dirty.results.push_back(kj::mv(result));
+      }
+      return dirty;
+    }));
+  }
+
+  kj::Promise<StoreResult<JobResults>> listAll() override {
+    return canceler_.wrap(
+        readResults().then([retain = retain_](StoreResult<JobResults>&& all) -> StoreResult<JobResults> {
+          if (!all.ok()) return all;
+          JobResults kept;
+          kept.corrupt = kj::mv(all.value().corrupt);
+          size_t clean = 0;
+          for (JobResultMessage& result : all.value().results) {
+            if (result.get().getClean() && clean++ >= retain) continue;
+            kept.results.push_back(kj::mv(result));
+          }
+          return kept;
+        }));
+  }
+
+ private:
+  // Every result, newest first, corrupt ones reported and skipped.
+  kj::Promise<StoreResult<JobResults>> readResults() {
+    return records_.readAll(RecordFamily::kJobResults)
+        .then([](StoreResult<std::vector<Record>>&& records) -> StoreResult<JobResults> {
+          if (!records.ok()) return records.error();
+          JobResults all;
+          for (Record& record : records.value()) {
+            auto decoded = decode<wire::JobResult>(record.key, kj::mv(record.bytes));
+            if (decoded.ok()) {
+              all.results.push_back(kj::mv(decoded).value());
+            } else {
+              all.corrupt.push_back({kj::mv(record.key), decoded.error().message});
+              logSkipped("job-results", all.corrupt.back());
+            }
+          }
+          sortNewestFirst(all.results);
+          return all;
+        });
+  }
+
+  // Runs `step` once the clean index is loaded (the first call of a term reads every result;
+  // the store is the term's only writer, so the index stays true afterwards). A load that
+  // failed is retried by the next call.
+  template <typename Step>
+  kj::Promise<StoreResult<void>> withIndex(Step step) {
+    if (index_) return step();
+    if (loading_ == nullptr) {
+      ++loadGeneration_;
+      loading_ = records_.readAll(RecordFamily::kJobResults)
+                     .then([this](StoreResult<std::vector<Record>>&& records) -> StoreResult<bool> {
+                       if (!records.ok()) return records.error();
+                       if (!index_) {
+                         index_.emplace();
+                         for (Record& record : records.value()) {
+                           auto decoded = decode<wire::JobResult>(record.key, kj::mv(record.bytes));
+                           // Corrupt records are neither counted nor pruned: an operator decides.
+                           if (decoded.ok() && decoded.value().get().getClean()) {
+                             addClean(record.key, decoded.value().get().getEndedAtMs());
+                           }
+                         }
+                       }
+                       return true;
+                     })
+                     .fork();
+    }
+    KJ_IF_MAYBE (loading, loading_) {
+      return loading->addBranch().then(
+          [this, step = kj::mv(step), generation = loadGeneration_](
+              StoreResult<bool>&& loaded) mutable -> kj::Promise<StoreResult<void>> {
+            if (!loaded.ok()) {
+              // Let the next call try again (unless it already did).
+              if (generation == loadGeneration_) loading_ = nullptr;
+              return readyError(loaded.error());
+            }
+            return step();
+          });
+    }
+    KJ_UNREACHABLE;
+  }
+
+  void addClean(const std::string& key, int64_t endedAtMs) {
+    forgetClean(key);
+    index_->byKey.emplace(key, endedAtMs);
+    index_->oldestFirst.emplace(endedAtMs, key);
+  }
+
+  void forgetClean(const std::string& key) {
+    if (!index_) return;
+    auto found = index_->byKey.find(key);
+    if (found == index_->byKey.end()) return;
+    index_->oldestFirst.erase({found->second, key});
+    index_->byKey.erase(found);
+  }
+
+  // Records `key` as clean, then removes the oldest clean results beyond `retain`. A failed
+  // removal is logged and retried by the next prune (the record stays counted).
+  kj::Promise<StoreResult<void>> rememberClean(const std::string& key, int64_t endedAtMs) {
+    addClean(key, endedAtMs);
+    std::vector<std::string> expired;
+    auto oldest = index_->oldestFirst.begin();
+    for (size_t excess = index_->byKey.size() > retain_ ? index_->byKey.size() - retain_ : 0;
+         excess > 0; --excess, ++oldest) {
+      expired.push_back(oldest->second);
+    }
+    kj::Vector<kj::Promise<void>> removals;
+    for (std::string& expiredKey : expired) {
+      removals.add(records_.remove(RecordFamily::kJobResults, expiredKey)
+                       .then([this, expiredKey](StoreResult<bool>&& removed) {
+                         if (removed.ok()) {
+                           forgetClean(expiredKey);
+                         } else {
+                           spdlog::warn("store: could not prune job result {}: {}", expiredKey,
+                                        removed.error().message);
+                         }
+                       }));
+    }
+    return kj::joinPromises(removals.releaseAsArray()).then([]() { return StoreResult<void>(); });
+  }
+
+  struct CleanIndex {
+    std::map<std::string, int64_t> byKey;                  // key -> endedAtMs
+    std::set<std::pair<int64_t, std::string>> oldestFirst;  // (endedAtMs, key)
+  };
+
+  RecordStore& records_;
+  const size_t retain_;
+  std::optional<CleanIndex> index_;
+  kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> loading_;  // Reset from branches only.
+  uint64_t loadGeneration_ = 0;
+  kj::Canceler canceler_;
+};
+
+class PackedLeaderStores final : public LeaderStores {
+ public:
+  PackedLeaderStores(kj::Own<RecordStore> records, size_t retain)
+      : records_(kj::mv(records)), jobGraphs_(*records_), jobResults_(*records_, retain) {}
+  ~PackedLeaderStores() noexcept override = default;
+
+  JobGraphStore& jobGraphs() override { return jobGraphs_; }
+  JobResultStore& jobResults() override { return jobResults_; }
+
+ private:
+  kj::Own<RecordStore> records_;  // Declared first: destroyed after the stores above it.
+  PackedJobGraphStore jobGraphs_;
+  PackedJobResultStore jobResults_;
+};
+
+}  // namespace
+
+kj::Own<LeaderStores> makeLeaderStores(kj::Own<RecordStore> records, size_t retain) {
+  return kj::heap<PackedLeaderStores>(kj::mv(records), retain);
+}
+
+}  // namespace regent::store

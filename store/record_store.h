@@ -1,0 +1,67 @@
+// The seam between the stores' encoding (Cap'n Proto records, validation, retention: see
+// packed_job_graph_store.h) and a backend that keeps opaque bytes under a key, fenced for one
+// leadership term. Implementations: ZooKeeperRecordStore, RocksDbRecordStore.
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/store_error.h"
+
+namespace regent::store {
+
+// The two kinds of records; each is one ZooKeeper folder or one RocksDB column family.
+enum class RecordFamily { kJobGraphs, kJobResults };
+
+// "jobgraphs", "job-results": the ZooKeeper folder and the RocksDB column family name.
+const char* recordFamilyName(RecordFamily family);
+
+// The leadership term a store is opened for (DESIGN §5, fencing layer 3).
+struct StoreTerm {
+  uint64_t epoch = 0;
+  // ZooKeeper backend: the writer's latch node relative to the cluster root ("latch/m-0000000007").
+  // Every write checks it in the same transaction. Ignored by the RocksDB backend.
+  std::string latchPath;
+};
+
+struct Record {
+  std::string key;    // The job id as stored (32 hex digits unless someone wrote garbage).
+  std::string bytes;  // Exactly what was put.
+};
+
+// One backend opened for one term. Keys are job ids in hex; the backend does not interpret the
+// bytes. Loop-thread only; every promise resolves on the loop thread; blocking I/O runs on the
+// loop's thread pool. Destroying the store cancels the operations still in flight (a write
+// already handed to ZooKeeper or RocksDB may still apply; its outcome is not reported).
+//
+// Fencing: once the term is over (ZooKeeper: the latch node is gone; RocksDB: a higher epoch
+// opened the database), every write fails with kFenced and changes nothing. Reads keep working.
+class RecordStore {
+ public:
+  virtual ~RecordStore() noexcept(false) = default;
+
+  // The largest `bytes` put() accepts.
+  virtual size_t maxRecordSize() const = 0;
+
+  // Creates or replaces. kTooLarge (nothing written) above maxRecordSize(), naming the key, the
+  // size and the limit; kFenced; kUnavailable.
+  virtual kj::Promise<StoreResult<void>> put(RecordFamily family, std::string key,
+                                             std::string bytes) = 0;
+  // nullopt when there is no such record.
+  virtual kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,
+                                                                   std::string key) = 0;
+  // value: whether a record existed. kFenced; kUnavailable.
+  virtual kj::Promise<StoreResult<bool>> remove(RecordFamily family, std::string key) = 0;
+  // Every key of the family, sorted.
+  virtual kj::Promise<StoreResult<std::vector<std::string>>> listKeys(RecordFamily family) = 0;
+  // Every record of the family, sorted by key. ZooKeeper issues the reads with many in flight,
+  // not one round trip each; a record removed between listing and reading is left out.
+  virtual kj::Promise<StoreResult<std::vector<Record>>> readAll(RecordFamily family) = 0;
+};
+
+}  // namespace regent::store

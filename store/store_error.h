@@ -1,0 +1,73 @@
+// Expected failures of the stores (STYLE §3): a StoreResult<T> holds a value or a StoreError whose
+// message names the job, the size and limit, the epoch or the path involved.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace regent::store {
+
+enum class StoreErrorCode {
+  kFenced,       // The writer's term is over (latch node gone, or a higher epoch opened the store);
+                 // nothing was written.
+  kTooLarge,     // The record exceeds the backend's limit; nothing was written.
+  kNotFound,     // No record under that job id.
+  kCorrupt,      // A stored record does not decode; it is left in place for an operator.
+  kUnavailable,  // ZooKeeper unreachable, the database locked by another process: retry later.
+  kInvalid,      // The caller's input is malformed (for example a JobGraph without a job id).
+};
+
+// "fenced", "too large", "not found", "corrupt", "unavailable", "invalid".
+const char* storeErrorCodeName(StoreErrorCode code);
+
+struct StoreError {
+  StoreErrorCode code = StoreErrorCode::kUnavailable;
+  std::string message;
+
+  static StoreError fenced(std::string message) { return {StoreErrorCode::kFenced, std::move(message)}; }
+  static StoreError tooLarge(std::string message) { return {StoreErrorCode::kTooLarge, std::move(message)}; }
+  static StoreError notFound(std::string message) { return {StoreErrorCode::kNotFound, std::move(message)}; }
+  static StoreError corrupt(std::string message) { return {StoreErrorCode::kCorrupt, std::move(message)}; }
+  static StoreError unavailable(std::string message) {
+    return {StoreErrorCode::kUnavailable, std::move(message)};
+  }
+  static StoreError invalid(std::string message) { return {StoreErrorCode::kInvalid, std::move(message)}; }
+
+  // Only kUnavailable may succeed when retried unchanged.
+  bool retryable() const { return code == StoreErrorCode::kUnavailable; }
+};
+
+// A value or a StoreError; StoreResult<void> carries no value.
+template <typename T>
+class [[nodiscard]] StoreResult {
+ public:
+  StoreResult(T value) : state_(std::move(value)) {}         // NOLINT: implicit by design
+  StoreResult(StoreError error) : state_(std::move(error)) {}  // NOLINT: implicit by design
+
+  bool ok() const { return state_.index() == 0; }
+  // WARNING: value() requires ok() and error() requires !ok(); checked by std::get.
+  T& value() & { return std::get<0>(state_); }
+  const T& value() const& { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  const StoreError& error() const { return std::get<1>(state_); }
+
+ private:
+  std::variant<T, StoreError> state_;
+};
+
+template <>
+class [[nodiscard]] StoreResult<void> {
+ public:
+  StoreResult() = default;
+  StoreResult(StoreError error) : error_(std::move(error)), ok_(false) {}  // NOLINT: implicit
+
+  bool ok() const { return ok_; }
+  const StoreError& error() const { return error_; }
+
+ private:
+  StoreError error_;
+  bool ok_ = true;
+};
+
+}  // namespace regent::store

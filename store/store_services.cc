@@ -1,0 +1,139 @@
+// The stores' factory: the backend `store.backend` names (auto follows ha.mode), opened per term.
+#include "store/store_services.h"
+
+#include <kj/debug.h>
+
+#include <utility>
+
+#include "conf/config.h"
+#include "ha/zookeeper_client.h"
+#include "store/rocksdb_record_store.h"
+#include "store/zookeeper_record_store.h"
+
+namespace regent::store {
+namespace {
+
+kj::Own<LeaderStores> wrap(kj::Own<RecordStore> records, size_t retain) {
+  return makeLeaderStores(kj::mv(records), retain);
+}
+
+class ZooKeeperStoreServices final : public StoreServices {
+ public:
+  ZooKeeperStoreServices(ha::Coordination& zooKeeper, ZooKeeperRecordStoreOptions options,
+                         size_t retain)
+      : zooKeeper_(zooKeeper), options_(options), retain_(retain) {}
+  ~ZooKeeperStoreServices() noexcept override = default;
+
+  StoreBackend backend() const override { return StoreBackend::kZooKeeper; }
+
+  kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
+    return canceler_.wrap(ZooKeeperRecordStore::open(zooKeeper_, kj::mv(term), options_)
+                              .then([retain = retain_](StoreResult<kj::Own<RecordStore>>&& records)
+                                        -> StoreResult<kj::Own<LeaderStores>> {
+                                if (!records.ok()) return records.error();
+                                return wrap(kj::mv(records).value(), retain);
+                              }));
+  }
+
+ private:
+  ha::Coordination& zooKeeper_;
+  const ZooKeeperRecordStoreOptions options_;
+  const size_t retain_;
+  kj::Canceler canceler_;
+};
+
+class RocksDbStoreServices final : public StoreServices {
+ public:
+  RocksDbStoreServices(EventLoop& loop, RocksDbOptions options, size_t retain)
+      : loop_(loop), options_(std::move(options)), retain_(retain) {}
+  ~RocksDbStoreServices() noexcept override = default;
+
+  StoreBackend backend() const override { return StoreBackend::kRocksDb; }
+
+  kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
+    const uint64_t epoch = term.epoch;
+    return canceler_.wrap(database().then(
+        [this, epoch](StoreResult<bool>&& opened) -> kj::Promise<StoreResult<kj::Own<LeaderStores>>> {
+          if (!opened.ok()) {
+            return StoreResult<kj::Own<LeaderStores>>(opened.error());
+          }
+          KJ_IF_MAYBE (database, database_) {
+            return (*database)->openTerm(epoch).then(
+                [retain = retain_](StoreResult<kj::Own<RecordStore>>&& records)
+                    -> StoreResult<kj::Own<LeaderStores>> {
+                  if (!records.ok()) return records.error();
+                  return wrap(kj::mv(records).value(), retain);
+                });
+          }
+          KJ_UNREACHABLE;
+        }));
+  }
+
+ private:
+  // Opens the database on first use and keeps it for later terms; a failed open is retried by
+  // the next term.
+  kj::Promise<StoreResult<bool>> database() {
+    if (database_ != nullptr) return StoreResult<bool>(true);
+    if (opening_ == nullptr) {
+      opening_ = RocksDbDatabase::open(loop_, options_)
+                     .then([this](StoreResult<kj::Own<RocksDbDatabase>>&& opened)
+                               -> StoreResult<bool> {
+                       if (!opened.ok()) return opened.error();
+                       database_ = kj::mv(opened).value();
+                       return true;
+                     })
+                     .fork();
+    }
+    KJ_IF_MAYBE (opening, opening_) {
+      return opening->addBranch().then([this](StoreResult<bool>&& opened) {
+        if (!opened.ok() || database_ != nullptr) opening_ = nullptr;
+        return kj::mv(opened);
+      });
+    }
+    KJ_UNREACHABLE;
+  }
+
+  EventLoop& loop_;
+  const RocksDbOptions options_;
+  const size_t retain_;
+  kj::Maybe<kj::Own<RocksDbDatabase>> database_;  // Outlives every term store it opened.
+  kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> opening_;
+  kj::Canceler canceler_;
+};
+
+}  // namespace
+
+const char* storeBackendName(StoreBackend backend) {
+  switch (backend) {
+    case StoreBackend::kZooKeeper: return "zookeeper";
+    case StoreBackend::kRocksDb: return "rocksdb";
+  }
+  return "unknown";
+}
+
+Result<std::unique_ptr<StoreServices>> StoreServices::create(EventLoop& loop, const Config& config,
+                                                             ha::Coordination* zooKeeper) {
+  std::string backend = config.getString("store.backend");
+  if (backend == "auto") {
+    backend = config.getString("ha.mode") == "zookeeper" ? "zookeeper" : "rocksdb";
+  }
+  const auto retain = static_cast<size_t>(config.getInt("store.job-results.retain"));
+  if (backend == "zookeeper") {
+    if (zooKeeper == nullptr) {
+      return Error::fatal(
+          "store.backend zookeeper needs a ZooKeeper connection (ha.mode zookeeper)");
+    }
+    ZooKeeperRecordStoreOptions options;
+    options.maxPayload = config.getSize("store.zookeeper.max-payload");
+    return std::unique_ptr<StoreServices>(
+        std::make_unique<ZooKeeperStoreServices>(*zooKeeper, options, retain));
+  }
+  RocksDbOptions options;
+  options.path = config.getString("store.rocksdb.path");
+  options.maxPayload = config.getSize("store.rocksdb.max-payload");
+  options.lockTimeout = config.getDuration("store.rocksdb.lock-timeout");
+  return std::unique_ptr<StoreServices>(
+      std::make_unique<RocksDbStoreServices>(loop, std::move(options), retain));
+}
+
+}  // namespace regent::store

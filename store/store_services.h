@@ -1,0 +1,64 @@
+// The stores' factory (DESIGN §6): picks the backend from `store.backend` (auto: zookeeper with
+// ha.mode=zookeeper, rocksdb with ha.mode=standalone) and opens the stores of one leadership term.
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "store/job_graph_store.h"
+#include "store/job_result_store.h"
+#include "store/record_store.h"
+
+namespace regent {
+class Config;
+class EventLoop;
+}  // namespace regent
+
+namespace regent::ha {
+class Coordination;
+}
+
+namespace regent::store {
+
+enum class StoreBackend { kZooKeeper, kRocksDb };
+
+// "zookeeper", "rocksdb".
+const char* storeBackendName(StoreBackend backend);
+
+// The stores of one leadership term; destroy them when the term ends (before any later term's
+// stores are used). Destroying them cancels their operations in flight.
+class LeaderStores {
+ public:
+  virtual ~LeaderStores() noexcept(false) = default;
+  virtual JobGraphStore& jobGraphs() = 0;
+  virtual JobResultStore& jobResults() = 0;
+};
+
+// One per process. Loop-thread only.
+class StoreServices {
+ public:
+  virtual ~StoreServices() noexcept(false) = default;
+
+  // Reads `store.*` (and ha.mode for auto). `zooKeeper` is required by the zookeeper backend and
+  // must then outlive the services; `loop` must outlive them. Fails on an unusable combination
+  // (zookeeper backend without a ZooKeeper client) naming the options involved.
+  static Result<std::unique_ptr<StoreServices>> create(EventLoop& loop, const Config& config,
+                                                       ha::Coordination* zooKeeper);
+
+  virtual StoreBackend backend() const = 0;
+
+  // Opens the stores for `term` (the RocksDB database is opened on first use and kept open
+  // across terms). kFenced when the term is already over; kUnavailable when the backend cannot
+  // be reached or the database is locked by another process (after `store.rocksdb.lock-timeout`).
+  virtual kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) = 0;
+};
+
+// The stores over an already opened backend (the factory uses it; so do tests and benchmarks
+// that open a backend directly). `retain` is `store.job-results.retain`.
+kj::Own<LeaderStores> makeLeaderStores(kj::Own<RecordStore> records, size_t retain);
+
+}  // namespace regent::store

@@ -1,0 +1,673 @@
+// The stores' contract, written once and run against both backends (DESIGN §6): the zookeeper
+// backend on the real ZooKeeper server, the rocksdb backend on a real directory. Everything goes
+// through StoreServices, as a master would open the stores of a term.
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+#include <kj/debug.h>
+#include <rocksdb/db.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/event_loop.h"
+#include "common/ids.h"
+#include "conf/config.h"
+#include "ha/zookeeper_client.h"
+#include "store/store_services.h"
+#include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/fixtures/zookeeper_server.h"
+#include "tests/ha/zookeeper_client_test_util.h"
+
+namespace regent::store {
+namespace {
+
+constexpr Duration kWait{30000};
+
+// ---- Messages ------------------------------------------------------------------------------
+
+std::string randomText(size_t size, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> letter('!', '~');
+  std::string text(size, ' ');
+  for (char& c : text) c = static_cast<char>(letter(random));
+  return text;
+}
+
+// A JobGraph of one vertex; `padding` random bytes in an environment variable set its size.
+kj::Own<capnp::MallocMessageBuilder> makeGraph(JobId id, const std::string& name,
+                                               size_t padding = 0) {
+  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  auto graph = message->initRoot<wire::JobGraph>();
+  graph.initJobId().setHi(id.hi());
+  graph.getJobId().setLo(id.lo());
+  graph.setName(name);
+  graph.setSubmittedAtMs(1700000000000);
+  auto vertex = graph.initVertices(1)[0];
+  vertex.setName("work");
+  vertex.setParallelism(2);
+  auto argv = vertex.initCommand().initArgv(2);
+  argv.set(0, "sleep");
+  argv.set(1, "1");
+  if (padding > 0) {
+    auto env = vertex.getCommand().initEnv(1)[0];
+    env.setName("PADDING");
+    env.setValue(randomText(padding, static_cast<uint32_t>(id.lo())));
+  }
+  return message;
+}
+
+wire::JobGraph::Reader graphOf(capnp::MallocMessageBuilder& message) {
+  return message.getRoot<wire::JobGraph>().asReader();
+}
+
+kj::Own<capnp::MallocMessageBuilder> makeResult(JobId id, wire::JobState state, int64_t endedAtMs) {
+  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  auto result = message->initRoot<wire::JobResult>();
+  result.initJobId().setHi(id.hi());
+  result.getJobId().setLo(id.lo());
+  result.setJobName("job-" + id.toHex().substr(0, 6));
+  result.setState(state);
+  result.setClean(true);  // createDirty must store it dirty whatever the caller says.
+  result.setSubmittedAtMs(endedAtMs - 1000);
+  result.setEndedAtMs(endedAtMs);
+  return message;
+}
+
+wire::JobResult::Reader resultOf(capnp::MallocMessageBuilder& message) {
+  return message.getRoot<wire::JobResult>().asReader();
+}
+
+JobId idOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
+
+// ---- Backends ------------------------------------------------------------------------------
+
+class StoreContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  ~StoreContractTest() noexcept override = default;
+
+  void SetUp() override {
+    if (zooKeeperBackend()) {
+      auto server = testing::sharedZooKeeperServer();
+      ASSERT_TRUE(server.ok()) << server.error().message;
+      server_ = server.value();
+      root_ = "/regent-store-contract/" + JobId::random().toHex();
+      zk_ = connect();
+    }
+  }
+
+  void TearDown() override {
+    stores_ = nullptr;
+    services_.reset();
+    zk_.reset();
+  }
+
+  bool zooKeeperBackend() const { return GetParam() == "zookeeper"; }
+
+  std::unique_ptr<ha::ZooKeeperClient> connect() {
+    ha::ZooKeeperClientOptions options;
+    options.quorum = server_->connectString();
+    options.root = root_;
+    return ha::connectForTests(loop_, std::move(options), kWait);
+  }
+
+  Config config(const std::vector<std::string>& extra) const {
+    ConfigSources sources;
+    sources.set = {"store.backend=" + GetParam(), "store.rocksdb.path=" + dir_.path() + "/store",
+                   "store.rocksdb.lock-timeout=2s"};
+    if (zooKeeperBackend()) {
+      sources.set.push_back("ha.zookeeper.quorum=" + server_->connectString());
+    } else {
+      sources.set.push_back("ha.mode=standalone");
+    }
+    sources.set.insert(sources.set.end(), extra.begin(), extra.end());
+    auto loaded = loadConfig(sources);
+    KJ_REQUIRE(loaded.ok(), loaded.error().message);
+    return std::move(loaded).value();
+  }
+
+  // Ends the current term (ZooKeeper: its latch node is deleted, as a hand-over does) and opens
+  // the stores of the next one through fresh StoreServices configured with `extra`.
+  LeaderStores& openTerm(const std::vector<std::string>& extra = {}) {
+    endTerm();
+    services_.reset();
+    auto services = StoreServices::create(loop_, config(extra), zk_.get());
+    KJ_REQUIRE(services.ok(), services.error().message);
+    services_ = std::move(services).value();
+    return openNextTerm();
+  }
+
+  // Opens the next term on the same services, keeping the current term's stores open (fenced).
+  LeaderStores& openNextTerm() {
+    StoreTerm term;
+    term.epoch = ++epoch_;
+    if (zooKeeperBackend()) {
+      if (!latch_.empty()) {
+        auto removed = loop_.run(zk_->remove(latch_));
+        KJ_REQUIRE(removed.ok(), ha::zkCodeName(removed.code));
+      }
+      KJ_REQUIRE(loop_.run(zk_->ensurePath("latch")).ok());
+      auto created = loop_.run(zk_->create("latch/m-", "", ha::CreateMode::kEphemeralSequential));
+      KJ_REQUIRE(created.ok(), ha::zkCodeName(created.code));
+      latch_ = created.value;
+      term.latchPath = latch_;
+    }
+    auto opened = loop_.run(services_->openTerm(term));
+    KJ_REQUIRE(opened.ok(), opened.error().message);
+    previous_ = kj::mv(stores_);
+    stores_ = kj::mv(opened).value();
+    return *stores_;
+  }
+
+  void endTerm() {
+    previous_ = nullptr;
+    stores_ = nullptr;
+  }
+
+  // Writes `bytes` under `key` behind the stores' back (corruption tests). The stores are
+  // closed first (RocksDB allows one opener); call openTerm() afterwards.
+  void writeRaw(RecordFamily family, const std::string& key, const std::string& bytes) {
+    endTerm();
+    services_.reset();
+    const std::string folder = recordFamilyName(family);
+    if (zooKeeperBackend()) {
+      KJ_REQUIRE(loop_.run(zk_->ensurePath(folder)).ok());
+      auto created = loop_.run(zk_->create(folder + "/" + key, bytes, ha::CreateMode::kPersistent));
+      KJ_REQUIRE(created.ok(), ha::zkCodeName(created.code));
+      return;
+    }
+    withRawDatabase([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle& handle) {
+      rocksdb::WriteOptions options;
+      options.sync = true;
+      const rocksdb::Status status = db.Put(options, &handle, key, bytes);
+      KJ_REQUIRE(status.ok(), status.ToString());
+    }, folder);
+  }
+
+  std::optional<std::string> readRaw(RecordFamily family, const std::string& key) {
+    const std::string folder = recordFamilyName(family);
+    if (zooKeeperBackend()) {
+      auto node = loop_.run(zk_->get(folder + "/" + key));
+      if (node.code == ha::ZkCode::kNoNode) return std::nullopt;
+      KJ_REQUIRE(node.ok(), ha::zkCodeName(node.code));
+      return node.value.data;
+    }
+    endTerm();
+    services_.reset();
+    std::optional<std::string> value;
+    withRawDatabase([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle& handle) {
+      std::string bytes;
+      const rocksdb::Status status = db.Get(rocksdb::ReadOptions(), &handle, key, &bytes);
+      if (status.ok()) value = bytes;
+      KJ_REQUIRE(status.ok() || status.IsNotFound(), status.ToString());
+    }, folder);
+    return value;
+  }
+
+  template <typename Body>
+  void withRawDatabase(Body&& body, const std::string& family) {
+    const std::string path = dir_.path() + "/store";
+    std::vector<std::string> names;
+    rocksdb::Status status = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
+    KJ_REQUIRE(status.ok(), status.ToString());
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : names) descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    status = rocksdb::DB::Open(rocksdb::DBOptions(), path, descriptors, &handles, &raw);
+    KJ_REQUIRE(status.ok(), status.ToString());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == family) body(*db, *handles[i]);
+    }
+    for (auto* handle : handles) KJ_REQUIRE(db->DestroyColumnFamilyHandle(handle).ok());
+    KJ_REQUIRE(db->Close().ok());
+  }
+
+  JobGraphStore& graphs() { return stores_->jobGraphs(); }
+  JobResultStore& results() { return stores_->jobResults(); }
+
+  template <typename T>
+  T run(kj::Promise<T>&& promise) {
+    return loop_.run(kj::mv(promise));
+  }
+
+  void putGraph(JobId id, const std::string& name, size_t padding = 0) {
+    auto message = makeGraph(id, name, padding);
+    auto put = run(graphs().put(graphOf(*message)));
+    ASSERT_TRUE(put.ok()) << put.error().message;
+  }
+
+  EventLoop loop_;
+  testing::ZooKeeperServer* server_ = nullptr;
+  std::string root_;
+  testing::TempDir dir_{"regent-store-contract"};
+  std::unique_ptr<ha::ZooKeeperClient> zk_;
+  std::string latch_;
+  uint64_t epoch_ = 0;
+  std::unique_ptr<StoreServices> services_;
+  kj::Own<LeaderStores> previous_;  // The term before stores_, when a test keeps it open.
+  kj::Own<LeaderStores> stores_;
+};
+
+// ---- JobGraphs -----------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, AnEmptyStoreListsAndRecoversNothing) {
+  openTerm();
+  auto ids = run(graphs().listIds());
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_TRUE(ids.value().ids.empty());
+  auto recovered = run(graphs().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  EXPECT_TRUE(recovered.value().graphs.empty());
+  EXPECT_TRUE(recovered.value().corrupt.empty());
+  auto dirty = run(results().listDirty());
+  ASSERT_TRUE(dirty.ok()) << dirty.error().message;
+  EXPECT_TRUE(dirty.value().results.empty());
+}
+
+TEST_P(StoreContractTest, APutJobGraphReadsBackIdentical) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto message = makeGraph(id, "wordcount", 100);
+  auto put = run(graphs().put(graphOf(*message)));
+  ASSERT_TRUE(put.ok()) << put.error().message;
+
+  auto got = run(graphs().get(id));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(idOf(got.value().get().getJobId()), id);
+  EXPECT_EQ(got.value().get().toString().flatten(), graphOf(*message).toString().flatten());
+}
+
+TEST_P(StoreContractTest, PutReplacesTheJobGraphOfTheSameJob) {
+  openTerm();
+  const JobId id = JobId::random();
+  putGraph(id, "first");
+  putGraph(id, "second");
+  auto got = run(graphs().get(id));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(std::string(got.value().get().getName().cStr()), "second");
+  auto ids = run(graphs().listIds());
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value().ids, std::vector<JobId>{id});
+}
+
+TEST_P(StoreContractTest, RemoveDeletesAJobGraphAndSaysWhetherOneExisted) {
+  openTerm();
+  const JobId kept = JobId::random();
+  const JobId removed = JobId::random();
+  putGraph(kept, "kept");
+  putGraph(removed, "removed");
+  auto first = run(graphs().remove(removed));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(first.value());
+  auto second = run(graphs().remove(removed));
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_FALSE(second.value());
+  auto got = run(graphs().get(removed));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, StoreErrorCode::kNotFound);
+  auto ids = run(graphs().listIds());
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value().ids, std::vector<JobId>{kept});
+}
+
+TEST_P(StoreContractTest, ListAndRecoverReturnEveryJobGraphSortedById) {
+  openTerm();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 25; ++i) {
+    ids.push_back(JobId::random());
+    putGraph(ids.back(), "job-" + std::to_string(i));
+  }
+  std::sort(ids.begin(), ids.end());
+  auto listed = run(graphs().listIds());
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  EXPECT_EQ(listed.value().ids, ids);
+  auto recovered = run(graphs().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().graphs.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(idOf(recovered.value().graphs[i].get().getJobId()), ids[i]);
+  }
+}
+
+TEST_P(StoreContractTest, UnknownJobIdsAreNotFound) {
+  openTerm();
+  const JobId unknown = JobId::random();
+  auto graph = run(graphs().get(unknown));
+  ASSERT_FALSE(graph.ok());
+  EXPECT_EQ(graph.error().code, StoreErrorCode::kNotFound);
+  EXPECT_NE(graph.error().message.find(unknown.toHex()), std::string::npos) << graph.error().message;
+  auto removed = run(graphs().remove(unknown));
+  ASSERT_TRUE(removed.ok());
+  EXPECT_FALSE(removed.value());
+  auto result = run(results().get(unknown));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().code, StoreErrorCode::kNotFound);
+  auto clean = run(results().markClean(unknown));
+  ASSERT_FALSE(clean.ok());
+  EXPECT_EQ(clean.error().code, StoreErrorCode::kNotFound);
+}
+
+TEST_P(StoreContractTest, AJobGraphWithoutAJobIdIsInvalidAndNothingIsWritten) {
+  openTerm();
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::JobGraph>().setName("no id");
+  auto put = run(graphs().put(message.getRoot<wire::JobGraph>().asReader()));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, StoreErrorCode::kInvalid);
+  EXPECT_NE(put.error().message.find("jobId"), std::string::npos) << put.error().message;
+  auto ids = run(graphs().listIds());
+  ASSERT_TRUE(ids.ok());
+  EXPECT_TRUE(ids.value().ids.empty());
+}
+
+TEST_P(StoreContractTest, SmallAndLargeJobGraphsRoundTripUnderTheDefaultLimits) {
+  openTerm();
+  const JobId small = JobId::random();
+  const JobId large = JobId::random();
+  putGraph(small, "s");
+  // 900 KiB: near the zookeeper backend's default limit of 960 KiB, well under jute.maxbuffer.
+  putGraph(large, "large", 900 * 1024);
+  auto got = run(graphs().get(large));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_GT(got.value().packed().size(), 900u * 1024);
+  EXPECT_EQ(got.value().get().getVertices()[0].getCommand().getEnv()[0].getValue().size(),
+            900u * 1024);
+  auto tiny = run(graphs().get(small));
+  ASSERT_TRUE(tiny.ok()) << tiny.error().message;
+  EXPECT_EQ(std::string(tiny.value().get().getName().cStr()), "s");
+}
+
+TEST_P(StoreContractTest, AJobGraphOverTheLimitIsRefusedNamingJobSizeAndLimitAndNothingIsWritten) {
+  openTerm({"store.zookeeper.max-payload=64KiB", "store.rocksdb.max-payload=64KiB"});
+  const JobId id = JobId::random();
+  putGraph(id, "fits", 60 * 1024);
+  auto fits = run(graphs().get(id));
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+
+  auto tooLarge = makeGraph(id, "too-large", 70 * 1024);
+  auto put = run(graphs().put(graphOf(*tooLarge)));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, StoreErrorCode::kTooLarge);
+  const std::string& message = put.error().message;
+  EXPECT_NE(message.find(id.toHex()), std::string::npos) << message;
+  EXPECT_NE(message.find("too-large"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(64 * 1024)), std::string::npos) << message;
+
+  // The stored graph is still the one that fitted, and nothing else appeared.
+  auto after = run(graphs().get(id));
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_EQ(std::string(after.value().get().getName().cStr()), "fits");
+  auto fresh = makeGraph(JobId::random(), "new-and-too-large", 70 * 1024);
+  ASSERT_FALSE(run(graphs().put(graphOf(*fresh))).ok());
+  auto ids = run(graphs().listIds());
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value().ids, std::vector<JobId>{id});
+}
+
+TEST_P(StoreContractTest, ConcurrentOperationsIssuedFromTheLoopAllComplete) {
+  openTerm();
+  std::vector<JobId> ids;
+  std::vector<kj::Own<capnp::MallocMessageBuilder>> messages;
+  kj::Vector<kj::Promise<StoreResult<void>>> puts;
+  for (int i = 0; i < 200; ++i) {
+    ids.push_back(JobId::random());
+    messages.push_back(makeGraph(ids.back(), "job-" + std::to_string(i), 512));
+    puts.add(graphs().put(graphOf(*messages.back())));
+  }
+  for (auto& put : run(kj::joinPromises(puts.releaseAsArray()))) {
+    ASSERT_TRUE(put.ok()) << put.error().message;
+  }
+
+  // Gets of every job and removes of the even ones, all in flight at once.
+  kj::Vector<kj::Promise<StoreResult<JobGraphMessage>>> gets;
+  kj::Vector<kj::Promise<StoreResult<bool>>> removes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % 2 == 0) {
+      removes.add(graphs().remove(ids[i]));
+    } else {
+      gets.add(graphs().get(ids[i]));
+    }
+  }
+  auto got = run(kj::joinPromises(gets.releaseAsArray()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].error().message;
+    EXPECT_EQ(idOf(got[i].value().get().getJobId()), ids[2 * i + 1]);
+  }
+  for (auto& removed : run(kj::joinPromises(removes.releaseAsArray()))) {
+    ASSERT_TRUE(removed.ok()) << removed.error().message;
+    EXPECT_TRUE(removed.value());
+  }
+  auto listed = run(graphs().listIds());
+  ASSERT_TRUE(listed.ok());
+  std::vector<JobId> odd;
+  for (size_t i = 1; i < ids.size(); i += 2) odd.push_back(ids[i]);
+  std::sort(odd.begin(), odd.end());
+  EXPECT_EQ(listed.value().ids, odd);
+}
+
+TEST_P(StoreContractTest, TheNextTermRecoversWhatTheLastTermWrote) {
+  openTerm();
+  const JobId id = JobId::random();
+  putGraph(id, "survivor", 1000);
+  auto dirty = makeResult(JobId::random(), wire::JobState::FAILED, 5000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*dirty))).ok());
+
+  openTerm();  // Fresh services: a new ZooKeeper store / the database closed and reopened.
+  auto recovered = run(graphs().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().graphs.size(), 1u);
+  EXPECT_EQ(std::string(recovered.value().graphs[0].get().getName().cStr()), "survivor");
+  auto listed = run(results().listDirty());
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed.value().results.size(), 1u);
+  EXPECT_EQ(listed.value().results[0].get().getState(), wire::JobState::FAILED);
+}
+
+// ---- Fencing -------------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, ANewTermFencesTheWritesOfTheTermBeforeIt) {
+  openTerm();
+  const JobId id = JobId::random();
+  putGraph(id, "from-term-1");
+  auto result = makeResult(JobId::random(), wire::JobState::FINISHED, 1000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+
+  openNextTerm();  // ZooKeeper: the old latch node is gone; RocksDB: a higher epoch opened it.
+  JobGraphStore& stale = previous_->jobGraphs();
+  auto replaced = makeGraph(id, "from-stale-term-1");
+  auto put = run(stale.put(graphOf(*replaced)));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, StoreErrorCode::kFenced) << put.error().message;
+  auto removed = run(stale.remove(id));
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.error().code, StoreErrorCode::kFenced);
+  auto clean = run(previous_->jobResults().markClean(idOf(resultOf(*result).getJobId())));
+  ASSERT_FALSE(clean.ok());
+  EXPECT_EQ(clean.error().code, StoreErrorCode::kFenced);
+
+  // Unchanged, and the new term writes.
+  auto got = run(graphs().get(id));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(std::string(got.value().get().getName().cStr()), "from-term-1");
+  auto dirty = run(results().listDirty());
+  ASSERT_TRUE(dirty.ok());
+  EXPECT_EQ(dirty.value().results.size(), 1u);
+  putGraph(id, "from-term-2");
+  auto now = run(graphs().get(id));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(std::string(now.value().get().getName().cStr()), "from-term-2");
+}
+
+// ---- JobResults ----------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, AResultIsCreatedDirtyAndLeavesListDirtyWhenMarkedClean) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto result = makeResult(id, wire::JobState::CANCELED, 42000);
+  auto created = run(results().createDirty(resultOf(*result)));
+  ASSERT_TRUE(created.ok()) << created.error().message;
+
+  auto got = run(results().get(id));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_FALSE(got.value().get().getClean());
+  EXPECT_EQ(got.value().get().getState(), wire::JobState::CANCELED);
+  EXPECT_EQ(got.value().get().getEndedAtMs(), 42000);
+  auto dirty = run(results().listDirty());
+  ASSERT_TRUE(dirty.ok());
+  ASSERT_EQ(dirty.value().results.size(), 1u);
+
+  auto clean = run(results().markClean(id));
+  ASSERT_TRUE(clean.ok()) << clean.error().message;
+  auto again = run(results().markClean(id));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  auto after = run(results().get(id));
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after.value().get().getClean());
+  auto dirtyAfter = run(results().listDirty());
+  ASSERT_TRUE(dirtyAfter.ok());
+  EXPECT_TRUE(dirtyAfter.value().results.empty());
+  auto all = run(results().listAll());
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all.value().results.size(), 1u);
+}
+
+TEST_P(StoreContractTest, AResultThatIsNotTerminalOrHasNoJobIdIsInvalid) {
+  openTerm();
+  auto running = makeResult(JobId::random(), wire::JobState::RUNNING, 1);
+  auto created = run(results().createDirty(resultOf(*running)));
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.error().code, StoreErrorCode::kInvalid);
+  EXPECT_NE(created.error().message.find("terminal"), std::string::npos) << created.error().message;
+  capnp::MallocMessageBuilder anonymous;
+  anonymous.initRoot<wire::JobResult>().setState(wire::JobState::FINISHED);
+  auto noId = run(results().createDirty(anonymous.getRoot<wire::JobResult>().asReader()));
+  ASSERT_FALSE(noId.ok());
+  EXPECT_EQ(noId.error().code, StoreErrorCode::kInvalid);
+  auto all = run(results().listAll());
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all.value().results.empty());
+}
+
+TEST_P(StoreContractTest, RetentionKeepsTheNewestCleanResultsAndEveryDirtyOne) {
+  openTerm({"store.job-results.retain=3"});
+  std::vector<JobId> clean;
+  for (int i = 1; i <= 6; ++i) {
+    clean.push_back(JobId::random());
+    auto result = makeResult(clean.back(), wire::JobState::FINISHED, 1000 * i);
+    ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+    auto marked = run(results().markClean(clean.back()));
+    ASSERT_TRUE(marked.ok()) << marked.error().message;
+  }
+  const JobId oldDirty = JobId::random();  // Older than every clean one: never pruned.
+  auto dirty = makeResult(oldDirty, wire::JobState::FAILED, 10);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*dirty))).ok());
+
+  auto all = run(results().listAll());
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  std::vector<JobId> listed;
+  for (auto& result : all.value().results) listed.push_back(idOf(result.get().getJobId()));
+  EXPECT_EQ(listed, (std::vector<JobId>{clean[5], clean[4], clean[3], oldDirty}));
+  for (int i = 0; i < 3; ++i) {
+    auto pruned = run(results().get(clean[i]));
+    ASSERT_FALSE(pruned.ok()) << "result " << i << " should have been pruned";
+    EXPECT_EQ(pruned.error().code, StoreErrorCode::kNotFound);
+  }
+
+  // A later term with the same retention keeps pruning from what is stored.
+  openTerm({"store.job-results.retain=3"});
+  const JobId newest = JobId::random();
+  auto result = makeResult(newest, wire::JobState::FINISHED, 99000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+  ASSERT_TRUE(run(results().markClean(newest)).ok());
+  auto gone = run(results().get(clean[3]));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, StoreErrorCode::kNotFound);
+  auto kept = run(results().get(oldDirty));
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+}
+
+// ---- Corruption ----------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, CorruptJobGraphsAreReportedSkippedAndLeftInPlace) {
+  openTerm();
+  const JobId good = JobId::random();
+  putGraph(good, "good");
+  const JobId garbage = JobId::random();
+  const JobId impostor = JobId::random();
+  const JobId other = JobId::random();
+  auto otherGraph = makeGraph(other, "someone-else");
+  {
+    // The packed bytes of another job's graph, stored under `impostor`.
+    auto put = run(graphs().put(graphOf(*otherGraph)));
+    ASSERT_TRUE(put.ok());
+  }
+  auto otherBytes = run(graphs().get(other));
+  ASSERT_TRUE(otherBytes.ok());
+  const std::string otherPacked = otherBytes.value().packed();
+  ASSERT_TRUE(run(graphs().remove(other)).ok());
+
+  writeRaw(RecordFamily::kJobGraphs, garbage.toHex(), "\x01\x02 not cap'n proto \xff\xff\xff\xff");
+  writeRaw(RecordFamily::kJobGraphs, impostor.toHex(), otherPacked);
+  writeRaw(RecordFamily::kJobGraphs, "not-a-job-id", "whatever");
+  openTerm();
+
+  auto recovered = run(graphs().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().graphs.size(), 1u);
+  EXPECT_EQ(idOf(recovered.value().graphs[0].get().getJobId()), good);
+  std::map<std::string, std::string> corrupt;
+  for (auto& record : recovered.value().corrupt) corrupt[record.key] = record.reason;
+  ASSERT_EQ(corrupt.size(), 3u);
+  EXPECT_TRUE(corrupt.count(garbage.toHex()));
+  EXPECT_NE(corrupt[impostor.toHex()].find(other.toHex()), std::string::npos)
+      << corrupt[impostor.toHex()];
+  EXPECT_NE(corrupt["not-a-job-id"].find("not a job id"), std::string::npos);
+
+  auto ids = run(graphs().listIds());
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value().corrupt.size(), 1u);  // Only the key that is not a job id.
+  auto get = run(graphs().get(garbage));
+  ASSERT_FALSE(get.ok());
+  EXPECT_EQ(get.error().code, StoreErrorCode::kCorrupt);
+  EXPECT_NE(get.error().message.find(garbage.toHex()), std::string::npos) << get.error().message;
+
+  // Left in place for an operator.
+  EXPECT_TRUE(readRaw(RecordFamily::kJobGraphs, garbage.toHex()).has_value());
+  EXPECT_TRUE(readRaw(RecordFamily::kJobGraphs, "not-a-job-id").has_value());
+}
+
+TEST_P(StoreContractTest, CorruptResultsAreReportedSkippedAndNeverPruned) {
+  openTerm({"store.job-results.retain=1"});
+  const JobId garbage = JobId::random();
+  writeRaw(RecordFamily::kJobResults, garbage.toHex(), std::string(40, '\0'));
+  openTerm({"store.job-results.retain=1"});
+  for (int i = 1; i <= 3; ++i) {
+    const JobId id = JobId::random();
+    auto result = makeResult(id, wire::JobState::FINISHED, 1000 * i);
+    ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+    ASSERT_TRUE(run(results().markClean(id)).ok());
+  }
+  auto dirty = run(results().listDirty());
+  ASSERT_TRUE(dirty.ok()) << dirty.error().message;
+  EXPECT_TRUE(dirty.value().results.empty());
+  ASSERT_EQ(dirty.value().corrupt.size(), 1u);
+  EXPECT_EQ(dirty.value().corrupt[0].key, garbage.toHex());
+  auto all = run(results().listAll());
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all.value().results.size(), 1u);
+  EXPECT_TRUE(readRaw(RecordFamily::kJobResults, garbage.toHex()).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("zookeeper", "rocksdb"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace regent::store
