@@ -72,13 +72,23 @@ StoreResult<void> copyInto(capnp::MallocMessageBuilder& builder, Reader root, co
   return {};
 }
 
+constexpr const char* kNotAJobId = "the key is not a job id (32 hex digits)";
+
+// kj describes a failed check as "expected <condition>; <message>": keep the message.
+std::string decodeFailure(const kj::Exception& exception) {
+  std::string text = exception.getDescription().cStr();
+  const size_t separator = text.rfind("; ");
+  if (text.rfind("expected ", 0) == 0 && separator != std::string::npos) {
+    text = text.substr(separator + 2);
+  }
+  return text;
+}
+
 // Decodes a record stored under `key`, checking every pointer (the copy traverses the whole
 // message), that nothing trails it, and that it carries the job id `key` names.
 template <typename Struct>
 StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string bytes) {
-  if (!JobId::fromHex(key)) {
-    return StoreError::corrupt("key \"" + key + "\" is not a job id (32 hex digits)");
-  }
+  if (!JobId::fromHex(key)) return StoreError::corrupt(kNotAJobId);
   auto message = kj::heap<capnp::MallocMessageBuilder>();
   bool trailing = false;
   KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] {
@@ -92,7 +102,7 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                  trailing = input.tryRead(&extra, 1, 1) > 0;
                })) {
     return StoreError::corrupt("does not decode (" + std::to_string(bytes.size()) +
-                               " bytes): " + exception->getDescription().cStr());
+                               " bytes): " + decodeFailure(*exception));
   }
   if (trailing) return StoreError::corrupt("has bytes after the message");
   auto root = message->getRoot<Struct>().asReader();
@@ -171,7 +181,7 @@ class PackedJobGraphStore final : public JobGraphStore {
                                     listing.ids.push_back(*id);
                                   } else {
                                     listing.corrupt.push_back(
-                                        {kj::mv(key), "the key is not a job id (32 hex digits)"});
+                                        {kj::mv(key), kNotAJobId});
                                     logSkipped("jobgraphs", listing.corrupt.back());
                                   }
                                 }

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -161,6 +162,23 @@ OpenAttempt openOnPool(const std::string& path) {
     }
   }
 
+  // Probe the lock first: DB::Open rotates the info LOG before it takes the lock, so every
+  // attempt that fails on the lock would otherwise rename the holder's LOG. (A holder that takes
+  // the lock between the probe and the open is still reported by DB::Open below.)
+  if (std::filesystem::is_directory(path, fsError)) {
+    rocksdb::FileLock* probe = nullptr;
+    rocksdb::Status locked = rocksdb::Env::Default()->LockFile(path + "/LOCK", &probe);
+    if (locked.ok()) {
+      rocksdb::Status unlocked = rocksdb::Env::Default()->UnlockFile(probe);
+      if (!unlocked.ok()) spdlog::warn("rocksdb store: {}", unlocked.ToString());
+    } else if (isLockFailure(locked)) {
+      attempt.locked = true;
+      attempt.error = locked.ToString();
+      attempt.holder = describeHolder(path);
+      return attempt;
+    }
+  }
+
   rocksdb::Options options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -287,8 +305,9 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
                  })
                  .then([this, writeEpoch, fulfiller = kj::mv(paf.fulfiller)](
                            StoreResult<T>&& result) mutable {
-                   finishJob(writeEpoch);
+                   // The caller hears of the write before openTerm() waiting for it does.
                    fulfiller->fulfill(kj::mv(result));
+                   finishJob(writeEpoch);
                  }));
     return kj::mv(paf.promise);
   }

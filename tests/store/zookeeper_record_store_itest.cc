@@ -259,6 +259,36 @@ TEST_F(ZooKeeperRecordStoreTest, PutsGetsReplacesRemovesListsAndReadsRecordsUnde
             (std::vector<std::string>{key(1), key(3), key(4)}));
 }
 
+// What the store's classification of failed writes relies on: ZooKeeper reports the failing
+// operation's own code, ZOK for the operations before it and ZRUNTIMEINCONSISTENCY (-2) after.
+TEST_F(ZooKeeperRecordStoreTest, AFailedTransactionNamesTheOperationThatFailed) {
+  auto client = connect();
+  const std::string latch = createLatch(*client);
+  ASSERT_TRUE(run(client->ensurePath("jobgraphs/" + key(1))).ok());
+  const auto inconsistent = static_cast<ZkCode>(-2);
+
+  auto fenced = run(client->multi({ZkOp::check("latch/m-0000009999"),
+                                   ZkOp::create("jobgraphs/" + key(2), "", CreateMode::kPersistent)}));
+  EXPECT_EQ(fenced.code, ZkCode::kNoNode);
+  ASSERT_EQ(fenced.value.size(), 2u);
+  EXPECT_EQ(fenced.value[0].code, ZkCode::kNoNode);
+  EXPECT_EQ(fenced.value[1].code, inconsistent);
+
+  auto exists = run(client->multi({ZkOp::check(latch),
+                                   ZkOp::create("jobgraphs/" + key(1), "", CreateMode::kPersistent)}));
+  EXPECT_EQ(exists.code, ZkCode::kNodeExists);
+  ASSERT_EQ(exists.value.size(), 2u);
+  EXPECT_EQ(exists.value[0].code, ZkCode::kOk);
+  EXPECT_EQ(exists.value[1].code, ZkCode::kNodeExists);
+
+  // Both could say ZNONODE: only the per-op results tell a lost latch from a missing record.
+  auto gone = run(client->multi({ZkOp::check(latch), ZkOp::remove("jobgraphs/" + key(3))}));
+  EXPECT_EQ(gone.code, ZkCode::kNoNode);
+  ASSERT_EQ(gone.value.size(), 2u);
+  EXPECT_EQ(gone.value[0].code, ZkCode::kOk);
+  EXPECT_EQ(gone.value[1].code, ZkCode::kNoNode);
+}
+
 TEST_F(ZooKeeperRecordStoreTest, AnEmptyStoreListsAndReadsNothing) {
   auto client = connect();
   auto store = open(*client, 1, createLatch(*client));
