@@ -1,6 +1,7 @@
 // The stores' encoding over a RecordStore backend: JobGraphs and JobResults as packed Cap'n Proto
 // records, validated on the way in and fully checked on the way out; dirty/clean results and
 // their retention. Backends only keep bytes; everything about records lives here, once.
+#include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
@@ -38,13 +39,19 @@ std::optional<JobId> jobIdOf(bool has, wire::Id128::Reader id) {
 
 std::string describeJob(const JobId& id, kj::StringPtr name) {
   std::string text = "job " + id.toHex();
-  if (name.size() > 0) text += " (\"" + std::string(name.cStr()) + "\")";
+  constexpr size_t kShownName = 80;
+  if (name.size() > kShownName) {
+    text += " (\"" + std::string(name.cStr(), kShownName) + "...\")";
+  } else if (name.size() > 0) {
+    text += " (\"" + std::string(name.cStr()) + "\")";
+  }
   return text;
 }
 
 // Packs `builder` into a record; kTooLarge over the decoder's or the backend's limit.
 StoreResult<std::string> pack(capnp::MallocMessageBuilder& builder, const std::string& what,
-                              size_t maxRecordSize) {
+                              const RecordStore& records) {
+  const size_t maxRecordSize = records.maxRecordSize();
   const uint64_t words = capnp::computeSerializedSizeInWords(builder);
   if (words > kMaxMessageWords) {
     return StoreError::tooLarge(what + " is " + std::to_string(words * 8) +
@@ -57,7 +64,8 @@ StoreResult<std::string> pack(capnp::MallocMessageBuilder& builder, const std::s
   if (bytes.size() > maxRecordSize) {
     return StoreError::tooLarge(what + " is " + std::to_string(bytes.size()) +
                                 " bytes packed, over the store's limit of " +
-                                std::to_string(maxRecordSize) + " bytes; nothing was written");
+                                std::to_string(maxRecordSize) + " bytes (" +
+                                records.maxRecordSizeOption() + "); nothing was written");
   }
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
 }
@@ -122,6 +130,13 @@ void logSkipped(const char* family, const CorruptRecord& record) {
   spdlog::warn("store: skipping corrupt {} record {}: {}", family, record.key, record.reason);
 }
 
+std::string stateName(wire::JobState state) {
+  KJ_IF_MAYBE (enumerant, capnp::toDynamic(state).getEnumerant()) {
+    return enumerant->getProto().getName().cStr();
+  }
+  return std::to_string(static_cast<uint16_t>(state));
+}
+
 bool isTerminal(wire::JobState state) {
   return state == wire::JobState::FINISHED || state == wire::JobState::FAILED ||
          state == wire::JobState::CANCELED;
@@ -142,7 +157,7 @@ class PackedJobGraphStore final : public JobGraphStore {
     const std::optional<JobId> id = jobIdOf(root.hasJobId(), root.getJobId());
     if (!id) return readyError(StoreError::invalid("the JobGraph has no job id (jobId)"));
     StoreResult<std::string> packed = pack(
-        builder, "the JobGraph of " + describeJob(*id, root.getName()), records_.maxRecordSize());
+        builder, "the JobGraph of " + describeJob(*id, root.getName()), records_);
     if (!packed.ok()) return readyError(packed.error());
     return canceler_.wrap(
         records_.put(RecordFamily::kJobGraphs, id->toHex(), kj::mv(packed).value()));
@@ -246,13 +261,13 @@ class PackedJobResultStore final : public JobResultStore {
     if (!id) return readyError(StoreError::invalid("the JobResult has no job id (jobId)"));
     if (!isTerminal(view.getState())) {
       return readyError(StoreError::invalid(
-          "the JobResult of job " + id->toHex() +
-          " has a state that is not terminal (state must be finished, failed or canceled)"));
+          "the JobResult of job " + id->toHex() + " has state " + stateName(view.getState()) +
+          ", which is not terminal (state must be finished, failed or canceled)"));
     }
     root.setClean(false);
     StoreResult<std::string> packed =
         pack(builder, "the JobResult of " + describeJob(*id, root.getJobName()),
-             records_.maxRecordSize());
+             records_);
     if (!packed.ok()) return readyError(packed.error());
     std::string key = id->toHex();
     // A dirty result is never pruned: out of the clean index before the write, so a prune that
@@ -262,10 +277,16 @@ class PackedJobResultStore final : public JobResultStore {
         records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
             .then([this, key](StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
               if (!written.ok()) return kj::mv(written);
-              return withIndex([this, key]() -> kj::Promise<StoreResult<void>> {
-                forgetClean(key);
-                return StoreResult<void>();
-              });
+              // Never starts a load of the index: a load in flight is waited for (its
+              // snapshot may predate this write), a failed one is retried by the next prune.
+              KJ_IF_MAYBE (loading, loading_) {
+                return loading->addBranch().then([this, key](StoreResult<bool>&&) {
+                  forgetClean(key);
+                  return StoreResult<void>();
+                });
+              }
+              forgetClean(key);
+              return StoreResult<void>();
             }));
   }
 
@@ -283,20 +304,19 @@ class PackedJobResultStore final : public JobResultStore {
               if (!decoded.ok()) return readyError(corruptRecord("job-results", key, decoded.error()));
               const int64_t endedAtMs = decoded.value().get().getEndedAtMs();
               if (decoded.value().get().getClean()) {
-                return withIndex([this, key, endedAtMs]() { return rememberClean(key, endedAtMs); });
+                return applyRetention(key, endedAtMs);
               }
               capnp::MallocMessageBuilder builder;
               builder.setRoot(decoded.value().get());
               builder.getRoot<wire::JobResult>().setClean(true);
               StoreResult<std::string> packed =
-                  pack(builder, "the JobResult of job " + key, records_.maxRecordSize());
+                  pack(builder, "the JobResult of job " + key, records_);
               if (!packed.ok()) return readyError(packed.error());
               return records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
                   .then([this, key, endedAtMs](
                             StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
                     if (!written.ok()) return kj::mv(written);
-                    return withIndex(
-                        [this, key, endedAtMs]() { return rememberClean(key, endedAtMs); });
+                    return applyRetention(key, endedAtMs);
                   });
             }));
   }
@@ -364,6 +384,19 @@ class PackedJobResultStore final : public JobResultStore {
           }
           sortNewestFirst(all.results);
           return all;
+        });
+  }
+
+  // Counts `key` as clean and prunes beyond `retain`. The result is marked clean whatever
+  // happens here: a failure to load the index only puts the pruning off to the next call.
+  kj::Promise<StoreResult<void>> applyRetention(const std::string& key, int64_t endedAtMs) {
+    return withIndex([this, key, endedAtMs]() { return rememberClean(key, endedAtMs); })
+        .then([key](StoreResult<void>&& pruned) {
+          if (!pruned.ok()) {
+            spdlog::warn("store: job result {} is clean; pruning old results is put off: {}", key,
+                         pruned.error().message);
+          }
+          return StoreResult<void>();
         });
   }
 

@@ -39,14 +39,20 @@ struct Record {
 // loop's thread pool. Destroying the store cancels the operations still in flight (a write
 // already handed to ZooKeeper or RocksDB may still apply; its outcome is not reported).
 //
+// Order: ZooKeeper applies one session's transactions in call order; the RocksDB backend runs
+// the writes to one record one after another in call order. A ZooKeeper put that finds the node
+// created or removed meanwhile retries (create <-> setData), so callers should not issue
+// concurrent writes to one record and rely on their order.
+//
 // Fencing: once the term is over (ZooKeeper: the latch node is gone; RocksDB: a higher epoch
 // opened the database), every write fails with kFenced and changes nothing. Reads keep working.
 class RecordStore {
  public:
   virtual ~RecordStore() noexcept(false) = default;
 
-  // The largest `bytes` put() accepts.
+  // The largest `bytes` put() accepts, and the option that sets it (for error messages).
   virtual size_t maxRecordSize() const = 0;
+  virtual const char* maxRecordSizeOption() const = 0;
 
   // Creates or replaces. kTooLarge (nothing written) above maxRecordSize(), naming the key, the
   // size and the limit; kFenced; kUnavailable.

@@ -162,6 +162,15 @@ OpenAttempt openOnPool(const std::string& path) {
     }
   }
 
+  // A store is created only in a missing or empty directory, so a mistyped path or another
+  // program's database is refused, not changed (checked below). Emptiness is read before the
+  // lock probe creates LOCK.
+  const bool empty = std::filesystem::is_empty(path, fsError);
+  if (fsError) {
+    attempt.error = "cannot read the directory: " + fsError.message();
+    return attempt;
+  }
+
   // Probe the lock first: DB::Open rotates the info LOG before it takes the lock, so every
   // attempt that fails on the lock would otherwise rename the holder's LOG. (A holder that takes
   // the lock between the probe and the open is still reported by DB::Open below.)
@@ -187,6 +196,14 @@ OpenAttempt openOnPool(const std::string& path) {
   // Every existing column family must be opened, including any this version does not use.
   std::vector<std::string> names;
   if (!rocksdb::DB::ListColumnFamilies(options, path, &names).ok()) names.clear();
+  if (!empty && std::find(names.begin(), names.end(), kMetaFamily) == names.end()) {
+    attempt.error = names.empty()
+                        ? "the directory is not empty and holds no RocksDB database; a store is "
+                          "created only in a missing or empty directory"
+                        : "it holds a RocksDB database that is not a regent store (no meta "
+                          "column family); refusing to change it";
+    return attempt;
+  }
   for (const char* required : {rocksdb::kDefaultColumnFamilyName.c_str(),
                                recordFamilyName(RecordFamily::kJobGraphs),
                                recordFamilyName(RecordFamily::kJobResults), kMetaFamily}) {
@@ -273,6 +290,12 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
   // writes never race each other; each call leaves here the promise of its own end.
   kj::Promise<void> openTail = kj::READY_NOW;
 
+  struct RecordQueue {
+    size_t pending = 0;                    // Writes of the record queued or running.
+    kj::Promise<void> tail = kj::READY_NOW;  // Resolves when the last of them finished.
+  };
+  std::map<std::string, RecordQueue> recordQueues;  // By family and key; see dispatchWrite().
+
   kj::TaskSet jobs;        // Pool jobs with their bookkeeping; they finish even if the caller
                            // dropped its promise.
   kj::Canceler canceler;   // openTerm()/close() promises; declared last so it cancels first.
@@ -312,20 +335,56 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
     return kj::mv(paf.promise);
   }
 
-  void finishJob(std::optional<uint64_t> writeEpoch) {
-    --jobsInFlight;
-    if (writeEpoch) {
-      auto it = writesInFlight.find(*writeEpoch);
-      if (it != writesInFlight.end() && --it->second == 0) writesInFlight.erase(it);
-      for (size_t i = 0; i < epochWaiters.size();) {
-        if (noWritesBelow(epochWaiters[i].epoch)) {
-          epochWaiters[i].fulfiller->fulfill();
-          epochWaiters.erase(epochWaiters.begin() + static_cast<std::ptrdiff_t>(i));
-        } else {
-          ++i;
-        }
+  // A store write of `record` (family + key in `slot`), already checked against the fence:
+  // writes to one record run one after another in call order (the RecordStore contract),
+  // whatever their callers do with the promises. It counts as in flight for its epoch from this
+  // call on, so openTerm() of a higher epoch waits for it even while it waits for its turn.
+  template <typename T, typename Work>
+  kj::Promise<StoreResult<T>> dispatchWrite(std::string slot, uint64_t epoch, std::string record,
+                                            Work work) {
+    RecordQueue& queue = recordQueues[slot];
+    ++queue.pending;
+    auto turn = kj::newPromiseAndFulfiller<void>();
+    kj::Promise<void> previous = kj::mv(queue.tail);
+    queue.tail = kj::mv(turn.promise);
+    auto result = kj::newPromiseAndFulfiller<StoreResult<T>>();
+    ++writesInFlight[epoch];
+    jobs.add(previous
+                 .then([this, record = kj::mv(record),
+                        work = kj::mv(work)]() mutable -> kj::Promise<StoreResult<T>> {
+                   if (closed) return StoreResult<T>(closedError("write " + record));
+                   return dispatch<T>(std::nullopt, kj::mv(work));
+                 })
+                 .then([this, epoch, slot = kj::mv(slot), fulfiller = kj::mv(result.fulfiller),
+                        next = kj::mv(turn.fulfiller)](StoreResult<T>&& written) mutable {
+                   // The caller hears of the write before openTerm() waiting for it does.
+                   fulfiller->fulfill(kj::mv(written));
+                   finishWrite(epoch);
+                   next->fulfill();
+                   auto it = recordQueues.find(slot);
+                   if (it != recordQueues.end() && --it->second.pending == 0) {
+                     recordQueues.erase(it);
+                   }
+                 }));
+    return kj::mv(result.promise);
+  }
+
+  void finishWrite(uint64_t epoch) {
+    auto it = writesInFlight.find(epoch);
+    if (it != writesInFlight.end() && --it->second == 0) writesInFlight.erase(it);
+    for (size_t i = 0; i < epochWaiters.size();) {
+      if (noWritesBelow(epochWaiters[i].epoch)) {
+        epochWaiters[i].fulfiller->fulfill();
+        epochWaiters.erase(epochWaiters.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
       }
     }
+  }
+
+  void finishJob(std::optional<uint64_t> writeEpoch) {
+    --jobsInFlight;
+    if (writeEpoch) finishWrite(*writeEpoch);
     if (jobsInFlight == 0) {
       for (auto& waiter : idleWaiters) waiter->fulfill();
       idleWaiters.clear();
@@ -367,6 +426,7 @@ class RocksDbRecordStore final : public RecordStore {
   ~RocksDbRecordStore() noexcept override = default;  // The canceler cancels what is in flight.
 
   size_t maxRecordSize() const override { return db_.options.maxPayload; }
+  const char* maxRecordSizeOption() const override { return "store.rocksdb.max-payload"; }
 
   kj::Promise<StoreResult<void>> put(RecordFamily family, std::string key,
                                      std::string bytes) override {
@@ -378,9 +438,11 @@ class RocksDbRecordStore final : public RecordStore {
           " bytes (store.rocksdb.max-payload)"));
     }
     if (auto refused = refuseWrite(record)) return StoreResult<void>(std::move(*refused));
-    return canceler_.wrap(db_.dispatch<void>(
-        epoch_, [family, key = std::move(key), bytes = std::move(bytes),
-                 record = std::move(record), path = db_.options.path](OpenDb& db) {
+    std::string slot = recordFamilyName(family) + ("/" + key);
+    return canceler_.wrap(db_.dispatchWrite<void>(
+        std::move(slot), epoch_, record,
+        [family, key = std::move(key), bytes = std::move(bytes), record = record,
+         path = db_.options.path](OpenDb& db) {
           rocksdb::WriteOptions write;
           write.sync = true;
           rocksdb::Status status = db.db->Put(write, db.family(family), key, bytes);
@@ -413,10 +475,13 @@ class RocksDbRecordStore final : public RecordStore {
   kj::Promise<StoreResult<bool>> remove(RecordFamily family, std::string key) override {
     std::string record = recordName(family, key);
     if (auto refused = refuseWrite(record)) return StoreResult<bool>(std::move(*refused));
-    // The loop is the only writer, so nothing changes the key between the Get and the Delete.
-    return canceler_.wrap(db_.dispatch<bool>(
-        epoch_, [family, key = std::move(key), record = std::move(record),
-                 path = db_.options.path](OpenDb& db) -> StoreResult<bool> {
+    // Writes to one record run one at a time (dispatchWrite), so nothing changes the key
+    // between the Get and the Delete.
+    std::string slot = recordFamilyName(family) + ("/" + key);
+    return canceler_.wrap(db_.dispatchWrite<bool>(
+        std::move(slot), epoch_, record,
+        [family, key = std::move(key), record = record,
+         path = db_.options.path](OpenDb& db) -> StoreResult<bool> {
           std::string bytes;
           rocksdb::Status status = db.db->Get(rocksdb::ReadOptions(), db.family(family), key, &bytes);
           if (status.IsNotFound()) return false;
@@ -575,8 +640,10 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> RocksDbDatabase::openTerm(uint64_
                   self->closedError("open a store for epoch " + std::to_string(epoch)));
             }
             if (self->recordedEpoch == epoch) return StoreResult<void>();  // Same term again.
+            // Counted as a write of `epoch`, so a later openTerm() waits for it even if this
+            // call is cancelled: meta never goes back to a lower epoch.
             return self
-                ->dispatch<void>(std::nullopt,
+                ->dispatch<void>(epoch,
                                  [epoch, path = self->options.path](OpenDb& db) {
                                    rocksdb::WriteOptions write;
                                    write.sync = true;

@@ -25,6 +25,7 @@ class ZooKeeperStoreServices final : public StoreServices {
   ~ZooKeeperStoreServices() noexcept override = default;
 
   StoreBackend backend() const override { return StoreBackend::kZooKeeper; }
+  kj::Promise<void> close() override { return kj::READY_NOW; }
 
   kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
     return canceler_.wrap(ZooKeeperRecordStore::open(zooKeeper_, kj::mv(term), options_)
@@ -49,6 +50,13 @@ class RocksDbStoreServices final : public StoreServices {
   ~RocksDbStoreServices() noexcept override = default;
 
   StoreBackend backend() const override { return StoreBackend::kRocksDb; }
+
+  kj::Promise<void> close() override {
+    KJ_IF_MAYBE (database, database_) {
+      return (*database)->close();
+    }
+    return kj::READY_NOW;
+  }
 
   kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
     const uint64_t epoch = term.epoch;
@@ -75,6 +83,7 @@ class RocksDbStoreServices final : public StoreServices {
   kj::Promise<StoreResult<bool>> database() {
     if (database_ != nullptr) return StoreResult<bool>(true);
     if (opening_ == nullptr) {
+      ++openGeneration_;
       opening_ = RocksDbDatabase::open(loop_, options_)
                      .then([this](StoreResult<kj::Own<RocksDbDatabase>>&& opened)
                                -> StoreResult<bool> {
@@ -85,10 +94,12 @@ class RocksDbStoreServices final : public StoreServices {
                      .fork();
     }
     KJ_IF_MAYBE (opening, opening_) {
-      return opening->addBranch().then([this](StoreResult<bool>&& opened) {
-        if (!opened.ok() || database_ != nullptr) opening_ = nullptr;
-        return kj::mv(opened);
-      });
+      return opening->addBranch().then(
+          [this, generation = openGeneration_](StoreResult<bool>&& opened) {
+            // The next call retries a failed open, unless one already did.
+            if (generation == openGeneration_) opening_ = nullptr;
+            return kj::mv(opened);
+          });
     }
     KJ_UNREACHABLE;
   }
@@ -98,6 +109,7 @@ class RocksDbStoreServices final : public StoreServices {
   const size_t retain_;
   kj::Maybe<kj::Own<RocksDbDatabase>> database_;  // Outlives every term store it opened.
   kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> opening_;
+  uint64_t openGeneration_ = 0;
   kj::Canceler canceler_;
 };
 

@@ -38,7 +38,7 @@ class LeaderStores {
   virtual JobResultStore& jobResults() = 0;
 };
 
-// One per process. Loop-thread only.
+// One per process. Loop-thread only. Must outlive every LeaderStores it opened.
 class StoreServices {
  public:
   virtual ~StoreServices() noexcept(false) = default;
@@ -55,6 +55,11 @@ class StoreServices {
   // across terms). kFenced when the term is already over; kUnavailable when the backend cannot
   // be reached or the database is locked by another process (after `store.rocksdb.lock-timeout`).
   virtual kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) = 0;
+
+  // Closes the RocksDB database on the thread pool once its work in flight is done (nothing to
+  // do for ZooKeeper). Call it at shutdown after the last term's stores are destroyed; the
+  // destructor otherwise closes the database on the loop thread.
+  virtual kj::Promise<void> close() = 0;
 };
 
 // The stores over an already opened backend (the factory uses it; so do tests and benchmarks

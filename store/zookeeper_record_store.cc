@@ -110,11 +110,16 @@ StoreError transactionError(const TransactionOutcome& outcome, const std::string
   }
   if (outcome.failedOp == kWriteOp && outcome.code == ZkCode::kNoNode) {
     // create: the folder was removed behind the store's back (open() creates it).
-    return StoreError::unavailable("cannot " + action + " '" + path + "': its parent node is missing (" +
-                                   code + ")");
+    return StoreError::unavailable("cannot " + action + " '" + path +
+                                   "': its parent node is missing (" + code + ")");
   }
-  return StoreError::unavailable("cannot " + action + " '" + path + "': ZooKeeper answered " +
-                                 code);
+  std::string message = "cannot " + action + " '" + path + "': ZooKeeper answered " + code;
+  if (!outcome.failedOp) {
+    // No verdict reached us (connection loss, session expiry, closing): the transaction may
+    // have been applied. A retry finds out, and reports kFenced if the term is over.
+    message += "; it may or may not have been applied";
+  }
+  return StoreError::unavailable(std::move(message));
 }
 
 // One create-or-replace step of put(): [check(latch), create] when `create`, else
@@ -131,16 +136,16 @@ kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreT
                        : ZkOp::setData(path, *bytes));
   return zooKeeper.multi(std::move(ops))
       .then([&zooKeeper, &term, path = std::move(path), bytes = std::move(bytes), create,
-             transactionsLeft](ZkReply<std::vector<ZkOpResult>> reply) mutable
-            -> kj::Promise<StoreResult<void>> {
+             transactionsLeft](
+                ZkReply<std::vector<ZkOpResult>> reply) mutable -> kj::Promise<StoreResult<void>> {
         const TransactionOutcome outcome = outcomeOf(reply, 2);
         if (outcome.applied) return StoreResult<void>();
         if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
           return StoreResult<void>(fencedError(term, "'" + path + "' was not written"));
         }
-        const bool raced = outcome.failedOp == kWriteOp &&
-                           ((create && outcome.code == ZkCode::kNodeExists) ||
-                            (!create && outcome.code == ZkCode::kNoNode));
+        const bool raced =
+            outcome.failedOp == kWriteOp && ((create && outcome.code == ZkCode::kNodeExists) ||
+                                             (!create && outcome.code == ZkCode::kNoNode));
         if (raced) {
           if (transactionsLeft > 1) {
             return putStep(zooKeeper, term, std::move(path), std::move(bytes), !create,
@@ -196,9 +201,9 @@ kj::Promise<void> readLane(ReadAllState& state) {
           state.values[index] = std::move(reply.value.data);
         } else if (reply.code != ZkCode::kNoNode) {
           if (!state.error) {
-            state.error = StoreError::unavailable(
-                "cannot read '" + recordPath(state.family, state.keys[index]) +
-                "': ZooKeeper answered " + codeName(reply.code));
+            state.error = StoreError::unavailable("cannot read '" +
+                                                  recordPath(state.family, state.keys[index]) +
+                                                  "': ZooKeeper answered " + codeName(reply.code));
           }
           return kj::READY_NOW;
         }
@@ -217,11 +222,12 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> ZooKeeperRecordStore::open(
   }
   auto ensureFolder = [&zooKeeper](RecordFamily family) {
     const std::string folder = recordFamilyName(family);
-    return zooKeeper.ensurePath(folder).then([folder](ZkReply<bool> reply) -> std::optional<StoreError> {
-      if (reply.ok()) return std::nullopt;
-      return StoreError::unavailable("cannot create the store's folder '" + folder +
-                                     "' in ZooKeeper: " + codeName(reply.code));
-    });
+    return zooKeeper.ensurePath(folder).then(
+        [folder](ZkReply<bool> reply) -> std::optional<StoreError> {
+          if (reply.ok()) return std::nullopt;
+          return StoreError::unavailable("cannot create the store's folder '" + folder +
+                                         "' in ZooKeeper: " + codeName(reply.code));
+        });
   };
   return ensureFolder(RecordFamily::kJobGraphs)
       .then([ensureFolder](std::optional<StoreError> failed) mutable
@@ -229,8 +235,8 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> ZooKeeperRecordStore::open(
         if (failed) return kj::mv(failed);
         return ensureFolder(RecordFamily::kJobResults);
       })
-      .then([&zooKeeper, term = std::move(term), options](
-                std::optional<StoreError> failed) mutable -> kj::Promise<Opened> {
+      .then([&zooKeeper, term = std::move(term),
+             options](std::optional<StoreError> failed) mutable -> kj::Promise<Opened> {
         if (failed) return Opened(std::move(*failed));
         std::string latch = term.latchPath;
         return zooKeeper.exists(std::move(latch))
@@ -279,13 +285,12 @@ kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(R
   using Got = StoreResult<std::optional<std::string>>;
   if (auto invalid = invalidKey(family, key)) return Got(std::move(*invalid));
   std::string path = recordPath(family, key);
-  return canceler_.wrap(
-      zooKeeper_.get(path).then([path](ZkReply<ha::NodeData> reply) -> Got {
-        if (reply.ok()) return std::optional<std::string>(std::move(reply.value.data));
-        if (reply.code == ZkCode::kNoNode) return std::optional<std::string>();
-        return StoreError::unavailable("cannot read '" + path + "': ZooKeeper answered " +
-                                       codeName(reply.code));
-      }));
+  return canceler_.wrap(zooKeeper_.get(path).then([path](ZkReply<ha::NodeData> reply) -> Got {
+    if (reply.ok()) return std::optional<std::string>(std::move(reply.value.data));
+    if (reply.code == ZkCode::kNoNode) return std::optional<std::string>();
+    return StoreError::unavailable("cannot read '" + path + "': ZooKeeper answered " +
+                                   codeName(reply.code));
+  }));
 }
 
 kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family, std::string key) {
@@ -295,19 +300,19 @@ kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family,
   ops.reserve(2);
   ops.push_back(ZkOp::check(term_.latchPath));
   ops.push_back(ZkOp::remove(path));
-  return canceler_.wrap(zooKeeper_.multi(std::move(ops))
-                            .then([this, path](ZkReply<std::vector<ZkOpResult>> reply)
-                                      -> StoreResult<bool> {
-                              const TransactionOutcome outcome = outcomeOf(reply, 2);
-                              if (outcome.applied) return true;
-                              if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
-                                return fencedError(term_, "'" + path + "' was not removed");
-                              }
-                              if (outcome.failedOp == kWriteOp && outcome.code == ZkCode::kNoNode) {
-                                return false;  // Nothing to remove (and the term is still ours).
-                              }
-                              return transactionError(outcome, "remove", path);
-                            }));
+  return canceler_.wrap(
+      zooKeeper_.multi(std::move(ops))
+          .then([this, path](ZkReply<std::vector<ZkOpResult>> reply) -> StoreResult<bool> {
+            const TransactionOutcome outcome = outcomeOf(reply, 2);
+            if (outcome.applied) return true;
+            if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
+              return fencedError(term_, "'" + path + "' was not removed");
+            }
+            if (outcome.failedOp == kWriteOp && outcome.code == ZkCode::kNoNode) {
+              return false;  // Nothing to remove (and the term is still ours).
+            }
+            return transactionError(outcome, "remove", path);
+          }));
 }
 
 kj::Promise<StoreResult<std::vector<std::string>>> ZooKeeperRecordStore::listKeys(
@@ -320,27 +325,28 @@ kj::Promise<StoreResult<std::vector<Record>>> ZooKeeperRecordStore::readAll(Reco
   const size_t window = std::max<size_t>(options_.maxReadsInFlight, 1);
   ha::Coordination& zooKeeper = zooKeeper_;
   return canceler_.wrap(
-      listFolder(zooKeeper_, family).then([&zooKeeper, family, window](
-                                StoreResult<std::vector<std::string>> listed) -> kj::Promise<Read> {
-        if (!listed.ok()) return Read(listed.error());
-        auto state = kj::heap<ReadAllState>(zooKeeper, family, std::move(listed).value());
-        const size_t lanes = std::min(window, state->keys.size());
-        auto builder = kj::heapArrayBuilder<kj::Promise<void>>(lanes);
-        for (size_t i = 0; i < lanes; ++i) builder.add(readLane(*state));
-        ReadAllState& s = *state;
-        return kj::joinPromises(builder.finish())
-            .then([&s]() -> Read {
-              if (s.error) return std::move(*s.error);
-              std::vector<Record> records;
-              records.reserve(s.keys.size());
-              for (size_t i = 0; i < s.keys.size(); ++i) {
-                if (!s.values[i]) continue;  // Removed between listing and reading.
-                records.push_back(Record{std::move(s.keys[i]), std::move(*s.values[i])});
-              }
-              return records;
-            })
-            .attach(kj::mv(state));
-      }));
+      listFolder(zooKeeper_, family)
+          .then([&zooKeeper, family,
+                 window](StoreResult<std::vector<std::string>> listed) -> kj::Promise<Read> {
+            if (!listed.ok()) return Read(listed.error());
+            auto state = kj::heap<ReadAllState>(zooKeeper, family, std::move(listed).value());
+            const size_t lanes = std::min(window, state->keys.size());
+            auto builder = kj::heapArrayBuilder<kj::Promise<void>>(lanes);
+            for (size_t i = 0; i < lanes; ++i) builder.add(readLane(*state));
+            ReadAllState& s = *state;
+            return kj::joinPromises(builder.finish())
+                .then([&s]() -> Read {
+                  if (s.error) return std::move(*s.error);
+                  std::vector<Record> records;
+                  records.reserve(s.keys.size());
+                  for (size_t i = 0; i < s.keys.size(); ++i) {
+                    if (!s.values[i]) continue;  // Removed between listing and reading.
+                    records.push_back(Record{std::move(s.keys[i]), std::move(*s.values[i])});
+                  }
+                  return records;
+                })
+                .attach(kj::mv(state));
+          }));
 }
 
 }  // namespace regent::store

@@ -37,6 +37,7 @@ class ZooKeeperRecordStore final : public RecordStore {
   ~ZooKeeperRecordStore() noexcept override;
 
   size_t maxRecordSize() const override;
+  const char* maxRecordSizeOption() const override { return "store.zookeeper.max-payload"; }
   kj::Promise<StoreResult<void>> put(RecordFamily family, std::string key,
                                      std::string bytes) override;
   kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,

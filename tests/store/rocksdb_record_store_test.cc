@@ -6,8 +6,10 @@
 #include <kj/async.h>
 #include <kj/debug.h>
 #include <kj/vector.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -343,6 +345,37 @@ TEST_F(RocksDbRecordStoreTest, PathThatIsARegularFileFailsNamingThePath) {
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.error().code, StoreErrorCode::kUnavailable);
   EXPECT_TRUE(contains(db.error().message, path_)) << db.error().message;
+}
+
+TEST_F(RocksDbRecordStoreTest, ADirectoryThatIsNotARegentStoreIsRefusedAndLeftUnchanged) {
+  std::filesystem::create_directories(path_);
+  { std::ofstream(path_ + "/notes.txt") << "someone else's files\n"; }
+  auto db = open(options(Duration(200)));
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.error().code, StoreErrorCode::kUnavailable);
+  EXPECT_TRUE(contains(db.error().message, path_)) << db.error().message;
+  EXPECT_TRUE(contains(db.error().message, "not empty")) << db.error().message;
+  EXPECT_FALSE(std::filesystem::exists(path_ + "/CURRENT"));
+
+  // Another program's RocksDB database (no meta column family) is not changed either.
+  const std::string foreign = path_ + "-foreign";
+  {
+    rocksdb::Options create;
+    create.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(create, foreign, &raw).ok());
+    std::unique_ptr<rocksdb::DB> other(raw);
+    ASSERT_TRUE(other->Put(rocksdb::WriteOptions(), "theirs", "value").ok());
+  }
+  RocksDbOptions foreignOptions = options(Duration(200));
+  foreignOptions.path = foreign;
+  auto opened = open(foreignOptions);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_TRUE(contains(opened.error().message, "not a regent store")) << opened.error().message;
+  std::vector<std::string> families;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), foreign, &families).ok());
+  EXPECT_EQ(families, std::vector<std::string>{rocksdb::kDefaultColumnFamilyName});
+  std::filesystem::remove_all(foreign);
 }
 
 TEST_F(RocksDbRecordStoreTest, DestroyingAStoreWithWritesInFlightLeavesTheDatabaseUsable) {

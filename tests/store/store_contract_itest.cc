@@ -101,7 +101,8 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   }
 
   void TearDown() override {
-    stores_ = nullptr;
+    endTerm();  // Every term's stores before the services that opened them.
+    if (services_) loop_.run(services_->close());
     services_.reset();
     zk_.reset();
   }

@@ -1,8 +1,6 @@
 // ZooKeeperRecordStore against the real ZooKeeper server: the record layout, fencing by the
 // writer's latch node (hand-over and session expiry), the payload limit, and readAll's reads in
 // flight, observed through a counting decorator around the real client.
-#include "store/zookeeper_record_store.h"
-
 #include <gtest/gtest.h>
 #include <kj/debug.h>
 
@@ -15,6 +13,7 @@
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "ha/zookeeper_client.h"
+#include "store/zookeeper_record_store.h"
 #include "tests/fixtures/tcp_fault_proxy.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
@@ -77,9 +76,8 @@ class CountingCoordination final : public ha::Coordination {
   kj::Promise<ZkReply<std::vector<ZkOpResult>>> multi(std::vector<ZkOp> ops) override {
     if (!beforeMulti) return inner_.multi(std::move(ops));
     auto hooked = beforeMulti(ops);
-    return hooked.then([this, ops = std::move(ops)]() mutable {
-      return inner_.multi(std::move(ops));
-    });
+    return hooked.then(
+        [this, ops = std::move(ops)]() mutable { return inner_.multi(std::move(ops)); });
   }
 
   kj::Promise<ZkReply<std::string>> create(std::string path, std::string data,
@@ -89,8 +87,7 @@ class CountingCoordination final : public ha::Coordination {
   kj::Promise<ha::Watched<NodeData>> getAndWatch(std::string path) override {
     return inner_.getAndWatch(std::move(path));
   }
-  kj::Promise<ZkReply<NodeStat>> set(std::string path, std::string data,
-                                     int32_t version) override {
+  kj::Promise<ZkReply<NodeStat>> set(std::string path, std::string data, int32_t version) override {
     return inner_.set(std::move(path), std::move(data), version);
   }
   kj::Promise<ZkReply<bool>> remove(std::string path, int32_t version) override {
@@ -102,8 +99,7 @@ class CountingCoordination final : public ha::Coordination {
   kj::Promise<ha::Watched<std::optional<NodeStat>>> existsAndWatch(std::string path) override {
     return inner_.existsAndWatch(std::move(path));
   }
-  kj::Promise<ha::Watched<std::vector<std::string>>> childrenAndWatch(
-      std::string path) override {
+  kj::Promise<ha::Watched<std::vector<std::string>>> childrenAndWatch(std::string path) override {
     return inner_.childrenAndWatch(std::move(path));
   }
   kj::Promise<ZkReply<bool>> ensurePath(std::string path) override {
@@ -267,15 +263,16 @@ TEST_F(ZooKeeperRecordStoreTest, AFailedTransactionNamesTheOperationThatFailed) 
   ASSERT_TRUE(run(client->ensurePath("jobgraphs/" + key(1))).ok());
   const auto inconsistent = static_cast<ZkCode>(-2);
 
-  auto fenced = run(client->multi({ZkOp::check("latch/m-0000009999"),
-                                   ZkOp::create("jobgraphs/" + key(2), "", CreateMode::kPersistent)}));
+  auto fenced =
+      run(client->multi({ZkOp::check("latch/m-0000009999"),
+                         ZkOp::create("jobgraphs/" + key(2), "", CreateMode::kPersistent)}));
   EXPECT_EQ(fenced.code, ZkCode::kNoNode);
   ASSERT_EQ(fenced.value.size(), 2u);
   EXPECT_EQ(fenced.value[0].code, ZkCode::kNoNode);
   EXPECT_EQ(fenced.value[1].code, inconsistent);
 
-  auto exists = run(client->multi({ZkOp::check(latch),
-                                   ZkOp::create("jobgraphs/" + key(1), "", CreateMode::kPersistent)}));
+  auto exists = run(client->multi(
+      {ZkOp::check(latch), ZkOp::create("jobgraphs/" + key(1), "", CreateMode::kPersistent)}));
   EXPECT_EQ(exists.code, ZkCode::kNodeExists);
   ASSERT_EQ(exists.value.size(), 2u);
   EXPECT_EQ(exists.value[0].code, ZkCode::kOk);
@@ -313,7 +310,8 @@ TEST_F(ZooKeeperRecordStoreTest, AStoreWhoseLatchNodeWasHandedOverCannotWriteWhi
   ASSERT_FALSE(replaced.ok());
   EXPECT_EQ(replaced.error().code, StoreErrorCode::kFenced);
   EXPECT_NE(replaced.error().message.find(oldLatch), std::string::npos) << replaced.error().message;
-  EXPECT_NE(replaced.error().message.find("epoch 7"), std::string::npos) << replaced.error().message;
+  EXPECT_NE(replaced.error().message.find("epoch 7"), std::string::npos)
+      << replaced.error().message;
   auto created = run(oldStore->put(RecordFamily::kJobGraphs, key(2), "new"));
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.error().code, StoreErrorCode::kFenced);
@@ -466,8 +464,8 @@ TEST_F(ZooKeeperRecordStoreTest, APutOverTheLimitIsRefusedAndCreatesNothing) {
   auto refused = run(store->put(RecordFamily::kJobGraphs, key(1), std::string(1001, 'x')));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, StoreErrorCode::kTooLarge);
-  for (const std::string& part : {std::string("jobgraphs"), key(1), std::string("1001"),
-                                  std::string("1000")}) {
+  for (const std::string& part :
+       {std::string("jobgraphs"), key(1), std::string("1001"), std::string("1000")}) {
     EXPECT_NE(refused.error().message.find(part), std::string::npos)
         << refused.error().message << " should name " << part;
   }
@@ -495,8 +493,8 @@ TEST_F(ZooKeeperRecordStoreTest, TheDefaultLimitFitsUnderZooKeepersDefaultBuffer
 TEST_F(ZooKeeperRecordStoreTest, KeysThatAreNotNodeNamesAreInvalid) {
   auto client = connect();
   auto store = open(*client, 1, createLatch(*client));
-  for (const std::string& bad : {std::string(""), std::string("a/b"), std::string(".."),
-                                 std::string("x\ny")}) {
+  for (const std::string& bad :
+       {std::string(""), std::string("a/b"), std::string(".."), std::string("x\ny")}) {
     auto put = run(store->put(RecordFamily::kJobGraphs, bad, "x"));
     ASSERT_FALSE(put.ok()) << bad;
     EXPECT_EQ(put.error().code, StoreErrorCode::kInvalid) << bad;
