@@ -97,7 +97,7 @@ std::string decodeFailure(const kj::Exception& exception) {
 template <typename Struct>
 StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string bytes) {
   if (!JobId::fromHex(key)) return StoreError::corrupt(kNotAJobId);
-  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  kj::Own<capnp::MallocMessageBuilder> message;
   bool trailing = false;
   KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] {
                  kj::ArrayInputStream input(kj::arrayPtr(
@@ -105,7 +105,13 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                  capnp::ReaderOptions options;
                  options.traversalLimitInWords = kMaxMessageWords;
                  capnp::PackedMessageReader reader(input, options);
-                 message->setRoot(reader.getRoot<Struct>());
+                 auto root = reader.getRoot<Struct>();
+                 // One segment of the exact size: the default first segment (8 KiB, zeroed) is
+                 // most of the cost of decoding a small record.
+                 const uint64_t words = root.totalSize().wordCount + 1;
+                 message = kj::heap<capnp::MallocMessageBuilder>(
+                     static_cast<unsigned>(std::min<uint64_t>(words, kMaxMessageWords)));
+                 message->setRoot(root);
                  kj::byte extra;
                  trailing = input.tryRead(&extra, 1, 1) > 0;
                })) {
