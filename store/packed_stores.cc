@@ -126,10 +126,33 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
   return StoredMessage<Struct>(kj::mv(message), kj::mv(bytes));
 }
 
+const char* recordKindName(RecordFamily family) {
+  return family == RecordFamily::kJobGraphs ? "JobGraph" : "JobResult";
+}
+
 // kCorrupt with the record named, for get().
 StoreError corruptRecord(const char* family, const std::string& key, const StoreError& why) {
   return StoreError::corrupt(std::string(family) + " record " + key + " " + why.message +
                              "; it is left in place");
+}
+
+// One record of `family`, decoded: kNotFound when there is none, kCorrupt naming the job.
+template <typename Struct>
+kj::Promise<StoreResult<StoredMessage<Struct>>> readRecord(RecordStore& records,
+                                                           RecordFamily family, JobId id) {
+  std::string key = id.toHex();
+  return records.get(family, key).then(
+      [family, key](StoreResult<std::optional<std::string>>&& record)
+          -> StoreResult<StoredMessage<Struct>> {
+        if (!record.ok()) return record.error();
+        if (!record.value()) {
+          return StoreError::notFound(std::string("no ") + recordKindName(family) +
+                                      " stored for job " + key);
+        }
+        auto decoded = decode<Struct>(key, kj::mv(*record.value()));
+        if (!decoded.ok()) return corruptRecord(recordFamilyName(family), key, decoded.error());
+        return kj::mv(decoded).value();
+      });
 }
 
 void logSkipped(const char* family, const CorruptRecord& record) {
@@ -170,21 +193,7 @@ class PackedJobGraphStore final : public JobGraphStore {
   }
 
   kj::Promise<StoreResult<JobGraphMessage>> get(JobId id) override {
-    std::string key = id.toHex();
-    return canceler_.wrap(records_.get(RecordFamily::kJobGraphs, key)
-                              .then([key](StoreResult<std::optional<std::string>>&& record)
-                                        -> StoreResult<JobGraphMessage> {
-                                if (!record.ok()) return record.error();
-                                if (!record.value()) {
-                                  return StoreError::notFound("no JobGraph stored for job " + key);
-                                }
-                                auto decoded =
-                                    decode<wire::JobGraph>(key, kj::mv(*record.value()));
-                                if (!decoded.ok()) {
-                                  return corruptRecord("jobgraphs", key, decoded.error());
-                                }
-                                return kj::mv(decoded).value();
-                              }));
+    return canceler_.wrap(readRecord<wire::JobGraph>(records_, RecordFamily::kJobGraphs, id));
   }
 
   kj::Promise<StoreResult<bool>> remove(JobId id) override {
@@ -299,15 +308,10 @@ class PackedJobResultStore final : public JobResultStore {
   kj::Promise<StoreResult<void>> markClean(JobId id) override {
     std::string key = id.toHex();
     return canceler_.wrap(
-        records_.get(RecordFamily::kJobResults, key)
-            .then([this, key](StoreResult<std::optional<std::string>>&& record)
+        readRecord<wire::JobResult>(records_, RecordFamily::kJobResults, id)
+            .then([this, key](StoreResult<JobResultMessage>&& decoded)
                       -> kj::Promise<StoreResult<void>> {
-              if (!record.ok()) return readyError(record.error());
-              if (!record.value()) {
-                return readyError(StoreError::notFound("no JobResult stored for job " + key));
-              }
-              auto decoded = decode<wire::JobResult>(key, kj::mv(*record.value()));
-              if (!decoded.ok()) return readyError(corruptRecord("job-results", key, decoded.error()));
+              if (!decoded.ok()) return readyError(decoded.error());
               const int64_t endedAtMs = decoded.value().get().getEndedAtMs();
               if (decoded.value().get().getClean()) {
                 return applyRetention(key, endedAtMs);
@@ -328,21 +332,7 @@ class PackedJobResultStore final : public JobResultStore {
   }
 
   kj::Promise<StoreResult<JobResultMessage>> get(JobId id) override {
-    std::string key = id.toHex();
-    return canceler_.wrap(records_.get(RecordFamily::kJobResults, key)
-                              .then([key](StoreResult<std::optional<std::string>>&& record)
-                                        -> StoreResult<JobResultMessage> {
-                                if (!record.ok()) return record.error();
-                                if (!record.value()) {
-                                  return StoreError::notFound("no JobResult stored for job " + key);
-                                }
-                                auto decoded =
-                                    decode<wire::JobResult>(key, kj::mv(*record.value()));
-                                if (!decoded.ok()) {
-                                  return corruptRecord("job-results", key, decoded.error());
-                                }
-                                return kj::mv(decoded).value();
-                              }));
+    return canceler_.wrap(readRecord<wire::JobResult>(records_, RecordFamily::kJobResults, id));
   }
 
   kj::Promise<StoreResult<JobResults>> listDirty() override {
