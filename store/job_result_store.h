@@ -33,7 +33,9 @@ class JobResultStore {
   // cleanup). kInvalid without a job id or with a state that is not terminal (finished, failed,
   // canceled); kTooLarge; kFenced; kUnavailable.
   virtual kj::Promise<StoreResult<void>> createDirty(wire::JobResult::Reader result) = 0;
-  // Sets clean = true, then applies the retention. Marking a clean result again is a no-op.
+  // Sets clean = true, then applies the retention (the first call of a term reads every result
+  // to index the clean ones; if that fails, pruning waits for the next call and the result is
+  // still marked clean). Marking a clean result again does not rewrite it.
   // kNotFound; kCorrupt; kFenced; kUnavailable.
   virtual kj::Promise<StoreResult<void>> markClean(JobId id) = 0;
   // kNotFound; kCorrupt.
