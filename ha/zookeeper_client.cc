@@ -585,6 +585,8 @@ struct ZooKeeperClient::State {
     void complete(ZkCode code, T value) {
       fulfiller->fulfill(ZkReply<T>{state->translate(code), std::move(value)});
     }
+    // The completion shared with WatchedCall; there is no watch to keep.
+    void complete(ZkCode code, T value, bool /*watchSet*/) { complete(code, std::move(value)); }
     State* state;
     kj::Own<kj::PromiseFulfiller<ZkReply<T>>> fulfiller;
   };
@@ -644,6 +646,32 @@ struct ZooKeeperClient::State {
     if (event.type != WatchEvent::Type::kSessionLost) ++state->watchesFired;
     watch->fulfiller->fulfill(kj::mv(event));
     state->finish(watch);
+  }
+
+  // What every single-node operation does first: check the path, make its call record and
+  // promise, and issue it; `issue(zh, absolutePath, call)` starts the library's operation.
+  template <typename T, typename Issue>
+  kj::Promise<ZkReply<T>> request(const std::string& path, Issue&& issue) {
+    if (!validRelative(path)) return ZkReply<T>{ZkCode::kBadArguments, T{}};
+    using Call = ReplyCall<T>;
+    auto paf = kj::newPromiseAndFulfiller<ZkReply<T>>();
+    const std::string full = absolute(path);
+    submit(std::make_unique<Call>(this, kj::mv(paf.fulfiller)),
+           [&](zhandle_t* zh, Call* c) { return issue(zh, full.c_str(), c); });
+    return kj::mv(paf.promise);
+  }
+
+  // The same for a read that sets a watch.
+  template <typename T, typename Issue>
+  kj::Promise<Watched<T>> watchedRequest(const std::string& path, Issue&& issue) {
+    if (!validRelative(path)) return Watched<T>{ZkReply<T>{ZkCode::kBadArguments, T{}}, nullptr};
+    using Call = WatchedCall<T>;
+    auto paf = kj::newPromiseAndFulfiller<Watched<T>>();
+    auto [watch, watchPromise] = newWatch(path);
+    const std::string full = absolute(path);
+    submit(std::make_unique<Call>(this, kj::mv(paf.fulfiller), watch, kj::mv(watchPromise)),
+           [&](zhandle_t* zh, Call* c) { return issue(zh, full.c_str(), c); });
+    return kj::mv(paf.promise);
   }
 
   // Creates the watch record and its promise for a watched read.
@@ -743,6 +771,59 @@ Result<std::unique_ptr<ZooKeeperClient>> ZooKeeperClient::start(EventLoop& loop,
   return std::unique_ptr<ZooKeeperClient>(new ZooKeeperClient(kj::mv(state)));
 }
 
+namespace {
+
+// Library completions shared by the plain and the watched read of each kind; `Call` is a
+// State::ReplyCall or a State::WatchedCall.
+template <typename Call>
+Call* callOf(const void* context) {
+  return static_cast<Call*>(const_cast<void*>(context));
+}
+
+template <typename Call>
+void onData(int rc, const char* value, int length, const Stat* stat, const void* context) {
+  Call* c = callOf<Call>(context);
+  NodeData data;
+  if (rc == ZOK) {
+    if (value != nullptr && length > 0) data.data.assign(value, length);
+    data.stat = toNodeStat(stat);
+  }
+  c->complete(static_cast<ZkCode>(rc), std::move(data), rc == ZOK);
+  c->state->finish(c);
+}
+
+template <typename Call>
+void onExists(int rc, const Stat* stat, const void* context) {
+  Call* c = callOf<Call>(context);
+  // A missing node is an answer (nullopt), and a watch on it is set too: it fires on creation.
+  if (rc == ZNONODE) {
+    c->complete(ZkCode::kOk, std::nullopt, true);
+  } else if (rc == ZOK) {
+    c->complete(ZkCode::kOk, toNodeStat(stat), true);
+  } else {
+    c->complete(static_cast<ZkCode>(rc), std::nullopt, false);
+  }
+  c->state->finish(c);
+}
+
+std::vector<std::string> toNames(const String_vector* strings) {
+  std::vector<std::string> names;
+  if (strings == nullptr) return names;
+  names.reserve(static_cast<size_t>(strings->count));
+  for (int32_t i = 0; i < strings->count; ++i) names.emplace_back(strings->data[i]);
+  return names;
+}
+
+template <typename Call>
+void onChildren(int rc, const String_vector* strings, const void* context) {
+  Call* c = callOf<Call>(context);
+  c->complete(static_cast<ZkCode>(rc), rc == ZOK ? toNames(strings) : std::vector<std::string>{},
+              rc == ZOK);
+  c->state->finish(c);
+}
+
+}  // namespace
+
 ZooKeeperClient::ZooKeeperClient(kj::Own<State> state) : state_(kj::mv(state)) {}
 
 ZooKeeperClient::~ZooKeeperClient() noexcept {
@@ -776,56 +857,17 @@ kj::Promise<ZkReply<std::string>> ZooKeeperClient::create(std::string path, std:
 }
 
 kj::Promise<ZkReply<NodeData>> ZooKeeperClient::get(std::string path) {
-  if (!State::validRelative(path)) return ZkReply<NodeData>{ZkCode::kBadArguments, {}};
   using Call = State::ReplyCall<NodeData>;
-  auto paf = kj::newPromiseAndFulfiller<ZkReply<NodeData>>();
-  const std::string absolute = state_->absolute(path);
-  state_->submit(std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller)),
-                 [&absolute](zhandle_t* zh, Call* c) {
-                   return zoo_aget(
-                       zh, absolute.c_str(), 0,
-                       [](int rc, const char* value, int length, const Stat* stat,
-                          const void* context) {
-                         auto* c = static_cast<Call*>(const_cast<void*>(context));
-                         NodeData data;
-                         if (rc == ZOK) {
-                           if (value != nullptr && length > 0) data.data.assign(value, length);
-                           data.stat = toNodeStat(stat);
-                         }
-                         c->complete(static_cast<ZkCode>(rc), std::move(data));
-                         c->state->finish(c);
-                       },
-                       c);
-                 });
-  return kj::mv(paf.promise);
+  return state_->request<NodeData>(path, [](zhandle_t* zh, const char* full, Call* c) {
+    return zoo_aget(zh, full, 0, &onData<Call>, c);
+  });
 }
 
 kj::Promise<Watched<NodeData>> ZooKeeperClient::getAndWatch(std::string path) {
-  if (!State::validRelative(path)) {
-    return Watched<NodeData>{ZkReply<NodeData>{ZkCode::kBadArguments, {}}, nullptr};
-  }
   using Call = State::WatchedCall<NodeData>;
-  auto paf = kj::newPromiseAndFulfiller<Watched<NodeData>>();
-  auto [watch, watchPromise] = state_->newWatch(path);
-  const std::string absolute = state_->absolute(path);
-  state_->submit(
-      std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller), watch, kj::mv(watchPromise)),
-      [&absolute](zhandle_t* zh, Call* c) {
-        return zoo_awget(
-            zh, absolute.c_str(), &State::onWatch, c->watch,
-            [](int rc, const char* value, int length, const Stat* stat, const void* context) {
-              auto* c = static_cast<Call*>(const_cast<void*>(context));
-              NodeData data;
-              if (rc == ZOK) {
-                if (value != nullptr && length > 0) data.data.assign(value, length);
-                data.stat = toNodeStat(stat);
-              }
-              c->complete(static_cast<ZkCode>(rc), std::move(data), rc == ZOK);
-              c->state->finish(c);
-            },
-            c);
-      });
-  return kj::mv(paf.promise);
+  return state_->watchedRequest<NodeData>(path, [](zhandle_t* zh, const char* full, Call* c) {
+    return zoo_awget(zh, full, &State::onWatch, c->watch, &onData<Call>, c);
+  });
 }
 
 kj::Promise<ZkReply<NodeStat>> ZooKeeperClient::set(std::string path, std::string data,
@@ -858,134 +900,49 @@ kj::Promise<ZkReply<NodeStat>> ZooKeeperClient::set(std::string path, std::strin
 }
 
 kj::Promise<ZkReply<bool>> ZooKeeperClient::remove(std::string path, int32_t version) {
-  if (!State::validRelative(path)) return ZkReply<bool>{ZkCode::kBadArguments, false};
   using Call = State::ReplyCall<bool>;
-  auto paf = kj::newPromiseAndFulfiller<ZkReply<bool>>();
-  const std::string absolute = state_->absolute(path);
-  state_->submit(std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller)),
-                 [&absolute, version](zhandle_t* zh, Call* c) {
-                   return zoo_adelete(
-                       zh, absolute.c_str(), version,
-                       [](int rc, const void* context) {
-                         auto* c = static_cast<Call*>(const_cast<void*>(context));
-                         c->complete(static_cast<ZkCode>(rc), rc == ZOK);
-                         c->state->finish(c);
-                       },
-                       c);
-                 });
-  return kj::mv(paf.promise);
+  return state_->request<bool>(path, [version](zhandle_t* zh, const char* full, Call* c) {
+    return zoo_adelete(
+        zh, full, version,
+        [](int rc, const void* context) {
+          Call* c = callOf<Call>(context);
+          c->complete(static_cast<ZkCode>(rc), rc == ZOK);
+          c->state->finish(c);
+        },
+        c);
+  });
 }
 
 kj::Promise<ZkReply<std::optional<NodeStat>>> ZooKeeperClient::exists(std::string path) {
-  using Value = std::optional<NodeStat>;
-  if (!State::validRelative(path)) return ZkReply<Value>{ZkCode::kBadArguments, {}};
-  using Call = State::ReplyCall<Value>;
-  auto paf = kj::newPromiseAndFulfiller<ZkReply<Value>>();
-  const std::string absolute = state_->absolute(path);
-  state_->submit(std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller)),
-                 [&absolute](zhandle_t* zh, Call* c) {
-                   return zoo_aexists(
-                       zh, absolute.c_str(), 0,
-                       [](int rc, const Stat* stat, const void* context) {
-                         auto* c = static_cast<Call*>(const_cast<void*>(context));
-                         if (rc == ZNONODE) {
-                           c->complete(ZkCode::kOk, std::nullopt);
-                         } else if (rc == ZOK) {
-                           c->complete(ZkCode::kOk, toNodeStat(stat));
-                         } else {
-                           c->complete(static_cast<ZkCode>(rc), std::nullopt);
-                         }
-                         c->state->finish(c);
-                       },
-                       c);
-                 });
-  return kj::mv(paf.promise);
+  using Call = State::ReplyCall<std::optional<NodeStat>>;
+  return state_->request<std::optional<NodeStat>>(
+      path, [](zhandle_t* zh, const char* full, Call* c) {
+        return zoo_aexists(zh, full, 0, &onExists<Call>, c);
+      });
 }
 
 kj::Promise<Watched<std::optional<NodeStat>>> ZooKeeperClient::existsAndWatch(std::string path) {
-  using Value = std::optional<NodeStat>;
-  if (!State::validRelative(path)) {
-    return Watched<Value>{ZkReply<Value>{ZkCode::kBadArguments, {}}, nullptr};
-  }
-  using Call = State::WatchedCall<Value>;
-  auto paf = kj::newPromiseAndFulfiller<Watched<Value>>();
-  auto [watch, watchPromise] = state_->newWatch(path);
-  const std::string absolute = state_->absolute(path);
-  state_->submit(
-      std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller), watch, kj::mv(watchPromise)),
-      [&absolute](zhandle_t* zh, Call* c) {
-        return zoo_awexists(
-            zh, absolute.c_str(), &State::onWatch, c->watch,
-            [](int rc, const Stat* stat, const void* context) {
-              auto* c = static_cast<Call*>(const_cast<void*>(context));
-              // A watch on a missing node is set too: it fires when the node is created.
-              if (rc == ZNONODE) {
-                c->complete(ZkCode::kOk, std::nullopt, true);
-              } else if (rc == ZOK) {
-                c->complete(ZkCode::kOk, toNodeStat(stat), true);
-              } else {
-                c->complete(static_cast<ZkCode>(rc), std::nullopt, false);
-              }
-              c->state->finish(c);
-            },
-            c);
+  using Call = State::WatchedCall<std::optional<NodeStat>>;
+  return state_->watchedRequest<std::optional<NodeStat>>(
+      path, [](zhandle_t* zh, const char* full, Call* c) {
+        return zoo_awexists(zh, full, &State::onWatch, c->watch, &onExists<Call>, c);
       });
-  return kj::mv(paf.promise);
 }
-
-namespace {
-std::vector<std::string> toNames(const String_vector* strings) {
-  std::vector<std::string> names;
-  if (strings == nullptr) return names;
-  names.reserve(static_cast<size_t>(strings->count));
-  for (int32_t i = 0; i < strings->count; ++i) names.emplace_back(strings->data[i]);
-  return names;
-}
-}  // namespace
 
 kj::Promise<ZkReply<std::vector<std::string>>> ZooKeeperClient::children(std::string path) {
-  using Value = std::vector<std::string>;
-  if (!State::validRelative(path)) return ZkReply<Value>{ZkCode::kBadArguments, {}};
-  using Call = State::ReplyCall<Value>;
-  auto paf = kj::newPromiseAndFulfiller<ZkReply<Value>>();
-  const std::string absolute = state_->absolute(path);
-  state_->submit(std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller)),
-                 [&absolute](zhandle_t* zh, Call* c) {
-                   return zoo_aget_children(
-                       zh, absolute.c_str(), 0,
-                       [](int rc, const String_vector* strings, const void* context) {
-                         auto* c = static_cast<Call*>(const_cast<void*>(context));
-                         c->complete(static_cast<ZkCode>(rc), rc == ZOK ? toNames(strings) : Value{});
-                         c->state->finish(c);
-                       },
-                       c);
-                 });
-  return kj::mv(paf.promise);
+  using Call = State::ReplyCall<std::vector<std::string>>;
+  return state_->request<std::vector<std::string>>(
+      path, [](zhandle_t* zh, const char* full, Call* c) {
+        return zoo_aget_children(zh, full, 0, &onChildren<Call>, c);
+      });
 }
 
 kj::Promise<Watched<std::vector<std::string>>> ZooKeeperClient::childrenAndWatch(std::string path) {
-  using Value = std::vector<std::string>;
-  if (!State::validRelative(path)) {
-    return Watched<Value>{ZkReply<Value>{ZkCode::kBadArguments, {}}, nullptr};
-  }
-  using Call = State::WatchedCall<Value>;
-  auto paf = kj::newPromiseAndFulfiller<Watched<Value>>();
-  auto [watch, watchPromise] = state_->newWatch(path);
-  const std::string absolute = state_->absolute(path);
-  state_->submit(
-      std::make_unique<Call>(state_.get(), kj::mv(paf.fulfiller), watch, kj::mv(watchPromise)),
-      [&absolute](zhandle_t* zh, Call* c) {
-        return zoo_awget_children(
-            zh, absolute.c_str(), &State::onWatch, c->watch,
-            [](int rc, const String_vector* strings, const void* context) {
-              auto* c = static_cast<Call*>(const_cast<void*>(context));
-              c->complete(static_cast<ZkCode>(rc), rc == ZOK ? toNames(strings) : Value{},
-                          rc == ZOK);
-              c->state->finish(c);
-            },
-            c);
+  using Call = State::WatchedCall<std::vector<std::string>>;
+  return state_->watchedRequest<std::vector<std::string>>(
+      path, [](zhandle_t* zh, const char* full, Call* c) {
+        return zoo_awget_children(zh, full, &State::onWatch, c->watch, &onChildren<Call>, c);
       });
-  return kj::mv(paf.promise);
 }
 
 kj::Promise<ZkReply<std::vector<ZkOpResult>>> ZooKeeperClient::multi(std::vector<ZkOp> ops) {
