@@ -38,6 +38,7 @@ static_assert(static_cast<int>(ZkCode::kNoChildrenForEphemerals) == ZNOCHILDRENF
 const char* zkCodeName(ZkCode code) {
   switch (code) {
     case ZkCode::kOk: return "ZOK";
+    case ZkCode::kRuntimeInconsistency: return "ZRUNTIMEINCONSISTENCY";
     case ZkCode::kConnectionLoss: return "ZCONNECTIONLOSS";
     case ZkCode::kMarshallingError: return "ZMARSHALLINGERROR";
     case ZkCode::kOperationTimeout: return "ZOPERATIONTIMEOUT";
@@ -823,6 +824,14 @@ void onChildren(int rc, const String_vector* strings, const void* context) {
 }
 
 }  // namespace
+
+std::optional<size_t> failedOperation(const ZkReply<std::vector<ZkOpResult>>& reply) {
+  for (size_t i = 0; i < reply.value.size(); ++i) {
+    const ZkCode code = reply.value[i].code;
+    if (code != ZkCode::kOk && code != ZkCode::kRuntimeInconsistency) return i;
+  }
+  return std::nullopt;
+}
 
 ZooKeeperClient::ZooKeeperClient(kj::Own<State> state) : state_(kj::mv(state)) {}
 

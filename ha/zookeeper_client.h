@@ -26,6 +26,7 @@ namespace regent::ha {
 // named here still fit in the enum; zkCodeName() names them all.
 enum class ZkCode : int {
   kOk = 0,
+  kRuntimeInconsistency = -2,  // In a failed transaction: an operation after the one that failed.
   kConnectionLoss = -4,
   kMarshallingError = -5,
   kOperationTimeout = -7,
@@ -116,6 +117,11 @@ struct ZkOpResult {
   std::string createdPath;  // kCreate: the created node (relative), with its sequence suffix.
   NodeStat stat;            // kSetData: the node's new stat.
 };
+
+// The index of the operation that failed a transaction: ZooKeeper reports that operation's own
+// code, kOk before it and kRuntimeInconsistency after it. nullopt when no operation says so (the
+// transaction succeeded, or failed as a whole: connection loss, session expiry, closing).
+std::optional<size_t> failedOperation(const ZkReply<std::vector<ZkOpResult>>& reply);
 
 // The session's life, as listeners see it:
 //   kConnecting -> kConnected -> (kSuspended -> kReconnected)* -> kSuspended -> kExpired

@@ -41,16 +41,6 @@ std::optional<uint64_t> parseEpoch(const std::string& text) {
 
 std::string latchNodePath(const std::string& name) { return std::string(kLatchDir) + "/" + name; }
 
-// The index of the operation that failed a transaction (those after it report a runtime
-// inconsistency); the number of results when none says so (the transaction never arrived).
-size_t firstFailedOp(const ZkReply<std::vector<ha::ZkOpResult>>& reply) {
-  for (size_t i = 0; i < reply.value.size(); ++i) {
-    ZkCode code = reply.value[i].code;
-    if (code != ZkCode::kOk && static_cast<int>(code) != -2 /* ZRUNTIMEINCONSISTENCY */) return i;
-  }
-  return reply.value.size();
-}
-
 }  // namespace
 
 class ZooKeeperLeaderElection::ErrorHandler final : public kj::TaskSet::ErrorHandler {
@@ -435,15 +425,15 @@ void ZooKeeperLeaderElection::onWinReply(uint64_t generation, int64_t sessionId,
     leaderVersion_ = 0;
     return grant(generation, info);
   }
-  size_t failed = firstFailedOp(reply);
-  if (failed == 0 && reply.code == ZkCode::kNoNode) {
+  const std::optional<size_t> failed = ha::failedOperation(reply);
+  if (failed == 0u && reply.code == ZkCode::kNoNode) {
     spdlog::info("leader election: latch {} vanished before the win; contending again",
                  latch_.value_or("?"));
     latch_.reset();
     return contend();
   }
-  if (failed == 1 && reply.code == ZkCode::kNodeExists) return awaitLeaderGone(generation);
-  if (failed == 2 && (reply.code == ZkCode::kBadVersion || reply.code == ZkCode::kNoNode)) {
+  if (failed == 1u && reply.code == ZkCode::kNodeExists) return awaitLeaderGone(generation);
+  if (failed == 2u && (reply.code == ZkCode::kBadVersion || reply.code == ZkCode::kNoNode)) {
     spdlog::debug("leader election: the epoch moved under latch {}; reading it again",
                   latch_.value_or("?"));
     return tryWin(generation);
@@ -528,7 +518,7 @@ void ZooKeeperLeaderElection::claimOwnLeaderNode(uint64_t generation, const ha::
                     leaderVersion_ = version;
                     return grant(generation, info);
                   }
-                  if (firstFailedOp(reply) == 0 && reply.code == ZkCode::kNoNode) {
+                  if (ha::failedOperation(reply) == 0u && reply.code == ZkCode::kNoNode) {
                     spdlog::info("leader election: latch {} vanished; contending again",
                                  latch_.value_or("?"));
                     latch_.reset();

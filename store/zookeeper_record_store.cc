@@ -22,10 +22,6 @@ using ha::ZkOp;
 using ha::ZkOpResult;
 using ha::ZkReply;
 
-// ZooKeeper's ZRUNTIMEINCONSISTENCY: in a failed transaction, the code of every operation after
-// the one that failed (those before it report ZOK). Not named by ha::ZkCode.
-constexpr ZkCode kRuntimeInconsistency = static_cast<ZkCode>(-2);
-
 // put() alternates create and setData while another writer keeps removing and re-creating the
 // node; this bounds the alternation (each step is one transaction).
 constexpr int kMaxPutTransactions = 4;
@@ -40,8 +36,6 @@ std::string recordPath(RecordFamily family, const std::string& key) {
   path += key;
   return path;
 }
-
-std::string codeName(ZkCode code) { return ha::zkCodeName(code); }
 
 // A key becomes one node name: no '/', not "." or "..", no control characters.
 std::optional<StoreError> invalidKey(RecordFamily family, const std::string& key) {
@@ -72,23 +66,12 @@ struct TransactionOutcome {
   ZkCode code = ZkCode::kOk;
 };
 
-TransactionOutcome outcomeOf(const ZkReply<std::vector<ZkOpResult>>& reply, size_t opCount) {
+TransactionOutcome outcomeOf(const ZkReply<std::vector<ZkOpResult>>& reply) {
   TransactionOutcome outcome;
-  if (reply.ok()) {
-    outcome.applied = true;
-    return outcome;
-  }
+  outcome.applied = reply.ok();
   outcome.code = reply.code;
-  if (reply.value.size() == opCount) {
-    for (size_t i = 0; i < opCount; ++i) {
-      const ZkCode code = reply.value[i].code;
-      if (code != ZkCode::kOk && code != kRuntimeInconsistency) {
-        outcome.failedOp = i;
-        outcome.code = code;
-        break;
-      }
-    }
-  }
+  outcome.failedOp = ha::failedOperation(reply);
+  if (outcome.failedOp) outcome.code = reply.value[*outcome.failedOp].code;
   return outcome;
 }
 
@@ -101,7 +84,7 @@ StoreError fencedError(const StoreTerm& term, const std::string& what) {
 // Any outcome that is neither success, nor fencing, nor the expected node-level answer.
 StoreError transactionError(const TransactionOutcome& outcome, const std::string& action,
                             const std::string& path) {
-  const std::string code = codeName(outcome.code);
+  const std::string code = ha::zkCodeName(outcome.code);
   if (outcome.code == ZkCode::kNoAuth) {
     return StoreError::unavailable("ZooKeeper refused to " + action + " '" + path +
                                    "': not authorized (" + code +
@@ -138,7 +121,7 @@ kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreT
       .then([&zooKeeper, &term, path = std::move(path), bytes = std::move(bytes), create,
              transactionsLeft](
                 ZkReply<std::vector<ZkOpResult>> reply) mutable -> kj::Promise<StoreResult<void>> {
-        const TransactionOutcome outcome = outcomeOf(reply, 2);
+        const TransactionOutcome outcome = outcomeOf(reply);
         if (outcome.applied) return StoreResult<void>();
         if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
           return StoreResult<void>(fencedError(term, "'" + path + "' was not written"));
@@ -170,7 +153,7 @@ kj::Promise<StoreResult<std::vector<std::string>>> listFolder(ha::Coordination& 
         if (reply.code == ZkCode::kNoNode) return std::vector<std::string>();
         if (!reply.ok()) {
           return StoreError::unavailable("cannot list '" + folder + "': ZooKeeper answered " +
-                                         codeName(reply.code));
+                                         ha::zkCodeName(reply.code));
         }
         std::sort(reply.value.begin(), reply.value.end());
         return std::move(reply.value);
@@ -203,7 +186,7 @@ kj::Promise<void> readLane(ReadAllState& state) {
           if (!state.error) {
             state.error = StoreError::unavailable("cannot read '" +
                                                   recordPath(state.family, state.keys[index]) +
-                                                  "': ZooKeeper answered " + codeName(reply.code));
+                                                  "': ZooKeeper answered " + ha::zkCodeName(reply.code));
           }
           return kj::READY_NOW;
         }
@@ -226,7 +209,7 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> ZooKeeperRecordStore::open(
         [folder](ZkReply<bool> reply) -> std::optional<StoreError> {
           if (reply.ok()) return std::nullopt;
           return StoreError::unavailable("cannot create the store's folder '" + folder +
-                                         "' in ZooKeeper: " + codeName(reply.code));
+                                         "' in ZooKeeper: " + ha::zkCodeName(reply.code));
         });
   };
   return ensureFolder(RecordFamily::kJobGraphs)
@@ -245,7 +228,7 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> ZooKeeperRecordStore::open(
               if (!latch.ok()) {
                 return StoreError::unavailable("cannot check the latch node '" + term.latchPath +
                                                "' of epoch " + std::to_string(term.epoch) +
-                                               ": ZooKeeper answered " + codeName(latch.code));
+                                               ": ZooKeeper answered " + ha::zkCodeName(latch.code));
               }
               if (!latch.value) {
                 return StoreError::fenced("the term of epoch " + std::to_string(term.epoch) +
@@ -289,7 +272,7 @@ kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(R
     if (reply.ok()) return std::optional<std::string>(std::move(reply.value.data));
     if (reply.code == ZkCode::kNoNode) return std::optional<std::string>();
     return StoreError::unavailable("cannot read '" + path + "': ZooKeeper answered " +
-                                   codeName(reply.code));
+                                   ha::zkCodeName(reply.code));
   }));
 }
 
@@ -303,7 +286,7 @@ kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family,
   return canceler_.wrap(
       zooKeeper_.multi(std::move(ops))
           .then([this, path](ZkReply<std::vector<ZkOpResult>> reply) -> StoreResult<bool> {
-            const TransactionOutcome outcome = outcomeOf(reply, 2);
+            const TransactionOutcome outcome = outcomeOf(reply);
             if (outcome.applied) return true;
             if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
               return fencedError(term_, "'" + path + "' was not removed");
