@@ -1029,32 +1029,36 @@ kj::Promise<ZkReply<std::vector<ZkOpResult>>> ZooKeeperClient::multi(std::vector
   return kj::mv(paf.promise);
 }
 
+namespace {
+
+ZkReply<bool> existsNow(const ZkReply<std::string>& created) {
+  if (created.ok() || created.code == ZkCode::kNodeExists) return ZkReply<bool>{ZkCode::kOk, true};
+  return ZkReply<bool>{created.code, false};
+}
+
+// Creates `path` (absolute); only when its parent is missing does it make the parent first, so
+// the usual call, on a path that mostly exists, is one round trip.
+kj::Promise<ZkReply<bool>> ensureAbsolute(ZooKeeperClient::State* state, std::string path) {
+  return state->createAbsolute(path, "", CreateMode::kPersistent)
+      .then([state, path](ZkReply<std::string> created) -> kj::Promise<ZkReply<bool>> {
+        const size_t slash = path.rfind('/');
+        if (created.code != ZkCode::kNoNode || slash == 0 || slash == std::string::npos) {
+          return existsNow(created);
+        }
+        return ensureAbsolute(state, path.substr(0, slash))
+            .then([state, path](ZkReply<bool> parent) -> kj::Promise<ZkReply<bool>> {
+              if (!parent.ok()) return parent;
+              return state->createAbsolute(path, "", CreateMode::kPersistent)
+                  .then([](ZkReply<std::string> created) { return existsNow(created); });
+            });
+      });
+}
+
+}  // namespace
+
 kj::Promise<ZkReply<bool>> ZooKeeperClient::ensurePath(std::string path) {
   if (!State::validRelative(path)) return ZkReply<bool>{ZkCode::kBadArguments, false};
-  // Every absolute prefix, from the first component down to the node itself.
-  const std::string target = state_->absolute(path);
-  std::vector<std::string> prefixes;
-  for (size_t slash = target.find('/', 1); slash != std::string::npos;
-       slash = target.find('/', slash + 1)) {
-    prefixes.push_back(target.substr(0, slash));
-  }
-  prefixes.push_back(target);
-  kj::Promise<ZkReply<bool>> chain = ZkReply<bool>{ZkCode::kOk, true};
-  State* state = state_.get();
-  for (std::string& prefix : prefixes) {
-    chain = chain.then([state, prefix = std::move(prefix)](ZkReply<bool> previous) mutable
-                       -> kj::Promise<ZkReply<bool>> {
-      if (!previous.ok()) return previous;
-      return state->createAbsolute(prefix, "", CreateMode::kPersistent)
-          .then([](ZkReply<std::string> created) {
-            if (created.ok() || created.code == ZkCode::kNodeExists) {
-              return ZkReply<bool>{ZkCode::kOk, true};
-            }
-            return ZkReply<bool>{created.code, false};
-          });
-    });
-  }
-  return state->canceler.wrap(kj::mv(chain));
+  return state_->canceler.wrap(ensureAbsolute(state_.get(), state_->absolute(path)));
 }
 
 SessionState ZooKeeperClient::sessionState() const { return state_->state; }
