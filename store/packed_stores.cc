@@ -155,8 +155,33 @@ kj::Promise<StoreResult<StoredMessage<Struct>>> readRecord(RecordStore& records,
       });
 }
 
-void logSkipped(const char* family, const CorruptRecord& record) {
-  spdlog::warn("store: skipping corrupt {} record {}: {}", family, record.key, record.reason);
+void logSkipped(RecordFamily family, const CorruptRecord& record) {
+  spdlog::warn("store: skipping corrupt {} record {}: {}", recordFamilyName(family), record.key,
+               record.reason);
+}
+
+// Every record of `family` decoded, in key order; the ones that do not decode are reported (and
+// logged), not fatal.
+template <typename Struct>
+struct Decoded {
+  std::vector<StoredMessage<Struct>> messages;
+  std::vector<CorruptRecord> corrupt;
+};
+
+template <typename Struct>
+Decoded<Struct> decodeAll(RecordFamily family, std::vector<Record>&& records) {
+  Decoded<Struct> all;
+  all.messages.reserve(records.size());
+  for (Record& record : records) {
+    auto decoded = decode<Struct>(record.key, kj::mv(record.bytes));
+    if (decoded.ok()) {
+      all.messages.push_back(kj::mv(decoded).value());
+    } else {
+      all.corrupt.push_back({kj::mv(record.key), decoded.error().message});
+      logSkipped(family, all.corrupt.back());
+    }
+  }
+  return all;
 }
 
 std::string stateName(wire::JobState state) {
@@ -212,7 +237,7 @@ class PackedJobGraphStore final : public JobGraphStore {
                                   } else {
                                     listing.corrupt.push_back(
                                         {kj::mv(key), kNotAJobId});
-                                    logSkipped("jobgraphs", listing.corrupt.back());
+                                    logSkipped(RecordFamily::kJobGraphs, listing.corrupt.back());
                                   }
                                 }
                                 std::sort(listing.ids.begin(), listing.ids.end());
@@ -225,20 +250,10 @@ class PackedJobGraphStore final : public JobGraphStore {
                               .then([](StoreResult<std::vector<Record>>&& records)
                                         -> StoreResult<RecoveredJobGraphs> {
                                 if (!records.ok()) return records.error();
-                                RecoveredJobGraphs recovered;
-                                recovered.graphs.reserve(records.value().size());
-                                for (Record& record : records.value()) {
-                                  auto decoded =
-                                      decode<wire::JobGraph>(record.key, kj::mv(record.bytes));
-                                  if (decoded.ok()) {
-                                    recovered.graphs.push_back(kj::mv(decoded).value());
-                                  } else {
-                                    recovered.corrupt.push_back(
-                                        {kj::mv(record.key), decoded.error().message});
-                                    logSkipped("jobgraphs", recovered.corrupt.back());
-                                  }
-                                }
-                                return recovered;
+                                auto decoded = decodeAll<wire::JobGraph>(
+                                    RecordFamily::kJobGraphs, kj::mv(records).value());
+                                return RecoveredJobGraphs{kj::mv(decoded.messages),
+                                                          kj::mv(decoded.corrupt)};
                               }));
   }
 
@@ -288,6 +303,7 @@ class PackedJobResultStore final : public JobResultStore {
     // A dirty result is never pruned: out of the clean index before the write, so a prune that
     // starts meanwhile cannot pick it, and again after (an index loaded meanwhile).
     forgetClean(key);
+    ++writesIssued_;
     return canceler_.wrap(
         records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
             .then([this, key](StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
@@ -322,6 +338,7 @@ class PackedJobResultStore final : public JobResultStore {
               StoreResult<std::string> packed =
                   pack(builder, "the JobResult of job " + key, records_);
               if (!packed.ok()) return readyError(packed.error());
+              ++writesIssued_;
               return records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
                   .then([this, key, endedAtMs](
                             StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
@@ -364,23 +381,33 @@ class PackedJobResultStore final : public JobResultStore {
 
  private:
   // Every result, newest first, corrupt ones reported and skipped.
+  // Every result, newest first, corrupt ones reported and skipped. Also fills the clean index
+  // when it is not loaded yet and nothing was written meanwhile (a recovery's listing then
+  // spares the first markClean a second full read).
   kj::Promise<StoreResult<JobResults>> readResults() {
     return records_.readAll(RecordFamily::kJobResults)
-        .then([](StoreResult<std::vector<Record>>&& records) -> StoreResult<JobResults> {
+        .then([this, writesBefore = writesIssued_](
+                  StoreResult<std::vector<Record>>&& records) -> StoreResult<JobResults> {
           if (!records.ok()) return records.error();
-          JobResults all;
-          for (Record& record : records.value()) {
-            auto decoded = decode<wire::JobResult>(record.key, kj::mv(record.bytes));
-            if (decoded.ok()) {
-              all.results.push_back(kj::mv(decoded).value());
-            } else {
-              all.corrupt.push_back({kj::mv(record.key), decoded.error().message});
-              logSkipped("job-results", all.corrupt.back());
-            }
-          }
+          auto decoded =
+              decodeAll<wire::JobResult>(RecordFamily::kJobResults, kj::mv(records).value());
+          if (!index_ && writesBefore == writesIssued_) indexClean(decoded.messages);
+          JobResults all{kj::mv(decoded.messages), kj::mv(decoded.corrupt)};
           sortNewestFirst(all.results);
           return all;
         });
+  }
+
+  // Builds the clean index from every result. Corrupt records are neither counted nor pruned:
+  // an operator decides.
+  void indexClean(const std::vector<JobResultMessage>& results) {
+    index_.emplace();
+    for (const JobResultMessage& result : results) {
+      if (result.get().getClean()) {
+        const auto id = result.get().getJobId();
+        addClean(JobId(id.getHi(), id.getLo()).toHex(), result.get().getEndedAtMs());
+      }
+    }
   }
 
   // Counts `key` as clean and prunes beyond `retain`. The result is marked clean whatever
@@ -408,14 +435,9 @@ class PackedJobResultStore final : public JobResultStore {
                      .then([this](StoreResult<std::vector<Record>>&& records) -> StoreResult<bool> {
                        if (!records.ok()) return records.error();
                        if (!index_) {
-                         index_.emplace();
-                         for (Record& record : records.value()) {
-                           auto decoded = decode<wire::JobResult>(record.key, kj::mv(record.bytes));
-                           // Corrupt records are neither counted nor pruned: an operator decides.
-                           if (decoded.ok() && decoded.value().get().getClean()) {
-                             addClean(record.key, decoded.value().get().getEndedAtMs());
-                           }
-                         }
+                         indexClean(decodeAll<wire::JobResult>(RecordFamily::kJobResults,
+                                                               kj::mv(records).value())
+                                        .messages);
                        }
                        return true;
                      })
@@ -485,6 +507,7 @@ class PackedJobResultStore final : public JobResultStore {
   std::optional<CleanIndex> index_;
   kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> loading_;  // Reset from branches only.
   uint64_t loadGeneration_ = 0;
+  uint64_t writesIssued_ = 0;  // createDirty/markClean writes started; see readResults().
   kj::Canceler canceler_;
 };
 

@@ -1,5 +1,5 @@
 // The seam between the stores' encoding (Cap'n Proto records, validation, retention: see
-// packed_job_graph_store.h) and a backend that keeps opaque bytes under a key, fenced for one
+// packed_stores.cc) and a backend that keeps opaque bytes under a key, fenced for one
 // leadership term. Implementations: ZooKeeperRecordStore, RocksDbRecordStore.
 #pragma once
 
@@ -20,6 +20,9 @@ enum class RecordFamily { kJobGraphs, kJobResults };
 
 // "jobgraphs", "job-results": the ZooKeeper folder and the RocksDB column family name.
 const char* recordFamilyName(RecordFamily family);
+
+// "jobgraphs/<key>": the record's ZooKeeper path under the cluster root, and its name in messages.
+std::string recordName(RecordFamily family, const std::string& key);
 
 // The leadership term a store is opened for (DESIGN §5, fencing layer 3).
 struct StoreTerm {

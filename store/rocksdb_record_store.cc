@@ -78,10 +78,6 @@ std::string localHostName() {
   return name;
 }
 
-std::string recordName(RecordFamily family, const std::string& key) {
-  return std::string(recordFamilyName(family)) + "/" + key;
-}
-
 bool isLockFailure(const rocksdb::Status& status) {
   // RocksDB 7.8 reports "While lock file: <dir>/LOCK: Resource temporarily unavailable" for
   // another process and "lock hold by current process ... <dir>/LOCK: No locks available" for
@@ -320,7 +316,10 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
     auto paf = kj::newPromiseAndFulfiller<StoreResult<T>>();
     const std::string path = options.path;
     jobs.add(loop.runBlocking([db = db, work = kj::mv(work)]() mutable -> StoreResult<T> {
-                   return work(*db);
+                   // Dropped here, on the pool: if this is the last reference (close() ran
+                   // meanwhile), the database closes off the loop thread.
+                   auto open = std::move(db);
+                   return work(*open);
                  })
                  .catch_([path](kj::Exception&& exception) -> StoreResult<T> {
                    return StoreError::unavailable("RocksDB work on " + path + " failed: " +
@@ -335,14 +334,14 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
     return kj::mv(paf.promise);
   }
 
-  // A store write of `record` (family + key in `slot`), already checked against the fence:
+  // A store write of `record` ("family/key"), already checked against the fence:
   // writes to one record run one after another in call order (the RecordStore contract),
   // whatever their callers do with the promises. It counts as in flight for its epoch from this
   // call on, so openTerm() of a higher epoch waits for it even while it waits for its turn.
   template <typename T, typename Work>
-  kj::Promise<StoreResult<T>> dispatchWrite(std::string slot, uint64_t epoch, std::string record,
-                                            Work work) {
-    RecordQueue& queue = recordQueues[slot];
+  kj::Promise<StoreResult<T>> dispatchWrite(uint64_t epoch, std::string record, Work work) {
+    RecordQueue& queue = recordQueues[record];
+    std::string slot = record;
     ++queue.pending;
     auto turn = kj::newPromiseAndFulfiller<void>();
     kj::Promise<void> previous = kj::mv(queue.tail);
@@ -438,9 +437,8 @@ class RocksDbRecordStore final : public RecordStore {
           " bytes (store.rocksdb.max-payload)"));
     }
     if (auto refused = refuseWrite(record)) return StoreResult<void>(std::move(*refused));
-    std::string slot = recordFamilyName(family) + ("/" + key);
     return canceler_.wrap(db_.dispatchWrite<void>(
-        std::move(slot), epoch_, record,
+        epoch_, record,
         [family, key = std::move(key), bytes = std::move(bytes), record = record,
          path = db_.options.path](OpenDb& db) {
           rocksdb::WriteOptions write;
@@ -477,9 +475,8 @@ class RocksDbRecordStore final : public RecordStore {
     if (auto refused = refuseWrite(record)) return StoreResult<bool>(std::move(*refused));
     // Writes to one record run one at a time (dispatchWrite), so nothing changes the key
     // between the Get and the Delete.
-    std::string slot = recordFamilyName(family) + ("/" + key);
     return canceler_.wrap(db_.dispatchWrite<bool>(
-        std::move(slot), epoch_, record,
+        epoch_, record,
         [family, key = std::move(key), record = record,
          path = db_.options.path](OpenDb& db) -> StoreResult<bool> {
           std::string bytes;

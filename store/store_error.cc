@@ -1,20 +1,8 @@
-// Names of the stores' error codes and record families.
+// Names of the record families and records.
 #include "store/record_store.h"
 #include "store/store_error.h"
 
 namespace regent::store {
-
-const char* storeErrorCodeName(StoreErrorCode code) {
-  switch (code) {
-    case StoreErrorCode::kFenced: return "fenced";
-    case StoreErrorCode::kTooLarge: return "too large";
-    case StoreErrorCode::kNotFound: return "not found";
-    case StoreErrorCode::kCorrupt: return "corrupt";
-    case StoreErrorCode::kUnavailable: return "unavailable";
-    case StoreErrorCode::kInvalid: return "invalid";
-  }
-  return "unknown";
-}
 
 const char* recordFamilyName(RecordFamily family) {
   switch (family) {
@@ -22,6 +10,10 @@ const char* recordFamilyName(RecordFamily family) {
     case RecordFamily::kJobResults: return "job-results";
   }
   return "unknown";
+}
+
+std::string recordName(RecordFamily family, const std::string& key) {
+  return std::string(recordFamilyName(family)) + "/" + key;
 }
 
 }  // namespace regent::store

@@ -18,9 +18,6 @@ enum class StoreErrorCode {
   kInvalid,      // The caller's input is malformed (for example a JobGraph without a job id).
 };
 
-// "fenced", "too large", "not found", "corrupt", "unavailable", "invalid".
-const char* storeErrorCodeName(StoreErrorCode code);
-
 struct StoreError {
   StoreErrorCode code = StoreErrorCode::kUnavailable;
   std::string message;

@@ -13,10 +13,6 @@
 namespace regent::store {
 namespace {
 
-kj::Own<LeaderStores> wrap(kj::Own<RecordStore> records, size_t retain) {
-  return makeLeaderStores(kj::mv(records), retain);
-}
-
 class ZooKeeperStoreServices final : public StoreServices {
  public:
   ZooKeeperStoreServices(ha::Coordination& zooKeeper, ZooKeeperRecordStoreOptions options,
@@ -32,7 +28,7 @@ class ZooKeeperStoreServices final : public StoreServices {
                               .then([retain = retain_](StoreResult<kj::Own<RecordStore>>&& records)
                                         -> StoreResult<kj::Own<LeaderStores>> {
                                 if (!records.ok()) return records.error();
-                                return wrap(kj::mv(records).value(), retain);
+                                return makeLeaderStores(kj::mv(records).value(), retain);
                               }));
   }
 
@@ -70,7 +66,7 @@ class RocksDbStoreServices final : public StoreServices {
                 [retain = retain_](StoreResult<kj::Own<RecordStore>>&& records)
                     -> StoreResult<kj::Own<LeaderStores>> {
                   if (!records.ok()) return records.error();
-                  return wrap(kj::mv(records).value(), retain);
+                  return makeLeaderStores(kj::mv(records).value(), retain);
                 });
           }
           KJ_UNREACHABLE;

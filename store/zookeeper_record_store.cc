@@ -30,13 +30,6 @@ constexpr int kMaxPutTransactions = 4;
 constexpr size_t kCheckOp = 0;
 constexpr size_t kWriteOp = 1;
 
-std::string recordPath(RecordFamily family, const std::string& key) {
-  std::string path = recordFamilyName(family);
-  path += '/';
-  path += key;
-  return path;
-}
-
 // A key becomes one node name: no '/', not "." or "..", no control characters.
 std::optional<StoreError> invalidKey(RecordFamily family, const std::string& key) {
   std::string why;
@@ -178,14 +171,14 @@ struct ReadAllState {
 kj::Promise<void> readLane(ReadAllState& state) {
   if (state.error || state.next >= state.keys.size()) return kj::READY_NOW;
   const size_t index = state.next++;
-  return state.zooKeeper.get(recordPath(state.family, state.keys[index]))
+  return state.zooKeeper.get(recordName(state.family, state.keys[index]))
       .then([&state, index](ZkReply<ha::NodeData> reply) -> kj::Promise<void> {
         if (reply.ok()) {
           state.values[index] = std::move(reply.value.data);
         } else if (reply.code != ZkCode::kNoNode) {
           if (!state.error) {
             state.error = StoreError::unavailable("cannot read '" +
-                                                  recordPath(state.family, state.keys[index]) +
+                                                  recordName(state.family, state.keys[index]) +
                                                   "': ZooKeeper answered " + ha::zkCodeName(reply.code));
           }
           return kj::READY_NOW;
@@ -259,7 +252,7 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::put(RecordFamily family, st
         std::to_string(options_.maxPayload) + " bytes (store.zookeeper.max-payload)"));
   }
   auto shared = std::make_shared<const std::string>(std::move(bytes));
-  return canceler_.wrap(putStep(zooKeeper_, term_, recordPath(family, key), std::move(shared),
+  return canceler_.wrap(putStep(zooKeeper_, term_, recordName(family, key), std::move(shared),
                                 /*create=*/true, kMaxPutTransactions));
 }
 
@@ -267,7 +260,7 @@ kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(R
                                                                                std::string key) {
   using Got = StoreResult<std::optional<std::string>>;
   if (auto invalid = invalidKey(family, key)) return Got(std::move(*invalid));
-  std::string path = recordPath(family, key);
+  std::string path = recordName(family, key);
   return canceler_.wrap(zooKeeper_.get(path).then([path](ZkReply<ha::NodeData> reply) -> Got {
     if (reply.ok()) return std::optional<std::string>(std::move(reply.value.data));
     if (reply.code == ZkCode::kNoNode) return std::optional<std::string>();
@@ -278,7 +271,7 @@ kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(R
 
 kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family, std::string key) {
   if (auto invalid = invalidKey(family, key)) return StoreResult<bool>(std::move(*invalid));
-  std::string path = recordPath(family, key);
+  std::string path = recordName(family, key);
   std::vector<ZkOp> ops;
   ops.reserve(2);
   ops.push_back(ZkOp::check(term_.latchPath));

@@ -240,7 +240,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   void putGraph(JobId id, const std::string& name, size_t padding = 0) {
     auto message = makeGraph(id, name, padding);
     auto put = run(graphs().put(graphOf(*message)));
-    ASSERT_TRUE(put.ok()) << put.error().message;
+    KJ_REQUIRE(put.ok(), put.error().message);  // Throws: the test stops here, not in the helper.
   }
 
   EventLoop loop_;
@@ -663,6 +663,13 @@ TEST_P(StoreContractTest, CorruptResultsAreReportedSkippedAndNeverPruned) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all.value().results.size(), 1u);
   EXPECT_TRUE(readRaw(RecordFamily::kJobResults, garbage.toHex()).has_value());
+}
+
+TEST_P(StoreContractTest, AutoPicksTheBackendThatFollowsTheHaMode) {
+  // The fixture's config names this backend and the ha.mode it needs; auto must agree.
+  auto services = StoreServices::create(loop_, config({"store.backend=auto"}), zk_.get());
+  ASSERT_TRUE(services.ok()) << services.error().message;
+  EXPECT_EQ(std::string(storeBackendName(services.value()->backend())), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("zookeeper", "rocksdb"),
