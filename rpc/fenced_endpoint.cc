@@ -1,0 +1,138 @@
+// The fenced-endpoint wrapper (epoch check by reflection over the gateway's schema) and the
+// leadership term's revocation membrane.
+#include "rpc/fenced_endpoint.h"
+
+#include <capnp/dynamic.h>
+#include <capnp/membrane.h>
+#include <kj/async.h>
+#include <kj/debug.h>
+#include <kj/refcount.h>
+
+#include <optional>
+#include <utility>
+
+namespace regent::rpc {
+
+uint64_t FencingCounters::rejected(const std::string& method) const {
+  auto found = rejected_.find(method);
+  return found == rejected_.end() ? 0 : found->second;
+}
+
+// ---- LeadershipTerm ------------------------------------------------------------------------
+
+// Lets every call through until revoked; then the membrane drops every capability crossing it
+// and fails calls with the revocation exception.
+class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, public kj::Refcounted {
+ public:
+  RevocationPolicy() {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    revoked_ = paf.promise.fork();
+    fulfiller_ = kj::mv(paf.fulfiller);
+  }
+
+  kj::Maybe<capnp::Capability::Client> inboundCall(uint64_t, uint16_t,
+                                                    capnp::Capability::Client) override {
+    return nullptr;
+  }
+  kj::Maybe<capnp::Capability::Client> outboundCall(uint64_t, uint16_t,
+                                                     capnp::Capability::Client) override {
+    return nullptr;
+  }
+  kj::Own<capnp::MembranePolicy> addRef() override { return kj::addRef(*this); }
+  kj::Maybe<kj::Promise<void>> onRevoked() override { return revoked_.addBranch(); }
+
+  void revoke(const std::string& message) {
+    if (isRevoked) return;
+    isRevoked = true;
+    fulfiller_->reject(KJ_EXCEPTION(DISCONNECTED, message));
+  }
+
+  bool isRevoked = false;
+
+ private:
+  kj::ForkedPromise<void> revoked_ = nullptr;
+  kj::Own<kj::PromiseFulfiller<void>> fulfiller_;
+};
+
+LeadershipTerm::LeadershipTerm(uint64_t epoch)
+    : epoch_(epoch), policy_(kj::refcounted<RevocationPolicy>()) {}
+
+LeadershipTerm::~LeadershipTerm() noexcept { revoke("leadership term ended"); }
+
+capnp::Capability::Client LeadershipTerm::guardAny(capnp::Capability::Client cap) {
+  return capnp::membrane(kj::mv(cap), policy());
+}
+
+void LeadershipTerm::revoke(const std::string& reason) {
+  policy_->revoke("the leadership term of epoch " + std::to_string(epoch_) + " is over (" +
+                  reason + "); resolve the current leader and call again");
+}
+
+bool LeadershipTerm::revoked() const { return policy_->isRevoked; }
+
+kj::Own<capnp::MembranePolicy> LeadershipTerm::policy() { return policy_->addRef(); }
+
+// ---- FencedEndpoint ------------------------------------------------------------------------
+
+namespace {
+
+class FencedEndpoint final : public capnp::Capability::Server {
+ public:
+  FencedEndpoint(capnp::InterfaceSchema schema, kj::Own<capnp::Capability::Server> inner,
+                 uint64_t epoch, FencingCounters& counters)
+      : schema_(schema), inner_(kj::mv(inner)), epoch_(epoch), counters_(counters) {}
+
+  DispatchCallResult dispatchCall(uint64_t interfaceId, uint16_t methodId,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
+      override {
+    if (interfaceId == schema_.getProto().getId()) {
+      auto methods = schema_.getMethods();
+      if (methodId < methods.size()) {
+        auto method = methods[methodId];
+        KJ_IF_MAYBE (epochField, method.getParamType().findFieldByName("epoch")) {
+          auto params = context.getParams().getAs<capnp::DynamicStruct>(method.getParamType());
+          const uint64_t received = params.get(*epochField).as<uint64_t>();
+          if (received != epoch_) {
+            refuse(method, received, context);
+            return {kj::READY_NOW, false};
+          }
+        }
+      }
+    }
+    return inner_->dispatchCall(interfaceId, methodId, context);
+  }
+
+ private:
+  void refuse(capnp::InterfaceSchema::Method method, uint64_t received,
+              capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
+    const std::string name = std::string(schema_.getShortDisplayName().cStr()) + "." +
+                             method.getProto().getName().cStr();
+    counters_.reject(name);
+    context.releaseParams();
+    auto results = context.getResults().initAs<capnp::DynamicStruct>(method.getResultType());
+    auto failure = results.init("failure").as<capnp::DynamicStruct>();
+    const std::string message = name + " refused: called with epoch " +
+                                std::to_string(received) + ", this master serves epoch " +
+                                std::to_string(epoch_);
+    failure.set("message", capnp::Text::Reader(message.c_str()));
+    auto fencing = failure.init("fencing").as<capnp::DynamicStruct>();
+    fencing.set("expected", epoch_);
+    fencing.set("received", received);
+  }
+
+  capnp::InterfaceSchema schema_;
+  kj::Own<capnp::Capability::Server> inner_;
+  const uint64_t epoch_;
+  FencingCounters& counters_;
+};
+
+}  // namespace
+
+capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,
+                                         kj::Own<capnp::Capability::Server> inner, uint64_t epoch,
+                                         FencingCounters& counters) {
+  return capnp::Capability::Client(
+      kj::heap<FencedEndpoint>(schema, kj::mv(inner), epoch, counters));
+}
+
+}  // namespace regent::rpc

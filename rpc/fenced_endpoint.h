@@ -1,0 +1,79 @@
+// Fencing of the leader's gateways, in one place (DESIGN §5 layer 1, STYLE §4): a wrapper that
+// refuses every call whose `epoch` is not the term's before any handler runs, and the term's
+// membrane that revokes every capability handed out in it when leadership ends.
+#pragma once
+
+#include <capnp/capability.h>
+#include <capnp/membrane.h>
+#include <capnp/schema.h>
+#include <kj/memory.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace regent::rpc {
+
+// Fencing rejections by method ("DispatcherGateway.jobStatus"), for /metrics. Loop-thread only.
+class FencingCounters final {
+ public:
+  void reject(const std::string& method) { ++rejected_[method]; }
+  uint64_t rejected(const std::string& method) const;
+  const std::map<std::string, uint64_t>& all() const { return rejected_; }
+
+ private:
+  std::map<std::string, uint64_t> rejected_;
+};
+
+// One leadership term of a master: its epoch, and the revocation of every capability its
+// gateways hand out. Loop-thread only.
+class LeadershipTerm final {
+ public:
+  explicit LeadershipTerm(uint64_t epoch);
+  // Revokes (reason "leadership term ended") if revoke() was not called.
+  ~LeadershipTerm() noexcept;
+  LeadershipTerm(const LeadershipTerm&) = delete;
+  LeadershipTerm& operator=(const LeadershipTerm&) = delete;
+
+  uint64_t epoch() const { return epoch_; }
+
+  // `cap` behind the term's membrane: once revoke() ran, calls through it, and through every
+  // capability obtained from it, fail with a DISCONNECTED exception naming the epoch and the
+  // reason, and calls in flight are cancelled. Callers that skip the epoch check (or hold an
+  // old gateway) cannot reach the new term's services through it.
+  template <typename Client>
+  Client guard(Client cap) {
+    return capnp::membrane(kj::mv(cap), policy());
+  }
+  capnp::Capability::Client guardAny(capnp::Capability::Client cap);
+
+  // Idempotent. Fires the revocation on the loop.
+  void revoke(const std::string& reason);
+  bool revoked() const;
+
+ private:
+  kj::Own<capnp::MembranePolicy> policy();
+
+  class RevocationPolicy;
+  const uint64_t epoch_;
+  kj::Own<RevocationPolicy> policy_;
+};
+
+// Wraps `inner`, a server of `schema`'s interface, so that every method of that interface whose
+// parameters have an `epoch :UInt64` field is refused unless the epoch equals `epoch`: the call
+// completes with `failure.fencing {expected = epoch, received}` (and a message naming both and
+// the method) without reaching `inner`, and counts in `counters`. Methods without an epoch
+// field, and calls of other interfaces, pass through. `counters` must outlive the endpoint.
+capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,
+                                         kj::Own<capnp::Capability::Server> inner, uint64_t epoch,
+                                         FencingCounters& counters);
+
+// Typed convenience: `fencedEndpoint<wire::DispatcherGateway>(kj::heap<DispatcherImpl>(...), ...)`.
+template <typename Interface>
+typename Interface::Client fencedEndpoint(kj::Own<typename Interface::Server> inner,
+                                          uint64_t epoch, FencingCounters& counters) {
+  return fencedEndpoint(capnp::Schema::from<Interface>(), kj::mv(inner), epoch, counters)
+      .template castAs<Interface>();
+}
+
+}  // namespace regent::rpc
