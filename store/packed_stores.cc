@@ -62,10 +62,13 @@ StoreResult<std::string> pack(capnp::MallocMessageBuilder& builder, const std::s
   capnp::writePackedMessage(output, builder);
   const kj::ArrayPtr<kj::byte> bytes = output.getArray();
   if (bytes.size() > maxRecordSize) {
-    return StoreError::tooLarge(what + " is " + std::to_string(bytes.size()) +
-                                " bytes packed, over the store's limit of " +
-                                std::to_string(maxRecordSize) + " bytes (" +
-                                records.maxRecordSizeOption() + "); nothing was written");
+    StoreError error = StoreError::tooLarge(
+        what + " is " + std::to_string(bytes.size()) + " bytes packed, over the store's limit of " +
+        std::to_string(maxRecordSize) + " bytes (" + records.maxRecordSizeOption() +
+        "); nothing was written");
+    error.sizeBytes = bytes.size();
+    error.limitBytes = maxRecordSize;
+    return error;
   }
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
 }

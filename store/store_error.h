@@ -2,6 +2,7 @@
 // message names the job, the size and limit, the epoch or the path involved.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
@@ -21,6 +22,9 @@ enum class StoreErrorCode {
 struct StoreError {
   StoreErrorCode code = StoreErrorCode::kUnavailable;
   std::string message;
+  // kTooLarge from the stores: the record's size and the limit it exceeds, in bytes.
+  uint64_t sizeBytes = 0;
+  uint64_t limitBytes = 0;
 
   static StoreError fenced(std::string message) { return {StoreErrorCode::kFenced, std::move(message)}; }
   static StoreError tooLarge(std::string message) { return {StoreErrorCode::kTooLarge, std::move(message)}; }
