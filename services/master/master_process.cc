@@ -1,6 +1,8 @@
 // MasterProcess (see master_process.h): the election wired to the event lines and the signals.
 #include "services/master/master_process.h"
 
+#include "services/dispatcher/dispatcher.h"
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -85,6 +87,9 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
   std::unique_ptr<MasterProcess> master(
       new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
+  auto stores = store::StoreServices::create(loop, config, master->ha_->zooKeeper());
+  if (!stores.ok()) return Error::fatal("cannot set up the stores: " + stores.error().message);
+  master->stores_ = std::move(stores).value();
   auto election = leader::createLeaderElection(loop, config, *master->ha_, master->self_);
   if (!election.ok()) {
     return Error::fatal("cannot set up the leader election: " + election.error().message);
@@ -97,6 +102,21 @@ MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::Cont
                              std::unique_ptr<ha::HaServices> ha)
     : loop_(loop), config_(config), self_(std::move(self)), ha_(std::move(ha)) {}
 
+// Everything that lives for one leadership term. Destroyed in reverse order: in-flight recovery
+// first, then the Dispatcher's gateway, then the stores; the capabilities are revoked first of all.
+struct MasterProcess::LeaderTerm {
+  explicit LeaderTerm(uint64_t epoch) : epoch(epoch), capabilities(epoch) {}
+  ~LeaderTerm() noexcept { capabilities.revoke("leadership revoked"); }
+
+  const uint64_t epoch;
+  rpc::LeadershipTerm capabilities;
+  kj::Own<store::LeaderStores> stores;
+  dispatcher::Dispatcher* dispatcher = nullptr;  // Owned by `gateway`.
+  wire::DispatcherGateway::Client gateway = nullptr;
+  kj::Canceler canceler;
+};
+
+// Members go in reverse order: the term (its stores) before the election and the store services.
 MasterProcess::~MasterProcess() noexcept = default;
 
 kj::Promise<int> MasterProcess::run() {
@@ -123,23 +143,61 @@ void MasterProcess::warnIfNotConnected() {
 void MasterProcess::grantLeadership(uint64_t epoch) {
   spdlog::info("leadership granted epoch={} master_id={} mono_us={} wall_ms={}", epoch,
                self_.masterId, monotonicMicros(), wallClockMillis());
-  tasks_.add(election_->markServing(epoch).then([this, epoch](Status published) {
-    if (published.ok()) {
-      spdlog::info("leader serving epoch={} master_id={}", epoch, self_.masterId);
-    } else {
-      spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
-                   published.error().message);
-    }
-  }));
+  term_ = kj::heap<LeaderTerm>(epoch);
+  LeaderTerm& term = *term_;
+  tasks_.add(term.canceler.wrap(recoverTerm(term).then([this, epoch]() {
+                   return election_->markServing(epoch);
+                 }))
+                 .then(
+                     [this, epoch](Status published) {
+                       if (published.ok()) {
+                         spdlog::info("leader serving epoch={} master_id={}", epoch,
+                                      self_.masterId);
+                       } else {
+                         spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
+                                      published.error().message);
+                       }
+                     },
+                     [](kj::Exception&&) {}));  // Cancelled: the term ended first.
+}
+
+kj::Promise<void> MasterProcess::recoverTerm(LeaderTerm& term) {
+  return stores_->openTerm(store::StoreTerm{term.epoch, latchPath_})
+      .then([this, &term](store::StoreResult<kj::Own<store::LeaderStores>>&& opened)
+                -> kj::Promise<Status> {
+        if (!opened.ok()) {
+          return Status(Error::retryable("cannot open the stores: " + opened.error().message));
+        }
+        term.gateway = nullptr;
+        term.stores = kj::mv(opened).value();
+        auto dispatcher = kj::heap<dispatcher::Dispatcher>(term.epoch, *term.stores,
+                                                           dispatcher::JobGraphLimits{},
+                                                           [] { return wallClockMillis(); });
+        term.dispatcher = dispatcher.get();
+        term.gateway = term.capabilities.guard(rpc::fencedEndpoint<wire::DispatcherGateway>(
+            kj::mv(dispatcher), term.epoch, fencingCounters_));
+        return term.dispatcher->recover();
+      })
+      .then([this, &term](Status recovered) -> kj::Promise<void> {
+        if (recovered.ok()) return kj::READY_NOW;
+        spdlog::warn("recovery of epoch={} failed: {}; retrying in 1s", term.epoch,
+                     recovered.error().message);
+        return loop_.timer().afterDelay(1 * kj::SECONDS).then([this, &term]() {
+          return recoverTerm(term);
+        });
+      });
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
   spdlog::info("leadership revoked epoch={} master_id={} reason=\"{}\" mono_us={} wall_ms={}",
                epoch, self_.masterId, quotable(reason), monotonicMicros(), wallClockMillis());
+  if (term_) term_->capabilities.revoke(reason);
+  term_ = nullptr;  // Every leader service stops before this returns (DESIGN §5).
 }
 
 void MasterProcess::contending(const std::string& latchNode) {
   spdlog::info("contending master_id={} latch={}", self_.masterId, latchNode);
+  latchPath_ = latchNode == "standalone" ? "" : "latch/" + latchNode;
 }
 
 void MasterProcess::onStopSignal(int signum) {

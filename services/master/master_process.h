@@ -14,6 +14,8 @@
 #include "ha/ha_services.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
+#include "rpc/fenced_endpoint.h"
+#include "store/store_services.h"
 
 namespace regent {
 class Config;
@@ -62,8 +64,11 @@ class MasterProcess final : public leader::LeaderContender {
 
   const std::string& masterId() const { return self_.masterId; }
 
-  // leader::LeaderContender. Each logs its event line; a grant also publishes SERVING at once
-  // (there is nothing to recover yet) and logs "leader serving" when ZooKeeper accepted it.
+  // leader::LeaderContender. Each logs its event line. A grant opens the term's stores (fenced
+  // by the epoch and this master's latch node), starts the term's Dispatcher, recovers every
+  // JobGraph and job result (retrying every second while the store cannot be read), and then
+  // publishes SERVING and logs "leader serving". A revoke revokes every capability of the term
+  // and closes its stores before it returns.
   void grantLeadership(uint64_t epoch) override;
   void revokeLeadership(uint64_t epoch, const std::string& reason) override;
   // Logs the "contending" event line with the new latch node (or "standalone").
@@ -75,8 +80,12 @@ class MasterProcess final : public leader::LeaderContender {
     void taskFailed(kj::Exception&& exception) override;
   };
 
+  struct LeaderTerm;
+
   MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
                 std::unique_ptr<ha::HaServices> ha);
+  // Opens the term's stores and Dispatcher and recovers, until it succeeds or the term ends.
+  kj::Promise<void> recoverTerm(LeaderTerm& term);
   void onStopSignal(int signum);
   void warnIfNotConnected();
 
@@ -84,7 +93,11 @@ class MasterProcess final : public leader::LeaderContender {
   const Config& config_;
   leader::ContenderInfo self_;
   std::unique_ptr<ha::HaServices> ha_;
+  std::unique_ptr<store::StoreServices> stores_;
+  std::string latchPath_;  // This master's latch node ("latch/m-..."), "" when standalone.
+  rpc::FencingCounters fencingCounters_;
   kj::Own<leader::LeaderElection> election_;
+  kj::Own<LeaderTerm> term_;  // While leading. Destroyed before the election.
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<SignalWatcher> sigterm_;
   std::unique_ptr<SignalWatcher> sigint_;

@@ -80,7 +80,8 @@ TEST(MasterCommandLine, StandaloneMasterLeadsAloneAndItsEpochGrowsAcrossRestarts
   TempDir dir("master-standalone");
   ProcessOptions options;
   options.argv = {REGENT_BIN_DIR "/regent-master", "--set", "ha.mode=standalone", "--set",
-                  "ha.standalone.epoch-file=" + dir.path() + "/epoch"};
+                  "ha.standalone.epoch-file=" + dir.path() + "/epoch", "--set",
+                  "store.rocksdb.path=" + dir.path() + "/store"};
   uint64_t previous = 0;
   for (int run = 0; run < 2; ++run) {
     options.outputPath = dir.path() + "/master-" + std::to_string(run) + ".log";
