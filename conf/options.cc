@@ -256,6 +256,21 @@ std::vector<OptionSpec> buildRegistry() {
              "RPC address published to other processes; empty derives it from rpc.bind and the "
              "host name.",
              hostPort(true, false)),
+      option("rpc.max-message-size", kSize, "16MiB",
+             "Largest Cap'n Proto message a process accepts or sends; a peer sending a larger "
+             "one is disconnected, and a larger outgoing call fails without being sent.",
+             sizeRange(1024, 1024ull * 1024 * 1024, "1KiB", "1GiB")),
+      option("rpc.call-timeout", kDuration, "10s",
+             "How long an outgoing RPC call may take before it fails as timed out.",
+             positiveDuration()),
+      option("rpc.reconnect.initial", kDuration, "200ms",
+             "Delay before the first attempt to re-establish a lost RPC connection; later "
+             "attempts double it, with random jitter.",
+             positiveDuration()),
+      option("rpc.reconnect.max", kDuration, "10s",
+             "Longest delay between attempts to re-establish a lost RPC connection; at least "
+             "rpc.reconnect.initial.",
+             positiveDuration()),
       option("http.bind", kString, "0.0.0.0:8081",
              "Address the HTTP server (health, metrics, REST) listens on; port 0 picks a free "
              "port.",
@@ -293,6 +308,12 @@ std::vector<OptionRule> buildRules() {
        "heartbeat.timeout must exceed heartbeat.interval",
        [](const Config& config) {
          return config.getDuration("heartbeat.timeout") > config.getDuration("heartbeat.interval");
+       }},
+      {{"rpc.reconnect.max", "rpc.reconnect.initial"},
+       "rpc.reconnect.max must be at least rpc.reconnect.initial",
+       [](const Config& config) {
+         return config.getDuration("rpc.reconnect.max") >=
+                config.getDuration("rpc.reconnect.initial");
        }},
       {{"store.backend", "ha.mode"},
        "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper)",

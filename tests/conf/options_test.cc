@@ -45,6 +45,10 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "store.job-results.retain",
                                             "rpc.bind",
                                             "rpc.advertised-address",
+                                            "rpc.max-message-size",
+                                            "rpc.call-timeout",
+                                            "rpc.reconnect.initial",
+                                            "rpc.reconnect.max",
                                             "http.bind",
                                             "heartbeat.interval",
                                             "heartbeat.timeout",
@@ -187,6 +191,20 @@ TEST(OptionValues, BindAddressesAllowPortZeroAdvertisedAddressAllowsEmpty) {
   EXPECT_TRUE(accepts("rpc.advertised-address", "master-1.internal:6123"));
   EXPECT_EQ(rejection("rpc.advertised-address", "master-1:0"),
             "expected a host:port such as 10.0.0.5:6123, or empty");
+}
+
+TEST(OptionValues, RpcMessageLimitIsASizeAndRpcTimingsArePositive) {
+  EXPECT_TRUE(accepts("rpc.max-message-size", "64KiB"));
+  EXPECT_TRUE(accepts("rpc.max-message-size", "1GiB"));
+  EXPECT_EQ(rejection("rpc.max-message-size", "512"),
+            "expected a size from 1KiB to 1GiB, such as 512KiB");
+  EXPECT_EQ(rejection("rpc.max-message-size", "2GiB"),
+            "expected a size from 1KiB to 1GiB, such as 512KiB");
+  for (const char* key : {"rpc.call-timeout", "rpc.reconnect.initial", "rpc.reconnect.max"}) {
+    EXPECT_TRUE(accepts(key, "50ms")) << key;
+    EXPECT_EQ(rejection(key, "0"), "expected a duration greater than 0, such as 500ms, 6s or 2m")
+        << key;
+  }
 }
 
 TEST(OptionValues, StorePayloadLimitsAreSizesWithinBounds) {

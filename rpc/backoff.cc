@@ -1,0 +1,37 @@
+// Exponential backoff with jitter (see backoff.h).
+#include "rpc/backoff.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace regent::rpc {
+
+ExponentialBackoff::ExponentialBackoff(Duration initial, Duration max,
+                                       std::function<double()> uniform01)
+    : initial_(std::max(initial, Duration(1))),
+      max_(std::max(max, initial_)),
+      uniform01_(std::move(uniform01)) {
+  if (!uniform01_) {
+    auto generator = std::make_shared<std::mt19937_64>(std::random_device{}());
+    uniform01_ = [generator] {
+      return std::uniform_real_distribution<double>(0.0, 1.0)(*generator);
+    };
+  }
+}
+
+Duration ExponentialBackoff::ceiling() const {
+  // Doubles until the cap; stops early so the shift never overflows.
+  Duration ceiling = initial_;
+  for (uint32_t i = 0; i < failures_ && ceiling < max_; ++i) ceiling *= 2;
+  return std::min(ceiling, max_);
+}
+
+Duration ExponentialBackoff::next() {
+  const Duration top = ceiling();
+  const double u = std::clamp(uniform01_(), 0.0, 1.0);
+  const auto spread = static_cast<double>((top - initial_).count());
+  ++failures_;
+  return initial_ + Duration(static_cast<Duration::rep>(spread * u + 0.5));
+}
+
+}  // namespace regent::rpc

@@ -1,0 +1,24 @@
+// Reading the transport settings from the configuration.
+#include "rpc/rpc_options.h"
+
+#include "conf/config.h"
+
+namespace regent::rpc {
+
+RpcOptions rpcOptionsFrom(const Config& config) {
+  RpcOptions options;
+  options.maxMessageSize = config.getSize("rpc.max-message-size");
+  options.callTimeout = config.getDuration("rpc.call-timeout");
+  options.reconnectInitial = config.getDuration("rpc.reconnect.initial");
+  options.reconnectMax = config.getDuration("rpc.reconnect.max");
+  return options;
+}
+
+capnp::ReaderOptions readerOptionsFor(const RpcOptions& options) {
+  capnp::ReaderOptions reader;
+  // Rounded up so a limit that is not a multiple of 8 still admits messages of that many bytes.
+  reader.traversalLimitInWords = (options.maxMessageSize + 7) / 8;
+  return reader;
+}
+
+}  // namespace regent::rpc

@@ -1,0 +1,105 @@
+// The Cap'n Proto RPC listener of a process (DESIGN §1, issue 5): accepts TCP connections on the
+// loop and serves each with its own two-party RPC system and a bootstrap capability.
+#pragma once
+
+#include <capnp/capability.h>
+#include <kj/async-io.h>
+#include <kj/function.h>
+#include <kj/timer.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+#include "rpc/rpc_options.h"
+
+namespace regent::rpc {
+
+// The far end of one accepted connection, as the bootstrap factory sees it.
+struct RpcPeer {
+  uint64_t connectionId = 0;  // 1, 2, ... in accept order, unique per server.
+  std::string address;        // "127.0.0.1:40312", "[::1]:40312", or "unknown peer".
+};
+
+// Serves Cap'n Proto RPC (capnp::TwoPartyVatNetwork, server side) on every connection accepted
+// from one listening socket. Incoming messages are read with ReaderOptions from
+// RpcOptions::maxMessageSize: a peer that sends a larger message, or bytes that are not Cap'n
+// Proto RPC, has its connection aborted by Cap'n Proto; the server then logs one warning naming
+// the peer and the reason ("rpc: dropped connection from 127.0.0.1:40312: message larger than
+// rpc.max-message-size (16MiB)"), counts it in connectionsAborted(), and keeps serving the
+// others. Connections that end normally are logged at debug level.
+//
+// Thread-safety: loop-thread only. Destroying the server stops listening and closes every
+// connection at once: calls in flight are cancelled, and peers see DISCONNECTED.
+//
+// WARNING: Cap'n Proto 0.9 cancels a handler whose caller is gone (its deadline passed, its
+// connection dropped, this server destroyed) only if the handler called
+// `context.allowCancellation()`; otherwise the handler runs to completion and its answer is
+// discarded.
+class RpcServer final {
+ public:
+  // Called once per accepted connection, on the loop, for the capability that connection's
+  // bootstrap() returns. It must not throw (if it does, the error is logged and that
+  // connection closed).
+  using BootstrapFactory = kj::Function<capnp::Capability::Client(const RpcPeer& peer)>;
+
+  // Resolves `bindAddress` ("host:port"; port 0 picks a free port) through `network` and
+  // listens on it. Fails (fatal), naming the address and the reason, when the address does not
+  // parse or resolve or the port cannot be bound. `network` (the loop's, loop.io().getNetwork(),
+  // or one wrapped for TLS) and `timer` must outlive the server.
+  static kj::Promise<Result<kj::Own<RpcServer>>> listen(kj::Network& network, kj::Timer& timer,
+                                                        std::string bindAddress, RpcOptions options,
+                                                        BootstrapFactory bootstrap);
+  // Same, every connection bootstrapping the same capability.
+  static kj::Promise<Result<kj::Own<RpcServer>>> listen(kj::Network& network, kj::Timer& timer,
+                                                        std::string bindAddress, RpcOptions options,
+                                                        capnp::Capability::Client bootstrap);
+
+  struct Private;  // Construction goes through listen().
+  RpcServer(const Private&, kj::Timer& timer, RpcOptions options, BootstrapFactory bootstrap,
+            kj::Own<kj::ConnectionReceiver> receiver, std::string host);
+  ~RpcServer() noexcept;
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  // The port listened on (the chosen one when the bind address asked for port 0).
+  uint16_t port() const { return port_; }
+  // The bind address's host with the actual port: "127.0.0.1:40312", "0.0.0.0:6123".
+  const std::string& listenAddress() const { return listenAddress_; }
+
+  // Connections open now.
+  size_t connectionCount() const { return open_; }
+  // Connections accepted so far.
+  uint64_t connectionsAccepted() const { return accepted_; }
+  // Connections this side aborted because of what the peer sent (malformed or oversized
+  // messages, protocol errors), so far.
+  uint64_t connectionsAborted() const { return aborted_; }
+
+ private:
+  struct Connection;
+
+  class ErrorHandler final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&& exception) override;
+  };
+
+  kj::Promise<void> acceptLoop();
+  void adopt(kj::Own<kj::AsyncIoStream> stream);
+  void connectionEnded(Connection& connection);
+
+  kj::Timer& timer_;
+  const RpcOptions options_;
+  BootstrapFactory bootstrap_;
+  kj::Own<kj::ConnectionReceiver> receiver_;
+  uint16_t port_ = 0;
+  std::string listenAddress_;
+  size_t open_ = 0;
+  uint64_t accepted_ = 0;
+  uint64_t aborted_ = 0;
+  ErrorHandler errorHandler_;
+  // Declared after the counters: connections update them while being destroyed.
+  kj::TaskSet connections_;
+  kj::Promise<void> accepting_;
+};
+
+}  // namespace regent::rpc
