@@ -132,7 +132,7 @@ for i in 1 2 3; do
   "$bin/regent-master" \
     --set "ha.zookeeper.quorum=127.0.0.1:$zk_port" --set "cluster-id=$cluster" \
     --set ha.zookeeper.session-timeout=4s \
-    --set "rpc.advertised-address=127.0.0.1:$((6122 + i))" --set "http.bind=127.0.0.1:$((8080 + i))" \
+    --set "rpc.bind=127.0.0.1:$((6122 + i))" --set "http.bind=127.0.0.1:$((8080 + i))" \
     >"$work/master-$i.log" 2>&1 &
   master_pids+=($!)
   step "master $i: pid $!, log $work/master-$i.log"

@@ -1,6 +1,7 @@
 // MasterProcess (see master_process.h): the election wired to the event lines and the signals.
 #include "services/master/master_process.h"
 
+#include "rpc/rpc_options.h"
 #include "services/dispatcher/dispatcher.h"
 
 #include <spdlog/spdlog.h>
@@ -90,11 +91,11 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
   auto stores = store::StoreServices::create(loop, config, master->ha_->zooKeeper());
   if (!stores.ok()) return Error::fatal("cannot set up the stores: " + stores.error().message);
   master->stores_ = std::move(stores).value();
-  auto election = leader::createLeaderElection(loop, config, *master->ha_, master->self_);
-  if (!election.ok()) {
-    return Error::fatal("cannot set up the leader election: " + election.error().message);
+  auto retrieval = leader::createLeaderRetrieval(loop, config, *master->ha_);
+  if (!retrieval.ok()) {
+    return Error::fatal("cannot set up the leader retrieval: " + retrieval.error().message);
   }
-  master->election_ = std::move(election).value();
+  master->retrieval_ = std::move(retrieval).value();
   return master;
 }
 
@@ -125,8 +126,69 @@ kj::Promise<int> MasterProcess::run() {
   sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
   sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
   warnIfNotConnected();
-  election_->start(*this);
+  tasks_.add(rpc::RpcServer::listen(loop_.io().getNetwork(), loop_.timer(),
+                                    config_.getString("rpc.bind"), rpc::rpcOptionsFrom(config_),
+                                    capnp::Capability::Client(kj::heap<MasterBootstrapServer>(*this)))
+                 .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) {
+                   if (!listening.ok()) {
+                     spdlog::error("{}", listening.error().message);
+                     exit_->fulfill(int(kExitFailure));
+                     return;
+                   }
+                   rpcServer_ = kj::mv(listening).value();
+                   if (config_.getString("rpc.advertised-address").empty()) {
+                     const std::string& address = self_.rpcAddress;
+                     self_.rpcAddress = address.substr(0, address.rfind(':') + 1) +
+                                        std::to_string(rpcServer_->port());
+                   }
+                   spdlog::info("rpc listening on {} advertised as {}",
+                                rpcServer_->listenAddress(), self_.rpcAddress);
+                   auto election = leader::createLeaderElection(loop_, config_, *ha_, self_);
+                   if (!election.ok()) {
+                     spdlog::error("cannot set up the leader election: {}",
+                                   election.error().message);
+                     exit_->fulfill(int(kExitFailure));
+                     return;
+                   }
+                   election_ = std::move(election).value();
+                   retrieval_->start(*this);
+                   if (!stopping_) election_->start(*this);
+                 }));
   return kj::mv(exit.promise);
+}
+
+void MasterProcess::leaderChanged(const std::optional<leader::LeaderInfo>& leader) {
+  knownLeader_ = leader;
+}
+
+std::optional<leader::LeaderInfo> MasterProcess::knownLeader() const {
+  // While leading, this master's own term is the truth, even before the watch reports it.
+  if (term_) {
+    leader::LeaderInfo own = leader::leaderInfoFor(self_, term_->epoch, 0);
+    if (knownLeader_ && knownLeader_->epoch == term_->epoch) own = *knownLeader_;
+    return own;
+  }
+  return knownLeader_;
+}
+
+uint64_t MasterProcess::leadingEpoch() const { return term_ ? term_->epoch : 0; }
+
+kj::Maybe<wire::DispatcherGateway::Client> MasterProcess::dispatcherGateway() {
+  if (!term_ || term_->dispatcher == nullptr) return nullptr;
+  return term_->gateway;
+}
+
+kj::Promise<void> MasterProcess::handOverForCaller() {
+  spdlog::info("handover requested master_id={} mono_us={} wall_ms={}", self_.masterId,
+               monotonicMicros(), wallClockMillis());
+  return election_->handOver(true).then([this]() {
+    spdlog::info("handover done master_id={} mono_us={} wall_ms={}", self_.masterId,
+                 monotonicMicros(), wallClockMillis());
+  });
+}
+
+std::string MasterProcess::rpcListenAddressForTests() const {
+  return rpcServer_ ? rpcServer_->listenAddress() : "";
 }
 
 void MasterProcess::warnIfNotConnected() {
@@ -212,6 +274,10 @@ void MasterProcess::onStopSignal(int signum) {
     std::_Exit(code);
   }
   stopping_ = true;
+  if (!election_) {  // Not contending yet: nothing to hand over.
+    exit_->fulfill(int(kExitHandedOver));
+    return;
+  }
   spdlog::info("handover requested master_id={} mono_us={} wall_ms={}", self_.masterId,
                monotonicMicros(), wallClockMillis());
   tasks_.add(election_->handOver(false).then(

@@ -14,6 +14,9 @@
 #include "ha/ha_services.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
+#include "leader/leader_retrieval.h"
+#include "rpc/rpc_server.h"
+#include "services/master/master_bootstrap.h"
 #include "rpc/fenced_endpoint.h"
 #include "store/store_services.h"
 
@@ -46,7 +49,9 @@ inline constexpr int kExitSignalBase = 128;    // + signal number: a second SIGT
 // Thread-safety: loop-thread only. Lifetime: `loop` and `config` must outlive it. Destroying it
 // destroys the election first (its pending ZooKeeper work is cancelled; the session's end
 // removes this master's nodes) and then the HA services.
-class MasterProcess final : public leader::LeaderContender {
+class MasterProcess final : public leader::LeaderContender,
+                            public leader::LeaderRetrievalListener,
+                            public MasterBootstrapHost {
  public:
   // Logs "master starting", builds the HA services (writer identity) and the election. Fails
   // only on what retrying cannot fix (options the ZooKeeper client rejects, an unusable
@@ -56,7 +61,9 @@ class MasterProcess final : public leader::LeaderContender {
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
 
-  // Starts contending and watching SIGTERM and SIGINT. Resolves with the exit code once the
+  // Listens on rpc.bind (serving MasterBootstrap; with port 0 the chosen port is what the latch
+  // node advertises), then starts contending and watching SIGTERM and SIGINT. Resolves with
+  // kExitFailure if the RPC server cannot listen or the election cannot be set up. Resolves with the exit code once the
   // first such signal's hand-over is done (0), or with kExitFailure if the hand-over threw. A
   // second signal while the hand-over runs ends the process at once with 128 + the signal number
   // (after logging "master exiting"). Call once.
@@ -73,6 +80,19 @@ class MasterProcess final : public leader::LeaderContender {
   void revokeLeadership(uint64_t epoch, const std::string& reason) override;
   // Logs the "contending" event line with the new latch node (or "standalone").
   void contending(const std::string& latchNode) override;
+
+  // leader::LeaderRetrievalListener: the leader as this master believes, for leaderInfo.
+  void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
+
+  // MasterBootstrapHost.
+  const leader::ContenderInfo& self() const override { return self_; }
+  std::optional<leader::LeaderInfo> knownLeader() const override;
+  uint64_t leadingEpoch() const override;
+  kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
+  kj::Promise<void> handOverForCaller() override;
+
+  // The RPC server's address once run() listens ("127.0.0.1:40312"), for tests.
+  std::string rpcListenAddressForTests() const;
 
  private:
   class TaskErrorLogger final : public kj::TaskSet::ErrorHandler {
@@ -96,8 +116,11 @@ class MasterProcess final : public leader::LeaderContender {
   std::unique_ptr<store::StoreServices> stores_;
   std::string latchPath_;  // This master's latch node ("latch/m-..."), "" when standalone.
   rpc::FencingCounters fencingCounters_;
-  kj::Own<leader::LeaderElection> election_;
+  kj::Own<leader::LeaderRetrieval> retrieval_;
+  std::optional<leader::LeaderInfo> knownLeader_;
+  kj::Own<leader::LeaderElection> election_;  // Created by run() once the RPC port is known.
   kj::Own<LeaderTerm> term_;  // While leading. Destroyed before the election.
+  kj::Own<rpc::RpcServer> rpcServer_;  // Destroyed before the term: connections go first.
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<SignalWatcher> sigterm_;
   std::unique_ptr<SignalWatcher> sigint_;

@@ -81,7 +81,7 @@ TEST(MasterCommandLine, StandaloneMasterLeadsAloneAndItsEpochGrowsAcrossRestarts
   ProcessOptions options;
   options.argv = {REGENT_BIN_DIR "/regent-master", "--set", "ha.mode=standalone", "--set",
                   "ha.standalone.epoch-file=" + dir.path() + "/epoch", "--set",
-                  "store.rocksdb.path=" + dir.path() + "/store"};
+                  "store.rocksdb.path=" + dir.path() + "/store", "--set", "rpc.bind=127.0.0.1:0"};
   uint64_t previous = 0;
   for (int run = 0; run < 2; ++run) {
     options.outputPath = dir.path() + "/master-" + std::to_string(run) + ".log";

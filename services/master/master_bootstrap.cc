@@ -1,0 +1,103 @@
+// MasterBootstrap: leaderInfo, handOver and dispatcher, answered from the master's own view.
+#include "services/master/master_bootstrap.h"
+
+#include <capnp/message.h>
+
+#include <string>
+
+namespace regent::master {
+
+void toWire(const leader::LeaderInfo& info, wire::LeaderInfo::Builder out) {
+  out.setEpoch(info.epoch);
+  out.setMasterId(info.masterId);
+  out.setRpcAddress(info.rpcAddress);
+  out.setHttpAddress(info.httpAddress);
+  out.setHost(info.host);
+  out.setPid(static_cast<uint32_t>(info.pid));
+  out.setElectedAtMs(info.electedAtMs);
+  out.setStatus(info.status == leader::LeaderStatus::kServing ? wire::LeaderStatus::SERVING
+                                                              : wire::LeaderStatus::RECOVERING);
+}
+
+void toWire(const leader::ContenderInfo& info, wire::ContenderInfo::Builder out) {
+  out.setMasterId(info.masterId);
+  out.setRpcAddress(info.rpcAddress);
+  out.setHttpAddress(info.httpAddress);
+  out.setHost(info.host);
+  out.setPid(static_cast<uint32_t>(info.pid));
+  out.setVersion(info.version);
+  out.setStartedAtMs(info.startedAtMs);
+}
+
+kj::Promise<void> MasterBootstrapServer::leaderInfo(LeaderInfoContext context) {
+  auto results = context.getResults();
+  const auto leader = host_.knownLeader();
+  if (leader) {
+    toWire(*leader, results.initLeader().initLeader());
+  } else {
+    results.initLeader().setUnknown();
+  }
+  toWire(host_.self(), results.initContender());
+  results.setLeading(host_.leadingEpoch() != 0 && leader &&
+                     leader->epoch == host_.leadingEpoch());
+  return kj::READY_NOW;
+}
+
+bool MasterBootstrapServer::checkLeading(uint64_t epoch, wire::Failure::Builder failure) const {
+  const uint64_t leading = host_.leadingEpoch();
+  if (leading == 0) {
+    const auto leader = host_.knownLeader();
+    std::string message = "master " + host_.self().masterId + " does not lead";
+    if (leader) {
+      message += "; the leader is " + leader->masterId + " at " + leader->rpcAddress +
+                 " (epoch " + std::to_string(leader->epoch) + ")";
+      toWire(*leader, failure.initNotLeader().initLeader());
+    } else {
+      message += "; no leader is known right now";
+      failure.initNotLeader().setUnknown();
+    }
+    failure.setMessage(message);
+    return false;
+  }
+  if (epoch != leading) {
+    failure.setMessage("called with epoch " + std::to_string(epoch) + ", this master leads epoch " +
+                       std::to_string(leading));
+    auto fencing = failure.initFencing();
+    fencing.setExpected(leading);
+    fencing.setReceived(epoch);
+    return false;
+  }
+  return true;
+}
+
+kj::Promise<void> MasterBootstrapServer::handOver(HandOverContext context) {
+  const uint64_t epoch = context.getParams().getEpoch();
+  capnp::MallocMessageBuilder scratch;
+  auto failure = scratch.initRoot<wire::Failure>();
+  if (!checkLeading(epoch, failure)) {
+    context.getResults().setFailure(failure.asReader());
+    return kj::READY_NOW;
+  }
+  return host_.handOverForCaller();
+}
+
+kj::Promise<void> MasterBootstrapServer::dispatcher(DispatcherContext context) {
+  const uint64_t epoch = context.getParams().getEpoch();
+  capnp::MallocMessageBuilder scratch;
+  auto failure = scratch.initRoot<wire::Failure>();
+  if (!checkLeading(epoch, failure)) {
+    context.getResults().setFailure(failure.asReader());
+    return kj::READY_NOW;
+  }
+  KJ_IF_MAYBE (gateway, host_.dispatcherGateway()) {
+    context.getResults().setDispatcher(*gateway);
+  } else {
+    auto unavailable = context.getResults().initFailure();
+    unavailable.setMessage("the leader of epoch " + std::to_string(epoch) +
+                           " is still opening its stores; retry shortly");
+    unavailable.initUnavailable().setRetryAfterMs(500);
+  }
+  return kj::READY_NOW;
+}
+
+}  // namespace regent::master

@@ -1,0 +1,50 @@
+// MasterBootstrap (rpc/schema/gateways.capnp): the unfenced capability every master serves,
+// leader or standby. It says who leads as this master believes, hands over on request, and
+// hands out the current term's fenced Dispatcher gateway.
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "leader/leader_info.h"
+#include "rpc/schema/gateways.capnp.h"
+
+namespace regent::master {
+
+// What the bootstrap asks of its master. Loop-thread only.
+class MasterBootstrapHost {
+ public:
+  virtual ~MasterBootstrapHost() = default;
+  virtual const leader::ContenderInfo& self() const = 0;
+  // The leader as this master believes (its own term while it leads).
+  virtual std::optional<leader::LeaderInfo> knownLeader() const = 0;
+  // The epoch this master leads, 0 when it does not.
+  virtual uint64_t leadingEpoch() const = 0;
+  // The current term's gateway, or nullptr while the term's stores are still opening.
+  virtual kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() = 0;
+  // Graceful hand-over without exiting; resolves once the `leader` node is gone.
+  virtual kj::Promise<void> handOverForCaller() = 0;
+};
+
+// `host` must outlive the bootstrap (and every connection serving it).
+class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
+ public:
+  explicit MasterBootstrapServer(MasterBootstrapHost& host) : host_(host) {}
+
+  kj::Promise<void> leaderInfo(LeaderInfoContext context) override;
+  kj::Promise<void> handOver(HandOverContext context) override;
+  kj::Promise<void> dispatcher(DispatcherContext context) override;
+
+ private:
+  // Fills `failure` and returns false unless this master leads `epoch`.
+  bool checkLeading(uint64_t epoch, wire::Failure::Builder failure) const;
+
+  MasterBootstrapHost& host_;
+};
+
+void toWire(const leader::LeaderInfo& info, wire::LeaderInfo::Builder out);
+void toWire(const leader::ContenderInfo& info, wire::ContenderInfo::Builder out);
+
+}  // namespace regent::master
