@@ -1,5 +1,6 @@
-// regentctl, the admin CLI: reads the same configuration sources as the processes and shows who
-// leads a cluster (`leader`, `leader --watch`) and who contends (`masters`).
+// regentctl, the admin CLI: reads the same configuration sources as the processes, shows who
+// leads a cluster (`leader`, `leader --watch`) and who contends (`masters`), submits and manages
+// jobs through the leader's Dispatcher (`jobs ...`) and asks the leader to hand over (`failover`).
 #include <CLI/CLI.hpp>
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
@@ -10,17 +11,22 @@
 #include <vector>
 
 #include "cli/cluster_inspector.h"
+#include "cli/job_commands.h"
 #include "common/event_loop.h"
 #include "common/logging.h"
 #include "conf/config.h"
 #include "conf/logging_config.h"
+#include "conf/values.h"
 
 namespace {
 
 constexpr const char* kDescription =
-    "regentctl: inspects a regent cluster through ZooKeeper.\n"
-    "Exit codes: 0 done, 1 ZooKeeper unreachable or a read failed, 2 bad usage or "
-    "configuration, 3 (leader) no master leads.";
+    "regentctl: inspects a regent cluster through ZooKeeper and manages its jobs through the "
+    "leader.\n"
+    "Exit codes: 0 done, 1 ZooKeeper or the leader unreachable, a read failed, or --timeout "
+    "passed, 2 bad usage, configuration or FILE, 3 no master leads (leader; jobs and failover "
+    "when --timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
+    "unknown job, job id taken, job already ended, graph too large).";
 
 }  // namespace
 
@@ -49,6 +55,23 @@ int main(int argc, char** argv) {
                           "print one line per leader change, until SIGINT or SIGTERM");
   CLI::App* mastersCommand =
       app.add_subcommand("masters", "list every contending master in latch order, with its role");
+  std::string timeoutText = "30s";
+  app.add_option("--timeout", timeoutText,
+                 "jobs, failover: how long to keep finding the leader and retrying (default 30s)");
+  CLI::App* jobsCommand = app.add_subcommand("jobs", "submit and manage jobs (through the leader)");
+  jobsCommand->require_subcommand(1);
+  std::string jobFile;
+  std::string jobId;
+  CLI::App* submitCommand = jobsCommand->add_subcommand(
+      "submit", "submit the JobGraph in FILE (YAML or JSON, - = stdin); prints the job id");
+  submitCommand->add_option("FILE", jobFile, "JobGraph file (docs/jobgraph.md)")->required();
+  CLI::App* listCommand = jobsCommand->add_subcommand("list", "list every job with its state");
+  CLI::App* statusCommand = jobsCommand->add_subcommand("status", "show one job's status");
+  statusCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  CLI::App* cancelCommand = jobsCommand->add_subcommand("cancel", "cancel one job");
+  cancelCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  CLI::App* failoverCommand = app.add_subcommand(
+      "failover", "ask the leader to hand over and wait until another term begins");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -59,6 +82,12 @@ int main(int argc, char** argv) {
   sources.environment = processEnvironment();
   if (!quorum.empty()) sources.set.push_back("ha.zookeeper.quorum=" + quorum);
   if (!clusterId.empty()) sources.set.push_back("cluster-id=" + clusterId);
+  auto timeout = parseDuration(timeoutText);
+  if (!timeout.ok() || timeout.value().count() == 0) {
+    std::cerr << "regentctl: --timeout \"" << timeoutText << "\": "
+              << (timeout.ok() ? "must be above 0" : timeout.error().message) << "\n";
+    return cli::kExitUsage;
+  }
   auto config = loadConfig(sources);
   if (!config.ok()) {
     std::cerr << "regentctl: " << config.error().message << "\n";
@@ -77,6 +106,21 @@ int main(int argc, char** argv) {
 
   try {
     EventLoop loop;
+    if (jobsCommand->parsed() || failoverCommand->parsed()) {
+      auto jobs = cli::JobCommands::create(loop, config.value(), {std::cout, std::cerr, json},
+                                           timeout.value());
+      if (!jobs.ok()) {
+        std::cerr << "regentctl: " << jobs.error().message << "\n";
+        return cli::kExitUsage;
+      }
+      cli::JobCommands& commands = *jobs.value();
+      if (submitCommand->parsed()) return loop.run(commands.submit(jobFile));
+      if (listCommand->parsed()) return loop.run(commands.list());
+      if (statusCommand->parsed()) return loop.run(commands.status(jobId));
+      if (cancelCommand->parsed()) return loop.run(commands.cancel(jobId));
+      if (failoverCommand->parsed()) return loop.run(commands.failover());
+      return cli::kExitUsage;
+    }
     auto inspector =
         cli::ClusterInspector::create(loop, config.value(), {std::cout, std::cerr, json});
     if (!inspector.ok()) {

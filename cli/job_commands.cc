@@ -1,0 +1,509 @@
+// JobCommands (see job_commands.h): regentctl's jobs submit/list/status/cancel and failover.
+#include "cli/job_commands.h"
+
+#include <capnp/message.h>
+#include <capnp/schema.h>
+#include <kj/debug.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "cli/regentctl_output.h"
+#include "common/ids.h"
+#include "conf/config.h"
+#include "conf/values.h"
+#include "leader/leader_services.h"
+#include "services/dispatcher/job_graph_spec.h"
+#include "services/dispatcher/job_graph_validation.h"
+
+namespace regent::cli {
+namespace {
+
+constexpr Duration kBackoffInitial{50};
+constexpr Duration kBackoffMax{1000};
+
+JobId jobIdOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
+
+void setJobId(wire::Id128::Builder builder, const JobId& id) {
+  builder.setHi(id.hi());
+  builder.setLo(id.lo());
+}
+
+// "RUNNING" for wire::JobState::RUNNING (the schema's enumerant name in capitals).
+std::string jobStateName(wire::JobState state) {
+  auto enumerants = capnp::Schema::from<wire::JobState>().getEnumerants();
+  const auto index = static_cast<uint16_t>(state);
+  if (index >= enumerants.size()) return "UNKNOWN(" + std::to_string(index) + ")";
+  std::string name = enumerants[index].getProto().getName().cStr();
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::string timeOrDash(int64_t unixMillis) {
+  return unixMillis == 0 ? "-" : formatUtcMillis(unixMillis);
+}
+
+nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
+  return {{"total", tasks.getTotal()},         {"pending", tasks.getPending()},
+          {"running", tasks.getRunning()},     {"finished", tasks.getFinished()},
+          {"canceling", tasks.getCanceling()}, {"canceled", tasks.getCanceled()},
+          {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
+}
+
+std::string taskCountsText(wire::TaskCounts::Reader tasks) {
+  std::ostringstream text;
+  text << tasks.getTotal() << " total, " << tasks.getPending() << " pending, "
+       << tasks.getRunning() << " running, " << tasks.getFinished() << " finished, "
+       << tasks.getCanceling() << " canceling, " << tasks.getCanceled() << " canceled, "
+       << tasks.getFailed() << " failed, " << tasks.getReconciling() << " reconciling";
+  return text.str();
+}
+
+bool isRetryableException(const kj::Exception& exception) {
+  return exception.getType() == kj::Exception::Type::DISCONNECTED ||
+         exception.getType() == kj::Exception::Type::OVERLOADED;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const Config& config,
+                                                         InspectorOutput output,
+                                                         Duration timeout) {
+  auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
+  if (!ha.ok()) return Error::fatal(ha.error().message);
+  auto retrieval = leader::createLeaderRetrieval(loop, config, *ha.value());
+  if (!retrieval.ok()) return Error::fatal(retrieval.error().message);
+  return std::unique_ptr<JobCommands>(new JobCommands(loop, config, output, timeout,
+                                                      std::move(ha).value(),
+                                                      std::move(retrieval).value()));
+}
+
+JobCommands::JobCommands(EventLoop& loop, const Config& config, InspectorOutput output,
+                         Duration timeout, std::unique_ptr<ha::HaServices> ha,
+                         kj::Own<leader::LeaderRetrieval> retrieval)
+    : loop_(loop),
+      config_(config),
+      output_(output),
+      timeout_(timeout),
+      rpcOptions_(rpc::rpcOptionsFrom(config)),
+      deadline_(loop.timer(), rpcOptions_.callTimeout),
+      backoff_(kBackoffInitial, kBackoffMax),
+      ha_(std::move(ha)),
+      retrieval_(kj::mv(retrieval)) {}
+
+JobCommands::~JobCommands() noexcept = default;
+
+std::string JobCommands::clusterName() const {
+  return "cluster \"" + config_.getString("cluster-id") + "\"";
+}
+
+kj::Promise<bool> JobCommands::connectZooKeeper() {
+  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+  if (zooKeeper == nullptr) return true;
+  return zooKeeper->waitConnected(config_.getDuration("ha.zookeeper.connect-timeout"))
+      .then([this](Status connected) {
+        if (connected.ok()) return true;
+        output_.err << "regentctl: cannot reach ZooKeeper at "
+                    << config_.getString("ha.zookeeper.quorum") << ": "
+                    << connected.error().message << " (ha.zookeeper.connect-timeout is "
+                    << config_.text("ha.zookeeper.connect-timeout") << ")" << std::endl;
+        return false;
+      });
+}
+
+int JobCommands::gaveUp() {
+  output_.err << "regentctl: gave up after " << formatDuration(timeout_) << " (--timeout): "
+              << (lastError_.empty() ? "no answer from " + clusterName() : lastError_)
+              << std::endl;
+  return lastWasNoLeader_ ? kExitNoLeader : kExitError;
+}
+
+kj::Promise<int> JobCommands::run(BootstrapCall call) {
+  call_ = std::move(call);
+  kj::Promise<int> work = connectZooKeeper().then([this](bool connected) -> kj::Promise<int> {
+    if (!connected) return kExitError;
+    return attemptLoop();
+  });
+  return work.exclusiveJoin(
+      loop_.timer().afterDelay(timeout_.count() * kj::MILLISECONDS).then([this]() {
+        return gaveUp();
+      }));
+}
+
+kj::Promise<int> JobCommands::attemptLoop() {
+  return attemptOnce().then([this](Outcome outcome) -> kj::Promise<int> {
+    if (outcome) return *outcome;
+    const Duration delay = std::max(backoff_.next(), retryAfter_);
+    retryAfter_ = Duration(0);
+    return loop_.timer().afterDelay(delay.count() * kj::MILLISECONDS).then([this]() {
+      return attemptLoop();
+    });
+  });
+}
+
+kj::Promise<JobCommands::Outcome> JobCommands::attemptOnce() {
+  return retrieval_->leader()
+      .then([this](Result<std::optional<leader::LeaderInfo>> read) -> kj::Promise<Outcome> {
+        lastWasNoLeader_ = false;
+        if (!read.ok()) {
+          lastError_ = "cannot read the leader of " + clusterName() + ": " + read.error().message;
+          return Outcome();
+        }
+        if (!read.value()) {
+          lastError_ = "no master leads " + clusterName();
+          lastWasNoLeader_ = true;
+          return Outcome();
+        }
+        leader::LeaderInfo leader = *read.value();
+        if (leader.rpcAddress.empty()) {
+          lastError_ = "the leader " + leader.masterId + " (epoch " +
+                       std::to_string(leader.epoch) + ") advertises no rpc address";
+          return Outcome();
+        }
+        if (!client_) {
+          client_ = kj::heap<rpc::RpcClient>(loop_.io().getNetwork(), loop_.timer(),
+                                             leader.rpcAddress, rpcOptions_);
+        } else {
+          client_->setAddress(leader.rpcAddress);
+        }
+        const std::string where = "the leader " + leader.masterId + " at " + leader.rpcAddress +
+                                  " (epoch " + std::to_string(leader.epoch) + ")";
+        return deadline_
+            .apply("MasterBootstrap.bootstrap",
+                   client_->bootstrapAs<wire::MasterBootstrap>())
+            .then(
+                [this, leader](wire::MasterBootstrap::Client bootstrap) {
+                  return call_(kj::mv(bootstrap), leader);
+                })
+            .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Outcome> {
+              if (!isRetryableException(exception)) return kj::mv(exception);
+              lastError_ = where + ": " + exception.getDescription().cStr();
+              return Outcome();
+            });
+      });
+}
+
+JobCommands::Outcome JobCommands::refused(wire::Failure::Reader failure,
+                                          const std::string& subject) {
+  switch (failure.which()) {
+    case wire::Failure::FENCING:
+    case wire::Failure::NOT_LEADER:
+      lastError_ = failure.getMessage().cStr();
+      return Outcome();
+    case wire::Failure::UNAVAILABLE:
+      lastError_ = failure.getMessage().cStr();
+      retryAfter_ = Duration(static_cast<int64_t>(
+          std::min<uint64_t>(failure.getUnavailable().getRetryAfterMs(), kBackoffMax.count())));
+      return Outcome();
+    case wire::Failure::INVALID_ARGUMENT: {
+      auto invalid = failure.getInvalidArgument();
+      output_.err << "regentctl: " << (subject.empty() ? "" : subject + ": ");
+      if (invalid.getField().size() > 0) output_.err << invalid.getField().cStr() << ": ";
+      output_.err << invalid.getMessage().cStr() << std::endl;
+      return kExitRefused;
+    }
+    default:
+      output_.err << "regentctl: " << failure.getMessage().cStr() << std::endl;
+      return kExitRefused;
+  }
+}
+
+kj::Promise<int> JobCommands::withDispatcher(DispatcherCall call) {
+  return run([this, call = std::move(call)](wire::MasterBootstrap::Client bootstrap,
+                                            const leader::LeaderInfo& leader) {
+    auto request = bootstrap.dispatcherRequest();
+    request.setEpoch(leader.epoch);
+    const uint64_t epoch = leader.epoch;
+    return deadline_.send(kj::mv(request))
+        .then([this, call, epoch](
+                  capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
+                  -> kj::Promise<Outcome> {
+          if (response.hasFailure()) return refused(response.getFailure());
+          return call(response.getDispatcher(), epoch);
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::submit(std::string path) {
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      output_.err << "regentctl: " << path << ": cannot open the file" << std::endl;
+      return kExitUsage;
+    }
+    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    if (file.bad()) {
+      output_.err << "regentctl: " << path << ": cannot read the file" << std::endl;
+      return kExitUsage;
+    }
+  }
+  auto parsed = dispatcher::parseJobGraphSpec(text, dispatcher::jobGraphSpecFormatForPath(path));
+  if (!parsed.ok()) {
+    output_.err << "regentctl: " << path << ": " << parsed.error().message << std::endl;
+    return kExitRefused;
+  }
+  auto graph = parsed.value()->getRoot<wire::JobGraph>().asReader();
+  if (auto violation = dispatcher::findJobGraphViolation(graph, dispatcher::JobGraphLimits{})) {
+    output_.err << "regentctl: " << path << ": " << violation->describe() << std::endl;
+    return kExitRefused;
+  }
+  // Every attempt sends this same graph, job id included (the Dispatcher accepts an identical
+  // resubmit).
+  auto message = std::make_shared<capnp::MallocMessageBuilder>();
+  message->setRoot(graph);
+  return withDispatcher([this, message, path](wire::DispatcherGateway::Client gateway,
+                                              uint64_t epoch) {
+    auto request = gateway.submitJobRequest();
+    request.setEpoch(epoch);
+    request.setJobGraph(message->getRoot<wire::JobGraph>().asReader());
+    return deadline_.send(kj::mv(request))
+        .then([this, path](capnp::Response<wire::DispatcherGateway::SubmitJobResults> response)
+                  -> Outcome {
+          if (response.hasFailure()) return refused(response.getFailure(), path);
+          const std::string id = jobIdOf(response.getJobId()).toHex();
+          if (output_.json) {
+            output_.out << nlohmann::json{{"job_id", id}}.dump() << std::endl;
+          } else {
+            output_.out << id << std::endl;
+          }
+          return kExitOk;
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::list() {
+  return withDispatcher([this](wire::DispatcherGateway::Client gateway, uint64_t epoch) {
+    auto request = gateway.listJobsRequest();
+    request.setEpoch(epoch);
+    return deadline_.send(kj::mv(request))
+        .then([this](capnp::Response<wire::DispatcherGateway::ListJobsResults> response)
+                  -> Outcome {
+          if (response.hasFailure()) return refused(response.getFailure());
+          struct Row {
+            std::string id, name, state, submitted;
+            int64_t submittedAtMs;
+          };
+          std::vector<Row> rows;
+          for (auto job : response.getJobs()) {
+            rows.push_back({jobIdOf(job.getJobId()).toHex(), job.getName().cStr(),
+                            jobStateName(job.getState()), timeOrDash(job.getSubmittedAtMs()),
+                            job.getSubmittedAtMs()});
+          }
+          std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+            return std::tie(a.submittedAtMs, a.id) < std::tie(b.submittedAtMs, b.id);
+          });
+          if (output_.json) {
+            for (const Row& row : rows) {
+              output_.out << nlohmann::json{{"job_id", row.id},
+                                            {"name", row.name},
+                                            {"state", row.state},
+                                            {"submitted_at", row.submitted},
+                                            {"submitted_at_ms", row.submittedAtMs}}
+                                 .dump()
+                          << "\n";
+            }
+            output_.out << std::flush;
+            return kExitOk;
+          }
+          if (rows.empty()) {
+            output_.out << "no jobs in " << clusterName() << std::endl;
+            return kExitOk;
+          }
+          size_t nameWidth = 4;
+          size_t stateWidth = 5;
+          for (const Row& row : rows) {
+            nameWidth = std::max(nameWidth, row.name.size());
+            stateWidth = std::max(stateWidth, row.state.size());
+          }
+          auto pad = [](const std::string& text, size_t width) {
+            return text + std::string(width > text.size() ? width - text.size() : 0, ' ');
+          };
+          output_.out << pad("JOB ID", 32) << "  " << pad("NAME", nameWidth) << "  "
+                      << pad("STATE", stateWidth) << "  SUBMITTED\n";
+          for (const Row& row : rows) {
+            output_.out << row.id << "  " << pad(row.name, nameWidth) << "  "
+                        << pad(row.state, stateWidth) << "  " << row.submitted << "\n";
+          }
+          output_.out << std::flush;
+          return kExitOk;
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::status(std::string jobId) {
+  auto id = JobId::fromHex(jobId);
+  if (!id) {
+    output_.err << "regentctl: job id \"" << jobId << "\": expected 32 hex digits" << std::endl;
+    return kExitUsage;
+  }
+  return withDispatcher([this, id = *id](wire::DispatcherGateway::Client gateway,
+                                         uint64_t epoch) {
+    auto request = gateway.jobStatusRequest();
+    request.setEpoch(epoch);
+    setJobId(request.initJobId(), id);
+    return deadline_.send(kj::mv(request))
+        .then([this](capnp::Response<wire::DispatcherGateway::JobStatusResults> response)
+                  -> Outcome {
+          if (response.hasFailure()) return refused(response.getFailure());
+          auto status = response.getStatus();
+          nlohmann::json json{{"job_id", jobIdOf(status.getJobId()).toHex()},
+                              {"name", status.getName().cStr()},
+                              {"state", jobStateName(status.getState())},
+                              {"submitted_at", timeOrDash(status.getSubmittedAtMs())},
+                              {"submitted_at_ms", status.getSubmittedAtMs()},
+                              {"state_changed_at_ms", status.getStateChangedAtMs()},
+                              {"ended_at_ms", status.getEndedAtMs()},
+                              {"restarts", status.getRestarts()},
+                              {"tasks", taskCountsJson(status.getTasks())}};
+          std::ostringstream text;
+          text << "job id:         " << jobIdOf(status.getJobId()).toHex() << "\n"
+               << "name:           " << status.getName().cStr() << "\n"
+               << "state:          " << jobStateName(status.getState()) << "\n"
+               << "submitted at:   " << timeOrDash(status.getSubmittedAtMs()) << "\n"
+               << "state changed:  " << timeOrDash(status.getStateChangedAtMs()) << "\n"
+               << "ended at:       " << timeOrDash(status.getEndedAtMs()) << "\n"
+               << "restarts:       " << status.getRestarts() << "\n"
+               << "tasks:          " << taskCountsText(status.getTasks()) << "\n";
+          nlohmann::json vertices = nlohmann::json::array();
+          for (auto vertex : status.getVertices()) {
+            vertices.push_back({{"name", vertex.getName().cStr()},
+                                {"parallelism", vertex.getParallelism()},
+                                {"tasks", taskCountsJson(vertex.getTasks())}});
+            text << "vertex " << vertex.getName().cStr() << ": parallelism "
+                 << vertex.getParallelism() << ", " << taskCountsText(vertex.getTasks())
+                 << "\n";
+          }
+          json["vertices"] = vertices;
+          if (status.hasFailure()) {
+            auto failure = status.getFailure();
+            json["failure"] = {{"message", failure.getMessage().cStr()},
+                               {"vertex", failure.getVertexName().cStr()},
+                               {"subtask_index", failure.getSubtaskIndex()},
+                               {"exit_code", failure.getExitCode()},
+                               {"at_ms", failure.getAtMs()}};
+            text << "failure:        " << failure.getMessage().cStr() << "\n";
+          }
+          if (response.hasResult()) {
+            auto result = response.getResult();
+            json["result"] = {{"state", jobStateName(result.getState())},
+                              {"clean", result.getClean()},
+                              {"ended_at_ms", result.getEndedAtMs()},
+                              {"net_runtime_ms", result.getNetRuntimeMs()}};
+            text << "result:         " << jobStateName(result.getState())
+                 << (result.getClean() ? "" : " (cleanup not yet confirmed)") << "\n";
+          }
+          output_.out << (output_.json ? json.dump() + "\n" : text.str()) << std::flush;
+          return kExitOk;
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::cancel(std::string jobId) {
+  auto id = JobId::fromHex(jobId);
+  if (!id) {
+    output_.err << "regentctl: job id \"" << jobId << "\": expected 32 hex digits" << std::endl;
+    return kExitUsage;
+  }
+  return withDispatcher([this, id = *id](wire::DispatcherGateway::Client gateway,
+                                         uint64_t epoch) {
+    auto request = gateway.cancelJobRequest();
+    request.setEpoch(epoch);
+    setJobId(request.initJobId(), id);
+    return deadline_.send(kj::mv(request))
+        .then([this, id](capnp::Response<wire::DispatcherGateway::CancelJobResults> response)
+                  -> Outcome {
+          if (response.hasFailure()) return refused(response.getFailure());
+          if (output_.json) {
+            output_.out << nlohmann::json{{"job_id", id.toHex()}, {"canceled", true}}.dump()
+                        << std::endl;
+          } else {
+            output_.out << "canceled " << id.toHex() << std::endl;
+          }
+          return kExitOk;
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::failover() {
+  return run([this](wire::MasterBootstrap::Client bootstrap, const leader::LeaderInfo& leader) {
+    auto request = bootstrap.handOverRequest();
+    request.setEpoch(leader.epoch);
+    return deadline_.send(kj::mv(request))
+        .then(
+            [this, leader](capnp::Response<wire::MasterBootstrap::HandOverResults> response)
+                -> kj::Promise<Outcome> {
+              if (response.hasFailure()) {
+                auto failure = response.getFailure();
+                // The leader of this epoch no longer leads: the leadership moved already,
+                // which is what was asked; report the move rather than hand over its
+                // successor too.
+                if (!failure.isFencing() && !failure.isNotLeader()) return refused(failure);
+              }
+              return waitForNewLeader(leader).then([](int code) { return Outcome(code); });
+            },
+            [this, leader](kj::Exception&& exception) -> kj::Promise<Outcome> {
+              // The request may have reached the leader before the connection ended or the
+              // deadline passed: watch whether the leadership moves.
+              if (!isRetryableException(exception)) return kj::mv(exception);
+              return waitForNewLeader(leader).then([](int code) { return Outcome(code); });
+            });
+  });
+}
+
+kj::Promise<int> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
+  lastWasNoLeader_ = false;
+  lastError_ = "the leadership has not moved from " + old.masterId + " (epoch " +
+               std::to_string(old.epoch) + ")";
+  replaced_ = old;
+  auto successor = kj::newPromiseAndFulfiller<leader::LeaderInfo>();
+  successor_ = kj::mv(successor.fulfiller);
+  retrieval_->start(*this);
+  return successor.promise.then([this, old](leader::LeaderInfo next) {
+    if (output_.json) {
+      output_.out << nlohmann::json{{"old_master_id", old.masterId},
+                                    {"old_epoch", old.epoch},
+                                    {"new_master_id", next.masterId},
+                                    {"new_epoch", next.epoch},
+                                    {"new_rpc_address", next.rpcAddress}}
+                         .dump()
+                  << std::endl;
+    } else {
+      output_.out << "leader " << old.masterId << " (epoch " << old.epoch << ") -> "
+                  << next.masterId << " (epoch " << next.epoch << ")" << std::endl;
+    }
+    return int(kExitOk);
+  });
+}
+
+void JobCommands::leaderChanged(const std::optional<leader::LeaderInfo>& leader) {
+  if (!replaced_ || !successor_ || !successor_->isWaiting()) return;
+  if (leader && leader->epoch > replaced_->epoch) {
+    successor_->fulfill(leader::LeaderInfo(*leader));
+  } else if (leader) {
+    lastWasNoLeader_ = false;
+  } else {
+    lastError_ = "no master leads " + clusterName() + " since " + replaced_->masterId +
+                 " (epoch " + std::to_string(replaced_->epoch) + ") handed over";
+    lastWasNoLeader_ = true;
+  }
+}
+
+void JobCommands::connectionChanged(bool connected) {
+  if (!connected) {
+    lastError_ = "lost the connection to ZooKeeper at " +
+                 config_.getString("ha.zookeeper.quorum") + " while waiting for a new leader";
+  }
+}
+
+}  // namespace regent::cli
