@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local demo (README command one): a ZooKeeper server on loopback, three regent masters
-# electing a leader, the leader killed and replaced, then a graceful hand-over. Everything it
+# electing a leader, jobs submitted, the leader killed and replaced (the jobs still listed),
+# `regentctl failover`, then a graceful hand-over. Everything it
 # starts is stopped, and its temporary directory removed, when it ends (even on Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -153,6 +154,26 @@ say "\$ regentctl leader"
 ctl leader
 step "Epoch $epoch: each new leadership term gets the next epoch, issued once, in ZooKeeper."
 
+say "Submitting three jobs to the leader. Each JobGraph is validated, stored in ZooKeeper, then accepted."
+for name in wordcount etl-nightly report; do
+  cat >"$work/$name.yaml" <<YAML
+name: $name
+vertices:
+  - name: extract
+    parallelism: 2
+    command:
+      argv: [sleep, "30"]
+  - name: load
+    parallelism: 1
+    command:
+      argv: [sleep, "5"]
+    upstream: [extract]
+YAML
+  step "\$ regentctl jobs submit $name.yaml   ->   $(ctl jobs submit "$work/$name.yaml")"
+done
+say "\$ regentctl jobs list"
+ctl jobs list
+
 say "Killing the leader (pid $leader_pid) with SIGKILL: no goodbye, as if its machine died."
 killed_at=$(now_ms)
 kill -KILL "$leader_pid"
@@ -165,6 +186,16 @@ leader_pid=$(json_field pid <<<"$leader")
 say "\$ regentctl leader"
 ctl leader
 step "The epoch went up by one, to $epoch."
+say "\$ regentctl jobs list   (the new leader recovered every job from ZooKeeper)"
+ctl jobs list
+
+say "\$ regentctl failover   (asks the leader to hand over, without stopping it)"
+ctl failover
+leader=$(wait_for_leader_after "$epoch")
+epoch=$(json_field epoch <<<"$leader")
+leader_pid=$(json_field pid <<<"$leader")
+say "\$ regentctl jobs list"
+ctl jobs list
 
 say "Stopping the new leader (pid $leader_pid) with SIGTERM: it hands over on purpose."
 term_at=$(now_ms)
@@ -182,4 +213,7 @@ done
 say "\$ regentctl leader"
 ctl leader
 
-say "Done: one leader at a time, a crash survived, a graceful hand-over. Stopping everything the demo started."
+say "\$ regentctl jobs list"
+ctl jobs list
+
+say "Done: one leader at a time, a crash survived, two hand-overs, and the jobs listed by every leader. Stopping everything the demo started."
