@@ -34,22 +34,25 @@ ClusterInspector::ClusterInspector(EventLoop& loop, const Config& config, Inspec
 
 ClusterInspector::~ClusterInspector() noexcept = default;
 
-std::string ClusterInspector::clusterName() const {
-  return "cluster \"" + config_.getString("cluster-id") + "\"";
-}
+std::string ClusterInspector::clusterName() const { return clusterNameOf(config_); }
 
-kj::Promise<bool> ClusterInspector::connect() {
-  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+kj::Promise<bool> ClusterInspector::connect() { return connectToZooKeeper(*ha_, config_, output_.err); }
+
+kj::Promise<bool> connectToZooKeeper(ha::HaServices& ha, const Config& config, std::ostream& err) {
+  ha::ZooKeeperClient* zooKeeper = ha.zooKeeper();
   if (zooKeeper == nullptr) return true;
-  return zooKeeper->waitConnected(config_.getDuration("ha.zookeeper.connect-timeout"))
-      .then([this](Status connected) {
+  return zooKeeper->waitConnected(config.getDuration("ha.zookeeper.connect-timeout"))
+      .then([&config, &err](Status connected) {
         if (connected.ok()) return true;
-        output_.err << "regentctl: cannot reach ZooKeeper at "
-                    << config_.getString("ha.zookeeper.quorum") << ": "
-                    << connected.error().message << " (ha.zookeeper.connect-timeout is "
-                    << config_.text("ha.zookeeper.connect-timeout") << ")" << std::endl;
+        err << "regentctl: cannot reach ZooKeeper at " << config.getString("ha.zookeeper.quorum")
+            << ": " << connected.error().message << " (ha.zookeeper.connect-timeout is "
+            << config.text("ha.zookeeper.connect-timeout") << ")" << std::endl;
         return false;
       });
+}
+
+std::string clusterNameOf(const Config& config) {
+  return "cluster \"" + config.getString("cluster-id") + "\"";
 }
 
 kj::Promise<int> ClusterInspector::leader() {

@@ -32,6 +32,13 @@ struct InspectorOutput {
   bool json = false;
 };
 
+// Waits up to ha.zookeeper.connect-timeout for the reader session; on failure writes one line
+// to `err` naming the quorum and the timeout and resolves false. True at once without ZooKeeper.
+kj::Promise<bool> connectToZooKeeper(ha::HaServices& ha, const Config& config, std::ostream& err);
+
+// `cluster "<cluster-id>"`, for messages.
+std::string clusterNameOf(const Config& config);
+
 // Reads the cluster through a LeaderRetrieval over the reader identity
 // (ha.zookeeper.read-auth if set, else ha.zookeeper.auth).
 //

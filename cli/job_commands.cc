@@ -101,22 +101,10 @@ JobCommands::JobCommands(EventLoop& loop, const Config& config, InspectorOutput 
 
 JobCommands::~JobCommands() noexcept = default;
 
-std::string JobCommands::clusterName() const {
-  return "cluster \"" + config_.getString("cluster-id") + "\"";
-}
+std::string JobCommands::clusterName() const { return clusterNameOf(config_); }
 
 kj::Promise<bool> JobCommands::connectZooKeeper() {
-  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
-  if (zooKeeper == nullptr) return true;
-  return zooKeeper->waitConnected(config_.getDuration("ha.zookeeper.connect-timeout"))
-      .then([this](Status connected) {
-        if (connected.ok()) return true;
-        output_.err << "regentctl: cannot reach ZooKeeper at "
-                    << config_.getString("ha.zookeeper.quorum") << ": "
-                    << connected.error().message << " (ha.zookeeper.connect-timeout is "
-                    << config_.text("ha.zookeeper.connect-timeout") << ")" << std::endl;
-        return false;
-      });
+  return connectToZooKeeper(*ha_, config_, output_.err);
 }
 
 int JobCommands::gaveUp() {
