@@ -176,5 +176,116 @@ TEST_F(MasterJobsTest, JobsSubmittedToALeaderAreListedByTheNextAfterASigkill) {
   EXPECT_EQ(refused.getFailure().getFencing().getReceived(), 1u);
 }
 
+TEST_F(MasterJobsTest, ALeaderStoppedPastItsSessionChangesNothingWhenItWakesUp) {
+  auto server = sharedZooKeeperServer();
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  MasterCluster cluster({.quorum = server.value()->connectString(),
+                         .clusterId = uniqueClusterId("jobs-stop"),
+                         .extraSet = {"rpc.advertised-address="}});
+  ASSERT_TRUE(cluster.startMasters(2).ok());
+  auto first = cluster.waitForGrant(1, kStartTimeout);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  const size_t stoppedSlot = first.value();
+  const size_t standbySlot = 1 - stoppedSlot;
+
+  Leader stopped = connect(cluster, stoppedSlot, 1);
+  auto oldGateway = dispatcher(stopped, 1);
+  const JobId before = submit(oldGateway, 1, "before-the-stop");
+
+  ASSERT_TRUE(cluster.process(stoppedSlot).pause().ok());
+  // A call sent while the leader is stopped waits in its socket and is read when it wakes up,
+  // possibly before it learns that its session expired.
+  auto late = oldGateway.submitJobRequest();
+  late.setEpoch(1);
+  const JobId lateId = JobId::random();
+  auto graph = late.initJobGraph();
+  graph.initJobId().setHi(lateId.hi());
+  graph.getJobId().setLo(lateId.lo());
+  graph.setName("late");
+  auto vertex = graph.initVertices(1)[0];
+  vertex.setName("work");
+  vertex.setParallelism(1);
+  vertex.initCommand().initArgv(1).set(0, "true");
+  auto lateReply = late.send();
+
+  auto second = cluster.waitForGrant(2, kStartTimeout);
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  ASSERT_EQ(second.value(), standbySlot);
+  Leader next = connect(cluster, standbySlot, 2);
+  ASSERT_TRUE(cluster.process(stoppedSlot).resume().ok());
+
+  // The woken leader's answer, whatever it is, is not an acceptance: its store writes check a
+  // latch node that is gone, and its capabilities are revoked once it notices.
+  bool accepted = false;
+  try {
+    auto reply = loop_.run(loop_.timer().timeoutAfter(30 * kj::SECONDS, kj::mv(lateReply)));
+    accepted = !reply.hasFailure();
+    if (reply.hasFailure()) {
+      EXPECT_FALSE(reply.getFailure().isInvalidArgument()) << reply.getFailure().getMessage().cStr();
+    }
+  } catch (const kj::Exception&) {
+    // Revoked or disconnected: refused.
+  }
+  EXPECT_FALSE(accepted) << "a deposed leader accepted a job";
+  auto revoked = cluster.waitForEvent(
+      stoppedSlot, [](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == 1; },
+      kStartTimeout);
+  EXPECT_TRUE(revoked.ok()) << cluster.describe();
+
+  auto gateway = dispatcher(next, 2);
+  auto jobs = list(gateway, 2);
+  EXPECT_EQ(jobs.count(before.toHex() + " before-the-stop"), 1u);
+  EXPECT_EQ(jobs.count(lateId.toHex() + " late"), 0u);
+}
+
+TEST_F(MasterJobsTest, ARogueClientIsDisconnectedAndTheMasterKeepsServingOthers) {
+  auto server = sharedZooKeeperServer();
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  MasterCluster cluster({.quorum = server.value()->connectString(),
+                         .clusterId = uniqueClusterId("jobs-rogue"),
+                         .extraSet = {"rpc.advertised-address=", "rpc.max-message-size=64KiB"}});
+  ASSERT_TRUE(cluster.startMasters(1).ok());
+  ASSERT_TRUE(cluster.waitForGrant(1, kStartTimeout).ok());
+  const std::string address = rpcAddressOf(cluster, 0);
+  const uint16_t port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+
+  // Garbage: not a Cap'n Proto frame at all.
+  auto garbage = loop_.run(loop_.io().getNetwork().parseAddress("127.0.0.1", port))->connect();
+  auto rogue = loop_.run(kj::mv(garbage));
+  const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, '\xff');
+  loop_.run(rogue->write(junk.data(), junk.size()));
+  char buffer[64];
+  // The master closes the connection: the read ends (0 bytes or an error), bounded.
+  try {
+    loop_.run(loop_.timer().timeoutAfter(30 * kj::SECONDS, rogue->tryRead(buffer, 1, sizeof(buffer))));
+  } catch (const kj::Exception& e) {
+    EXPECT_NE(e.getType(), kj::Exception::Type::OVERLOADED) << "the master kept the rogue connection";
+  }
+
+  // An oversized message from a client whose own limit is larger than the master's.
+  rpc::RpcOptions big;
+  big.maxMessageSize = 8 * 1024 * 1024;
+  rpc::RpcClient oversized(loop_.io().getNetwork(), loop_.timer(), address, big);
+  auto bootstrap = loop_.run(oversized.bootstrapAs<wire::MasterBootstrap>());
+  auto huge = bootstrap.dispatcherRequest();
+  huge.setEpoch(1);
+  Leader leader = connect(cluster, 0, 1);
+  auto gateway = dispatcher(leader, 1);
+  auto hugeGateway = [&]() {
+    auto response = loop_.run(huge.send());
+    return response.getDispatcher();
+  }();
+  auto hugeSubmit = hugeGateway.submitJobRequest();
+  hugeSubmit.setEpoch(1);
+  auto hugeGraph = hugeSubmit.initJobGraph();
+  hugeGraph.setName(std::string(200 * 1024, 'x'));
+  EXPECT_THROW(loop_.run(hugeSubmit.send()), kj::Exception);
+
+  // The master still serves a well-behaved client.
+  EXPECT_EQ(list(gateway, 1).size(), 0u);
+  const JobId id = submit(gateway, 1, "after-the-rogues");
+  EXPECT_EQ(list(gateway, 1).count(id.toHex() + " after-the-rogues"), 1u);
+}
+
 }  // namespace
 }  // namespace regent::testing
