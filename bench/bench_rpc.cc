@@ -1,0 +1,243 @@
+// The RPC benchmark (scripts/bench.sh rpc): one client and one Dispatcher on one loop, over
+// loopback TCP through the transport, the leadership term's membrane and the fenced endpoint.
+// Fenced jobStatus calls one at a time (latency) and 64 in flight (throughput), against the
+// floor: a plain TCP request/response of the same sizes on the same loop. Prints its numbers;
+// never asserts timings.
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/async-io.h>
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/event_loop.h"
+#include "common/ids.h"
+#include "conf/config.h"
+#include "rpc/fenced_endpoint.h"
+#include "rpc/rpc_client.h"
+#include "rpc/rpc_options.h"
+#include "rpc/rpc_server.h"
+#include "services/dispatcher/dispatcher.h"
+#include "store/store_services.h"
+#include "tests/fixtures/temp_dir_test_util.h"
+
+namespace regent::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using wire::DispatcherGateway;
+
+struct BenchOptions {
+  int sequentialCalls = 20000;
+  int pipelinedCalls = 200000;
+  int inFlight = 64;
+};
+
+double micros(Clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+double percentile(std::vector<double> samples, double p) {
+  std::sort(samples.begin(), samples.end());
+  const size_t index = std::min(samples.size() - 1,
+                                static_cast<size_t>(p / 100.0 * static_cast<double>(samples.size())));
+  return samples[index];
+}
+
+kj::Own<capnp::MallocMessageBuilder> benchGraph(const JobId& id) {
+  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  auto graph = message->initRoot<wire::JobGraph>();
+  graph.initJobId().setHi(id.hi());
+  graph.getJobId().setLo(id.lo());
+  graph.setName("bench");
+  auto vertex = graph.initVertices(1)[0];
+  vertex.setName("work");
+  vertex.setParallelism(4);
+  vertex.initCommand().initArgv(1).set(0, "true");
+  return message;
+}
+
+kj::Promise<capnp::Response<DispatcherGateway::JobStatusResults>> jobStatus(
+    DispatcherGateway::Client& gateway, const JobId& id, uint64_t epoch) {
+  auto request = gateway.jobStatusRequest();
+  request.setEpoch(epoch);
+  request.initJobId().setHi(id.hi());
+  request.getJobId().setLo(id.lo());
+  return request.send();
+}
+
+// Keeps `inFlight` calls outstanding until `total` completed.
+kj::Promise<void> pipelined(DispatcherGateway::Client& gateway, const JobId& id, int& started,
+                            int total) {
+  if (started >= total) return kj::READY_NOW;
+  ++started;
+  return jobStatus(gateway, id, 1).then([&gateway, id, &started, total](auto&& response) {
+    KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
+    return pipelined(gateway, id, started, total);
+  });
+}
+
+// The floor: a server that answers every `requestBytes` read with `responseBytes`.
+kj::Promise<void> echoConnection(kj::Own<kj::AsyncIoStream> stream, size_t requestBytes,
+                                 size_t responseBytes) {
+  auto buffer = kj::heapArray<kj::byte>(kj::max(requestBytes, responseBytes));
+  auto& streamRef = *stream;
+  auto bufferPtr = buffer.begin();
+  return streamRef.tryRead(bufferPtr, requestBytes, requestBytes)
+      .then([&streamRef, bufferPtr, responseBytes](size_t n) -> kj::Promise<bool> {
+        if (n == 0) return false;
+        return streamRef.write(bufferPtr, responseBytes).then([] { return true; });
+      })
+      .then([stream = kj::mv(stream), buffer = kj::mv(buffer), requestBytes,
+             responseBytes](bool more) mutable -> kj::Promise<void> {
+        if (!more) return kj::READY_NOW;
+        return echoConnection(kj::mv(stream), requestBytes, responseBytes);
+      });
+}
+
+int run(const BenchOptions& options) {
+  spdlog::set_level(spdlog::level::warn);
+  EventLoop loop;
+  testing::TempDir dir("regent-bench-rpc");
+  ConfigSources sources;
+  sources.set = {"ha.mode=standalone", "store.rocksdb.path=" + dir.path() + "/store"};
+  auto config = loadConfig(sources);
+  KJ_REQUIRE(config.ok(), config.error().message);
+  auto services = store::StoreServices::create(loop, config.value(), nullptr);
+  KJ_REQUIRE(services.ok(), services.error().message);
+  auto stores = loop.run(services.value()->openTerm(store::StoreTerm{1, ""}));
+  KJ_REQUIRE(stores.ok(), stores.error().message);
+
+  rpc::FencingCounters counters;
+  rpc::LeadershipTerm term(1);
+  auto dispatcher = kj::heap<dispatcher::Dispatcher>(
+      1, *stores.value(), dispatcher::JobGraphLimits{}, [] { return int64_t{1700000000000}; });
+  auto& dispatcherRef = *dispatcher;
+  auto recovered = loop.run(dispatcherRef.recover());
+  KJ_REQUIRE(recovered.ok(), recovered.error().message);
+  DispatcherGateway::Client gateway =
+      term.guard(rpc::fencedEndpoint<DispatcherGateway>(kj::mv(dispatcher), 1, counters));
+  const JobId id = JobId::random();
+  {
+    auto graph = benchGraph(id);
+    auto submit = gateway.submitJobRequest();
+    submit.setEpoch(1);
+    submit.setJobGraph(graph->getRoot<wire::JobGraph>().asReader());
+    auto response = loop.run(submit.send());
+    KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
+  }
+
+  rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config.value());
+  auto server = loop.run(rpc::RpcServer::listen(loop.io().getNetwork(), loop.timer(),
+                                                "127.0.0.1:0", rpcOptions, gateway));
+  KJ_REQUIRE(server.ok(), server.error().message);
+  rpc::RpcClient client(loop.io().getNetwork(), loop.timer(), server.value()->listenAddress(),
+                        rpcOptions);
+  auto remote = loop.run(client.bootstrapAs<DispatcherGateway>());
+
+  // Sizes of one call on the wire, for the floor: request and response messages.
+  size_t requestBytes = 0;
+  size_t responseBytes = 0;
+  {
+    capnp::MallocMessageBuilder request;
+    auto params = request.initRoot<DispatcherGateway::JobStatusParams>();
+    params.setEpoch(1);
+    params.initJobId().setHi(id.hi());
+    auto response = loop.run(jobStatus(remote, id, 1));
+    KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
+    capnp::MallocMessageBuilder results;
+    results.setRoot(response.getStatus());
+    // The RPC frames add a Call/Return header (about 10 words) around the payload.
+    requestBytes = (capnp::computeSerializedSizeInWords(request) + 10) * 8;
+    responseBytes = (capnp::computeSerializedSizeInWords(results) + 10) * 8;
+  }
+
+  for (int i = 0; i < 1000; ++i) loop.run(jobStatus(remote, id, 1));  // Warm-up.
+  std::vector<double> latencies;
+  latencies.reserve(static_cast<size_t>(options.sequentialCalls));
+  for (int i = 0; i < options.sequentialCalls; ++i) {
+    const auto start = Clock::now();
+    auto response = loop.run(jobStatus(remote, id, 1));
+    latencies.push_back(micros(Clock::now() - start));
+    KJ_REQUIRE(!response.hasFailure());
+  }
+
+  int started = 0;
+  const auto pipelineStart = Clock::now();
+  {
+    kj::Vector<kj::Promise<void>> lanes;
+    for (int lane = 0; lane < options.inFlight; ++lane) {
+      lanes.add(pipelined(remote, id, started, options.pipelinedCalls));
+    }
+    loop.run(kj::joinPromises(lanes.releaseAsArray()));
+  }
+  const double pipelineSeconds =
+      std::chrono::duration<double>(Clock::now() - pipelineStart).count();
+
+  // The floor on the same loop: plain TCP, one request/response at a time.
+  auto listener = loop.run(loop.io().getNetwork().parseAddress("127.0.0.1", 0))->listen();
+  const auto floorPort = static_cast<uint16_t>(listener->getPort());
+  auto serving = listener->accept()
+                     .then([requestBytes, responseBytes](kj::Own<kj::AsyncIoStream> stream) {
+                       return echoConnection(kj::mv(stream), requestBytes, responseBytes);
+                     })
+                     .eagerlyEvaluate(nullptr);
+  auto floorClient =
+      loop.run(loop.run(loop.io().getNetwork().parseAddress("127.0.0.1", floorPort))->connect());
+  auto request = kj::heapArray<kj::byte>(requestBytes);
+  auto response = kj::heapArray<kj::byte>(responseBytes);
+  std::fill(request.begin(), request.end(), kj::byte(7));
+  std::vector<double> floorLatencies;
+  floorLatencies.reserve(static_cast<size_t>(options.sequentialCalls));
+  for (int i = 0; i < options.sequentialCalls + 1000; ++i) {
+    const auto start = Clock::now();
+    loop.run(floorClient->write(request.begin(), request.size()));
+    loop.run(floorClient->read(response.begin(), response.size()));
+    if (i >= 1000) floorLatencies.push_back(micros(Clock::now() - start));
+  }
+  floorClient = nullptr;
+
+  const double fencedP50 = percentile(latencies, 50);
+  const double floorP50 = percentile(floorLatencies, 50);
+  std::printf("# %d sequential calls, %d calls with %d in flight on one connection; request %zu "
+              "bytes, response %zu bytes on the wire (approx.); client and Dispatcher on one loop\n",
+              options.sequentialCalls, options.pipelinedCalls, options.inFlight, requestBytes,
+              responseBytes);
+  std::printf("# tcp floor p99=%.1f us; fenced p50/floor p50 = %.2f; fencing rejections %zu\n",
+              percentile(floorLatencies, 99), fencedP50 / floorP50, counters.all().size());
+  std::printf("rpc fenced_p50_us=%.1f fenced_p99_us=%.1f fenced_calls_per_s=%.0f tcp_floor_p50_us=%.1f\n",
+              fencedP50, percentile(latencies, 99),
+              static_cast<double>(options.pipelinedCalls) / pipelineSeconds, floorP50);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace regent::bench
+
+int main(int argc, char** argv) {
+  regent::bench::BenchOptions options;
+  CLI::App app{
+      "RPC benchmark: fenced DispatcherGateway.jobStatus calls over loopback (one at a time, then "
+      "many in flight) against a plain TCP request/response of the same size on the same loop. "
+      "Prints result lines; never asserts timings."};
+  app.add_option("--calls", options.sequentialCalls, "sequential calls (latency)")
+      ->check(CLI::Range(100, 10000000))
+      ->capture_default_str();
+  app.add_option("--pipelined-calls", options.pipelinedCalls, "calls with --in-flight outstanding")
+      ->check(CLI::Range(100, 100000000))
+      ->capture_default_str();
+  app.add_option("--in-flight", options.inFlight, "calls kept outstanding on one connection")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return regent::bench::run(options);
+}
