@@ -19,10 +19,11 @@ namespace {
 
 constexpr const char* kDescription =
     "regent-master: a regent master process.\n"
-    "For now it only takes part in leader election through ZooKeeper (or leads alone with "
-    "ha.mode=standalone): it logs every leadership grant, revoke and hand-over with its epoch, "
-    "and hands leadership over on SIGTERM or SIGINT (a second signal exits at once). It serves "
-    "no RPC or HTTP yet; rpc.* and http.* only fill in the addresses it publishes.";
+    "It takes part in leader election through ZooKeeper (or leads alone with "
+    "ha.mode=standalone), and as leader recovers and serves the jobs (Dispatcher). It serves "
+    "Cap'n Proto RPC on rpc.bind and HTTP (/healthz, /readyz, /v1/leader, /v1/jobs, /metrics) "
+    "on http.bind, logs every leadership grant, revoke and hand-over with its epoch, and hands "
+    "leadership over on SIGTERM or SIGINT (a second signal exits at once).";
 
 }  // namespace
 

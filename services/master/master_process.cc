@@ -1,9 +1,6 @@
 // MasterProcess (see master_process.h): the election wired to the event lines and the signals.
 #include "services/master/master_process.h"
 
-#include "rpc/rpc_options.h"
-#include "services/dispatcher/dispatcher.h"
-
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -17,6 +14,8 @@
 #include "common/time.h"
 #include "conf/config.h"
 #include "leader/leader_services.h"
+#include "rpc/rpc_options.h"
+#include "services/dispatcher/dispatcher.h"
 
 namespace regent::master {
 namespace {
@@ -112,6 +111,7 @@ struct MasterProcess::LeaderTerm {
   const uint64_t epoch;
   rpc::LeadershipTerm capabilities;
   kj::Own<store::LeaderStores> stores;
+  bool serving = false;                          // SERVING was published for this term.
   dispatcher::Dispatcher* dispatcher = nullptr;  // Owned by `gateway`.
   wire::DispatcherGateway::Client gateway = nullptr;
   kj::Canceler canceler;
@@ -126,35 +126,61 @@ kj::Promise<int> MasterProcess::run() {
   sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
   sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
   warnIfNotConnected();
-  tasks_.add(rpc::RpcServer::listen(loop_.io().getNetwork(), loop_.timer(),
-                                    config_.getString("rpc.bind"), rpc::rpcOptionsFrom(config_),
-                                    capnp::Capability::Client(kj::heap<MasterBootstrapServer>(*this)))
-                 .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) {
-                   if (!listening.ok()) {
-                     spdlog::error("{}", listening.error().message);
-                     exit_->fulfill(int(kExitFailure));
-                     return;
-                   }
-                   rpcServer_ = kj::mv(listening).value();
-                   if (config_.getString("rpc.advertised-address").empty()) {
-                     const std::string& address = self_.rpcAddress;
-                     self_.rpcAddress = address.substr(0, address.rfind(':') + 1) +
-                                        std::to_string(rpcServer_->port());
-                   }
-                   spdlog::info("rpc listening on {} advertised as {}",
-                                rpcServer_->listenAddress(), self_.rpcAddress);
-                   auto election = leader::createLeaderElection(loop_, config_, *ha_, self_);
-                   if (!election.ok()) {
-                     spdlog::error("cannot set up the leader election: {}",
-                                   election.error().message);
-                     exit_->fulfill(int(kExitFailure));
-                     return;
-                   }
-                   election_ = std::move(election).value();
-                   retrieval_->start(*this);
-                   if (!stopping_) election_->start(*this);
-                 }));
+  tasks_.add(
+      rpc::RpcServer::listen(loop_.io().getNetwork(), loop_.timer(), config_.getString("rpc.bind"),
+                             rpc::rpcOptionsFrom(config_),
+                             capnp::Capability::Client(kj::heap<MasterBootstrapServer>(*this)))
+          .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) -> kj::Promise<void> {
+            if (!listening.ok()) {
+              spdlog::error("{}", listening.error().message);
+              exit_->fulfill(int(kExitFailure));
+              return kj::READY_NOW;
+            }
+            rpcServer_ = kj::mv(listening).value();
+            if (config_.getString("rpc.advertised-address").empty()) {
+              const std::string& address = self_.rpcAddress;
+              self_.rpcAddress =
+                  address.substr(0, address.rfind(':') + 1) + std::to_string(rpcServer_->port());
+            }
+            spdlog::info("rpc listening on {} advertised as {}", rpcServer_->listenAddress(),
+                         self_.rpcAddress);
+            return listenHttp();
+          }));
   return kj::mv(exit.promise);
+}
+
+kj::Promise<void> MasterProcess::listenHttp() {
+  return http::HttpServer::listen(
+             loop_.io().getNetwork(), loop_.timer(), config_.getString("http.bind"), *this,
+             config_.getDuration("rpc.call-timeout").count() * kj::MILLISECONDS)
+      .then([this](Result<kj::Own<http::HttpServer>>&& listening) {
+        if (!listening.ok()) {
+          spdlog::error("{}", listening.error().message);
+          exit_->fulfill(int(kExitFailure));
+          return;
+        }
+        httpServer_ = kj::mv(listening).value();
+        // http.bind has no advertised form: its host (a wildcard replaced by the host name)
+        // with the port actually bound.
+        const std::string& address = self_.httpAddress;
+        self_.httpAddress =
+            address.substr(0, address.rfind(':') + 1) + std::to_string(httpServer_->port());
+        spdlog::info("http listening on {} advertised as {}", httpServer_->listenAddress(),
+                     self_.httpAddress);
+        startContending();
+      });
+}
+
+void MasterProcess::startContending() {
+  auto election = leader::createLeaderElection(loop_, config_, *ha_, self_);
+  if (!election.ok()) {
+    spdlog::error("cannot set up the leader election: {}", election.error().message);
+    exit_->fulfill(int(kExitFailure));
+    return;
+  }
+  election_ = std::move(election).value();
+  retrieval_->start(*this);
+  if (!stopping_) election_->start(*this);
 }
 
 void MasterProcess::leaderChanged(const std::optional<leader::LeaderInfo>& leader) {
@@ -166,6 +192,7 @@ std::optional<leader::LeaderInfo> MasterProcess::knownLeader() const {
   if (term_) {
     leader::LeaderInfo own = leader::leaderInfoFor(self_, term_->epoch, 0);
     if (knownLeader_ && knownLeader_->epoch == term_->epoch) own = *knownLeader_;
+    if (term_->serving) own.status = leader::LeaderStatus::kServing;
     return own;
   }
   return knownLeader_;
@@ -191,6 +218,19 @@ std::string MasterProcess::rpcListenAddressForTests() const {
   return rpcServer_ ? rpcServer_->listenAddress() : "";
 }
 
+std::string MasterProcess::httpListenAddressForTests() const {
+  return httpServer_ ? httpServer_->listenAddress() : "";
+}
+
+bool MasterProcess::serving() const { return term_ && term_->serving; }
+
+bool MasterProcess::zooKeeperConnected() const {
+  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+  if (zooKeeper == nullptr) return false;
+  const ha::SessionState state = zooKeeper->sessionState();
+  return state == ha::SessionState::kConnected || state == ha::SessionState::kReconnected;
+}
+
 void MasterProcess::warnIfNotConnected() {
   ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
   if (zooKeeper == nullptr) return;
@@ -207,34 +247,34 @@ void MasterProcess::grantLeadership(uint64_t epoch) {
                self_.masterId, monotonicMicros(), wallClockMillis());
   term_ = kj::heap<LeaderTerm>(epoch);
   LeaderTerm& term = *term_;
-  tasks_.add(term.canceler.wrap(recoverTerm(term).then([this, epoch]() {
-                   return election_->markServing(epoch);
-                 }))
-                 .then(
-                     [this, epoch](Status published) {
-                       if (published.ok()) {
-                         spdlog::info("leader serving epoch={} master_id={}", epoch,
-                                      self_.masterId);
-                       } else {
-                         spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
-                                      published.error().message);
-                       }
-                     },
-                     [](kj::Exception&&) {}));  // Cancelled: the term ended first.
+  tasks_.add(
+      term.canceler
+          .wrap(recoverTerm(term).then([this, epoch]() { return election_->markServing(epoch); }))
+          .then(
+              [this, epoch](Status published) {
+                if (published.ok()) {
+                  if (term_ && term_->epoch == epoch) term_->serving = true;
+                  spdlog::info("leader serving epoch={} master_id={}", epoch, self_.masterId);
+                } else {
+                  spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
+                               published.error().message);
+                }
+              },
+              [](kj::Exception&&) {}));  // Cancelled: the term ended first.
 }
 
 kj::Promise<void> MasterProcess::recoverTerm(LeaderTerm& term) {
   return stores_->openTerm(store::StoreTerm{term.epoch, latchPath_})
-      .then([this, &term](store::StoreResult<kj::Own<store::LeaderStores>>&& opened)
-                -> kj::Promise<Status> {
+      .then([this, &term](
+                store::StoreResult<kj::Own<store::LeaderStores>>&& opened) -> kj::Promise<Status> {
         if (!opened.ok()) {
           return Status(Error::retryable("cannot open the stores: " + opened.error().message));
         }
         term.gateway = nullptr;
         term.stores = kj::mv(opened).value();
-        auto dispatcher = kj::heap<dispatcher::Dispatcher>(term.epoch, *term.stores,
-                                                           dispatcher::JobGraphLimits{},
-                                                           [] { return wallClockMillis(); });
+        auto dispatcher =
+            kj::heap<dispatcher::Dispatcher>(term.epoch, *term.stores, dispatcher::JobGraphLimits{},
+                                             [] { return wallClockMillis(); });
         term.dispatcher = dispatcher.get();
         term.gateway = term.capabilities.guard(rpc::fencedEndpoint<wire::DispatcherGateway>(
             kj::mv(dispatcher), term.epoch, fencingCounters_));

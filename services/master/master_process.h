@@ -1,6 +1,6 @@
 // The regent-master process as it stands (issue 3): it joins the leader election, logs every
 // grant, revoke and hand-over as the event lines of docs/operations.md, and hands over on SIGTERM.
-// It serves no RPC or HTTP yet.
+// It serves MasterBootstrap over RPC on rpc.bind and the HTTP endpoints on http.bind.
 #pragma once
 
 #include <kj/async.h>
@@ -15,9 +15,10 @@
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
-#include "rpc/rpc_server.h"
-#include "services/master/master_bootstrap.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/rpc_server.h"
+#include "services/http/http_server.h"
+#include "services/master/master_bootstrap.h"
 #include "store/store_services.h"
 
 namespace regent {
@@ -39,10 +40,10 @@ std::string localHostName();
 int64_t monotonicMicros();
 
 // Exit codes of regent-master (docs/operations.md).
-inline constexpr int kExitHandedOver = 0;      // Stopped by SIGTERM/SIGINT after the hand-over.
-inline constexpr int kExitFailure = 1;         // Could not start (HA services, election).
-inline constexpr int kExitUsage = 2;           // Bad command line or configuration.
-inline constexpr int kExitSignalBase = 128;    // + signal number: a second SIGTERM/SIGINT.
+inline constexpr int kExitHandedOver = 0;    // Stopped by SIGTERM/SIGINT after the hand-over.
+inline constexpr int kExitFailure = 1;       // Could not start (HA services, election).
+inline constexpr int kExitUsage = 2;         // Bad command line or configuration.
+inline constexpr int kExitSignalBase = 128;  // + signal number: a second SIGTERM/SIGINT.
 
 // One master: the HA services, the election, and the SIGTERM/SIGINT watchers.
 //
@@ -51,7 +52,8 @@ inline constexpr int kExitSignalBase = 128;    // + signal number: a second SIGT
 // removes this master's nodes) and then the HA services.
 class MasterProcess final : public leader::LeaderContender,
                             public leader::LeaderRetrievalListener,
-                            public MasterBootstrapHost {
+                            public MasterBootstrapHost,
+                            public http::HttpHost {
  public:
   // Logs "master starting", builds the HA services (writer identity) and the election. Fails
   // only on what retrying cannot fix (options the ZooKeeper client rejects, an unusable
@@ -61,9 +63,10 @@ class MasterProcess final : public leader::LeaderContender,
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
 
-  // Listens on rpc.bind (serving MasterBootstrap; with port 0 the chosen port is what the latch
-  // node advertises), then starts contending and watching SIGTERM and SIGINT. Resolves with
-  // kExitFailure if the RPC server cannot listen or the election cannot be set up. Resolves with the exit code once the
+  // Listens on rpc.bind (serving MasterBootstrap) and then on http.bind (the HTTP endpoints);
+  // with port 0 the chosen ports are what the latch node advertises. Then starts contending and
+  // watching SIGTERM and SIGINT. Resolves with kExitFailure if either server cannot listen or
+  // the election cannot be set up. Resolves with the exit code once the
   // first such signal's hand-over is done (0), or with kExitFailure if the hand-over threw. A
   // second signal while the hand-over runs ends the process at once with 128 + the signal number
   // (after logging "master exiting"). Call once.
@@ -84,15 +87,21 @@ class MasterProcess final : public leader::LeaderContender,
   // leader::LeaderRetrievalListener: the leader as this master believes, for leaderInfo.
   void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
 
-  // MasterBootstrapHost.
+  // MasterBootstrapHost and http::HttpHost.
   const leader::ContenderInfo& self() const override { return self_; }
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
   kj::Promise<void> handOverForCaller() override;
+  // http::HttpHost.
+  bool serving() const override;
+  bool zooKeeperConnected() const override;
+  const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
 
   // The RPC server's address once run() listens ("127.0.0.1:40312"), for tests.
   std::string rpcListenAddressForTests() const;
+  // The HTTP server's address once run() listens, for tests.
+  std::string httpListenAddressForTests() const;
 
  private:
   class TaskErrorLogger final : public kj::TaskSet::ErrorHandler {
@@ -108,6 +117,10 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Promise<void> recoverTerm(LeaderTerm& term);
   void onStopSignal(int signum);
   void warnIfNotConnected();
+  // Listens on http.bind, then calls startContending().
+  kj::Promise<void> listenHttp();
+  // Once both servers listen: creates the election and starts contending.
+  void startContending();
 
   EventLoop& loop_;
   const Config& config_;
@@ -119,8 +132,9 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Own<leader::LeaderRetrieval> retrieval_;
   std::optional<leader::LeaderInfo> knownLeader_;
   kj::Own<leader::LeaderElection> election_;  // Created by run() once the RPC port is known.
-  kj::Own<LeaderTerm> term_;  // While leading. Destroyed before the election.
-  kj::Own<rpc::RpcServer> rpcServer_;  // Destroyed before the term: connections go first.
+  kj::Own<LeaderTerm> term_;                  // While leading. Destroyed before the election.
+  kj::Own<rpc::RpcServer> rpcServer_;         // Destroyed before the term: connections go first.
+  kj::Own<http::HttpServer> httpServer_;      // Destroyed before the RPC server and the term.
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<SignalWatcher> sigterm_;
   std::unique_ptr<SignalWatcher> sigint_;

@@ -208,7 +208,7 @@ Result<size_t> MasterCluster::startMaster(std::vector<std::string> extraSet,
       // Distinct addresses, so regentctl's output tells the masters apart.
       "rpc.advertised-address=127.0.0.1:" + std::to_string(17000 + slot),
       "rpc.bind=127.0.0.1:0",  // Many masters on one machine.
-      "http.bind=127.0.0.1:" + std::to_string(18000 + slot),
+      "http.bind=127.0.0.1:0",  // The bound port is what the master advertises.
   };
   sets.insert(sets.end(), options_.extraSet.begin(), options_.extraSet.end());
   sets.insert(sets.end(), extraSet.begin(), extraSet.end());

@@ -33,14 +33,15 @@ Result<Finished> runMaster(const std::string& dir, std::vector<std::string> args
   return Finished{*exit, process.value()->output()};
 }
 
-TEST(MasterCommandLine, HelpSaysTheMasterOnlyTakesPartInLeaderElection) {
+TEST(MasterCommandLine, HelpSaysWhatTheMasterServes) {
   TempDir dir("master-cli");
   auto run = runMaster(dir.path(), {"--help"});
   ASSERT_OK(run);
   EXPECT_EQ(run.value().exit.exitCode, 0);
   EXPECT_NE(run.value().output.find("leader election"), std::string::npos) << run.value().output;
-  EXPECT_NE(run.value().output.find("serves no RPC or HTTP"), std::string::npos)
+  EXPECT_NE(run.value().output.find("Cap'n Proto RPC on rpc.bind"), std::string::npos)
       << run.value().output;
+  EXPECT_NE(run.value().output.find("/metrics"), std::string::npos) << run.value().output;
 }
 
 TEST(MasterCommandLine, PrintConfigShowsEachValueWithItsSourceAndExitsZero) {
@@ -81,7 +82,8 @@ TEST(MasterCommandLine, StandaloneMasterLeadsAloneAndItsEpochGrowsAcrossRestarts
   ProcessOptions options;
   options.argv = {REGENT_BIN_DIR "/regent-master", "--set", "ha.mode=standalone", "--set",
                   "ha.standalone.epoch-file=" + dir.path() + "/epoch", "--set",
-                  "store.rocksdb.path=" + dir.path() + "/store", "--set", "rpc.bind=127.0.0.1:0"};
+                  "store.rocksdb.path=" + dir.path() + "/store", "--set", "rpc.bind=127.0.0.1:0",
+                  "--set", "http.bind=127.0.0.1:0"};
   uint64_t previous = 0;
   for (int run = 0; run < 2; ++run) {
     options.outputPath = dir.path() + "/master-" + std::to_string(run) + ".log";

@@ -1,0 +1,305 @@
+// The HTTP endpoints (see http_server.h).
+#include "services/http/http_server.h"
+
+#include <capnp/schema.h>
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "common/ids.h"
+
+namespace regent::http {
+namespace {
+
+constexpr const char* kJson = "application/json";
+constexpr const char* kText = "text/plain; charset=utf-8";
+constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
+
+// The schema's enumerant name ("created" for wire::JobState::CREATED).
+std::string enumerantName(wire::JobState state) {
+  auto enumerants = capnp::Schema::from<wire::JobState>().getEnumerants();
+  const auto index = static_cast<uint16_t>(state);
+  if (index >= enumerants.size()) return "unknown_" + std::to_string(index);
+  return enumerants[index].getProto().getName().cStr();
+}
+
+std::string upper(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string jobIdHex(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()).toHex(); }
+
+std::string errorJson(const std::string& status, const std::string& message) {
+  return nlohmann::json{{"status", status}, {"message", message}}.dump() + "\n";
+}
+
+std::string hostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+// One metric family's header.
+void family(std::ostringstream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+}  // namespace
+
+std::string escapeLabelValue(const std::string& value) {
+  std::string escaped;
+  for (char c : value) {
+    if (c == '\\') {
+      escaped += "\\\\";
+    } else if (c == '"') {
+      escaped += "\\\"";
+    } else if (c == '\n') {
+      escaped += "\\n";
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+kj::Own<kj::HttpHeaderTable> HttpRoutes::makeHeaderTable() {
+  kj::HttpHeaderTable::Builder builder;
+  builder.add("Allow");
+  return builder.build();
+}
+
+HttpRoutes::HttpRoutes(HttpHost& host, kj::Timer& timer, const kj::HttpHeaderTable& headerTable,
+                       kj::Duration callTimeout)
+    : host_(host),
+      timer_(timer),
+      headerTable_(headerTable),
+      allow_(KJ_REQUIRE_NONNULL(headerTable.stringToId("Allow"),
+                                "the header table must come from makeHeaderTable()")),
+      callTimeout_(callTimeout) {}
+
+kj::Promise<void> HttpRoutes::reply(Response& response, uint status, kj::StringPtr statusText,
+                                    kj::StringPtr contentType, std::string body,
+                                    kj::Maybe<kj::StringPtr> location) {
+  kj::HttpHeaders headers(headerTable_);
+  headers.set(kj::HttpHeaderId::CONTENT_TYPE, contentType);
+  KJ_IF_MAYBE (target, location) {
+    headers.set(kj::HttpHeaderId::LOCATION, *target);
+  }
+  if (status == 405) headers.set(allow_, "GET");
+  auto stream = response.send(status, statusText, headers, uint64_t(body.size()));
+  auto text = kj::heap<std::string>(std::move(body));
+  auto written = stream->write(text->data(), text->size());
+  return written.attach(kj::mv(stream), kj::mv(text));
+}
+
+kj::Promise<void> HttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
+                                      const kj::HttpHeaders&, kj::AsyncInputStream&,
+                                      Response& response) {
+  std::string path(url.cStr());
+  const size_t query = path.find('?');
+  if (query != std::string::npos) path.resize(query);
+
+  static const char* const kRoutes[] = {"/healthz", "/readyz", "/v1/leader", "/v1/jobs",
+                                        "/metrics"};
+  bool known = false;
+  for (const char* route : kRoutes) known = known || path == route;
+  if (!known) {
+    return reply(response, 404, "Not Found", kText, "no such endpoint: " + path + "\n");
+  }
+  if (method != kj::HttpMethod::GET) {
+    return reply(response, 405, "Method Not Allowed", kText,
+                 path + " answers GET only, not " + kj::str(method).cStr() + "\n");
+  }
+
+  if (path == "/healthz") return reply(response, 200, "OK", kText, "ok\n");
+
+  if (path == "/readyz") {
+    const uint64_t epoch = host_.leadingEpoch();
+    if (epoch != 0) {
+      if (host_.serving()) {
+        return reply(response, 200, "OK", kText,
+                     "ok: leader of epoch " + std::to_string(epoch) + ", SERVING\n");
+      }
+      return reply(response, 503, "Service Unavailable", kText,
+                   "not ready: leader of epoch " + std::to_string(epoch) + " still RECOVERING\n");
+    }
+    if (host_.zooKeeperConnected()) {
+      return reply(response, 200, "OK", kText, "ok: standby connected to ZooKeeper\n");
+    }
+    return reply(response, 503, "Service Unavailable", kText,
+                 "not ready: standby not connected to ZooKeeper\n");
+  }
+
+  if (path == "/v1/leader") {
+    auto leader = host_.knownLeader();
+    if (!leader) {
+      return reply(response, 503, "Service Unavailable", kJson,
+                   nlohmann::json{{"status", "NONE"}}.dump() + "\n");
+    }
+    return reply(response, 200, "OK", kJson, leader::toJson(*leader) + "\n");
+  }
+
+  if (path == "/v1/jobs") return jobs(response);
+  return metrics(response);
+}
+
+kj::Promise<void> HttpRoutes::jobs(Response& response) {
+  const uint64_t epoch = host_.leadingEpoch();
+  if (epoch == 0) {
+    auto leader = host_.knownLeader();
+    if (!leader || leader->masterId == host_.self().masterId || leader->httpAddress.empty()) {
+      // No leader, or a record of this master's own ended term: redirecting would loop.
+      return reply(response, 503, "Service Unavailable", kJson,
+                   errorJson("NONE", "no leader known to this master"));
+    }
+    std::string location = "http://" + leader->httpAddress + "/v1/jobs";
+    return reply(response, 307, "Temporary Redirect", kJson,
+                 nlohmann::json{{"status", "NOT_LEADER"}, {"leader", location}}.dump() + "\n",
+                 kj::StringPtr(location.c_str()))
+        .attach(kj::mv(location));
+  }
+  wire::DispatcherGateway::Client* gateway = nullptr;
+  auto maybeGateway = host_.dispatcherGateway();
+  KJ_IF_MAYBE (found, maybeGateway) {
+    gateway = found;
+  }
+  if (gateway == nullptr) {
+    return reply(response, 503, "Service Unavailable", kJson,
+                 errorJson("RECOVERING", "leader of epoch " + std::to_string(epoch) +
+                                             " is still opening its stores"));
+  }
+  auto request = gateway->listJobsRequest();
+  request.setEpoch(epoch);
+  kj::Promise<capnp::Response<wire::DispatcherGateway::ListJobsResults>> sent = request.send();
+  return timer_.timeoutAfter(callTimeout_, kj::mv(sent))
+      .then(
+          [this, &response,
+           epoch](capnp::Response<wire::DispatcherGateway::ListJobsResults>&& listed)
+              -> kj::Promise<void> {
+            if (listed.hasFailure()) {
+              return reply(response, 503, "Service Unavailable", kJson,
+                           errorJson("UNAVAILABLE", listed.getFailure().getMessage().cStr()));
+            }
+            nlohmann::json jobs = nlohmann::json::array();
+            for (auto job : listed.getJobs()) {
+              jobs.push_back({{"job_id", jobIdHex(job.getJobId())},
+                              {"name", job.getName().cStr()},
+                              {"state", upper(enumerantName(job.getState()))},
+                              {"submitted_at_ms", job.getSubmittedAtMs()},
+                              {"state_changed_at_ms", job.getStateChangedAtMs()},
+                              {"ended_at_ms", job.getEndedAtMs()},
+                              {"restarts", job.getRestarts()}});
+            }
+            return reply(response, 200, "OK", kJson,
+                         nlohmann::json{{"epoch", epoch}, {"jobs", jobs}}.dump() + "\n");
+          },
+          [this, &response, epoch](kj::Exception&& exception) {
+            // The term ended (revoked capabilities), or the call timed out.
+            return reply(
+                response, 503, "Service Unavailable", kJson,
+                errorJson("UNAVAILABLE", "listing the jobs of epoch " + std::to_string(epoch) +
+                                             " failed: " + exception.getDescription().cStr()));
+          })
+      .attach(kj::mv(maybeGateway));
+}
+
+kj::Promise<void> HttpRoutes::metrics(Response& response) {
+  // Job counts come from the leader's Dispatcher; a standby (or a leader still recovering)
+  // reports the family without samples.
+  kj::Promise<std::optional<std::map<std::string, uint64_t>>> counted =
+      std::optional<std::map<std::string, uint64_t>>();
+  const uint64_t epoch = host_.leadingEpoch();
+  auto maybeGateway = host_.dispatcherGateway();
+  KJ_IF_MAYBE (gateway, maybeGateway) {
+    if (epoch != 0) {
+      auto request = gateway->listJobsRequest();
+      request.setEpoch(epoch);
+      kj::Promise<capnp::Response<wire::DispatcherGateway::ListJobsResults>> sent = request.send();
+      counted =
+          timer_.timeoutAfter(callTimeout_, kj::mv(sent))
+              .then(
+                  [](capnp::Response<wire::DispatcherGateway::ListJobsResults>&& listed)
+                      -> std::optional<std::map<std::string, uint64_t>> {
+                    if (listed.hasFailure()) return std::nullopt;
+                    std::map<std::string, uint64_t> byState;
+                    for (auto enumerant : capnp::Schema::from<wire::JobState>().getEnumerants()) {
+                      byState[enumerant.getProto().getName().cStr()] = 0;
+                    }
+                    for (auto job : listed.getJobs()) ++byState[enumerantName(job.getState())];
+                    return byState;
+                  },
+                  [](kj::Exception&&) -> std::optional<std::map<std::string, uint64_t>> {
+                    return std::nullopt;
+                  })
+              .attach(kj::mv(maybeGateway));
+    }
+  }
+  return counted.then(
+      [this, &response, epoch](std::optional<std::map<std::string, uint64_t>>&& jobs) {
+        std::ostringstream out;
+        family(out, "regent_leader", "gauge", "Whether this master leads (1) or not (0).");
+        out << "regent_leader " << (epoch != 0 ? 1 : 0) << '\n';
+        family(out, "regent_leader_serving", "gauge",
+               "Whether this master leads and its term is SERVING (1) or not (0).");
+        out << "regent_leader_serving " << (epoch != 0 && host_.serving() ? 1 : 0) << '\n';
+        auto leader = host_.knownLeader();
+        family(out, "regent_epoch", "gauge",
+               "Epoch of the leader as this master believes (its own while leading), 0 if none.");
+        out << "regent_epoch " << (epoch != 0 ? epoch : (leader ? leader->epoch : 0)) << '\n';
+        family(out, "regent_zookeeper_connected", "gauge",
+               "Whether the ZooKeeper session is connected (1) or not (0).");
+        out << "regent_zookeeper_connected " << (host_.zooKeeperConnected() ? 1 : 0) << '\n';
+        family(out, "regent_jobs", "gauge",
+               "Jobs by state in the leader's Dispatcher (no samples unless this master serves).");
+        if (jobs) {
+          for (const auto& [state, count] : *jobs) {
+            out << "regent_jobs{state=\"" << escapeLabelValue(state) << "\"} " << count << '\n';
+          }
+        }
+        family(out, "regent_rpc_fencing_rejections_total", "counter",
+               "RPC calls refused because their epoch was not the term's, by method.");
+        for (const auto& [method, count] : host_.fencingCounters().all()) {
+          out << "regent_rpc_fencing_rejections_total{method=\"" << escapeLabelValue(method)
+              << "\"} " << count << '\n';
+        }
+        return reply(response, 200, "OK", kPrometheus, out.str());
+      });
+}
+
+kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
+                                                            std::string bindAddress, HttpHost& host,
+                                                            kj::Duration callTimeout) {
+  auto failed = [bindAddress](kj::Exception&& exception) -> Result<kj::Own<HttpServer>> {
+    return Error::fatal("HTTP server cannot listen on " + bindAddress +
+                        " (http.bind): " + exception.getDescription().cStr());
+  };
+  return network.parseAddress(bindAddress)
+      .then([&timer, &host, callTimeout,
+             bindAddress](kj::Own<kj::NetworkAddress> address) -> Result<kj::Own<HttpServer>> {
+        return kj::heap<HttpServer>(Private{}, timer, host, callTimeout, address->listen(),
+                                    hostOf(bindAddress));
+      })
+      .catch_(kj::mv(failed));
+}
+
+HttpServer::HttpServer(const Private&, kj::Timer& timer, HttpHost& host, kj::Duration callTimeout,
+                       kj::Own<kj::ConnectionReceiver> receiver, std::string hostName)
+    : headerTable_(HttpRoutes::makeHeaderTable()),
+      routes_(host, timer, *headerTable_, callTimeout),
+      receiver_(kj::mv(receiver)),
+      port_(static_cast<uint16_t>(receiver_->getPort())),
+      listenAddress_(hostName + ":" + std::to_string(port_)),
+      server_(timer, *headerTable_, routes_),
+      listening_(server_.listenHttp(*receiver_).eagerlyEvaluate([this](kj::Exception&& e) {
+        spdlog::error("http: accepting on {} failed: {}; no longer serving HTTP", listenAddress_,
+                      e.getDescription().cStr());
+      })) {}
+
+HttpServer::~HttpServer() noexcept = default;
+
+}  // namespace regent::http

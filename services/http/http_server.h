@@ -1,0 +1,111 @@
+// The HTTP endpoints every master serves on http.bind (kj-http on the process's loop): health,
+// readiness, the leader as this master believes, the leader's jobs, and Prometheus metrics.
+#pragma once
+
+#include <kj/async-io.h>
+#include <kj/compat/http.h>
+#include <kj/memory.h>
+#include <kj/time.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "leader/leader_info.h"
+#include "rpc/fenced_endpoint.h"
+#include "rpc/schema/gateways.capnp.h"
+
+namespace regent::http {
+
+// What the endpoints ask of their master. Loop-thread only; called while a request is served.
+class HttpHost {
+ public:
+  virtual ~HttpHost() = default;
+  virtual const leader::ContenderInfo& self() const = 0;
+  // The leader as this master believes (its own term while it leads).
+  virtual std::optional<leader::LeaderInfo> knownLeader() const = 0;
+  // The epoch this master leads, 0 when it does not.
+  virtual uint64_t leadingEpoch() const = 0;
+  // Whether this master leads and its term is SERVING (recovery done, published).
+  virtual bool serving() const = 0;
+  // Whether the ZooKeeper session is up (false in standalone mode).
+  virtual bool zooKeeperConnected() const = 0;
+  // The current term's fenced gateway, or nullptr while not leading or the stores are opening.
+  virtual kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() = 0;
+  virtual const rpc::FencingCounters& fencingCounters() const = 0;
+};
+
+// The routes, as a kj::HttpService (usable without a socket, e.g. through kj::newHttpClient):
+//   GET /healthz    200 "ok"
+//   GET /readyz     200 when leading and SERVING, or a standby connected to ZooKeeper; else 503
+//   GET /v1/leader  200 the leader's JSON (leader::toJson); 503 {"status":"NONE"} if none known
+//   GET /v1/jobs    leader: 200 {"epoch":E,"jobs":[...]} from the term's DispatcherGateway
+//                   (called with the term's epoch); standby: 307 to the leader's http address;
+//                   no leader known, or the leader not ready: 503 with a JSON reason
+//   GET /metrics    Prometheus text format 0.0.4
+// Other paths 404; other methods on these paths 405 (with Allow: GET). A query string is ignored.
+// `host`, `timer` and `headerTable` must outlive the service; `headerTable` must be the one
+// made by makeHeaderTable(). Gateway calls are bounded by `callTimeout` (503 when it expires).
+class HttpRoutes final : public kj::HttpService {
+ public:
+  HttpRoutes(HttpHost& host, kj::Timer& timer, const kj::HttpHeaderTable& headerTable,
+             kj::Duration callTimeout);
+
+  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
+                            const kj::HttpHeaders& headers, kj::AsyncInputStream& requestBody,
+                            Response& response) override;
+
+  // The header table the routes need (Allow), for the server and for tests.
+  static kj::Own<kj::HttpHeaderTable> makeHeaderTable();
+
+ private:
+  kj::Promise<void> jobs(Response& response);
+  kj::Promise<void> metrics(Response& response);
+  kj::Promise<void> reply(Response& response, uint status, kj::StringPtr statusText,
+                          kj::StringPtr contentType, std::string body,
+                          kj::Maybe<kj::StringPtr> location = nullptr);
+
+  HttpHost& host_;
+  kj::Timer& timer_;
+  const kj::HttpHeaderTable& headerTable_;
+  kj::HttpHeaderId allow_;
+  kj::Duration callTimeout_;
+};
+
+// The listener on http.bind. Thread-safety: loop-thread only. Destroying it closes the port and
+// every connection, cancelling requests in flight; `host` and `timer` must outlive it.
+class HttpServer final {
+ public:
+  struct Private {};
+
+  // Resolves with the listening server, or a fatal error naming the address when it cannot be
+  // parsed or bound. With port 0 the kernel chooses one (see port()).
+  static kj::Promise<Result<kj::Own<HttpServer>>> listen(kj::Network& network, kj::Timer& timer,
+                                                         std::string bindAddress, HttpHost& host,
+                                                         kj::Duration callTimeout);
+
+  HttpServer(const Private&, kj::Timer& timer, HttpHost& host, kj::Duration callTimeout,
+             kj::Own<kj::ConnectionReceiver> receiver, std::string hostName);
+  ~HttpServer() noexcept;
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  uint16_t port() const { return port_; }
+  // The bind host with the chosen port ("127.0.0.1:40313").
+  const std::string& listenAddress() const { return listenAddress_; }
+
+ private:
+  kj::Own<kj::HttpHeaderTable> headerTable_;
+  HttpRoutes routes_;
+  kj::Own<kj::ConnectionReceiver> receiver_;
+  uint16_t port_;
+  std::string listenAddress_;
+  kj::HttpServer server_;
+  kj::Promise<void> listening_;
+};
+
+// Prometheus label value escaping (backslash, double quote, newline).
+std::string escapeLabelValue(const std::string& value);
+
+}  // namespace regent::http

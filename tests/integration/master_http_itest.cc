@@ -1,0 +1,152 @@
+// The HTTP endpoints of real regent-master processes: with http.bind port 0 the chosen port is
+// the one the leader record advertises, a standby answers 307 to the leader on /v1/jobs, and
+// /metrics of leader and standby parse as Prometheus text.
+#include <gtest/gtest.h>
+#include <kj/compat/http.h>
+#include <kj/debug.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "common/event_loop.h"
+#include "tests/fixtures/zookeeper_server.h"
+#include "tests/integration/master_cluster_test_util.h"
+#include "tests/services/http/prometheus_text_test_util.h"
+
+namespace regent::testing {
+namespace {
+
+using Kind = MasterEvent::Kind;
+
+constexpr Duration kStartTimeout{60000};
+
+struct Reply {
+  uint status = 0;
+  std::string body;
+  std::string location;
+};
+
+// The (listen, advertised) HTTP addresses from a master's "http listening on" line.
+std::pair<std::string, std::string> httpAddressesOf(MasterCluster& cluster, size_t slot) {
+  const std::regex pattern("http listening on (\\S+) advertised as (\\S+)");
+  auto line = cluster.process(slot).waitForLine(pattern, kStartTimeout);
+  KJ_REQUIRE(line.ok(), line.error().message);
+  std::smatch match;
+  KJ_REQUIRE(std::regex_search(line.value(), match, pattern));
+  return {match[1], match[2]};
+}
+
+class MasterHttpTest : public ::testing::Test {
+ protected:
+  ~MasterHttpTest() noexcept override = default;
+
+  Reply get(const std::string& address, const std::string& path) {
+    auto target = loop_.run(loop_.io().getNetwork().parseAddress(address));
+    auto client = kj::newHttpClient(loop_.timer(), table_, *target);
+    kj::HttpHeaders headers(table_);
+    auto response = loop_.run(
+        client->request(kj::HttpMethod::GET, kj::StringPtr(path.c_str()), headers).response);
+    Reply reply;
+    reply.status = response.statusCode;
+    reply.body = loop_.run(response.body->readAllText()).cStr();
+    KJ_IF_MAYBE (location, response.headers->get(kj::HttpHeaderId::LOCATION)) {
+      reply.location = location->cStr();
+    }
+    return reply;
+  }
+
+  // GETs until `done` holds for the reply (the master learns of the leader through a watch),
+  // with a bounded back-off between attempts.
+  template <typename Done>
+  Reply getUntil(const std::string& address, const std::string& path, Done done) {
+    Reply reply;
+    for (int attempt = 0; attempt < 600; ++attempt) {
+      reply = get(address, path);
+      if (done(reply)) return reply;
+      loop_.run(loop_.timer().afterDelay(50 * kj::MILLISECONDS));
+    }
+    ADD_FAILURE() << path << " on " << address << " last answered " << reply.status << ": "
+                  << reply.body;
+    return reply;
+  }
+
+  EventLoop loop_;
+  kj::HttpHeaderTable table_;
+};
+
+TEST_F(MasterHttpTest, StandbyRedirectsJobsToTheLeaderAndMetricsParse) {
+  auto server = sharedZooKeeperServer();
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  MasterCluster cluster({.quorum = server.value()->connectString(),
+                         .clusterId = uniqueClusterId("http"),
+                         .extraSet = {"rpc.advertised-address=", "http.bind=127.0.0.1:0"}});
+  ASSERT_TRUE(cluster.startMasters(2).ok());
+  auto first = cluster.waitForGrant(1, kStartTimeout);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  const size_t leaderSlot = first.value();
+  const size_t standbySlot = 1 - leaderSlot;
+  auto serving = cluster.waitForEvent(
+      leaderSlot, [](const MasterEvent& e) { return e.kind == Kind::kServing && e.epoch == 1; },
+      kStartTimeout);
+  ASSERT_TRUE(serving.ok()) << serving.error().message;
+
+  const auto [leaderListen, leaderAdvertised] = httpAddressesOf(cluster, leaderSlot);
+  const auto [standbyListen, standbyAdvertised] = httpAddressesOf(cluster, standbySlot);
+  EXPECT_NE(leaderListen.substr(leaderListen.rfind(':')), ":0");
+  EXPECT_EQ(leaderListen.substr(leaderListen.rfind(':')),
+            leaderAdvertised.substr(leaderAdvertised.rfind(':')));
+
+  EXPECT_EQ(get(leaderListen, "/healthz").status, 200u);
+  EXPECT_EQ(
+      getUntil(leaderListen, "/readyz", [](const Reply& r) { return r.status == 200; }).status,
+      200u);
+  EXPECT_EQ(
+      getUntil(standbyListen, "/readyz", [](const Reply& r) { return r.status == 200; }).status,
+      200u);
+
+  // The standby's view of the leader carries the port the leader actually bound.
+  Reply leaderView = getUntil(standbyListen, "/v1/leader", [](const Reply& r) {
+    return r.status == 200 && nlohmann::json::parse(r.body)["status"] == "SERVING";
+  });
+  auto view = nlohmann::json::parse(leaderView.body);
+  EXPECT_EQ(view["epoch"], 1);
+  EXPECT_EQ(view["http_address"], leaderAdvertised);
+
+  Reply redirect =
+      getUntil(standbyListen, "/v1/jobs", [](const Reply& r) { return r.status == 307; });
+  EXPECT_EQ(redirect.location, "http://" + leaderAdvertised + "/v1/jobs");
+  // The redirect is usable: following it reaches the leader's jobs.
+  const std::regex url("http://([^/]+)(/.*)");
+  std::smatch target;
+  ASSERT_TRUE(std::regex_match(redirect.location, target, url)) << redirect.location;
+  EXPECT_EQ(getUntil(target[1], target[2], [](const Reply& r) { return r.status == 200; }).status,
+            200u);
+
+  Reply jobs = getUntil(leaderListen, "/v1/jobs", [](const Reply& r) { return r.status == 200; });
+  auto listed = nlohmann::json::parse(jobs.body);
+  EXPECT_EQ(listed["epoch"], 1);
+  EXPECT_TRUE(listed["jobs"].is_array());
+
+  Reply leaderMetrics = get(leaderListen, "/metrics");
+  ASSERT_EQ(leaderMetrics.status, 200u);
+  auto parsed = parsePrometheusText(leaderMetrics.body);
+  ASSERT_EQ(parsed.error, "") << leaderMetrics.body;
+  EXPECT_EQ(parsed.samples.at("regent_leader"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_leader_serving"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_epoch"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_zookeeper_connected"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_jobs{state=\"created\"}"), 0);
+  EXPECT_EQ(parsed.types.at("regent_rpc_fencing_rejections_total"), "counter");
+
+  Reply standbyMetrics = get(standbyListen, "/metrics");
+  ASSERT_EQ(standbyMetrics.status, 200u);
+  auto standbyParsed = parsePrometheusText(standbyMetrics.body);
+  ASSERT_EQ(standbyParsed.error, "") << standbyMetrics.body;
+  EXPECT_EQ(standbyParsed.samples.at("regent_leader"), 0);
+  EXPECT_EQ(standbyParsed.samples.at("regent_epoch"), 1);
+  EXPECT_EQ(standbyParsed.samples.at("regent_zookeeper_connected"), 1);
+}
+
+}  // namespace
+}  // namespace regent::testing

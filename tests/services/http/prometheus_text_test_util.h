@@ -1,0 +1,141 @@
+// A strict parser of the Prometheus text exposition format (0.0.4), so tests check /metrics by
+// machine: metric and label name syntax, escaped label values, float values, HELP/TYPE lines.
+#pragma once
+
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace regent::testing {
+
+struct PrometheusText {
+  std::map<std::string, std::string> types;  // family -> counter/gauge/...
+  std::map<std::string, std::string> helps;  // family -> help text
+  // "name{label=\"value\",...}" (labels as written) -> value.
+  std::map<std::string, double> samples;
+  std::string error;  // Empty when the text parsed; otherwise names the line and the problem.
+};
+
+inline bool parsePrometheusFloat(const std::string& text, double& value) {
+  if (text == "NaN" || text == "+Inf" || text == "-Inf") {
+    value = text == "NaN" ? std::numeric_limits<double>::quiet_NaN()
+                          : (text[0] == '+' ? 1 : -1) * std::numeric_limits<double>::infinity();
+    return true;
+  }
+  static const std::regex kFloat(R"([-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)");
+  if (!std::regex_match(text, kFloat)) return false;
+  value = std::strtod(text.c_str(), nullptr);
+  return true;
+}
+
+inline PrometheusText parsePrometheusText(const std::string& text) {
+  static const std::regex kMetricName("[a-zA-Z_:][a-zA-Z0-9_:]*");
+  static const std::regex kLabelName("[a-zA-Z_][a-zA-Z0-9_]*");
+  static const std::regex kType("counter|gauge|histogram|summary|untyped");
+  PrometheusText parsed;
+  if (text.empty() || text.back() != '\n') {
+    parsed.error = "the text does not end with a newline";
+    return parsed;
+  }
+  std::set<std::string> familiesWithSamples;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  auto fail = [&](const std::string& why) {
+    parsed.error = "line " + std::to_string(number) + " (" + line + "): " + why;
+    return parsed;
+  };
+  while (std::getline(lines, line)) {
+    ++number;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      std::istringstream words(line.substr(1));
+      std::string keyword, name;
+      words >> keyword >> name;
+      if (keyword != "HELP" && keyword != "TYPE") continue;  // A plain comment.
+      if (!std::regex_match(name, kMetricName)) return fail("bad metric name in " + keyword);
+      std::string rest;
+      std::getline(words, rest);
+      if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
+      if (keyword == "HELP") {
+        if (parsed.helps.count(name)) return fail("second HELP for " + name);
+        parsed.helps[name] = rest;
+      } else {
+        if (parsed.types.count(name)) return fail("second TYPE for " + name);
+        if (familiesWithSamples.count(name)) return fail("TYPE after samples of " + name);
+        if (!std::regex_match(rest, kType)) return fail("unknown type '" + rest + "'");
+        parsed.types[name] = rest;
+      }
+      continue;
+    }
+    size_t pos = 0;
+    while (pos < line.size() && line[pos] != '{' && line[pos] != ' ') ++pos;
+    const std::string name = line.substr(0, pos);
+    if (!std::regex_match(name, kMetricName)) return fail("bad metric name '" + name + "'");
+    std::string labels;
+    if (pos < line.size() && line[pos] == '{') {
+      const size_t start = pos++;
+      std::set<std::string> seen;
+      while (true) {
+        if (pos < line.size() && line[pos] == '}') break;
+        size_t eq = line.find('=', pos);
+        if (eq == std::string::npos) return fail("label without '='");
+        const std::string label = line.substr(pos, eq - pos);
+        if (!std::regex_match(label, kLabelName)) return fail("bad label name '" + label + "'");
+        if (!seen.insert(label).second) return fail("label " + label + " twice");
+        pos = eq + 1;
+        if (pos >= line.size() || line[pos] != '"') return fail("label value not quoted");
+        ++pos;
+        bool closed = false;
+        while (pos < line.size()) {
+          if (line[pos] == '\\') {
+            if (pos + 1 >= line.size()) return fail("escape at end of line");
+            const char escaped = line[pos + 1];
+            if (escaped != '\\' && escaped != '"' && escaped != 'n') {
+              return fail(std::string("bad escape \\") + escaped);
+            }
+            pos += 2;
+          } else if (line[pos] == '"') {
+            closed = true;
+            ++pos;
+            break;
+          } else {
+            ++pos;
+          }
+        }
+        if (!closed) return fail("unterminated label value");
+        if (pos < line.size() && line[pos] == ',') {
+          ++pos;
+          continue;
+        }
+        if (pos < line.size() && line[pos] == '}') break;
+        return fail("expected ',' or '}' after a label");
+      }
+      ++pos;  // '}'
+      labels = line.substr(start, pos - start);
+    }
+    if (pos >= line.size() || line[pos] != ' ') return fail("no space before the value");
+    std::istringstream values(line.substr(pos + 1));
+    std::string valueText, timestamp, extra;
+    values >> valueText >> timestamp >> extra;
+    double value = 0;
+    if (!parsePrometheusFloat(valueText, value))
+      return fail("value '" + valueText + "' is not a float");
+    if (!timestamp.empty() && !std::regex_match(timestamp, std::regex("-?[0-9]+"))) {
+      return fail("timestamp '" + timestamp + "' is not an integer");
+    }
+    if (!extra.empty()) return fail("trailing text '" + extra + "'");
+    if (!parsed.types.count(name)) return fail("sample of " + name + " before its TYPE line");
+    familiesWithSamples.insert(name);
+    if (!parsed.samples.emplace(name + labels, value).second) {
+      return fail("series " + name + labels + " twice");
+    }
+  }
+  return parsed;
+}
+
+}  // namespace regent::testing
