@@ -39,6 +39,9 @@ struct BenchOptions {
   int sequentialCalls = 20000;
   int pipelinedCalls = 200000;
   int inFlight = 64;
+  // "fenced": the leader's path (membrane + fenced endpoint + Dispatcher); "bare": the Dispatcher
+  // served directly, to see what the fencing layers cost.
+  std::string layers = "fenced";
 };
 
 double micros(Clock::duration d) {
@@ -124,7 +127,9 @@ int run(const BenchOptions& options) {
   auto recovered = loop.run(dispatcherRef.recover());
   KJ_REQUIRE(recovered.ok(), recovered.error().message);
   DispatcherGateway::Client gateway =
-      term.guard(rpc::fencedEndpoint<DispatcherGateway>(kj::mv(dispatcher), 1, counters));
+      options.layers == "bare"
+          ? DispatcherGateway::Client(kj::mv(dispatcher))
+          : term.guard(rpc::fencedEndpoint<DispatcherGateway>(kj::mv(dispatcher), 1, counters));
   const JobId id = JobId::random();
   {
     auto graph = benchGraph(id);
@@ -207,6 +212,7 @@ int run(const BenchOptions& options) {
 
   const double fencedP50 = percentile(latencies, 50);
   const double floorP50 = percentile(floorLatencies, 50);
+  std::printf("# layers: %s\n", options.layers.c_str());
   std::printf("# %d sequential calls, %d calls with %d in flight on one connection; request %zu "
               "bytes, response %zu bytes on the wire (approx.); client and Dispatcher on one loop\n",
               options.sequentialCalls, options.pipelinedCalls, options.inFlight, requestBytes,
@@ -237,6 +243,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--in-flight", options.inFlight, "calls kept outstanding on one connection")
       ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--layers", options.layers,
+                 "fenced: membrane + fenced endpoint + Dispatcher; bare: the Dispatcher alone")
+      ->check(CLI::IsMember({"fenced", "bare"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return regent::bench::run(options);
