@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstring>
+
 #include "conf/values.h"
 
 namespace regent::rpc {
@@ -33,8 +35,63 @@ std::optional<AbortReason> abortIn(kj::ArrayPtr<const kj::ArrayPtr<const capnp::
 
 }  // namespace
 
+ReadBufferedStream::ReadBufferedStream(kj::AsyncIoStream& inner)
+    : inner_(inner), buffer_(kj::heapArray<kj::byte>(64 * 1024)) {}
+
+kj::Promise<size_t> ReadBufferedStream::tryRead(void* buffer, size_t minBytes, size_t maxBytes) {
+  auto* out = static_cast<kj::byte*>(buffer);
+  const size_t n = kj::min(end_ - begin_, maxBytes);
+  memcpy(out, buffer_.begin() + begin_, n);
+  begin_ += n;
+  if (n >= minBytes) return n;
+  return refill(out + n, minBytes - n, maxBytes - n).then([n](size_t more) { return n + more; });
+}
+
+kj::Promise<size_t> ReadBufferedStream::refill(kj::byte* out, size_t minBytes, size_t maxBytes) {
+  begin_ = end_ = 0;
+  // A large read goes straight to the caller's memory: copying it would only cost.
+  if (maxBytes >= buffer_.size()) return inner_.tryRead(out, minBytes, maxBytes);
+  return inner_.tryRead(buffer_.begin(), 1, buffer_.size())
+      .then([this, out, minBytes, maxBytes](size_t got) -> kj::Promise<size_t> {
+        if (got == 0) return size_t{0};  // The end of the stream.
+        end_ = got;
+        const size_t n = kj::min(got, maxBytes);
+        memcpy(out, buffer_.begin(), n);
+        begin_ = n;
+        if (n >= minBytes) return n;
+        return refill(out + n, minBytes - n, maxBytes - n).then([n](size_t more) {
+          return n + more;
+        });
+      });
+}
+
+kj::Promise<void> ReadBufferedStream::write(const void* buffer, size_t size) {
+  return inner_.write(buffer, size);
+}
+kj::Promise<void> ReadBufferedStream::write(
+    kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  return inner_.write(pieces);
+}
+kj::Promise<void> ReadBufferedStream::whenWriteDisconnected() {
+  return inner_.whenWriteDisconnected();
+}
+void ReadBufferedStream::shutdownWrite() { inner_.shutdownWrite(); }
+void ReadBufferedStream::abortRead() { inner_.abortRead(); }
+void ReadBufferedStream::getsockopt(int level, int option, void* value, uint* length) {
+  inner_.getsockopt(level, option, value, length);
+}
+void ReadBufferedStream::setsockopt(int level, int option, const void* value, uint length) {
+  inner_.setsockopt(level, option, value, length);
+}
+void ReadBufferedStream::getsockname(struct sockaddr* addr, uint* length) {
+  inner_.getsockname(addr, length);
+}
+void ReadBufferedStream::getpeername(struct sockaddr* addr, uint* length) {
+  inner_.getpeername(addr, length);
+}
+
 AbortWatchingMessageStream::AbortWatchingMessageStream(kj::AsyncIoStream& stream)
-    : inner_(stream) {}
+    : buffered_(stream), inner_(buffered_) {}
 
 kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> AbortWatchingMessageStream::tryReadMessage(
     kj::ArrayPtr<kj::AutoCloseFd> fdSpace, capnp::ReaderOptions options,
