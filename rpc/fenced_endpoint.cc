@@ -15,6 +15,11 @@
 
 namespace regent::rpc {
 
+uint64_t FencingCounters::called(const std::string& method) const {
+  auto found = called_.find(method);
+  return found == called_.end() ? 0 : found->second;
+}
+
 uint64_t FencingCounters::rejected(const std::string& method) const {
   auto found = rejected_.find(method);
   return found == rejected_.end() ? 0 : found->second;
@@ -98,6 +103,8 @@ class FencedEndpoint final : public capnp::Capability::Server {
         }
       }
       epochOffsets_.push_back(offset);
+      methodNames_.push_back(std::string(schema.getShortDisplayName().cStr()) + "." +
+                             method.getProto().getName().cStr());
     }
   }
 
@@ -105,6 +112,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
                                   capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
       override {
     if (interfaceId == interfaceId_ && methodId < epochOffsets_.size()) {
+      counters_.call(methodNames_[methodId]);
       if (const auto& offset = epochOffsets_[methodId]) {
         const uint64_t received = readEpoch(context, *offset);
         if (received != epoch_) {
@@ -149,6 +157,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
   capnp::InterfaceSchema schema_;
   const uint64_t interfaceId_;
   std::vector<std::optional<uint32_t>> epochOffsets_;  // By method id.
+  std::vector<std::string> methodNames_;                // By method id: "Interface.method".
   kj::Own<capnp::Capability::Server> inner_;
   const uint64_t epoch_;
   FencingCounters& counters_;

@@ -14,14 +14,19 @@
 
 namespace regent::rpc {
 
-// Fencing rejections by method ("DispatcherGateway.jobStatus"), for /metrics. Loop-thread only.
+// Calls that reached a fenced endpoint, and those it refused for their epoch, by method
+// ("DispatcherGateway.jobStatus"), for /metrics. Loop-thread only.
 class FencingCounters final {
  public:
+  void call(const std::string& method) { ++called_[method]; }
   void reject(const std::string& method) { ++rejected_[method]; }
+  uint64_t called(const std::string& method) const;
   uint64_t rejected(const std::string& method) const;
+  const std::map<std::string, uint64_t>& calls() const { return called_; }
   const std::map<std::string, uint64_t>& all() const { return rejected_; }
 
  private:
+  std::map<std::string, uint64_t> called_;
   std::map<std::string, uint64_t> rejected_;
 };
 
@@ -62,7 +67,8 @@ class LeadershipTerm final {
 // Wraps `inner`, a server of `schema`'s interface, so that every method of that interface whose
 // parameters have an `epoch :UInt64` field is refused unless the epoch equals `epoch`: the call
 // completes with `failure.fencing {expected = epoch, received}` (and a message naming both and
-// the method) without reaching `inner`, and counts in `counters`. Methods without an epoch
+// the method) without reaching `inner`, and counts in `counters`. Every call of the interface,
+// refused or not, counts in `counters.calls()`. Methods without an epoch
 // field, and calls of other interfaces, pass through. `counters` must outlive the endpoint.
 capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,
                                          kj::Own<capnp::Capability::Server> inner, uint64_t epoch,

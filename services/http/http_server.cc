@@ -261,6 +261,12 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
             out << "regent_jobs{state=\"" << escapeLabelValue(state) << "\"} " << count << '\n';
           }
         }
+        family(out, "regent_rpc_calls_total", "counter",
+               "RPC calls that reached the leader's fenced gateways, by method.");
+        for (const auto& [method, count] : host_.fencingCounters().calls()) {
+          out << "regent_rpc_calls_total{method=\"" << escapeLabelValue(method) << "\"} "
+              << count << '\n';
+        }
         family(out, "regent_rpc_fencing_rejections_total", "counter",
                "RPC calls refused because their epoch was not the term's, by method.");
         for (const auto& [method, count] : host_.fencingCounters().all()) {

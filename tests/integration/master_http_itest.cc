@@ -138,6 +138,8 @@ TEST_F(MasterHttpTest, StandbyRedirectsJobsToTheLeaderAndMetricsParse) {
   EXPECT_EQ(parsed.samples.at("regent_zookeeper_connected"), 1);
   EXPECT_EQ(parsed.samples.at("regent_jobs{state=\"created\"}"), 0);
   EXPECT_EQ(parsed.types.at("regent_rpc_fencing_rejections_total"), "counter");
+  // The /v1/jobs and /metrics requests above called listJobs through the fenced gateway.
+  EXPECT_GE(parsed.samples.at("regent_rpc_calls_total{method=\"DispatcherGateway.listJobs\"}"), 1);
 
   Reply standbyMetrics = get(standbyListen, "/metrics");
   ASSERT_EQ(standbyMetrics.status, 200u);

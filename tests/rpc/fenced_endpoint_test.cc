@@ -75,6 +75,7 @@ TEST_F(FencedEndpointTest, ACallWithTheTermsEpochReachesTheHandler) {
   EXPECT_EQ(std::string(response.getStatus().getName().cStr()), "seen");
   EXPECT_EQ(reached_, 1);
   EXPECT_TRUE(counters_.all().empty());
+  EXPECT_EQ(counters_.called("DispatcherGateway.jobStatus"), 1u);
 }
 
 TEST_F(FencedEndpointTest, AnyOtherEpochFailsWithAFencingErrorAndNeverReachesTheHandler) {
@@ -95,6 +96,7 @@ TEST_F(FencedEndpointTest, AnyOtherEpochFailsWithAFencingErrorAndNeverReachesThe
   }
   EXPECT_EQ(reached_, 0);
   EXPECT_EQ(counters_.rejected("DispatcherGateway.jobStatus"), 3u);
+  EXPECT_EQ(counters_.called("DispatcherGateway.jobStatus"), 3u);
 }
 
 TEST_F(FencedEndpointTest, MethodsWithoutAnEpochPassThrough) {

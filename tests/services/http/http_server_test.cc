@@ -262,6 +262,7 @@ TEST_F(HttpServerTest, MetricsOfAServingLeaderParseAsPrometheusText) {
   host_.counters.reject("DispatcherGateway.jobStatus");
   host_.counters.reject("DispatcherGateway.jobStatus");
   host_.counters.reject("Weird\"Name\\x");
+  for (int i = 0; i < 5; ++i) host_.counters.call("DispatcherGateway.jobStatus");
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   EXPECT_EQ(reply.contentType, "text/plain; version=0.0.4; charset=utf-8");
@@ -280,6 +281,9 @@ TEST_F(HttpServerTest, MetricsOfAServingLeaderParseAsPrometheusText) {
   EXPECT_EQ(parsed.samples.at("regent_rpc_fencing_rejections_total{method=\"Weird\\\"Name\\\\x\"}"),
             1);
   EXPECT_EQ(parsed.types.at("regent_rpc_fencing_rejections_total"), "counter");
+  EXPECT_EQ(parsed.samples.at("regent_rpc_calls_total{method=\"DispatcherGateway.jobStatus\"}"),
+            5);
+  EXPECT_EQ(parsed.types.at("regent_rpc_calls_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_jobs"), "gauge");
   for (const auto& [family, type] : parsed.types) {
     EXPECT_FALSE(parsed.helps[family].empty()) << family;
