@@ -90,8 +90,21 @@ void ReadBufferedStream::getpeername(struct sockaddr* addr, uint* length) {
   inner_.getpeername(addr, length);
 }
 
+namespace {
+
+// Writes wait for their own bytes once more than this waits in the queue.
+constexpr size_t kQueueHighWater = 64 * 1024;
+
+void appendLittleEndian32(std::vector<kj::byte>& out, uint32_t value) {
+  for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<kj::byte>(value >> shift));
+}
+
+}  // namespace
+
 AbortWatchingMessageStream::AbortWatchingMessageStream(kj::AsyncIoStream& stream)
     : buffered_(stream), inner_(buffered_) {}
+
+AbortWatchingMessageStream::~AbortWatchingMessageStream() noexcept = default;
 
 kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> AbortWatchingMessageStream::tryReadMessage(
     kj::ArrayPtr<kj::AutoCloseFd> fdSpace, capnp::ReaderOptions options,
@@ -127,23 +140,102 @@ void AbortWatchingMessageStream::noteOutgoing(
   if (!sent_) sent_ = abortIn(segments);
 }
 
+void AbortWatchingMessageStream::enqueue(
+    kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
+  KJ_REQUIRE(segments.size() > 0, "a Cap'n Proto message has at least one segment");
+  const size_t before = pending_.size();
+  // The stream framing: (segment count - 1), each segment's size in words, padding to a word.
+  appendLittleEndian32(pending_, static_cast<uint32_t>(segments.size() - 1));
+  for (auto segment : segments) appendLittleEndian32(pending_, static_cast<uint32_t>(segment.size()));
+  if (segments.size() % 2 == 0) appendLittleEndian32(pending_, 0);
+  for (auto segment : segments) {
+    const auto bytes = segment.asBytes();
+    pending_.insert(pending_.end(), bytes.begin(), bytes.end());
+  }
+  enqueued_ += pending_.size() - before;
+}
+
+kj::Promise<void> AbortWatchingMessageStream::afterEnqueue() {
+  if (!flushing_) scheduleFlush();
+  if (pending_.size() <= kQueueHighWater) return kj::READY_NOW;
+  return whenWritten(enqueued_);
+}
+
+void AbortWatchingMessageStream::scheduleFlush() {
+  flushing_ = true;
+  // Once the loop has nothing else to run, so that every message a burst produces (the answers
+  // to all the calls read at once, their Finish messages) joins this write.
+  flusher_ = kj::evalLast([this] { return flush(); })
+                 .eagerlyEvaluate([this](kj::Exception&& exception) {
+                   flushing_ = false;
+                   writeError_ = kj::mv(exception);
+                   settle();
+                 });
+}
+
+kj::Promise<void> AbortWatchingMessageStream::whenWritten(uint64_t upTo) {
+  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  if (written_ >= upTo) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  waiters_.push_back(Waiter{upTo, kj::mv(paf.fulfiller)});
+  return kj::mv(paf.promise);
+}
+
+kj::Promise<void> AbortWatchingMessageStream::flush() {
+  writing_.clear();
+  writing_.swap(pending_);
+  const uint64_t upTo = enqueued_;
+  return buffered_.write(writing_.data(), writing_.size()).then([this, upTo]() -> kj::Promise<void> {
+    written_ = upTo;
+    settle();
+    if (pending_.empty()) {
+      flushing_ = false;
+      return kj::READY_NOW;
+    }
+    // What was enqueued meanwhile goes out once the loop is idle again.
+    return kj::evalLast([this] { return flush(); });
+  });
+}
+
+void AbortWatchingMessageStream::settle() {
+  auto waiter = waiters_.begin();
+  while (waiter != waiters_.end()) {
+    KJ_IF_MAYBE (error, writeError_) {
+      waiter->fulfiller->reject(kj::cp(*error));
+    } else if (written_ >= waiter->upTo) {
+      waiter->fulfiller->fulfill();
+    } else {
+      ++waiter;
+      continue;
+    }
+    waiter = waiters_.erase(waiter);
+  }
+}
+
 kj::Promise<void> AbortWatchingMessageStream::writeMessage(
     kj::ArrayPtr<const int> fds, kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
+  KJ_REQUIRE(fds.size() == 0, "file descriptors cannot travel over an RPC connection");
   noteOutgoing(segments);
-  return inner_.writeMessage(fds, segments);
+  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  enqueue(segments);
+  return afterEnqueue();
 }
 
 kj::Promise<void> AbortWatchingMessageStream::writeMessages(
     kj::ArrayPtr<kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>> messages) {
   for (auto segments : messages) noteOutgoing(segments);
-  return inner_.writeMessages(messages);
+  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  for (auto segments : messages) enqueue(segments);
+  return afterEnqueue();
 }
 
 kj::Maybe<int> AbortWatchingMessageStream::getSendBufferSize() {
   return inner_.getSendBufferSize();
 }
 
-kj::Promise<void> AbortWatchingMessageStream::end() { return inner_.end(); }
+kj::Promise<void> AbortWatchingMessageStream::end() {
+  return whenWritten(enqueued_).then([this] { buffered_.shutdownWrite(); });
+}
 
 std::string explainAbort(const AbortReason& abort, std::optional<uint64_t> ownLimit) {
   const std::string& reason = abort.reason;

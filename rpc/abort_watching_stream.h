@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace regent::rpc {
 
@@ -47,13 +48,22 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   size_t end_ = 0;
 };
 
-// Passes every message through unchanged and peeks at each one's root to spot Abort messages,
-// sent (this side's RPC system gives up on the connection: malformed or oversized input, a
-// protocol error, the peer gone) or received (the peer gave up on us). Loop-thread only;
-// `stream` must outlive it.
+// The message stream of one RPC connection. Passes every message through unchanged and peeks at
+// each one's root to spot Abort messages, sent (this side's RPC system gives up on the
+// connection: malformed or oversized input, a protocol error, the peer gone) or received (the
+// peer gave up on us).
+//
+// Writes are coalesced: writeMessage() frames the message into a queue and returns at once
+// while fewer than 64 KiB wait; the queue goes to the socket in one write() once the loop has
+// nothing else to run (kj::evalLast), so the answers to a burst of calls leave in one syscall. Past 64 KiB waiting, writeMessage() resolves only when
+// its own message has been handed to the socket (backpressure for the RPC system). A failed
+// write fails every later writeMessage() with the same error; the read side reports the
+// connection's end. end() waits for the queue to drain, then shuts down the write side.
+// Loop-thread only; `stream` must outlive it.
 class AbortWatchingMessageStream final : public capnp::MessageStream {
  public:
   explicit AbortWatchingMessageStream(kj::AsyncIoStream& stream);
+  ~AbortWatchingMessageStream() noexcept;
 
   // The first Abort this side sent, if any.
   const std::optional<AbortReason>& sentAbort() const { return sent_; }
@@ -75,9 +85,30 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
 
  private:
   void noteOutgoing(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
+  // Frames `segments` (segment table, then the segments) at the end of pending_.
+  void enqueue(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
+  // After enqueueing: schedules a flush, and says when the caller may write again.
+  kj::Promise<void> afterEnqueue();
+  void scheduleFlush();
+  // Resolves once every byte enqueued so far was handed to the socket (or the writes failed).
+  kj::Promise<void> whenWritten(uint64_t upTo);
+  kj::Promise<void> flush();
+  void settle();
 
   ReadBufferedStream buffered_;
-  capnp::AsyncIoMessageStream inner_;  // Over buffered_.
+  capnp::AsyncIoMessageStream inner_;  // Reads, over buffered_.
+  std::vector<kj::byte> pending_;      // Framed messages not yet given to the socket.
+  std::vector<kj::byte> writing_;      // The bytes of the write() in progress.
+  uint64_t enqueued_ = 0;              // Bytes enqueued since the start.
+  uint64_t written_ = 0;               // Of those, bytes the socket accepted.
+  bool flushing_ = false;
+  kj::Maybe<kj::Exception> writeError_;
+  struct Waiter {
+    uint64_t upTo;
+    kj::Own<kj::PromiseFulfiller<void>> fulfiller;
+  };
+  std::vector<Waiter> waiters_;
+  kj::Promise<void> flusher_ = nullptr;
   std::optional<AbortReason> sent_;
   std::optional<AbortReason> received_;
   std::optional<AbortReason> readError_;

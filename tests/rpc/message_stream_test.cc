@@ -1,0 +1,150 @@
+// The RPC connection's message stream (rpc/abort_watching_stream.h) over an in-memory pipe:
+// coalesced writes keep every message whole and in order, a full queue pushes back, a failed
+// write fails the later ones, and end() drains the queue before shutting the write side.
+#include <capnp/message.h>
+#include <capnp/serialize-async.h>
+#include <gtest/gtest.h>
+#include <kj/async-io.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "rpc/abort_watching_stream.h"
+
+namespace regent::rpc {
+namespace {
+
+// A message of `segments` segments; word j of segment s holds (tag << 32 | s << 24 | j).
+struct TestMessage {
+  std::vector<std::vector<uint64_t>> segments;
+  std::vector<kj::ArrayPtr<const capnp::word>> pointers;
+
+  TestMessage(uint32_t tag, std::vector<size_t> sizes) {
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      std::vector<uint64_t> words(sizes[s]);
+      for (size_t j = 0; j < sizes[s]; ++j) words[j] = (uint64_t{tag} << 32) | (uint64_t{s} << 24) | j;
+      segments.push_back(std::move(words));
+    }
+    for (auto& words : segments) {
+      pointers.push_back(kj::arrayPtr(reinterpret_cast<const capnp::word*>(words.data()), words.size()));
+    }
+  }
+  kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> view() const {
+    return kj::arrayPtr(pointers.data(), pointers.size());
+  }
+};
+
+// Whether `reader` holds exactly `expected`'s segments.
+bool sameSegments(capnp::MessageReader& reader, const TestMessage& expected) {
+  for (size_t s = 0; s < expected.segments.size(); ++s) {
+    auto segment = reader.getSegment(static_cast<uint>(s));
+    if (segment.size() != expected.segments[s].size()) return false;
+    if (memcmp(segment.begin(), expected.segments[s].data(), segment.size() * 8) != 0) return false;
+  }
+  return reader.getSegment(static_cast<uint>(expected.segments.size())).size() == 0;
+}
+
+class MessageStreamTest : public ::testing::Test {
+ protected:
+  ~MessageStreamTest() noexcept override = default;
+
+  kj::EventLoop loop_;
+  kj::WaitScope waitScope_{loop_};
+  kj::TwoWayPipe pipe_ = kj::newTwoWayPipe();
+};
+
+TEST_F(MessageStreamTest, CoalescedMessagesArriveWholeAndInOrder) {
+  AbortWatchingMessageStream writer(*pipe_.ends[0]);
+  capnp::AsyncIoMessageStream reader(*pipe_.ends[1]);
+  std::vector<TestMessage> messages;
+  for (uint32_t i = 0; i < 300; ++i) {
+    // Mostly small, some with several segments, every 50th larger than the queue's high water.
+    if (i % 50 == 7) {
+      messages.emplace_back(i, std::vector<size_t>{20000});
+    } else if (i % 3 == 0) {
+      messages.emplace_back(i, std::vector<size_t>{3, 1 + i % 7, 2});
+    } else {
+      messages.emplace_back(i, std::vector<size_t>{1 + i % 11});
+    }
+  }
+  kj::Vector<kj::Promise<void>> writes;
+  for (auto& message : messages) writes.add(writer.writeMessage(nullptr, message.view()));
+  auto written = kj::joinPromises(writes.releaseAsArray());
+
+  for (size_t i = 0; i < messages.size(); ++i) {
+    auto received = reader.readMessage(capnp::ReaderOptions{}).wait(waitScope_);
+    ASSERT_TRUE(sameSegments(*received, messages[i])) << "message " << i;
+  }
+  written.wait(waitScope_);
+}
+
+TEST_F(MessageStreamTest, AWriterPastTheHighWaterWaitsForTheReader) {
+  AbortWatchingMessageStream writer(*pipe_.ends[0]);
+  capnp::AsyncIoMessageStream reader(*pipe_.ends[1]);
+  // 1 KiB messages: the first 64 KiB are queued at once, the next waits for the socket.
+  std::vector<TestMessage> messages;
+  for (uint32_t i = 0; i < 80; ++i) messages.emplace_back(i, std::vector<size_t>{127});
+  size_t acceptedAtOnce = 0;
+  kj::Maybe<kj::Promise<void>> blocked;
+  for (auto& message : messages) {
+    auto write = writer.writeMessage(nullptr, message.view());
+    if (!write.poll(waitScope_)) {
+      blocked = kj::mv(write);
+      break;
+    }
+    write.wait(waitScope_);
+    ++acceptedAtOnce;
+  }
+  // The in-memory pipe completes a write only when it is read, and nothing is read yet: the
+  // writer took a full queue without waiting, then pushed back.
+  EXPECT_GE(acceptedAtOnce, 64u);
+  auto& waiting = KJ_ASSERT_NONNULL(blocked, "the writer never pushed back");
+  EXPECT_FALSE(waiting.poll(waitScope_));
+  for (size_t i = 0; i <= acceptedAtOnce; ++i) {
+    auto received = reader.readMessage(capnp::ReaderOptions{}).wait(waitScope_);
+    ASSERT_TRUE(sameSegments(*received, messages[i])) << "message " << i;
+  }
+  waiting.wait(waitScope_);
+}
+
+TEST_F(MessageStreamTest, AFailedWriteFailsEveryLaterWrite) {
+  AbortWatchingMessageStream writer(*pipe_.ends[0]);
+  pipe_.ends[1] = nullptr;  // The peer is gone.
+  TestMessage message(1, {4});
+  auto first = writer.writeMessage(nullptr, message.view());
+  first.wait(waitScope_);  // Queued: the failure shows once the queue is written.
+  kj::Maybe<kj::Exception> failure;
+  for (int i = 0; i < 100 && failure == nullptr; ++i) {
+    auto write = writer.writeMessage(nullptr, message.view());
+    KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
+                   waitScope_.poll();  // Runs the queued flush.
+                   write.wait(waitScope_);
+                 })) {
+      failure = kj::mv(*problem);
+    }
+  }
+  auto& error = KJ_ASSERT_NONNULL(failure);
+  EXPECT_EQ(error.getType(), kj::Exception::Type::DISCONNECTED) << error.getDescription().cStr();
+  // And it stays failed.
+  EXPECT_ANY_THROW(writer.writeMessage(nullptr, message.view()).wait(waitScope_));
+}
+
+TEST_F(MessageStreamTest, EndDrainsTheQueueThenShutsTheWriteSide) {
+  AbortWatchingMessageStream writer(*pipe_.ends[0]);
+  capnp::AsyncIoMessageStream reader(*pipe_.ends[1]);
+  std::vector<TestMessage> messages;
+  for (uint32_t i = 0; i < 10; ++i) messages.emplace_back(i, std::vector<size_t>{2 + i});
+  for (auto& message : messages) writer.writeMessage(nullptr, message.view()).wait(waitScope_);
+  auto ended = writer.end();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    auto received = reader.readMessage(capnp::ReaderOptions{}).wait(waitScope_);
+    ASSERT_TRUE(sameSegments(*received, messages[i])) << "message " << i;
+  }
+  ended.wait(waitScope_);
+  auto eof = static_cast<capnp::MessageStream&>(reader).tryReadMessage().wait(waitScope_);
+  EXPECT_TRUE(eof == nullptr);
+}
+
+}  // namespace
+}  // namespace regent::rpc
