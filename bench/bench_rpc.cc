@@ -153,7 +153,7 @@ class MasterSide {
       KJ_REQUIRE(stores.ok(), stores.error().message);
 
       rpc::FencingCounters counters;
-      rpc::LeadershipTerm term(1);
+      rpc::LeadershipTerm term(1, counters);
       auto dispatcher = kj::heap<dispatcher::Dispatcher>(
           1, *stores.value(), dispatcher::JobGraphLimits{}, [] { return int64_t{1700000000000}; });
       auto recovered = loop.run(dispatcher->recover());

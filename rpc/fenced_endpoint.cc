@@ -25,73 +25,24 @@ uint64_t FencingCounters::rejected(const std::string& method) const {
   return found == rejected_.end() ? 0 : found->second;
 }
 
-// ---- LeadershipTerm ------------------------------------------------------------------------
-
-// Lets every call through until revoked; then the membrane drops every capability crossing it
-// and fails calls with the revocation exception.
-class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, public kj::Refcounted {
- public:
-  RevocationPolicy() {
-    auto paf = kj::newPromiseAndFulfiller<void>();
-    revoked_ = paf.promise.fork();
-    fulfiller_ = kj::mv(paf.fulfiller);
-  }
-
-  kj::Maybe<capnp::Capability::Client> inboundCall(uint64_t, uint16_t,
-                                                    capnp::Capability::Client) override {
-    return nullptr;
-  }
-  kj::Maybe<capnp::Capability::Client> outboundCall(uint64_t, uint16_t,
-                                                     capnp::Capability::Client) override {
-    return nullptr;
-  }
-  kj::Own<capnp::MembranePolicy> addRef() override { return kj::addRef(*this); }
-  kj::Maybe<kj::Promise<void>> onRevoked() override { return revoked_.addBranch(); }
-
-  void revoke(const std::string& message) {
-    if (isRevoked) return;
-    isRevoked = true;
-    fulfiller_->reject(KJ_EXCEPTION(DISCONNECTED, message));
-  }
-
-  bool isRevoked = false;
-
- private:
-  kj::ForkedPromise<void> revoked_ = nullptr;
-  kj::Own<kj::PromiseFulfiller<void>> fulfiller_;
-};
-
-LeadershipTerm::LeadershipTerm(uint64_t epoch)
-    : epoch_(epoch), policy_(kj::refcounted<RevocationPolicy>()) {}
-
-LeadershipTerm::~LeadershipTerm() noexcept { revoke("leadership term ended"); }
-
-capnp::Capability::Client LeadershipTerm::guardAny(capnp::Capability::Client cap) {
-  return capnp::membrane(kj::mv(cap), policy());
-}
-
-void LeadershipTerm::revoke(const std::string& reason) {
-  policy_->revoke("the leadership term of epoch " + std::to_string(epoch_) + " is over (" +
-                  reason + "); resolve the current leader and call again");
-}
-
-bool LeadershipTerm::revoked() const { return policy_->isRevoked; }
-
-kj::Own<capnp::MembranePolicy> LeadershipTerm::policy() { return policy_->addRef(); }
-
 // ---- FencedEndpoint ------------------------------------------------------------------------
 
 namespace {
 
+// Serves `schema`'s interface for one epoch: calls with another epoch are refused. Without an
+// `inner` server it stands for a term that is over (`ended` says which and why): every call with
+// an epoch is refused with expected = 0, and every other call fails with `ended`.
 class FencedEndpoint final : public capnp::Capability::Server {
  public:
   FencedEndpoint(capnp::InterfaceSchema schema, kj::Own<capnp::Capability::Server> inner,
-                 uint64_t epoch, FencingCounters& counters)
+                 uint64_t epoch, FencingCounters& counters,
+                 kj::Maybe<kj::Exception> ended = nullptr)
       : schema_(schema),
         interfaceId_(schema.getProto().getId()),
         inner_(kj::mv(inner)),
         epoch_(epoch),
-        counters_(counters) {
+        counters_(counters),
+        ended_(kj::mv(ended)) {
     // Where each method's `epoch` sits in its parameters' data section, found once: a call then
     // reads 8 bytes instead of walking the schema.
     for (auto method : schema.getMethods()) {
@@ -115,12 +66,13 @@ class FencedEndpoint final : public capnp::Capability::Server {
       counters_.call(methodNames_[methodId]);
       if (const auto& offset = epochOffsets_[methodId]) {
         const uint64_t received = readEpoch(context, *offset);
-        if (received != epoch_) {
+        if (ended_ != nullptr || received != epoch_) {
           refuse(schema_.getMethods()[methodId], received, context);
           return {kj::READY_NOW, false};
         }
       }
     }
+    KJ_IF_MAYBE (ended, ended_) kj::throwFatalException(kj::cp(*ended));
     return inner_->dispatchCall(interfaceId, methodId, context);
   }
 
@@ -133,12 +85,15 @@ class FencedEndpoint final : public capnp::Capability::Server {
     context.releaseParams();
     auto results = context.getResults().initAs<capnp::DynamicStruct>(method.getResultType());
     auto failure = results.init("failure").as<capnp::DynamicStruct>();
-    const std::string message = name + " refused: called with epoch " +
-                                std::to_string(received) + ", this master serves epoch " +
-                                std::to_string(epoch_);
+    std::string message = name + " refused: called with epoch " + std::to_string(received);
+    KJ_IF_MAYBE (ended, ended_) {
+      message += ", but " + std::string(ended->getDescription().cStr());
+    } else {
+      message += ", this master serves epoch " + std::to_string(epoch_);
+    }
     failure.set("message", capnp::Text::Reader(message.c_str()));
     auto fencing = failure.init("fencing").as<capnp::DynamicStruct>();
-    fencing.set("expected", epoch_);
+    fencing.set("expected", ended_ == nullptr ? epoch_ : uint64_t{0});
     fencing.set("received", received);
   }
 
@@ -161,9 +116,91 @@ class FencedEndpoint final : public capnp::Capability::Server {
   kj::Own<capnp::Capability::Server> inner_;
   const uint64_t epoch_;
   FencingCounters& counters_;
+  const kj::Maybe<kj::Exception> ended_;
 };
 
 }  // namespace
+
+// ---- LeadershipTerm ------------------------------------------------------------------------
+
+// Lets every call through until revoked; then the membrane drops every capability crossing it
+// and cancels calls in flight with the revocation exception, and new calls of the fenced
+// interfaces go to a FencedEndpoint for the ended term (Cap'n Proto still asks inboundCall()
+// after revocation; a redirect target sits outside the membrane).
+class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, public kj::Refcounted {
+ public:
+  explicit RevocationPolicy(FencingCounters& counters) : counters_(counters) {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    revoked_ = paf.promise.fork();
+    fulfiller_ = kj::mv(paf.fulfiller);
+  }
+
+  kj::Maybe<capnp::Capability::Client> inboundCall(uint64_t interfaceId, uint16_t,
+                                                    capnp::Capability::Client) override {
+    if (!isRevoked) return nullptr;
+    auto found = fenced_.find(interfaceId);
+    if (found == fenced_.end()) return nullptr;  // The target rethrows the revocation.
+    auto& [schema, ended] = found->second;
+    if (ended == nullptr) {
+      ended = capnp::Capability::Client(kj::heap<FencedEndpoint>(
+          schema, kj::Own<capnp::Capability::Server>(), uint64_t{0}, counters_,
+          KJ_EXCEPTION(DISCONNECTED, message_)));
+    }
+    return KJ_ASSERT_NONNULL(ended);
+  }
+  kj::Maybe<capnp::Capability::Client> outboundCall(uint64_t, uint16_t,
+                                                     capnp::Capability::Client) override {
+    return nullptr;
+  }
+  kj::Own<capnp::MembranePolicy> addRef() override { return kj::addRef(*this); }
+  kj::Maybe<kj::Promise<void>> onRevoked() override { return revoked_.addBranch(); }
+  // Redirect at once: after revocation the target is a broken capability, and waiting for it to
+  // resolve would fail the call with the revocation exception instead of redirecting it.
+  bool shouldResolveBeforeRedirecting() override { return false; }
+
+  void revoke(const std::string& message) {
+    if (isRevoked) return;
+    isRevoked = true;
+    message_ = message;
+    fulfiller_->reject(KJ_EXCEPTION(DISCONNECTED, message));
+  }
+
+  void fence(capnp::InterfaceSchema schema) {
+    fenced_.try_emplace(schema.getProto().getId(), schema, nullptr);
+  }
+
+  bool isRevoked = false;
+
+ private:
+  FencingCounters& counters_;
+  std::string message_;
+  // By interface id: the schema, and the ended term's endpoint once a call needed it.
+  std::map<uint64_t, std::pair<capnp::InterfaceSchema, kj::Maybe<capnp::Capability::Client>>>
+      fenced_;
+  kj::ForkedPromise<void> revoked_ = nullptr;
+  kj::Own<kj::PromiseFulfiller<void>> fulfiller_;
+};
+
+LeadershipTerm::LeadershipTerm(uint64_t epoch, FencingCounters& counters)
+    : epoch_(epoch), policy_(kj::refcounted<RevocationPolicy>(counters)) {}
+
+LeadershipTerm::~LeadershipTerm() noexcept { revoke("leadership term ended"); }
+
+capnp::Capability::Client LeadershipTerm::guardAny(capnp::Capability::Client cap) {
+  return capnp::membrane(kj::mv(cap), policy());
+}
+
+void LeadershipTerm::revoke(const std::string& reason) {
+  policy_->revoke("the leadership term of epoch " + std::to_string(epoch_) + " is over (" +
+                  reason + "); resolve the current leader and call again");
+}
+
+bool LeadershipTerm::revoked() const { return policy_->isRevoked; }
+
+kj::Own<capnp::MembranePolicy> LeadershipTerm::policy() { return policy_->addRef(); }
+
+void LeadershipTerm::fenceAfterRevocation(capnp::InterfaceSchema schema) { policy_->fence(schema); }
+
 
 capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,
                                          kj::Own<capnp::Capability::Server> inner, uint64_t epoch,

@@ -34,7 +34,9 @@ class FencingCounters final {
 // gateways hand out. Loop-thread only.
 class LeadershipTerm final {
  public:
-  explicit LeadershipTerm(uint64_t epoch);
+  // `counters` (the master's, kept across terms) counts the calls refused after revocation; it
+  // must outlive the term and every capability it guarded.
+  LeadershipTerm(uint64_t epoch, FencingCounters& counters);
   // Revokes (reason "leadership term ended") if revoke() was not called.
   ~LeadershipTerm() noexcept;
   LeadershipTerm(const LeadershipTerm&) = delete;
@@ -42,14 +44,19 @@ class LeadershipTerm final {
 
   uint64_t epoch() const { return epoch_; }
 
-  // `cap` behind the term's membrane: once revoke() ran, calls through it, and through every
-  // capability obtained from it, fail with a DISCONNECTED exception naming the epoch and the
-  // reason, and calls in flight are cancelled. Callers that skip the epoch check (or hold an
-  // old gateway) cannot reach the new term's services through it.
+  // `cap` behind the term's membrane. Once revoke() ran, calls in flight through it, and through
+  // every capability obtained from it, are cancelled with a DISCONNECTED exception naming the
+  // epoch and the reason. New calls of `Client`'s interface whose parameters carry an epoch then
+  // complete with `failure.fencing {expected = 0, received}` (0: the gateway serves no epoch any
+  // more), counted in `counters`, whatever epoch they send; other calls fail with that exception.
+  // Callers that skip the epoch check, or hold an old gateway, cannot reach the new term's
+  // services through it.
   template <typename Client>
   Client guard(Client cap) {
+    fenceAfterRevocation(capnp::Schema::from<typename Client::Calls>());
     return capnp::membrane(kj::mv(cap), policy());
   }
+  // Same for a capability of unknown type: after revocation every call fails with the exception.
   capnp::Capability::Client guardAny(capnp::Capability::Client cap);
 
   // Idempotent. Fires the revocation on the loop.
@@ -58,6 +65,7 @@ class LeadershipTerm final {
 
  private:
   kj::Own<capnp::MembranePolicy> policy();
+  void fenceAfterRevocation(capnp::InterfaceSchema schema);
 
   class RevocationPolicy;
   const uint64_t epoch_;

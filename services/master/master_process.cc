@@ -105,7 +105,8 @@ MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::Cont
 // Everything that lives for one leadership term. Destroyed in reverse order: in-flight recovery
 // first, then the Dispatcher's gateway, then the stores; the capabilities are revoked first of all.
 struct MasterProcess::LeaderTerm {
-  explicit LeaderTerm(uint64_t epoch) : epoch(epoch), capabilities(epoch) {}
+  LeaderTerm(uint64_t epoch, rpc::FencingCounters& counters)
+      : epoch(epoch), capabilities(epoch, counters) {}
   ~LeaderTerm() noexcept { capabilities.revoke("leadership revoked"); }
 
   const uint64_t epoch;
@@ -245,7 +246,7 @@ void MasterProcess::warnIfNotConnected() {
 void MasterProcess::grantLeadership(uint64_t epoch) {
   spdlog::info("leadership granted epoch={} master_id={} mono_us={} wall_ms={}", epoch,
                self_.masterId, monotonicMicros(), wallClockMillis());
-  term_ = kj::heap<LeaderTerm>(epoch);
+  term_ = kj::heap<LeaderTerm>(epoch, fencingCounters_);
   LeaderTerm& term = *term_;
   tasks_.add(
       term.canceler

@@ -113,7 +113,7 @@ TEST_F(FencedEndpointTest, MethodsWithoutAnEpochPassThrough) {
 }
 
 TEST_F(FencedEndpointTest, RevokingTheTermFailsEveryCapabilityItHandedOutAndCallsInFlight) {
-  auto term = kj::heap<LeadershipTerm>(4);
+  auto term = kj::heap<LeadershipTerm>(4, counters_);
   auto bootstrap = term->guard<MasterBootstrap::Client>(
       kj::heap<TermBootstrap>(fencedDispatcher(4)));
   auto request = bootstrap.dispatcherRequest();
@@ -150,15 +150,49 @@ TEST_F(FencedEndpointTest, RevokingTheTermFailsEveryCapabilityItHandedOutAndCall
   EXPECT_EQ(reached_, 2);
 }
 
+TEST_F(FencedEndpointTest, TheGatewayOfAnEndedTermAnswersFencingWhateverEpochItIsCalledWith) {
+  LeadershipTerm term(6, counters_);
+  DispatcherGateway::Client gateway = term.guard(fencedDispatcher(6));
+  auto before = gateway.jobStatusRequest();
+  before.setEpoch(6);
+  EXPECT_FALSE(loop_.run(before.send()).hasFailure());
+
+  term.revoke("handed over");
+  for (uint64_t epoch : {uint64_t{6}, uint64_t{7}}) {
+    auto request = gateway.jobStatusRequest();
+    request.setEpoch(epoch);
+    auto response = loop_.run(request.send());
+    ASSERT_TRUE(response.hasFailure()) << "epoch " << epoch;
+    ASSERT_TRUE(response.getFailure().isFencing()) << response.getFailure().getMessage().cStr();
+    EXPECT_EQ(response.getFailure().getFencing().getExpected(), 0u);
+    EXPECT_EQ(response.getFailure().getFencing().getReceived(), epoch);
+    const std::string message = response.getFailure().getMessage().cStr();
+    EXPECT_NE(message.find("DispatcherGateway.jobStatus refused: called with epoch " +
+                           std::to_string(epoch)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("the leadership term of epoch 6 is over (handed over)"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(reached_, 1);
+  EXPECT_EQ(counters_.rejected("DispatcherGateway.jobStatus"), 2u);
+}
+
 TEST_F(FencedEndpointTest, DestroyingTheTermRevokesIt) {
   DispatcherGateway::Client gateway = nullptr;
   {
-    LeadershipTerm term(9);
+    LeadershipTerm term(9, counters_);
     gateway = term.guard(fencedDispatcher(9));
   }
   auto request = gateway.jobStatusRequest();
   request.setEpoch(9);
-  EXPECT_THROW(loop_.run(request.send()), kj::Exception);
+  auto response = loop_.run(request.send());
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isFencing()) << response.getFailure().getMessage().cStr();
+  EXPECT_NE(std::string(response.getFailure().getMessage().cStr()).find("leadership term ended"),
+            std::string::npos)
+      << response.getFailure().getMessage().cStr();
   EXPECT_EQ(reached_, 0);
 }
 
