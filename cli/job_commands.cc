@@ -77,13 +77,19 @@ bool isRetryableException(const kj::Exception& exception) {
 Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const Config& config,
                                                          InspectorOutput output,
                                                          Duration timeout) {
+  // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
+  auto rpcNetwork =
+      rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
+                              rpc::RpcTlsRole::kClient, config.getDuration("rpc.call-timeout"));
+  if (!rpcNetwork.ok()) return Error::fatal(rpcNetwork.error().message);
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
   if (!ha.ok()) return Error::fatal(ha.error().message);
   auto retrieval = leader::createLeaderRetrieval(loop, config, *ha.value());
   if (!retrieval.ok()) return Error::fatal(retrieval.error().message);
-  return std::unique_ptr<JobCommands>(new JobCommands(loop, config, output, timeout,
-                                                      std::move(ha).value(),
-                                                      std::move(retrieval).value()));
+  std::unique_ptr<JobCommands> commands(new JobCommands(
+      loop, config, output, timeout, std::move(ha).value(), std::move(retrieval).value()));
+  commands->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  return commands;
 }
 
 JobCommands::JobCommands(EventLoop& loop, const Config& config, InspectorOutput output,
@@ -157,7 +163,7 @@ kj::Promise<JobCommands::Outcome> JobCommands::attemptOnce() {
           return Outcome();
         }
         if (!client_) {
-          client_ = kj::heap<rpc::RpcClient>(loop_.io().getNetwork(), loop_.timer(),
+          client_ = kj::heap<rpc::RpcClient>(rpcNetwork_->network(), loop_.timer(),
                                              leader.rpcAddress, rpcOptions_);
         } else {
           client_->setAddress(leader.rpcAddress);

@@ -20,6 +20,7 @@
 #include "rpc/call_deadline.h"
 #include "rpc/rpc_client.h"
 #include "rpc/rpc_options.h"
+#include "rpc/rpc_tls.h"
 #include "rpc/schema/gateways.capnp.h"
 
 namespace regent {
@@ -123,6 +124,7 @@ class JobCommands final : private leader::LeaderRetrievalListener {
   // Destroyed bottom-up: the RPC client, then the retrieval, then the HA services.
   std::unique_ptr<ha::HaServices> ha_;
   kj::Own<leader::LeaderRetrieval> retrieval_;
+  kj::Own<rpc::RpcNetwork> rpcNetwork_;  // rpc.tls.*; outlives the client.
   kj::Own<rpc::RpcClient> client_;
   // failover: the leader handed over, and who waits for its successor.
   std::optional<leader::LeaderInfo> replaced_;

@@ -194,6 +194,7 @@ constexpr auto kInt = OptionType::kInt;
 constexpr auto kDouble = OptionType::kDouble;
 constexpr auto kDuration = OptionType::kDuration;
 constexpr auto kSize = OptionType::kSize;
+constexpr auto kBool = OptionType::kBool;
 
 std::vector<OptionSpec> buildRegistry() {
   return {
@@ -271,6 +272,19 @@ std::vector<OptionSpec> buildRegistry() {
              "Longest delay between attempts to re-establish a lost RPC connection; at least "
              "rpc.reconnect.initial.",
              positiveDuration()),
+      option("rpc.tls.cert", kString, "",
+             "PEM certificate (chain, leaf first) this process presents on RPC connections; "
+             "with rpc.tls.key it turns TLS on for the master's RPC listener, and regentctl "
+             "presents it as its client certificate. Empty: plain TCP. HTTP stays plain."),
+      option("rpc.tls.key", kString, "",
+             "PEM private key of rpc.tls.cert (unencrypted); set both or neither."),
+      option("rpc.tls.ca", kString, "",
+             "PEM certificate of the CA that peers' certificates must chain to (the only one "
+             "trusted): regentctl uses TLS when set and checks the master's certificate names "
+             "the host dialled; a master checks client certificates against it."),
+      option("rpc.tls.verify-clients", kBool, "false",
+             "Mutual TLS: the master's RPC listener refuses clients without a certificate "
+             "chaining to rpc.tls.ca; needs rpc.tls.cert, rpc.tls.key and rpc.tls.ca."),
       option("http.bind", kString, "0.0.0.0:8081",
              "Address the HTTP server (health, metrics, REST) listens on; port 0 picks a free "
              "port.",
@@ -314,6 +328,17 @@ std::vector<OptionRule> buildRules() {
        [](const Config& config) {
          return config.getDuration("rpc.reconnect.max") >=
                 config.getDuration("rpc.reconnect.initial");
+       }},
+      {{"rpc.tls.cert", "rpc.tls.key"},
+       "rpc.tls.cert and rpc.tls.key must be set together",
+       [](const Config& config) {
+         return config.getString("rpc.tls.cert").empty() == config.getString("rpc.tls.key").empty();
+       }},
+      {{"rpc.tls.verify-clients", "rpc.tls.ca"},
+       "rpc.tls.verify-clients needs rpc.tls.ca (the CA client certificates must chain to)",
+       [](const Config& config) {
+         return !config.getBool("rpc.tls.verify-clients") ||
+                !config.getString("rpc.tls.ca").empty();
        }},
       {{"store.backend", "ha.mode"},
        "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper)",

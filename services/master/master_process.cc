@@ -78,6 +78,11 @@ void MasterProcess::TaskErrorLogger::taskFailed(kj::Exception&& exception) {
 
 Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
                                                              const Config& config) {
+  // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
+  auto rpcNetwork =
+      rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
+                              rpc::RpcTlsRole::kServer, config.getDuration("rpc.call-timeout"));
+  if (!rpcNetwork.ok()) return Error::fatal("cannot set up RPC: " + rpcNetwork.error().message);
   leader::ContenderInfo self =
       contenderInfoFor(config, MasterId::random().toHex(), localHostName());
   spdlog::info("master starting master_id={} pid={} ha_mode={}", self.masterId, self.pid,
@@ -87,6 +92,7 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
   std::unique_ptr<MasterProcess> master(
       new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
+  master->rpcNetwork_ = kj::mv(rpcNetwork).value();
   auto stores = store::StoreServices::create(loop, config, master->ha_->zooKeeper());
   if (!stores.ok()) return Error::fatal("cannot set up the stores: " + stores.error().message);
   master->stores_ = std::move(stores).value();
@@ -128,7 +134,7 @@ kj::Promise<int> MasterProcess::run() {
   sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
   warnIfNotConnected();
   tasks_.add(
-      rpc::RpcServer::listen(loop_.io().getNetwork(), loop_.timer(), config_.getString("rpc.bind"),
+      rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
                              rpc::rpcOptionsFrom(config_),
                              capnp::Capability::Client(kj::heap<MasterBootstrapServer>(*this)))
           .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) -> kj::Promise<void> {
@@ -143,8 +149,8 @@ kj::Promise<int> MasterProcess::run() {
               self_.rpcAddress =
                   address.substr(0, address.rfind(':') + 1) + std::to_string(rpcServer_->port());
             }
-            spdlog::info("rpc listening on {} advertised as {}", rpcServer_->listenAddress(),
-                         self_.rpcAddress);
+            spdlog::info("rpc listening on {} advertised as {} ({})", rpcServer_->listenAddress(),
+                         self_.rpcAddress, rpcNetwork_->describe());
             return listenHttp();
           }));
   return kj::mv(exit.promise);

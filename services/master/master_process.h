@@ -17,6 +17,7 @@
 #include "leader/leader_retrieval.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_server.h"
+#include "rpc/rpc_tls.h"
 #include "services/http/http_server.h"
 #include "services/master/master_bootstrap.h"
 #include "store/store_services.h"
@@ -133,6 +134,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::optional<leader::LeaderInfo> knownLeader_;
   kj::Own<leader::LeaderElection> election_;  // Created by run() once the RPC port is known.
   kj::Own<LeaderTerm> term_;                  // While leading. Destroyed before the election.
+  kj::Own<rpc::RpcNetwork> rpcNetwork_;       // rpc.tls.*; outlives the RPC server.
   kj::Own<rpc::RpcServer> rpcServer_;         // Destroyed before the term: connections go first.
   kj::Own<http::HttpServer> httpServer_;      // Destroyed before the RPC server and the term.
   kj::Own<kj::PromiseFulfiller<int>> exit_;

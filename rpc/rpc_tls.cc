@@ -1,0 +1,397 @@
+// Building the RPC network from rpc.tls.* with kj-tls (see rpc_tls.h): the TLS context, and the
+// network, address and receiver wrappers that run the handshakes.
+#include "rpc/rpc_tls.h"
+
+#include <kj/compat/tls.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "conf/config.h"
+#include "conf/values.h"
+#include "rpc/abort_watching_stream.h"
+
+namespace regent::rpc {
+
+struct RpcNetwork::Impl {
+  Impl(kj::Network& inner, kj::Timer& timer, Duration handshakeTimeout)
+      : inner(inner), timer(timer), handshakeTimeout(handshakeTimeout) {}
+  ~Impl() noexcept = default;
+
+  kj::Network& inner;
+  kj::Timer& timer;
+  const Duration handshakeTimeout;
+  std::string description = "plain TCP";
+  uint64_t handshakesFailed = 0;
+  // Set when TLS is on. The wrapper network goes before the context it uses.
+  kj::Maybe<kj::TlsKeypair> keypair;
+  kj::Maybe<kj::TlsCertificate> ca;
+  kj::Own<kj::TlsContext> context;
+  kj::Own<kj::Network> tlsNetwork;
+};
+
+namespace {
+
+constexpr auto kAcceptRetryDelay = 100 * kj::MILLISECONDS;
+
+kj::Duration toKj(Duration duration) { return duration.count() * kj::MILLISECONDS; }
+
+std::string explain(const kj::Exception& exception) { return exception.getDescription().cStr(); }
+
+// The host name a client checks the server's certificate against: the address without its
+// port and without the brackets of an IPv6 literal.
+std::string hostOf(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    return close == std::string::npos ? address.substr(1) : address.substr(1, close - 1);
+  }
+  const size_t colon = address.find(':');
+  if (colon == std::string::npos || address.find(':', colon + 1) != std::string::npos) {
+    return address;  // No port, or a bare IPv6 literal.
+  }
+  return address.substr(0, colon);
+}
+
+Result<std::string> readFile(const char* option, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Error::fatal(std::string(option) + ": cannot read " + path + ": " +
+                        std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error::fatal(std::string(option) + ": cannot read " + path);
+  return text.str();
+}
+
+// Parses `path`'s text as a PEM T (kj::TlsCertificate or kj::TlsPrivateKey) into `out`.
+// Parses `path`'s text as a PEM T (kj::TlsCertificate or kj::TlsPrivateKey) into `out`, and
+// keeps the text in `pem`.
+template <typename T>
+Status loadPem(const char* option, const std::string& path, const char* what, kj::Maybe<T>& out,
+               std::string& pem) {
+  auto text = readFile(option, path);
+  if (!text.ok()) return text.error();
+  pem = text.value();
+  KJ_IF_MAYBE (problem,
+               kj::runCatchingExceptions([&] { out = T(kj::StringPtr(text.value().c_str())); })) {
+    return Error::fatal(std::string(option) + ": " + path + " holds no " + what +
+                        " in PEM form: " + explain(*problem));
+  }
+  return {};
+}
+
+// Whether the private key `keyPem` belongs to the first certificate of `certificatePem` (kj-tls
+// does not check: a mismatch would only show as failed handshakes). Both already parsed.
+bool keyMatchesCertificate(const std::string& certificatePem, const std::string& keyPem) {
+  BIO* certificateText = BIO_new_mem_buf(certificatePem.data(), int(certificatePem.size()));
+  BIO* keyText = BIO_new_mem_buf(keyPem.data(), int(keyPem.size()));
+  X509* certificate =
+      certificateText ? PEM_read_bio_X509(certificateText, nullptr, nullptr, nullptr) : nullptr;
+  // No password prompt: kj-tls has already refused an encrypted key.
+  auto noPassword = [](char*, int, int, void*) { return 0; };
+  EVP_PKEY* key =
+      keyText ? PEM_read_bio_PrivateKey(keyText, nullptr, noPassword, nullptr) : nullptr;
+  const bool matches = certificate && key && X509_check_private_key(certificate, key) == 1;
+  EVP_PKEY_free(key);
+  X509_free(certificate);
+  BIO_free(keyText);
+  BIO_free(certificateText);
+  ERR_clear_error();
+  return matches;
+}
+
+// Accepted connections, handed out only once their TLS handshake succeeded.
+class TlsReceiver final : public kj::ConnectionReceiver, private kj::TaskSet::ErrorHandler {
+ public:
+  TlsReceiver(RpcNetwork::Impl& tls, kj::Own<kj::ConnectionReceiver> inner)
+      : tls_(tls),
+        inner_(kj::mv(inner)),
+        handshakes_(*this),
+        accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {}
+  ~TlsReceiver() noexcept = default;
+
+  kj::Promise<kj::Own<kj::AsyncIoStream>> accept() override {
+    if (!ready_.empty()) {
+      kj::Own<kj::AsyncIoStream> stream = kj::mv(ready_.front());
+      ready_.pop_front();
+      return kj::mv(stream);
+    }
+    KJ_IF_MAYBE (failure, failure_) {
+      kj::Exception exception = kj::mv(*failure);
+      failure_ = nullptr;
+      return kj::mv(exception);
+    }
+    auto paf = kj::newPromiseAndFulfiller<kj::Own<kj::AsyncIoStream>>();
+    waiter_ = kj::mv(paf.fulfiller);
+    return kj::mv(paf.promise);
+  }
+
+  uint getPort() override { return inner_->getPort(); }
+  void getsockopt(int level, int option, void* value, uint* length) override {
+    inner_->getsockopt(level, option, value, length);
+  }
+  void setsockopt(int level, int option, const void* value, uint length) override {
+    inner_->setsockopt(level, option, value, length);
+  }
+
+ private:
+  kj::Promise<void> acceptLoop() {
+    return inner_->accept().then(
+        [this](kj::Own<kj::AsyncIoStream>&& stream) {
+          handshake(kj::mv(stream));
+          return acceptLoop();
+        },
+        [this](kj::Exception&& exception) {
+          // Out of file descriptors and the like: the RPC server hears of it; pause, not spin.
+          deliver(kj::mv(exception));
+          return tls_.timer.afterDelay(kAcceptRetryDelay).then([this] { return acceptLoop(); });
+        });
+  }
+
+  void handshake(kj::Own<kj::AsyncIoStream> stream) {
+    const std::string peer = peerAddressOf(*stream);
+    const Duration timeout = tls_.handshakeTimeout;
+    kj::TlsContext& context = *tls_.context;
+    auto handshake =
+        kj::evalNow([&] { return context.wrapServer(kj::mv(stream)); })
+            .exclusiveJoin(tls_.timer.afterDelay(toKj(timeout))
+                               .then([timeout]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                                 return KJ_EXCEPTION(DISCONNECTED,
+                                                     kj::str("no TLS handshake within ",
+                                                             formatDuration(timeout).c_str()));
+                               }));
+    handshakes_.add(
+        handshake.then([this](kj::Own<kj::AsyncIoStream>&& secured) { deliver(kj::mv(secured)); },
+                       [this, peer](kj::Exception&& exception) {
+                         ++tls_.handshakesFailed;
+                         spdlog::warn("rpc: refused connection from {}: TLS handshake failed: {}",
+                                      peer, explain(exception));
+                       }));
+  }
+
+  void deliver(kj::Own<kj::AsyncIoStream> stream) {
+    KJ_IF_MAYBE (waiter, waiter_) {
+      if ((*waiter)->isWaiting()) {
+        (*waiter)->fulfill(kj::mv(stream));
+        waiter_ = nullptr;
+        return;
+      }
+    }
+    ready_.push_back(kj::mv(stream));
+  }
+
+  void deliver(kj::Exception&& exception) {
+    KJ_IF_MAYBE (waiter, waiter_) {
+      if ((*waiter)->isWaiting()) {
+        (*waiter)->reject(kj::mv(exception));
+        waiter_ = nullptr;
+        return;
+      }
+    }
+    failure_ = kj::mv(exception);
+  }
+
+  void taskFailed(kj::Exception&& exception) override {
+    spdlog::error("rpc: TLS handshake task failed: {}", explain(exception));
+  }
+
+  RpcNetwork::Impl& tls_;
+  kj::Own<kj::ConnectionReceiver> inner_;
+  std::deque<kj::Own<kj::AsyncIoStream>> ready_;  // Handshake done, not yet accepted.
+  kj::Maybe<kj::Exception> failure_;              // The inner receiver's, for the next accept().
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::Own<kj::AsyncIoStream>>>> waiter_;
+  kj::TaskSet handshakes_;
+  kj::Promise<void> accepting_;
+};
+
+class TlsAddress final : public kj::NetworkAddress {
+ public:
+  TlsAddress(RpcNetwork::Impl& tls, std::string host, kj::Own<kj::NetworkAddress> inner)
+      : tls_(tls), host_(std::move(host)), inner_(kj::mv(inner)) {}
+  ~TlsAddress() noexcept = default;
+
+  kj::Promise<kj::Own<kj::AsyncIoStream>> connect() override {
+    // Callers may drop the address once connect() returns: the continuation owns what it uses.
+    kj::TlsContext& context = *tls_.context;
+    return inner_->connect().then(
+        [&context, host = kj::str(host_.c_str())](kj::Own<kj::AsyncIoStream>&& stream) mutable {
+          auto secured = context.wrapClient(kj::mv(stream), host);
+          return secured.attach(kj::mv(host));
+        });
+  }
+
+  kj::Own<kj::ConnectionReceiver> listen() override {
+    KJ_REQUIRE(tls_.keypair != nullptr, "a TLS listener needs rpc.tls.cert and rpc.tls.key");
+    return kj::heap<TlsReceiver>(tls_, inner_->listen());
+  }
+
+  kj::Own<kj::NetworkAddress> clone() override {
+    return kj::heap<TlsAddress>(tls_, host_, inner_->clone());
+  }
+
+  kj::String toString() override { return kj::str("tls:", inner_->toString()); }
+
+ private:
+  RpcNetwork::Impl& tls_;
+  const std::string host_;
+  kj::Own<kj::NetworkAddress> inner_;
+};
+
+class TlsNetwork final : public kj::Network {
+ public:
+  explicit TlsNetwork(RpcNetwork::Impl& tls) : tls_(tls) {}
+
+  kj::Promise<kj::Own<kj::NetworkAddress>> parseAddress(kj::StringPtr address,
+                                                        uint portHint) override {
+    RpcNetwork::Impl& tls = tls_;
+    return tls.inner.parseAddress(address, portHint)
+        .then([&tls, host = hostOf(address.cStr())](
+                  kj::Own<kj::NetworkAddress>&& resolved) -> kj::Own<kj::NetworkAddress> {
+          return kj::heap<TlsAddress>(tls, host, kj::mv(resolved));
+        });
+  }
+
+  kj::Own<kj::NetworkAddress> getSockaddr(const void*, uint) override {
+    KJ_UNIMPLEMENTED("the TLS RPC network needs a host name to verify: use parseAddress()");
+  }
+
+  kj::Own<kj::Network> restrictPeers(kj::ArrayPtr<const kj::StringPtr>,
+                                     kj::ArrayPtr<const kj::StringPtr>) override {
+    KJ_UNIMPLEMENTED("the TLS RPC network does not restrict peers");
+  }
+
+ private:
+  RpcNetwork::Impl& tls_;
+};
+
+}  // namespace
+
+RpcTlsOptions rpcTlsOptionsFrom(const Config& config) {
+  RpcTlsOptions options;
+  options.certFile = config.getString("rpc.tls.cert");
+  options.keyFile = config.getString("rpc.tls.key");
+  options.caFile = config.getString("rpc.tls.ca");
+  options.verifyClients = config.getBool("rpc.tls.verify-clients");
+  return options;
+}
+
+Result<kj::Own<RpcNetwork>> RpcNetwork::create(kj::Network& inner, kj::Timer& timer,
+                                               const RpcTlsOptions& options, RpcTlsRole role,
+                                               Duration handshakeTimeout) {
+  auto impl = kj::heap<Impl>(inner, timer, handshakeTimeout);
+  const bool hasCert = !options.certFile.empty();
+  const bool hasKey = !options.keyFile.empty();
+  const bool hasCa = !options.caFile.empty();
+  if (hasCert != hasKey) {
+    return Error::fatal("rpc.tls.cert and rpc.tls.key must be set together (rpc.tls.cert is \"" +
+                        options.certFile + "\", rpc.tls.key is \"" + options.keyFile + "\")");
+  }
+  if (options.verifyClients && !hasCa) {
+    return Error::fatal(
+        "rpc.tls.verify-clients needs rpc.tls.ca (the CA client certificates must chain to)");
+  }
+  bool on = false;
+  if (role == RpcTlsRole::kServer) {
+    if (hasCa && !hasCert) {
+      return Error::fatal("rpc.tls.ca is set (" + options.caFile +
+                          ") but rpc.tls.cert and rpc.tls.key are not: the RPC listener needs "
+                          "a certificate and key to serve TLS");
+    }
+    on = hasCert;
+  } else {
+    if (hasCert && !hasCa) {
+      return Error::fatal("rpc.tls.cert is set (" + options.certFile +
+                          ") but rpc.tls.ca is not: an RPC client needs rpc.tls.ca to verify "
+                          "the server's certificate");
+    }
+    on = hasCa;
+  }
+  if (!on) return kj::heap<RpcNetwork>(kj::mv(impl));
+
+  if (hasCert) {
+    kj::Maybe<kj::TlsCertificate> certificate;
+    kj::Maybe<kj::TlsPrivateKey> key;
+    std::string certificatePem;
+    std::string keyPem;
+    if (auto loaded =
+            loadPem("rpc.tls.cert", options.certFile, "certificate", certificate, certificatePem);
+        !loaded.ok()) {
+      return loaded.error();
+    }
+    if (auto loaded = loadPem("rpc.tls.key", options.keyFile, "private key", key, keyPem);
+        !loaded.ok()) {
+      return loaded.error();
+    }
+    if (!keyMatchesCertificate(certificatePem, keyPem)) {
+      return Error::fatal("rpc.tls.key: " + options.keyFile +
+                          " is not the private key of the certificate in rpc.tls.cert (" +
+                          options.certFile + ")");
+    }
+    KJ_IF_MAYBE (c, certificate) {
+      KJ_IF_MAYBE (k, key) {
+        impl->keypair = kj::TlsKeypair{kj::mv(*k), kj::mv(*c)};
+      }
+    }
+  }
+  if (hasCa) {
+    std::string caPem;
+    if (auto loaded = loadPem("rpc.tls.ca", options.caFile, "CA certificate", impl->ca, caPem);
+        !loaded.ok()) {
+      return loaded.error();
+    }
+  }
+
+  kj::TlsContext::Options tlsOptions;
+  tlsOptions.useSystemTrustStore = false;  // Only rpc.tls.ca is trusted.
+  tlsOptions.verifyClients = role == RpcTlsRole::kServer && options.verifyClients;
+  KJ_IF_MAYBE (keypair, impl->keypair) {
+    tlsOptions.defaultKeypair = *keypair;
+  }
+  KJ_IF_MAYBE (ca, impl->ca) {
+    tlsOptions.trustedCertificates = kj::arrayPtr(ca, 1);
+  }
+  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
+                 impl->context = kj::heap<kj::TlsContext>(kj::mv(tlsOptions));
+               })) {
+    return Error::fatal("cannot set up TLS from rpc.tls.cert (" + options.certFile +
+                        "), rpc.tls.key (" + options.keyFile + ") and rpc.tls.ca (" +
+                        options.caFile + "): " + explain(*problem));
+  }
+  impl->tlsNetwork = kj::heap<TlsNetwork>(*impl);
+  if (role == RpcTlsRole::kServer) {
+    impl->description =
+        "TLS (certificate " + options.certFile +
+        (options.verifyClients ? ", clients must present a certificate from " + options.caFile
+                               : std::string(", clients not verified")) +
+        ")";
+  } else {
+    impl->description = "TLS (servers verified against " + options.caFile +
+                        (hasCert ? ", client certificate " + options.certFile : std::string()) +
+                        ")";
+  }
+  return kj::heap<RpcNetwork>(kj::mv(impl));
+}
+
+RpcNetwork::RpcNetwork(kj::Own<Impl> impl) : impl_(kj::mv(impl)) {}
+
+RpcNetwork::~RpcNetwork() noexcept = default;
+
+kj::Network& RpcNetwork::network() { return impl_->tlsNetwork ? *impl_->tlsNetwork : impl_->inner; }
+
+bool RpcNetwork::tls() const { return impl_->tlsNetwork.get() != nullptr; }
+
+const std::string& RpcNetwork::describe() const { return impl_->description; }
+
+uint64_t RpcNetwork::handshakesFailed() const { return impl_->handshakesFailed; }
+
+}  // namespace regent::rpc
