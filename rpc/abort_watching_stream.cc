@@ -94,6 +94,8 @@ namespace {
 
 // Writes wait for their own bytes once more than this waits in the queue.
 constexpr size_t kQueueHighWater = 64 * 1024;
+// A queue this full is written at once instead of when the loop is idle.
+constexpr size_t kEagerFlushBytes = 8 * 1024;
 
 void appendLittleEndian32(std::vector<kj::byte>& out, uint32_t value) {
   for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<kj::byte>(value >> shift));
@@ -156,21 +158,31 @@ void AbortWatchingMessageStream::enqueue(
 }
 
 kj::Promise<void> AbortWatchingMessageStream::afterEnqueue() {
-  if (!flushing_) scheduleFlush();
+  if (flush_ == FlushState::kIdle ||
+      (flush_ == FlushState::kScheduled && pending_.size() >= kEagerFlushBytes)) {
+    startFlushing();
+  }
   if (pending_.size() <= kQueueHighWater) return kj::READY_NOW;
   return whenWritten(enqueued_);
 }
 
-void AbortWatchingMessageStream::scheduleFlush() {
-  flushing_ = true;
-  // Once the loop has nothing else to run, so that every message a burst produces (the answers
-  // to all the calls read at once, their Finish messages) joins this write.
-  flusher_ = kj::evalLast([this] { return flush(); })
-                 .eagerlyEvaluate([this](kj::Exception&& exception) {
-                   flushing_ = false;
-                   writeError_ = kj::mv(exception);
-                   settle();
-                 });
+void AbortWatchingMessageStream::startFlushing() {
+  // A full batch goes now, so the peer starts on it while this side produces the next one;
+  // otherwise once the loop has nothing else to run, so that every message a burst produces (the
+  // answers to all the calls read at once, their Finish messages) joins one write. Replacing a
+  // scheduled flush is safe: it has not started.
+  kj::Promise<void> flushing = nullptr;
+  if (pending_.size() >= kEagerFlushBytes) {
+    flushing = flush();
+  } else {
+    flush_ = FlushState::kScheduled;
+    flushing = kj::evalLast([this] { return flush(); });
+  }
+  flusher_ = flushing.eagerlyEvaluate([this](kj::Exception&& exception) {
+    flush_ = FlushState::kIdle;
+    writeError_ = kj::mv(exception);
+    settle();
+  });
 }
 
 kj::Promise<void> AbortWatchingMessageStream::whenWritten(uint64_t upTo) {
@@ -182,6 +194,7 @@ kj::Promise<void> AbortWatchingMessageStream::whenWritten(uint64_t upTo) {
 }
 
 kj::Promise<void> AbortWatchingMessageStream::flush() {
+  flush_ = FlushState::kWriting;
   writing_.clear();
   writing_.swap(pending_);
   const uint64_t upTo = enqueued_;
@@ -189,10 +202,12 @@ kj::Promise<void> AbortWatchingMessageStream::flush() {
     written_ = upTo;
     settle();
     if (pending_.empty()) {
-      flushing_ = false;
+      flush_ = FlushState::kIdle;
       return kj::READY_NOW;
     }
-    // What was enqueued meanwhile goes out once the loop is idle again.
+    if (pending_.size() >= kEagerFlushBytes) return flush();
+    // What was enqueued meanwhile goes out once the loop is idle again (or sooner, see above).
+    flush_ = FlushState::kScheduled;
     return kj::evalLast([this] { return flush(); });
   });
 }

@@ -55,11 +55,13 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
 //
 // Writes are coalesced: writeMessage() frames the message into a queue and returns at once
 // while fewer than 64 KiB wait; the queue goes to the socket in one write() once the loop has
-// nothing else to run (kj::evalLast), so the answers to a burst of calls leave in one syscall. Past 64 KiB waiting, writeMessage() resolves only when
-// its own message has been handed to the socket (backpressure for the RPC system). A failed
-// write fails every later writeMessage() with the same error; the read side reports the
-// connection's end. end() waits for the queue to drain, then shuts down the write side.
-// Loop-thread only; `stream` must outlive it.
+// nothing else to run (kj::evalLast), so the answers to a burst of calls leave in one syscall,
+// or at once when 8 KiB are waiting, so the peer works on one batch while this side makes the
+// next. Past 64 KiB waiting, writeMessage() resolves only when its own message has been handed
+// to the socket (backpressure for the RPC system). A failed write fails every later
+// writeMessage() with the same error; the read side reports the connection's end. end() waits
+// for the queue to drain, then shuts down the write side. Loop-thread only; `stream` must
+// outlive it.
 class AbortWatchingMessageStream final : public capnp::MessageStream {
  public:
   explicit AbortWatchingMessageStream(kj::AsyncIoStream& stream);
@@ -89,7 +91,7 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   void enqueue(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
   // After enqueueing: schedules a flush, and says when the caller may write again.
   kj::Promise<void> afterEnqueue();
-  void scheduleFlush();
+  void startFlushing();
   // Resolves once every byte enqueued so far was handed to the socket (or the writes failed).
   kj::Promise<void> whenWritten(uint64_t upTo);
   kj::Promise<void> flush();
@@ -101,7 +103,9 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   std::vector<kj::byte> writing_;      // The bytes of the write() in progress.
   uint64_t enqueued_ = 0;              // Bytes enqueued since the start.
   uint64_t written_ = 0;               // Of those, bytes the socket accepted.
-  bool flushing_ = false;
+  // kScheduled: a flush waits for the loop to be idle (kj::evalLast); kWriting: a write() runs.
+  enum class FlushState { kIdle, kScheduled, kWriting };
+  FlushState flush_ = FlushState::kIdle;
   kj::Maybe<kj::Exception> writeError_;
   struct Waiter {
     uint64_t upTo;
