@@ -181,6 +181,14 @@ TEST_F(RegentctlJobs, FailoverMovesTheLeadershipAndTheJobsStayListed) {
                                " (epoch " + std::to_string(epoch_ + 1) + ")\n";
   EXPECT_EQ(failover.output, expected);
   ASSERT_OK(cluster_->waitForGrant(epoch_ + 1, kTimeout));
+  // Moved by the hand-over, not by a session expiry: the old leader says why its term ended, and
+  // it is still running and contending again.
+  auto revoked = cluster_->waitForEvent(
+      0, [&](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch_; },
+      kTimeout);
+  ASSERT_OK(revoked);
+  EXPECT_EQ(revoked.value().reason, "handed over");
+  EXPECT_TRUE(cluster_->process(0).running()) << cluster_->describe();
 
   // The new leader lists the job once its Dispatcher recovered (regentctl retries meanwhile).
   EXPECT_EQ(listJobs(), (std::map<std::string, std::string>{{kJobId, "CREATED"}}));
