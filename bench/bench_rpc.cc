@@ -117,7 +117,10 @@ class MasterSide {
   explicit MasterSide(const BenchOptions& options)
       : thread_([this, layers = options.layers] { serve(layers); }) {
     auto ready = ready_.get_future().get();
-    KJ_REQUIRE(ready.error.empty(), ready.error);
+    if (!ready.error.empty()) {
+      thread_.join();  // It ended after reporting the error.
+      KJ_FAIL_REQUIRE("the master side did not start", ready.error);
+    }
     rpcPort_ = ready.rpcPort;
     floorPort_ = ready.floorPort;
   }
@@ -190,13 +193,19 @@ class MasterSide {
       ready_.set_value(Ready{"", server.value()->port(), static_cast<uint16_t>(listener->getPort())});
       loop.run(kj::mv(stop.promise));
     } catch (const kj::Exception& e) {
-      if (loop_.load() == nullptr) {
-        ready_.set_value(Ready{e.getDescription().cStr()});
-        return;
-      }
-      KJ_LOG(ERROR, "the master side failed while serving", e);
-      std::abort();  // The client would wait for it forever.
+      failed(e.getDescription().cStr());
+    } catch (const std::exception& e) {
+      failed(e.what());
     }
+  }
+
+  void failed(const std::string& error) {
+    if (loop_.load() == nullptr) {
+      ready_.set_value(Ready{error});
+      return;
+    }
+    std::fprintf(stderr, "bench_rpc: the master side failed while serving: %s\n", error.c_str());
+    std::abort();  // The client would wait for it forever.
   }
 
  public:

@@ -173,7 +173,9 @@ void AbortWatchingMessageStream::startFlushing() {
   // scheduled flush is safe: it has not started.
   kj::Promise<void> flushing = nullptr;
   if (pending_.size() >= kEagerFlushBytes) {
-    flushing = flush();
+    // evalNow: kj's socket write() may throw at once (EPIPE), which must become this flush's
+    // failure rather than escape from writeMessage().
+    flushing = kj::evalNow([this] { return flush(); });
   } else {
     flush_ = FlushState::kScheduled;
     flushing = kj::evalLast([this] { return flush(); });
@@ -196,6 +198,8 @@ kj::Promise<void> AbortWatchingMessageStream::whenWritten(uint64_t upTo) {
 kj::Promise<void> AbortWatchingMessageStream::flush() {
   flush_ = FlushState::kWriting;
   writing_.clear();
+  // One large message must not pin its size in memory for the connection's lifetime.
+  if (writing_.capacity() > 4 * kQueueHighWater) writing_.shrink_to_fit();
   writing_.swap(pending_);
   const uint64_t upTo = enqueued_;
   return buffered_.write(writing_.data(), writing_.size()).then([this, upTo]() -> kj::Promise<void> {

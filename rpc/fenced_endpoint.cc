@@ -148,6 +148,9 @@ class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, pub
     }
     return KJ_ASSERT_NONNULL(ended);
   }
+  // Nothing inside a term's membrane calls out through it (gateways hand out capabilities, they
+  // do not receive any), so outbound calls need no redirect; after revocation the target is
+  // broken and they fail with the revocation exception.
   kj::Maybe<capnp::Capability::Client> outboundCall(uint64_t, uint16_t,
                                                      capnp::Capability::Client) override {
     return nullptr;

@@ -113,6 +113,18 @@ Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimi
 
 Dispatcher::~Dispatcher() noexcept = default;
 
+void Dispatcher::shutdown(const std::string& reason) {
+  if (stopped_) return;
+  stopped_ = reason;
+  canceler_.cancel("the Dispatcher of epoch " + std::to_string(epoch_) + " stopped: " + reason);
+}
+
+void Dispatcher::requireRunning() const {
+  if (stopped_) {
+    kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "the Dispatcher stopped", epoch_, *stopped_));
+  }
+}
+
 kj::Promise<Status> Dispatcher::recover() {
   return canceler_.wrap(
       stores_.jobResults().listAll().then(
@@ -187,6 +199,7 @@ kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool dirty) {
 }
 
 kj::Promise<void> Dispatcher::submitJob(SubmitJobContext context) {
+  requireRunning();
   auto params = context.getParams();
   if (!recovered_) {
     setRecovering(context.getResults().initFailure(), epoch_);
@@ -271,6 +284,7 @@ kj::Promise<void> Dispatcher::submitJob(SubmitJobContext context) {
 }
 
 kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
+  requireRunning();
   if (!recovered_) {
     setRecovering(context.getResults().initFailure(), epoch_);
     return kj::READY_NOW;
@@ -335,6 +349,7 @@ kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
 }
 
 kj::Promise<void> Dispatcher::listJobs(ListJobsContext context) {
+  requireRunning();
   if (!recovered_) {
     setRecovering(context.getResults().initFailure(), epoch_);
     return kj::READY_NOW;
@@ -357,6 +372,7 @@ kj::Promise<void> Dispatcher::listJobs(ListJobsContext context) {
 }
 
 kj::Promise<void> Dispatcher::jobStatus(JobStatusContext context) {
+  requireRunning();
   if (!recovered_) {
     setRecovering(context.getResults().initFailure(), epoch_);
     return kj::READY_NOW;
@@ -386,6 +402,7 @@ kj::Promise<void> Dispatcher::jobStatus(JobStatusContext context) {
 }
 
 kj::Promise<void> Dispatcher::clusterOverview(ClusterOverviewContext context) {
+  requireRunning();
   return canceler_.wrap(stores_.jobResults().listAll().then(
       [this, context](store::StoreResult<store::JobResults>&& results) mutable {
         auto overview = context.getResults().initOverview();

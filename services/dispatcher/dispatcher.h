@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "common/ids.h"
 #include "common/result.h"
@@ -38,6 +40,12 @@ class Dispatcher final : public wire::DispatcherGateway::Server {
   // Jobs known in this term, for metrics: not terminal.
   size_t activeJobCount() const { return jobs_.size(); }
 
+  // The term is over: drops every store operation in flight (their continuations never run, so
+  // nothing touches the stores afterwards) and fails every later call with DISCONNECTED naming
+  // `reason`. Call before the term's stores are destroyed: a handler can outlive the revocation
+  // of its caller's capability by a round trip (Cap'n Proto keeps it for pipelining).
+  void shutdown(const std::string& reason);
+
   kj::Promise<void> submitJob(SubmitJobContext context) override;
   kj::Promise<void> cancelJob(CancelJobContext context) override;
   kj::Promise<void> listJobs(ListJobsContext context) override;
@@ -53,12 +61,15 @@ class Dispatcher final : public wire::DispatcherGateway::Server {
 
   // Finishes the cleanup of a job that ended: JobGraph removed, result marked clean.
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
+  // Throws DISCONNECTED once shutdown() ran.
+  void requireRunning() const;
 
   const uint64_t epoch_;
   store::LeaderStores& stores_;
   const JobGraphLimits limits_;
   const std::function<int64_t()> nowMs_;
   bool recovered_ = false;
+  std::optional<std::string> stopped_;  // Why shutdown() ran.
   std::map<JobId, Job> jobs_;
   std::set<JobId> inFlight_;  // Submissions or cancellations being persisted.
   kj::Canceler canceler_;

@@ -113,7 +113,12 @@ MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::Cont
 struct MasterProcess::LeaderTerm {
   LeaderTerm(uint64_t epoch, rpc::FencingCounters& counters)
       : epoch(epoch), capabilities(epoch, counters) {}
-  ~LeaderTerm() noexcept { capabilities.revoke("leadership revoked"); }
+  ~LeaderTerm() noexcept {
+    capabilities.revoke("leadership revoked");
+    // Handlers may outlive their callers' revocation by a round trip: stop them before the
+    // stores they use are destroyed.
+    if (dispatcher != nullptr) dispatcher->shutdown("leadership revoked");
+  }
 
   const uint64_t epoch;
   rpc::LeadershipTerm capabilities;
@@ -277,6 +282,10 @@ kj::Promise<void> MasterProcess::recoverTerm(LeaderTerm& term) {
         if (!opened.ok()) {
           return Status(Error::retryable("cannot open the stores: " + opened.error().message));
         }
+        // A retry replaces the previous attempt's Dispatcher and stores: stop the old one first
+        // (callers holding its gateway see DISCONNECTED and ask the bootstrap again).
+        if (term.dispatcher != nullptr) term.dispatcher->shutdown("the recovery was retried");
+        term.dispatcher = nullptr;
         term.gateway = nullptr;
         term.stores = kj::mv(opened).value();
         auto dispatcher =

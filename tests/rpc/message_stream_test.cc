@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/event_loop.h"
 #include "rpc/abort_watching_stream.h"
 
 namespace regent::rpc {
@@ -132,26 +133,55 @@ TEST_F(MessageStreamTest, AFullBatchIsWrittenWithoutWaitingForTheLoopToBeIdle) {
   busy.wait(waitScope_);
 }
 
-TEST_F(MessageStreamTest, AFailedWriteFailsEveryLaterWrite) {
-  AbortWatchingMessageStream writer(*pipe_.ends[0]);
-  pipe_.ends[1] = nullptr;  // The peer is gone.
-  TestMessage message(1, {4});
-  auto first = writer.writeMessage(nullptr, message.view());
-  first.wait(waitScope_);  // Queued: the failure shows once the queue is written.
-  kj::Maybe<kj::Exception> failure;
-  for (int i = 0; i < 100 && failure == nullptr; ++i) {
-    auto write = writer.writeMessage(nullptr, message.view());
+// Writes messages of `words` words to a peer that is gone until one fails; returns the failure.
+// No write may throw at the call itself: failures come back through the returned promises.
+kj::Maybe<kj::Exception> firstFailureWritingToAGonePeer(AbortWatchingMessageStream& writer,
+                                                        kj::WaitScope& waitScope, size_t words) {
+  TestMessage message(1, {words});
+  for (int i = 0; i < 100; ++i) {
+    kj::Promise<void> write = nullptr;
+    EXPECT_NO_THROW(write = writer.writeMessage(nullptr, message.view())) << "write " << i;
     KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                   waitScope_.poll();  // Runs the queued flush.
-                   write.wait(waitScope_);
+                   waitScope.poll();  // Runs the queued flush.
+                   write.wait(waitScope);
                  })) {
-      failure = kj::mv(*problem);
+      return kj::mv(*problem);
     }
   }
-  auto& error = KJ_ASSERT_NONNULL(failure);
-  EXPECT_EQ(error.getType(), kj::Exception::Type::DISCONNECTED) << error.getDescription().cStr();
-  // And it stays failed.
-  EXPECT_ANY_THROW(writer.writeMessage(nullptr, message.view()).wait(waitScope_));
+  return nullptr;
+}
+
+TEST_F(MessageStreamTest, AFailedWriteFailsEveryLaterWrite) {
+  // Small messages wait for the loop to be idle; a message past 8 KiB is written at once.
+  for (size_t words : {size_t{4}, size_t{1300}}) {
+    SCOPED_TRACE(words);
+    pipe_ = kj::newTwoWayPipe();
+    AbortWatchingMessageStream writer(*pipe_.ends[0]);
+    pipe_.ends[1] = nullptr;  // The peer is gone.
+    auto failure = firstFailureWritingToAGonePeer(writer, waitScope_, words);
+    auto& error = KJ_ASSERT_NONNULL(failure, "no write failed");
+    EXPECT_EQ(error.getType(), kj::Exception::Type::DISCONNECTED) << error.getDescription().cStr();
+    // And it stays failed.
+    TestMessage message(2, {words});
+    EXPECT_ANY_THROW(writer.writeMessage(nullptr, message.view()).wait(waitScope_));
+    EXPECT_ANY_THROW(writer.end().wait(waitScope_));
+  }
+}
+
+TEST(MessageStreamOverASocket, AWriteToAClosedSocketFailsThroughThePromisesNeverAtTheCall) {
+  // A real socket pair: kj's socket write() throws at once on EPIPE, unlike the in-memory pipe.
+  EventLoop loop;
+  for (size_t words : {size_t{4}, size_t{1300}}) {
+    SCOPED_TRACE(words);
+    auto pipe = loop.io().newTwoWayPipe();
+    AbortWatchingMessageStream writer(*pipe.ends[0]);
+    pipe.ends[1] = nullptr;
+    auto failure = firstFailureWritingToAGonePeer(writer, loop.waitScope(), words);
+    auto& error = KJ_ASSERT_NONNULL(failure, "no write failed");
+    EXPECT_EQ(error.getType(), kj::Exception::Type::DISCONNECTED) << error.getDescription().cStr();
+    TestMessage message(2, {words});
+    EXPECT_ANY_THROW(writer.writeMessage(nullptr, message.view()).wait(loop.waitScope()));
+  }
 }
 
 TEST_F(MessageStreamTest, EndDrainsTheQueueThenShutsTheWriteSide) {

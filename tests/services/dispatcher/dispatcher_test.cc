@@ -257,5 +257,40 @@ TEST_F(DispatcherTest, ADirtyResultFoundAtRecoveryIsCleanedUpAndItsJobIsNotRerun
   EXPECT_EQ(listedNames(), std::vector<std::string>{"ended-while-failing-over:finished"});
 }
 
+TEST_F(DispatcherTest, ShutdownStopsASubmitWaitingOnTheStoreAndFailsLaterCalls) {
+  startTerm();
+  recover();
+  const JobId id = JobId::random();
+  auto graph = jobGraph(id, "cut-off");
+  auto request = gateway_.submitJobRequest();
+  request.setEpoch(epoch_);
+  request.setJobGraph(graph->getRoot<wire::JobGraph>().asReader());
+  auto pending = request.send();
+  // Runs until only I/O is left: the handler started and waits for the store's thread pool.
+  loop_.run(kj::evalLast([] {}));
+
+  dispatcher_->shutdown("leadership revoked");
+  try {
+    loop_.run(kj::mv(pending));
+    ADD_FAILURE() << "a submit survived the shutdown";
+  } catch (const kj::Exception& e) {
+    EXPECT_NE(std::string(e.getDescription().cStr()).find("leadership revoked"), std::string::npos)
+        << e.getDescription().cStr();
+  }
+  auto list = gateway_.listJobsRequest();
+  list.setEpoch(epoch_);
+  try {
+    loop_.run(list.send());
+    ADD_FAILURE() << "a call after the shutdown was served";
+  } catch (const kj::Exception& e) {
+    EXPECT_EQ(e.getType(), kj::Exception::Type::DISCONNECTED) << e.getDescription().cStr();
+  }
+
+  startTerm();  // The cut-off submit never reached the store.
+  recover();
+  EXPECT_TRUE(listedNames().empty());
+  EXPECT_EQ(storedGraphs(), 0u);
+}
+
 }  // namespace
 }  // namespace regent::dispatcher
