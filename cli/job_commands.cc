@@ -335,12 +335,15 @@ kj::Promise<int> JobCommands::list() {
   });
 }
 
+std::optional<JobId> JobCommands::jobIdArgument(const std::string& text) {
+  auto id = JobId::fromHex(text);
+  if (!id) output_.err << "regentctl: job id \"" << text << "\": expected 32 hex digits" << std::endl;
+  return id;
+}
+
 kj::Promise<int> JobCommands::status(std::string jobId) {
-  auto id = JobId::fromHex(jobId);
-  if (!id) {
-    output_.err << "regentctl: job id \"" << jobId << "\": expected 32 hex digits" << std::endl;
-    return kExitUsage;
-  }
+  auto id = jobIdArgument(jobId);
+  if (!id) return kExitUsage;
   return withDispatcher([this, id = *id](wire::DispatcherGateway::Client gateway,
                                          uint64_t epoch) {
     auto request = gateway.jobStatusRequest();
@@ -404,11 +407,8 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
 }
 
 kj::Promise<int> JobCommands::cancel(std::string jobId) {
-  auto id = JobId::fromHex(jobId);
-  if (!id) {
-    output_.err << "regentctl: job id \"" << jobId << "\": expected 32 hex digits" << std::endl;
-    return kExitUsage;
-  }
+  auto id = jobIdArgument(jobId);
+  if (!id) return kExitUsage;
   return withDispatcher([this, id = *id](wire::DispatcherGateway::Client gateway,
                                          uint64_t epoch) {
     auto request = gateway.cancelJobRequest();

@@ -13,6 +13,7 @@
 
 #include "cli/cluster_inspector.h"
 #include "common/event_loop.h"
+#include "common/ids.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "ha/ha_services.h"
@@ -77,6 +78,8 @@ class JobCommands final : private leader::LeaderRetrievalListener {
   kj::Promise<int> failover();
 
  private:
+  // The JobId in `text` (32 hex digits); otherwise says so on stderr and returns nothing.
+  std::optional<JobId> jobIdArgument(const std::string& text);
   // What one attempt of a command came to: an exit code (done, output written), or nullopt
   // and a sentence in lastError_ (retry).
   using Outcome = std::optional<int>;

@@ -42,6 +42,19 @@ std::string rpcAddressOf(MasterCluster& cluster, size_t slot) {
   return match[1];
 }
 
+// A one-vertex JobGraph with `id` and `name` in `graph`.
+void fillJobGraph(wire::JobGraph::Builder graph, const JobId& id, const std::string& name) {
+  graph.initJobId().setHi(id.hi());
+  graph.getJobId().setLo(id.lo());
+  graph.setName(name);
+  auto vertex = graph.initVertices(1)[0];
+  vertex.setName("work");
+  vertex.setParallelism(1);
+  auto argv = vertex.initCommand().initArgv(2);
+  argv.set(0, "sleep");
+  argv.set(1, "1");
+}
+
 class MasterJobsTest : public ::testing::Test {
  protected:
   ~MasterJobsTest() noexcept override = default;
@@ -82,16 +95,7 @@ class MasterJobsTest : public ::testing::Test {
     const JobId id = JobId::random();
     auto request = gateway.submitJobRequest();
     request.setEpoch(epoch);
-    auto graph = request.initJobGraph();
-    graph.initJobId().setHi(id.hi());
-    graph.getJobId().setLo(id.lo());
-    graph.setName(name);
-    auto vertex = graph.initVertices(1)[0];
-    vertex.setName("work");
-    vertex.setParallelism(1);
-    auto argv = vertex.initCommand().initArgv(2);
-    argv.set(0, "sleep");
-    argv.set(1, "1");
+    fillJobGraph(request.initJobGraph(), id, name);
     auto response = loop_.run(request.send());
     KJ_REQUIRE(!response.hasFailure(), name, response.getFailure().getMessage().cStr());
     return id;
@@ -203,14 +207,7 @@ TEST_F(MasterJobsTest, ALeaderStoppedPastItsSessionChangesNothingWhenItWakesUp) 
   auto late = oldGateway.submitJobRequest();
   late.setEpoch(1);
   const JobId lateId = JobId::random();
-  auto graph = late.initJobGraph();
-  graph.initJobId().setHi(lateId.hi());
-  graph.getJobId().setLo(lateId.lo());
-  graph.setName("late");
-  auto vertex = graph.initVertices(1)[0];
-  vertex.setName("work");
-  vertex.setParallelism(1);
-  vertex.initCommand().initArgv(1).set(0, "true");
+  fillJobGraph(late.initJobGraph(), lateId, "late");
   auto lateReply = late.send();
 
   auto second = cluster.waitForGrant(2, kStartTimeout);
@@ -287,14 +284,7 @@ TEST_F(MasterJobsTest, AGatewayFromAnEarlierTermIsFencedAndChangesNothing) {
   auto late = oldGateway.submitJobRequest();
   late.setEpoch(1);
   const JobId lateId = JobId::random();
-  auto graph = late.initJobGraph();
-  graph.initJobId().setHi(lateId.hi());
-  graph.getJobId().setLo(lateId.lo());
-  graph.setName("late");
-  auto vertex = graph.initVertices(1)[0];
-  vertex.setName("work");
-  vertex.setParallelism(1);
-  vertex.initCommand().initArgv(1).set(0, "true");
+  fillJobGraph(late.initJobGraph(), lateId, "late");
   auto refused = loop_.run(late.send());
   ASSERT_TRUE(refused.hasFailure());
   EXPECT_TRUE(refused.getFailure().isFencing()) << refused.getFailure().getMessage().cStr();
@@ -340,13 +330,7 @@ TEST_F(MasterJobsTest, ADirtyResultLeftByADeadLeaderIsCleanedUpAndItsJobIsNotRer
     for (const auto& [id, name] : {std::pair{ended, "ended"}, std::pair{running, "created"}}) {
       capnp::MallocMessageBuilder message;
       auto graph = message.initRoot<wire::JobGraph>();
-      graph.initJobId().setHi(id.hi());
-      graph.getJobId().setLo(id.lo());
-      graph.setName(name);
-      auto vertex = graph.initVertices(1)[0];
-      vertex.setName("work");
-      vertex.setParallelism(1);
-      vertex.initCommand().initArgv(1).set(0, "true");
+      fillJobGraph(graph, id, name);
       ASSERT_TRUE(loop_.run(stores->jobGraphs().put(graph.asReader())).ok());
     }
     capnp::MallocMessageBuilder message;
