@@ -519,7 +519,6 @@ int run(const BenchOptions& options) {
         "ha.zookeeper.session-timeout=" + sessionMs + "ms",
         "rpc.bind=127.0.0.1:0",
         "http.bind=127.0.0.1:0",
-        "rpc.bind=127.0.0.1:0",
         "log.level=" + options.logLevel,
     };
     sets.insert(sets.end(), options.masterSets.begin(), options.masterSets.end());

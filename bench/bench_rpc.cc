@@ -164,7 +164,7 @@ class MasterSide {
       DispatcherGateway::Client gateway =
           layers == "bare"
               ? DispatcherGateway::Client(kj::mv(dispatcher))
-              : term.guard(rpc::fencedEndpoint<DispatcherGateway>(kj::mv(dispatcher), 1, counters));
+              : term.serve<DispatcherGateway>(kj::mv(dispatcher));
       {
         auto graph = benchGraph(id_);
         auto submit = gateway.submitJobRequest();

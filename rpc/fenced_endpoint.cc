@@ -27,6 +27,13 @@ uint64_t FencingCounters::rejected(const std::string& method) const {
 
 // ---- FencedEndpoint ------------------------------------------------------------------------
 
+// The handlers running in a term's gateways, dropped together when the term is revoked. Shared
+// by the term and its endpoints (which outlive it).
+class TermHandlers final : public kj::Refcounted {
+ public:
+  kj::Canceler canceler;
+};
+
 namespace {
 
 // Serves `schema`'s interface for one epoch: calls with another epoch are refused. Without an
@@ -36,13 +43,15 @@ class FencedEndpoint final : public capnp::Capability::Server {
  public:
   FencedEndpoint(capnp::InterfaceSchema schema, kj::Own<capnp::Capability::Server> inner,
                  uint64_t epoch, FencingCounters& counters,
-                 kj::Maybe<kj::Exception> ended = nullptr)
+                 kj::Maybe<kj::Exception> ended = nullptr,
+                 kj::Maybe<kj::Own<TermHandlers>> handlers = nullptr)
       : schema_(schema),
         interfaceId_(schema.getProto().getId()),
         inner_(kj::mv(inner)),
         epoch_(epoch),
         counters_(counters),
-        ended_(kj::mv(ended)) {
+        ended_(kj::mv(ended)),
+        handlers_(kj::mv(handlers)) {
     // Where each method's `epoch` sits in its parameters' data section, found once: a call then
     // reads 8 bytes instead of walking the schema.
     for (auto method : schema.getMethods()) {
@@ -56,6 +65,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
       epochOffsets_.push_back(offset);
       methodNames_.push_back(std::string(schema.getShortDisplayName().cStr()) + "." +
                              method.getProto().getName().cStr());
+      callCounts_.push_back(&counters_.callSlot(methodNames_.back()));
     }
   }
 
@@ -63,24 +73,28 @@ class FencedEndpoint final : public capnp::Capability::Server {
                                   capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
       override {
     if (interfaceId == interfaceId_ && methodId < epochOffsets_.size()) {
-      counters_.call(methodNames_[methodId]);
+      ++*callCounts_[methodId];
       if (const auto& offset = epochOffsets_[methodId]) {
         const uint64_t received = readEpoch(context, *offset);
         if (ended_ != nullptr || received != epoch_) {
-          refuse(schema_.getMethods()[methodId], received, context);
+          refuse(methodId, received, context);
           return {kj::READY_NOW, false};
         }
       }
     }
     KJ_IF_MAYBE (ended, ended_) kj::throwFatalException(kj::cp(*ended));
-    return inner_->dispatchCall(interfaceId, methodId, context);
+    auto dispatched = inner_->dispatchCall(interfaceId, methodId, context);
+    KJ_IF_MAYBE (handlers, handlers_) {
+      dispatched.promise = (*handlers)->canceler.wrap(kj::mv(dispatched.promise));
+    }
+    return dispatched;
   }
 
  private:
-  void refuse(capnp::InterfaceSchema::Method method, uint64_t received,
+  void refuse(uint16_t methodId, uint64_t received,
               capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
-    const std::string name = std::string(schema_.getShortDisplayName().cStr()) + "." +
-                             method.getProto().getName().cStr();
+    auto method = schema_.getMethods()[methodId];
+    const std::string& name = methodNames_[methodId];
     counters_.reject(name);
     context.releaseParams();
     auto results = context.getResults().initAs<capnp::DynamicStruct>(method.getResultType());
@@ -113,10 +127,12 @@ class FencedEndpoint final : public capnp::Capability::Server {
   const uint64_t interfaceId_;
   std::vector<std::optional<uint32_t>> epochOffsets_;  // By method id.
   std::vector<std::string> methodNames_;                // By method id: "Interface.method".
+  std::vector<uint64_t*> callCounts_;                   // By method id, in counters_.
   kj::Own<capnp::Capability::Server> inner_;
   const uint64_t epoch_;
   FencingCounters& counters_;
   const kj::Maybe<kj::Exception> ended_;
+  kj::Maybe<kj::Own<TermHandlers>> handlers_;  // The term's, for serve()'s endpoints.
 };
 
 }  // namespace
@@ -185,17 +201,19 @@ class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, pub
 };
 
 LeadershipTerm::LeadershipTerm(uint64_t epoch, FencingCounters& counters)
-    : epoch_(epoch), policy_(kj::refcounted<RevocationPolicy>(counters)) {}
+    : epoch_(epoch),
+      counters_(counters),
+      policy_(kj::refcounted<RevocationPolicy>(counters)),
+      handlers_(kj::refcounted<TermHandlers>()) {}
 
 LeadershipTerm::~LeadershipTerm() noexcept { revoke("leadership term ended"); }
 
-capnp::Capability::Client LeadershipTerm::guardAny(capnp::Capability::Client cap) {
-  return capnp::membrane(kj::mv(cap), policy());
-}
-
 void LeadershipTerm::revoke(const std::string& reason) {
-  policy_->revoke("the leadership term of epoch " + std::to_string(epoch_) + " is over (" +
-                  reason + "); resolve the current leader and call again");
+  if (policy_->isRevoked) return;
+  const std::string message = "the leadership term of epoch " + std::to_string(epoch_) +
+                              " is over (" + reason + "); resolve the current leader and call again";
+  policy_->revoke(message);
+  handlers_->canceler.cancel(message);
 }
 
 bool LeadershipTerm::revoked() const { return policy_->isRevoked; }
@@ -203,6 +221,12 @@ bool LeadershipTerm::revoked() const { return policy_->isRevoked; }
 kj::Own<capnp::MembranePolicy> LeadershipTerm::policy() { return policy_->addRef(); }
 
 void LeadershipTerm::fenceAfterRevocation(capnp::InterfaceSchema schema) { policy_->fence(schema); }
+
+capnp::Capability::Client LeadershipTerm::fencedForTerm(capnp::InterfaceSchema schema,
+                                                        kj::Own<capnp::Capability::Server> inner) {
+  return capnp::Capability::Client(kj::heap<FencedEndpoint>(
+      schema, kj::mv(inner), epoch_, counters_, nullptr, kj::addRef(*handlers_)));
+}
 
 
 capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,

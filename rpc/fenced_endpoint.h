@@ -20,6 +20,9 @@ class FencingCounters final {
  public:
   void call(const std::string& method) { ++called_[method]; }
   void reject(const std::string& method) { ++rejected_[method]; }
+  // The call counter of `method`, created at 0; the reference stays valid as long as this
+  // object (an endpoint looks it up once, not per call).
+  uint64_t& callSlot(const std::string& method) { return called_[method]; }
   uint64_t called(const std::string& method) const;
   uint64_t rejected(const std::string& method) const;
   const std::map<std::string, uint64_t>& calls() const { return called_; }
@@ -29,6 +32,8 @@ class FencingCounters final {
   std::map<std::string, uint64_t> called_;
   std::map<std::string, uint64_t> rejected_;
 };
+
+class TermHandlers;
 
 // One leadership term of a master: its epoch, and the revocation of every capability its
 // gateways hand out. Loop-thread only.
@@ -56,20 +61,33 @@ class LeadershipTerm final {
     fenceAfterRevocation(capnp::Schema::from<typename Client::Calls>());
     return capnp::membrane(kj::mv(cap), policy());
   }
-  // Same for a capability of unknown type: after revocation every call fails with the exception.
-  capnp::Capability::Client guardAny(capnp::Capability::Client cap);
 
-  // Idempotent. Fires the revocation on the loop.
+  // A gateway of this term: `inner` behind fencedEndpoint() for the term's epoch, behind guard().
+  // Also, revoke() drops every handler of `inner` still running (its promise is destroyed, so no
+  // continuation of it runs afterwards): Cap'n Proto keeps a handler alive for pipelining until
+  // its caller's Finish arrives, and the term's services (its stores) are gone by then.
+  template <typename Interface>
+  typename Interface::Client serve(kj::Own<typename Interface::Server> inner) {
+    return guard(fencedForTerm(capnp::Schema::from<Interface>(), kj::mv(inner))
+                     .template castAs<Interface>());
+  }
+
+  // Idempotent. Fires the revocation on the loop, and drops the handlers of serve()'s gateways
+  // at once.
   void revoke(const std::string& reason);
   bool revoked() const;
 
  private:
   kj::Own<capnp::MembranePolicy> policy();
   void fenceAfterRevocation(capnp::InterfaceSchema schema);
+  capnp::Capability::Client fencedForTerm(capnp::InterfaceSchema schema,
+                                          kj::Own<capnp::Capability::Server> inner);
 
   class RevocationPolicy;
   const uint64_t epoch_;
+  FencingCounters& counters_;
   kj::Own<RevocationPolicy> policy_;
+  kj::Own<TermHandlers> handlers_;
 };
 
 // Wraps `inner`, a server of `schema`'s interface, so that every method of that interface whose

@@ -29,20 +29,6 @@ capnp::Capability::Client bootstrapOf(capnp::RpcSystem<capnp::rpc::twoparty::Vat
 
 }  // namespace
 
-const char* rpcClientStateName(RpcClientState state) {
-  switch (state) {
-    case RpcClientState::kConnecting:
-      return "connecting";
-    case RpcClientState::kConnected:
-      return "connected";
-    case RpcClientState::kWaitingToReconnect:
-      return "waiting to reconnect";
-    case RpcClientState::kClosed:
-      return "closed";
-  }
-  return "unknown";
-}
-
 // One established connection. Members are destroyed in reverse order: the watches first, the
 // socket last.
 struct RpcClient::Connection {

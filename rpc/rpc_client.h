@@ -23,8 +23,6 @@ namespace regent::rpc {
 // A failed attempt also goes kConnecting -> kWaitingToReconnect.
 enum class RpcClientState { kConnecting, kConnected, kWaitingToReconnect, kClosed };
 
-const char* rpcClientStateName(RpcClientState state);
-
 // A two-party RPC client (capnp::TwoPartyVatNetwork, client side) that keeps one connection to
 // `address` alive. Each attempt resolves "host:port" through the kj network and connects,
 // bounded by RpcOptions::callTimeout. After a failed attempt or a lost connection it waits

@@ -73,7 +73,6 @@ Result<std::string> readFile(const char* option, const std::string& path) {
   return text.str();
 }
 
-// Parses `path`'s text as a PEM T (kj::TlsCertificate or kj::TlsPrivateKey) into `out`.
 // Parses `path`'s text as a PEM T (kj::TlsCertificate or kj::TlsPrivateKey) into `out`, and
 // keeps the text in `pem`.
 template <typename T>

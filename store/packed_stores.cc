@@ -306,9 +306,8 @@ class PackedJobResultStore final : public JobResultStore {
     // A dirty result is never pruned: out of the clean index before the write, so a prune that
     // starts meanwhile cannot pick it, and again after (an index loaded meanwhile).
     forgetClean(key);
-    ++writesIssued_;
     return canceler_.wrap(
-        records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
+        trackWrite(records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value()))
             .then([this, key](StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
               if (!written.ok()) return kj::mv(written);
               // Never starts a load of the index: a load in flight is waited for (its
@@ -341,8 +340,8 @@ class PackedJobResultStore final : public JobResultStore {
               StoreResult<std::string> packed =
                   pack(builder, "the JobResult of job " + key, records_);
               if (!packed.ok()) return readyError(packed.error());
-              ++writesIssued_;
-              return records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value())
+              return trackWrite(
+                         records_.put(RecordFamily::kJobResults, key, kj::mv(packed).value()))
                   .then([this, key, endedAtMs](
                             StoreResult<void>&& written) -> kj::Promise<StoreResult<void>> {
                     if (!written.ok()) return kj::mv(written);
@@ -383,18 +382,35 @@ class PackedJobResultStore final : public JobResultStore {
   }
 
  private:
-  // Every result, newest first, corrupt ones reported and skipped.
+  // Counts a result write while it runs (see readResults()). A cancelled write stays counted,
+  // which only turns the shortcut there off.
+  kj::Promise<StoreResult<void>> trackWrite(kj::Promise<StoreResult<void>> write) {
+    ++writesIssued_;
+    ++writesRunning_;
+    return write.then(
+        [this](StoreResult<void>&& written) {
+          --writesRunning_;
+          return kj::mv(written);
+        },
+        [this](kj::Exception&& exception) -> StoreResult<void> {
+          --writesRunning_;
+          kj::throwFatalException(kj::mv(exception));
+        });
+  }
+
   // Every result, newest first, corrupt ones reported and skipped. Also fills the clean index
-  // when it is not loaded yet and nothing was written meanwhile (a recovery's listing then
-  // spares the first markClean a second full read).
+  // when it is not loaded yet and no write ran during the read, nor was still running when it
+  // started (its record could land after the read saw the old one): a recovery's listing then
+  // spares the first markClean a second full read.
   kj::Promise<StoreResult<JobResults>> readResults() {
+    const bool quiet = writesRunning_ == 0;
     return records_.readAll(RecordFamily::kJobResults)
-        .then([this, writesBefore = writesIssued_](
+        .then([this, quiet, writesBefore = writesIssued_](
                   StoreResult<std::vector<Record>>&& records) -> StoreResult<JobResults> {
           if (!records.ok()) return records.error();
           auto decoded =
               decodeAll<wire::JobResult>(RecordFamily::kJobResults, kj::mv(records).value());
-          if (!index_ && writesBefore == writesIssued_) indexClean(decoded.messages);
+          if (!index_ && quiet && writesBefore == writesIssued_) indexClean(decoded.messages);
           JobResults all{kj::mv(decoded.messages), kj::mv(decoded.corrupt)};
           sortNewestFirst(all.results);
           return all;
@@ -510,7 +526,8 @@ class PackedJobResultStore final : public JobResultStore {
   std::optional<CleanIndex> index_;
   kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> loading_;  // Reset from branches only.
   uint64_t loadGeneration_ = 0;
-  uint64_t writesIssued_ = 0;  // createDirty/markClean writes started; see readResults().
+  uint64_t writesIssued_ = 0;   // createDirty/markClean writes started; see readResults().
+  uint64_t writesRunning_ = 0;  // Of those, not finished yet.
   kj::Canceler canceler_;
 };
 

@@ -113,16 +113,11 @@ Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimi
 
 Dispatcher::~Dispatcher() noexcept = default;
 
-void Dispatcher::shutdown(const std::string& reason) {
-  if (stopped_) return;
-  stopped_ = reason;
-  canceler_.cancel("the Dispatcher of epoch " + std::to_string(epoch_) + " stopped: " + reason);
-}
-
-void Dispatcher::requireRunning() const {
-  if (stopped_) {
-    kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "the Dispatcher stopped", epoch_, *stopped_));
-  }
+template <typename Context>
+bool Dispatcher::recoveredOrAnswered(Context& context) {
+  if (recovered_) return true;
+  setRecovering(context.getResults().initFailure(), epoch_);
+  return false;
 }
 
 kj::Promise<Status> Dispatcher::recover() {
@@ -199,12 +194,8 @@ kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool dirty) {
 }
 
 kj::Promise<void> Dispatcher::submitJob(SubmitJobContext context) {
-  requireRunning();
+  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
   auto params = context.getParams();
-  if (!recovered_) {
-    setRecovering(context.getResults().initFailure(), epoch_);
-    return kj::READY_NOW;
-  }
   if (!params.hasJobGraph()) {
     auto failure = context.getResults().initFailure();
     failure.setMessage("jobGraph: missing");
@@ -284,13 +275,18 @@ kj::Promise<void> Dispatcher::submitJob(SubmitJobContext context) {
 }
 
 kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
-  requireRunning();
-  if (!recovered_) {
-    setRecovering(context.getResults().initFailure(), epoch_);
-    return kj::READY_NOW;
-  }
+  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
   const JobId id = jobIdOf(context.getParams().getJobId());
   auto found = jobs_.find(id);
+  // Already being cancelled: a repeated cancel succeeds without a second write.
+  if (found != jobs_.end() && found->second.state == wire::JobState::CANCELLING) {
+    return kj::READY_NOW;
+  }
+  if (inFlight_.count(id) > 0) {  // Its submission is being persisted.
+    setUnavailable(context.getResults().initFailure(),
+                   "job " + id.toHex() + " is being submitted; retry shortly", kRecoveringRetryMs);
+    return kj::READY_NOW;
+  }
   if (found == jobs_.end()) {
     return canceler_.wrap(stores_.jobResults().get(id).then(
         [id, context](store::StoreResult<store::JobResultMessage>&& result) mutable {
@@ -304,12 +300,6 @@ kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
             setStoreFailure(failure, result.error());
           }
         }));
-  }
-  if (found->second.state == wire::JobState::CANCELLING) return kj::READY_NOW;
-  if (inFlight_.count(id) > 0) {
-    setUnavailable(context.getResults().initFailure(),
-                   "job " + id.toHex() + " is being submitted; retry shortly", kRecoveringRetryMs);
-    return kj::READY_NOW;
   }
   Job& job = found->second;
   job.state = wire::JobState::CANCELLING;
@@ -349,11 +339,7 @@ kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
 }
 
 kj::Promise<void> Dispatcher::listJobs(ListJobsContext context) {
-  requireRunning();
-  if (!recovered_) {
-    setRecovering(context.getResults().initFailure(), epoch_);
-    return kj::READY_NOW;
-  }
+  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
   return canceler_.wrap(stores_.jobResults().listAll().then(
       [this, context](store::StoreResult<store::JobResults>&& results) mutable {
         if (!results.ok()) {
@@ -372,11 +358,7 @@ kj::Promise<void> Dispatcher::listJobs(ListJobsContext context) {
 }
 
 kj::Promise<void> Dispatcher::jobStatus(JobStatusContext context) {
-  requireRunning();
-  if (!recovered_) {
-    setRecovering(context.getResults().initFailure(), epoch_);
-    return kj::READY_NOW;
-  }
+  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
   const JobId id = jobIdOf(context.getParams().getJobId());
   auto found = jobs_.find(id);
   if (found != jobs_.end()) {
@@ -402,7 +384,7 @@ kj::Promise<void> Dispatcher::jobStatus(JobStatusContext context) {
 }
 
 kj::Promise<void> Dispatcher::clusterOverview(ClusterOverviewContext context) {
-  requireRunning();
+  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
   return canceler_.wrap(stores_.jobResults().listAll().then(
       [this, context](store::StoreResult<store::JobResults>&& results) mutable {
         auto overview = context.getResults().initOverview();

@@ -21,9 +21,10 @@
 
 namespace regent::dispatcher {
 
-// One term's Dispatcher. Serve it with rpc::fencedEndpoint<wire::DispatcherGateway> (which checks
-// the epoch before any method here runs) behind the term's rpc::LeadershipTerm. Loop-thread only.
-// `stores` must outlive the Dispatcher; destroying it cancels what is in flight.
+// One term's Dispatcher. Serve it with the term's rpc::LeadershipTerm::serve(), which checks the
+// epoch before any method here runs and drops the handlers still running when the term ends.
+// Loop-thread only. `stores` must outlive the Dispatcher and its running handlers (serve() ends
+// those at revocation); destroying the Dispatcher cancels what is in flight.
 class Dispatcher final : public wire::DispatcherGateway::Server {
  public:
   // `nowMs` gives Unix milliseconds (injected for tests).
@@ -40,12 +41,6 @@ class Dispatcher final : public wire::DispatcherGateway::Server {
   // Jobs known in this term, for metrics: not terminal.
   size_t activeJobCount() const { return jobs_.size(); }
 
-  // The term is over: drops every store operation in flight (their continuations never run, so
-  // nothing touches the stores afterwards) and fails every later call with DISCONNECTED naming
-  // `reason`. Call before the term's stores are destroyed: a handler can outlive the revocation
-  // of its caller's capability by a round trip (Cap'n Proto keeps it for pipelining).
-  void shutdown(const std::string& reason);
-
   kj::Promise<void> submitJob(SubmitJobContext context) override;
   kj::Promise<void> cancelJob(CancelJobContext context) override;
   kj::Promise<void> listJobs(ListJobsContext context) override;
@@ -61,15 +56,15 @@ class Dispatcher final : public wire::DispatcherGateway::Server {
 
   // Finishes the cleanup of a job that ended: JobGraph removed, result marked clean.
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
-  // Throws DISCONNECTED once shutdown() ran.
-  void requireRunning() const;
+  // Answers `unavailable` until recover() finished; true when the call may go on.
+  template <typename Context>
+  bool recoveredOrAnswered(Context& context);
 
   const uint64_t epoch_;
   store::LeaderStores& stores_;
   const JobGraphLimits limits_;
   const std::function<int64_t()> nowMs_;
   bool recovered_ = false;
-  std::optional<std::string> stopped_;  // Why shutdown() ran.
   std::map<JobId, Job> jobs_;
   std::set<JobId> inFlight_;  // Submissions or cancellations being persisted.
   kj::Canceler canceler_;

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     } else {
       masterId = process.value()->masterId();
       code = loop.run(process.value()->run());
+      loop.run(process.value()->close());
     }
   } catch (const kj::Exception& exception) {
     spdlog::error("master failed: {}", exception.getDescription().cStr());

@@ -13,7 +13,9 @@
 #include "common/ids.h"
 #include "common/time.h"
 #include "conf/config.h"
+#include "conf/values.h"
 #include "leader/leader_services.h"
+#include "rpc/backoff.h"
 #include "rpc/rpc_options.h"
 #include "services/dispatcher/dispatcher.h"
 
@@ -113,12 +115,8 @@ MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::Cont
 struct MasterProcess::LeaderTerm {
   LeaderTerm(uint64_t epoch, rpc::FencingCounters& counters)
       : epoch(epoch), capabilities(epoch, counters) {}
-  ~LeaderTerm() noexcept {
-    capabilities.revoke("leadership revoked");
-    // Handlers may outlive their callers' revocation by a round trip: stop them before the
-    // stores they use are destroyed.
-    if (dispatcher != nullptr) dispatcher->shutdown("leadership revoked");
-  }
+  // The revocation also drops every gateway handler still running, before the stores go.
+  ~LeaderTerm() noexcept { capabilities.revoke("leadership revoked"); }
 
   const uint64_t epoch;
   rpc::LeadershipTerm capabilities;
@@ -127,6 +125,8 @@ struct MasterProcess::LeaderTerm {
   dispatcher::Dispatcher* dispatcher = nullptr;  // Owned by `gateway`.
   wire::DispatcherGateway::Client gateway = nullptr;
   kj::Canceler canceler;
+  // Between recovery attempts while the stores cannot be read: 1s, doubling (with jitter) to 30s.
+  rpc::ExponentialBackoff recoveryBackoff{Duration(1000), Duration(30000)};
 };
 
 // Members go in reverse order: the term (its stores) before the election and the store services.
@@ -202,9 +202,14 @@ void MasterProcess::leaderChanged(const std::optional<leader::LeaderInfo>& leade
 std::optional<leader::LeaderInfo> MasterProcess::knownLeader() const {
   // While leading, this master's own term is the truth, even before the watch reports it.
   if (term_) {
-    leader::LeaderInfo own = leader::leaderInfoFor(self_, term_->epoch, 0);
-    if (knownLeader_ && knownLeader_->epoch == term_->epoch) own = *knownLeader_;
-    if (term_->serving) own.status = leader::LeaderStatus::kServing;
+    // Only the election time comes from the published record (ZooKeeper stamps it); the rest
+    // is this master's own view, whatever the retrieval reports (a standalone master's record
+    // is built from its configuration and always says SERVING).
+    const bool published = knownLeader_ && knownLeader_->epoch == term_->epoch &&
+                           knownLeader_->masterId == self_.masterId;
+    leader::LeaderInfo own =
+        leader::leaderInfoFor(self_, term_->epoch, published ? knownLeader_->electedAtMs : 0);
+    own.status = term_->serving ? leader::LeaderStatus::kServing : leader::LeaderStatus::kRecovering;
     return own;
   }
   return knownLeader_;
@@ -282,9 +287,8 @@ kj::Promise<void> MasterProcess::recoverTerm(LeaderTerm& term) {
         if (!opened.ok()) {
           return Status(Error::retryable("cannot open the stores: " + opened.error().message));
         }
-        // A retry replaces the previous attempt's Dispatcher and stores: stop the old one first
-        // (callers holding its gateway see DISCONNECTED and ask the bootstrap again).
-        if (term.dispatcher != nullptr) term.dispatcher->shutdown("the recovery was retried");
+        // A retry replaces the previous attempt's Dispatcher and stores. That Dispatcher never
+        // recovered, so its handlers answered `unavailable` without touching the stores.
         term.dispatcher = nullptr;
         term.gateway = nullptr;
         term.stores = kj::mv(opened).value();
@@ -292,18 +296,23 @@ kj::Promise<void> MasterProcess::recoverTerm(LeaderTerm& term) {
             kj::heap<dispatcher::Dispatcher>(term.epoch, *term.stores, dispatcher::JobGraphLimits{},
                                              [] { return wallClockMillis(); });
         term.dispatcher = dispatcher.get();
-        term.gateway = term.capabilities.guard(rpc::fencedEndpoint<wire::DispatcherGateway>(
-            kj::mv(dispatcher), term.epoch, fencingCounters_));
+        term.gateway = term.capabilities.serve<wire::DispatcherGateway>(kj::mv(dispatcher));
         return term.dispatcher->recover();
       })
       .then([this, &term](Status recovered) -> kj::Promise<void> {
         if (recovered.ok()) return kj::READY_NOW;
-        spdlog::warn("recovery of epoch={} failed: {}; retrying in 1s", term.epoch,
-                     recovered.error().message);
-        return loop_.timer().afterDelay(1 * kj::SECONDS).then([this, &term]() {
+        const Duration delay = term.recoveryBackoff.next();
+        spdlog::warn("recovery of epoch={} failed: {}; retrying in {}", term.epoch,
+                     recovered.error().message, formatDuration(delay));
+        return loop_.timer().afterDelay(delay.count() * kj::MILLISECONDS).then([this, &term]() {
           return recoverTerm(term);
         });
       });
+}
+
+kj::Promise<void> MasterProcess::close() {
+  term_ = nullptr;
+  return stores_ ? stores_->close() : kj::Promise<void>(kj::READY_NOW);
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {

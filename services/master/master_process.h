@@ -73,6 +73,11 @@ class MasterProcess final : public leader::LeaderContender,
   // (after logging "master exiting"). Call once.
   kj::Promise<int> run();
 
+  // After run(): ends a term still held (its capabilities revoked, its stores destroyed) and
+  // closes the store backend off the loop thread (RocksDB's close blocks). Call once, before
+  // destroying the process.
+  kj::Promise<void> close();
+
   const std::string& masterId() const { return self_.masterId; }
 
   // leader::LeaderContender. Each logs its event line. A grant opens the term's stores (fenced

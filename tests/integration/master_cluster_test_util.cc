@@ -260,6 +260,13 @@ Status MasterCluster::launch(size_t slot) {
 
 ProcessHarness& MasterCluster::process(size_t slot) { return *slots_.at(slot).runs.back().process; }
 
+std::string MasterCluster::masterId(size_t slot) {
+  for (const auto& event : events(slot)) {
+    if (event.kind == MasterEvent::Kind::kStarting) return event.masterId;
+  }
+  return "";
+}
+
 const std::vector<std::string>& MasterCluster::argv(size_t slot) const {
   return slots_.at(slot).argv;
 }

@@ -109,6 +109,8 @@ class MasterCluster final {
   size_t size() const { return slots_.size(); }
   ProcessHarness& process(size_t slot);
   const std::vector<std::string>& argv(size_t slot) const;
+  // The master id the slot's first run logged in "master starting" ("" before it did).
+  std::string masterId(size_t slot);
 
   // SIGKILL, then waits for the exit; the term the process held ends at the kill (recorded).
   Status kill(size_t slot);

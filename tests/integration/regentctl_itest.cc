@@ -25,13 +25,6 @@ ZooKeeperServer& sharedServer() {
   return *server.value();
 }
 
-std::string masterIdOf(MasterCluster& cluster, size_t slot) {
-  for (const auto& event : cluster.events(slot)) {
-    if (event.kind == Kind::kStarting) return event.masterId;
-  }
-  return "";
-}
-
 // Masters started one after another (so latch order is slot order); waits until one serves.
 struct ServingCluster {
   std::unique_ptr<MasterCluster> cluster;
@@ -76,7 +69,7 @@ TEST(Regentctl, LeaderPrintsTheLeadersEpochIdAddressesElectionTimeAndStatus) {
   EXPECT_TRUE(std::regex_search(out, std::regex("epoch:\\s+" + std::to_string(setup.epoch) + "\n")))
       << out;
   EXPECT_TRUE(std::regex_search(
-      out, std::regex("master id:\\s+" + masterIdOf(*setup.cluster, setup.leader) + "\n")))
+      out, std::regex("master id:\\s+" + setup.cluster->masterId(setup.leader) + "\n")))
       << out;
   EXPECT_TRUE(std::regex_search(out, std::regex("rpc address:\\s+127\\.0\\.0\\.1:17000\n"))) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex("http address:\\s+127\\.0\\.0\\.1:[1-9][0-9]*\n")))
@@ -101,7 +94,7 @@ TEST(Regentctl, LeaderJsonPrintsOneObjectWithTheLeadersFields) {
   ASSERT_EQ(lines.size(), 1u) << out;
   auto leader = nlohmann::json::parse(lines[0]);
   EXPECT_EQ(leader["epoch"], setup.epoch);
-  EXPECT_EQ(leader["master_id"], masterIdOf(*setup.cluster, 0));
+  EXPECT_EQ(leader["master_id"], setup.cluster->masterId(0));
   EXPECT_EQ(leader["rpc_address"], "127.0.0.1:17000");
   EXPECT_TRUE(std::regex_match(leader["http_address"].get<std::string>(),
                                std::regex("127\\.0\\.0\\.1:[1-9][0-9]*")))
@@ -151,7 +144,7 @@ TEST(Regentctl, LeaderWatchPrintsOneLinePerLeaderChangeUntilTerminated) {
   ProcessHarness& jsonWatch = *json.value();
 
   const std::string first = "leader epoch=" + std::to_string(epoch) +
-                            " master_id=" + masterIdOf(cluster, 0) + " .*status=SERVING";
+                            " master_id=" + cluster.masterId(0) + " .*status=SERVING";
   ASSERT_OK(textWatch.waitForLine(std::regex(first), kTimeout));
   ASSERT_OK(jsonWatch.waitForLine(
       std::regex("\"epoch\":" + std::to_string(epoch) + ",.*\"status\":\"SERVING\""), kTimeout));
@@ -166,7 +159,7 @@ TEST(Regentctl, LeaderWatchPrintsOneLinePerLeaderChangeUntilTerminated) {
   auto next = cluster.startMaster();
   ASSERT_OK(next);
   const std::string second = "leader epoch=" + std::to_string(epoch + 1) +
-                             " master_id=" + masterIdOf(cluster, next.value());
+                             " master_id=" + cluster.masterId(next.value());
   ASSERT_OK(cluster.waitForGrant(epoch + 1, kTimeout));
   ASSERT_OK(textWatch.waitForLine(std::regex(second), kTimeout));
   ASSERT_OK(jsonWatch.waitForLine(std::regex("\"epoch\":" + std::to_string(epoch + 1) + ","),
@@ -216,7 +209,7 @@ TEST(Regentctl, MastersListsEveryContenderInLatchOrderWithItsRole) {
   ASSERT_EQ(rows.size(), 3u) << out;
   EXPECT_TRUE(contains(out, "LATCH")) << out;
   for (size_t slot = 0; slot < 3; ++slot) {
-    EXPECT_TRUE(contains(rows[slot], masterIdOf(cluster, slot))) << out;
+    EXPECT_TRUE(contains(rows[slot], cluster.masterId(slot))) << out;
     EXPECT_TRUE(contains(rows[slot], "127.0.0.1:1700" + std::to_string(slot))) << out;
     EXPECT_TRUE(contains(rows[slot], slot == 0 ? " LEADER " : " STANDBY ")) << out;
   }
@@ -229,7 +222,7 @@ TEST(Regentctl, MastersListsEveryContenderInLatchOrderWithItsRole) {
   std::string previousLatch;
   for (size_t slot = 0; slot < 3; ++slot) {
     auto contender = nlohmann::json::parse(lines[slot]);
-    EXPECT_EQ(contender["master_id"], masterIdOf(cluster, slot));
+    EXPECT_EQ(contender["master_id"], cluster.masterId(slot));
     EXPECT_EQ(contender["role"], slot == 0 ? "LEADER" : "STANDBY");
     EXPECT_EQ(contender["pid"], cluster.process(slot).pid());
     EXPECT_EQ(contender["version"], REGENT_VERSION);

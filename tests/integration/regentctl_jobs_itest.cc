@@ -25,13 +25,6 @@ constexpr Duration kTimeout{60000};
 // A fixed job id, so the test knows it before submitting.
 constexpr const char* kJobId = "4f1c2a9e8b7d6c5e4f3a2b1c0d9e8f7a";
 
-std::string masterIdOf(MasterCluster& cluster, size_t slot) {
-  for (const auto& event : cluster.events(slot)) {
-    if (event.kind == Kind::kStarting) return event.masterId;
-  }
-  return "";
-}
-
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -176,8 +169,8 @@ TEST_F(RegentctlJobs, FailoverMovesTheLeadershipAndTheJobsStayListed) {
 
   CtlResult failover = ctl({"failover"});
   ASSERT_EQ(failover.exit.exitCode, 0) << failover.output << cluster_->describe();
-  const std::string expected = "leader " + masterIdOf(*cluster_, 0) + " (epoch " +
-                               std::to_string(epoch_) + ") -> " + masterIdOf(*cluster_, 1) +
+  const std::string expected = "leader " + cluster_->masterId(0) + " (epoch " +
+                               std::to_string(epoch_) + ") -> " + cluster_->masterId(1) +
                                " (epoch " + std::to_string(epoch_ + 1) + ")\n";
   EXPECT_EQ(failover.output, expected);
   ASSERT_OK(cluster_->waitForGrant(epoch_ + 1, kTimeout));

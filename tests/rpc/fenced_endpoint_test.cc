@@ -29,8 +29,11 @@ class CountingDispatcher final : public DispatcherGateway::Server {
   }
   kj::Promise<void> cancelJob(CancelJobContext) override {
     ++reached_;
-    return kj::NEVER_DONE;
+    return kj::Promise<void>(kj::NEVER_DONE).attach(kj::defer([this] { ++dropped_; }));
   }
+
+  // cancelJob handlers whose promise was destroyed.
+  int dropped_ = 0;
 
  private:
   int& reached_;
@@ -177,6 +180,25 @@ TEST_F(FencedEndpointTest, TheGatewayOfAnEndedTermAnswersFencingWhateverEpochItI
   }
   EXPECT_EQ(reached_, 1);
   EXPECT_EQ(counters_.rejected("DispatcherGateway.jobStatus"), 2u);
+}
+
+TEST_F(FencedEndpointTest, RevokingTheTermDropsTheHandlersOfItsGatewaysAtOnce) {
+  LeadershipTerm term(3, counters_);
+  auto dispatcher = kj::heap<CountingDispatcher>(reached_);
+  CountingDispatcher& handlers = *dispatcher;
+  DispatcherGateway::Client gateway = term.serve<DispatcherGateway>(kj::mv(dispatcher));
+  auto request = gateway.cancelJobRequest();
+  request.setEpoch(3);
+  auto inFlight = request.send();
+  loop_.run(kj::evalLast([] {}));  // The handler runs and waits.
+  ASSERT_EQ(reached_, 1);
+  ASSERT_EQ(handlers.dropped_, 0);
+
+  // In the same turn, before the term's services (its stores) are destroyed: Cap'n Proto alone
+  // would keep the handler until the caller's Finish.
+  term.revoke("handed over");
+  EXPECT_EQ(handlers.dropped_, 1);
+  EXPECT_THROW(loop_.run(kj::mv(inFlight)), kj::Exception);
 }
 
 TEST_F(FencedEndpointTest, DestroyingTheTermRevokesIt) {
