@@ -123,7 +123,7 @@ class JobCommands final : private leader::LeaderRetrievalListener {
   std::string lastError_;
   bool lastWasNoLeader_ = false;
   Duration retryAfter_{0};
-  rpc::ExponentialBackoff backoff_;
+  ExponentialBackoff backoff_;
   // Destroyed bottom-up: the RPC client, then the retrieval, then the HA services.
   std::unique_ptr<ha::HaServices> ha_;
   kj::Own<leader::LeaderRetrieval> retrieval_;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/time.h"
-#include "rpc/backoff.h"
+#include "common/backoff.h"
 #include "rpc/rpc_options.h"
 
 namespace regent::rpc {

@@ -15,7 +15,7 @@
 #include "conf/config.h"
 #include "conf/values.h"
 #include "leader/leader_services.h"
-#include "rpc/backoff.h"
+#include "common/backoff.h"
 #include "rpc/rpc_options.h"
 #include "services/dispatcher/dispatcher.h"
 
@@ -126,7 +126,7 @@ struct MasterProcess::LeaderTerm {
   wire::DispatcherGateway::Client gateway = nullptr;
   kj::Canceler canceler;
   // Between recovery attempts while the stores cannot be read: 1s, doubling (with jitter) to 30s.
-  rpc::ExponentialBackoff recoveryBackoff{Duration(1000), Duration(30000)};
+  ExponentialBackoff recoveryBackoff{Duration(1000), Duration(30000)};
 };
 
 // Members go in reverse order: the term (its stores) before the election and the store services.

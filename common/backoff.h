@@ -1,5 +1,5 @@
-// Exponential backoff with jitter for retries of logistical failures: RpcClient's reconnects now,
-// registrations later.
+// Exponential backoff with jitter for retries of logistical failures: RPC reconnects, a term's
+// recovery, ZooKeeper retries, registrations.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "common/time.h"
 
-namespace regent::rpc {
+namespace regent {
 
 // The n-th delay (n = failures so far, from 0) is drawn uniformly from [initial, ceiling(n)],
 // where ceiling(n) = min(max, initial * 2^n): the first retry waits exactly `initial`, later
@@ -39,4 +39,4 @@ class ExponentialBackoff final {
   uint32_t failures_ = 0;
 };
 
-}  // namespace regent::rpc
+}  // namespace regent

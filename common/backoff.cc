@@ -1,10 +1,10 @@
 // Exponential backoff with jitter (see backoff.h).
-#include "rpc/backoff.h"
+#include "common/backoff.h"
 
 #include <algorithm>
 #include <memory>
 
-namespace regent::rpc {
+namespace regent {
 
 ExponentialBackoff::ExponentialBackoff(Duration initial, Duration max,
                                        std::function<double()> uniform01)
@@ -34,4 +34,4 @@ Duration ExponentialBackoff::next() {
   return initial_ + Duration(static_cast<Duration::rep>(spread * u + 0.5));
 }
 
-}  // namespace regent::rpc
+}  // namespace regent

@@ -1,12 +1,12 @@
 // ExponentialBackoff: the ceiling doubles up to the cap, delays stay within [initial, ceiling],
 // and reset starts over.
-#include "rpc/backoff.h"
+#include "common/backoff.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace regent::rpc {
+namespace regent {
 namespace {
 
 std::vector<Duration> take(ExponentialBackoff& backoff, int count) {
@@ -59,4 +59,4 @@ TEST(ExponentialBackoff, ManyFailuresNeitherOverflowNorExceedTheCap) {
 }
 
 }  // namespace
-}  // namespace regent::rpc
+}  // namespace regent
