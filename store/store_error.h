@@ -1,11 +1,12 @@
-// Expected failures of the stores (STYLE §3): a StoreResult<T> holds a value or a StoreError whose
+// Expected failures of the stores: a StoreResult<T> holds a value or a StoreError whose
 // message names the job, the size and limit, the epoch or the path involved.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <utility>
-#include <variant>
+
+#include "common/result.h"
 
 namespace regent::store {
 
@@ -41,34 +42,6 @@ struct StoreError {
 
 // A value or a StoreError; StoreResult<void> carries no value.
 template <typename T>
-class [[nodiscard]] StoreResult {
- public:
-  StoreResult(T value) : state_(std::move(value)) {}         // NOLINT: implicit by design
-  StoreResult(StoreError error) : state_(std::move(error)) {}  // NOLINT: implicit by design
-
-  bool ok() const { return state_.index() == 0; }
-  // WARNING: value() requires ok() and error() requires !ok(); checked by std::get.
-  T& value() & { return std::get<0>(state_); }
-  const T& value() const& { return std::get<0>(state_); }
-  T&& value() && { return std::get<0>(std::move(state_)); }
-  const StoreError& error() const { return std::get<1>(state_); }
-
- private:
-  std::variant<T, StoreError> state_;
-};
-
-template <>
-class [[nodiscard]] StoreResult<void> {
- public:
-  StoreResult() = default;
-  StoreResult(StoreError error) : error_(std::move(error)), ok_(false) {}  // NOLINT: implicit
-
-  bool ok() const { return ok_; }
-  const StoreError& error() const { return error_; }
-
- private:
-  StoreError error_;
-  bool ok_ = true;
-};
+using StoreResult = Result<T, StoreError>;
 
 }  // namespace regent::store
