@@ -47,8 +47,13 @@ struct LeaderClientOptions {
 // rpc.callTimeout. After a failure classified kResolveAgain the next attempt reads the leader
 // again; after kBackOff it retries the same leader; both wait the backoff first. A kFatal
 // Failure ends the call with Error::fatal(CallFailure::describe()); a kFatal exception is
-// rethrown. When `timeout` passes, the call ends with Error::retryable naming the last
-// obstacle, and lastObstacleWasNoLeader() tells whether that was "no master leads".
+// rethrown. Exceptions `fn` throws are classified the same way. When `timeout` passes, the call
+// ends with Error::retryable naming the last obstacle, and lastObstacleWasNoLeader() tells
+// whether that was "no master leads".
+//
+// Following a retrieval, its watch keeps the known leader current between calls, so a
+// long-running process (a worker) calls a new leader on its next attempt without a failure
+// first. Several calls may run at once; they share the known leader and the connection.
 //
 // Thread-safety: loop-thread only. `network` and `timer` (and whatever the retrieval runs on,
 // such as the ZooKeeper client) must outlive the client. Promises it returns must be dropped

@@ -1,5 +1,5 @@
-// Chooses the election and retrieval implementations from the HA mode (STYLE §2: an owning
-// pointer or an error, never a half-built object).
+// Chooses the election and retrieval implementations from the HA mode: an owning pointer or an
+// error, never a half-built object (docs/leader-election.md).
 #pragma once
 
 #include <kj/memory.h>

@@ -1,4 +1,4 @@
-// ha.mode=standalone (DESIGN §5): one master, always the leader; its epoch lives in a local file
+// ha.mode=standalone (docs/leader-election.md): one master, always the leader; its epoch lives in a local file
 // so it still grows across restarts, and the record of its current term (the standalone
 // counterpart of the `leader` node) in a file next to it. StandaloneLeaderRetrieval reports that
 // master.
