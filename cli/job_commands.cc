@@ -67,163 +67,105 @@ std::string taskCountsText(wire::TaskCounts::Reader tasks) {
   return text.str();
 }
 
-bool isRetryableException(const kj::Exception& exception) {
-  return exception.getType() == kj::Exception::Type::DISCONNECTED ||
-         exception.getType() == kj::Exception::Type::OVERLOADED;
-}
-
 }  // namespace
+
+const char* const kNoMasterToReach =
+    "no master to reach: ha.mode is standalone, so there is no ZooKeeper to find the leader in; "
+    "give the master's rpc address with --master HOST:PORT (cli.master), or a ZooKeeper quorum "
+    "with --zk HOST:PORT,... (ha.zookeeper.quorum) and ha.mode zookeeper";
 
 Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const Config& config,
                                                          InspectorOutput output,
                                                          Duration timeout) {
+  const std::string& master = config.getString("cli.master");
+  if (master.empty() && config.getString("ha.mode") == "standalone") {
+    return Error::fatal(kNoMasterToReach);
+  }
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
                               rpc::RpcTlsRole::kClient, config.getDuration("rpc.call-timeout"));
   if (!rpcNetwork.ok()) return Error::fatal(rpcNetwork.error().message);
+  std::unique_ptr<JobCommands> commands(new JobCommands(loop, config, output, timeout));
+  commands->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  client::LeaderClientOptions options{.rpc = rpc::rpcOptionsFrom(config),
+                                      .backoffInitial = kBackoffInitial,
+                                      .backoffMax = kBackoffMax,
+                                      .clusterName = clusterNameOf(config)};
+  if (!master.empty()) {
+    commands->client_ = kj::heap<client::LeaderClient>(commands->rpcNetwork_->network(),
+                                                       loop.timer(), master, std::move(options));
+    return commands;
+  }
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
   if (!ha.ok()) return Error::fatal(ha.error().message);
-  auto retrieval = leader::createLeaderRetrieval(loop, config, *ha.value());
+  commands->ha_ = std::move(ha).value();
+  auto retrieval = leader::createLeaderRetrieval(loop, config, *commands->ha_);
   if (!retrieval.ok()) return Error::fatal(retrieval.error().message);
-  std::unique_ptr<JobCommands> commands(new JobCommands(
-      loop, config, output, timeout, std::move(ha).value(), std::move(retrieval).value()));
-  commands->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  commands->client_ =
+      kj::heap<client::LeaderClient>(commands->rpcNetwork_->network(), loop.timer(),
+                                     std::move(retrieval).value(), std::move(options));
   return commands;
 }
 
 JobCommands::JobCommands(EventLoop& loop, const Config& config, InspectorOutput output,
-                         Duration timeout, std::unique_ptr<ha::HaServices> ha,
-                         kj::Own<leader::LeaderRetrieval> retrieval)
-    : loop_(loop),
-      config_(config),
-      output_(output),
-      timeout_(timeout),
-      rpcOptions_(rpc::rpcOptionsFrom(config)),
-      deadline_(loop.timer(), rpcOptions_.callTimeout),
-      backoff_(kBackoffInitial, kBackoffMax),
-      ha_(std::move(ha)),
-      retrieval_(kj::mv(retrieval)) {}
+                         Duration timeout)
+    : loop_(loop), config_(config), output_(output), timeout_(timeout) {}
 
 JobCommands::~JobCommands() noexcept = default;
 
 std::string JobCommands::clusterName() const { return clusterNameOf(config_); }
 
 kj::Promise<bool> JobCommands::connectZooKeeper() {
+  if (!ha_) return true;
   return connectToZooKeeper(*ha_, config_, output_.err);
 }
 
 int JobCommands::gaveUp() {
+  const std::string& obstacle = client_->lastObstacle();
   output_.err << "regentctl: gave up after " << formatDuration(timeout_) << " (--timeout): "
-              << (lastError_.empty() ? "no answer from " + clusterName() : lastError_)
-              << std::endl;
-  return lastWasNoLeader_ ? kExitNoLeader : kExitError;
+              << (obstacle.empty() ? "no answer from " + clusterName() : obstacle) << std::endl;
+  return client_->lastObstacleWasNoLeader() ? kExitNoLeader : kExitError;
 }
 
-kj::Promise<int> JobCommands::run(BootstrapCall call) {
-  call_ = std::move(call);
-  kj::Promise<int> work = connectZooKeeper().then([this](bool connected) -> kj::Promise<int> {
-    if (!connected) return kExitError;
-    return attemptLoop();
-  });
+kj::Promise<int> JobCommands::run(client::LeaderClient::Fn<int> call, std::string subject) {
+  kj::Promise<int> work = connectZooKeeper().then(
+      [this, call = std::move(call), subject = std::move(subject)](bool connected) mutable
+      -> kj::Promise<int> {
+        if (!connected) return kExitError;
+        return client_->call<int>(std::move(call), timeout_)
+            .then([this, subject = std::move(subject)](Result<int> done) -> int {
+              if (done.ok()) return done.value();
+              if (done.error().isRetryable()) return gaveUp();
+              output_.err << "regentctl: " << (subject.empty() ? "" : subject + ": ")
+                          << done.error().message << std::endl;
+              return kExitRefused;
+            });
+      });
   return work.exclusiveJoin(
       loop_.timer().afterDelay(timeout_.count() * kj::MILLISECONDS).then([this]() {
         return gaveUp();
       }));
 }
 
-kj::Promise<int> JobCommands::attemptLoop() {
-  return attemptOnce().then([this](Outcome outcome) -> kj::Promise<int> {
-    if (outcome) return *outcome;
-    const Duration delay = std::max(backoff_.next(), retryAfter_);
-    retryAfter_ = Duration(0);
-    return loop_.timer().afterDelay(delay.count() * kj::MILLISECONDS).then([this]() {
-      return attemptLoop();
-    });
-  });
-}
-
-kj::Promise<JobCommands::Outcome> JobCommands::attemptOnce() {
-  return retrieval_->leader()
-      .then([this](Result<std::optional<leader::LeaderInfo>> read) -> kj::Promise<Outcome> {
-        lastWasNoLeader_ = false;
-        if (!read.ok()) {
-          lastError_ = "cannot read the leader of " + clusterName() + ": " + read.error().message;
-          return Outcome();
-        }
-        if (!read.value()) {
-          lastError_ = "no master leads " + clusterName();
-          lastWasNoLeader_ = true;
-          return Outcome();
-        }
-        leader::LeaderInfo leader = *read.value();
-        if (leader.rpcAddress.empty()) {
-          lastError_ = "the leader " + leader.masterId + " (epoch " +
-                       std::to_string(leader.epoch) + ") advertises no rpc address";
-          return Outcome();
-        }
-        if (!client_) {
-          client_ = kj::heap<rpc::RpcClient>(rpcNetwork_->network(), loop_.timer(),
-                                             leader.rpcAddress, rpcOptions_);
-        } else {
-          client_->setAddress(leader.rpcAddress);
-        }
-        const std::string where = "the leader " + leader.masterId + " at " + leader.rpcAddress +
-                                  " (epoch " + std::to_string(leader.epoch) + ")";
-        return deadline_
-            .apply("MasterBootstrap.bootstrap",
-                   client_->bootstrapAs<wire::MasterBootstrap>())
-            .then(
-                [this, leader](wire::MasterBootstrap::Client bootstrap) {
-                  return call_(kj::mv(bootstrap), leader);
-                })
-            .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Outcome> {
-              if (!isRetryableException(exception)) return kj::mv(exception);
-              lastError_ = where + ": " + exception.getDescription().cStr();
-              return Outcome();
+kj::Promise<int> JobCommands::withDispatcher(DispatcherCall call, std::string subject) {
+  return run(
+      [this, call = std::move(call)](wire::MasterBootstrap::Client bootstrap,
+                                     const leader::LeaderInfo& leader) {
+        auto request = bootstrap.dispatcherRequest();
+        request.setEpoch(leader.epoch);
+        const uint64_t epoch = leader.epoch;
+        return client_->deadline()
+            .send(kj::mv(request))
+            .then([call, epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
+                      -> kj::Promise<client::Attempt<int>> {
+              if (response.hasFailure()) {
+                return client::Attempt<int>(client::CallFailure::from(response.getFailure()));
+              }
+              return call(response.getDispatcher(), epoch);
             });
-      });
-}
-
-JobCommands::Outcome JobCommands::refused(wire::Failure::Reader failure,
-                                          const std::string& subject) {
-  switch (failure.which()) {
-    case wire::Failure::FENCING:
-    case wire::Failure::NOT_LEADER:
-      lastError_ = failure.getMessage().cStr();
-      return Outcome();
-    case wire::Failure::UNAVAILABLE:
-      lastError_ = failure.getMessage().cStr();
-      retryAfter_ = Duration(static_cast<int64_t>(
-          std::min<uint64_t>(failure.getUnavailable().getRetryAfterMs(), kBackoffMax.count())));
-      return Outcome();
-    case wire::Failure::INVALID_ARGUMENT: {
-      auto invalid = failure.getInvalidArgument();
-      output_.err << "regentctl: " << (subject.empty() ? "" : subject + ": ");
-      if (invalid.getField().size() > 0) output_.err << invalid.getField().cStr() << ": ";
-      output_.err << invalid.getMessage().cStr() << std::endl;
-      return kExitRefused;
-    }
-    default:
-      output_.err << "regentctl: " << failure.getMessage().cStr() << std::endl;
-      return kExitRefused;
-  }
-}
-
-kj::Promise<int> JobCommands::withDispatcher(DispatcherCall call) {
-  return run([this, call = std::move(call)](wire::MasterBootstrap::Client bootstrap,
-                                            const leader::LeaderInfo& leader) {
-    auto request = bootstrap.dispatcherRequest();
-    request.setEpoch(leader.epoch);
-    const uint64_t epoch = leader.epoch;
-    return deadline_.send(kj::mv(request))
-        .then([this, call, epoch](
-                  capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
-                  -> kj::Promise<Outcome> {
-          if (response.hasFailure()) return refused(response.getFailure());
-          return call(response.getDispatcher(), epoch);
-        });
-  });
+      },
+      std::move(subject));
 }
 
 kj::Promise<int> JobCommands::submit(std::string path) {
@@ -261,10 +203,10 @@ kj::Promise<int> JobCommands::submit(std::string path) {
     auto request = gateway.submitJobRequest();
     request.setEpoch(epoch);
     request.setJobGraph(message->getRoot<wire::JobGraph>().asReader());
-    return deadline_.send(kj::mv(request))
+    return client_->deadline().send(kj::mv(request))
         .then([this, path](capnp::Response<wire::DispatcherGateway::SubmitJobResults> response)
-                  -> Outcome {
-          if (response.hasFailure()) return refused(response.getFailure(), path);
+                  -> client::Attempt<int> {
+          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
           const std::string id = jobIdOf(response.getJobId()).toHex();
           if (output_.json) {
             output_.out << nlohmann::json{{"job_id", id}}.dump() << std::endl;
@@ -273,17 +215,17 @@ kj::Promise<int> JobCommands::submit(std::string path) {
           }
           return kExitOk;
         });
-  });
+  }, path);
 }
 
 kj::Promise<int> JobCommands::list() {
   return withDispatcher([this](wire::DispatcherGateway::Client gateway, uint64_t epoch) {
     auto request = gateway.listJobsRequest();
     request.setEpoch(epoch);
-    return deadline_.send(kj::mv(request))
+    return client_->deadline().send(kj::mv(request))
         .then([this](capnp::Response<wire::DispatcherGateway::ListJobsResults> response)
-                  -> Outcome {
-          if (response.hasFailure()) return refused(response.getFailure());
+                  -> client::Attempt<int> {
+          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
           struct Row {
             std::string id, name, state, submitted;
             int64_t submittedAtMs;
@@ -349,10 +291,10 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
     auto request = gateway.jobStatusRequest();
     request.setEpoch(epoch);
     setJobId(request.initJobId(), id);
-    return deadline_.send(kj::mv(request))
+    return client_->deadline().send(kj::mv(request))
         .then([this](capnp::Response<wire::DispatcherGateway::JobStatusResults> response)
-                  -> Outcome {
-          if (response.hasFailure()) return refused(response.getFailure());
+                  -> client::Attempt<int> {
+          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
           auto status = response.getStatus();
           nlohmann::json json{{"job_id", jobIdOf(status.getJobId()).toHex()},
                               {"name", status.getName().cStr()},
@@ -414,10 +356,10 @@ kj::Promise<int> JobCommands::cancel(std::string jobId) {
     auto request = gateway.cancelJobRequest();
     request.setEpoch(epoch);
     setJobId(request.initJobId(), id);
-    return deadline_.send(kj::mv(request))
+    return client_->deadline().send(kj::mv(request))
         .then([this, id](capnp::Response<wire::DispatcherGateway::CancelJobResults> response)
-                  -> Outcome {
-          if (response.hasFailure()) return refused(response.getFailure());
+                  -> client::Attempt<int> {
+          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
           if (output_.json) {
             output_.out << nlohmann::json{{"job_id", id.toHex()}, {"canceled", true}}.dump()
                         << std::endl;
@@ -433,37 +375,35 @@ kj::Promise<int> JobCommands::failover() {
   return run([this](wire::MasterBootstrap::Client bootstrap, const leader::LeaderInfo& leader) {
     auto request = bootstrap.handOverRequest();
     request.setEpoch(leader.epoch);
-    return deadline_.send(kj::mv(request))
+    return client_->deadline()
+        .send(kj::mv(request))
         .then(
             [this, leader](capnp::Response<wire::MasterBootstrap::HandOverResults> response)
-                -> kj::Promise<Outcome> {
+                -> kj::Promise<client::Attempt<int>> {
               if (response.hasFailure()) {
                 auto failure = response.getFailure();
                 // The leader of this epoch no longer leads: the leadership moved already,
                 // which is what was asked; report the move rather than hand over its
                 // successor too.
-                if (!failure.isFencing() && !failure.isNotLeader()) return refused(failure);
+                if (!failure.isFencing() && !failure.isNotLeader()) {
+                  return client::Attempt<int>(client::CallFailure::from(failure));
+                }
               }
-              return waitForNewLeader(leader).then([](int code) { return Outcome(code); });
+              return waitForNewLeader(leader);
             },
-            [this, leader](kj::Exception&& exception) -> kj::Promise<Outcome> {
+            [this, leader](kj::Exception&& exception) -> kj::Promise<client::Attempt<int>> {
               // The request may have reached the leader before the connection ended or the
               // deadline passed: watch whether the leadership moves.
-              if (!isRetryableException(exception)) return kj::mv(exception);
-              return waitForNewLeader(leader).then([](int code) { return Outcome(code); });
+              if (client::classify(exception) == client::FailureAction::kFatal) {
+                return kj::mv(exception);
+              }
+              return waitForNewLeader(leader);
             });
   });
 }
 
-kj::Promise<int> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
-  lastWasNoLeader_ = false;
-  lastError_ = "the leadership has not moved from " + old.masterId + " (epoch " +
-               std::to_string(old.epoch) + ")";
-  replaced_ = old;
-  auto successor = kj::newPromiseAndFulfiller<leader::LeaderInfo>();
-  successor_ = kj::mv(successor.fulfiller);
-  retrieval_->start(*this);
-  return successor.promise.then([this, old](leader::LeaderInfo next) {
+kj::Promise<client::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
+  return client_->leaderAbove(old.epoch).then([this, old](leader::LeaderInfo next) {
     if (output_.json) {
       output_.out << nlohmann::json{{"old_master_id", old.masterId},
                                     {"old_epoch", old.epoch},
@@ -476,28 +416,8 @@ kj::Promise<int> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
       output_.out << "leader " << old.masterId << " (epoch " << old.epoch << ") -> "
                   << next.masterId << " (epoch " << next.epoch << ")" << std::endl;
     }
-    return int(kExitOk);
+    return client::Attempt<int>(kExitOk);
   });
-}
-
-void JobCommands::leaderChanged(const std::optional<leader::LeaderInfo>& leader) {
-  if (!replaced_ || !successor_ || !successor_->isWaiting()) return;
-  if (leader && leader->epoch > replaced_->epoch) {
-    successor_->fulfill(leader::LeaderInfo(*leader));
-  } else if (leader) {
-    lastWasNoLeader_ = false;
-  } else {
-    lastError_ = "no master leads " + clusterName() + " since " + replaced_->masterId +
-                 " (epoch " + std::to_string(replaced_->epoch) + ") handed over";
-    lastWasNoLeader_ = true;
-  }
-}
-
-void JobCommands::connectionChanged(bool connected) {
-  if (!connected) {
-    lastError_ = "lost the connection to ZooKeeper at " +
-                 config_.getString("ha.zookeeper.quorum") + " while waiting for a new leader";
-  }
 }
 
 }  // namespace regent::cli

@@ -1,7 +1,7 @@
 // What regentctl's jobs commands (submit, list, status, cancel) and failover do, on the event
-// loop: find the leader in ZooKeeper, call its Dispatcher over Cap'n Proto RPC with the leader's
-// epoch, and follow the leadership (fencing, notLeader, unavailable, lost connections) until
-// --timeout.
+// loop: find the leader (in ZooKeeper, or by asking the master given with --master), call its
+// Dispatcher over Cap'n Proto RPC with the leader's epoch, and follow the leadership (fencing,
+// notLeader, unavailable, lost connections) until --timeout.
 #pragma once
 
 #include <kj/async.h>
@@ -12,15 +12,14 @@
 #include <string>
 
 #include "cli/cluster_inspector.h"
+#include "client/call_failure.h"
+#include "client/leader_client.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "ha/ha_services.h"
-#include "leader/leader_retrieval.h"
-#include "rpc/call_deadline.h"
-#include "rpc/rpc_client.h"
-#include "rpc/rpc_options.h"
+#include "leader/leader_info.h"
 #include "rpc/rpc_tls.h"
 #include "rpc/schema/gateways.capnp.h"
 
@@ -34,26 +33,32 @@ namespace regent::cli {
 // id taken by another graph, a job already ended, a graph too large). docs/operations.md.
 inline constexpr int kExitRefused = 4;
 
-// Runs one jobs command or failover against the current leader.
+// regentctl's message when it has no way to reach a master (ha.mode standalone and no
+// cli.master); create() fails with it before anything connects.
+extern const char* const kNoMasterToReach;
+
+// Runs one jobs command or failover against the current leader, through a
+// client::LeaderClient (client/leader_client.h) that finds the leader in ZooKeeper, or asks the
+// master at cli.master (--master) when that is set (the way to reach a standalone master).
 //
-// Every command first connects to ZooKeeper as a reader within ha.zookeeper.connect-timeout
-// (kExitError if it cannot), then repeats, until `timeout` has passed since the command began:
-// read the leader record, connect an RpcClient to its rpc address, ask its MasterBootstrap for
-// the Dispatcher of the leader's epoch and make the call with that epoch, each RPC bounded by
-// rpc.call-timeout. A Failure fencing, notLeader or unavailable, a lost connection
-// (DISCONNECTED), a timed-out call (OVERLOADED), no leader or a failed ZooKeeper read makes it
-// wait a short backoff and start over from the leader record. When `timeout` passes it prints
-// the last obstacle and resolves kExitNoLeader if that was "no leader", else kExitError. Any
-// other Failure prints its message and resolves kExitRefused.
+// With ZooKeeper, every command first connects as a reader within
+// ha.zookeeper.connect-timeout (kExitError if it cannot). Then the client finds the leader, asks
+// its MasterBootstrap for the Dispatcher of the leader's epoch and makes the call with that
+// epoch, each RPC bounded by rpc.call-timeout, retrying (fencing, notLeader, unavailable, lost
+// connections, timed-out calls, no leader, a failed ZooKeeper read) after a short backoff until
+// `timeout` has passed since the command began. Then it prints the last obstacle and resolves
+// kExitNoLeader if that was "no leader", else kExitError. A refusal retrying cannot help
+// (invalidArgument, notFound, alreadyExists, failedPrecondition, tooLarge) prints its message and
+// resolves kExitRefused.
 //
 // Thread-safety: loop-thread only. `loop` and `config` must outlive it; the streams too.
 // Destroying it cancels what is in flight, closes the RPC connection and the ZooKeeper session.
-class JobCommands final : private leader::LeaderRetrievalListener {
+class JobCommands final {
  public:
-  // Fails only on options the ZooKeeper client rejects.
+  // Fails on options the ZooKeeper client or the TLS setup rejects, and with kNoMasterToReach.
   static Result<std::unique_ptr<JobCommands>> create(EventLoop& loop, const Config& config,
                                                      InspectorOutput output, Duration timeout);
-  ~JobCommands() noexcept override;
+  ~JobCommands() noexcept;
   JobCommands(const JobCommands&) = delete;
   JobCommands& operator=(const JobCommands&) = delete;
 
@@ -73,65 +78,38 @@ class JobCommands final : private leader::LeaderRetrievalListener {
   // `jobs cancel ID`: prints "canceled <id>" ({"job_id":...,"canceled":true}).
   kj::Promise<int> cancel(std::string jobId);
   // `failover`: asks the leader of epoch E to hand over (MasterBootstrap.handOver(E)), then
-  // waits until ZooKeeper shows a leader with an epoch above E and prints
-  // "leader <old master id> (epoch E) -> <new master id> (epoch E2)" (or a JSON object).
+  // waits until a leader with an epoch above E shows (ZooKeeper's watch, or asking the master
+  // at cli.master) and prints "leader <old master id> (epoch E) -> <new master id> (epoch E2)"
+  // (or a JSON object).
   kj::Promise<int> failover();
 
  private:
+  // One attempt's work once the Dispatcher of `epoch` is at hand.
+  using DispatcherCall = std::function<kj::Promise<client::Attempt<int>>(
+      wire::DispatcherGateway::Client, uint64_t epoch)>;
+
+  JobCommands(EventLoop& loop, const Config& config, InspectorOutput output, Duration timeout);
+
   // The JobId in `text` (32 hex digits); otherwise says so on stderr and returns nothing.
   std::optional<JobId> jobIdArgument(const std::string& text);
-  // What one attempt of a command came to: an exit code (done, output written), or nullopt
-  // and a sentence in lastError_ (retry).
-  using Outcome = std::optional<int>;
-  // One attempt's work once the gateway of `epoch` is at hand.
-  using DispatcherCall =
-      std::function<kj::Promise<Outcome>(wire::DispatcherGateway::Client, uint64_t epoch)>;
-  // The leader's bootstrap capability and its record.
-  using BootstrapCall = std::function<kj::Promise<Outcome>(wire::MasterBootstrap::Client,
-                                                          const leader::LeaderInfo& leader)>;
-
-  JobCommands(EventLoop& loop, const Config& config, InspectorOutput output, Duration timeout,
-              std::unique_ptr<ha::HaServices> ha, kj::Own<leader::LeaderRetrieval> retrieval);
-
   kj::Promise<bool> connectZooKeeper();
-  // Connect to ZooKeeper, then attempt `call` on the leader's bootstrap until it gives an exit
-  // code or the --timeout passes (then gaveUp()).
-  kj::Promise<int> run(BootstrapCall call);
-  kj::Promise<int> withDispatcher(DispatcherCall call);
-  kj::Promise<int> attemptLoop();
-  kj::Promise<Outcome> attemptOnce();
+  // Connects to ZooKeeper (when following it), then runs `call` through the client until it
+  // gives an exit code or --timeout passes. A refusal prints "regentctl: [subject: ]message".
+  kj::Promise<int> run(client::LeaderClient::Fn<int> call, std::string subject = "");
+  kj::Promise<int> withDispatcher(DispatcherCall call, std::string subject = "");
   int gaveUp();
-  // nullopt (retry) for fencing, notLeader and unavailable (noting retryAfterMs), else prints
-  // the message and returns kExitRefused. `subject` prefixes an invalidArgument
-  // ("PATH: field: message").
-  Outcome refused(wire::Failure::Reader failure, const std::string& subject = "");
-  // Resolves once ZooKeeper shows a leader with an epoch above old's (a watch), after printing
-  // the change.
-  kj::Promise<int> waitForNewLeader(leader::LeaderInfo old);
-  // leader::LeaderRetrievalListener (failover's wait).
-  void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
-  void connectionChanged(bool connected) override;
+  // Resolves once a leader with an epoch above old's shows, after printing the change.
+  kj::Promise<client::Attempt<int>> waitForNewLeader(leader::LeaderInfo old);
   std::string clusterName() const;
 
   EventLoop& loop_;
   const Config& config_;
   InspectorOutput output_;
   const Duration timeout_;
-  const rpc::RpcOptions rpcOptions_;
-  const rpc::CallDeadline deadline_;
-  BootstrapCall call_;  // The command's attempt (run()).
-  std::string lastError_;
-  bool lastWasNoLeader_ = false;
-  Duration retryAfter_{0};
-  ExponentialBackoff backoff_;
-  // Destroyed bottom-up: the RPC client, then the retrieval, then the HA services.
-  std::unique_ptr<ha::HaServices> ha_;
-  kj::Own<leader::LeaderRetrieval> retrieval_;
+  // Destroyed bottom-up: the client (with its retrieval), the TLS network, the HA services.
+  std::unique_ptr<ha::HaServices> ha_;  // Null with cli.master.
   kj::Own<rpc::RpcNetwork> rpcNetwork_;  // rpc.tls.*; outlives the client.
-  kj::Own<rpc::RpcClient> client_;
-  // failover: the leader handed over, and who waits for its successor.
-  std::optional<leader::LeaderInfo> replaced_;
-  kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> successor_;
+  kj::Own<client::LeaderClient> client_;
 };
 
 }  // namespace regent::cli

@@ -22,10 +22,10 @@ namespace {
 
 constexpr const char* kDescription =
     "regentctl: inspects a regent cluster through ZooKeeper and manages its jobs through the "
-    "leader.\n"
+    "leader (found in ZooKeeper, or through the master given with --master).\n"
     "Exit codes: 0 done, 1 ZooKeeper or the leader unreachable, a read failed, or --timeout "
-    "passed, 2 bad usage, configuration or FILE, 3 no master leads (leader; jobs and failover "
-    "when --timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
+    "passed, 2 bad usage, configuration or FILE, or no way to reach a master (jobs, failover), "
+    "3 no master leads (leader; jobs and failover when --timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
     "unknown job, job id taken, job already ended, graph too large).";
 
 }  // namespace
@@ -38,10 +38,15 @@ int main(int argc, char** argv) {
   std::string configFile;
   std::string quorum;
   std::string clusterId;
+  std::string master;
   bool json = false;
   bool watch = false;
   app.add_option("--zk", quorum,
                  "ZooKeeper quorum host:port,... (ha.zookeeper.quorum; wins over --set)");
+  app.add_option("--master", master,
+                 "jobs, failover: talk to the master at HOST:PORT (its rpc address) instead of "
+                 "finding the leader in ZooKeeper; needed with ha.mode standalone (cli.master; "
+                 "wins over --set)");
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
   app.add_option("--config", configFile, "YAML configuration file");
   app.add_option("--set", sources.set, "set an option, key=value (repeatable; later wins)")
@@ -82,6 +87,7 @@ int main(int argc, char** argv) {
   sources.environment = processEnvironment();
   if (!quorum.empty()) sources.set.push_back("ha.zookeeper.quorum=" + quorum);
   if (!clusterId.empty()) sources.set.push_back("cluster-id=" + clusterId);
+  if (!master.empty()) sources.set.push_back("cli.master=" + master);
   auto timeout = parseDuration(timeoutText);
   if (!timeout.ok() || timeout.value().count() == 0) {
     std::cerr << "regentctl: --timeout \"" << timeoutText << "\": "

@@ -289,6 +289,11 @@ std::vector<OptionSpec> buildRegistry() {
              "Address the HTTP server (health, metrics, REST) listens on; port 0 picks a free "
              "port.",
              hostPort(false, true)),
+      option("cli.master", kString, "",
+             "regentctl: the rpc address of a master to talk to directly instead of finding the "
+             "leader through ZooKeeper (needed with ha.mode=standalone); a master that does not "
+             "lead names the leader, which regentctl then calls. Empty: use ZooKeeper.",
+             hostPort(true, false)),
       option("heartbeat.interval", kDuration, "2s",
              "How often workers and masters exchange heartbeats.", positiveDuration()),
       option("heartbeat.timeout", kDuration, "10s",

@@ -17,12 +17,13 @@ namespace {
 
 std::string errnoText() { return std::strerror(errno); }
 
-Status writeAll(int fd, const std::string& text, const std::string& path) {
+Status writeAll(int fd, const std::string& text, const std::string& what,
+                const std::string& path) {
   size_t written = 0;
   while (written < text.size()) {
     ssize_t n = ::write(fd, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::fatal("cannot write epoch file " + path + ": " + errnoText());
+    if (n < 0) return Error::fatal("cannot write " + what + " " + path + ": " + errnoText());
     written += static_cast<size_t>(n);
   }
   return Status();
@@ -54,12 +55,17 @@ Result<std::optional<uint64_t>> readEpochFile(const std::string& path) {
 }
 
 Status writeEpochFile(const std::string& path, uint64_t epoch) {
+  return replaceFileDurably(path, std::to_string(epoch) + "\n", "epoch file");
+}
+
+Status replaceFileDurably(const std::string& path, const std::string& contents,
+                          const std::string& what) {
   const std::string temp = path + ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Error::fatal("cannot write epoch file " + temp + ": " + errnoText());
-  Status written = writeAll(fd, std::to_string(epoch) + "\n", temp);
+  if (fd < 0) return Error::fatal("cannot write " + what + " " + temp + ": " + errnoText());
+  Status written = writeAll(fd, contents, what, temp);
   if (written && ::fsync(fd) != 0) {
-    written = Error::fatal("cannot sync epoch file " + temp + ": " + errnoText());
+    written = Error::fatal("cannot sync " + what + " " + temp + ": " + errnoText());
   }
   ::close(fd);
   if (!written) return written;

@@ -20,6 +20,11 @@ Result<std::optional<uint64_t>> readEpochFile(const std::string& path);
 // Replaces `path` with `epoch` so that a crash leaves either the old or the new number.
 Status writeEpochFile(const std::string& path, uint64_t epoch);
 
+// Replaces `path` with `contents` through `path`.tmp, a rename and a sync of the directory, so a
+// crash leaves the old or the new contents. Errors name `what` ("epoch file") and the path.
+Status replaceFileDurably(const std::string& path, const std::string& contents,
+                          const std::string& what);
+
 // Reads the file (a missing one counts as 0), writes the next epoch and returns it.
 Result<uint64_t> advanceEpochFile(const std::string& path);
 

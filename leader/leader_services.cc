@@ -11,7 +11,8 @@
 namespace regent::leader {
 namespace {
 
-// The configured master, as standalone retrieval reports it.
+// The configured master, as standalone retrieval reports it until the master wrote the leader
+// record of its term.
 LeaderInfo standaloneLeaderFrom(const Config& config) {
   LeaderInfo leader;
   leader.masterId = "standalone";
@@ -38,7 +39,8 @@ Result<kj::Own<LeaderElection>> createLeaderElection(EventLoop& loop, const Conf
                                                      ha::HaServices& ha, ContenderInfo self) {
   if (ha.mode() == ha::HaMode::kStandalone) {
     return kj::Own<LeaderElection>(
-        kj::heap<StandaloneLeaderElection>(loop, config.getString("ha.standalone.epoch-file")));
+        kj::heap<StandaloneLeaderElection>(loop, config.getString("ha.standalone.epoch-file"),
+                                           std::move(self)));
   }
   auto client = zooKeeperOf(ha);
   if (!client) return client.error();

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/event_loop.h"
 
 namespace regent::store {
@@ -246,9 +247,12 @@ OpenAttempt openOnPool(const std::string& path) {
   return attempt;
 }
 
+// One open attempt; while the directory is locked by another holder, the next one after
+// `backoff`'s delay (cut at `deadline`).
 kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> attemptOpen(EventLoop& loop,
                                                                RocksDbOptions options,
-                                                               MonoTime deadline, Duration delay);
+                                                               MonoTime deadline,
+                                                               ExponentialBackoff backoff);
 
 }  // namespace
 
@@ -548,10 +552,11 @@ class RocksDbRecordStore final : public RecordStore {
 
 kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> attemptOpen(EventLoop& loop,
                                                                RocksDbOptions options,
-                                                               MonoTime deadline, Duration delay) {
+                                                               MonoTime deadline,
+                                                               ExponentialBackoff backoff) {
   std::string path = options.path;
   return loop.runBlocking([path]() { return openOnPool(path); })
-      .then([&loop, options = std::move(options), deadline, delay](
+      .then([&loop, options = std::move(options), deadline, backoff = std::move(backoff)](
                 OpenAttempt attempt) mutable -> kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> {
         using Opened = StoreResult<kj::Own<RocksDbDatabase>>;
         if (attempt.db) {
@@ -574,14 +579,14 @@ kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> attemptOpen(EventLoop& loop,
               std::to_string(options.lockTimeout.count()) + " ms; " + attempt.error + ")"));
         }
         const Duration wait = std::min<Duration>(
-            delay, std::chrono::ceil<Duration>(deadline - now));
+            backoff.next(), std::chrono::ceil<Duration>(deadline - now));
         spdlog::debug("rocksdb store: {} is locked by {}; retrying in {} ms", options.path,
                       attempt.holder, wait.count());
-        const Duration next = std::min(delay * 2, kMaxLockRetry);
         return loop.timer()
             .afterDelay(wait.count() * kj::MILLISECONDS)
-            .then([&loop, options = std::move(options), deadline, next]() mutable {
-              return attemptOpen(loop, std::move(options), deadline, next);
+            .then([&loop, options = std::move(options), deadline,
+                   backoff = std::move(backoff)]() mutable {
+              return attemptOpen(loop, std::move(options), deadline, std::move(backoff));
             });
       });
 }
@@ -591,7 +596,8 @@ kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> attemptOpen(EventLoop& loop,
 kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> RocksDbDatabase::open(EventLoop& loop,
                                                                          RocksDbOptions options) {
   const MonoTime deadline = std::chrono::steady_clock::now() + options.lockTimeout;
-  return attemptOpen(loop, std::move(options), deadline, kFirstLockRetry);
+  return attemptOpen(loop, std::move(options), deadline,
+                     ExponentialBackoff(kFirstLockRetry, kMaxLockRetry));
 }
 
 RocksDbDatabase::RocksDbDatabase(kj::Own<State> state) : state_(kj::mv(state)) {}

@@ -1,4 +1,4 @@
-// The RocksDB backend of the stores (DESIGN §6): one database with column families
+// The RocksDB backend of the stores (docs/stores.md): one database with column families
 // `jobgraphs`, `job-results` and `meta`; writes are synced and run on the loop's thread pool.
 // The meta family records the highest epoch that opened the database, which fences older terms.
 #pragma once

@@ -54,6 +54,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "rpc.tls.ca",
                                             "rpc.tls.verify-clients",
                                             "http.bind",
+                                            "cli.master",
                                             "heartbeat.interval",
                                             "heartbeat.timeout",
                                             "jobmaster.reconciliation-timeout",
@@ -194,6 +195,15 @@ TEST(OptionValues, BindAddressesAllowPortZeroAdvertisedAddressAllowsEmpty) {
   EXPECT_TRUE(accepts("rpc.advertised-address", ""));
   EXPECT_TRUE(accepts("rpc.advertised-address", "master-1.internal:6123"));
   EXPECT_EQ(rejection("rpc.advertised-address", "master-1:0"),
+            "expected a host:port such as 10.0.0.5:6123, or empty");
+}
+
+TEST(OptionValues, RegentctlsMasterIsAHostPortOrEmpty) {
+  EXPECT_TRUE(accepts("cli.master", ""));
+  EXPECT_TRUE(accepts("cli.master", "master-1.internal:6123"));
+  EXPECT_EQ(rejection("cli.master", "master-1"),
+            "expected a host:port such as 10.0.0.5:6123, or empty");
+  EXPECT_EQ(rejection("cli.master", "master-1:0"),
             "expected a host:port such as 10.0.0.5:6123, or empty");
 }
 

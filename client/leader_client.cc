@@ -1,0 +1,243 @@
+// LeaderClient (see leader_client.h): finding the leader, and the retry loop of a call.
+#include "client/leader_client.h"
+
+#include <kj/debug.h>
+
+#include <algorithm>
+
+namespace regent::client {
+namespace {
+
+leader::LeaderInfo fromWire(wire::LeaderInfo::Reader info) {
+  leader::LeaderInfo leader;
+  leader.epoch = info.getEpoch();
+  leader.masterId = info.getMasterId().cStr();
+  leader.rpcAddress = info.getRpcAddress().cStr();
+  leader.httpAddress = info.getHttpAddress().cStr();
+  leader.host = info.getHost().cStr();
+  leader.pid = info.getPid();
+  leader.electedAtMs = info.getElectedAtMs();
+  leader.status = info.getStatus() == wire::LeaderStatus::SERVING ? leader::LeaderStatus::kServing
+                                                                   : leader::LeaderStatus::kRecovering;
+  return leader;
+}
+
+std::string describeLeader(const leader::LeaderInfo& leader) {
+  return "the leader " + leader.masterId + " at " + leader.rpcAddress + " (epoch " +
+         std::to_string(leader.epoch) + ")";
+}
+
+}  // namespace
+
+struct LeaderClient::Call {
+  ErasedFn fn;
+  ExponentialBackoff backoff;
+  Duration retryAfter{0};  // An unavailable leader's suggestion for the next wait.
+};
+
+LeaderClient::LeaderClient(kj::Network& network, kj::Timer& timer,
+                           kj::Own<leader::LeaderRetrieval> retrieval,
+                           LeaderClientOptions options)
+    : network_(network),
+      timer_(timer),
+      retrieval_(kj::mv(retrieval)),
+      options_(std::move(options)),
+      deadline_(timer, options_.rpc.callTimeout) {
+  retrieval_->start(*this);
+}
+
+LeaderClient::LeaderClient(kj::Network& network, kj::Timer& timer, std::string masterAddress,
+                           LeaderClientOptions options)
+    : network_(network),
+      timer_(timer),
+      masterAddress_(std::move(masterAddress)),
+      options_(std::move(options)),
+      deadline_(timer, options_.rpc.callTimeout) {}
+
+LeaderClient::~LeaderClient() noexcept = default;
+
+void LeaderClient::noteObstacle(std::string obstacle, bool noLeader) {
+  lastObstacle_ = std::move(obstacle);
+  lastWasNoLeader_ = noLeader;
+}
+
+void LeaderClient::connectTo(const std::string& address) {
+  if (!client_) {
+    client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
+  } else {
+    client_->setAddress(address);
+  }
+}
+
+kj::Promise<Status> LeaderClient::run(ErasedFn fn, Duration timeout) {
+  auto call = std::make_shared<Call>(
+      Call{std::move(fn), ExponentialBackoff(options_.backoffInitial, options_.backoffMax)});
+  return attemptLoop(call).exclusiveJoin(
+      timer_.afterDelay(timeout.count() * kj::MILLISECONDS).then([this]() -> Status {
+        return Error::retryable(lastObstacle_.empty() ? "no answer from " + options_.clusterName
+                                                      : lastObstacle_);
+      }));
+}
+
+kj::Promise<Status> LeaderClient::attemptLoop(std::shared_ptr<Call> call) {
+  return attemptOnce(*call).then([this, call](std::optional<Status> end) -> kj::Promise<Status> {
+    if (end) return kj::mv(*end);
+    const Duration delay =
+        std::max(call->backoff.next(), std::min(call->retryAfter, options_.backoffMax));
+    call->retryAfter = Duration(0);
+    return timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this, call]() {
+      return attemptLoop(call);
+    });
+  });
+}
+
+kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
+  using End = std::optional<Status>;
+  return resolve().then([this, &call](std::optional<leader::LeaderInfo> leader) -> kj::Promise<End> {
+    if (!leader) return End();
+    connectTo(leader->rpcAddress);
+    const std::string where = describeLeader(*leader);
+    return deadline_
+        .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
+        .then([&call, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
+          return call.fn(kj::mv(bootstrap), leader);
+        })
+        .then([this, &call, where](std::optional<CallFailure> failure) -> End {
+          if (!failure) return Status();
+          switch (failure->action()) {
+            case FailureAction::kFatal:
+              return Status(Error::fatal(failure->describe()));
+            case FailureAction::kResolveAgain:
+              known_.reset();
+              call.retryAfter = failure->retryAfter;
+              break;
+            case FailureAction::kBackOff:
+              break;
+          }
+          noteObstacle(where + ": " + failure->message);
+          return End();
+        })
+        .catch_([this, where](kj::Exception&& exception) -> kj::Promise<End> {
+          const FailureAction action = classify(exception);
+          if (action == FailureAction::kFatal) return kj::mv(exception);
+          if (action == FailureAction::kResolveAgain) known_.reset();
+          noteObstacle(where + ": " + exception.getDescription().cStr());
+          return End();
+        });
+  });
+}
+
+kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::resolve() {
+  using Found = std::optional<leader::LeaderInfo>;
+  if (known_) return Found(*known_);
+  if (!retrieval_) return askMaster();
+  return retrieval_->leader().then([this](Result<std::optional<leader::LeaderInfo>> read) -> Found {
+    if (!read.ok()) {
+      noteObstacle("cannot read the leader of " + options_.clusterName + ": " +
+                   read.error().message);
+      return Found();
+    }
+    if (!read.value()) {
+      noteObstacle("no master leads " + options_.clusterName, true);
+      return Found();
+    }
+    const leader::LeaderInfo& leader = *read.value();
+    if (leader.rpcAddress.empty()) {
+      noteObstacle("the leader " + leader.masterId + " (epoch " + std::to_string(leader.epoch) +
+                   ") advertises no rpc address");
+      return Found();
+    }
+    known_ = leader;
+    return known_;
+  });
+}
+
+kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
+  using Found = std::optional<leader::LeaderInfo>;
+  connectTo(masterAddress_);
+  const std::string where = "the master at " + masterAddress_;
+  return deadline_
+      .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
+      .then([this](wire::MasterBootstrap::Client bootstrap) {
+        return deadline_.send(bootstrap.leaderInfoRequest());
+      })
+      .then([this, where](capnp::Response<wire::MasterBootstrap::LeaderInfoResults> response)
+                -> Found {
+        auto view = response.getLeader();
+        if (!view.isLeader()) {
+          noteObstacle(where + " knows of no leader of " + options_.clusterName, true);
+          return Found();
+        }
+        leader::LeaderInfo leader = fromWire(view.getLeader());
+        // The master asked leads: call it where it was reached (it may advertise a name this
+        // host resolves differently).
+        if (response.getLeading()) leader.rpcAddress = masterAddress_;
+        if (leader.rpcAddress.empty()) {
+          noteObstacle(where + " names the leader " + leader.masterId +
+                       " but no rpc address of it");
+          return Found();
+        }
+        known_ = leader;
+        return known_;
+      })
+      .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Found> {
+        if (classify(exception) == FailureAction::kFatal) return kj::mv(exception);
+        noteObstacle(where + ": " + exception.getDescription().cStr());
+        return Found();
+      });
+}
+
+kj::Promise<leader::LeaderInfo> LeaderClient::leaderAbove(uint64_t epoch) {
+  noteObstacle("the leadership has not moved above epoch " + std::to_string(epoch));
+  if (!retrieval_) {
+    auto backoff =
+        std::make_shared<ExponentialBackoff>(options_.backoffInitial, options_.backoffMax);
+    return pollLeaderAbove(epoch, backoff);
+  }
+  waitingAbove_ = epoch;
+  auto paf = kj::newPromiseAndFulfiller<leader::LeaderInfo>();
+  above_ = kj::mv(paf.fulfiller);
+  if (watched_ && watched_->epoch > epoch) above_->fulfill(leader::LeaderInfo(*watched_));
+  return kj::mv(paf.promise);
+}
+
+kj::Promise<leader::LeaderInfo> LeaderClient::pollLeaderAbove(
+    uint64_t epoch, std::shared_ptr<ExponentialBackoff> backoff) {
+  known_.reset();
+  return askMaster().then(
+      [this, epoch, backoff](std::optional<leader::LeaderInfo> leader)
+          -> kj::Promise<leader::LeaderInfo> {
+        if (leader && leader->epoch > epoch) return kj::mv(*leader);
+        if (leader) {
+          noteObstacle("the leadership has not moved above epoch " + std::to_string(epoch) +
+                       " (the master at " + masterAddress_ + " names epoch " +
+                       std::to_string(leader->epoch) + ")");
+        }
+        return timer_.afterDelay(backoff->next().count() * kj::MILLISECONDS)
+            .then([this, epoch, backoff]() { return pollLeaderAbove(epoch, backoff); });
+      });
+}
+
+void LeaderClient::leaderChanged(const std::optional<leader::LeaderInfo>& leader) {
+  watched_ = leader;
+  if (!leader) {
+    known_.reset();
+    noteObstacle("no master leads " + options_.clusterName, true);
+    return;
+  }
+  if (!leader->rpcAddress.empty() && (!known_ || leader->epoch >= known_->epoch)) {
+    known_ = leader;
+  }
+  if (above_ && above_->isWaiting() && leader->epoch > waitingAbove_) {
+    above_->fulfill(leader::LeaderInfo(*leader));
+  }
+}
+
+void LeaderClient::connectionChanged(bool connected) {
+  if (!connected) {
+    noteObstacle("lost the connection to ZooKeeper while following the leader of " +
+                 options_.clusterName);
+  }
+}
+
+}  // namespace regent::client

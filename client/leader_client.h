@@ -1,0 +1,151 @@
+// The follow-the-leader client: finds the leading master (leader retrieval, or one master asked
+// over RPC), keeps an RPC connection to it, and runs calls against the leader's epoch, retrying
+// them per the one classification of failures (client/call_failure.h) until a deadline. Used by
+// regentctl's jobs commands; meant for any process that calls the leader (workers too).
+#pragma once
+
+#include <kj/async.h>
+#include <kj/async-io.h>
+#include <kj/timer.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "client/call_failure.h"
+#include "common/backoff.h"
+#include "common/result.h"
+#include "common/time.h"
+#include "leader/leader_info.h"
+#include "leader/leader_retrieval.h"
+#include "rpc/call_deadline.h"
+#include "rpc/rpc_client.h"
+#include "rpc/rpc_options.h"
+#include "rpc/schema/gateways.capnp.h"
+
+namespace regent::client {
+
+struct LeaderClientOptions {
+  rpc::RpcOptions rpc;  // The connection, and callTimeout: the deadline of each RPC.
+  // The wait between attempts: ExponentialBackoff(backoffInitial, backoffMax); an unavailable
+  // leader's retryAfterMs is honoured up to backoffMax.
+  Duration backoffInitial{50};
+  Duration backoffMax{1000};
+  // Names the cluster in obstacles ("no master leads cluster \"default\"").
+  std::string clusterName = "the cluster";
+};
+
+// Where the client learns who leads: a LeaderRetrieval it follows (ZooKeeper, or the standalone
+// record), or one master's address, asked with MasterBootstrap.leaderInfo (a master that does
+// not lead names the leader it knows of, which the client then calls).
+//
+// call(fn, timeout) repeats, until `timeout` has passed: find the leader (the last one known
+// while no failure said otherwise), connect to its rpc address, get its MasterBootstrap, and
+// run `fn` with it and the leader's record (whose epoch fn sends). Each RPC is bounded by
+// rpc.callTimeout. After a failure classified kResolveAgain the next attempt reads the leader
+// again; after kBackOff it retries the same leader; both wait the backoff first. A kFatal
+// Failure ends the call with Error::fatal(CallFailure::describe()); a kFatal exception is
+// rethrown. Exceptions `fn` throws are classified the same way. When `timeout` passes, the call
+// ends with Error::retryable naming the last obstacle, and lastObstacleWasNoLeader() tells
+// whether that was "no master leads".
+//
+// Following a retrieval, its watch keeps the known leader current between calls, so a
+// long-running process (a worker) calls a new leader on its next attempt without a failure
+// first. Several calls may run at once; they share the known leader and the connection.
+//
+// Thread-safety: loop-thread only. `network` and `timer` (and whatever the retrieval runs on,
+// such as the ZooKeeper client) must outlive the client. Promises it returns must be dropped
+// before it is destroyed; destroying it stops the retrieval and closes the RPC connection.
+class LeaderClient final : private leader::LeaderRetrievalListener {
+ public:
+  // What one attempt does once the leader's bootstrap is at hand.
+  template <typename T>
+  using Fn = std::function<kj::Promise<Attempt<T>>(wire::MasterBootstrap::Client,
+                                                   const leader::LeaderInfo& leader)>;
+
+  // Follows `retrieval`, which it starts with itself as the listener.
+  LeaderClient(kj::Network& network, kj::Timer& timer, kj::Own<leader::LeaderRetrieval> retrieval,
+               LeaderClientOptions options);
+  // Asks the master at `masterAddress` (host:port) who leads.
+  LeaderClient(kj::Network& network, kj::Timer& timer, std::string masterAddress,
+               LeaderClientOptions options);
+  ~LeaderClient() noexcept override;
+  LeaderClient(const LeaderClient&) = delete;
+  LeaderClient& operator=(const LeaderClient&) = delete;
+
+  template <typename T>
+  kj::Promise<Result<T>> call(Fn<T> fn, Duration timeout) {
+    auto value = std::make_shared<std::optional<T>>();
+    return run(
+               [fn = std::move(fn), value](wire::MasterBootstrap::Client bootstrap,
+                                           const leader::LeaderInfo& leader) {
+                 return fn(kj::mv(bootstrap), leader)
+                     .then([value](Attempt<T>&& attempt) -> std::optional<CallFailure> {
+                       if (auto* failure = std::get_if<CallFailure>(&attempt)) {
+                         return std::move(*failure);
+                       }
+                       value->emplace(std::get<T>(std::move(attempt)));
+                       return std::nullopt;
+                     });
+               },
+               timeout)
+        .then([value](Status status) -> Result<T> {
+          if (!status.ok()) return status.error();
+          return std::move(**value);
+        });
+  }
+
+  // Resolves with the first leader seen whose epoch is above `epoch` (following: from the
+  // retrieval's watch; with a master address: asking it after each backoff). Never rejects on
+  // its own; bound it with a timeout. One wait at a time.
+  kj::Promise<leader::LeaderInfo> leaderAbove(uint64_t epoch);
+
+  // The last reason an attempt did not succeed ("" before any), for a give-up message.
+  const std::string& lastObstacle() const { return lastObstacle_; }
+  bool lastObstacleWasNoLeader() const { return lastWasNoLeader_; }
+  // The deadline every RPC of the client gets (rpc.callTimeout).
+  const rpc::CallDeadline& deadline() const { return deadline_; }
+  // The master asked who leads; "" when following a retrieval.
+  const std::string& masterAddress() const { return masterAddress_; }
+
+ private:
+  // One attempt's work, type-erased: nullopt on success.
+  using ErasedFn = std::function<kj::Promise<std::optional<CallFailure>>(
+      wire::MasterBootstrap::Client, const leader::LeaderInfo&)>;
+  struct Call;
+
+  kj::Promise<Status> run(ErasedFn fn, Duration timeout);
+  kj::Promise<Status> attemptLoop(std::shared_ptr<Call> call);
+  // nullopt: retry (the obstacle is noted); else the call's end.
+  kj::Promise<std::optional<Status>> attemptOnce(Call& call);
+  // The leader to call: the known one, or read / asked anew. Notes the obstacle on nullopt.
+  kj::Promise<std::optional<leader::LeaderInfo>> resolve();
+  kj::Promise<std::optional<leader::LeaderInfo>> askMaster();
+  void connectTo(const std::string& address);
+  void noteObstacle(std::string obstacle, bool noLeader = false);
+  kj::Promise<leader::LeaderInfo> pollLeaderAbove(uint64_t epoch,
+                                                  std::shared_ptr<ExponentialBackoff> backoff);
+
+  // leader::LeaderRetrievalListener.
+  void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
+  void connectionChanged(bool connected) override;
+
+  kj::Network& network_;
+  kj::Timer& timer_;
+  kj::Own<leader::LeaderRetrieval> retrieval_;  // Following; null with a master address.
+  const std::string masterAddress_;               // Direct.
+  const LeaderClientOptions options_;
+  const rpc::CallDeadline deadline_;
+  std::optional<leader::LeaderInfo> known_;  // The leader to call while nothing says otherwise.
+  std::optional<leader::LeaderInfo> watched_;  // The retrieval's latest view (following).
+  std::string lastObstacle_;
+  bool lastWasNoLeader_ = false;
+  // leaderAbove(): the epoch waited past and who waits.
+  uint64_t waitingAbove_ = 0;
+  kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;
+  kj::Own<rpc::RpcClient> client_;
+};
+
+}  // namespace regent::client

@@ -1,0 +1,258 @@
+// LeaderClient against scripted masters on loopback RPC and a hand-driven leader retrieval: it
+// re-reads the leader after a fencing refusal, ends at once on a fatal refusal, retries a
+// timed-out call against the same leader, gives up at its deadline naming the last obstacle, and
+// learns the epoch from a master given by address.
+#include <gtest/gtest.h>
+#include <capnp/capability.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/leader_client.h"
+#include "common/event_loop.h"
+#include "rpc/rpc_server.h"
+#include "rpc/schema/gateways.capnp.h"
+
+namespace regent::client {
+namespace {
+
+constexpr Duration kBound{10000};
+
+// What a scripted master answers `dispatcher` with, in order; once the script is used up it
+// answers success for its own epoch and fencing for any other.
+enum class Answer { kFencing, kInvalidArgument, kHang };
+
+struct MasterScript {
+  uint64_t epoch = 1;
+  std::string masterId;
+  std::string rpcAddress;  // What leaderInfo names as the leader's address.
+  bool leading = true;
+  std::deque<Answer> answers;
+  std::vector<uint64_t> dispatcherEpochs;  // The epoch of every dispatcher call received.
+};
+
+class ScriptedMaster final : public wire::MasterBootstrap::Server {
+ public:
+  explicit ScriptedMaster(std::shared_ptr<MasterScript> script) : script_(std::move(script)) {}
+
+  kj::Promise<void> leaderInfo(LeaderInfoContext context) override {
+    auto results = context.getResults();
+    auto leader = results.initLeader().initLeader();
+    leader.setEpoch(script_->epoch);
+    leader.setMasterId(script_->masterId);
+    leader.setRpcAddress(script_->rpcAddress);
+    results.setLeading(script_->leading);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> dispatcher(DispatcherContext context) override {
+    const uint64_t epoch = context.getParams().getEpoch();
+    script_->dispatcherEpochs.push_back(epoch);
+    auto results = context.getResults();
+    std::optional<Answer> answer;
+    if (!script_->answers.empty()) {
+      answer = script_->answers.front();
+      script_->answers.pop_front();
+    } else if (epoch != script_->epoch) {
+      answer = Answer::kFencing;
+    }
+    if (!answer) return kj::READY_NOW;
+    switch (*answer) {
+      case Answer::kFencing: {
+        auto failure = results.initFailure();
+        failure.setMessage("epoch " + std::to_string(epoch) + " is not " +
+                           std::to_string(script_->epoch));
+        failure.initFencing().setExpected(script_->epoch);
+        break;
+      }
+      case Answer::kInvalidArgument: {
+        auto invalid = results.initFailure().initInvalidArgument();
+        invalid.setField("vertices[0].name");
+        invalid.setMessage("must not be empty");
+        break;
+      }
+      case Answer::kHang:
+        context.allowCancellation();
+        return kj::NEVER_DONE;
+    }
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::shared_ptr<MasterScript> script_;
+};
+
+// A retrieval driven by the test: leader() answers `current`.
+class HandRetrieval final : public leader::LeaderRetrieval {
+ public:
+  explicit HandRetrieval(std::shared_ptr<std::optional<leader::LeaderInfo>> current,
+                         std::shared_ptr<int> reads)
+      : current_(std::move(current)), reads_(std::move(reads)) {}
+
+  void start(leader::LeaderRetrievalListener& listener) override { listener_ = &listener; }
+  kj::Promise<Result<std::optional<leader::LeaderInfo>>> leader() override {
+    ++*reads_;
+    return Result<std::optional<leader::LeaderInfo>>(*current_);
+  }
+  kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override {
+    return Result<std::vector<leader::ContenderEntry>>(std::vector<leader::ContenderEntry>{});
+  }
+
+ private:
+  std::shared_ptr<std::optional<leader::LeaderInfo>> current_;
+  std::shared_ptr<int> reads_;
+  leader::LeaderRetrievalListener* listener_ = nullptr;
+};
+
+class LeaderClientTest : public ::testing::Test {
+ protected:
+  ~LeaderClientTest() noexcept override = default;
+
+  // A scripted master on a free loopback port; its script names that address.
+  std::shared_ptr<MasterScript> startMaster(const std::string& masterId, uint64_t epoch) {
+    auto script = std::make_shared<MasterScript>();
+    script->masterId = masterId;
+    script->epoch = epoch;
+    auto listening = loop_.run(rpc::RpcServer::listen(
+        loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", rpc::RpcOptions{},
+        [script](const rpc::RpcPeer&) -> capnp::Capability::Client {
+          return kj::heap<ScriptedMaster>(script);
+        }));
+    if (!listening.ok()) throw std::runtime_error(listening.error().message);
+    script->rpcAddress = "127.0.0.1:" + std::to_string(listening.value()->port());
+    servers_.push_back(kj::mv(listening).value());
+    return script;
+  }
+
+  static leader::LeaderInfo leaderOf(const MasterScript& script) {
+    leader::LeaderInfo leader;
+    leader.epoch = script.epoch;
+    leader.masterId = script.masterId;
+    leader.rpcAddress = script.rpcAddress;
+    return leader;
+  }
+
+  LeaderClientOptions options(Duration callTimeout = Duration(5000)) {
+    LeaderClientOptions options;
+    options.rpc.callTimeout = callTimeout;
+    options.backoffInitial = Duration(5);
+    options.backoffMax = Duration(20);
+    options.clusterName = "cluster \"test\"";
+    return options;
+  }
+
+  kj::Own<LeaderClient> following() {
+    return kj::heap<LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
+                                  kj::heap<HandRetrieval>(current_, reads_), options());
+  }
+
+  // One dispatcher call with the leader's epoch: the epoch the call was made with, or the
+  // master's Failure.
+  static LeaderClient::Fn<uint64_t> dispatcherCall(LeaderClient& client) {
+    return [&client](wire::MasterBootstrap::Client bootstrap, const leader::LeaderInfo& leader) {
+      auto request = bootstrap.dispatcherRequest();
+      request.setEpoch(leader.epoch);
+      const uint64_t epoch = leader.epoch;
+      return client.deadline().send(kj::mv(request)).then(
+          [epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
+              -> Attempt<uint64_t> {
+            if (response.hasFailure()) return CallFailure::from(response.getFailure());
+            return epoch;
+          });
+    };
+  }
+
+  EventLoop loop_;
+  std::vector<kj::Own<rpc::RpcServer>> servers_;
+  std::shared_ptr<std::optional<leader::LeaderInfo>> current_ =
+      std::make_shared<std::optional<leader::LeaderInfo>>();
+  std::shared_ptr<int> reads_ = std::make_shared<int>(0);
+};
+
+TEST_F(LeaderClientTest, AFencedCallReadsTheLeaderAgainAndSucceedsAgainstTheNextOne) {
+  auto deposed = startMaster("a", 1);
+  auto next = startMaster("b", 2);
+  // The record still names the deposed leader of epoch 1, which knows of epoch 2 and refuses
+  // (as ZooKeeper does until the old session is gone); then the record names the new leader.
+  *current_ = leaderOf(*deposed);
+  deposed->epoch = 2;
+  auto client = following();
+  auto call = client->call<uint64_t>(dispatcherCall(*client), kBound);
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (deposed->dispatcherEpochs.empty() && std::chrono::steady_clock::now() < deadline) {
+    loop_.run(loop_.timer().afterDelay(kj::MILLISECONDS));
+  }
+  ASSERT_FALSE(deposed->dispatcherEpochs.empty());
+  *current_ = leaderOf(*next);
+  auto result = loop_.run(kj::mv(call));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.value(), 2u);
+  EXPECT_EQ(next->dispatcherEpochs, std::vector<uint64_t>{2});
+  for (uint64_t epoch : deposed->dispatcherEpochs) EXPECT_EQ(epoch, 1u);
+  EXPECT_EQ(*reads_, static_cast<int>(deposed->dispatcherEpochs.size()) + 1)
+      << "one read of the leader per attempt after a fencing refusal";
+}
+
+TEST_F(LeaderClientTest, AFatalRefusalEndsTheCallAtOnceWithItsDescription) {
+  auto master = startMaster("a", 1);
+  master->answers = {Answer::kInvalidArgument};
+  *current_ = leaderOf(*master);
+  auto client = following();
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
+  ASSERT_FALSE(result.ok());
+  EXPECT_FALSE(result.error().isRetryable());
+  EXPECT_EQ(result.error().message, "vertices[0].name: must not be empty");
+  EXPECT_EQ(master->dispatcherEpochs.size(), 1u);
+}
+
+TEST_F(LeaderClientTest, ATimedOutCallIsRetriedAgainstTheSameLeaderWithoutReadingItAgain) {
+  auto master = startMaster("a", 1);
+  master->answers = {Answer::kHang};
+  *current_ = leaderOf(*master);
+  auto client = kj::heap<LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
+                                       kj::heap<HandRetrieval>(current_, reads_),
+                                       options(Duration(100)));
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(master->dispatcherEpochs, (std::vector<uint64_t>{1, 1}));
+  EXPECT_EQ(*reads_, 1);
+}
+
+TEST_F(LeaderClientTest, GivesUpAtItsDeadlineNamingTheLastObstacle) {
+  auto client = following();  // No master leads.
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), Duration(100)));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().isRetryable());
+  EXPECT_EQ(result.error().message, "no master leads cluster \"test\"");
+  EXPECT_TRUE(client->lastObstacleWasNoLeader());
+  EXPECT_GE(*reads_, 2) << "it kept reading the leader until the deadline";
+}
+
+TEST_F(LeaderClientTest, AMasterAddressIsAskedForTheEpochAndNamesTheLeaderItDoesNotHold) {
+  auto leaderMaster = startMaster("leader", 7);
+  auto standby = startMaster("standby", 7);
+  standby->leading = false;
+  standby->rpcAddress = leaderMaster->rpcAddress;  // The standby names the leader.
+  const std::string standbyAddress = "127.0.0.1:" + std::to_string(servers_[1]->port());
+
+  LeaderClient direct(loop_.io().getNetwork(), loop_.timer(), standbyAddress, options());
+  auto result = loop_.run(direct.call<uint64_t>(dispatcherCall(direct), kBound));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.value(), 7u);
+  EXPECT_EQ(leaderMaster->dispatcherEpochs, std::vector<uint64_t>{7});
+  EXPECT_TRUE(standby->dispatcherEpochs.empty());
+
+  // leaderAbove() asks again until the master names a later term.
+  auto above = direct.leaderAbove(7);
+  loop_.run(loop_.timer().afterDelay(30 * kj::MILLISECONDS));
+  standby->epoch = 8;
+  leader::LeaderInfo next = loop_.run(kj::mv(above));
+  EXPECT_EQ(next.epoch, 8u);
+}
+
+}  // namespace
+}  // namespace regent::client
