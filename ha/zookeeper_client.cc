@@ -136,7 +136,9 @@ struct ZooKeeperClient::State {
   struct WatchCall final : PendingCall {
     WatchCall(State* state, std::string path, kj::Own<kj::PromiseFulfiller<WatchEvent>> fulfiller)
         : state(state), path(std::move(path)), fulfiller(kj::mv(fulfiller)) {}
-    void fail(ZkCode) override { fulfiller->fulfill(WatchEvent{WatchEvent::Type::kSessionLost, path}); }
+    void fail(ZkCode) override {
+      fulfiller->fulfill(WatchEvent{WatchEvent::Type::kSessionLost, path});
+    }
     State* state;
     std::string path;
     kj::Own<kj::PromiseFulfiller<WatchEvent>> fulfiller;

@@ -42,16 +42,16 @@ TEST(HaMode, ReadFromTheConfigurationWithZooKeeperAsTheDefault) {
 
 TEST(HaServices, FollowTheConfiguredMode) {
   EventLoop loop;
-  auto standalone = HaServices::create(loop, configWith({"ha.mode=standalone"}),
-                                       HaServices::Identity::kWriter);
+  auto standalone =
+      HaServices::create(loop, configWith({"ha.mode=standalone"}), HaServices::Identity::kWriter);
   ASSERT_TRUE(standalone.ok()) << standalone.error().message;
   EXPECT_EQ(standalone.value()->mode(), HaMode::kStandalone);
   EXPECT_EQ(standalone.value()->zooKeeper(), nullptr);
 
   // Nothing listens there: the client starts connecting and is closed unconnected.
-  auto zookeeper = HaServices::create(
-      loop, configWith({"ha.mode=zookeeper", "ha.zookeeper.quorum=127.0.0.1:1"}),
-      HaServices::Identity::kWriter);
+  auto zookeeper =
+      HaServices::create(loop, configWith({"ha.mode=zookeeper", "ha.zookeeper.quorum=127.0.0.1:1"}),
+                         HaServices::Identity::kWriter);
   ASSERT_TRUE(zookeeper.ok()) << zookeeper.error().message;
   EXPECT_EQ(zookeeper.value()->mode(), HaMode::kZooKeeper);
   EXPECT_NE(zookeeper.value()->zooKeeper(), nullptr);
