@@ -210,7 +210,8 @@ class ZooKeeperLeaderElection final : public LeaderElection {
 
   uint64_t toleranceGeneration_ = 0;
   bool toleranceRunning_ = false;
-  ExponentialBackoff backoff_;  // Retries after failures; reset by every success that matters.
+  // Retries after failures; reset once a predecessor watch is set or a term is granted.
+  ExponentialBackoff backoff_;
 
   kj::Own<ErrorHandler> errorHandler_;
   kj::Own<void> sessionListener_;
