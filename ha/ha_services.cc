@@ -7,7 +7,7 @@ namespace regent::ha {
 
 Result<std::unique_ptr<HaServices>> HaServices::create(EventLoop& loop, const Config& config,
                                                        Identity identity) {
-  if (config.getString("ha.mode") == "standalone") {
+  if (haModeFrom(config) == HaMode::kStandalone) {
     return std::unique_ptr<HaServices>(new HaServices(HaMode::kStandalone, nullptr));
   }
   ZooKeeperClientOptions options = zooKeeperClientOptionsFrom(config);

@@ -1,4 +1,4 @@
-// The HA services factory (DESIGN §2): what a process needs to coordinate with other processes,
+// The HA services factory: what a process needs to coordinate with other processes,
 // chosen from `ha.mode`. zookeeper: a ZooKeeperClient on the loop; standalone: nothing shared.
 #pragma once
 
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "ha/ha_mode.h"
 #include "ha/zookeeper_client.h"
 
 namespace regent {
@@ -14,8 +15,6 @@ class EventLoop;
 }  // namespace regent
 
 namespace regent::ha {
-
-enum class HaMode { kZooKeeper, kStandalone };
 
 class HaServices final {
  public:

@@ -1,5 +1,5 @@
 // ZooKeeperLeaderElection: the latch, the winning transaction, revocation on every kind of loss
-// and re-contention (DESIGN §5). The class comment in the header states the contract.
+// and re-contention (docs/leader-election.md). The header's class comment states the contract.
 #include "leader/zookeeper_leader_election.h"
 
 #include <kj/debug.h>
@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <charconv>
 #include <vector>
-
-#include "leader/latch_names.h"
 
 namespace regent::leader {
 
@@ -23,7 +21,6 @@ using ha::ZkReply;
 
 namespace {
 
-constexpr const char* kLatchDir = "latch";
 constexpr const char* kLeaderPath = "leader";
 constexpr const char* kEpochPath = "epoch";
 
@@ -38,8 +35,6 @@ std::optional<uint64_t> parseEpoch(const std::string& text) {
   if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
   return value;
 }
-
-std::string latchNodePath(const std::string& name) { return std::string(kLatchDir) + "/" + name; }
 
 }  // namespace
 
@@ -58,12 +53,37 @@ ZooKeeperLeaderElection::ZooKeeperLeaderElection(ha::Coordination& zk, kj::Timer
       timer_(timer),
       self_(std::move(self)),
       options_(options),
-      orphanBackoff_(options.initialBackoff),
-      backoff_(options.initialBackoff),
+      latchGroup_(zk, timer, options.initialBackoff, options.maxBackoff, options.backoffJitter),
+      backoff_(options.initialBackoff, options.maxBackoff, options.backoffJitter),
       errorHandler_(kj::heap<ErrorHandler>()),
       tasks_(*errorHandler_) {}
 
 ZooKeeperLeaderElection::~ZooKeeperLeaderElection() noexcept = default;
+
+const char* ZooKeeperLeaderElection::phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kIdle: return "idle";
+    case Phase::kJoining: return "joining";
+    case Phase::kContending: return "contending";
+    case Phase::kWatchingPredecessor: return "watching-predecessor";
+    case Phase::kWinning: return "winning";
+    case Phase::kLeading: return "leading";
+    case Phase::kHandingOver: return "handing-over";
+    case Phase::kStopped: return "stopped";
+  }
+  return "?";
+}
+
+bool ZooKeeperLeaderElection::active() const {
+  return phase_ != Phase::kIdle && phase_ != Phase::kHandingOver && phase_ != Phase::kStopped;
+}
+
+void ZooKeeperLeaderElection::setPhase(Phase phase) {
+  if (phase == phase_) return;
+  spdlog::debug("leader election: {} -> {} (latch {})", phaseName(phase_), phaseName(phase),
+                latch_.value_or("none"));
+  phase_ = phase;
+}
 
 template <typename T, typename Func>
 void ZooKeeperLeaderElection::track(uint64_t generation, kj::Promise<T>&& promise, Func&& then) {
@@ -80,7 +100,7 @@ uint64_t ZooKeeperLeaderElection::nextGeneration() {
 }
 
 std::string ZooKeeperLeaderElection::latchPath() const {
-  return latchNodePath(latch_.value_or(""));
+  return LatchGroup::pathOf(latch_.value_or(""));
 }
 
 bool ZooKeeperLeaderElection::sessionUsable() const {
@@ -92,9 +112,10 @@ bool ZooKeeperLeaderElection::sessionUsable() const {
 // Contending
 
 void ZooKeeperLeaderElection::start(LeaderContender& contender) {
-  KJ_REQUIRE(!started_, "ZooKeeperLeaderElection::start called twice");
+  KJ_REQUIRE(contender_ == nullptr, "ZooKeeperLeaderElection::start called twice");
   contender_ = &contender;
-  started_ = true;
+  // A hand-over before start() may have stopped the election already.
+  if (phase_ == Phase::kIdle) setPhase(Phase::kJoining);
   sessionListener_ = zk_.onSessionState([this](SessionState state) { onSessionState(state); });
   spdlog::info("leader election: joining master_id={}", self_.masterId);
   if (sessionUsable()) {
@@ -106,7 +127,7 @@ void ZooKeeperLeaderElection::start(LeaderContender& contender) {
 }
 
 void ZooKeeperLeaderElection::contend() {
-  if (!started_ || stopped_ || handingOver_) return;
+  if (!active()) return;
   // Operations sent now would wait on a suspended handle, or land in whatever session comes next.
   // kReconnected, or kConnected of a new session, starts the attempt again.
   if (!sessionUsable()) return;
@@ -114,6 +135,7 @@ void ZooKeeperLeaderElection::contend() {
   uint64_t generation = nextGeneration();
   attemptSession_ = zk_.sessionId();
   if (relinquishPending_) {
+    setPhase(Phase::kJoining);
     spdlog::info(
         "leader election: removing leader (if ours) and old latch {} before contending "
         "again",
@@ -136,7 +158,7 @@ void ZooKeeperLeaderElection::contend() {
 
 // Continues after the session came back or a backoff elapsed.
 void ZooKeeperLeaderElection::resume() {
-  if (!started_ || stopped_ || handingOver_) return;
+  if (!active()) return;
   if (!sessionUsable()) return;  // The session's events resume later.
   if (leading_) {
     // The watch on our latch node outlives a lost connection; only a lost request is sent again.
@@ -147,7 +169,8 @@ void ZooKeeperLeaderElection::resume() {
 }
 
 void ZooKeeperLeaderElection::createLatch(uint64_t generation) {
-  track(generation, zk_.ensurePath(kLatchDir), [this, generation](ZkReply<bool>&& reply) {
+  setPhase(Phase::kJoining);
+  track(generation, latchGroup_.ensureFolder(), [this, generation](ZkReply<bool>&& reply) {
     if (!reply.ok() && reply.code != ZkCode::kNodeExists) {
       return fail(generation, "create the latch path", reply.code);
     }
@@ -156,79 +179,61 @@ void ZooKeeperLeaderElection::createLatch(uint64_t generation) {
     latchMaybeCreated_ = true;  // Until the reply says otherwise.
     // Not tracked: a node created for an abandoned attempt must still be cleaned up.
     tasks_.add(
-        zk_.create(std::string(kLatchDir) + "/m-", toJson(self_), CreateMode::kEphemeralSequential)
-            .then([this, generation](ZkReply<std::string>&& reply) {
-              std::string name = reply.ok() ? latchNodeName(reply.value) : "";
-              if (generation != generation_) {
-                // Created in the session current now (or in one that ended and took it along).
-                // A lost reply of an abandoned attempt leaves a node ahead of any later one of
-                // ours, where checkLeadership finds it.
-                if (reply.ok() && name != latch_) removeOrphanLatch(name);
-                return;
-              }
-              if (!reply.ok()) {
-                // Only a lost reply leaves the outcome open.
-                if (!ha::isRetryable(reply.code)) latchMaybeCreated_ = false;
-                return fail(generation, "create a latch node", reply.code);
-              }
-              latchMaybeCreated_ = false;
-              latch_ = name;
-              spdlog::info("leader election: created latch {} master_id={}", name, self_.masterId);
-              joined(generation);
-            }));
+        latchGroup_.join(toJson(self_)).then([this, generation](ZkReply<std::string>&& reply) {
+          std::string name = reply.ok() ? reply.value : "";
+          if (generation != generation_) {
+            // Created in the session current now (or in one that ended and took it along).
+            // A lost reply of an abandoned attempt leaves a node ahead of any later one of
+            // ours, where checkLeadership finds it.
+            if (reply.ok() && name != latch_) latchGroup_.removeOrphan(name);
+            return;
+          }
+          if (!reply.ok()) {
+            // Only a lost reply leaves the outcome open.
+            if (!ha::isRetryable(reply.code)) latchMaybeCreated_ = false;
+            return fail(generation, "create a latch node", reply.code);
+          }
+          latchMaybeCreated_ = false;
+          latch_ = name;
+          spdlog::info("leader election: created latch {} master_id={}", name, self_.masterId);
+          joined(generation);
+        }));
   });
 }
 
 // After a create whose reply was lost: a node with our master id, owned by our session, is ours.
 // With several (more than one reply lost), the lowest is kept and the others are removed.
 void ZooKeeperLeaderElection::findOwnLatch(uint64_t generation) {
-  track(generation, zk_.children(kLatchDir),
-        [this, generation](ZkReply<std::vector<std::string>>&& reply) {
-          if (reply.code == ZkCode::kNoNode) {
+  setPhase(Phase::kJoining);
+  track(generation, latchGroup_.readMembers(),
+        [this, generation](ZkReply<std::vector<LatchGroup::MemberRead>>&& reply) {
+          if (!reply.ok()) return fail(generation, "list the latch", reply.code);
+          ZkCode failure = ZkCode::kOk;
+          std::vector<std::string> own;  // Lowest first.
+          for (auto& [name, node] : reply.value) {
+            if (!node.ok()) {
+              if (node.code != ZkCode::kNoNode) failure = node.code;
+              continue;
+            }
+            if (node.value.stat.ephemeralOwner != zk_.sessionId()) continue;
+            auto info = contenderInfoFromJson(node.value.data);
+            if (!info || info.value().masterId != self_.masterId) continue;
+            own.push_back(name);
+          }
+          // A node of ours that could not be read and sits ahead of the one kept is found by
+          // checkLeadership.
+          if (own.empty()) {
+            if (failure != ZkCode::kOk) return fail(generation, "read latch nodes", failure);
             latchMaybeCreated_ = false;
             return createLatch(generation);
           }
-          if (!reply.ok()) return fail(generation, "list the latch", reply.code);
-          auto names = sortedLatchNodes(reply.value);
-          auto reads =
-              kj::heapArrayBuilder<kj::Promise<std::pair<std::string, ZkReply<ha::NodeData>>>>(
-                  names.size());
-          for (const std::string& name : names) {
-            reads.add(zk_.get(latchNodePath(name)).then([name](ZkReply<ha::NodeData>&& node) {
-              return std::make_pair(name, kj::mv(node));
-            }));
-          }
-          track(
-              generation, kj::joinPromises(reads.finish()),
-              [this, generation](kj::Array<std::pair<std::string, ZkReply<ha::NodeData>>>&& nodes) {
-                ZkCode failure = ZkCode::kOk;
-                std::vector<std::string> own;  // Lowest first.
-                for (auto& [name, node] : nodes) {
-                  if (!node.ok()) {
-                    if (node.code != ZkCode::kNoNode) failure = node.code;
-                    continue;
-                  }
-                  if (node.value.stat.ephemeralOwner != zk_.sessionId()) continue;
-                  auto info = contenderInfoFromJson(node.value.data);
-                  if (!info || info.value().masterId != self_.masterId) continue;
-                  own.push_back(name);
-                }
-                // A node of ours that could not be read and sits ahead of the one kept is found
-                // by checkLeadership.
-                if (own.empty()) {
-                  if (failure != ZkCode::kOk) return fail(generation, "read latch nodes", failure);
-                  latchMaybeCreated_ = false;
-                  return createLatch(generation);
-                }
-                latchMaybeCreated_ = false;
-                latch_ = own.front();
-                spdlog::info(
-                    "leader election: found latch {} created before the connection "
-                    "loss master_id={}",
-                    own.front(), self_.masterId);
-                for (size_t i = 1; i < own.size(); ++i) removeOrphanLatch(own[i]);
-                joined(generation);
-              });
+          latchMaybeCreated_ = false;
+          latch_ = own.front();
+          spdlog::info(
+              "leader election: found latch {} created before the connection loss master_id={}",
+              own.front(), self_.masterId);
+          for (size_t i = 1; i < own.size(); ++i) latchGroup_.removeOrphan(own[i]);
+          joined(generation);
         });
 }
 
@@ -241,14 +246,13 @@ void ZooKeeperLeaderElection::joined(uint64_t generation) {
 
 void ZooKeeperLeaderElection::checkLeadership(uint64_t generation) {
   if (!latch_) return contend();
-  track(generation, zk_.children(kLatchDir),
+  setPhase(Phase::kContending);
+  track(generation, latchGroup_.memberNames(),
         [this, generation](ZkReply<std::vector<std::string>>&& reply) {
-          if (!reply.ok() && reply.code != ZkCode::kNoNode) {
-            return fail(generation, "list the latch", reply.code);
-          }
+          if (!reply.ok()) return fail(generation, "list the latch", reply.code);
           if (!latch_) return contend();
           const std::string latch = *latch_;
-          auto names = sortedLatchNodes(reply.value);
+          const std::vector<std::string>& names = reply.value;
           auto own = std::find(names.begin(), names.end(), latch);
           if (own == names.end()) {
             spdlog::info("leader election: latch {} is gone; contending with a new one", latch);
@@ -268,39 +272,20 @@ void ZooKeeperLeaderElection::checkLeadership(uint64_t generation) {
 void ZooKeeperLeaderElection::removeOwnNodesAhead(uint64_t generation,
                                                   std::vector<std::string> ahead) {
   std::string predecessor = ahead.back();
-  auto reads = kj::heapArrayBuilder<
-      kj::Promise<std::pair<std::string, ZkReply<std::optional<ha::NodeStat>>>>>(ahead.size());
-  for (const std::string& name : ahead) {
-    reads.add(
-        zk_.exists(latchNodePath(name)).then([name](ZkReply<std::optional<ha::NodeStat>>&& stat) {
-          return std::make_pair(name, kj::mv(stat));
-        }));
-  }
-  track(generation, kj::joinPromises(reads.finish()),
-        [this, generation, predecessor](
-            kj::Array<std::pair<std::string, ZkReply<std::optional<ha::NodeStat>>>>&& stats) {
-          std::vector<std::string> orphans;
-          for (auto& [name, stat] : stats) {
-            if (!stat.ok()) return fail(generation, "look at the latch nodes ahead", stat.code);
-            if (stat.value && stat.value->ephemeralOwner == zk_.sessionId()) {
-              orphans.push_back(name);
-            }
-          }
-          if (orphans.empty()) return watchPredecessor(generation, predecessor);
-          auto removals = kj::heapArrayBuilder<kj::Promise<ZkReply<bool>>>(orphans.size());
-          for (const std::string& name : orphans) {
+  track(generation, latchGroup_.ownedBySession(kj::mv(ahead)),
+        [this, generation, predecessor](ZkReply<std::vector<std::string>>&& owned) {
+          if (!owned.ok()) return fail(generation, "look at the latch nodes ahead", owned.code);
+          if (owned.value.empty()) return watchPredecessor(generation, predecessor);
+          for (const std::string& name : owned.value) {
             spdlog::warn(
                 "leader election: latch {} ahead of latch {} belongs to our own session but "
                 "to no attempt; removing it",
                 name, latch_.value_or("?"));
-            removals.add(zk_.remove(latchNodePath(name)));
           }
-          track(generation, kj::joinPromises(removals.finish()),
-                [this, generation](kj::Array<ZkReply<bool>>&& removed) {
-                  for (auto& reply : removed) {
-                    if (!reply.ok() && reply.code != ZkCode::kNoNode) {
-                      return fail(generation, "remove an orphan latch node", reply.code);
-                    }
+          track(generation, latchGroup_.cancelAll(kj::mv(owned.value)),
+                [this, generation](ZkCode code) {
+                  if (code != ZkCode::kOk) {
+                    return fail(generation, "remove an orphan latch node", code);
                   }
                   checkLeadership(generation);
                 });
@@ -311,14 +296,15 @@ void ZooKeeperLeaderElection::watchPredecessor(uint64_t generation,
                                                const std::string& predecessor) {
   spdlog::debug("leader election: standby with latch {}; watching {}", latch_.value_or("?"),
                 predecessor);
-  track(generation, zk_.existsAndWatch(latchNodePath(predecessor)),
+  track(generation, latchGroup_.watch(predecessor),
         [this, generation, predecessor](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
           if (!watched.reply.ok()) {
             return fail(generation, "watch latch predecessor", watched.reply.code);
           }
           if (!watched.reply.value) return checkLeadership(generation);
-          backoff_ = options_.initialBackoff;
+          backoff_.reset();
           KJ_IF_MAYBE (watch, watched.watch) {
+            setPhase(Phase::kWatchingPredecessor);
             track(generation, kj::mv(*watch), [this, generation, predecessor](WatchEvent&& event) {
               if (event.type == WatchEvent::Type::kSessionLost) return;
               spdlog::debug("leader election: predecessor {} changed; latch {} checks again",
@@ -351,6 +337,7 @@ void ZooKeeperLeaderElection::releaseStaleLeader(uint64_t generation) {
 
 void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
   if (!latch_) return contend();
+  setPhase(Phase::kWinning);
   track(generation, zk_.get(kEpochPath), [this, generation](ZkReply<ha::NodeData>&& reply) {
     if (reply.code == ZkCode::kNoNode) {
       spdlog::info("leader election: creating the epoch node");
@@ -417,7 +404,7 @@ void ZooKeeperLeaderElection::onWinReply(uint64_t generation, int64_t sessionId,
     // A hand-over removes it in its own transaction. Otherwise the current attempt, which may be
     // parked behind a predecessor, starts again: the lowest latch adopts the term, any other one
     // removes the node.
-    if (!handingOver_) contend();
+    if (phase_ != Phase::kHandingOver) contend();
     return;
   }
   if (reply.ok()) {
@@ -552,7 +539,8 @@ void ZooKeeperLeaderElection::grant(uint64_t generation, const LeaderInfo& info)
   epoch_ = info.epoch;
   lastGrantedEpoch_ = std::max(lastGrantedEpoch_, info.epoch);
   leaderInfo_ = info;
-  backoff_ = options_.initialBackoff;
+  backoff_.reset();
+  setPhase(Phase::kLeading);
   spdlog::info("leader election: latch {} won the term epoch={} master_id={}", latch_.value_or("?"),
                epoch_, self_.masterId);
   contender_->grantLeadership(info.epoch);
@@ -565,7 +553,7 @@ void ZooKeeperLeaderElection::grant(uint64_t generation, const LeaderInfo& info)
 
 void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
   ownLatchWatchArmed_ = true;
-  track(generation, zk_.existsAndWatch(latchPath()),
+  track(generation, latchGroup_.watch(latch_.value_or("")),
         [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
           if (!watched.reply.ok()) {
             ownLatchWatchArmed_ = false;
@@ -617,8 +605,7 @@ void ZooKeeperLeaderElection::fail(uint64_t generation, const std::string& what,
 }
 
 void ZooKeeperLeaderElection::retryLater(uint64_t generation) {
-  Duration delay = backoff_;
-  backoff_ = std::min(backoff_ * 2, options_.maxBackoff);
+  const Duration delay = backoff_.next();
   spdlog::debug("leader election: next try in {} ms", delay.count());
   tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this, generation] {
     if (generation != generation_) return;
@@ -638,49 +625,6 @@ kj::Promise<void> ZooKeeperLeaderElection::winsSettled() {
   auto paf = kj::newPromiseAndFulfiller<void>();
   winWaiters_.push_back(kj::mv(paf.fulfiller));
   return kj::mv(paf.promise);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Orphan latch nodes
-
-void ZooKeeperLeaderElection::removeOrphanLatch(const std::string& name) {
-  int64_t session = zk_.sessionId();
-  if (session != orphanSession_) {
-    orphanLatches_.clear();  // Those of an earlier session went with it.
-    orphanSession_ = session;
-  }
-  spdlog::info("leader election: removing latch {}, which no attempt uses", name);
-  orphanLatches_.insert(name);
-  removeOrphans();
-}
-
-void ZooKeeperLeaderElection::removeOrphans() {
-  if (orphanRemovalRunning_ || orphanLatches_.empty()) return;
-  if (zk_.sessionId() != orphanSession_) {
-    orphanLatches_.clear();
-    return;
-  }
-  if (!sessionUsable()) return;  // Again on kReconnected.
-  orphanRemovalRunning_ = true;
-  std::string name = *orphanLatches_.begin();
-  tasks_.add(zk_.remove(latchNodePath(name)).then([this, name](ZkReply<bool>&& reply) {
-    orphanRemovalRunning_ = false;
-    if (reply.ok() || reply.code == ZkCode::kNoNode) {
-      orphanLatches_.erase(name);
-      orphanBackoff_ = options_.initialBackoff;
-      return removeOrphans();
-    }
-    spdlog::info("leader election: removing latch {} failed with {}; retrying", name,
-                 zkCodeName(reply.code));
-    if (!sessionUsable()) return;  // Again on kReconnected, or gone with the session.
-    Duration delay = orphanBackoff_;
-    orphanBackoff_ = std::min(orphanBackoff_ * 2, options_.maxBackoff);
-    orphanRemovalRunning_ = true;
-    tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
-      orphanRemovalRunning_ = false;
-      removeOrphans();
-    }));
-  }));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -709,7 +653,7 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
       }
       cancelTolerance();
       resume();
-      removeOrphans();
+      latchGroup_.resumeOrphanRemoval();
       break;
     case SessionState::kExpired:
     case SessionState::kClosed:
@@ -722,13 +666,14 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
       leaderNode_ = LeaderNode::kNotOurs;
       relinquishPending_ = false;
       attemptSession_ = 0;
-      orphanLatches_.clear();
+      latchGroup_.forgetOrphans();
+      if (active()) setPhase(Phase::kJoining);
       break;
   }
 }
 
 void ZooKeeperLeaderElection::onSuspendedWhileLeading() {
-  // Never more than a third of the negotiated session timeout (DESIGN §5).
+  // Never more than a third of the negotiated session timeout (docs/leader-election.md).
   Duration tolerance = std::min(options_.suspendTolerance, zk_.negotiatedSessionTimeout() / 3);
   if (tolerance <= Duration(0)) return loseLeadership("connection lost");
   if (toleranceRunning_) return;
@@ -766,6 +711,7 @@ void ZooKeeperLeaderElection::revoke(const std::string& reason) {
   uint64_t epoch = epoch_;
   leading_ = false;
   epoch_ = 0;
+  if (phase_ == Phase::kLeading) setPhase(Phase::kJoining);  // Re-contention follows.
   cancelTolerance();
   spdlog::info("leader election: the term epoch={} of latch {} ended: {}", epoch,
                latch_.value_or("none"), reason);
@@ -809,13 +755,13 @@ kj::Promise<Status> ZooKeeperLeaderElection::markServing(uint64_t epoch) {
 }
 
 kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
-  if (handingOver_) {
-    if (!recontend) stopped_ = true;
+  if (phase_ == Phase::kHandingOver) {
+    if (!recontend) recontendAfterHandOver_ = false;
     return KJ_ASSERT_NONNULL(handOverDone_).addBranch();
   }
-  if (stopped_) return kj::READY_NOW;
-  stopped_ = !recontend;
-  handingOver_ = true;
+  if (phase_ == Phase::kStopped) return kj::READY_NOW;
+  recontendAfterHandOver_ = recontend;
+  setPhase(Phase::kHandingOver);
   // Nothing of the current attempt acts from now on; within the hand-over the generation moves
   // again only when the session ends.
   uint64_t generation = nextGeneration();
@@ -834,7 +780,6 @@ kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
             return removeOwnNodes(generation);
           })
           .then([this, generation](ZkCode code) {
-            handingOver_ = false;
             if (generation != generation_) {
               spdlog::info("leader election: the session ended during the hand-over");
             } else if (code != ZkCode::kOk) {
@@ -842,11 +787,13 @@ kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
                   "leader election: hand-over transaction failed with {}; the session's "
                   "end removes the nodes",
                   zkCodeName(code));
-              if (!stopped_) relinquishPending_ = true;
+              if (recontendAfterHandOver_) relinquishPending_ = true;
             } else {
               spdlog::info("leader election: handed over");
             }
-            if (stopped_ || !started_) return;
+            if (!recontendAfterHandOver_) return setPhase(Phase::kStopped);
+            if (contender_ == nullptr) return setPhase(Phase::kIdle);
+            setPhase(Phase::kJoining);
             contend();
           });
   handOverDone_ = done.fork();
@@ -901,7 +848,7 @@ kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodesStepByStep(uint64_t g
         if (!removed.ok() && removed.code != ZkCode::kNoNode) return kj::mv(removed);
         leaderNode_ = LeaderNode::kNotOurs;
         if (!latch) return ZkReply<bool>{ZkCode::kOk, false};
-        return zk_.remove(latchNodePath(*latch));
+        return latchGroup_.cancel(*latch);
       })
       .then([this, generation, latch](ZkReply<bool>&& removed) -> ZkCode {
         if (generation != generation_) return kAbandoned;

@@ -1,20 +1,22 @@
-// Leader election over ZooKeeper (DESIGN §5): a latch of ephemeral sequential nodes where the
-// lowest leads and every other contender watches only its predecessor, and a win that issues the
-// next epoch in one transaction with the `leader` record.
+// Leader election over ZooKeeper (docs/leader-election.md): a latch of ephemeral sequential nodes
+// where the lowest leads and every other contender watches only its predecessor, and a win that
+// issues the next epoch in one transaction with the `leader` record.
 #pragma once
 
 #include <kj/async.h>
 #include <kj/timer.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/result.h"
 #include "common/time.h"
-#include "ha/zookeeper_client.h"
+#include "ha/coordination.h"
+#include "leader/latch_group.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 
@@ -24,12 +26,15 @@ struct ZooKeeperLeaderElectionOptions {
   // How long a leader keeps its term while the connection is lost (kSuspended) before it revokes
   // "connection lost"; 0 revokes at once. Capped at a third of the negotiated session timeout.
   Duration suspendTolerance{0};
-  // Retries after unexpected failures back off from `initialBackoff`, doubling up to `maxBackoff`.
+  // Retries after unexpected failures back off from `initialBackoff`, doubling up to `maxBackoff`
+  // (see ExponentialBackoff: the first retry waits `initialBackoff`, later ones are spread).
   Duration initialBackoff{100};
   Duration maxBackoff{5000};
+  // Draws the backoff's spread in [0, 1]; null: random. Tests fix it (1: plain doubling).
+  std::function<double()> backoffJitter;
 };
 
-// Nodes, relative to the cluster root (DESIGN §4): `latch/m-<seq>` (ephemeral sequential,
+// Nodes, relative to the cluster root (docs/zookeeper.md): `latch/m-<seq>` (ephemeral sequential,
 // ContenderInfo JSON), `leader` (ephemeral, LeaderInfo JSON), `epoch` (persistent, decimal).
 //
 // The cycle: create a latch node, list the latch, lead when ours is the lowest, else watch only
@@ -69,6 +74,25 @@ struct ZooKeeperLeaderElectionOptions {
 // revokeLeadership.
 class ZooKeeperLeaderElection final : public LeaderElection {
  public:
+  // Where the election stands. Informational (logs, tests): the contender learns about leadership
+  // only through its two signals.
+  enum class Phase {
+    kIdle,                  // start() not called yet.
+    kJoining,               // Getting a latch node: removing the old nodes first, creating one,
+                            // or finding one whose create reply was lost; also while waiting for
+                            // a usable session.
+    kContending,            // Listing the latch, removing our orphans ahead of us, or removing
+                            // a `leader` our session holds for no term.
+    kWatchingPredecessor,   // A standby parked on the watch of the latch node just ahead.
+    kWinning,               // The lowest: reading the epoch, sending the win transaction,
+                            // waiting for a `leader` of another session to go, or adopting a
+                            // term our session won without hearing the reply.
+    kLeading,               // Granted; watching our own latch node.
+    kHandingOver,           // handOver(): revoking, then deleting `leader` and our latch node.
+    kStopped,               // Handed over without re-contention: nothing more happens.
+  };
+  static const char* phaseName(Phase phase);
+
   // `zk` and `timer` (the loop's timer, or a manually advanced one in tests) must outlive the
   // election.
   ZooKeeperLeaderElection(ha::Coordination& zk, kj::Timer& timer, ContenderInfo self,
@@ -92,11 +116,16 @@ class ZooKeeperLeaderElection final : public LeaderElection {
 
   // This contender's latch node name ("m-0000000007"), or nullopt while it has none.
   std::optional<std::string> latchNode() const { return latch_; }
+  Phase phase() const { return phase_; }
 
  private:
   // Whether the `leader` node belongs to this contender's session.
   enum class LeaderNode { kNotOurs, kOurs, kMaybeOurs };
   class ErrorHandler;
+
+  // Whether the election acts on its own: started, and neither handing over nor stopped.
+  bool active() const;
+  void setPhase(Phase phase);
 
   // Runs `then` with the promise's value unless the attempt `generation` was abandoned meanwhile.
   template <typename T, typename Func>
@@ -133,11 +162,6 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void winSettled();
   kj::Promise<void> winsSettled();
 
-  // Latch nodes of our session that no attempt uses: deleted one by one, each retried until it is
-  // gone or the session ends.
-  void removeOrphanLatch(const std::string& name);
-  void removeOrphans();
-
   void onSessionState(ha::SessionState state);
   void onSuspendedWhileLeading();
   void cancelTolerance();
@@ -160,9 +184,10 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   ZooKeeperLeaderElectionOptions options_;
   LeaderContender* contender_ = nullptr;
 
-  bool started_ = false;
-  bool stopped_ = false;        // Handed over for good.
-  bool handingOver_ = false;    // A hand-over transaction is in flight.
+  LatchGroup latchGroup_;  // The latch's operations and the removal of our orphan nodes.
+  Phase phase_ = Phase::kIdle;
+  // While kHandingOver: whether to contend again afterwards (handOver(false) clears it).
+  bool recontendAfterHandOver_ = false;
   uint64_t generation_ = 0;     // The current attempt; bumped whenever one is abandoned.
   int64_t attemptSession_ = 0;  // The session the current attempt runs in.
 
@@ -172,6 +197,8 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   int32_t leaderVersion_ = 0;       // Data version of `leader` when kOurs.
   bool relinquishPending_ = false;  // Remove `leader` and the old latch before contending.
 
+  // A term is open: granted and not yet revoked. Not the same as kLeading: a hand-over enters
+  // kHandingOver at once and revokes on the next turn.
   bool leading_ = false;
   uint64_t epoch_ = 0;
   uint64_t lastGrantedEpoch_ = 0;  // Never adopted again.
@@ -181,14 +208,10 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   int winsInFlight_ = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> winWaiters_;
 
-  std::set<std::string> orphanLatches_;
-  int64_t orphanSession_ = 0;  // The session the orphans belong to.
-  bool orphanRemovalRunning_ = false;
-  Duration orphanBackoff_;
-
   uint64_t toleranceGeneration_ = 0;
   bool toleranceRunning_ = false;
-  Duration backoff_;
+  // Retries after failures; reset once a predecessor watch is set or a term is granted.
+  ExponentialBackoff backoff_;
 
   kj::Own<ErrorHandler> errorHandler_;
   kj::Own<void> sessionListener_;

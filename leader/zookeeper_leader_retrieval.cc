@@ -8,7 +8,6 @@
 #include <string>
 #include <utility>
 
-#include "leader/latch_names.h"
 
 namespace regent::leader {
 
@@ -20,7 +19,6 @@ using ha::ZkReply;
 
 namespace {
 
-constexpr const char* kLatchDir = "latch";
 constexpr const char* kLeaderPath = "leader";
 
 Error zkError(const std::string& what, ZkCode code) {
@@ -41,9 +39,8 @@ ZooKeeperLeaderRetrieval::ZooKeeperLeaderRetrieval(ha::Coordination& zk, kj::Tim
                                                    Duration initialBackoff, Duration maxBackoff)
     : zk_(zk),
       timer_(timer),
-      initialBackoff_(initialBackoff),
-      maxBackoff_(maxBackoff),
-      backoff_(initialBackoff),
+      backoff_(initialBackoff, maxBackoff),
+      latch_(zk, timer, initialBackoff, maxBackoff),
       errorHandler_(kj::heap<ErrorHandler>()),
       tasks_(*errorHandler_) {}
 
@@ -73,7 +70,7 @@ void ZooKeeperLeaderRetrieval::arm() {
         [this, generation](ha::Watched<ha::NodeData>&& watched) {
           if (watched.reply.code == ZkCode::kNoNode) return watchAbsentLeader(generation);
           if (!watched.reply.ok()) return fail(generation, "read the leader", watched.reply.code);
-          backoff_ = initialBackoff_;
+          backoff_.reset();
           auto info = leaderInfoFromJson(watched.reply.value.data);
           if (info) {
             notify(info.value());
@@ -97,7 +94,7 @@ void ZooKeeperLeaderRetrieval::watchAbsentLeader(uint64_t generation) {
   track(generation, zk_.existsAndWatch(kLeaderPath),
         [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
           if (!watched.reply.ok()) return fail(generation, "watch the leader", watched.reply.code);
-          backoff_ = initialBackoff_;
+          backoff_.reset();
           if (watched.reply.value) return arm();  // Created meanwhile: read it.
           notify(std::nullopt);
           KJ_IF_MAYBE (watch, watched.watch) {
@@ -132,8 +129,7 @@ void ZooKeeperLeaderRetrieval::fail(uint64_t generation, const char* what, ZkCod
                   zkCodeName(code));
     return;
   }
-  Duration delay = backoff_;
-  backoff_ = std::min(backoff_ * 2, maxBackoff_);
+  const Duration delay = backoff_.next();
   spdlog::warn("leader retrieval: {} failed with {}; trying again in {} ms", what, zkCodeName(code),
                delay.count());
   tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this, generation] {
@@ -187,7 +183,6 @@ kj::Promise<Result<std::optional<LeaderInfo>>> ZooKeeperLeaderRetrieval::leader(
 
 kj::Promise<Result<std::vector<ContenderEntry>>> ZooKeeperLeaderRetrieval::contenders() {
   using Entries = Result<std::vector<ContenderEntry>>;
-  using Reads = kj::Array<std::pair<std::string, ZkReply<ha::NodeData>>>;
   // The leader first, then the latch: each entry is flagged by the leader's master id.
   return zk_.get(kLeaderPath)
       .then([this](ZkReply<ha::NodeData>&& leaderReply) -> kj::Promise<Entries> {
@@ -198,40 +193,27 @@ kj::Promise<Result<std::vector<ContenderEntry>>> ZooKeeperLeaderRetrieval::conte
         } else if (leaderReply.code != ZkCode::kNoNode) {
           return Entries(zkError("reading the leader node", leaderReply.code));
         }
-        return zk_.children(kLatchDir).then(
-            [this, leaderId](ZkReply<std::vector<std::string>>&& children) -> kj::Promise<Entries> {
-              if (children.code == ZkCode::kNoNode) return Entries(std::vector<ContenderEntry>());
-              if (!children.ok()) return Entries(zkError("listing the latch", children.code));
-              auto names = sortedLatchNodes(children.value);
-              auto reads =
-                  kj::heapArrayBuilder<kj::Promise<std::pair<std::string, ZkReply<ha::NodeData>>>>(
-                      names.size());
-              for (const std::string& name : names) {
-                reads.add(zk_.get(std::string(kLatchDir) + "/" + name)
-                              .then([name](ZkReply<ha::NodeData>&& node) {
-                                return std::make_pair(name, kj::mv(node));
-                              }));
-              }
-              return kj::joinPromises(reads.finish()).then([leaderId](Reads&& nodes) -> Entries {
-                std::vector<ContenderEntry> entries;
-                for (auto& [name, node] : nodes) {
-                  if (node.code == ZkCode::kNoNode) continue;  // Gone since the listing.
-                  if (!node.ok()) return zkError("reading latch node " + name, node.code);
-                  ContenderEntry entry;
-                  entry.latchNode = name;
-                  auto info = contenderInfoFromJson(node.value.data);
-                  if (info) {
-                    entry.info = kj::mv(info.value());
-                    entry.leader = !leaderId.empty() && entry.info.masterId == leaderId;
-                  } else {
-                    spdlog::warn("leader retrieval: latch node {} is unreadable: {}", name,
-                                 info.error().message);
-                    entry.info.masterId = "?";
-                  }
-                  entries.push_back(kj::mv(entry));
+        return latch_.readMembers().then(
+            [leaderId](ZkReply<std::vector<LatchGroup::MemberRead>>&& members) -> Entries {
+              if (!members.ok()) return zkError("listing the latch", members.code);
+              std::vector<ContenderEntry> entries;
+              for (auto& [name, node] : members.value) {
+                if (node.code == ZkCode::kNoNode) continue;  // Gone since the listing.
+                if (!node.ok()) return zkError("reading latch node " + name, node.code);
+                ContenderEntry entry;
+                entry.latchNode = name;
+                auto info = contenderInfoFromJson(node.value.data);
+                if (info) {
+                  entry.info = kj::mv(info.value());
+                  entry.leader = !leaderId.empty() && entry.info.masterId == leaderId;
+                } else {
+                  spdlog::warn("leader retrieval: latch node {} is unreadable: {}", name,
+                               info.error().message);
+                  entry.info.masterId = "?";
                 }
-                return entries;
-              });
+                entries.push_back(kj::mv(entry));
+              }
+              return entries;
             });
       });
 }

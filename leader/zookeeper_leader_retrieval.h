@@ -1,5 +1,5 @@
-// Leader retrieval over ZooKeeper (DESIGN §5): watches the `leader` node and tells its listener
-// every change; one-shot reads of the leader and of the latch for inspection tools.
+// Leader retrieval over ZooKeeper (docs/leader-election.md): watches the `leader` node and tells
+// its listener every change; one-shot reads of the leader and of the latch for inspection tools.
 #pragma once
 
 #include <kj/async.h>
@@ -9,9 +9,11 @@
 #include <optional>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/result.h"
 #include "common/time.h"
-#include "ha/zookeeper_client.h"
+#include "ha/coordination.h"
+#include "leader/latch_group.h"
 #include "leader/leader_retrieval.h"
 
 namespace regent::leader {
@@ -29,7 +31,8 @@ namespace regent::leader {
 class ZooKeeperLeaderRetrieval final : public LeaderRetrieval {
  public:
   // `zk` and `timer` must outlive the retrieval. Failures other than connection loss are retried
-  // after a backoff that doubles from `initialBackoff` up to `maxBackoff`.
+  // after a backoff that doubles from `initialBackoff` up to `maxBackoff` (ExponentialBackoff:
+  // later retries are spread below the doubled delay).
   ZooKeeperLeaderRetrieval(ha::Coordination& zk, kj::Timer& timer,
                            Duration initialBackoff = Duration(100),
                            Duration maxBackoff = Duration(5000));
@@ -55,9 +58,8 @@ class ZooKeeperLeaderRetrieval final : public LeaderRetrieval {
 
   ha::Coordination& zk_;
   kj::Timer& timer_;
-  Duration initialBackoff_;
-  Duration maxBackoff_;
-  Duration backoff_;
+  ExponentialBackoff backoff_;
+  LatchGroup latch_;  // Lists the contenders.
   LeaderRetrievalListener* listener_ = nullptr;
   uint64_t generation_ = 0;   // The current watch; bumped when it is set again.
   int64_t armedSession_ = 0;  // The session the current watch was set in.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "conf/config.h"
+#include "ha/ha_mode.h"
 #include "ha/zookeeper_client.h"
 #include "store/rocksdb_record_store.h"
 #include "store/zookeeper_record_store.h"
@@ -123,7 +124,7 @@ Result<std::unique_ptr<StoreServices>> StoreServices::create(EventLoop& loop, co
                                                              ha::Coordination* zooKeeper) {
   std::string backend = config.getString("store.backend");
   if (backend == "auto") {
-    backend = config.getString("ha.mode") == "zookeeper" ? "zookeeper" : "rocksdb";
+    backend = ha::haModeFrom(config) == ha::HaMode::kZooKeeper ? "zookeeper" : "rocksdb";
   }
   const auto retain = static_cast<size_t>(config.getInt("store.job-results.retain"));
   if (backend == "zookeeper") {

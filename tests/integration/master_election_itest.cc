@@ -107,8 +107,9 @@ TEST(MasterElection, AtMostOneOfTenMastersLeadsAtATimeAndEpochsRiseByOnePerTerm)
 
 TEST(MasterElection, StandbyIsGrantedOnceTheKilledLeadersSessionExpires) {
   ZooKeeperServer& server = sharedServer();
-  MasterCluster cluster(
-      {.quorum = server.connectString(), .clusterId = uniqueClusterId("killed-leader")});
+  const MasterClusterOptions options{.quorum = server.connectString(),
+                                     .clusterId = uniqueClusterId("killed-leader")};
+  MasterCluster cluster(options);
   ASSERT_OK(cluster.startMasters(2));
   auto [epoch, leader] = waitForFirstLeader(cluster);
   const size_t standby = 1 - leader;
@@ -124,7 +125,8 @@ TEST(MasterElection, StandbyIsGrantedOnceTheKilledLeadersSessionExpires) {
   // to one ping interval (a third of the session timeout) after the last ping, so the grant
   // comes at least two thirds of the session timeout after the kill; this is a lower bound,
   // not a speed claim.
-  EXPECT_GT(grant->monoUs - killedAt, 2000 * 1000 * 2 / 3 - 250 * 1000)
+  const int64_t sessionTimeoutUs = int64_t{options.sessionTimeout.count()} * 1000;
+  EXPECT_GT(grant->monoUs - killedAt, sessionTimeoutUs * 2 / 3 - 250 * 1000)
       << "the standby was granted before the leader's session could have expired";
   EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
 }

@@ -196,9 +196,15 @@ TEST_F(LeaderElectionTest, WithTenContendersALeaderChangeWakesOnlyTheNextContend
   ASSERT_TRUE(runUntil([&] { return leaders() == 1; }));
   Contender& first = members_.front();
   ASSERT_TRUE(first.contender->leading());
-  // Every standby is parked on its predecessor's watch once its latch was listed; let the last
-  // ones settle.
-  runFor(Duration(300));
+  // Wait until every standby is parked on its predecessor's watch.
+  ASSERT_TRUE(runUntil([&] {
+    for (auto it = std::next(members_.begin()); it != members_.end(); ++it) {
+      if (it->election->phase() != ZooKeeperLeaderElection::Phase::kWatchingPredecessor) {
+        return false;
+      }
+    }
+    return true;
+  }));
   std::vector<uint64_t> before;
   for (auto& member : members_) before.push_back(member.zk->watchesFiredForTests());
 
@@ -226,8 +232,9 @@ TEST_F(LeaderElectionTest, ForcedSessionExpiryOfTheLeaderRevokesThenAStandbyIsGr
   Contender& a = addContender("a");
   ASSERT_TRUE(runUntil([&] { return a.contender->leading(); }));
   Contender& b = addContender("b");
-  ASSERT_TRUE(runUntil([&] { return b.election->latchNode().has_value(); }));
-  runFor(Duration(100));
+  ASSERT_TRUE(runUntil([&] {
+    return b.election->phase() == ZooKeeperLeaderElection::Phase::kWatchingPredecessor;
+  }));
   const uint64_t epoch = a.contender->epoch();
   const int64_t oldSession = a.zk->sessionId();
 

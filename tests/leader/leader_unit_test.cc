@@ -138,6 +138,8 @@ class FakeElectionTest : public ::testing::Test {
 
   Member& add(const std::string& name, ZooKeeperLeaderElectionOptions options = {},
               bool startNow = true) {
+    // Deterministic backoff: every retry waits the full doubled delay.
+    if (!options.backoffJitter) options.backoffJitter = [] { return 1.0; };
     Member member;
     member.zk = std::make_unique<FakeCoordination>(server_);
     member.contender = std::make_unique<RecordingContender>(name, log_);
@@ -461,6 +463,37 @@ TEST_F(FakeElectionTest, LeaderNodeOfAnotherSessionIsAwaited) {
   EXPECT_EQ(a.contender->epoch(), 1u);
 }
 
+TEST_F(FakeElectionTest, PhaseFollowsTheElectionFromIdleToStopped) {
+  using Phase = ZooKeeperLeaderElection::Phase;
+  Member& a = add("a", {}, /*startNow=*/false);
+  EXPECT_EQ(a.election->phase(), Phase::kIdle);
+  a.election->start(*a.contender);
+  EXPECT_EQ(a.election->phase(), Phase::kJoining) << "the latch node is being created";
+  settle();
+  EXPECT_EQ(a.election->phase(), Phase::kLeading);
+  Member& b = add("b");
+  EXPECT_EQ(b.election->phase(), Phase::kWatchingPredecessor);
+
+  auto done = a.election->handOver(/*recontend=*/false);
+  EXPECT_EQ(a.election->phase(), Phase::kHandingOver);
+  done.wait(waitScope_);
+  settle();
+  EXPECT_EQ(a.election->phase(), Phase::kStopped);
+  EXPECT_EQ(b.election->phase(), Phase::kLeading);
+
+  // A standby whose session expires joins again in the next session.
+  Member& c = add("c");
+  EXPECT_EQ(c.election->phase(), Phase::kWatchingPredecessor);
+  c.zk->expire();
+  EXPECT_EQ(c.election->phase(), Phase::kJoining);
+  c.zk->connectNewSession();
+  settle();
+  EXPECT_EQ(c.election->phase(), Phase::kWatchingPredecessor);
+  expectConsistentLog();
+}
+
+// The backoff is ExponentialBackoff's: the first retry waits the initial delay, later ones at most
+// the doubled one (the fixture fixes the spread at its top, so exactly the doubled one here).
 TEST_F(FakeElectionTest, UnexpectedErrorsAreRetriedWithDoublingBackoff) {
   Member& a = add("a", {}, /*startNow=*/false);
   int creates = 0;
