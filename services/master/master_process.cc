@@ -120,7 +120,7 @@ kj::Promise<int> MasterProcess::run() {
   tasks_.add(
       rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
                              rpc::rpcOptionsFrom(config_),
-                             capnp::Capability::Client(kj::heap<MasterBootstrapServer>(*this)))
+                             serveMasterBootstrap(*this, fencingCounters_))
           .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) -> kj::Promise<void> {
             if (!listening.ok()) {
               spdlog::error("{}", listening.error().message);

@@ -117,4 +117,30 @@ inline kj::Own<LeaderStores> FakeStoreBackend::openTerm(size_t retain) {
   return makeLeaderStores(kj::heap<FakeRecordStore>(*this), retain);
 }
 
+// StoreServices over a FakeStoreBackend: openTerm() fails kUnavailable `failOpens` times first.
+class FakeStoreServices final : public StoreServices {
+ public:
+  explicit FakeStoreServices(FakeStoreBackend& backend) : backend_(backend) {}
+
+  size_t opens = 0;
+  size_t failOpens = 0;
+  std::vector<StoreTerm> terms;  // Every term opened, in order.
+
+  StoreBackend backend() const override { return StoreBackend::kRocksDb; }
+  kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
+    using R = StoreResult<kj::Own<LeaderStores>>;
+    ++opens;
+    if (failOpens > 0) {
+      --failOpens;
+      return R(StoreError::unavailable("injected open failure"));
+    }
+    terms.push_back(term);
+    return R(backend_.openTerm());
+  }
+  kj::Promise<void> close() override { return kj::READY_NOW; }
+
+ private:
+  FakeStoreBackend& backend_;
+};
+
 }  // namespace regent::store::testing
