@@ -30,6 +30,7 @@
 #include "rpc/rpc_options.h"
 #include "rpc/rpc_server.h"
 #include "services/dispatcher/dispatcher.h"
+#include "services/dispatcher/dispatcher_gateway.h"
 #include "store/store_services.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 
@@ -158,13 +159,15 @@ class MasterSide {
       rpc::FencingCounters counters;
       rpc::LeadershipTerm term(1, counters);
       auto dispatcher = kj::heap<dispatcher::Dispatcher>(
-          1, *stores.value(), dispatcher::JobGraphLimits{}, [] { return int64_t{1700000000000}; });
+          1, *stores.value(), dispatcher::JobGraphLimits{}, 1000,
+          [] { return int64_t{1700000000000}; });
       auto recovered = loop.run(dispatcher->recover());
       KJ_REQUIRE(recovered.ok(), recovered.error().message);
+      term.markReady();
+      auto gatewayServer = kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher);
       DispatcherGateway::Client gateway =
-          layers == "bare"
-              ? DispatcherGateway::Client(kj::mv(dispatcher))
-              : term.serve<DispatcherGateway>(kj::mv(dispatcher));
+          layers == "bare" ? DispatcherGateway::Client(kj::mv(gatewayServer))
+                           : term.serve<DispatcherGateway>(kj::mv(gatewayServer));
       {
         auto graph = benchGraph(id_);
         auto submit = gateway.submitJobRequest();

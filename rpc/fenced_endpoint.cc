@@ -5,6 +5,7 @@
 #include <capnp/any.h>
 #include <capnp/dynamic.h>
 #include <capnp/membrane.h>
+#include <capnp/message.h>
 #include <kj/async.h>
 #include <kj/debug.h>
 #include <kj/refcount.h>
@@ -25,33 +26,77 @@ uint64_t FencingCounters::rejected(const std::string& method) const {
   return found == rejected_.end() ? 0 : found->second;
 }
 
+// ---- Epoch rules ---------------------------------------------------------------------------
+
+namespace {
+
+void refuseWithFencing(wire::Failure::Builder failure, const std::string& method,
+                       uint64_t received, uint64_t expected, const std::string& why) {
+  failure.setMessage(method + " refused: called with epoch " + std::to_string(received) + ", " +
+                     why);
+  auto fencing = failure.initFencing();
+  fencing.setExpected(expected);
+  fencing.setReceived(received);
+}
+
+}  // namespace
+
+bool ExactEpoch::admit(const std::string& method, uint64_t received,
+                       wire::Failure::Builder failure) {
+  if (received == epoch_) return true;
+  refuseWithFencing(failure, method, received, epoch_,
+                    "this master serves epoch " + std::to_string(epoch_));
+  return false;
+}
+
+void HighestSeenEpoch::observe(uint64_t epoch) {
+  if (epoch <= highest_) return;
+  const uint64_t previous = highest_;
+  highest_ = epoch;
+  if (onRaised_) onRaised_(previous, epoch);
+}
+
+bool HighestSeenEpoch::admit(const std::string& method, uint64_t received,
+                             wire::Failure::Builder failure) {
+  if (received < highest_) {
+    refuseWithFencing(failure, method, received, highest_,
+                      "this process has seen epoch " + std::to_string(highest_));
+    return false;
+  }
+  observe(received);
+  return true;
+}
+
 // ---- FencedEndpoint ------------------------------------------------------------------------
 
-// The handlers running in a term's gateways, dropped together when the term is revoked. Shared
-// by the term and its endpoints (which outlive it).
-class TermHandlers final : public kj::Refcounted {
+// What a term shares with the endpoints of its gateways (which outlive it): whether it is ready,
+// and the handlers running in them, dropped together when the term is revoked.
+class TermState final : public kj::Refcounted {
  public:
+  explicit TermState(uint64_t epoch) : epoch(epoch) {}
+  const uint64_t epoch;
+  bool ready = false;
   kj::Canceler canceler;
 };
 
 namespace {
 
-// Serves `schema`'s interface for one epoch: calls with another epoch are refused. Without an
-// `inner` server it stands for a term that is over (`ended` says which and why): every call with
-// an epoch is refused with expected = 0, and every other call fails with `ended`.
+// Serves `schema`'s interface under an epoch rule. Without an `inner` server it stands for a term
+// that is over (`ended` says which and why): every call with an epoch is refused with
+// expected = 0, and every other call fails with `ended`.
 class FencedEndpoint final : public capnp::Capability::Server {
  public:
   FencedEndpoint(capnp::InterfaceSchema schema, kj::Own<capnp::Capability::Server> inner,
-                 uint64_t epoch, FencingCounters& counters,
+                 kj::Own<EpochRule> rule, FencingCounters& counters,
                  kj::Maybe<kj::Exception> ended = nullptr,
-                 kj::Maybe<kj::Own<TermHandlers>> handlers = nullptr)
+                 kj::Maybe<kj::Own<TermState>> term = nullptr)
       : schema_(schema),
         interfaceId_(schema.getProto().getId()),
         inner_(kj::mv(inner)),
-        epoch_(epoch),
+        rule_(kj::mv(rule)),
         counters_(counters),
         ended_(kj::mv(ended)),
-        handlers_(kj::mv(handlers)) {
+        term_(kj::mv(term)) {
     // Where each method's `epoch` sits in its parameters' data section, found once: a call then
     // reads 8 bytes instead of walking the schema.
     for (auto method : schema.getMethods()) {
@@ -63,6 +108,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
         }
       }
       epochOffsets_.push_back(offset);
+      hasFailure_.push_back(method.getResultType().findFieldByName("failure") != nullptr);
       methodNames_.push_back(std::string(schema.getShortDisplayName().cStr()) + "." +
                              method.getProto().getName().cStr());
       callCounts_.push_back(&counters_.callSlot(methodNames_.back()));
@@ -72,43 +118,89 @@ class FencedEndpoint final : public capnp::Capability::Server {
   DispatchCallResult dispatchCall(uint64_t interfaceId, uint16_t methodId,
                                   capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
       override {
-    if (interfaceId == interfaceId_ && methodId < epochOffsets_.size()) {
+    const bool ours = interfaceId == interfaceId_ && methodId < epochOffsets_.size();
+    if (ours) {
       ++*callCounts_[methodId];
       if (const auto& offset = epochOffsets_[methodId]) {
         const uint64_t received = readEpoch(context, *offset);
-        if (ended_ != nullptr || received != epoch_) {
-          refuse(methodId, received, context);
+        if (!admit(methodId, received, context)) {
+          counters_.reject(methodNames_[methodId]);
           return {kj::READY_NOW, false};
         }
       }
     }
     KJ_IF_MAYBE (ended, ended_) kj::throwFatalException(kj::cp(*ended));
-    auto dispatched = inner_->dispatchCall(interfaceId, methodId, context);
-    KJ_IF_MAYBE (handlers, handlers_) {
-      dispatched.promise = (*handlers)->canceler.wrap(kj::mv(dispatched.promise));
+    if (ours && hasFailure_[methodId]) {
+      KJ_IF_MAYBE (term, term_) {
+        if (!(*term)->ready) {
+          answerNotReady(methodId, (*term)->epoch, context);
+          return {kj::READY_NOW, false};
+        }
+      }
+    }
+    DispatchCallResult dispatched{nullptr, false};
+    KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&]() {
+                   dispatched = inner_->dispatchCall(interfaceId, methodId, context);
+                 })) {
+      dispatched = {kj::Promise<void>(kj::mv(*exception)), false};
+    }
+    if (ours && hasFailure_[methodId]) {
+      dispatched.promise = dispatched.promise.catch_(
+          [this, methodId, context](kj::Exception&& exception) mutable -> kj::Promise<void> {
+            if (exception.getType() != kj::Exception::Type::UNIMPLEMENTED) return kj::mv(exception);
+            auto failure = initFailure(methodId, context);
+            failure.setMessage(methodNames_[methodId] + " is not implemented by this process");
+            failure.setFailedPrecondition();
+            return kj::READY_NOW;
+          });
+    }
+    KJ_IF_MAYBE (term, term_) {
+      dispatched.promise = (*term)->canceler.wrap(kj::mv(dispatched.promise));
     }
     return dispatched;
   }
 
  private:
-  void refuse(uint16_t methodId, uint64_t received,
-              capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
+  // The call's results, reset, with `failure` initialized.
+  wire::Failure::Builder initFailure(
+      uint16_t methodId, capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
     auto method = schema_.getMethods()[methodId];
-    const std::string& name = methodNames_[methodId];
-    counters_.reject(name);
-    context.releaseParams();
     auto results = context.getResults().initAs<capnp::DynamicStruct>(method.getResultType());
-    auto failure = results.init("failure").as<capnp::DynamicStruct>();
-    std::string message = name + " refused: called with epoch " + std::to_string(received);
+    return results.init("failure").as<capnp::DynamicStruct>().as<wire::Failure>();
+  }
+
+  bool admit(uint16_t methodId, uint64_t received,
+             capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
+    const std::string& name = methodNames_[methodId];
     KJ_IF_MAYBE (ended, ended_) {
-      message += ", but " + std::string(ended->getDescription().cStr());
-    } else {
-      message += ", this master serves epoch " + std::to_string(epoch_);
+      context.releaseParams();
+      auto failure = initFailure(methodId, context);
+      failure.setMessage(name + " refused: called with epoch " + std::to_string(received) +
+                         ", but " + ended->getDescription().cStr());
+      auto fencing = failure.initFencing();
+      fencing.setExpected(0);
+      fencing.setReceived(received);
+      return false;
     }
-    failure.set("message", capnp::Text::Reader(message.c_str()));
-    auto fencing = failure.init("fencing").as<capnp::DynamicStruct>();
-    fencing.set("expected", ended_ == nullptr ? epoch_ : uint64_t{0});
-    fencing.set("received", received);
+    // The rule fills the failure only when it refuses; build it in a scratch message so an
+    // admitted call's results stay untouched.
+    capnp::MallocMessageBuilder scratch(64);
+    auto refusal = scratch.initRoot<wire::Failure>();
+    if (rule_->admit(name, received, refusal)) return true;
+    context.releaseParams();
+    auto method = schema_.getMethods()[methodId];
+    auto results = context.getResults().initAs<capnp::DynamicStruct>(method.getResultType());
+    results.set("failure", capnp::toDynamic(refusal.asReader()));
+    return false;
+  }
+
+  void answerNotReady(uint16_t methodId, uint64_t epoch,
+                      capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
+    context.releaseParams();
+    auto failure = initFailure(methodId, context);
+    failure.setMessage("the leader of epoch " + std::to_string(epoch) +
+                       " is still recovering; retry shortly");
+    failure.initUnavailable().setRetryAfterMs(kNotReadyRetryMs);
   }
 
   // A UInt64 field's value: little-endian in the data section; absent (an older, shorter
@@ -126,13 +218,14 @@ class FencedEndpoint final : public capnp::Capability::Server {
   capnp::InterfaceSchema schema_;
   const uint64_t interfaceId_;
   std::vector<std::optional<uint32_t>> epochOffsets_;  // By method id.
+  std::vector<bool> hasFailure_;                        // By method id: results have `failure`.
   std::vector<std::string> methodNames_;                // By method id: "Interface.method".
   std::vector<uint64_t*> callCounts_;                   // By method id, in counters_.
   kj::Own<capnp::Capability::Server> inner_;
-  const uint64_t epoch_;
+  kj::Own<EpochRule> rule_;
   FencingCounters& counters_;
   const kj::Maybe<kj::Exception> ended_;
-  kj::Maybe<kj::Own<TermHandlers>> handlers_;  // The term's, for serve()'s endpoints.
+  kj::Maybe<kj::Own<TermState>> term_;  // The term's, for serve()'s endpoints.
 };
 
 }  // namespace
@@ -159,7 +252,7 @@ class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, pub
     auto& [schema, ended] = found->second;
     if (ended == nullptr) {
       ended = capnp::Capability::Client(kj::heap<FencedEndpoint>(
-          schema, kj::Own<capnp::Capability::Server>(), uint64_t{0}, counters_,
+          schema, kj::Own<capnp::Capability::Server>(), kj::heap<ExactEpoch>(0), counters_,
           KJ_EXCEPTION(DISCONNECTED, message_)));
     }
     return KJ_ASSERT_NONNULL(ended);
@@ -204,7 +297,7 @@ LeadershipTerm::LeadershipTerm(uint64_t epoch, FencingCounters& counters)
     : epoch_(epoch),
       counters_(counters),
       policy_(kj::refcounted<RevocationPolicy>(counters)),
-      handlers_(kj::refcounted<TermHandlers>()) {}
+      state_(kj::refcounted<TermState>(epoch)) {}
 
 LeadershipTerm::~LeadershipTerm() noexcept { revoke("leadership term ended"); }
 
@@ -213,10 +306,14 @@ void LeadershipTerm::revoke(const std::string& reason) {
   const std::string message = "the leadership term of epoch " + std::to_string(epoch_) +
                               " is over (" + reason + "); resolve the current leader and call again";
   policy_->revoke(message);
-  handlers_->canceler.cancel(message);
+  state_->canceler.cancel(message);
 }
 
 bool LeadershipTerm::revoked() const { return policy_->isRevoked; }
+
+void LeadershipTerm::markReady() { state_->ready = true; }
+
+bool LeadershipTerm::ready() const { return state_->ready; }
 
 kj::Own<capnp::MembranePolicy> LeadershipTerm::policy() { return policy_->addRef(); }
 
@@ -225,15 +322,15 @@ void LeadershipTerm::fenceAfterRevocation(capnp::InterfaceSchema schema) { polic
 capnp::Capability::Client LeadershipTerm::fencedForTerm(capnp::InterfaceSchema schema,
                                                         kj::Own<capnp::Capability::Server> inner) {
   return capnp::Capability::Client(kj::heap<FencedEndpoint>(
-      schema, kj::mv(inner), epoch_, counters_, nullptr, kj::addRef(*handlers_)));
+      schema, kj::mv(inner), kj::heap<ExactEpoch>(epoch_), counters_, nullptr,
+      kj::addRef(*state_)));
 }
 
-
 capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,
-                                         kj::Own<capnp::Capability::Server> inner, uint64_t epoch,
-                                         FencingCounters& counters) {
+                                         kj::Own<capnp::Capability::Server> inner,
+                                         kj::Own<EpochRule> rule, FencingCounters& counters) {
   return capnp::Capability::Client(
-      kj::heap<FencedEndpoint>(schema, kj::mv(inner), epoch, counters));
+      kj::heap<FencedEndpoint>(schema, kj::mv(inner), kj::mv(rule), counters));
 }
 
 }  // namespace regent::rpc

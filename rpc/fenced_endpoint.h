@@ -1,6 +1,7 @@
-// Fencing of the leader's gateways, in one place (DESIGN §5 layer 1, STYLE §4): a wrapper that
-// refuses every call whose `epoch` is not the term's before any handler runs, and the term's
-// membrane that revokes every capability handed out in it when leadership ends.
+// Fencing in one place per side (docs/wire.md, "Epochs and fencing"): a wrapper that judges every
+// call's `epoch` by a rule (exact on masters, "at least the highest seen" on workers) before any
+// handler runs, and the leadership term's membrane that revokes every capability handed out in
+// it when leadership ends.
 #pragma once
 
 #include <capnp/capability.h>
@@ -9,10 +10,62 @@
 #include <kj/memory.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
+#include "rpc/schema/common.capnp.h"
+
 namespace regent::rpc {
+
+// How a fenced endpoint judges the epoch a call carries. Loop-thread only; admit() runs before
+// the call reaches its handler, once per call of a method with an `epoch` parameter.
+class EpochRule {
+ public:
+  virtual ~EpochRule() = default;
+  // Whether a call of `method` ("DispatcherGateway.jobStatus") carrying `received` may reach its
+  // handler. When not, fills `failure` (its message and its union member, e.g. fencing) and
+  // returns false; the endpoint then completes the call with that failure.
+  virtual bool admit(const std::string& method, uint64_t received,
+                     wire::Failure::Builder failure) = 0;
+};
+
+// The masters' rule: only the term's own epoch. Refuses with `fencing {expected = epoch,
+// received}` and the message "<method> refused: called with epoch R, this master serves epoch E".
+class ExactEpoch final : public EpochRule {
+ public:
+  explicit ExactEpoch(uint64_t epoch) : epoch_(epoch) {}
+  uint64_t epoch() const { return epoch_; }
+  bool admit(const std::string& method, uint64_t received,
+             wire::Failure::Builder failure) override;
+
+ private:
+  const uint64_t epoch_;
+};
+
+// The workers' epoch gate: an epoch at least the highest seen so far, which it then raises.
+// Refuses a lower one with `fencing {expected = highest, received}` and the message "<method>
+// refused: called with epoch R, this process has seen epoch H". One gate is meant to be shared
+// by every endpoint of a process (pass kj::attachRef(gate)); it must outlive them.
+class HighestSeenEpoch final : public EpochRule {
+ public:
+  // `onRaised(previous, raised)` runs inside admit() each time a call carries an epoch above
+  // every one seen (not for `initial`), before that call reaches its handler: a worker re-resolves
+  // the leader there. It must not destroy the gate or the endpoint.
+  explicit HighestSeenEpoch(uint64_t initial = 0,
+                            std::function<void(uint64_t previous, uint64_t raised)> onRaised = {})
+      : highest_(initial), onRaised_(std::move(onRaised)) {}
+  uint64_t highest() const { return highest_; }
+  // Raises the highest epoch seen without a call (e.g. learned from the leader node); fires
+  // onRaised when it rises.
+  void observe(uint64_t epoch);
+  bool admit(const std::string& method, uint64_t received,
+             wire::Failure::Builder failure) override;
+
+ private:
+  uint64_t highest_;
+  const std::function<void(uint64_t, uint64_t)> onRaised_;
+};
 
 // Calls that reached a fenced endpoint, and those it refused for their epoch, by method
 // ("DispatcherGateway.jobStatus"), for /metrics. Loop-thread only.
@@ -33,10 +86,13 @@ class FencingCounters final {
   std::map<std::string, uint64_t> rejected_;
 };
 
-class TermHandlers;
+class TermState;
 
-// One leadership term of a master: its epoch, and the revocation of every capability its
-// gateways hand out. Loop-thread only.
+// How long a caller of a term that is not ready yet is asked to wait (Failure.unavailable).
+inline constexpr uint64_t kNotReadyRetryMs = 500;
+
+// One leadership term of a master: its epoch, whether its services are ready, and the
+// revocation of every capability its gateways hand out. Loop-thread only.
 class LeadershipTerm final {
  public:
   // `counters` (the master's, kept across terms) counts the calls refused after revocation; it
@@ -62,15 +118,24 @@ class LeadershipTerm final {
     return capnp::membrane(kj::mv(cap), policy());
   }
 
-  // A gateway of this term: `inner` behind fencedEndpoint() for the term's epoch, behind guard().
-  // Also, revoke() drops every handler of `inner` still running (its promise is destroyed, so no
-  // continuation of it runs afterwards): Cap'n Proto keeps a handler alive for pipelining until
-  // its caller's Finish arrives, and the term's services (its stores) are gone by then.
+  // A gateway of this term: `inner` behind fencedEndpoint() for the term's epoch (ExactEpoch),
+  // behind guard(). Until markReady(), every call that passes the epoch check and whose results
+  // have a `failure` field completes with `failure.unavailable {retryAfterMs = kNotReadyRetryMs}`
+  // ("the leader of epoch E is still recovering; retry shortly") without reaching `inner`: no
+  // handler checks readiness itself. Also, revoke() drops every handler of `inner` still running
+  // (its promise is destroyed, so no continuation of it runs afterwards): Cap'n Proto keeps a
+  // handler alive for pipelining until its caller's Finish arrives, and the term's services (its
+  // stores) are gone by then.
   template <typename Interface>
   typename Interface::Client serve(kj::Own<typename Interface::Server> inner) {
     return guard(fencedForTerm(capnp::Schema::from<Interface>(), kj::mv(inner))
                      .template castAs<Interface>());
   }
+
+  // Lets calls of serve()'s gateways through to their handlers from now on (the term recovered).
+  // Idempotent.
+  void markReady();
+  bool ready() const;
 
   // Idempotent. Fires the revocation on the loop, and drops the handlers of serve()'s gateways
   // at once.
@@ -87,25 +152,35 @@ class LeadershipTerm final {
   const uint64_t epoch_;
   FencingCounters& counters_;
   kj::Own<RevocationPolicy> policy_;
-  kj::Own<TermHandlers> handlers_;
+  kj::Own<TermState> state_;
 };
 
 // Wraps `inner`, a server of `schema`'s interface, so that every method of that interface whose
-// parameters have an `epoch :UInt64` field is refused unless the epoch equals `epoch`: the call
-// completes with `failure.fencing {expected = epoch, received}` (and a message naming both and
-// the method) without reaching `inner`, and counts in `counters`. Every call of the interface,
-// refused or not, counts in `counters.calls()`. Methods without an epoch
-// field, and calls of other interfaces, pass through. `counters` must outlive the endpoint.
+// parameters have an `epoch :UInt64` field is judged by `rule` first: a refused call completes
+// with the failure the rule filled in, without reaching `inner`, and counts in
+// `counters.all()`. Every call of the interface, refused or not, counts in `counters.calls()`.
+// A method `inner` does not implement (a kj UNIMPLEMENTED exception) completes with
+// `failure.failedPrecondition` and the message "<method> is not implemented by this process"
+// when its results have a `failure` field. Methods without an epoch field, and calls of other
+// interfaces, pass through. `counters` must outlive the endpoint.
 capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,
-                                         kj::Own<capnp::Capability::Server> inner, uint64_t epoch,
-                                         FencingCounters& counters);
+                                         kj::Own<capnp::Capability::Server> inner,
+                                         kj::Own<EpochRule> rule, FencingCounters& counters);
 
-// Typed convenience: `fencedEndpoint<wire::DispatcherGateway>(kj::heap<DispatcherImpl>(...), ...)`.
+// Typed convenience:
+// `fencedEndpoint<wire::DispatcherGateway>(kj::heap<Gateway>(...), kj::heap<ExactEpoch>(7), ...)`.
+template <typename Interface>
+typename Interface::Client fencedEndpoint(kj::Own<typename Interface::Server> inner,
+                                          kj::Own<EpochRule> rule, FencingCounters& counters) {
+  return fencedEndpoint(capnp::Schema::from<Interface>(), kj::mv(inner), kj::mv(rule), counters)
+      .template castAs<Interface>();
+}
+
+// The masters' rule for one epoch: fencedEndpoint<I>(inner, kj::heap<ExactEpoch>(epoch), ...).
 template <typename Interface>
 typename Interface::Client fencedEndpoint(kj::Own<typename Interface::Server> inner,
                                           uint64_t epoch, FencingCounters& counters) {
-  return fencedEndpoint(capnp::Schema::from<Interface>(), kj::mv(inner), epoch, counters)
-      .template castAs<Interface>();
+  return fencedEndpoint<Interface>(kj::mv(inner), kj::heap<ExactEpoch>(epoch), counters);
 }
 
 }  // namespace regent::rpc

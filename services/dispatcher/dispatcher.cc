@@ -1,8 +1,9 @@
 // The Dispatcher: recovery at the start of a term, submission (validate, persist, accept),
-// cancellation (dirty result, JobGraph removed, result clean), listing and status.
+// cancellation (dirty result, JobGraph removed, result clean), and the jobs it keeps in memory.
 #include "services/dispatcher/dispatcher.h"
 
 #include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
@@ -13,49 +14,44 @@
 namespace regent::dispatcher {
 namespace {
 
-constexpr uint64_t kRecoveringRetryMs = 500;
+constexpr uint64_t kBusyRetryMs = 500;
 
 JobId jobIdOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
 
-void setJobId(wire::Id128::Builder target, const JobId& id) {
-  target.setHi(id.hi());
-  target.setLo(id.lo());
-}
-
-void setUnavailable(wire::Failure::Builder failure, const std::string& message,
-                    uint64_t retryAfterMs = 0) {
-  failure.setMessage(message);
-  failure.initUnavailable().setRetryAfterMs(retryAfterMs);
-}
-
-void setRecovering(wire::Failure::Builder failure, uint64_t epoch) {
-  setUnavailable(failure,
-                 "the leader of epoch " + std::to_string(epoch) +
-                     " is still recovering its jobs; retry shortly",
-                 kRecoveringRetryMs);
-}
-
-void setNotFound(wire::Failure::Builder failure, const JobId& id) {
-  failure.setMessage("no job " + id.toHex());
-  setJobId(failure.initNotFound().initJob(), id);
+JobFailure failure(JobFailure::Kind kind, std::string message, JobId job = JobId()) {
+  JobFailure failed{kind, std::move(message)};
+  failed.job = job;
+  return failed;
 }
 
 // A store failure as the caller sees it: too large is the caller's problem, everything else is
 // the leader's (retry later; a fenced store means this term is ending).
-void setStoreFailure(wire::Failure::Builder failure, const store::StoreError& error) {
+JobFailure storeFailure(const store::StoreError& error) {
   if (error.code == store::StoreErrorCode::kTooLarge) {
-    failure.setMessage(error.message);
-    auto tooLarge = failure.initTooLarge();
-    tooLarge.setSizeBytes(error.sizeBytes);
-    tooLarge.setLimitBytes(error.limitBytes);
-    return;
+    JobFailure tooLarge = failure(JobFailure::Kind::kTooLarge, error.message);
+    tooLarge.sizeBytes = error.sizeBytes;
+    tooLarge.limitBytes = error.limitBytes;
+    return tooLarge;
   }
   if (error.code == store::StoreErrorCode::kInvalid) {
-    failure.setMessage(error.message);
-    failure.initInvalidArgument().setMessage(error.message);
-    return;
+    JobFailure invalid = failure(JobFailure::Kind::kInvalidArgument, error.message);
+    invalid.fieldMessage = error.message;
+    return invalid;
   }
-  setUnavailable(failure, "the job store cannot be used: " + error.message);
+  return failure(JobFailure::Kind::kUnavailable,
+                 "the job store cannot be used: " + error.message);
+}
+
+// A message of its own size: the canonical form of `root` (one segment, no slack), read back
+// with readOnly<T>() without validation (it was validated when it was built).
+template <typename Reader>
+kj::Array<capnp::word> flatCopy(Reader root) {
+  return capnp::canonicalize(root);
+}
+
+template <typename Struct>
+typename Struct::Reader readOnly(const kj::Array<capnp::word>& flat) {
+  return capnp::readMessageUnchecked<Struct>(flat.begin());
 }
 
 // The graph as compared for idempotent resubmission: everything but submittedAtMs.
@@ -72,55 +68,63 @@ bool sameGraph(wire::JobGraph::Reader a, wire::JobGraph::Reader b) {
   return left.asBytes() == right.asBytes();
 }
 
-// Status of a job that has a JobGraph and no result: every subtask pending.
-void fillActiveStatus(wire::JobStatus::Builder status, wire::JobGraph::Reader graph,
-                      wire::JobState state, int64_t stateChangedAtMs) {
-  status.setJobId(graph.getJobId());
-  status.setName(graph.getName());
-  status.setState(state);
-  status.setSubmittedAtMs(graph.getSubmittedAtMs());
-  status.setStateChangedAtMs(stateChangedAtMs);
-  uint32_t total = 0;
-  auto vertices = status.initVertices(graph.getVertices().size());
-  for (uint32_t i = 0; i < graph.getVertices().size(); ++i) {
-    auto vertex = graph.getVertices()[i];
-    vertices[i].setName(vertex.getName());
-    vertices[i].setParallelism(vertex.getParallelism());
-    vertices[i].initTasks().setTotal(vertex.getParallelism());
-    vertices[i].getTasks().setPending(vertex.getParallelism());
-    total += vertex.getParallelism();
-  }
-  status.initTasks().setTotal(total);
-  status.getTasks().setPending(total);
-}
-
-void fillTerminalStatus(wire::JobStatus::Builder status, wire::JobResult::Reader result) {
-  status.setJobId(result.getJobId());
-  status.setName(result.getJobName());
-  status.setState(result.getState());
-  status.setSubmittedAtMs(result.getSubmittedAtMs());
-  status.setStateChangedAtMs(result.getEndedAtMs());
-  status.setEndedAtMs(result.getEndedAtMs());
-  status.setRestarts(result.getRestarts());
-  if (result.hasFailure()) status.setFailure(result.getFailure());
-}
-
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
-                       std::function<int64_t()> nowMs)
-    : epoch_(epoch), stores_(stores), limits_(std::move(limits)), nowMs_(std::move(nowMs)) {}
+                       size_t retainClean, std::function<int64_t()> nowMs)
+    : epoch_(epoch),
+      stores_(stores),
+      limits_(std::move(limits)),
+      retainClean_(retainClean),
+      nowMs_(std::move(nowMs)) {}
 
 Dispatcher::~Dispatcher() noexcept = default;
 
-template <typename Context>
-bool Dispatcher::recoveredOrAnswered(Context& context) {
-  if (recovered_) return true;
-  setRecovering(context.getResults().initFailure(), epoch_);
-  return false;
+void Dispatcher::addEnded(JobId id, wire::JobResult::Reader result, bool clean) {
+  auto previous = ended_.find(id);
+  if (previous != ended_.end()) {
+    endedByAge_.erase({previous->second.endedAtMs, id});
+    cleanByAge_.erase({previous->second.endedAtMs, id});
+    ended_.erase(previous);
+  }
+  EndedJob job;
+  job.result = flatCopy(result);
+  job.clean = clean;
+  job.endedAtMs = result.getEndedAtMs();
+  endedByAge_.insert({job.endedAtMs, id});
+  if (clean) cleanByAge_.insert({job.endedAtMs, id});
+  ended_.emplace(id, kj::mv(job));
+  pruneClean();
+}
+
+void Dispatcher::markCleanInMemory(JobId id) {
+  auto found = ended_.find(id);
+  if (found == ended_.end() || found->second.clean) return;
+  capnp::MallocMessageBuilder copy;
+  copy.setRoot(readOnly<wire::JobResult>(found->second.result));
+  copy.getRoot<wire::JobResult>().setClean(true);
+  found->second.result = flatCopy(copy.getRoot<wire::JobResult>().asReader());
+  found->second.clean = true;
+  cleanByAge_.insert({found->second.endedAtMs, id});
+  pruneClean();
+}
+
+// The store's retention: the oldest clean results go first; dirty ones stay.
+void Dispatcher::pruneClean() {
+  while (cleanByAge_.size() > retainClean_) {
+    auto oldest = cleanByAge_.begin();
+    endedByAge_.erase(*oldest);
+    ended_.erase(oldest->second);
+    cleanByAge_.erase(oldest);
+  }
 }
 
 kj::Promise<Status> Dispatcher::recover() {
+  recovered_ = false;
+  active_.clear();
+  ended_.clear();
+  endedByAge_.clear();
+  cleanByAge_.clear();
   return canceler_.wrap(
       stores_.jobResults().listAll().then(
           [this](store::StoreResult<store::JobResults>&& results) -> kj::Promise<Status> {
@@ -128,36 +132,36 @@ kj::Promise<Status> Dispatcher::recover() {
               return Status(Error::retryable("cannot read the job results: " +
                                              results.error().message));
             }
-            std::map<JobId, bool> ended;  // job -> dirty
             for (auto& result : results.value().results) {
-              ended[jobIdOf(result.get().getJobId())] = !result.get().getClean();
+              addEnded(jobIdOf(result.get().getJobId()), result.get(), result.get().getClean());
             }
             return stores_.jobGraphs().recoverAll().then(
-                [this, ended = kj::mv(ended)](
-                    store::StoreResult<store::RecoveredJobGraphs>&& graphs) mutable
-                -> kj::Promise<Status> {
+                [this](store::StoreResult<store::RecoveredJobGraphs>&& graphs)
+                    -> kj::Promise<Status> {
                   if (!graphs.ok()) {
                     return Status(Error::retryable("cannot read the JobGraphs: " +
                                                    graphs.error().message));
                   }
                   kj::Vector<kj::Promise<Status>> cleanups;
+                  std::set<JobId> withGraph;
                   for (auto& graph : graphs.value().graphs) {
                     const JobId id = jobIdOf(graph.get().getJobId());
-                    auto endedJob = ended.find(id);
-                    if (endedJob != ended.end()) {
+                    auto endedJob = ended_.find(id);
+                    if (endedJob != ended_.end()) {
                       // The job ended in an earlier term: finish its cleanup, never re-run it.
-                      cleanups.add(finishCleanup(id, endedJob->second));
-                      ended.erase(endedJob);
+                      withGraph.insert(id);
+                      cleanups.add(finishCleanup(id, !endedJob->second.clean));
                       continue;
                     }
-                    Job job;
-                    job.graph = kj::heap<capnp::MallocMessageBuilder>();
-                    job.graph->setRoot(graph.get());
+                    ActiveJob job;
+                    job.graph = flatCopy(graph.get());
                     job.stateChangedAtMs = nowMs_();
-                    jobs_.emplace(id, kj::mv(job));
+                    active_.emplace(id, kj::mv(job));
                   }
-                  for (auto& [id, dirty] : ended) {
-                    if (dirty) cleanups.add(finishCleanup(id, true));
+                  for (auto& [id, job] : ended_) {
+                    if (!job.clean && withGraph.count(id) == 0) {
+                      cleanups.add(finishCleanup(id, true));
+                    }
                   }
                   return kj::joinPromises(cleanups.releaseAsArray())
                       .then([this](kj::Array<Status>&& done) -> Status {
@@ -166,7 +170,7 @@ kj::Promise<Status> Dispatcher::recover() {
                         }
                         recovered_ = true;
                         spdlog::info("dispatcher recovered epoch={} jobs={}", epoch_,
-                                     jobs_.size());
+                                     active_.size());
                         return Status();
                       });
                 });
@@ -183,128 +187,92 @@ kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool dirty) {
         if (!dirty) return Status();
         spdlog::info("dispatcher finished the cleanup of job {} (dirty result)", id.toHex());
         return stores_.jobResults().markClean(id).then(
-            [id](store::StoreResult<void>&& clean) -> Status {
+            [this, id](store::StoreResult<void>&& clean) -> Status {
               if (!clean.ok()) {
                 return Error::retryable("cannot mark the result of job " + id.toHex() +
                                         " clean: " + clean.error().message);
               }
+              markCleanInMemory(id);
               return Status();
             });
       });
 }
 
-kj::Promise<void> Dispatcher::submitJob(SubmitJobContext context) {
-  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
-  auto params = context.getParams();
-  if (!params.hasJobGraph()) {
-    auto failure = context.getResults().initFailure();
-    failure.setMessage("jobGraph: missing");
-    failure.initInvalidArgument().setField("jobGraph");
-    failure.getInvalidArgument().setMessage("missing");
-    return kj::READY_NOW;
-  }
-  auto graph = params.getJobGraph();
+kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
   if (auto violation = findJobGraphViolation(graph, limits_)) {
-    auto failure = context.getResults().initFailure();
-    failure.setMessage(violation->describe());
-    failure.initInvalidArgument().setField(violation->field);
-    failure.getInvalidArgument().setMessage(violation->message);
-    return kj::READY_NOW;
+    JobFailure invalid = failure(JobFailure::Kind::kInvalidArgument, violation->describe());
+    invalid.field = violation->field;
+    invalid.fieldMessage = violation->message;
+    return JobOutcome(kj::mv(invalid));
   }
   const JobId id = jobIdOf(graph.getJobId());
-  auto existing = jobs_.find(id);
-  if (existing != jobs_.end()) {
-    auto stored = existing->second.graph->getRoot<wire::JobGraph>().asReader();
-    if (sameGraph(graph, stored)) {  // A retried submission.
-      setJobId(context.getResults().initJobId(), id);
-    } else {
-      auto failure = context.getResults().initFailure();
-      failure.setMessage("job " + id.toHex() + " exists with a different JobGraph");
-      setJobId(failure.initAlreadyExists().initJob(), id);
+  auto existing = active_.find(id);
+  if (existing != active_.end()) {
+    if (sameGraph(graph, readOnly<wire::JobGraph>(existing->second.graph))) {
+      return JobOutcome();  // A retried submission.
     }
-    return kj::READY_NOW;
+    return JobOutcome(failure(JobFailure::Kind::kAlreadyExists,
+                              "job " + id.toHex() + " exists with a different JobGraph", id));
   }
   if (inFlight_.count(id) > 0) {
-    setUnavailable(context.getResults().initFailure(),
-                   "job " + id.toHex() + " is being submitted or cancelled; retry shortly",
-                   kRecoveringRetryMs);
-    return kj::READY_NOW;
+    JobFailure busy = failure(JobFailure::Kind::kUnavailable,
+                              "job " + id.toHex() + " is being submitted or cancelled; retry shortly");
+    busy.retryAfterMs = kBusyRetryMs;
+    return JobOutcome(kj::mv(busy));
+  }
+  // A job that already ended keeps its id for good while its result is kept.
+  if (ended_.count(id) > 0) {
+    return JobOutcome(failure(JobFailure::Kind::kAlreadyExists,
+                              "job " + id.toHex() + " already ended; submit it with a new id", id));
   }
 
-  auto accepted = kj::heap<capnp::MallocMessageBuilder>();
-  accepted->setRoot(graph);
-  accepted->getRoot<wire::JobGraph>().setSubmittedAtMs(nowMs_());
-  context.releaseParams();
+  kj::Array<capnp::word> accepted;
+  {
+    capnp::MallocMessageBuilder copy;
+    copy.setRoot(graph);
+    copy.getRoot<wire::JobGraph>().setSubmittedAtMs(nowMs_());
+    accepted = flatCopy(copy.getRoot<wire::JobGraph>().asReader());
+  }
   inFlight_.insert(id);
-  // A job that already ended keeps its id for good: its result is still in the store.
-  return canceler_.wrap(
-      stores_.jobResults().get(id).then(
-          [this, id, context, accepted = kj::mv(accepted)](
-              store::StoreResult<store::JobResultMessage>&& ended) mutable -> kj::Promise<void> {
-            if (ended.ok()) {
-              inFlight_.erase(id);
-              auto failure = context.getResults().initFailure();
-              failure.setMessage("job " + id.toHex() + " already ended; submit it with a new id");
-              setJobId(failure.initAlreadyExists().initJob(), id);
-              return kj::READY_NOW;
-            }
-            if (ended.error().code != store::StoreErrorCode::kNotFound &&
-                ended.error().code != store::StoreErrorCode::kCorrupt) {
-              inFlight_.erase(id);
-              setStoreFailure(context.getResults().initFailure(), ended.error());
-              return kj::READY_NOW;
-            }
-            auto reader = accepted->getRoot<wire::JobGraph>().asReader();
-            return stores_.jobGraphs().put(reader).then(
-                [this, id, context, accepted = kj::mv(accepted)](
-                    store::StoreResult<void>&& written) mutable {
-                  inFlight_.erase(id);
-                  if (!written.ok()) {
-                    setStoreFailure(context.getResults().initFailure(), written.error());
-                    return;
-                  }
-                  // Persisted before accepted (DESIGN §7).
-                  Job job;
-                  job.graph = kj::mv(accepted);
-                  job.stateChangedAtMs = nowMs_();
-                  jobs_.emplace(id, kj::mv(job));
-                  setJobId(context.getResults().initJobId(), id);
-                  spdlog::info("dispatcher accepted job {} epoch={}", id.toHex(), epoch_);
-                });
-          }));
+  auto written = stores_.jobGraphs().put(readOnly<wire::JobGraph>(accepted));
+  return canceler_.wrap(written.then(
+      [this, id, accepted = kj::mv(accepted)](store::StoreResult<void>&& written) mutable
+      -> JobOutcome {
+        inFlight_.erase(id);
+        if (!written.ok()) return storeFailure(written.error());
+        // Persisted before accepted.
+        ActiveJob job;
+        job.graph = kj::mv(accepted);
+        job.stateChangedAtMs = nowMs_();
+        active_.emplace(id, kj::mv(job));
+        spdlog::info("dispatcher accepted job {} epoch={}", id.toHex(), epoch_);
+        return JobOutcome();
+      }));
 }
 
-kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
-  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
-  const JobId id = jobIdOf(context.getParams().getJobId());
-  auto found = jobs_.find(id);
+kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
+  auto found = active_.find(id);
   // Already being cancelled: a repeated cancel succeeds without a second write.
-  if (found != jobs_.end() && found->second.state == wire::JobState::CANCELLING) {
-    return kj::READY_NOW;
+  if (found != active_.end() && found->second.state == wire::JobState::CANCELLING) {
+    return JobOutcome();
   }
   if (inFlight_.count(id) > 0) {  // Its submission is being persisted.
-    setUnavailable(context.getResults().initFailure(),
-                   "job " + id.toHex() + " is being submitted; retry shortly", kRecoveringRetryMs);
-    return kj::READY_NOW;
+    JobFailure busy = failure(JobFailure::Kind::kUnavailable,
+                              "job " + id.toHex() + " is being submitted; retry shortly");
+    busy.retryAfterMs = kBusyRetryMs;
+    return JobOutcome(kj::mv(busy));
   }
-  if (found == jobs_.end()) {
-    return canceler_.wrap(stores_.jobResults().get(id).then(
-        [id, context](store::StoreResult<store::JobResultMessage>&& result) mutable {
-          auto failure = context.getResults().initFailure();
-          if (result.ok()) {
-            failure.setMessage("job " + id.toHex() + " already ended");
-            failure.setFailedPrecondition();
-          } else if (result.error().code == store::StoreErrorCode::kNotFound) {
-            setNotFound(failure, id);
-          } else {
-            setStoreFailure(failure, result.error());
-          }
-        }));
+  if (found == active_.end()) {
+    if (ended_.count(id) > 0) {
+      return JobOutcome(
+          failure(JobFailure::Kind::kFailedPrecondition, "job " + id.toHex() + " already ended", id));
+    }
+    return JobOutcome(failure(JobFailure::Kind::kNotFound, "no job " + id.toHex(), id));
   }
-  Job& job = found->second;
+  ActiveJob& job = found->second;
   job.state = wire::JobState::CANCELLING;
   job.stateChangedAtMs = nowMs_();
-  auto graph = job.graph->getRoot<wire::JobGraph>().asReader();
+  auto graph = readOnly<wire::JobGraph>(job.graph);
   capnp::MallocMessageBuilder message;
   auto result = message.initRoot<wire::JobResult>();
   result.setJobId(graph.getJobId());
@@ -312,97 +280,86 @@ kj::Promise<void> Dispatcher::cancelJob(CancelJobContext context) {
   result.setState(wire::JobState::CANCELED);
   result.setSubmittedAtMs(graph.getSubmittedAtMs());
   result.setEndedAtMs(nowMs_());
+  auto ended = flatCopy(result.asReader());
   inFlight_.insert(id);
-  return canceler_.wrap(
-      stores_.jobResults()
-          .createDirty(result.asReader())
-          .then([this, id, context](store::StoreResult<void>&& dirty) mutable
-                -> kj::Promise<void> {
-            if (!dirty.ok()) {
-              inFlight_.erase(id);
-              auto job = jobs_.find(id);
-              if (job != jobs_.end()) job->second.state = wire::JobState::CREATED;
-              setStoreFailure(context.getResults().initFailure(), dirty.error());
-              return kj::READY_NOW;
-            }
-            // From here the job is over: a new leader finishes a cleanup left half done.
-            jobs_.erase(id);
-            return finishCleanup(id, true).then([this, id, context](Status&& cleaned) mutable {
-              inFlight_.erase(id);
-              if (!cleaned.ok()) {
-                spdlog::warn("dispatcher: job {} canceled; cleanup left to the next leader: {}",
-                             id.toHex(), cleaned.error().message);
-              }
-              spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
-            });
-          }));
-}
-
-kj::Promise<void> Dispatcher::listJobs(ListJobsContext context) {
-  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
-  return canceler_.wrap(stores_.jobResults().listAll().then(
-      [this, context](store::StoreResult<store::JobResults>&& results) mutable {
-        if (!results.ok()) {
-          setStoreFailure(context.getResults().initFailure(), results.error());
-          return;
+  auto dirty = stores_.jobResults().createDirty(result.asReader());
+  return canceler_.wrap(dirty.then(
+      [this, id, ended = kj::mv(ended)](store::StoreResult<void>&& dirty) mutable
+      -> kj::Promise<JobOutcome> {
+        if (!dirty.ok()) {
+          inFlight_.erase(id);
+          auto job = active_.find(id);
+          if (job != active_.end()) job->second.state = wire::JobState::CREATED;
+          return JobOutcome(storeFailure(dirty.error()));
         }
-        auto& ended = results.value().results;
-        auto jobs = context.getResults().initJobs(jobs_.size() + ended.size());
-        uint32_t i = 0;
-        for (auto& [id, job] : jobs_) {
-          fillActiveStatus(jobs[i++], job.graph->getRoot<wire::JobGraph>().asReader(), job.state,
-                           job.stateChangedAtMs);
-        }
-        for (auto& result : ended) fillTerminalStatus(jobs[i++], result.get());
+        // From here the job is over: a new leader finishes a cleanup left half done.
+        active_.erase(id);
+        addEnded(id, readOnly<wire::JobResult>(ended), false);
+        return finishCleanup(id, true).then([this, id](Status&& cleaned) {
+          inFlight_.erase(id);
+          if (!cleaned.ok()) {
+            spdlog::warn("dispatcher: job {} canceled; cleanup left to the next leader: {}",
+                         id.toHex(), cleaned.error().message);
+          }
+          spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
+          return JobOutcome();
+        });
       }));
 }
 
-kj::Promise<void> Dispatcher::jobStatus(JobStatusContext context) {
-  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
-  const JobId id = jobIdOf(context.getParams().getJobId());
-  auto found = jobs_.find(id);
-  if (found != jobs_.end()) {
-    fillActiveStatus(context.getResults().initStatus(),
-                     found->second.graph->getRoot<wire::JobGraph>().asReader(),
-                     found->second.state, found->second.stateChangedAtMs);
-    return kj::READY_NOW;
+JobView Dispatcher::viewOf(JobId id, const ActiveJob& job) const {
+  JobView view;
+  view.id = id;
+  view.state = job.state;
+  view.stateChangedAtMs = job.stateChangedAtMs;
+  view.graph = readOnly<wire::JobGraph>(job.graph);
+  return view;
+}
+
+JobView Dispatcher::viewOf(JobId id, const EndedJob& job) const {
+  JobView view;
+  view.id = id;
+  auto result = readOnly<wire::JobResult>(job.result);
+  view.state = result.getState();
+  view.stateChangedAtMs = result.getEndedAtMs();
+  view.result = result;
+  return view;
+}
+
+kj::Maybe<JobView> Dispatcher::job(JobId id) const {
+  auto active = active_.find(id);
+  if (active != active_.end()) return viewOf(id, active->second);
+  auto ended = ended_.find(id);
+  if (ended != ended_.end()) return viewOf(id, ended->second);
+  return nullptr;
+}
+
+void Dispatcher::forEachJob(const std::function<void(const JobView&)>& visit) const {
+  for (const auto& [id, job] : active_) visit(viewOf(id, job));
+  for (auto it = endedByAge_.rbegin(); it != endedByAge_.rend(); ++it) {
+    visit(viewOf(it->second, ended_.at(it->second)));
   }
-  return canceler_.wrap(stores_.jobResults().get(id).then(
-      [id, context](store::StoreResult<store::JobResultMessage>&& result) mutable {
-        auto results = context.getResults();
-        if (!result.ok()) {
-          if (result.error().code == store::StoreErrorCode::kNotFound) {
-            setNotFound(results.initFailure(), id);
-          } else {
-            setStoreFailure(results.initFailure(), result.error());
-          }
-          return;
-        }
-        fillTerminalStatus(results.initStatus(), result.value().get());
-        results.setResult(result.value().get());
-      }));
 }
 
-kj::Promise<void> Dispatcher::clusterOverview(ClusterOverviewContext context) {
-  if (!recoveredOrAnswered(context)) return kj::READY_NOW;
-  return canceler_.wrap(stores_.jobResults().listAll().then(
-      [this, context](store::StoreResult<store::JobResults>&& results) mutable {
-        auto overview = context.getResults().initOverview();
-        overview.setJobsRunning(static_cast<uint32_t>(jobs_.size()));
-        if (!results.ok()) return;  // Counts of ended jobs stay 0; never fails (schema).
-        uint32_t finished = 0, canceled = 0, failed = 0;
-        for (auto& result : results.value().results) {
-          switch (result.get().getState()) {
-            case wire::JobState::FINISHED: ++finished; break;
-            case wire::JobState::CANCELED: ++canceled; break;
-            case wire::JobState::FAILED: ++failed; break;
-            default: break;
-          }
-        }
-        overview.setJobsFinished(finished);
-        overview.setJobsCanceled(canceled);
-        overview.setJobsFailed(failed);
-      }));
+JobCounts Dispatcher::counts() const {
+  JobCounts counts;
+  counts.active = static_cast<uint32_t>(active_.size());
+  for (const auto& [id, job] : ended_) {
+    switch (readOnly<wire::JobResult>(job.result).getState()) {
+      case wire::JobState::FINISHED: ++counts.finished; break;
+      case wire::JobState::CANCELED: ++counts.canceled; break;
+      case wire::JobState::FAILED: ++counts.failed; break;
+      default: break;
+    }
+  }
+  return counts;
+}
+
+size_t Dispatcher::heldBytesForTests() const {
+  size_t bytes = 0;
+  for (const auto& [id, job] : active_) bytes += job.graph.asBytes().size();
+  for (const auto& [id, job] : ended_) bytes += job.result.asBytes().size();
+  return bytes;
 }
 
 }  // namespace regent::dispatcher

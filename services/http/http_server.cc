@@ -1,6 +1,8 @@
 // The HTTP endpoints (see http_server.h).
 #include "services/http/http_server.h"
 
+#include <capnp/message.h>
+#include <capnp/orphan.h>
 #include <capnp/schema.h>
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +14,7 @@
 #include <utility>
 
 #include "common/ids.h"
+#include "services/dispatcher/dispatcher_gateway.h"
 
 namespace regent::http {
 namespace {
@@ -163,118 +166,85 @@ kj::Promise<void> HttpRoutes::jobs(Response& response) {
                  kj::StringPtr(location.c_str()))
         .attach(kj::mv(location));
   }
-  wire::DispatcherGateway::Client* gateway = nullptr;
-  auto maybeGateway = host_.dispatcherGateway();
-  KJ_IF_MAYBE (found, maybeGateway) {
-    gateway = found;
+  const dispatcher::Dispatcher* leading = nullptr;
+  KJ_IF_MAYBE (found, host_.leaderDispatcher()) {
+    leading = found;
   }
-  if (gateway == nullptr) {
+  if (leading == nullptr) {
     return reply(response, 503, "Service Unavailable", kJson,
-                 errorJson("RECOVERING", "leader of epoch " + std::to_string(epoch) +
-                                             " is still opening its stores"));
+                 errorJson("RECOVERING",
+                           "leader of epoch " + std::to_string(epoch) + " is still recovering"));
   }
-  auto request = gateway->listJobsRequest();
-  request.setEpoch(epoch);
-  kj::Promise<capnp::Response<wire::DispatcherGateway::ListJobsResults>> sent = request.send();
-  return timer_.timeoutAfter(callTimeout_, kj::mv(sent))
-      .then(
-          [this, &response,
-           epoch](capnp::Response<wire::DispatcherGateway::ListJobsResults>&& listed)
-              -> kj::Promise<void> {
-            if (listed.hasFailure()) {
-              return reply(response, 503, "Service Unavailable", kJson,
-                           errorJson("UNAVAILABLE", listed.getFailure().getMessage().cStr()));
-            }
-            nlohmann::json jobs = nlohmann::json::array();
-            for (auto job : listed.getJobs()) {
-              jobs.push_back({{"job_id", jobIdHex(job.getJobId())},
-                              {"name", job.getName().cStr()},
-                              {"state", upper(enumerantName(job.getState()))},
-                              {"submitted_at_ms", job.getSubmittedAtMs()},
-                              {"state_changed_at_ms", job.getStateChangedAtMs()},
-                              {"ended_at_ms", job.getEndedAtMs()},
-                              {"restarts", job.getRestarts()}});
-            }
-            return reply(response, 200, "OK", kJson,
-                         nlohmann::json{{"epoch", epoch}, {"jobs", jobs}}.dump() + "\n");
-          },
-          [this, &response, epoch](kj::Exception&& exception) {
-            // The term ended (revoked capabilities), or the call timed out.
-            return reply(
-                response, 503, "Service Unavailable", kJson,
-                errorJson("UNAVAILABLE", "listing the jobs of epoch " + std::to_string(epoch) +
-                                             " failed: " + exception.getDescription().cStr()));
-          })
-      .attach(kj::mv(maybeGateway));
+  // One message for every job's status, mapped by the Dispatcher's own wire mapping.
+  capnp::MallocMessageBuilder scratch;
+  auto statuses = scratch.getOrphanage().newOrphan<capnp::List<wire::JobStatus>>(
+      static_cast<uint32_t>(leading->jobCount()));
+  uint32_t i = 0;
+  leading->forEachJob([&](const dispatcher::JobView& job) {
+    dispatcher::toWire(job, statuses.get()[i++]);
+  });
+  nlohmann::json jobs = nlohmann::json::array();
+  for (auto job : statuses.getReader()) {
+    jobs.push_back({{"job_id", jobIdHex(job.getJobId())},
+                    {"name", job.getName().cStr()},
+                    {"state", upper(enumerantName(job.getState()))},
+                    {"submitted_at_ms", job.getSubmittedAtMs()},
+                    {"state_changed_at_ms", job.getStateChangedAtMs()},
+                    {"ended_at_ms", job.getEndedAtMs()},
+                    {"restarts", job.getRestarts()}});
+  }
+  return reply(response, 200, "OK", kJson,
+               nlohmann::json{{"epoch", epoch}, {"jobs", jobs}}.dump() + "\n");
 }
 
 kj::Promise<void> HttpRoutes::metrics(Response& response) {
-  // Job counts come from the leader's Dispatcher; a standby (or a leader still recovering)
-  // reports the family without samples.
-  kj::Promise<std::optional<std::map<std::string, uint64_t>>> counted =
-      std::optional<std::map<std::string, uint64_t>>();
+  // Job counts come from the leader's Dispatcher in process; a standby (or a leader still
+  // recovering) reports the family without samples.
+  std::optional<std::map<std::string, uint64_t>> jobs;
   const uint64_t epoch = host_.leadingEpoch();
-  auto maybeGateway = host_.dispatcherGateway();
-  KJ_IF_MAYBE (gateway, maybeGateway) {
+  KJ_IF_MAYBE (leading, host_.leaderDispatcher()) {
     if (epoch != 0) {
-      auto request = gateway->listJobsRequest();
-      request.setEpoch(epoch);
-      kj::Promise<capnp::Response<wire::DispatcherGateway::ListJobsResults>> sent = request.send();
-      counted =
-          timer_.timeoutAfter(callTimeout_, kj::mv(sent))
-              .then(
-                  [](capnp::Response<wire::DispatcherGateway::ListJobsResults>&& listed)
-                      -> std::optional<std::map<std::string, uint64_t>> {
-                    if (listed.hasFailure()) return std::nullopt;
-                    std::map<std::string, uint64_t> byState;
-                    for (auto enumerant : capnp::Schema::from<wire::JobState>().getEnumerants()) {
-                      byState[enumerant.getProto().getName().cStr()] = 0;
-                    }
-                    for (auto job : listed.getJobs()) ++byState[enumerantName(job.getState())];
-                    return byState;
-                  },
-                  [](kj::Exception&&) -> std::optional<std::map<std::string, uint64_t>> {
-                    return std::nullopt;
-                  })
-              .attach(kj::mv(maybeGateway));
+      jobs.emplace();
+      for (auto enumerant : capnp::Schema::from<wire::JobState>().getEnumerants()) {
+        (*jobs)[enumerant.getProto().getName().cStr()] = 0;
+      }
+      leading->forEachJob(
+          [&](const dispatcher::JobView& job) { ++(*jobs)[enumerantName(job.state)]; });
     }
   }
-  return counted.then(
-      [this, &response, epoch](std::optional<std::map<std::string, uint64_t>>&& jobs) {
-        std::ostringstream out;
-        family(out, "regent_leader", "gauge", "Whether this master leads (1) or not (0).");
-        out << "regent_leader " << (epoch != 0 ? 1 : 0) << '\n';
-        family(out, "regent_leader_serving", "gauge",
-               "Whether this master leads and its term is SERVING (1) or not (0).");
-        out << "regent_leader_serving " << (epoch != 0 && host_.serving() ? 1 : 0) << '\n';
-        auto leader = host_.knownLeader();
-        family(out, "regent_epoch", "gauge",
-               "Epoch of the leader as this master believes (its own while leading), 0 if none.");
-        out << "regent_epoch " << (epoch != 0 ? epoch : (leader ? leader->epoch : 0)) << '\n';
-        family(out, "regent_zookeeper_connected", "gauge",
-               "Whether the ZooKeeper session is connected (1) or not (0).");
-        out << "regent_zookeeper_connected " << (host_.zooKeeperConnected() ? 1 : 0) << '\n';
-        family(out, "regent_jobs", "gauge",
-               "Jobs by state in the leader's Dispatcher (no samples unless this master serves).");
-        if (jobs) {
-          for (const auto& [state, count] : *jobs) {
-            out << "regent_jobs{state=\"" << escapeLabelValue(state) << "\"} " << count << '\n';
-          }
-        }
-        family(out, "regent_rpc_calls_total", "counter",
-               "RPC calls that reached the leader's fenced gateways, by method.");
-        for (const auto& [method, count] : host_.fencingCounters().calls()) {
-          out << "regent_rpc_calls_total{method=\"" << escapeLabelValue(method) << "\"} "
-              << count << '\n';
-        }
-        family(out, "regent_rpc_fencing_rejections_total", "counter",
-               "RPC calls refused because their epoch was not the term's, by method.");
-        for (const auto& [method, count] : host_.fencingCounters().all()) {
-          out << "regent_rpc_fencing_rejections_total{method=\"" << escapeLabelValue(method)
-              << "\"} " << count << '\n';
-        }
-        return reply(response, 200, "OK", kPrometheus, out.str());
-      });
+  std::ostringstream out;
+  family(out, "regent_leader", "gauge", "Whether this master leads (1) or not (0).");
+  out << "regent_leader " << (epoch != 0 ? 1 : 0) << '\n';
+  family(out, "regent_leader_serving", "gauge",
+         "Whether this master leads and its term is SERVING (1) or not (0).");
+  out << "regent_leader_serving " << (epoch != 0 && host_.serving() ? 1 : 0) << '\n';
+  auto leader = host_.knownLeader();
+  family(out, "regent_epoch", "gauge",
+         "Epoch of the leader as this master believes (its own while leading), 0 if none.");
+  out << "regent_epoch " << (epoch != 0 ? epoch : (leader ? leader->epoch : 0)) << '\n';
+  family(out, "regent_zookeeper_connected", "gauge",
+         "Whether the ZooKeeper session is connected (1) or not (0).");
+  out << "regent_zookeeper_connected " << (host_.zooKeeperConnected() ? 1 : 0) << '\n';
+  family(out, "regent_jobs", "gauge",
+         "Jobs by state in the leader's Dispatcher (no samples unless this master serves).");
+  if (jobs) {
+    for (const auto& [state, count] : *jobs) {
+      out << "regent_jobs{state=\"" << escapeLabelValue(state) << "\"} " << count << '\n';
+    }
+  }
+  family(out, "regent_rpc_calls_total", "counter",
+         "RPC calls that reached the leader's fenced gateways, by method.");
+  for (const auto& [method, count] : host_.fencingCounters().calls()) {
+    out << "regent_rpc_calls_total{method=\"" << escapeLabelValue(method) << "\"} " << count
+        << '\n';
+  }
+  family(out, "regent_rpc_fencing_rejections_total", "counter",
+         "RPC calls refused because their epoch was not the term's, by method.");
+  for (const auto& [method, count] : host_.fencingCounters().all()) {
+    out << "regent_rpc_fencing_rejections_total{method=\"" << escapeLabelValue(method)
+        << "\"} " << count << '\n';
+  }
+  return reply(response, 200, "OK", kPrometheus, out.str());
 }
 
 kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,

@@ -15,6 +15,7 @@
 #include "leader/leader_info.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/dispatcher/dispatcher.h"
 
 namespace regent::http {
 
@@ -31,8 +32,9 @@ class HttpHost {
   virtual bool serving() const = 0;
   // Whether the ZooKeeper session is up (false in standalone mode).
   virtual bool zooKeeperConnected() const = 0;
-  // The current term's fenced gateway, or nullptr while not leading or the stores are opening.
-  virtual kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() = 0;
+  // The current term's Dispatcher, for reading its jobs in-process; nullptr while not leading or
+  // the term is not ready (still recovering).
+  virtual kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const = 0;
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
 };
 
@@ -40,13 +42,13 @@ class HttpHost {
 //   GET /healthz    200 "ok"
 //   GET /readyz     200 when leading and SERVING, or a standby connected to ZooKeeper; else 503
 //   GET /v1/leader  200 the leader's JSON (leader::toJson); 503 {"status":"NONE"} if none known
-//   GET /v1/jobs    leader: 200 {"epoch":E,"jobs":[...]} from the term's DispatcherGateway
-//                   (called with the term's epoch); standby: 307 to the leader's http address;
+//   GET /v1/jobs    leader: 200 {"epoch":E,"jobs":[...]} read from the term's Dispatcher in
+//                   process (no RPC, no store read); standby: 307 to the leader's http address;
 //                   no leader known, or the leader not ready: 503 with a JSON reason
-//   GET /metrics    Prometheus text format 0.0.4
+//   GET /metrics    Prometheus text format 0.0.4; job counts read in process like /v1/jobs
 // Other paths 404; other methods on these paths 405 (with Allow: GET). A query string is ignored.
 // `host`, `timer` and `headerTable` must outlive the service; `headerTable` must be the one
-// made by makeHeaderTable(). Gateway calls are bounded by `callTimeout` (503 when it expires).
+// made by makeHeaderTable(). `callTimeout` bounds calls to other services (none at present).
 class HttpRoutes final : public kj::HttpService {
  public:
   HttpRoutes(HttpHost& host, kj::Timer& timer, const kj::HttpHeaderTable& headerTable,

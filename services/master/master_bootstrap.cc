@@ -1,4 +1,5 @@
-// MasterBootstrap: leaderInfo, handOver and dispatcher, answered from the master's own view.
+// MasterBootstrap: leaderInfo, handOver and dispatcher, answered from the master's own view, and
+// its epoch rule.
 #include "services/master/master_bootstrap.h"
 
 #include <capnp/message.h>
@@ -43,7 +44,7 @@ kj::Promise<void> MasterBootstrapServer::leaderInfo(LeaderInfoContext context) {
   return kj::READY_NOW;
 }
 
-bool MasterBootstrapServer::checkLeading(uint64_t epoch, wire::Failure::Builder failure) const {
+bool LeadingEpoch::admit(const std::string&, uint64_t received, wire::Failure::Builder failure) {
   const uint64_t leading = host_.leadingEpoch();
   if (leading == 0) {
     const auto leader = host_.knownLeader();
@@ -59,36 +60,29 @@ bool MasterBootstrapServer::checkLeading(uint64_t epoch, wire::Failure::Builder 
     failure.setMessage(message);
     return false;
   }
-  if (epoch != leading) {
-    failure.setMessage("called with epoch " + std::to_string(epoch) + ", this master leads epoch " +
-                       std::to_string(leading));
+  if (received != leading) {
+    failure.setMessage("called with epoch " + std::to_string(received) +
+                       ", this master leads epoch " + std::to_string(leading));
     auto fencing = failure.initFencing();
     fencing.setExpected(leading);
-    fencing.setReceived(epoch);
+    fencing.setReceived(received);
     return false;
   }
   return true;
 }
 
-kj::Promise<void> MasterBootstrapServer::handOver(HandOverContext context) {
-  const uint64_t epoch = context.getParams().getEpoch();
-  capnp::MallocMessageBuilder scratch;
-  auto failure = scratch.initRoot<wire::Failure>();
-  if (!checkLeading(epoch, failure)) {
-    context.getResults().setFailure(failure.asReader());
-    return kj::READY_NOW;
-  }
+wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
+                                                  rpc::FencingCounters& counters) {
+  return rpc::fencedEndpoint<wire::MasterBootstrap>(kj::heap<MasterBootstrapServer>(host),
+                                                    kj::heap<LeadingEpoch>(host), counters);
+}
+
+kj::Promise<void> MasterBootstrapServer::handOver(HandOverContext) {
   return host_.handOverForCaller();
 }
 
 kj::Promise<void> MasterBootstrapServer::dispatcher(DispatcherContext context) {
   const uint64_t epoch = context.getParams().getEpoch();
-  capnp::MallocMessageBuilder scratch;
-  auto failure = scratch.initRoot<wire::Failure>();
-  if (!checkLeading(epoch, failure)) {
-    context.getResults().setFailure(failure.asReader());
-    return kj::READY_NOW;
-  }
   KJ_IF_MAYBE (gateway, host_.dispatcherGateway()) {
     context.getResults().setDispatcher(*gateway);
   } else {

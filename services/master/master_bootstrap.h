@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "leader/leader_info.h"
+#include "rpc/fenced_endpoint.h"
 #include "rpc/schema/gateways.capnp.h"
 
 namespace regent::master {
@@ -28,7 +29,22 @@ class MasterBootstrapHost {
   virtual kj::Promise<void> handOverForCaller() = 0;
 };
 
-// `host` must outlive the bootstrap (and every connection serving it).
+// The bootstrap's epoch rule: the epoch this master leads at the time of the call. A standby
+// answers `notLeader` (naming the leader it knows of, "master M does not lead; the leader is ...");
+// a leader refuses another epoch with `fencing` ("called with epoch R, this master leads epoch
+// E"). `host` must outlive the rule.
+class LeadingEpoch final : public rpc::EpochRule {
+ public:
+  explicit LeadingEpoch(const MasterBootstrapHost& host) : host_(host) {}
+  bool admit(const std::string& method, uint64_t received,
+             wire::Failure::Builder failure) override;
+
+ private:
+  const MasterBootstrapHost& host_;
+};
+
+// The bootstrap's handlers. Serve it only through serveMasterBootstrap(), whose fenced endpoint
+// checks every epoch before a handler runs. `host` must outlive it.
 class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
  public:
   explicit MasterBootstrapServer(MasterBootstrapHost& host) : host_(host) {}
@@ -38,11 +54,14 @@ class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
   kj::Promise<void> dispatcher(DispatcherContext context) override;
 
  private:
-  // Fills `failure` and returns false unless this master leads `epoch`.
-  bool checkLeading(uint64_t epoch, wire::Failure::Builder failure) const;
-
   MasterBootstrapHost& host_;
 };
+
+// The bootstrap every master serves: MasterBootstrapServer behind the fenced endpoint with the
+// LeadingEpoch rule (leaderInfo carries no epoch and passes). Calls and refusals count in
+// `counters`. `host` and `counters` must outlive it and every connection serving it.
+wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
+                                                  rpc::FencingCounters& counters);
 
 void toWire(const leader::LeaderInfo& info, wire::LeaderInfo::Builder out);
 void toWire(const leader::ContenderInfo& info, wire::ContenderInfo::Builder out);

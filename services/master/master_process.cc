@@ -15,9 +15,7 @@
 #include "conf/config.h"
 #include "conf/values.h"
 #include "leader/leader_services.h"
-#include "common/backoff.h"
 #include "rpc/rpc_options.h"
-#include "services/dispatcher/dispatcher.h"
 
 namespace regent::master {
 namespace {
@@ -110,25 +108,6 @@ MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::Cont
                              std::unique_ptr<ha::HaServices> ha)
     : loop_(loop), config_(config), self_(std::move(self)), ha_(std::move(ha)) {}
 
-// Everything that lives for one leadership term. Destroyed in reverse order: in-flight recovery
-// first, then the Dispatcher's gateway, then the stores; the capabilities are revoked first of all.
-struct MasterProcess::LeaderTerm {
-  LeaderTerm(uint64_t epoch, rpc::FencingCounters& counters)
-      : epoch(epoch), capabilities(epoch, counters) {}
-  // The revocation also drops every gateway handler still running, before the stores go.
-  ~LeaderTerm() noexcept { capabilities.revoke("leadership revoked"); }
-
-  const uint64_t epoch;
-  rpc::LeadershipTerm capabilities;
-  kj::Own<store::LeaderStores> stores;
-  bool serving = false;                          // SERVING was published for this term.
-  dispatcher::Dispatcher* dispatcher = nullptr;  // Owned by `gateway`.
-  wire::DispatcherGateway::Client gateway = nullptr;
-  kj::Canceler canceler;
-  // Between recovery attempts while the stores cannot be read: 1s, doubling (with jitter) to 30s.
-  ExponentialBackoff recoveryBackoff{Duration(1000), Duration(30000)};
-};
-
 // Members go in reverse order: the term (its stores) before the election and the store services.
 MasterProcess::~MasterProcess() noexcept = default;
 
@@ -141,7 +120,7 @@ kj::Promise<int> MasterProcess::run() {
   tasks_.add(
       rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
                              rpc::rpcOptionsFrom(config_),
-                             capnp::Capability::Client(kj::heap<MasterBootstrapServer>(*this)))
+                             serveMasterBootstrap(*this, fencingCounters_))
           .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) -> kj::Promise<void> {
             if (!listening.ok()) {
               spdlog::error("{}", listening.error().message);
@@ -205,21 +184,27 @@ std::optional<leader::LeaderInfo> MasterProcess::knownLeader() const {
     // Only the election time comes from the published record (ZooKeeper stamps it); the rest
     // is this master's own view, whatever the retrieval reports (a standalone master's record
     // is built from its configuration and always says SERVING).
-    const bool published = knownLeader_ && knownLeader_->epoch == term_->epoch &&
+    const bool published = knownLeader_ && knownLeader_->epoch == term_->epoch() &&
                            knownLeader_->masterId == self_.masterId;
     leader::LeaderInfo own =
-        leader::leaderInfoFor(self_, term_->epoch, published ? knownLeader_->electedAtMs : 0);
-    own.status = term_->serving ? leader::LeaderStatus::kServing : leader::LeaderStatus::kRecovering;
+        leader::leaderInfoFor(self_, term_->epoch(), published ? knownLeader_->electedAtMs : 0);
+    own.status =
+        term_->serving() ? leader::LeaderStatus::kServing : leader::LeaderStatus::kRecovering;
     return own;
   }
   return knownLeader_;
 }
 
-uint64_t MasterProcess::leadingEpoch() const { return term_ ? term_->epoch : 0; }
+uint64_t MasterProcess::leadingEpoch() const { return term_ ? term_->epoch() : 0; }
 
 kj::Maybe<wire::DispatcherGateway::Client> MasterProcess::dispatcherGateway() {
-  if (!term_ || term_->dispatcher == nullptr) return nullptr;
-  return term_->gateway;
+  if (!term_) return nullptr;
+  return term_->dispatcherGateway();
+}
+
+kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const {
+  if (!term_) return nullptr;
+  return term_->dispatcher();
 }
 
 kj::Promise<void> MasterProcess::handOverForCaller() {
@@ -239,7 +224,7 @@ std::string MasterProcess::httpListenAddressForTests() const {
   return httpServer_ ? httpServer_->listenAddress() : "";
 }
 
-bool MasterProcess::serving() const { return term_ && term_->serving; }
+bool MasterProcess::serving() const { return term_ && term_->serving(); }
 
 bool MasterProcess::zooKeeperConnected() const {
   ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
@@ -262,52 +247,30 @@ void MasterProcess::warnIfNotConnected() {
 void MasterProcess::grantLeadership(uint64_t epoch) {
   spdlog::info("leadership granted epoch={} master_id={} mono_us={} wall_ms={}", epoch,
                self_.masterId, monotonicMicros(), wallClockMillis());
-  term_ = kj::heap<LeaderTerm>(epoch, fencingCounters_);
-  LeaderTerm& term = *term_;
-  tasks_.add(
-      term.canceler
-          .wrap(recoverTerm(term).then([this, epoch]() { return election_->markServing(epoch); }))
-          .then(
-              [this, epoch](Status published) {
-                if (published.ok()) {
-                  if (term_ && term_->epoch == epoch) term_->serving = true;
-                  spdlog::info("leader serving epoch={} master_id={}", epoch, self_.masterId);
-                } else {
-                  spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
-                               published.error().message);
-                }
-              },
-              [](kj::Exception&&) {}));  // Cancelled: the term ended first.
-}
-
-kj::Promise<void> MasterProcess::recoverTerm(LeaderTerm& term) {
-  return stores_->openTerm(store::StoreTerm{term.epoch, latchPath_})
-      .then([this, &term](
-                store::StoreResult<kj::Own<store::LeaderStores>>&& opened) -> kj::Promise<Status> {
-        if (!opened.ok()) {
-          return Status(Error::retryable("cannot open the stores: " + opened.error().message));
-        }
-        // A retry replaces the previous attempt's Dispatcher and stores. That Dispatcher never
-        // recovered, so its handlers answered `unavailable` without touching the stores.
-        term.dispatcher = nullptr;
-        term.gateway = nullptr;
-        term.stores = kj::mv(opened).value();
-        auto dispatcher =
-            kj::heap<dispatcher::Dispatcher>(term.epoch, *term.stores, dispatcher::JobGraphLimits{},
-                                             [] { return wallClockMillis(); });
-        term.dispatcher = dispatcher.get();
-        term.gateway = term.capabilities.serve<wire::DispatcherGateway>(kj::mv(dispatcher));
-        return term.dispatcher->recover();
-      })
-      .then([this, &term](Status recovered) -> kj::Promise<void> {
-        if (recovered.ok()) return kj::READY_NOW;
-        const Duration delay = term.recoveryBackoff.next();
-        spdlog::warn("recovery of epoch={} failed: {}; retrying in {}", term.epoch,
-                     recovered.error().message, formatDuration(delay));
-        return loop_.timer().afterDelay(delay.count() * kj::MILLISECONDS).then([this, &term]() {
-          return recoverTerm(term);
-        });
-      });
+  LeaderTermOptions options;
+  options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
+  options.nowMs = [] { return wallClockMillis(); };
+  term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, *stores_,
+                               store::StoreTerm{epoch, latchPath_}, kj::mv(options));
+  tasks_.add(term_->start()
+                 .then([this, epoch]() { return election_->markServing(epoch); })
+                 .then(
+                     [this, epoch](Status published) {
+                       if (published.ok()) {
+                         if (term_ && term_->epoch() == epoch) term_->markServing();
+                         spdlog::info("leader serving epoch={} master_id={}", epoch,
+                                      self_.masterId);
+                       } else {
+                         spdlog::warn("could not publish SERVING for epoch={}: {}", epoch,
+                                      published.error().message);
+                       }
+                     },
+                     [this, epoch](kj::Exception&& exception) {
+                       // The term ended first (its work was cancelled): nothing to report.
+                       if (!term_ || term_->epoch() != epoch) return;
+                       spdlog::error("the leadership term of epoch={} failed: {}", epoch,
+                                     exception.getDescription().cStr());
+                     }));
 }
 
 kj::Promise<void> MasterProcess::close() {
@@ -318,8 +281,8 @@ kj::Promise<void> MasterProcess::close() {
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
   spdlog::info("leadership revoked epoch={} master_id={} reason=\"{}\" mono_us={} wall_ms={}",
                epoch, self_.masterId, quotable(reason), monotonicMicros(), wallClockMillis());
-  if (term_) term_->capabilities.revoke(reason);
-  term_ = nullptr;  // Every leader service stops before this returns (DESIGN §5).
+  if (term_) term_->revoke(reason);
+  term_ = nullptr;  // Every leader service stops before this returns.
 }
 
 void MasterProcess::contending(const std::string& latchNode) {

@@ -19,6 +19,7 @@
 #include "rpc/rpc_server.h"
 #include "rpc/rpc_tls.h"
 #include "services/http/http_server.h"
+#include "services/master/leader_term.h"
 #include "services/master/master_bootstrap.h"
 #include "store/store_services.h"
 
@@ -80,11 +81,11 @@ class MasterProcess final : public leader::LeaderContender,
 
   const std::string& masterId() const { return self_.masterId; }
 
-  // leader::LeaderContender. Each logs its event line. A grant opens the term's stores (fenced
-  // by the epoch and this master's latch node), starts the term's Dispatcher, recovers every
-  // JobGraph and job result (retrying every second while the store cannot be read), and then
-  // publishes SERVING and logs "leader serving". A revoke revokes every capability of the term
-  // and closes its stores before it returns.
+  // leader::LeaderContender. Each logs its event line. A grant creates and starts the term
+  // (services/master/leader_term.h: its stores, fenced by the epoch and this master's latch node,
+  // its Dispatcher, recovery with backoff), and then publishes SERVING and logs "leader serving".
+  // A revoke destroys the term (its capabilities revoked, its services stopped, its stores closed)
+  // before it returns.
   void grantLeadership(uint64_t epoch) override;
   void revokeLeadership(uint64_t epoch, const std::string& reason) override;
   // Logs the "contending" event line with the new latch node (or "standalone").
@@ -102,6 +103,7 @@ class MasterProcess final : public leader::LeaderContender,
   // http::HttpHost.
   bool serving() const override;
   bool zooKeeperConnected() const override;
+  kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
 
   // The RPC server's address once run() listens ("127.0.0.1:40312"), for tests.
@@ -115,12 +117,8 @@ class MasterProcess final : public leader::LeaderContender,
     void taskFailed(kj::Exception&& exception) override;
   };
 
-  struct LeaderTerm;
-
   MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
                 std::unique_ptr<ha::HaServices> ha);
-  // Opens the term's stores and Dispatcher and recovers, until it succeeds or the term ends.
-  kj::Promise<void> recoverTerm(LeaderTerm& term);
   void onStopSignal(int signum);
   void warnIfNotConnected();
   // Listens on http.bind, then calls startContending().

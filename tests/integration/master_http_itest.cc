@@ -1,6 +1,7 @@
 // The HTTP endpoints of real regent-master processes: with http.bind port 0 the chosen port is
 // the one the leader record advertises, a standby answers 307 to the leader on /v1/jobs, and
-// /metrics of leader and standby parse as Prometheus text.
+// /metrics of leader and standby parse as Prometheus text, and neither /metrics nor /v1/jobs reads
+// ZooKeeper (the leader answers from its Dispatcher in memory).
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
 #include <kj/debug.h>
@@ -35,6 +36,19 @@ std::pair<std::string, std::string> httpAddressesOf(MasterCluster& cluster, size
   std::smatch match;
   KJ_REQUIRE(std::regex_search(line.value(), match, pattern));
   return {match[1], match[2]};
+}
+
+// ZooKeeper's count of read requests (getData, getChildren, exists, ...) under the first path
+// component `space` ("regent"), from mntr's zk_cnt_<space>_read_per_namespace; pings and
+// writes are not counted. -1 when mntr does not report it.
+int64_t zooKeeperReadsUnder(ZooKeeperServer& server, const std::string& space, std::string* mntr) {
+  auto reply = server.fourLetterWord(0, "mntr");
+  KJ_REQUIRE(reply.ok(), reply.error().message);
+  *mntr = reply.value();
+  const std::regex pattern("zk_cnt_" + space + "_read_per_namespace\\s+(\\d+)");
+  std::smatch match;
+  if (!std::regex_search(*mntr, match, pattern)) return -1;
+  return std::stoll(match[1]);
 }
 
 class MasterHttpTest : public ::testing::Test {
@@ -138,8 +152,8 @@ TEST_F(MasterHttpTest, StandbyRedirectsJobsToTheLeaderAndMetricsParse) {
   EXPECT_EQ(parsed.samples.at("regent_zookeeper_connected"), 1);
   EXPECT_EQ(parsed.samples.at("regent_jobs{state=\"created\"}"), 0);
   EXPECT_EQ(parsed.types.at("regent_rpc_fencing_rejections_total"), "counter");
-  // The /v1/jobs and /metrics requests above called listJobs through the fenced gateway.
-  EXPECT_GE(parsed.samples.at("regent_rpc_calls_total{method=\"DispatcherGateway.listJobs\"}"), 1);
+  // The /v1/jobs and /metrics requests above read the Dispatcher in process: no RPC call.
+  EXPECT_EQ(parsed.samples.at("regent_rpc_calls_total{method=\"DispatcherGateway.listJobs\"}"), 0);
 
   Reply standbyMetrics = get(standbyListen, "/metrics");
   ASSERT_EQ(standbyMetrics.status, 200u);
@@ -148,6 +162,35 @@ TEST_F(MasterHttpTest, StandbyRedirectsJobsToTheLeaderAndMetricsParse) {
   EXPECT_EQ(standbyParsed.samples.at("regent_leader"), 0);
   EXPECT_EQ(standbyParsed.samples.at("regent_epoch"), 1);
   EXPECT_EQ(standbyParsed.samples.at("regent_zookeeper_connected"), 1);
+}
+
+TEST_F(MasterHttpTest, AScrapeAndAJobListingOfTheLeaderReadNothingFromZooKeeper) {
+  auto server = sharedZooKeeperServer();
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  MasterCluster cluster({.quorum = server.value()->connectString(),
+                         .clusterId = uniqueClusterId("scrape"),
+                         .extraSet = {"http.bind=127.0.0.1:0"}});
+  ASSERT_TRUE(cluster.startMasters(1).ok());
+  auto serving = cluster.waitForEvent(
+      0, [](const MasterEvent& e) { return e.kind == Kind::kServing && e.epoch == 1; },
+      kStartTimeout);
+  ASSERT_TRUE(serving.ok()) << serving.error().message;
+  const auto [listen, advertised] = httpAddressesOf(cluster, 0);
+  // The jobs appear once the term serves; from then on they are the Dispatcher's in memory.
+  getUntil(listen, "/v1/jobs", [](const Reply& r) { return r.status == 200; });
+
+  // Every master's nodes live under /regent (ha.zookeeper.root), one namespace for ZooKeeper.
+  std::string mntr;
+  const int64_t before = zooKeeperReadsUnder(*server.value(), "regent", &mntr);
+  ASSERT_GE(before, 1) << "mntr does not count reads under /regent:\n" << mntr;
+  for (int i = 0; i < 5; ++i) {
+    Reply metrics = get(listen, "/metrics");
+    ASSERT_EQ(metrics.status, 200u);
+    EXPECT_NE(metrics.body.find("regent_jobs{state=\"created\"} 0"), std::string::npos)
+        << metrics.body;
+    EXPECT_EQ(get(listen, "/v1/jobs").status, 200u);
+  }
+  EXPECT_EQ(zooKeeperReadsUnder(*server.value(), "regent", &mntr), before) << mntr;
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <kj/async.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/event_loop.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -187,6 +189,7 @@ TEST_F(FencedEndpointTest, RevokingTheTermDropsTheHandlersOfItsGatewaysAtOnce) {
   auto dispatcher = kj::heap<CountingDispatcher>(reached_);
   CountingDispatcher& handlers = *dispatcher;
   DispatcherGateway::Client gateway = term.serve<DispatcherGateway>(kj::mv(dispatcher));
+  term.markReady();
   auto request = gateway.cancelJobRequest();
   request.setEpoch(3);
   auto inFlight = request.send();
@@ -199,6 +202,95 @@ TEST_F(FencedEndpointTest, RevokingTheTermDropsTheHandlersOfItsGatewaysAtOnce) {
   term.revoke("handed over");
   EXPECT_EQ(handlers.dropped_, 1);
   EXPECT_THROW(loop_.run(kj::mv(inFlight)), kj::Exception);
+}
+
+TEST_F(FencedEndpointTest, AGateOfTheHighestSeenEpochRefusesLowerEpochsAndRisesWithHigherOnes) {
+  std::vector<std::pair<uint64_t, uint64_t>> raised;
+  HighestSeenEpoch gate(5, [&raised](uint64_t previous, uint64_t now) {
+    raised.emplace_back(previous, now);
+  });
+  auto dispatcher = fencedEndpoint<DispatcherGateway>(kj::heap<CountingDispatcher>(reached_),
+                                                      kj::attachRef(gate), counters_);
+  auto call = [&](uint64_t epoch) {
+    auto request = dispatcher.jobStatusRequest();
+    request.setEpoch(epoch);
+    return loop_.run(request.send());
+  };
+  EXPECT_FALSE(call(5).hasFailure());  // Equal to the highest seen: admitted, nothing raised.
+  EXPECT_TRUE(raised.empty());
+  EXPECT_FALSE(call(7).hasFailure());  // Higher: admitted and raised.
+  EXPECT_EQ(gate.highest(), 7u);
+  ASSERT_EQ(raised.size(), 1u);
+  EXPECT_EQ(raised[0], std::make_pair(uint64_t{5}, uint64_t{7}));
+
+  auto refused = call(6);  // Below the highest seen since.
+  ASSERT_TRUE(refused.hasFailure());
+  ASSERT_TRUE(refused.getFailure().isFencing());
+  EXPECT_EQ(refused.getFailure().getFencing().getExpected(), 7u);
+  EXPECT_EQ(refused.getFailure().getFencing().getReceived(), 6u);
+  EXPECT_EQ(std::string(refused.getFailure().getMessage().cStr()),
+            "DispatcherGateway.jobStatus refused: called with epoch 6, this process has seen "
+            "epoch 7");
+  EXPECT_EQ(reached_, 2);
+  EXPECT_EQ(counters_.rejected("DispatcherGateway.jobStatus"), 1u);
+  EXPECT_EQ(raised.size(), 1u);
+}
+
+TEST_F(FencedEndpointTest, OneGateSharedByTwoEndpointsRisesForBoth) {
+  HighestSeenEpoch gate;
+  auto first = fencedEndpoint<DispatcherGateway>(kj::heap<CountingDispatcher>(reached_),
+                                                 kj::attachRef(gate), counters_);
+  auto second = fencedEndpoint<DispatcherGateway>(kj::heap<CountingDispatcher>(reached_),
+                                                  kj::attachRef(gate), counters_);
+  auto raise = first.jobStatusRequest();
+  raise.setEpoch(3);
+  EXPECT_FALSE(loop_.run(raise.send()).hasFailure());
+  auto stale = second.jobStatusRequest();
+  stale.setEpoch(2);
+  EXPECT_TRUE(loop_.run(stale.send()).getFailure().isFencing());
+  gate.observe(9);  // Learned elsewhere (e.g. the leader node).
+  auto older = first.jobStatusRequest();
+  older.setEpoch(8);
+  EXPECT_TRUE(loop_.run(older.send()).getFailure().isFencing());
+  EXPECT_EQ(reached_, 1);
+}
+
+TEST_F(FencedEndpointTest, AGatewayOfATermThatIsNotReadyAnswersUnavailableWithoutReachingItsHandler) {
+  LeadershipTerm term(2, counters_);
+  DispatcherGateway::Client gateway =
+      term.serve<DispatcherGateway>(kj::heap<CountingDispatcher>(reached_));
+  auto early = gateway.jobStatusRequest();
+  early.setEpoch(2);
+  auto response = loop_.run(early.send());
+  ASSERT_TRUE(response.hasFailure());
+  ASSERT_TRUE(response.getFailure().isUnavailable());
+  EXPECT_EQ(response.getFailure().getUnavailable().getRetryAfterMs(), kNotReadyRetryMs);
+  EXPECT_EQ(std::string(response.getFailure().getMessage().cStr()),
+            "the leader of epoch 2 is still recovering; retry shortly");
+  EXPECT_FALSE(response.hasStatus());
+  // The epoch is checked first: a stale caller learns it is fenced, not that it should wait.
+  auto stale = gateway.jobStatusRequest();
+  stale.setEpoch(1);
+  EXPECT_TRUE(loop_.run(stale.send()).getFailure().isFencing());
+  EXPECT_EQ(reached_, 0);
+
+  term.markReady();
+  EXPECT_TRUE(term.ready());
+  auto later = gateway.jobStatusRequest();
+  later.setEpoch(2);
+  EXPECT_FALSE(loop_.run(later.send()).hasFailure());
+  EXPECT_EQ(reached_, 1);
+}
+
+TEST_F(FencedEndpointTest, AMethodTheServerDoesNotImplementAnswersFailedPreconditionNamingIt) {
+  auto dispatcher = fencedDispatcher(4);
+  auto request = dispatcher.listTaskExecutorsRequest();
+  request.setEpoch(4);
+  auto response = loop_.run(request.send());
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isFailedPrecondition());
+  EXPECT_EQ(std::string(response.getFailure().getMessage().cStr()),
+            "DispatcherGateway.listTaskExecutors is not implemented by this process");
 }
 
 TEST_F(FencedEndpointTest, DestroyingTheTermRevokesIt) {

@@ -1,19 +1,22 @@
-// The Dispatcher over real stores (RocksDB in a temporary directory), called through its fenced
-// gateway as regentctl will: recovery, persist-before-accept, validation, idempotent submission,
-// cancellation through dirty -> clean, and a dirty result found at recovery never re-run.
+// The Dispatcher over the stores on a memory backend (tests/store/fake_stores_test_util.h),
+// called through its gateway served by the term as regentctl will: recovery, persist-before-accept,
+// validation, idempotent submission, cancellation through dirty -> clean, a dirty result found at
+// recovery never re-run, reads served from memory, and ended results bounded like the store's.
 #include "services/dispatcher/dispatcher.h"
 
 #include <gtest/gtest.h>
 #include <kj/debug.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/event_loop.h"
-#include "conf/config.h"
 #include "rpc/fenced_endpoint.h"
+#include "services/dispatcher/dispatcher_gateway.h"
 #include "services/dispatcher/job_graph_spec.h"
-#include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/store/fake_stores_test_util.h"
 
 namespace regent::dispatcher {
 namespace {
@@ -37,45 +40,31 @@ class DispatcherTest : public ::testing::Test {
  protected:
   ~DispatcherTest() noexcept override = default;
 
-  void SetUp() override {
-    ConfigSources sources;
-    sources.set = {"ha.mode=standalone", "store.rocksdb.path=" + dir_.path() + "/store"};
-    auto config = loadConfig(sources);
-    ASSERT_TRUE(config.ok()) << config.error().message;
-    auto services = store::StoreServices::create(loop_, config.value(), nullptr);
-    ASSERT_TRUE(services.ok()) << services.error().message;
-    services_ = std::move(services).value();
-  }
+  void TearDown() override { endTerm(); }
 
-  void TearDown() override {
-    endTerm();
-    loop_.run(services_->close());
-  }
-
-  // Starts the next term: its stores, a Dispatcher that recovered, and the fenced gateway.
-  void startTerm() {
+  // Starts the next term: its stores, a Dispatcher, and its gateway served by the term (not
+  // ready until recover()).
+  void startTerm(size_t retain = 1000) {
     endTerm();
     ++epoch_;
-    auto stores = loop_.run(services_->openTerm(store::StoreTerm{epoch_, ""}));
-    KJ_REQUIRE(stores.ok(), stores.error().message);
-    stores_ = kj::mv(stores).value();
-    auto dispatcher = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{},
-                                           [this] { return ++clockMs_; });
-    dispatcher_ = dispatcher.get();
+    stores_ = backend_.openTerm(retain);
+    dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{}, retain,
+                                       [this] { return ++clockMs_; });
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
-    gateway_ = term_->serve<DispatcherGateway>(kj::mv(dispatcher));
+    gateway_ = term_->serve<DispatcherGateway>(kj::heap<DispatcherGatewayServer>(*dispatcher_));
   }
 
   void recover() {
     auto recovered = loop_.run(dispatcher_->recover());
     ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+    term_->markReady();
   }
 
-  // As the master does: revoke the term (its running handlers are dropped), then close its stores.
+  // As the term does: revoke (running handlers dropped), then the Dispatcher, then the stores.
   void endTerm() {
     gateway_ = nullptr;
-    dispatcher_ = nullptr;
     term_ = nullptr;
+    dispatcher_ = nullptr;
     stores_ = nullptr;
   }
 
@@ -123,15 +112,20 @@ class DispatcherTest : public ::testing::Test {
     return ids.value().ids.size();
   }
 
+  capnp::Response<DispatcherGateway::ClusterOverviewResults> overview() {
+    auto request = gateway_.clusterOverviewRequest();
+    request.setEpoch(epoch_);
+    return loop_.run(request.send());
+  }
+
   EventLoop loop_;
-  testing::TempDir dir_{"regent-dispatcher"};
-  std::unique_ptr<store::StoreServices> services_;
+  store::testing::FakeStoreBackend backend_;
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;
   rpc::FencingCounters counters_;
   kj::Own<store::LeaderStores> stores_;
+  kj::Own<Dispatcher> dispatcher_;
   std::unique_ptr<rpc::LeadershipTerm> term_;
-  Dispatcher* dispatcher_ = nullptr;
   DispatcherGateway::Client gateway_ = nullptr;
 };
 
@@ -269,9 +263,9 @@ TEST_F(DispatcherTest, RevokingTheTermStopsASubmitWaitingOnTheStoreAndFencesLate
   auto request = gateway_.submitJobRequest();
   request.setEpoch(epoch_);
   request.setJobGraph(graph->getRoot<wire::JobGraph>().asReader());
+  backend_.holdWrites = true;
   auto pending = request.send();
-  // Runs until only I/O is left: the handler started and waits for the store's thread pool.
-  loop_.run(kj::evalLast([] {}));
+  loop_.run(kj::evalLast([] {}));  // The handler started and waits for the store.
 
   term_->revoke("leadership revoked");
   try {
@@ -289,11 +283,69 @@ TEST_F(DispatcherTest, RevokingTheTermStopsASubmitWaitingOnTheStoreAndFencesLate
 
   // The store write may or may not have happened (the caller got no answer, so it resubmits,
   // which is idempotent); the next term agrees with what is stored either way.
+  backend_.releaseWrites();
   startTerm();
   recover();
   const auto names = listedNames();
   EXPECT_TRUE(names.empty() || names == std::vector<std::string>{"cut-off:created"});
   EXPECT_EQ(storedGraphs(), names.size());
+}
+
+TEST_F(DispatcherTest, ListingStatusAndOverviewAreServedFromMemoryWithoutStoreReads) {
+  startTerm();
+  recover();
+  const JobId active = JobId::random();
+  const JobId canceled = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(active, "active")).hasFailure());
+  ASSERT_FALSE(submit(*jobGraph(canceled, "canceled")).hasFailure());
+  ASSERT_FALSE(cancel(canceled).hasFailure());
+
+  const size_t readsBefore = backend_.reads;
+  EXPECT_EQ(listedNames(), (std::vector<std::string>{"active:created", "canceled:canceled"}));
+  auto ended = status(canceled);
+  ASSERT_FALSE(ended.hasFailure());
+  EXPECT_EQ(ended.getStatus().getState(), wire::JobState::CANCELED);
+  EXPECT_TRUE(ended.getResult().getClean());
+  EXPECT_FALSE(status(active).hasFailure());
+  EXPECT_TRUE(status(JobId::random()).getFailure().isNotFound());
+  auto counts = overview();
+  EXPECT_EQ(counts.getOverview().getJobsRunning(), 1u);
+  EXPECT_EQ(counts.getOverview().getJobsCanceled(), 1u);
+  EXPECT_EQ(backend_.reads, readsBefore);
+}
+
+TEST_F(DispatcherTest, EndedResultsInMemoryAreBoundedLikeTheStoresRetention) {
+  startTerm(/*retain=*/2);
+  recover();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(JobId::random());
+    ASSERT_FALSE(submit(*jobGraph(ids.back(), "job" + std::to_string(i))).hasFailure());
+    ASSERT_FALSE(cancel(ids.back()).hasFailure());
+  }
+  // The oldest clean result is gone, from memory as from the store.
+  EXPECT_EQ(listedNames(), (std::vector<std::string>{"job1:canceled", "job2:canceled"}));
+  EXPECT_TRUE(status(ids[0]).getFailure().isNotFound());
+  EXPECT_EQ(backend_.count(store::RecordFamily::kJobResults), 2u);
+
+  startTerm(/*retain=*/2);
+  recover();
+  EXPECT_EQ(listedNames(), (std::vector<std::string>{"job1:canceled", "job2:canceled"}));
+}
+
+TEST_F(DispatcherTest, ARecoveryThatCouldNotReadTheStoreCanBeRetried) {
+  startTerm();
+  recover();
+  ASSERT_FALSE(submit(*jobGraph(JobId::random(), "kept")).hasFailure());
+
+  startTerm();
+  backend_.failReads = 1;
+  auto failed = loop_.run(dispatcher_->recover());
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(failed.error().isRetryable());
+  EXPECT_FALSE(dispatcher_->recovered());
+  recover();
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"kept:created"});
 }
 
 }  // namespace

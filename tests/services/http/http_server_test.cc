@@ -1,5 +1,5 @@
 // The HTTP endpoints against a fake master, over a real loopback socket: status codes, bodies,
-// the standby's redirect, the gateway called with the term's epoch, and /metrics parsed strictly.
+// the standby's redirect, the leader's jobs read in process, and /metrics parsed strictly.
 #include "services/http/http_server.h"
 
 #include <gtest/gtest.h>
@@ -12,49 +12,40 @@
 
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "services/dispatcher/job_graph_spec.h"
 #include "tests/services/http/prometheus_text_test_util.h"
+#include "tests/store/fake_stores_test_util.h"
 
 namespace regent::http {
 namespace {
 
-// A DispatcherGateway whose listJobs answers from a script and records the epoch it got.
-class FakeGateway final : public wire::DispatcherGateway::Server {
+// A leader's Dispatcher on memory stores with three jobs: job-0 and job-1 CREATED, job-2
+// CANCELED (ids 0x1234:1..3).
+class LeaderJobs final {
  public:
-  enum class Mode { kJobs, kFailure, kThrow, kHang };
-  explicit FakeGateway(Mode mode, uint64_t* seenEpoch) : mode_(mode), seenEpoch_(seenEpoch) {}
-
-  kj::Promise<void> listJobs(ListJobsContext context) override {
-    *seenEpoch_ = context.getParams().getEpoch();
-    switch (mode_) {
-      case Mode::kThrow:
-        return KJ_EXCEPTION(DISCONNECTED, "leadership of epoch 7 revoked");
-      case Mode::kHang:
-        return kj::NEVER_DONE;
-      case Mode::kFailure: {
-        auto failure = context.getResults().initFailure();
-        failure.setMessage("recovering");
-        failure.initUnavailable();
-        return kj::READY_NOW;
-      }
-      case Mode::kJobs:
-        break;
+  explicit LeaderJobs(EventLoop& loop) {
+    stores_ = backend.openTerm();
+    dispatcher = kj::heap<dispatcher::Dispatcher>(7, *stores_, dispatcher::JobGraphLimits{}, 1000,
+                                                  [this] { return clockMs_++; });
+    KJ_REQUIRE(loop.run(dispatcher->recover()).ok());
+    for (uint64_t i = 0; i < 3; ++i) {
+      auto parsed = dispatcher::parseJobGraphSpec(
+          "job_id: " + JobId(0x1234, i + 1).toHex() + "\nname: job-" + std::to_string(i) +
+              "\nvertices:\n  - name: work\n    parallelism: 1\n    command:\n      argv: [true]\n",
+          dispatcher::JobGraphSpecFormat::kYaml);
+      KJ_REQUIRE(parsed.ok(), parsed.error().message);
+      KJ_REQUIRE(loop.run(dispatcher->submit(parsed.value()->getRoot<wire::JobGraph>())) ==
+                 std::nullopt);
     }
-    auto jobs = context.getResults().initJobs(3);
-    const wire::JobState states[] = {wire::JobState::CREATED, wire::JobState::CREATED,
-                                     wire::JobState::CANCELED};
-    for (uint32_t i = 0; i < 3; ++i) {
-      jobs[i].initJobId().setHi(0x1234);
-      jobs[i].getJobId().setLo(i + 1);
-      jobs[i].setName("job-" + std::to_string(i));
-      jobs[i].setState(states[i]);
-      jobs[i].setSubmittedAtMs(1000 + i);
-    }
-    return kj::READY_NOW;
+    KJ_REQUIRE(loop.run(dispatcher->cancel(JobId(0x1234, 3))) == std::nullopt);
   }
 
+  store::testing::FakeStoreBackend backend;
+  kj::Own<dispatcher::Dispatcher> dispatcher;
+
  private:
-  Mode mode_;
-  uint64_t* seenEpoch_;
+  int64_t clockMs_ = 1000;
+  kj::Own<store::LeaderStores> stores_;
 };
 
 class FakeHost final : public HttpHost {
@@ -68,9 +59,9 @@ class FakeHost final : public HttpHost {
   uint64_t leadingEpoch() const override { return epoch; }
   bool serving() const override { return isServing; }
   bool zooKeeperConnected() const override { return connected; }
-  kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override {
-    if (!gateway) return nullptr;
-    return wire::DispatcherGateway::Client(kj::heap<FakeGateway>(*gateway, &seenEpoch));
+  kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override {
+    if (jobs == nullptr || !ready) return nullptr;
+    return *jobs->dispatcher;
   }
   const rpc::FencingCounters& fencingCounters() const override { return counters; }
 
@@ -79,8 +70,8 @@ class FakeHost final : public HttpHost {
   uint64_t epoch = 0;
   bool isServing = false;
   bool connected = false;
-  std::optional<FakeGateway::Mode> gateway;
-  uint64_t seenEpoch = 0;
+  LeaderJobs* jobs = nullptr;
+  bool ready = false;
   rpc::FencingCounters counters;
 };
 
@@ -132,10 +123,12 @@ class HttpServerTest : public ::testing::Test {
     host_.isServing = serving;
     leader::ContenderInfo self = host_.self_;
     host_.leader = leader::leaderInfoFor(self, epoch, 42);
-    host_.gateway = FakeGateway::Mode::kJobs;
+    host_.jobs = &jobs_;
+    host_.ready = true;
   }
 
   EventLoop loop_;
+  LeaderJobs jobs_{loop_};
   FakeHost host_;
   kj::Own<kj::HttpHeaderTable> table_ = HttpRoutes::makeHeaderTable();
   kj::Own<HttpServer> server_;
@@ -186,46 +179,33 @@ TEST_F(HttpServerTest, LeaderIsTheKnownLeaderOrNone) {
   EXPECT_EQ(parsed.value(), other);
 }
 
-TEST_F(HttpServerTest, JobsOnTheLeaderCallTheGatewayWithTheTermsEpoch) {
+TEST_F(HttpServerTest, JobsOnTheLeaderAreReadFromItsDispatcherWithoutAStoreRead) {
   lead(7, true);
+  const size_t reads = jobs_.backend.reads;
   Reply reply = fetch("/v1/jobs");
   ASSERT_EQ(reply.status, 200u) << reply.body;
-  EXPECT_EQ(host_.seenEpoch, 7u);
   auto json = nlohmann::json::parse(reply.body);
   EXPECT_EQ(json["epoch"], 7);
   ASSERT_EQ(json["jobs"].size(), 3u);
   EXPECT_EQ(json["jobs"][0]["job_id"], JobId(0x1234, 1).toHex());
   EXPECT_EQ(json["jobs"][0]["name"], "job-0");
   EXPECT_EQ(json["jobs"][0]["state"], "CREATED");
+  EXPECT_EQ(json["jobs"][2]["name"], "job-2");
   EXPECT_EQ(json["jobs"][2]["state"], "CANCELED");
-  EXPECT_EQ(json["jobs"][1]["submitted_at_ms"], 1001);
+  EXPECT_GT(json["jobs"][2]["ended_at_ms"], 0);
+  EXPECT_GT(json["jobs"][1]["submitted_at_ms"], json["jobs"][0]["submitted_at_ms"]);
+  EXPECT_EQ(jobs_.backend.reads, reads);
+  EXPECT_TRUE(host_.counters.calls().empty());  // No RPC either.
 }
 
-TEST_F(HttpServerTest, JobsOnTheLeaderAnswer503WhenTheTermCannotAnswer) {
+TEST_F(HttpServerTest, JobsOnTheLeaderAnswer503WhileTheTermRecovers) {
   lead(7, false);
-  host_.gateway.reset();  // Stores still opening.
-  Reply opening = fetch("/v1/jobs");
-  EXPECT_EQ(opening.status, 503u);
-  EXPECT_EQ(nlohmann::json::parse(opening.body)["status"], "RECOVERING");
-
-  host_.gateway = FakeGateway::Mode::kFailure;
-  Reply failure = fetch("/v1/jobs");
-  EXPECT_EQ(failure.status, 503u);
-  EXPECT_EQ(nlohmann::json::parse(failure.body)["message"], "recovering");
-
-  host_.gateway = FakeGateway::Mode::kThrow;  // Revoked mid-call: still an answer, not a drop.
-  Reply revoked = fetch("/v1/jobs");
-  EXPECT_EQ(revoked.status, 503u);
-  EXPECT_NE(revoked.body.find("epoch 7 revoked"), std::string::npos) << revoked.body;
-}
-
-TEST_F(HttpServerTest, JobsCallIsBoundedByTheCallTimeout) {
-  start(50 * kj::MILLISECONDS);
-  lead(7, true);
-  host_.gateway = FakeGateway::Mode::kHang;
-  Reply reply = fetch("/v1/jobs");
-  EXPECT_EQ(reply.status, 503u);
-  EXPECT_EQ(nlohmann::json::parse(reply.body)["status"], "UNAVAILABLE");
+  host_.ready = false;
+  Reply recovering = fetch("/v1/jobs");
+  EXPECT_EQ(recovering.status, 503u);
+  auto json = nlohmann::json::parse(recovering.body);
+  EXPECT_EQ(json["status"], "RECOVERING");
+  EXPECT_EQ(json["message"], "leader of epoch 7 is still recovering");
 }
 
 TEST_F(HttpServerTest, JobsOnAStandbyRedirectToTheLeader) {
@@ -263,8 +243,10 @@ TEST_F(HttpServerTest, MetricsOfAServingLeaderParseAsPrometheusText) {
   host_.counters.reject("DispatcherGateway.jobStatus");
   host_.counters.reject("Weird\"Name\\x");
   for (int i = 0; i < 5; ++i) host_.counters.call("DispatcherGateway.jobStatus");
+  const size_t reads = jobs_.backend.reads;
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
+  EXPECT_EQ(jobs_.backend.reads, reads);  // Counted in process, not read from the store.
   EXPECT_EQ(reply.contentType, "text/plain; version=0.0.4; charset=utf-8");
   auto parsed = regent::testing::parsePrometheusText(reply.body);
   ASSERT_EQ(parsed.error, "") << reply.body;

@@ -1,0 +1,147 @@
+// The master memory benchmark (scripts/bench.sh master_memory): the resident memory of a
+// regent-master that leads with N stored jobs (standalone, RocksDB store) once it is SERVING,
+// next to the same master with none. Each job is a JobGraph of about 200 bytes. Prints its
+// numbers; never asserts them.
+#include <kj/debug.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "common/event_loop.h"
+#include "common/ids.h"
+#include "common/time.h"
+#include "conf/config.h"
+#include "rpc/schema/jobs.capnp.h"
+#include "services/dispatcher/job_graph_spec.h"
+#include "store/store_services.h"
+#include "tests/fixtures/process_harness.h"
+#include "tests/fixtures/temp_dir_test_util.h"
+
+namespace regent::bench {
+namespace {
+
+// Generous bounds: exceeding one means something failed, not that something was slow.
+constexpr Duration kStartTimeout{300000};
+constexpr Duration kStopGrace{30000};
+constexpr size_t kInFlight = 64;
+
+struct BenchOptions {
+  size_t jobs = 10000;
+  std::string master;  // The regent-master binary.
+};
+
+std::string thisExecutableDir() {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string(".") : self.parent_path().string();
+}
+
+// VmRSS of `pid` in KiB, 0 if it cannot be read.
+uint64_t residentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  }
+  return 0;
+}
+
+// Writes `count` JobGraphs of about 200 bytes into a RocksDB store at `path`, as a leader of
+// epoch 1 would.
+void fillStore(const std::string& path, size_t count) {
+  EventLoop loop;
+  ConfigSources sources;
+  sources.set = {"ha.mode=standalone", "store.rocksdb.path=" + path};
+  auto config = loadConfig(sources);
+  KJ_REQUIRE(config.ok(), config.error().message);
+  auto services = store::StoreServices::create(loop, config.value(), nullptr);
+  KJ_REQUIRE(services.ok(), services.error().message);
+  {
+    auto stores = loop.run(services.value()->openTerm(store::StoreTerm{1, ""}));
+    KJ_REQUIRE(stores.ok(), stores.error().message);
+    size_t written = 0;
+    while (written < count) {
+      kj::Vector<kj::Promise<store::StoreResult<void>>> batch;
+      std::vector<kj::Own<capnp::MallocMessageBuilder>> graphs;
+      for (size_t i = 0; i < kInFlight && written < count; ++i, ++written) {
+        auto parsed = dispatcher::parseJobGraphSpec(
+            "job_id: " + JobId::random().toHex() + "\nname: bench-job-" +
+                std::to_string(written) +
+                "\nvertices:\n  - name: work\n    parallelism: 1\n    command:\n"
+                "      argv: [/bin/true]\n",
+            dispatcher::JobGraphSpecFormat::kYaml);
+        KJ_REQUIRE(parsed.ok(), parsed.error().message);
+        graphs.push_back(kj::mv(parsed).value());
+        batch.add(stores.value()->jobGraphs().put(graphs.back()->getRoot<wire::JobGraph>()));
+      }
+      for (auto& result : loop.run(kj::joinPromises(batch.releaseAsArray()))) {
+        KJ_REQUIRE(result.ok(), result.error().message);
+      }
+    }
+  }
+  loop.run(services.value()->close());
+}
+
+// Starts a standalone master on `dir`'s store, waits until it serves, and returns its VmRSS.
+uint64_t servingMasterRssKb(const BenchOptions& options, const std::string& dir) {
+  std::vector<std::string> argv = {options.master};
+  for (const std::string& set :
+       std::vector<std::string>{"ha.mode=standalone", "store.rocksdb.path=" + dir + "/store",
+        "ha.standalone.epoch-file=" + dir + "/epoch", std::string("rpc.bind=127.0.0.1:0"),
+        std::string("http.bind=127.0.0.1:0")}) {
+    argv.push_back("--set");
+    argv.push_back(set);
+  }
+  auto master = testing::ProcessHarness::start(
+      testing::ProcessOptions{.argv = argv, .outputPath = dir + "/master.log"});
+  KJ_REQUIRE(master.ok(), master.error().message);
+  auto serving = master.value()->waitForLine(std::regex("leader serving"), kStartTimeout);
+  KJ_REQUIRE(serving.ok(), serving.error().message, master.value()->outputTail());
+  const uint64_t rss = residentKb(master.value()->pid());
+  auto stopped = master.value()->stop(kStopGrace);
+  KJ_REQUIRE(stopped.ok(), stopped.error().message);
+  return rss;
+}
+
+int run(const BenchOptions& options) {
+  testing::TempDir idle("regent-bench-memory-idle");
+  const uint64_t idleKb = servingMasterRssKb(options, idle.path());
+
+  testing::TempDir full("regent-bench-memory");
+  fillStore(full.path() + "/store", options.jobs);
+  const uint64_t fullKb = servingMasterRssKb(options, full.path());
+
+  const double perJob =
+      options.jobs == 0 ? 0.0 : double(fullKb > idleKb ? fullKb - idleKb : 0) * 1024 / options.jobs;
+  std::printf("# jobs of about 200 bytes, standalone master on RocksDB, VmRSS once SERVING\n");
+  std::printf("master_memory jobs=%zu master_rss_kb=%llu master_idle_rss_kb=%llu bytes_per_job=%.0f\n",
+              options.jobs, static_cast<unsigned long long>(fullKb),
+              static_cast<unsigned long long>(idleKb), perJob);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace regent::bench
+
+int main(int argc, char** argv) {
+  regent::bench::BenchOptions options;
+  options.master = regent::bench::thisExecutableDir() + "/regent-master";
+  CLI::App app("Master memory benchmark: VmRSS of a serving regent-master with N stored jobs.");
+  app.add_option("--jobs", options.jobs, "stored jobs (default 10000)");
+  app.add_option("--master", options.master, "the regent-master binary to measure");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return regent::bench::run(options);
+  } catch (const kj::Exception& e) {
+    std::fprintf(stderr, "bench_master_memory: %s\n", e.getDescription().cStr());
+    return 1;
+  }
+}

@@ -1,0 +1,140 @@
+// DispatcherGatewayServer: wire <-> Dispatcher.
+#include "services/dispatcher/dispatcher_gateway.h"
+
+#include <utility>
+
+namespace regent::dispatcher {
+namespace {
+
+JobId jobIdOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
+
+void setJobId(wire::Id128::Builder target, const JobId& id) {
+  target.setHi(id.hi());
+  target.setLo(id.lo());
+}
+
+}  // namespace
+
+void toWire(const JobFailure& outcome, wire::Failure::Builder failure) {
+  failure.setMessage(outcome.message);
+  switch (outcome.kind) {
+    case JobFailure::Kind::kInvalidArgument: {
+      auto invalid = failure.initInvalidArgument();
+      invalid.setField(outcome.field);
+      invalid.setMessage(outcome.fieldMessage);
+      break;
+    }
+    case JobFailure::Kind::kNotFound:
+      setJobId(failure.initNotFound().initJob(), outcome.job);
+      break;
+    case JobFailure::Kind::kAlreadyExists:
+      setJobId(failure.initAlreadyExists().initJob(), outcome.job);
+      break;
+    case JobFailure::Kind::kFailedPrecondition:
+      failure.setFailedPrecondition();
+      break;
+    case JobFailure::Kind::kTooLarge: {
+      auto tooLarge = failure.initTooLarge();
+      tooLarge.setSizeBytes(outcome.sizeBytes);
+      tooLarge.setLimitBytes(outcome.limitBytes);
+      break;
+    }
+    case JobFailure::Kind::kUnavailable:
+      failure.initUnavailable().setRetryAfterMs(outcome.retryAfterMs);
+      break;
+  }
+}
+
+void toWire(const JobView& job, wire::JobStatus::Builder status) {
+  KJ_IF_MAYBE (result, job.result) {
+    status.setJobId(result->getJobId());
+    status.setName(result->getJobName());
+    status.setState(result->getState());
+    status.setSubmittedAtMs(result->getSubmittedAtMs());
+    status.setStateChangedAtMs(result->getEndedAtMs());
+    status.setEndedAtMs(result->getEndedAtMs());
+    status.setRestarts(result->getRestarts());
+    if (result->hasFailure()) status.setFailure(result->getFailure());
+    return;
+  }
+  auto graph = KJ_ASSERT_NONNULL(job.graph);
+  status.setJobId(graph.getJobId());
+  status.setName(graph.getName());
+  status.setState(job.state);
+  status.setSubmittedAtMs(graph.getSubmittedAtMs());
+  status.setStateChangedAtMs(job.stateChangedAtMs);
+  uint32_t total = 0;
+  auto vertices = status.initVertices(graph.getVertices().size());
+  for (uint32_t i = 0; i < graph.getVertices().size(); ++i) {
+    auto vertex = graph.getVertices()[i];
+    vertices[i].setName(vertex.getName());
+    vertices[i].setParallelism(vertex.getParallelism());
+    vertices[i].initTasks().setTotal(vertex.getParallelism());
+    vertices[i].getTasks().setPending(vertex.getParallelism());
+    total += vertex.getParallelism();
+  }
+  status.initTasks().setTotal(total);
+  status.getTasks().setPending(total);
+}
+
+kj::Promise<void> DispatcherGatewayServer::submitJob(SubmitJobContext context) {
+  auto params = context.getParams();
+  if (!params.hasJobGraph()) {
+    auto failure = context.getResults().initFailure();
+    failure.setMessage("jobGraph: missing");
+    failure.initInvalidArgument().setField("jobGraph");
+    failure.getInvalidArgument().setMessage("missing");
+    return kj::READY_NOW;
+  }
+  const JobId id = jobIdOf(params.getJobGraph().getJobId());
+  auto submitted = dispatcher_.submit(params.getJobGraph());  // Copies what it keeps.
+  context.releaseParams();
+  return submitted.then([context, id](JobOutcome&& outcome) mutable {
+    if (outcome) {
+      toWire(*outcome, context.getResults().initFailure());
+    } else {
+      setJobId(context.getResults().initJobId(), id);
+    }
+  });
+}
+
+kj::Promise<void> DispatcherGatewayServer::cancelJob(CancelJobContext context) {
+  return dispatcher_.cancel(jobIdOf(context.getParams().getJobId()))
+      .then([context](JobOutcome&& outcome) mutable {
+        if (outcome) toWire(*outcome, context.getResults().initFailure());
+      });
+}
+
+kj::Promise<void> DispatcherGatewayServer::listJobs(ListJobsContext context) {
+  auto jobs = context.getResults().initJobs(static_cast<uint32_t>(dispatcher_.jobCount()));
+  uint32_t i = 0;
+  dispatcher_.forEachJob([&](const JobView& job) {
+    toWire(job, jobs[i++]);
+  });
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DispatcherGatewayServer::jobStatus(JobStatusContext context) {
+  const JobId id = jobIdOf(context.getParams().getJobId());
+  auto results = context.getResults();
+  KJ_IF_MAYBE (job, dispatcher_.job(id)) {
+    toWire(*job, results.initStatus());
+    KJ_IF_MAYBE (result, job->result) results.setResult(*result);
+  } else {
+    toWire(JobFailure{JobFailure::Kind::kNotFound, "no job " + id.toHex(), id},
+           results.initFailure());
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContext context) {
+  const JobCounts counts = dispatcher_.counts();
+  auto overview = context.getResults().initOverview();
+  overview.setJobsRunning(counts.active);
+  overview.setJobsFinished(counts.finished);
+  overview.setJobsCanceled(counts.canceled);
+  overview.setJobsFailed(counts.failed);
+  return kj::READY_NOW;
+}
+
+}  // namespace regent::dispatcher

@@ -1,0 +1,99 @@
+// The leader term: the one component that owns everything living for one leadership term of a
+// master (docs/architecture.md): the term's capabilities (rpc::LeadershipTerm), its stores, the
+// Dispatcher and its gateway, and the work that recovers them. A new leader-side service (the
+// ResourceManager with its SlotManager, the JobMasters) becomes a member here, with its gateway
+// made by the term's serve(); the process only creates and destroys terms.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/backoff.h"
+#include "common/time.h"
+#include "rpc/fenced_endpoint.h"
+#include "rpc/schema/gateways.capnp.h"
+#include "services/dispatcher/dispatcher.h"
+#include "services/dispatcher/job_graph_validation.h"
+#include "store/store_services.h"
+
+namespace regent::master {
+
+struct LeaderTermOptions {
+  dispatcher::JobGraphLimits limits;
+  size_t retainCleanResults = 1000;  // store.job-results.retain
+  // Between attempts to open the stores and recover: `initial`, doubling (with jitter) to `max`.
+  Duration retryInitial = Duration(1000);
+  Duration retryMax = Duration(30000);
+  std::function<double()> jitter;  // ExponentialBackoff's uniform01; null: random.
+  std::function<int64_t()> nowMs;  // Unix milliseconds, for the Dispatcher.
+};
+
+// One leadership term. Loop-thread only.
+//
+// Lifecycle: construct when leadership is granted, call start() once, destroy when it is
+// revoked. While the term is not ready its gateways answer `unavailable` (the term's serve()
+// guard); start() makes it ready once the Dispatcher recovered.
+//
+// Destruction ends everything of the term in a fixed order: the capabilities are revoked (every
+// gateway handler still running is dropped, later calls are fenced), then the term's own work is
+// cancelled (start() rejects), then the gateways and services go (the Dispatcher), and the stores
+// are closed last. `timer`, `storeServices` and `counters` must outlive the term.
+class LeaderTerm final {
+ public:
+  LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
+             store::StoreServices& storeServices, store::StoreTerm storeTerm,
+             LeaderTermOptions options);
+  ~LeaderTerm() noexcept;
+  LeaderTerm(const LeaderTerm&) = delete;
+  LeaderTerm& operator=(const LeaderTerm&) = delete;
+
+  // Opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure to
+  // open or to read the stores is logged ("recovery of epoch=E failed: ...; retrying in ...") and
+  // retried with the backoff of the options. Resolves once the term is ready to serve (its
+  // gateways then reach their services). Rejects only when the term is destroyed first (a
+  // cancellation) or on a bug (an exception from the services). Call once.
+  kj::Promise<void> start();
+
+  uint64_t epoch() const { return epoch_; }
+  // start() resolved: recovery done, the gateways serve.
+  bool ready() const { return capabilities_.ready(); }
+
+  // SERVING was published for this term (the process publishes it once start() resolved).
+  bool serving() const { return serving_; }
+  void markServing() { serving_ = true; }
+
+  // Revokes the term's capabilities now (the term stays until destroyed). Idempotent.
+  void revoke(const std::string& reason) { capabilities_.revoke(reason); }
+
+  // The term's Dispatcher gateway, fenced for the epoch; null until the stores are open.
+  kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway();
+  // The Dispatcher for in-process reads (/v1/jobs, /metrics); null until the term is ready.
+  kj::Maybe<const dispatcher::Dispatcher&> dispatcher() const;
+
+ private:
+  kj::Promise<void> openStores();
+  kj::Promise<void> recover();
+  // Logs the failure and waits the next backoff delay.
+  kj::Promise<void> afterFailure(const std::string& what);
+
+  kj::Timer& timer_;
+  const uint64_t epoch_;
+  rpc::LeadershipTerm capabilities_;  // Revoked first (destructor), destroyed last.
+  store::StoreServices& storeServices_;
+  const store::StoreTerm storeTerm_;
+  const LeaderTermOptions options_;
+  ExponentialBackoff backoff_;
+  bool serving_ = false;
+  // Members below are destroyed in reverse order: the gateway, the services, then the stores.
+  kj::Own<store::LeaderStores> stores_;
+  kj::Own<dispatcher::Dispatcher> dispatcher_;
+  kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway_;
+  kj::Canceler canceler_;  // The term's own work (start()); cancelled first.
+};
+
+}  // namespace regent::master

@@ -1,0 +1,99 @@
+// MasterBootstrap behind its fenced endpoint: a standby answers notLeader naming the leader, a
+// leader refuses another epoch, and both checks run before any handler.
+#include "services/master/master_bootstrap.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/event_loop.h"
+
+namespace regent::master {
+namespace {
+
+class FakeBootstrapHost final : public MasterBootstrapHost {
+ public:
+  FakeBootstrapHost() { self_.masterId = "self"; }
+  const leader::ContenderInfo& self() const override { return self_; }
+  std::optional<leader::LeaderInfo> knownLeader() const override { return leader; }
+  uint64_t leadingEpoch() const override { return epoch; }
+  kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override { return nullptr; }
+  kj::Promise<void> handOverForCaller() override {
+    ++handOvers;
+    return kj::READY_NOW;
+  }
+
+  leader::ContenderInfo self_;
+  std::optional<leader::LeaderInfo> leader;
+  uint64_t epoch = 0;
+  int handOvers = 0;
+};
+
+class MasterBootstrapTest : public ::testing::Test {
+ protected:
+  ~MasterBootstrapTest() noexcept override = default;
+
+  capnp::Response<wire::MasterBootstrap::HandOverResults> handOver(uint64_t epoch) {
+    auto request = bootstrap_.handOverRequest();
+    request.setEpoch(epoch);
+    return loop_.run(request.send());
+  }
+
+  EventLoop loop_;
+  FakeBootstrapHost host_;
+  rpc::FencingCounters counters_;
+  wire::MasterBootstrap::Client bootstrap_ = serveMasterBootstrap(host_, counters_);
+};
+
+TEST_F(MasterBootstrapTest, AStandbyAnswersNotLeaderNamingTheLeaderWithoutHandingOver) {
+  leader::LeaderInfo other;
+  other.epoch = 3;
+  other.masterId = "other";
+  other.rpcAddress = "10.0.0.2:7000";
+  host_.leader = other;
+  auto response = handOver(3);
+  ASSERT_TRUE(response.hasFailure());
+  ASSERT_TRUE(response.getFailure().isNotLeader());
+  EXPECT_EQ(response.getFailure().getNotLeader().getLeader().getEpoch(), 3u);
+  EXPECT_EQ(std::string(response.getFailure().getMessage().cStr()),
+            "master self does not lead; the leader is other at 10.0.0.2:7000 (epoch 3)");
+  EXPECT_EQ(host_.handOvers, 0);
+  EXPECT_EQ(counters_.rejected("MasterBootstrap.handOver"), 1u);
+
+  host_.leader.reset();
+  auto unknown = loop_.run([&] {
+    auto request = bootstrap_.dispatcherRequest();
+    request.setEpoch(3);
+    return request.send();
+  }());
+  ASSERT_TRUE(unknown.hasFailure());
+  EXPECT_TRUE(unknown.getFailure().getNotLeader().isUnknown());
+}
+
+TEST_F(MasterBootstrapTest, ALeaderRefusesAnotherEpochAndHandsOverForItsOwn) {
+  host_.epoch = 5;
+  auto stale = handOver(4);
+  ASSERT_TRUE(stale.hasFailure());
+  ASSERT_TRUE(stale.getFailure().isFencing());
+  EXPECT_EQ(stale.getFailure().getFencing().getExpected(), 5u);
+  EXPECT_EQ(stale.getFailure().getFencing().getReceived(), 4u);
+  EXPECT_EQ(std::string(stale.getFailure().getMessage().cStr()),
+            "called with epoch 4, this master leads epoch 5");
+  EXPECT_EQ(host_.handOvers, 0);
+
+  EXPECT_FALSE(handOver(5).hasFailure());
+  EXPECT_EQ(host_.handOvers, 1);
+  EXPECT_TRUE(loop_.run(bootstrap_.leaderInfoRequest().send()).hasContender());
+}
+
+TEST_F(MasterBootstrapTest, ALeaderWhoseStoresAreOpeningAnswersUnavailableForItsDispatcher) {
+  host_.epoch = 5;
+  auto request = bootstrap_.dispatcherRequest();
+  request.setEpoch(5);
+  auto response = loop_.run(request.send());
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isUnavailable());
+}
+
+}  // namespace
+}  // namespace regent::master
