@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
+#include "common/event_line.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "tests/fixtures/process_harness.h"
@@ -54,52 +56,12 @@ struct BenchOptions {
   std::string binDir;
 };
 
-// steady_clock is CLOCK_MONOTONIC, the clock of the processes' mono_us.
-int64_t monoMicrosNow() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The decimal value of "<name>=<digits>" in `line`, if present.
-std::optional<int64_t> field(const std::string& line, const std::string& name) {
-  const std::regex pattern("(^|[ {\"])" + name + "=(\\d+)");
-  std::smatch match;
-  if (!std::regex_search(line, match, pattern)) return std::nullopt;
-  return std::stoll(match[2].str());
-}
-
-std::string formatMs(double ms) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f", ms);
-  return text;
-}
-
-struct Summary {
-  double min = 0, median = 0, max = 0;
-  size_t n = 0;
-};
-
-Summary summarize(std::vector<double> values) {
-  Summary s;
-  s.n = values.size();
-  if (values.empty()) return s;
-  std::sort(values.begin(), values.end());
-  s.min = values.front();
-  s.max = values.back();
-  const size_t mid = values.size() / 2;
-  s.median = values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-  return s;
-}
-
-std::string describe(const Summary& s) {
-  return "min=" + formatMs(s.min) + " median=" + formatMs(s.median) + " max=" + formatMs(s.max) +
-         " n=" + std::to_string(s.n);
-}
-
-void note(const std::string& text) {
-  std::printf("# %s\n", text.c_str());
-  std::fflush(stdout);
+// The whole-number field `key` of the event line `event` in `line`, if both are there.
+std::optional<int64_t> eventField(const std::string& line, std::string_view event,
+                                  std::string_view key) {
+  auto fields = parseEventLine(line, event);
+  if (!fields) return std::nullopt;
+  return fields->getInt(key);
 }
 
 // A grant as its contender logged it.
@@ -110,27 +72,26 @@ struct Grant {
 };
 
 // What one kind of contender prints (regent-master's event lines, or the baseline's).
+// Events are read with parseEventLine (common/event_line.h); the regexes are what the process
+// harness waits for.
 struct ContenderKind {
   std::regex contending;
-  std::regex granted;
-  std::optional<std::regex> revoked;
-  // The line a leader logs when SIGTERM starts its hand-over, with mono_us. Without one (the
+  std::string granted;                // Event with mono_us, wall_ms and (masters) epoch.
+  std::optional<std::string> revoked;
+  // The event a leader logs when SIGTERM starts its hand-over, with mono_us. Without one (the
   // baseline just closes its session), a graceful trial starts when the signal is sent.
-  std::optional<std::regex> handoverRequested;
+  std::optional<std::string> handoverRequested;
 };
 
 const ContenderKind& masterKind() {
-  static const ContenderKind kind{
-      std::regex("contending master_id=\\S+ latch="),
-      std::regex("leadership granted epoch=\\d+ master_id=\\S+ mono_us=\\d+"),
-      std::regex("leadership revoked epoch=\\d+ master_id=\\S+ "),
-      std::regex("handover requested master_id=\\S+ mono_us=\\d+")};
+  static const ContenderKind kind{std::regex("contending master_id=\\S+ latch="),
+                                  "leadership granted", "leadership revoked", "handover requested"};
   return kind;
 }
 
 const ContenderKind& baselineKind() {
-  static const ContenderKind kind{std::regex("^contending node="),
-                                  std::regex("^granted mono_us=\\d+"), std::nullopt, std::nullopt};
+  static const ContenderKind kind{std::regex("^contending node="), "granted", std::nullopt,
+                                  std::nullopt};
   return kind;
 }
 
@@ -169,9 +130,10 @@ class Contender final {
   std::vector<Grant> grants() const {
     std::vector<Grant> result;
     for (const std::string& line : lines()) {
-      if (!std::regex_search(line, kind_.granted)) continue;
-      result.push_back(Grant{field(line, "mono_us").value_or(0), field(line, "wall_ms").value_or(0),
-                             field(line, "epoch").value_or(0)});
+      auto granted = parseEventLine(line, kind_.granted);
+      if (!granted || !granted->getInt("mono_us")) continue;
+      result.push_back(Grant{*granted->getInt("mono_us"), granted->getInt("wall_ms").value_or(0),
+                             granted->getInt("epoch").value_or(0)});
     }
     return result;
   }
@@ -180,8 +142,8 @@ class Contender final {
   bool holdsGrant() const {
     bool holds = false;
     for (const std::string& line : lines()) {
-      if (std::regex_search(line, kind_.granted)) holds = true;
-      if (kind_.revoked && std::regex_search(line, *kind_.revoked)) holds = false;
+      if (parseEventLine(line, kind_.granted)) holds = true;
+      if (kind_.revoked && parseEventLine(line, *kind_.revoked)) holds = false;
     }
     return holds;
   }
@@ -328,15 +290,15 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
   int64_t leftAtWallMs = 0;
   std::string extra;
   if (set.how == Exit::kGraceful) {
-    leftAtUs = monoMicrosNow();
+    leftAtUs = monotonicMicros();
     if (Status sent = leader.process().terminate(); !sent.ok()) return sent.error();
     if (const auto& handover = leader.kind().handoverRequested) {
-      auto requested = leader.process().waitForLine(*handover, kLineTimeout);
+      auto requested = leader.process().waitForLine(std::regex(*handover + " "), kLineTimeout);
       if (!requested.ok()) {
         return Error::fatal(leader.label() + " logged no hand-over request after SIGTERM: " +
                             requested.error().message);
       }
-      leftAtUs = field(requested.value(), "mono_us").value_or(0);
+      leftAtUs = eventField(requested.value(), *handover, "mono_us").value_or(0);
     }
   } else {
     // A crash's vacancy depends on where the SIGKILL falls between the leader's last ping and the
@@ -349,7 +311,7 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
       std::this_thread::sleep_for(Duration(delayMs(set.random)));
     }
     leftAtWallMs = wallClockMillis();
-    leftAtUs = monoMicrosNow();
+    leftAtUs = monotonicMicros();
     if (Status sent = leader.process().kill(); !sent.ok()) return sent.error();
   }
 
@@ -363,11 +325,11 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
   if (!exit) return Error::fatal(leader.label() + " did not exit after its signal");
   if (set.how == Exit::kGraceful) {
     auto done = leader.process().waitForLine(
-        std::regex("handover done master_id=\\S+ mono_us=\\d+"), Duration(0));
+        std::regex("handover done "), Duration(0));
     if (done.ok()) {
-      const int64_t doneUs = field(done.value(), "mono_us").value_or(0);
+      const int64_t doneUs = eventField(done.value(), "handover done", "mono_us").value_or(0);
       extra += ", hand-over transaction " +
-               formatMs(static_cast<double>(doneUs - leftAtUs) / 1000.0) + " ms";
+               formatFixed(static_cast<double>(doneUs - leftAtUs) / 1000.0, 2) + " ms";
     }
     if (!exit->exited() || exit->exitCode != 0) extra += ", WARNING leaver " + exit->describe();
   } else {
@@ -384,8 +346,8 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
       const int64_t expiredAtMs = expiries[expiriesBefore];
       result.expiryMs = static_cast<double>(expiredAtMs - leftAtWallMs);
       result.grantAfterExpiryMs = static_cast<double>(grant.wallMs - expiredAtMs);
-      extra += ", session expired after " + formatMs(*result.expiryMs) + " ms, granted " +
-               formatMs(*result.grantAfterExpiryMs) + " ms later (wall clock, ms resolution)";
+      extra += ", session expired after " + formatFixed(*result.expiryMs, 2) + " ms, granted " +
+               formatFixed(*result.grantAfterExpiryMs, 2) + " ms later (wall clock, ms resolution)";
     }
   }
   if (grant.epoch != 0) {
@@ -399,7 +361,7 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
                           " never logged serving: " + serving.error().message);
     }
   }
-  note(set.name + " trial " + std::to_string(trial) + ": " + formatMs(result.vacancyMs) + " ms, " +
+  note(set.name + " trial " + std::to_string(trial) + ": " + formatFixed(result.vacancyMs, 2) + " ms, " +
        leader.label() + " -> " + group[nextIndex]->label() + extra);
 
   if (Status restarted = leader.start(); !restarted.ok()) return restarted.error();
@@ -429,16 +391,6 @@ Result<CaseSamples> runTrials(const TrialSet& set, int trials) {
          describe(summarize(samples.afterExpiries)));
   }
   return samples;
-}
-
-// A "<key>: <n> kB" value of /proc/<pid>/status.
-std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
-  }
-  return std::nullopt;
 }
 
 // The resident set of an idle standby once it has stopped changing (the same value for a
@@ -587,14 +539,14 @@ int run(const BenchOptions& options) {
   if (!crash.value().afterExpiries.empty() && !baselineCrash.value().afterExpiries.empty()) {
     const double addedMs = summarize(crash.value().afterExpiries).median -
                            summarize(baselineCrash.value().afterExpiries).median;
-    note("crash overhead after the session expiry: " + formatMs(addedMs) +
-         " ms median over the baseline = " + formatMs(addedMs / baselineSummary.median * 100.0) +
+    note("crash overhead after the session expiry: " + formatFixed(addedMs, 2) +
+         " ms median over the baseline = " + formatFixed(addedMs / baselineSummary.median * 100.0, 2) +
          "% of baseline_crash_ms median");
   }
   std::printf("failover graceful_ms %s\n", describe(gracefulSummary).c_str());
   std::printf("failover crash_ms %s\n", describe(crashSummary).c_str());
   std::printf("failover baseline_crash_ms %s\n", describe(baselineSummary).c_str());
-  std::printf("failover crash_overhead_pct=%s\n", formatMs(overheadPct).c_str());
+  std::printf("failover crash_overhead_pct=%s\n", formatFixed(overheadPct, 2).c_str());
   std::printf("master_rss_kb=%lld\n", static_cast<long long>(rssKb.value()));
   std::fflush(stdout);
   return 0;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "conf/config.h"
@@ -32,6 +33,7 @@
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 #include "store/store_services.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 
 namespace regent::bench {
@@ -53,32 +55,15 @@ double micros(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
-double percentile(std::vector<double> samples, double p) {
-  std::sort(samples.begin(), samples.end());
-  const size_t index = std::min(samples.size() - 1,
-                                static_cast<size_t>(p / 100.0 * static_cast<double>(samples.size())));
-  return samples[index];
-}
-
 kj::Own<capnp::MallocMessageBuilder> benchGraph(const JobId& id) {
-  auto message = kj::heap<capnp::MallocMessageBuilder>();
-  auto graph = message->initRoot<wire::JobGraph>();
-  graph.initJobId().setHi(id.hi());
-  graph.getJobId().setLo(id.lo());
-  graph.setName("bench");
-  auto vertex = graph.initVertices(1)[0];
-  vertex.setName("work");
-  vertex.setParallelism(4);
-  vertex.initCommand().initArgv(1).set(0, "true");
-  return message;
+  return testing::makeJobGraph(id, {.name = "bench", .parallelism = 4, .argv = {"true"}});
 }
 
 kj::Promise<capnp::Response<DispatcherGateway::JobStatusResults>> jobStatus(
     DispatcherGateway::Client& gateway, const JobId& id, uint64_t epoch) {
   auto request = gateway.jobStatusRequest();
   request.setEpoch(epoch);
-  request.initJobId().setHi(id.hi());
-  request.getJobId().setLo(id.lo());
+  wire::setWireId(request.initJobId(), id);
   return request.send();
 }
 
@@ -244,7 +229,7 @@ int run(const BenchOptions& options) {
     capnp::MallocMessageBuilder request;
     auto params = request.initRoot<DispatcherGateway::JobStatusParams>();
     params.setEpoch(1);
-    params.initJobId().setHi(id.hi());
+    wire::setWireId(params.initJobId(), id);
     auto response = loop.run(jobStatus(remote, id, 1));
     KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
     capnp::MallocMessageBuilder results;

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "common/result.h"
@@ -36,6 +37,7 @@
 #include "store/rocksdb_record_store.h"
 #include "store/store_services.h"
 #include "store/zookeeper_record_store.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 
@@ -64,17 +66,6 @@ struct BenchOptions {
   size_t recordBytes = 2048;  // Target packed size of one JobGraph.
   size_t readsInFlight = store::ZooKeeperRecordStoreOptions{}.maxReadsInFlight;
 };
-
-void note(const std::string& text) {
-  std::printf("# %s\n", text.c_str());
-  std::fflush(stdout);
-}
-
-std::string format(double value, int decimals = 1) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
 
 double millisSince(MonoTime start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -120,16 +111,6 @@ double processCpuMs(int pid) {
   return ticks * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
-double minimum(const std::vector<double>& values) {
-  return *std::min_element(values.begin(), values.end());
-}
-
 // ---- the JobGraphs ---------------------------------------------------------------------------
 
 std::string randomText(std::mt19937_64& random, size_t length) {
@@ -141,50 +122,21 @@ std::string randomText(std::mt19937_64& random, size_t length) {
   return text;
 }
 
-// A plausible JobGraph: four vertices in a chain, each with a command, a few environment
-// variables and a resource profile; the last environment value pads the packed message to
-// about the target size (random text does not pack).
+// A plausible JobGraph: four vertices in a chain, each with a command and a resource profile;
+// an environment variable of random text (it does not pack) on the last vertex pads the packed
+// message to about the target size.
 kj::Own<capnp::MallocMessageBuilder> buildGraph(std::mt19937_64& random, size_t padding) {
-  auto message = kj::heap<capnp::MallocMessageBuilder>();
-  auto graph = message->initRoot<wire::JobGraph>();
-  const JobId id = JobId::random();
-  graph.initJobId().setHi(id.hi());
-  graph.getJobId().setLo(id.lo());
-  graph.setName("bench-job-" + randomText(random, 12));
-  graph.setSubmittedAtMs(1'700'000'000'000);
-  graph.initRestartStrategy().initFixedDelay();
-  constexpr unsigned kVertices = 4;
-  auto vertices = graph.initVertices(kVertices);
-  for (unsigned v = 0; v < kVertices; ++v) {
-    auto vertex = vertices[v];
-    vertex.setName("vertex-" + std::to_string(v));
-    vertex.setParallelism(4);
-    auto command = vertex.initCommand();
-    auto argv = command.initArgv(4);
-    argv.set(0, "/usr/bin/bench-task");
-    argv.set(1, "--stage=" + std::to_string(v));
-    argv.set(2, "--input=s3://bench/" + randomText(random, 32));
-    argv.set(3, "--output=s3://bench/" + randomText(random, 32));
-    const bool last = v + 1 == kVertices;
-    auto env = command.initEnv(last ? 4 : 3);
-    for (unsigned e = 0; e < 3; ++e) {
-      env[e].setName("BENCH_VAR_" + std::to_string(e));
-      env[e].setValue(randomText(random, 24));
-    }
-    if (last) {
-      env[3].setName("BENCH_PADDING");
-      env[3].setValue(randomText(random, padding));
-    }
-    command.setWorkingDir("/var/lib/bench/" + randomText(random, 16));
-    auto resources = vertex.initResources();
-    resources.setCpuMillis(500);
-    resources.setMemoryBytes(256u << 20);
-    if (v > 0) {
-      auto upstream = vertex.initUpstream(1);
-      upstream.set(0, "vertex-" + std::to_string(v - 1));
-    }
-  }
-  return message;
+  return testing::makeJobGraph(
+      JobId::random(), {.name = "bench-job-" + randomText(random, 12),
+                        .vertices = 4,
+                        .parallelism = 4,
+                        .argv = {"/usr/bin/bench-task", "--input=s3://bench/" + randomText(random, 32),
+                                 "--output=s3://bench/" + randomText(random, 32)},
+                        .cpuMillis = 500,
+                        .memoryBytes = 256u << 20,
+                        .paddingBytes = padding,
+                        .submittedAtMs = 1'700'000'000'000,
+                        .fixedDelayRestart = true});
 }
 
 size_t packedSize(capnp::MallocMessageBuilder& message) {
@@ -598,18 +550,18 @@ std::string trialLabel(int trial) {
 
 std::string describe(const char* name, const Phase& phase, bool server) {
   std::string text =
-      std::string(name) + " " + format(phase.ms) + " ms (cpu: client " + format(phase.clientCpuMs);
-  if (server) text += ", server " + format(phase.serverCpuMs);
+      std::string(name) + " " + formatFixed(phase.ms, 1) + " ms (cpu: client " + formatFixed(phase.clientCpuMs, 1);
+  if (server) text += ", server " + formatFixed(phase.serverCpuMs, 1);
   return text + ")";
 }
 
 void printTrial(const char* backend, const std::string& label, const Trial& t) {
   std::string line = "# " + label + " store " + backend +
-                     " put_per_s=" + format(t.putPerSecond, 0) +
-                     " recover_10k_ms=" + format(t.recover.ms);
+                     " put_per_s=" + formatFixed(t.putPerSecond, 0) +
+                     " recover_10k_ms=" + formatFixed(t.recover.ms, 1);
   if (t.raw) {
-    line += " zk_raw_read_10k_ms=" + format(t.raw->ms) +
-            " ratio=" + format(t.recover.ms / t.raw->ms, 2);
+    line += " zk_raw_read_10k_ms=" + formatFixed(t.raw->ms, 1) +
+            " ratio=" + formatFixed(t.recover.ms / t.raw->ms, 2);
   }
   line += "; " + describe("recoverAll", t.recover, t.raw.has_value());
   if (t.records) line += ", " + describe("records readAll", *t.records, true);
@@ -632,17 +584,17 @@ void printSummary(const char* backend, const std::vector<Trial>& trials) {
       recordRatios.push_back(t.records->ms / t.raw->ms);
     }
   }
-  std::string mins = "min over trials: recover_10k_ms=" + format(minimum(recovers));
-  std::string line = std::string("store ") + backend + " put_per_s=" + format(median(puts), 0) +
-                     " recover_10k_ms=" + format(median(recovers));
+  std::string mins = "min over trials: recover_10k_ms=" + formatFixed(summarize(recovers).min, 1);
+  std::string line = std::string("store ") + backend + " put_per_s=" + formatFixed(median(puts), 0) +
+                     " recover_10k_ms=" + formatFixed(median(recovers), 1);
   if (!raws.empty()) {
-    line += " zk_raw_read_10k_ms=" + format(median(raws)) + " ratio=" + format(median(ratios), 2);
-    mins += " zk_raw_read_10k_ms=" + format(minimum(raws)) + " ratio=" + format(minimum(ratios), 2);
+    line += " zk_raw_read_10k_ms=" + formatFixed(median(raws), 1) + " ratio=" + formatFixed(median(ratios), 2);
+    mins += " zk_raw_read_10k_ms=" + formatFixed(summarize(raws).min, 1) + " ratio=" + formatFixed(summarize(ratios).min, 2);
   }
   note(std::string(backend) + " " + mins);
   if (!records.empty()) {
-    note(std::string(backend) + " median records readAll (no decoding) " + format(median(records)) +
-         " ms, ratio to the raw read " + format(median(recordRatios), 2));
+    note(std::string(backend) + " median records readAll (no decoding) " + formatFixed(median(records), 1) +
+         " ms, ratio to the raw read " + formatFixed(median(recordRatios), 2));
   }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
@@ -682,7 +634,7 @@ int run(const BenchOptions& options) {
     for (int trial = 1 - options.warmups; trial <= options.trials; ++trial) {
       Graphs graphs = buildGraphs(options.count, options.recordBytes, std::random_device{}());
       if (trial == 1 - options.warmups) {
-        note("mean packed JobGraph " + format(graphs.meanPackedBytes) + " bytes");
+        note("mean packed JobGraph " + formatFixed(graphs.meanPackedBytes, 1) + " bytes");
       }
       // Trials alternate which read goes first; the count includes the warm-ups.
       auto result =
@@ -700,7 +652,7 @@ int run(const BenchOptions& options) {
     for (int trial = 1 - options.warmups; trial <= options.trials; ++trial) {
       Graphs graphs = buildGraphs(options.count, options.recordBytes, std::random_device{}());
       if (trial == 1 - options.warmups && !zookeeper) {
-        note("mean packed JobGraph " + format(graphs.meanPackedBytes) + " bytes");
+        note("mean packed JobGraph " + formatFixed(graphs.meanPackedBytes, 1) + " bytes");
       }
       auto result = rocksDbTrial(loop, graphs, options);
       if (!result.ok())

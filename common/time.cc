@@ -1,4 +1,4 @@
-// Wall-clock helpers.
+// Clock readings (see time.h).
 #include "common/time.h"
 
 namespace regent {
@@ -6,6 +6,12 @@ namespace regent {
 int64_t wallClockMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t monotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 

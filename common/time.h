@@ -1,5 +1,5 @@
-// Durations and clocks shared by every folder. Time is injected (STYLE §8): code that waits
-// takes a Clock so unit tests can advance a fake one.
+// Durations and clock readings shared by every folder. Time is injected as a kj::Timer: code
+// that waits takes the loop's timer, and unit tests drive a kj::TimerImpl by hand.
 #pragma once
 
 #include <chrono>
@@ -10,28 +10,11 @@ namespace regent {
 using Duration = std::chrono::milliseconds;
 using MonoTime = std::chrono::steady_clock::time_point;
 
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual MonoTime now() const = 0;
-};
-
-class SteadyClock final : public Clock {
- public:
-  MonoTime now() const override { return std::chrono::steady_clock::now(); }
-};
-
-// Can be replaced in tests: time moves only when advance() is called.
-class FakeClock final : public Clock {
- public:
-  MonoTime now() const override { return now_; }
-  void advance(Duration by) { now_ += by; }
-
- private:
-  MonoTime now_{};
-};
-
 // Milliseconds since the Unix epoch, for logs and records people read.
 int64_t wallClockMillis();
+
+// steady_clock (CLOCK_MONOTONIC) in microseconds: the clock of event lines' mono_us fields, so
+// readings of different processes on one host compare.
+int64_t monotonicMicros();
 
 }  // namespace regent

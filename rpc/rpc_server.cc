@@ -134,8 +134,4 @@ void RpcServer::connectionEnded(Connection& connection) {
                 connection.peer.address);
 }
 
-void RpcServer::ErrorHandler::taskFailed(kj::Exception&& exception) {
-  spdlog::debug("rpc: connection task ended: {}", exception.getDescription().cStr());
-}
-
 }  // namespace regent::rpc

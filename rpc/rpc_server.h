@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "rpc/rpc_options.h"
 
 namespace regent::rpc {
@@ -78,11 +79,6 @@ class RpcServer final {
  private:
   struct Connection;
 
-  class ErrorHandler final : public kj::TaskSet::ErrorHandler {
-   public:
-    void taskFailed(kj::Exception&& exception) override;
-  };
-
   kj::Promise<void> acceptLoop();
   void adopt(kj::Own<kj::AsyncIoStream> stream);
   void connectionEnded(Connection& connection);
@@ -96,7 +92,8 @@ class RpcServer final {
   size_t open_ = 0;
   uint64_t accepted_ = 0;
   uint64_t aborted_ = 0;
-  ErrorHandler errorHandler_;
+  // A connection task ends when its peer goes away: routine, logged at debug.
+  TaskFailureLogger errorHandler_{"rpc: connection", spdlog::level::debug};
   // Declared after the counters: connections update them while being destroyed.
   kj::TaskSet connections_;
   kj::Promise<void> accepting_;

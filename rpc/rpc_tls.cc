@@ -16,6 +16,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/task_errors.h"
 #include "conf/config.h"
 #include "conf/values.h"
 #include "rpc/abort_watching_stream.h"
@@ -110,12 +111,12 @@ bool keyMatchesCertificate(const std::string& certificatePem, const std::string&
 }
 
 // Accepted connections, handed out only once their TLS handshake succeeded.
-class TlsReceiver final : public kj::ConnectionReceiver, private kj::TaskSet::ErrorHandler {
+class TlsReceiver final : public kj::ConnectionReceiver {
  public:
   TlsReceiver(RpcNetwork::Impl& tls, kj::Own<kj::ConnectionReceiver> inner)
       : tls_(tls),
         inner_(kj::mv(inner)),
-        handshakes_(*this),
+        handshakes_(handshakeErrors_),
         accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {}
   ~TlsReceiver() noexcept = default;
 
@@ -200,15 +201,12 @@ class TlsReceiver final : public kj::ConnectionReceiver, private kj::TaskSet::Er
     failure_ = kj::mv(exception);
   }
 
-  void taskFailed(kj::Exception&& exception) override {
-    spdlog::error("rpc: TLS handshake task failed: {}", explain(exception));
-  }
-
   RpcNetwork::Impl& tls_;
   kj::Own<kj::ConnectionReceiver> inner_;
   std::deque<kj::Own<kj::AsyncIoStream>> ready_;  // Handshake done, not yet accepted.
   kj::Maybe<kj::Exception> failure_;              // The inner receiver's, for the next accept().
   kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::Own<kj::AsyncIoStream>>>> waiter_;
+  TaskFailureLogger handshakeErrors_{"rpc: TLS handshake"};
   kj::TaskSet handshakes_;
   kj::Promise<void> accepting_;
 };

@@ -1,7 +1,6 @@
 // The stores' encoding over a RecordStore backend: JobGraphs and JobResults as packed Cap'n Proto
 // records, validated on the way in and fully checked on the way out; dirty/clean results and
 // their retention. Backends only keep bytes; everything about records lives here, once.
-#include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
@@ -17,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/wire_ids.h"
 #include "store/store_services.h"
 
 namespace regent::store {
@@ -28,13 +28,6 @@ constexpr uint64_t kMaxMessageWords = 8 * 1024 * 1024;
 
 kj::Promise<StoreResult<void>> readyError(StoreError error) {
   return kj::Promise<StoreResult<void>>(StoreResult<void>(kj::mv(error)));
-}
-
-std::optional<JobId> jobIdOf(bool has, wire::Id128::Reader id) {
-  if (!has) return std::nullopt;
-  const JobId jobId(id.getHi(), id.getLo());
-  if (jobId.isZero()) return std::nullopt;
-  return jobId;
 }
 
 std::string describeJob(const JobId& id, kj::StringPtr name) {
@@ -123,7 +116,7 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
   }
   if (trailing) return StoreError::corrupt("has bytes after the message");
   auto root = message->getRoot<Struct>().asReader();
-  const std::optional<JobId> id = jobIdOf(root.hasJobId(), root.getJobId());
+  const std::optional<JobId> id = wire::idFromWireIfSet<JobId>(root.hasJobId(), root.getJobId());
   if (!id) return StoreError::corrupt("carries no job id");
   if (id->toHex() != key) return StoreError::corrupt("carries job id " + id->toHex());
   return StoredMessage<Struct>(kj::mv(message), kj::mv(bytes));
@@ -187,13 +180,6 @@ Decoded<Struct> decodeAll(RecordFamily family, std::vector<Record>&& records) {
   return all;
 }
 
-std::string stateName(wire::JobState state) {
-  KJ_IF_MAYBE (enumerant, capnp::toDynamic(state).getEnumerant()) {
-    return enumerant->getProto().getName().cStr();
-  }
-  return std::to_string(static_cast<uint16_t>(state));
-}
-
 bool isTerminal(wire::JobState state) {
   return state == wire::JobState::FINISHED || state == wire::JobState::FAILED ||
          state == wire::JobState::CANCELED;
@@ -211,7 +197,7 @@ class PackedJobGraphStore final : public JobGraphStore {
     StoreResult<void> copied = copyInto(builder, graph, "the JobGraph");
     if (!copied.ok()) return readyError(copied.error());
     auto root = builder.getRoot<wire::JobGraph>().asReader();
-    const std::optional<JobId> id = jobIdOf(root.hasJobId(), root.getJobId());
+    const std::optional<JobId> id = wire::idFromWireIfSet<JobId>(root.hasJobId(), root.getJobId());
     if (!id) return readyError(StoreError::invalid("the JobGraph has no job id (jobId)"));
     StoreResult<std::string> packed = pack(
         builder, "the JobGraph of " + describeJob(*id, root.getName()), records_);
@@ -274,8 +260,8 @@ void sortNewestFirst(std::vector<JobResultMessage>& results) {
               const int64_t aEnded = a.get().getEndedAtMs();
               const int64_t bEnded = b.get().getEndedAtMs();
               if (aEnded != bEnded) return aEnded > bEnded;
-              return JobId(a.get().getJobId().getHi(), a.get().getJobId().getLo()) >
-                     JobId(b.get().getJobId().getHi(), b.get().getJobId().getLo());
+              return wire::idFromWire<JobId>(a.get().getJobId()) >
+                     wire::idFromWire<JobId>(b.get().getJobId());
             });
 }
 
@@ -290,11 +276,11 @@ class PackedJobResultStore final : public JobResultStore {
     if (!copied.ok()) return readyError(copied.error());
     auto root = builder.getRoot<wire::JobResult>();
     const auto view = root.asReader();
-    const std::optional<JobId> id = jobIdOf(view.hasJobId(), view.getJobId());
+    const std::optional<JobId> id = wire::idFromWireIfSet<JobId>(view.hasJobId(), view.getJobId());
     if (!id) return readyError(StoreError::invalid("the JobResult has no job id (jobId)"));
     if (!isTerminal(view.getState())) {
       return readyError(StoreError::invalid(
-          "the JobResult of job " + id->toHex() + " has state " + stateName(view.getState()) +
+          "the JobResult of job " + id->toHex() + " has state " + wire::enumName(view.getState()) +
           ", which is not terminal (state must be finished, failed or canceled)"));
     }
     root.setClean(false);
@@ -423,8 +409,8 @@ class PackedJobResultStore final : public JobResultStore {
     index_.emplace();
     for (const JobResultMessage& result : results) {
       if (result.get().getClean()) {
-        const auto id = result.get().getJobId();
-        addClean(JobId(id.getHi(), id.getLo()).toHex(), result.get().getEndedAtMs());
+        addClean(wire::idFromWire<JobId>(result.get().getJobId()).toHex(),
+                 result.get().getEndedAtMs());
       }
     }
   }

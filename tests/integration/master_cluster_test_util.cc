@@ -9,10 +9,10 @@
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 
+#include "common/event_line.h"
 #include "tests/fixtures/wait_test_util.h"
 
 namespace regent::testing {
@@ -20,33 +20,78 @@ namespace {
 
 constexpr Duration kPollInterval{20};
 
-struct LinePattern {
+// The event each kind is logged as (common/event_line.h reads the fields).
+struct KindEvent {
   MasterEvent::Kind kind;
-  const char* marker;  // Cheap pre-filter before the regex.
-  std::regex regex;
+  const char* event;
 };
 
-const std::vector<LinePattern>& linePatterns() {
+constexpr KindEvent kKindEvents[] = {
+    {MasterEvent::Kind::kStarting, "master starting"},
+    {MasterEvent::Kind::kContending, "contending"},
+    {MasterEvent::Kind::kGranted, "leadership granted"},
+    {MasterEvent::Kind::kServing, "leader serving"},
+    {MasterEvent::Kind::kRevoked, "leadership revoked"},
+    {MasterEvent::Kind::kHandoverRequested, "handover requested"},
+    {MasterEvent::Kind::kHandoverDone, "handover done"},
+    {MasterEvent::Kind::kExiting, "master exiting"},
+};
+
+// Fills `event` from the fields its kind carries; false if one is missing or malformed.
+bool fill(MasterEvent& event, const EventFields& fields) {
   using Kind = MasterEvent::Kind;
-  static const std::vector<LinePattern> patterns = {
-      {Kind::kStarting, "master starting ",
-       std::regex(R"(master starting master_id=(\S+) pid=(\d+) ha_mode=(\S+))")},
-      {Kind::kContending, "contending ", std::regex(R"(contending master_id=(\S+) latch=(\S+))")},
-      {Kind::kGranted, "leadership granted ",
-       std::regex(R"(leadership granted epoch=(\d+) master_id=(\S+) mono_us=(\d+) wall_ms=(\d+))")},
-      {Kind::kServing, "leader serving ",
-       std::regex(R"(leader serving epoch=(\d+) master_id=(\S+))")},
-      {Kind::kRevoked, "leadership revoked ",
-       std::regex(
-           R"re(leadership revoked epoch=(\d+) master_id=(\S+) reason="([^"]*)" mono_us=(\d+) wall_ms=(\d+))re")},
-      {Kind::kHandoverRequested, "handover requested ",
-       std::regex(R"(handover requested master_id=(\S+) mono_us=(\d+) wall_ms=(\d+))")},
-      {Kind::kHandoverDone, "handover done ",
-       std::regex(R"(handover done master_id=(\S+) mono_us=(\d+) wall_ms=(\d+))")},
-      {Kind::kExiting, "master exiting ",
-       std::regex(R"(master exiting master_id=(\S+) code=(-?\d+))")},
+  auto masterId = fields.get("master_id");
+  if (!masterId) return false;
+  event.masterId = *masterId;
+  auto readEpoch = [&] {
+    auto epoch = fields.getUint("epoch");
+    if (epoch) event.epoch = *epoch;
+    return epoch.has_value();
   };
-  return patterns;
+  auto readTimes = [&] {
+    auto mono = fields.getInt("mono_us");
+    auto wall = fields.getInt("wall_ms");
+    if (!mono || !wall) return false;
+    event.monoUs = *mono;
+    event.wallMs = *wall;
+    return true;
+  };
+  switch (event.kind) {
+    case Kind::kStarting: {
+      auto pid = fields.getInt("pid");
+      auto haMode = fields.get("ha_mode");
+      if (!pid || !haMode) return false;
+      event.pid = *pid;
+      event.haMode = *haMode;
+      return true;
+    }
+    case Kind::kContending: {
+      auto latch = fields.get("latch");
+      if (!latch) return false;
+      event.latch = *latch;
+      return true;
+    }
+    case Kind::kGranted:
+      return readEpoch() && readTimes();
+    case Kind::kServing:
+      return readEpoch();
+    case Kind::kRevoked: {
+      auto reason = fields.get("reason");
+      if (!reason) return false;
+      event.reason = *reason;
+      return readEpoch() && readTimes();
+    }
+    case Kind::kHandoverRequested:
+    case Kind::kHandoverDone:
+      return readTimes();
+    case Kind::kExiting: {
+      auto code = fields.getInt("code");
+      if (!code) return false;
+      event.code = static_cast<int>(*code);
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string readFrom(const std::string& path, off_t offset) {
@@ -66,11 +111,7 @@ std::string readFrom(const std::string& path, off_t offset) {
 
 }  // namespace
 
-int64_t monotonicMicrosNow() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t monotonicMicrosNow() { return monotonicMicros(); }
 
 std::string uniqueClusterId(const std::string& prefix) {
   static std::atomic<int> counter{0};
@@ -101,52 +142,12 @@ std::optional<MasterEvent> parseMasterEventLine(const std::string& line) {
     }
     message = parsed["msg"].get<std::string>();
   }
-  using Kind = MasterEvent::Kind;
-  for (const LinePattern& pattern : linePatterns()) {
-    if (message.find(pattern.marker) == std::string::npos) continue;
-    std::smatch m;
-    if (!std::regex_search(message, m, pattern.regex)) continue;
+  for (const KindEvent& kind : kKindEvents) {
+    auto fields = parseEventLine(message, kind.event);
+    if (!fields) continue;
     MasterEvent event;
-    event.kind = pattern.kind;
-    switch (pattern.kind) {
-      case Kind::kStarting:
-        event.masterId = m[1];
-        event.pid = std::stoll(m[2]);
-        event.haMode = m[3];
-        break;
-      case Kind::kContending:
-        event.masterId = m[1];
-        event.latch = m[2];
-        break;
-      case Kind::kGranted:
-        event.epoch = std::stoull(m[1]);
-        event.masterId = m[2];
-        event.monoUs = std::stoll(m[3]);
-        event.wallMs = std::stoll(m[4]);
-        break;
-      case Kind::kServing:
-        event.epoch = std::stoull(m[1]);
-        event.masterId = m[2];
-        break;
-      case Kind::kRevoked:
-        event.epoch = std::stoull(m[1]);
-        event.masterId = m[2];
-        event.reason = m[3];
-        event.monoUs = std::stoll(m[4]);
-        event.wallMs = std::stoll(m[5]);
-        break;
-      case Kind::kHandoverRequested:
-      case Kind::kHandoverDone:
-        event.masterId = m[1];
-        event.monoUs = std::stoll(m[2]);
-        event.wallMs = std::stoll(m[3]);
-        break;
-      case Kind::kExiting:
-        event.masterId = m[1];
-        event.code = std::stoi(m[2]);
-        break;
-    }
-    return event;
+    event.kind = kind.kind;
+    if (fill(event, *fields)) return event;
   }
   return std::nullopt;
 }
@@ -274,7 +275,7 @@ const std::vector<std::string>& MasterCluster::argv(size_t slot) const {
 Status MasterCluster::kill(size_t slot) {
   Run& run = slots_.at(slot).runs.back();
   if (auto killed = run.process->kill(); !killed.ok()) return killed;
-  run.killedAtUs = monotonicMicrosNow();
+  run.killedAtUs = monotonicMicros();
   if (!run.process->waitForExit(Duration(10000))) {
     return Error::fatal("slot " + std::to_string(slot) + " survived SIGKILL");
   }

@@ -27,7 +27,8 @@
 
 namespace regent::testing {
 
-// steady_clock (CLOCK_MONOTONIC) in microseconds: the clock of the mono_us fields.
+// The clock of the mono_us fields: monotonicMicros() of common/time.h, which new code calls
+// directly.
 int64_t monotonicMicrosNow();
 
 // A cluster id no other test (or earlier run) uses: "<prefix>-<pid>-<counter>".

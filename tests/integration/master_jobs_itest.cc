@@ -20,6 +20,7 @@
 #include "rpc/rpc_options.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "store/store_services.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/wait_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/ha/zookeeper_client_test_util.h"
@@ -41,19 +42,6 @@ std::string rpcAddressOf(MasterCluster& cluster, size_t slot) {
   std::smatch match;
   KJ_REQUIRE(std::regex_search(line.value(), match, std::regex("rpc listening on (\\S+)")));
   return match[1];
-}
-
-// A one-vertex JobGraph with `id` and `name` in `graph`.
-void fillJobGraph(wire::JobGraph::Builder graph, const JobId& id, const std::string& name) {
-  graph.initJobId().setHi(id.hi());
-  graph.getJobId().setLo(id.lo());
-  graph.setName(name);
-  auto vertex = graph.initVertices(1)[0];
-  vertex.setName("work");
-  vertex.setParallelism(1);
-  auto argv = vertex.initCommand().initArgv(2);
-  argv.set(0, "sleep");
-  argv.set(1, "1");
 }
 
 class MasterJobsTest : public ::testing::Test {
@@ -96,7 +84,7 @@ class MasterJobsTest : public ::testing::Test {
     const JobId id = JobId::random();
     auto request = gateway.submitJobRequest();
     request.setEpoch(epoch);
-    fillJobGraph(request.initJobGraph(), id, name);
+    fillJobGraph(request.initJobGraph(), id, {.name = name});
     auto response = loop_.run(request.send());
     KJ_REQUIRE(!response.hasFailure(), name, response.getFailure().getMessage().cStr());
     return id;
@@ -208,7 +196,7 @@ TEST_F(MasterJobsTest, ALeaderStoppedPastItsSessionChangesNothingWhenItWakesUp) 
   auto late = oldGateway.submitJobRequest();
   late.setEpoch(1);
   const JobId lateId = JobId::random();
-  fillJobGraph(late.initJobGraph(), lateId, "late");
+  fillJobGraph(late.initJobGraph(), lateId, {.name = "late"});
   auto lateReply = late.send();
 
   auto second = cluster.waitForGrant(2, kStartTimeout);
@@ -285,7 +273,7 @@ TEST_F(MasterJobsTest, AGatewayFromAnEarlierTermIsFencedAndChangesNothing) {
   auto late = oldGateway.submitJobRequest();
   late.setEpoch(1);
   const JobId lateId = JobId::random();
-  fillJobGraph(late.initJobGraph(), lateId, "late");
+  fillJobGraph(late.initJobGraph(), lateId, {.name = "late"});
   auto refused = loop_.run(late.send());
   ASSERT_TRUE(refused.hasFailure());
   EXPECT_TRUE(refused.getFailure().isFencing()) << refused.getFailure().getMessage().cStr();
@@ -331,7 +319,7 @@ TEST_F(MasterJobsTest, ADirtyResultLeftByADeadLeaderIsCleanedUpAndItsJobIsNotRer
     for (const auto& [id, name] : {std::pair{ended, "ended"}, std::pair{running, "created"}}) {
       capnp::MallocMessageBuilder message;
       auto graph = message.initRoot<wire::JobGraph>();
-      fillJobGraph(graph, id, name);
+      fillJobGraph(graph, id, {.name = name});
       ASSERT_TRUE(loop_.run(stores->jobGraphs().put(graph.asReader())).ok());
     }
     capnp::MallocMessageBuilder message;

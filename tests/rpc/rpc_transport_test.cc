@@ -17,6 +17,7 @@
 #include "rpc/call_deadline.h"
 #include "rpc/rpc_client.h"
 #include "rpc/rpc_server.h"
+#include "rpc/wire_ids.h"
 #include "tests/common/logging_test_util.h"
 #include "tests/rpc/rpc_transport_test_util.h"
 
@@ -74,8 +75,7 @@ capnp::Request<wire::DispatcherGateway::SubmitJobParams, wire::DispatcherGateway
 submitWithName(wire::DispatcherGateway::Client& dispatcher, size_t nameBytes) {
   auto request = dispatcher.submitJobRequest();
   auto graph = request.initJobGraph();
-  graph.initJobId().setHi(7);
-  graph.getJobId().setLo(9);
+  wire::setWireId(graph.initJobId(), JobId(7, 9));
   std::string name(nameBytes, 'x');
   graph.setName(name);
   return request;
@@ -115,7 +115,7 @@ TEST_F(RpcTransportTest, CallRoundTripsOverLoopback) {
   auto dispatcher = dispatcherOf(loop_, client);
   auto response = runBounded<capnp::Response<wire::DispatcherGateway::SubmitJobResults>>(
       loop_, submitWithName(dispatcher, 10).send());
-  EXPECT_EQ(response.getJobId().getHi(), 7u);
+  EXPECT_EQ(wire::idFromWire<JobId>(response.getJobId()), JobId(7, 9));
   EXPECT_EQ(server->connectionCount(), 1u);
 }
 

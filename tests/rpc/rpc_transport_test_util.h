@@ -15,6 +15,7 @@
 #include "common/event_loop.h"
 #include "rpc/rpc_server.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 
 namespace regent::rpc::testing {
 
@@ -72,24 +73,14 @@ inline kj::Promise<void> TestMaster::dispatcher(DispatcherContext context) {
   return kj::READY_NOW;
 }
 
-// Runs the loop until `promise` settles; fails the test (by throwing) after kBound.
+// runLoopBounded and runLoopUntil (loop_wait_test_util.h) with these tests' bound.
 template <typename T>
 T runBounded(EventLoop& loop, kj::Promise<T> promise) {
-  return loop.run(promise.exclusiveJoin(
-      loop.timer().afterDelay(kBound.count() * kj::MILLISECONDS).then([]() -> kj::Promise<T> {
-        return KJ_EXCEPTION(FAILED, "test waited longer than its bound");
-      })));
+  return regent::testing::runLoopBounded(loop, kj::mv(promise), kBound, "the transport test's call");
 }
 
-// Runs the loop until `condition` holds (checked every 2 ms) or kBound passes; returns whether
-// it holds.
 inline bool runUntil(EventLoop& loop, const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + kBound;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    loop.run(loop.timer().afterDelay(2 * kj::MILLISECONDS));
-  }
-  return true;
+  return regent::testing::runLoopUntil(loop, condition, kBound);
 }
 
 // An RpcServer on loopback serving a TestMaster called `name`; port 0 picks a free port.

@@ -1,12 +1,9 @@
 // Helpers for the wire schema tests: enumerate the schema's structs (as compiled into the build and
-// as declared in rpc/schema/*.capnp), and serialize messages unpacked and packed.
+// as declared in rpc/schema/*.capnp).
 #pragma once
 
-#include <capnp/message.h>
 #include <capnp/schema-parser.h>
 #include <capnp/schema.h>
-#include <capnp/serialize-packed.h>
-#include <capnp/serialize.h>
 #include <kj/filesystem.h>
 #include <kj/io.h>
 
@@ -134,15 +131,5 @@ class ParsedWireSchema final {
   capnp::SchemaParser parser_;
   std::vector<capnp::ParsedSchema> files_;
 };
-
-inline kj::Array<capnp::word> writeUnpacked(capnp::MessageBuilder& message) {
-  return capnp::messageToFlatArray(message);
-}
-
-inline kj::Array<kj::byte> writePacked(capnp::MessageBuilder& message) {
-  kj::VectorOutputStream out;
-  capnp::writePackedMessage(out, message);
-  return kj::heapArray(out.getArray());
-}
 
 }  // namespace regent::wire::testing

@@ -1,4 +1,4 @@
-// The stores' contract, written once and run against both backends (DESIGN §6): the zookeeper
+// The stores' contract, written once and run against both backends (docs/stores.md): the zookeeper
 // backend on the real ZooKeeper server, the rocksdb backend on a real directory. Everything goes
 // through StoreServices, as a master would open the stores of a term.
 #include <capnp/message.h>
@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,9 @@
 #include "common/ids.h"
 #include "conf/config.h"
 #include "ha/zookeeper_client.h"
+#include "rpc/wire_ids.h"
 #include "store/store_services.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/ha/zookeeper_client_test_util.h"
@@ -30,35 +31,13 @@ constexpr Duration kWait{30000};
 
 // ---- Messages ------------------------------------------------------------------------------
 
-std::string randomText(size_t size, uint32_t seed) {
-  std::mt19937 random(seed);
-  std::uniform_int_distribution<int> letter('!', '~');
-  std::string text(size, ' ');
-  for (char& c : text) c = static_cast<char>(letter(random));
-  return text;
-}
-
-// A JobGraph of one vertex; `padding` random bytes in an environment variable set its size.
+// The suite's JobGraph: one vertex of parallelism 2; `padding` random bytes set its size.
 kj::Own<capnp::MallocMessageBuilder> makeGraph(JobId id, const std::string& name,
                                                size_t padding = 0) {
-  auto message = kj::heap<capnp::MallocMessageBuilder>();
-  auto graph = message->initRoot<wire::JobGraph>();
-  graph.initJobId().setHi(id.hi());
-  graph.getJobId().setLo(id.lo());
-  graph.setName(name);
-  graph.setSubmittedAtMs(1700000000000);
-  auto vertex = graph.initVertices(1)[0];
-  vertex.setName("work");
-  vertex.setParallelism(2);
-  auto argv = vertex.initCommand().initArgv(2);
-  argv.set(0, "sleep");
-  argv.set(1, "1");
-  if (padding > 0) {
-    auto env = vertex.getCommand().initEnv(1)[0];
-    env.setName("PADDING");
-    env.setValue(randomText(padding, static_cast<uint32_t>(id.lo())));
-  }
-  return message;
+  return testing::makeJobGraph(id, {.name = name,
+                                    .parallelism = 2,
+                                    .paddingBytes = padding,
+                                    .submittedAtMs = 1700000000000});
 }
 
 wire::JobGraph::Reader graphOf(capnp::MallocMessageBuilder& message) {
@@ -68,8 +47,7 @@ wire::JobGraph::Reader graphOf(capnp::MallocMessageBuilder& message) {
 kj::Own<capnp::MallocMessageBuilder> makeResult(JobId id, wire::JobState state, int64_t endedAtMs) {
   auto message = kj::heap<capnp::MallocMessageBuilder>();
   auto result = message->initRoot<wire::JobResult>();
-  result.initJobId().setHi(id.hi());
-  result.getJobId().setLo(id.lo());
+  wire::setWireId(result.initJobId(), id);
   result.setJobName("job-" + id.toHex().substr(0, 6));
   result.setState(state);
   result.setClean(true);  // createDirty must store it dirty whatever the caller says.
@@ -81,8 +59,6 @@ kj::Own<capnp::MallocMessageBuilder> makeResult(JobId id, wire::JobState state, 
 wire::JobResult::Reader resultOf(capnp::MallocMessageBuilder& message) {
   return message.getRoot<wire::JobResult>().asReader();
 }
-
-JobId idOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
 
 // ---- Backends ------------------------------------------------------------------------------
 
@@ -280,7 +256,7 @@ TEST_P(StoreContractTest, APutJobGraphReadsBackIdentical) {
 
   auto got = run(graphs().get(id));
   ASSERT_TRUE(got.ok()) << got.error().message;
-  EXPECT_EQ(idOf(got.value().get().getJobId()), id);
+  EXPECT_EQ(wire::idFromWire<JobId>(got.value().get().getJobId()), id);
   EXPECT_EQ(got.value().get().toString().flatten(), graphOf(*message).toString().flatten());
 }
 
@@ -332,7 +308,7 @@ TEST_P(StoreContractTest, ListAndRecoverReturnEveryJobGraphSortedById) {
   ASSERT_TRUE(recovered.ok()) << recovered.error().message;
   ASSERT_EQ(recovered.value().graphs.size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    EXPECT_EQ(idOf(recovered.value().graphs[i].get().getJobId()), ids[i]);
+    EXPECT_EQ(wire::idFromWire<JobId>(recovered.value().graphs[i].get().getJobId()), ids[i]);
   }
 }
 
@@ -438,7 +414,7 @@ TEST_P(StoreContractTest, ConcurrentOperationsIssuedFromTheLoopAllComplete) {
   auto got = run(kj::joinPromises(gets.releaseAsArray()));
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_TRUE(got[i].ok()) << got[i].error().message;
-    EXPECT_EQ(idOf(got[i].value().get().getJobId()), ids[2 * i + 1]);
+    EXPECT_EQ(wire::idFromWire<JobId>(got[i].value().get().getJobId()), ids[2 * i + 1]);
   }
   for (auto& removed : run(kj::joinPromises(removes.releaseAsArray()))) {
     ASSERT_TRUE(removed.ok()) << removed.error().message;
@@ -488,7 +464,7 @@ TEST_P(StoreContractTest, ANewTermFencesTheWritesOfTheTermBeforeIt) {
   auto removed = run(stale.remove(id));
   ASSERT_FALSE(removed.ok());
   EXPECT_EQ(removed.error().code, StoreErrorCode::kFenced);
-  auto clean = run(previous_->jobResults().markClean(idOf(resultOf(*result).getJobId())));
+  auto clean = run(previous_->jobResults().markClean(wire::idFromWire<JobId>(resultOf(*result).getJobId())));
   ASSERT_FALSE(clean.ok());
   EXPECT_EQ(clean.error().code, StoreErrorCode::kFenced);
 
@@ -572,7 +548,7 @@ TEST_P(StoreContractTest, RetentionKeepsTheNewestCleanResultsAndEveryDirtyOne) {
   auto all = run(results().listAll());
   ASSERT_TRUE(all.ok()) << all.error().message;
   std::vector<JobId> listed;
-  for (auto& result : all.value().results) listed.push_back(idOf(result.get().getJobId()));
+  for (auto& result : all.value().results) listed.push_back(wire::idFromWire<JobId>(result.get().getJobId()));
   EXPECT_EQ(listed, (std::vector<JobId>{clean[5], clean[4], clean[3], oldDirty}));
   for (int i = 0; i < 3; ++i) {
     auto pruned = run(results().get(clean[i]));
@@ -621,7 +597,7 @@ TEST_P(StoreContractTest, CorruptJobGraphsAreReportedSkippedAndLeftInPlace) {
   auto recovered = run(graphs().recoverAll());
   ASSERT_TRUE(recovered.ok()) << recovered.error().message;
   ASSERT_EQ(recovered.value().graphs.size(), 1u);
-  EXPECT_EQ(idOf(recovered.value().graphs[0].get().getJobId()), good);
+  EXPECT_EQ(wire::idFromWire<JobId>(recovered.value().graphs[0].get().getJobId()), good);
   std::map<std::string, std::string> corrupt;
   for (auto& record : recovered.value().corrupt) corrupt[record.key] = record.reason;
   ASSERT_EQ(corrupt.size(), 3u);

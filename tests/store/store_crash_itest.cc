@@ -16,6 +16,7 @@
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "ha/zookeeper_client.h"
+#include "rpc/wire_ids.h"
 #include "store/rocksdb_record_store.h"
 #include "store/store_services.h"
 #include "store/zookeeper_record_store.h"
@@ -169,9 +170,9 @@ TEST_P(StoreCrashTest, EveryAcknowledgedJobGraphSurvivesAWriterKilledMidRun) {
     std::map<std::string, std::string> found;  // Job id -> name of every recovered graph.
     for (const auto& graph : recovered.value().graphs) {
       auto reader = graph.get();
-      const JobId id(reader.getJobId().getHi(), reader.getJobId().getLo());
+      const JobId id = wire::idFromWire<JobId>(reader.getJobId());
       ASSERT_EQ(reader.getVertices().size(), 1u) << id.toHex();
-      EXPECT_EQ(reader.getVertices()[0].getName(), "main") << id.toHex();
+      EXPECT_EQ(reader.getVertices()[0].getName(), "work") << id.toHex();
       EXPECT_GT(reader.getVertices()[0].getCommand().getEnv()[0].getValue().size(), 1000u);
       found[id.toHex()] = reader.getName();
     }

@@ -11,7 +11,6 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "common/event_loop.h"
@@ -21,6 +20,7 @@
 #include "store/rocksdb_record_store.h"
 #include "store/store_services.h"
 #include "store/zookeeper_record_store.h"
+#include "tests/fixtures/job_graph_test_util.h"
 
 namespace regent::store {
 namespace {
@@ -66,34 +66,17 @@ int runHold(const std::string& path) {
   return 0;
 }
 
-std::string randomPadding(size_t size) {
-  static std::mt19937_64 random{std::random_device{}()};
-  static const char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string padding(size, 'x');
-  for (char& c : padding) c = kLetters[random() % (sizeof kLetters - 1)];
-  return padding;
-}
-
-// One JobGraph of about `size` packed bytes: a single vertex whose environment carries padding.
+// One JobGraph of about `size` packed bytes: a single vertex whose environment carries padding
+// (the rest of the message packs to roughly 200 bytes).
 void buildJobGraph(wire::JobGraph::Builder graph, const JobId& id, const std::string& name,
                    size_t size) {
-  auto jobId = graph.initJobId();
-  jobId.setHi(id.hi());
-  jobId.setLo(id.lo());
-  graph.setName(name);
-  graph.setSubmittedAtMs(wallClockMillis());
-  auto vertex = graph.initVertices(1)[0];
-  vertex.setName("main");
-  vertex.setParallelism(1);
-  auto argv = vertex.initCommand().initArgv(2);
-  argv.set(0, "/bin/echo");
-  argv.set(1, name);
-  auto env = vertex.getCommand().initEnv(1);
-  env[0].setName("PADDING");
-  // The rest of the message packs to roughly 200 bytes.
-  env[0].setValue(randomPadding(size > 200 ? size - 200 : 0));
-  vertex.initResources().setCpuMillis(100);
-  vertex.getResources().setMemoryBytes(64 << 20);
+  testing::fillJobGraph(graph, id,
+                        {.name = name,
+                         .argv = {"/bin/echo", name},
+                         .cpuMillis = 100,
+                         .memoryBytes = 64 << 20,
+                         .paddingBytes = size > 200 ? size - 200 : 0,
+                         .submittedAtMs = wallClockMillis()});
 }
 
 // Puts JobGraphs with `inFlight` puts outstanding until `maxPuts` were issued or one fails.

@@ -14,6 +14,7 @@
 #include "common/ids.h"
 #include "ha/zookeeper_client.h"
 #include "store/zookeeper_record_store.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/tcp_fault_proxy.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
@@ -142,20 +143,12 @@ class ZooKeeperRecordStoreTest : public ::testing::Test {
 
   template <typename T>
   T run(kj::Promise<T>&& promise) {
-    return loop_.run(kj::mv(promise).exclusiveJoin(
-        loop_.timer().afterDelay(kWait.count() * kj::MILLISECONDS).then([]() -> T {
-          KJ_FAIL_REQUIRE("timed out waiting for ZooKeeper");
-        })));
+    return regent::testing::runLoopBounded(loop_, kj::mv(promise), kWait, "waiting for ZooKeeper");
   }
 
   // Runs the loop until `done` holds; false after `timeout`.
   bool runUntil(const std::function<bool()>& done, Duration timeout = kWait) {
-    const auto deadline = loop_.timer().now() + timeout.count() * kj::MILLISECONDS;
-    while (!done()) {
-      if (loop_.timer().now() >= deadline) return false;
-      loop_.run(loop_.timer().afterDelay(2 * kj::MILLISECONDS));
-    }
-    return true;
+    return regent::testing::runLoopUntil(loop_, done, timeout);
   }
 
   // A latch node of `client`'s session, as a contender creates it: the term's fencing handle.
@@ -208,7 +201,7 @@ TEST_F(ZooKeeperRecordStoreTest, PutsGetsReplacesRemovesListsAndReadsRecordsUnde
   expectOk(run(store->put(RecordFamily::kJobResults, key(1), "result one")));
   expectOk(run(store->put(RecordFamily::kJobGraphs, key(4), "")));
 
-  // DESIGN §4: one persistent node per record.
+  // One persistent node per record (docs/zookeeper.md).
   EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(1)), "graph one");
   EXPECT_EQ(nodeData(*client, "job-results/" + key(1)), "result one");
   auto stat = run(client->exists("jobgraphs/" + key(1)));

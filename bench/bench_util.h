@@ -1,0 +1,81 @@
+// What every benchmark prints its numbers with: one percentile definition (the median is its
+// 50th), a min/median/max summary, fixed-decimal formatting, "# " notes, and /proc readings of a
+// process. Header-only; benchmarks print numbers and never assert timings.
+#pragma once
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace regent::bench {
+
+// The `p`-th percentile (0..100) of `samples`, linearly interpolated between the two nearest
+// ranks (so the 50th of an even count is the mean of the middle two); 0 for no samples.
+inline double percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(samples.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(rank));
+  const size_t above = std::min(below + 1, samples.size() - 1);
+  const double weight = rank - static_cast<double>(below);
+  return samples[below] + (samples[above] - samples[below]) * weight;
+}
+
+inline double median(std::vector<double> samples) { return percentile(std::move(samples), 50); }
+
+struct Summary {
+  double min = 0;
+  double median = 0;
+  double max = 0;
+  size_t n = 0;
+};
+
+// All zero for no samples.
+inline Summary summarize(const std::vector<double>& samples) {
+  Summary s;
+  s.n = samples.size();
+  if (samples.empty()) return s;
+  s.min = *std::min_element(samples.begin(), samples.end());
+  s.max = *std::max_element(samples.begin(), samples.end());
+  s.median = median(samples);
+  return s;
+}
+
+// `value` with `decimals` digits after the point.
+inline std::string formatFixed(double value, int decimals) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// "min=1.00 median=2.00 max=3.00 n=3".
+inline std::string describe(const Summary& s, int decimals = 2) {
+  return "min=" + formatFixed(s.min, decimals) + " median=" + formatFixed(s.median, decimals) +
+         " max=" + formatFixed(s.max, decimals) + " n=" + std::to_string(s.n);
+}
+
+// A comment line of the benchmark's output ("# text"), flushed at once.
+inline void note(const std::string& text) {
+  std::printf("# %s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+// A "<key>: <n> kB" value of /proc/<pid>/status (VmRSS, VmHWM, ...); nullopt if the process or
+// the key is gone.
+inline std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+  }
+  return std::nullopt;
+}
+
+}  // namespace regent::bench
