@@ -1,6 +1,6 @@
 // EventLoop: kj drives the thread; libuv's backend fd is watched by a kj FdObserver and the uv
 // loop is pumped with UV_RUN_NOWAIT whenever it is readable, a uv timer is due, or a wrapper
-// kicked it. DESIGN §3 lists the pitfalls handled here.
+// kicked it. docs/event-loop.md lists the pitfalls handled here.
 #include "common/event_loop.h"
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
-// The process's one event loop (DESIGN §3): kj owns the thread and drives; libuv is embedded
-// and pumped from it, so kj promises, Cap'n Proto RPC, uv timers, signals, child processes and
-// the uv thread pool all run on the same thread. Every class here is loop-thread-only unless
-// its comment says otherwise.
+// The process's one event loop (docs/event-loop.md): kj owns the thread and drives; libuv is
+// embedded and pumped from it, so kj promises, Cap'n Proto RPC, uv timers, signals, child
+// processes and the uv thread pool all run on the same thread. Every class here is
+// loop-thread-only unless its comment says otherwise.
 #pragma once
 
 #include <kj/async-io.h>

@@ -40,7 +40,7 @@ struct ResourceProfile {
 # ---- Leadership -----------------------------------------------------------------------------
 
 enum LeaderStatus {
-  # Phase of a leadership term, published in the leader znode (DESIGN §8).
+  # Phase of a leadership term, published in the leader znode (docs/zookeeper.md).
   recovering @0;  # elected; Dispatcher recovering jobs, SlotManager rebuilding from reports (§8)
   serving @1;     # recovery and reconciliation done
 }
@@ -48,7 +48,7 @@ enum LeaderStatus {
 struct LeaderInfo {
   # The content of the `leader` znode (published there as JSON) and what masters tell callers
   # about the leader. One leadership term is identified by its epoch.
-  epoch @0 :UInt64;          # issued exactly once per term, dense and monotonic (DESIGN §5)
+  epoch @0 :UInt64;          # issued exactly once per term; only grows (docs/leader-election.md)
   masterId @1 :Text;         # stable name of the leading master
   rpcAddress @2 :Text;       # "host:port" of its Cap'n Proto listener (MasterBootstrap)
   httpAddress @3 :Text;      # "host:port" of its HTTP listener

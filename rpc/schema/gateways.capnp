@@ -119,8 +119,8 @@ interface ResourceManagerGateway {
   sendSlotReport @1 (epoch :UInt64, resourceId :ResourceId, registrationId :RegistrationId,
                      slotReport :SlotReport) -> (failure :Failure);
   # Called by a worker right after registerTaskExecutor succeeds. The SlotManager takes the
-  # report as the truth about that worker's slots (DESIGN §8.3). Failures: fencing,
-  # notRegistered (stale or unknown registration id: register again).
+  # report as the truth about that worker's slots (docs/architecture.md, "Failover", step 3).
+  # Failures: fencing, notRegistered (stale or unknown registration id: register again).
 
   heartbeat @2 (epoch :UInt64, resourceId :ResourceId, payload :TaskExecutorHeartbeatPayload)
       -> (failure :Failure);

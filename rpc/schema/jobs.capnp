@@ -1,5 +1,6 @@
 # Job wire types: the submitted JobGraph (also the record in the JobGraphStore), task deployment
-# and execution state, job status and the JobResult kept in the JobResultStore (DESIGN §6, §7).
+# and execution state, job status and the JobResult kept in the JobResultStore (docs/stores.md,
+# docs/jobgraph.md).
 @0xa5d8307a59ad9b0b;
 
 using Cxx = import "/capnp/c++.capnp";
