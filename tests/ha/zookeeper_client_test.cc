@@ -402,8 +402,6 @@ TEST(ZooKeeperClientOptions, BadOptionsAreRefused) {
   o.auth = "nocolon";
   EXPECT_FALSE(ZooKeeperClient::start(loop, o).ok());
   EXPECT_STREQ(zkCodeName(ZkCode::kNoNode), "ZNONODE");
-  EXPECT_TRUE(isRetryable(ZkCode::kConnectionLoss));
-  EXPECT_FALSE(isRetryable(ZkCode::kSessionExpired));
 }
 
 }  // namespace
