@@ -5,12 +5,22 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
+
+namespace regent::ha {
+
+// gtest's name for a fence in failure messages.
+inline void PrintTo(const WriterFence& fence, std::ostream* out) {
+  *out << "{epoch " << fence.epoch << ", latch \"" << fence.latchPath << "\"}";
+}
+
+}  // namespace regent::ha
 
 namespace regent::leader::testing {
 
