@@ -1,4 +1,4 @@
-// The stores' contract, written once and run against both backends (DESIGN §6): the zookeeper
+// The stores' contract, written once and run against both backends (docs/stores.md): the zookeeper
 // backend on the real ZooKeeper server, the rocksdb backend on a real directory. Everything goes
 // through StoreServices, as a master would open the stores of a term.
 #include <capnp/message.h>
