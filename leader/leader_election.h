@@ -18,11 +18,11 @@ namespace regent::leader {
 class LeaderContender {
  public:
   virtual ~LeaderContender() = default;
-  // This process leads for `term.epoch` from now on: ZooKeeper holds `leader` (status
-  // RECOVERING) and `epoch` == `term.epoch`. `term` is the fence the term's writes carry (the
-  // stores take it as is): ZooKeeper election, the latch node that won ("latch/m-0000000007");
+  // This process leads for `fence.epoch` from now on: ZooKeeper holds `leader` (status
+  // RECOVERING) and `epoch` == `fence.epoch`. `fence` is what the term's writes carry (the stores
+  // take it as is): ZooKeeper election, the latch node that won ("latch/m-0000000007");
   // standalone, no latch path. Fires at most once per term; never twice without a revoke between.
-  virtual void grantLeadership(const ha::WriterFence& term) = 0;
+  virtual void grantLeadership(const ha::WriterFence& fence) = 0;
   // The term `epoch` is over; `reason` says why (session expired, latch node deleted,
   // connection lost, handed over, error). Every leader service must stop before this returns.
   // Fires exactly once per granted term, before any later grant.

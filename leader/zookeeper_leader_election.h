@@ -40,7 +40,7 @@ struct ZooKeeperLeaderElectionOptions {
 // The cycle: create a latch node, list the latch, lead when ours is the lowest, else watch only
 // the predecessor and list again when it goes. Winning is one transaction: check our latch node,
 // create `leader` (status RECOVERING, epoch+1), compare-and-set `epoch` to epoch+1; then
-// grantLeadership(epoch+1) and a watch on our own latch node.
+// grantLeadership({epoch+1, our latch node}) and a watch on our own latch node.
 //
 // Nodes our session left behind never block others. A win transaction whose reply was lost (or
 // that landed after its attempt was abandoned) leaves `leader` held by our session for a term

@@ -82,11 +82,11 @@ class MasterProcess final : public leader::LeaderContender,
   const std::string& masterId() const { return self_.masterId; }
 
   // leader::LeaderContender. Each logs its event line. A grant creates and starts the term
-  // (services/master/leader_term.h: its stores, fenced by the granted fence (epoch and latch node),
+  // (services/master/leader_term.h: its stores, fenced by the granted epoch and latch node,
   // its Dispatcher, recovery with backoff), and then publishes SERVING and logs "leader serving".
   // A revoke destroys the term (its capabilities revoked, its services stopped, its stores closed)
   // before it returns.
-  void grantLeadership(const ha::WriterFence& term) override;
+  void grantLeadership(const ha::WriterFence& fence) override;
   void revokeLeadership(uint64_t epoch, const std::string& reason) override;
   // Logs the "contending" event line with the new latch node (or "standalone").
   void contending(const std::string& latchNode) override;

@@ -39,9 +39,9 @@ class RecordingContender final : public LeaderContender {
  public:
   RecordingContender(std::string name, ElectionLog& log) : name_(std::move(name)), log_(log) {}
 
-  void grantLeadership(const ha::WriterFence& term) override {
-    const uint64_t epoch = term.epoch;
-    fences_.push_back(term);
+  void grantLeadership(const ha::WriterFence& fence) override {
+    const uint64_t epoch = fence.epoch;
+    fences_.push_back(fence);
     if (epoch_ != 0) violations_.push_back("granted " + std::to_string(epoch) + " while leading");
     epoch_ = epoch;
     ++grants_;
