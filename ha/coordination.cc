@@ -1,4 +1,4 @@
-// The coordination vocabulary: ZooKeeper's codes by name, which of them are worth a retry, the
+// The coordination vocabulary: ZooKeeper's codes by name and class (transient, session ended), the
 // session states by name, and the transaction helpers.
 #include "ha/coordination.h"
 
@@ -6,7 +6,12 @@
 
 namespace regent::ha {
 
+static_assert(static_cast<int>(ZkCode::kRuntimeInconsistency) == ZRUNTIMEINCONSISTENCY);
 static_assert(static_cast<int>(ZkCode::kConnectionLoss) == ZCONNECTIONLOSS);
+static_assert(static_cast<int>(ZkCode::kMarshallingError) == ZMARSHALLINGERROR);
+static_assert(static_cast<int>(ZkCode::kBadArguments) == ZBADARGUMENTS);
+static_assert(static_cast<int>(ZkCode::kApiError) == ZAPIERROR);
+static_assert(static_cast<int>(ZkCode::kInvalidAcl) == ZINVALIDACL);
 static_assert(static_cast<int>(ZkCode::kOperationTimeout) == ZOPERATIONTIMEOUT);
 static_assert(static_cast<int>(ZkCode::kNoNode) == ZNONODE);
 static_assert(static_cast<int>(ZkCode::kNoAuth) == ZNOAUTH);
@@ -44,9 +49,16 @@ const char* zkCodeName(ZkCode code) {
   return zerror(static_cast<int>(code));
 }
 
-bool isRetryable(ZkCode code) {
+bool isTransient(ZkCode code) {
   return code == ZkCode::kConnectionLoss || code == ZkCode::kOperationTimeout ||
          code == ZkCode::kSessionMoved;
+}
+
+bool endsSession(ZkCode code) {
+  // kInvalidState: the library refuses calls on a handle whose session expired (or failed
+  // authentication) before the session driver replaced it.
+  return code == ZkCode::kSessionExpired || code == ZkCode::kClosing ||
+         code == ZkCode::kInvalidState;
 }
 
 const char* sessionStateName(SessionState state) {

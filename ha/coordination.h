@@ -42,9 +42,20 @@ enum class ZkCode : int {
 // "ZNONODE", "ZCONNECTIONLOSS", ... ; "ZOK" for kOk.
 const char* zkCodeName(ZkCode code);
 
-// Whether retrying the same operation later may succeed (connection loss, timeout, session
-// moved); node-level outcomes (no node, bad version, ...) and session expiry are not.
-bool isRetryable(ZkCode code);
+// The classification of codes, written once; every recipe above ha/ asks these two. A ZkCode is
+// always what the server or the library said (or what they would have said: see
+// Coordination's thread-safety note); recipes keep failures of their own out of it.
+//
+// Transient: no verdict reached us (connection loss, operation timeout, session moved). The
+// same operation sent again in the same session may succeed; a write may or may not have been
+// applied. kOk and node-level verdicts (no node, bad version, node exists, no auth, ...) are not
+// transient: sending the same operation again gets the same answer.
+bool isTransient(ZkCode code);
+// The session the operation ran in is over (session expired, client closing, handle in an
+// invalid state): nothing more happens in it, and its ephemeral nodes are gone or going. A
+// recipe starts over once a session is usable again (SessionState kConnected of the next one),
+// so this, like isTransient, is worth waiting out; retrying in place is not.
+bool endsSession(ZkCode code);
 
 // A node's metadata, as ZooKeeper reports it.
 struct NodeStat {
@@ -59,8 +70,10 @@ struct NodeStat {
 
 // The outcome of one operation: a code and, when the code is kOk, a value. Expected outcomes
 // (no node, bad version, connection loss) are codes, never exceptions.
+// [[nodiscard]]: an ignored reply is an ignored failure; a caller that means to ignore it says
+// so with (void) and a comment why.
 template <typename T>
-struct ZkReply {
+struct [[nodiscard]] ZkReply {
   ZkCode code = ZkCode::kOk;
   T value{};
 
@@ -83,7 +96,7 @@ struct WatchEvent {
 // An operation's reply plus, when ZooKeeper registered a watch, the promise of its one event.
 // Dropping the promise only stops the delivery (ZooKeeper keeps the watch until it fires).
 template <typename T>
-struct Watched {
+struct [[nodiscard]] Watched {
   ZkReply<T> reply;
   kj::Maybe<kj::Promise<WatchEvent>> watch;
 };
@@ -136,7 +149,9 @@ const char* sessionStateName(SessionState state);
 // Thread-safety: loop-thread only. Every promise resolves on the loop thread and never inside
 // the ZooKeeper library. Closing or destroying the client completes operations still in flight
 // with kClosing (kSessionExpired when their session expired) and resolves pending watches with
-// kSessionLost.
+// kSessionLost. An operation issued while the client has no connection to send it on completes
+// with kConnectionLoss, as the library completes requests it could not send; one issued after
+// close() with kClosing.
 class Coordination {
  public:
   virtual ~Coordination() = default;

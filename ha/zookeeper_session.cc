@@ -354,6 +354,9 @@ void ZooKeeperSession::close() {
 void ZooKeeperSession::submitCall(std::unique_ptr<PendingCall> call,
                                   kj::FunctionParam<int(zhandle_t*)> issue) {
   if (!handle_ || handle_->zh == nullptr) {
+    // What the library itself says: ZCLOSING for a call on a handle being closed, and
+    // ZCONNECTIONLOSS for requests it could not send (here: no handle yet, the quorum does not
+    // resolve). Callers then treat the call like any other that did not reach the server.
     call->fail(state_ == SessionState::kClosed ? ZkCode::kClosing : ZkCode::kConnectionLoss);
     return;
   }

@@ -1,4 +1,4 @@
-// The contender side of leader election (DESIGN §5): one per master. Implementations:
+// The contender side of leader election (docs/leader-election.md): one per master. Implementations:
 // ZooKeeperLeaderElection (latch nodes, epochs issued in ZooKeeper transactions) and
 // StandaloneLeaderElection (one master, always leader, epoch in a local file).
 #pragma once
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "ha/fence.h"
 
 namespace regent::leader {
 
@@ -17,9 +18,11 @@ namespace regent::leader {
 class LeaderContender {
  public:
   virtual ~LeaderContender() = default;
-  // This process leads for `epoch` from now on: ZooKeeper holds `leader` (status RECOVERING)
-  // and `epoch` == `epoch`. Fires at most once per term; never twice without a revoke between.
-  virtual void grantLeadership(uint64_t epoch) = 0;
+  // This process leads for `fence.epoch` from now on: ZooKeeper holds `leader` (status
+  // RECOVERING) and `epoch` == `fence.epoch`. `fence` is what the term's writes carry (the stores
+  // take it as is): ZooKeeper election, the latch node that won ("latch/m-0000000007");
+  // standalone, no latch path. Fires at most once per term; never twice without a revoke between.
+  virtual void grantLeadership(const ha::WriterFence& fence) = 0;
   // The term `epoch` is over; `reason` says why (session expired, latch node deleted,
   // connection lost, handed over, error). Every leader service must stop before this returns.
   // Fires exactly once per granted term, before any later grant.

@@ -1,5 +1,6 @@
-// What ZooKeeper holds about masters (DESIGN §4): a contender's latch node (ContenderInfo) and
-// the `leader` node (LeaderInfo), both JSON so people and other tools can read them.
+// What ZooKeeper holds about masters (docs/zookeeper.md): a contender's latch node
+// (ContenderInfo) and the `leader` node (LeaderInfo), both JSON so people and other tools can
+// read them.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// The detector side (DESIGN §5): tells a listener who leads, and every change. Implementations:
-// ZooKeeperLeaderRetrieval (watches `leader`) and StandaloneLeaderRetrieval (a fixed leader
-// from the configuration).
+// The detector side (docs/leader-election.md): tells a listener who leads, and every change.
+// Implementations: ZooKeeperLeaderRetrieval (watches `leader`) and StandaloneLeaderRetrieval (a
+// fixed leader from the configuration).
 #pragma once
 
 #include <kj/async.h>

@@ -89,7 +89,8 @@ void StandaloneLeaderElection::takeNextEpoch() {
                    epoch_ = record_.epoch;
                    spdlog::info("standalone leader election: epoch={} taken from {}", epoch_,
                                 epochFile_);
-                   contender_->grantLeadership(epoch_);
+                   // No latch: the epoch file's order alone fences a standalone writer.
+                   contender_->grantLeadership(ha::WriterFence{epoch_, ""});
                  }));
 }
 

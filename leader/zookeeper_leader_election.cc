@@ -24,10 +24,6 @@ namespace {
 constexpr const char* kLeaderPath = "leader";
 constexpr const char* kEpochPath = "epoch";
 
-// What a clean-up resolves with when its attempt was abandoned half-way: nothing more was sent
-// and nothing changed here. Callers look at the generation before the code.
-constexpr ZkCode kAbandoned = ZkCode::kInvalidState;
-
 std::optional<uint64_t> parseEpoch(const std::string& text) {
   uint64_t value = 0;
   const char* end = text.data() + text.size();
@@ -140,9 +136,11 @@ void ZooKeeperLeaderElection::contend() {
         "leader election: removing leader (if ours) and old latch {} before contending "
         "again",
         latch_.value_or("(none)"));
-    tasks_.add(removeOwnNodes(generation).then([this, generation](ZkCode code) {
-      if (generation != generation_) return;
-      if (code != ZkCode::kOk) return fail(generation, "remove leader and old latch node", code);
+    tasks_.add(removeOwnNodes(generation).then([this, generation](Removal removal) {
+      if (!removal || generation != generation_) return;
+      if (*removal != ZkCode::kOk) {
+        return fail(generation, "remove leader and old latch node", *removal);
+      }
       relinquishPending_ = false;
       latch_.reset();
       createLatch(generation);
@@ -190,7 +188,7 @@ void ZooKeeperLeaderElection::createLatch(uint64_t generation) {
           }
           if (!reply.ok()) {
             // Only a lost reply leaves the outcome open.
-            if (!ha::isRetryable(reply.code)) latchMaybeCreated_ = false;
+            if (!ha::isTransient(reply.code)) latchMaybeCreated_ = false;
             return fail(generation, "create a latch node", reply.code);
           }
           latchMaybeCreated_ = false;
@@ -312,7 +310,7 @@ void ZooKeeperLeaderElection::watchPredecessor(uint64_t generation,
               checkLeadership(generation);
             });
           } else {
-            fail(generation, "watch latch predecessor (no watch set)", ZkCode::kApiError);
+            fail(generation, "watch latch predecessor", OwnFailure::kNoWatchSet);
           }
         });
 }
@@ -356,7 +354,7 @@ void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
     if (!last) {
       spdlog::error("leader election: the epoch node holds \"{}\", not a decimal number",
                     reply.value.data);
-      return fail(generation, "parse the epoch node", ZkCode::kMarshallingError);
+      return fail(generation, "read the epoch", OwnFailure::kEpochNotANumber);
     }
     LeaderInfo info = leaderInfoFor(self_, *last + 1, wallClockMillis());
     std::vector<ZkOp> ops = {
@@ -392,7 +390,7 @@ void ZooKeeperLeaderElection::onWinReply(uint64_t generation, int64_t sessionId,
     if (reply.ok()) {
       leaderNode_ = LeaderNode::kOurs;
       leaderVersion_ = 0;
-    } else if (ha::isRetryable(reply.code)) {
+    } else if (ha::isTransient(reply.code)) {
       if (leaderNode_ == LeaderNode::kNotOurs) leaderNode_ = LeaderNode::kMaybeOurs;
     } else {
       return;
@@ -426,7 +424,7 @@ void ZooKeeperLeaderElection::onWinReply(uint64_t generation, int64_t sessionId,
     return tryWin(generation);
   }
   // A lost reply: the transaction may have been applied; the next try finds out.
-  if (ha::isRetryable(reply.code) && leaderNode_ == LeaderNode::kNotOurs) {
+  if (ha::isTransient(reply.code) && leaderNode_ == LeaderNode::kNotOurs) {
     leaderNode_ = LeaderNode::kMaybeOurs;
   }
   fail(generation, "send the win transaction", reply.code);
@@ -458,7 +456,7 @@ void ZooKeeperLeaderElection::awaitLeaderGone(uint64_t generation) {
                 awaitLeaderGone(generation);
               });
             } else {
-              fail(generation, "watch the leader node (no watch set)", ZkCode::kApiError);
+              fail(generation, "watch the leader node", OwnFailure::kNoWatchSet);
             }
           });
   });
@@ -543,7 +541,7 @@ void ZooKeeperLeaderElection::grant(uint64_t generation, const LeaderInfo& info)
   setPhase(Phase::kLeading);
   spdlog::info("leader election: latch {} won the term epoch={} master_id={}", latch_.value_or("?"),
                epoch_, self_.masterId);
-  contender_->grantLeadership(info.epoch);
+  contender_->grantLeadership(ha::WriterFence{info.epoch, latchPath()});
   // The contender may have handed over from inside the callback.
   if (generation != generation_ || !leading_) return;
   if (zk_.sessionState() == SessionState::kSuspended) onSuspendedWhileLeading();
@@ -576,7 +574,7 @@ void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
             });
           } else {
             ownLatchWatchArmed_ = false;
-            fail(generation, "watch own latch (no watch set)", ZkCode::kApiError);
+            fail(generation, "watch own latch", OwnFailure::kNoWatchSet);
           }
         });
 }
@@ -584,23 +582,40 @@ void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
 // ---------------------------------------------------------------------------------------------
 // Failures and retries
 
+const char* ZooKeeperLeaderElection::ownFailureName(OwnFailure failure) {
+  switch (failure) {
+    case OwnFailure::kNoWatchSet: return "no watch set";
+    case OwnFailure::kEpochNotANumber: return "the epoch node is not a number";
+  }
+  return "?";
+}
+
 void ZooKeeperLeaderElection::fail(uint64_t generation, const std::string& what, ZkCode code) {
   if (generation != generation_) return;
-  bool transient = ha::isRetryable(code) || code == ZkCode::kSessionExpired ||
-                   code == ZkCode::kClosing || code == ZkCode::kInvalidState;
-  if (transient) {
+  if (ha::isTransient(code) || ha::endsSession(code)) {
     spdlog::info("leader election: {} failed with {} (latch {}); retrying", what, zkCodeName(code),
                  latch_.value_or("none"));
     // The session's own events decide what happens while it is not usable.
     if (!sessionUsable()) return;
     return retryLater(generation);
   }
-  spdlog::error("leader election: {} failed with {} (latch {}, epoch={}); retrying with backoff",
-                what, zkCodeName(code), latch_.value_or("none"), epoch_);
+  failForGood(what, zkCodeName(code));
+}
+
+void ZooKeeperLeaderElection::fail(uint64_t generation, const std::string& what,
+                                   OwnFailure failure) {
+  if (generation != generation_) return;
+  failForGood(what, ownFailureName(failure));
+}
+
+void ZooKeeperLeaderElection::failForGood(const std::string& what, const char* cause) {
+  spdlog::error("leader election: {} failed: {} (latch {}, epoch={}); retrying with backoff", what,
+                cause, latch_.value_or("none"), epoch_);
   if (leading_) {
-    revoke(std::string("error: ") + what + " failed with " + zkCodeName(code));
+    revoke(std::string("error: ") + what + " failed: " + cause);
     relinquishPending_ = true;
   }
+  // The attempt ends here: the retry is a new one.
   retryLater(nextGeneration());
 }
 
@@ -739,7 +754,8 @@ kj::Promise<Status> ZooKeeperLeaderElection::markServing(uint64_t epoch) {
           std::string message = "marking epoch " + std::to_string(epoch) + " serving failed with " +
                                 zkCodeName(reply.code);
           spdlog::warn("leader election: {}", message);
-          return ha::isRetryable(reply.code) ? Error::retryable(message) : Error::fatal(message);
+          // A term whose session ended cannot be marked any more.
+          return ha::isTransient(reply.code) ? Error::retryable(message) : Error::fatal(message);
         }
         // The term may have ended while the update was in flight: nothing of it is kept then.
         if (leading_ && epoch_ == epoch) {
@@ -773,20 +789,20 @@ kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
         // A win in flight may still create `leader`: it goes in the same transaction.
         return winsSettled();
       })
-          .then([this, generation]() -> kj::Promise<ZkCode> {
-            if (generation != generation_) return kAbandoned;
+          .then([this, generation]() -> kj::Promise<Removal> {
+            if (generation != generation_) return Removal();
             spdlog::info("leader election: handing over; removing leader (if ours) and latch {}",
                          latch_.value_or("none"));
             return removeOwnNodes(generation);
           })
-          .then([this, generation](ZkCode code) {
-            if (generation != generation_) {
+          .then([this, generation](Removal removal) {
+            if (!removal || generation != generation_) {
               spdlog::info("leader election: the session ended during the hand-over");
-            } else if (code != ZkCode::kOk) {
+            } else if (*removal != ZkCode::kOk) {
               spdlog::warn(
                   "leader election: hand-over transaction failed with {}; the session's "
                   "end removes the nodes",
-                  zkCodeName(code));
+                  zkCodeName(*removal));
               if (recontendAfterHandOver_) relinquishPending_ = true;
             } else {
               spdlog::info("leader election: handed over");
@@ -800,7 +816,8 @@ kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
   return KJ_ASSERT_NONNULL(handOverDone_).addBranch();
 }
 
-kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodes(uint64_t generation) {
+kj::Promise<ZooKeeperLeaderElection::Removal> ZooKeeperLeaderElection::removeOwnNodes(
+    uint64_t generation) {
   if (leaderNode_ == LeaderNode::kMaybeOurs) return removeOwnNodesStepByStep(generation);
   std::vector<ZkOp> ops;
   if (leaderNode_ == LeaderNode::kOurs) {
@@ -810,51 +827,57 @@ kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodes(uint64_t generation)
     leaderNode_ = LeaderNode::kMaybeOurs;
   }
   if (latch_) ops.push_back(ZkOp::remove(latchPath()));
-  if (ops.empty()) return ZkCode::kOk;
+  if (ops.empty()) return Removal(ZkCode::kOk);
   return zk_.multi(kj::mv(ops))
       .then(
-          [this, generation](ZkReply<std::vector<ha::ZkOpResult>>&& reply) -> kj::Promise<ZkCode> {
-            if (generation != generation_) return kAbandoned;
+          [this, generation](ZkReply<std::vector<ha::ZkOpResult>>&& reply) -> kj::Promise<Removal> {
+            if (generation != generation_) return Removal();
             if (reply.ok()) {
               leaderNode_ = LeaderNode::kNotOurs;
               latch_.reset();
-              return ZkCode::kOk;
+              return Removal(ZkCode::kOk);
             }
             if (reply.code == ZkCode::kNoNode || reply.code == ZkCode::kBadVersion) {
               return removeOwnNodesStepByStep(generation);
             }
-            return reply.code;
+            return Removal(reply.code);
           });
 }
 
-kj::Promise<ZkCode> ZooKeeperLeaderElection::removeOwnNodesStepByStep(uint64_t generation) {
+kj::Promise<ZooKeeperLeaderElection::Removal> ZooKeeperLeaderElection::removeOwnNodesStepByStep(
+    uint64_t generation) {
   // The nodes of this attempt: a later attempt (another session even) may have new ones.
   const int64_t session = zk_.sessionId();
   const std::optional<std::string> latch = latch_;
+  // nullopt between the steps: the attempt was abandoned.
+  using Step = std::optional<ZkReply<bool>>;
   return zk_.exists(kLeaderPath)
       .then([this, generation,
-             session](ZkReply<std::optional<ha::NodeStat>>&& leader) -> kj::Promise<ZkReply<bool>> {
-        if (generation != generation_) return ZkReply<bool>{kAbandoned, false};
-        if (!leader.ok()) return ZkReply<bool>{leader.code, false};
+             session](ZkReply<std::optional<ha::NodeStat>>&& leader) -> kj::Promise<Step> {
+        if (generation != generation_) return Step();
+        if (!leader.ok()) return Step(ZkReply<bool>{leader.code, false});
         if (!leader.value || leader.value->ephemeralOwner != session) {
           leaderNode_ = LeaderNode::kNotOurs;
-          return ZkReply<bool>{ZkCode::kOk, false};
+          return Step(ZkReply<bool>{ZkCode::kOk, false});
         }
         leaderNode_ = LeaderNode::kMaybeOurs;  // Until the reply comes.
-        return zk_.remove(kLeaderPath, leader.value->version);
+        return zk_.remove(kLeaderPath, leader.value->version).then([](ZkReply<bool>&& removed) {
+          return Step(kj::mv(removed));
+        });
       })
-      .then([this, generation, latch](ZkReply<bool>&& removed) -> kj::Promise<ZkReply<bool>> {
-        if (generation != generation_) return ZkReply<bool>{kAbandoned, false};
-        if (!removed.ok() && removed.code != ZkCode::kNoNode) return kj::mv(removed);
+      .then([this, generation, latch](Step&& removed) -> kj::Promise<Step> {
+        if (!removed || generation != generation_) return Step();
+        if (!removed->ok() && removed->code != ZkCode::kNoNode) return kj::mv(removed);
         leaderNode_ = LeaderNode::kNotOurs;
-        if (!latch) return ZkReply<bool>{ZkCode::kOk, false};
-        return latchGroup_.cancel(*latch);
+        if (!latch) return Step(ZkReply<bool>{ZkCode::kOk, false});
+        return latchGroup_.cancel(*latch).then(
+            [](ZkReply<bool>&& cancelled) { return Step(kj::mv(cancelled)); });
       })
-      .then([this, generation, latch](ZkReply<bool>&& removed) -> ZkCode {
-        if (generation != generation_) return kAbandoned;
-        if (!removed.ok() && removed.code != ZkCode::kNoNode) return removed.code;
+      .then([this, generation, latch](Step&& removed) -> Removal {
+        if (!removed || generation != generation_) return Removal();
+        if (!removed->ok() && removed->code != ZkCode::kNoNode) return Removal(removed->code);
         if (latch_ == latch) latch_.reset();
-        return ZkCode::kOk;
+        return Removal(ZkCode::kOk);
       });
 }
 

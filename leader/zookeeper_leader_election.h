@@ -40,7 +40,7 @@ struct ZooKeeperLeaderElectionOptions {
 // The cycle: create a latch node, list the latch, lead when ours is the lowest, else watch only
 // the predecessor and list again when it goes. Winning is one transaction: check our latch node,
 // create `leader` (status RECOVERING, epoch+1), compare-and-set `epoch` to epoch+1; then
-// grantLeadership(epoch+1) and a watch on our own latch node.
+// grantLeadership({epoch+1, our latch node}) and a watch on our own latch node.
 //
 // Nodes our session left behind never block others. A win transaction whose reply was lost (or
 // that landed after its attempt was abandoned) leaves `leader` held by our session for a term
@@ -155,7 +155,20 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void removeStaleLeader(uint64_t generation, int32_t version, bool lowest);
   void grant(uint64_t generation, const LeaderInfo& info);
   void watchOwnLatch(uint64_t generation);
+  // Failures of the election's own, kept out of ha::ZkCode (which is always ZooKeeper's word):
+  // ZooKeeper answered ok, but not with something the election can use. Neither passes with
+  // the session, so both are handled like a node-level ZooKeeper error.
+  enum class OwnFailure {
+    kNoWatchSet,       // An exists() that found the node set no watch on it.
+    kEpochNotANumber,  // The epoch node holds something else than a decimal number.
+  };
+  static const char* ownFailureName(OwnFailure failure);
+  // A step of attempt `generation` failed (ignored if the attempt was abandoned meanwhile).
+  // Transient codes and those of an ended session wait for the session (or retry with backoff
+  // while it is usable); anything else revokes a running term, then retries with backoff.
   void fail(uint64_t generation, const std::string& what, ha::ZkCode code);
+  void fail(uint64_t generation, const std::string& what, OwnFailure failure);
+  void failForGood(const std::string& what, const char* cause);
   void retryLater(uint64_t generation);
 
   // Win transactions in flight; winsSettled() resolves once there are none.
@@ -169,12 +182,14 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // are removed before the next attempt, which starts now or once the session is back.
   void loseLeadership(const std::string& reason);
   void revoke(const std::string& reason);
+  // What removing our own nodes came to: ZooKeeper's code (kOk: done), or nullopt when the
+  // attempt was abandoned half-way (nothing more was sent and nothing changed here).
+  using Removal = std::optional<ha::ZkCode>;
   // Deletes `leader` (if ours) and our latch node in one transaction; falls back to step by step
-  // when the transaction fails on a node that is already gone. Resolves with the outcome; if the
-  // attempt `generation` was abandoned meanwhile it stops there, changes nothing, and the caller
-  // must ignore the code.
-  kj::Promise<ha::ZkCode> removeOwnNodes(uint64_t generation);
-  kj::Promise<ha::ZkCode> removeOwnNodesStepByStep(uint64_t generation);
+  // when the transaction fails on a node that is already gone. Stops (nullopt) once the attempt
+  // `generation` is abandoned.
+  kj::Promise<Removal> removeOwnNodes(uint64_t generation);
+  kj::Promise<Removal> removeOwnNodesStepByStep(uint64_t generation);
   bool sessionUsable() const;
   std::string latchPath() const;
 

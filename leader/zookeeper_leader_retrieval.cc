@@ -23,7 +23,8 @@ constexpr const char* kLeaderPath = "leader";
 
 Error zkError(const std::string& what, ZkCode code) {
   std::string message = what + " failed with " + zkCodeName(code);
-  return ha::isRetryable(code) ? Error::retryable(message) : Error::fatal(message);
+  return ha::isTransient(code) || ha::endsSession(code) ? Error::retryable(message)
+                                                        : Error::fatal(message);
 }
 
 }  // namespace
@@ -122,8 +123,7 @@ void ZooKeeperLeaderRetrieval::fail(uint64_t generation, const char* what, ZkCod
   if (generation != generation_) return;
   SessionState state = zk_.sessionState();
   bool usable = state == SessionState::kConnected || state == SessionState::kReconnected;
-  if (!usable && (ha::isRetryable(code) || code == ZkCode::kSessionExpired ||
-                  code == ZkCode::kClosing || code == ZkCode::kInvalidState)) {
+  if (!usable && (ha::isTransient(code) || ha::endsSession(code))) {
     // The next kReconnected or kConnected sets the watch again.
     spdlog::debug("leader retrieval: {} failed with {}; waiting for the session", what,
                   zkCodeName(code));

@@ -1,5 +1,6 @@
-// JobGraphStore (DESIGN §6): the submitted JobGraphs a new leader recovers. One implementation,
-// PackedJobGraphStore, over either backend; the interface lets services use a fake in unit tests.
+// JobGraphStore (docs/stores.md): the submitted JobGraphs a new leader recovers. One
+// implementation, PackedJobGraphStore, over either backend; the interface lets services use a
+// fake in unit tests.
 #pragma once
 
 #include <kj/async.h>

@@ -1,4 +1,4 @@
-// JobResultStore (DESIGN §6, §7): the outcome of every terminal job. A result is created dirty
+// JobResultStore (docs/stores.md): the outcome of every terminal job. A result is created dirty
 // before the job's cleanup (JobGraph removed, slots freed) and marked clean after it, so a new
 // leader finishes the cleanup of dirty results and never re-runs their jobs.
 #pragma once

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ha/fence.h"
 #include "store/store_error.h"
 
 namespace regent::store {
@@ -24,13 +25,10 @@ const char* recordFamilyName(RecordFamily family);
 // "jobgraphs/<key>": the record's ZooKeeper path under the cluster root, and its name in messages.
 std::string recordName(RecordFamily family, const std::string& key);
 
-// The leadership term a store is opened for (DESIGN §5, fencing layer 3).
-struct StoreTerm {
-  uint64_t epoch = 0;
-  // ZooKeeper backend: the writer's latch node relative to the cluster root ("latch/m-0000000007").
-  // Every write checks it in the same transaction. Ignored by the RocksDB backend.
-  std::string latchPath;
-};
+// The leadership term a store is opened for: the fence the election granted (ha/fence.h). The
+// ZooKeeper backend checks `latchPath` in every write's transaction (and refuses an empty one);
+// the RocksDB backend fences by `epoch` alone and ignores `latchPath`.
+using StoreTerm = ha::WriterFence;
 
 struct Record {
   std::string key;    // The job id as stored (32 hex digits unless someone wrote garbage).

@@ -1,5 +1,6 @@
-// The stores' factory (DESIGN §6): picks the backend from `store.backend` (auto: zookeeper with
-// ha.mode=zookeeper, rocksdb with ha.mode=standalone) and opens the stores of one leadership term.
+// The stores' factory (docs/stores.md): picks the backend from `store.backend` (auto: zookeeper
+// with ha.mode=zookeeper, rocksdb with ha.mode=standalone) and opens the stores of one leadership
+// term.
 #pragma once
 
 #include <kj/async.h>

@@ -1,4 +1,4 @@
-// The ZooKeeper backend of the stores (DESIGN §4, §6): records are persistent nodes
+// The ZooKeeper backend of the stores (docs/stores.md): records are persistent nodes
 // `jobgraphs/<key>` and `job-results/<key>` under the cluster root, and every write is one
 // transaction that also checks the writer's latch node, so a deposed leader changes nothing.
 #pragma once

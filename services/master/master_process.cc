@@ -244,14 +244,16 @@ void MasterProcess::warnIfNotConnected() {
   }));
 }
 
-void MasterProcess::grantLeadership(uint64_t epoch) {
+void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
+  const uint64_t epoch = fence.epoch;
   spdlog::info("leadership granted epoch={} master_id={} mono_us={} wall_ms={}", epoch,
                self_.masterId, monotonicMicros(), wallClockMillis());
   LeaderTermOptions options;
   options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
   options.nowMs = [] { return wallClockMillis(); };
-  term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, *stores_,
-                               store::StoreTerm{epoch, latchPath_}, kj::mv(options));
+  // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
+  term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, *stores_, fence,
+                               kj::mv(options));
   tasks_.add(term_->start()
                  .then([this, epoch]() { return election_->markServing(epoch); })
                  .then(
@@ -287,7 +289,6 @@ void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) 
 
 void MasterProcess::contending(const std::string& latchNode) {
   spdlog::info("contending master_id={} latch={}", self_.masterId, latchNode);
-  latchPath_ = latchNode == "standalone" ? "" : "latch/" + latchNode;
 }
 
 void MasterProcess::onStopSignal(int signum) {

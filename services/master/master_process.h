@@ -82,11 +82,11 @@ class MasterProcess final : public leader::LeaderContender,
   const std::string& masterId() const { return self_.masterId; }
 
   // leader::LeaderContender. Each logs its event line. A grant creates and starts the term
-  // (services/master/leader_term.h: its stores, fenced by the epoch and this master's latch node,
+  // (services/master/leader_term.h: its stores, fenced by the granted epoch and latch node,
   // its Dispatcher, recovery with backoff), and then publishes SERVING and logs "leader serving".
   // A revoke destroys the term (its capabilities revoked, its services stopped, its stores closed)
   // before it returns.
-  void grantLeadership(uint64_t epoch) override;
+  void grantLeadership(const ha::WriterFence& fence) override;
   void revokeLeadership(uint64_t epoch, const std::string& reason) override;
   // Logs the "contending" event line with the new latch node (or "standalone").
   void contending(const std::string& latchNode) override;
@@ -131,7 +131,6 @@ class MasterProcess final : public leader::LeaderContender,
   leader::ContenderInfo self_;
   std::unique_ptr<ha::HaServices> ha_;
   std::unique_ptr<store::StoreServices> stores_;
-  std::string latchPath_;  // This master's latch node ("latch/m-..."), "" when standalone.
   rpc::FencingCounters fencingCounters_;
   kj::Own<leader::LeaderRetrieval> retrieval_;
   std::optional<leader::LeaderInfo> knownLeader_;

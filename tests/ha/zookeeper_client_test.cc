@@ -387,7 +387,8 @@ TEST_F(ZooKeeperClientTest, DestroyingTheClientCancelsAnEnsurePathInFlight) {
   auto pending = client->ensurePath("a/b/c/d");
   client.reset();
   // Cancelled rather than left to run on the freed client (ASan would catch the latter).
-  EXPECT_ANY_THROW(loop_.run(kj::mv(pending)));
+  // (void): no reply is expected, only the exception.
+  EXPECT_ANY_THROW((void)loop_.run(kj::mv(pending)));
 }
 
 TEST(ZooKeeperClientOptions, BadOptionsAreRefused) {
@@ -402,8 +403,6 @@ TEST(ZooKeeperClientOptions, BadOptionsAreRefused) {
   o.auth = "nocolon";
   EXPECT_FALSE(ZooKeeperClient::start(loop, o).ok());
   EXPECT_STREQ(zkCodeName(ZkCode::kNoNode), "ZNONODE");
-  EXPECT_TRUE(isRetryable(ZkCode::kConnectionLoss));
-  EXPECT_FALSE(isRetryable(ZkCode::kSessionExpired));
 }
 
 }  // namespace

@@ -5,12 +5,22 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
+
+namespace regent::ha {
+
+// gtest's name for a fence in failure messages.
+inline void PrintTo(const WriterFence& fence, std::ostream* out) {
+  *out << "{epoch " << fence.epoch << ", latch \"" << fence.latchPath << "\"}";
+}
+
+}  // namespace regent::ha
 
 namespace regent::leader::testing {
 
@@ -29,7 +39,9 @@ class RecordingContender final : public LeaderContender {
  public:
   RecordingContender(std::string name, ElectionLog& log) : name_(std::move(name)), log_(log) {}
 
-  void grantLeadership(uint64_t epoch) override {
+  void grantLeadership(const ha::WriterFence& fence) override {
+    const uint64_t epoch = fence.epoch;
+    fences_.push_back(fence);
     if (epoch_ != 0) violations_.push_back("granted " + std::to_string(epoch) + " while leading");
     epoch_ = epoch;
     ++grants_;
@@ -49,6 +61,8 @@ class RecordingContender final : public LeaderContender {
   void contending(const std::string& latchNode) override { latchNodes_.push_back(latchNode); }
 
   const std::string& name() const { return name_; }
+  // Every fence granted, in order.
+  const std::vector<ha::WriterFence>& fences() const { return fences_; }
   // Every latch node the election reported, in order.
   const std::vector<std::string>& latchNodes() const { return latchNodes_; }
   bool leading() const { return epoch_ != 0; }
@@ -67,6 +81,7 @@ class RecordingContender final : public LeaderContender {
   std::string lastReason_;
   std::vector<std::string> violations_;
   std::vector<std::string> latchNodes_;
+  std::vector<ha::WriterFence> fences_;
 };
 
 // Checks the whole log: at no point two open terms, and each grant's epoch is exactly one above

@@ -214,6 +214,9 @@ TEST_F(FakeElectionTest, LowestLatchNodeWinsEpochOneInOneTransaction) {
   EXPECT_EQ(multis, 1);
   EXPECT_EQ(latch().size(), 3u);
   EXPECT_EQ(a.election->latchNode(), latch()[0]);
+  // The grant carries the fence the term's writes check: the epoch and the winning latch node.
+  EXPECT_EQ(a.contender->fences(),
+            (std::vector<ha::WriterFence>{{1, "latch/" + latch()[0]}}));
   expectConsistentLog();
 }
 
@@ -288,6 +291,10 @@ TEST_F(FakeElectionTest, ConnectionLossRevokesAtOnceAndTheLeaderRejoinsAtTheBack
             (std::vector<std::string>{*b.election->latchNode(), *a.election->latchNode()}));
   EXPECT_EQ(a.contender->latchNodes(),
             (std::vector<std::string>{oldLatch, *a.election->latchNode()}));
+  // Each grant fences with the latch node that won it, not the one its contender holds now.
+  EXPECT_EQ(a.contender->fences(), (std::vector<ha::WriterFence>{{1, "latch/" + oldLatch}}));
+  EXPECT_EQ(b.contender->fences(),
+            (std::vector<ha::WriterFence>{{2, "latch/" + *b.election->latchNode()}}));
   ASSERT_EQ(log_.size(), 3u);
   EXPECT_EQ(log_[1].contender, "a");
   EXPECT_FALSE(log_[1].granted);
@@ -1241,6 +1248,8 @@ TEST(StandaloneLeaderElection, EpochGrowsAcrossRestarts) {
         loop, [&] { return contender.leading(); }, Duration(5000)));
     EXPECT_EQ(contender.epoch(), run);
     EXPECT_EQ(contender.latchNodes(), std::vector<std::string>{"standalone"});
+    // No latch node to check: the fence is the epoch alone.
+    EXPECT_EQ(contender.fences(), (std::vector<ha::WriterFence>{ha::WriterFence{run, ""}}));
     EXPECT_EQ(election.currentEpoch(), run);
     EXPECT_EQ(readFile(file), std::to_string(run) + "\n");
     EXPECT_TRUE(loop.run(election.markServing(run)).ok());

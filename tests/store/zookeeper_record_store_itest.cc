@@ -201,7 +201,7 @@ TEST_F(ZooKeeperRecordStoreTest, PutsGetsReplacesRemovesListsAndReadsRecordsUnde
   expectOk(run(store->put(RecordFamily::kJobResults, key(1), "result one")));
   expectOk(run(store->put(RecordFamily::kJobGraphs, key(4), "")));
 
-  // One persistent node per record (docs/zookeeper.md).
+  // One persistent node per record (docs/stores.md).
   EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(1)), "graph one");
   EXPECT_EQ(nodeData(*client, "job-results/" + key(1)), "result one");
   auto stat = run(client->exists("jobgraphs/" + key(1)));
