@@ -14,6 +14,7 @@
 
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 #include "services/dispatcher/job_graph_spec.h"
 #include "tests/store/fake_stores_test_util.h"
@@ -79,16 +80,14 @@ class DispatcherTest : public ::testing::Test {
   capnp::Response<DispatcherGateway::CancelJobResults> cancel(const JobId& id) {
     auto request = gateway_.cancelJobRequest();
     request.setEpoch(epoch_);
-    request.initJobId().setHi(id.hi());
-    request.getJobId().setLo(id.lo());
+    wire::setWireId(request.initJobId(), id);
     return loop_.run(request.send());
   }
 
   capnp::Response<DispatcherGateway::JobStatusResults> status(const JobId& id) {
     auto request = gateway_.jobStatusRequest();
     request.setEpoch(epoch_);
-    request.initJobId().setHi(id.hi());
-    request.getJobId().setLo(id.lo());
+    wire::setWireId(request.initJobId(), id);
     return loop_.run(request.send());
   }
 
@@ -145,7 +144,7 @@ TEST_F(DispatcherTest, ASubmittedJobIsPersistedThenListedAsCreatedAndSurvivesThe
   auto graph = jobGraph(id, "wordcount");
   auto response = submit(*graph);
   ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
-  EXPECT_EQ(JobId(response.getJobId().getHi(), response.getJobId().getLo()), id);
+  EXPECT_EQ(wire::idFromWire<JobId>(response.getJobId()), id);
   EXPECT_EQ(storedGraphs(), 1u);
   EXPECT_EQ(listedNames(), std::vector<std::string>{"wordcount:created"});
   auto job = status(id);
@@ -238,8 +237,7 @@ TEST_F(DispatcherTest, ADirtyResultFoundAtRecoveryIsCleanedUpAndItsJobIsNotRerun
   ASSERT_TRUE(loop_.run(stores_->jobGraphs().put(graph->getRoot<wire::JobGraph>())).ok());
   capnp::MallocMessageBuilder message;
   auto result = message.initRoot<wire::JobResult>();
-  result.initJobId().setHi(id.hi());
-  result.getJobId().setLo(id.lo());
+  wire::setWireId(result.initJobId(), id);
   result.setJobName("ended-while-failing-over");
   result.setState(wire::JobState::FINISHED);
   result.setEndedAtMs(5);
