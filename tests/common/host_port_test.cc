@@ -62,7 +62,9 @@ TEST(HostPort, HostOfDropsPortAndBrackets) {
 }
 
 TEST(HostPort, WildcardHostsAreTheAnyAddresses) {
-  for (const char* host : {"", "0.0.0.0", "::", "[::]", "*"}) EXPECT_TRUE(isWildcardHost(host)) << host;
+  for (const char* host : {"", "0.0.0.0", "::", "[::]", "*"}) {
+    EXPECT_TRUE(isWildcardHost(host)) << host;
+  }
   for (const char* host : {"127.0.0.1", "::1", "localhost", "master-1"}) {
     EXPECT_FALSE(isWildcardHost(host)) << host;
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/event_loop.h"
+#include "common/host_port.h"
 #include "common/ids.h"
 #include "conf/config.h"
 #include "ha/zookeeper_client.h"
@@ -365,8 +366,9 @@ TEST_F(MasterJobsTest, ARogueClientIsDisconnectedAndTheMasterKeepsServingOthers)
                          .extraSet = {"rpc.advertised-address=", "rpc.max-message-size=64KiB"}});
   ASSERT_TRUE(cluster.startMasters(1).ok());
   ASSERT_TRUE(cluster.waitForGrant(1, kStartTimeout).ok());
-  const std::string address = rpcAddressOf(cluster, 0);
-  const uint16_t port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  auto address = splitHostPort(rpcAddressOf(cluster, 0));
+  ASSERT_TRUE(address.ok()) << address.error().message;
+  const uint16_t port = address.value().port;
 
   // Garbage: not a Cap'n Proto frame at all.
   auto garbage = loop_.run(loop_.io().getNetwork().parseAddress("127.0.0.1", port))->connect();

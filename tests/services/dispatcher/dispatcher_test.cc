@@ -16,7 +16,7 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
-#include "services/dispatcher/job_graph_spec.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
 
 namespace regent::dispatcher {
@@ -24,17 +24,9 @@ namespace {
 
 using wire::DispatcherGateway;
 
-std::string jobYaml(const JobId& id, const std::string& name, int parallelism = 2) {
-  return "job_id: " + id.toHex() + "\nname: " + name +
-         "\nvertices:\n  - name: work\n    parallelism: " + std::to_string(parallelism) +
-         "\n    command:\n      argv: [sleep, '1']\n";
-}
-
-kj::Own<capnp::MallocMessageBuilder> jobGraph(const JobId& id, const std::string& name,
-                                              int parallelism = 2) {
-  auto parsed = parseJobGraphSpec(jobYaml(id, name, parallelism), JobGraphSpecFormat::kYaml);
-  KJ_REQUIRE(parsed.ok(), parsed.error().message);
-  return kj::mv(parsed).value();
+// One vertex "work" running `sleep 1` in two tasks.
+kj::Own<capnp::MallocMessageBuilder> jobGraph(const JobId& id, const std::string& name) {
+  return testing::makeJobGraph(id, {.name = name, .parallelism = 2});
 }
 
 class DispatcherTest : public ::testing::Test {
