@@ -366,9 +366,10 @@ TEST_F(MasterJobsTest, ARogueClientIsDisconnectedAndTheMasterKeepsServingOthers)
                          .extraSet = {"rpc.advertised-address=", "rpc.max-message-size=64KiB"}});
   ASSERT_TRUE(cluster.startMasters(1).ok());
   ASSERT_TRUE(cluster.waitForGrant(1, kStartTimeout).ok());
-  auto address = splitHostPort(rpcAddressOf(cluster, 0));
-  ASSERT_TRUE(address.ok()) << address.error().message;
-  const uint16_t port = address.value().port;
+  const std::string address = rpcAddressOf(cluster, 0);
+  auto parts = splitHostPort(address);
+  ASSERT_TRUE(parts.ok()) << parts.error().message;
+  const uint16_t port = parts.value().port;
 
   // Garbage: not a Cap'n Proto frame at all.
   auto garbage = loop_.run(loop_.io().getNetwork().parseAddress("127.0.0.1", port))->connect();
