@@ -244,8 +244,13 @@ kj::Promise<void> MasterProcess::close() {
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
-  spdlog::info("leadership revoked epoch={} master_id={} reason=\"{}\" mono_us={} wall_ms={}",
-               epoch, self_.masterId, quotable(reason), monotonicMicros(), wallClockMillis());
+  spdlog::info("{}", EventLine("leadership revoked")
+                         .field("epoch", epoch)
+                         .field("master_id", self_.masterId)
+                         .quotedField("reason", reason)
+                         .field("mono_us", monotonicMicros())
+                         .field("wall_ms", wallClockMillis())
+                         .str());
   if (term_) term_->revoke(reason);
   term_ = nullptr;  // Every leader service stops before this returns.
 }
