@@ -34,8 +34,9 @@ namespace {
 
 void refuseWithFencing(wire::Failure::Builder failure, const std::string& method,
                        uint64_t received, uint64_t expected, const std::string& why) {
-  failures::fencing(failure, expected, received,
-                    method + " refused: called with epoch " + std::to_string(received) + ", " + why);
+  failures::fencing(
+      failure, expected, received,
+      method + " refused: called with epoch " + std::to_string(received) + ", " + why);
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ kj::Promise<Status> Dispatcher::recover() {
                                              results.error().message));
             }
             for (auto& result : results.value().results) {
-              addEnded(wire::idFromWire<JobId>(result.get().getJobId()), result.get(), result.get().getClean());
+              addEnded(wire::idFromWire<JobId>(result.get().getJobId()), result.get(),
+                       result.get().getClean());
             }
             return stores_.jobGraphs().recoverAll().then(
                 [this](store::StoreResult<store::RecoveredJobGraphs>&& graphs)
