@@ -425,12 +425,6 @@ Result<int64_t> idleStandbyRssKb(Group& masters, size_t leader) {
   return samples.back();
 }
 
-std::string thisExecutableDir() {
-  std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? std::string(".") : self.parent_path().string();
-}
-
 int run(const BenchOptions& options) {
   auto fail = [](const std::string& what) {
     std::fflush(stdout);

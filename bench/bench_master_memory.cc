@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "common/time.h"
@@ -36,22 +36,6 @@ struct BenchOptions {
   size_t jobs = 10000;
   std::string master;  // The regent-master binary.
 };
-
-std::string thisExecutableDir() {
-  std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? std::string(".") : self.parent_path().string();
-}
-
-// VmRSS of `pid` in KiB, 0 if it cannot be read.
-uint64_t residentKb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
 
 // Writes `count` JobGraphs of about 200 bytes into a RocksDB store at `path`, as a leader of
 // epoch 1 would.
@@ -104,7 +88,8 @@ uint64_t servingMasterRssKb(const BenchOptions& options, const std::string& dir)
   KJ_REQUIRE(master.ok(), master.error().message);
   auto serving = master.value()->waitForLine(std::regex("leader serving"), kStartTimeout);
   KJ_REQUIRE(serving.ok(), serving.error().message, master.value()->outputTail());
-  const uint64_t rss = residentKb(master.value()->pid());
+  const uint64_t rss =
+      static_cast<uint64_t>(procStatusKb(master.value()->pid(), "VmRSS").value_or(0));
   auto stopped = master.value()->stop(kStopGrace);
   KJ_REQUIRE(stopped.ok(), stopped.error().message);
   return rss;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -76,6 +77,14 @@ inline std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
     if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
   }
   return std::nullopt;
+}
+
+// The directory of the running benchmark binary (where the build puts regent-master too), or
+// "." if /proc/self/exe cannot be read.
+inline std::string thisExecutableDir() {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string(".") : self.parent_path().string();
 }
 
 }  // namespace regent::bench

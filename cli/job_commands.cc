@@ -2,11 +2,9 @@
 #include "cli/job_commands.h"
 
 #include <capnp/message.h>
-#include <capnp/schema.h>
 #include <kj/debug.h>
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -21,6 +19,7 @@
 #include "conf/config.h"
 #include "conf/values.h"
 #include "leader/leader_services.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
 #include "services/dispatcher/job_graph_validation.h"
 
@@ -29,23 +28,6 @@ namespace {
 
 constexpr Duration kBackoffInitial{50};
 constexpr Duration kBackoffMax{1000};
-
-JobId jobIdOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
-
-void setJobId(wire::Id128::Builder builder, const JobId& id) {
-  builder.setHi(id.hi());
-  builder.setLo(id.lo());
-}
-
-// "RUNNING" for wire::JobState::RUNNING (the schema's enumerant name in capitals).
-std::string jobStateName(wire::JobState state) {
-  auto enumerants = capnp::Schema::from<wire::JobState>().getEnumerants();
-  const auto index = static_cast<uint16_t>(state);
-  if (index >= enumerants.size()) return "UNKNOWN(" + std::to_string(index) + ")";
-  std::string name = enumerants[index].getProto().getName().cStr();
-  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
-}
 
 std::string timeOrDash(int64_t unixMillis) {
   return unixMillis == 0 ? "-" : formatUtcMillis(unixMillis);
@@ -158,9 +140,9 @@ kj::Promise<int> JobCommands::withDispatcher(DispatcherCall call, std::string su
         return client_->deadline()
             .send(kj::mv(request))
             .then([call, epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
-                      -> kj::Promise<client::Attempt<int>> {
+                      -> kj::Promise<rpc::Attempt<int>> {
               if (response.hasFailure()) {
-                return client::Attempt<int>(client::CallFailure::from(response.getFailure()));
+                return rpc::Attempt<int>(rpc::CallFailure::from(response.getFailure()));
               }
               return call(response.getDispatcher(), epoch);
             });
@@ -205,9 +187,9 @@ kj::Promise<int> JobCommands::submit(std::string path) {
     request.setJobGraph(message->getRoot<wire::JobGraph>().asReader());
     return client_->deadline().send(kj::mv(request))
         .then([this, path](capnp::Response<wire::DispatcherGateway::SubmitJobResults> response)
-                  -> client::Attempt<int> {
-          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
-          const std::string id = jobIdOf(response.getJobId()).toHex();
+                  -> rpc::Attempt<int> {
+          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+          const std::string id = wire::idFromWire<JobId>(response.getJobId()).toHex();
           if (output_.json) {
             output_.out << nlohmann::json{{"job_id", id}}.dump() << std::endl;
           } else {
@@ -224,16 +206,16 @@ kj::Promise<int> JobCommands::list() {
     request.setEpoch(epoch);
     return client_->deadline().send(kj::mv(request))
         .then([this](capnp::Response<wire::DispatcherGateway::ListJobsResults> response)
-                  -> client::Attempt<int> {
-          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
+                  -> rpc::Attempt<int> {
+          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
           struct Row {
             std::string id, name, state, submitted;
             int64_t submittedAtMs;
           };
           std::vector<Row> rows;
           for (auto job : response.getJobs()) {
-            rows.push_back({jobIdOf(job.getJobId()).toHex(), job.getName().cStr(),
-                            jobStateName(job.getState()), timeOrDash(job.getSubmittedAtMs()),
+            rows.push_back({wire::idFromWire<JobId>(job.getJobId()).toHex(), job.getName().cStr(),
+                            wire::enumNameUpper(job.getState()), timeOrDash(job.getSubmittedAtMs()),
                             job.getSubmittedAtMs()});
           }
           std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
@@ -290,15 +272,15 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
                                          uint64_t epoch) {
     auto request = gateway.jobStatusRequest();
     request.setEpoch(epoch);
-    setJobId(request.initJobId(), id);
+    wire::setWireId(request.initJobId(), id);
     return client_->deadline().send(kj::mv(request))
         .then([this](capnp::Response<wire::DispatcherGateway::JobStatusResults> response)
-                  -> client::Attempt<int> {
-          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
+                  -> rpc::Attempt<int> {
+          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
           auto status = response.getStatus();
-          nlohmann::json json{{"job_id", jobIdOf(status.getJobId()).toHex()},
+          nlohmann::json json{{"job_id", wire::idFromWire<JobId>(status.getJobId()).toHex()},
                               {"name", status.getName().cStr()},
-                              {"state", jobStateName(status.getState())},
+                              {"state", wire::enumNameUpper(status.getState())},
                               {"submitted_at", timeOrDash(status.getSubmittedAtMs())},
                               {"submitted_at_ms", status.getSubmittedAtMs()},
                               {"state_changed_at_ms", status.getStateChangedAtMs()},
@@ -306,9 +288,9 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
                               {"restarts", status.getRestarts()},
                               {"tasks", taskCountsJson(status.getTasks())}};
           std::ostringstream text;
-          text << "job id:         " << jobIdOf(status.getJobId()).toHex() << "\n"
+          text << "job id:         " << wire::idFromWire<JobId>(status.getJobId()).toHex() << "\n"
                << "name:           " << status.getName().cStr() << "\n"
-               << "state:          " << jobStateName(status.getState()) << "\n"
+               << "state:          " << wire::enumNameUpper(status.getState()) << "\n"
                << "submitted at:   " << timeOrDash(status.getSubmittedAtMs()) << "\n"
                << "state changed:  " << timeOrDash(status.getStateChangedAtMs()) << "\n"
                << "ended at:       " << timeOrDash(status.getEndedAtMs()) << "\n"
@@ -335,11 +317,11 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
           }
           if (response.hasResult()) {
             auto result = response.getResult();
-            json["result"] = {{"state", jobStateName(result.getState())},
+            json["result"] = {{"state", wire::enumNameUpper(result.getState())},
                               {"clean", result.getClean()},
                               {"ended_at_ms", result.getEndedAtMs()},
                               {"net_runtime_ms", result.getNetRuntimeMs()}};
-            text << "result:         " << jobStateName(result.getState())
+            text << "result:         " << wire::enumNameUpper(result.getState())
                  << (result.getClean() ? "" : " (cleanup not yet confirmed)") << "\n";
           }
           output_.out << (output_.json ? json.dump() + "\n" : text.str()) << std::flush;
@@ -355,11 +337,11 @@ kj::Promise<int> JobCommands::cancel(std::string jobId) {
                                          uint64_t epoch) {
     auto request = gateway.cancelJobRequest();
     request.setEpoch(epoch);
-    setJobId(request.initJobId(), id);
+    wire::setWireId(request.initJobId(), id);
     return client_->deadline().send(kj::mv(request))
         .then([this, id](capnp::Response<wire::DispatcherGateway::CancelJobResults> response)
-                  -> client::Attempt<int> {
-          if (response.hasFailure()) return client::CallFailure::from(response.getFailure());
+                  -> rpc::Attempt<int> {
+          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
           if (output_.json) {
             output_.out << nlohmann::json{{"job_id", id.toHex()}, {"canceled", true}}.dump()
                         << std::endl;
@@ -379,22 +361,22 @@ kj::Promise<int> JobCommands::failover() {
         .send(kj::mv(request))
         .then(
             [this, leader](capnp::Response<wire::MasterBootstrap::HandOverResults> response)
-                -> kj::Promise<client::Attempt<int>> {
+                -> kj::Promise<rpc::Attempt<int>> {
               if (response.hasFailure()) {
                 auto failure = response.getFailure();
                 // The leader of this epoch no longer leads: the leadership moved already,
                 // which is what was asked; report the move rather than hand over its
                 // successor too.
                 if (!failure.isFencing() && !failure.isNotLeader()) {
-                  return client::Attempt<int>(client::CallFailure::from(failure));
+                  return rpc::Attempt<int>(rpc::CallFailure::from(failure));
                 }
               }
               return waitForNewLeader(leader);
             },
-            [this, leader](kj::Exception&& exception) -> kj::Promise<client::Attempt<int>> {
+            [this, leader](kj::Exception&& exception) -> kj::Promise<rpc::Attempt<int>> {
               // The request may have reached the leader before the connection ended or the
               // deadline passed: watch whether the leadership moves.
-              if (client::classify(exception) == client::FailureAction::kFatal) {
+              if (rpc::classify(exception) == rpc::FailureAction::kFatal) {
                 return kj::mv(exception);
               }
               return waitForNewLeader(leader);
@@ -402,7 +384,7 @@ kj::Promise<int> JobCommands::failover() {
   });
 }
 
-kj::Promise<client::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
+kj::Promise<rpc::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
   return client_->leaderAbove(old.epoch).then([this, old](leader::LeaderInfo next) {
     if (output_.json) {
       output_.out << nlohmann::json{{"old_master_id", old.masterId},
@@ -416,7 +398,7 @@ kj::Promise<client::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderIn
       output_.out << "leader " << old.masterId << " (epoch " << old.epoch << ") -> "
                   << next.masterId << " (epoch " << next.epoch << ")" << std::endl;
     }
-    return client::Attempt<int>(kExitOk);
+    return rpc::Attempt<int>(kExitOk);
   });
 }
 

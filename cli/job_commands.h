@@ -12,7 +12,6 @@
 #include <string>
 
 #include "cli/cluster_inspector.h"
-#include "client/call_failure.h"
 #include "client/leader_client.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
@@ -85,7 +84,7 @@ class JobCommands final {
 
  private:
   // One attempt's work once the Dispatcher of `epoch` is at hand.
-  using DispatcherCall = std::function<kj::Promise<client::Attempt<int>>(
+  using DispatcherCall = std::function<kj::Promise<rpc::Attempt<int>>(
       wire::DispatcherGateway::Client, uint64_t epoch)>;
 
   JobCommands(EventLoop& loop, const Config& config, InspectorOutput output, Duration timeout);
@@ -99,7 +98,7 @@ class JobCommands final {
   kj::Promise<int> withDispatcher(DispatcherCall call, std::string subject = "");
   int gaveUp();
   // Resolves once a leader with an epoch above old's shows, after printing the change.
-  kj::Promise<client::Attempt<int>> waitForNewLeader(leader::LeaderInfo old);
+  kj::Promise<rpc::Attempt<int>> waitForNewLeader(leader::LeaderInfo old);
   std::string clusterName() const;
 
   EventLoop& loop_;

@@ -8,14 +8,14 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "cli/cluster_inspector.h"
 #include "cli/job_commands.h"
 #include "common/event_loop.h"
-#include "common/logging.h"
+#include "conf/command_line.h"
 #include "conf/config.h"
-#include "conf/logging_config.h"
 #include "conf/values.h"
 
 namespace {
@@ -34,8 +34,6 @@ int main(int argc, char** argv) {
   using namespace regent;
 
   CLI::App app{kDescription, "regentctl"};
-  ConfigSources sources;
-  std::string configFile;
   std::string quorum;
   std::string clusterId;
   std::string master;
@@ -48,9 +46,7 @@ int main(int argc, char** argv) {
                  "finding the leader in ZooKeeper; needed with ha.mode standalone (cli.master; "
                  "wins over --set)");
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
-  app.add_option("--config", configFile, "YAML configuration file");
-  app.add_option("--set", sources.set, "set an option, key=value (repeatable; later wins)")
-      ->allow_extra_args(false);
+  ConfigCommandLine commandLine(app, "regentctl", {});  // --config, --set.
   app.add_flag("--json", json, "print one JSON object per line");
   app.require_subcommand(1);
   app.fallthrough();  // Global options may also follow the command.
@@ -83,37 +79,26 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? cli::kExitOk : cli::kExitUsage;
   }
 
-  if (!configFile.empty()) sources.file = configFile;
-  sources.environment = processEnvironment();
-  if (!quorum.empty()) sources.set.push_back("ha.zookeeper.quorum=" + quorum);
-  if (!clusterId.empty()) sources.set.push_back("cluster-id=" + clusterId);
-  if (!master.empty()) sources.set.push_back("cli.master=" + master);
+  if (!quorum.empty()) commandLine.override("ha.zookeeper.quorum", quorum);
+  if (!clusterId.empty()) commandLine.override("cluster-id", clusterId);
+  if (!master.empty()) commandLine.override("cli.master", master);
   auto timeout = parseDuration(timeoutText);
   if (!timeout.ok() || timeout.value().count() == 0) {
     std::cerr << "regentctl: --timeout \"" << timeoutText << "\": "
               << (timeout.ok() ? "must be above 0" : timeout.error().message) << "\n";
     return cli::kExitUsage;
   }
-  auto config = loadConfig(sources);
-  if (!config.ok()) {
-    std::cerr << "regentctl: " << config.error().message << "\n";
-    return cli::kExitUsage;
-  }
+  auto loaded = commandLine.load(std::cout, std::cerr, cli::kExitUsage);
+  if (const int* exitCode = std::get_if<int>(&loaded)) return *exitCode;
+  const Config& config = std::get<Config>(loaded);
   // regentctl reports what matters on stdout/stderr itself (an unreachable quorum, a lost
   // connection, a failed read); the log only carries errors unless log.level is set.
-  LogOptions logOptions = logOptionsFrom(config.value(), "regentctl");
-  if (config.value().source("log.level").kind == ValueSource::Kind::kDefault) {
-    logOptions.level = "error";
-  }
-  if (auto logging = setupLogging(logOptions); !logging.ok()) {
-    std::cerr << "regentctl: " << logging.error().message << "\n";
-    return cli::kExitUsage;
-  }
+  if (!commandLine.setUpLogging(config, "regentctl", std::cerr, "error")) return cli::kExitUsage;
 
   try {
     EventLoop loop;
     if (jobsCommand->parsed() || failoverCommand->parsed()) {
-      auto jobs = cli::JobCommands::create(loop, config.value(), {std::cout, std::cerr, json},
+      auto jobs = cli::JobCommands::create(loop, config, {std::cout, std::cerr, json},
                                            timeout.value());
       if (!jobs.ok()) {
         std::cerr << "regentctl: " << jobs.error().message << "\n";
@@ -128,7 +113,7 @@ int main(int argc, char** argv) {
       return cli::kExitUsage;
     }
     auto inspector =
-        cli::ClusterInspector::create(loop, config.value(), {std::cout, std::cerr, json});
+        cli::ClusterInspector::create(loop, config, {std::cout, std::cerr, json});
     if (!inspector.ok()) {
       std::cerr << "regentctl: " << inspector.error().message << "\n";
       return cli::kExitUsage;

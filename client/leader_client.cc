@@ -102,25 +102,25 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
         .then([&call, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
           return call.fn(kj::mv(bootstrap), leader);
         })
-        .then([this, &call, where](std::optional<CallFailure> failure) -> End {
+        .then([this, &call, where](std::optional<rpc::CallFailure> failure) -> End {
           if (!failure) return Status();
           switch (failure->action()) {
-            case FailureAction::kFatal:
+            case rpc::FailureAction::kFatal:
               return Status(Error::fatal(failure->describe()));
-            case FailureAction::kResolveAgain:
+            case rpc::FailureAction::kResolveAgain:
               known_.reset();
               call.retryAfter = failure->retryAfter;
               break;
-            case FailureAction::kBackOff:
+            case rpc::FailureAction::kBackOff:
               break;
           }
           noteObstacle(where + ": " + failure->message);
           return End();
         })
         .catch_([this, where](kj::Exception&& exception) -> kj::Promise<End> {
-          const FailureAction action = classify(exception);
-          if (action == FailureAction::kFatal) return kj::mv(exception);
-          if (action == FailureAction::kResolveAgain) known_.reset();
+          const rpc::FailureAction action = rpc::classify(exception);
+          if (action == rpc::FailureAction::kFatal) return kj::mv(exception);
+          if (action == rpc::FailureAction::kResolveAgain) known_.reset();
           noteObstacle(where + ": " + exception.getDescription().cStr());
           return End();
         });
@@ -181,7 +181,7 @@ kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
         return known_;
       })
       .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Found> {
-        if (classify(exception) == FailureAction::kFatal) return kj::mv(exception);
+        if (rpc::classify(exception) == rpc::FailureAction::kFatal) return kj::mv(exception);
         noteObstacle(where + ": " + exception.getDescription().cStr());
         return Found();
       });

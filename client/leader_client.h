@@ -1,6 +1,6 @@
 // The follow-the-leader client: finds the leading master (leader retrieval, or one master asked
 // over RPC), keeps an RPC connection to it, and runs calls against the leader's epoch, retrying
-// them per the one classification of failures (client/call_failure.h) until a deadline. Used by
+// them per the one classification of failures (rpc/failure.h) until a deadline. Used by
 // regentctl's jobs commands; meant for any process that calls the leader (workers too).
 #pragma once
 
@@ -14,13 +14,13 @@
 #include <string>
 #include <utility>
 
-#include "client/call_failure.h"
 #include "common/backoff.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
 #include "rpc/call_deadline.h"
+#include "rpc/failure.h"
 #include "rpc/rpc_client.h"
 #include "rpc/rpc_options.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -46,7 +46,7 @@ struct LeaderClientOptions {
 // run `fn` with it and the leader's record (whose epoch fn sends). Each RPC is bounded by
 // rpc.callTimeout. After a failure classified kResolveAgain the next attempt reads the leader
 // again; after kBackOff it retries the same leader; both wait the backoff first. A kFatal
-// Failure ends the call with Error::fatal(CallFailure::describe()); a kFatal exception is
+// Failure ends the call with Error::fatal(rpc::CallFailure::describe()); a kFatal exception is
 // rethrown. Exceptions `fn` throws are classified the same way. When `timeout` passes, the call
 // ends with Error::retryable naming the last obstacle, and lastObstacleWasNoLeader() tells
 // whether that was "no master leads".
@@ -62,7 +62,7 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
  public:
   // What one attempt does once the leader's bootstrap is at hand.
   template <typename T>
-  using Fn = std::function<kj::Promise<Attempt<T>>(wire::MasterBootstrap::Client,
+  using Fn = std::function<kj::Promise<rpc::Attempt<T>>(wire::MasterBootstrap::Client,
                                                    const leader::LeaderInfo& leader)>;
 
   // Follows `retrieval`, which it starts with itself as the listener.
@@ -82,8 +82,8 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
                [fn = std::move(fn), value](wire::MasterBootstrap::Client bootstrap,
                                            const leader::LeaderInfo& leader) {
                  return fn(kj::mv(bootstrap), leader)
-                     .then([value](Attempt<T>&& attempt) -> std::optional<CallFailure> {
-                       if (auto* failure = std::get_if<CallFailure>(&attempt)) {
+                     .then([value](rpc::Attempt<T>&& attempt) -> std::optional<rpc::CallFailure> {
+                       if (auto* failure = std::get_if<rpc::CallFailure>(&attempt)) {
                          return std::move(*failure);
                        }
                        value->emplace(std::get<T>(std::move(attempt)));
@@ -112,7 +112,7 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
 
  private:
   // One attempt's work, type-erased: nullopt on success.
-  using ErasedFn = std::function<kj::Promise<std::optional<CallFailure>>(
+  using ErasedFn = std::function<kj::Promise<std::optional<rpc::CallFailure>>(
       wire::MasterBootstrap::Client, const leader::LeaderInfo&)>;
   struct Call;
 

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/host_port.h"
 #include "conf/config.h"
 #include "conf/values.h"
 
@@ -46,15 +47,11 @@ bool isValidHost(std::string_view host) {
 }
 
 bool isValidHostPort(std::string_view text, bool allowPortZero) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) return false;
-  const std::string_view port = text.substr(colon + 1);
-  if (port.empty() || port.size() > 5) return false;
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (ec != std::errc() || end != port.data() + port.size()) return false;
-  if (value > 65535 || (value == 0 && !allowPortZero)) return false;
-  return isValidHost(text.substr(0, colon));
+  auto parts = splitHostPort(text);
+  if (!parts.ok() || (parts.value().port == 0 && !allowPortZero)) return false;
+  // isValidHost wants an IPv6 literal in its brackets, as it was written.
+  const std::string& host = parts.value().host;
+  return isValidHost(text.front() == '[' ? "[" + host + "]" : host);
 }
 
 const std::string& asString(const OptionValue& value) { return std::get<std::string>(value); }

@@ -63,10 +63,6 @@ struct ZooKeeperSession::ListenerHandle {
   std::list<Listener>::iterator it;
 };
 
-void ZooKeeperSession::ErrorHandler::taskFailed(kj::Exception&& exception) {
-  spdlog::error("zookeeper client: internal task failed: {}", exception.getDescription().cStr());
-}
-
 ZooKeeperSession::ZooKeeperSession(EventLoop& loop, Options options)
     : loop_(loop), options_(std::move(options)), negotiated_(options_.sessionTimeout),
       ioTimer_(loop), expiryTimer_(loop), unreachableTimer_(loop), tasks_(errorHandler_) {}

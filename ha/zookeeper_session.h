@@ -19,6 +19,7 @@
 
 #include "common/event_loop.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 
@@ -101,10 +102,6 @@ class ZooKeeperSession final {
     zhandle_t* zh = nullptr;
     std::map<PendingCall*, std::unique_ptr<PendingCall>> calls;
   };
-  class ErrorHandler final : public kj::TaskSet::ErrorHandler {
-   public:
-    void taskFailed(kj::Exception&& exception) override;
-  };
 
   void submitCall(std::unique_ptr<PendingCall> call, kj::FunctionParam<int(zhandle_t*)> issue);
   void startUnreachableWarnings();
@@ -148,7 +145,7 @@ class ZooKeeperSession final {
 
   std::list<Listener> listeners_;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> connectedWaiters_;
-  ErrorHandler errorHandler_;
+  TaskFailureLogger errorHandler_{"zookeeper client"};
   kj::TaskSet tasks_;
 };
 

@@ -41,20 +41,13 @@ void writeLeaderRecord(const std::string& path, const LeaderInfo& record) {
 
 std::string leaderRecordPathFor(const std::string& epochFile) { return epochFile + ".leader"; }
 
-class StandaloneLeaderElection::ErrorHandler final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& exception) override {
-    spdlog::error("standalone leader election: {}", exception.getDescription().cStr());
-  }
-};
-
 StandaloneLeaderElection::StandaloneLeaderElection(EventLoop& loop, std::string epochFile,
                                                    ContenderInfo self)
     : loop_(loop),
       epochFile_(std::move(epochFile)),
       self_(std::move(self)),
-      errorHandler_(kj::heap<ErrorHandler>()),
-      tasks_(*errorHandler_) {}
+      errorHandler_("standalone leader election"),
+      tasks_(errorHandler_) {}
 
 StandaloneLeaderElection::~StandaloneLeaderElection() noexcept = default;
 
@@ -120,13 +113,6 @@ kj::Promise<void> StandaloneLeaderElection::handOver(bool recontend) {
   });
 }
 
-class StandaloneLeaderRetrieval::ErrorHandler final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& exception) override {
-    spdlog::error("standalone leader retrieval: {}", exception.getDescription().cStr());
-  }
-};
-
 // A libuv fs-event watch (inotify on Linux) of one file's directory that calls `changed` on the
 // loop thread whenever an entry named like the file is created, replaced or written.
 class StandaloneLeaderRetrieval::RecordWatch final {
@@ -178,8 +164,8 @@ StandaloneLeaderRetrieval::StandaloneLeaderRetrieval(EventLoop& loop, LeaderInfo
     : loop_(loop),
       leader_(std::move(leader)),
       epochFile_(std::move(epochFile)),
-      errorHandler_(kj::heap<ErrorHandler>()),
-      tasks_(*errorHandler_) {}
+      errorHandler_("standalone leader retrieval"),
+      tasks_(errorHandler_) {}
 
 StandaloneLeaderRetrieval::~StandaloneLeaderRetrieval() noexcept = default;
 

@@ -13,6 +13,7 @@
 
 #include "common/event_loop.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
@@ -48,7 +49,6 @@ class StandaloneLeaderElection final : public LeaderElection {
   uint64_t currentEpoch() const override { return leading_ ? epoch_ : 0; }
 
  private:
-  class ErrorHandler;
   void takeNextEpoch();
 
   EventLoop& loop_;
@@ -59,7 +59,7 @@ class StandaloneLeaderElection final : public LeaderElection {
   uint64_t generation_ = 0;  // Bumped by handOver(): a grant still on its way is dropped.
   bool leading_ = false;
   uint64_t epoch_ = 0;
-  kj::Own<ErrorHandler> errorHandler_;
+  TaskFailureLogger errorHandler_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };
 
@@ -84,7 +84,6 @@ class StandaloneLeaderRetrieval final : public LeaderRetrieval {
   kj::Promise<Result<std::vector<ContenderEntry>>> contenders() override;
 
  private:
-  class ErrorHandler;
   class RecordWatch;
   kj::Promise<LeaderInfo> current();
   // Reads the view and tells the listener if it changed (the latest read wins).
@@ -96,7 +95,7 @@ class StandaloneLeaderRetrieval final : public LeaderRetrieval {
   LeaderRetrievalListener* listener_ = nullptr;
   uint64_t reads_ = 0;  // Bumped per refresh(); an older read's answer is dropped.
   std::optional<LeaderInfo> reported_;
-  kj::Own<ErrorHandler> errorHandler_;
+  TaskFailureLogger errorHandler_;
   kj::Own<RecordWatch> watch_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };

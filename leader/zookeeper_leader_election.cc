@@ -34,14 +34,6 @@ std::optional<uint64_t> parseEpoch(const std::string& text) {
 
 }  // namespace
 
-class ZooKeeperLeaderElection::ErrorHandler final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& exception) override {
-    // The client rejects in-flight operations when it is destroyed; nothing else should throw.
-    spdlog::warn("leader election: an operation failed: {}", exception.getDescription().cStr());
-  }
-};
-
 ZooKeeperLeaderElection::ZooKeeperLeaderElection(ha::Coordination& zk, kj::Timer& timer,
                                                  ContenderInfo self,
                                                  ZooKeeperLeaderElectionOptions options)
@@ -51,8 +43,8 @@ ZooKeeperLeaderElection::ZooKeeperLeaderElection(ha::Coordination& zk, kj::Timer
       options_(options),
       latchGroup_(zk, timer, options.initialBackoff, options.maxBackoff, options.backoffJitter),
       backoff_(options.initialBackoff, options.maxBackoff, options.backoffJitter),
-      errorHandler_(kj::heap<ErrorHandler>()),
-      tasks_(*errorHandler_) {}
+      errorHandler_("leader election", spdlog::level::warn),
+      tasks_(errorHandler_) {}
 
 ZooKeeperLeaderElection::~ZooKeeperLeaderElection() noexcept = default;
 

@@ -14,6 +14,7 @@
 
 #include "common/backoff.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 #include "leader/latch_group.h"
@@ -121,7 +122,6 @@ class ZooKeeperLeaderElection final : public LeaderElection {
  private:
   // Whether the `leader` node belongs to this contender's session.
   enum class LeaderNode { kNotOurs, kOurs, kMaybeOurs };
-  class ErrorHandler;
 
   // Whether the election acts on its own: started, and neither handing over nor stopped.
   bool active() const;
@@ -228,7 +228,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // Retries after failures; reset once a predecessor watch is set or a term is granted.
   ExponentialBackoff backoff_;
 
-  kj::Own<ErrorHandler> errorHandler_;
+  TaskFailureLogger errorHandler_;
   kj::Own<void> sessionListener_;
   kj::Maybe<kj::ForkedPromise<void>> handOverDone_;  // The hand-over in flight (or the last one).
   kj::TaskSet tasks_;  // Declared last: destroyed first, cancelling all in-flight work.

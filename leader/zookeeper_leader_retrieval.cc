@@ -29,21 +29,14 @@ Error zkError(const std::string& what, ZkCode code) {
 
 }  // namespace
 
-class ZooKeeperLeaderRetrieval::ErrorHandler final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& exception) override {
-    spdlog::warn("leader retrieval: an operation failed: {}", exception.getDescription().cStr());
-  }
-};
-
 ZooKeeperLeaderRetrieval::ZooKeeperLeaderRetrieval(ha::Coordination& zk, kj::Timer& timer,
                                                    Duration initialBackoff, Duration maxBackoff)
     : zk_(zk),
       timer_(timer),
       backoff_(initialBackoff, maxBackoff),
       latch_(zk, timer, initialBackoff, maxBackoff),
-      errorHandler_(kj::heap<ErrorHandler>()),
-      tasks_(*errorHandler_) {}
+      errorHandler_("leader retrieval", spdlog::level::warn),
+      tasks_(errorHandler_) {}
 
 ZooKeeperLeaderRetrieval::~ZooKeeperLeaderRetrieval() noexcept = default;
 

@@ -11,6 +11,7 @@
 
 #include "common/backoff.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 #include "leader/latch_group.h"
@@ -45,7 +46,6 @@ class ZooKeeperLeaderRetrieval final : public LeaderRetrieval {
   kj::Promise<Result<std::vector<ContenderEntry>>> contenders() override;
 
  private:
-  class ErrorHandler;
 
   template <typename T, typename Func>
   void track(uint64_t generation, kj::Promise<T>&& promise, Func&& then);
@@ -66,7 +66,7 @@ class ZooKeeperLeaderRetrieval final : public LeaderRetrieval {
   bool connected_ = false;    // As last told to the listener.
   // The last view reported; unset until the first report.
   std::optional<std::optional<LeaderInfo>> reported_;
-  kj::Own<ErrorHandler> errorHandler_;
+  TaskFailureLogger errorHandler_;
   kj::Own<void> sessionListener_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };

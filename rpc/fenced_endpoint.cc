@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/failure.h"
+
 namespace regent::rpc {
 
 uint64_t FencingCounters::called(const std::string& method) const {
@@ -32,11 +34,9 @@ namespace {
 
 void refuseWithFencing(wire::Failure::Builder failure, const std::string& method,
                        uint64_t received, uint64_t expected, const std::string& why) {
-  failure.setMessage(method + " refused: called with epoch " + std::to_string(received) + ", " +
-                     why);
-  auto fencing = failure.initFencing();
-  fencing.setExpected(expected);
-  fencing.setReceived(received);
+  failures::fencing(
+      failure, expected, received,
+      method + " refused: called with epoch " + std::to_string(received) + ", " + why);
 }
 
 }  // namespace
@@ -148,9 +148,9 @@ class FencedEndpoint final : public capnp::Capability::Server {
       dispatched.promise = dispatched.promise.catch_(
           [this, methodId, context](kj::Exception&& exception) mutable -> kj::Promise<void> {
             if (exception.getType() != kj::Exception::Type::UNIMPLEMENTED) return kj::mv(exception);
-            auto failure = initFailure(methodId, context);
-            failure.setMessage(methodNames_[methodId] + " is not implemented by this process");
-            failure.setFailedPrecondition();
+            failures::failedPrecondition(
+                initFailure(methodId, context),
+                methodNames_[methodId] + " is not implemented by this process");
             return kj::READY_NOW;
           });
     }
@@ -174,12 +174,8 @@ class FencedEndpoint final : public capnp::Capability::Server {
     const std::string& name = methodNames_[methodId];
     KJ_IF_MAYBE (ended, ended_) {
       context.releaseParams();
-      auto failure = initFailure(methodId, context);
-      failure.setMessage(name + " refused: called with epoch " + std::to_string(received) +
-                         ", but " + ended->getDescription().cStr());
-      auto fencing = failure.initFencing();
-      fencing.setExpected(0);
-      fencing.setReceived(received);
+      refuseWithFencing(initFailure(methodId, context), name, received, 0,
+                        std::string("but ") + ended->getDescription().cStr());
       return false;
     }
     // The rule fills the failure only when it refuses; build it in a scratch message so an
@@ -197,10 +193,9 @@ class FencedEndpoint final : public capnp::Capability::Server {
   void answerNotReady(uint16_t methodId, uint64_t epoch,
                       capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
     context.releaseParams();
-    auto failure = initFailure(methodId, context);
-    failure.setMessage("the leader of epoch " + std::to_string(epoch) +
-                       " is still recovering; retry shortly");
-    failure.initUnavailable().setRetryAfterMs(kNotReadyRetryMs);
+    failures::unavailable(
+        initFailure(methodId, context), kNotReadyRetryMs,
+        "the leader of epoch " + std::to_string(epoch) + " is still recovering; retry shortly");
   }
 
   // A UInt64 field's value: little-endian in the data section; absent (an older, shorter

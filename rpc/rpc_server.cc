@@ -4,6 +4,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include "common/host_port.h"
 #include "conf/values.h"
 #include "rpc/abort_watching_stream.h"
 
@@ -32,15 +33,6 @@ struct RpcServer::Connection {
 };
 
 struct RpcServer::Private {};
-
-namespace {
-
-std::string hostOf(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
-}
-
-}  // namespace
 
 kj::Promise<Result<kj::Own<RpcServer>>> RpcServer::listen(kj::Network& network, kj::Timer& timer,
                                                           std::string bindAddress,
@@ -76,7 +68,7 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
       bootstrap_(kj::mv(bootstrap)),
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
-      listenAddress_(host + ":" + std::to_string(port_)),
+      listenAddress_(joinHostPort(host, port_)),
       connections_(errorHandler_),
       accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {
   spdlog::info("rpc: listening on {} (max message size {})", listenAddress_,

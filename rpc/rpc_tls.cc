@@ -16,6 +16,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/host_port.h"
 #include "common/task_errors.h"
 #include "conf/config.h"
 #include "conf/values.h"
@@ -47,20 +48,6 @@ constexpr auto kAcceptRetryDelay = 100 * kj::MILLISECONDS;
 kj::Duration toKj(Duration duration) { return duration.count() * kj::MILLISECONDS; }
 
 std::string explain(const kj::Exception& exception) { return exception.getDescription().cStr(); }
-
-// The host name a client checks the server's certificate against: the address without its
-// port and without the brackets of an IPv6 literal.
-std::string hostOf(const std::string& address) {
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    return close == std::string::npos ? address.substr(1) : address.substr(1, close - 1);
-  }
-  const size_t colon = address.find(':');
-  if (colon == std::string::npos || address.find(':', colon + 1) != std::string::npos) {
-    return address;  // No port, or a bare IPv6 literal.
-  }
-  return address.substr(0, colon);
-}
 
 Result<std::string> readFile(const char* option, const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -25,6 +25,7 @@
 
 #include "common/backoff.h"
 #include "common/event_loop.h"
+#include "common/task_errors.h"
 
 namespace regent::store {
 namespace {
@@ -257,14 +258,15 @@ kj::Promise<StoreResult<kj::Own<RocksDbDatabase>>> attemptOpen(EventLoop& loop,
 }  // namespace
 
 // Loop-thread state of the database. Pool jobs see only the OpenDb they captured.
-struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
+struct RocksDbDatabase::State final {
   State(EventLoop& loop, RocksDbOptions options, std::shared_ptr<OpenDb> db, uint64_t epoch)
       : loop(loop),
         options(std::move(options)),
         db(std::move(db)),
         recordedEpoch(epoch),
         fencingEpoch(epoch),
-        jobs(*this) {}
+        jobFailures("rocksdb store " + this->options.path),
+        jobs(jobFailures) {}
   ~State() noexcept(false) = default;
 
   EventLoop& loop;
@@ -296,6 +298,7 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
   };
   std::map<std::string, RecordQueue> recordQueues;  // By family and key; see dispatchWrite().
 
+  TaskFailureLogger jobFailures;
   kj::TaskSet jobs;        // Pool jobs with their bookkeeping; they finish even if the caller
                            // dropped its promise.
   kj::Canceler canceler;   // openTerm()/close() promises; declared last so it cancels first.
@@ -411,11 +414,6 @@ struct RocksDbDatabase::State final : private kj::TaskSet::ErrorHandler {
     auto paf = kj::newPromiseAndFulfiller<void>();
     idleWaiters.push_back(kj::mv(paf.fulfiller));
     return kj::mv(paf.promise);
-  }
-
-  void taskFailed(kj::Exception&& exception) override {
-    spdlog::error("rocksdb store {}: internal task failed: {}", options.path,
-                  exception.getDescription().cStr());
   }
 };
 

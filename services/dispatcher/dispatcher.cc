@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/wire_ids.h"
+
 namespace regent::dispatcher {
 namespace {
 
 constexpr uint64_t kBusyRetryMs = 500;
-
-JobId jobIdOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
 
 JobFailure failure(JobFailure::Kind kind, std::string message, JobId job = JobId()) {
   JobFailure failed{kind, std::move(message)};
@@ -133,7 +133,8 @@ kj::Promise<Status> Dispatcher::recover() {
                                              results.error().message));
             }
             for (auto& result : results.value().results) {
-              addEnded(jobIdOf(result.get().getJobId()), result.get(), result.get().getClean());
+              addEnded(wire::idFromWire<JobId>(result.get().getJobId()), result.get(),
+                       result.get().getClean());
             }
             return stores_.jobGraphs().recoverAll().then(
                 [this](store::StoreResult<store::RecoveredJobGraphs>&& graphs)
@@ -145,7 +146,7 @@ kj::Promise<Status> Dispatcher::recover() {
                   kj::Vector<kj::Promise<Status>> cleanups;
                   std::set<JobId> withGraph;
                   for (auto& graph : graphs.value().graphs) {
-                    const JobId id = jobIdOf(graph.get().getJobId());
+                    const JobId id = wire::idFromWire<JobId>(graph.get().getJobId());
                     auto endedJob = ended_.find(id);
                     if (endedJob != ended_.end()) {
                       // The job ended in an earlier term: finish its cleanup, never re-run it.
@@ -205,7 +206,7 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
     invalid.fieldMessage = violation->message;
     return JobOutcome(kj::mv(invalid));
   }
-  const JobId id = jobIdOf(graph.getJobId());
+  const JobId id = wire::idFromWire<JobId>(graph.getJobId());
   auto existing = active_.find(id);
   if (existing != active_.end()) {
     if (sameGraph(graph, readOnly<wire::JobGraph>(existing->second.graph))) {

@@ -3,46 +3,37 @@
 
 #include <utility>
 
+#include "rpc/failure.h"
+#include "rpc/wire_ids.h"
+
 namespace regent::dispatcher {
 namespace {
-
-JobId jobIdOf(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()); }
-
-void setJobId(wire::Id128::Builder target, const JobId& id) {
-  target.setHi(id.hi());
-  target.setLo(id.lo());
-}
 
 }  // namespace
 
 void toWire(const JobFailure& outcome, wire::Failure::Builder failure) {
-  failure.setMessage(outcome.message);
+  namespace failures = rpc::failures;
   switch (outcome.kind) {
-    case JobFailure::Kind::kInvalidArgument: {
-      auto invalid = failure.initInvalidArgument();
-      invalid.setField(outcome.field);
-      invalid.setMessage(outcome.fieldMessage);
-      break;
-    }
+    case JobFailure::Kind::kInvalidArgument:
+      failures::invalidArgument(failure, outcome.field, outcome.fieldMessage, outcome.message);
+      return;
     case JobFailure::Kind::kNotFound:
-      setJobId(failure.initNotFound().initJob(), outcome.job);
-      break;
+      failures::notFound(failure, outcome.job, outcome.message);
+      return;
     case JobFailure::Kind::kAlreadyExists:
-      setJobId(failure.initAlreadyExists().initJob(), outcome.job);
-      break;
+      failures::alreadyExists(failure, outcome.job, outcome.message);
+      return;
     case JobFailure::Kind::kFailedPrecondition:
-      failure.setFailedPrecondition();
-      break;
-    case JobFailure::Kind::kTooLarge: {
-      auto tooLarge = failure.initTooLarge();
-      tooLarge.setSizeBytes(outcome.sizeBytes);
-      tooLarge.setLimitBytes(outcome.limitBytes);
-      break;
-    }
+      failures::failedPrecondition(failure, outcome.message);
+      return;
+    case JobFailure::Kind::kTooLarge:
+      failures::tooLarge(failure, outcome.sizeBytes, outcome.limitBytes, outcome.message);
+      return;
     case JobFailure::Kind::kUnavailable:
-      failure.initUnavailable().setRetryAfterMs(outcome.retryAfterMs);
-      break;
+      failures::unavailable(failure, outcome.retryAfterMs, outcome.message);
+      return;
   }
+  failure.setMessage(outcome.message);
 }
 
 void toWire(const JobView& job, wire::JobStatus::Builder status) {
@@ -86,20 +77,20 @@ kj::Promise<void> DispatcherGatewayServer::submitJob(SubmitJobContext context) {
     failure.getInvalidArgument().setMessage("missing");
     return kj::READY_NOW;
   }
-  const JobId id = jobIdOf(params.getJobGraph().getJobId());
+  const JobId id = wire::idFromWire<JobId>(params.getJobGraph().getJobId());
   auto submitted = dispatcher_.submit(params.getJobGraph());  // Copies what it keeps.
   context.releaseParams();
   return submitted.then([context, id](JobOutcome&& outcome) mutable {
     if (outcome) {
       toWire(*outcome, context.getResults().initFailure());
     } else {
-      setJobId(context.getResults().initJobId(), id);
+      wire::setWireId(context.getResults().initJobId(), id);
     }
   });
 }
 
 kj::Promise<void> DispatcherGatewayServer::cancelJob(CancelJobContext context) {
-  return dispatcher_.cancel(jobIdOf(context.getParams().getJobId()))
+  return dispatcher_.cancel(wire::idFromWire<JobId>(context.getParams().getJobId()))
       .then([context](JobOutcome&& outcome) mutable {
         if (outcome) toWire(*outcome, context.getResults().initFailure());
       });
@@ -115,7 +106,7 @@ kj::Promise<void> DispatcherGatewayServer::listJobs(ListJobsContext context) {
 }
 
 kj::Promise<void> DispatcherGatewayServer::jobStatus(JobStatusContext context) {
-  const JobId id = jobIdOf(context.getParams().getJobId());
+  const JobId id = wire::idFromWire<JobId>(context.getParams().getJobId());
   auto results = context.getResults();
   KJ_IF_MAYBE (job, dispatcher_.job(id)) {
     toWire(*job, results.initStatus());

@@ -21,6 +21,7 @@
 #include "common/ids.h"
 #include "conf/values.h"
 #include "rpc/schema/jobs.capnp.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_messages.h"
 
 namespace regent::dispatcher {
@@ -357,10 +358,7 @@ class JobGraphReader final {
     if (const SpecNode* jobId = map.find("job_id")) {
       if (!readJobId(*jobId, "job_id", graph.initJobId())) return false;
     } else {
-      const JobId fresh = JobId::random();
-      auto id = graph.initJobId();
-      id.setHi(fresh.hi());
-      id.setLo(fresh.lo());
+      wire::setWireId(graph.initJobId(), JobId::random());
     }
 
     std::string name;
@@ -508,8 +506,7 @@ class JobGraphReader final {
     if (!readText(node, path, text)) return false;
     const auto id = JobId::fromHex(text);
     if (!id) return fail(node, path, "expected 32 hex digits, got " + quotedForMessage(text));
-    out.setHi(id->hi());
-    out.setLo(id->lo());
+    wire::setWireId(out, *id);
     return true;
   }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "conf/values.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_messages.h"
 
 namespace regent::dispatcher {
@@ -51,8 +52,7 @@ struct RestartView {
 // The text views point into the message, which outlives the (synchronous) check.
 struct GraphView {
   bool hasJobId = false;
-  uint64_t jobIdHi = 0;
-  uint64_t jobIdLo = 0;
+  JobId jobId;
   std::string_view name;
   size_t vertexCount = 0;
   std::vector<VertexView> vertices;  // empty when vertexCount is above the limit
@@ -68,9 +68,7 @@ GraphView readGraph(wire::JobGraph::Reader graph, const JobGraphLimits& limits) 
   GraphView view;
   view.hasJobId = graph.hasJobId();
   if (view.hasJobId) {
-    auto id = graph.getJobId();
-    view.jobIdHi = id.getHi();
-    view.jobIdLo = id.getLo();
+    view.jobId = wire::idFromWire<JobId>(graph.getJobId());
   }
   view.name = viewOf(graph.getName());
 
@@ -376,7 +374,7 @@ std::optional<JobGraphViolation> checkRestartStrategy(const RestartView& restart
 
 std::optional<JobGraphViolation> check(const GraphView& graph, const JobGraphLimits& limits) {
   if (!graph.hasJobId) return violation("job_id", "is missing");
-  if (graph.jobIdHi == 0 && graph.jobIdLo == 0) return violation("job_id", "must not be all zeros");
+  if (graph.jobId.isZero()) return violation("job_id", "must not be all zeros");
 
   if (graph.name.empty()) return violation("name", "must not be empty");
   if (auto control = controlCharacterIn(graph.name)) return violation("name", *control);

@@ -7,13 +7,14 @@
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
-#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
 
+#include "common/host_port.h"
 #include "common/ids.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 
 namespace regent::http {
@@ -23,28 +24,8 @@ constexpr const char* kJson = "application/json";
 constexpr const char* kText = "text/plain; charset=utf-8";
 constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 
-// The schema's enumerant name ("created" for wire::JobState::CREATED).
-std::string enumerantName(wire::JobState state) {
-  auto enumerants = capnp::Schema::from<wire::JobState>().getEnumerants();
-  const auto index = static_cast<uint16_t>(state);
-  if (index >= enumerants.size()) return "unknown_" + std::to_string(index);
-  return enumerants[index].getProto().getName().cStr();
-}
-
-std::string upper(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return text;
-}
-
-std::string jobIdHex(wire::Id128::Reader id) { return JobId(id.getHi(), id.getLo()).toHex(); }
-
 std::string errorJson(const std::string& status, const std::string& message) {
   return nlohmann::json{{"status", status}, {"message", message}}.dump() + "\n";
-}
-
-std::string hostOf(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
 // One metric family's header.
@@ -76,14 +57,11 @@ kj::Own<kj::HttpHeaderTable> HttpRoutes::makeHeaderTable() {
   return builder.build();
 }
 
-HttpRoutes::HttpRoutes(HttpHost& host, kj::Timer& timer, const kj::HttpHeaderTable& headerTable,
-                       kj::Duration callTimeout)
+HttpRoutes::HttpRoutes(HttpHost& host, const kj::HttpHeaderTable& headerTable)
     : host_(host),
-      timer_(timer),
       headerTable_(headerTable),
       allow_(KJ_REQUIRE_NONNULL(headerTable.stringToId("Allow"),
-                                "the header table must come from makeHeaderTable()")),
-      callTimeout_(callTimeout) {}
+                                "the header table must come from makeHeaderTable()")) {}
 
 kj::Promise<void> HttpRoutes::reply(Response& response, uint status, kj::StringPtr statusText,
                                     kj::StringPtr contentType, std::string body,
@@ -185,9 +163,9 @@ kj::Promise<void> HttpRoutes::jobs(Response& response) {
   });
   nlohmann::json jobs = nlohmann::json::array();
   for (auto job : statuses.getReader()) {
-    jobs.push_back({{"job_id", jobIdHex(job.getJobId())},
+    jobs.push_back({{"job_id", wire::idFromWire<JobId>(job.getJobId()).toHex()},
                     {"name", job.getName().cStr()},
-                    {"state", upper(enumerantName(job.getState()))},
+                    {"state", wire::enumNameUpper(job.getState())},
                     {"submitted_at_ms", job.getSubmittedAtMs()},
                     {"state_changed_at_ms", job.getStateChangedAtMs()},
                     {"ended_at_ms", job.getEndedAtMs()},
@@ -209,7 +187,7 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
         (*jobs)[enumerant.getProto().getName().cStr()] = 0;
       }
       leading->forEachJob(
-          [&](const dispatcher::JobView& job) { ++(*jobs)[enumerantName(job.state)]; });
+          [&](const dispatcher::JobView& job) { ++(*jobs)[wire::enumName(job.state)]; });
     }
   }
   std::ostringstream out;
@@ -248,28 +226,27 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
 }
 
 kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
-                                                            std::string bindAddress, HttpHost& host,
-                                                            kj::Duration callTimeout) {
+                                                            std::string bindAddress,
+                                                            HttpHost& host) {
   auto failed = [bindAddress](kj::Exception&& exception) -> Result<kj::Own<HttpServer>> {
     return Error::fatal("HTTP server cannot listen on " + bindAddress +
                         " (http.bind): " + exception.getDescription().cStr());
   };
   return network.parseAddress(bindAddress)
-      .then([&timer, &host, callTimeout,
+      .then([&timer, &host,
              bindAddress](kj::Own<kj::NetworkAddress> address) -> Result<kj::Own<HttpServer>> {
-        return kj::heap<HttpServer>(Private{}, timer, host, callTimeout, address->listen(),
-                                    hostOf(bindAddress));
+        return kj::heap<HttpServer>(Private{}, timer, host, address->listen(), hostOf(bindAddress));
       })
       .catch_(kj::mv(failed));
 }
 
-HttpServer::HttpServer(const Private&, kj::Timer& timer, HttpHost& host, kj::Duration callTimeout,
+HttpServer::HttpServer(const Private&, kj::Timer& timer, HttpHost& host,
                        kj::Own<kj::ConnectionReceiver> receiver, std::string hostName)
     : headerTable_(HttpRoutes::makeHeaderTable()),
-      routes_(host, timer, *headerTable_, callTimeout),
+      routes_(host, *headerTable_),
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
-      listenAddress_(hostName + ":" + std::to_string(port_)),
+      listenAddress_(joinHostPort(hostName, port_)),
       server_(timer, *headerTable_, routes_),
       listening_(server_.listenHttp(*receiver_).eagerlyEvaluate([this](kj::Exception&& e) {
         spdlog::error("http: accepting on {} failed: {}; no longer serving HTTP", listenAddress_,

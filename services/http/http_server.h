@@ -47,12 +47,11 @@ class HttpHost {
 //                   no leader known, or the leader not ready: 503 with a JSON reason
 //   GET /metrics    Prometheus text format 0.0.4; job counts read in process like /v1/jobs
 // Other paths 404; other methods on these paths 405 (with Allow: GET). A query string is ignored.
-// `host`, `timer` and `headerTable` must outlive the service; `headerTable` must be the one
-// made by makeHeaderTable(). `callTimeout` bounds calls to other services (none at present).
+// `host` and `headerTable` must outlive the service; `headerTable` must be the one made by
+// makeHeaderTable().
 class HttpRoutes final : public kj::HttpService {
  public:
-  HttpRoutes(HttpHost& host, kj::Timer& timer, const kj::HttpHeaderTable& headerTable,
-             kj::Duration callTimeout);
+  HttpRoutes(HttpHost& host, const kj::HttpHeaderTable& headerTable);
 
   kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
                             const kj::HttpHeaders& headers, kj::AsyncInputStream& requestBody,
@@ -69,10 +68,8 @@ class HttpRoutes final : public kj::HttpService {
                           kj::Maybe<kj::StringPtr> location = nullptr);
 
   HttpHost& host_;
-  kj::Timer& timer_;
   const kj::HttpHeaderTable& headerTable_;
   kj::HttpHeaderId allow_;
-  kj::Duration callTimeout_;
 };
 
 // The listener on http.bind. Thread-safety: loop-thread only. Destroying it closes the port and
@@ -84,10 +81,9 @@ class HttpServer final {
   // Resolves with the listening server, or a fatal error naming the address when it cannot be
   // parsed or bound. With port 0 the kernel chooses one (see port()).
   static kj::Promise<Result<kj::Own<HttpServer>>> listen(kj::Network& network, kj::Timer& timer,
-                                                         std::string bindAddress, HttpHost& host,
-                                                         kj::Duration callTimeout);
+                                                         std::string bindAddress, HttpHost& host);
 
-  HttpServer(const Private&, kj::Timer& timer, HttpHost& host, kj::Duration callTimeout,
+  HttpServer(const Private&, kj::Timer& timer, HttpHost& host,
              kj::Own<kj::ConnectionReceiver> receiver, std::string hostName);
   ~HttpServer() noexcept;
   HttpServer(const HttpServer&) = delete;

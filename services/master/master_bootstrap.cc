@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "rpc/failure.h"
+
 namespace regent::master {
 
 void toWire(const leader::LeaderInfo& info, wire::LeaderInfo::Builder out) {
@@ -52,20 +54,16 @@ bool LeadingEpoch::admit(const std::string&, uint64_t received, wire::Failure::B
     if (leader) {
       message += "; the leader is " + leader->masterId + " at " + leader->rpcAddress +
                  " (epoch " + std::to_string(leader->epoch) + ")";
-      toWire(*leader, failure.initNotLeader().initLeader());
+      toWire(*leader, rpc::failures::notLeader(failure, message));
     } else {
-      message += "; no leader is known right now";
-      failure.initNotLeader().setUnknown();
+      rpc::failures::notLeaderUnknown(failure, message + "; no leader is known right now");
     }
-    failure.setMessage(message);
     return false;
   }
   if (received != leading) {
-    failure.setMessage("called with epoch " + std::to_string(received) +
-                       ", this master leads epoch " + std::to_string(leading));
-    auto fencing = failure.initFencing();
-    fencing.setExpected(leading);
-    fencing.setReceived(received);
+    rpc::failures::fencing(failure, leading, received,
+                           "called with epoch " + std::to_string(received) +
+                               ", this master leads epoch " + std::to_string(leading));
     return false;
   }
   return true;
@@ -86,10 +84,9 @@ kj::Promise<void> MasterBootstrapServer::dispatcher(DispatcherContext context) {
   KJ_IF_MAYBE (gateway, host_.dispatcherGateway()) {
     context.getResults().setDispatcher(*gateway);
   } else {
-    auto unavailable = context.getResults().initFailure();
-    unavailable.setMessage("the leader of epoch " + std::to_string(epoch) +
-                           " is still opening its stores; retry shortly");
-    unavailable.initUnavailable().setRetryAfterMs(500);
+    rpc::failures::unavailable(context.getResults().initFailure(), 500,
+                               "the leader of epoch " + std::to_string(epoch) +
+                                   " is still opening its stores; retry shortly");
   }
   return kj::READY_NOW;
 }

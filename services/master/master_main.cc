@@ -7,12 +7,11 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <vector>
+#include <variant>
 
 #include "common/event_loop.h"
-#include "common/logging.h"
+#include "conf/command_line.h"
 #include "conf/config.h"
-#include "conf/logging_config.h"
 #include "services/master/master_process.h"
 
 namespace {
@@ -31,45 +30,23 @@ int main(int argc, char** argv) {
   using namespace regent;
 
   CLI::App app{kDescription, "regent-master"};
-  ConfigSources sources;
-  std::string configFile;
-  bool printConfig = false;
-  std::string logFormat;
-  app.add_option("--config", configFile, "YAML configuration file");
-  app.add_option("--set", sources.set, "set an option, key=value (repeatable; later wins)")
-      ->allow_extra_args(false);
-  app.add_flag("--print-config", printConfig,
-               "print the effective configuration (value and source of every option) and exit");
-  app.add_option("--log-format", logFormat, "text or json (overrides log.format)")
-      ->check(CLI::IsMember({"text", "json"}));
+  ConfigCommandLine commandLine(app, "regent-master", {.printConfig = true, .logFormat = true});
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : master::kExitUsage;
   }
 
-  if (!configFile.empty()) sources.file = configFile;
-  sources.environment = processEnvironment();
-  if (!logFormat.empty()) sources.set.push_back("log.format=" + logFormat);
-  auto config = loadConfig(sources);
-  if (!config.ok()) {
-    std::cerr << "regent-master: " << config.error().message << "\n";
-    return master::kExitUsage;
-  }
-  if (printConfig) {
-    std::cout << renderEffectiveConfig(config.value());
-    return 0;
-  }
-  if (auto logging = setupLogging(logOptionsFrom(config.value(), "master")); !logging.ok()) {
-    std::cerr << "regent-master: " << logging.error().message << "\n";
-    return master::kExitUsage;
-  }
+  auto loaded = commandLine.load(std::cout, std::cerr, master::kExitUsage);
+  if (const int* exitCode = std::get_if<int>(&loaded)) return *exitCode;
+  const Config& config = std::get<Config>(loaded);
+  if (!commandLine.setUpLogging(config, "master", std::cerr)) return master::kExitUsage;
 
   int code = master::kExitFailure;
   std::string masterId;
   try {
     EventLoop loop;
-    auto process = master::MasterProcess::create(loop, config.value());
+    auto process = master::MasterProcess::create(loop, config);
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {

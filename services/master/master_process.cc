@@ -4,12 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <utility>
 
+#include "common/event_line.h"
+#include "common/host_port.h"
 #include "common/ids.h"
 #include "common/time.h"
 #include "conf/config.h"
@@ -22,25 +23,14 @@ namespace {
 
 using MasterId = Id128<struct MasterIdTag>;
 
-// "host:port" with a wildcard host replaced by `hostName`. The registry already checked the
-// form; a value without ':' is kept as it is.
-std::string withHostName(const std::string& bindAddress, const std::string& hostName) {
-  const size_t colon = bindAddress.rfind(':');
-  if (colon == std::string::npos) return bindAddress;
-  const std::string host = bindAddress.substr(0, colon);
-  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
-    return hostName + bindAddress.substr(colon);
-  }
-  return bindAddress;
-}
-
-// Event lines quote the reason; a quote inside it would end the field early.
-std::string quotable(std::string text) {
-  for (char& c : text) {
-    if (c == '"') c = '\'';
-    if (c == '\n') c = ' ';
-  }
-  return text;
+// "<event> master_id=… mono_us=… wall_ms=…": the event lines the cluster harness and the
+// benchmarks time failover with (docs/operations.md).
+std::string timedEvent(std::string_view event, const std::string& masterId) {
+  return EventLine(event)
+      .field("master_id", masterId)
+      .field("mono_us", monotonicMicros())
+      .field("wall_ms", wallClockMillis())
+      .str();
 }
 
 }  // namespace
@@ -51,29 +41,18 @@ std::string localHostName() {
   return name;
 }
 
-int64_t monotonicMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& masterId,
                                        const std::string& hostName) {
   leader::ContenderInfo info;
   info.masterId = masterId;
-  const std::string& advertised = config.getString("rpc.advertised-address");
-  info.rpcAddress =
-      advertised.empty() ? withHostName(config.getString("rpc.bind"), hostName) : advertised;
-  info.httpAddress = withHostName(config.getString("http.bind"), hostName);
+  info.rpcAddress = advertisedAddress(config.getString("rpc.bind"),
+                                     config.getString("rpc.advertised-address"), hostName, 0);
+  info.httpAddress = advertisedAddress(config.getString("http.bind"), "", hostName, 0);
   info.host = hostName;
   info.pid = static_cast<int64_t>(::getpid());
   info.version = REGENT_VERSION;
   info.startedAtMs = wallClockMillis();
   return info;
-}
-
-void MasterProcess::TaskErrorLogger::taskFailed(kj::Exception&& exception) {
-  spdlog::error("master task failed: {}", exception.getDescription().cStr());
 }
 
 Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
@@ -128,11 +107,9 @@ kj::Promise<int> MasterProcess::run() {
               return kj::READY_NOW;
             }
             rpcServer_ = kj::mv(listening).value();
-            if (config_.getString("rpc.advertised-address").empty()) {
-              const std::string& address = self_.rpcAddress;
-              self_.rpcAddress =
-                  address.substr(0, address.rfind(':') + 1) + std::to_string(rpcServer_->port());
-            }
+            self_.rpcAddress = advertisedAddress(config_.getString("rpc.bind"),
+                                                 config_.getString("rpc.advertised-address"),
+                                                 self_.host, rpcServer_->port());
             spdlog::info("rpc listening on {} advertised as {} ({})", rpcServer_->listenAddress(),
                          self_.rpcAddress, rpcNetwork_->describe());
             return listenHttp();
@@ -141,9 +118,8 @@ kj::Promise<int> MasterProcess::run() {
 }
 
 kj::Promise<void> MasterProcess::listenHttp() {
-  return http::HttpServer::listen(
-             loop_.io().getNetwork(), loop_.timer(), config_.getString("http.bind"), *this,
-             config_.getDuration("rpc.call-timeout").count() * kj::MILLISECONDS)
+  return http::HttpServer::listen(loop_.io().getNetwork(), loop_.timer(),
+                                  config_.getString("http.bind"), *this)
       .then([this](Result<kj::Own<http::HttpServer>>&& listening) {
         if (!listening.ok()) {
           spdlog::error("{}", listening.error().message);
@@ -153,9 +129,8 @@ kj::Promise<void> MasterProcess::listenHttp() {
         httpServer_ = kj::mv(listening).value();
         // http.bind has no advertised form: its host (a wildcard replaced by the host name)
         // with the port actually bound.
-        const std::string& address = self_.httpAddress;
         self_.httpAddress =
-            address.substr(0, address.rfind(':') + 1) + std::to_string(httpServer_->port());
+            advertisedAddress(config_.getString("http.bind"), "", self_.host, httpServer_->port());
         spdlog::info("http listening on {} advertised as {}", httpServer_->listenAddress(),
                      self_.httpAddress);
         startContending();
@@ -208,20 +183,10 @@ kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const
 }
 
 kj::Promise<void> MasterProcess::handOverForCaller() {
-  spdlog::info("handover requested master_id={} mono_us={} wall_ms={}", self_.masterId,
-               monotonicMicros(), wallClockMillis());
+  spdlog::info("{}", timedEvent("handover requested", self_.masterId));
   return election_->handOver(true).then([this]() {
-    spdlog::info("handover done master_id={} mono_us={} wall_ms={}", self_.masterId,
-                 monotonicMicros(), wallClockMillis());
+    spdlog::info("{}", timedEvent("handover done", self_.masterId));
   });
-}
-
-std::string MasterProcess::rpcListenAddressForTests() const {
-  return rpcServer_ ? rpcServer_->listenAddress() : "";
-}
-
-std::string MasterProcess::httpListenAddressForTests() const {
-  return httpServer_ ? httpServer_->listenAddress() : "";
 }
 
 bool MasterProcess::serving() const { return term_ && term_->serving(); }
@@ -281,8 +246,13 @@ kj::Promise<void> MasterProcess::close() {
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
-  spdlog::info("leadership revoked epoch={} master_id={} reason=\"{}\" mono_us={} wall_ms={}",
-               epoch, self_.masterId, quotable(reason), monotonicMicros(), wallClockMillis());
+  spdlog::info("{}", EventLine("leadership revoked")
+                         .field("epoch", epoch)
+                         .field("master_id", self_.masterId)
+                         .quotedField("reason", reason)
+                         .field("mono_us", monotonicMicros())
+                         .field("wall_ms", wallClockMillis())
+                         .str());
   if (term_) term_->revoke(reason);
   term_ = nullptr;  // Every leader service stops before this returns.
 }
@@ -307,12 +277,10 @@ void MasterProcess::onStopSignal(int signum) {
     exit_->fulfill(int(kExitHandedOver));
     return;
   }
-  spdlog::info("handover requested master_id={} mono_us={} wall_ms={}", self_.masterId,
-               monotonicMicros(), wallClockMillis());
+  spdlog::info("{}", timedEvent("handover requested", self_.masterId));
   tasks_.add(election_->handOver(false).then(
       [this]() {
-        spdlog::info("handover done master_id={} mono_us={} wall_ms={}", self_.masterId,
-                     monotonicMicros(), wallClockMillis());
+        spdlog::info("{}", timedEvent("handover done", self_.masterId));
         exit_->fulfill(int(kExitHandedOver));
       },
       [this](kj::Exception&& exception) {

@@ -11,6 +11,7 @@
 
 #include "common/event_loop.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "ha/ha_services.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
@@ -30,16 +31,13 @@ class Config;
 namespace regent::master {
 
 // What this master publishes in its latch node: rpc.advertised-address (or rpc.bind) and
-// http.bind, each with a wildcard host (0.0.0.0, ::, empty) replaced by `hostName`.
+// http.bind, each by advertisedAddress() of common/host_port.h (a wildcard host replaced by
+// `hostName`). run() replaces the ports with the ones bound once it listens.
 leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& masterId,
                                        const std::string& hostName);
 
 // The local host name (gethostname), or "localhost" if it cannot be read.
 std::string localHostName();
-
-// Microseconds of std::chrono::steady_clock (CLOCK_MONOTONIC): the mono_us of the event lines,
-// comparable across processes on one machine.
-int64_t monotonicMicros();
 
 // Exit codes of regent-master (docs/operations.md).
 inline constexpr int kExitHandedOver = 0;    // Stopped by SIGTERM/SIGINT after the hand-over.
@@ -106,17 +104,7 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
 
-  // The RPC server's address once run() listens ("127.0.0.1:40312"), for tests.
-  std::string rpcListenAddressForTests() const;
-  // The HTTP server's address once run() listens, for tests.
-  std::string httpListenAddressForTests() const;
-
  private:
-  class TaskErrorLogger final : public kj::TaskSet::ErrorHandler {
-   public:
-    void taskFailed(kj::Exception&& exception) override;
-  };
-
   MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
                 std::unique_ptr<ha::HaServices> ha);
   void onStopSignal(int signum);
@@ -143,7 +131,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::unique_ptr<SignalWatcher> sigterm_;
   std::unique_ptr<SignalWatcher> sigint_;
   bool stopping_ = false;
-  TaskErrorLogger errorLogger_;
+  TaskFailureLogger errorLogger_{"master"};
   // markServing, the connect warning and the hand-over; declared last so it is destroyed
   // first, before the election whose promises it holds.
   kj::TaskSet tasks_{errorLogger_};

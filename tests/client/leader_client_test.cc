@@ -159,8 +159,8 @@ class LeaderClientTest : public ::testing::Test {
       const uint64_t epoch = leader.epoch;
       return client.deadline().send(kj::mv(request)).then(
           [epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
-              -> Attempt<uint64_t> {
-            if (response.hasFailure()) return CallFailure::from(response.getFailure());
+              -> rpc::Attempt<uint64_t> {
+            if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
             return epoch;
           });
     };

@@ -111,8 +111,6 @@ std::string readFrom(const std::string& path, off_t offset) {
 
 }  // namespace
 
-int64_t monotonicMicrosNow() { return monotonicMicros(); }
-
 std::string uniqueClusterId(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);

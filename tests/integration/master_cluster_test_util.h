@@ -27,10 +27,6 @@
 
 namespace regent::testing {
 
-// The clock of the mono_us fields: monotonicMicros() of common/time.h, which new code calls
-// directly.
-int64_t monotonicMicrosNow();
-
 // A cluster id no other test (or earlier run) uses: "<prefix>-<pid>-<counter>".
 std::string uniqueClusterId(const std::string& prefix);
 

@@ -115,7 +115,7 @@ TEST(MasterElection, StandbyIsGrantedOnceTheKilledLeadersSessionExpires) {
   const size_t standby = 1 - leader;
 
   ASSERT_OK(cluster.kill(leader));
-  const int64_t killedAt = monotonicMicrosNow();
+  const int64_t killedAt = monotonicMicros();
   auto next = cluster.waitForGrant(epoch + 1, kFailoverTimeout);
   ASSERT_OK(next);
   EXPECT_EQ(next.value(), standby);
@@ -145,7 +145,7 @@ TEST(MasterElection, StoppedLeaderReportsRevocationWhenResumedAndNeverLeadsTheNe
   ASSERT_OK(next);
   EXPECT_EQ(next.value(), standby);
 
-  const int64_t resumedAt = monotonicMicrosNow();
+  const int64_t resumedAt = monotonicMicros();
   ASSERT_OK(cluster.process(leader).resume());
   auto revoked = cluster.waitForEvent(
       leader, [&](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch; },

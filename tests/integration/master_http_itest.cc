@@ -7,11 +7,14 @@
 #include <kj/debug.h>
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <regex>
 #include <string>
 
 #include "common/event_loop.h"
+#include "common/host_port.h"
 #include "tests/fixtures/zookeeper_server.h"
+#include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
 #include "tests/services/http/prometheus_text_test_util.h"
 
@@ -21,12 +24,6 @@ namespace {
 using Kind = MasterEvent::Kind;
 
 constexpr Duration kStartTimeout{60000};
-
-struct Reply {
-  uint status = 0;
-  std::string body;
-  std::string location;
-};
 
 // The (listen, advertised) HTTP addresses from a master's "http listening on" line.
 std::pair<std::string, std::string> httpAddressesOf(MasterCluster& cluster, size_t slot) {
@@ -51,38 +48,21 @@ int64_t zooKeeperReadsUnder(ZooKeeperServer& server, const std::string& space, s
   return std::stoll(match[1]);
 }
 
+std::function<bool(const HttpReply&)> statusIs(uint status) {
+  return [status](const HttpReply& reply) { return reply.status == status; };
+}
+
 class MasterHttpTest : public ::testing::Test {
  protected:
   ~MasterHttpTest() noexcept override = default;
 
-  Reply get(const std::string& address, const std::string& path) {
-    auto target = loop_.run(loop_.io().getNetwork().parseAddress(address));
-    auto client = kj::newHttpClient(loop_.timer(), table_, *target);
-    kj::HttpHeaders headers(table_);
-    auto response = loop_.run(
-        client->request(kj::HttpMethod::GET, kj::StringPtr(path.c_str()), headers).response);
-    Reply reply;
-    reply.status = response.statusCode;
-    reply.body = loop_.run(response.body->readAllText()).cStr();
-    KJ_IF_MAYBE (location, response.headers->get(kj::HttpHeaderId::LOCATION)) {
-      reply.location = location->cStr();
-    }
-    return reply;
+  HttpReply get(const std::string& address, const std::string& path) {
+    return httpGet(loop_, table_, address, path);
   }
 
-  // GETs until `done` holds for the reply (the master learns of the leader through a watch),
-  // with a bounded back-off between attempts.
-  template <typename Done>
-  Reply getUntil(const std::string& address, const std::string& path, Done done) {
-    Reply reply;
-    for (int attempt = 0; attempt < 600; ++attempt) {
-      reply = get(address, path);
-      if (done(reply)) return reply;
-      loop_.run(loop_.timer().afterDelay(50 * kj::MILLISECONDS));
-    }
-    ADD_FAILURE() << path << " on " << address << " last answered " << reply.status << ": "
-                  << reply.body;
-    return reply;
+  HttpReply getUntil(const std::string& address, const std::string& path,
+                     const std::function<bool(const HttpReply&)>& done) {
+    return httpGetUntil(loop_, table_, address, path, done);
   }
 
   EventLoop loop_;
@@ -107,42 +87,39 @@ TEST_F(MasterHttpTest, StandbyRedirectsJobsToTheLeaderAndMetricsParse) {
 
   const auto [leaderListen, leaderAdvertised] = httpAddressesOf(cluster, leaderSlot);
   const auto [standbyListen, standbyAdvertised] = httpAddressesOf(cluster, standbySlot);
-  EXPECT_NE(leaderListen.substr(leaderListen.rfind(':')), ":0");
-  EXPECT_EQ(leaderListen.substr(leaderListen.rfind(':')),
-            leaderAdvertised.substr(leaderAdvertised.rfind(':')));
+  auto listenParts = splitHostPort(leaderListen);
+  auto advertisedParts = splitHostPort(leaderAdvertised);
+  ASSERT_TRUE(listenParts.ok()) << listenParts.error().message;
+  ASSERT_TRUE(advertisedParts.ok()) << advertisedParts.error().message;
+  EXPECT_NE(listenParts.value().port, 0);
+  EXPECT_EQ(listenParts.value().port, advertisedParts.value().port);
 
   EXPECT_EQ(get(leaderListen, "/healthz").status, 200u);
-  EXPECT_EQ(
-      getUntil(leaderListen, "/readyz", [](const Reply& r) { return r.status == 200; }).status,
-      200u);
-  EXPECT_EQ(
-      getUntil(standbyListen, "/readyz", [](const Reply& r) { return r.status == 200; }).status,
-      200u);
+  EXPECT_EQ(getUntil(leaderListen, "/readyz", statusIs(200)).status, 200u);
+  EXPECT_EQ(getUntil(standbyListen, "/readyz", statusIs(200)).status, 200u);
 
   // The standby's view of the leader carries the port the leader actually bound.
-  Reply leaderView = getUntil(standbyListen, "/v1/leader", [](const Reply& r) {
+  HttpReply leaderView = getUntil(standbyListen, "/v1/leader", [](const HttpReply& r) {
     return r.status == 200 && nlohmann::json::parse(r.body)["status"] == "SERVING";
   });
   auto view = nlohmann::json::parse(leaderView.body);
   EXPECT_EQ(view["epoch"], 1);
   EXPECT_EQ(view["http_address"], leaderAdvertised);
 
-  Reply redirect =
-      getUntil(standbyListen, "/v1/jobs", [](const Reply& r) { return r.status == 307; });
+  HttpReply redirect = getUntil(standbyListen, "/v1/jobs", statusIs(307));
   EXPECT_EQ(redirect.location, "http://" + leaderAdvertised + "/v1/jobs");
   // The redirect is usable: following it reaches the leader's jobs.
   const std::regex url("http://([^/]+)(/.*)");
   std::smatch target;
   ASSERT_TRUE(std::regex_match(redirect.location, target, url)) << redirect.location;
-  EXPECT_EQ(getUntil(target[1], target[2], [](const Reply& r) { return r.status == 200; }).status,
-            200u);
+  EXPECT_EQ(getUntil(target[1], target[2], statusIs(200)).status, 200u);
 
-  Reply jobs = getUntil(leaderListen, "/v1/jobs", [](const Reply& r) { return r.status == 200; });
+  HttpReply jobs = getUntil(leaderListen, "/v1/jobs", statusIs(200));
   auto listed = nlohmann::json::parse(jobs.body);
   EXPECT_EQ(listed["epoch"], 1);
   EXPECT_TRUE(listed["jobs"].is_array());
 
-  Reply leaderMetrics = get(leaderListen, "/metrics");
+  HttpReply leaderMetrics = get(leaderListen, "/metrics");
   ASSERT_EQ(leaderMetrics.status, 200u);
   auto parsed = parsePrometheusText(leaderMetrics.body);
   ASSERT_EQ(parsed.error, "") << leaderMetrics.body;
@@ -155,7 +132,7 @@ TEST_F(MasterHttpTest, StandbyRedirectsJobsToTheLeaderAndMetricsParse) {
   // The /v1/jobs and /metrics requests above read the Dispatcher in process: no RPC call.
   EXPECT_EQ(parsed.samples.at("regent_rpc_calls_total{method=\"DispatcherGateway.listJobs\"}"), 0);
 
-  Reply standbyMetrics = get(standbyListen, "/metrics");
+  HttpReply standbyMetrics = get(standbyListen, "/metrics");
   ASSERT_EQ(standbyMetrics.status, 200u);
   auto standbyParsed = parsePrometheusText(standbyMetrics.body);
   ASSERT_EQ(standbyParsed.error, "") << standbyMetrics.body;
@@ -177,14 +154,14 @@ TEST_F(MasterHttpTest, AScrapeAndAJobListingOfTheLeaderReadNothingFromZooKeeper)
   ASSERT_TRUE(serving.ok()) << serving.error().message;
   const auto [listen, advertised] = httpAddressesOf(cluster, 0);
   // The jobs appear once the term serves; from then on they are the Dispatcher's in memory.
-  getUntil(listen, "/v1/jobs", [](const Reply& r) { return r.status == 200; });
+  getUntil(listen, "/v1/jobs", statusIs(200));
 
   // Every master's nodes live under /regent (ha.zookeeper.root), one namespace for ZooKeeper.
   std::string mntr;
   const int64_t before = zooKeeperReadsUnder(*server.value(), "regent", &mntr);
   ASSERT_GE(before, 1) << "mntr does not count reads under /regent:\n" << mntr;
   for (int i = 0; i < 5; ++i) {
-    Reply metrics = get(listen, "/metrics");
+    HttpReply metrics = get(listen, "/metrics");
     ASSERT_EQ(metrics.status, 200u);
     EXPECT_NE(metrics.body.find("regent_jobs{state=\"created\"} 0"), std::string::npos)
         << metrics.body;

@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "common/event_loop.h"
+#include "common/host_port.h"
 #include "common/ids.h"
 #include "conf/config.h"
 #include "ha/zookeeper_client.h"
 #include "rpc/rpc_client.h"
 #include "rpc/rpc_options.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "rpc/wire_ids.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/wait_test_util.h"
@@ -102,8 +104,7 @@ class MasterJobsTest : public ::testing::Test {
     }
     auto cancel = gateway.cancelJobRequest();
     cancel.setEpoch(epoch);
-    cancel.initJobId().setHi(ids[3].hi());
-    cancel.getJobId().setLo(ids[3].lo());
+    wire::setWireId(cancel.initJobId(), ids[3]);
     auto canceled = loop_.run(cancel.send());
     KJ_REQUIRE(!canceled.hasFailure(), canceled.getFailure().getMessage().cStr());
     expected[ids[3].toHex() + " job-3"] = wire::JobState::CANCELED;
@@ -119,7 +120,7 @@ class MasterJobsTest : public ::testing::Test {
     KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
     std::map<std::string, wire::JobState> jobs;
     for (auto job : response.getJobs()) {
-      jobs[JobId(job.getJobId().getHi(), job.getJobId().getLo()).toHex() + " " +
+      jobs[wire::idFromWire<JobId>(job.getJobId()).toHex() + " " +
            job.getName().cStr()] = job.getState();
     }
     return jobs;
@@ -264,8 +265,7 @@ TEST_F(MasterJobsTest, AGatewayFromAnEarlierTermIsFencedAndChangesNothing) {
   for (uint64_t epoch : {uint64_t{1}, uint64_t{2}}) {
     auto cancel = oldGateway.cancelJobRequest();
     cancel.setEpoch(epoch);
-    cancel.initJobId().setHi(kept.hi());
-    cancel.getJobId().setLo(kept.lo());
+    wire::setWireId(cancel.initJobId(), kept);
     auto canceled = loop_.run(cancel.send());
     ASSERT_TRUE(canceled.hasFailure()) << "epoch " << epoch;
     EXPECT_TRUE(canceled.getFailure().isFencing()) << canceled.getFailure().getMessage().cStr();
@@ -324,8 +324,7 @@ TEST_F(MasterJobsTest, ADirtyResultLeftByADeadLeaderIsCleanedUpAndItsJobIsNotRer
     }
     capnp::MallocMessageBuilder message;
     auto result = message.initRoot<wire::JobResult>();
-    result.initJobId().setHi(ended.hi());
-    result.getJobId().setLo(ended.lo());
+    wire::setWireId(result.initJobId(), ended);
     result.setJobName("ended");
     result.setState(wire::JobState::FAILED);
     result.setEndedAtMs(5);
@@ -368,7 +367,9 @@ TEST_F(MasterJobsTest, ARogueClientIsDisconnectedAndTheMasterKeepsServingOthers)
   ASSERT_TRUE(cluster.startMasters(1).ok());
   ASSERT_TRUE(cluster.waitForGrant(1, kStartTimeout).ok());
   const std::string address = rpcAddressOf(cluster, 0);
-  const uint16_t port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  auto parts = splitHostPort(address);
+  ASSERT_TRUE(parts.ok()) << parts.error().message;
+  const uint16_t port = parts.value().port;
 
   // Garbage: not a Cap'n Proto frame at all.
   auto garbage = loop_.run(loop_.io().getNetwork().parseAddress("127.0.0.1", port))->connect();

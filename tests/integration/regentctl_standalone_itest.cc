@@ -14,6 +14,7 @@
 #include "common/event_loop.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
 
 namespace regent::testing {
@@ -66,14 +67,9 @@ class RegentctlStandalone : public ::testing::Test {
 
   // GET /v1/leader from the master, as JSON.
   nlohmann::json leaderView() {
-    auto target = loop_.run(loop_.io().getNetwork().parseAddress(httpAddress_));
-    auto client = kj::newHttpClient(loop_.timer(), table_, *target);
-    kj::HttpHeaders headers(table_);
-    auto response =
-        loop_.run(client->request(kj::HttpMethod::GET, "/v1/leader", headers).response);
-    std::string body = loop_.run(response.body->readAllText()).cStr();
-    EXPECT_EQ(response.statusCode, 200u) << body;
-    return nlohmann::json::parse(body, nullptr, false);
+    const HttpReply reply = httpGet(loop_, table_, httpAddress_, "/v1/leader");
+    EXPECT_EQ(reply.status, 200u) << reply.body;
+    return nlohmann::json::parse(reply.body, nullptr, false);
   }
 
   // /v1/leader once it shows `epoch` SERVING (the master learns its record through a watch of

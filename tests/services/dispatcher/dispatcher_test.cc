@@ -14,8 +14,9 @@
 
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
-#include "services/dispatcher/job_graph_spec.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
 
 namespace regent::dispatcher {
@@ -23,17 +24,9 @@ namespace {
 
 using wire::DispatcherGateway;
 
-std::string jobYaml(const JobId& id, const std::string& name, int parallelism = 2) {
-  return "job_id: " + id.toHex() + "\nname: " + name +
-         "\nvertices:\n  - name: work\n    parallelism: " + std::to_string(parallelism) +
-         "\n    command:\n      argv: [sleep, '1']\n";
-}
-
-kj::Own<capnp::MallocMessageBuilder> jobGraph(const JobId& id, const std::string& name,
-                                              int parallelism = 2) {
-  auto parsed = parseJobGraphSpec(jobYaml(id, name, parallelism), JobGraphSpecFormat::kYaml);
-  KJ_REQUIRE(parsed.ok(), parsed.error().message);
-  return kj::mv(parsed).value();
+// One vertex "work" running `sleep 1` in two tasks.
+kj::Own<capnp::MallocMessageBuilder> jobGraph(const JobId& id, const std::string& name) {
+  return testing::makeJobGraph(id, {.name = name, .parallelism = 2});
 }
 
 class DispatcherTest : public ::testing::Test {
@@ -79,16 +72,14 @@ class DispatcherTest : public ::testing::Test {
   capnp::Response<DispatcherGateway::CancelJobResults> cancel(const JobId& id) {
     auto request = gateway_.cancelJobRequest();
     request.setEpoch(epoch_);
-    request.initJobId().setHi(id.hi());
-    request.getJobId().setLo(id.lo());
+    wire::setWireId(request.initJobId(), id);
     return loop_.run(request.send());
   }
 
   capnp::Response<DispatcherGateway::JobStatusResults> status(const JobId& id) {
     auto request = gateway_.jobStatusRequest();
     request.setEpoch(epoch_);
-    request.initJobId().setHi(id.hi());
-    request.getJobId().setLo(id.lo());
+    wire::setWireId(request.initJobId(), id);
     return loop_.run(request.send());
   }
 
@@ -145,7 +136,7 @@ TEST_F(DispatcherTest, ASubmittedJobIsPersistedThenListedAsCreatedAndSurvivesThe
   auto graph = jobGraph(id, "wordcount");
   auto response = submit(*graph);
   ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
-  EXPECT_EQ(JobId(response.getJobId().getHi(), response.getJobId().getLo()), id);
+  EXPECT_EQ(wire::idFromWire<JobId>(response.getJobId()), id);
   EXPECT_EQ(storedGraphs(), 1u);
   EXPECT_EQ(listedNames(), std::vector<std::string>{"wordcount:created"});
   auto job = status(id);
@@ -238,8 +229,7 @@ TEST_F(DispatcherTest, ADirtyResultFoundAtRecoveryIsCleanedUpAndItsJobIsNotRerun
   ASSERT_TRUE(loop_.run(stores_->jobGraphs().put(graph->getRoot<wire::JobGraph>())).ok());
   capnp::MallocMessageBuilder message;
   auto result = message.initRoot<wire::JobResult>();
-  result.initJobId().setHi(id.hi());
-  result.getJobId().setLo(id.lo());
+  wire::setWireId(result.initJobId(), id);
   result.setJobName("ended-while-failing-over");
   result.setState(wire::JobState::FINISHED);
   result.setEndedAtMs(5);

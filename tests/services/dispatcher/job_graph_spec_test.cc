@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_validation.h"
 #include "tests/services/dispatcher/job_graph_test_util.h"
 
@@ -38,8 +39,8 @@ TEST(JobGraphSpec, ReadsEveryFieldOfTheYamlExample) {
   auto graph = graphOf(*message);
 
   ASSERT_TRUE(graph.hasJobId());
-  EXPECT_EQ(graph.getJobId().getHi(), 0x0123456789abcdefULL);
-  EXPECT_EQ(graph.getJobId().getLo(), 0x0123456789abcdefULL);
+  EXPECT_EQ(wire::idFromWire<JobId>(graph.getJobId()).toHex(),
+            "0123456789abcdef0123456789abcdef");
   EXPECT_EQ(graph.getName(), "nightly-wordcount");
   EXPECT_EQ(graph.getSubmittedAtMs(), 0);
   ASSERT_EQ(graph.getVertices().size(), 3u);
@@ -192,10 +193,10 @@ TEST(JobGraphSpec, AMissingJobIdIsAFreshRandomOne) {
   auto first = parseOrFail(text);
   auto second = parseOrFail(text);
   ASSERT_TRUE(graphOf(*first).hasJobId());
-  auto a = graphOf(*first).getJobId();
-  auto b = graphOf(*second).getJobId();
-  EXPECT_FALSE(a.getHi() == 0 && a.getLo() == 0);
-  EXPECT_FALSE(a.getHi() == b.getHi() && a.getLo() == b.getLo());
+  const JobId a = wire::idFromWire<JobId>(graphOf(*first).getJobId());
+  const JobId b = wire::idFromWire<JobId>(graphOf(*second).getJobId());
+  EXPECT_FALSE(a.isZero());
+  EXPECT_NE(a.toHex(), b.toHex());
 }
 
 TEST(JobGraphSpec, AJobIdMustBe32HexDigits) {

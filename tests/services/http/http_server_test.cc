@@ -87,12 +87,12 @@ class HttpServerTest : public ::testing::Test {
  protected:
   ~HttpServerTest() noexcept override = default;
 
-  void SetUp() override { start(kj::SECONDS * 5); }
+  void SetUp() override { start(); }
 
-  void start(kj::Duration callTimeout) {
+  void start() {
     server_ = nullptr;
-    auto listening = loop_.run(HttpServer::listen(loop_.io().getNetwork(), loop_.timer(),
-                                                  "127.0.0.1:0", host_, callTimeout));
+    auto listening = loop_.run(
+        HttpServer::listen(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_));
     ASSERT_TRUE(listening.ok()) << listening.error().message;
     server_ = kj::mv(listening).value();
   }

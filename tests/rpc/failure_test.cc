@@ -1,5 +1,6 @@
-// The one classification of call failures: every wire::Failure and every kj exception type has
-// its action, and a Failure copied out of its response keeps what a caller reports.
+// wire::Failure written and read in one place: every builder fills its member, every Failure and
+// every kj exception type has its action, and a Failure copied out of its response keeps what a
+// caller reports.
 #include <gtest/gtest.h>
 #include <capnp/message.h>
 #include <capnp/schema.h>
@@ -7,10 +8,10 @@
 #include <set>
 #include <string>
 
-#include "client/call_failure.h"
+#include "rpc/failure.h"
 #include "rpc/schema/common.capnp.h"
 
-namespace regent::client {
+namespace regent::rpc {
 namespace {
 
 wire::Failure::Which whichNamed(const std::string& name) {
@@ -61,10 +62,8 @@ TEST(CallFailure, LostConnectionsResolveAgainTimeoutsBackOffBugsAreFatal) {
 TEST(CallFailure, CopiesTheFieldOfAnInvalidArgumentAndDescribesIt) {
   capnp::MallocMessageBuilder message;
   auto failure = message.initRoot<wire::Failure>();
-  failure.setMessage("vertices[2].parallelism: must be in 1..1024, got 0");
-  auto invalid = failure.initInvalidArgument();
-  invalid.setField("vertices[2].parallelism");
-  invalid.setMessage("must be in 1..1024, got 0");
+  failures::invalidArgument(failure, "vertices[2].parallelism", "must be in 1..1024, got 0",
+                            "vertices[2].parallelism: must be in 1..1024, got 0");
 
   CallFailure copy = CallFailure::from(failure.asReader());
   EXPECT_EQ(copy.which, wire::Failure::INVALID_ARGUMENT);
@@ -72,20 +71,62 @@ TEST(CallFailure, CopiesTheFieldOfAnInvalidArgumentAndDescribesIt) {
   EXPECT_EQ(copy.field, "vertices[2].parallelism");
   EXPECT_EQ(copy.describe(), "vertices[2].parallelism: must be in 1..1024, got 0");
 
-  invalid.setField("");
+  failure.getInvalidArgument().setField("");
   EXPECT_EQ(CallFailure::from(failure.asReader()).describe(), "must be in 1..1024, got 0");
 }
 
 TEST(CallFailure, CopiesTheRetryAfterOfAnUnavailableLeader) {
   capnp::MallocMessageBuilder message;
   auto failure = message.initRoot<wire::Failure>();
-  failure.setMessage("recovering");
-  failure.initUnavailable().setRetryAfterMs(250);
+  failures::unavailable(failure, 250, "recovering");
   CallFailure copy = CallFailure::from(failure.asReader());
   EXPECT_EQ(copy.action(), FailureAction::kResolveAgain);
   EXPECT_EQ(copy.retryAfter, Duration(250));
   EXPECT_EQ(copy.describe(), "recovering");
 }
 
+TEST(FailureBuilders, EachSetsTheMessageAndItsMemberWithItsDetails) {
+  capnp::MallocMessageBuilder message;
+  auto failure = message.initRoot<wire::Failure>();
+  const JobId job(0x12, 0x34);
+
+  failures::fencing(failure, 7, 6, "called with epoch 6");
+  EXPECT_EQ(std::string(failure.getMessage().cStr()), "called with epoch 6");
+  ASSERT_TRUE(failure.isFencing());
+  EXPECT_EQ(failure.getFencing().getExpected(), 7u);
+  EXPECT_EQ(failure.getFencing().getReceived(), 6u);
+
+  failures::notLeader(failure, "not the leader").setEpoch(9);
+  EXPECT_EQ(std::string(failure.getMessage().cStr()), "not the leader");
+  ASSERT_TRUE(failure.isNotLeader() && failure.getNotLeader().isLeader());
+  EXPECT_EQ(failure.getNotLeader().getLeader().getEpoch(), 9u);
+
+  failures::notLeaderUnknown(failure, "no leader");
+  ASSERT_TRUE(failure.isNotLeader() && failure.getNotLeader().isUnknown());
+
+  failures::notFound(failure, job, "no job");
+  ASSERT_TRUE(failure.isNotFound() && failure.getNotFound().isJob());
+  EXPECT_EQ(failure.getNotFound().getJob().getHi(), 0x12u);
+  EXPECT_EQ(failure.getNotFound().getJob().getLo(), 0x34u);
+
+  failures::alreadyExists(failure, job, "exists");
+  ASSERT_TRUE(failure.isAlreadyExists() && failure.getAlreadyExists().isJob());
+  EXPECT_EQ(failure.getAlreadyExists().getJob().getLo(), 0x34u);
+
+  failures::failedPrecondition(failure, "job already ended");
+  EXPECT_TRUE(failure.isFailedPrecondition());
+  EXPECT_EQ(std::string(failure.getMessage().cStr()), "job already ended");
+
+  failures::tooLarge(failure, 2048, 1024, "too large");
+  ASSERT_TRUE(failure.isTooLarge());
+  EXPECT_EQ(failure.getTooLarge().getSizeBytes(), 2048u);
+  EXPECT_EQ(failure.getTooLarge().getLimitBytes(), 1024u);
+
+  failures::unavailable(failure, 500, "recovering");
+  ASSERT_TRUE(failure.isUnavailable());
+  EXPECT_EQ(failure.getUnavailable().getRetryAfterMs(), 500u);
+  EXPECT_EQ(CallFailure::from(failure.asReader()).action(), FailureAction::kResolveAgain);
+}
+
 }  // namespace
-}  // namespace regent::client
+}  // namespace regent::rpc
