@@ -19,7 +19,7 @@ namespace regent::rpc {
 // DispatcherGateway.jobStatus$Params); a named parameter struct gives its own name.
 std::string methodNameOf(capnp::StructSchema params);
 
-// The exception a timed-out call fails with: type OVERLOADED (STYLE §3: back off, then retry),
+// The exception a timed-out call fails with: type OVERLOADED (back off, then retry: rpc/failure.h),
 // description "call DispatcherGateway.jobStatus timed out after 10s".
 kj::Exception callTimedOut(const std::string& method, Duration timeout);
 

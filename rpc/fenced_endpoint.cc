@@ -179,8 +179,10 @@ class FencedEndpoint final : public capnp::Capability::Server {
       return false;
     }
     // The rule fills the failure only when it refuses; build it in a scratch message so an
-    // admitted call's results stay untouched.
-    capnp::MallocMessageBuilder scratch(64);
+    // admitted call's results stay untouched. The scratch's first segment is on the stack: an
+    // admitted call (the hot path) allocates nothing here.
+    capnp::word scratchSpace[32] = {};
+    capnp::MallocMessageBuilder scratch(kj::arrayPtr(scratchSpace, kj::size(scratchSpace)));
     auto refusal = scratch.initRoot<wire::Failure>();
     if (rule_->admit(name, received, refusal)) return true;
     context.releaseParams();

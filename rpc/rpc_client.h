@@ -1,6 +1,6 @@
-// One logical Cap'n Proto RPC connection to a master (DESIGN §1: workers and clients dial out):
-// connects, reconnects with backoff when the connection is lost, and moves to another address
-// when told the leader changed.
+// One logical Cap'n Proto RPC connection to a master (workers and clients dial out; masters never
+// dial them, docs/architecture.md): connects, reconnects with backoff when the connection is
+// lost, and moves to another address when told the leader changed.
 #pragma once
 
 #include <capnp/capability.h>

@@ -1,5 +1,5 @@
-// The Cap'n Proto RPC listener of a process (DESIGN §1, issue 5): accepts TCP connections on the
-// loop and serves each with its own two-party RPC system and a bootstrap capability.
+// The Cap'n Proto RPC listener of a process (docs/wire.md): accepts TCP connections on the loop
+// and serves each with its own two-party RPC system and a bootstrap capability.
 #pragma once
 
 #include <capnp/capability.h>

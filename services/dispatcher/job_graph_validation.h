@@ -1,4 +1,4 @@
-// The JobGraph rules (DESIGN §7, docs/jobgraph.md): what the Dispatcher's submitJob checks before
+// The JobGraph rules (docs/jobgraph.md): what the Dispatcher's submitJob checks before
 // it persists a graph, and what regentctl checks before it submits one.
 #pragma once
 

@@ -1,4 +1,5 @@
-// The regent-master process as it stands (issue 3): it joins the leader election, logs every
+// The regent-master process, its composition root (docs/architecture.md): it joins the leader
+// election, creates a LeaderTerm for every granted term and destroys it at revocation, logs every
 // grant, revoke and hand-over as the event lines of docs/operations.md, and hands over on SIGTERM.
 // It serves MasterBootstrap over RPC on rpc.bind and the HTTP endpoints on http.bind.
 #pragma once
