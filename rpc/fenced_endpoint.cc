@@ -41,12 +41,10 @@ void refuseWithFencing(wire::Failure::Builder failure, const std::string& method
 
 }  // namespace
 
-bool ExactEpoch::admit(const std::string& method, uint64_t received,
-                       wire::Failure::Builder failure) {
-  if (received == epoch_) return true;
+void ExactEpoch::refuse(const std::string& method, uint64_t received,
+                        wire::Failure::Builder failure) {
   refuseWithFencing(failure, method, received, epoch_,
                     "this master serves epoch " + std::to_string(epoch_));
-  return false;
 }
 
 void HighestSeenEpoch::observe(uint64_t epoch) {
@@ -56,15 +54,16 @@ void HighestSeenEpoch::observe(uint64_t epoch) {
   if (onRaised_) onRaised_(previous, epoch);
 }
 
-bool HighestSeenEpoch::admit(const std::string& method, uint64_t received,
-                             wire::Failure::Builder failure) {
-  if (received < highest_) {
-    refuseWithFencing(failure, method, received, highest_,
-                      "this process has seen epoch " + std::to_string(highest_));
-    return false;
-  }
+bool HighestSeenEpoch::admits(uint64_t received) {
+  if (received < highest_) return false;
   observe(received);
   return true;
+}
+
+void HighestSeenEpoch::refuse(const std::string& method, uint64_t received,
+                              wire::Failure::Builder failure) {
+  refuseWithFencing(failure, method, received, highest_,
+                    "this process has seen epoch " + std::to_string(highest_));
 }
 
 // ---- FencedEndpoint ------------------------------------------------------------------------
@@ -178,17 +177,9 @@ class FencedEndpoint final : public capnp::Capability::Server {
                         std::string("but ") + ended->getDescription().cStr());
       return false;
     }
-    // The rule fills the failure only when it refuses; build it in a scratch message so an
-    // admitted call's results stay untouched. The scratch's first segment is on the stack: an
-    // admitted call (the hot path) allocates nothing here.
-    capnp::word scratchSpace[32] = {};
-    capnp::MallocMessageBuilder scratch(kj::arrayPtr(scratchSpace, kj::size(scratchSpace)));
-    auto refusal = scratch.initRoot<wire::Failure>();
-    if (rule_->admit(name, received, refusal)) return true;
+    if (rule_->admits(received)) return true;
     context.releaseParams();
-    auto method = schema_.getMethods()[methodId];
-    auto results = context.getResults().initAs<capnp::DynamicStruct>(method.getResultType());
-    results.set("failure", capnp::toDynamic(refusal.asReader()));
+    rule_->refuse(name, received, initFailure(methodId, context));
     return false;
   }
 

@@ -23,11 +23,14 @@ namespace regent::rpc {
 class EpochRule {
  public:
   virtual ~EpochRule() = default;
-  // Whether a call of `method` ("DispatcherGateway.jobStatus") carrying `received` may reach its
-  // handler. When not, fills `failure` (its message and its union member, e.g. fencing) and
-  // returns false; the endpoint then completes the call with that failure.
-  virtual bool admit(const std::string& method, uint64_t received,
-                     wire::Failure::Builder failure) = 0;
+  // Whether a call carrying `received` may reach its handler. Runs for every fenced call, so it
+  // must be cheap; a rule with state (the worker's gate) updates it here.
+  virtual bool admits(uint64_t received) = 0;
+  // Called right after admits() returned false, in the same turn: fills `failure` (its message
+  // and its union member, e.g. fencing) for the refused call of `method`
+  // ("DispatcherGateway.jobStatus"); the endpoint then completes the call with it.
+  virtual void refuse(const std::string& method, uint64_t received,
+                      wire::Failure::Builder failure) = 0;
 };
 
 // The masters' rule: only the term's own epoch. Refuses with `fencing {expected = epoch,
@@ -36,8 +39,9 @@ class ExactEpoch final : public EpochRule {
  public:
   explicit ExactEpoch(uint64_t epoch) : epoch_(epoch) {}
   uint64_t epoch() const { return epoch_; }
-  bool admit(const std::string& method, uint64_t received,
-             wire::Failure::Builder failure) override;
+  bool admits(uint64_t received) override { return received == epoch_; }
+  void refuse(const std::string& method, uint64_t received,
+              wire::Failure::Builder failure) override;
 
  private:
   const uint64_t epoch_;
@@ -49,7 +53,7 @@ class ExactEpoch final : public EpochRule {
 // by every endpoint of a process (pass kj::attachRef(gate)); it must outlive them.
 class HighestSeenEpoch final : public EpochRule {
  public:
-  // `onRaised(previous, raised)` runs inside admit() each time a call carries an epoch above
+  // `onRaised(previous, raised)` runs inside admits() each time a call carries an epoch above
   // every one seen (not for `initial`), before that call reaches its handler: a worker re-resolves
   // the leader there. It must not destroy the gate or the endpoint.
   explicit HighestSeenEpoch(uint64_t initial = 0,
@@ -59,8 +63,9 @@ class HighestSeenEpoch final : public EpochRule {
   // Raises the highest epoch seen without a call (e.g. learned from the leader node); fires
   // onRaised when it rises.
   void observe(uint64_t epoch);
-  bool admit(const std::string& method, uint64_t received,
-             wire::Failure::Builder failure) override;
+  bool admits(uint64_t received) override;
+  void refuse(const std::string& method, uint64_t received,
+              wire::Failure::Builder failure) override;
 
  private:
   uint64_t highest_;

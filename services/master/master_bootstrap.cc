@@ -46,7 +46,12 @@ kj::Promise<void> MasterBootstrapServer::leaderInfo(LeaderInfoContext context) {
   return kj::READY_NOW;
 }
 
-bool LeadingEpoch::admit(const std::string&, uint64_t received, wire::Failure::Builder failure) {
+bool LeadingEpoch::admits(uint64_t received) {
+  const uint64_t leading = host_.leadingEpoch();
+  return leading != 0 && received == leading;
+}
+
+void LeadingEpoch::refuse(const std::string&, uint64_t received, wire::Failure::Builder failure) {
   const uint64_t leading = host_.leadingEpoch();
   if (leading == 0) {
     const auto leader = host_.knownLeader();
@@ -58,15 +63,11 @@ bool LeadingEpoch::admit(const std::string&, uint64_t received, wire::Failure::B
     } else {
       rpc::failures::notLeaderUnknown(failure, message + "; no leader is known right now");
     }
-    return false;
+    return;
   }
-  if (received != leading) {
-    rpc::failures::fencing(failure, leading, received,
-                           "called with epoch " + std::to_string(received) +
-                               ", this master leads epoch " + std::to_string(leading));
-    return false;
-  }
-  return true;
+  rpc::failures::fencing(failure, leading, received,
+                         "called with epoch " + std::to_string(received) +
+                             ", this master leads epoch " + std::to_string(leading));
 }
 
 wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,

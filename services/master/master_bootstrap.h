@@ -36,8 +36,9 @@ class MasterBootstrapHost {
 class LeadingEpoch final : public rpc::EpochRule {
  public:
   explicit LeadingEpoch(const MasterBootstrapHost& host) : host_(host) {}
-  bool admit(const std::string& method, uint64_t received,
-             wire::Failure::Builder failure) override;
+  bool admits(uint64_t received) override;
+  void refuse(const std::string& method, uint64_t received,
+              wire::Failure::Builder failure) override;
 
  private:
   const MasterBootstrapHost& host_;
