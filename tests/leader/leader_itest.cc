@@ -21,11 +21,12 @@
 #include "leader/leader_services.h"
 #include "leader/zookeeper_leader_election.h"
 #include "leader/zookeeper_leader_retrieval.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/tcp_fault_proxy.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
-#include "tests/leader/leader_test_util.h"
 #include "tests/ha/zookeeper_client_test_util.h"
+#include "tests/leader/leader_test_util.h"
 
 namespace regent::leader {
 namespace {
@@ -98,12 +99,7 @@ class LeaderElectionTest : public ::testing::Test {
 
   // Runs the loop until `done` holds; false after `timeout`.
   bool runUntil(const std::function<bool()>& done, Duration timeout = kWait) {
-    auto deadline = loop_.timer().now() + timeout.count() * kj::MILLISECONDS;
-    while (!done()) {
-      if (loop_.timer().now() >= deadline) return false;
-      loop_.run(loop_.timer().afterDelay(2 * kj::MILLISECONDS));
-    }
-    return true;
+    return regent::testing::runLoopUntil(loop_, done, timeout);
   }
   // Runs the loop for `duration` (bounded negative waits only).
   void runFor(Duration duration) {

@@ -22,6 +22,7 @@
 #include "leader/standalone_leader_election.h"
 #include "leader/zookeeper_leader_election.h"
 #include "leader/zookeeper_leader_retrieval.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/leader/fake_coordination_test_util.h"
 #include "tests/leader/leader_test_util.h"
@@ -1220,12 +1221,7 @@ TEST_F(FakeRetrievalTest, ContendersAreListedInLatchOrderWithTheLeaderFlagged) {
 
 // Runs the loop until `done` holds or `timeout` passes.
 bool runUntil(EventLoop& loop, const std::function<bool()>& done, Duration timeout) {
-  auto deadline = loop.timer().now() + timeout.count() * kj::MILLISECONDS;
-  while (!done()) {
-    if (loop.timer().now() >= deadline) return false;
-    loop.run(loop.timer().afterDelay(2 * kj::MILLISECONDS));
-  }
-  return true;
+  return regent::testing::runLoopUntil(loop, done, timeout);
 }
 
 std::string readFile(const std::string& path) {

@@ -13,6 +13,7 @@
 #include "leader/epoch_file.h"
 #include "leader/leader_info.h"
 #include "leader/standalone_leader_election.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/leader/leader_test_util.h"
 
@@ -27,12 +28,7 @@ constexpr Duration kWait{5000};
 
 // Runs the loop until `done` holds or `timeout` passes (then false).
 bool runUntil(EventLoop& loop, const std::function<bool()>& done, Duration timeout) {
-  auto deadline = loop.timer().now() + timeout.count() * kj::MILLISECONDS;
-  while (!done()) {
-    if (loop.timer().now() >= deadline) return false;
-    loop.run(loop.timer().afterDelay(2 * kj::MILLISECONDS));
-  }
-  return true;
+  return regent::testing::runLoopUntil(loop, done, timeout);
 }
 
 LeaderInfo configuredLeader() {
