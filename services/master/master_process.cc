@@ -211,8 +211,12 @@ void MasterProcess::warnIfNotConnected() {
 
 void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   const uint64_t epoch = fence.epoch;
-  spdlog::info("leadership granted epoch={} master_id={} mono_us={} wall_ms={}", epoch,
-               self_.masterId, monotonicMicros(), wallClockMillis());
+  spdlog::info("{}", EventLine("leadership granted")
+                         .field("epoch", epoch)
+                         .field("master_id", self_.masterId)
+                         .field("mono_us", monotonicMicros())
+                         .field("wall_ms", wallClockMillis())
+                         .str());
   LeaderTermOptions options;
   options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
   options.nowMs = [] { return wallClockMillis(); };
