@@ -13,20 +13,12 @@ namespace regent::leader {
 using ha::ZkCode;
 using ha::ZkReply;
 
-class LatchGroup::ErrorHandler final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& exception) override {
-    spdlog::warn("latch: an operation failed: {}", exception.getDescription().cStr());
-  }
-};
-
 LatchGroup::LatchGroup(ha::Coordination& zk, kj::Timer& timer, Duration initialBackoff,
                        Duration maxBackoff, std::function<double()> jitter)
     : zk_(zk),
       timer_(timer),
       orphanBackoff_(initialBackoff, maxBackoff, std::move(jitter)),
-      errorHandler_(kj::heap<ErrorHandler>()),
-      tasks_(*errorHandler_) {}
+      tasks_(errorLogger_) {}
 
 LatchGroup::~LatchGroup() noexcept = default;
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/task_errors.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 
@@ -84,7 +85,6 @@ class LatchGroup final {
   size_t orphanCount() const { return orphans_.size(); }
 
  private:
-  class ErrorHandler;
   void removeNextOrphan();
   bool sessionUsable() const;
 
@@ -94,7 +94,7 @@ class LatchGroup final {
   int64_t orphanSession_ = 0;  // The session the orphans belong to.
   bool orphanRemovalRunning_ = false;
   ExponentialBackoff orphanBackoff_;
-  kj::Own<ErrorHandler> errorHandler_;
+  TaskFailureLogger errorLogger_{"latch", spdlog::level::warn};
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };
 
