@@ -54,7 +54,9 @@ LeaderClient::LeaderClient(kj::Network& network, kj::Timer& timer, std::string m
       options_(std::move(options)),
       deadline_(timer, options_.rpc.callTimeout) {}
 
-LeaderClient::~LeaderClient() noexcept = default;
+// The retrieval goes first: it may still call leaderChanged() while it shuts down, and that
+// touches the members declared after it.
+LeaderClient::~LeaderClient() noexcept { retrieval_ = nullptr; }
 
 void LeaderClient::noteObstacle(std::string obstacle, bool noLeader) {
   lastObstacle_ = std::move(obstacle);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -60,7 +61,12 @@ Status writeEpochFile(const std::string& path, uint64_t epoch) {
 
 Status replaceFileDurably(const std::string& path, const std::string& contents,
                           const std::string& what) {
-  const std::string temp = path + ".tmp";
+  // A temporary name of its own per call: writes of the same file may run at once on the
+  // loop's thread pool (a standalone master's leader record), and must not share a half-written
+  // temporary file.
+  static std::atomic<uint64_t> writes{0};
+  const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                           std::to_string(writes.fetch_add(1, std::memory_order_relaxed));
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Error::fatal("cannot write " + what + " " + temp + ": " + errnoText());
   Status written = writeAll(fd, contents, what, temp);
@@ -68,9 +74,12 @@ Status replaceFileDurably(const std::string& path, const std::string& contents,
     written = Error::fatal("cannot sync " + what + " " + temp + ": " + errnoText());
   }
   ::close(fd);
-  if (!written) return written;
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    return Error::fatal("cannot rename " + temp + " to " + path + ": " + errnoText());
+  if (written && ::rename(temp.c_str(), path.c_str()) != 0) {
+    written = Error::fatal("cannot rename " + temp + " to " + path + ": " + errnoText());
+  }
+  if (!written) {
+    ::unlink(temp.c_str());
+    return written;
   }
   // The rename is durable only once the directory is synced.
   std::filesystem::path dir = std::filesystem::path(path).parent_path();

@@ -20,8 +20,9 @@ Result<std::optional<uint64_t>> readEpochFile(const std::string& path);
 // Replaces `path` with `epoch` so that a crash leaves either the old or the new number.
 Status writeEpochFile(const std::string& path, uint64_t epoch);
 
-// Replaces `path` with `contents` through `path`.tmp, a rename and a sync of the directory, so a
-// crash leaves the old or the new contents. Errors name `what` ("epoch file") and the path.
+// Replaces `path` with `contents` through a temporary file of its own (`path`.tmp.<pid>.<n>), a
+// rename and a sync of the directory, so a crash leaves the old or the new contents; calls may run
+// at once on different threads. Errors name `what` ("epoch file") and the path.
 Status replaceFileDurably(const std::string& path, const std::string& contents,
                           const std::string& what);
 
