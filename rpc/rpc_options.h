@@ -22,6 +22,9 @@ struct RpcOptions {
   // RpcClient's reconnect backoff: the first delay, and the cap of the doubling ceiling.
   Duration reconnectInitial{200};
   Duration reconnectMax{10000};
+  // Server side: whether a connection must authenticate (ConnectionGate) before it is trusted.
+  // Set by the process from its authentication settings, not read from rpc.* here.
+  bool requireAuthentication = false;
 };
 
 // Reads rpc.max-message-size, rpc.call-timeout, rpc.reconnect.initial and rpc.reconnect.max.

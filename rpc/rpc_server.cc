@@ -13,16 +13,19 @@ namespace regent::rpc {
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
 // first, the socket last.
 struct RpcServer::Connection {
-  Connection(RpcServer& server, kj::Own<kj::AsyncIoStream> streamParam, RpcPeer peerParam)
+  Connection(RpcServer& server, kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
       : server(server),
-        peer(std::move(peerParam)),
+        peer(kj::mv(peerParam)),
         stream(kj::mv(streamParam)),
         messages(*stream),
         network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)),
         rpcSystem(capnp::makeRpcServer(network, server.bootstrap_(peer))) {
     ++server.open_;
   }
-  ~Connection() noexcept { --server.open_; }
+  ~Connection() noexcept {
+    peer.gate->setOnAuthenticated(nullptr);
+    --server.open_;
+  }
 
   RpcServer& server;
   const RpcPeer peer;
@@ -97,14 +100,17 @@ kj::Promise<void> RpcServer::acceptLoop() {
 
 void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream) {
   ++accepted_;
-  RpcPeer peer{accepted_, peerAddressOf(*stream)};
+  RpcPeer peer{accepted_, peerAddressOf(*stream), {},
+               kj::refcounted<ConnectionGate>(!options_.requireAuthentication)};
   spdlog::debug("rpc: connection {} from {}", peer.connectionId, peer.address);
+  const uint64_t connectionId = peer.connectionId;
+  const std::string address = peer.address;
   kj::Own<Connection> connection;
   KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                 connection = kj::heap<Connection>(*this, kj::mv(stream), peer);
+                 connection = kj::heap<Connection>(*this, kj::mv(stream), kj::mv(peer));
                })) {
     // A bootstrap factory that throws breaks its contract; the accept loop must survive it.
-    spdlog::error("rpc: cannot serve connection from {}: {}", peer.address,
+    spdlog::error("rpc: cannot serve connection {} from {}: {}", connectionId, address,
                   problem->getDescription().cStr());
     return;
   }

@@ -5,6 +5,7 @@
 #include <capnp/capability.h>
 #include <kj/async-io.h>
 #include <kj/function.h>
+#include <kj/refcount.h>
 #include <kj/timer.h>
 
 #include <cstdint>
@@ -16,10 +17,44 @@
 
 namespace regent::rpc {
 
+// The authentication state of one accepted connection, shared by the server and whatever the
+// bootstrap factory built for that connection (keep a reference with kj::addRef). A connection
+// starts unauthenticated unless the server was told that no authentication is required
+// (RpcServer::listen's `requireAuthentication`); the bootstrap marks it authenticated once the
+// peer has proven who it is. Loop-thread only.
+class ConnectionGate final : public kj::Refcounted {
+ public:
+  explicit ConnectionGate(bool authenticated) : authenticated_(authenticated) {}
+
+  bool authenticated() const { return authenticated_; }
+  // Marks the connection authenticated and runs the server's hook (set by RpcServer), which
+  // lifts the limits an unauthenticated connection is held to. Idempotent; harmless once the
+  // connection has closed.
+  void markAuthenticated() {
+    if (authenticated_) return;
+    authenticated_ = true;
+    KJ_IF_MAYBE (hook, onAuthenticated_) {
+      (*hook)();
+    }
+  }
+  // Server side: what markAuthenticated() runs, or nothing (the connection is gone).
+  void setOnAuthenticated(kj::Maybe<kj::Function<void()>> hook) { onAuthenticated_ = kj::mv(hook); }
+
+ private:
+  bool authenticated_;
+  kj::Maybe<kj::Function<void()>> onAuthenticated_;
+};
+
 // The far end of one accepted connection, as the bootstrap factory sees it.
 struct RpcPeer {
   uint64_t connectionId = 0;  // 1, 2, ... in accept order, unique per server.
   std::string address;        // "127.0.0.1:40312", "[::1]:40312", or "unknown peer".
+  // The common name of the verified client certificate (mutual TLS), empty on plain TCP or when
+  // the client presented none.
+  std::string tlsCommonName;
+  // This connection's authentication state; never null. Mutable so that the factory, which sees
+  // a const RpcPeer, can keep a reference (kj::addRef(*peer.gate)) and mark it authenticated.
+  mutable kj::Own<ConnectionGate> gate;
 };
 
 // Serves Cap'n Proto RPC (capnp::TwoPartyVatNetwork, server side) on every connection accepted
