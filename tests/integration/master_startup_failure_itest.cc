@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -74,6 +75,10 @@ struct UnusableEpochFile {
   const char* name;
   // Prepares `dir` and returns the epoch file to configure.
   std::function<std::string(const std::string& dir)> prepare;
+
+  friend void PrintTo(const UnusableEpochFile& epochFile, std::ostream* out) {
+    *out << epochFile.name;
+  }
 };
 
 class MasterUnusableEpochFile : public ::testing::TestWithParam<UnusableEpochFile> {};
