@@ -38,6 +38,10 @@ Result<std::optional<uint64_t>> readEpochFile(const std::string& path) {
     if (error) return Error::fatal("cannot read epoch file " + path + ": " + error.message());
     return std::optional<uint64_t>();
   }
+  // An ifstream opens a directory and then reads nothing: say what is there instead.
+  if (std::filesystem::is_directory(path, error)) {
+    return Error::fatal("cannot read epoch file " + path + ": it is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error::fatal("cannot read epoch file " + path + ": " + errnoText());
   std::ostringstream buffer;
@@ -68,7 +72,10 @@ Status replaceFileDurably(const std::string& path, const std::string& contents,
   const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
                            std::to_string(writes.fetch_add(1, std::memory_order_relaxed));
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Error::fatal("cannot write " + what + " " + temp + ": " + errnoText());
+  if (fd < 0) {
+    return Error::fatal("cannot write " + what + " " + path + ": cannot create " + temp + ": " +
+                        errnoText());
+  }
   Status written = writeAll(fd, contents, what, temp);
   if (written && ::fsync(fd) != 0) {
     written = Error::fatal("cannot sync " + what + " " + temp + ": " + errnoText());

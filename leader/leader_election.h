@@ -30,6 +30,11 @@ class LeaderContender {
   // The election joined the queue with a new latch node ("m-0000000007"; "standalone" for the
   // standalone election): once per latch node, before any grant it leads to. Optional.
   virtual void contending(const std::string& latchNode) { (void)latchNode; }
+  // The election gave up for good: it will never grant again, and `error` names what a person
+  // must fix (the standalone election's epoch file that cannot be read, parsed or written). A
+  // term still held was revoked before. At most once, and nothing fires after it. A master
+  // exits on it (docs/operations.md).
+  virtual void electionFailed(const Error& error) = 0;
 };
 
 class LeaderElection {
@@ -39,7 +44,8 @@ class LeaderElection {
   // Starts contending; `contender` must outlive the election. After any loss of leadership the
   // election contends again on its own (a new latch node), until handOver() or destruction.
   // Errors that retrying cannot fix are reported through revokeLeadership (if leading) and the
-  // log, and the election keeps retrying with backoff.
+  // log, and the election keeps retrying with backoff; an implementation that cannot go on at
+  // all (standalone: its epoch file) says so once through electionFailed and stops.
   virtual void start(LeaderContender& contender) = 0;
 
   // Publishes status SERVING in `leader` for `epoch` (a versioned update guarded by the latch

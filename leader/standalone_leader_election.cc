@@ -67,11 +67,17 @@ void StandaloneLeaderElection::takeNextEpoch() {
                     writeLeaderRecord(leaderRecordPathFor(path), record);
                     return record;
                   })
+                 .catch_([path = epochFile_](kj::Exception&& exception) -> Result<LeaderInfo> {
+                   return Error::fatal("cannot use epoch file " + path + ": " +
+                                       exception.getDescription().cStr());
+                 })
                  .then([this, generation](Result<LeaderInfo>&& next) {
                    if (generation != generation_) return;
                    if (!next) {
                      spdlog::error("standalone leader election: {}; not taking leadership",
                                    next.error().message);
+                     failed_ = true;
+                     contender_->electionFailed(next.error());
                      return;
                    }
                    contender_->contending("standalone");
@@ -109,7 +115,7 @@ kj::Promise<void> StandaloneLeaderElection::handOver(bool recontend) {
       spdlog::info("standalone leader election: epoch={} handed over", epoch_);
       contender_->revokeLeadership(epoch_, "handed over");
     }
-    if (recontend && contender_ != nullptr) takeNextEpoch();
+    if (recontend && contender_ != nullptr && !failed_) takeNextEpoch();
   });
 }
 

@@ -27,13 +27,14 @@ std::string leaderRecordPathFor(const std::string& epochFile);
 // start() reads the epoch file, writes the next epoch (through EventLoop::runBlocking, replaced
 // atomically), writes the term's leader record (`self` with that epoch, the time of the grant as
 // electedAtMs, RECOVERING) and then grants the epoch. A file that cannot be read or written, or
-// holds anything but one decimal number, is logged as an error and nothing is granted (the
-// master stays a standby; the file is left as it was for a person to look at). A leader record
-// that cannot be written is logged as a warning: the epoch file alone decides the term.
+// holds anything but one decimal number, ends the election: nothing is granted, the contender's
+// electionFailed() gets the error naming the file, and the election does nothing more (retrying
+// cannot fix the file; the file is left as it was for a person to look at). A leader record that
+// cannot be written is logged as a warning: the epoch file alone decides the term.
 //
 // handOver() revokes ("handed over"); with recontend it takes the next epoch from the file and
-// grants again. markServing() checks the epoch, then rewrites the record with SERVING (a failed
-// write is a warning; the result is the epoch check's).
+// grants again (or fails as start() does). markServing() checks the epoch, then rewrites the
+// record with SERVING (a failed write is a warning; the result is the epoch check's).
 //
 // Thread-safety: loop-thread only; callbacks run from continuations on the loop. Destroying the
 // election cancels the pending grant (file work already running finishes).
@@ -58,6 +59,7 @@ class StandaloneLeaderElection final : public LeaderElection {
   LeaderContender* contender_ = nullptr;
   uint64_t generation_ = 0;  // Bumped by handOver(): a grant still on its way is dropped.
   bool leading_ = false;
+  bool failed_ = false;  // electionFailed() fired: nothing more happens.
   uint64_t epoch_ = 0;
   TaskFailureLogger errorHandler_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.

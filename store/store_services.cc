@@ -48,6 +48,13 @@ class RocksDbStoreServices final : public StoreServices {
 
   StoreBackend backend() const override { return StoreBackend::kRocksDb; }
 
+  kj::Promise<StoreResult<void>> open() override {
+    return canceler_.wrap(database().then([](StoreResult<bool>&& opened) -> StoreResult<void> {
+      if (!opened.ok()) return opened.error();
+      return StoreResult<void>();
+    }));
+  }
+
   kj::Promise<void> close() override {
     KJ_IF_MAYBE (database, database_) {
       return (*database)->close();

@@ -52,6 +52,13 @@ class StoreServices {
 
   virtual StoreBackend backend() const = 0;
 
+  // Opens what the backend keeps open across terms, before any term: the RocksDB database
+  // (waiting up to `store.rocksdb.lock-timeout` while another process holds its lock, then
+  // kUnavailable naming the path, the holder and the option); nothing to do for ZooKeeper. A
+  // master calls it before it contends, so a store it cannot open ends the master before it
+  // takes an epoch. Without it, openTerm() opens the database on first use.
+  virtual kj::Promise<StoreResult<void>> open() { return StoreResult<void>(); }
+
   // Opens the stores for `term` (the RocksDB database is opened on first use and kept open
   // across terms). kFenced when the term is already over; kUnavailable when the backend cannot
   // be reached or the database is locked by another process (after `store.rocksdb.lock-timeout`).

@@ -1,5 +1,6 @@
 // regent-master: reads the configuration, sets up logging and the event loop, and runs one
-// MasterProcess until SIGTERM or SIGINT has handed leadership over.
+// MasterProcess until a stop signal (SIGTERM, SIGINT, SIGQUIT) has handed leadership over. Every
+// run that is not --help or --print-config ends with the "master exiting" line.
 #include <CLI/CLI.hpp>
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
@@ -9,7 +10,9 @@
 #include <string>
 #include <variant>
 
+#include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/logging.h"
 #include "conf/command_line.h"
 #include "conf/config.h"
 #include "services/master/master_process.h"
@@ -22,7 +25,32 @@ constexpr const char* kDescription =
     "ha.mode=standalone), and as leader recovers and serves the jobs (Dispatcher). It serves "
     "Cap'n Proto RPC on rpc.bind and HTTP (/healthz, /readyz, /v1/leader, /v1/jobs, /metrics) "
     "on http.bind, logs every leadership grant, revoke and hand-over with its epoch, and hands "
-    "leadership over on SIGTERM or SIGINT (a second signal exits at once).";
+    "leadership over on SIGTERM, SIGINT or SIGQUIT (a second one exits at once); SIGHUP is "
+    "ignored (no configuration reload).";
+
+// The last line of every run: "master exiting master_id=<hex or ?> code=<code>".
+int logExit(const std::string& masterId, int code) {
+  spdlog::info("{}", regent::EventLine("master exiting")
+                         .field("master_id", masterId.empty() ? "?" : masterId)
+                         .field("code", code)
+                         .str());
+  spdlog::default_logger()->flush();
+  return code;
+}
+
+// Ends a run refused before its logging was set up from the configuration (bad options): the
+// error is on stderr already; the exiting line follows it in the format --log-format asked for
+// (text when it was not given or did not parse).
+int exitBeforeStart(const CLI::App& app, int code) {
+  regent::LogOptions options;
+  options.process = "master";
+  const CLI::Option* format = app.get_option_no_throw("--log-format");
+  if (format != nullptr && format->count() > 0 && format->results().back() == "json") {
+    options.format = regent::LogFormat::kJson;
+  }
+  if (!regent::setupLogging(options).ok()) return code;
+  return logExit("", code);
+}
 
 }  // namespace
 
@@ -34,13 +62,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error) == 0 ? 0 : master::kExitUsage;
+    // --help starts nothing, so it ends without an exiting line.
+    if (app.exit(error) == 0) return 0;
+    return exitBeforeStart(app, master::kExitUsage);
   }
 
   auto loaded = commandLine.load(std::cout, std::cerr, master::kExitUsage);
-  if (const int* exitCode = std::get_if<int>(&loaded)) return *exitCode;
+  if (const int* exitCode = std::get_if<int>(&loaded)) {
+    // --print-config (0) starts nothing either.
+    return *exitCode == 0 ? 0 : exitBeforeStart(app, *exitCode);
+  }
   const Config& config = std::get<Config>(loaded);
-  if (!commandLine.setUpLogging(config, "master", std::cerr)) return master::kExitUsage;
+  if (!commandLine.setUpLogging(config, "master", std::cerr)) {
+    return exitBeforeStart(app, master::kExitUsage);
+  }
 
   int code = master::kExitFailure;
   std::string masterId;
@@ -58,7 +93,5 @@ int main(int argc, char** argv) {
     spdlog::error("master failed: {}", exception.getDescription().cStr());
     code = master::kExitFailure;
   }
-  spdlog::info("master exiting master_id={} code={}", masterId.empty() ? "?" : masterId, code);
-  spdlog::default_logger()->flush();
-  return code;
+  return logExit(masterId, code);
 }

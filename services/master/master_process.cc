@@ -33,6 +33,16 @@ std::string timedEvent(std::string_view event, const std::string& masterId) {
       .str();
 }
 
+// The name of a signal that stops the master, for its log lines.
+const char* stopSignalName(int signum) {
+  switch (signum) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    default: return "signal";
+  }
+}
+
 }  // namespace
 
 std::string localHostName() {
@@ -95,6 +105,13 @@ kj::Promise<int> MasterProcess::run() {
   exit_ = kj::mv(exit.fulfiller);
   sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
   sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
+  sigquit_ = std::make_unique<SignalWatcher>(loop_, SIGQUIT, [this]() { onStopSignal(SIGQUIT); });
+  sighup_ = std::make_unique<SignalWatcher>(loop_, SIGHUP, []() {
+    // Not a stop: a closed terminal or a habitual `kill -HUP` must not move leadership
+    // (docs/operations.md, "Stopping a master").
+    spdlog::info("SIGHUP ignored: regent-master does not reload its configuration; restart it "
+                 "to apply changes (SIGTERM hands over first)");
+  });
   warnIfNotConnected();
   tasks_.add(
       rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
@@ -120,11 +137,11 @@ kj::Promise<int> MasterProcess::run() {
 kj::Promise<void> MasterProcess::listenHttp() {
   return http::HttpServer::listen(loop_.io().getNetwork(), loop_.timer(),
                                   config_.getString("http.bind"), *this)
-      .then([this](Result<kj::Own<http::HttpServer>>&& listening) {
+      .then([this](Result<kj::Own<http::HttpServer>>&& listening) -> kj::Promise<void> {
         if (!listening.ok()) {
           spdlog::error("{}", listening.error().message);
           exit_->fulfill(int(kExitFailure));
-          return;
+          return kj::READY_NOW;
         }
         httpServer_ = kj::mv(listening).value();
         // http.bind has no advertised form: its host (a wildcard replaced by the host name)
@@ -133,8 +150,19 @@ kj::Promise<void> MasterProcess::listenHttp() {
             advertisedAddress(config_.getString("http.bind"), "", self_.host, httpServer_->port());
         spdlog::info("http listening on {} advertised as {}", httpServer_->listenAddress(),
                      self_.httpAddress);
-        startContending();
+        return openStores();
       });
+}
+
+kj::Promise<void> MasterProcess::openStores() {
+  return stores_->open().then([this](store::StoreResult<void>&& opened) {
+    if (!opened.ok()) {
+      spdlog::error("cannot open the stores: {}", opened.error().message);
+      exit_->fulfill(int(kExitFailure));
+      return;
+    }
+    startContending();
+  });
 }
 
 void MasterProcess::startContending() {
@@ -265,13 +293,18 @@ void MasterProcess::contending(const std::string& latchNode) {
   spdlog::info("contending master_id={} latch={}", self_.masterId, latchNode);
 }
 
+void MasterProcess::electionFailed(const Error& error) {
+  spdlog::error("the leader election failed for good: {}", error.message);
+  exit_->fulfill(int(kExitFailure));
+}
+
 void MasterProcess::onStopSignal(int signum) {
   if (stopping_) {
     // The hand-over is still running (ZooKeeper may be unreachable): leave now. The session's
     // end removes this master's nodes.
     const int code = kExitSignalBase + signum;
-    spdlog::warn("second {} during the hand-over: exiting at once",
-                 signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    spdlog::warn("second stop signal ({}) during the hand-over: exiting at once",
+                 stopSignalName(signum));
     spdlog::info("master exiting master_id={} code={}", self_.masterId, code);
     spdlog::default_logger()->flush();
     std::_Exit(code);

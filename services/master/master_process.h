@@ -1,6 +1,7 @@
 // The regent-master process, its composition root (docs/architecture.md): it joins the leader
 // election, creates a LeaderTerm for every granted term and destroys it at revocation, logs every
-// grant, revoke and hand-over as the event lines of docs/operations.md, and hands over on SIGTERM.
+// grant, revoke and hand-over as the event lines of docs/operations.md, and hands over on SIGTERM
+// (and SIGINT, SIGQUIT).
 // It serves MasterBootstrap over RPC on rpc.bind and the HTTP endpoints on http.bind.
 #pragma once
 
@@ -41,12 +42,13 @@ leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& 
 std::string localHostName();
 
 // Exit codes of regent-master (docs/operations.md).
-inline constexpr int kExitHandedOver = 0;    // Stopped by SIGTERM/SIGINT after the hand-over.
-inline constexpr int kExitFailure = 1;       // Could not start (HA services, election).
+inline constexpr int kExitHandedOver = 0;    // Stopped by a stop signal after the hand-over.
+inline constexpr int kExitFailure = 1;       // Could not start (HA services, stores, election).
 inline constexpr int kExitUsage = 2;         // Bad command line or configuration.
-inline constexpr int kExitSignalBase = 128;  // + signal number: a second SIGTERM/SIGINT.
+inline constexpr int kExitSignalBase = 128;  // + signal number: a second stop signal.
 
-// One master: the HA services, the election, and the SIGTERM/SIGINT watchers.
+// One master: the HA services, the stores, the election, and the signal watchers (SIGTERM,
+// SIGINT and SIGQUIT hand over; SIGHUP is logged and ignored).
 //
 // Thread-safety: loop-thread only. Lifetime: `loop` and `config` must outlive it. Destroying it
 // destroys the election first (its pending ZooKeeper work is cancelled; the session's end
@@ -56,21 +58,25 @@ class MasterProcess final : public leader::LeaderContender,
                             public MasterBootstrapHost,
                             public http::HttpHost {
  public:
-  // Logs "master starting", builds the HA services (writer identity) and the election. Fails
-  // only on what retrying cannot fix (options the ZooKeeper client rejects, an unusable
-  // standalone epoch file); an unreachable ZooKeeper is not a failure.
+  // Logs "master starting", builds the HA services (writer identity), the store services and
+  // the retrieval. Fails only on what retrying cannot fix (options the ZooKeeper client
+  // rejects); an unreachable ZooKeeper is not a failure. What shows only once the master runs
+  // (a store another process holds, an unusable standalone epoch file) ends run() instead.
   static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config);
   ~MasterProcess() noexcept override;
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
 
-  // Listens on rpc.bind (serving MasterBootstrap) and then on http.bind (the HTTP endpoints);
-  // with port 0 the chosen ports are what the latch node advertises. Then starts contending and
-  // watching SIGTERM and SIGINT. Resolves with kExitFailure if either server cannot listen or
-  // the election cannot be set up. Resolves with the exit code once the
-  // first such signal's hand-over is done (0), or with kExitFailure if the hand-over threw. A
-  // second signal while the hand-over runs ends the process at once with 128 + the signal number
-  // (after logging "master exiting"). Call once.
+  // Watches the signals, listens on rpc.bind (serving MasterBootstrap) and then on http.bind
+  // (the HTTP endpoints); with port 0 the chosen ports are what the latch node advertises. Then
+  // opens the stores (StoreServices::open: RocksDB waits up to store.rocksdb.lock-timeout for
+  // another holder) and starts contending. Resolves with kExitFailure if either server cannot
+  // listen, the stores cannot be opened, the election cannot be set up, or it fails for good
+  // (electionFailed: a standalone epoch file that cannot be used), each logged as an error.
+  // SIGTERM, SIGINT and SIGQUIT hand over: resolves with 0 once the first one's hand-over is
+  // done, or with kExitFailure if the hand-over threw. A second one while the hand-over runs
+  // ends the process at once with 128 + the signal number (after logging "master exiting").
+  // SIGHUP is logged and ignored. Call once.
   kj::Promise<int> run();
 
   // After run(): ends a term still held (its capabilities revoked, its stores destroyed) and
@@ -89,6 +95,8 @@ class MasterProcess final : public leader::LeaderContender,
   void revokeLeadership(uint64_t epoch, const std::string& reason) override;
   // Logs the "contending" event line with the new latch node (or "standalone").
   void contending(const std::string& latchNode) override;
+  // Logs the error and ends run() with kExitFailure.
+  void electionFailed(const Error& error) override;
 
   // leader::LeaderRetrievalListener: the leader as this master believes, for leaderInfo.
   void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
@@ -110,8 +118,10 @@ class MasterProcess final : public leader::LeaderContender,
                 std::unique_ptr<ha::HaServices> ha);
   void onStopSignal(int signum);
   void warnIfNotConnected();
-  // Listens on http.bind, then calls startContending().
+  // Listens on http.bind, then calls openStores().
   kj::Promise<void> listenHttp();
+  // Opens the stores, then calls startContending(); exits 1 if they cannot be opened.
+  kj::Promise<void> openStores();
   // Once both servers listen: creates the election and starts contending.
   void startContending();
 
@@ -131,6 +141,8 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<SignalWatcher> sigterm_;
   std::unique_ptr<SignalWatcher> sigint_;
+  std::unique_ptr<SignalWatcher> sigquit_;
+  std::unique_ptr<SignalWatcher> sighup_;
   bool stopping_ = false;
   TaskFailureLogger errorLogger_{"master"};
   // markServing, the connect warning and the hand-over; declared last so it is destroyed

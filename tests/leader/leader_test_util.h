@@ -59,6 +59,11 @@ class RecordingContender final : public LeaderContender {
   }
 
   void contending(const std::string& latchNode) override { latchNodes_.push_back(latchNode); }
+  void electionFailed(const Error& error) override {
+    if (epoch_ != 0) violations_.push_back("election failed while leading: " + error.message);
+    if (!failure_.empty()) violations_.push_back("election failed twice: " + error.message);
+    failure_ = error.message;
+  }
 
   const std::string& name() const { return name_; }
   // Every fence granted, in order.
@@ -70,6 +75,8 @@ class RecordingContender final : public LeaderContender {
   int grants() const { return grants_; }
   int revokes() const { return revokes_; }
   const std::string& lastReason() const { return lastReason_; }
+  // The message of electionFailed(), "" if it did not fire.
+  const std::string& failure() const { return failure_; }
   const std::vector<std::string>& violations() const { return violations_; }
 
  private:
@@ -79,6 +86,7 @@ class RecordingContender final : public LeaderContender {
   int grants_ = 0;
   int revokes_ = 0;
   std::string lastReason_;
+  std::string failure_;
   std::vector<std::string> violations_;
   std::vector<std::string> latchNodes_;
   std::vector<ha::WriterFence> fences_;

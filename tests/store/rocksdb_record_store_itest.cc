@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "common/event_loop.h"
+#include "conf/config.h"
 #include "store/rocksdb_record_store.h"
+#include "store/store_services.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 
@@ -299,7 +301,32 @@ TEST_F(RocksDbRecordStoreTest, DirectoryLockedByAnotherProcessFailsNamingThePath
   EXPECT_TRUE(contains(db.error().message, path_)) << db.error().message;
   EXPECT_TRUE(contains(db.error().message, "pid " + std::to_string(holder->pid())))
       << db.error().message;
+  EXPECT_TRUE(contains(db.error().message, "store.rocksdb.lock-timeout")) << db.error().message;
   EXPECT_TRUE(holder->running()) << holder->output();
+}
+
+TEST_F(RocksDbRecordStoreTest, StoreServicesOpenGivesUpAfterTheLockTimeoutNamingPathAndOption) {
+  // What a master does before it contends: open the store services' database up front.
+  auto config = loadConfig(ConfigSources{
+      .set = {"ha.mode=standalone", "store.rocksdb.path=" + path_,
+              "store.rocksdb.lock-timeout=300ms"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  auto services = StoreServices::create(loop_, config.value(), nullptr);
+  ASSERT_TRUE(services.ok()) << services.error().message;
+  auto holder = startHolder();
+  auto opened = loop_.run(services.value()->open());
+  ASSERT_FALSE(opened.ok());
+  EXPECT_TRUE(contains(opened.error().message, path_)) << opened.error().message;
+  EXPECT_TRUE(contains(opened.error().message, "store.rocksdb.lock-timeout"))
+      << opened.error().message;
+
+  // Once the holder is gone, the next open succeeds and the term's stores use that database.
+  ASSERT_TRUE(holder->terminate().ok());
+  auto exit = holder->waitForExit(kProcessWait);
+  ASSERT_TRUE(exit.has_value()) << holder->output();
+  ASSERT_STORE_OK(loop_.run(services.value()->open()));
+  ASSERT_STORE_OK(loop_.run(services.value()->openTerm(StoreTerm{1, ""})));
+  loop_.run(services.value()->close());
 }
 
 TEST_F(RocksDbRecordStoreTest, OpenRetriesAndSucceedsOnceTheHolderExits) {
