@@ -147,7 +147,7 @@ std::variant<std::string, FileRefusal> readJobGraphFile(const std::string& path,
   if (text.size() > maxBytes) {
     return FileRefusal{kExitRefused, "too large: more than rpc.max-message-size (" +
                                          formatSize(maxBytes) +
-                                         ") bytes, the most regentctl reads; nothing was sent"};
+                                         "), the most regentctl reads; nothing was sent"};
   }
   return text;
 }
@@ -281,9 +281,8 @@ kj::Promise<int> JobCommands::submit(std::string path) {
   const uint64_t callBytes =
       capnp::computeSerializedSizeInWords(*message) * sizeof(capnp::word) + kCallOverheadBytes;
   if (callBytes > maxBytes) {
-    output_.err << "regentctl: " << path << ": too large: the JobGraph makes a " << callBytes
-                << "-byte submitJob call (" << formatSize(callBytes)
-                << "), over rpc.max-message-size (" << formatSize(maxBytes)
+    output_.err << "regentctl: " << path << ": too large: the submitJob call for this JobGraph is "
+                << callBytes << " bytes, over rpc.max-message-size (" << formatSize(maxBytes)
                 << "); nothing was sent" << std::endl;
     return kExitRefused;
   }
@@ -541,14 +540,6 @@ kj::Promise<int> JobCommands::failover() {
 
 kj::Promise<rpc::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderInfo old) {
   return client_->leaderAbove(old.epoch).then([this, old](leader::LeaderInfo next) {
-    if (next.masterId == old.masterId) {
-      // The master handed over and won the next term itself: nobody else contends.
-      output_.err << "regentctl: failover: no other master took over: " << old.masterId
-                  << " leads again (epoch " << old.epoch << " -> " << next.epoch
-                  << "); start another master (regentctl masters lists the contenders)"
-                  << std::endl;
-      return rpc::Attempt<int>(kExitRefused);
-    }
     if (output_.json) {
       output_.out << nlohmann::json{{"old_master_id", old.masterId},
                                     {"old_epoch", old.epoch},
@@ -560,6 +551,16 @@ kj::Promise<rpc::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderInfo 
     } else {
       output_.out << "leader " << old.masterId << " (epoch " << old.epoch << ") -> "
                   << next.masterId << " (epoch " << next.epoch << ")" << std::endl;
+    }
+    if (next.masterId == old.masterId) {
+      // The master handed over and won the next term itself: no other master contends (or,
+      // standalone, there is none). The term changed; the leadership did not move.
+      output_.err << "regentctl: failover: no other master took over: " << old.masterId
+                  << " leads again (epoch " << old.epoch << " -> " << next.epoch
+                  << "); start another master to fail over to (regentctl masters lists the "
+                     "contenders)"
+                  << std::endl;
+      return rpc::Attempt<int>(kExitRefused);
     }
     return rpc::Attempt<int>(kExitOk);
   });

@@ -90,7 +90,8 @@ class JobCommands final {
   // waits until a leader with an epoch above E shows (ZooKeeper's watch, or asking the master
   // at cli.master) and prints "leader <old master id> (epoch E) -> <new master id> (epoch E2)"
   // (or a JSON object). When the same master leads the new term (no other master took over:
-  // it is the only contender), prints so on stderr and resolves kExitRefused.
+  // it is the only contender, or a standalone master), prints that line too, then says so on
+  // stderr and resolves kExitRefused.
   kj::Promise<int> failover();
 
  private:
