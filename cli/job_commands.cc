@@ -74,8 +74,10 @@ std::string taskCountsText(wire::TaskCounts::Reader tasks) {
   return text.str();
 }
 
-// What a submitJob call adds to the JobGraph's own message: the RPC frame, the call's header,
-// its parameters struct and the epoch (measured: under 200 bytes; rounded up).
+// What a submitJob call adds to the JobGraph's own message: the segment table, the RPC
+// Message and Call structs, the params struct with the epoch, and an empty cap table; a few
+// dozen words, bounded generously so the check never lets a call through that the transport
+// would refuse.
 constexpr uint64_t kCallOverheadBytes = 512;
 
 // Whether a failed call's exception is Cap'n Proto's refusal of a message over a size limit.
