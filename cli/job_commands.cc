@@ -2,23 +2,32 @@
 #include "cli/job_commands.h"
 
 #include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <kj/debug.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "cli/regentctl_output.h"
 #include "common/ids.h"
+#include "common/utf8.h"
 #include "conf/config.h"
 #include "conf/values.h"
 #include "leader/leader_services.h"
+#include "rpc/rpc_options.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
 #include "services/dispatcher/job_graph_validation.h"
@@ -40,6 +49,22 @@ nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
           {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
 }
 
+// Text a master sent (a job's name, a failure message) for a JSON value: invalid UTF-8 replaced
+// by U+FFFD, so that one bad record stored before validation existed cannot break a listing.
+std::string jsonText(capnp::Text::Reader text) {
+  return sanitizeUtf8(std::string_view(text.begin(), text.size()));
+}
+
+// The same for a terminal: also control and bidirectional override characters escaped.
+std::string shownText(capnp::Text::Reader text) {
+  return printableUtf8(std::string_view(text.begin(), text.size()));
+}
+
+// Every JSON line regentctl prints; text is sanitized already, "replace" is the last guard.
+std::string dumpJson(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string taskCountsText(wire::TaskCounts::Reader tasks) {
   std::ostringstream text;
   text << tasks.getTotal() << " total, " << tasks.getPending() << " pending, "
@@ -47,6 +72,86 @@ std::string taskCountsText(wire::TaskCounts::Reader tasks) {
        << tasks.getCanceling() << " canceling, " << tasks.getCanceled() << " canceled, "
        << tasks.getFailed() << " failed, " << tasks.getReconciling() << " reconciling";
   return text.str();
+}
+
+// What a submitJob call adds to the JobGraph's own message: the segment table, the RPC
+// Message and Call structs, the params struct with the epoch, and an empty cap table; a few
+// dozen words, bounded generously so the check never lets a call through that the transport
+// would refuse.
+constexpr uint64_t kCallOverheadBytes = 512;
+
+// Whether a failed call's exception is Cap'n Proto's refusal of a message over a size limit.
+bool messageTooLarge(const kj::Exception& exception) {
+  const std::string_view text(exception.getDescription().cStr());
+  return text.find("Message is too large") != std::string_view::npos ||
+         text.find("max-message-size") != std::string_view::npos;
+}
+
+// Why a JobGraph file was not read, and regentctl's exit code for it.
+struct FileRefusal {
+  int exitCode;
+  std::string message;
+};
+
+// The text of `path` ("-" = standard input), read only when it is a regular file (or standard
+// input) of at most `maxBytes`: a directory, a device (/dev/zero), a FIFO or a socket is refused
+// before reading, and reading stops after maxBytes + 1 bytes, so nothing is read without bound.
+std::variant<std::string, FileRefusal> readJobGraphFile(const std::string& path,
+                                                        uint64_t maxBytes) {
+  const bool stdinput = path == "-";
+  int fd = STDIN_FILENO;
+  if (!stdinput) {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) {
+      return FileRefusal{kExitUsage, std::string("cannot open the file: ") + std::strerror(errno)};
+    }
+    if (S_ISDIR(info.st_mode)) {
+      return FileRefusal{kExitUsage, "is a directory, not a JobGraph file"};
+    }
+    if (!S_ISREG(info.st_mode)) {
+      return FileRefusal{kExitUsage,
+                         "is not a regular file (a device, FIFO or socket); give a JobGraph "
+                         "file, or - and the JobGraph on standard input"};
+    }
+    if (static_cast<uint64_t>(info.st_size) > maxBytes) {
+      return FileRefusal{kExitRefused,
+                         "too large: the file is " + std::to_string(info.st_size) + " bytes, over "
+                         "rpc.max-message-size (" + formatSize(maxBytes) + "), the most regentctl "
+                         "reads; nothing was sent"};
+    }
+    // O_NONBLOCK: should the path have become a FIFO since stat, open must not wait for a writer.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      return FileRefusal{kExitUsage, std::string("cannot open the file: ") + std::strerror(errno)};
+    }
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      ::close(fd);
+      return FileRefusal{kExitUsage, "is not a regular file"};
+    }
+  }
+  std::string text;
+  const uint64_t cap = maxBytes + 1;  // One byte more tells "too large" from "exactly the limit".
+  char buffer[64 * 1024];
+  std::optional<std::string> failed;
+  while (text.size() < cap) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buffer, cap - text.size()));
+    const ssize_t got = ::read(fd, buffer, want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      failed = std::string("cannot read: ") + std::strerror(errno);
+      break;
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<size_t>(got));
+  }
+  if (!stdinput) ::close(fd);
+  if (failed) return FileRefusal{kExitUsage, *failed};
+  if (text.size() > maxBytes) {
+    return FileRefusal{kExitRefused, "too large: more than rpc.max-message-size (" +
+                                         formatSize(maxBytes) +
+                                         "), the most regentctl reads; nothing was sent"};
+  }
+  return text;
 }
 
 }  // namespace
@@ -151,21 +256,14 @@ kj::Promise<int> JobCommands::withDispatcher(DispatcherCall call, std::string su
 }
 
 kj::Promise<int> JobCommands::submit(std::string path) {
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      output_.err << "regentctl: " << path << ": cannot open the file" << std::endl;
-      return kExitUsage;
-    }
-    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-    if (file.bad()) {
-      output_.err << "regentctl: " << path << ": cannot read the file" << std::endl;
-      return kExitUsage;
-    }
+  const uint64_t maxBytes = rpc::rpcOptionsFrom(config_).maxMessageSize;
+  auto read = readJobGraphFile(path, maxBytes);
+  if (auto* refused = std::get_if<FileRefusal>(&read)) {
+    output_.err << "regentctl: " << (path == "-" ? "standard input" : path) << ": "
+                << refused->message << std::endl;
+    return refused->exitCode;
   }
+  const std::string text = std::get<std::string>(std::move(read));
   auto parsed = dispatcher::parseJobGraphSpec(text, dispatcher::jobGraphSpecFormatForPath(path));
   if (!parsed.ok()) {
     output_.err << "regentctl: " << path << ": " << parsed.error().message << std::endl;
@@ -180,23 +278,47 @@ kj::Promise<int> JobCommands::submit(std::string path) {
   // resubmit).
   auto message = std::make_shared<capnp::MallocMessageBuilder>();
   message->setRoot(graph);
+  // A call over rpc.max-message-size would only break the connection (and look like a lost
+  // connection worth retrying): refuse it here, before anything is sent.
+  const uint64_t callBytes =
+      capnp::computeSerializedSizeInWords(*message) * sizeof(capnp::word) + kCallOverheadBytes;
+  if (callBytes > maxBytes) {
+    output_.err << "regentctl: " << path << ": too large: the submitJob call for this JobGraph is "
+                << callBytes << " bytes, over rpc.max-message-size (" << formatSize(maxBytes)
+                << "); nothing was sent" << std::endl;
+    return kExitRefused;
+  }
   return withDispatcher([this, message, path](wire::DispatcherGateway::Client gateway,
                                               uint64_t epoch) {
     auto request = gateway.submitJobRequest();
     request.setEpoch(epoch);
     request.setJobGraph(message->getRoot<wire::JobGraph>().asReader());
     return client_->deadline().send(kj::mv(request))
-        .then([this, path](capnp::Response<wire::DispatcherGateway::SubmitJobResults> response)
-                  -> rpc::Attempt<int> {
-          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
-          const std::string id = wire::idFromWire<JobId>(response.getJobId()).toHex();
-          if (output_.json) {
-            output_.out << nlohmann::json{{"job_id", id}}.dump() << std::endl;
-          } else {
-            output_.out << id << std::endl;
-          }
-          return kExitOk;
-        });
+        .then(
+            [this, path](capnp::Response<wire::DispatcherGateway::SubmitJobResults> response)
+                -> rpc::Attempt<int> {
+              if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+              const std::string id = wire::idFromWire<JobId>(response.getJobId()).toHex();
+              if (output_.json) {
+                output_.out << nlohmann::json{{"job_id", id}}.dump() << std::endl;
+              } else {
+                output_.out << id << std::endl;
+              }
+              return kExitOk;
+            },
+            [](kj::Exception&& exception) -> rpc::Attempt<int> {
+              // The master refused the message as over its own rpc.max-message-size (which
+              // may be below this client's): sending it again cannot help.
+              if (messageTooLarge(exception)) {
+                rpc::CallFailure failure;
+                failure.which = wire::Failure::TOO_LARGE;
+                failure.message =
+                    "too large: the master refused the submitJob call as larger than its "
+                    "rpc.max-message-size; nothing was submitted";
+                return failure;
+              }
+              kj::throwFatalException(kj::mv(exception));
+            });
   }, path);
 }
 
@@ -209,12 +331,15 @@ kj::Promise<int> JobCommands::list() {
                   -> rpc::Attempt<int> {
           if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
           struct Row {
-            std::string id, name, state, submitted;
+            std::string id, name, shownName, state, submitted;
             int64_t submittedAtMs;
           };
           std::vector<Row> rows;
           for (auto job : response.getJobs()) {
-            rows.push_back({wire::idFromWire<JobId>(job.getJobId()).toHex(), job.getName().cStr(),
+            const bool corrupt = job.getState() == wire::JobState::CORRUPT;
+            rows.push_back({wire::idFromWire<JobId>(job.getJobId()).toHex(),
+                            jsonText(job.getName()),
+                            corrupt ? "(corrupt record)" : shownText(job.getName()),
                             wire::enumNameUpper(job.getState()), timeOrDash(job.getSubmittedAtMs()),
                             job.getSubmittedAtMs()});
           }
@@ -223,12 +348,11 @@ kj::Promise<int> JobCommands::list() {
           });
           if (output_.json) {
             for (const Row& row : rows) {
-              output_.out << nlohmann::json{{"job_id", row.id},
-                                            {"name", row.name},
-                                            {"state", row.state},
-                                            {"submitted_at", row.submitted},
-                                            {"submitted_at_ms", row.submittedAtMs}}
-                                 .dump()
+              output_.out << dumpJson({{"job_id", row.id},
+                                       {"name", row.name},
+                                       {"state", row.state},
+                                       {"submitted_at", row.submitted},
+                                       {"submitted_at_ms", row.submittedAtMs}})
                           << "\n";
             }
             output_.out << std::flush;
@@ -241,7 +365,7 @@ kj::Promise<int> JobCommands::list() {
           size_t nameWidth = 4;
           size_t stateWidth = 5;
           for (const Row& row : rows) {
-            nameWidth = std::max(nameWidth, row.name.size());
+            nameWidth = std::max(nameWidth, row.shownName.size());
             stateWidth = std::max(stateWidth, row.state.size());
           }
           auto pad = [](const std::string& text, size_t width) {
@@ -250,7 +374,7 @@ kj::Promise<int> JobCommands::list() {
           output_.out << pad("JOB ID", 32) << "  " << pad("NAME", nameWidth) << "  "
                       << pad("STATE", stateWidth) << "  SUBMITTED\n";
           for (const Row& row : rows) {
-            output_.out << row.id << "  " << pad(row.name, nameWidth) << "  "
+            output_.out << row.id << "  " << pad(row.shownName, nameWidth) << "  "
                         << pad(row.state, stateWidth) << "  " << row.submitted << "\n";
           }
           output_.out << std::flush;
@@ -279,7 +403,7 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
           if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
           auto status = response.getStatus();
           nlohmann::json json{{"job_id", wire::idFromWire<JobId>(status.getJobId()).toHex()},
-                              {"name", status.getName().cStr()},
+                              {"name", jsonText(status.getName())},
                               {"state", wire::enumNameUpper(status.getState())},
                               {"submitted_at", timeOrDash(status.getSubmittedAtMs())},
                               {"submitted_at_ms", status.getSubmittedAtMs()},
@@ -287,33 +411,42 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
                               {"ended_at_ms", status.getEndedAtMs()},
                               {"restarts", status.getRestarts()},
                               {"tasks", taskCountsJson(status.getTasks())}};
+          if (status.getState() == wire::JobState::CORRUPT) {
+            json["corrupt_reason"] = jsonText(status.getCorruptReason());
+          }
           std::ostringstream text;
           text << "job id:         " << wire::idFromWire<JobId>(status.getJobId()).toHex() << "\n"
-               << "name:           " << status.getName().cStr() << "\n"
+               << "name:           " << shownText(status.getName()) << "\n"
                << "state:          " << wire::enumNameUpper(status.getState()) << "\n"
                << "submitted at:   " << timeOrDash(status.getSubmittedAtMs()) << "\n"
                << "state changed:  " << timeOrDash(status.getStateChangedAtMs()) << "\n"
                << "ended at:       " << timeOrDash(status.getEndedAtMs()) << "\n"
                << "restarts:       " << status.getRestarts() << "\n"
                << "tasks:          " << taskCountsText(status.getTasks()) << "\n";
+          if (status.getState() == wire::JobState::CORRUPT) {
+            text << "corrupt:        " << shownText(status.getCorruptReason()) << "\n"
+                 << "                the stored JobGraph record is left in place; remove it with "
+                    "regentctl jobs remove-corrupt "
+                 << wire::idFromWire<JobId>(status.getJobId()).toHex() << "\n";
+          }
           nlohmann::json vertices = nlohmann::json::array();
           for (auto vertex : status.getVertices()) {
-            vertices.push_back({{"name", vertex.getName().cStr()},
+            vertices.push_back({{"name", jsonText(vertex.getName())},
                                 {"parallelism", vertex.getParallelism()},
                                 {"tasks", taskCountsJson(vertex.getTasks())}});
-            text << "vertex " << vertex.getName().cStr() << ": parallelism "
+            text << "vertex " << shownText(vertex.getName()) << ": parallelism "
                  << vertex.getParallelism() << ", " << taskCountsText(vertex.getTasks())
                  << "\n";
           }
           json["vertices"] = vertices;
           if (status.hasFailure()) {
             auto failure = status.getFailure();
-            json["failure"] = {{"message", failure.getMessage().cStr()},
-                               {"vertex", failure.getVertexName().cStr()},
+            json["failure"] = {{"message", jsonText(failure.getMessage())},
+                               {"vertex", jsonText(failure.getVertexName())},
                                {"subtask_index", failure.getSubtaskIndex()},
                                {"exit_code", failure.getExitCode()},
                                {"at_ms", failure.getAtMs()}};
-            text << "failure:        " << failure.getMessage().cStr() << "\n";
+            text << "failure:        " << shownText(failure.getMessage()) << "\n";
           }
           if (response.hasResult()) {
             auto result = response.getResult();
@@ -324,7 +457,7 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
             text << "result:         " << wire::enumNameUpper(result.getState())
                  << (result.getClean() ? "" : " (cleanup not yet confirmed)") << "\n";
           }
-          output_.out << (output_.json ? json.dump() + "\n" : text.str()) << std::flush;
+          output_.out << (output_.json ? dumpJson(json) + "\n" : text.str()) << std::flush;
           return kExitOk;
         });
   });
@@ -347,6 +480,29 @@ kj::Promise<int> JobCommands::cancel(std::string jobId) {
                         << std::endl;
           } else {
             output_.out << "canceled " << id.toHex() << std::endl;
+          }
+          return kExitOk;
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::removeCorrupt(std::string jobId) {
+  auto id = jobIdArgument(jobId);
+  if (!id) return kExitUsage;
+  return withDispatcher([this, id = *id](wire::DispatcherGateway::Client gateway,
+                                         uint64_t epoch) {
+    auto request = gateway.removeCorruptJobRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initJobId(), id);
+    return client_->deadline().send(kj::mv(request))
+        .then([this, id](capnp::Response<wire::DispatcherGateway::RemoveCorruptJobResults> response)
+                  -> rpc::Attempt<int> {
+          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+          if (output_.json) {
+            output_.out << nlohmann::json{{"job_id", id.toHex()}, {"removed", true}}.dump()
+                        << std::endl;
+          } else {
+            output_.out << "removed the corrupt JobGraph record of " << id.toHex() << std::endl;
           }
           return kExitOk;
         });
@@ -397,6 +553,16 @@ kj::Promise<rpc::Attempt<int>> JobCommands::waitForNewLeader(leader::LeaderInfo 
     } else {
       output_.out << "leader " << old.masterId << " (epoch " << old.epoch << ") -> "
                   << next.masterId << " (epoch " << next.epoch << ")" << std::endl;
+    }
+    if (next.masterId == old.masterId) {
+      // The master handed over and won the next term itself: no other master contends (or,
+      // standalone, there is none). The term changed; the leadership did not move.
+      output_.err << "regentctl: failover: no other master took over: " << old.masterId
+                  << " leads again (epoch " << old.epoch << " -> " << next.epoch
+                  << "); start another master to fail over to (regentctl masters lists the "
+                     "contenders)"
+                  << std::endl;
+      return rpc::Attempt<int>(kExitRefused);
     }
     return rpc::Attempt<int>(kExitOk);
   });

@@ -29,7 +29,8 @@ class Config;
 namespace regent::cli {
 
 // `jobs ...`: the request was refused or is invalid (an invalid JobGraph, an unknown job, a job
-// id taken by another graph, a job already ended, a graph too large). docs/operations.md.
+// id taken by another graph, a job already ended or corrupt, a graph too large); `failover`: no
+// other master took over. docs/operations.md.
 inline constexpr int kExitRefused = 4;
 
 // regentctl's message when it has no way to reach a master (ha.mode standalone and no
@@ -66,20 +67,31 @@ class JobCommands final {
   // `jobs submit PATH`: reads PATH ("-" = standard input), parses it (YAML or JSON by the
   // extension, else detected) and validates it with the default JobGraphLimits before any
   // network traffic; a parse or validation error prints "regentctl: PATH: <field>: <message>"
-  // and resolves kExitRefused. Prints the job id ({"job_id":...} with --json). Retries send the
+  // and resolves kExitRefused. Only a regular file (or "-") is read, and at most
+  // rpc.max-message-size bytes of it: a directory, device, FIFO or socket, or a file that
+  // cannot be opened, is kExitUsage; a longer file or a graph whose submitJob call would exceed
+  // rpc.max-message-size is "too large" and kExitRefused, before anything is sent. A master
+  // that refuses the call as over its own limit is not asked again (kExitRefused). Prints the job id ({"job_id":...} with --json). Retries send the
   // same graph (same job id), which the Dispatcher accepts idempotently.
   kj::Promise<int> submit(std::string path);
   // `jobs list`: a table JOB ID, NAME, STATE, SUBMITTED (or one JSON object per job).
   kj::Promise<int> list();
-  // `jobs status ID`: the job's fields, and its result once it ended. A malformed id is
-  // kExitUsage; an unknown one kExitRefused.
+  // `jobs status ID`: the job's fields, and its result once it ended; a job whose stored
+  // record is corrupt shows state CORRUPT and why (exit kExitOk). A malformed id is kExitUsage;
+  // an unknown one kExitRefused.
   kj::Promise<int> status(std::string jobId);
+  // `jobs remove-corrupt ID`: removes the JobGraph record of a CORRUPT job
+  // (DispatcherGateway.removeCorruptJob); prints "removed the corrupt JobGraph record of <id>"
+  // ({"job_id":...,"removed":true}). A healthy job's record is refused (kExitRefused).
+  kj::Promise<int> removeCorrupt(std::string jobId);
   // `jobs cancel ID`: prints "canceled <id>" ({"job_id":...,"canceled":true}).
   kj::Promise<int> cancel(std::string jobId);
   // `failover`: asks the leader of epoch E to hand over (MasterBootstrap.handOver(E)), then
   // waits until a leader with an epoch above E shows (ZooKeeper's watch, or asking the master
   // at cli.master) and prints "leader <old master id> (epoch E) -> <new master id> (epoch E2)"
-  // (or a JSON object).
+  // (or a JSON object). When the same master leads the new term (no other master took over:
+  // it is the only contender, or a standalone master), prints that line too, then says so on
+  // stderr and resolves kExitRefused.
   kj::Promise<int> failover();
 
  private:

@@ -26,7 +26,8 @@ constexpr const char* kDescription =
     "Exit codes: 0 done, 1 ZooKeeper or the leader unreachable, a read failed, or --timeout "
     "passed, 2 bad usage, configuration or FILE, or no way to reach a master (jobs, failover), "
     "3 no master leads (leader; jobs and failover when --timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
-    "unknown job, job id taken, job already ended, graph too large).";
+    "unknown job, job id taken, job already ended or corrupt, graph or FILE too large; "
+    "failover: no other master took over).";
 
 }  // namespace
 
@@ -64,13 +65,20 @@ int main(int argc, char** argv) {
   std::string jobFile;
   std::string jobId;
   CLI::App* submitCommand = jobsCommand->add_subcommand(
-      "submit", "submit the JobGraph in FILE (YAML or JSON, - = stdin); prints the job id");
+      "submit",
+      "submit the JobGraph in FILE (a regular file of YAML or JSON, - = stdin; at most "
+      "rpc.max-message-size bytes); prints the job id");
   submitCommand->add_option("FILE", jobFile, "JobGraph file (docs/jobgraph.md)")->required();
   CLI::App* listCommand = jobsCommand->add_subcommand("list", "list every job with its state");
   CLI::App* statusCommand = jobsCommand->add_subcommand("status", "show one job's status");
   statusCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
   CLI::App* cancelCommand = jobsCommand->add_subcommand("cancel", "cancel one job");
   cancelCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  CLI::App* removeCorruptCommand = jobsCommand->add_subcommand(
+      "remove-corrupt",
+      "remove the stored JobGraph record of a CORRUPT job (one that does not decode); a healthy "
+      "job's record is refused");
+  removeCorruptCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
   CLI::App* failoverCommand = app.add_subcommand(
       "failover", "ask the leader to hand over and wait until another term begins");
   try {
@@ -109,6 +117,7 @@ int main(int argc, char** argv) {
       if (listCommand->parsed()) return loop.run(commands.list());
       if (statusCommand->parsed()) return loop.run(commands.status(jobId));
       if (cancelCommand->parsed()) return loop.run(commands.cancel(jobId));
+      if (removeCorruptCommand->parsed()) return loop.run(commands.removeCorrupt(jobId));
       if (failoverCommand->parsed()) return loop.run(commands.failover());
       return cli::kExitUsage;
     }

@@ -102,6 +102,13 @@ interface DispatcherGateway {
 
   listTaskExecutors @5 (epoch :UInt64) -> (failure :Failure, taskExecutors :List(TaskExecutorInfo));
   # Called by `regentctl workers` and `regentctl slots`: registered workers and their slots.
+
+  removeCorruptJob @6 (epoch :UInt64, jobId :JobId) -> (failure :Failure);
+  # Called by `regentctl jobs remove-corrupt` (admin). Removes the JobGraph record of `jobId`
+  # only when it really is corrupt: the record is read again and must fail to decode. Then the
+  # job id is free for a new submission. Failures: notFound (no record under that id),
+  # failedPrecondition (the record decodes: a healthy job is cancelled, never removed here),
+  # unavailable (store unreachable, or the job is being submitted or cancelled).
 }
 
 interface ResourceManagerGateway {

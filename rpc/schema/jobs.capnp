@@ -144,6 +144,8 @@ enum JobState {
   finished @7;       # every subtask finished
   restarting @8;     # waiting out a restart delay
   suspended @9;      # leadership lost; the next leader resumes the job
+  corrupt @10;       # the stored JobGraph record does not decode; left in place for an operator
+                     # (regentctl jobs remove-corrupt); the job cannot run or be resubmitted
 }
 
 struct TaskCounts {
@@ -188,6 +190,7 @@ struct JobStatus {
   tasks @7 :TaskCounts;                 # over all vertices
   vertices @8 :List(VertexStatus);      # in JobGraph order
   failure @9 :JobFailure;               # null unless failing, failed or restarting
+  corruptReason @10 :Text;              # state corrupt: why the stored record does not decode
 }
 
 struct JobResult {

@@ -7,6 +7,7 @@
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,15 @@ JobFailure storeFailure(const store::StoreError& error) {
   }
   return failure(JobFailure::Kind::kUnavailable,
                  "the job store cannot be used: " + error.message);
+}
+
+// The refusal of a call on a job whose stored record is corrupt: what it is and what to do.
+JobFailure corruptFailure(JobId id, const std::string& reason) {
+  return failure(JobFailure::Kind::kFailedPrecondition,
+                 "job " + id.toHex() + " is CORRUPT: its stored JobGraph record does not decode (" +
+                     reason + "); it is left in place and not replaced; remove it with "
+                     "`regentctl jobs remove-corrupt " + id.toHex() + "`, then submit again",
+                 id);
 }
 
 // A message of its own size: the canonical form of `root` (one segment, no slack), read back
@@ -125,6 +135,7 @@ kj::Promise<Status> Dispatcher::recover() {
   ended_.clear();
   endedByAge_.clear();
   cleanByAge_.clear();
+  corrupt_.clear();
   return canceler_.wrap(
       stores_.jobResults().listAll().then(
           [this](store::StoreResult<store::JobResults>&& results) -> kj::Promise<Status> {
@@ -158,6 +169,17 @@ kj::Promise<Status> Dispatcher::recover() {
                     job.graph = flatCopy(graph.get());
                     job.stateChangedAtMs = nowMs_();
                     active_.emplace(id, kj::mv(job));
+                  }
+                  for (const store::CorruptRecord& record : graphs.value().corrupt) {
+                    const std::optional<JobId> id = JobId::fromHex(record.key);
+                    // A key that is not a job id cannot be named by one (the store logged it);
+                    // an ended job's record is removed by its cleanup.
+                    if (!id || ended_.count(*id) > 0) continue;
+                    corrupt_[*id] = record.reason;
+                    spdlog::warn(
+                        "dispatcher: job {} is CORRUPT (its JobGraph record does not decode: {}); "
+                        "it is left in place; remove it with regentctl jobs remove-corrupt {}",
+                        id->toHex(), record.reason, id->toHex());
                   }
                   for (auto& [id, job] : ended_) {
                     if (!job.clean && withGraph.count(id) == 0) {
@@ -207,6 +229,9 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
     return JobOutcome(kj::mv(invalid));
   }
   const JobId id = wire::idFromWire<JobId>(graph.getJobId());
+  if (auto corrupt = corrupt_.find(id); corrupt != corrupt_.end()) {
+    return JobOutcome(corruptFailure(id, corrupt->second));
+  }
   auto existing = active_.find(id);
   if (existing != active_.end()) {
     if (sameGraph(graph, readOnly<wire::JobGraph>(existing->second.graph))) {
@@ -264,6 +289,9 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
     return JobOutcome(kj::mv(busy));
   }
   if (found == active_.end()) {
+    if (auto corrupt = corrupt_.find(id); corrupt != corrupt_.end()) {
+      return JobOutcome(corruptFailure(id, corrupt->second));
+    }
     if (ended_.count(id) > 0) {
       return JobOutcome(
           failure(JobFailure::Kind::kFailedPrecondition, "job " + id.toHex() + " already ended", id));
@@ -308,6 +336,63 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
       }));
 }
 
+kj::Promise<JobOutcome> Dispatcher::removeCorrupt(JobId id) {
+  if (inFlight_.count(id) > 0) {
+    JobFailure busy = failure(JobFailure::Kind::kUnavailable,
+                              "job " + id.toHex() + " is being changed; retry shortly");
+    busy.retryAfterMs = kBusyRetryMs;
+    return JobOutcome(kj::mv(busy));
+  }
+  if (active_.count(id) > 0 || ended_.count(id) > 0) {
+    return JobOutcome(failure(JobFailure::Kind::kFailedPrecondition,
+                              "job " + id.toHex() + " is not corrupt; only a JobGraph record that "
+                              "does not decode can be removed (cancel a job instead)",
+                              id));
+  }
+  // Read the record again: only what still does not decode is removed.
+  inFlight_.insert(id);
+  return canceler_.wrap(stores_.jobGraphs().get(id).then(
+      [this, id](store::StoreResult<store::JobGraphMessage>&& record)
+          -> kj::Promise<JobOutcome> {
+        if (record.ok()) {
+          inFlight_.erase(id);
+          return JobOutcome(failure(
+              JobFailure::Kind::kFailedPrecondition,
+              "the JobGraph record of job " + id.toHex() +
+                  " decodes; it is not corrupt and was not removed (cancel the job instead)",
+              id));
+        }
+        if (record.error().code == store::StoreErrorCode::kNotFound) {
+          inFlight_.erase(id);
+          corrupt_.erase(id);
+          return JobOutcome(failure(JobFailure::Kind::kNotFound,
+                                    "no JobGraph record is stored for job " + id.toHex(), id));
+        }
+        if (record.error().code != store::StoreErrorCode::kCorrupt) {
+          inFlight_.erase(id);
+          return JobOutcome(storeFailure(record.error()));
+        }
+        const std::string reason = record.error().message;
+        return stores_.jobGraphs().remove(id).then(
+            [this, id, reason](store::StoreResult<bool>&& removed) -> JobOutcome {
+              inFlight_.erase(id);
+              if (!removed.ok()) return storeFailure(removed.error());
+              corrupt_.erase(id);
+              spdlog::warn("dispatcher removed the corrupt JobGraph record of job {} epoch={} ({})",
+                           id.toHex(), epoch_, reason);
+              return JobOutcome();
+            });
+      }));
+}
+
+JobView Dispatcher::corruptViewOf(JobId id, const std::string& reason) const {
+  JobView view;
+  view.id = id;
+  view.state = wire::JobState::CORRUPT;
+  view.corruptReason = reason;
+  return view;
+}
+
 JobView Dispatcher::viewOf(JobId id, const ActiveJob& job) const {
   JobView view;
   view.id = id;
@@ -332,11 +417,14 @@ kj::Maybe<JobView> Dispatcher::job(JobId id) const {
   if (active != active_.end()) return viewOf(id, active->second);
   auto ended = ended_.find(id);
   if (ended != ended_.end()) return viewOf(id, ended->second);
+  auto corrupt = corrupt_.find(id);
+  if (corrupt != corrupt_.end()) return corruptViewOf(id, corrupt->second);
   return nullptr;
 }
 
 void Dispatcher::forEachJob(const std::function<void(const JobView&)>& visit) const {
   for (const auto& [id, job] : active_) visit(viewOf(id, job));
+  for (const auto& [id, reason] : corrupt_) visit(corruptViewOf(id, reason));
   for (auto it = endedByAge_.rbegin(); it != endedByAge_.rend(); ++it) {
     visit(viewOf(it->second, ended_.at(it->second)));
   }

@@ -50,15 +50,17 @@ struct JobFailure {
 // nullopt on success.
 using JobOutcome = std::optional<JobFailure>;
 
-// One job as the Dispatcher knows it. Exactly one of `graph` (a job of this term, not terminal)
-// and `result` (a job that ended, in this term or an earlier one) is set. The readers are valid
-// until the Dispatcher next changes (use them within the current turn of the loop).
+// One job as the Dispatcher knows it. Exactly one of `graph` (a job of this term, not terminal),
+// `result` (a job that ended, in this term or an earlier one) and `corruptReason` (a stored
+// JobGraph record that does not decode; state CORRUPT) is set. The readers are valid until the
+// Dispatcher next changes (use them within the current turn of the loop).
 struct JobView {
   JobId id;
   wire::JobState state = wire::JobState::CREATED;
   int64_t stateChangedAtMs = 0;
   kj::Maybe<wire::JobGraph::Reader> graph;
   kj::Maybe<wire::JobResult::Reader> result;
+  kj::Maybe<const std::string&> corruptReason;
 };
 
 // Jobs by state, for the overview and /metrics.
@@ -89,23 +91,34 @@ class Dispatcher final {
   // be called again after a failure; not while a call of it is running). A job with a result
   // (dirty or clean) ended in an earlier term: a dirty result's cleanup is finished (its JobGraph
   // removed, the result marked clean) and the job is never re-run. Every other job is CREATED.
-  // Corrupt records are logged and skipped. A retryable error when the store cannot be read.
+  // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id
+  // (other corrupt records are logged and skipped). A retryable error when the store cannot be
+  // read.
   // Logs "dispatcher recovered epoch=E jobs=N" on success.
   kj::Promise<Status> recover();
   bool recovered() const { return recovered_; }
 
   // Validates `graph` (read only during the call), persists it with submittedAtMs set, then
-  // accepts it. Resubmitting the same graph under the same id succeeds again.
+  // accepts it. Resubmitting the same graph under the same id succeeds again. A job id whose
+  // stored record is corrupt is refused (kFailedPrecondition, naming the job and
+  // removeCorrupt): the record is never silently replaced.
   kj::Promise<JobOutcome> submit(wire::JobGraph::Reader graph);
   // Writes a dirty CANCELED result, removes the JobGraph, marks the result clean; resolves once
-  // the dirty result is stored. Cancelling a job already cancelling succeeds.
+  // the dirty result is stored. Cancelling a job already cancelling succeeds. A corrupt job is
+  // refused (kFailedPrecondition).
   kj::Promise<JobOutcome> cancel(JobId id);
+  // Removes the JobGraph record of `id` only if it is corrupt: the record is read again first
+  // and removed only when it still does not decode, so a healthy job is never removed
+  // (kFailedPrecondition). kNotFound when no record is stored under `id`; kUnavailable when the
+  // store cannot be used or the job is being submitted or cancelled. Logs the removal.
+  kj::Promise<JobOutcome> removeCorrupt(JobId id);
 
   // Reads, from memory, no store access.
   kj::Maybe<JobView> job(JobId id) const;
-  // Active jobs by id, then ended jobs newest first (endedAtMs, then job id).
+  // Active jobs by id, then corrupt ones by id, then ended jobs newest first (endedAtMs, then
+  // job id).
   void forEachJob(const std::function<void(const JobView&)>& visit) const;
-  size_t jobCount() const { return active_.size() + ended_.size(); }
+  size_t jobCount() const { return active_.size() + ended_.size() + corrupt_.size(); }
   JobCounts counts() const;
   // Jobs known in this term, for metrics: not terminal.
   size_t activeJobCount() const { return active_.size(); }
@@ -132,6 +145,7 @@ class Dispatcher final {
   void pruneClean();
   JobView viewOf(JobId id, const ActiveJob& job) const;
   JobView viewOf(JobId id, const EndedJob& job) const;
+  JobView corruptViewOf(JobId id, const std::string& reason) const;
 
   const uint64_t epoch_;
   store::LeaderStores& stores_;
@@ -143,7 +157,9 @@ class Dispatcher final {
   std::map<JobId, EndedJob> ended_;
   std::set<std::pair<int64_t, JobId>> endedByAge_;  // Every ended job, by (endedAtMs, id).
   std::set<std::pair<int64_t, JobId>> cleanByAge_;  // The clean ones.
-  std::set<JobId> inFlight_;  // Submissions or cancellations being persisted.
+  // Stored JobGraph records that do not decode, by job id: why. Kept until removeCorrupt.
+  std::map<JobId, std::string> corrupt_;
+  std::set<JobId> inFlight_;  // Submissions, cancellations or removals being persisted.
   kj::Canceler canceler_;
 };
 

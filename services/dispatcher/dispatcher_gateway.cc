@@ -7,9 +7,6 @@
 #include "rpc/wire_ids.h"
 
 namespace regent::dispatcher {
-namespace {
-
-}  // namespace
 
 void toWire(const JobFailure& outcome, wire::Failure::Builder failure) {
   namespace failures = rpc::failures;
@@ -37,6 +34,12 @@ void toWire(const JobFailure& outcome, wire::Failure::Builder failure) {
 }
 
 void toWire(const JobView& job, wire::JobStatus::Builder status) {
+  KJ_IF_MAYBE (reason, job.corruptReason) {
+    wire::setWireId(status.initJobId(), job.id);
+    status.setState(wire::JobState::CORRUPT);
+    status.setCorruptReason(*reason);
+    return;
+  }
   KJ_IF_MAYBE (result, job.result) {
     status.setJobId(result->getJobId());
     status.setName(result->getJobName());
@@ -116,6 +119,13 @@ kj::Promise<void> DispatcherGatewayServer::jobStatus(JobStatusContext context) {
            results.initFailure());
   }
   return kj::READY_NOW;
+}
+
+kj::Promise<void> DispatcherGatewayServer::removeCorruptJob(RemoveCorruptJobContext context) {
+  return dispatcher_.removeCorrupt(wire::idFromWire<JobId>(context.getParams().getJobId()))
+      .then([context](JobOutcome&& outcome) mutable {
+        if (outcome) toWire(*outcome, context.getResults().initFailure());
+      });
 }
 
 kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContext context) {

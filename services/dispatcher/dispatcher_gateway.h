@@ -13,7 +13,8 @@ namespace regent::dispatcher {
 void toWire(const JobFailure& outcome, wire::Failure::Builder failure);
 
 // Fills a JobStatus from what the Dispatcher knows of a job: a job of this term has every
-// subtask pending; an ended job carries its result's state, times and failure.
+// subtask pending; an ended job carries its result's state, times and failure; a corrupt one
+// only its id, state CORRUPT and the reason.
 void toWire(const JobView& job, wire::JobStatus::Builder status);
 
 // Serve it only through the term's rpc::LeadershipTerm::serve(): that checks the epoch and
@@ -29,6 +30,7 @@ class DispatcherGatewayServer final : public wire::DispatcherGateway::Server {
   kj::Promise<void> listJobs(ListJobsContext context) override;
   kj::Promise<void> jobStatus(JobStatusContext context) override;
   kj::Promise<void> clusterOverview(ClusterOverviewContext context) override;
+  kj::Promise<void> removeCorruptJob(RemoveCorruptJobContext context) override;
 
  private:
   Dispatcher& dispatcher_;

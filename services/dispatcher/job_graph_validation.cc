@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/utf8.h"
 #include "conf/values.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_messages.h"
@@ -146,18 +147,43 @@ JobGraphViolation violation(std::string field, std::string message) {
   return JobGraphViolation{std::move(field), std::move(message)};
 }
 
-// The first control character (below 0x20, or DEL) in `text`, described for a message.
-std::optional<std::string> controlCharacterIn(std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      constexpr char kHex[] = "0123456789abcdef";
-      return "must not contain control characters (found \\x" + std::string(1, kHex[c >> 4]) +
-             std::string(1, kHex[c & 0xf]) + " at byte " + std::to_string(i) + " of " +
-             quotedForMessage(text) + ")";
-    }
+std::string hexByte(unsigned char c) {
+  constexpr char kHex[] = "0123456789abcdef";
+  return std::string("\\x") + kHex[c >> 4] + kHex[c & 0xf];
+}
+
+// Why `text` is not valid UTF-8, described for a message, or nullopt when it is.
+std::optional<std::string> invalidUtf8In(std::string_view text) {
+  const auto offset = firstInvalidUtf8(text);
+  if (!offset) return std::nullopt;
+  return "is not valid UTF-8 (byte " + hexByte(static_cast<unsigned char>(text[*offset])) +
+         " at byte " + std::to_string(*offset) + " of " + quotedForMessage(text) + ")";
+}
+
+// The first character a name may not hold (isUnsafeInName), described for a message. `text`
+// is valid UTF-8.
+std::optional<std::string> unsafeCharacterIn(std::string_view text) {
+  const auto found = firstUnsafeInName(text);
+  if (!found) return std::nullopt;
+  const char32_t c = found->codePoint;
+  const bool bidi = c >= 0x202a;
+  std::string shown = c < 0x80 ? hexByte(static_cast<unsigned char>(c)) : formatCodePoint(c);
+  return std::string(bidi ? "must not contain bidirectional override or isolate characters"
+                          : "must not contain control characters") +
+         " (found " + shown + " at byte " + std::to_string(found->offset) + " of " +
+         quotedForMessage(text) + ")";
+}
+
+// The rules of a name people read (the job's, a vertex's): not empty, valid UTF-8, at most
+// `maxBytes` long, no control or bidirectional override characters.
+std::optional<std::string> nameProblem(std::string_view name, size_t maxBytes) {
+  if (name.empty()) return "must not be empty";
+  if (auto invalid = invalidUtf8In(name)) return invalid;
+  if (name.size() > maxBytes) {
+    return "must be at most " + std::to_string(maxBytes) + " bytes long, got " +
+           std::to_string(name.size()) + " bytes (" + quotedForMessage(name) + ")";
   }
-  return std::nullopt;
+  return unsafeCharacterIn(name);
 }
 
 bool hasNul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
@@ -185,8 +211,9 @@ std::optional<JobGraphViolation> checkVertex(
   const VertexView& vertex = graph.vertices[index];
   const std::string path = vertexPath(index);
 
-  if (vertex.name.empty()) return violation(path + ".name", "must not be empty");
-  if (auto control = controlCharacterIn(vertex.name)) return violation(path + ".name", *control);
+  if (auto bad = nameProblem(vertex.name, limits.maxVertexNameBytes)) {
+    return violation(path + ".name", *bad);
+  }
   if (const size_t first = byName.at(vertex.name); first != index) {
     return violation(path + ".name", "duplicate vertex name " + quotedForMessage(vertex.name) +
                                          " (also " + vertexPath(first) + ".name)");
@@ -209,6 +236,9 @@ std::optional<JobGraphViolation> checkVertex(
     if (hasNul(vertex.argv[i])) {
       return violation(indexed(commandPath + ".argv", i), std::string(kNulMessage));
     }
+    if (auto invalid = invalidUtf8In(vertex.argv[i])) {
+      return violation(indexed(commandPath + ".argv", i), *invalid);
+    }
   }
   for (size_t i = 0; i < vertex.env.size(); ++i) {
     const std::string envPath = indexed(commandPath + ".env", i);
@@ -219,10 +249,16 @@ std::optional<JobGraphViolation> checkVertex(
                        "must not contain '=', got " + quotedForMessage(env.name));
     }
     if (hasNul(env.name)) return violation(envPath + ".name", std::string(kNulMessage));
+    if (auto invalid = invalidUtf8In(env.name)) return violation(envPath + ".name", *invalid);
+    if (auto unsafe = unsafeCharacterIn(env.name)) return violation(envPath + ".name", *unsafe);
     if (hasNul(env.value)) return violation(envPath + ".value", std::string(kNulMessage));
+    if (auto invalid = invalidUtf8In(env.value)) return violation(envPath + ".value", *invalid);
   }
   if (hasNul(vertex.workingDir)) {
     return violation(commandPath + ".working_dir", std::string(kNulMessage));
+  }
+  if (auto invalid = invalidUtf8In(vertex.workingDir)) {
+    return violation(commandPath + ".working_dir", *invalid);
   }
 
   if (limits.largestSlot.has_value()) {
@@ -376,8 +412,7 @@ std::optional<JobGraphViolation> check(const GraphView& graph, const JobGraphLim
   if (!graph.hasJobId) return violation("job_id", "is missing");
   if (graph.jobId.isZero()) return violation("job_id", "must not be all zeros");
 
-  if (graph.name.empty()) return violation("name", "must not be empty");
-  if (auto control = controlCharacterIn(graph.name)) return violation("name", *control);
+  if (auto bad = nameProblem(graph.name, limits.maxJobNameBytes)) return violation("name", *bad);
 
   if (graph.vertexCount == 0) return violation("vertices", "must hold at least one vertex");
   if (graph.vertexCount > limits.maxVertices) {

@@ -21,6 +21,9 @@ struct SlotProfile {
 struct JobGraphLimits {
   uint32_t maxVertices = 1000;
   uint32_t maxParallelism = 10000;  // per vertex
+  // Longest job name and vertex name, in bytes of UTF-8.
+  uint32_t maxJobNameBytes = 256;
+  uint32_t maxVertexNameBytes = 128;
   // The largest slot profile a worker offers. A vertex whose resources exceed it in cpu or
   // memory is refused. Unset: the fit check is skipped (regentctl does not know the workers).
   // The check is per component; with slots of different shapes pass the component-wise

@@ -14,6 +14,7 @@
 
 #include "common/host_port.h"
 #include "common/ids.h"
+#include "common/utf8.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 
@@ -164,15 +165,23 @@ kj::Promise<void> HttpRoutes::jobs(Response& response) {
   nlohmann::json jobs = nlohmann::json::array();
   for (auto job : statuses.getReader()) {
     jobs.push_back({{"job_id", wire::idFromWire<JobId>(job.getJobId()).toHex()},
-                    {"name", job.getName().cStr()},
+                    {"name", sanitizeUtf8(std::string_view(job.getName().begin(),
+                                                           job.getName().size()))},
                     {"state", wire::enumNameUpper(job.getState())},
                     {"submitted_at_ms", job.getSubmittedAtMs()},
                     {"state_changed_at_ms", job.getStateChangedAtMs()},
                     {"ended_at_ms", job.getEndedAtMs()},
                     {"restarts", job.getRestarts()}});
+    if (job.getState() == wire::JobState::CORRUPT) {
+      jobs.back()["corrupt_reason"] = sanitizeUtf8(
+          std::string_view(job.getCorruptReason().begin(), job.getCorruptReason().size()));
+    }
   }
+  // Names are sanitized above; "replace" guards whatever text is added to a job later.
   return reply(response, 200, "OK", kJson,
-               nlohmann::json{{"epoch", epoch}, {"jobs", jobs}}.dump() + "\n");
+               nlohmann::json{{"epoch", epoch}, {"jobs", jobs}}.dump(
+                   -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   "\n");
 }
 
 kj::Promise<void> HttpRoutes::metrics(Response& response) {

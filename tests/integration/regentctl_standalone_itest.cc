@@ -147,9 +147,12 @@ TEST_F(RegentctlStandalone, LeaderViewShowsWhenTheMasterBecameLeaderAndFailoverM
   EXPECT_GE(electedAt, startedAtMs_) << first.dump();
   EXPECT_LE(electedAt, wallClockMillis()) << first.dump();
 
-  // failover through --master: the standalone master hands over and takes the next epoch.
+  // failover through --master: the standalone master hands over and takes the next epoch;
+  // no other master took over, which regentctl says (exit 4) after printing the term change.
   CtlResult moved = ctl({"--master", rpcAddress_, "--json", "failover"});
-  ASSERT_EQ(moved.exit.exitCode, 0) << moved.output << master_->outputTail();
+  ASSERT_EQ(moved.exit.exitCode, 4) << moved.output << master_->outputTail();
+  EXPECT_NE(moved.output.find("failover: no other master took over"), std::string::npos)
+      << moved.output;
   auto lines = jsonLines(moved.output);
   ASSERT_EQ(lines.size(), 1u) << moved.output;
   auto change = nlohmann::json::parse(lines[0]);

@@ -33,6 +33,16 @@ class FakeStoreBackend final {
 
   size_t count(RecordFamily family) const { return records_.count(family) ? records_.at(family).size() : 0; }
 
+  // Stores `bytes` under `key` as they are, bypassing the stores' encoding (a corrupt record).
+  void putRaw(RecordFamily family, const std::string& key, std::string bytes) {
+    records_[family][key] = std::move(bytes);
+  }
+  // The bytes stored under `key`, nullopt when there is none.
+  std::optional<std::string> raw(RecordFamily family, const std::string& key) const {
+    if (records_.count(family) == 0 || records_.at(family).count(key) == 0) return std::nullopt;
+    return records_.at(family).at(key);
+  }
+
   // Applies the held writes in order and lets later ones through.
   void releaseWrites() {
     holdWrites = false;

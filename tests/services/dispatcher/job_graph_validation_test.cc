@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <string_view>
 #include <initializer_list>
 #include <ostream>
 #include <string>
@@ -172,6 +174,102 @@ TEST(JobGraphValidation, EnvAndWorkingDirMustNotHoldNulBytes) {
             violation("vertices[0].command.env[0].value", "must not contain a NUL byte"));
   EXPECT_EQ(check(job({"{name: v, command: {argv: [true], working_dir: \"/tmp\\0\"}}"})),
             violation("vertices[0].command.working_dir", "must not contain a NUL byte"));
+}
+
+// A valid graph from `job({vertex("v")})` whose text at `set` is then replaced by raw bytes
+// (the YAML reader would not produce invalid UTF-8, but a client on the wire can).
+std::optional<JobGraphViolation> checkWithBytes(
+    const std::function<void(wire::JobGraph::Builder, capnp::Text::Reader)>& set,
+    std::string_view bytes) {
+  auto message = parseOrFail(job({"{name: v, command: {argv: [echo, x], env: {A: x}, "
+                                  "working_dir: /tmp}}"}));
+  set(message->getRoot<wire::JobGraph>(), capnp::Text::Reader(bytes.data(), bytes.size()));
+  return findJobGraphViolation(graphOf(*message), JobGraphLimits{});
+}
+
+TEST(JobGraphValidation, EveryTextFieldMustBeValidUtf8NamingTheField) {
+  using Graph = wire::JobGraph::Builder;
+  using Text = capnp::Text::Reader;
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "bad\xff"),
+            violation("name", "is not valid UTF-8 (byte \\xff at byte 3 of \"bad\\xff\")"));
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.getVertices()[0].setName(t); },
+                           "v\xc3"),  // truncated
+            violation("vertices[0].name",
+                      "is not valid UTF-8 (byte \\xc3 at byte 1 of \"v\\xc3\")"));
+  EXPECT_EQ(checkWithBytes(
+                [](Graph g, Text t) { g.getVertices()[0].getCommand().getArgv().set(1, t); },
+                "\xed\xa0\x80"),  // a surrogate
+            violation("vertices[0].command.argv[1]",
+                      "is not valid UTF-8 (byte \\xed at byte 0 of \"\\xed\\xa0\\x80\")"));
+  EXPECT_EQ(checkWithBytes(
+                [](Graph g, Text t) { g.getVertices()[0].getCommand().getEnv()[0].setName(t); },
+                "\xc0\xaf"),  // overlong
+            violation("vertices[0].command.env[0].name",
+                      "is not valid UTF-8 (byte \\xc0 at byte 0 of \"\\xc0\\xaf\")"));
+  EXPECT_EQ(checkWithBytes(
+                [](Graph g, Text t) { g.getVertices()[0].getCommand().getEnv()[0].setValue(t); },
+                "x\x80"),
+            violation("vertices[0].command.env[0].value",
+                      "is not valid UTF-8 (byte \\x80 at byte 1 of \"x\\x80\")"));
+  EXPECT_EQ(checkWithBytes(
+                [](Graph g, Text t) { g.getVertices()[0].getCommand().setWorkingDir(t); },
+                "/tmp/\xfe"),
+            violation("vertices[0].command.working_dir",
+                      "is not valid UTF-8 (byte \\xfe at byte 5 of \"/tmp/\\xfe\")"));
+  // Valid UTF-8 beyond ASCII is fine everywhere, and so are tabs and newlines in arguments.
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "caf\xc3\xa9 \xe2\x82\xac"),
+            std::nullopt);
+  EXPECT_EQ(checkWithBytes(
+                [](Graph g, Text t) { g.getVertices()[0].getCommand().getArgv().set(1, t); },
+                "a\tb\nc"),
+            std::nullopt);
+}
+
+TEST(JobGraphValidation, NamesMustNotHoldC1ControlsOrBidirectionalOverrides) {
+  using Graph = wire::JobGraph::Builder;
+  using Text = capnp::Text::Reader;
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "a\xc2\x85" "b"),
+            violation("name", "must not contain control characters (found U+0085 at byte 1 of "
+                              "\"a\\x85b\")"));
+  // "invoice" shown reversed after U+202E RIGHT-TO-LEFT OVERRIDE.
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.getVertices()[0].setName(t); },
+                           "x\xe2\x80\xae" "eciovni"),
+            violation("vertices[0].name",
+                      "must not contain bidirectional override or isolate characters (found "
+                      "U+202E at byte 1 of \"x\\u{202E}eciovni\")"));
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "\xe2\x81\xa6" "a"),
+            violation("name", "must not contain bidirectional override or isolate characters "
+                              "(found U+2066 at byte 0 of \"\\u{2066}a\")"));
+  EXPECT_EQ(checkWithBytes(
+                [](Graph g, Text t) { g.getVertices()[0].getCommand().getEnv()[0].setName(t); },
+                "A\x1b"),
+            violation("vertices[0].command.env[0].name",
+                      "must not contain control characters (found \\x1b at byte 1 of "
+                      "\"A\\x1b\")"));
+}
+
+TEST(JobGraphValidation, NameLengthsAreLimited) {
+  const std::string longest(256, 'n');
+  EXPECT_EQ(check("job_id: 00000000000000000000000000000001\nname: " + longest +
+                  "\nvertices: [" + vertex("v") + "]\n"),
+            std::nullopt);
+  auto tooLong = check("job_id: 00000000000000000000000000000001\nname: " + longest +
+                       "x\nvertices: [" + vertex("v") + "]\n");
+  ASSERT_TRUE(tooLong.has_value());
+  EXPECT_EQ(tooLong->field, "name");
+  EXPECT_THAT(tooLong->message, StartsWith("must be at most 256 bytes long, got 257 bytes (\"nnn"));
+
+  EXPECT_EQ(check(job({vertex(std::string(128, 'v'))})), std::nullopt);
+  auto vertexTooLong = check(job({vertex(std::string(129, 'v'))}));
+  ASSERT_TRUE(vertexTooLong.has_value());
+  EXPECT_EQ(vertexTooLong->field, "vertices[0].name");
+  EXPECT_THAT(vertexTooLong->message, StartsWith("must be at most 128 bytes long, got 129 bytes"));
+
+  JobGraphLimits limits;
+  limits.maxVertexNameBytes = 4;
+  EXPECT_EQ(check(job({vertex("abcde")}), limits),
+            violation("vertices[0].name",
+                      "must be at most 4 bytes long, got 5 bytes (\"abcde\")"));
 }
 
 TEST(JobGraphValidation, UpstreamNamesMustExist) {
