@@ -9,30 +9,114 @@
 #include "rpc/abort_watching_stream.h"
 
 namespace regent::rpc {
+namespace {
+
+kj::Duration toKj(Duration duration) { return duration.count() * kj::MILLISECONDS; }
+
+constexpr Duration kRefusalLogInterval{10000};
+
+}  // namespace
+
+// Warnings about connections refused by one cap that cannot flood the log: the first refusal of
+// a burst is a warning of its own; later ones are counted and summed up in one line per interval
+// while they continue; an interval with none ends the burst.
+class RpcServer::RefusalLog final {
+ public:
+  RefusalLog(kj::Timer& timer, std::string option, uint64_t cap)
+      : timer_(timer), option_(std::move(option)), cap_(cap) {}
+
+  void setInterval(Duration interval) { interval_ = interval; }
+
+  // `peer` was refused; `detail` ends the first warning of a burst (" for 10.0.0.7").
+  void refused(const std::string& peer, const std::string& detail) {
+    if (inBurst_) {
+      ++unreported_;
+      return;
+    }
+    spdlog::warn("rpc: refused connection from {}: {} ({}) reached{}; further refusals are summed "
+                 "up every {}",
+                 peer, option_, cap_, detail, formatDuration(interval_));
+    inBurst_ = true;
+    summaries_ = summarize().eagerlyEvaluate(nullptr);
+  }
+
+ private:
+  kj::Promise<void> summarize() {
+    return timer_.afterDelay(toKj(interval_)).then([this]() -> kj::Promise<void> {
+      if (unreported_ == 0) {
+        inBurst_ = false;
+        return kj::READY_NOW;
+      }
+      spdlog::warn("rpc: refused {} more connection(s) in the last {}: {} ({}) reached",
+                   unreported_, formatDuration(interval_), option_, cap_);
+      unreported_ = 0;
+      return summarize();
+    });
+  }
+
+  kj::Timer& timer_;
+  const std::string option_;
+  const uint64_t cap_;
+  Duration interval_ = kRefusalLogInterval;
+  bool inBurst_ = false;
+  uint64_t unreported_ = 0;
+  kj::Promise<void> summaries_ = kj::READY_NOW;
+};
 
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
 // first, the socket last.
 struct RpcServer::Connection {
-  Connection(RpcServer& server, kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
+  Connection(RpcServer& server, kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam,
+             std::string peerHostParam)
       : server(server),
         peer(kj::mv(peerParam)),
+        peerHost(std::move(peerHostParam)),
         stream(kj::mv(streamParam)),
         messages(*stream),
-        network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)),
-        rpcSystem(capnp::makeRpcServer(network, server.bootstrap_(peer))) {
+        network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)) {
+    // Limits first, so that they hold from the first byte; then the bootstrap, which may mark
+    // the gate at once (a peer its TLS certificate identifies) and so lift them.
+    if (!peer.gate->authenticated()) {
+      messages.setPreAuthenticationLimit(server.options_.preAuthMaxMessageSize);
+      authDeadline = server.timer_.afterDelay(toKj(server.options_.authTimeout))
+                         .then([this] {
+                           timedOutBeforeAuthentication = true;
+                           close.fulfiller->fulfill();
+                         })
+                         .eagerlyEvaluate(nullptr);
+      peer.gate->setOnAuthenticated([this] {
+        messages.setPreAuthenticationLimit(std::nullopt);
+        authDeadline = nullptr;
+      });
+    }
+    KJ_ON_SCOPE_FAILURE(peer.gate->setOnAuthenticated(nullptr));
+    rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
     ++server.open_;
+    ++server.openPerPeer_[peerHost];
   }
   ~Connection() noexcept {
     peer.gate->setOnAuthenticated(nullptr);
     --server.open_;
+    server.connectionClosed(peerHost);
+  }
+
+  // Resolves when the peer or the RPC system ends the connection, or this side closes it.
+  kj::Promise<void> whenEnded() {
+    return network.onDisconnect().exclusiveJoin(kj::mv(close.promise));
   }
 
   RpcServer& server;
   const RpcPeer peer;
+  const std::string peerHost;  // The peer's IP address, what the per-peer cap counts.
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
   capnp::TwoPartyVatNetwork network;
-  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpcSystem;
+  kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
+  // Fulfilled when this side closes the connection (the authentication deadline passed).
+  kj::PromiseFulfillerPair<void> close = kj::newPromiseAndFulfiller<void>();
+  bool timedOutBeforeAuthentication = false;
+  // Pending while the connection has not authenticated; declared last, so it goes first.
+  kj::Maybe<kj::Promise<void>> authDeadline;
 };
 
 struct RpcServer::Private {};
@@ -72,10 +156,24 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(host, port_)),
+      totalCapLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections", options_.maxConnections)),
+      peerCapLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections-per-peer",
+                                       options_.maxConnectionsPerPeer)),
       connections_(errorHandler_),
       accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {
-  spdlog::info("rpc: listening on {} (max message size {})", listenAddress_,
-               formatSize(options_.maxMessageSize));
+  if (options_.requireAuthentication) {
+    spdlog::info(
+        "rpc: listening on {} (max message size {}, {} before authentication, which must "
+        "happen within {}; at most {} connections, {} per peer address)",
+        listenAddress_, formatSize(options_.maxMessageSize),
+        formatSize(options_.preAuthMaxMessageSize), formatDuration(options_.authTimeout),
+        options_.maxConnections, options_.maxConnectionsPerPeer);
+  } else {
+    spdlog::info("rpc: listening on {} (max message size {}; at most {} connections, {} per peer "
+                 "address)",
+                 listenAddress_, formatSize(options_.maxMessageSize), options_.maxConnections,
+                 options_.maxConnectionsPerPeer);
+  }
 }
 
 RpcServer::~RpcServer() noexcept {
@@ -84,10 +182,15 @@ RpcServer::~RpcServer() noexcept {
   }
 }
 
+void RpcServer::setRefusalLogIntervalForTests(Duration interval) {
+  totalCapLog_->setInterval(interval);
+  peerCapLog_->setInterval(interval);
+}
+
 kj::Promise<void> RpcServer::acceptLoop() {
-  return receiver_->accept().then(
-      [this](kj::Own<kj::AsyncIoStream>&& stream) {
-        adopt(kj::mv(stream));
+  return receiver_->acceptAuthenticated().then(
+      [this](kj::AuthenticatedStream&& accepted) {
+        adopt(kj::mv(accepted));
         return acceptLoop();
       },
       [this](kj::Exception&& exception) {
@@ -98,16 +201,36 @@ kj::Promise<void> RpcServer::acceptLoop() {
       });
 }
 
-void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream) {
+void RpcServer::adopt(kj::AuthenticatedStream accepted) {
+  const std::string address = peerAddressOf(*accepted.stream);
+  std::string host = hostOf(address);
+  // Over a cap: dropping the stream closes the socket before anything is read from it.
+  if (open_ >= options_.maxConnections) {
+    ++refusedOverTotalCap_;
+    totalCapLog_->refused(address, "");
+    return;
+  }
+  if (auto found = openPerPeer_.find(host);
+      found != openPerPeer_.end() && found->second >= options_.maxConnectionsPerPeer) {
+    ++refusedOverPeerCap_;
+    peerCapLog_->refused(address, " for " + host);
+    return;
+  }
+
   ++accepted_;
-  RpcPeer peer{accepted_, peerAddressOf(*stream), {},
+  std::string commonName;
+  if (auto* certificate = dynamic_cast<VerifiedClientCertificate*>(accepted.peerIdentity.get())) {
+    commonName = certificate->commonName();
+  }
+  RpcPeer peer{accepted_, address, std::move(commonName),
                kj::refcounted<ConnectionGate>(!options_.requireAuthentication)};
-  spdlog::debug("rpc: connection {} from {}", peer.connectionId, peer.address);
+  spdlog::debug("rpc: connection {} from {}{}", peer.connectionId, peer.address,
+                peer.tlsCommonName.empty() ? "" : " (TLS client " + peer.tlsCommonName + ")");
   const uint64_t connectionId = peer.connectionId;
-  const std::string address = peer.address;
   kj::Own<Connection> connection;
   KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                 connection = kj::heap<Connection>(*this, kj::mv(stream), kj::mv(peer));
+                 connection = kj::heap<Connection>(*this, kj::mv(accepted.stream), kj::mv(peer),
+                                                   std::move(host));
                })) {
     // A bootstrap factory that throws breaks its contract; the accept loop must survive it.
     spdlog::error("rpc: cannot serve connection {} from {}: {}", connectionId, address,
@@ -115,21 +238,32 @@ void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream) {
     return;
   }
   Connection& ref = *connection;
-  connections_.add(ref.network.onDisconnect()
-                       .then([this, &ref] { connectionEnded(ref); })
-                       .attach(kj::mv(connection)));
+  connections_.add(
+      ref.whenEnded().then([this, &ref] { connectionEnded(ref); }).attach(kj::mv(connection)));
 }
 
 void RpcServer::connectionEnded(Connection& connection) {
+  if (connection.timedOutBeforeAuthentication) {
+    ++authTimeouts_;
+    spdlog::warn("rpc: closed connection from {}: not authenticated within {} (rpc.auth-timeout)",
+                 connection.peer.address, formatDuration(options_.authTimeout));
+    return;
+  }
   const auto& sent = connection.messages.sentAbort();
   if (sent && sent->type != kj::Exception::Type::DISCONNECTED) {
     ++aborted_;
+    if (connection.messages.refusedBeforeAuthentication()) ++droppedBeforeAuthentication_;
     spdlog::warn("rpc: dropped connection from {}: {}", connection.peer.address,
                  explainAbort(*sent, options_.maxMessageSize));
     return;
   }
   spdlog::debug("rpc: connection {} from {} closed", connection.peer.connectionId,
                 connection.peer.address);
+}
+
+void RpcServer::connectionClosed(const std::string& peerHost) {
+  auto found = openPerPeer_.find(peerHost);
+  if (found != openPerPeer_.end() && --found->second == 0) openPerPeer_.erase(found);
 }
 
 }  // namespace regent::rpc

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "common/result.h"
+#include "common/time.h"
 #include "common/task_errors.h"
 #include "rpc/rpc_options.h"
 
@@ -45,6 +47,21 @@ class ConnectionGate final : public kj::Refcounted {
   kj::Maybe<kj::Function<void()>> onAuthenticated_;
 };
 
+// The identity RpcNetwork's TLS listener gives (kj::AuthenticatedStream::peerIdentity) to a
+// connection whose client presented a certificate chaining to rpc.tls.ca; RpcServer copies its
+// common name into RpcPeer::tlsCommonName. Every other accepted connection carries kj's own
+// identities, which name no certificate.
+class VerifiedClientCertificate final : public kj::PeerIdentity {
+ public:
+  explicit VerifiedClientCertificate(std::string commonName) : commonName_(std::move(commonName)) {}
+
+  const std::string& commonName() const { return commonName_; }
+  kj::String toString() override { return kj::str("TLS client CN=", commonName_.c_str()); }
+
+ private:
+  std::string commonName_;
+};
+
 // The far end of one accepted connection, as the bootstrap factory sees it.
 struct RpcPeer {
   uint64_t connectionId = 0;  // 1, 2, ... in accept order, unique per server.
@@ -64,6 +81,19 @@ struct RpcPeer {
 // the peer and the reason ("rpc: dropped connection from 127.0.0.1:40312: message larger than
 // rpc.max-message-size (16MiB)"), counts it in connectionsAborted(), and keeps serving the
 // others. Connections that end normally are logged at debug level.
+//
+// Limits, all counted and logged naming the peer and the option (docs/wire.md, "Admission"):
+//   - Caps on open connections (RpcOptions::maxConnections in total, maxConnectionsPerPeer from
+//     one IP address): a connection over either is closed as soon as it is accepted, before
+//     the bootstrap factory sees it. The first refusal of a burst is a warning; further ones
+//     are summed up in one line per 10 s while they continue, so a flood cannot flood the log.
+//   - While a connection's gate is not authenticated (RpcOptions::requireAuthentication):
+//     a message larger than preAuthMaxMessageSize is refused from its frame's segment table,
+//     before its body is read, and the connection aborted (a subset of connectionsAborted());
+//     and a connection still not authenticated after authTimeout is closed by the server.
+//     ConnectionGate::markAuthenticated() lifts both at once (rpc.max-message-size applies
+//     from the next message on). The check happens when a frame's segment table arrives, so a
+//     client must wait for its authentication to be answered before sending a larger message.
 //
 // Thread-safety: loop-thread only. Destroying the server stops listening and closes every
 // connection at once: calls in flight are cancelled, and peers see DISCONNECTED.
@@ -105,18 +135,33 @@ class RpcServer final {
 
   // Connections open now.
   size_t connectionCount() const { return open_; }
-  // Connections accepted so far.
+  // Connections accepted and served so far (not those refused by a cap).
   uint64_t connectionsAccepted() const { return accepted_; }
   // Connections this side aborted because of what the peer sent (malformed or oversized
   // messages, protocol errors), so far.
   uint64_t connectionsAborted() const { return aborted_; }
+  // Of those, connections dropped for a message over RpcOptions::preAuthMaxMessageSize sent
+  // before authenticating.
+  uint64_t connectionsDroppedBeforeAuthentication() const { return droppedBeforeAuthentication_; }
+  // Connections closed because they had not authenticated within RpcOptions::authTimeout.
+  uint64_t connectionsTimedOutBeforeAuthentication() const { return authTimeouts_; }
+  // Connections closed at accept because RpcOptions::maxConnections were open.
+  uint64_t connectionsRefusedOverTotalCap() const { return refusedOverTotalCap_; }
+  // Connections closed at accept because RpcOptions::maxConnectionsPerPeer were open from the
+  // same IP address.
+  uint64_t connectionsRefusedOverPeerCap() const { return refusedOverPeerCap_; }
+
+  // How often refusals by a cap are summed up in the log (10 s).
+  void setRefusalLogIntervalForTests(Duration interval);
 
  private:
   struct Connection;
+  class RefusalLog;
 
   kj::Promise<void> acceptLoop();
-  void adopt(kj::Own<kj::AsyncIoStream> stream);
+  void adopt(kj::AuthenticatedStream accepted);
   void connectionEnded(Connection& connection);
+  void connectionClosed(const std::string& peerHost);
 
   kj::Timer& timer_;
   const RpcOptions options_;
@@ -127,6 +172,14 @@ class RpcServer final {
   size_t open_ = 0;
   uint64_t accepted_ = 0;
   uint64_t aborted_ = 0;
+  uint64_t droppedBeforeAuthentication_ = 0;
+  uint64_t authTimeouts_ = 0;
+  uint64_t refusedOverTotalCap_ = 0;
+  uint64_t refusedOverPeerCap_ = 0;
+  // Open connections per peer IP address (no entry for none).
+  std::unordered_map<std::string, uint64_t> openPerPeer_;
+  kj::Own<RefusalLog> totalCapLog_;
+  kj::Own<RefusalLog> peerCapLog_;
   // A connection task ends when its peer goes away: routine, logged at debug.
   TaskFailureLogger errorHandler_{"rpc: connection", spdlog::level::debug};
   // Declared after the counters: connections update them while being destroyed.
