@@ -84,10 +84,10 @@ struct RpcServer::Connection {
                            close.fulfiller->fulfill();
                          })
                          .eagerlyEvaluate(nullptr);
-      peer.gate->setOnAuthenticated([this] {
+      peer.gate->setOnAuthenticated(kj::Function<void()>([this] {
         messages.setPreAuthenticationLimit(std::nullopt);
         authDeadline = nullptr;
-      });
+      }));
     }
     KJ_ON_SCOPE_FAILURE(peer.gate->setOnAuthenticated(nullptr));
     rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));

@@ -4,10 +4,14 @@
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <kj/io.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <iostream>
 #include <sstream>
@@ -42,6 +46,7 @@ class RpcAdmission : public DefaultLoggerTest {
     spdlog::set_default_logger(logger);
   }
   void TearDown() override {
+    server_ = nullptr;  // Its last lines go to this test's log.
     if (HasFailure()) std::cerr << "---- log of the test\n" << log() << "----\n";
     DefaultLoggerTest::TearDown();
   }
@@ -71,33 +76,66 @@ class RpcAdmission : public DefaultLoggerTest {
     server_ = kj::mv(started).value();
   }
 
-  // A raw TCP connection to the server, and the address the server sees it from.
+  // A raw TCP connection to the server from the local address `source` (any of 127.0.0.0/8 on
+  // Linux; the connect completes in the kernel's backlog, without the loop), and the address the
+  // server sees it from.
   struct RawConnection {
-    kj::Own<kj::AsyncIoStream> stream;
+    kj::AutoCloseFd fd;
     std::string peer;
   };
-  RawConnection connectRaw() {
-    auto address = runBounded(loop_, network().parseAddress(loopback(server_->port())));
-    auto stream = runBounded(loop_, address->connect());
+  RawConnection connectRaw(const std::string& source = "127.0.0.1") {
+    kj::AutoCloseFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    KJ_SYSCALL(fd.get());
     sockaddr_in local{};
-    uint length = sizeof(local);
-    stream->getsockname(reinterpret_cast<sockaddr*>(&local), &length);
-    return {kj::mv(stream), loopback(ntohs(local.sin_port))};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, source.c_str(), &local.sin_addr);
+    KJ_SYSCALL(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local), source);
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    remote.sin_port = htons(server_->port());
+    inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+    KJ_SYSCALL(::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote));
+    socklen_t length = sizeof(local);
+    KJ_SYSCALL(::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length));
+    return {kj::mv(fd), source + ":" + std::to_string(ntohs(local.sin_port))};
   }
 
-  // Reads until the server ends the stream (EOF or a reset); false if it is still open after the
-  // tests' bound.
-  bool endedByServer(kj::AsyncIoStream& stream) {
-    char buffer[4096];
-    for (;;) {
-      bool ended = false;
-      KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                     ended = runBounded(loop_, stream.tryRead(buffer, 1, sizeof buffer)) == 0;
-                   })) {
-        return problem->getType() == kj::Exception::Type::DISCONNECTED;
+  void send(RawConnection& connection, const void* bytes, size_t size) {
+    KJ_SYSCALL(::send(connection.fd, bytes, size, MSG_NOSIGNAL));
+  }
+
+  // Runs the loop until the server ends the connection (EOF or a reset; what it sends before
+  // is read and dropped); false if it is still open after the tests' bound.
+  bool endedByServer(RawConnection& connection) {
+    return runUntil(loop_, [&] {
+      char buffer[4096];
+      for (;;) {
+        const ssize_t got = ::recv(connection.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+        if (got > 0) continue;
+        return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
       }
-      if (ended) return true;
+    });
+  }
+
+  std::string masterIdVia(RpcClient& client) {
+    auto master = runBounded(loop_, client.bootstrapAs<wire::MasterBootstrap>());
+    auto response = runBounded<capnp::Response<wire::MasterBootstrap::LeaderInfoResults>>(
+        loop_, master.leaderInfoRequest().send());
+    return response.getContender().getMasterId().cStr();
+  }
+
+  wire::DispatcherGateway::Client dispatcherOf(RpcClient& client) {
+    auto master = runBounded(loop_, client.bootstrapAs<wire::MasterBootstrap>());
+    return master.dispatcherRequest().send().getDispatcher();
+  }
+
+  // Runs `promise`, which must fail; returns its type.
+  kj::Exception::Type failureOf(kj::Promise<void> promise) {
+    KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] { runBounded(loop_, kj::mv(promise)); })) {
+      return exception->getType();
     }
+    ADD_FAILURE() << "the promise resolved; expected it to fail";
+    return kj::Exception::Type::FAILED;
   }
 
   std::ostringstream log_;
@@ -113,6 +151,21 @@ RpcOptions requiringAuthentication() {
   return options;
 }
 
+RpcOptions options_without_authentication(RpcOptions options) {
+  options.requireAuthentication = false;
+  return options;
+}
+
+// A submitJob request whose job name is `nameBytes` long (a way to send a large message).
+capnp::Request<wire::DispatcherGateway::SubmitJobParams, wire::DispatcherGateway::SubmitJobResults>
+submitWithName(wire::DispatcherGateway::Client& dispatcher, size_t nameBytes) {
+  auto request = dispatcher.submitJobRequest();
+  auto graph = request.initJobGraph();
+  wire::setWireId(graph.initJobId(), JobId(7, 9));
+  graph.setName(std::string(nameBytes, 'x'));
+  return request;
+}
+
 // ---- The pre-authentication message cap ---------------------------------------------------
 
 TEST_F(RpcAdmission, AFrameAnnouncingTenMebibytesBeforeAuthenticationIsDroppedWithoutItsBody) {
@@ -123,13 +176,168 @@ TEST_F(RpcAdmission, AFrameAnnouncingTenMebibytesBeforeAuthenticationIsDroppedWi
   const uint32_t words = 10 * 1024 * 1024 / 8;
   const kj::byte header[8] = {0, 0, 0, 0, kj::byte(words), kj::byte(words >> 8),
                               kj::byte(words >> 16), kj::byte(words >> 24)};
-  runBounded(loop_, rogue.stream->write(header, sizeof header));
+  send(rogue, header, sizeof header);
 
-  EXPECT_TRUE(endedByServer(*rogue.stream));
+  EXPECT_TRUE(endedByServer(rogue));
   ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionCount() == 0; }));
   EXPECT_THAT(log(), HasSubstr("rpc: dropped connection from " + rogue.peer +
                                ": message larger than rpc.pre-auth-max-message-size (64KiB) "
                                "before authentication"));
+}
+
+TEST_F(RpcAdmission, AMessageOverThePreAuthenticationCapIsDroppedAndTheSameOneIsServedAfterward) {
+  serve(requiringAuthentication());
+  // Cap'n Proto refuses to send what its own limit would refuse to receive: the client's
+  // rpc.max-message-size (16MiB) is the server's, so only the pre-authentication cap differs.
+  RpcClient early(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(early), "m1");  // Small messages pass before authentication.
+  auto earlyDispatcher = dispatcherOf(early);
+  ASSERT_EQ(gates_.size(), 1u);
+  EXPECT_FALSE(gates_[0]->authenticated());
+
+  failureOf(submitWithName(earlyDispatcher, 96 * 1024).send().ignoreResult());
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsAborted() == 1; }));
+  EXPECT_EQ(server_->connectionsDroppedBeforeAuthentication(), 1u);
+  EXPECT_EQ(linesContaining("message larger than rpc.pre-auth-max-message-size (64KiB) before "
+                            "authentication"),
+            1u);
+  EXPECT_THAT(log(), HasSubstr("rpc: dropped connection from " + record_->peers[0] +
+                               ": message larger than rpc.pre-auth-max-message-size (64KiB) "
+                               "before authentication"));
+
+  RpcClient later(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(later), "m1");
+  auto laterDispatcher = dispatcherOf(later);
+  ASSERT_EQ(gates_.size(), 2u);
+  gates_[1]->markAuthenticated();
+  auto response = runBounded<capnp::Response<wire::DispatcherGateway::SubmitJobResults>>(
+      loop_, submitWithName(laterDispatcher, 96 * 1024).send());
+  EXPECT_EQ(wire::idFromWire<JobId>(response.getJobId()), JobId(7, 9));
+  EXPECT_EQ(server_->connectionsDroppedBeforeAuthentication(), 1u);
+  EXPECT_EQ(later.connectionsEstablished(), 1u);
+}
+
+TEST_F(RpcAdmission, WithoutAuthenticationRequiredOnlyTheMessageSizeLimitApplies) {
+  serve({});
+  RpcClient client(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(client), "m1");
+  auto dispatcher = dispatcherOf(client);
+  ASSERT_EQ(gates_.size(), 1u);
+  EXPECT_TRUE(gates_[0]->authenticated());
+  auto response = runBounded<capnp::Response<wire::DispatcherGateway::SubmitJobResults>>(
+      loop_, submitWithName(dispatcher, 96 * 1024).send());
+  EXPECT_EQ(wire::idFromWire<JobId>(response.getJobId()), JobId(7, 9));
+  EXPECT_EQ(server_->connectionsDroppedBeforeAuthentication(), 0u);
+}
+
+// ---- The authentication deadline -----------------------------------------------------------
+
+TEST_F(RpcAdmission, AConnectionNotAuthenticatedInTimeIsClosedAndAnAuthenticatedOneIsNot) {
+  RpcOptions options = requiringAuthentication();
+  options.authTimeout = Duration(200);
+  serve(options);
+  // A second server that requires no authentication: its connections have no deadline.
+  auto open = testing::startServer(loop_, "open", record_, options_without_authentication(options));
+
+  RpcClient trusted(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(trusted), "m1");
+  ASSERT_EQ(gates_.size(), 1u);
+  gates_[0]->markAuthenticated();
+  RpcClient unrelated(network(), loop_.timer(), loopback(open->port()), {});
+  ASSERT_EQ(masterIdVia(unrelated), "open");
+
+  // Connected after the others: once it is closed, their deadlines would have passed as well.
+  RawConnection silent = connectRaw();
+  EXPECT_TRUE(endedByServer(silent));
+  ASSERT_TRUE(
+      runUntil(loop_, [&] { return server_->connectionsTimedOutBeforeAuthentication() == 1; }));
+  EXPECT_THAT(log(), HasSubstr("rpc: closed connection from " + silent.peer +
+                               ": not authenticated within 200ms (rpc.auth-timeout)"));
+
+  EXPECT_EQ(masterIdVia(trusted), "m1");
+  EXPECT_EQ(trusted.connectionsEstablished(), 1u);
+  EXPECT_EQ(masterIdVia(unrelated), "open");
+  EXPECT_EQ(unrelated.connectionsEstablished(), 1u);
+  EXPECT_EQ(open->connectionsTimedOutBeforeAuthentication(), 0u);
+  EXPECT_EQ(server_->connectionCount(), 1u);
+}
+
+// ---- Connection caps -------------------------------------------------------------------------
+
+TEST_F(RpcAdmission, ConnectionsOverEitherCapAreClosedAtOnceWhileTheOthersKeepServing) {
+  RpcOptions options;
+  options.maxConnections = 3;
+  options.maxConnectionsPerPeer = 2;
+  serve(options);
+  RpcClient first(network(), loop_.timer(), loopback(server_->port()), {});
+  RpcClient second(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(first), "m1");
+  ASSERT_EQ(masterIdVia(second), "m1");
+
+  // A third from 127.0.0.1 is over the per-peer cap.
+  RawConnection overPeerCap = connectRaw("127.0.0.1");
+  EXPECT_TRUE(endedByServer(overPeerCap));
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsRefusedOverPeerCap() == 1; }));
+  EXPECT_THAT(log(), HasSubstr("rpc: refused connection from " + overPeerCap.peer +
+                               ": rpc.max-connections-per-peer (2) reached for 127.0.0.1"));
+
+  // Another loopback address is another peer: served, which makes three in total.
+  RawConnection otherPeer = connectRaw("127.0.0.2");
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionCount() == 3; }));
+  RawConnection overTotalCap = connectRaw("127.0.0.3");
+  EXPECT_TRUE(endedByServer(overTotalCap));
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsRefusedOverTotalCap() == 1; }));
+  EXPECT_THAT(log(), HasSubstr("rpc: refused connection from " + overTotalCap.peer +
+                               ": rpc.max-connections (3) reached"));
+
+  EXPECT_EQ(masterIdVia(first), "m1");
+  EXPECT_EQ(masterIdVia(second), "m1");
+  EXPECT_EQ(server_->connectionsAccepted(), 3u);
+  EXPECT_EQ(gates_.size(), 3u);  // The refused never reached the bootstrap factory.
+
+  // A slot freed is a slot to take.
+  otherPeer.fd = nullptr;
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionCount() == 2; }));
+  RawConnection again = connectRaw("127.0.0.3");
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionCount() == 3; }));
+  EXPECT_EQ(server_->connectionsRefusedOverTotalCap(), 1u);
+}
+
+TEST_F(RpcAdmission, RefusalsDoNotFloodTheLog) {
+  RpcOptions options;
+  options.maxConnectionsPerPeer = 1;
+  serve(options);
+  RpcClient kept(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(kept), "m1");
+
+  // Within one summary interval (10s), however many are refused, one warning.
+  for (int i = 0; i < 20; ++i) {
+    RawConnection refused = connectRaw("127.0.0.1");
+    EXPECT_TRUE(endedByServer(refused));
+  }
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsRefusedOverPeerCap() == 20; }));
+  EXPECT_EQ(linesContaining("rpc: refused connection from"), 1u);
+  EXPECT_EQ(linesContaining("more connection(s)"), 0u);
+  EXPECT_EQ(masterIdVia(kept), "m1");
+}
+
+TEST_F(RpcAdmission, RefusalsThatContinueAreSummedUpOncePerInterval) {
+  RpcOptions options;
+  options.maxConnectionsPerPeer = 1;
+  serve(options);
+  server_->setRefusalLogIntervalForTests(Duration(100));
+  RpcClient kept(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(kept), "m1");
+
+  for (int i = 0; i < 3; ++i) {
+    RawConnection refused = connectRaw("127.0.0.1");
+    EXPECT_TRUE(endedByServer(refused));
+  }
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsRefusedOverPeerCap() == 3; }));
+  ASSERT_TRUE(runUntil(loop_, [&] { return linesContaining("more connection(s)") == 1; }));
+  EXPECT_THAT(log(), HasSubstr("rpc: refused 2 more connection(s) in the last 100ms: "
+                               "rpc.max-connections-per-peer (1) reached"));
+  EXPECT_EQ(linesContaining("rpc: refused connection from"), 1u);
 }
 
 }  // namespace

@@ -83,6 +83,7 @@ class RpcTls : public ::testing::Test {
         loop_, RpcServer::listen(serverNetwork.network(), loop_.timer(), "127.0.0.1:0", {},
                                  [this](const RpcPeer& peer) -> capnp::Capability::Client {
                                    record_->peers.push_back(peer.address);
+                                   commonNames_.push_back(peer.tlsCommonName);
                                    return kj::heap<TestMaster>("m1", record_);
                                  }));
     if (!started.ok()) throw std::runtime_error(started.error().message);
@@ -132,6 +133,7 @@ class RpcTls : public ::testing::Test {
   TestCa otherCa_;
   EventLoop loop_;
   std::shared_ptr<TestMasterRecord> record_ = std::make_shared<TestMasterRecord>();
+  std::vector<std::string> commonNames_;  // RpcPeer::tlsCommonName of each connection served.
   std::vector<kj::Own<RpcNetwork>> networks_;
   kj::Own<RpcServer> server_;  // Goes before the networks.
 };
@@ -275,6 +277,36 @@ TEST_F(RpcTlsMutual, ClientWithCaSignedCertificateIsServed) {
   auto secure = client(clientSide);
   EXPECT_EQ(askName(*secure), "m1");
   EXPECT_EQ(server.handshakesFailed(), 0u);
+}
+
+TEST_F(RpcTlsMutual, TheVerifiedCertificatesCommonNameReachesTheBootstrapFactory) {
+  writePair("worker", ca_.issue("worker-7", ""));
+  RpcNetwork& server = network(serverOptions(/*verifyClients=*/true), RpcTlsRole::kServer);
+  serve(server);
+  RpcNetwork& cliSide = network(clientOptions("ca.pem", "client"), RpcTlsRole::kClient);
+  RpcNetwork& workerSide = network(clientOptions("ca.pem", "worker"), RpcTlsRole::kClient);
+  auto cli = client(cliSide);
+  ASSERT_EQ(askName(*cli), "m1");
+  auto worker = client(workerSide);
+  ASSERT_EQ(askName(*worker), "m1");
+  EXPECT_EQ(commonNames_, (std::vector<std::string>{"regentctl", "worker-7"}));
+}
+
+TEST_F(RpcTls, NoCommonNameWithoutAVerifiedClientCertificate) {
+  // Plain TCP.
+  RpcNetwork& plain = network({}, RpcTlsRole::kServer);
+  serve(plain);
+  auto plainClient = client(network({}, RpcTlsRole::kClient));
+  ASSERT_EQ(askName(*plainClient), "m1");
+  plainClient = nullptr;
+  server_ = nullptr;
+  // TLS without rpc.tls.verify-clients: the server asks for no certificate, so the one the
+  // client holds is never presented.
+  RpcNetwork& tls = network(serverOptions(/*verifyClients=*/false), RpcTlsRole::kServer);
+  serve(tls);
+  auto tlsClient = client(network(clientOptions("ca.pem", "client"), RpcTlsRole::kClient));
+  ASSERT_EQ(askName(*tlsClient), "m1");
+  EXPECT_EQ(commonNames_, (std::vector<std::string>{"", ""}));
 }
 
 // ---- Misconfiguration ------------------------------------------------------------------------
