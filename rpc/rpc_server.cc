@@ -81,7 +81,7 @@ struct RpcServer::Connection {
       authDeadline = server.timer_.afterDelay(toKj(server.options_.authTimeout))
                          .then([this] {
                            timedOutBeforeAuthentication = true;
-                           close.fulfiller->fulfill();
+                           closing.fulfiller->fulfill();
                          })
                          .eagerlyEvaluate(nullptr);
       peer.gate->setOnAuthenticated(kj::Function<void()>([this] {
@@ -102,7 +102,7 @@ struct RpcServer::Connection {
 
   // Resolves when the peer or the RPC system ends the connection, or this side closes it.
   kj::Promise<void> whenEnded() {
-    return network.onDisconnect().exclusiveJoin(kj::mv(close.promise));
+    return network.onDisconnect().exclusiveJoin(kj::mv(closing.promise));
   }
 
   RpcServer& server;
@@ -113,7 +113,7 @@ struct RpcServer::Connection {
   capnp::TwoPartyVatNetwork network;
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
   // Fulfilled when this side closes the connection (the authentication deadline passed).
-  kj::PromiseFulfillerPair<void> close = kj::newPromiseAndFulfiller<void>();
+  kj::PromiseFulfillerPair<void> closing = kj::newPromiseAndFulfiller<void>();
   bool timedOutBeforeAuthentication = false;
   // Pending while the connection has not authenticated; declared last, so it goes first.
   kj::Maybe<kj::Promise<void>> authDeadline;
