@@ -22,8 +22,11 @@ namespace regent::rpc {
 // The authentication state of one accepted connection, shared by the server and whatever the
 // bootstrap factory built for that connection (keep a reference with kj::addRef). A connection
 // starts unauthenticated unless the server was told that no authentication is required
-// (RpcServer::listen's `requireAuthentication`); the bootstrap marks it authenticated once the
-// peer has proven who it is. Loop-thread only.
+// (RpcOptions::requireAuthentication false); the bootstrap marks it authenticated once the
+// peer has proven who it is, which lifts the limits RpcServer holds an unauthenticated
+// connection to (its message cap and deadline, see RpcServer). The factory may mark it at once,
+// while it builds the bootstrap (a peer its verified TLS certificate identifies): then neither
+// limit ever applies. Loop-thread only.
 class ConnectionGate final : public kj::Refcounted {
  public:
   explicit ConnectionGate(bool authenticated) : authenticated_(authenticated) {}

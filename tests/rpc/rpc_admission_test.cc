@@ -70,6 +70,7 @@ class RpcAdmission : public DefaultLoggerTest {
                                  [this](const RpcPeer& peer) -> capnp::Capability::Client {
                                    record_->peers.push_back(peer.address);
                                    gates_.push_back(kj::addRef(*peer.gate));
+                                   if (markAtBootstrap_) peer.gate->markAuthenticated();
                                    return kj::heap<TestMaster>("m1", record_);
                                  }));
     if (!started.ok()) throw std::runtime_error(started.error().message);
@@ -142,6 +143,9 @@ class RpcAdmission : public DefaultLoggerTest {
   EventLoop loop_;
   std::shared_ptr<TestMasterRecord> record_ = std::make_shared<TestMasterRecord>();
   std::vector<kj::Own<ConnectionGate>> gates_;
+  // Whether the bootstrap factory marks the next connections authenticated at once, as one that
+  // trusts a verified TLS client certificate would.
+  bool markAtBootstrap_ = false;
   kj::Own<RpcServer> server_;
 };
 
@@ -260,6 +264,30 @@ TEST_F(RpcAdmission, AConnectionNotAuthenticatedInTimeIsClosedAndAnAuthenticated
   EXPECT_EQ(unrelated.connectionsEstablished(), 1u);
   EXPECT_EQ(open->connectionsTimedOutBeforeAuthentication(), 0u);
   EXPECT_EQ(server_->connectionCount(), 1u);
+}
+
+TEST_F(RpcAdmission, AConnectionTheBootstrapFactoryMarksAtOnceHasNeitherLimit) {
+  RpcOptions options = requiringAuthentication();
+  options.authTimeout = Duration(200);
+  serve(options);
+  markAtBootstrap_ = true;
+  RpcClient trusted(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(trusted), "m1");
+  markAtBootstrap_ = false;
+
+  // Connected after the trusted one: once it is closed, the trusted one's deadline would have
+  // passed as well.
+  RawConnection silent = connectRaw();
+  EXPECT_TRUE(endedByServer(silent));
+  ASSERT_TRUE(
+      runUntil(loop_, [&] { return server_->connectionsTimedOutBeforeAuthentication() == 1; }));
+
+  auto dispatcher = dispatcherOf(trusted);
+  auto response = runBounded<capnp::Response<wire::DispatcherGateway::SubmitJobResults>>(
+      loop_, submitWithName(dispatcher, 96 * 1024).send());
+  EXPECT_EQ(wire::idFromWire<JobId>(response.getJobId()), JobId(7, 9));
+  EXPECT_EQ(trusted.connectionsEstablished(), 1u);
+  EXPECT_EQ(server_->connectionsDroppedBeforeAuthentication(), 0u);
 }
 
 // ---- Connection caps -------------------------------------------------------------------------
