@@ -17,25 +17,24 @@ constexpr Duration kRefusalLogInterval{10000};
 
 }  // namespace
 
-// Warnings about connections refused by one cap that cannot flood the log: the first refusal of
-// a burst is a warning of its own; later ones are counted and summed up in one line per interval
-// while they continue; an interval with none ends the burst.
-class RpcServer::RefusalLog final {
+// The log of ConnectionCaps' refusals by one cap (see ConnectionCaps).
+class ConnectionCaps::RefusalLog final {
  public:
-  RefusalLog(kj::Timer& timer, std::string option, uint64_t cap)
-      : timer_(timer), option_(std::move(option)), cap_(cap) {}
+  RefusalLog(kj::Timer& timer, std::string option, uint64_t cap, std::string holding)
+      : timer_(timer), option_(std::move(option)), cap_(cap), holding_(std::move(holding)) {}
 
   void setInterval(Duration interval) { interval_ = interval; }
 
-  // `peer` was refused; `detail` ends the first warning of a burst (" for 10.0.0.7").
+  // `peer` was refused; `detail` follows the option in the first warning of a burst (" for
+  // 10.0.0.7").
   void refused(const std::string& peer, const std::string& detail) {
     if (inBurst_) {
       ++unreported_;
       return;
     }
-    spdlog::warn("rpc: refused connection from {}: {} ({}) reached{}; further refusals are summed "
-                 "up every {}",
-                 peer, option_, cap_, detail, formatDuration(interval_));
+    spdlog::warn("rpc: refused connection from {}: {} ({}) reached{}{}; further refusals are "
+                 "summed up every {}",
+                 peer, option_, cap_, detail, holding_, formatDuration(interval_));
     inBurst_ = true;
     summaries_ = summarize().eagerlyEvaluate(nullptr);
   }
@@ -47,8 +46,8 @@ class RpcServer::RefusalLog final {
         inBurst_ = false;
         return kj::READY_NOW;
       }
-      spdlog::warn("rpc: refused {} more connection(s) in the last {}: {} ({}) reached",
-                   unreported_, formatDuration(interval_), option_, cap_);
+      spdlog::warn("rpc: refused {} more connection(s) in the last {}: {} ({}) reached{}",
+                   unreported_, formatDuration(interval_), option_, cap_, holding_);
       unreported_ = 0;
       return summarize();
     });
@@ -57,20 +56,59 @@ class RpcServer::RefusalLog final {
   kj::Timer& timer_;
   const std::string option_;
   const uint64_t cap_;
+  const std::string holding_;
   Duration interval_ = kRefusalLogInterval;
   bool inBurst_ = false;
   uint64_t unreported_ = 0;
   kj::Promise<void> summaries_ = kj::READY_NOW;
 };
 
+ConnectionCaps::ConnectionCaps(kj::Timer& timer, uint64_t maxTotal, uint64_t maxPerPeer,
+                               std::string holding)
+    : maxTotal_(maxTotal),
+      maxPerPeer_(maxPerPeer),
+      totalLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections", maxTotal, holding)),
+      peerLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections-per-peer", maxPerPeer, holding)) {}
+
+ConnectionCaps::~ConnectionCaps() noexcept = default;
+
+kj::Maybe<kj::Own<ConnectionCaps::Slot>> ConnectionCaps::admit(const std::string& address) {
+  std::string host = hostOf(address);
+  if (held_ >= maxTotal_) {
+    ++refusedOverTotal_;
+    totalLog_->refused(address, "");
+    return nullptr;
+  }
+  uint64_t& fromPeer = heldPerPeer_[host];
+  if (fromPeer >= maxPerPeer_) {
+    ++refusedOverPeer_;
+    peerLog_->refused(address, " for " + host);
+    return nullptr;
+  }
+  ++fromPeer;
+  ++held_;
+  return kj::heap<Slot>(*this, std::move(host));
+}
+
+void ConnectionCaps::release(const std::string& host) {
+  --held_;
+  auto found = heldPerPeer_.find(host);
+  if (found != heldPerPeer_.end() && --found->second == 0) heldPerPeer_.erase(found);
+}
+
+void ConnectionCaps::setLogIntervalForTests(Duration interval) {
+  totalLog_->setInterval(interval);
+  peerLog_->setInterval(interval);
+}
+
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
 // first, the socket last.
 struct RpcServer::Connection {
-  Connection(RpcServer& server, kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam,
-             std::string peerHostParam)
+  Connection(RpcServer& server, kj::Own<ConnectionCaps::Slot> slotParam,
+             kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
       : server(server),
+        slot(kj::mv(slotParam)),
         peer(kj::mv(peerParam)),
-        peerHost(std::move(peerHostParam)),
         stream(kj::mv(streamParam)),
         messages(*stream),
         network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)) {
@@ -92,12 +130,10 @@ struct RpcServer::Connection {
     KJ_ON_SCOPE_FAILURE(peer.gate->setOnAuthenticated(nullptr));
     rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
     ++server.open_;
-    ++server.openPerPeer_[peerHost];
   }
   ~Connection() noexcept {
     peer.gate->setOnAuthenticated(nullptr);
     --server.open_;
-    server.connectionClosed(peerHost);
   }
 
   // Resolves when the peer or the RPC system ends the connection, or this side closes it.
@@ -106,8 +142,8 @@ struct RpcServer::Connection {
   }
 
   RpcServer& server;
+  kj::Own<ConnectionCaps::Slot> slot;  // Its place within the caps, freed last.
   const RpcPeer peer;
-  const std::string peerHost;  // The peer's IP address, what the per-peer cap counts.
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
   capnp::TwoPartyVatNetwork network;
@@ -156,11 +192,14 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(host, port_)),
-      totalCapLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections", options_.maxConnections)),
-      peerCapLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections-per-peer",
-                                       options_.maxConnectionsPerPeer)),
+      caps_(timer, options_.maxConnections, options_.maxConnectionsPerPeer, ""),
       connections_(errorHandler_),
       accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {
+  // Before the loop runs again, so no connection is held uncapped.
+  if (auto* holding = dynamic_cast<HoldingConnectionReceiver*>(receiver_.get())) {
+    holding->capHeldConnections(options_.maxConnections, options_.maxConnectionsPerPeer);
+    holding_ = *holding;
+  }
   if (options_.requireAuthentication) {
     spdlog::info(
         "rpc: listening on {} (max message size {}, {} before authentication, which must "
@@ -183,8 +222,23 @@ RpcServer::~RpcServer() noexcept {
 }
 
 void RpcServer::setRefusalLogIntervalForTests(Duration interval) {
-  totalCapLog_->setInterval(interval);
-  peerCapLog_->setInterval(interval);
+  caps_.setLogIntervalForTests(interval);
+}
+
+uint64_t RpcServer::connectionsRefusedOverTotalCap() const {
+  uint64_t refused = caps_.refusedOverTotal();
+  KJ_IF_MAYBE (holding, holding_) {
+    KJ_IF_MAYBE (caps, holding->heldConnectionCaps()) refused += caps->refusedOverTotal();
+  }
+  return refused;
+}
+
+uint64_t RpcServer::connectionsRefusedOverPeerCap() const {
+  uint64_t refused = caps_.refusedOverPeer();
+  KJ_IF_MAYBE (holding, holding_) {
+    KJ_IF_MAYBE (caps, holding->heldConnectionCaps()) refused += caps->refusedOverPeer();
+  }
+  return refused;
 }
 
 kj::Promise<void> RpcServer::acceptLoop() {
@@ -203,18 +257,11 @@ kj::Promise<void> RpcServer::acceptLoop() {
 
 void RpcServer::adopt(kj::AuthenticatedStream accepted) {
   const std::string address = peerAddressOf(*accepted.stream);
-  std::string host = hostOf(address);
-  // Over a cap: dropping the stream closes the socket before anything is read from it.
-  if (open_ >= options_.maxConnections) {
-    ++refusedOverTotalCap_;
-    totalCapLog_->refused(address, "");
-    return;
-  }
-  if (auto found = openPerPeer_.find(host);
-      found != openPerPeer_.end() && found->second >= options_.maxConnectionsPerPeer) {
-    ++refusedOverPeerCap_;
-    peerCapLog_->refused(address, " for " + host);
-    return;
+  kj::Own<ConnectionCaps::Slot> slot;
+  KJ_IF_MAYBE (admitted, caps_.admit(address)) {
+    slot = kj::mv(*admitted);
+  } else {
+    return;  // Over a cap: dropping the stream closes the socket before anything is read.
   }
 
   ++accepted_;
@@ -229,8 +276,8 @@ void RpcServer::adopt(kj::AuthenticatedStream accepted) {
   const uint64_t connectionId = peer.connectionId;
   kj::Own<Connection> connection;
   KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                 connection = kj::heap<Connection>(*this, kj::mv(accepted.stream), kj::mv(peer),
-                                                   std::move(host));
+                 connection =
+                     kj::heap<Connection>(*this, kj::mv(slot), kj::mv(accepted.stream), kj::mv(peer));
                })) {
     // A bootstrap factory that throws breaks its contract; the accept loop must survive it.
     spdlog::error("rpc: cannot serve connection {} from {}: {}", connectionId, address,
@@ -259,11 +306,6 @@ void RpcServer::connectionEnded(Connection& connection) {
   }
   spdlog::debug("rpc: connection {} from {} closed", connection.peer.connectionId,
                 connection.peer.address);
-}
-
-void RpcServer::connectionClosed(const std::string& peerHost) {
-  auto found = openPerPeer_.find(peerHost);
-  if (found != openPerPeer_.end() && --found->second == 0) openPerPeer_.erase(found);
 }
 
 }  // namespace regent::rpc

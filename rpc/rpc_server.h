@@ -65,6 +65,70 @@ class VerifiedClientCertificate final : public kj::PeerIdentity {
   std::string commonName_;
 };
 
+// Internal to rpc/: the caps on connections held at once, in total and per peer IP address
+// (rpc.max-connections, rpc.max-connections-per-peer), with their refusal counters and a log
+// that cannot flood. The first refusal of a burst is a warning naming the peer, the option and
+// its value; later ones are counted and summed up in one line per interval (10 s) while they
+// continue; an interval with none ends the burst. RpcServer keeps one for the connections it
+// serves, RpcNetwork's TLS listener one for those still in their handshake. Loop-thread only;
+// `timer` must outlive it, and it must outlive every Slot it gave out.
+class ConnectionCaps final {
+ public:
+  // A place held by one connection; destroying it frees the place.
+  class Slot;
+
+  // `holding` ends the first warning of a burst: "" or " (in TLS handshakes)".
+  ConnectionCaps(kj::Timer& timer, uint64_t maxTotal, uint64_t maxPerPeer, std::string holding);
+  ~ConnectionCaps() noexcept;
+  ConnectionCaps(const ConnectionCaps&) = delete;
+  ConnectionCaps& operator=(const ConnectionCaps&) = delete;
+
+  // A place for one more connection from `address` ("10.0.0.7:40312"), or null when either cap
+  // is reached: that refusal is counted and logged.
+  kj::Maybe<kj::Own<Slot>> admit(const std::string& address);
+
+  uint64_t held() const { return held_; }
+  uint64_t refusedOverTotal() const { return refusedOverTotal_; }
+  uint64_t refusedOverPeer() const { return refusedOverPeer_; }
+  void setLogIntervalForTests(Duration interval);
+
+ private:
+  class RefusalLog;
+  void release(const std::string& host);
+
+  const uint64_t maxTotal_;
+  const uint64_t maxPerPeer_;
+  uint64_t held_ = 0;
+  uint64_t refusedOverTotal_ = 0;
+  uint64_t refusedOverPeer_ = 0;
+  std::unordered_map<std::string, uint64_t> heldPerPeer_;  // No entry for none.
+  kj::Own<RefusalLog> totalLog_;
+  kj::Own<RefusalLog> peerLog_;
+};
+
+class ConnectionCaps::Slot final {
+ public:
+  Slot(ConnectionCaps& caps, std::string host) : caps_(caps), host_(std::move(host)) {}
+  ~Slot() noexcept { caps_.release(host_); }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  ConnectionCaps& caps_;
+  const std::string host_;
+};
+
+// Internal to rpc/: a listener that holds accepted connections for a while before accept()
+// hands them out (RpcNetwork's TLS listener, during handshakes). RpcServer::listen gives it the
+// server's caps, which it applies to the connections it holds, counted apart from those served.
+class HoldingConnectionReceiver : public kj::ConnectionReceiver {
+ public:
+  // Called once, before the loop runs again after listen().
+  virtual void capHeldConnections(uint64_t maxTotal, uint64_t maxPerPeer) = 0;
+  // The caps set by capHeldConnections(), or null before.
+  virtual kj::Maybe<const ConnectionCaps&> heldConnectionCaps() const = 0;
+};
+
 // The far end of one accepted connection, as the bootstrap factory sees it.
 struct RpcPeer {
   uint64_t connectionId = 0;  // 1, 2, ... in accept order, unique per server.
@@ -89,7 +153,9 @@ struct RpcPeer {
 //   - Caps on open connections (RpcOptions::maxConnections in total, maxConnectionsPerPeer from
 //     one IP address): a connection over either is closed as soon as it is accepted, before
 //     the bootstrap factory sees it. The first refusal of a burst is a warning; further ones
-//     are summed up in one line per 10 s while they continue, so a flood cannot flood the log.
+//     are summed up in one line per 10 s while they continue, so a flood cannot flood the log
+//     (ConnectionCaps). A listener that holds connections before handing them out (TLS
+//     handshakes, HoldingConnectionReceiver) applies the same caps to those it holds.
 //   - While a connection's gate is not authenticated (RpcOptions::requireAuthentication):
 //     a message larger than preAuthMaxMessageSize is refused from its frame's segment table,
 //     before its body is read, and the connection aborted (a subset of connectionsAborted());
@@ -148,23 +214,22 @@ class RpcServer final {
   uint64_t connectionsDroppedBeforeAuthentication() const { return droppedBeforeAuthentication_; }
   // Connections closed because they had not authenticated within RpcOptions::authTimeout.
   uint64_t connectionsTimedOutBeforeAuthentication() const { return authTimeouts_; }
-  // Connections closed at accept because RpcOptions::maxConnections were open.
-  uint64_t connectionsRefusedOverTotalCap() const { return refusedOverTotalCap_; }
-  // Connections closed at accept because RpcOptions::maxConnectionsPerPeer were open from the
-  // same IP address.
-  uint64_t connectionsRefusedOverPeerCap() const { return refusedOverPeerCap_; }
+  // Connections closed at accept because RpcOptions::maxConnections were open (or held in TLS
+  // handshakes).
+  uint64_t connectionsRefusedOverTotalCap() const;
+  // Connections closed at accept because RpcOptions::maxConnectionsPerPeer were open (or held in
+  // TLS handshakes) from the same IP address.
+  uint64_t connectionsRefusedOverPeerCap() const;
 
   // How often refusals by a cap are summed up in the log (10 s).
   void setRefusalLogIntervalForTests(Duration interval);
 
  private:
   struct Connection;
-  class RefusalLog;
 
   kj::Promise<void> acceptLoop();
   void adopt(kj::AuthenticatedStream accepted);
   void connectionEnded(Connection& connection);
-  void connectionClosed(const std::string& peerHost);
 
   kj::Timer& timer_;
   const RpcOptions options_;
@@ -177,12 +242,10 @@ class RpcServer final {
   uint64_t aborted_ = 0;
   uint64_t droppedBeforeAuthentication_ = 0;
   uint64_t authTimeouts_ = 0;
-  uint64_t refusedOverTotalCap_ = 0;
-  uint64_t refusedOverPeerCap_ = 0;
-  // Open connections per peer IP address (no entry for none).
-  std::unordered_map<std::string, uint64_t> openPerPeer_;
-  kj::Own<RefusalLog> totalCapLog_;
-  kj::Own<RefusalLog> peerCapLog_;
+  // The caps on connections served; connections hold slots of it while being destroyed.
+  ConnectionCaps caps_;
+  // The receiver's own caps, when it holds connections before handing them out.
+  kj::Maybe<HoldingConnectionReceiver&> holding_;
   // A connection task ends when its peer goes away: routine, logged at debug.
   TaskFailureLogger errorHandler_{"rpc: connection", spdlog::level::debug};
   // Declared after the counters: connections update them while being destroyed.

@@ -116,7 +116,7 @@ kj::Own<kj::PeerIdentity> identityOf(kj::Own<kj::PeerIdentity> identity) {
 
 // Accepted connections, handed out only once their TLS handshake succeeded, with the identity
 // of a client that presented a verified certificate (VerifiedClientCertificate).
-class TlsReceiver final : public kj::ConnectionReceiver {
+class TlsReceiver final : public HoldingConnectionReceiver {
  public:
   TlsReceiver(RpcNetwork::Impl& tls, kj::Own<kj::ConnectionReceiver> inner)
       : tls_(tls),
@@ -146,6 +146,14 @@ class TlsReceiver final : public kj::ConnectionReceiver {
     return kj::mv(paf.promise);
   }
 
+  void capHeldConnections(uint64_t maxTotal, uint64_t maxPerPeer) override {
+    caps_ = kj::heap<ConnectionCaps>(tls_.timer, maxTotal, maxPerPeer, " (in TLS handshakes)");
+  }
+  kj::Maybe<const ConnectionCaps&> heldConnectionCaps() const override {
+    KJ_IF_MAYBE (caps, caps_) return **caps;
+    return nullptr;
+  }
+
   uint getPort() override { return inner_->getPort(); }
   void getsockopt(int level, int option, void* value, uint* length) override {
     inner_->getsockopt(level, option, value, length);
@@ -170,6 +178,12 @@ class TlsReceiver final : public kj::ConnectionReceiver {
 
   void handshake(kj::AuthenticatedStream accepted) {
     const std::string peer = peerAddressOf(*accepted.stream);
+    // A handshake holds its connection's place within the caps until it ends either way.
+    kj::Maybe<kj::Own<ConnectionCaps::Slot>> slot;
+    KJ_IF_MAYBE (caps, caps_) {
+      slot = (*caps)->admit(peer);
+      if (slot == nullptr) return;  // Over a cap: dropping the stream closes the socket.
+    }
     const Duration timeout = tls_.handshakeTimeout;
     kj::TlsContext& context = *tls_.context;
     auto handshake =
@@ -189,7 +203,7 @@ class TlsReceiver final : public kj::ConnectionReceiver {
           ++tls_.handshakesFailed;
           spdlog::warn("rpc: refused connection from {}: TLS handshake failed: {}", peer,
                        explain(exception));
-        }));
+        }).attach(kj::mv(slot)));
   }
 
   void deliver(kj::AuthenticatedStream accepted) {
@@ -216,6 +230,8 @@ class TlsReceiver final : public kj::ConnectionReceiver {
 
   RpcNetwork::Impl& tls_;
   kj::Own<kj::ConnectionReceiver> inner_;
+  // Set by the RPC server; handshakes hold slots of it, so it goes after them.
+  kj::Maybe<kj::Own<ConnectionCaps>> caps_;
   std::deque<kj::AuthenticatedStream> ready_;  // Handshake done, not yet accepted.
   kj::Maybe<kj::Exception> failure_;           // The inner receiver's, for the next accept().
   kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::AuthenticatedStream>>> waiter_;

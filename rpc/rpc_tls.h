@@ -62,7 +62,10 @@ enum class RpcTlsRole { kServer, kClient };
 //     identity (rpc_server.h) carrying the certificate's common name, which RpcServer puts in
 //     RpcPeer::tlsCommonName for the bootstrap to map to a role; a client that presented none
 //     (rpc.tls.verify-clients off: none is asked for) or one without a common name gets kj's
-//     identity, which names no one.
+//     identity, which names no one. The receiver is a HoldingConnectionReceiver: the RPC server
+//     gives it its connection caps (rpc.max-connections, rpc.max-connections-per-peer), which
+//     then also bound the connections in their handshake, counted apart from those served; one
+//     over a cap is closed at once, before its handshake.
 // getSockaddr() and restrictPeers() are not supported on the TLS network.
 //
 // Thread-safety: loop-thread only. The inner network and the timer must outlive this object,

@@ -78,9 +78,9 @@ class RpcTls : public ::testing::Test {
   }
 
   // Starts serving a TestMaster called "m1" through `serverNetwork`.
-  void serve(RpcNetwork& serverNetwork) {
+  void serve(RpcNetwork& serverNetwork, RpcOptions options = {}) {
     auto started = runBounded(
-        loop_, RpcServer::listen(serverNetwork.network(), loop_.timer(), "127.0.0.1:0", {},
+        loop_, RpcServer::listen(serverNetwork.network(), loop_.timer(), "127.0.0.1:0", options,
                                  [this](const RpcPeer& peer) -> capnp::Capability::Client {
                                    record_->peers.push_back(peer.address);
                                    commonNames_.push_back(peer.tlsCommonName);
@@ -243,6 +243,30 @@ TEST_F(RpcTls, HandshakeHasATimeout) {
   kj::Own<kj::AsyncIoStream> silent = connectPlainTcp();
   ASSERT_TRUE(runUntil(loop_, [&] { return server.handshakesFailed() >= 1; }));
   EXPECT_EQ(server_->connectionsAccepted(), 0u);
+}
+
+TEST_F(RpcTls, ConnectionsInTheirHandshakeAreHeldToTheConnectionCaps) {
+  RpcNetwork& server = network(serverOptions(), RpcTlsRole::kServer);
+  RpcOptions options;
+  options.maxConnectionsPerPeer = 2;
+  serve(server, options);
+  // Two silent peers take both places for 127.0.0.1 while their handshakes wait.
+  kj::Own<kj::AsyncIoStream> first = connectPlainTcp();
+  kj::Own<kj::AsyncIoStream> second = connectPlainTcp();
+  kj::Own<kj::AsyncIoStream> third = connectPlainTcp();
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsRefusedOverPeerCap() == 1; }));
+  // The third was closed at once, not left to time out.
+  char byte;
+  EXPECT_EQ(runBounded(loop_, third->tryRead(&byte, 1, 1)), 0u);
+  EXPECT_EQ(server.handshakesFailed(), 0u);
+
+  // Once a handshake ends (here: the peer gives up), its place is free again.
+  first = nullptr;
+  ASSERT_TRUE(runUntil(loop_, [&] { return server.handshakesFailed() == 1; }));
+  RpcNetwork& clientSide = network(clientOptions(), RpcTlsRole::kClient);
+  auto secure = client(clientSide);
+  EXPECT_EQ(askName(*secure), "m1");
+  EXPECT_EQ(server_->connectionsRefusedOverPeerCap(), 1u);
 }
 
 class RpcTlsMutual : public RpcTls {};
