@@ -2,6 +2,7 @@
 #include "rpc/abort_watching_stream.h"
 
 #include <arpa/inet.h>
+#include <capnp/message.h>
 #include <capnp/rpc.capnp.h>
 #include <capnp/serialize.h>
 #include <netinet/in.h>
@@ -138,14 +139,13 @@ AbortWatchingMessageStream::~AbortWatchingMessageStream() noexcept = default;
 kj::Promise<void> AbortWatchingMessageStream::admitNextFrame() {
   // The frame: (segment count - 1) and each segment's size in words, 32-bit little-endian,
   // padded to a whole word, then the segments.
-  return buffered_.peek(8).then(
-      [this](kj::ArrayPtr<const kj::byte> head) -> kj::Promise<void> {
-        if (head.size() < 8) return kj::READY_NOW;  // The stream ends; Cap'n Proto reports how.
-        const uint64_t segments = uint64_t(readLittleEndian32(head.begin())) + 1;
-        if (segments >= kMaxSegments) return kj::READY_NOW;  // Cap'n Proto refuses it.
-        const size_t tableBytes = (4 * (segments + 1) + 7) / 8 * 8;
-        return buffered_.peek(tableBytes).then([this, segments,
-                                                tableBytes](kj::ArrayPtr<const kj::byte> table) {
+  return buffered_.peek(8).then([this](kj::ArrayPtr<const kj::byte> head) -> kj::Promise<void> {
+    if (head.size() < 8) return kj::READY_NOW;  // The stream ends; Cap'n Proto reports how.
+    const uint64_t segments = uint64_t(readLittleEndian32(head.begin())) + 1;
+    if (segments >= kMaxSegments) return kj::READY_NOW;  // Cap'n Proto refuses it.
+    const size_t tableBytes = (4 * (segments + 1) + 7) / 8 * 8;
+    return buffered_.peek(tableBytes)
+        .then([this, segments, tableBytes](kj::ArrayPtr<const kj::byte> table) {
           // The limit may have been lifted while this side waited for the table.
           if (table.size() < tableBytes || !preAuthLimit_) return;
           const uint64_t limit = *preAuthLimit_;
@@ -160,7 +160,7 @@ kj::Promise<void> AbortWatchingMessageStream::admitNextFrame() {
                                 formatSize(limit).c_str(), ") before authentication")));
           }
         });
-      });
+  });
 }
 
 kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> AbortWatchingMessageStream::tryReadMessage(
@@ -226,13 +226,13 @@ kj::Promise<void> AbortWatchingMessageStream::afterEnqueue() {
   return whenWritten(enqueued_);
 }
 
-void AbortWatchingMessageStream::startFlushing() {
+void AbortWatchingMessageStream::startFlushing(bool now) {
   // A full batch goes now, so the peer starts on it while this side produces the next one;
   // otherwise once the loop has nothing else to run, so that every message a burst produces (the
   // answers to all the calls read at once, their Finish messages) joins one write. Replacing a
   // scheduled flush is safe: it has not started.
   kj::Promise<void> flushing = nullptr;
-  if (pending_.size() >= kEagerFlushBytes) {
+  if (now || pending_.size() >= kEagerFlushBytes) {
     // evalNow: kj's socket write() may throw at once (EPIPE), which must become this flush's
     // failure rather than escape from writeMessage().
     flushing = kj::evalNow([this] { return flush(); });
@@ -306,6 +306,20 @@ kj::Promise<void> AbortWatchingMessageStream::writeMessages(
   KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
   for (auto segments : messages) enqueue(segments);
   return afterEnqueue();
+}
+
+void AbortWatchingMessageStream::sendAbort(const std::string& reason) {
+  capnp::MallocMessageBuilder message;
+  auto abort = message.initRoot<capnp::rpc::Message>().initAbort();
+  abort.setReason(reason);
+  abort.setType(capnp::rpc::Exception::Type::DISCONNECTED);
+  auto segments = message.getSegmentsForOutput();
+  noteOutgoing(segments);
+  if (writeError_ != nullptr) return;
+  enqueue(segments);
+  // Now rather than once the loop is idle: the connection is closed before that. Behind a write
+  // still in progress it goes only if the connection is still open when that write ends.
+  if (flush_ != FlushState::kWriting) startFlushing(/*now=*/true);
 }
 
 kj::Maybe<int> AbortWatchingMessageStream::getSendBufferSize() {

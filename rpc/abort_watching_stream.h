@@ -87,6 +87,12 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   // The first error reading the next message (oversized or malformed frame, reset, early EOF).
   const std::optional<AbortReason>& readError() const { return readError_; }
 
+  // Queues an Abort message (type DISCONNECTED, `reason`) behind what is queued and starts
+  // writing at once, for a connection this side is about to close without its RPC system
+  // (which would otherwise tell the peer nothing). Best effort: kj writes to a socket at once,
+  // so unless earlier writes are still pending, the Abort is in the kernel when this returns.
+  void sendAbort(const std::string& reason);
+
   // Holds reads to `bytes` per message (see above), or lifts that limit (nullopt).
   void setPreAuthenticationLimit(std::optional<uint64_t> bytes) { preAuthLimit_ = bytes; }
   // Whether a read was refused for exceeding that limit.
@@ -112,7 +118,8 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   void enqueue(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
   // After enqueueing: schedules a flush, and says when the caller may write again.
   kj::Promise<void> afterEnqueue();
-  void startFlushing();
+  // `now`: write at once rather than once the loop is idle.
+  void startFlushing(bool now = false);
   // Resolves once every byte enqueued so far was handed to the socket (or the writes failed).
   kj::Promise<void> whenWritten(uint64_t upTo);
   kj::Promise<void> flush();

@@ -14,7 +14,8 @@ RpcOptions rpcOptionsFrom(const Config& config) {
   options.preAuthMaxMessageSize = config.getSize("rpc.pre-auth-max-message-size");
   options.authTimeout = config.getDuration("rpc.auth-timeout");
   options.maxConnections = static_cast<uint64_t>(config.getInt("rpc.max-connections"));
-  options.maxConnectionsPerPeer = static_cast<uint64_t>(config.getInt("rpc.max-connections-per-peer"));
+  options.maxConnectionsPerPeer =
+      static_cast<uint64_t>(config.getInt("rpc.max-connections-per-peer"));
   return options;
 }
 

@@ -32,9 +32,10 @@ class ConnectionCaps::RefusalLog final {
       ++unreported_;
       return;
     }
-    spdlog::warn("rpc: refused connection from {}: {} ({}) reached{}{}; further refusals are "
-                 "summed up every {}",
-                 peer, option_, cap_, detail, holding_, formatDuration(interval_));
+    spdlog::warn(
+        "rpc: refused connection from {}: {} ({}) reached{}{}; further refusals are "
+        "summed up every {}",
+        peer, option_, cap_, detail, holding_, formatDuration(interval_));
     inBurst_ = true;
     summaries_ = summarize().eagerlyEvaluate(nullptr);
   }
@@ -119,6 +120,10 @@ struct RpcServer::Connection {
       authDeadline = server.timer_.afterDelay(toKj(server.options_.authTimeout))
                          .then([this] {
                            timedOutBeforeAuthentication = true;
+                           // Tells the peer why; the RPC system goes without a word.
+                           messages.sendAbort("not authenticated within " +
+                                              formatDuration(this->server.options_.authTimeout) +
+                                              " (rpc.auth-timeout)");
                            closing.fulfiller->fulfill();
                          })
                          .eagerlyEvaluate(nullptr);
@@ -208,10 +213,11 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
         formatSize(options_.preAuthMaxMessageSize), formatDuration(options_.authTimeout),
         options_.maxConnections, options_.maxConnectionsPerPeer);
   } else {
-    spdlog::info("rpc: listening on {} (max message size {}; at most {} connections, {} per peer "
-                 "address)",
-                 listenAddress_, formatSize(options_.maxMessageSize), options_.maxConnections,
-                 options_.maxConnectionsPerPeer);
+    spdlog::info(
+        "rpc: listening on {} (max message size {}; at most {} connections, {} per peer "
+        "address)",
+        listenAddress_, formatSize(options_.maxMessageSize), options_.maxConnections,
+        options_.maxConnectionsPerPeer);
   }
 }
 
@@ -276,8 +282,8 @@ void RpcServer::adopt(kj::AuthenticatedStream accepted) {
   const uint64_t connectionId = peer.connectionId;
   kj::Own<Connection> connection;
   KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                 connection =
-                     kj::heap<Connection>(*this, kj::mv(slot), kj::mv(accepted.stream), kj::mv(peer));
+                 connection = kj::heap<Connection>(*this, kj::mv(slot), kj::mv(accepted.stream),
+                                                   kj::mv(peer));
                })) {
     // A bootstrap factory that throws breaks its contract; the accept loop must survive it.
     spdlog::error("rpc: cannot serve connection {} from {}: {}", connectionId, address,

@@ -13,8 +13,8 @@
 #include <unordered_map>
 
 #include "common/result.h"
-#include "common/time.h"
 #include "common/task_errors.h"
+#include "common/time.h"
 #include "rpc/rpc_options.h"
 
 namespace regent::rpc {

@@ -105,8 +105,8 @@ kj::Own<kj::PeerIdentity> identityOf(kj::Own<kj::PeerIdentity> identity) {
   auto& tls = kj::downcast<kj::TlsPeerIdentity>(*identity);
   if (!tls.hasCertificate()) return identity;
   std::string commonName;
-  KJ_IF_MAYBE (problem, kj::runCatchingExceptions(
-                            [&] { commonName = tls.getCommonName().cStr(); })) {
+  KJ_IF_MAYBE (problem,
+               kj::runCatchingExceptions([&] { commonName = tls.getCommonName().cStr(); })) {
     // A certificate without a common name: verified, but naming no one.
     spdlog::debug("rpc: TLS client certificate has no common name: {}", explain(*problem));
     return identity;
@@ -194,16 +194,19 @@ class TlsReceiver final : public HoldingConnectionReceiver {
                                                      kj::str("no TLS handshake within ",
                                                              formatDuration(timeout).c_str()));
                                }));
-    handshakes_.add(handshake.then(
-        [this](kj::AuthenticatedStream&& secured) {
-          secured.peerIdentity = identityOf(kj::mv(secured.peerIdentity));
-          deliver(kj::mv(secured));
-        },
-        [this, peer](kj::Exception&& exception) {
-          ++tls_.handshakesFailed;
-          spdlog::warn("rpc: refused connection from {}: TLS handshake failed: {}", peer,
-                       explain(exception));
-        }).attach(kj::mv(slot)));
+    handshakes_.add(handshake
+                        .then(
+                            [this](kj::AuthenticatedStream&& secured) {
+                              secured.peerIdentity = identityOf(kj::mv(secured.peerIdentity));
+                              deliver(kj::mv(secured));
+                            },
+                            [this, peer](kj::Exception&& exception) {
+                              ++tls_.handshakesFailed;
+                              spdlog::warn(
+                                  "rpc: refused connection from {}: TLS handshake failed: {}", peer,
+                                  explain(exception));
+                            })
+                        .attach(kj::mv(slot)));
   }
 
   void deliver(kj::AuthenticatedStream accepted) {

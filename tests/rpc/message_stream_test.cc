@@ -207,9 +207,11 @@ TEST_F(MessageStreamTest, EndDrainsTheQueueThenShutsTheWriteSide) {
 // What reading one message through `stream` gave: "read" or the failure's description.
 std::string readOutcome(AbortWatchingMessageStream& stream, kj::WaitScope& waitScope) {
   return stream.tryReadMessage(nullptr, capnp::ReaderOptions{}, nullptr)
-      .then([](kj::Maybe<capnp::MessageReaderAndFds>&& message) -> std::string {
-        return message == nullptr ? "end" : "read";
-      }, [](kj::Exception&& e) -> std::string { return e.getDescription().cStr(); })
+      .then(
+          [](kj::Maybe<capnp::MessageReaderAndFds>&& message) -> std::string {
+            return message == nullptr ? "end" : "read";
+          },
+          [](kj::Exception&& e) -> std::string { return e.getDescription().cStr(); })
       .wait(waitScope);
 }
 

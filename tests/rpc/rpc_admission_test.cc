@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -132,7 +131,8 @@ class RpcAdmission : public DefaultLoggerTest {
 
   // Runs `promise`, which must fail; returns its type.
   kj::Exception::Type failureOf(kj::Promise<void> promise) {
-    KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] { runBounded(loop_, kj::mv(promise)); })) {
+    KJ_IF_MAYBE (exception,
+                 kj::runCatchingExceptions([&] { runBounded(loop_, kj::mv(promise)); })) {
       return exception->getType();
     }
     ADD_FAILURE() << "the promise resolved; expected it to fail";
@@ -178,8 +178,14 @@ TEST_F(RpcAdmission, AFrameAnnouncingTenMebibytesBeforeAuthenticationIsDroppedWi
   // One segment of 10 MiB announced (segment count - 1 = 0, then the size in words); the body
   // never comes. Below rpc.max-message-size (16MiB), so only the pre-authentication cap refuses it.
   const uint32_t words = 10 * 1024 * 1024 / 8;
-  const kj::byte header[8] = {0, 0, 0, 0, kj::byte(words), kj::byte(words >> 8),
-                              kj::byte(words >> 16), kj::byte(words >> 24)};
+  const kj::byte header[8] = {0,
+                              0,
+                              0,
+                              0,
+                              kj::byte(words),
+                              kj::byte(words >> 8),
+                              kj::byte(words >> 16),
+                              kj::byte(words >> 24)};
   send(rogue, header, sizeof header);
 
   EXPECT_TRUE(endedByServer(rogue));
@@ -264,6 +270,22 @@ TEST_F(RpcAdmission, AConnectionNotAuthenticatedInTimeIsClosedAndAnAuthenticated
   EXPECT_EQ(unrelated.connectionsEstablished(), 1u);
   EXPECT_EQ(open->connectionsTimedOutBeforeAuthentication(), 0u);
   EXPECT_EQ(server_->connectionCount(), 1u);
+}
+
+TEST_F(RpcAdmission, APeerClosedForNotAuthenticatingIsToldWhy) {
+  RpcOptions options = requiringAuthentication();
+  options.authTimeout = Duration(200);
+  serve(options);
+  RpcOptions clientOptions;
+  clientOptions.reconnectInitial = Duration(60000);  // One connection is enough to look at.
+  clientOptions.reconnectMax = Duration(60000);
+  RpcClient lazy(network(), loop_.timer(), loopback(server_->port()), clientOptions);
+  ASSERT_EQ(masterIdVia(lazy), "m1");
+  ASSERT_TRUE(runUntil(loop_, [&] { return lazy.state() == RpcClientState::kWaitingToReconnect; }));
+  EXPECT_THAT(log(), HasSubstr("(the server aborted it: not authenticated within 200ms "
+                               "(rpc.auth-timeout))"));
+  EXPECT_EQ(server_->connectionsTimedOutBeforeAuthentication(), 1u);
+  EXPECT_EQ(server_->connectionsAborted(), 0u);
 }
 
 TEST_F(RpcAdmission, AConnectionTheBootstrapFactoryMarksAtOnceHasNeitherLimit) {

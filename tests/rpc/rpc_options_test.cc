@@ -31,9 +31,8 @@ TEST(RpcOptions, DefaultsMatchTheRegistry) {
 TEST(RpcOptions, ReadsEveryKey) {
   auto config = loadConfig(ConfigSources{
       .set = {"rpc.max-message-size=64KiB", "rpc.call-timeout=1500ms", "rpc.reconnect.initial=50ms",
-              "rpc.reconnect.max=2s", "rpc.pre-auth-max-message-size=8KiB",
-              "rpc.auth-timeout=3s", "rpc.max-connections=100",
-              "rpc.max-connections-per-peer=10"}});
+              "rpc.reconnect.max=2s", "rpc.pre-auth-max-message-size=8KiB", "rpc.auth-timeout=3s",
+              "rpc.max-connections=100", "rpc.max-connections-per-peer=10"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
   const RpcOptions options = rpcOptionsFrom(config.value());
   EXPECT_EQ(options.maxMessageSize, 64u * 1024);
@@ -48,8 +47,8 @@ TEST(RpcOptions, ReadsEveryKey) {
 }
 
 TEST(RpcOptions, PreAuthenticationCapAboveTheMessageSizeLimitIsRefusedNamingBothKeys) {
-  auto config = loadConfig(ConfigSources{
-      .set = {"rpc.max-message-size=32KiB", "rpc.pre-auth-max-message-size=64KiB"}});
+  auto config = loadConfig(
+      ConfigSources{.set = {"rpc.max-message-size=32KiB", "rpc.pre-auth-max-message-size=64KiB"}});
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.error().message,
             "rpc.pre-auth-max-message-size must be at most rpc.max-message-size "
