@@ -159,7 +159,8 @@ struct RpcPeer {
 //   - While a connection's gate is not authenticated (RpcOptions::requireAuthentication):
 //     a message larger than preAuthMaxMessageSize is refused from its frame's segment table,
 //     before its body is read, and the connection aborted (a subset of connectionsAborted());
-//     and a connection still not authenticated after authTimeout is closed by the server.
+//     and a connection still not authenticated after authTimeout is closed by the server,
+//     which sends it an Abort naming rpc.auth-timeout first (best effort).
 //     ConnectionGate::markAuthenticated() lifts both at once (rpc.max-message-size applies
 //     from the next message on). The check happens when a frame's segment table arrives, so a
 //     client must wait for its authentication to be answered before sending a larger message.
