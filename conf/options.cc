@@ -258,6 +258,23 @@ std::vector<OptionSpec> buildRegistry() {
              "Largest Cap'n Proto message a process accepts or sends; a peer sending a larger "
              "one is disconnected, and a larger outgoing call fails without being sent.",
              sizeRange(1024, 1024ull * 1024 * 1024, "1KiB", "1GiB")),
+      option("rpc.pre-auth-max-message-size", kSize, "64KiB",
+             "Largest message an RPC connection may send before it has authenticated; a larger "
+             "one is refused from its frame header and the connection dropped. At most "
+             "rpc.max-message-size; applies only where authentication is required.",
+             sizeRange(1024, 1024ull * 1024 * 1024, "1KiB", "1GiB")),
+      option("rpc.auth-timeout", kDuration, "10s",
+             "How long the RPC server keeps a connection open that has not authenticated; "
+             "applies only where authentication is required.",
+             positiveDuration()),
+      option("rpc.max-connections", kInt, "1024",
+             "RPC connections a master keeps open at once; one more is closed as soon as it is "
+             "accepted. Keep it below the process's open-file limit.",
+             intRange(1, 1000000)),
+      option("rpc.max-connections-per-peer", kInt, "64",
+             "RPC connections a master keeps open at once from one IP address; one more is "
+             "closed as soon as it is accepted. At most rpc.max-connections.",
+             intRange(1, 1000000)),
       option("rpc.call-timeout", kDuration, "10s",
              "How long an outgoing RPC call may take before it fails as timed out.",
              positiveDuration()),
@@ -330,6 +347,18 @@ std::vector<OptionRule> buildRules() {
        [](const Config& config) {
          return config.getDuration("rpc.reconnect.max") >=
                 config.getDuration("rpc.reconnect.initial");
+       }},
+      {{"rpc.pre-auth-max-message-size", "rpc.max-message-size"},
+       "rpc.pre-auth-max-message-size must be at most rpc.max-message-size",
+       [](const Config& config) {
+         return config.getSize("rpc.pre-auth-max-message-size") <=
+                config.getSize("rpc.max-message-size");
+       }},
+      {{"rpc.max-connections-per-peer", "rpc.max-connections"},
+       "rpc.max-connections-per-peer must be at most rpc.max-connections",
+       [](const Config& config) {
+         return config.getInt("rpc.max-connections-per-peer") <=
+                config.getInt("rpc.max-connections");
        }},
       {{"rpc.tls.cert", "rpc.tls.key"},
        "rpc.tls.cert and rpc.tls.key must be set together",

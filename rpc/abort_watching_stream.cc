@@ -2,6 +2,7 @@
 #include "rpc/abort_watching_stream.h"
 
 #include <arpa/inet.h>
+#include <capnp/message.h>
 #include <capnp/rpc.capnp.h>
 #include <capnp/serialize.h>
 #include <netinet/in.h>
@@ -37,6 +38,23 @@ std::optional<AbortReason> abortIn(kj::ArrayPtr<const kj::ArrayPtr<const capnp::
 
 ReadBufferedStream::ReadBufferedStream(kj::AsyncIoStream& inner)
     : inner_(inner), buffer_(kj::heapArray<kj::byte>(64 * 1024)) {}
+
+kj::Promise<kj::ArrayPtr<const kj::byte>> ReadBufferedStream::peek(size_t bytes) {
+  KJ_REQUIRE(bytes <= buffer_.size(), "cannot peek past the read buffer", bytes);
+  if (end_ - begin_ >= bytes) return buffer_.slice(begin_, end_).asConst();
+  // Move what is left to the front so the rest of `bytes` fits behind it.
+  if (begin_ > 0) {
+    memmove(buffer_.begin(), buffer_.begin() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  return inner_.tryRead(buffer_.begin() + end_, 1, buffer_.size() - end_)
+      .then([this, bytes](size_t got) -> kj::Promise<kj::ArrayPtr<const kj::byte>> {
+        if (got == 0) return buffer_.slice(begin_, end_).asConst();  // The end of the stream.
+        end_ += got;
+        return peek(bytes);
+      });
+}
 
 kj::Promise<size_t> ReadBufferedStream::tryRead(void* buffer, size_t minBytes, size_t maxBytes) {
   auto* out = static_cast<kj::byte*>(buffer);
@@ -97,6 +115,16 @@ constexpr size_t kQueueHighWater = 64 * 1024;
 // A queue this full is written at once instead of when the loop is idle.
 constexpr size_t kEagerFlushBytes = 8 * 1024;
 
+// Cap'n Proto refuses frames of this many segments or more itself.
+constexpr uint64_t kMaxSegments = 512;
+
+constexpr const char* kPreAuthOption = "rpc.pre-auth-max-message-size";
+
+uint32_t readLittleEndian32(const kj::byte* bytes) {
+  return uint32_t(bytes[0]) | uint32_t(bytes[1]) << 8 | uint32_t(bytes[2]) << 16 |
+         uint32_t(bytes[3]) << 24;
+}
+
 void appendLittleEndian32(std::vector<kj::byte>& out, uint32_t value) {
   for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<kj::byte>(value >> shift));
 }
@@ -108,10 +136,42 @@ AbortWatchingMessageStream::AbortWatchingMessageStream(kj::AsyncIoStream& stream
 
 AbortWatchingMessageStream::~AbortWatchingMessageStream() noexcept = default;
 
+kj::Promise<void> AbortWatchingMessageStream::admitNextFrame() {
+  // The frame: (segment count - 1) and each segment's size in words, 32-bit little-endian,
+  // padded to a whole word, then the segments.
+  return buffered_.peek(8).then([this](kj::ArrayPtr<const kj::byte> head) -> kj::Promise<void> {
+    if (head.size() < 8) return kj::READY_NOW;  // The stream ends; Cap'n Proto reports how.
+    const uint64_t segments = uint64_t(readLittleEndian32(head.begin())) + 1;
+    if (segments >= kMaxSegments) return kj::READY_NOW;  // Cap'n Proto refuses it.
+    const size_t tableBytes = (4 * (segments + 1) + 7) / 8 * 8;
+    return buffered_.peek(tableBytes)
+        .then([this, segments, tableBytes](kj::ArrayPtr<const kj::byte> table) {
+          // The limit may have been lifted while this side waited for the table.
+          if (table.size() < tableBytes || !preAuthLimit_) return;
+          const uint64_t limit = *preAuthLimit_;
+          uint64_t words = 0;
+          for (uint64_t i = 0; i < segments; ++i) {
+            words += readLittleEndian32(table.begin() + 4 + 4 * i);
+          }
+          if (words * 8 > limit) {
+            refusedBeforeAuthentication_ = true;
+            kj::throwFatalException(KJ_EXCEPTION(
+                FAILED, kj::str("message larger than ", kPreAuthOption, " (",
+                                formatSize(limit).c_str(), ") before authentication")));
+          }
+        });
+  });
+}
+
 kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> AbortWatchingMessageStream::tryReadMessage(
     kj::ArrayPtr<kj::AutoCloseFd> fdSpace, capnp::ReaderOptions options,
     kj::ArrayPtr<capnp::word> scratchSpace) {
-  return inner_.tryReadMessage(fdSpace, options, scratchSpace)
+  // Only a connection held to the pre-authentication limit pays for looking at the frame first.
+  kj::Promise<void> admitted = preAuthLimit_ ? admitNextFrame() : kj::READY_NOW;
+  return admitted
+      .then([this, fdSpace, options, scratchSpace] {
+        return inner_.tryReadMessage(fdSpace, options, scratchSpace);
+      })
       .then(
           [this](kj::Maybe<capnp::MessageReaderAndFds>&& message) {
             KJ_IF_MAYBE (m, message) {
@@ -166,13 +226,13 @@ kj::Promise<void> AbortWatchingMessageStream::afterEnqueue() {
   return whenWritten(enqueued_);
 }
 
-void AbortWatchingMessageStream::startFlushing() {
+void AbortWatchingMessageStream::startFlushing(bool now) {
   // A full batch goes now, so the peer starts on it while this side produces the next one;
   // otherwise once the loop has nothing else to run, so that every message a burst produces (the
   // answers to all the calls read at once, their Finish messages) joins one write. Replacing a
   // scheduled flush is safe: it has not started.
   kj::Promise<void> flushing = nullptr;
-  if (pending_.size() >= kEagerFlushBytes) {
+  if (now || pending_.size() >= kEagerFlushBytes) {
     // evalNow: kj's socket write() may throw at once (EPIPE), which must become this flush's
     // failure rather than escape from writeMessage().
     flushing = kj::evalNow([this] { return flush(); });
@@ -248,6 +308,20 @@ kj::Promise<void> AbortWatchingMessageStream::writeMessages(
   return afterEnqueue();
 }
 
+void AbortWatchingMessageStream::sendAbort(const std::string& reason) {
+  capnp::MallocMessageBuilder message;
+  auto abort = message.initRoot<capnp::rpc::Message>().initAbort();
+  abort.setReason(reason);
+  abort.setType(capnp::rpc::Exception::Type::DISCONNECTED);
+  auto segments = message.getSegmentsForOutput();
+  noteOutgoing(segments);
+  if (writeError_ != nullptr) return;
+  enqueue(segments);
+  // Now rather than once the loop is idle: the connection is closed before that. Behind a write
+  // still in progress it goes only if the connection is still open when that write ends.
+  if (flush_ != FlushState::kWriting) startFlushing(/*now=*/true);
+}
+
 kj::Maybe<int> AbortWatchingMessageStream::getSendBufferSize() {
   return inner_.getSendBufferSize();
 }
@@ -258,6 +332,9 @@ kj::Promise<void> AbortWatchingMessageStream::end() {
 
 std::string explainAbort(const AbortReason& abort, std::optional<uint64_t> ownLimit) {
   const std::string& reason = abort.reason;
+  if (reason.starts_with(std::string("message larger than ") + kPreAuthOption)) {
+    return reason.substr(0, reason.find('\n'));
+  }
   if (reason.find("Message is too large") != std::string::npos) {
     return ownLimit ? "message larger than rpc.max-message-size (" + formatSize(*ownLimit) + ")"
                     : "message larger than the peer's rpc.max-message-size";

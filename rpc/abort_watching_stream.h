@@ -27,6 +27,10 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
  public:
   explicit ReadBufferedStream(kj::AsyncIoStream& inner);
 
+  // Resolves once at least `bytes` (at most 64 KiB) are buffered, or the stream ended with
+  // fewer: the bytes buffered, which later reads still return (nothing is consumed).
+  kj::Promise<kj::ArrayPtr<const kj::byte>> peek(size_t bytes);
+
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
@@ -62,6 +66,15 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
 // writeMessage() with the same error; the read side reports the connection's end. end() waits
 // for the queue to drain, then shuts down the write side. Loop-thread only; `stream` must
 // outlive it.
+//
+// Reads can be held to a smaller limit than the ReaderOptions Cap'n Proto passes in (a
+// connection that has not authenticated, see RpcServer): while setPreAuthenticationLimit() holds
+// one, the stream reads each frame's segment table first and refuses a message whose segments
+// add up to more than the limit before reading its body, so a peer that announces a large
+// message and stalls pins at most the 64 KiB read buffer. The refusal fails the read with FAILED,
+// "message larger than rpc.pre-auth-max-message-size (64KiB) before authentication", which Cap'n
+// Proto sends the peer in its Abort. The limit in force when a frame's segment table arrives is
+// the one applied, so lifting it while a read waits admits the next message.
 class AbortWatchingMessageStream final : public capnp::MessageStream {
  public:
   explicit AbortWatchingMessageStream(kj::AsyncIoStream& stream);
@@ -73,6 +86,17 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   const std::optional<AbortReason>& receivedAbort() const { return received_; }
   // The first error reading the next message (oversized or malformed frame, reset, early EOF).
   const std::optional<AbortReason>& readError() const { return readError_; }
+
+  // Queues an Abort message (type DISCONNECTED, `reason`) behind what is queued and starts
+  // writing at once, for a connection this side is about to close without its RPC system
+  // (which would otherwise tell the peer nothing). Best effort: kj writes to a socket at once,
+  // so unless earlier writes are still pending, the Abort is in the kernel when this returns.
+  void sendAbort(const std::string& reason);
+
+  // Holds reads to `bytes` per message (see above), or lifts that limit (nullopt).
+  void setPreAuthenticationLimit(std::optional<uint64_t> bytes) { preAuthLimit_ = bytes; }
+  // Whether a read was refused for exceeding that limit.
+  bool refusedBeforeAuthentication() const { return refusedBeforeAuthentication_; }
 
   kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> tryReadMessage(
       kj::ArrayPtr<kj::AutoCloseFd> fdSpace, capnp::ReaderOptions options,
@@ -86,12 +110,16 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   kj::Promise<void> end() override;
 
  private:
+  // Resolves once the next frame's segment table is buffered and within the pre-authentication
+  // limit (or the limit is lifted, or the stream ends first); fails when it is over the limit.
+  kj::Promise<void> admitNextFrame();
   void noteOutgoing(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
   // Frames `segments` (segment table, then the segments) at the end of pending_.
   void enqueue(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
   // After enqueueing: schedules a flush, and says when the caller may write again.
   kj::Promise<void> afterEnqueue();
-  void startFlushing();
+  // `now`: write at once rather than once the loop is idle.
+  void startFlushing(bool now = false);
   // Resolves once every byte enqueued so far was handed to the socket (or the writes failed).
   kj::Promise<void> whenWritten(uint64_t upTo);
   kj::Promise<void> flush();
@@ -116,12 +144,15 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   std::optional<AbortReason> sent_;
   std::optional<AbortReason> received_;
   std::optional<AbortReason> readError_;
+  std::optional<uint64_t> preAuthLimit_;
+  bool refusedBeforeAuthentication_ = false;
 };
 
-// One human-readable reason, naming the option when it is about the size limit: "message larger
+// One human-readable reason, naming the option when it is about a size limit: "message larger
 // than rpc.max-message-size (16MiB)" for this side's limit (`ownLimit`), "message larger than the
-// peer's rpc.max-message-size" for an Abort received; else the first line of Cap'n Proto's
-// description ("invalid message: Message has too many segments." for input it rejected).
+// peer's rpc.max-message-size" for an Abort received, the pre-authentication refusal as it reads
+// (either side); else the first line of Cap'n Proto's description ("invalid message: Message has
+// too many segments." for input it rejected).
 std::string explainAbort(const AbortReason& abort, std::optional<uint64_t> ownLimit);
 
 // "127.0.0.1:40312" / "[::1]:40312" for a socket's peer; "unknown peer" if it has none.

@@ -11,6 +11,11 @@ RpcOptions rpcOptionsFrom(const Config& config) {
   options.callTimeout = config.getDuration("rpc.call-timeout");
   options.reconnectInitial = config.getDuration("rpc.reconnect.initial");
   options.reconnectMax = config.getDuration("rpc.reconnect.max");
+  options.preAuthMaxMessageSize = config.getSize("rpc.pre-auth-max-message-size");
+  options.authTimeout = config.getDuration("rpc.auth-timeout");
+  options.maxConnections = static_cast<uint64_t>(config.getInt("rpc.max-connections"));
+  options.maxConnectionsPerPeer =
+      static_cast<uint64_t>(config.getInt("rpc.max-connections-per-peer"));
   return options;
 }
 

@@ -1,5 +1,6 @@
 // The transport settings shared by RpcServer, RpcClient and CallDeadline (rpc.max-message-size,
-// rpc.call-timeout, rpc.reconnect.*), read once from the configuration.
+// rpc.call-timeout, rpc.reconnect.*, and the server's limits on connections before and after
+// authentication), read once from the configuration.
 #pragma once
 
 #include <capnp/message.h>
@@ -25,9 +26,19 @@ struct RpcOptions {
   // Server side: whether a connection must authenticate (ConnectionGate) before it is trusted.
   // Set by the process from its authentication settings, not read from rpc.* here.
   bool requireAuthentication = false;
+  // Server side, while a connection has not authenticated: the largest message it may send
+  // (at most maxMessageSize), and how long it may stay open.
+  uint64_t preAuthMaxMessageSize = 64 * 1024;
+  Duration authTimeout{10000};
+  // Server side: connections open at once, in total and from one IP address; one more is
+  // closed as soon as it is accepted. Apply whether or not authentication is required.
+  uint64_t maxConnections = 1024;
+  uint64_t maxConnectionsPerPeer = 64;
 };
 
-// Reads rpc.max-message-size, rpc.call-timeout, rpc.reconnect.initial and rpc.reconnect.max.
+// Reads rpc.max-message-size, rpc.call-timeout, rpc.reconnect.initial, rpc.reconnect.max,
+// rpc.pre-auth-max-message-size, rpc.auth-timeout, rpc.max-connections and
+// rpc.max-connections-per-peer.
 RpcOptions rpcOptionsFrom(const Config& config);
 
 // What every connection reads incoming messages with: traversalLimitInWords is the message size

@@ -9,17 +9,131 @@
 #include "rpc/abort_watching_stream.h"
 
 namespace regent::rpc {
+namespace {
+
+kj::Duration toKj(Duration duration) { return duration.count() * kj::MILLISECONDS; }
+
+constexpr Duration kRefusalLogInterval{10000};
+
+}  // namespace
+
+// The log of ConnectionCaps' refusals by one cap (see ConnectionCaps).
+class ConnectionCaps::RefusalLog final {
+ public:
+  RefusalLog(kj::Timer& timer, std::string option, uint64_t cap, std::string holding)
+      : timer_(timer), option_(std::move(option)), cap_(cap), holding_(std::move(holding)) {}
+
+  void setInterval(Duration interval) { interval_ = interval; }
+
+  // `peer` was refused; `detail` follows the option in the first warning of a burst (" for
+  // 10.0.0.7").
+  void refused(const std::string& peer, const std::string& detail) {
+    if (inBurst_) {
+      ++unreported_;
+      return;
+    }
+    spdlog::warn(
+        "rpc: refused connection from {}: {} ({}) reached{}{}; further refusals are "
+        "summed up every {}",
+        peer, option_, cap_, detail, holding_, formatDuration(interval_));
+    inBurst_ = true;
+    summaries_ = summarize().eagerlyEvaluate(nullptr);
+  }
+
+ private:
+  kj::Promise<void> summarize() {
+    return timer_.afterDelay(toKj(interval_)).then([this]() -> kj::Promise<void> {
+      if (unreported_ == 0) {
+        inBurst_ = false;
+        return kj::READY_NOW;
+      }
+      spdlog::warn("rpc: refused {} more connection(s) in the last {}: {} ({}) reached{}",
+                   unreported_, formatDuration(interval_), option_, cap_, holding_);
+      unreported_ = 0;
+      return summarize();
+    });
+  }
+
+  kj::Timer& timer_;
+  const std::string option_;
+  const uint64_t cap_;
+  const std::string holding_;
+  Duration interval_ = kRefusalLogInterval;
+  bool inBurst_ = false;
+  uint64_t unreported_ = 0;
+  kj::Promise<void> summaries_ = kj::READY_NOW;
+};
+
+ConnectionCaps::ConnectionCaps(kj::Timer& timer, uint64_t maxTotal, uint64_t maxPerPeer,
+                               std::string holding)
+    : maxTotal_(maxTotal),
+      maxPerPeer_(maxPerPeer),
+      totalLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections", maxTotal, holding)),
+      peerLog_(kj::heap<RefusalLog>(timer, "rpc.max-connections-per-peer", maxPerPeer, holding)) {}
+
+ConnectionCaps::~ConnectionCaps() noexcept = default;
+
+kj::Maybe<kj::Own<ConnectionCaps::Slot>> ConnectionCaps::admit(const std::string& address) {
+  std::string host = hostOf(address);
+  if (held_ >= maxTotal_) {
+    ++refusedOverTotal_;
+    totalLog_->refused(address, "");
+    return nullptr;
+  }
+  uint64_t& fromPeer = heldPerPeer_[host];
+  if (fromPeer >= maxPerPeer_) {
+    ++refusedOverPeer_;
+    peerLog_->refused(address, " for " + host);
+    return nullptr;
+  }
+  ++fromPeer;
+  ++held_;
+  return kj::heap<Slot>(*this, std::move(host));
+}
+
+void ConnectionCaps::release(const std::string& host) {
+  --held_;
+  auto found = heldPerPeer_.find(host);
+  if (found != heldPerPeer_.end() && --found->second == 0) heldPerPeer_.erase(found);
+}
+
+void ConnectionCaps::setLogIntervalForTests(Duration interval) {
+  totalLog_->setInterval(interval);
+  peerLog_->setInterval(interval);
+}
 
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
 // first, the socket last.
 struct RpcServer::Connection {
-  Connection(RpcServer& server, kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
+  Connection(RpcServer& server, kj::Own<ConnectionCaps::Slot> slotParam,
+             kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
       : server(server),
+        slot(kj::mv(slotParam)),
         peer(kj::mv(peerParam)),
         stream(kj::mv(streamParam)),
         messages(*stream),
-        network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)),
-        rpcSystem(capnp::makeRpcServer(network, server.bootstrap_(peer))) {
+        network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)) {
+    // Limits first, so that they hold from the first byte; then the bootstrap, which may mark
+    // the gate at once (a peer its TLS certificate identifies) and so lift them.
+    if (!peer.gate->authenticated()) {
+      messages.setPreAuthenticationLimit(server.options_.preAuthMaxMessageSize);
+      authDeadline = server.timer_.afterDelay(toKj(server.options_.authTimeout))
+                         .then([this] {
+                           timedOutBeforeAuthentication = true;
+                           // Tells the peer why; the RPC system goes without a word.
+                           messages.sendAbort("not authenticated within " +
+                                              formatDuration(this->server.options_.authTimeout) +
+                                              " (rpc.auth-timeout)");
+                           closing.fulfiller->fulfill();
+                         })
+                         .eagerlyEvaluate(nullptr);
+      peer.gate->setOnAuthenticated(kj::Function<void()>([this] {
+        messages.setPreAuthenticationLimit(std::nullopt);
+        authDeadline = nullptr;
+      }));
+    }
+    KJ_ON_SCOPE_FAILURE(peer.gate->setOnAuthenticated(nullptr));
+    rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
     ++server.open_;
   }
   ~Connection() noexcept {
@@ -27,12 +141,23 @@ struct RpcServer::Connection {
     --server.open_;
   }
 
+  // Resolves when the peer or the RPC system ends the connection, or this side closes it.
+  kj::Promise<void> whenEnded() {
+    return network.onDisconnect().exclusiveJoin(kj::mv(closing.promise));
+  }
+
   RpcServer& server;
+  kj::Own<ConnectionCaps::Slot> slot;  // Its place within the caps, freed last.
   const RpcPeer peer;
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
   capnp::TwoPartyVatNetwork network;
-  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpcSystem;
+  kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
+  // Fulfilled when this side closes the connection (the authentication deadline passed).
+  kj::PromiseFulfillerPair<void> closing = kj::newPromiseAndFulfiller<void>();
+  bool timedOutBeforeAuthentication = false;
+  // Pending while the connection has not authenticated; declared last, so it goes first.
+  kj::Maybe<kj::Promise<void>> authDeadline;
 };
 
 struct RpcServer::Private {};
@@ -72,10 +197,28 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(host, port_)),
+      caps_(timer, options_.maxConnections, options_.maxConnectionsPerPeer, ""),
       connections_(errorHandler_),
       accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {
-  spdlog::info("rpc: listening on {} (max message size {})", listenAddress_,
-               formatSize(options_.maxMessageSize));
+  // Before the loop runs again, so no connection is held uncapped.
+  if (auto* holding = dynamic_cast<HoldingConnectionReceiver*>(receiver_.get())) {
+    holding->capHeldConnections(options_.maxConnections, options_.maxConnectionsPerPeer);
+    holding_ = *holding;
+  }
+  if (options_.requireAuthentication) {
+    spdlog::info(
+        "rpc: listening on {} (max message size {}, {} before authentication, which must "
+        "happen within {}; at most {} connections, {} per peer address)",
+        listenAddress_, formatSize(options_.maxMessageSize),
+        formatSize(options_.preAuthMaxMessageSize), formatDuration(options_.authTimeout),
+        options_.maxConnections, options_.maxConnectionsPerPeer);
+  } else {
+    spdlog::info(
+        "rpc: listening on {} (max message size {}; at most {} connections, {} per peer "
+        "address)",
+        listenAddress_, formatSize(options_.maxMessageSize), options_.maxConnections,
+        options_.maxConnectionsPerPeer);
+  }
 }
 
 RpcServer::~RpcServer() noexcept {
@@ -84,10 +227,30 @@ RpcServer::~RpcServer() noexcept {
   }
 }
 
+void RpcServer::setRefusalLogIntervalForTests(Duration interval) {
+  caps_.setLogIntervalForTests(interval);
+}
+
+uint64_t RpcServer::connectionsRefusedOverTotalCap() const {
+  uint64_t refused = caps_.refusedOverTotal();
+  KJ_IF_MAYBE (holding, holding_) {
+    KJ_IF_MAYBE (caps, holding->heldConnectionCaps()) refused += caps->refusedOverTotal();
+  }
+  return refused;
+}
+
+uint64_t RpcServer::connectionsRefusedOverPeerCap() const {
+  uint64_t refused = caps_.refusedOverPeer();
+  KJ_IF_MAYBE (holding, holding_) {
+    KJ_IF_MAYBE (caps, holding->heldConnectionCaps()) refused += caps->refusedOverPeer();
+  }
+  return refused;
+}
+
 kj::Promise<void> RpcServer::acceptLoop() {
-  return receiver_->accept().then(
-      [this](kj::Own<kj::AsyncIoStream>&& stream) {
-        adopt(kj::mv(stream));
+  return receiver_->acceptAuthenticated().then(
+      [this](kj::AuthenticatedStream&& accepted) {
+        adopt(kj::mv(accepted));
         return acceptLoop();
       },
       [this](kj::Exception&& exception) {
@@ -98,16 +261,29 @@ kj::Promise<void> RpcServer::acceptLoop() {
       });
 }
 
-void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream) {
+void RpcServer::adopt(kj::AuthenticatedStream accepted) {
+  const std::string address = peerAddressOf(*accepted.stream);
+  kj::Own<ConnectionCaps::Slot> slot;
+  KJ_IF_MAYBE (admitted, caps_.admit(address)) {
+    slot = kj::mv(*admitted);
+  } else {
+    return;  // Over a cap: dropping the stream closes the socket before anything is read.
+  }
+
   ++accepted_;
-  RpcPeer peer{accepted_, peerAddressOf(*stream), {},
+  std::string commonName;
+  if (auto* certificate = dynamic_cast<VerifiedClientCertificate*>(accepted.peerIdentity.get())) {
+    commonName = certificate->commonName();
+  }
+  RpcPeer peer{accepted_, address, std::move(commonName),
                kj::refcounted<ConnectionGate>(!options_.requireAuthentication)};
-  spdlog::debug("rpc: connection {} from {}", peer.connectionId, peer.address);
+  spdlog::debug("rpc: connection {} from {}{}", peer.connectionId, peer.address,
+                peer.tlsCommonName.empty() ? "" : " (TLS client " + peer.tlsCommonName + ")");
   const uint64_t connectionId = peer.connectionId;
-  const std::string address = peer.address;
   kj::Own<Connection> connection;
   KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                 connection = kj::heap<Connection>(*this, kj::mv(stream), kj::mv(peer));
+                 connection = kj::heap<Connection>(*this, kj::mv(slot), kj::mv(accepted.stream),
+                                                   kj::mv(peer));
                })) {
     // A bootstrap factory that throws breaks its contract; the accept loop must survive it.
     spdlog::error("rpc: cannot serve connection {} from {}: {}", connectionId, address,
@@ -115,15 +291,21 @@ void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream) {
     return;
   }
   Connection& ref = *connection;
-  connections_.add(ref.network.onDisconnect()
-                       .then([this, &ref] { connectionEnded(ref); })
-                       .attach(kj::mv(connection)));
+  connections_.add(
+      ref.whenEnded().then([this, &ref] { connectionEnded(ref); }).attach(kj::mv(connection)));
 }
 
 void RpcServer::connectionEnded(Connection& connection) {
+  if (connection.timedOutBeforeAuthentication) {
+    ++authTimeouts_;
+    spdlog::warn("rpc: closed connection from {}: not authenticated within {} (rpc.auth-timeout)",
+                 connection.peer.address, formatDuration(options_.authTimeout));
+    return;
+  }
   const auto& sent = connection.messages.sentAbort();
   if (sent && sent->type != kj::Exception::Type::DISCONNECTED) {
     ++aborted_;
+    if (connection.messages.refusedBeforeAuthentication()) ++droppedBeforeAuthentication_;
     spdlog::warn("rpc: dropped connection from {}: {}", connection.peer.address,
                  explainAbort(*sent, options_.maxMessageSize));
     return;

@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "common/result.h"
 #include "common/task_errors.h"
+#include "common/time.h"
 #include "rpc/rpc_options.h"
 
 namespace regent::rpc {
@@ -20,8 +22,11 @@ namespace regent::rpc {
 // The authentication state of one accepted connection, shared by the server and whatever the
 // bootstrap factory built for that connection (keep a reference with kj::addRef). A connection
 // starts unauthenticated unless the server was told that no authentication is required
-// (RpcServer::listen's `requireAuthentication`); the bootstrap marks it authenticated once the
-// peer has proven who it is. Loop-thread only.
+// (RpcOptions::requireAuthentication false); the bootstrap marks it authenticated once the
+// peer has proven who it is, which lifts the limits RpcServer holds an unauthenticated
+// connection to (its message cap and deadline, see RpcServer). The factory may mark it at once,
+// while it builds the bootstrap (a peer its verified TLS certificate identifies): then neither
+// limit ever applies. Loop-thread only.
 class ConnectionGate final : public kj::Refcounted {
  public:
   explicit ConnectionGate(bool authenticated) : authenticated_(authenticated) {}
@@ -45,6 +50,85 @@ class ConnectionGate final : public kj::Refcounted {
   kj::Maybe<kj::Function<void()>> onAuthenticated_;
 };
 
+// The identity RpcNetwork's TLS listener gives (kj::AuthenticatedStream::peerIdentity) to a
+// connection whose client presented a certificate chaining to rpc.tls.ca; RpcServer copies its
+// common name into RpcPeer::tlsCommonName. Every other accepted connection carries kj's own
+// identities, which name no certificate.
+class VerifiedClientCertificate final : public kj::PeerIdentity {
+ public:
+  explicit VerifiedClientCertificate(std::string commonName) : commonName_(std::move(commonName)) {}
+
+  const std::string& commonName() const { return commonName_; }
+  kj::String toString() override { return kj::str("TLS client CN=", commonName_.c_str()); }
+
+ private:
+  std::string commonName_;
+};
+
+// Internal to rpc/: the caps on connections held at once, in total and per peer IP address
+// (rpc.max-connections, rpc.max-connections-per-peer), with their refusal counters and a log
+// that cannot flood. The first refusal of a burst is a warning naming the peer, the option and
+// its value; later ones are counted and summed up in one line per interval (10 s) while they
+// continue; an interval with none ends the burst. RpcServer keeps one for the connections it
+// serves, RpcNetwork's TLS listener one for those still in their handshake. Loop-thread only;
+// `timer` must outlive it, and it must outlive every Slot it gave out.
+class ConnectionCaps final {
+ public:
+  // A place held by one connection; destroying it frees the place.
+  class Slot;
+
+  // `holding` ends the first warning of a burst: "" or " (in TLS handshakes)".
+  ConnectionCaps(kj::Timer& timer, uint64_t maxTotal, uint64_t maxPerPeer, std::string holding);
+  ~ConnectionCaps() noexcept;
+  ConnectionCaps(const ConnectionCaps&) = delete;
+  ConnectionCaps& operator=(const ConnectionCaps&) = delete;
+
+  // A place for one more connection from `address` ("10.0.0.7:40312"), or null when either cap
+  // is reached: that refusal is counted and logged.
+  kj::Maybe<kj::Own<Slot>> admit(const std::string& address);
+
+  uint64_t held() const { return held_; }
+  uint64_t refusedOverTotal() const { return refusedOverTotal_; }
+  uint64_t refusedOverPeer() const { return refusedOverPeer_; }
+  void setLogIntervalForTests(Duration interval);
+
+ private:
+  class RefusalLog;
+  void release(const std::string& host);
+
+  const uint64_t maxTotal_;
+  const uint64_t maxPerPeer_;
+  uint64_t held_ = 0;
+  uint64_t refusedOverTotal_ = 0;
+  uint64_t refusedOverPeer_ = 0;
+  std::unordered_map<std::string, uint64_t> heldPerPeer_;  // No entry for none.
+  kj::Own<RefusalLog> totalLog_;
+  kj::Own<RefusalLog> peerLog_;
+};
+
+class ConnectionCaps::Slot final {
+ public:
+  Slot(ConnectionCaps& caps, std::string host) : caps_(caps), host_(std::move(host)) {}
+  ~Slot() noexcept { caps_.release(host_); }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  ConnectionCaps& caps_;
+  const std::string host_;
+};
+
+// Internal to rpc/: a listener that holds accepted connections for a while before accept()
+// hands them out (RpcNetwork's TLS listener, during handshakes). RpcServer::listen gives it the
+// server's caps, which it applies to the connections it holds, counted apart from those served.
+class HoldingConnectionReceiver : public kj::ConnectionReceiver {
+ public:
+  // Called once, before the loop runs again after listen().
+  virtual void capHeldConnections(uint64_t maxTotal, uint64_t maxPerPeer) = 0;
+  // The caps set by capHeldConnections(), or null before.
+  virtual kj::Maybe<const ConnectionCaps&> heldConnectionCaps() const = 0;
+};
+
 // The far end of one accepted connection, as the bootstrap factory sees it.
 struct RpcPeer {
   uint64_t connectionId = 0;  // 1, 2, ... in accept order, unique per server.
@@ -64,6 +148,22 @@ struct RpcPeer {
 // the peer and the reason ("rpc: dropped connection from 127.0.0.1:40312: message larger than
 // rpc.max-message-size (16MiB)"), counts it in connectionsAborted(), and keeps serving the
 // others. Connections that end normally are logged at debug level.
+//
+// Limits, all counted and logged naming the peer and the option (docs/wire.md, "Admission"):
+//   - Caps on open connections (RpcOptions::maxConnections in total, maxConnectionsPerPeer from
+//     one IP address): a connection over either is closed as soon as it is accepted, before
+//     the bootstrap factory sees it. The first refusal of a burst is a warning; further ones
+//     are summed up in one line per 10 s while they continue, so a flood cannot flood the log
+//     (ConnectionCaps). A listener that holds connections before handing them out (TLS
+//     handshakes, HoldingConnectionReceiver) applies the same caps to those it holds.
+//   - While a connection's gate is not authenticated (RpcOptions::requireAuthentication):
+//     a message larger than preAuthMaxMessageSize is refused from its frame's segment table,
+//     before its body is read, and the connection aborted (a subset of connectionsAborted());
+//     and a connection still not authenticated after authTimeout is closed by the server,
+//     which sends it an Abort naming rpc.auth-timeout first (best effort).
+//     ConnectionGate::markAuthenticated() lifts both at once (rpc.max-message-size applies
+//     from the next message on). The check happens when a frame's segment table arrives, so a
+//     client must wait for its authentication to be answered before sending a larger message.
 //
 // Thread-safety: loop-thread only. Destroying the server stops listening and closes every
 // connection at once: calls in flight are cancelled, and peers see DISCONNECTED.
@@ -105,17 +205,31 @@ class RpcServer final {
 
   // Connections open now.
   size_t connectionCount() const { return open_; }
-  // Connections accepted so far.
+  // Connections accepted and served so far (not those refused by a cap).
   uint64_t connectionsAccepted() const { return accepted_; }
   // Connections this side aborted because of what the peer sent (malformed or oversized
   // messages, protocol errors), so far.
   uint64_t connectionsAborted() const { return aborted_; }
+  // Of those, connections dropped for a message over RpcOptions::preAuthMaxMessageSize sent
+  // before authenticating.
+  uint64_t connectionsDroppedBeforeAuthentication() const { return droppedBeforeAuthentication_; }
+  // Connections closed because they had not authenticated within RpcOptions::authTimeout.
+  uint64_t connectionsTimedOutBeforeAuthentication() const { return authTimeouts_; }
+  // Connections closed at accept because RpcOptions::maxConnections were open (or held in TLS
+  // handshakes).
+  uint64_t connectionsRefusedOverTotalCap() const;
+  // Connections closed at accept because RpcOptions::maxConnectionsPerPeer were open (or held in
+  // TLS handshakes) from the same IP address.
+  uint64_t connectionsRefusedOverPeerCap() const;
+
+  // How often refusals by a cap are summed up in the log (10 s).
+  void setRefusalLogIntervalForTests(Duration interval);
 
  private:
   struct Connection;
 
   kj::Promise<void> acceptLoop();
-  void adopt(kj::Own<kj::AsyncIoStream> stream);
+  void adopt(kj::AuthenticatedStream accepted);
   void connectionEnded(Connection& connection);
 
   kj::Timer& timer_;
@@ -127,6 +241,12 @@ class RpcServer final {
   size_t open_ = 0;
   uint64_t accepted_ = 0;
   uint64_t aborted_ = 0;
+  uint64_t droppedBeforeAuthentication_ = 0;
+  uint64_t authTimeouts_ = 0;
+  // The caps on connections served; connections hold slots of it while being destroyed.
+  ConnectionCaps caps_;
+  // The receiver's own caps, when it holds connections before handing them out.
+  kj::Maybe<HoldingConnectionReceiver&> holding_;
   // A connection task ends when its peer goes away: routine, logged at debug.
   TaskFailureLogger errorHandler_{"rpc: connection", spdlog::level::debug};
   // Declared after the counters: connections update them while being destroyed.

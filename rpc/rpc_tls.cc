@@ -21,6 +21,7 @@
 #include "conf/config.h"
 #include "conf/values.h"
 #include "rpc/abort_watching_stream.h"
+#include "rpc/rpc_server.h"
 
 namespace regent::rpc {
 
@@ -97,8 +98,25 @@ bool keyMatchesCertificate(const std::string& certificatePem, const std::string&
   return matches;
 }
 
-// Accepted connections, handed out only once their TLS handshake succeeded.
-class TlsReceiver final : public kj::ConnectionReceiver {
+// The identity to hand RpcServer for a finished handshake: the certificate's common name when
+// the client presented a verified one (kj-tls asks for one only with rpc.tls.verify-clients),
+// else kj's own identity, which names none.
+kj::Own<kj::PeerIdentity> identityOf(kj::Own<kj::PeerIdentity> identity) {
+  auto& tls = kj::downcast<kj::TlsPeerIdentity>(*identity);
+  if (!tls.hasCertificate()) return identity;
+  std::string commonName;
+  KJ_IF_MAYBE (problem,
+               kj::runCatchingExceptions([&] { commonName = tls.getCommonName().cStr(); })) {
+    // A certificate without a common name: verified, but naming no one.
+    spdlog::debug("rpc: TLS client certificate has no common name: {}", explain(*problem));
+    return identity;
+  }
+  return kj::heap<VerifiedClientCertificate>(std::move(commonName));
+}
+
+// Accepted connections, handed out only once their TLS handshake succeeded, with the identity
+// of a client that presented a verified certificate (VerifiedClientCertificate).
+class TlsReceiver final : public HoldingConnectionReceiver {
  public:
   TlsReceiver(RpcNetwork::Impl& tls, kj::Own<kj::ConnectionReceiver> inner)
       : tls_(tls),
@@ -108,19 +126,32 @@ class TlsReceiver final : public kj::ConnectionReceiver {
   ~TlsReceiver() noexcept = default;
 
   kj::Promise<kj::Own<kj::AsyncIoStream>> accept() override {
+    return acceptAuthenticated().then(
+        [](kj::AuthenticatedStream&& accepted) { return kj::mv(accepted.stream); });
+  }
+
+  kj::Promise<kj::AuthenticatedStream> acceptAuthenticated() override {
     if (!ready_.empty()) {
-      kj::Own<kj::AsyncIoStream> stream = kj::mv(ready_.front());
+      kj::AuthenticatedStream accepted = kj::mv(ready_.front());
       ready_.pop_front();
-      return kj::mv(stream);
+      return kj::mv(accepted);
     }
     KJ_IF_MAYBE (failure, failure_) {
       kj::Exception exception = kj::mv(*failure);
       failure_ = nullptr;
       return kj::mv(exception);
     }
-    auto paf = kj::newPromiseAndFulfiller<kj::Own<kj::AsyncIoStream>>();
+    auto paf = kj::newPromiseAndFulfiller<kj::AuthenticatedStream>();
     waiter_ = kj::mv(paf.fulfiller);
     return kj::mv(paf.promise);
+  }
+
+  void capHeldConnections(uint64_t maxTotal, uint64_t maxPerPeer) override {
+    caps_ = kj::heap<ConnectionCaps>(tls_.timer, maxTotal, maxPerPeer, " (in TLS handshakes)");
+  }
+  kj::Maybe<const ConnectionCaps&> heldConnectionCaps() const override {
+    KJ_IF_MAYBE (caps, caps_) return **caps;
+    return nullptr;
   }
 
   uint getPort() override { return inner_->getPort(); }
@@ -133,9 +164,9 @@ class TlsReceiver final : public kj::ConnectionReceiver {
 
  private:
   kj::Promise<void> acceptLoop() {
-    return inner_->accept().then(
-        [this](kj::Own<kj::AsyncIoStream>&& stream) {
-          handshake(kj::mv(stream));
+    return inner_->acceptAuthenticated().then(
+        [this](kj::AuthenticatedStream&& accepted) {
+          handshake(kj::mv(accepted));
           return acceptLoop();
         },
         [this](kj::Exception&& exception) {
@@ -145,36 +176,48 @@ class TlsReceiver final : public kj::ConnectionReceiver {
         });
   }
 
-  void handshake(kj::Own<kj::AsyncIoStream> stream) {
-    const std::string peer = peerAddressOf(*stream);
+  void handshake(kj::AuthenticatedStream accepted) {
+    const std::string peer = peerAddressOf(*accepted.stream);
+    // A handshake holds its connection's place within the caps until it ends either way.
+    kj::Maybe<kj::Own<ConnectionCaps::Slot>> slot;
+    KJ_IF_MAYBE (caps, caps_) {
+      slot = (*caps)->admit(peer);
+      if (slot == nullptr) return;  // Over a cap: dropping the stream closes the socket.
+    }
     const Duration timeout = tls_.handshakeTimeout;
     kj::TlsContext& context = *tls_.context;
     auto handshake =
-        kj::evalNow([&] { return context.wrapServer(kj::mv(stream)); })
+        kj::evalNow([&] { return context.wrapServer(kj::mv(accepted)); })
             .exclusiveJoin(tls_.timer.afterDelay(toKj(timeout))
-                               .then([timeout]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                               .then([timeout]() -> kj::Promise<kj::AuthenticatedStream> {
                                  return KJ_EXCEPTION(DISCONNECTED,
                                                      kj::str("no TLS handshake within ",
                                                              formatDuration(timeout).c_str()));
                                }));
-    handshakes_.add(
-        handshake.then([this](kj::Own<kj::AsyncIoStream>&& secured) { deliver(kj::mv(secured)); },
-                       [this, peer](kj::Exception&& exception) {
-                         ++tls_.handshakesFailed;
-                         spdlog::warn("rpc: refused connection from {}: TLS handshake failed: {}",
-                                      peer, explain(exception));
-                       }));
+    handshakes_.add(handshake
+                        .then(
+                            [this](kj::AuthenticatedStream&& secured) {
+                              secured.peerIdentity = identityOf(kj::mv(secured.peerIdentity));
+                              deliver(kj::mv(secured));
+                            },
+                            [this, peer](kj::Exception&& exception) {
+                              ++tls_.handshakesFailed;
+                              spdlog::warn(
+                                  "rpc: refused connection from {}: TLS handshake failed: {}", peer,
+                                  explain(exception));
+                            })
+                        .attach(kj::mv(slot)));
   }
 
-  void deliver(kj::Own<kj::AsyncIoStream> stream) {
+  void deliver(kj::AuthenticatedStream accepted) {
     KJ_IF_MAYBE (waiter, waiter_) {
       if ((*waiter)->isWaiting()) {
-        (*waiter)->fulfill(kj::mv(stream));
+        (*waiter)->fulfill(kj::mv(accepted));
         waiter_ = nullptr;
         return;
       }
     }
-    ready_.push_back(kj::mv(stream));
+    ready_.push_back(kj::mv(accepted));
   }
 
   void deliver(kj::Exception&& exception) {
@@ -190,9 +233,11 @@ class TlsReceiver final : public kj::ConnectionReceiver {
 
   RpcNetwork::Impl& tls_;
   kj::Own<kj::ConnectionReceiver> inner_;
-  std::deque<kj::Own<kj::AsyncIoStream>> ready_;  // Handshake done, not yet accepted.
-  kj::Maybe<kj::Exception> failure_;              // The inner receiver's, for the next accept().
-  kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::Own<kj::AsyncIoStream>>>> waiter_;
+  // Set by the RPC server; handshakes hold slots of it, so it goes after them.
+  kj::Maybe<kj::Own<ConnectionCaps>> caps_;
+  std::deque<kj::AuthenticatedStream> ready_;  // Handshake done, not yet accepted.
+  kj::Maybe<kj::Exception> failure_;           // The inner receiver's, for the next accept().
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::AuthenticatedStream>>> waiter_;
   TaskFailureLogger handshakeErrors_{"rpc: TLS handshake"};
   kj::TaskSet handshakes_;
   kj::Promise<void> accepting_;

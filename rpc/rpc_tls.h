@@ -57,7 +57,15 @@ enum class RpcTlsRole { kServer, kClient };
 //     a warning naming the peer, counted in handshakesFailed(), and never reaches the RPC
 //     server, which keeps serving the others. The server ignores the host name a client asks
 //     for (SNI): it always presents rpc.tls.cert. A verified client is any holder of a
-//     certificate chaining to rpc.tls.ca; its names are not checked.
+//     certificate chaining to rpc.tls.ca; its names are not checked here. The receiver's
+//     acceptAuthenticated() gives such a client's connection a VerifiedClientCertificate
+//     identity (rpc_server.h) carrying the certificate's common name, which RpcServer puts in
+//     RpcPeer::tlsCommonName for the bootstrap to map to a role; a client that presented none
+//     (rpc.tls.verify-clients off: none is asked for) or one without a common name gets kj's
+//     identity, which names no one. The receiver is a HoldingConnectionReceiver: the RPC server
+//     gives it its connection caps (rpc.max-connections, rpc.max-connections-per-peer), which
+//     then also bound the connections in their handshake, counted apart from those served; one
+//     over a cap is closed at once, before its handshake.
 // getSockaddr() and restrictPeers() are not supported on the TLS network.
 //
 // Thread-safety: loop-thread only. The inner network and the timer must outlive this object,

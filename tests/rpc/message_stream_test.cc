@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "common/event_loop.h"
@@ -198,6 +200,53 @@ TEST_F(MessageStreamTest, EndDrainsTheQueueThenShutsTheWriteSide) {
   ended.wait(waitScope_);
   auto eof = static_cast<capnp::MessageStream&>(reader).tryReadMessage().wait(waitScope_);
   EXPECT_TRUE(eof == nullptr);
+}
+
+// ---- The pre-authentication limit on reads ----------------------------------------------------
+
+// What reading one message through `stream` gave: "read" or the failure's description.
+std::string readOutcome(AbortWatchingMessageStream& stream, kj::WaitScope& waitScope) {
+  return stream.tryReadMessage(nullptr, capnp::ReaderOptions{}, nullptr)
+      .then(
+          [](kj::Maybe<capnp::MessageReaderAndFds>&& message) -> std::string {
+            return message == nullptr ? "end" : "read";
+          },
+          [](kj::Exception&& e) -> std::string { return e.getDescription().cStr(); })
+      .wait(waitScope);
+}
+
+TEST_F(MessageStreamTest, TheLimitCountsEverySegmentOfAFrame) {
+  AbortWatchingMessageStream sender(*pipe_.ends[0]);
+  AbortWatchingMessageStream receiver(*pipe_.ends[1]);
+  receiver.setPreAuthenticationLimit(1024);
+  // 128 words (1 KiB) in all passes; 129 in three segments, each well under, does not.
+  const TestMessage atLimit(1, {100, 28});
+  const TestMessage overLimit(2, {43, 43, 43});
+  sender.writeMessage(nullptr, atLimit.view()).wait(waitScope_);
+  sender.writeMessage(nullptr, overLimit.view()).wait(waitScope_);
+  EXPECT_EQ(readOutcome(receiver, waitScope_), "read");
+  EXPECT_FALSE(receiver.refusedBeforeAuthentication());
+  EXPECT_EQ(readOutcome(receiver, waitScope_),
+            "message larger than rpc.pre-auth-max-message-size (1KiB) before authentication");
+  EXPECT_TRUE(receiver.refusedBeforeAuthentication());
+}
+
+TEST_F(MessageStreamTest, LiftingTheLimitWhileAReadWaitsAdmitsTheNextMessage) {
+  AbortWatchingMessageStream sender(*pipe_.ends[0]);
+  AbortWatchingMessageStream receiver(*pipe_.ends[1]);
+  receiver.setPreAuthenticationLimit(1024);
+  auto pending = receiver.tryReadMessage(nullptr, capnp::ReaderOptions{}, nullptr);
+  waitScope_.poll();  // The read now waits for a frame.
+  receiver.setPreAuthenticationLimit(std::nullopt);
+  const TestMessage large(3, {4096});
+  sender.writeMessage(nullptr, large.view()).wait(waitScope_);
+  auto received = pending.wait(waitScope_);
+  KJ_IF_MAYBE (message, received) {
+    EXPECT_TRUE(sameSegments(*message->reader, large));
+  } else {
+    FAIL() << "the stream ended";
+  }
+  EXPECT_FALSE(receiver.refusedBeforeAuthentication());
 }
 
 }  // namespace

@@ -18,12 +18,21 @@ TEST(RpcOptions, DefaultsMatchTheRegistry) {
   EXPECT_EQ(fromConfig.callTimeout, defaults.callTimeout);
   EXPECT_EQ(fromConfig.reconnectInitial, defaults.reconnectInitial);
   EXPECT_EQ(fromConfig.reconnectMax, defaults.reconnectMax);
+  EXPECT_EQ(fromConfig.preAuthMaxMessageSize, defaults.preAuthMaxMessageSize);
+  EXPECT_EQ(fromConfig.preAuthMaxMessageSize, 64u * 1024);
+  EXPECT_EQ(fromConfig.authTimeout, defaults.authTimeout);
+  EXPECT_EQ(fromConfig.authTimeout, Duration(10000));
+  EXPECT_EQ(fromConfig.maxConnections, defaults.maxConnections);
+  EXPECT_EQ(fromConfig.maxConnections, 1024u);
+  EXPECT_EQ(fromConfig.maxConnectionsPerPeer, defaults.maxConnectionsPerPeer);
+  EXPECT_EQ(fromConfig.maxConnectionsPerPeer, 64u);
 }
 
 TEST(RpcOptions, ReadsEveryKey) {
-  auto config =
-      loadConfig(ConfigSources{.set = {"rpc.max-message-size=64KiB", "rpc.call-timeout=1500ms",
-                                       "rpc.reconnect.initial=50ms", "rpc.reconnect.max=2s"}});
+  auto config = loadConfig(ConfigSources{
+      .set = {"rpc.max-message-size=64KiB", "rpc.call-timeout=1500ms", "rpc.reconnect.initial=50ms",
+              "rpc.reconnect.max=2s", "rpc.pre-auth-max-message-size=8KiB", "rpc.auth-timeout=3s",
+              "rpc.max-connections=100", "rpc.max-connections-per-peer=10"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
   const RpcOptions options = rpcOptionsFrom(config.value());
   EXPECT_EQ(options.maxMessageSize, 64u * 1024);
@@ -31,6 +40,42 @@ TEST(RpcOptions, ReadsEveryKey) {
   EXPECT_EQ(options.reconnectInitial, Duration(50));
   EXPECT_EQ(options.reconnectMax, Duration(2000));
   EXPECT_EQ(readerOptionsFor(options).traversalLimitInWords, 8u * 1024);
+  EXPECT_EQ(options.preAuthMaxMessageSize, 8u * 1024);
+  EXPECT_EQ(options.authTimeout, Duration(3000));
+  EXPECT_EQ(options.maxConnections, 100u);
+  EXPECT_EQ(options.maxConnectionsPerPeer, 10u);
+}
+
+TEST(RpcOptions, PreAuthenticationCapAboveTheMessageSizeLimitIsRefusedNamingBothKeys) {
+  auto config = loadConfig(
+      ConfigSources{.set = {"rpc.max-message-size=32KiB", "rpc.pre-auth-max-message-size=64KiB"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            "rpc.pre-auth-max-message-size must be at most rpc.max-message-size "
+            "(rpc.pre-auth-max-message-size is 64KiB from --set; rpc.max-message-size is 32KiB "
+            "from --set)");
+}
+
+TEST(RpcOptions, PerPeerCapAboveTheTotalIsRefusedNamingBothKeys) {
+  auto config = loadConfig(
+      ConfigSources{.set = {"rpc.max-connections=10", "rpc.max-connections-per-peer=20"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            "rpc.max-connections-per-peer must be at most rpc.max-connections "
+            "(rpc.max-connections-per-peer is 20 from --set; rpc.max-connections is 10 from "
+            "--set)");
+}
+
+TEST(RpcOptions, ConnectionCapsAndTheAuthenticationTimeoutMustBePositive) {
+  for (const char* bad : {"rpc.max-connections=0", "rpc.max-connections-per-peer=0",
+                          "rpc.auth-timeout=0s", "rpc.pre-auth-max-message-size=10"}) {
+    SCOPED_TRACE(bad);
+    auto config = loadConfig(ConfigSources{.set = {bad}});
+    ASSERT_FALSE(config.ok());
+    const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_NE(config.error().message.find("for " + key + " from --set"), std::string::npos)
+        << config.error().message;
+  }
 }
 
 TEST(RpcOptions, ReconnectMaxBelowInitialIsRefusedNamingBothKeys) {

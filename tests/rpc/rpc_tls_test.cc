@@ -78,11 +78,12 @@ class RpcTls : public ::testing::Test {
   }
 
   // Starts serving a TestMaster called "m1" through `serverNetwork`.
-  void serve(RpcNetwork& serverNetwork) {
+  void serve(RpcNetwork& serverNetwork, RpcOptions options = {}) {
     auto started = runBounded(
-        loop_, RpcServer::listen(serverNetwork.network(), loop_.timer(), "127.0.0.1:0", {},
+        loop_, RpcServer::listen(serverNetwork.network(), loop_.timer(), "127.0.0.1:0", options,
                                  [this](const RpcPeer& peer) -> capnp::Capability::Client {
                                    record_->peers.push_back(peer.address);
+                                   commonNames_.push_back(peer.tlsCommonName);
                                    return kj::heap<TestMaster>("m1", record_);
                                  }));
     if (!started.ok()) throw std::runtime_error(started.error().message);
@@ -132,6 +133,7 @@ class RpcTls : public ::testing::Test {
   TestCa otherCa_;
   EventLoop loop_;
   std::shared_ptr<TestMasterRecord> record_ = std::make_shared<TestMasterRecord>();
+  std::vector<std::string> commonNames_;  // RpcPeer::tlsCommonName of each connection served.
   std::vector<kj::Own<RpcNetwork>> networks_;
   kj::Own<RpcServer> server_;  // Goes before the networks.
 };
@@ -243,6 +245,30 @@ TEST_F(RpcTls, HandshakeHasATimeout) {
   EXPECT_EQ(server_->connectionsAccepted(), 0u);
 }
 
+TEST_F(RpcTls, ConnectionsInTheirHandshakeAreHeldToTheConnectionCaps) {
+  RpcNetwork& server = network(serverOptions(), RpcTlsRole::kServer);
+  RpcOptions options;
+  options.maxConnectionsPerPeer = 2;
+  serve(server, options);
+  // Two silent peers take both places for 127.0.0.1 while their handshakes wait.
+  kj::Own<kj::AsyncIoStream> first = connectPlainTcp();
+  kj::Own<kj::AsyncIoStream> second = connectPlainTcp();
+  kj::Own<kj::AsyncIoStream> third = connectPlainTcp();
+  ASSERT_TRUE(runUntil(loop_, [&] { return server_->connectionsRefusedOverPeerCap() == 1; }));
+  // The third was closed at once, not left to time out.
+  char byte;
+  EXPECT_EQ(runBounded(loop_, third->tryRead(&byte, 1, 1)), 0u);
+  EXPECT_EQ(server.handshakesFailed(), 0u);
+
+  // Once a handshake ends (here: the peer gives up), its place is free again.
+  first = nullptr;
+  ASSERT_TRUE(runUntil(loop_, [&] { return server.handshakesFailed() == 1; }));
+  RpcNetwork& clientSide = network(clientOptions(), RpcTlsRole::kClient);
+  auto secure = client(clientSide);
+  EXPECT_EQ(askName(*secure), "m1");
+  EXPECT_EQ(server_->connectionsRefusedOverPeerCap(), 1u);
+}
+
 class RpcTlsMutual : public RpcTls {};
 
 TEST_F(RpcTlsMutual, ClientWithoutCertificateIsRefused) {
@@ -275,6 +301,36 @@ TEST_F(RpcTlsMutual, ClientWithCaSignedCertificateIsServed) {
   auto secure = client(clientSide);
   EXPECT_EQ(askName(*secure), "m1");
   EXPECT_EQ(server.handshakesFailed(), 0u);
+}
+
+TEST_F(RpcTlsMutual, TheVerifiedCertificatesCommonNameReachesTheBootstrapFactory) {
+  writePair("worker", ca_.issue("worker-7", ""));
+  RpcNetwork& server = network(serverOptions(/*verifyClients=*/true), RpcTlsRole::kServer);
+  serve(server);
+  RpcNetwork& cliSide = network(clientOptions("ca.pem", "client"), RpcTlsRole::kClient);
+  RpcNetwork& workerSide = network(clientOptions("ca.pem", "worker"), RpcTlsRole::kClient);
+  auto cli = client(cliSide);
+  ASSERT_EQ(askName(*cli), "m1");
+  auto worker = client(workerSide);
+  ASSERT_EQ(askName(*worker), "m1");
+  EXPECT_EQ(commonNames_, (std::vector<std::string>{"regentctl", "worker-7"}));
+}
+
+TEST_F(RpcTls, NoCommonNameWithoutAVerifiedClientCertificate) {
+  // Plain TCP.
+  RpcNetwork& plain = network({}, RpcTlsRole::kServer);
+  serve(plain);
+  auto plainClient = client(network({}, RpcTlsRole::kClient));
+  ASSERT_EQ(askName(*plainClient), "m1");
+  plainClient = nullptr;
+  server_ = nullptr;
+  // TLS without rpc.tls.verify-clients: the server asks for no certificate, so the one the
+  // client holds is never presented.
+  RpcNetwork& tls = network(serverOptions(/*verifyClients=*/false), RpcTlsRole::kServer);
+  serve(tls);
+  auto tlsClient = client(network(clientOptions("ca.pem", "client"), RpcTlsRole::kClient));
+  ASSERT_EQ(askName(*tlsClient), "m1");
+  EXPECT_EQ(commonNames_, (std::vector<std::string>{"", ""}));
 }
 
 // ---- Misconfiguration ------------------------------------------------------------------------

@@ -157,7 +157,7 @@ TEST_F(RpcTransportTest, AcceptingSurvivesABootstrapFactoryThatThrows) {
   ASSERT_TRUE(runUntil(loop_, [&] { return calls == 1; }));
   RpcClient second(network(), loop_.timer(), loopback(server->port()), {});
   EXPECT_EQ(masterIdVia(second), "alpha");
-  EXPECT_THAT(log(), HasSubstr("rpc: cannot serve connection from 127.0.0.1:"));
+  EXPECT_THAT(log(), HasSubstr("rpc: cannot serve connection 1 from 127.0.0.1:"));
 }
 
 // ---- Rogue input ---------------------------------------------------------------------------
