@@ -394,7 +394,9 @@ kj::Promise<Status> ZooKeeperSession::waitConnected(Duration timeout) {
                          .then([quorum, timeout]() {
                            return Status(Error::retryable(
                                "no ZooKeeper session with " + quorum + " within " +
-                               std::to_string(timeout.count()) + " ms (is ZooKeeper running?)"));
+                               std::to_string(timeout.count()) + " ms (is ZooKeeper running?)" +
+                               (lastLibraryProblem.empty() ? "" : "; last problem: ") +
+                               lastLibraryProblem));
                          }));
 }
 
