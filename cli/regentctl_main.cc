@@ -46,7 +46,8 @@ std::optional<std::string> commandProblem(const CLI::App& app, const CLI::App& j
   const bool wordFirst = !extra.empty() && !extra.front().starts_with("-");
   if (app.get_subcommands().empty()) {
     if (wordFirst) {
-      return "unknown subcommand \"" + extra.front() + "\"; the subcommands are " + commandNames(app);
+      return "unknown subcommand \"" + extra.front() + "\"; the subcommands are " +
+             commandNames(app);
     }
     if (extra.empty()) return "a subcommand is required: " + commandNames(app);
   } else if (jobs.parsed() && jobs.get_subcommands().empty()) {

@@ -53,7 +53,8 @@ std::vector<DocScript> docScripts(const std::string& page) {
     if (!lines[i].starts_with(marker)) continue;
     const size_t open = i + 1;
     if (open >= lines.size() || lines[open] != "```sh") {
-      ADD_FAILURE() << page << " line " << i + 1 << ": a doc-test marker must precede a ```sh block";
+      ADD_FAILURE() << page << " line " << i + 1
+                    << ": a doc-test marker must precede a ```sh block";
       continue;
     }
     std::string block;

@@ -128,8 +128,8 @@ class HttpServerTest : public ::testing::Test {
     auto read = connection->readAllText().then([](kj::String text) {
       return std::optional<std::string>(text.cStr());
     });
-    auto bounded = loop_.run(read.exclusiveJoin(
-        loop_.timer().afterDelay(30 * kj::SECONDS).then([] { return std::optional<std::string>(); })));
+    auto bounded = loop_.run(read.exclusiveJoin(loop_.timer().afterDelay(30 * kj::SECONDS).then(
+        [] { return std::optional<std::string>(); })));
     if (!bounded) ADD_FAILURE() << "the server kept the connection open";
     return bounded.value_or("");
   }
