@@ -8,6 +8,7 @@
 #include "cli/regentctl_output.h"
 #include "common/time.h"
 #include "conf/config.h"
+#include "conf/values.h"
 #include "leader/leader_services.h"
 
 namespace regent::cli {
@@ -36,17 +37,22 @@ ClusterInspector::~ClusterInspector() noexcept = default;
 
 std::string ClusterInspector::clusterName() const { return clusterNameOf(config_); }
 
-kj::Promise<bool> ClusterInspector::connect() { return connectToZooKeeper(*ha_, config_, output_.err); }
+kj::Promise<bool> ClusterInspector::connect() {
+  return connectToZooKeeper(*ha_, config_, output_.err,
+                            config_.getDuration("ha.zookeeper.connect-timeout"),
+                            "ha.zookeeper.connect-timeout");
+}
 
-kj::Promise<bool> connectToZooKeeper(ha::HaServices& ha, const Config& config, std::ostream& err) {
+kj::Promise<bool> connectToZooKeeper(ha::HaServices& ha, const Config& config, std::ostream& err,
+                                     Duration wait, std::string waitOption) {
   ha::ZooKeeperClient* zooKeeper = ha.zooKeeper();
   if (zooKeeper == nullptr) return true;
-  return zooKeeper->waitConnected(config.getDuration("ha.zookeeper.connect-timeout"))
-      .then([&config, &err](Status connected) {
+  return zooKeeper->waitConnected(wait).then(
+      [&config, &err, wait, waitOption = std::move(waitOption)](Status connected) {
         if (connected.ok()) return true;
         err << "regentctl: cannot reach ZooKeeper at " << config.getString("ha.zookeeper.quorum")
-            << ": " << connected.error().message << " (ha.zookeeper.connect-timeout is "
-            << config.text("ha.zookeeper.connect-timeout") << ")" << std::endl;
+            << ": " << connected.error().message << " (" << waitOption << " is "
+            << formatDuration(wait) << ")" << std::endl;
         return false;
       });
 }

@@ -11,6 +11,7 @@
 
 #include "common/event_loop.h"
 #include "common/result.h"
+#include "common/time.h"
 #include "ha/ha_services.h"
 #include "leader/leader_retrieval.h"
 
@@ -32,9 +33,12 @@ struct InspectorOutput {
   bool json = false;
 };
 
-// Waits up to ha.zookeeper.connect-timeout for the reader session; on failure writes one line
-// to `err` naming the quorum and the timeout and resolves false. True at once without ZooKeeper.
-kj::Promise<bool> connectToZooKeeper(ha::HaServices& ha, const Config& config, std::ostream& err);
+// Waits up to `wait` for the reader session; on failure writes one line to `err` naming the
+// quorum, the library's last problem (such as a refused connection) and the option that set the
+// wait (`waitOption`: "ha.zookeeper.connect-timeout", or "--timeout" for commands that retry),
+// and resolves false. True at once without ZooKeeper.
+kj::Promise<bool> connectToZooKeeper(ha::HaServices& ha, const Config& config, std::ostream& err,
+                                     Duration wait, std::string waitOption);
 
 // `cluster "<cluster-id>"`, for messages.
 std::string clusterNameOf(const Config& config);

@@ -205,34 +205,35 @@ std::string JobCommands::clusterName() const { return clusterNameOf(config_); }
 
 kj::Promise<bool> JobCommands::connectZooKeeper() {
   if (!ha_) return true;
-  return connectToZooKeeper(*ha_, config_, output_.err);
+  // The whole --timeout, not ha.zookeeper.connect-timeout: these commands retry until it passes.
+  return connectToZooKeeper(*ha_, config_, output_.err, timeout_, "--timeout");
 }
 
-int JobCommands::gaveUp() {
-  const std::string& obstacle = client_->lastObstacle();
+int JobCommands::gaveUp(const std::string& reason) {
   output_.err << "regentctl: gave up after " << formatDuration(timeout_) << " (--timeout): "
-              << (obstacle.empty() ? "no answer from " + clusterName() : obstacle) << std::endl;
+              << reason << std::endl;
   return client_->lastObstacleWasNoLeader() ? kExitNoLeader : kExitError;
 }
 
+// The ZooKeeper session may take up to --timeout, and the call gets what is left of it; each
+// step reports its own cause when the time runs out.
 kj::Promise<int> JobCommands::run(client::LeaderClient::Fn<int> call, std::string subject) {
-  kj::Promise<int> work = connectZooKeeper().then(
-      [this, call = std::move(call), subject = std::move(subject)](bool connected) mutable
+  const kj::TimePoint deadline = loop_.timer().now() + timeout_.count() * kj::MILLISECONDS;
+  return connectZooKeeper().then(
+      [this, deadline, call = std::move(call), subject = std::move(subject)](bool connected) mutable
       -> kj::Promise<int> {
         if (!connected) return kExitError;
-        return client_->call<int>(std::move(call), timeout_)
+        const kj::Duration left = std::max(deadline - loop_.timer().now(), 1 * kj::MILLISECONDS);
+        return client_->call<int>(std::move(call), Duration(left / kj::MILLISECONDS))
             .then([this, subject = std::move(subject)](Result<int> done) -> int {
               if (done.ok()) return done.value();
-              if (done.error().isRetryable()) return gaveUp();
+              if (done.error().isRetryable()) return gaveUp(done.error().message);
               output_.err << "regentctl: " << (subject.empty() ? "" : subject + ": ")
                           << done.error().message << std::endl;
-              return kExitRefused;
+              // The leader could not be read (no permission): not a refusal by the leader.
+              return client_->lastCallFailedToFindLeader() ? kExitError : kExitRefused;
             });
       });
-  return work.exclusiveJoin(
-      loop_.timer().afterDelay(timeout_.count() * kj::MILLISECONDS).then([this]() {
-        return gaveUp();
-      }));
 }
 
 kj::Promise<int> JobCommands::withDispatcher(DispatcherCall call, std::string subject) {

@@ -108,7 +108,8 @@ class JobCommands final {
   // gives an exit code or --timeout passes. A refusal prints "regentctl: [subject: ]message".
   kj::Promise<int> run(client::LeaderClient::Fn<int> call, std::string subject = "");
   kj::Promise<int> withDispatcher(DispatcherCall call, std::string subject = "");
-  int gaveUp();
+  // Prints "gave up after <--timeout>: <reason>"; the exit code for a call that ran out of time.
+  int gaveUp(const std::string& reason);
   // Resolves once a leader with an epoch above old's shows, after printing the change.
   kj::Promise<rpc::Attempt<int>> waitForNewLeader(leader::LeaderInfo old);
   std::string clusterName() const;

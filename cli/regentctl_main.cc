@@ -7,6 +7,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,6 +30,38 @@ constexpr const char* kDescription =
     "unknown job, job id taken, job already ended or corrupt, graph or FILE too large; "
     "failover: no other master took over).";
 
+// "leader, masters, jobs, failover": the commands `parent` offers.
+std::string commandNames(const CLI::App& parent) {
+  std::string names;
+  for (const CLI::App* command : parent.get_subcommands([](const CLI::App*) { return true; })) {
+    if (!names.empty()) names += ", ";
+    names += command->get_name();
+  }
+  return names;
+}
+
+// What is wrong with the command words after parsing, if anything: a missing or unknown command
+// (at the top or under `jobs`), or an argument no command takes.
+std::optional<std::string> commandProblem(const CLI::App& app, const CLI::App& jobs) {
+  const std::vector<std::string> extra = app.remaining(true);
+  const bool wordFirst = !extra.empty() && !extra.front().starts_with("-");
+  if (app.get_subcommands().empty()) {
+    if (wordFirst) {
+      return "unknown subcommand \"" + extra.front() + "\"; the subcommands are " +
+             commandNames(app);
+    }
+    if (extra.empty()) return "a subcommand is required: " + commandNames(app);
+  } else if (jobs.parsed() && jobs.get_subcommands().empty()) {
+    if (wordFirst) {
+      return "unknown jobs subcommand \"" + extra.front() + "\"; the jobs subcommands are " +
+             commandNames(jobs);
+    }
+    if (extra.empty()) return "a jobs subcommand is required: " + commandNames(jobs);
+  }
+  if (!extra.empty()) return "unexpected argument \"" + extra.front() + "\"";
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,7 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
   ConfigCommandLine commandLine(app, "regentctl", {});  // --config, --set.
   app.add_flag("--json", json, "print one JSON object per line");
-  app.require_subcommand(1);
+  // At most one command at each level; a missing or unknown one is reported after parsing, by
+  // name (CLI11 would say "A subcommand is required" for both).
+  app.require_subcommand(0, 1);
+  app.allow_extras();
   app.fallthrough();  // Global options may also follow the command.
   CLI::App* leaderCommand = app.add_subcommand(
       "leader", "show the current leader (exit 3 if there is none)");
@@ -61,7 +97,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeoutText,
                  "jobs, failover: how long to keep finding the leader and retrying (default 30s)");
   CLI::App* jobsCommand = app.add_subcommand("jobs", "submit and manage jobs (through the leader)");
-  jobsCommand->require_subcommand(1);
+  jobsCommand->require_subcommand(0, 1);
   std::string jobFile;
   std::string jobId;
   CLI::App* submitCommand = jobsCommand->add_subcommand(
@@ -86,10 +122,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? cli::kExitOk : cli::kExitUsage;
   }
+  if (auto problem = commandProblem(app, *jobsCommand)) {
+    std::cerr << "regentctl: " << *problem << "; see regentctl --help\n";
+    return cli::kExitUsage;
+  }
 
-  if (!quorum.empty()) commandLine.override("ha.zookeeper.quorum", quorum);
-  if (!clusterId.empty()) commandLine.override("cluster-id", clusterId);
-  if (!master.empty()) commandLine.override("cli.master", master);
+  // Given means set, even to "": `--zk ""` is a bad quorum, not "no --zk".
+  if (app.count("--zk") > 0) commandLine.override("--zk", "ha.zookeeper.quorum", quorum);
+  if (app.count("--cluster-id") > 0) commandLine.override("--cluster-id", "cluster-id", clusterId);
+  if (app.count("--master") > 0) commandLine.override("--master", "cli.master", master);
   auto timeout = parseDuration(timeoutText);
   if (!timeout.ok() || timeout.value().count() == 0) {
     std::cerr << "regentctl: --timeout \"" << timeoutText << "\": "

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "conf/values.h"
+
 namespace regent::client {
 namespace {
 
@@ -71,13 +73,38 @@ void LeaderClient::connectTo(const std::string& address) {
   }
 }
 
+std::string LeaderClient::connectionProblem() const {
+  if (!client_ || client_->state() == rpc::RpcClientState::kConnected ||
+      client_->consecutiveFailures() == 0) {
+    return "";
+  }
+  return client_->lastFailure();
+}
+
+std::string LeaderClient::withConnectionProblem(std::string obstacle) const {
+  const std::string problem = connectionProblem();
+  return problem.empty() ? obstacle : obstacle + " (" + problem + ")";
+}
+
+std::string LeaderClient::giveUpReason() const {
+  if (!lastObstacle_.empty()) return lastObstacle_;
+  if (!waitingFor_.empty()) {
+    const std::string problem = connectionProblem();
+    return "no answer yet: waiting for " + waitingFor_ +
+           (problem.empty() ? " (each RPC may take up to " +
+                                  formatDuration(options_.rpc.callTimeout) + ", rpc.call-timeout)"
+                            : "; " + problem);
+  }
+  return "no answer from " + options_.clusterName;
+}
+
 kj::Promise<Status> LeaderClient::run(ErasedFn fn, Duration timeout) {
   auto call = std::make_shared<Call>(
       Call{std::move(fn), ExponentialBackoff(options_.backoffInitial, options_.backoffMax)});
+  failedToFindLeader_ = false;
   return attemptLoop(call).exclusiveJoin(
       timer_.afterDelay(timeout.count() * kj::MILLISECONDS).then([this]() -> Status {
-        return Error::retryable(lastObstacle_.empty() ? "no answer from " + options_.clusterName
-                                                      : lastObstacle_);
+        return Error::retryable(giveUpReason());
       }));
 }
 
@@ -95,10 +122,17 @@ kj::Promise<Status> LeaderClient::attemptLoop(std::shared_ptr<Call> call) {
 
 kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
   using End = std::optional<Status>;
-  return resolve().then([this, &call](std::optional<leader::LeaderInfo> leader) -> kj::Promise<End> {
-    if (!leader) return End();
+  return resolve().then([this, &call](Result<std::optional<leader::LeaderInfo>> resolved)
+                            -> kj::Promise<End> {
+    if (!resolved.ok()) {
+      failedToFindLeader_ = true;
+      return End(Status(resolved.error()));
+    }
+    if (!resolved.value()) return End();
+    const std::optional<leader::LeaderInfo>& leader = resolved.value();
     connectTo(leader->rpcAddress);
     const std::string where = describeLeader(*leader);
+    waitingFor_ = "an answer from " + where;
     return deadline_
         .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
         .then([&call, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
@@ -123,20 +157,28 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
           const rpc::FailureAction action = rpc::classify(exception);
           if (action == rpc::FailureAction::kFatal) return kj::mv(exception);
           if (action == rpc::FailureAction::kResolveAgain) known_.reset();
-          noteObstacle(where + ": " + exception.getDescription().cStr());
+          noteObstacle(withConnectionProblem(where + ": " + exception.getDescription().cStr()));
           return End();
         });
   });
 }
 
-kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::resolve() {
+kj::Promise<Result<std::optional<leader::LeaderInfo>>> LeaderClient::resolve() {
   using Found = std::optional<leader::LeaderInfo>;
-  if (known_) return Found(*known_);
-  if (!retrieval_) return askMaster();
-  return retrieval_->leader().then([this](Result<std::optional<leader::LeaderInfo>> read) -> Found {
+  using Resolved = Result<Found>;
+  if (known_) return Resolved(Found(*known_));
+  if (!retrieval_) {
+    waitingFor_ = "the master at " + masterAddress_ + " to name the leader";
+    return askMaster().then([](Found found) { return Resolved(std::move(found)); });
+  }
+  waitingFor_ = "the leader record of " + options_.clusterName + " from ZooKeeper";
+  return retrieval_->leader().then([this](Result<Found> read) -> Resolved {
     if (!read.ok()) {
-      noteObstacle("cannot read the leader of " + options_.clusterName + ": " +
-                   read.error().message);
+      const std::string message =
+          "cannot read the leader of " + options_.clusterName + ": " + read.error().message;
+      // A fatal read (no permission: ZNOAUTH) stays so on every retry.
+      if (!read.error().isRetryable()) return Error::fatal(message);
+      noteObstacle(message);
       return Found();
     }
     if (!read.value()) {
@@ -184,7 +226,7 @@ kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
       })
       .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Found> {
         if (rpc::classify(exception) == rpc::FailureAction::kFatal) return kj::mv(exception);
-        noteObstacle(where + ": " + exception.getDescription().cStr());
+        noteObstacle(withConnectionProblem(where + ": " + exception.getDescription().cStr()));
         return Found();
       });
 }

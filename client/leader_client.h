@@ -47,8 +47,12 @@ struct LeaderClientOptions {
 // rpc.callTimeout. After a failure classified kResolveAgain the next attempt reads the leader
 // again; after kBackOff it retries the same leader; both wait the backoff first. A kFatal
 // Failure ends the call with Error::fatal(rpc::CallFailure::describe()); a kFatal exception is
-// rethrown. Exceptions `fn` throws are classified the same way. When `timeout` passes, the call
-// ends with Error::retryable naming the last obstacle, and lastObstacleWasNoLeader() tells
+// rethrown. Exceptions `fn` throws are classified the same way. A leader that cannot be read for
+// good (the retrieval's fatal error, such as ZNOAUTH: a credential that may not read the
+// cluster) ends the call at once with Error::fatal naming it, and lastCallFailedToFindLeader()
+// is then true. When `timeout` passes, the call ends with Error::retryable naming the last
+// obstacle (the last cause a failed attempt gave, such as a refused connection; or, before any
+// attempt failed, the step still waiting for an answer), and lastObstacleWasNoLeader() tells
 // whether that was "no master leads".
 //
 // Following a retrieval, its watch keeps the known leader current between calls, so a
@@ -105,6 +109,9 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // The last reason an attempt did not succeed ("" before any), for a give-up message.
   const std::string& lastObstacle() const { return lastObstacle_; }
   bool lastObstacleWasNoLeader() const { return lastWasNoLeader_; }
+  // Whether the last call that ended with a fatal error ended because the leader could not be
+  // read (not because the leader refused the request).
+  bool lastCallFailedToFindLeader() const { return failedToFindLeader_; }
   // The deadline every RPC of the client gets (rpc.callTimeout).
   const rpc::CallDeadline& deadline() const { return deadline_; }
   // The master asked who leads; "" when following a retrieval.
@@ -120,11 +127,18 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   kj::Promise<Status> attemptLoop(std::shared_ptr<Call> call);
   // nullopt: retry (the obstacle is noted); else the call's end.
   kj::Promise<std::optional<Status>> attemptOnce(Call& call);
-  // The leader to call: the known one, or read / asked anew. Notes the obstacle on nullopt.
-  kj::Promise<std::optional<leader::LeaderInfo>> resolve();
+  // The leader to call: the known one, or read / asked anew. Notes the obstacle on nullopt; an
+  // error is a fatal one that ends the call.
+  kj::Promise<Result<std::optional<leader::LeaderInfo>>> resolve();
   kj::Promise<std::optional<leader::LeaderInfo>> askMaster();
   void connectTo(const std::string& address);
   void noteObstacle(std::string obstacle, bool noLeader = false);
+  // What a give-up says: the last obstacle, else the step still waiting, else "no answer".
+  std::string giveUpReason() const;
+  // Why the RPC client has no connection now (a refused or failed connect, a lost connection),
+  // or "" while connected or before any failure: the cause a timed-out bootstrap hides.
+  std::string connectionProblem() const;
+  std::string withConnectionProblem(std::string obstacle) const;
   kj::Promise<leader::LeaderInfo> pollLeaderAbove(uint64_t epoch,
                                                   std::shared_ptr<ExponentialBackoff> backoff);
 
@@ -142,6 +156,8 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   std::optional<leader::LeaderInfo> watched_;  // The retrieval's latest view (following).
   std::string lastObstacle_;
   bool lastWasNoLeader_ = false;
+  bool failedToFindLeader_ = false;
+  std::string waitingFor_;  // The step in flight ("MasterBootstrap.bootstrap from ..."), or "".
   // leaderAbove(): the epoch waited past and who waits.
   uint64_t waitingAbove_ = 0;
   kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;

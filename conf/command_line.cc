@@ -18,13 +18,14 @@ ConfigCommandLine::ConfigCommandLine(CLI::App& app, std::string program, Flags f
                  "print the effective configuration (value and source of every option) and exit");
   }
   if (flags.logFormat) {
-    app.add_option("--log-format", logFormat_, "text or json (overrides log.format)")
+    app.add_option("--log-format", logFormat_, "text or json (log.format; wins over --set)")
         ->check(CLI::IsMember({"text", "json"}));
   }
 }
 
-void ConfigCommandLine::override(const std::string& key, const std::string& value) {
-  overrides_.push_back(key + "=" + value);
+void ConfigCommandLine::override(const std::string& option, const std::string& key,
+                                 const std::string& value) {
+  overrides_.push_back(ConfigSources::Shortcut{key, value, option});
 }
 
 std::variant<Config, int> ConfigCommandLine::load(std::ostream& out, std::ostream& err,
@@ -33,8 +34,10 @@ std::variant<Config, int> ConfigCommandLine::load(std::ostream& out, std::ostrea
   if (!file_.empty()) sources.file = file_;
   sources.environment = processEnvironment();
   sources.set = set_;
-  sources.set.insert(sources.set.end(), overrides_.begin(), overrides_.end());
-  if (!logFormat_.empty()) sources.set.push_back("log.format=" + logFormat_);
+  sources.shortcuts = overrides_;
+  if (!logFormat_.empty()) {
+    sources.shortcuts.push_back(ConfigSources::Shortcut{"log.format", logFormat_, "--log-format"});
+  }
   auto config = loadConfig(sources);
   if (!config.ok()) {
     err << program_ << ": " << config.error().message << "\n";

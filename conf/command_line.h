@@ -21,7 +21,7 @@ class ConfigCommandLine final {
  public:
   struct Flags {
     bool printConfig = false;  // --print-config: print the effective configuration, exit 0.
-    bool logFormat = false;    // --log-format text|json: the same as --set log.format=...
+    bool logFormat = false;    // --log-format text|json: log.format, winning over --set.
   };
 
   // Registers the options on `app`; CLI11 writes the parsed values into this object, so it must
@@ -30,9 +30,10 @@ class ConfigCommandLine final {
   ConfigCommandLine(const ConfigCommandLine&) = delete;
   ConfigCommandLine& operator=(const ConfigCommandLine&) = delete;
 
-  // A binary's own shortcut for one option (regentctl's --zk for ha.zookeeper.quorum): applied
-  // after every --set, so it wins. Call after app.parse(), before load().
-  void override(const std::string& key, const std::string& value);
+  // A binary's own shortcut `option` for one key (regentctl's --zk for ha.zookeeper.quorum):
+  // applied after every --set, so it wins, and named as the value's source ("--zk") by
+  // --print-config and errors. Call after app.parse(), before load().
+  void override(const std::string& option, const std::string& key, const std::string& value);
 
   // After app.parse(): the configuration from the file, the REGENT_* environment and the --set
   // values; or the code main() returns now: 0 once --print-config printed the configuration on
@@ -50,7 +51,7 @@ class ConfigCommandLine final {
   const std::string program_;
   std::string file_;
   std::vector<std::string> set_;
-  std::vector<std::string> overrides_;
+  std::vector<ConfigSources::Shortcut> overrides_;
   bool printConfig_ = false;
   std::string logFormat_;
 };

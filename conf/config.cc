@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "conf/yaml_document.h"
+
 namespace regent {
 namespace {
 
@@ -208,18 +210,24 @@ std::vector<FileValue> readYamlFile(const std::string& path, std::vector<std::st
     errors.push_back(contents.error().message);
     return values;
   }
-  YAML::Node root;
-  try {
-    root = YAML::Load(contents.value());
-  } catch (const YAML::ParserException& e) {
-    errors.push_back("config file " + path + " does not parse (line " +
-                     std::to_string(e.mark.line + 1) + ", column " +
-                     std::to_string(e.mark.column + 1) + "): " + e.msg);
-    return values;
-  } catch (const YAML::Exception& e) {
-    errors.push_back("config file " + path + " does not parse: " + e.msg);
+  auto document = loadSingleYamlDocument(contents.value());
+  if (!document.ok()) {
+    const YamlProblem& problem = document.error();
+    if (problem.kind == YamlProblem::Kind::kSecondDocument) {
+      errors.push_back("config file " + path + " holds more than one YAML document (the second " +
+                       "starts at line " + std::to_string(problem.line + 1) +
+                       "); a config file holds one");
+    } else if (problem.line >= 0) {
+      errors.push_back("config file " + path + " does not parse (line " +
+                       std::to_string(problem.line + 1) + ", column " +
+                       std::to_string(problem.column + 1) + "): " + problem.reason);
+    } else {
+      errors.push_back("config file " + path + " does not parse: " + problem.reason);
+    }
     return values;
   }
+  if (!document.value()) return values;  // Empty, or only comments: all defaults.
+  const YAML::Node root = *document.value();
   if (root.IsNull()) return values;  // Empty, or only comments: all defaults.
   if (!root.IsMap()) {
     errors.push_back("config file " + path + " must hold a map of options " +
@@ -266,7 +274,7 @@ std::string ValueSource::describe() const {
     case Kind::kEnvironment:
       return "env " + name;
     case Kind::kCommandLine:
-      return "--set";
+      return name.empty() ? "--set" : name;
   }
   return {};
 }
@@ -336,31 +344,35 @@ Result<Config> loadConfig(const ConfigSources& sources) {
     config.entries_.push_back(Config::Entry{&spec, std::move(value.value()), {}});
   }
 
-  auto apply = [&](std::string_view key, std::string_view text, const ValueSource& source) {
-    Config::Entry* target = nullptr;
+  // Every source's assignments (and problems), in the order of the sources. Values are parsed
+  // only once every source is read, and only the one that wins for its key: a bad value that a
+  // later source overrides is no error, the effective value is what counts. Unknown keys are
+  // errors in every source.
+  struct Assignment {
+    Config::Entry* target = nullptr;  // Null: `problem` instead.
+    std::string text;
+    ValueSource source;
+    std::string problem;
+  };
+  std::vector<Assignment> assignments;
+  auto assign = [&](std::string_view key, std::string_view text, const ValueSource& source) {
     for (Config::Entry& candidate : config.entries_) {
-      if (candidate.spec->key == key) target = &candidate;
-    }
-    if (target == nullptr) {
-      errors.push_back(unknownKeyError(key, source));
+      if (candidate.spec->key != key) continue;
+      assignments.push_back(Assignment{&candidate, std::string(text), source, {}});
       return;
     }
-    auto value = parseOptionValue(*target->spec, text);
-    if (!value) {
-      const std::string shown = target->spec->secret ? "" : " \"" + std::string(text) + "\"";
-      errors.push_back("bad value" + shown + " for " + target->spec->key + " " + where(source) +
-                       (target->spec->secret ? " (not shown: secret)" : "") + ": " +
-                       value.error().message);
-      return;
-    }
-    target->value = std::move(value.value());
-    target->source = source;
+    assignments.push_back(Assignment{nullptr, {}, {}, unknownKeyError(key, source)});
+  };
+  auto problem = [&](std::string message) {
+    assignments.push_back(Assignment{nullptr, {}, {}, std::move(message)});
   };
 
   if (sources.file) {
-    for (const FileValue& fileValue : readYamlFile(*sources.file, errors)) {
-      apply(fileValue.key, fileValue.text, fileSource(*sources.file, fileValue.line));
+    std::vector<std::string> fileErrors;
+    for (const FileValue& fileValue : readYamlFile(*sources.file, fileErrors)) {
+      assign(fileValue.key, fileValue.text, fileSource(*sources.file, fileValue.line));
     }
+    for (std::string& fileError : fileErrors) problem(std::move(fileError));
   }
 
   constexpr std::string_view kPrefix = "REGENT_";
@@ -371,21 +383,50 @@ Result<Config> loadConfig(const ConfigSources& sources) {
       if (environmentVariableFor(spec.key) == variable) match = &spec;
     }
     if (match == nullptr) {
-      errors.push_back(unknownVariableError(variable));
+      problem(unknownVariableError(variable));
       continue;
     }
-    apply(match->key, text, ValueSource{ValueSource::Kind::kEnvironment, variable, 0});
+    assign(match->key, text, ValueSource{ValueSource::Kind::kEnvironment, variable, 0});
   }
 
   for (const std::string& assignment : sources.set) {
     const size_t equals = assignment.find('=');
     if (equals == std::string::npos) {
-      errors.push_back("bad --set \"" + assignment + "\": expected key=value");
+      problem("bad --set \"" + assignment + "\": expected key=value");
       continue;
     }
-    apply(trimKey(std::string_view(assignment).substr(0, equals)),
-          std::string_view(assignment).substr(equals + 1),
-          ValueSource{ValueSource::Kind::kCommandLine, "", 0});
+    assign(trimKey(std::string_view(assignment).substr(0, equals)),
+           std::string_view(assignment).substr(equals + 1),
+           ValueSource{ValueSource::Kind::kCommandLine, "", 0});
+  }
+
+  for (const ConfigSources::Shortcut& shortcut : sources.shortcuts) {
+    assign(shortcut.key, shortcut.value,
+           ValueSource{ValueSource::Kind::kCommandLine, shortcut.option, 0});
+  }
+
+  for (size_t i = 0; i < assignments.size(); ++i) {
+    const Assignment& assignment = assignments[i];
+    if (assignment.target == nullptr) {
+      errors.push_back(assignment.problem);
+      continue;
+    }
+    const bool overridden =
+        std::any_of(assignments.begin() + static_cast<std::ptrdiff_t>(i) + 1, assignments.end(),
+                    [&](const Assignment& later) { return later.target == assignment.target; });
+    if (overridden) continue;
+    Config::Entry& target = *assignment.target;
+    auto value = parseOptionValue(*target.spec, assignment.text);
+    if (!value) {
+      const std::string shown = target.spec->secret ? "" : " \"" + assignment.text + "\"";
+      errors.push_back("bad value" + shown + " for " + target.spec->key + " " +
+                       where(assignment.source) +
+                       (target.spec->secret ? " (not shown: secret)" : "") + ": " +
+                       value.error().message);
+      continue;
+    }
+    target.value = std::move(value.value());
+    target.source = assignment.source;
   }
 
   // Rules read typed values, so they run only once every option holds a valid one.

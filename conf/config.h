@@ -20,19 +20,30 @@ struct ValueSource {
   enum class Kind { kDefault, kFile, kEnvironment, kCommandLine };
 
   Kind kind = Kind::kDefault;
-  std::string name;  // kFile: the path as given; kEnvironment: the variable; otherwise empty.
-  int line = 0;      // kFile: 1-based line of the key.
+  // kFile: the path as given; kEnvironment: the variable; kCommandLine: the binary's shortcut
+  // option ("--zk") or empty for --set; kDefault: empty.
+  std::string name;
+  int line = 0;  // kFile: 1-based line of the key.
 
-  // "default", "file /etc/regent.yaml", "env REGENT_HA_MODE" or "--set".
+  // "default", "file /etc/regent.yaml", "env REGENT_HA_MODE", "--set" or the shortcut ("--zk").
   std::string describe() const;
 };
 
 // The inputs of loadConfig, each optional. Later sources win: defaults < file < environment
-// < set, and within `set` a later entry wins.
+// < set < shortcuts, and within `set` and `shortcuts` a later entry wins. Only the value that
+// wins is checked: a bad value a later source overrides is no error (an unknown key is).
 struct ConfigSources {
+  // A binary's own option for one key (regentctl's --zk, the processes' --log-format).
+  struct Shortcut {
+    std::string key;     // "ha.zookeeper.quorum"
+    std::string value;
+    std::string option;  // "--zk": the source --print-config and errors name.
+  };
+
   std::optional<std::string> file;                 // YAML file (--config FILE).
   std::map<std::string, std::string> environment;  // NAME -> value; only REGENT_* are read.
   std::vector<std::string> set;                    // "key=value" (--set), in order.
+  std::vector<Shortcut> shortcuts;                 // Applied after every --set, in order.
 };
 
 // Thread-safety: immutable once loaded; safe to read from any thread.
@@ -77,7 +88,8 @@ Result<Config> loadConfig(const ConfigSources& sources);
 // A copy of this process's environment (environ) for ConfigSources::environment.
 std::map<std::string, std::string> processEnvironment();
 
-// One line per option: key, value and source ("default", "file PATH", "env NAME", "--set"),
+// One line per option: key, value and source ("default", "file PATH", "env NAME", "--set", or
+// the shortcut option such as "--log-format"),
 // aligned in columns; secrets masked as "user:****". What --print-config shows.
 std::string renderEffectiveConfig(const Config& config);
 

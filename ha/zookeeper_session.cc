@@ -26,6 +26,7 @@ constexpr Duration kMinAttemptInterval{100};
 // The library's last warning or error, for the periodic "unreachable" warning. Loop threads
 // only, and the library logs from the thread that drives it.
 thread_local std::string lastLibraryProblem;
+thread_local bool lastLibraryProblemIsError = false;
 
 // Routes the library's log lines ("time:pid(tid):ZOO_INFO@function@line: text") to spdlog at
 // debug level. While ZooKeeper is unreachable the library retries every few milliseconds and
@@ -36,8 +37,12 @@ void logFromZooKeeper(const char* message) {
   const std::string_view text(message);
   const size_t at = text.find('@');
   const std::string_view body = at == std::string_view::npos ? text : text.substr(at + 1);
-  if (text.find("ZOO_ERROR@") != std::string_view::npos ||
-      text.find("ZOO_WARN@") != std::string_view::npos) {
+  // An error (a refused connection) is the cause; the warnings that follow it ("Delaying
+  // connection after exhaustively trying all servers") only say what the library does next.
+  if (text.find("ZOO_ERROR@") != std::string_view::npos) {
+    lastLibraryProblem.assign(body);
+    lastLibraryProblemIsError = true;
+  } else if (text.find("ZOO_WARN@") != std::string_view::npos && !lastLibraryProblemIsError) {
     lastLibraryProblem.assign(body);
   }
   spdlog::debug("zookeeper: {}", body);
@@ -276,6 +281,7 @@ void ZooKeeperSession::onConnected() {
   expiryTimer_.stop();
   unreachableTimer_.stop();
   lastLibraryProblem.clear();
+  lastLibraryProblemIsError = false;
   if (state_ == SessionState::kSuspended && id->client_id == sessionId_) {
     setState(SessionState::kReconnected);
   } else if (state_ == SessionState::kConnecting) {
@@ -394,7 +400,9 @@ kj::Promise<Status> ZooKeeperSession::waitConnected(Duration timeout) {
                          .then([quorum, timeout]() {
                            return Status(Error::retryable(
                                "no ZooKeeper session with " + quorum + " within " +
-                               std::to_string(timeout.count()) + " ms (is ZooKeeper running?)"));
+                               std::to_string(timeout.count()) + " ms (is ZooKeeper running?)" +
+                               (lastLibraryProblem.empty() ? "" : "; last problem: ") +
+                               lastLibraryProblem));
                          }));
 }
 

@@ -151,6 +151,7 @@ kj::Promise<void> RpcClient::attemptFailed(const kj::Exception& exception) {
   // The first failure in a row is worth a warning; repeats every tenth time.
   const auto level =
       failures == 1 || failures % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
+  lastFailure_ = "cannot connect to " + address_ + ": " + exception.getDescription().cStr();
   spdlog::log(level, "rpc: cannot connect to {} (failure {} in a row): {}; retrying in {}",
               address_, failures, exception.getDescription().cStr(), formatDuration(delay));
   return run(delay);
@@ -169,6 +170,7 @@ kj::Promise<void> RpcClient::connectionLost() {
   // This runs in a continuation of the connection's disconnect promise, which does not own
   // this continuation, so the connection can go now.
   connection_ = nullptr;
+  lastFailure_ = "connection to " + address_ + " lost (" + why + ")";
   const Duration delay = backoff_.next();
   spdlog::warn("rpc: connection to {} lost ({}); reconnecting in {}", address_, why,
                formatDuration(delay));

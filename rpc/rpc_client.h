@@ -79,6 +79,9 @@ class RpcClient final {
   uint64_t connectionsEstablished() const { return established_; }
   // Failed attempts and lost connections since the backoff last started over.
   uint32_t consecutiveFailures() const { return backoff_.failures(); }
+  // Why the last attempt failed or the last connection ended ("" before any), as logged:
+  // "cannot connect to 10.0.0.7:6123: connect(): Connection refused".
+  const std::string& lastFailure() const { return lastFailure_; }
   // The backoff delays waited so far, in order (the latest 1000).
   const std::vector<Duration>& backoffDelaysForTests() const { return delays_; }
 
@@ -101,6 +104,7 @@ class RpcClient final {
   uint64_t attempts_ = 0;
   uint64_t established_ = 0;
   std::vector<Duration> delays_;
+  std::string lastFailure_;
   std::vector<kj::Own<kj::PromiseFulfiller<capnp::Capability::Client>>> waiters_;
   kj::Own<Connection> connection_;
   // The attempt, backoff wait or connection watch in progress; replaced by setAddress().

@@ -7,6 +7,7 @@
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -28,6 +29,86 @@ constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 std::string errorJson(const std::string& status, const std::string& message) {
   return nlohmann::json{{"status", status}, {"message", message}}.dump() + "\n";
 }
+
+// Marks an exception the routes themselves threw, so the error handler can tell it (500) from a
+// request kj could not read (400).
+constexpr const char* kRouteFailed = "regent http: the route failed";
+
+// At most HttpRoutes::kMaxEchoedPath bytes of `path` for a reply, with control, non-ASCII and
+// backslash bytes as \xNN, and "..." when cut.
+std::string echoablePath(const std::string& path) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string shown;
+  for (const char c : path) {
+    if (shown.size() >= HttpRoutes::kMaxEchoedPath) {
+      shown += "...";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte >= 0x7f || c == '\\') {
+      shown += "\\x";
+      shown += kHex[byte >> 4];
+      shown += kHex[byte & 0xf];
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
+// Whether a request asked for its connection to be closed after the response.
+bool asksToClose(const kj::HttpHeaders& headers) {
+  KJ_IF_MAYBE (connection, headers.get(kj::HttpHeaderId::CONNECTION)) {
+    std::string tokens(connection->cStr());
+    for (char& c : tokens) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    size_t start = 0;
+    while (start <= tokens.size()) {
+      size_t end = tokens.find(',', start);
+      if (end == std::string::npos) end = tokens.size();
+      std::string token = tokens.substr(start, end - start);
+      const size_t first = token.find_first_not_of(" \t");
+      const size_t last = token.find_last_not_of(" \t");
+      if (first != std::string::npos && token.substr(first, last - first + 1) == "close") {
+        return true;
+      }
+      start = end + 1;
+    }
+  }
+  return false;
+}
+
+kj::Promise<void> plainReply(kj::HttpService::Response& response, const kj::HttpHeaderTable& table,
+                             uint status, kj::StringPtr statusText, std::string body) {
+  kj::HttpHeaders headers(table);
+  headers.set(kj::HttpHeaderId::CONTENT_TYPE, kText);
+  auto stream = response.send(status, statusText, headers, uint64_t(body.size()));
+  auto text = kj::heap<std::string>(std::move(body));
+  auto written = stream->write(text->data(), text->size());
+  return written.attach(kj::mv(stream), kj::mv(text));
+}
+
+// One connection's view of the routes. Once the response to a request that asked for
+// "Connection: close" is written, it shuts the connection's read side, so kj sees the end of the
+// input and closes the connection at once instead of waiting its pipeline timeout for another
+// request (kj itself only adds the "Connection: close" header, through HttpProtocolPolicy).
+class ConnectionRoutes final : public kj::HttpService {
+ public:
+  ConnectionRoutes(HttpRoutes& routes, kj::AsyncIoStream& connection)
+      : routes_(routes), connection_(connection) {}
+
+  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
+                            const kj::HttpHeaders& headers, kj::AsyncInputStream& requestBody,
+                            Response& response) override {
+    const bool close = asksToClose(headers);
+    auto answered = routes_.request(method, url, headers, requestBody, response);
+    if (!close) return answered;
+    return answered.then([this]() { connection_.abortRead(); });
+  }
+
+ private:
+  HttpRoutes& routes_;
+  kj::AsyncIoStream& connection_;  // kj keeps it for as long as this service.
+};
 
 // One metric family's header.
 void family(std::ostringstream& out, const char* name, const char* type, const char* help) {
@@ -80,18 +161,32 @@ kj::Promise<void> HttpRoutes::reply(Response& response, uint status, kj::StringP
 }
 
 kj::Promise<void> HttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
-                                      const kj::HttpHeaders&, kj::AsyncInputStream&,
+                                      const kj::HttpHeaders& headers, kj::AsyncInputStream&,
                                       Response& response) {
   std::string path(url.cStr());
   const size_t query = path.find('?');
   if (query != std::string::npos) path.resize(query);
+  // Every route sends its response headers before returning, which is when kj asks the policy
+  // whether to close; so the flag is this request's for exactly that moment.
+  closeRequested_ = asksToClose(headers);
+  auto routed = kj::evalNow([&]() { return route(method, path, response); });
+  closeRequested_ = false;
+  return routed.catch_([](kj::Exception&& exception) -> kj::Promise<void> {
+    if (exception.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(exception);
+    spdlog::error("http: a route failed: {}", exception.getDescription().cStr());
+    return KJ_EXCEPTION(FAILED, kRouteFailed);
+  });
+}
 
+kj::Promise<void> HttpRoutes::route(kj::HttpMethod method, const std::string& path,
+                                    Response& response) {
   static const char* const kRoutes[] = {"/healthz", "/readyz", "/v1/leader", "/v1/jobs",
                                         "/metrics"};
   bool known = false;
   for (const char* route : kRoutes) known = known || path == route;
   if (!known) {
-    return reply(response, 404, "Not Found", kText, "no such endpoint: " + path + "\n");
+    return reply(response, 404, "Not Found", kText,
+                 "no such endpoint: " + echoablePath(path) + "\n");
   }
   if (method != kj::HttpMethod::GET) {
     return reply(response, 405, "Method Not Allowed", kText,
@@ -234,6 +329,42 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
   return reply(response, 200, "OK", kPrometheus, out.str());
 }
 
+kj::Promise<void> HttpProtocolPolicy::handleClientProtocolError(
+    kj::HttpHeaders::ProtocolError protocolError, kj::HttpService::Response& response) {
+  spdlog::debug("http: refused a request that does not parse: {}",
+                protocolError.description.cStr());
+  // kj's description of a protocol error is meant for the client (no request data in it).
+  return plainReply(response, headerTable_, protocolError.statusCode,
+                    protocolError.statusMessage,
+                    std::string("bad request: ") + protocolError.description.cStr() + "\n");
+}
+
+kj::Promise<void> HttpProtocolPolicy::handleApplicationError(
+    kj::Exception exception, kj::Maybe<kj::HttpService::Response&> response) {
+  if (exception.getType() == kj::Exception::Type::DISCONNECTED) return kj::READY_NOW;
+  const bool routeFailed = exception.getDescription() == kRouteFailed;
+  if (!routeFailed) {
+    spdlog::debug("http: refused a request that cannot be read: {}",
+                  exception.getDescription().cStr());
+  }
+  KJ_IF_MAYBE (open, response) {
+    if (routeFailed) {
+      return plainReply(*open, headerTable_, 500, "Internal Server Error",
+                        "internal error\n");
+    }
+    return plainReply(*open, headerTable_, 400, "Bad Request",
+                      "bad request: the request cannot be read (malformed message framing, such "
+                      "as a duplicate or invalid Content-Length)\n");
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HttpProtocolPolicy::handleNoResponse(kj::HttpService::Response& response) {
+  spdlog::error("http: a route returned without a response");
+  return plainReply(response, headerTable_, 500, "Internal Server Error",
+                    "internal error\n");
+}
+
 kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
                                                             std::string bindAddress,
                                                             HttpHost& host) {
@@ -253,10 +384,15 @@ HttpServer::HttpServer(const Private&, kj::Timer& timer, HttpHost& host,
                        kj::Own<kj::ConnectionReceiver> receiver, std::string hostName)
     : headerTable_(HttpRoutes::makeHeaderTable()),
       routes_(host, *headerTable_),
+      policy_(routes_, *headerTable_),
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(hostName, port_)),
-      server_(timer, *headerTable_, routes_),
+      server_(timer, *headerTable_,
+              [this](kj::AsyncIoStream& connection) -> kj::Own<kj::HttpService> {
+                return kj::heap<ConnectionRoutes>(routes_, connection);
+              },
+              kj::HttpServerSettings{.errorHandler = policy_, .callbacks = policy_}),
       listening_(server_.listenHttp(*receiver_).eagerlyEvaluate([this](kj::Exception&& e) {
         spdlog::error("http: accepting on {} failed: {}; no longer serving HTTP", listenAddress_,
                       e.getDescription().cStr());

@@ -46,7 +46,8 @@ class HttpHost {
 //                   process (no RPC, no store read); standby: 307 to the leader's http address;
 //                   no leader known, or the leader not ready: 503 with a JSON reason
 //   GET /metrics    Prometheus text format 0.0.4; job counts read in process like /v1/jobs
-// Other paths 404; other methods on these paths 405 (with Allow: GET). A query string is ignored.
+// Other paths 404 (echoing at most kMaxEchoedPath bytes of the path, control and non-ASCII
+// bytes escaped); other methods on these paths 405 (with Allow: GET). A query string is ignored.
 // `host` and `headerTable` must outlive the service; `headerTable` must be the one made by
 // makeHeaderTable().
 class HttpRoutes final : public kj::HttpService {
@@ -60,6 +61,13 @@ class HttpRoutes final : public kj::HttpService {
   // The header table the routes need (Allow), for the server and for tests.
   static kj::Own<kj::HttpHeaderTable> makeHeaderTable();
 
+  // Whether the request being answered asked to close the connection after its response
+  // ("Connection: close", or HTTP/1.0 without keep-alive). Set while request() sends its
+  // response headers, which is when kj asks HttpServerCallbacks::shouldClose().
+  bool closeRequested() const { return closeRequested_; }
+
+  static constexpr size_t kMaxEchoedPath = 200;
+
  private:
   kj::Promise<void> jobs(Response& response);
   kj::Promise<void> metrics(Response& response);
@@ -67,9 +75,35 @@ class HttpRoutes final : public kj::HttpService {
                           kj::StringPtr contentType, std::string body,
                           kj::Maybe<kj::StringPtr> location = nullptr);
 
+  kj::Promise<void> route(kj::HttpMethod method, const std::string& path, Response& response);
+
   HttpHost& host_;
   const kj::HttpHeaderTable& headerTable_;
   kj::HttpHeaderId allow_;
+  bool closeRequested_ = false;
+};
+
+// How the server answers what the routes never see, and closes what was asked to close: a
+// request kj cannot read (bad framing such as a duplicate or invalid Content-Length, bad
+// headers) gets 400 with a plain reason; a failure inside the routes gets 500 "internal error";
+// kj's description (file, line, stack) goes to the debug log only, never to the client. A
+// response to a request that asked for "Connection: close" closes the connection right after it.
+// Loop-thread only; `routes` and `headerTable` must outlive it.
+class HttpProtocolPolicy final : public kj::HttpServerErrorHandler, public kj::HttpServerCallbacks {
+ public:
+  HttpProtocolPolicy(const HttpRoutes& routes, const kj::HttpHeaderTable& headerTable)
+      : routes_(routes), headerTable_(headerTable) {}
+
+  kj::Promise<void> handleClientProtocolError(kj::HttpHeaders::ProtocolError protocolError,
+                                              kj::HttpService::Response& response) override;
+  kj::Promise<void> handleApplicationError(
+      kj::Exception exception, kj::Maybe<kj::HttpService::Response&> response) override;
+  kj::Promise<void> handleNoResponse(kj::HttpService::Response& response) override;
+  bool shouldClose() override { return routes_.closeRequested(); }
+
+ private:
+  const HttpRoutes& routes_;
+  const kj::HttpHeaderTable& headerTable_;
 };
 
 // The listener on http.bind. Thread-safety: loop-thread only. Destroying it closes the port and
@@ -96,6 +130,7 @@ class HttpServer final {
  private:
   kj::Own<kj::HttpHeaderTable> headerTable_;
   HttpRoutes routes_;
+  HttpProtocolPolicy policy_;
   kj::Own<kj::ConnectionReceiver> receiver_;
   uint16_t port_;
   std::string listenAddress_;

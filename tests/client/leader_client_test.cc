@@ -86,16 +86,17 @@ class ScriptedMaster final : public wire::MasterBootstrap::Server {
   std::shared_ptr<MasterScript> script_;
 };
 
-// A retrieval driven by the test: leader() answers `current`.
+// A retrieval driven by the test: leader() answers `readError` if set, else `current`.
 class HandRetrieval final : public leader::LeaderRetrieval {
  public:
-  explicit HandRetrieval(std::shared_ptr<std::optional<leader::LeaderInfo>> current,
-                         std::shared_ptr<int> reads)
-      : current_(std::move(current)), reads_(std::move(reads)) {}
+  HandRetrieval(std::shared_ptr<std::optional<leader::LeaderInfo>> current,
+                std::shared_ptr<int> reads, std::shared_ptr<std::optional<Error>> readError)
+      : current_(std::move(current)), reads_(std::move(reads)), readError_(std::move(readError)) {}
 
   void start(leader::LeaderRetrievalListener& listener) override { listener_ = &listener; }
   kj::Promise<Result<std::optional<leader::LeaderInfo>>> leader() override {
     ++*reads_;
+    if (*readError_) return Result<std::optional<leader::LeaderInfo>>(**readError_);
     return Result<std::optional<leader::LeaderInfo>>(*current_);
   }
   kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override {
@@ -105,6 +106,7 @@ class HandRetrieval final : public leader::LeaderRetrieval {
  private:
   std::shared_ptr<std::optional<leader::LeaderInfo>> current_;
   std::shared_ptr<int> reads_;
+  std::shared_ptr<std::optional<Error>> readError_;
   leader::LeaderRetrievalListener* listener_ = nullptr;
 };
 
@@ -147,7 +149,7 @@ class LeaderClientTest : public ::testing::Test {
 
   kj::Own<LeaderClient> following() {
     return kj::heap<LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
-                                  kj::heap<HandRetrieval>(current_, reads_), options());
+                                  kj::heap<HandRetrieval>(current_, reads_, readError_), options());
   }
 
   // One dispatcher call with the leader's epoch: the epoch the call was made with, or the
@@ -171,6 +173,7 @@ class LeaderClientTest : public ::testing::Test {
   std::shared_ptr<std::optional<leader::LeaderInfo>> current_ =
       std::make_shared<std::optional<leader::LeaderInfo>>();
   std::shared_ptr<int> reads_ = std::make_shared<int>(0);
+  std::shared_ptr<std::optional<Error>> readError_ = std::make_shared<std::optional<Error>>();
 };
 
 TEST_F(LeaderClientTest, AFencedCallReadsTheLeaderAgainAndSucceedsAgainstTheNextOne) {
@@ -214,7 +217,7 @@ TEST_F(LeaderClientTest, ATimedOutCallIsRetriedAgainstTheSameLeaderWithoutReadin
   master->answers = {Answer::kHang};
   *current_ = leaderOf(*master);
   auto client = kj::heap<LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
-                                       kj::heap<HandRetrieval>(current_, reads_),
+                                       kj::heap<HandRetrieval>(current_, reads_, readError_),
                                        options(Duration(100)));
   auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
   ASSERT_TRUE(result.ok()) << result.error().message;
@@ -230,6 +233,82 @@ TEST_F(LeaderClientTest, GivesUpAtItsDeadlineNamingTheLastObstacle) {
   EXPECT_EQ(result.error().message, "no master leads cluster \"test\"");
   EXPECT_TRUE(client->lastObstacleWasNoLeader());
   EXPECT_GE(*reads_, 2) << "it kept reading the leader until the deadline";
+}
+
+TEST_F(LeaderClientTest, ALeaderThatCannotBeReadForGoodEndsTheCallAtOnce) {
+  // What the ZooKeeper retrieval answers when the credential may not read the cluster.
+  *readError_ = Error::fatal("ZNOAUTH (not authenticated) reading /regent/test/leader");
+  auto client = following();
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
+  ASSERT_FALSE(result.ok());
+  EXPECT_FALSE(result.error().isRetryable());
+  EXPECT_EQ(result.error().message,
+            "cannot read the leader of cluster \"test\": ZNOAUTH (not authenticated) reading "
+            "/regent/test/leader");
+  EXPECT_TRUE(client->lastCallFailedToFindLeader());
+  EXPECT_EQ(*reads_, 1) << "a permanent refusal is not retried";
+}
+
+TEST_F(LeaderClientTest, ATransientLeaderReadFailureIsRetriedAndNamedAtTheDeadline) {
+  *readError_ = Error::retryable("ZCONNECTIONLOSS (connection lost)");
+  auto client = following();
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), Duration(100)));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().isRetryable());
+  EXPECT_EQ(result.error().message,
+            "cannot read the leader of cluster \"test\": ZCONNECTIONLOSS (connection lost)");
+  EXPECT_FALSE(client->lastCallFailedToFindLeader());
+  EXPECT_GE(*reads_, 2);
+}
+
+TEST_F(LeaderClientTest, ARefusedConnectionIsTheCauseNamedAtTheDeadline) {
+  auto master = startMaster("a", 1);
+  *current_ = leaderOf(*master);
+  servers_.clear();  // Nothing listens there any more.
+  auto client = following();
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), Duration(300)));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().isRetryable());
+  // The RPC client retries the connection by itself, so the attempt is still waiting for its
+  // bootstrap at the deadline; the cause is the client's last failed connect.
+  EXPECT_EQ(result.error().message.rfind("no answer yet: waiting for an answer from the leader a "
+                                         "at " + master->rpcAddress + " (epoch 1); cannot connect "
+                                         "to " + master->rpcAddress + ": ",
+                                         0),
+            0u)
+      << result.error().message;
+  EXPECT_NE(result.error().message.find("Connection refused"), std::string::npos)
+      << result.error().message;
+}
+
+TEST_F(LeaderClientTest, ABootstrapThatTimesOutNamesTheRefusedConnectionBehindIt) {
+  auto master = startMaster("a", 1);
+  *current_ = leaderOf(*master);
+  servers_.clear();
+  auto client = kj::heap<LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
+                                       kj::heap<HandRetrieval>(current_, reads_, readError_),
+                                       options(Duration(50)));
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), Duration(500)));
+  ASSERT_FALSE(result.ok());
+  const std::string& message = result.error().message;
+  EXPECT_EQ(message.rfind("the leader a at " + master->rpcAddress + " (epoch 1): ", 0), 0u)
+      << message;
+  EXPECT_NE(message.find("(cannot connect to " + master->rpcAddress + ": "), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("Connection refused"), std::string::npos) << message;
+}
+
+TEST_F(LeaderClientTest, AnAttemptStillWaitingAtTheDeadlineIsNamedWithTheStepItWaitsFor) {
+  auto master = startMaster("a", 1);
+  master->answers = {Answer::kHang};
+  *current_ = leaderOf(*master);
+  auto client = following();  // rpc.call-timeout 5s: the one attempt outlives the call.
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), Duration(200)));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().isRetryable());
+  EXPECT_EQ(result.error().message,
+            "no answer yet: waiting for an answer from the leader a at " + master->rpcAddress +
+                " (epoch 1) (each RPC may take up to 5s, rpc.call-timeout)");
 }
 
 TEST_F(LeaderClientTest, AMasterAddressIsAskedForTheEpochAndNamesTheLeaderItDoesNotHold) {

@@ -2,6 +2,7 @@
 // their order against a binary's own shortcuts, and the exit codes load() hands back.
 #include "conf/command_line.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -31,13 +32,14 @@ TEST(ConfigCommandLine, LoadsFileThenSetThenTheBinarysOverrides) {
   CLI::App app;
   ConfigCommandLine commandLine(app, "prog", {});
   parse(app, {"--config", file, "--set", "cluster-id=from-set", "--set", "log.level=debug"});
-  commandLine.override("cluster-id", "from-override");
+  commandLine.override("--cluster", "cluster-id", "from-override");
 
   std::ostringstream out, err;
   auto loaded = commandLine.load(out, err, kUsage);
   ASSERT_TRUE(std::holds_alternative<Config>(loaded)) << err.str();
   const Config& config = std::get<Config>(loaded);
   EXPECT_EQ(config.getString("cluster-id"), "from-override");
+  EXPECT_EQ(config.source("cluster-id").describe(), "--cluster");
   EXPECT_EQ(config.getString("ha.mode"), "standalone");
   EXPECT_EQ(config.getString("log.level"), "debug");
   EXPECT_EQ(out.str(), "");
@@ -51,6 +53,28 @@ TEST(ConfigCommandLine, LogFormatIsTheSameAsSettingLogFormat) {
   auto loaded = commandLine.load(out, err, kUsage);
   ASSERT_TRUE(std::holds_alternative<Config>(loaded)) << err.str();
   EXPECT_EQ(std::get<Config>(loaded).getString("log.format"), "json");
+}
+
+TEST(ConfigCommandLine, LogFormatWinsOverSetWhereverItStandsAndIsNamedAsTheSource) {
+  CLI::App app;
+  ConfigCommandLine commandLine(app, "prog", {.printConfig = true, .logFormat = true});
+  parse(app, {"--log-format", "json", "--set", "log.format=text", "--print-config"});
+  std::ostringstream out, err;
+  auto loaded = commandLine.load(out, err, kUsage);
+  ASSERT_TRUE(std::holds_alternative<int>(loaded)) << err.str();
+  EXPECT_THAT(out.str(), ::testing::ContainsRegex("\nlog\\.format +json +--log-format\n"));
+}
+
+TEST(ConfigCommandLine, BadShortcutValueNamesTheShortcut) {
+  CLI::App app;
+  ConfigCommandLine commandLine(app, "prog", {});
+  parse(app, {});
+  commandLine.override("--zk", "ha.zookeeper.quorum", "nohostport");
+  std::ostringstream out, err;
+  auto loaded = commandLine.load(out, err, kUsage);
+  ASSERT_TRUE(std::holds_alternative<int>(loaded));
+  EXPECT_THAT(err.str(), ::testing::HasSubstr(
+                             "bad value \"nohostport\" for ha.zookeeper.quorum from --zk: "));
 }
 
 TEST(ConfigCommandLine, LogFormatAcceptsOnlyTextOrJson) {

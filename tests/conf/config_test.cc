@@ -260,6 +260,32 @@ TEST(ConfigLoader, BadSecretIsNeverEchoed) {
   EXPECT_THAT(error, Not(HasSubstr("alices3cret")));
 }
 
+TEST(ConfigLoader, BadEnvironmentValueThatSetOverridesIsNotAnError) {
+  const Config config = load(ConfigSources{.environment = {{"REGENT_LOG_LEVEL", "loud"}},
+                                           .set = {"log.level=debug"}});
+  EXPECT_EQ(config.getString("log.level"), "debug");
+  EXPECT_EQ(config.source("log.level").describe(), "--set");
+}
+
+TEST_F(ConfigFile, BadFileValueThatTheEnvironmentOverridesIsNotAnError) {
+  dir_.write("regent.yaml", "heartbeat:\n  interval: 5x\n");
+  const Config config =
+      load(ConfigSources{.file = path_, .environment = {{"REGENT_HEARTBEAT_INTERVAL", "2s"}}});
+  EXPECT_EQ(config.getDuration("heartbeat.interval"), seconds(2));
+}
+
+TEST(ConfigLoader, BadEffectiveValueIsReportedOnceNamingItsSource) {
+  EXPECT_EQ(loadError(ConfigSources{.environment = {{"REGENT_LOG_LEVEL", "debug"}},
+                                    .set = {"log.level=loud"}}),
+            "bad value \"loud\" for log.level from --set: expected one of trace, debug, info, "
+            "warn, error, off");
+}
+
+TEST(ConfigLoader, UnknownKeyIsAnErrorEvenWhenALaterSourceSetsAKnownOne) {
+  EXPECT_THAT(loadError(ConfigSources{.set = {"log.levle=debug", "log.level=info"}}),
+              HasSubstr("unknown key \"log.levle\" from --set"));
+}
+
 TEST(ConfigLoader, SetWithoutEqualsIsAnError) {
   EXPECT_EQ(setError({"ha.mode"}), "bad --set \"ha.mode\": expected key=value");
 }
@@ -279,6 +305,25 @@ TEST_F(ConfigFile, FileThatDoesNotParseNamesLineAndColumn) {
   EXPECT_THAT(error, HasSubstr("end of sequence flow not found"));
   const std::string tabs = fileError("ha:\n\tmode: zookeeper\n");
   EXPECT_THAT(tabs, HasSubstr("config file " + path_ + " does not parse (line 2, column "));
+}
+
+TEST_F(ConfigFile, SecondDocumentIsRefusedNamingTheFileAndLine) {
+  EXPECT_EQ(fileError("cluster-id: first\n---\ncluster-id: second\n"),
+            "config file " + path_ +
+                " holds more than one YAML document (the second starts at line 3); a config "
+                "file holds one");
+}
+
+TEST_F(ConfigFile, TextAfterTheDocumentEndMarkerIsRefused) {
+  EXPECT_EQ(fileError("cluster-id: first\n...\nha.mode: standalone\n"),
+            "config file " + path_ +
+                " holds more than one YAML document (the second starts at line 3); a config "
+                "file holds one");
+}
+
+TEST_F(ConfigFile, TrailingDocumentMarkersWithNothingAfterThemAreAccepted) {
+  EXPECT_EQ(loadFile("---\ncluster-id: one\n...\n").getString("cluster-id"), "one");
+  EXPECT_EQ(loadFile("cluster-id: two\n---\n# nothing more\n").getString("cluster-id"), "two");
 }
 
 TEST(ConfigLoader, MissingFileIsAnError) {

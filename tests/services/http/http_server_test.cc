@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
+#include <kj/timer.h>
 #include <kj/debug.h>
 
 #include <nlohmann/json.hpp>
@@ -118,6 +119,31 @@ class HttpServerTest : public ::testing::Test {
     return reply;
   }
 
+  // Sends `request` as written on a fresh connection and reads until the server closes it; a
+  // server that does not close within 30 s fails the test.
+  std::string rawExchange(const std::string& request) {
+    auto address = loop_.run(loop_.io().getNetwork().parseAddress(server_->listenAddress()));
+    auto connection = loop_.run(address->connect());
+    loop_.run(connection->write(request.data(), request.size()));
+    auto read = connection->readAllText().then([](kj::String text) {
+      return std::optional<std::string>(text.cStr());
+    });
+    auto bounded = loop_.run(read.exclusiveJoin(loop_.timer().afterDelay(30 * kj::SECONDS).then(
+        [] { return std::optional<std::string>(); })));
+    if (!bounded) ADD_FAILURE() << "the server kept the connection open";
+    return bounded.value_or("");
+  }
+
+  // The server on a timer that never moves, so only a close the server decides on ends a
+  // connection (kj's idle and pipeline timeouts never fire).
+  void startOnAFrozenTimer() {
+    server_ = nullptr;
+    auto listening = loop_.run(
+        HttpServer::listen(loop_.io().getNetwork(), frozenTimer_, "127.0.0.1:0", host_));
+    ASSERT_TRUE(listening.ok()) << listening.error().message;
+    server_ = kj::mv(listening).value();
+  }
+
   void lead(uint64_t epoch, bool serving) {
     host_.epoch = epoch;
     host_.isServing = serving;
@@ -131,6 +157,7 @@ class HttpServerTest : public ::testing::Test {
   LeaderJobs jobs_{loop_};
   FakeHost host_;
   kj::Own<kj::HttpHeaderTable> table_ = HttpRoutes::makeHeaderTable();
+  kj::TimerImpl frozenTimer_{kj::origin<kj::TimePoint>()};
   kj::Own<HttpServer> server_;
 };
 
@@ -234,6 +261,51 @@ TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405) {
   EXPECT_EQ(post.status, 405u);
   EXPECT_EQ(post.allow, "GET");
   EXPECT_EQ(fetch("/v1/jobs", kj::HttpMethod::DELETE).status, 405u);
+}
+
+TEST_F(HttpServerTest, DuplicateContentLengthIs400WithAPlainReasonAndNoInternals) {
+  const std::string reply = rawExchange(
+      "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"
+      "hello");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400 ", 0), 0u) << reply;
+  EXPECT_NE(reply.find("bad request"), std::string::npos) << reply;
+  // Nothing of kj's exception: no source file, no "stack:" trace, no addresses.
+  EXPECT_EQ(reply.find(".c++"), std::string::npos) << reply;
+  EXPECT_EQ(reply.find("stack"), std::string::npos) << reply;
+  EXPECT_EQ(reply.find("0x"), std::string::npos) << reply;
+}
+
+TEST_F(HttpServerTest, NotFoundEchoesAtMostTwoHundredSanitizedBytesOfThePath) {
+  Reply reply = fetch("/" + std::string(100000, 'a'));
+  EXPECT_EQ(reply.status, 404u);
+  EXPECT_EQ(reply.body, "no such endpoint: /" + std::string(HttpRoutes::kMaxEchoedPath - 1, 'a') +
+                            "...\n");
+  Reply control = fetch("/x%0d%0a\x7f");
+  EXPECT_EQ(control.status, 404u);
+  EXPECT_EQ(control.body, "no such endpoint: /x%0d%0a\\x7f\n");
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonouredRightAfterTheResponse) {
+  startOnAFrozenTimer();
+  const std::string reply =
+      rawExchange("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 ", 0), 0u) << reply;
+  // The reply says so, and the connection ended without any timeout (the timer is frozen).
+  EXPECT_NE(reply.find("Connection: close\r\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\r\n\r\nok\n"), std::string::npos) << reply;
+}
+
+TEST_F(HttpServerTest, KeepAliveRequestsKeepTheConnectionOpen) {
+  startOnAFrozenTimer();
+  const std::string reply = rawExchange(
+      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  // Both answered on the one connection, and only the second says it closes.
+  const size_t first = reply.find("HTTP/1.1 200 ");
+  const size_t second = reply.find("HTTP/1.1 200 ", first + 1);
+  ASSERT_NE(second, std::string::npos) << reply;
+  EXPECT_EQ(reply.substr(0, second).find("Connection: close"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("Connection: close", second), std::string::npos) << reply;
 }
 
 TEST_F(HttpServerTest, MetricsOfAServingLeaderParseAsPrometheusText) {
