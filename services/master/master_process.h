@@ -42,7 +42,8 @@ std::string localHostName();
 
 // Exit codes of regent-master (docs/operations.md).
 inline constexpr int kExitHandedOver = 0;    // Stopped by SIGTERM/SIGINT after the hand-over.
-inline constexpr int kExitFailure = 1;       // Could not start (HA services, election).
+inline constexpr int kExitFailure = 1;       // Could not start (HA services, election), or
+                                             // the hand-over did not apply.
 inline constexpr int kExitUsage = 2;         // Bad command line or configuration.
 inline constexpr int kExitSignalBase = 128;  // + signal number: a second SIGTERM/SIGINT.
 
@@ -68,7 +69,8 @@ class MasterProcess final : public leader::LeaderContender,
   // with port 0 the chosen ports are what the latch node advertises. Then starts contending and
   // watching SIGTERM and SIGINT. Resolves with kExitFailure if either server cannot listen or
   // the election cannot be set up. Resolves with the exit code once the
-  // first such signal's hand-over is done (0), or with kExitFailure if the hand-over threw. A
+  // first such signal's hand-over is done (0), or with kExitFailure if the hand-over did not
+  // apply (its ZooKeeper transaction failed, the session ended) or threw. A
   // second signal while the hand-over runs ends the process at once with 128 + the signal number
   // (after logging "master exiting"). Call once.
   kj::Promise<int> run();
@@ -98,7 +100,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
-  kj::Promise<void> handOverForCaller() override;
+  kj::Promise<Status> handOverForCaller() override;
   // http::HttpHost.
   bool serving() const override;
   bool zooKeeperConnected() const override;

@@ -383,7 +383,7 @@ TEST_F(LeaderElectionTest, WithAuthOnlyTheWriterChangesTheNodesAndTheReaderStill
 
   // Nothing the intruders tried changed anything: the writers still work the election.
   EXPECT_TRUE(a.contender->leading());
-  a.election->handOver(false).wait(loop_.waitScope());
+  EXPECT_TRUE(a.election->handOver(false).wait(loop_.waitScope()).ok());
   ASSERT_TRUE(runUntil([&] { return b.contender->leading(); }));
   EXPECT_EQ(b.contender->epoch(), 2u);
   ASSERT_TRUE(runUntil([&] { return listener.current() && listener.current()->masterId == "b"; }));
@@ -410,7 +410,9 @@ TEST_F(LeaderElectionTest, GracefulHandOverPublishesTheNextLeaderWhileTheOldSess
 
   const int64_t session = a.zk->sessionId();
   bool handedOver = false;
-  auto done = a.election->handOver(false).then([&] { handedOver = true; }).eagerlyEvaluate(nullptr);
+  auto done = a.election->handOver(false)
+                  .then([&](Status outcome) { handedOver = outcome.ok(); })
+                  .eagerlyEvaluate(nullptr);
   ASSERT_TRUE(runUntil([&] { return handedOver; }));
   EXPECT_EQ(a.contender->lastReason(), "handed over");
   ASSERT_TRUE(runUntil([&] { return listener.current() && listener.current()->masterId == "b"; },
@@ -436,7 +438,7 @@ TEST_F(LeaderElectionTest, EpochsRiseByOnePerTermAcrossFailoversAndNeverTwoLeade
     const uint64_t epoch = current->contender->epoch();
     switch (round % 3) {
       case 0:  // Graceful hand-over, back in line.
-        current->election->handOver(true).wait(loop_.waitScope());
+        EXPECT_TRUE(current->election->handOver(true).wait(loop_.waitScope()).ok());
         break;
       case 1: {  // Forced expiry.
         const std::string connect = server_->connectString();
@@ -505,7 +507,7 @@ TEST_F(LeaderElectionTest, RetrievalFollowsTheLeaderAcrossItsOwnSessionExpiry) {
     EXPECT_NE(listener.connection[i], listener.connection[i - 1]) << "report " << i;
   }
 
-  a.election->handOver(false).wait(loop_.waitScope());
+  EXPECT_TRUE(a.election->handOver(false).wait(loop_.waitScope()).ok());
   ASSERT_TRUE(runUntil([&] { return listener.current() && listener.current()->masterId == "b"; }));
   EXPECT_EQ(listener.current()->epoch, 2u);
   // Each reported value differs from the one before it.
@@ -540,7 +542,7 @@ TEST_F(LeaderElectionTest, FactoriesBuildTheZooKeeperElectionAndRetrievalFromThe
     ASSERT_TRUE(leader.value());
     EXPECT_EQ(leader.value()->masterId, "f");
     EXPECT_EQ(leader.value()->epoch, 1u);
-    run(election.value()->handOver(false));
+    EXPECT_TRUE(run(election.value()->handOver(false)).ok());
     EXPECT_EQ(contender.lastReason(), "handed over");
     auto none = run(retrieval.value()->leader());
     ASSERT_TRUE(none.ok());
