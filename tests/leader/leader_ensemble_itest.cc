@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <future>
 #include <list>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "common/event_loop.h"
 #include "common/ids.h"
@@ -32,6 +36,57 @@ using testing::RecordingContender;
 
 constexpr Duration kWait{60000};
 
+// One thread of its own for the fixture calls that block (a member's stop and start), so the
+// test's loop keeps serving the sessions meanwhile. It lives as long as the ensemble: a member's
+// death signal is tied to the thread that forked it, so a thread that ended would take the
+// members it started with it.
+class FixtureThread final {
+ public:
+  FixtureThread() : thread_([this] { run(); }) {}
+  ~FixtureThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  FixtureThread(const FixtureThread&) = delete;
+  FixtureThread& operator=(const FixtureThread&) = delete;
+
+  std::future<Status> post(std::function<Status()> call) {
+    std::packaged_task<Status()> task(std::move(call));
+    std::future<Status> done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+    return done;
+  }
+
+ private:
+  void run() {
+    while (true) {
+      std::packaged_task<Status()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<Status()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;  // Declared last: started once the rest is ready.
+};
+
 struct Member {
   std::unique_ptr<ha::HaServices> ha;
   std::unique_ptr<RecordingContender> contender;
@@ -49,17 +104,31 @@ struct Member {
 class LeaderEnsembleTest : public ::testing::Test {
  protected:
   // One ensemble for the binary's tests: starting three JVMs is the slow part.
+  // Started, restarted and stopped from the fixture thread only.
   static void SetUpTestSuite() {
-    auto started = regent::testing::ZooKeeperServer::startEnsemble(3);
-    if (started.ok()) {
-      ensemble_ = std::move(started).value().release();
-    } else {
-      startError_ = new std::string(started.error().message);
-    }
+    fixtureThread_ = new FixtureThread();
+    Status started = fixtureThread_
+                         ->post([] {
+                           auto ensemble = regent::testing::ZooKeeperServer::startEnsemble(3);
+                           if (!ensemble.ok()) return Status(ensemble.error());
+                           ensemble_ = std::move(ensemble).value().release();
+                           return Status();
+                         })
+                         .get();
+    if (!started.ok()) startError_ = new std::string(started.error().message);
   }
   static void TearDownTestSuite() {
-    delete ensemble_;
-    ensemble_ = nullptr;
+    if (fixtureThread_ != nullptr) {
+      (void)fixtureThread_
+          ->post([] {
+            delete ensemble_;
+            ensemble_ = nullptr;
+            return Status();
+          })
+          .get();
+    }
+    delete fixtureThread_;
+    fixtureThread_ = nullptr;
     delete startError_;
     startError_ = nullptr;
   }
@@ -112,10 +181,10 @@ class LeaderEnsembleTest : public ::testing::Test {
     return regent::testing::runLoopUntil(loop_, done, timeout);
   }
 
-  // Runs `blocking` (a member's stop or start) on another thread while the loop keeps serving
+  // Runs `blocking` (a member's stop or start) on the fixture thread while the loop keeps serving
   // the sessions, so they see the restart as it happens.
   Status runAside(std::function<Status()> blocking) {
-    auto done = std::async(std::launch::async, std::move(blocking));
+    auto done = fixtureThread_->post(std::move(blocking));
     EXPECT_TRUE(runUntil(
         [&] { return done.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
         Duration(180000)));
@@ -136,6 +205,7 @@ class LeaderEnsembleTest : public ::testing::Test {
     }
   }
 
+  static FixtureThread* fixtureThread_;
   static regent::testing::ZooKeeperServer* ensemble_;
   static std::string* startError_;
   EventLoop loop_;
@@ -144,6 +214,7 @@ class LeaderEnsembleTest : public ::testing::Test {
   std::list<Member> members_;
 };
 
+FixtureThread* LeaderEnsembleTest::fixtureThread_ = nullptr;
 regent::testing::ZooKeeperServer* LeaderEnsembleTest::ensemble_ = nullptr;
 std::string* LeaderEnsembleTest::startError_ = nullptr;
 
