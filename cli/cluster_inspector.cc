@@ -64,24 +64,29 @@ std::string clusterNameOf(const Config& config) {
 kj::Promise<int> ClusterInspector::leader() {
   return connect().then([this](bool connected) -> kj::Promise<int> {
     if (!connected) return kExitError;
-    return retrieval_->leader().then(
-        [this](Result<std::optional<leader::LeaderInfo>> read) -> int {
-          if (!read.ok()) {
-            output_.err << "regentctl: cannot read the leader of " << clusterName() << ": "
-                        << read.error().message << std::endl;
-            return kExitError;
-          }
-          const auto& current = read.value();
-          if (!current) {
-            if (output_.json) output_.out << leaderJson(std::nullopt) << std::endl;
-            output_.err << "regentctl: no master leads " << clusterName() << " right now"
-                        << std::endl;
-            return kExitNoLeader;
-          }
-          output_.out << (output_.json ? leaderJson(current) + "\n" : leaderText(*current))
-                      << std::flush;
-          return kExitOk;
-        });
+    return retrieval_->leaderRecord().then([this](Result<leader::LeaderRecordView> read) -> int {
+      if (!read.ok()) {
+        output_.err << "regentctl: cannot read the leader of " << clusterName() << ": "
+                    << read.error().message << std::endl;
+        return kExitError;
+      }
+      const auto& current = read.value().leader;
+      const std::string& stale = read.value().staleReason;
+      if (!current) {
+        if (output_.json) output_.out << leaderJson(std::nullopt) << std::endl;
+        output_.err << "regentctl: no master leads " << clusterName() << " right now"
+                    << std::endl;
+        return kExitNoLeader;
+      }
+      output_.out << (output_.json ? leaderJson(current, std::nullopt, stale) + "\n"
+                                   : leaderText(*current))
+                  << std::flush;
+      if (stale.empty()) return kExitOk;
+      // The record still says what it said, but no master leads behind it.
+      output_.err << "regentctl: no master leads " << clusterName()
+                  << " right now; the leader record above is stale: " << stale << std::endl;
+      return kExitNoLeader;
+    });
   });
 }
 

@@ -60,7 +60,9 @@ class ClusterInspector final : public leader::LeaderRetrievalListener {
 
   // Each resolves with the exit code once its output is written. Call one of them, once.
   // `leader`: the leader's fields, or a sentence on stderr (and {"status":"NONE"} with --json)
-  // and kExitNoLeader.
+  // and kExitNoLeader. A record no live contender holds (its owner session left the latch, or
+  // its master contends from a new session) is printed (with "stale" in --json), followed by a
+  // sentence on stderr saying why no master leads, and kExitNoLeader.
   kj::Promise<int> leader();
   // `leader --watch`: one line per change, including "no leader", until SIGINT or SIGTERM
   // (then kExitOk).

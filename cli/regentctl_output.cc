@@ -75,7 +75,7 @@ std::string leaderWatchLine(const std::optional<leader::LeaderInfo>& leader, int
 }
 
 std::string leaderJson(const std::optional<leader::LeaderInfo>& leader,
-                       std::optional<int64_t> observedAtMillis) {
+                       std::optional<int64_t> observedAtMillis, const std::string& staleReason) {
   nlohmann::ordered_json object;
   if (leader) {
     object["epoch"] = leader->epoch;
@@ -91,6 +91,7 @@ std::string leaderJson(const std::optional<leader::LeaderInfo>& leader,
     object["status"] = "NONE";
   }
   if (observedAtMillis) object["observed_at"] = formatUtcMillis(*observedAtMillis);
+  if (leader && !staleReason.empty()) object["stale"] = staleReason;
   return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

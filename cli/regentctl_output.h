@@ -22,9 +22,11 @@ std::string leaderText(const leader::LeaderInfo& leader);
 std::string leaderWatchLine(const std::optional<leader::LeaderInfo>& leader, int64_t nowMillis);
 // One JSON object (no newline). A leader: epoch, master_id, rpc_address, http_address, host,
 // pid, elected_at (ISO), elected_at_ms, status. No leader: {"status":"NONE"}. With
-// `observedAtMillis`, an "observed_at" field (ISO) is added (--watch).
+// `observedAtMillis`, an "observed_at" field (ISO) is added (--watch). A non-empty
+// `staleReason` adds "stale" with it: the record is left over and no term is live.
 std::string leaderJson(const std::optional<leader::LeaderInfo>& leader,
-                       std::optional<int64_t> observedAtMillis = std::nullopt);
+                       std::optional<int64_t> observedAtMillis = std::nullopt,
+                       const std::string& staleReason = "");
 
 // `regentctl masters`: a header and one row per contender, columns aligned.
 std::string mastersTable(const std::vector<leader::ContenderEntry>& contenders);

@@ -101,6 +101,16 @@ OptionConstraint hostPort(bool allowEmpty, bool allowPortZero) {
           }};
 }
 
+// ha.zookeeper.suspend-tolerance: "auto" (a third of the negotiated session timeout), or a
+// duration.
+OptionConstraint autoOrDuration() {
+  return {"auto or duration", "auto, or a duration such as 0, 500ms or 2s",
+          [](const OptionValue& value) {
+            const std::string& text = asString(value);
+            return text == "auto" || parseDuration(text).ok();
+          }};
+}
+
 OptionConstraint hostPortList() {
   return {"host:port list", "a comma-separated list of host:port such as zk1:2181,zk2:2181",
           [](const OptionValue& value) {
@@ -209,9 +219,12 @@ std::vector<OptionSpec> buildRegistry() {
       option("ha.zookeeper.session-timeout", kDuration, "6s",
              "ZooKeeper session timeout the client asks for; the server may negotiate it.",
              positiveDuration()),
-      option("ha.zookeeper.suspend-tolerance", kDuration, "0",
-             "How long a leader keeps leading while disconnected from ZooKeeper; at most a third "
-             "of the session timeout."),
+      option("ha.zookeeper.suspend-tolerance", kString, "auto",
+             "How long a leader keeps leading while disconnected from ZooKeeper: auto is a third "
+             "of the negotiated session timeout, the most that is safe (docs/leader-election.md); "
+             "0 gives up leadership at once; a duration is at most a third of the session "
+             "timeout.",
+             autoOrDuration()),
       secretOption("ha.zookeeper.auth", "",
                    "Digest credential user:password for ZooKeeper ACLs; empty means no "
                    "authentication.",
@@ -333,8 +346,10 @@ std::vector<OptionRule> buildRules() {
       {{"ha.zookeeper.suspend-tolerance", "ha.zookeeper.session-timeout"},
        "ha.zookeeper.suspend-tolerance must be at most a third of ha.zookeeper.session-timeout",
        [](const Config& config) {
+         const std::string& tolerance = config.getString("ha.zookeeper.suspend-tolerance");
+         if (tolerance == "auto") return true;
          // Divides rather than multiplies: a huge tolerance must not overflow.
-         return config.getDuration("ha.zookeeper.suspend-tolerance") <=
+         return parseDuration(tolerance).value() <=
                 config.getDuration("ha.zookeeper.session-timeout") / 3;
        }},
       {{"heartbeat.timeout", "heartbeat.interval"},

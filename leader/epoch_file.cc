@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace regent::leader {
@@ -102,7 +103,13 @@ Status replaceFileDurably(const std::string& path, const std::string& contents,
 Result<uint64_t> advanceEpochFile(const std::string& path) {
   auto last = readEpochFile(path);
   if (!last) return last.error();
-  uint64_t next = last.value().value_or(0) + 1;
+  const uint64_t previous = last.value().value_or(0);
+  if (previous == std::numeric_limits<uint64_t>::max()) {
+    // Epoch 0 means "no term", and every reader of epochs expects them to rise.
+    return Error::fatal("epoch file " + path + " holds " + std::to_string(previous) +
+                        ", the largest epoch; the next would wrap to 0, so none is taken");
+  }
+  const uint64_t next = previous + 1;
   Status written = writeEpochFile(path, next);
   if (!written) return written.error();
   return next;

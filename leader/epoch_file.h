@@ -26,7 +26,8 @@ Status writeEpochFile(const std::string& path, uint64_t epoch);
 Status replaceFileDurably(const std::string& path, const std::string& contents,
                           const std::string& what);
 
-// Reads the file (a missing one counts as 0), writes the next epoch and returns it.
+// Reads the file (a missing one counts as 0), writes the next epoch and returns it. A file at
+// the largest epoch (2^64-1) is an error naming it and is left as it is: the next would wrap to 0.
 Result<uint64_t> advanceEpochFile(const std::string& path);
 
 }  // namespace regent::leader

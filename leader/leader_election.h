@@ -55,9 +55,12 @@ class LeaderElection {
   // Graceful hand-over: deletes `leader` and this contender's latch node in one transaction, so
   // the next contender is granted at once; revokes (reason "handed over") first if leading.
   // With recontend, joins the election again at the back of the queue; otherwise stops
-  // contending for good. Resolves once ZooKeeper applied the transaction (or there was
-  // nothing to delete); a failure is logged and the session's end removes the nodes anyway.
-  virtual kj::Promise<void> handOver(bool recontend) = 0;
+  // contending for good. Resolves ok once ZooKeeper applied the transaction (or there was
+  // nothing to delete). Resolves with an error saying what happened when it did not apply (the
+  // transaction failed, ZooKeeper frozen or unreachable; the session ended meanwhile): the term
+  // is revoked all the same, but no standby can take over before the server ends the session
+  // (or, with recontend, before this contender removes its nodes once connected again).
+  virtual kj::Promise<Status> handOver(bool recontend) = 0;
 
   // The epoch of the current term, or 0 when not leading.
   virtual uint64_t currentEpoch() const = 0;

@@ -32,6 +32,16 @@ struct ContenderEntry {
   bool leader = false;     // Its master id is the one in `leader`.
 };
 
+// The leader record as an inspection tool reads it: the record, and whether a live contender
+// holds it.
+struct LeaderRecordView {
+  std::optional<LeaderInfo> leader;  // nullopt: no leader record.
+  // Empty when the record belongs to a live contender (or none exists, or the implementation
+  // cannot tell); else one sentence saying why it is left over from a session that no longer
+  // contends, for example after a ZooKeeper restart restored that session.
+  std::string staleReason;
+};
+
 class LeaderRetrieval {
  public:
   virtual ~LeaderRetrieval() = default;
@@ -44,6 +54,13 @@ class LeaderRetrieval {
   virtual kj::Promise<Result<std::optional<LeaderInfo>>> leader() = 0;
   // Every contender in latch order (lowest sequence first).
   virtual kj::Promise<Result<std::vector<ContenderEntry>>> contenders() = 0;
+  // leader(), and whether the record's owner is a live contender. The default cannot tell.
+  virtual kj::Promise<Result<LeaderRecordView>> leaderRecord() {
+    return leader().then([](Result<std::optional<LeaderInfo>> read) -> Result<LeaderRecordView> {
+      if (!read.ok()) return read.error();
+      return LeaderRecordView{read.value(), ""};
+    });
+  }
 };
 
 }  // namespace regent::leader

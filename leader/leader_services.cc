@@ -4,6 +4,8 @@
 
 #include "common/event_loop.h"
 #include "conf/config.h"
+#include "conf/values.h"
+#include "ha/zookeeper_client.h"
 #include "leader/standalone_leader_election.h"
 #include "leader/zookeeper_leader_election.h"
 #include "leader/zookeeper_leader_retrieval.h"
@@ -45,7 +47,12 @@ Result<kj::Own<LeaderElection>> createLeaderElection(EventLoop& loop, const Conf
   auto client = zooKeeperOf(ha);
   if (!client) return client.error();
   ZooKeeperLeaderElectionOptions options;
-  options.suspendTolerance = config.getDuration("ha.zookeeper.suspend-tolerance");
+  // "auto" (nullopt): a third of the negotiated session timeout; otherwise a duration the
+  // configuration already checked.
+  const std::string& tolerance = config.getString("ha.zookeeper.suspend-tolerance");
+  options.suspendTolerance =
+      tolerance == "auto" ? std::nullopt : std::optional<Duration>(parseDuration(tolerance).value());
+  options.clusterRoot = ha::zooKeeperClientOptionsFrom(config).root;
   return kj::Own<LeaderElection>(
       kj::heap<ZooKeeperLeaderElection>(*client.value(), loop.timer(), std::move(self), options));
 }

@@ -106,7 +106,7 @@ kj::Promise<Status> StandaloneLeaderElection::markServing(uint64_t epoch) {
       .then([]() { return Status(); });
 }
 
-kj::Promise<void> StandaloneLeaderElection::handOver(bool recontend) {
+kj::Promise<Status> StandaloneLeaderElection::handOver(bool recontend) {
   ++generation_;
   // Deferred: the contender is never called from inside one of our own methods.
   return kj::evalLater([this, recontend] {
@@ -116,6 +116,8 @@ kj::Promise<void> StandaloneLeaderElection::handOver(bool recontend) {
       contender_->revokeLeadership(epoch_, "handed over");
     }
     if (recontend && contender_ != nullptr && !failed_) takeNextEpoch();
+    // Nothing to remove anywhere: the next epoch comes from the file.
+    return Status();
   });
 }
 

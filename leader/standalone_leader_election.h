@@ -46,7 +46,7 @@ class StandaloneLeaderElection final : public LeaderElection {
 
   void start(LeaderContender& contender) override;
   kj::Promise<Status> markServing(uint64_t epoch) override;
-  kj::Promise<void> handOver(bool recontend) override;
+  kj::Promise<Status> handOver(bool recontend) override;
   uint64_t currentEpoch() const override { return leading_ ? epoch_ : 0; }
 
  private:

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <vector>
 
 namespace regent::leader {
@@ -87,6 +88,10 @@ uint64_t ZooKeeperLeaderElection::nextGeneration() {
   return ++generation_;
 }
 
+std::string ZooKeeperLeaderElection::nodeName(const std::string& relative) const {
+  return options_.clusterRoot.empty() ? relative : options_.clusterRoot + "/" + relative;
+}
+
 std::string ZooKeeperLeaderElection::latchPath() const {
   return LatchGroup::pathOf(latch_.value_or(""));
 }
@@ -137,6 +142,8 @@ void ZooKeeperLeaderElection::contend() {
       latch_.reset();
       createLatch(generation);
     }));
+  } else if (!endedSessions_.empty()) {
+    removePreviousSessionLeader(generation);
   } else if (latch_) {
     checkLeadership(generation);
   } else if (latchMaybeCreated_) {
@@ -325,6 +332,84 @@ void ZooKeeperLeaderElection::releaseStaleLeader(uint64_t generation) {
         });
 }
 
+bool ZooKeeperLeaderElection::isPreviousSession(int64_t owner) const {
+  return owner != 0 && owner != zk_.sessionId() &&
+         std::find(endedSessions_.begin(), endedSessions_.end(), owner) != endedSessions_.end();
+}
+
+void ZooKeeperLeaderElection::removePreviousSessionLeader(uint64_t generation) {
+  setPhase(Phase::kJoining);
+  // The epoch node's version first: every win changes it, so a check of it in the removal's
+  // transaction keeps a record won after this read (possibly at the same data version) safe.
+  track(generation, zk_.exists(kEpochPath),
+        [this, generation](ZkReply<std::optional<ha::NodeStat>>&& epoch) {
+          if (!epoch.ok()) return fail(generation, "read the epoch node", epoch.code);
+          // Without an epoch node no term was ever won: a `leader` then is not one of ours.
+          if (!epoch.value) return removePreviousSessionLatches(generation);
+          const int32_t epochVersion = epoch.value->version;
+          track(generation, zk_.exists(kLeaderPath),
+                [this, generation, epochVersion](ZkReply<std::optional<ha::NodeStat>>&& leader) {
+                  if (!leader.ok()) return fail(generation, "look at the leader node", leader.code);
+                  if (!leader.value || !isPreviousSession(leader.value->ephemeralOwner)) {
+                    return removePreviousSessionLatches(generation);
+                  }
+                  const int64_t owner = leader.value->ephemeralOwner;
+                  spdlog::info(
+                      "leader election: the leader node is still held by our previous session "
+                      "0x{:x}; removing it",
+                      owner);
+                  std::vector<ZkOp> ops = {
+                      ZkOp::check(kEpochPath, epochVersion),
+                      ZkOp::remove(kLeaderPath, leader.value->version),
+                  };
+                  track(generation, zk_.multi(kj::mv(ops)),
+                        [this, generation, owner](ZkReply<std::vector<ha::ZkOpResult>>&& reply) {
+                          if (reply.ok()) {
+                            spdlog::info(
+                                "leader election: removed the leader node of our previous "
+                                "session 0x{:x}",
+                                owner);
+                            return removePreviousSessionLatches(generation);
+                          }
+                          // A term was won, or the node went or changed: look again.
+                          if (reply.code == ZkCode::kBadVersion || reply.code == ZkCode::kNoNode) {
+                            return removePreviousSessionLeader(generation);
+                          }
+                          fail(generation, "remove the leader node of our previous session",
+                               reply.code);
+                        });
+                });
+        });
+}
+
+void ZooKeeperLeaderElection::removePreviousSessionLatches(uint64_t generation) {
+  track(generation, latchGroup_.readMembers(),
+        [this, generation](ZkReply<std::vector<LatchGroup::MemberRead>>&& members) {
+          if (!members.ok()) return fail(generation, "list the latch", members.code);
+          std::vector<std::string> previous;
+          for (auto& [name, node] : members.value) {
+            if (node.code == ZkCode::kNoNode) continue;  // Gone since the listing.
+            if (!node.ok()) return fail(generation, "read latch node " + name, node.code);
+            if (!isPreviousSession(node.value.stat.ephemeralOwner)) continue;
+            spdlog::info("leader election: removing latch {} of our previous session 0x{:x}",
+                         name, node.value.stat.ephemeralOwner);
+            previous.push_back(name);
+          }
+          auto done = [this]() {
+            endedSessions_.clear();
+            contend();
+          };
+          if (previous.empty()) return done();
+          track(generation, latchGroup_.cancelAll(kj::mv(previous)),
+                [this, generation, done](ZkCode code) {
+                  if (code != ZkCode::kOk) {
+                    return fail(generation, "remove a latch node of our previous session", code);
+                  }
+                  done();
+                });
+        });
+}
+
 void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
   if (!latch_) return contend();
   setPhase(Phase::kWinning);
@@ -344,9 +429,18 @@ void ZooKeeperLeaderElection::tryWin(uint64_t generation) {
     if (!latch_) return contend();
     auto last = parseEpoch(reply.value.data);
     if (!last) {
-      spdlog::error("leader election: the epoch node holds \"{}\", not a decimal number",
-                    reply.value.data);
+      spdlog::error("leader election: the epoch node {} holds \"{}\", not a decimal number",
+                    nodeName(kEpochPath), reply.value.data);
       return fail(generation, "read the epoch", OwnFailure::kEpochNotANumber);
+    }
+    if (*last == std::numeric_limits<uint64_t>::max()) {
+      // Epoch 0 means "no term" everywhere, and workers accept only rising epochs: a wrap would
+      // leave the cluster without a usable term for good.
+      spdlog::error(
+          "leader election: the epoch node {} holds {}, the largest epoch; the next term would "
+          "wrap to 0, so none is taken (a fresh cluster-id starts the epochs again)",
+          nodeName(kEpochPath), *last);
+      return fail(generation, "take the next epoch", OwnFailure::kEpochExhausted);
     }
     LeaderInfo info = leaderInfoFor(self_, *last + 1, wallClockMillis());
     std::vector<ZkOp> ops = {
@@ -578,6 +672,8 @@ const char* ZooKeeperLeaderElection::ownFailureName(OwnFailure failure) {
   switch (failure) {
     case OwnFailure::kNoWatchSet: return "no watch set";
     case OwnFailure::kEpochNotANumber: return "the epoch node is not a number";
+    case OwnFailure::kEpochExhausted:
+      return "the epoch node holds the largest epoch; the next would wrap to 0";
   }
   return "?";
 }
@@ -667,6 +763,14 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
       cancelTolerance();
       nextGeneration();
       revoke(state == SessionState::kExpired ? "session expired" : "session closed");
+      // The server may still hold that session's nodes; a closed one ends at the server too.
+      if (state == SessionState::kExpired && attemptSession_ != 0 &&
+          std::find(endedSessions_.begin(), endedSessions_.end(), attemptSession_) ==
+              endedSessions_.end()) {
+        constexpr size_t kMaxEndedSessions = 8;
+        if (endedSessions_.size() == kMaxEndedSessions) endedSessions_.erase(endedSessions_.begin());
+        endedSessions_.push_back(attemptSession_);
+      }
       // Every ephemeral node of the session is gone with it.
       latch_.reset();
       latchMaybeCreated_ = false;
@@ -680,8 +784,10 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
 }
 
 void ZooKeeperLeaderElection::onSuspendedWhileLeading() {
-  // Never more than a third of the negotiated session timeout (docs/leader-election.md).
-  Duration tolerance = std::min(options_.suspendTolerance, zk_.negotiatedSessionTimeout() / 3);
+  // Never more than a third of the negotiated session timeout, and that much when unset
+  // (docs/leader-election.md).
+  const Duration third = zk_.negotiatedSessionTimeout() / 3;
+  const Duration tolerance = std::min(options_.suspendTolerance.value_or(third), third);
   if (tolerance <= Duration(0)) return loseLeadership("connection lost");
   if (toleranceRunning_) return;
   spdlog::info("leader election: connection lost; keeping epoch={} for up to {} ms", epoch_,
@@ -762,12 +868,12 @@ kj::Promise<Status> ZooKeeperLeaderElection::markServing(uint64_t epoch) {
       });
 }
 
-kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
+kj::Promise<Status> ZooKeeperLeaderElection::handOver(bool recontend) {
   if (phase_ == Phase::kHandingOver) {
     if (!recontend) recontendAfterHandOver_ = false;
     return KJ_ASSERT_NONNULL(handOverDone_).addBranch();
   }
-  if (phase_ == Phase::kStopped) return kj::READY_NOW;
+  if (phase_ == Phase::kStopped) return Status();
   recontendAfterHandOver_ = recontend;
   setPhase(Phase::kHandingOver);
   // Nothing of the current attempt acts from now on; within the hand-over the generation moves
@@ -775,7 +881,7 @@ kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
   uint64_t generation = nextGeneration();
   cancelTolerance();
   // Deferred: the contender is never called from inside one of our own methods.
-  kj::Promise<void> done =
+  kj::Promise<Status> done =
       kj::evalLater([this] {
         revoke("handed over");
         // A win in flight may still create `leader`: it goes in the same transaction.
@@ -787,22 +893,37 @@ kj::Promise<void> ZooKeeperLeaderElection::handOver(bool recontend) {
                          latch_.value_or("none"));
             return removeOwnNodes(generation);
           })
-          .then([this, generation](Removal removal) {
+          .then([this, generation](Removal removal) -> Status {
+            Status outcome;
+            const std::string timeout =
+                std::to_string(zk_.negotiatedSessionTimeout().count()) + " ms";
             if (!removal || generation != generation_) {
-              spdlog::info("leader election: the session ended during the hand-over");
+              outcome = Error::retryable(
+                  "the ZooKeeper session ended during the hand-over; leader and latch nodes of "
+                  "that session stay until the server expires it (session timeout " +
+                  timeout + ")");
             } else if (*removal != ZkCode::kOk) {
-              spdlog::warn(
-                  "leader election: hand-over transaction failed with {}; the session's "
-                  "end removes the nodes",
-                  zkCodeName(*removal));
+              outcome = Error::retryable(
+                  std::string("the hand-over transaction failed with ") + zkCodeName(*removal) +
+                  "; the leader node stays until this master removes it or its session ends "
+                  "(session timeout " + timeout + ")");
               if (recontendAfterHandOver_) relinquishPending_ = true;
-            } else {
-              spdlog::info("leader election: handed over");
             }
-            if (!recontendAfterHandOver_) return setPhase(Phase::kStopped);
-            if (contender_ == nullptr) return setPhase(Phase::kIdle);
-            setPhase(Phase::kJoining);
-            contend();
+            if (outcome.ok()) {
+              spdlog::info("leader election: handed over");
+            } else {
+              spdlog::warn("leader election: the hand-over did not apply: {}",
+                           outcome.error().message);
+            }
+            if (!recontendAfterHandOver_) {
+              setPhase(Phase::kStopped);
+            } else if (contender_ == nullptr) {
+              setPhase(Phase::kIdle);
+            } else {
+              setPhase(Phase::kJoining);
+              contend();
+            }
+            return outcome;
           });
   handOverDone_ = done.fork();
   return KJ_ASSERT_NONNULL(handOverDone_).addBranch();

@@ -25,8 +25,12 @@ namespace regent::leader {
 
 struct ZooKeeperLeaderElectionOptions {
   // How long a leader keeps its term while the connection is lost (kSuspended) before it revokes
-  // "connection lost"; 0 revokes at once. Capped at a third of the negotiated session timeout.
-  Duration suspendTolerance{0};
+  // "connection lost"; 0 revokes at once. Capped at a third of the negotiated session timeout,
+  // which nullopt ("auto", the configuration's default) always takes, read when the connection
+  // is lost (docs/leader-election.md says why that much is safe).
+  std::optional<Duration> suspendTolerance = Duration(0);
+  // The cluster's root ("/regent/default"), only to name nodes in messages; empty: relative.
+  std::string clusterRoot;
   // Retries after unexpected failures back off from `initialBackoff`, doubling up to `maxBackoff`
   // (see ExponentialBackoff: the first retry waits `initialBackoff`, later ones are spread).
   Duration initialBackoff{100};
@@ -54,6 +58,11 @@ struct ZooKeeperLeaderElectionOptions {
 // try looks at its owner. Latch nodes of our session that no attempt uses (from an abandoned
 // attempt or a lost create reply) are deleted, each retried until it is gone or the session ends;
 // a standby deletes every such node ahead of its own. Hence: one election per ZooKeeper session.
+// After a session expired on our side, the first attempt in the next session deletes what that
+// session may still hold (a server restarted on its data restores its sessions, and a `leader`
+// saying SERVING would stay for a whole session timeout while nobody leads): `leader` when its
+// owner is that session, in one transaction with a check of the `epoch` node's version read
+// before, so a term won by anyone since is never touched; then that session's latch nodes.
 //
 // Leadership ends (revokeLeadership, then re-contention with a new latch node at the back):
 // "latch node deleted"; "session expired" (re-contends once a new session is connected);
@@ -112,7 +121,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // re-contention asked for by the first call.
   // WARNING: the returned promise refers to the election; the caller must not keep it past the
   // election's destruction.
-  kj::Promise<void> handOver(bool recontend) override;
+  kj::Promise<Status> handOver(bool recontend) override;
   uint64_t currentEpoch() const override { return epoch_; }
 
   // This contender's latch node name ("m-0000000007"), or nullopt while it has none.
@@ -145,6 +154,11 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void watchPredecessor(uint64_t generation, const std::string& predecessor);
   // Standby while `leader` may be ours: deletes it (if ours) before waiting in the queue.
   void releaseStaleLeader(uint64_t generation);
+  // In a new session, before joining: deletes `leader` if a session of ours that ended on our
+  // side (endedSessions_) still owns it, then that session's latch nodes; then contends.
+  void removePreviousSessionLeader(uint64_t generation);
+  void removePreviousSessionLatches(uint64_t generation);
+  bool isPreviousSession(int64_t owner) const;
   void tryWin(uint64_t generation);
   void onWinReply(uint64_t generation, int64_t sessionId, const LeaderInfo& info,
                   ha::ZkReply<std::vector<ha::ZkOpResult>>&& reply);
@@ -161,6 +175,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   enum class OwnFailure {
     kNoWatchSet,       // An exists() that found the node set no watch on it.
     kEpochNotANumber,  // The epoch node holds something else than a decimal number.
+    kEpochExhausted,   // The epoch node holds 2^64-1: the next epoch would wrap to 0.
   };
   static const char* ownFailureName(OwnFailure failure);
   // A step of attempt `generation` failed (ignored if the attempt was abandoned meanwhile).
@@ -192,6 +207,8 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   kj::Promise<Removal> removeOwnNodesStepByStep(uint64_t generation);
   bool sessionUsable() const;
   std::string latchPath() const;
+  // `relative` under options_.clusterRoot, for messages.
+  std::string nodeName(const std::string& relative) const;
 
   ha::Coordination& zk_;
   kj::Timer& timer_;
@@ -211,6 +228,10 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   LeaderNode leaderNode_ = LeaderNode::kNotOurs;
   int32_t leaderVersion_ = 0;       // Data version of `leader` when kOurs.
   bool relinquishPending_ = false;  // Remove `leader` and the old latch before contending.
+  // Sessions of ours that ended on our side (kExpired: the server said so, or the local timer ran
+  // out while cut off) whose nodes the server may still hold: a server restarted on its data
+  // restores its sessions with a fresh timeout. Oldest first, a few at most.
+  std::vector<int64_t> endedSessions_;
 
   // A term is open: granted and not yet revoked. Not the same as kLeading: a hand-over enters
   // kHandingOver at once and revokes on the next turn.
@@ -230,7 +251,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
 
   TaskFailureLogger errorHandler_;
   kj::Own<void> sessionListener_;
-  kj::Maybe<kj::ForkedPromise<void>> handOverDone_;  // The hand-over in flight (or the last one).
+  kj::Maybe<kj::ForkedPromise<Status>> handOverDone_;  // The hand-over in flight (or the last one).
   kj::TaskSet tasks_;  // Declared last: destroyed first, cancelling all in-flight work.
 };
 

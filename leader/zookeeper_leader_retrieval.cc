@@ -5,6 +5,7 @@
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -172,6 +173,53 @@ kj::Promise<Result<std::optional<LeaderInfo>>> ZooKeeperLeaderRetrieval::leader(
         if (!info) return Error::fatal("the leader node is unreadable: " + info.error().message);
         return std::optional<LeaderInfo>(kj::mv(info.value()));
       });
+}
+
+kj::Promise<Result<LeaderRecordView>> ZooKeeperLeaderRetrieval::leaderRecord() {
+  using View = Result<LeaderRecordView>;
+  // The record first, then the latch: a record replaced in between is judged by a latch that
+  // has moved on, which still says the truth about the record read.
+  return zk_.get(kLeaderPath).then([this](ZkReply<ha::NodeData>&& reply) -> kj::Promise<View> {
+    if (reply.code == ZkCode::kNoNode) return View(LeaderRecordView{});
+    if (!reply.ok()) return View(zkError("reading the leader node", reply.code));
+    auto info = leaderInfoFromJson(reply.value.data);
+    if (!info) return View(Error::fatal("the leader node is unreadable: " + info.error().message));
+    const int64_t owner = reply.value.stat.ephemeralOwner;
+    return latch_.readMembers().then(
+        [record = kj::mv(info.value()),
+         owner](ZkReply<std::vector<LatchGroup::MemberRead>>&& members) -> View {
+          if (!members.ok()) return zkError("listing the latch", members.code);
+          bool ownerContends = false;
+          std::optional<std::string> sameMasterElsewhere;  // Its latch node in another session.
+          for (auto& [name, node] : members.value) {
+            if (node.code == ZkCode::kNoNode) continue;  // Gone since the listing.
+            if (!node.ok()) return zkError("reading latch node " + name, node.code);
+            if (node.value.stat.ephemeralOwner == owner) {
+              ownerContends = true;
+              continue;
+            }
+            auto contender = contenderInfoFromJson(node.value.data);
+            if (contender && contender.value().masterId == record.masterId) {
+              sameMasterElsewhere = name;
+            }
+          }
+          char session[32];
+          std::snprintf(session, sizeof session, "0x%llx", static_cast<unsigned long long>(owner));
+          LeaderRecordView view{record, ""};
+          if (sameMasterElsewhere) {
+            view.staleReason = "master " + record.masterId + " contends from a new session (latch " +
+                               *sameMasterElsewhere + "); the record is left from its session " +
+                               session +
+                               ", which ZooKeeper still holds (after a ZooKeeper restart, for up "
+                               "to a session timeout), and no term is live";
+          } else if (!ownerContends) {
+            view.staleReason = std::string("the record's owner session ") + session +
+                               " holds no latch node, so its term is over; ZooKeeper removes the "
+                               "record when that session ends";
+          }
+          return view;
+        });
+  });
 }
 
 kj::Promise<Result<std::vector<ContenderEntry>>> ZooKeeperLeaderRetrieval::contenders() {

@@ -44,6 +44,10 @@ class ZooKeeperLeaderRetrieval final : public LeaderRetrieval {
   void start(LeaderRetrievalListener& listener) override;
   kj::Promise<Result<std::optional<LeaderInfo>>> leader() override;
   kj::Promise<Result<std::vector<ContenderEntry>>> contenders() override;
+  // The record is stale when its owner session holds no latch node (a term only lives while the
+  // latch node that won it does), or when the master it names contends from another session
+  // (its client gave that session up; the server still holds it, as after a ZooKeeper restart).
+  kj::Promise<Result<LeaderRecordView>> leaderRecord() override;
 
  private:
 

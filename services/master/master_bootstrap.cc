@@ -76,8 +76,15 @@ wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
                                                     kj::heap<LeadingEpoch>(host), counters);
 }
 
-kj::Promise<void> MasterBootstrapServer::handOver(HandOverContext) {
-  return host_.handOverForCaller();
+kj::Promise<void> MasterBootstrapServer::handOver(HandOverContext context) {
+  return host_.handOverForCaller().then([context](Status handedOver) mutable {
+    if (handedOver.ok()) return;
+    // The term has ended here all the same; the caller must not read this as a move.
+    rpc::failures::failedPrecondition(
+        context.getResults().initFailure(),
+        "the hand-over of epoch " + std::to_string(context.getParams().getEpoch()) +
+            " did not apply: " + handedOver.error().message);
+  });
 }
 
 kj::Promise<void> MasterBootstrapServer::dispatcher(DispatcherContext context) {

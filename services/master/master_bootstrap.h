@@ -25,8 +25,9 @@ class MasterBootstrapHost {
   virtual uint64_t leadingEpoch() const = 0;
   // The current term's gateway, or nullptr while the term's stores are still opening.
   virtual kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() = 0;
-  // Graceful hand-over without exiting; resolves once the `leader` node is gone.
-  virtual kj::Promise<void> handOverForCaller() = 0;
+  // Graceful hand-over without exiting; resolves ok once the `leader` node is gone, with an
+  // error saying what happened when the hand-over did not apply (LeaderElection::handOver).
+  virtual kj::Promise<Status> handOverForCaller() = 0;
 };
 
 // The bootstrap's epoch rule: the epoch this master leads at the time of the call. A standby

@@ -43,6 +43,20 @@ const char* stopSignalName(int signum) {
   }
 }
 
+// "handover done", or "handover failed ... reason=..." when the hand-over did not apply.
+void logHandOverOutcome(const Status& handedOver, const std::string& masterId) {
+  if (handedOver.ok()) {
+    spdlog::info("{}", timedEvent("handover done", masterId));
+    return;
+  }
+  spdlog::error("{}", EventLine("handover failed")
+                          .field("master_id", masterId)
+                          .quotedField("reason", handedOver.error().message)
+                          .field("mono_us", monotonicMicros())
+                          .field("wall_ms", wallClockMillis())
+                          .str());
+}
+
 }  // namespace
 
 std::string localHostName() {
@@ -210,10 +224,11 @@ kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const
   return term_->dispatcher();
 }
 
-kj::Promise<void> MasterProcess::handOverForCaller() {
+kj::Promise<Status> MasterProcess::handOverForCaller() {
   spdlog::info("{}", timedEvent("handover requested", self_.masterId));
-  return election_->handOver(true).then([this]() {
-    spdlog::info("{}", timedEvent("handover done", self_.masterId));
+  return election_->handOver(true).then([this](Status handedOver) {
+    logHandOverOutcome(handedOver, self_.masterId);
+    return handedOver;
   });
 }
 
@@ -316,9 +331,10 @@ void MasterProcess::onStopSignal(int signum) {
   }
   spdlog::info("{}", timedEvent("handover requested", self_.masterId));
   tasks_.add(election_->handOver(false).then(
-      [this]() {
-        spdlog::info("{}", timedEvent("handover done", self_.masterId));
-        exit_->fulfill(int(kExitHandedOver));
+      [this](Status handedOver) {
+        logHandOverOutcome(handedOver, self_.masterId);
+        // Not applied: no standby takes over before this master's session ends.
+        exit_->fulfill(int(handedOver.ok() ? kExitHandedOver : kExitFailure));
       },
       [this](kj::Exception&& exception) {
         spdlog::error("hand-over failed: {}", exception.getDescription().cStr());

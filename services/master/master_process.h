@@ -43,7 +43,8 @@ std::string localHostName();
 
 // Exit codes of regent-master (docs/operations.md).
 inline constexpr int kExitHandedOver = 0;    // Stopped by a stop signal after the hand-over.
-inline constexpr int kExitFailure = 1;       // Could not start (HA services, stores, election).
+inline constexpr int kExitFailure = 1;       // Could not start (HA services, stores, election),
+                                             // or the hand-over did not apply.
 inline constexpr int kExitUsage = 2;         // Bad command line or configuration.
 inline constexpr int kExitSignalBase = 128;  // + signal number: a second stop signal.
 
@@ -74,7 +75,8 @@ class MasterProcess final : public leader::LeaderContender,
   // listen, the stores cannot be opened, the election cannot be set up, or it fails for good
   // (electionFailed: a standalone epoch file that cannot be used), each logged as an error.
   // SIGTERM, SIGINT and SIGQUIT hand over: resolves with 0 once the first one's hand-over is
-  // done, or with kExitFailure if the hand-over threw. A second one while the hand-over runs
+  // done, or with kExitFailure if the hand-over did not apply (its ZooKeeper
+  // transaction failed, the session ended) or threw. A second one while the hand-over runs
   // ends the process at once with 128 + the signal number (after logging "master exiting").
   // SIGHUP is logged and ignored. Call once.
   kj::Promise<int> run();
@@ -106,7 +108,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
-  kj::Promise<void> handOverForCaller() override;
+  kj::Promise<Status> handOverForCaller() override;
   // http::HttpHost.
   bool serving() const override;
   bool zooKeeperConnected() const override;

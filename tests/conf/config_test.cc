@@ -62,7 +62,7 @@ TEST(ConfigLoader, NoSourcesGivesEveryDefault) {
   EXPECT_EQ(config.getString("ha.zookeeper.quorum"), "127.0.0.1:2181");
   EXPECT_EQ(config.getString("ha.zookeeper.root"), "/regent");
   EXPECT_EQ(config.getDuration("ha.zookeeper.session-timeout"), seconds(6));
-  EXPECT_EQ(config.getDuration("ha.zookeeper.suspend-tolerance"), Duration::zero());
+  EXPECT_EQ(config.getString("ha.zookeeper.suspend-tolerance"), "auto");
   EXPECT_EQ(config.getString("ha.zookeeper.auth"), "");
   EXPECT_EQ(config.getString("store.backend"), "auto");
   EXPECT_EQ(config.getString("store.rocksdb.path"), "regent-store");
@@ -450,7 +450,7 @@ TEST(ConfigGetters, EnumsReadAsStringsAndTextIsCanonical) {
   EXPECT_EQ(config.text("heartbeat.interval"), "1500ms");
   EXPECT_EQ(config.text("heartbeat.timeout"), "2m");
   EXPECT_EQ(config.text("worker.slot-memory"), "2GiB");
-  EXPECT_EQ(config.text("ha.zookeeper.suspend-tolerance"), "0s");
+  EXPECT_EQ(config.text("ha.zookeeper.suspend-tolerance"), "auto");
 }
 
 TEST(ProcessEnvironment, CapturesTheVariablesOfThisProcess) {

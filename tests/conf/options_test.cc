@@ -239,6 +239,11 @@ TEST(OptionValues, StorePayloadLimitsAreSizesWithinBounds) {
 
 TEST(OptionValues, DurationsMustBePositiveWhereZeroMakesNoSense) {
   EXPECT_TRUE(accepts("ha.zookeeper.suspend-tolerance", "0"));
+  // "auto" follows the negotiated session timeout; anything else must be a duration.
+  EXPECT_TRUE(accepts("ha.zookeeper.suspend-tolerance", "auto"));
+  EXPECT_TRUE(accepts("ha.zookeeper.suspend-tolerance", "2s"));
+  EXPECT_EQ(rejection("ha.zookeeper.suspend-tolerance", "soon"),
+            "expected auto, or a duration such as 0, 500ms or 2s");
   EXPECT_EQ(rejection("ha.zookeeper.session-timeout", "0"),
             "expected a duration greater than 0, such as 500ms, 6s or 2m");
   EXPECT_EQ(rejection("heartbeat.interval", "0ms"),

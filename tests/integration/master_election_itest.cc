@@ -201,7 +201,9 @@ void startProxiedLeader(ProxiedLeader& setup, const std::string& name, Duration 
 
 TEST(MasterElection, LeaderCutOffFromZooKeeperIsRevokedAtOnceAndContendsAgainAsStandby) {
   ProxiedLeader setup;
-  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "cut-leader", Duration(2000), {}));
+  // Tolerance 0, explicitly (the default rides out a third of the session).
+  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "cut-leader", Duration(2000),
+                                             {"ha.zookeeper.suspend-tolerance=0"}));
   MasterCluster& cluster = *setup.cluster;
   const size_t contendedBefore = countEvents(cluster.events(setup.leader), Kind::kContending);
 
@@ -266,10 +268,11 @@ TEST(MasterElection, ConnectionBlipShorterThanTheSuspendToleranceDoesNotRevoke) 
   EXPECT_EQ(countEvents(setup.cluster->events(setup.standby), Kind::kGranted), 0u);
 }
 
-// The control for the test above: the same blip revokes when no tolerance is configured.
+// The control for the test above: the same blip revokes with a tolerance of 0.
 TEST(MasterElection, ConnectionBlipRevokesWithoutSuspendTolerance) {
   ProxiedLeader setup;
-  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "blip-revoked", Duration(2000), {}));
+  ASSERT_NO_FATAL_FAILURE(startProxiedLeader(setup, "blip-revoked", Duration(2000),
+                                             {"ha.zookeeper.suspend-tolerance=0"}));
   EXPECT_TRUE(leaderRevokedAfterBlip(setup, Duration(10000))) << setup.cluster->describe();
 }
 

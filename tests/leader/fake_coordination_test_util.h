@@ -56,6 +56,18 @@ class FakeZooKeeper final {
     if (code == ha::ZkCode::kOk) fire(changes);
     return code;
   }
+  // Creates `path` as an ephemeral node of `session` (another contender's, say), firing watches.
+  ha::ZkCode createEphemeralForTests(const std::string& path, const std::string& data,
+                                     int64_t session) {
+    std::vector<Change> changes;
+    std::string created;
+    auto code = applyCreate(nodes_, path, data, ha::CreateMode::kEphemeral, session, changes,
+                            created);
+    if (code == ha::ZkCode::kOk) fire(changes);
+    return code;
+  }
+  // The server ends `session` (its timeout passed): its ephemeral nodes go.
+  void endSessionForTests(int64_t session) { endSession(session); }
   ha::ZkCode setForTests(const std::string& path, const std::string& data) {
     std::vector<Change> changes;
     ha::NodeStat stat;
@@ -220,6 +232,16 @@ class FakeCoordination final : public ha::Coordination {
     int64_t old = sessionId_;
     server_.dropWatchesOf(this);
     server_.endSession(old);
+    setState(ha::SessionState::kExpired);
+    setState(ha::SessionState::kConnecting);
+  }
+  // The client gives up on its session (its local timer ran out while it was cut off) but the
+  // server still holds it, as a server restarted on its data restores its sessions: the
+  // session's ephemeral nodes stay until FakeZooKeeper::endSessionForTests(). The client's
+  // watches resolve kSessionLost; it reports kExpired then kConnecting. Call connectNewSession()
+  // to go on.
+  void expireLocally() {
+    server_.dropWatchesOf(this);
     setState(ha::SessionState::kExpired);
     setState(ha::SessionState::kConnecting);
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <list>
@@ -383,7 +384,7 @@ TEST_F(LeaderElectionTest, WithAuthOnlyTheWriterChangesTheNodesAndTheReaderStill
 
   // Nothing the intruders tried changed anything: the writers still work the election.
   EXPECT_TRUE(a.contender->leading());
-  a.election->handOver(false).wait(loop_.waitScope());
+  EXPECT_TRUE(a.election->handOver(false).wait(loop_.waitScope()).ok());
   ASSERT_TRUE(runUntil([&] { return b.contender->leading(); }));
   EXPECT_EQ(b.contender->epoch(), 2u);
   ASSERT_TRUE(runUntil([&] { return listener.current() && listener.current()->masterId == "b"; }));
@@ -410,7 +411,9 @@ TEST_F(LeaderElectionTest, GracefulHandOverPublishesTheNextLeaderWhileTheOldSess
 
   const int64_t session = a.zk->sessionId();
   bool handedOver = false;
-  auto done = a.election->handOver(false).then([&] { handedOver = true; }).eagerlyEvaluate(nullptr);
+  auto done = a.election->handOver(false)
+                  .then([&](Status outcome) { handedOver = outcome.ok(); })
+                  .eagerlyEvaluate(nullptr);
   ASSERT_TRUE(runUntil([&] { return handedOver; }));
   EXPECT_EQ(a.contender->lastReason(), "handed over");
   ASSERT_TRUE(runUntil([&] { return listener.current() && listener.current()->masterId == "b"; },
@@ -436,7 +439,7 @@ TEST_F(LeaderElectionTest, EpochsRiseByOnePerTermAcrossFailoversAndNeverTwoLeade
     const uint64_t epoch = current->contender->epoch();
     switch (round % 3) {
       case 0:  // Graceful hand-over, back in line.
-        current->election->handOver(true).wait(loop_.waitScope());
+        EXPECT_TRUE(current->election->handOver(true).wait(loop_.waitScope()).ok());
         break;
       case 1: {  // Forced expiry.
         const std::string connect = server_->connectString();
@@ -505,7 +508,7 @@ TEST_F(LeaderElectionTest, RetrievalFollowsTheLeaderAcrossItsOwnSessionExpiry) {
     EXPECT_NE(listener.connection[i], listener.connection[i - 1]) << "report " << i;
   }
 
-  a.election->handOver(false).wait(loop_.waitScope());
+  EXPECT_TRUE(a.election->handOver(false).wait(loop_.waitScope()).ok());
   ASSERT_TRUE(runUntil([&] { return listener.current() && listener.current()->masterId == "b"; }));
   EXPECT_EQ(listener.current()->epoch, 2u);
   // Each reported value differs from the one before it.
@@ -540,7 +543,7 @@ TEST_F(LeaderElectionTest, FactoriesBuildTheZooKeeperElectionAndRetrievalFromThe
     ASSERT_TRUE(leader.value());
     EXPECT_EQ(leader.value()->masterId, "f");
     EXPECT_EQ(leader.value()->epoch, 1u);
-    run(election.value()->handOver(false));
+    EXPECT_TRUE(run(election.value()->handOver(false)).ok());
     EXPECT_EQ(contender.lastReason(), "handed over");
     auto none = run(retrieval.value()->leader());
     ASSERT_TRUE(none.ok());
@@ -617,6 +620,75 @@ TEST(LeaderElectionRestart, ServerRestartedOnTheSameDataEndsWithALeader) {
   }
   // With the default suspend tolerance (0) the lost connection ends the term.
   EXPECT_TRUE(termChanged);
+  EXPECT_EQ(testing::checkElectionLog(log), "");
+  for (auto& member : members) member.election.reset();
+  members.clear();
+}
+
+// A server restarted on its data restores the sessions it had, each with a fresh timeout. A
+// master whose client gave its session up meanwhile (the server was down longer than the
+// session timeout) comes back with a new session; the old session's `leader` record and latch
+// node would block every contender, and say SERVING, until the server expires that session.
+// The election removes them, so a term is granted while the restored sessions still live.
+TEST(LeaderElectionRestart, NodesOfARestoredSessionAreRemovedByTheirMasterOnceItIsBack) {
+  auto started = regent::testing::ZooKeeperServer::start();
+  ASSERT_TRUE(started.ok()) << started.error().message;
+  auto& server = *started.value();
+  EventLoop loop;
+  ElectionLog log;
+  std::list<Contender> members;
+  ZooKeeperClientOptions o;
+  o.quorum = server.connectString();
+  o.root = "/regent-leader-itest/restored";
+  // Long enough that the restored sessions outlive the restart and the clean-up by far.
+  o.sessionTimeout = Duration(15000);
+  for (const char* name : {"a", "b"}) {
+    Contender member;
+    auto client = ZooKeeperClient::start(loop, o);
+    ASSERT_TRUE(client.ok());
+    member.zk = std::move(client).value();
+    ASSERT_TRUE(loop.run(member.zk->waitConnected(kWait)).ok());
+    member.contender = std::make_unique<RecordingContender>(name, log);
+    member.election = std::make_unique<ZooKeeperLeaderElection>(
+        *member.zk, loop.timer(), testing::contenderInfoForTests(name));
+    member.election->start(*member.contender);
+    members.push_back(std::move(member));
+  }
+  auto runUntil = [&](const std::function<bool()>& done) {
+    return regent::testing::runLoopUntil(loop, done, Duration(60000));
+  };
+  Contender* holder = nullptr;
+  ASSERT_TRUE(runUntil([&] {
+    for (auto& member : members) {
+      if (member.contender->leading()) holder = &member;
+    }
+    return holder != nullptr;
+  }));
+  // The session holding `leader` (and the lowest latch node).
+  const int64_t oldSession = holder->zk->sessionId();
+  char oldSessionHex[32];
+  std::snprintf(oldSessionHex, sizeof oldSessionHex, "0x%llx",
+                static_cast<unsigned long long>(oldSession));
+
+  ASSERT_TRUE(server.stop().ok());
+  // Both clients give their sessions up (the local timer of the session timeout): after
+  // SUSPENDED, only an expiry leads back to CONNECTING.
+  ASSERT_TRUE(runUntil([&] {
+    return std::all_of(members.begin(), members.end(), [](Contender& member) {
+      return member.zk->sessionState() == SessionState::kConnecting;
+    });
+  }));
+  // From this (the main) thread: the server's death signal is tied to the thread that forked it.
+  ASSERT_TRUE(server.restart().ok());
+  ASSERT_TRUE(runUntil([&] {
+    return std::any_of(members.begin(), members.end(),
+                       [](Contender& member) { return member.contender->epoch() == 2; });
+  }));
+  // Granted while the server still holds the restored session: nobody waited for its expiry.
+  auto dump = server.fourLetterWord(0, "dump");
+  ASSERT_TRUE(dump.ok()) << dump.error().message;
+  EXPECT_NE(dump.value().find(oldSessionHex), std::string::npos)
+      << "session " << oldSessionHex << " is gone from the server:\n" << dump.value();
   EXPECT_EQ(testing::checkElectionLog(log), "");
   for (auto& member : members) member.election.reset();
   members.clear();

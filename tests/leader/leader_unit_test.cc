@@ -3,10 +3,14 @@
 // epoch file.
 #include <gtest/gtest.h>
 #include <kj/async.h>
+#include <kj/common.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <kj/timer.h>
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <set>
@@ -381,7 +385,7 @@ TEST_F(FakeElectionTest, HandOverDeletesLeaderAndLatchInOneTransaction) {
   size_t opsBefore = a.zk->opLog().size();
   auto done = a.election->handOver(/*recontend=*/false);
   EXPECT_TRUE(a.contender->leading()) << "the revoke is never called from inside handOver()";
-  done.wait(waitScope_);
+  EXPECT_TRUE(done.wait(waitScope_).ok());
   EXPECT_EQ(a.contender->lastReason(), "handed over");
   std::vector<std::string> ops(a.zk->opLog().begin() + opsBefore, a.zk->opLog().end());
   EXPECT_EQ(ops, std::vector<std::string>{"multi leader"});
@@ -401,13 +405,13 @@ TEST_F(FakeElectionTest, HandOverDeletesLeaderAndLatchInOneTransaction) {
 TEST_F(FakeElectionTest, HandOverWithRecontendJoinsAtTheBack) {
   Member& a = add("a");
   Member& b = add("b");
-  a.election->handOver(/*recontend=*/true).wait(waitScope_);
+  EXPECT_TRUE(a.election->handOver(/*recontend=*/true).wait(waitScope_).ok());
   settle();
   EXPECT_TRUE(b.contender->leading());
   ASSERT_TRUE(a.election->latchNode());
   EXPECT_EQ(latch(),
             (std::vector<std::string>{*b.election->latchNode(), *a.election->latchNode()}));
-  b.election->handOver(true).wait(waitScope_);
+  EXPECT_TRUE(b.election->handOver(true).wait(waitScope_).ok());
   settle();
   EXPECT_TRUE(a.contender->leading());
   EXPECT_EQ(a.contender->epoch(), 3u);
@@ -426,7 +430,7 @@ TEST_F(FakeElectionTest, MarkServingPublishesServingAndRejectsAnotherEpoch) {
   EXPECT_EQ(leaderNode()->epoch, 1u);
   // The versioned leader node can still be handed over after the update.
   add("b");
-  a.election->handOver(false).wait(waitScope_);
+  EXPECT_TRUE(a.election->handOver(false).wait(waitScope_).ok());
   settle();
   EXPECT_EQ(leaderNode()->masterId, "b");
   EXPECT_EQ(leaderNode()->status, LeaderStatus::kRecovering);
@@ -484,7 +488,7 @@ TEST_F(FakeElectionTest, PhaseFollowsTheElectionFromIdleToStopped) {
 
   auto done = a.election->handOver(/*recontend=*/false);
   EXPECT_EQ(a.election->phase(), Phase::kHandingOver);
-  done.wait(waitScope_);
+  EXPECT_TRUE(done.wait(waitScope_).ok());
   settle();
   EXPECT_EQ(a.election->phase(), Phase::kStopped);
   EXPECT_EQ(b.election->phase(), Phase::kLeading);
@@ -563,7 +567,7 @@ TEST_F(FakeElectionTest, AWinLandingAfterHandOverIsUndoneAndNeverGranted) {
   ASSERT_TRUE(server_.exists("leader")) << "the server applied the win";
   auto done = a.election->handOver(false);
   a.zk->releaseReplies();
-  done.wait(waitScope_);
+  EXPECT_TRUE(done.wait(waitScope_).ok());
   settle();
   EXPECT_EQ(a.contender->grants(), 0);
   EXPECT_FALSE(server_.exists("leader"));
@@ -620,7 +624,7 @@ TEST_F(FakeElectionTest, ManyFailoversIssueDenseEpochsWithNeverTwoLeaders) {
     ASSERT_NE(leader, nullptr) << "round " << round;
     switch (round % 4) {
       case 0:
-        leader->election->handOver(true).wait(waitScope_);
+        EXPECT_TRUE(leader->election->handOver(true).wait(waitScope_).ok());
         break;
       case 1:
         leader->zk->expire();
@@ -675,7 +679,7 @@ TEST_F(FakeElectionTest, AWinWhoseReplyWasLostIsAdoptedSoNoEpochIsSkipped) {
   ASSERT_TRUE(serving.ok()) << serving.error().message;
   EXPECT_EQ(leaderNode()->status, LeaderStatus::kServing);
   Member& b = add("b");
-  a.election->handOver(false).wait(waitScope_);
+  EXPECT_TRUE(a.election->handOver(false).wait(waitScope_).ok());
   settle();
   EXPECT_TRUE(b.contender->leading());
   EXPECT_EQ(b.contender->epoch(), 2u);
@@ -734,7 +738,7 @@ TEST_F(FakeElectionTest, AHandOverRacingAWinRemovesTheWonLeaderNodeInTheSameTran
   auto done = a.election->handOver(false);
   settle();
   a.zk->releaseReplies();
-  done.wait(waitScope_);
+  EXPECT_TRUE(done.wait(waitScope_).ok());
   settle();
   std::vector<std::string> ops(a.zk->opLog().begin() + opsBefore, a.zk->opLog().end());
   EXPECT_EQ(ops, std::vector<std::string>{"multi leader"});
@@ -795,7 +799,7 @@ TEST_F(FakeElectionTest, ExtraOwnLatchNodesFoundAfterALostCreateAreRemovedWithRe
   EXPECT_EQ(a.contender->latchNodes(), latch());
   EXPECT_TRUE(a.contender->leading());
   Member& b = add("b");
-  a.election->handOver(false).wait(waitScope_);
+  EXPECT_TRUE(a.election->handOver(false).wait(waitScope_).ok());
   settle();
   EXPECT_TRUE(b.contender->leading());
   EXPECT_EQ(b.contender->epoch(), 2u);
@@ -834,7 +838,7 @@ TEST_F(FakeElectionTest, NothingIsSentWhileTheSessionIsSuspended) {
   a.zk->suspend();
   before = a.zk->opLog().size();
   a.zk->releaseReplies();
-  done.wait(waitScope_);
+  EXPECT_TRUE(done.wait(waitScope_).ok());
   settle();
   EXPECT_EQ(a.zk->opLog().size(), before) << "no operation is queued on a suspended handle";
   a.zk->reconnect();
@@ -882,8 +886,8 @@ TEST_F(FakeElectionTest, ASecondHandOverResolvesWhenTheFirstOneDoes) {
   settle();
   EXPECT_FALSE(second.poll(waitScope_)) << "the hand-over transaction is still in flight";
   a.zk->releaseReplies();
-  first.wait(waitScope_);
-  second.wait(waitScope_);
+  EXPECT_TRUE(first.wait(waitScope_).ok());
+  EXPECT_TRUE(second.wait(waitScope_).ok());
   settle();
   EXPECT_TRUE(b.contender->leading());
   EXPECT_EQ(a.contender->revokes(), 1);
@@ -947,7 +951,7 @@ TEST_F(FakeElectionTest, RandomFaultsNeverGrantTwoLeadersAndEndWithOneLeader) {
                           : FakeCoordination::Fault::kFailBefore;
       });
     }
-    std::vector<kj::Promise<void>> pending;
+    std::vector<kj::Promise<Status>> pending;
     std::set<Member*> held;
     for (int step = 0; step < 150; ++step) {
       faultPercent = chance(60) ? 40 : 0;
@@ -987,7 +991,7 @@ TEST_F(FakeElectionTest, RandomFaultsNeverGrantTwoLeadersAndEndWithOneLeader) {
         case 5:
           if (member.contender->leading()) {
             pending.push_back(
-                member.election->markServing(member.contender->epoch()).then([](Status) {}));
+                member.election->markServing(member.contender->epoch()));
           }
           break;
         default:
@@ -999,7 +1003,8 @@ TEST_F(FakeElectionTest, RandomFaultsNeverGrantTwoLeadersAndEndWithOneLeader) {
     faultPercent = 0;
     for (Member* member : held) member->zk->releaseReplies();
     for (int i = 0; i < 200; ++i) advance(Duration(100));
-    for (auto& done : pending) done.wait(waitScope_);
+    // Faults may make a hand-over (or a markServing) fail; each still resolves.
+    for (auto& done : pending) (void)done.wait(waitScope_);
     settle();
 
     std::optional<std::string> holder;
@@ -1096,6 +1101,125 @@ TEST_F(FakeElectionTest, ACleanUpRetriedAfterALostReplyLeavesTheNextLeadersNodeA
   expectConsistentLog();
 }
 
+// The largest epoch has no successor: taking "the next" would wrap to 0, the epoch that means
+// "no term", after which every epoch gate refuses the leader. The election refuses, naming the
+// node, and leaves the node as it is.
+TEST_F(FakeElectionTest, AnEpochNodeAtTheLargestEpochIsNeverWrappedToZero) {
+  // The election's log, while this test runs.
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
+
+  FakeCoordination admin(server_);
+  const std::string largest = std::to_string(std::numeric_limits<uint64_t>::max());
+  ASSERT_TRUE(admin.create("epoch", largest, ha::CreateMode::kPersistent).wait(waitScope_).ok());
+  Member& a = add("a", {.clusterRoot = "/regent/test"});
+  advance(Duration(1000));
+  EXPECT_EQ(a.contender->grants(), 0);
+  EXPECT_EQ(server_.data("epoch"), largest);
+  EXPECT_FALSE(server_.exists("leader"));
+  EXPECT_NE(log.str().find("the epoch node /regent/test/epoch holds " + largest +
+                           ", the largest epoch"),
+            std::string::npos)
+      << log.str();
+}
+
+// A hand-over whose transaction does not apply (ZooKeeper frozen: no answer, then a lost
+// connection) is not reported as done: the term ends here all the same, but `leader` stays, so
+// no standby can take over until the session goes.
+TEST_F(FakeElectionTest, AHandOverWhoseTransactionFailedSaysSoInsteadOfSucceeding) {
+  Member& a = add("a");
+  Member& b = add("b");
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    return op.kind == "multi" ? FakeCoordination::Fault::kFailBefore
+                              : FakeCoordination::Fault::kNone;
+  });
+  Status handedOver = a.election->handOver(/*recontend=*/false).wait(waitScope_);
+  ASSERT_FALSE(handedOver.ok());
+  EXPECT_NE(handedOver.error().message.find("the hand-over transaction failed with ZCONNECTIONLOSS"),
+            std::string::npos)
+      << handedOver.error().message;
+  EXPECT_EQ(a.contender->lastReason(), "handed over");
+  settle();
+  ASSERT_TRUE(leaderNode());
+  EXPECT_EQ(leaderNode()->masterId, "a");
+  EXPECT_FALSE(b.contender->leading());
+  // The session's end removes the nodes, and the standby takes over then.
+  a.zk->close();
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  expectConsistentLog();
+}
+
+// After a ZooKeeper restart the server restores the sessions it had, with a fresh timeout; a
+// master whose client meanwhile gave its session up opens a new one. The `leader` record (and the
+// latch node) of its previous session would stay, saying SERVING for a session timeout while
+// nobody leads. The master removes them once its new session is up, so the next contender wins.
+TEST_F(FakeElectionTest, NodesOfOurPreviousSessionAreRemovedOnceANewSessionIsUp) {
+  Member& a = add("a");
+  Member& b = add("b");
+  const int64_t previous = a.zk->sessionId();
+  a.zk->suspend();
+  a.zk->expireLocally();
+  settle();
+  EXPECT_FALSE(a.contender->leading());
+  EXPECT_FALSE(b.contender->leading());
+  ASSERT_TRUE(server_.exists("leader"));
+  EXPECT_EQ(server_.nodes().at("leader").stat.ephemeralOwner, previous);
+
+  a.zk->connectNewSession();
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  ASSERT_TRUE(leaderNode());
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  ASSERT_TRUE(a.election->latchNode());
+  EXPECT_EQ(latch(),
+            (std::vector<std::string>{*b.election->latchNode(), *a.election->latchNode()}));
+  // The previous session ending at last changes nothing.
+  server_.endSessionForTests(previous);
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  expectConsistentLog();
+}
+
+// The removal is version-checked and guarded by the epoch node's version: a contender that won
+// between the reads and the removal (its record may have the same data version) is never
+// deposed, and a record that is not our previous session's is never touched.
+TEST_F(FakeElectionTest, TheCleanUpOfAPreviousSessionNeverRemovesANewerLeadersRecord) {
+  Member& a = add("a");
+  Member& b = add("b");
+  const int64_t previous = a.zk->sessionId();
+  a.zk->suspend();
+  a.zk->expireLocally();
+  settle();
+  constexpr int64_t kOtherSession = 0x7777;
+  int removals = 0;
+  a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
+    if (op.kind == "multi" && op.path == "epoch" && removals++ == 0) {
+      // Just before a's removal lands: the previous session ends and c wins epoch 2.
+      server_.endSessionForTests(previous);
+      EXPECT_EQ(server_.setForTests("epoch", "2"), ZkCode::kOk);
+      EXPECT_EQ(server_.createEphemeralForTests(
+                    "leader", toJson(leaderInfoFor(testing::contenderInfoForTests("c"), 2, 0)),
+                    kOtherSession),
+                ZkCode::kOk);
+    }
+    return FakeCoordination::Fault::kNone;
+  });
+  a.zk->connectNewSession();
+  settle();
+  ASSERT_EQ(removals, 1);
+  ASSERT_TRUE(leaderNode()) << "a removed the record of a newer term";
+  EXPECT_EQ(leaderNode()->masterId, "c");
+  EXPECT_EQ(server_.nodes().at("leader").stat.ephemeralOwner, kOtherSession);
+  EXPECT_FALSE(b.contender->leading());
+  ASSERT_TRUE(a.election->latchNode());
+}
+
 // ---------------------------------------------------------------------------------------------
 // ZooKeeperLeaderRetrieval on the fake
 
@@ -1127,7 +1251,7 @@ TEST_F(FakeRetrievalTest, ReportsTheLeaderAndEveryChangeOnce) {
   settle();
   EXPECT_EQ(listener.changes.size(), 3u);
 
-  a.election->handOver(false).wait(waitScope_);
+  EXPECT_TRUE(a.election->handOver(false).wait(waitScope_).ok());
   settle();
   ASSERT_EQ(listener.changes.size(), 4u);
   EXPECT_FALSE(listener.current());
@@ -1178,6 +1302,50 @@ TEST_F(FakeRetrievalTest, MalformedLeaderIsReportedAsNoLeaderAndAnErrorOnRead) {
   auto read = retrieval.leader().wait(waitScope_);
   ASSERT_FALSE(read.ok());
   EXPECT_NE(read.error().message.find("malformed"), std::string::npos) << read.error().message;
+}
+
+// `regentctl leader` reads the record with leaderRecord(): a record whose owner session no longer
+// contends still says what it said (SERVING even), but no term is live behind it.
+TEST_F(FakeRetrievalTest, ALeaderRecordThatNoLiveContenderHoldsIsReportedStale) {
+  Member& a = add("a");
+  add("b");
+  FakeCoordination inspectorZk(server_);
+  ZooKeeperLeaderRetrieval retrieval(inspectorZk, timer_);
+  auto live = retrieval.leaderRecord().wait(waitScope_);
+  ASSERT_TRUE(live.ok()) << live.error().message;
+  ASSERT_TRUE(live.value().leader);
+  EXPECT_EQ(live.value().leader->masterId, "a");
+  EXPECT_EQ(live.value().staleReason, "");
+
+  // a's client gives its session up while the server keeps it (a restarted server restores its
+  // sessions), and a contends again from a new session before the old one's nodes are gone.
+  const std::string oldLatch = *a.election->latchNode();
+  a.zk->suspend();
+  a.zk->expireLocally();
+  settle();
+  FakeCoordination newSession(server_);
+  ASSERT_TRUE(newSession
+                  .create("latch/m-", toJson(testing::contenderInfoForTests("a")),
+                          ha::CreateMode::kEphemeralSequential)
+                  .wait(waitScope_)
+                  .ok());
+  auto restored = retrieval.leaderRecord().wait(waitScope_);
+  ASSERT_TRUE(restored.ok()) << restored.error().message;
+  ASSERT_TRUE(restored.value().leader);
+  EXPECT_EQ(restored.value().leader->masterId, "a");
+  EXPECT_NE(restored.value().staleReason.find("master a contends from a new session"),
+            std::string::npos)
+      << restored.value().staleReason;
+
+  // The owner session's latch node is gone but the record is not: its term is over.
+  newSession.close();
+  ASSERT_EQ(server_.removeForTests("latch/" + oldLatch), ZkCode::kOk);
+  settle();
+  auto orphan = retrieval.leaderRecord().wait(waitScope_);
+  ASSERT_TRUE(orphan.ok()) << orphan.error().message;
+  ASSERT_TRUE(orphan.value().leader);
+  EXPECT_NE(orphan.value().staleReason.find("holds no latch node"), std::string::npos)
+      << orphan.value().staleReason;
 }
 
 TEST_F(FakeRetrievalTest, ContendersAreListedInLatchOrderWithTheLeaderFlagged) {
@@ -1281,6 +1449,19 @@ TEST(StandaloneLeaderElection, CorruptEpochFileIsAnErrorAndNothingIsGranted) {
   EXPECT_FALSE(readEpochFile(file).ok());
 }
 
+TEST(StandaloneLeaderElection, AnEpochFileAtTheLargestEpochIsNeverWrappedToZero) {
+  regent::testing::TempDir dir("leader-standalone");
+  const std::string file = dir.path() + "/epoch";
+  const std::string largest = std::to_string(std::numeric_limits<uint64_t>::max());
+  std::ofstream(file) << largest << "\n";
+  auto next = advanceEpochFile(file);
+  ASSERT_FALSE(next.ok()) << "took epoch " << next.value();
+  EXPECT_EQ(next.error().message, "epoch file " + file + " holds " + largest +
+                                      ", the largest epoch; the next would wrap to 0, so none is "
+                                      "taken");
+  EXPECT_EQ(readFile(file), largest + "\n");
+}
+
 TEST(StandaloneLeaderElection, HandOverRevokesAndRecontendTakesTheNextEpoch) {
   regent::testing::TempDir dir("leader-standalone");
   const std::string file = dir.path() + "/epoch";
@@ -1291,12 +1472,12 @@ TEST(StandaloneLeaderElection, HandOverRevokesAndRecontendTakesTheNextEpoch) {
   election.start(contender);
   ASSERT_TRUE(runUntil(
       loop, [&] { return contender.leading(); }, Duration(5000)));
-  loop.run(election.handOver(true));
+  EXPECT_TRUE(loop.run(election.handOver(true)).ok());
   EXPECT_EQ(contender.lastReason(), "handed over");
   ASSERT_TRUE(runUntil(
       loop, [&] { return contender.leading(); }, Duration(5000)));
   EXPECT_EQ(contender.epoch(), 2u);
-  loop.run(election.handOver(false));
+  EXPECT_TRUE(loop.run(election.handOver(false)).ok());
   EXPECT_FALSE(contender.leading());
   EXPECT_EQ(election.currentEpoch(), 0u);
   EXPECT_EQ(testing::checkElectionLog(log), "");

@@ -108,7 +108,7 @@ TEST(StandaloneLeaderRecord, RetrievalFollowsAHandOverToTheNextTerm) {
   const int64_t firstElected = listener.current()->electedAtMs;
   EXPECT_GT(firstElected, 0);
 
-  loop.run(election.handOver(true));
+  EXPECT_TRUE(loop.run(election.handOver(true)).ok());
   ASSERT_TRUE(runUntil(loop, [&] { return contender.epoch() == 2; }, kWait));
   ASSERT_TRUE(runUntil(loop, [&] { return reports(listener, 2, LeaderStatus::kRecovering); },
                        kWait));

@@ -18,15 +18,16 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   std::optional<leader::LeaderInfo> knownLeader() const override { return leader; }
   uint64_t leadingEpoch() const override { return epoch; }
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override { return nullptr; }
-  kj::Promise<void> handOverForCaller() override {
+  kj::Promise<Status> handOverForCaller() override {
     ++handOvers;
-    return kj::READY_NOW;
+    return handOverOutcome;
   }
 
   leader::ContenderInfo self_;
   std::optional<leader::LeaderInfo> leader;
   uint64_t epoch = 0;
   int handOvers = 0;
+  Status handOverOutcome;
 };
 
 class MasterBootstrapTest : public ::testing::Test {
@@ -84,6 +85,18 @@ TEST_F(MasterBootstrapTest, ALeaderRefusesAnotherEpochAndHandsOverForItsOwn) {
   EXPECT_FALSE(handOver(5).hasFailure());
   EXPECT_EQ(host_.handOvers, 1);
   EXPECT_TRUE(loop_.run(bootstrap_.leaderInfoRequest().send()).hasContender());
+}
+
+TEST_F(MasterBootstrapTest, AHandOverThatDidNotApplyIsAFailureNotASuccess) {
+  host_.epoch = 5;
+  host_.handOverOutcome = Error::retryable("the hand-over transaction failed with ZCONNECTIONLOSS");
+  auto response = handOver(5);
+  EXPECT_EQ(host_.handOvers, 1);
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isFailedPrecondition());
+  EXPECT_EQ(std::string(response.getFailure().getMessage().cStr()),
+            "the hand-over of epoch 5 did not apply: the hand-over transaction failed with "
+            "ZCONNECTIONLOSS");
 }
 
 TEST_F(MasterBootstrapTest, ALeaderWhoseStoresAreOpeningAnswersUnavailableForItsDispatcher) {
