@@ -48,6 +48,11 @@ int main(int argc, char** argv) {
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
   ConfigCommandLine commandLine(app, "regentctl", {});  // --config, --set.
   app.add_flag("--json", json, "print one JSON object per line");
+  app.footer(
+      "Authentication (docs/security.md): against a master that requires it, jobs and failover "
+      "authenticate with rpc.credential.role and rpc.credential.secret-file from --config or the "
+      "environment (REGENT_RPC_CREDENTIAL_ROLE, REGENT_RPC_CREDENTIAL_SECRET_FILE), or with a "
+      "client certificate (rpc.tls.*); never put a secret on the command line.");
   app.require_subcommand(1);
   app.fallthrough();  // Global options may also follow the command.
   CLI::App* leaderCommand = app.add_subcommand(

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "rpc/auth_proof.h"
+#include "rpc/auth_roles.h"
+
 namespace regent::client {
 namespace {
 
@@ -101,8 +104,13 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
     const std::string where = describeLeader(*leader);
     return deadline_
         .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
-        .then([&call, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
-          return call.fn(kj::mv(bootstrap), leader);
+        .then([this, where](wire::MasterBootstrap::Client bootstrap) {
+          return authenticated(kj::mv(bootstrap), where);
+        })
+        .then([&call, leader = *leader](rpc::Attempt<wire::MasterBootstrap::Client>&& bootstrap)
+                  -> kj::Promise<std::optional<rpc::CallFailure>> {
+          if (auto* refused = std::get_if<rpc::CallFailure>(&bootstrap)) return std::move(*refused);
+          return call.fn(std::get<wire::MasterBootstrap::Client>(kj::mv(bootstrap)), leader);
         })
         .then([this, &call, where](std::optional<rpc::CallFailure> failure) -> End {
           if (!failure) return Status();
@@ -127,6 +135,58 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
           return End();
         });
   });
+}
+
+kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> LeaderClient::authenticated(
+    wire::MasterBootstrap::Client bootstrap, const std::string& where) {
+  using Authenticated = rpc::Attempt<wire::MasterBootstrap::Client>;
+  if (!options_.credential) return Authenticated(kj::mv(bootstrap));
+  const uint64_t connection = client_->connectionsEstablished();
+  const std::string address = client_->address();
+  KJ_IF_MAYBE (cached, authenticated_) {
+    if (authenticatedOn_ == connection && authenticatedAt_ == address) {
+      return Authenticated(*cached);
+    }
+  }
+  return deadline_.send(bootstrap.authChallengeRequest())
+      .then([this, bootstrap, connection, address, where](
+                capnp::Response<wire::MasterBootstrap::AuthChallengeResults> challenge) mutable
+                -> kj::Promise<Authenticated> {
+        if (!challenge.getRequired()) return Authenticated(kj::mv(bootstrap));
+        const rpc::ClientCredential& credential = *options_.credential;
+        const auto nonce = challenge.getServerNonce();
+        const std::string serverNonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+        const std::string clientNonce = rpc::randomAuthNonce();
+        const char* role = rpc::roleName(credential.role);
+        const std::string proof = rpc::authProof(rpc::ProofSide::kClient, credential.secret, role,
+                                                 serverNonce, clientNonce);
+        auto request = bootstrap.authenticateRequest();
+        request.setRole(credential.role);
+        request.setClientNonce(
+            kj::arrayPtr(reinterpret_cast<const kj::byte*>(clientNonce.data()), clientNonce.size()));
+        request.setProof(kj::arrayPtr(reinterpret_cast<const kj::byte*>(proof.data()), proof.size()));
+        return deadline_.send(kj::mv(request))
+            .then([this, connection, address, where, role, serverNonce, clientNonce](
+                      capnp::Response<wire::MasterBootstrap::AuthenticateResults> answer)
+                      -> Authenticated {
+              if (answer.hasFailure()) return rpc::CallFailure::from(answer.getFailure());
+              const auto received = answer.getServerProof();
+              const std::string expected =
+                  rpc::authProof(rpc::ProofSide::kServer, options_.credential->secret, role,
+                                 serverNonce, clientNonce);
+              if (!rpc::proofMatches(
+                      expected, std::string(reinterpret_cast<const char*>(received.begin()),
+                                            received.size()))) {
+                kj::throwFatalException(KJ_EXCEPTION(
+                    FAILED, where + " accepted the credential but could not prove it holds the " +
+                                role + " secret: refusing to talk to it"));
+              }
+              authenticated_ = answer.getBootstrap();
+              authenticatedOn_ = connection;
+              authenticatedAt_ = address;
+              return answer.getBootstrap();
+            });
+      });
 }
 
 kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::resolve() {

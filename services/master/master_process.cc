@@ -33,6 +33,22 @@ std::string timedEvent(std::string_view event, const std::string& masterId) {
       .str();
 }
 
+// "authentication required (shared secret: admin, reader; certificates: 2 names)" or
+// "authentication off".
+std::string describeAuthentication(const rpc::ServerAuthSettings& settings) {
+  if (!settings.required) return "authentication off";
+  std::string out = "authentication required (";
+  if (!settings.secrets.empty()) {
+    out += "shared secret:";
+    for (const auto& [role, secret] : settings.secrets) out += std::string(" ") + rpc::roleName(role);
+  }
+  if (!settings.tlsNames.empty()) {
+    if (!settings.secrets.empty()) out += "; ";
+    out += "certificates: " + std::to_string(settings.tlsNames.size()) + " names";
+  }
+  return out + ")";
+}
+
 }  // namespace
 
 std::string localHostName() {
@@ -55,8 +71,23 @@ leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& 
   return info;
 }
 
+Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config) {
+  auto settings = rpc::serverAuthFrom(config);
+  if (!settings.ok()) return settings.error();
+  const std::string& bind = config.getString("rpc.bind");
+  if (auto safe = rpc::checkRpcBindIsSafe(bind, settings.value()); !safe.ok()) return safe.error();
+  if (settings.value().explicitlyOff && !rpc::isLoopbackHost(hostOf(bind))) {
+    spdlog::warn("rpc.auth is none and rpc.bind {} is reachable beyond this machine: every peer "
+                 "that reaches the port may submit and cancel jobs and force a hand-over "
+                 "(docs/security.md)",
+                 bind);
+  }
+  return settings;
+}
+
 Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
-                                                             const Config& config) {
+                                                             const Config& config,
+                                                             rpc::ServerAuthSettings auth) {
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
@@ -72,6 +103,7 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
   std::unique_ptr<MasterProcess> master(
       new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
   master->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  master->authSettings_ = std::move(auth);
   auto stores = store::StoreServices::create(loop, config, master->ha_->zooKeeper());
   if (!stores.ok()) return Error::fatal("cannot set up the stores: " + stores.error().message);
   master->stores_ = std::move(stores).value();
@@ -96,10 +128,15 @@ kj::Promise<int> MasterProcess::run() {
   sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
   sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
   warnIfNotConnected();
+  rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config_);
+  rpcOptions.requireAuthentication = authSettings_.required;
   tasks_.add(
       rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
-                             rpc::rpcOptionsFrom(config_),
-                             serveMasterBootstrap(*this, fencingCounters_))
+                             rpcOptions,
+                             [this](const rpc::RpcPeer& peer) {
+                               return capnp::Capability::Client(serveMasterBootstrapFor(
+                                   *this, fencingCounters_, authSettings_, authCounters_, peer));
+                             })
           .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) -> kj::Promise<void> {
             if (!listening.ok()) {
               spdlog::error("{}", listening.error().message);
@@ -110,8 +147,9 @@ kj::Promise<int> MasterProcess::run() {
             self_.rpcAddress = advertisedAddress(config_.getString("rpc.bind"),
                                                  config_.getString("rpc.advertised-address"),
                                                  self_.host, rpcServer_->port());
-            spdlog::info("rpc listening on {} advertised as {} ({})", rpcServer_->listenAddress(),
-                         self_.rpcAddress, rpcNetwork_->describe());
+            spdlog::info("rpc listening on {} advertised as {} ({}, {})",
+                         rpcServer_->listenAddress(), self_.rpcAddress, rpcNetwork_->describe(),
+                         describeAuthentication(authSettings_));
             return listenHttp();
           }));
   return kj::mv(exit.promise);
