@@ -5,8 +5,7 @@
 
 #include <algorithm>
 
-#include "rpc/auth_proof.h"
-#include "rpc/auth_roles.h"
+#include "rpc/auth_session.h"
 
 namespace regent::client {
 namespace {
@@ -148,44 +147,14 @@ kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> LeaderClient::authentic
       return Authenticated(*cached);
     }
   }
-  return deadline_.send(bootstrap.authChallengeRequest())
-      .then([this, bootstrap, connection, address, where](
-                capnp::Response<wire::MasterBootstrap::AuthChallengeResults> challenge) mutable
-                -> kj::Promise<Authenticated> {
-        if (!challenge.getRequired()) return Authenticated(kj::mv(bootstrap));
-        const rpc::ClientCredential& credential = *options_.credential;
-        const auto nonce = challenge.getServerNonce();
-        const std::string serverNonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
-        const std::string clientNonce = rpc::randomAuthNonce();
-        const char* role = rpc::roleName(credential.role);
-        const std::string proof = rpc::authProof(rpc::ProofSide::kClient, credential.secret, role,
-                                                 serverNonce, clientNonce);
-        auto request = bootstrap.authenticateRequest();
-        request.setRole(credential.role);
-        request.setClientNonce(
-            kj::arrayPtr(reinterpret_cast<const kj::byte*>(clientNonce.data()), clientNonce.size()));
-        request.setProof(kj::arrayPtr(reinterpret_cast<const kj::byte*>(proof.data()), proof.size()));
-        return deadline_.send(kj::mv(request))
-            .then([this, connection, address, where, role, serverNonce, clientNonce](
-                      capnp::Response<wire::MasterBootstrap::AuthenticateResults> answer)
-                      -> Authenticated {
-              if (answer.hasFailure()) return rpc::CallFailure::from(answer.getFailure());
-              const auto received = answer.getServerProof();
-              const std::string expected =
-                  rpc::authProof(rpc::ProofSide::kServer, options_.credential->secret, role,
-                                 serverNonce, clientNonce);
-              if (!rpc::proofMatches(
-                      expected, std::string(reinterpret_cast<const char*>(received.begin()),
-                                            received.size()))) {
-                kj::throwFatalException(KJ_EXCEPTION(
-                    FAILED, where + " accepted the credential but could not prove it holds the " +
-                                role + " secret: refusing to talk to it"));
-              }
-              authenticated_ = answer.getBootstrap();
-              authenticatedOn_ = connection;
-              authenticatedAt_ = address;
-              return answer.getBootstrap();
-            });
+  return rpc::authenticateBootstrap(kj::mv(bootstrap), *options_.credential, deadline_, where)
+      .then([this, connection, address](Authenticated&& done) {
+        if (auto* authenticated = std::get_if<wire::MasterBootstrap::Client>(&done)) {
+          authenticated_ = *authenticated;
+          authenticatedOn_ = connection;
+          authenticatedAt_ = address;
+        }
+        return kj::mv(done);
       });
 }
 

@@ -66,4 +66,50 @@ Result<std::string> ConnectionAuthenticator::authenticate(wire::Role role,
   return authProof(ProofSide::kServer, secret->second, roleName(role), *serverNonce, clientNonce);
 }
 
+namespace {
+
+std::string textOf(capnp::Data::Reader data) {
+  return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
+}
+
+kj::ArrayPtr<const kj::byte> bytesOf(const std::string& text) {
+  return kj::arrayPtr(reinterpret_cast<const kj::byte*>(text.data()), text.size());
+}
+
+}  // namespace
+
+kj::Promise<Attempt<wire::MasterBootstrap::Client>> authenticateBootstrap(
+    wire::MasterBootstrap::Client bootstrap, const ClientCredential& credential,
+    const CallDeadline& deadline, const std::string& where) {
+  using Authenticated = Attempt<wire::MasterBootstrap::Client>;
+  return deadline.send(bootstrap.authChallengeRequest())
+      .then([bootstrap, credential, &deadline, where](
+                capnp::Response<wire::MasterBootstrap::AuthChallengeResults> challenge) mutable
+                -> kj::Promise<Authenticated> {
+        if (!challenge.getRequired()) return Authenticated(kj::mv(bootstrap));
+        const std::string serverNonce = textOf(challenge.getServerNonce());
+        const std::string clientNonce = randomAuthNonce();
+        const char* role = roleName(credential.role);
+        auto request = bootstrap.authenticateRequest();
+        request.setRole(credential.role);
+        request.setClientNonce(bytesOf(clientNonce));
+        request.setProof(bytesOf(
+            authProof(ProofSide::kClient, credential.secret, role, serverNonce, clientNonce)));
+        const std::string expected =
+            authProof(ProofSide::kServer, credential.secret, role, serverNonce, clientNonce);
+        return deadline.send(kj::mv(request))
+            .then([expected, where, role](
+                      capnp::Response<wire::MasterBootstrap::AuthenticateResults> answer)
+                      -> Authenticated {
+              if (answer.hasFailure()) return CallFailure::from(answer.getFailure());
+              if (!proofMatches(expected, textOf(answer.getServerProof()))) {
+                kj::throwFatalException(KJ_EXCEPTION(
+                    FAILED, where + " accepted the credential but could not prove it holds the " +
+                                role + " secret: refusing to talk to it"));
+              }
+              return answer.getBootstrap();
+            });
+      });
+}
+
 }  // namespace regent::rpc

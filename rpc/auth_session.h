@@ -1,6 +1,7 @@
-// One connection's authentication on the master side (docs/wire.md, "Authentication"): the
+// One connection's authentication (docs/wire.md, "Authentication"). Master side: the
 // outstanding challenge, the check of a shared-secret proof, and the role a verified client
-// certificate maps to. The MasterBootstrap of the connection drives it.
+// certificate maps to; the MasterBootstrap of the connection drives it. Client side: the
+// challenge-response run against a master's bootstrap.
 #pragma once
 
 #include <kj/refcount.h>
@@ -11,7 +12,10 @@
 #include "common/result.h"
 #include "rpc/auth_config.h"
 #include "rpc/auth_roles.h"
+#include "rpc/call_deadline.h"
+#include "rpc/failure.h"
 #include "rpc/rpc_server.h"
+#include "rpc/schema/gateways.capnp.h"
 
 namespace regent::rpc {
 
@@ -50,5 +54,15 @@ class ConnectionAuthenticator final : public kj::Refcounted {
   kj::Own<ConnectionGate> gate_;
   std::optional<std::string> serverNonce_;
 };
+
+// Client side: `bootstrap` as `credential`'s role. Resolves with `bootstrap` itself when the
+// master requires no authentication (authChallenge's `required` is false); with the bootstrap
+// restricted to the role once the master accepted the proof and proved it holds the secret too;
+// or with the master's refusal (Failure.unauthenticated). Each call is bounded by `deadline`.
+// Rejects with a kj FAILED exception naming `where` when the master's proof is wrong (it does
+// not hold the secret), and as the calls do otherwise. `deadline` must outlive the promise.
+kj::Promise<Attempt<wire::MasterBootstrap::Client>> authenticateBootstrap(
+    wire::MasterBootstrap::Client bootstrap, const ClientCredential& credential,
+    const CallDeadline& deadline, const std::string& where);
 
 }  // namespace regent::rpc
