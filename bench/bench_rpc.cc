@@ -83,6 +83,7 @@ class BenchBootstrapHost final : public master::MasterBootstrapHost {
   explicit BenchBootstrapHost(DispatcherGateway::Client gateway) : gateway_(kj::mv(gateway)) {
     self_.masterId = "bench";
   }
+  ~BenchBootstrapHost() noexcept override = default;
   const leader::ContenderInfo& self() const override { return self_; }
   std::optional<leader::LeaderInfo> knownLeader() const override {
     leader::LeaderInfo info;

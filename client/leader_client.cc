@@ -108,7 +108,9 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
         })
         .then([&call, leader = *leader](rpc::Attempt<wire::MasterBootstrap::Client>&& bootstrap)
                   -> kj::Promise<std::optional<rpc::CallFailure>> {
-          if (auto* refused = std::get_if<rpc::CallFailure>(&bootstrap)) return std::move(*refused);
+          if (auto* refused = std::get_if<rpc::CallFailure>(&bootstrap)) {
+            return std::optional<rpc::CallFailure>(std::move(*refused));
+          }
           return call.fn(std::get<wire::MasterBootstrap::Client>(kj::mv(bootstrap)), leader);
         })
         .then([this, &call, where](std::optional<rpc::CallFailure> failure) -> End {

@@ -76,8 +76,8 @@ const std::map<std::string_view, wire::Role> kMethodRoles = {
 
 // What a method not named above needs, by interface.
 wire::Role defaultRole(uint64_t interfaceId) {
-  if (interfaceId == capnp::typeId<wire::ResourceManagerGateway>() ||
-      interfaceId == capnp::typeId<wire::JobMasterGateway>()) {
+  if (interfaceId == capnp::Schema::from<wire::ResourceManagerGateway>().getProto().getId() ||
+      interfaceId == capnp::Schema::from<wire::JobMasterGateway>().getProto().getId()) {
     return wire::Role::WORKER;
   }
   return wire::Role::ADMIN;
@@ -165,12 +165,20 @@ class RoleRefusal final : public capnp::Capability::Server {
 };
 
 class RolePolicy final : public capnp::MembranePolicy, public kj::Refcounted {
+  const uint64_t kBootstrapId = capnp::Schema::from<wire::MasterBootstrap>().getProto().getId();
+  const uint16_t kAuthenticateMethod = static_cast<uint16_t>(
+      capnp::Schema::from<wire::MasterBootstrap>().getMethodByName("authenticate").getIndex());
+
  public:
   RolePolicy(RoleSet held, AuthCounters& counters)
       : held_(held), refusal_(kj::heap<RoleRefusal>(held, counters)) {}
 
   kj::Maybe<capnp::Capability::Client> inboundCall(uint64_t interfaceId, uint16_t methodId,
-                                                    capnp::Capability::Client) override {
+                                                    capnp::Capability::Client target) override {
+    // authenticate answers a bootstrap restricted to the proven role: it must leave this
+    // membrane as it is, not wrapped in this connection's previous roles. Its parameters carry
+    // no capabilities.
+    if (interfaceId == kBootstrapId && methodId == kAuthenticateMethod) return target;
     auto schema = servedInterface(interfaceId);
     if (schema) {
       auto required = requiredRole(*schema, methodId);

@@ -35,7 +35,9 @@ class RoleSet final {
   bool empty() const { return bits_ == 0; }
   // Whether a call that needs `required` may run.
   bool allows(wire::Role required) const {
-    if (required == wire::Role::READER) return (bits_ & (bit(required) | bit(wire::Role::ADMIN))) != 0;
+    if (required == wire::Role::READER) {
+      return (bits_ & (bit(wire::Role::READER) | bit(wire::Role::ADMIN))) != 0;
+    }
     return (bits_ & bit(required)) != 0;
   }
   // The role named in a permissionDenied's `held`: admin over worker over reader.

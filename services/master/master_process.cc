@@ -33,8 +33,8 @@ std::string timedEvent(std::string_view event, const std::string& masterId) {
       .str();
 }
 
-// "authentication required (shared secret: admin, reader; certificates: 2 names)" or
-// "authentication off".
+// "authentication required (shared secret: admin reader; certificates: 2 names)" or
+// "authentication off" (docs/security.md).
 std::string describeAuthentication(const rpc::ServerAuthSettings& settings) {
   if (!settings.required) return "authentication off";
   std::string out = "authentication required (";
@@ -147,9 +147,9 @@ kj::Promise<int> MasterProcess::run() {
             self_.rpcAddress = advertisedAddress(config_.getString("rpc.bind"),
                                                  config_.getString("rpc.advertised-address"),
                                                  self_.host, rpcServer_->port());
-            spdlog::info("rpc listening on {} advertised as {} ({}, {})",
-                         rpcServer_->listenAddress(), self_.rpcAddress, rpcNetwork_->describe(),
-                         describeAuthentication(authSettings_));
+            spdlog::info("rpc listening on {} advertised as {} ({})", rpcServer_->listenAddress(),
+                         self_.rpcAddress, rpcNetwork_->describe());
+            spdlog::info("rpc {}", describeAuthentication(authSettings_));
             return listenHttp();
           }));
   return kj::mv(exit.promise);

@@ -2,6 +2,7 @@
 // constant-time comparison, the role table of the gateways, the loopback rule and the settings
 // read from configuration (secret files, certificate names).
 #include <gtest/gtest.h>
+#include <kj/debug.h>
 #include <sys/stat.h>
 
 #include <string>

@@ -44,6 +44,7 @@ class LeadingHost final : public MasterBootstrapHost {
     gateway_ = term_->serve<DispatcherGateway>(kj::heap<RecordingDispatcher>(reached));
     term_->markReady();
   }
+  ~LeadingHost() noexcept override = default;
   const leader::ContenderInfo& self() const override { return self_; }
   std::optional<leader::LeaderInfo> knownLeader() const override {
     leader::LeaderInfo info;
