@@ -7,6 +7,7 @@
 #include <kj/refcount.h>
 
 #include <set>
+#include <vector>
 #include <utility>
 
 #include "rpc/failure.h"
@@ -116,6 +117,42 @@ std::optional<capnp::InterfaceSchema> servedInterface(uint64_t interfaceId) {
   return std::nullopt;
 }
 
+// requiredRole() of every method of the served interfaces, computed once: the membrane looks a
+// call up here instead of naming its method per call.
+class RoleTable final {
+ public:
+  RoleTable() {
+    for (capnp::InterfaceSchema schema :
+         {capnp::Schema::from<wire::MasterBootstrap>(),
+          capnp::Schema::from<wire::DispatcherGateway>(),
+          capnp::Schema::from<wire::ResourceManagerGateway>(),
+          capnp::Schema::from<wire::JobMasterGateway>(),
+          capnp::Schema::from<wire::TaskExecutorGateway>()}) {
+      std::vector<std::optional<wire::Role>> roles;
+      for (auto method : schema.getMethods()) roles.push_back(requiredRole(schema, method.getIndex()));
+      byInterface_.emplace(schema.getProto().getId(), std::move(roles));
+    }
+  }
+
+  // Whether a call of (interfaceId, methodId) may run with `held`. A method or interface this
+  // build does not know needs its interface's default role (admin for unknown interfaces).
+  bool allows(uint64_t interfaceId, uint16_t methodId, RoleSet held) const {
+    auto found = byInterface_.find(interfaceId);
+    if (found == byInterface_.end()) return held.allows(wire::Role::ADMIN);
+    if (methodId >= found->second.size()) return held.allows(defaultRole(interfaceId));
+    const auto& required = found->second[methodId];
+    return !required || held.allows(*required);
+  }
+
+ private:
+  std::map<uint64_t, std::vector<std::optional<wire::Role>>> byInterface_;
+};
+
+const RoleTable& roleTable() {
+  static const RoleTable table;
+  return table;
+}
+
 // Answers every call redirected to it with the refusal of that call, and counts it.
 class RoleRefusal final : public capnp::Capability::Server {
  public:
@@ -171,7 +208,7 @@ class RolePolicy final : public capnp::MembranePolicy, public kj::Refcounted {
 
  public:
   RolePolicy(RoleSet held, AuthCounters& counters)
-      : held_(held), refusal_(kj::heap<RoleRefusal>(held, counters)) {}
+      : held_(held), table_(roleTable()), refusal_(kj::heap<RoleRefusal>(held, counters)) {}
 
   kj::Maybe<capnp::Capability::Client> inboundCall(uint64_t interfaceId, uint16_t methodId,
                                                     capnp::Capability::Client target) override {
@@ -179,13 +216,7 @@ class RolePolicy final : public capnp::MembranePolicy, public kj::Refcounted {
     // membrane as it is, not wrapped in this connection's previous roles. Its parameters carry
     // no capabilities.
     if (interfaceId == kBootstrapId && methodId == kAuthenticateMethod) return target;
-    auto schema = servedInterface(interfaceId);
-    if (schema) {
-      auto required = requiredRole(*schema, methodId);
-      if (!required || held_.allows(*required)) return nullptr;
-    } else if (held_.allows(wire::Role::ADMIN)) {
-      return nullptr;
-    }
+    if (table_.allows(interfaceId, methodId, held_)) return nullptr;
     return refusal_;
   }
   // Capabilities the caller passed in (a worker's TaskExecutorGateway) are called as they are.
@@ -198,6 +229,7 @@ class RolePolicy final : public capnp::MembranePolicy, public kj::Refcounted {
 
  private:
   const RoleSet held_;
+  const RoleTable& table_;
   capnp::Capability::Client refusal_;
 };
 
