@@ -1,6 +1,6 @@
 // Authenticated RPC with real processes (docs/security.md): a master with per-role secrets serves
-// regentctl by the role of its credential (admin submits; reader lists but may not submit;
-// without a credential it is told which options to set), and a master bound beyond loopback
+// regentctl by the role of its credential, from --set or the environment (admin submits; reader
+// lists but may not submit; without a credential it is told which options to set), and a master bound beyond loopback
 // without authentication refuses to start unless rpc.auth is none, which it then warns about.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -112,6 +112,23 @@ TEST_F(RpcAuth, AnAdminSubmitsAReaderListsButMayNotSubmitAndNoCredentialIsToldWh
   CtlResult readerFailover = ctl(as("reader", readerSecret_), {"failover"});
   EXPECT_NE(readerFailover.exit.exitCode, 0) << readerFailover.output;
   EXPECT_TRUE(contains(readerFailover.output, "needs role admin")) << readerFailover.output;
+
+  // The credential from the environment (REGENT_* mapping), as scripts would pass it.
+  {
+    ProcessOptions options;
+    options.argv = {REGENT_BIN_DIR "/regentctl"};
+    options.argv.insert(options.argv.end(), ctlArgs_.begin(), ctlArgs_.end());
+    options.argv.insert(options.argv.end(), {"--timeout", "30s", "jobs", "list"});
+    options.env = {"REGENT_RPC_CREDENTIAL_ROLE=reader",
+                   "REGENT_RPC_CREDENTIAL_SECRET_FILE=" + readerSecret_};
+    options.outputPath = dir_.path() + "/env-credential.log";
+    auto process = ProcessHarness::start(options);
+    ASSERT_OK(process);
+    auto exit = process.value()->waitForExit(Duration(90000));
+    ASSERT_TRUE(exit) << process.value()->output();
+    EXPECT_EQ(exit->exitCode, 0) << process.value()->output();
+    EXPECT_TRUE(contains(process.value()->output(), kJobId)) << process.value()->output();
+  }
 
   CtlResult anonymous = ctl({}, {"jobs", "list"});
   EXPECT_EQ(anonymous.exit.exitCode, 4) << anonymous.output;
