@@ -2,7 +2,10 @@
 // on its own thread and loop as in two processes, over loopback TCP through the transport, the
 // leadership term's membrane and the fenced endpoint. Fenced jobStatus calls one at a time
 // (latency) and 64 in flight (throughput), against the floor: a plain TCP request/response of
-// the same sizes between the same two loops. Prints its numbers; never asserts timings.
+// the same sizes between the same two loops. With --auth secret or tls the client first
+// authenticates through a MasterBootstrap (shared-secret challenge, or mutual TLS whose client
+// certificate maps to the reader role) and the calls also cross the role membrane. Prints its
+// numbers; never asserts timings.
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/async-io.h>
@@ -26,15 +29,20 @@
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "conf/config.h"
+#include "rpc/auth_session.h"
+#include "rpc/call_deadline.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_client.h"
 #include "rpc/rpc_options.h"
 #include "rpc/rpc_server.h"
+#include "rpc/rpc_tls.h"
+#include "services/master/master_bootstrap.h"
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/rpc/tls_test_certs.h"
 
 namespace regent::bench {
 namespace {
@@ -49,6 +57,47 @@ struct BenchOptions {
   // "fenced": the leader's path (membrane + fenced endpoint + Dispatcher); "bare": the Dispatcher
   // served directly, to see what the fencing layers cost.
   std::string layers = "fenced";
+  // "none": the client bootstraps the gateway directly; "secret": it authenticates as reader with
+  // the shared secret over plain TCP; "tls": mutual TLS, the client certificate's name mapped to
+  // reader (the shared secret is used when the transport does not report the name).
+  // "all" runs the three in turn.
+  std::string auth = "all";
+  // With --auth tls: PEM files of the CA, the master's and the client's certificates.
+  std::string tlsDir;
+};
+
+constexpr const char* kBenchSecret = "bench-reader-secret-0123456789";
+constexpr const char* kBenchClientName = "bench-client";
+
+rpc::RpcTlsOptions tlsOptionsFor(const BenchOptions& options, const char* who) {
+  if (options.auth != "tls") return {};
+  return rpc::RpcTlsOptions{.certFile = options.tlsDir + "/" + who + ".pem",
+                            .keyFile = options.tlsDir + "/" + who + ".key",
+                            .caFile = options.tlsDir + "/ca.pem",
+                            .verifyClients = std::string(who) == "master"};
+}
+
+// Hands out the term's gateway, as a leading master does.
+class BenchBootstrapHost final : public master::MasterBootstrapHost {
+ public:
+  explicit BenchBootstrapHost(DispatcherGateway::Client gateway) : gateway_(kj::mv(gateway)) {
+    self_.masterId = "bench";
+  }
+  ~BenchBootstrapHost() noexcept override = default;
+  const leader::ContenderInfo& self() const override { return self_; }
+  std::optional<leader::LeaderInfo> knownLeader() const override {
+    leader::LeaderInfo info;
+    info.epoch = 1;
+    info.masterId = "bench";
+    return info;
+  }
+  uint64_t leadingEpoch() const override { return 1; }
+  kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
+  kj::Promise<void> handOverForCaller() override { return kj::READY_NOW; }
+
+ private:
+  leader::ContenderInfo self_;
+  DispatcherGateway::Client gateway_;
 };
 
 double micros(Clock::duration d) {
@@ -101,7 +150,7 @@ kj::Promise<void> echoConnection(kj::Own<kj::AsyncIoStream> stream, size_t reque
 class MasterSide {
  public:
   explicit MasterSide(const BenchOptions& options)
-      : thread_([this, layers = options.layers] { serve(layers); }) {
+      : thread_([this, options] { serve(options); }) {
     auto ready = ready_.get_future().get();
     if (!ready.error.empty()) {
       thread_.join();  // It ended after reporting the error.
@@ -128,7 +177,8 @@ class MasterSide {
     uint16_t floorPort = 0;
   };
 
-  void serve(const std::string& layers) {
+  void serve(const BenchOptions& options) {
+    const std::string& layers = options.layers;
     try {
       EventLoop loop;
       testing::TempDir dir("regent-bench-rpc");
@@ -161,9 +211,29 @@ class MasterSide {
         auto response = loop.run(submit.send());
         KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
       }
-      auto server = loop.run(rpc::RpcServer::listen(loop.io().getNetwork(), loop.timer(),
-                                                    "127.0.0.1:0", rpc::rpcOptionsFrom(config.value()),
-                                                    gateway));
+      auto network = rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(),
+                                             tlsOptionsFor(options, "master"),
+                                             rpc::RpcTlsRole::kServer, Duration(10000));
+      KJ_REQUIRE(network.ok(), network.error().message);
+      rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config.value());
+      BenchBootstrapHost host(gateway);
+      rpc::ServerAuthSettings settings;
+      rpc::AuthCounters authCounters;
+      rpc::RpcServer::BootstrapFactory bootstrap = [gateway](const rpc::RpcPeer&) mutable {
+        return capnp::Capability::Client(gateway);
+      };
+      if (options.auth != "none") {
+        settings.required = true;
+        settings.secrets[wire::Role::READER] = kBenchSecret;
+        if (options.auth == "tls") settings.tlsNames[kBenchClientName] = wire::Role::READER;
+        rpcOptions.requireAuthentication = true;
+        bootstrap = [&](const rpc::RpcPeer& peer) {
+          return capnp::Capability::Client(
+              master::serveMasterBootstrapFor(host, counters, settings, authCounters, peer));
+        };
+      }
+      auto server = loop.run(rpc::RpcServer::listen(network.value()->network(), loop.timer(),
+                                                    "127.0.0.1:0", rpcOptions, kj::mv(bootstrap)));
       KJ_REQUIRE(server.ok(), server.error().message);
 
       // The floor: plain TCP on the same loop, answering each request of the bench's size.
@@ -211,16 +281,76 @@ class MasterSide {
   std::thread thread_;  // Last: started once the members above exist.
 };
 
-int run(const BenchOptions& options) {
+// The Dispatcher gateway through an authenticated MasterBootstrap: at once when the connection's
+// certificate maps to a role, else after the shared-secret challenge. `mechanism` says which.
+DispatcherGateway::Client authenticatedGateway(EventLoop& loop, rpc::RpcClient& client,
+                                               const rpc::RpcOptions& rpcOptions,
+                                               std::string& mechanism) {
+  auto bootstrap = loop.run(client.bootstrapAs<wire::MasterBootstrap>());
+  auto dispatcherOf = [&](wire::MasterBootstrap::Client& cap) {
+    auto request = cap.dispatcherRequest();
+    request.setEpoch(1);
+    return loop.run(request.send());
+  };
+  auto first = dispatcherOf(bootstrap);
+  if (!first.hasFailure()) {
+    mechanism = "tls-certificate";
+    return first.getDispatcher();
+  }
+  KJ_REQUIRE(first.getFailure().isUnauthenticated(), first.getFailure().getMessage().cStr());
+  const rpc::CallDeadline deadline(loop.timer(), rpcOptions.callTimeout);
+  auto authenticated = loop.run(rpc::authenticateBootstrap(
+      bootstrap, rpc::ClientCredential{wire::Role::READER, kBenchSecret}, deadline,
+      "the bench master"));
+  auto* restricted = std::get_if<wire::MasterBootstrap::Client>(&authenticated);
+  KJ_REQUIRE(restricted != nullptr, std::get<rpc::CallFailure>(authenticated).message);
+  mechanism = "shared-secret";
+  auto second = dispatcherOf(*restricted);
+  KJ_REQUIRE(!second.hasFailure(), second.getFailure().getMessage().cStr());
+  return second.getDispatcher();
+}
+
+// With --auth tls: a CA, the master's certificate (for 127.0.0.1) and the client's (CN
+// kBenchClientName), written to options.tlsDir.
+void writeBenchCertificates(const BenchOptions& options) {
+  rpc::testing::TestCa ca("regent bench CA");
+  // The client dials 127.0.0.1 and kj-tls checks it as a DNS name (as rpc_tls_test does).
+  const auto master = ca.issue("127.0.0.1", "DNS:127.0.0.1,IP:127.0.0.1");
+  const auto client = ca.issue(kBenchClientName, "");
+  rpc::testing::writeTextFile(options.tlsDir + "/ca.pem", ca.certificatePem());
+  rpc::testing::writeTextFile(options.tlsDir + "/master.pem", master.certificate);
+  rpc::testing::writeTextFile(options.tlsDir + "/master.key", master.privateKey);
+  rpc::testing::writeTextFile(options.tlsDir + "/client.pem", client.certificate);
+  rpc::testing::writeTextFile(options.tlsDir + "/client.key", client.privateKey);
+}
+
+int run(BenchOptions options) {
+  testing::TempDir tlsDir("regent-bench-rpc-tls");
+  if (options.auth == "tls") {
+    options.tlsDir = tlsDir.path();
+    writeBenchCertificates(options);
+  }
   spdlog::set_level(spdlog::level::warn);
   MasterSide master(options);
   const JobId id = master.jobId();
 
   EventLoop loop;
   rpc::RpcOptions rpcOptions;
-  rpc::RpcClient client(loop.io().getNetwork(), loop.timer(),
+  auto network = rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(),
+                                         tlsOptionsFor(options, "client"), rpc::RpcTlsRole::kClient,
+                                         rpcOptions.callTimeout);
+  KJ_REQUIRE(network.ok(), network.error().message);
+  const auto connectStart = Clock::now();
+  rpc::RpcClient client(network.value()->network(), loop.timer(),
                         "127.0.0.1:" + std::to_string(master.rpcPort()), rpcOptions);
-  auto remote = loop.run(client.bootstrapAs<DispatcherGateway>());
+  std::string mechanism = "none";
+  DispatcherGateway::Client remote = nullptr;
+  if (options.auth == "none") {
+    remote = loop.run(client.bootstrapAs<DispatcherGateway>());
+  } else {
+    remote = authenticatedGateway(loop, client, rpcOptions, mechanism);
+  }
+  const double setupMicros = micros(Clock::now() - connectStart);
 
   // Sizes of one call on the wire, for the floor: request and response messages.
   size_t requestBytes = 0;
@@ -281,15 +411,17 @@ int run(const BenchOptions& options) {
 
   const double fencedP50 = percentile(latencies, 50);
   const double floorP50 = percentile(floorLatencies, 50);
-  std::printf("# layers: %s\n", options.layers.c_str());
+  std::printf("# layers: %s; auth: %s (%s), connect + authenticate %.0f us, once per connection\n",
+              options.layers.c_str(), options.auth.c_str(), mechanism.c_str(), setupMicros);
   std::printf("# %d sequential calls, %d calls with %d in flight on one connection; request %zu "
               "bytes, response %zu bytes on the wire (approx.); client and master on their own threads and loops\n",
               options.sequentialCalls, options.pipelinedCalls, options.inFlight, requestBytes,
               responseBytes);
   std::printf("# tcp floor p99=%.1f us; fenced p50/floor p50 = %.2f\n",
               percentile(floorLatencies, 99), fencedP50 / floorP50);
-  std::printf("rpc fenced_p50_us=%.1f fenced_p99_us=%.1f fenced_calls_per_s=%.0f tcp_floor_p50_us=%.1f\n",
-              fencedP50, percentile(latencies, 99),
+  std::printf("rpc auth=%s fenced_p50_us=%.1f fenced_p99_us=%.1f fenced_calls_per_s=%.0f "
+              "tcp_floor_p50_us=%.1f\n",
+              options.auth.c_str(), fencedP50, percentile(latencies, 99),
               static_cast<double>(options.pipelinedCalls) / pipelineSeconds, floorP50);
   std::fflush(stdout);
   return 0;
@@ -317,6 +449,16 @@ int main(int argc, char** argv) {
                  "fenced: membrane + fenced endpoint + Dispatcher; bare: the Dispatcher alone")
       ->check(CLI::IsMember({"fenced", "bare"}))
       ->capture_default_str();
+  app.add_option("--auth", options.auth,
+                 "none: no authentication; secret: the reader's shared secret over TCP; tls: "
+                 "mutual TLS, the client certificate mapped to reader; all: the three in turn")
+      ->check(CLI::IsMember({"all", "none", "secret", "tls"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  return regent::bench::run(options);
+  if (options.auth != "all") return regent::bench::run(options);
+  for (const char* auth : {"none", "secret", "tls"}) {
+    options.auth = auth;
+    if (const int code = regent::bench::run(options); code != 0) return code;
+  }
+  return 0;
 }

@@ -175,10 +175,14 @@ Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const 
   if (!rpcNetwork.ok()) return Error::fatal(rpcNetwork.error().message);
   std::unique_ptr<JobCommands> commands(new JobCommands(loop, config, output, timeout));
   commands->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  // The credential (rpc.credential.*, docs/security.md) is read before anything connects.
+  auto credential = rpc::clientCredentialFrom(config);
+  if (!credential.ok()) return Error::fatal(credential.error().message);
   client::LeaderClientOptions options{.rpc = rpc::rpcOptionsFrom(config),
                                       .backoffInitial = kBackoffInitial,
                                       .backoffMax = kBackoffMax,
-                                      .clusterName = clusterNameOf(config)};
+                                      .clusterName = clusterNameOf(config),
+                                      .credential = std::move(credential).value()};
   if (!master.empty()) {
     commands->client_ = kj::heap<client::LeaderClient>(commands->rpcNetwork_->network(),
                                                        loop.timer(), master, std::move(options));

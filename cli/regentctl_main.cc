@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
   ConfigCommandLine commandLine(app, "regentctl", {});  // --config, --set.
   app.add_flag("--json", json, "print one JSON object per line");
+  app.footer(
+      "Authentication (docs/security.md): against a master that requires it, jobs and failover "
+      "authenticate with rpc.credential.role and rpc.credential.secret-file from --config or the "
+      "environment (REGENT_RPC_CREDENTIAL_ROLE, REGENT_RPC_CREDENTIAL_SECRET_FILE), or with a "
+      "client certificate (rpc.tls.*); never put a secret on the command line.");
   // At most one command at each level; a missing or unknown one is reported after parsing, by
   // name (CLI11 would say "A subcommand is required" for both).
   app.require_subcommand(0, 1);

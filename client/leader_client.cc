@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "conf/values.h"
+#include "rpc/auth_session.h"
 
 namespace regent::client {
 namespace {
@@ -135,8 +136,15 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
     waitingFor_ = "an answer from " + where;
     return deadline_
         .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
-        .then([&call, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
-          return call.fn(kj::mv(bootstrap), leader);
+        .then([this, where](wire::MasterBootstrap::Client bootstrap) {
+          return authenticated(kj::mv(bootstrap), where);
+        })
+        .then([&call, leader = *leader](rpc::Attempt<wire::MasterBootstrap::Client>&& bootstrap)
+                  -> kj::Promise<std::optional<rpc::CallFailure>> {
+          if (auto* refused = std::get_if<rpc::CallFailure>(&bootstrap)) {
+            return std::optional<rpc::CallFailure>(std::move(*refused));
+          }
+          return call.fn(std::get<wire::MasterBootstrap::Client>(kj::mv(bootstrap)), leader);
         })
         .then([this, &call, where](std::optional<rpc::CallFailure> failure) -> End {
           if (!failure) return Status();
@@ -161,6 +169,28 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
           return End();
         });
   });
+}
+
+kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> LeaderClient::authenticated(
+    wire::MasterBootstrap::Client bootstrap, const std::string& where) {
+  using Authenticated = rpc::Attempt<wire::MasterBootstrap::Client>;
+  if (!options_.credential) return Authenticated(kj::mv(bootstrap));
+  const uint64_t connection = client_->connectionsEstablished();
+  const std::string address = client_->address();
+  KJ_IF_MAYBE (cached, authenticated_) {
+    if (authenticatedOn_ == connection && authenticatedAt_ == address) {
+      return Authenticated(*cached);
+    }
+  }
+  return rpc::authenticateBootstrap(kj::mv(bootstrap), *options_.credential, deadline_, where)
+      .then([this, connection, address](Authenticated&& done) {
+        if (auto* authenticated = std::get_if<wire::MasterBootstrap::Client>(&done)) {
+          authenticated_ = *authenticated;
+          authenticatedOn_ = connection;
+          authenticatedAt_ = address;
+        }
+        return kj::mv(done);
+      });
 }
 
 kj::Promise<Result<std::optional<leader::LeaderInfo>>> LeaderClient::resolve() {

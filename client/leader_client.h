@@ -19,6 +19,7 @@
 #include "common/time.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
+#include "rpc/auth_config.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/rpc_client.h"
@@ -35,6 +36,10 @@ struct LeaderClientOptions {
   Duration backoffMax{1000};
   // Names the cluster in obstacles ("no master leads cluster \"default\"").
   std::string clusterName = "the cluster";
+  // The shared-secret credential (rpc.credential.*): when set, every new connection to a master
+  // that requires authentication runs authChallenge + authenticate before the call, checks the
+  // master's proof, and calls through the bootstrap restricted to the credential's role.
+  std::optional<rpc::ClientCredential> credential;
 };
 
 // Where the client learns who leads: a LeaderRetrieval it follows (ZooKeeper, or the standalone
@@ -131,6 +136,12 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // error is a fatal one that ends the call.
   kj::Promise<Result<std::optional<leader::LeaderInfo>>> resolve();
   kj::Promise<std::optional<leader::LeaderInfo>> askMaster();
+  // `bootstrap` as options_.credential's role: itself without a credential or when the master
+  // requires no authentication; else the authenticated bootstrap, or the master's refusal (a
+  // fatal CallFailure). Authenticates once per connection. Throws a kj FAILED exception when the
+  // master's proof is wrong (it does not hold the secret).
+  kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> authenticated(
+      wire::MasterBootstrap::Client bootstrap, const std::string& where);
   void connectTo(const std::string& address);
   void noteObstacle(std::string obstacle, bool noLeader = false);
   // What a give-up says: the last obstacle, else the step still waiting, else "no answer".
@@ -162,6 +173,11 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   uint64_t waitingAbove_ = 0;
   kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;
   kj::Own<rpc::RpcClient> client_;
+  // The authenticated bootstrap of the connection numbered `authenticatedOn_`
+  // (RpcClient::connectionsEstablished) to `authenticatedAt_`.
+  kj::Maybe<wire::MasterBootstrap::Client> authenticated_;
+  uint64_t authenticatedOn_ = 0;
+  std::string authenticatedAt_;
 };
 
 }  // namespace regent::client

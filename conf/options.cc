@@ -312,6 +312,32 @@ std::vector<OptionSpec> buildRegistry() {
       option("rpc.tls.verify-clients", kBool, "false",
              "Mutual TLS: the master's RPC listener refuses clients without a certificate "
              "chaining to rpc.tls.ca; needs rpc.tls.cert, rpc.tls.key and rpc.tls.ca."),
+      enumOption("rpc.auth", {"auto", "none", "required"}, "auto",
+                 "Whether RPC connections must authenticate (docs/security.md). auto: when any "
+                 "rpc.auth-secret.* or rpc.auth-tls.* credential is set; required: always (a "
+                 "credential must be set); none: never, every peer is admin (a master bound beyond "
+                 "loopback refuses to start without authentication unless this says none)."),
+      option("rpc.auth-secret.admin-file", kString, "",
+             "File holding the admin role's shared secret (at least 16 bytes; one trailing "
+             "newline is ignored; keep it mode 600). Empty: no admin secret."),
+      option("rpc.auth-secret.reader-file", kString, "",
+             "File holding the reader role's shared secret, as rpc.auth-secret.admin-file."),
+      option("rpc.auth-secret.worker-file", kString, "",
+             "File holding the worker role's shared secret, as rpc.auth-secret.admin-file."),
+      option("rpc.auth-tls.admin-names", kString, "",
+             "Comma-separated common names of verified client certificates (mutual TLS, "
+             "rpc.tls.verify-clients) that get the admin role without a secret."),
+      option("rpc.auth-tls.reader-names", kString, "",
+             "Comma-separated client certificate common names that get the reader role."),
+      option("rpc.auth-tls.worker-names", kString, "",
+             "Comma-separated client certificate common names that get the worker role."),
+      option("rpc.credential.role", kString, "",
+             "Clients (regentctl, workers): the role to authenticate as with the shared secret, "
+             "admin, reader or worker; set with rpc.credential.secret-file. Empty: no secret "
+             "credential."),
+      option("rpc.credential.secret-file", kString, "",
+             "Clients: the file holding rpc.credential.role's secret (never pass a secret on "
+             "the command line)."),
       option("http.bind", kString, "0.0.0.0:8081",
              "Address the HTTP server (health, metrics, REST) listens on; port 0 picks a free "
              "port.",

@@ -61,6 +61,19 @@ void unavailable(wire::Failure::Builder failure, uint64_t retryAfterMs,
   failure.initUnavailable().setRetryAfterMs(retryAfterMs);
 }
 
+void unauthenticated(wire::Failure::Builder failure, const std::string& message) {
+  failure.setMessage(message);
+  failure.setUnauthenticated();
+}
+
+void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
+                      const std::string& message) {
+  failure.setMessage(message);
+  auto denied = failure.initPermissionDenied();
+  denied.setRequired(required);
+  denied.setHeld(held);
+}
+
 }  // namespace failures
 
 
@@ -88,6 +101,8 @@ FailureAction classify(wire::Failure::Which failure) {
     case wire::Failure::NOT_REGISTERED:
     case wire::Failure::FAILED_PRECONDITION:
     case wire::Failure::TOO_LARGE:
+    case wire::Failure::UNAUTHENTICATED:
+    case wire::Failure::PERMISSION_DENIED:
       return FailureAction::kFatal;
   }
   // A Failure of a newer schema this build does not know: do not retry blindly.

@@ -41,6 +41,11 @@ void tooLarge(wire::Failure::Builder failure, uint64_t sizeBytes, uint64_t limit
 // The callee cannot serve now; `retryAfterMs` is its suggested back-off (0: the caller's own).
 void unavailable(wire::Failure::Builder failure, uint64_t retryAfterMs,
                  const std::string& message);
+// The connection has not authenticated and the call needs a role.
+void unauthenticated(wire::Failure::Builder failure, const std::string& message);
+// The connection holds `held` and the call needs `required`.
+void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
+                      const std::string& message);
 
 }  // namespace failures
 
@@ -55,7 +60,7 @@ enum class FailureAction {
   // retry the same leader after a growing backoff.
   kBackOff,
   // Retrying cannot help (invalidArgument, notFound, alreadyExists, failedPrecondition,
-  // tooLarge, notRegistered, and kj exceptions of type FAILED or UNIMPLEMENTED, which are bugs):
+  // tooLarge, notRegistered, unauthenticated, permissionDenied, and kj exceptions of type FAILED or UNIMPLEMENTED, which are bugs):
   // the caller gets the failure. notRegistered is final for the call: the caller registers
   // again and makes a new call.
   kFatal,

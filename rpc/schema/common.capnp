@@ -78,6 +78,22 @@ struct LeaderView {
   }
 }
 
+# ---- Authentication ---------------------------------------------------------------------------
+
+enum Role {
+  # What an authenticated RPC connection may do (docs/security.md). `admin` includes `reader`;
+  # `worker` is separate.
+  reader @0;  # inspect: leaderInfo, listJobs, jobStatus, clusterOverview, listTaskExecutors
+  admin @1;   # reader + submitJob, cancelJob, handOver and every other Dispatcher method
+  worker @2;  # MasterBootstrap.resourceManager / jobMaster and everything on those gateways
+}
+
+enum AuthMechanism {
+  # How a connection may prove its role; MasterBootstrap.authChallenge lists the enabled ones.
+  sharedSecret @0;  # HMAC-SHA256 challenge-response over a per-role secret (docs/wire.md)
+  tlsCertificate @1;  # the verified client certificate's common name maps to a role
+}
+
 # ---- Failures (expected outcomes, returned as values) ---------------------------------------
 
 struct Failure {
@@ -110,6 +126,13 @@ struct Failure {
     unavailable @9 :Unavailable;
       # The callee cannot serve this now (still RECOVERING, store unreachable, shutting down).
       # Retryable after `retryAfterMs`.
+    unauthenticated @10 :Void;
+      # The connection has not authenticated and the call needs a role (docs/security.md): only
+      # MasterBootstrap.leaderInfo, authChallenge and authenticate are open to it. Fatal: the
+      # caller configures a credential and authenticates first.
+    permissionDenied @11 :PermissionDenied;
+      # The connection's role does not allow the call; `message` names the role it needs.
+      # Fatal: retrying with the same credential cannot help.
   }
 }
 
@@ -142,6 +165,12 @@ struct TooLarge {
   # A payload above a size limit, e.g. a serialized JobGraph above the store's limit.
   sizeBytes @0 :UInt64;
   limitBytes @1 :UInt64;
+}
+
+struct PermissionDenied {
+  # A call above the caller's role: the role the call needs and the one the connection holds.
+  required @0 :Role;
+  held @1 :Role;
 }
 
 struct Unavailable {

@@ -3,21 +3,26 @@
 @0xa66a977bc5aea9cd;
 
 # Conventions (docs/wire.md):
-# - Every method except MasterBootstrap.leaderInfo carries `epoch`, the caller's view of the
-#   leadership term. Masters refuse any epoch but their own; workers refuse epochs below the
-#   highest they have seen. Both answer with Failure.fencing.
+# - Every method except MasterBootstrap.leaderInfo, authChallenge and authenticate carries
+#   `epoch`, the caller's view of the leadership term. Masters refuse any epoch but their own;
+#   workers refuse epochs below the highest they have seen. Both answer with Failure.fencing.
 # - Every fallible method returns `failure :Failure`, null on success. Expected outcomes are
 #   Failures; kj exceptions mean logistical trouble (disconnected, overloaded, timed out).
 # - Capabilities obtained from a master are revoked when its leadership term ends; calls on them
 #   then throw DISCONNECTED, and the caller re-resolves the leader.
 # - Workers dial masters, never the reverse: the master reaches a worker only through the
 #   TaskExecutorGateway the worker passed in on that worker's own connection.
+# - When a master requires authentication, a connection's bootstrap answers only leaderInfo,
+#   authChallenge and authenticate until it authenticates, and a call above the connection's
+#   role is refused with Failure.permissionDenied naming the role it needs (docs/security.md).
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("regent::wire");
 
 using Common = import "/rpc/schema/common.capnp";
 using Common.Failure;
+using Common.Role;
+using Common.AuthMechanism;
 using Common.LeaderView;
 using Common.ContenderInfo;
 using Common.JobId;
@@ -73,6 +78,21 @@ interface MasterBootstrap {
   # slots of, to reach that job's JobMaster. Failures: notLeader, fencing; notFound when the job
   # is unknown to this term (the worker then cancels its attempts and frees its slots);
   # unavailable while the job's JobMaster is not started yet.
+
+  authChallenge @5 () -> (serverNonce :Data, mechanisms :List(AuthMechanism), required :Bool);
+  # First step of shared-secret authentication (docs/wire.md, "Authentication"). Returns a fresh
+  # 32-byte random nonce, usable once and only on this connection; a new challenge replaces the
+  # previous one. `mechanisms` lists what this master accepts; `required` says whether the
+  # connection must authenticate before anything but leaderInfo. Unfenced, never fails.
+
+  authenticate @6 (role :Role, clientNonce :Data, proof :Data)
+      -> (failure :Failure, serverProof :Data, bootstrap :MasterBootstrap);
+  # Second step: `proof` = HMAC-SHA256(secret of `role`, "regent-auth-v1 client" 0 role-name 0
+  # serverNonce clientNonce), `clientNonce` 32 random bytes of the caller. On success the
+  # connection is authenticated, `serverProof` = HMAC-SHA256(same secret, "regent-auth-v1 server"
+  # 0 role-name 0 serverNonce clientNonce) lets the caller check it talks to a master holding the
+  # secret, and `bootstrap` is this master restricted to `role`. Unfenced. Failures:
+  # unauthenticated (no challenge outstanding, wrong proof, no secret configured for `role`).
 }
 
 interface DispatcherGateway {

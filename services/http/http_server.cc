@@ -279,6 +279,32 @@ kj::Promise<void> HttpRoutes::jobs(Response& response) {
                    "\n");
 }
 
+namespace {
+
+// The RPC authentication families (docs/security.md).
+void writeAuthMetrics(std::ostringstream& out, const rpc::AuthCounters& auth) {
+  family(out, "regent_rpc_auth_successes_total", "counter",
+         "RPC connections that proved a role, by mechanism (secret, tls).");
+  for (const auto& [mechanism, count] : auth.successes()) {
+    out << "regent_rpc_auth_successes_total{mechanism=\"" << mechanism << "\"} " << count << '\n';
+  }
+  family(out, "regent_rpc_auth_failures_total", "counter",
+         "RPC authentication attempts refused, by mechanism (secret, tls).");
+  for (const auto& [mechanism, count] : auth.failures()) {
+    out << "regent_rpc_auth_failures_total{mechanism=\"" << mechanism << "\"} " << count << '\n';
+  }
+  family(out, "regent_rpc_unauthenticated_refusals_total", "counter",
+         "RPC calls refused because their connection had not authenticated.");
+  out << "regent_rpc_unauthenticated_refusals_total " << auth.unauthenticatedRefusals() << '\n';
+  family(out, "regent_rpc_permission_denials_total", "counter",
+         "RPC calls refused because they need a role the connection does not hold, by role.");
+  for (const auto& [role, count] : auth.denials()) {
+    out << "regent_rpc_permission_denials_total{required=\"" << role << "\"} " << count << '\n';
+  }
+}
+
+}  // namespace
+
 kj::Promise<void> HttpRoutes::metrics(Response& response) {
   // Job counts come from the leader's Dispatcher in process; a standby (or a leader still
   // recovering) reports the family without samples.
@@ -326,6 +352,7 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
     out << "regent_rpc_fencing_rejections_total{method=\"" << escapeLabelValue(method)
         << "\"} " << count << '\n';
   }
+  if (const rpc::AuthCounters* auth = host_.authCounters()) writeAuthMetrics(out, *auth);
   return reply(response, 200, "OK", kPrometheus, out.str());
 }
 

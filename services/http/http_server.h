@@ -13,6 +13,7 @@
 
 #include "common/result.h"
 #include "leader/leader_info.h"
+#include "rpc/auth_roles.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
@@ -36,6 +37,8 @@ class HttpHost {
   // the term is not ready (still recovering).
   virtual kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const = 0;
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
+  // The RPC authentication outcomes (rpc/auth_roles.h), or nullptr when the host counts none.
+  virtual const rpc::AuthCounters* authCounters() const { return nullptr; }
 };
 
 // The routes, as a kj::HttpService (usable without a socket, e.g. through kj::newHttpClient):

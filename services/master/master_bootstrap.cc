@@ -1,5 +1,5 @@
-// MasterBootstrap: leaderInfo, handOver and dispatcher, answered from the master's own view, and
-// its epoch rule.
+// MasterBootstrap: leaderInfo, handOver and dispatcher, answered from the master's own view, its
+// epoch rule, and the authentication of a connection.
 #include "services/master/master_bootstrap.h"
 
 #include <capnp/message.h>
@@ -74,6 +74,83 @@ wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
                                                   rpc::FencingCounters& counters) {
   return rpc::fencedEndpoint<wire::MasterBootstrap>(kj::heap<MasterBootstrapServer>(host),
                                                     kj::heap<LeadingEpoch>(host), counters);
+}
+
+namespace {
+
+// The connection's bootstrap with `roles`: unrestricted when the master requires no
+// authentication.
+wire::MasterBootstrap::Client bootstrapWithRoles(MasterBootstrapHost& host,
+                                                 rpc::FencingCounters& fencingCounters,
+                                                 rpc::AuthCounters& authCounters,
+                                                 kj::Own<rpc::ConnectionAuthenticator> authenticator,
+                                                 rpc::RoleSet roles) {
+  const bool required = authenticator->settings().required;
+  auto fenced = rpc::fencedEndpoint<wire::MasterBootstrap>(
+      kj::heap<MasterBootstrapServer>(
+          host, ConnectionAuth{kj::mv(authenticator), fencingCounters, authCounters}),
+      kj::heap<LeadingEpoch>(host), fencingCounters);
+  if (!required) return fenced;
+  return rpc::restrictToRoles(kj::mv(fenced), roles, authCounters);
+}
+
+}  // namespace
+
+wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
+                                                     rpc::FencingCounters& fencingCounters,
+                                                     const rpc::ServerAuthSettings& settings,
+                                                     rpc::AuthCounters& authCounters,
+                                                     const rpc::RpcPeer& peer) {
+  auto authenticator = kj::refcounted<rpc::ConnectionAuthenticator>(
+      settings, authCounters, peer.address, kj::addRef(*peer.gate));
+  const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
+  return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator), roles);
+}
+
+kj::Promise<void> MasterBootstrapServer::authChallenge(AuthChallengeContext context) {
+  auto results = context.getResults();
+  KJ_IF_MAYBE (auth, auth_) {
+    const std::string nonce = auth->authenticator->challenge();
+    results.setServerNonce(
+        kj::arrayPtr(reinterpret_cast<const kj::byte*>(nonce.data()), nonce.size()));
+    const auto& settings = auth->authenticator->settings();
+    results.setRequired(settings.required);
+    auto mechanisms = results.initMechanisms((settings.secrets.empty() ? 0 : 1) +
+                                             (settings.tlsNames.empty() ? 0 : 1));
+    unsigned at = 0;
+    if (!settings.secrets.empty()) mechanisms.set(at++, wire::AuthMechanism::SHARED_SECRET);
+    if (!settings.tlsNames.empty()) mechanisms.set(at++, wire::AuthMechanism::TLS_CERTIFICATE);
+  } else {
+    results.setRequired(false);
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> MasterBootstrapServer::authenticate(AuthenticateContext context) {
+  auto params = context.getParams();
+  const wire::Role role = params.getRole();
+  const auto nonce = params.getClientNonce();
+  const auto proof = params.getProof();
+  auto results = context.getResults();
+  KJ_IF_MAYBE (auth, auth_) {
+    auto proven = auth->authenticator->authenticate(
+        role, std::string(reinterpret_cast<const char*>(nonce.begin()), nonce.size()),
+        std::string(reinterpret_cast<const char*>(proof.begin()), proof.size()));
+    if (!proven.ok()) {
+      rpc::failures::unauthenticated(results.initFailure(), proven.error().message);
+      return kj::READY_NOW;
+    }
+    const std::string& serverProof = proven.value();
+    results.setServerProof(
+        kj::arrayPtr(reinterpret_cast<const kj::byte*>(serverProof.data()), serverProof.size()));
+    results.setBootstrap(bootstrapWithRoles(host_, auth->fencingCounters, auth->authCounters,
+                                            kj::addRef(*auth->authenticator),
+                                            rpc::RoleSet::of(role)));
+  } else {
+    rpc::failures::unauthenticated(results.initFailure(),
+                                   "this master requires no authentication");
+  }
+  return kj::READY_NOW;
 }
 
 kj::Promise<void> MasterBootstrapServer::handOver(HandOverContext context) {

@@ -1,6 +1,7 @@
 // MasterBootstrap (rpc/schema/gateways.capnp): the unfenced capability every master serves,
-// leader or standby. It says who leads as this master believes, hands over on request, and
-// hands out the current term's fenced Dispatcher gateway.
+// leader or standby. It says who leads as this master believes, hands over on request, hands
+// out the current term's fenced Dispatcher gateway, and authenticates the connection when the
+// master requires it (docs/security.md).
 #pragma once
 
 #include <kj/async.h>
@@ -9,7 +10,10 @@
 #include <optional>
 
 #include "leader/leader_info.h"
+#include "rpc/auth_roles.h"
+#include "rpc/auth_session.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/rpc_server.h"
 #include "rpc/schema/gateways.capnp.h"
 
 namespace regent::master {
@@ -45,18 +49,33 @@ class LeadingEpoch final : public rpc::EpochRule {
   const MasterBootstrapHost& host_;
 };
 
-// The bootstrap's handlers. Serve it only through serveMasterBootstrap(), whose fenced endpoint
-// checks every epoch before a handler runs. `host` must outlive it.
+// What a connection's bootstrap needs to authenticate it: its authenticator and the counters
+// the bootstraps it hands out after authentication use.
+struct ConnectionAuth {
+  kj::Own<rpc::ConnectionAuthenticator> authenticator;
+  rpc::FencingCounters& fencingCounters;
+  rpc::AuthCounters& authCounters;
+};
+
+// The bootstrap's handlers. Serve it only through serveMasterBootstrap() or
+// serveMasterBootstrapFor(), whose fenced endpoint checks every epoch before a handler runs.
+// `host` must outlive it. Without a ConnectionAuth, authChallenge says authentication is not
+// required and authenticate answers `unauthenticated`.
 class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
  public:
   explicit MasterBootstrapServer(MasterBootstrapHost& host) : host_(host) {}
+  MasterBootstrapServer(MasterBootstrapHost& host, ConnectionAuth auth)
+      : host_(host), auth_(kj::mv(auth)) {}
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override;
   kj::Promise<void> handOver(HandOverContext context) override;
   kj::Promise<void> dispatcher(DispatcherContext context) override;
+  kj::Promise<void> authChallenge(AuthChallengeContext context) override;
+  kj::Promise<void> authenticate(AuthenticateContext context) override;
 
  private:
   MasterBootstrapHost& host_;
+  kj::Maybe<ConnectionAuth> auth_;
 };
 
 // The bootstrap every master serves: MasterBootstrapServer behind the fenced endpoint with the
@@ -64,6 +83,21 @@ class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
 // `counters`. `host` and `counters` must outlive it and every connection serving it.
 wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
                                                   rpc::FencingCounters& counters);
+
+// The bootstrap of one accepted connection (the RpcServer's bootstrap factory). When `settings`
+// requires no authentication it is serveMasterBootstrap()'s, with every role. Otherwise it is
+// restricted (rpc::restrictToRoles) to the role the peer's verified certificate maps to
+// (rpc.auth-tls.*-names; the gate is marked authenticated at once), or to no role at all:
+// leaderInfo, authChallenge and authenticate only, everything else refused with
+// `unauthenticated`. A successful authenticate marks `peer.gate` and answers a bootstrap
+// restricted to the proven role; the Dispatcher gateway it hands out is restricted the same way
+// and still revoked with its term. `host`, `fencingCounters`, `settings` and `authCounters` must
+// outlive the connection and every capability handed out on it.
+wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
+                                                     rpc::FencingCounters& fencingCounters,
+                                                     const rpc::ServerAuthSettings& settings,
+                                                     rpc::AuthCounters& authCounters,
+                                                     const rpc::RpcPeer& peer);
 
 void toWire(const leader::LeaderInfo& info, wire::LeaderInfo::Builder out);
 void toWire(const leader::ContenderInfo& info, wire::ContenderInfo::Builder out);

@@ -81,8 +81,15 @@ int main(int argc, char** argv) {
   std::string masterId;
   try {
     EventLoop loop;
-    auto process = master::MasterProcess::create(loop, config);
-    if (!process.ok()) {
+    // Authentication is configuration: an unusable secret file, or an unsafe rpc.bind, is bad
+    // configuration (exit 2) found before anything connects.
+    auto auth = master::rpcAuthenticationFor(config);
+    auto process = auth.ok() ? master::MasterProcess::create(loop, config, std::move(auth).value())
+                             : Result<std::unique_ptr<master::MasterProcess>>(auth.error());
+    if (!auth.ok()) {
+      spdlog::error("{}", auth.error().message);
+      code = master::kExitUsage;
+    } else if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {
       masterId = process.value()->masterId();

@@ -57,6 +57,22 @@ void logHandOverOutcome(const Status& handedOver, const std::string& masterId) {
                           .str());
 }
 
+// "authentication required (shared secret: admin reader; certificates: 2 names)" or
+// "authentication off" (docs/security.md).
+std::string describeAuthentication(const rpc::ServerAuthSettings& settings) {
+  if (!settings.required) return "authentication off";
+  std::string out = "authentication required (";
+  if (!settings.secrets.empty()) {
+    out += "shared secret:";
+    for (const auto& [role, secret] : settings.secrets) out += std::string(" ") + rpc::roleName(role);
+  }
+  if (!settings.tlsNames.empty()) {
+    if (!settings.secrets.empty()) out += "; ";
+    out += "certificates: " + std::to_string(settings.tlsNames.size()) + " names";
+  }
+  return out + ")";
+}
+
 }  // namespace
 
 std::string localHostName() {
@@ -79,8 +95,23 @@ leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& 
   return info;
 }
 
+Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config) {
+  auto settings = rpc::serverAuthFrom(config);
+  if (!settings.ok()) return settings.error();
+  const std::string& bind = config.getString("rpc.bind");
+  if (auto safe = rpc::checkRpcBindIsSafe(bind, settings.value()); !safe.ok()) return safe.error();
+  if (settings.value().explicitlyOff && !rpc::isLoopbackHost(hostOf(bind))) {
+    spdlog::warn("rpc.auth is none and rpc.bind {} is reachable beyond this machine: every peer "
+                 "that reaches the port may submit and cancel jobs and force a hand-over "
+                 "(docs/security.md)",
+                 bind);
+  }
+  return settings;
+}
+
 Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
-                                                             const Config& config) {
+                                                             const Config& config,
+                                                             rpc::ServerAuthSettings auth) {
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
@@ -96,6 +127,7 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
   std::unique_ptr<MasterProcess> master(
       new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
   master->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  master->authSettings_ = std::move(auth);
   auto stores = store::StoreServices::create(loop, config, master->ha_->zooKeeper());
   if (!stores.ok()) return Error::fatal("cannot set up the stores: " + stores.error().message);
   master->stores_ = std::move(stores).value();
@@ -127,10 +159,15 @@ kj::Promise<int> MasterProcess::run() {
                  "to apply changes (SIGTERM hands over first)");
   });
   warnIfNotConnected();
+  rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config_);
+  rpcOptions.requireAuthentication = authSettings_.required;
   tasks_.add(
       rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
-                             rpc::rpcOptionsFrom(config_),
-                             serveMasterBootstrap(*this, fencingCounters_))
+                             rpcOptions,
+                             [this](const rpc::RpcPeer& peer) {
+                               return capnp::Capability::Client(serveMasterBootstrapFor(
+                                   *this, fencingCounters_, authSettings_, authCounters_, peer));
+                             })
           .then([this](Result<kj::Own<rpc::RpcServer>>&& listening) -> kj::Promise<void> {
             if (!listening.ok()) {
               spdlog::error("{}", listening.error().message);
@@ -143,6 +180,7 @@ kj::Promise<int> MasterProcess::run() {
                                                  self_.host, rpcServer_->port());
             spdlog::info("rpc listening on {} advertised as {} ({})", rpcServer_->listenAddress(),
                          self_.rpcAddress, rpcNetwork_->describe());
+            spdlog::info("rpc {}", describeAuthentication(authSettings_));
             return listenHttp();
           }));
   return kj::mv(exit.promise);

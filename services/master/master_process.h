@@ -18,6 +18,8 @@
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
+#include "rpc/auth_config.h"
+#include "rpc/auth_roles.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_server.h"
 #include "rpc/rpc_tls.h"
@@ -41,6 +43,12 @@ leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& 
 // The local host name (gethostname), or "localhost" if it cannot be read.
 std::string localHostName();
 
+// The RPC authentication of a master (rpc.auth*, docs/security.md), checked against rpc.bind:
+// fails (fatal; regent-master exits kExitUsage) when a secret file is unusable, or when rpc.bind is
+// not loopback and no authentication is configured unless rpc.auth is none, naming the options to
+// set. Logs a warning when rpc.auth is none and rpc.bind is not loopback.
+Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config);
+
 // Exit codes of regent-master (docs/operations.md).
 inline constexpr int kExitHandedOver = 0;    // Stopped by a stop signal after the hand-over.
 inline constexpr int kExitFailure = 1;       // Could not start (HA services, stores, election),
@@ -63,7 +71,9 @@ class MasterProcess final : public leader::LeaderContender,
   // the retrieval. Fails only on what retrying cannot fix (options the ZooKeeper client
   // rejects); an unreachable ZooKeeper is not a failure. What shows only once the master runs
   // (a store another process holds, an unusable standalone epoch file) ends run() instead.
-  static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config);
+  // `auth` is rpcAuthenticationFor(config)'s.
+  static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config,
+                                                       rpc::ServerAuthSettings auth);
   ~MasterProcess() noexcept override;
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
@@ -114,6 +124,7 @@ class MasterProcess final : public leader::LeaderContender,
   bool zooKeeperConnected() const override;
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
+  const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
 
  private:
   MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
@@ -133,6 +144,8 @@ class MasterProcess final : public leader::LeaderContender,
   std::unique_ptr<ha::HaServices> ha_;
   std::unique_ptr<store::StoreServices> stores_;
   rpc::FencingCounters fencingCounters_;
+  rpc::ServerAuthSettings authSettings_;  // Read by every connection's bootstrap.
+  rpc::AuthCounters authCounters_;
   kj::Own<leader::LeaderRetrieval> retrieval_;
   std::optional<leader::LeaderInfo> knownLeader_;
   kj::Own<leader::LeaderElection> election_;  // Created by run() once the RPC port is known.

@@ -114,6 +114,8 @@ TEST_F(RegentctlTls, MisconfiguredTlsStopsBothAtStartupNamingTheOption) {
                   "--set",
                   "ha.standalone.epoch-file=" + path("epoch"),
                   "--set",
+                  "rpc.bind=127.0.0.1:0",  // Loopback: no authentication needed to start.
+                  "--set",
                   "rpc.tls.cert=" + missing,
                   "--set",
                   "rpc.tls.key=" + path("master.key")};

@@ -33,7 +33,8 @@ TEST(CallFailure, LeadershipFailuresResolveTheLeaderAgain) {
 
 TEST(CallFailure, RefusalsRetryingCannotHelpAreFatal) {
   for (const char* name : {"invalidArgument", "notFound", "alreadyExists", "notRegistered",
-                           "failedPrecondition", "tooLarge"}) {
+                           "failedPrecondition", "tooLarge", "unauthenticated",
+                           "permissionDenied"}) {
     EXPECT_EQ(classify(whichNamed(name)), FailureAction::kFatal) << name;
   }
 }
@@ -42,7 +43,8 @@ TEST(CallFailure, EveryFailureOfTheSchemaIsClassifiedOnPurpose) {
   // A member added to the schema must be added to one of the lists above.
   const std::set<std::string> classified = {
       "fencing",  "notLeader",          "unavailable", "invalidArgument", "notFound",
-      "alreadyExists", "notRegistered", "failedPrecondition", "tooLarge"};
+      "alreadyExists", "notRegistered", "failedPrecondition", "tooLarge",
+      "unauthenticated", "permissionDenied"};
   for (auto field : capnp::Schema::from<wire::Failure>().getUnionFields()) {
     EXPECT_TRUE(classified.count(field.getProto().getName().cStr()))
         << "wire::Failure." << field.getProto().getName().cStr() << " has no tested action";

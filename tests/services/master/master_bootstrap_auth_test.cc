@@ -1,0 +1,304 @@
+// A master that requires authentication, one connection at a time (serveMasterBootstrapFor,
+// in process): an unauthenticated connection gets only leaderInfo and the authenticate step; a
+// shared-secret or certificate role gets what its role allows and is refused the rest with
+// permissionDenied naming the role needed; wrong secrets and reused challenges are refused and
+// counted; the Dispatcher gateway a role obtains is still revoked with its term.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/event_loop.h"
+#include "rpc/auth_proof.h"
+#include "services/master/master_bootstrap.h"
+
+namespace regent::master {
+namespace {
+
+using wire::DispatcherGateway;
+using wire::MasterBootstrap;
+using wire::Role;
+
+constexpr uint64_t kEpoch = 7;
+
+// Counts the calls that reached it.
+class RecordingDispatcher final : public DispatcherGateway::Server {
+ public:
+  explicit RecordingDispatcher(int& reached) : reached_(reached) {}
+  kj::Promise<void> submitJob(SubmitJobContext) override { return reached(); }
+  kj::Promise<void> cancelJob(CancelJobContext) override { return reached(); }
+  kj::Promise<void> listJobs(ListJobsContext) override { return reached(); }
+
+ private:
+  kj::Promise<void> reached() {
+    ++reached_;
+    return kj::READY_NOW;
+  }
+  int& reached_;
+};
+
+class LeadingHost final : public MasterBootstrapHost {
+ public:
+  LeadingHost(rpc::FencingCounters& counters, int& reached)
+      : term_(kj::heap<rpc::LeadershipTerm>(kEpoch, counters)) {
+    self_.masterId = "self";
+    gateway_ = term_->serve<DispatcherGateway>(kj::heap<RecordingDispatcher>(reached));
+    term_->markReady();
+  }
+  ~LeadingHost() noexcept override = default;
+  const leader::ContenderInfo& self() const override { return self_; }
+  std::optional<leader::LeaderInfo> knownLeader() const override {
+    leader::LeaderInfo info;
+    info.epoch = kEpoch;
+    info.masterId = "self";
+    return info;
+  }
+  uint64_t leadingEpoch() const override { return kEpoch; }
+  kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
+  kj::Promise<void> handOverForCaller() override {
+    ++handOvers;
+    return kj::READY_NOW;
+  }
+  void endTerm() { term_->revoke("test"); }
+
+  int handOvers = 0;
+
+ private:
+  leader::ContenderInfo self_;
+  kj::Own<rpc::LeadershipTerm> term_;
+  kj::Maybe<DispatcherGateway::Client> gateway_;
+};
+
+std::string text(capnp::Data::Reader data) {
+  return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
+}
+
+kj::ArrayPtr<const kj::byte> bytes(const std::string& text) {
+  return kj::arrayPtr(reinterpret_cast<const kj::byte*>(text.data()), text.size());
+}
+
+class MasterBootstrapAuthTest : public ::testing::Test {
+ protected:
+  MasterBootstrapAuthTest() {
+    settings_.required = true;
+    settings_.secrets[Role::ADMIN] = "admin-secret-0123456789";
+    settings_.secrets[Role::READER] = "reader-secret-0123456789";
+    settings_.secrets[Role::WORKER] = "worker-secret-0123456789";
+    settings_.tlsNames["ops"] = Role::ADMIN;
+  }
+  ~MasterBootstrapAuthTest() noexcept override = default;
+
+  // A new connection's bootstrap; `peer_` keeps its gate.
+  MasterBootstrap::Client connect(const std::string& commonName = "") {
+    peer_.connectionId++;
+    peer_.address = "127.0.0.1:40000";
+    peer_.tlsCommonName = commonName;
+    peer_.gate = kj::refcounted<rpc::ConnectionGate>(!settings_.required);
+    return serveMasterBootstrapFor(host_, fencing_, settings_, auth_, peer_);
+  }
+
+  // Runs the challenge and authenticate with `secret` for `role`; the response.
+  capnp::Response<MasterBootstrap::AuthenticateResults> authenticate(MasterBootstrap::Client& cap,
+                                                                    Role role,
+                                                                    const std::string& secret) {
+    auto challenge = loop_.run(cap.authChallengeRequest().send());
+    EXPECT_TRUE(challenge.getRequired());
+    const std::string serverNonce = text(challenge.getServerNonce());
+    const std::string clientNonce = rpc::randomAuthNonce();
+    lastServerNonce_ = serverNonce;
+    lastClientNonce_ = clientNonce;
+    auto request = cap.authenticateRequest();
+    request.setRole(role);
+    request.setClientNonce(bytes(clientNonce));
+    request.setProof(bytes(rpc::authProof(rpc::ProofSide::kClient, secret,
+                                          rpc::roleName(role), serverNonce, clientNonce)));
+    return loop_.run(request.send());
+  }
+
+  // The bootstrap restricted to `role`, by its secret.
+  MasterBootstrap::Client as(Role role) {
+    auto cap = connect();
+    auto response = authenticate(cap, role, settings_.secrets.at(role));
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+    EXPECT_EQ(text(response.getServerProof()),
+              rpc::authProof(rpc::ProofSide::kServer, settings_.secrets.at(role),
+                             rpc::roleName(role), lastServerNonce_, lastClientNonce_));
+    return response.getBootstrap();
+  }
+
+  capnp::Response<MasterBootstrap::DispatcherResults> dispatcher(MasterBootstrap::Client& cap) {
+    auto request = cap.dispatcherRequest();
+    request.setEpoch(kEpoch);
+    return loop_.run(request.send());
+  }
+  capnp::Response<DispatcherGateway::SubmitJobResults> submit(DispatcherGateway::Client& cap) {
+    auto request = cap.submitJobRequest();
+    request.setEpoch(kEpoch);
+    return loop_.run(request.send());
+  }
+  capnp::Response<DispatcherGateway::CancelJobResults> cancel(DispatcherGateway::Client& cap) {
+    auto request = cap.cancelJobRequest();
+    request.setEpoch(kEpoch);
+    return loop_.run(request.send());
+  }
+  capnp::Response<DispatcherGateway::ListJobsResults> list(DispatcherGateway::Client& cap) {
+    auto request = cap.listJobsRequest();
+    request.setEpoch(kEpoch);
+    return loop_.run(request.send());
+  }
+  capnp::Response<MasterBootstrap::HandOverResults> handOver(MasterBootstrap::Client& cap) {
+    auto request = cap.handOverRequest();
+    request.setEpoch(kEpoch);
+    return loop_.run(request.send());
+  }
+
+  EventLoop loop_;
+  rpc::FencingCounters fencing_;
+  rpc::AuthCounters auth_;
+  rpc::ServerAuthSettings settings_;
+  int reached_ = 0;
+  LeadingHost host_{fencing_, reached_};
+  rpc::RpcPeer peer_;
+  std::string lastServerNonce_;
+  std::string lastClientNonce_;
+};
+
+TEST_F(MasterBootstrapAuthTest, AnUnauthenticatedConnectionGetsOnlyLeaderInfoAndTheAuthenticateStep) {
+  auto cap = connect();
+  auto info = loop_.run(cap.leaderInfoRequest().send());
+  EXPECT_TRUE(info.getLeading());
+
+  auto refused = dispatcher(cap);
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isUnauthenticated());
+  const std::string message = refused.getFailure().getMessage().cStr();
+  EXPECT_NE(message.find("MasterBootstrap.dispatcher needs an authenticated connection"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("rpc.credential.role"), std::string::npos) << message;
+  auto handedOver = handOver(cap);
+  ASSERT_TRUE(handedOver.hasFailure());
+  EXPECT_TRUE(handedOver.getFailure().isUnauthenticated());
+  EXPECT_EQ(host_.handOvers, 0);
+  EXPECT_EQ(auth_.unauthenticatedRefusals(), 2u);
+  EXPECT_FALSE(peer_.gate->authenticated());
+
+  auto challenge = loop_.run(cap.authChallengeRequest().send());
+  EXPECT_EQ(challenge.getServerNonce().size(), rpc::kAuthNonceSize);
+  EXPECT_EQ(challenge.getMechanisms().size(), 2u);
+}
+
+TEST_F(MasterBootstrapAuthTest, AReaderMayListButNotSubmitCancelOrHandOver) {
+  auto reader = as(Role::READER);
+  EXPECT_TRUE(peer_.gate->authenticated());
+  auto gateway = dispatcher(reader);
+  ASSERT_FALSE(gateway.hasFailure());
+  auto dispatcherCap = gateway.getDispatcher();
+  EXPECT_FALSE(list(dispatcherCap).hasFailure());
+  EXPECT_EQ(reached_, 1);
+
+  auto submitted = submit(dispatcherCap);
+  ASSERT_TRUE(submitted.hasFailure());
+  ASSERT_TRUE(submitted.getFailure().isPermissionDenied());
+  EXPECT_EQ(submitted.getFailure().getPermissionDenied().getRequired(), Role::ADMIN);
+  EXPECT_EQ(submitted.getFailure().getPermissionDenied().getHeld(), Role::READER);
+  EXPECT_EQ(std::string(submitted.getFailure().getMessage().cStr()),
+            "DispatcherGateway.submitJob needs role admin; this connection holds reader");
+  auto cancelled = cancel(dispatcherCap);
+  ASSERT_TRUE(cancelled.hasFailure());
+  EXPECT_TRUE(cancelled.getFailure().isPermissionDenied());
+  auto handedOver = handOver(reader);
+  ASSERT_TRUE(handedOver.hasFailure());
+  EXPECT_EQ(handedOver.getFailure().getPermissionDenied().getRequired(), Role::ADMIN);
+  EXPECT_EQ(host_.handOvers, 0);
+  EXPECT_EQ(reached_, 1);
+  EXPECT_EQ(auth_.deniedFor(Role::ADMIN), 3u);
+  EXPECT_EQ(auth_.successes().at("secret"), 1u);
+}
+
+TEST_F(MasterBootstrapAuthTest, AWorkerMayNotReachTheDispatcherSoCannotSubmit) {
+  auto worker = as(Role::WORKER);
+  auto gateway = dispatcher(worker);
+  ASSERT_TRUE(gateway.hasFailure());
+  ASSERT_TRUE(gateway.getFailure().isPermissionDenied());
+  EXPECT_EQ(gateway.getFailure().getPermissionDenied().getRequired(), Role::READER);
+  EXPECT_EQ(gateway.getFailure().getPermissionDenied().getHeld(), Role::WORKER);
+  EXPECT_EQ(auth_.deniedFor(Role::READER), 1u);
+}
+
+TEST_F(MasterBootstrapAuthTest, AnAdminSubmitsCancelsAndHandsOver) {
+  auto admin = as(Role::ADMIN);
+  auto dispatcherCap = dispatcher(admin).getDispatcher();
+  EXPECT_FALSE(submit(dispatcherCap).hasFailure());
+  EXPECT_FALSE(cancel(dispatcherCap).hasFailure());
+  EXPECT_FALSE(list(dispatcherCap).hasFailure());
+  EXPECT_EQ(reached_, 3);
+  EXPECT_FALSE(handOver(admin).hasFailure());
+  EXPECT_EQ(host_.handOvers, 1);
+}
+
+TEST_F(MasterBootstrapAuthTest, AWrongSecretIsRefusedCountedAndItsChallengeCannotBeReused) {
+  auto cap = connect();
+  auto wrong = authenticate(cap, Role::ADMIN, "reader-secret-0123456789");
+  ASSERT_TRUE(wrong.hasFailure());
+  EXPECT_TRUE(wrong.getFailure().isUnauthenticated());
+  EXPECT_FALSE(wrong.hasBootstrap());
+  EXPECT_FALSE(peer_.gate->authenticated());
+  EXPECT_EQ(auth_.failures().at("secret"), 1u);
+
+  // The right proof for the challenge just used: the challenge is gone.
+  auto request = cap.authenticateRequest();
+  request.setRole(Role::ADMIN);
+  request.setClientNonce(bytes(lastClientNonce_));
+  request.setProof(bytes(rpc::authProof(rpc::ProofSide::kClient, settings_.secrets.at(Role::ADMIN),
+                                        "admin", lastServerNonce_, lastClientNonce_)));
+  auto replayed = loop_.run(request.send());
+  ASSERT_TRUE(replayed.hasFailure());
+  EXPECT_TRUE(replayed.getFailure().isUnauthenticated());
+  EXPECT_EQ(auth_.failures().at("secret"), 2u);
+  EXPECT_FALSE(peer_.gate->authenticated());
+
+  // The connection may try again with a fresh challenge.
+  EXPECT_FALSE(authenticate(cap, Role::ADMIN, settings_.secrets.at(Role::ADMIN)).hasFailure());
+  EXPECT_TRUE(peer_.gate->authenticated());
+}
+
+TEST_F(MasterBootstrapAuthTest, AMappedCertificateGetsItsRoleAndAnUnmappedOneNothing) {
+  auto ops = connect("ops");
+  EXPECT_TRUE(peer_.gate->authenticated());
+  auto dispatcherCap = dispatcher(ops).getDispatcher();
+  EXPECT_FALSE(submit(dispatcherCap).hasFailure());
+  EXPECT_EQ(auth_.successes().at("tls"), 1u);
+
+  auto stranger = connect("mallory");
+  EXPECT_FALSE(peer_.gate->authenticated());
+  auto refused = dispatcher(stranger);
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isUnauthenticated());
+  EXPECT_EQ(auth_.failures().at("tls"), 1u);
+}
+
+TEST_F(MasterBootstrapAuthTest, ARolesGatewayIsStillRevokedWhenTheTermEnds) {
+  auto reader = as(Role::READER);
+  auto dispatcherCap = dispatcher(reader).getDispatcher();
+  host_.endTerm();
+  auto after = list(dispatcherCap);
+  ASSERT_TRUE(after.hasFailure());
+  ASSERT_TRUE(after.getFailure().isFencing());
+  EXPECT_EQ(after.getFailure().getFencing().getExpected(), 0u);
+  EXPECT_EQ(reached_, 0);
+}
+
+TEST_F(MasterBootstrapAuthTest, WithoutRequiredAuthenticationEveryConnectionMayDoEverything) {
+  settings_ = rpc::ServerAuthSettings();
+  auto cap = connect();
+  EXPECT_TRUE(peer_.gate->authenticated());
+  auto challenge = loop_.run(cap.authChallengeRequest().send());
+  EXPECT_FALSE(challenge.getRequired());
+  auto dispatcherCap = dispatcher(cap).getDispatcher();
+  EXPECT_FALSE(submit(dispatcherCap).hasFailure());
+  EXPECT_FALSE(handOver(cap).hasFailure());
+  EXPECT_EQ(auth_.unauthenticatedRefusals(), 0u);
+}
+
+}  // namespace
+}  // namespace regent::master
