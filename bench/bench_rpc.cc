@@ -93,7 +93,7 @@ class BenchBootstrapHost final : public master::MasterBootstrapHost {
   }
   uint64_t leadingEpoch() const override { return 1; }
   kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
-  kj::Promise<void> handOverForCaller() override { return kj::READY_NOW; }
+  kj::Promise<Status> handOverForCaller() override { return Status(); }
 
  private:
   leader::ContenderInfo self_;

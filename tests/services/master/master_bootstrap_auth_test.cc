@@ -54,9 +54,9 @@ class LeadingHost final : public MasterBootstrapHost {
   }
   uint64_t leadingEpoch() const override { return kEpoch; }
   kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
-  kj::Promise<void> handOverForCaller() override {
+  kj::Promise<Status> handOverForCaller() override {
     ++handOvers;
-    return kj::READY_NOW;
+    return Status();
   }
   void endTerm() { term_->revoke("test"); }
 
