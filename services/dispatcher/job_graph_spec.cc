@@ -20,6 +20,7 @@
 
 #include "common/ids.h"
 #include "conf/values.h"
+#include "conf/yaml_document.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_messages.h"
@@ -146,24 +147,19 @@ class YamlTreeBuilder final {
 };
 
 Result<SpecNode> readYaml(std::string_view text) {
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    return Error::fatal("YAML syntax error" + positionSuffix(e.mark.line, e.mark.column) + ": " +
-                        e.msg);
-  } catch (const YAML::Exception& e) {
-    return Error::fatal("YAML syntax error: " + e.msg);
+  auto document = readSingleYamlDocument(text);
+  if (!document) {
+    const YamlDocumentError& error = document.error();
+    if (error.kind == YamlDocumentError::Kind::kSecondDocument) {
+      return Error::fatal("the file holds more than one YAML document; a JobGraph file holds one" +
+                          positionSuffix(error.line, error.column));
+    }
+    return Error::fatal("YAML syntax error" + positionSuffix(error.line, error.column) + ": " +
+                        error.message);
   }
-  for (size_t i = 1; i < documents.size(); ++i) {
-    if (documents[i].IsNull()) continue;  // a trailing "---" or "..."
-    const YAML::Mark mark = documents[i].Mark();
-    return Error::fatal("the file holds more than one YAML document; a JobGraph file holds one" +
-                        positionSuffix(mark.is_null() ? -1 : mark.line, mark.column));
-  }
-  if (documents.empty()) return SpecNode{};
+  if (!document.value()) return SpecNode{};
   try {
-    return YamlTreeBuilder(text.size() + 16).build(documents.front(), 0);
+    return YamlTreeBuilder(text.size() + 16).build(*document.value(), 0);
   } catch (const YAML::Exception& e) {
     return Error::fatal("YAML error: " + e.msg);
   }
