@@ -92,7 +92,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 nice=(nice -n "${FUZZ_NICE:-10}")
 
 if [ -n "$minimize" ]; then
-  exec "${nice[@]}" "$dir/bin/fuzz_$target" -minimize_crash=1 -max_total_time="$seconds" \
+  exec "${nice[@]}" "$dir/bin/fuzz_$target" -minimize_crash=1 -max_total_time="$seconds" -timeout=10 \
     -exact_artifact_path="$minimize.min" "$minimize"
 fi
 
