@@ -74,7 +74,8 @@ if ! command -v clang++ >/dev/null || ! clang++ -fsanitize=fuzzer,address "$prob
   exit 2
 fi
 
-CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+# Debug (assertions on) at -O1: several times the executions per second of -O0.
+CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
   -DREGENT_FUZZ=ON -DREGENT_BUILD_TESTS=OFF -DREGENT_SANITIZE=OFF -DREGENT_WERROR=OFF >/dev/null
 
 if $write_seeds; then
