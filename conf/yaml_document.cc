@@ -1,4 +1,9 @@
-// One YAML document out of a file, without YAML::LoadAll (yaml_document.h).
+// Reading a YAML text that must hold one document (see yaml_document.h).
+//
+// Not YAML::LoadAll: on some malformed text ("{a: 1}," — a flow node, then a comma) yaml-cpp's
+// parser stops advancing and yields empty documents forever, so LoadAll never returns and
+// grows memory without bound. Documents are walked one at a time instead, and a text cannot
+// hold more documents than it has room for markers.
 #include "conf/yaml_document.h"
 
 #include <yaml-cpp/eventhandler.h>
@@ -43,14 +48,14 @@ class DocumentScan final : public YAML::EventHandler {
 
 }  // namespace
 
-Result<std::optional<YAML::Node>, YamlDocumentError> readSingleYamlDocument(std::string_view text) {
-  using Kind = YamlDocumentError::Kind;
+Result<std::optional<YAML::Node>, YamlProblem> loadSingleYamlDocument(std::string_view text) {
+  using Kind = YamlProblem::Kind;
   const std::string copy(text);
   try {
     std::istringstream input(copy);
     YAML::Parser parser(input);
     // Each document after the first starts with a marker ("---", or "..." ending the one before),
-    // so a text cannot hold more than this many; a parser that yields more is stuck.
+    // so a text holds at most this many; a parser that yields more is stuck.
     const size_t maxDocuments = 1 + copy.size() / 3;
     size_t documents = 0;
     for (;;) {
@@ -59,20 +64,21 @@ Result<std::optional<YAML::Node>, YamlDocumentError> readSingleYamlDocument(std:
       ++documents;
       if (documents == 1) continue;
       if (scan.hasContent) {
-        return YamlDocumentError{Kind::kSecondDocument, "", scan.contentMark.line,
-                                 scan.contentMark.column};
+        const YAML::Mark& mark = scan.contentMark;
+        return YamlProblem{Kind::kSecondDocument, "a second YAML document",
+                           mark.is_null() ? -1 : mark.line, mark.is_null() ? -1 : mark.column};
       }
       if (documents > maxDocuments) {
-        return YamlDocumentError{
-            Kind::kSyntax, "unexpected text after the document's first value (a stray ',' or ']'?)"};
+        return YamlProblem{Kind::kSyntax,
+                           "unexpected text after the first value (a stray ',' or ']'?)", -1, -1};
       }
     }
     if (documents == 0) return std::optional<YAML::Node>();
     return std::optional<YAML::Node>(YAML::Load(copy));
   } catch (const YAML::ParserException& e) {
-    return YamlDocumentError{Kind::kSyntax, e.msg, e.mark.line, e.mark.column};
+    return YamlProblem{Kind::kSyntax, e.msg, e.mark.line, e.mark.column};
   } catch (const YAML::Exception& e) {
-    return YamlDocumentError{Kind::kSyntax, e.msg};
+    return YamlProblem{Kind::kSyntax, e.msg, -1, -1};
   }
 }
 

@@ -1,6 +1,6 @@
-// Reading a file that must hold one YAML document (a configuration file, a JobGraph file).
-// yaml-cpp's YAML::LoadAll never returns on some malformed input ("{a: 1}," — its parser then
-// yields empty documents forever, growing memory), so files are read through this instead.
+// Reading a YAML text that must hold one document: every YAML file regent reads (the
+// configuration file, JobGraph files) holds one, and a second document would otherwise be
+// silently ignored.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -13,21 +13,23 @@
 
 namespace regent {
 
-struct YamlDocumentError {
+// Why a text is not one YAML document. Positions are 0-based; -1 when unknown.
+struct YamlProblem {
   enum class Kind {
-    kSyntax,          // `message` is the parser's; the position is where it stopped, if known
-    kSecondDocument,  // the position is where the second document's content starts
+    kSyntax,          // The text does not parse; `reason` is the parser's message.
+    kSecondDocument,  // Something follows the first document ("---" or "..." and more text).
   };
+
   Kind kind = Kind::kSyntax;
-  std::string message;
-  int line = -1;  // 0-based; -1 = unknown
+  std::string reason;
+  int line = -1;
   int column = -1;
 };
 
-// The first document of `text`, or nullopt when the text holds none (empty, or only comments).
-// Fails on a syntax error anywhere in the text, and on a second document that holds anything but
-// a null (a trailing "---" or "..." is fine). Every step is bounded by the text's length. Pure;
-// safe on any thread.
-Result<std::optional<YAML::Node>, YamlDocumentError> readSingleYamlDocument(std::string_view text);
+// The document `text` holds, or nullopt when it holds none (empty, or only comments). A
+// trailing "---" or "..." with nothing after it is allowed; any further document that holds
+// something is a kSecondDocument problem positioned at its start. Callers phrase the problem
+// for their file. Touches no global state; any thread.
+Result<std::optional<YAML::Node>, YamlProblem> loadSingleYamlDocument(std::string_view text);
 
 }  // namespace regent

@@ -147,15 +147,15 @@ class YamlTreeBuilder final {
 };
 
 Result<SpecNode> readYaml(std::string_view text) {
-  auto document = readSingleYamlDocument(text);
-  if (!document) {
-    const YamlDocumentError& error = document.error();
-    if (error.kind == YamlDocumentError::Kind::kSecondDocument) {
+  auto document = loadSingleYamlDocument(text);
+  if (!document.ok()) {
+    const YamlProblem& problem = document.error();
+    if (problem.kind == YamlProblem::Kind::kSecondDocument) {
       return Error::fatal("the file holds more than one YAML document; a JobGraph file holds one" +
-                          positionSuffix(error.line, error.column));
+                          positionSuffix(problem.line, problem.column));
     }
-    return Error::fatal("YAML syntax error" + positionSuffix(error.line, error.column) + ": " +
-                        error.message);
+    return Error::fatal("YAML syntax error" + positionSuffix(problem.line, problem.column) +
+                        ": " + problem.reason);
   }
   if (!document.value()) return SpecNode{};
   try {
