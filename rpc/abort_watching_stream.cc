@@ -59,7 +59,8 @@ kj::Promise<kj::ArrayPtr<const kj::byte>> ReadBufferedStream::peek(size_t bytes)
 kj::Promise<size_t> ReadBufferedStream::tryRead(void* buffer, size_t minBytes, size_t maxBytes) {
   auto* out = static_cast<kj::byte*>(buffer);
   const size_t n = kj::min(end_ - begin_, maxBytes);
-  memcpy(out, buffer_.begin() + begin_, n);
+  // Cap'n Proto reads an empty segment as zero bytes into a null buffer: memcpy(nullptr) is UB.
+  if (n > 0) memcpy(out, buffer_.begin() + begin_, n);
   begin_ += n;
   if (n >= minBytes) return n;
   return refill(out + n, minBytes - n, maxBytes - n).then([n](size_t more) { return n + more; });

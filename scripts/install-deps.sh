@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything regent needs to build, test and run its demo, from Debian 12 packages.
 # Non-interactive and idempotent: when every package is present it changes nothing.
+#   scripts/install-deps.sh [--fuzz]   --fuzz adds clang and its libFuzzer runtime for
+#                                      scripts/fuzz.sh (the ordinary build and tests need neither)
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,12 @@ packages=(
   # tests: GoogleTest, and the real ZooKeeper server (Java) the fixtures start
   libgtest-dev libgmock-dev zookeeper default-jre-headless
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang libclang-rt-14-dev)
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/install-deps.sh [--fuzz]" >&2
+  exit 2
+fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 // The stores' encoding over a RecordStore backend: JobGraphs and JobResults as packed Cap'n Proto
 // records, validated on the way in and fully checked on the way out; dirty/clean results and
 // their retention. Backends only keep bytes; everything about records lives here, once.
+#include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
@@ -88,8 +89,36 @@ std::string decodeFailure(const kj::Exception& exception) {
   return text;
 }
 
+void readEveryField(capnp::DynamicStruct::Reader value);
+
+void readEveryValue(capnp::DynamicValue::Reader value) {
+  switch (value.getType()) {
+    case capnp::DynamicValue::STRUCT:
+      readEveryField(value.as<capnp::DynamicStruct>());
+      break;
+    case capnp::DynamicValue::LIST:
+      for (auto element : value.as<capnp::DynamicList>()) readEveryValue(element);
+      break;
+    default:
+      break;  // Text and data were checked when read; numbers need no check.
+  }
+}
+
+// Reads every field as its schema types it, so a pointer of the wrong kind (a list where the job
+// name's text belongs) throws while decoding: the copy checks only that pointers are sound, and
+// the record's readers (recovery, job status) would otherwise throw later, on every read.
+void readEveryField(capnp::DynamicStruct::Reader value) {
+  for (capnp::StructSchema::Field field : value.getSchema().getNonUnionFields()) {
+    if (value.has(field)) readEveryValue(value.get(field));
+  }
+  KJ_IF_MAYBE (field, value.which()) {
+    if (value.has(*field)) readEveryValue(value.get(*field));
+  }
+}
+
 // Decodes a record stored under `key`, checking every pointer (the copy traverses the whole
-// message), that nothing trails it, and that it carries the job id `key` names.
+// message) and its type against the schema, that nothing trails it, and that it carries the job
+// id `key` names.
 template <typename Struct>
 StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string bytes) {
   if (!JobId::fromHex(key)) return StoreError::corrupt(kNotAJobId);
@@ -108,6 +137,7 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                  message = kj::heap<capnp::MallocMessageBuilder>(
                      static_cast<unsigned>(std::min<uint64_t>(words, kMaxMessageWords)));
                  message->setRoot(root);
+                 readEveryField(capnp::toDynamic(message->getRoot<Struct>().asReader()));
                  kj::byte extra;
                  trailing = input.tryRead(&extra, 1, 1) > 0;
                })) {

@@ -1,0 +1,203 @@
+// Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) from the tests'
+// examples and the project's real encoders, so every seed has a source: the JobGraph examples of
+// the format tests and of docs/jobgraph.md, conf/regent.yaml, LeaderInfo/ContenderInfo JSON from
+// toJson, records packed by the real stores, and RPC frames serialized by Cap'n Proto.
+//
+//   fuzz-seed-generator DIR   (scripts/fuzz.sh --write-seeds runs it on tests/fuzz/corpus)
+#include <capnp/message.h>
+#include <capnp/rpc.capnp.h>
+#include <capnp/serialize.h>
+#include <kj/async.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "common/ids.h"
+#include "leader/leader_info.h"
+#include "rpc/schema/jobs.capnp.h"
+#include "rpc/wire_ids.h"
+#include "services/dispatcher/job_graph_spec.h"
+#include "store/store_services.h"
+#include "tests/fixtures/job_graph_test_util.h"
+#include "tests/fuzz/memory_record_store_test_util.h"
+#include "tests/services/dispatcher/job_graph_test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace regent;
+
+// The job id the stored-records target stores its input under (fuzz_stored_records.cc).
+constexpr const char* kKey = "0123456789abcdef0123456789abcdef";
+
+fs::path outputDir;
+
+void writeSeed(const std::string& target, const std::string& name, char selector,
+               std::string_view body, bool withSelector = true) {
+  const fs::path dir = outputDir / target;
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  if (withSelector) out.put(selector);
+  out.write(body.data(), static_cast<std::streamsize>(body.size()));
+  if (!out) throw std::runtime_error("cannot write " + (dir / name).string());
+  std::cout << (dir / name).string() << " (" << body.size() + (withSelector ? 1 : 0)
+            << " bytes)\n";
+}
+
+std::string readSourceFile(const std::string& relative) {
+  std::ifstream in(std::string(REGENT_SOURCE_DIR) + "/" + relative, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + relative);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string flat(capnp::MessageBuilder& message) {
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+kj::Own<capnp::MallocMessageBuilder> parsed(std::string_view text,
+                                            dispatcher::JobGraphSpecFormat format) {
+  auto message = dispatcher::parseJobGraphSpec(text, format);
+  if (!message) throw std::runtime_error("example does not parse: " + message.error().message);
+  return kj::mv(message).value();
+}
+
+void jobGraphSeeds() {
+  using dispatcher::JobGraphSpecFormat;
+  using dispatcher::testing::docsExample;
+  using dispatcher::testing::kFullJson;
+  using dispatcher::testing::kFullYaml;
+  writeSeed("jobgraph", "full.yaml", 0, kFullYaml);
+  writeSeed("jobgraph", "full.json", 1, kFullJson);
+  writeSeed("jobgraph", "docs.yaml", 2, docsExample("yaml"));
+  writeSeed("jobgraph", "docs.json", 2, docsExample("json"));
+  writeSeed("jobgraph", "full.message", 3, flat(*parsed(kFullYaml, JobGraphSpecFormat::kYaml)));
+}
+
+void configSeeds() {
+  const std::string example = readSourceFile("conf/regent.yaml");
+  writeSeed("config", "example", 0,
+            example + std::string(1, '\0') +
+                "REGENT_HA_ZOOKEEPER_QUORUM=127.0.0.1:2181,127.0.0.1:2182\nREGENT_LOG_LEVEL=debug\n" +
+                std::string(1, '\0') + "ha.mode=standalone\nrpc.max-message-size=1MiB\n",
+            /*withSelector=*/false);
+  writeSeed("config", "small", 0,
+            "ha:\n  mode: standalone\n  zookeeper:\n    session-timeout: 10s\nrpc:\n  bind: "
+            "127.0.0.1:6123\n" +
+                std::string(1, '\0') + "REGENT_RPC_BIND=127.0.0.1:0\n" + std::string(1, '\0') +
+                "log.level=warn\n",
+            /*withSelector=*/false);
+}
+
+void leaderInfoSeeds() {
+  const leader::ContenderInfo contender{
+      .masterId = "5f0c1a9e2b7d4c36",
+      .rpcAddress = "10.0.0.5:6123",
+      .httpAddress = "10.0.0.5:8081",
+      .host = "master-1",
+      .pid = 4242,
+      .version = "0.1.0",
+      .startedAtMs = 1795000000000,
+  };
+  leader::LeaderInfo serving = leader::leaderInfoFor(contender, 7, 1795000001000);
+  serving.status = leader::LeaderStatus::kServing;
+  writeSeed("leader_info", "contender.json", 0, leader::toJson(contender), false);
+  writeSeed("leader_info", "leader.json", 0, leader::toJson(serving), false);
+}
+
+void storedRecordSeeds() {
+  kj::EventLoop loop;
+  kj::WaitScope waitScope(loop);
+  auto backend = kj::heap<store::testing::MemoryRecordStore>();
+  auto& records = backend->records;
+  auto stores = store::makeLeaderStores(kj::mv(backend), 10);
+  const JobId id = *JobId::fromHex(kKey);
+  auto stored = [&](store::RecordFamily family) { return records.at(family).at(kKey); };
+
+  // kFullYaml carries the job id kKey.
+  auto full = parsed(dispatcher::testing::kFullYaml, dispatcher::JobGraphSpecFormat::kYaml);
+  if (!stores->jobGraphs().put(full->getRoot<wire::JobGraph>()).wait(waitScope).ok()) {
+    throw std::runtime_error("put of the full JobGraph failed");
+  }
+  writeSeed("stored_records", "jobgraph-full", 0, stored(store::RecordFamily::kJobGraphs));
+
+  auto chain = regent::testing::makeJobGraph(
+      id, {.name = "chain", .vertices = 3, .parallelism = 2, .cpuMillis = 500,
+           .memoryBytes = 1 << 20, .paddingBytes = 64, .fixedDelayRestart = true});
+  if (!stores->jobGraphs().put(chain->getRoot<wire::JobGraph>()).wait(waitScope).ok()) {
+    throw std::runtime_error("put of the chain JobGraph failed");
+  }
+  writeSeed("stored_records", "jobgraph-chain", 0, stored(store::RecordFamily::kJobGraphs));
+
+  capnp::MallocMessageBuilder result;
+  auto root = result.initRoot<wire::JobResult>();
+  wire::setWireId(root.initJobId(), id);
+  root.setJobName("nightly-wordcount");
+  root.setState(wire::JobState::FAILED);
+  root.setSubmittedAtMs(1795000000000);
+  root.setEndedAtMs(1795000060000);
+  root.setNetRuntimeMs(58000);
+  root.setRestarts(3);
+  root.initFailure().setMessage("exit code 2");
+  root.getFailure().setVertexName("count");
+  if (!stores->jobResults().createDirty(root.asReader()).wait(waitScope).ok()) {
+    throw std::runtime_error("createDirty failed");
+  }
+  writeSeed("stored_records", "jobresult-dirty", 1, stored(store::RecordFamily::kJobResults));
+  if (!stores->jobResults().markClean(id).wait(waitScope).ok()) {
+    throw std::runtime_error("markClean failed");
+  }
+  writeSeed("stored_records", "jobresult-clean", 1, stored(store::RecordFamily::kJobResults));
+}
+
+void rpcFramingSeeds() {
+  capnp::MallocMessageBuilder bootstrap;
+  bootstrap.initRoot<capnp::rpc::Message>().initBootstrap().setQuestionId(0);
+
+  capnp::MallocMessageBuilder call;
+  auto callRoot = call.initRoot<capnp::rpc::Message>().initCall();
+  callRoot.setQuestionId(1);
+  callRoot.initTarget().setImportedCap(0);
+  callRoot.setInterfaceId(0x9d0a1b2c3d4e5f60ull);
+  callRoot.setMethodId(0);
+  regent::testing::fillJobGraph(callRoot.initParams().getContent().initAs<wire::JobGraph>(),
+                        *JobId::fromHex(kKey), {.name = "wordcount", .vertices = 2});
+
+  capnp::MallocMessageBuilder abort;
+  auto exception = abort.initRoot<capnp::rpc::Message>().initAbort();
+  exception.setReason("message larger than rpc.max-message-size");
+  exception.setType(capnp::rpc::Exception::Type::FAILED);
+
+  // Limit selector 13: 2^13 words (64 KiB), every message fits; 4: 16 words, the call does not.
+  writeSeed("rpc_framing", "bootstrap-call-abort", 13, flat(bootstrap) + flat(call) + flat(abort));
+  writeSeed("rpc_framing", "call-over-the-cap", 4, flat(bootstrap) + flat(call));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: fuzz-seed-generator DIR\n";
+    return 2;
+  }
+  outputDir = argv[1];
+  try {
+    jobGraphSeeds();
+    configSeeds();
+    leaderInfoSeeds();
+    storedRecordSeeds();
+    rpcFramingSeeds();
+  } catch (const std::exception& e) {
+    std::cerr << "fuzz-seed-generator: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
