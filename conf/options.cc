@@ -273,7 +273,7 @@ std::vector<OptionSpec> buildRegistry() {
              sizeRange(1024, 1024ull * 1024 * 1024, "1KiB", "1GiB")),
       option("rpc.pre-auth-max-message-size", kSize, "64KiB",
              "Largest message an RPC connection may send before it has authenticated; a larger "
-             "one is refused from its frame header and the connection dropped. At most "
+             "one is refused from its frame header and the connection dropped. Capped at "
              "rpc.max-message-size; applies only where authentication is required.",
              sizeRange(1024, 1024ull * 1024 * 1024, "1KiB", "1GiB")),
       option("rpc.auth-timeout", kDuration, "10s",
@@ -388,12 +388,6 @@ std::vector<OptionRule> buildRules() {
        [](const Config& config) {
          return config.getDuration("rpc.reconnect.max") >=
                 config.getDuration("rpc.reconnect.initial");
-       }},
-      {{"rpc.pre-auth-max-message-size", "rpc.max-message-size"},
-       "rpc.pre-auth-max-message-size must be at most rpc.max-message-size",
-       [](const Config& config) {
-         return config.getSize("rpc.pre-auth-max-message-size") <=
-                config.getSize("rpc.max-message-size");
        }},
       {{"rpc.max-connections-per-peer", "rpc.max-connections"},
        "rpc.max-connections-per-peer must be at most rpc.max-connections",

@@ -1,6 +1,8 @@
 // Reading the transport settings from the configuration.
 #include "rpc/rpc_options.h"
 
+#include <algorithm>
+
 #include "conf/config.h"
 
 namespace regent::rpc {
@@ -11,7 +13,10 @@ RpcOptions rpcOptionsFrom(const Config& config) {
   options.callTimeout = config.getDuration("rpc.call-timeout");
   options.reconnectInitial = config.getDuration("rpc.reconnect.initial");
   options.reconnectMax = config.getDuration("rpc.reconnect.max");
-  options.preAuthMaxMessageSize = config.getSize("rpc.pre-auth-max-message-size");
+  // Capped at rpc.max-message-size: a small message limit (a client's, say) must not need the
+  // pre-authentication cap lowered with it.
+  options.preAuthMaxMessageSize =
+      std::min(config.getSize("rpc.pre-auth-max-message-size"), options.maxMessageSize);
   options.authTimeout = config.getDuration("rpc.auth-timeout");
   options.maxConnections = static_cast<uint64_t>(config.getInt("rpc.max-connections"));
   options.maxConnectionsPerPeer =

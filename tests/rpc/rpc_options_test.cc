@@ -46,14 +46,14 @@ TEST(RpcOptions, ReadsEveryKey) {
   EXPECT_EQ(options.maxConnectionsPerPeer, 10u);
 }
 
-TEST(RpcOptions, PreAuthenticationCapAboveTheMessageSizeLimitIsRefusedNamingBothKeys) {
-  auto config = loadConfig(
-      ConfigSources{.set = {"rpc.max-message-size=32KiB", "rpc.pre-auth-max-message-size=64KiB"}});
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.error().message,
-            "rpc.pre-auth-max-message-size must be at most rpc.max-message-size "
-            "(rpc.pre-auth-max-message-size is 64KiB from --set; rpc.max-message-size is 32KiB "
-            "from --set)");
+// A small rpc.max-message-size (a client's, say) needs no matching pre-authentication cap: the
+// default 64KiB cap is capped at the message limit.
+TEST(RpcOptions, PreAuthenticationCapIsCappedAtTheMessageSizeLimit) {
+  auto config = loadConfig(ConfigSources{.set = {"rpc.max-message-size=2500B"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const RpcOptions options = rpcOptionsFrom(config.value());
+  EXPECT_EQ(options.maxMessageSize, 2500u);
+  EXPECT_EQ(options.preAuthMaxMessageSize, 2500u);
 }
 
 TEST(RpcOptions, PerPeerCapAboveTheTotalIsRefusedNamingBothKeys) {
