@@ -27,6 +27,13 @@
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/leader/leader_test_util.h"
 
+// LeakSanitizer, in this binary only: the ZooKeeper C client (3.8.0, libzookeeper_st) sometimes
+// leaves one 24-byte object it allocated in zookeeper_process() behind when a handle is closed
+// after its server was restarted under it (about one run in five of the rolling restart; the
+// cause inside the library is not found yet). Callbacks run inside zookeeper_process() too, so
+// this also hides a leak of theirs here; the other binaries keep the full check.
+extern "C" const char* __lsan_default_suppressions() { return "leak:zookeeper_process\n"; }
+
 namespace regent::leader {
 namespace {
 
