@@ -164,6 +164,17 @@ std::vector<MasterEvent> parseMasterEvents(const std::string& output) {
   return events;
 }
 
+ZooKeeperServer& sharedServer() {
+  auto server = sharedZooKeeperServer();
+  if (!server.ok()) throw std::runtime_error(server.error().message);
+  return *server.value();
+}
+
+size_t countEvents(const std::vector<MasterEvent>& events, MasterEvent::Kind kind) {
+  return static_cast<size_t>(std::count_if(events.begin(), events.end(),
+                                           [kind](const MasterEvent& e) { return e.kind == kind; }));
+}
+
 std::string LeadershipTerm::describe() const {
   return "slot " + std::to_string(slot) + " run " + std::to_string(run) + " epoch " +
          std::to_string(epoch) + " [" + std::to_string(startUs) + ", " +

@@ -17,6 +17,7 @@
 #include "common/time.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/fixtures/zookeeper_server.h"
 
 // Asserts (gtest) that a Result or Status is ok, printing its error otherwise.
 #define ASSERT_OK(expr)                                                 \
@@ -61,6 +62,11 @@ const char* masterEventKindName(MasterEvent::Kind kind);
 std::optional<MasterEvent> parseMasterEventLine(const std::string& line);
 // Every event line of `output`, in order (complete lines only).
 std::vector<MasterEvent> parseMasterEvents(const std::string& output);
+// The ZooKeeper server the binary's tests share (tests/fixtures/zookeeper_server.h); throws when
+// it cannot be started.
+ZooKeeperServer& sharedServer();
+// How many of `events` are of `kind`.
+size_t countEvents(const std::vector<MasterEvent>& events, MasterEvent::Kind kind);
 
 // One leadership term as the processes logged it: from the grant to the revoke, or to the
 // moment the test killed the process; open (nullopt) while the holder still leads.

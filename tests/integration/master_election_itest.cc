@@ -24,17 +24,6 @@ constexpr Duration kStartTimeout{60000};
 constexpr Duration kFailoverTimeout{30000};
 constexpr Duration kExitTimeout{30000};
 
-ZooKeeperServer& sharedServer() {
-  auto server = sharedZooKeeperServer();
-  if (!server.ok()) throw std::runtime_error(server.error().message);
-  return *server.value();
-}
-
-size_t countEvents(const std::vector<MasterEvent>& events, Kind kind) {
-  return static_cast<size_t>(std::count_if(events.begin(), events.end(),
-                                           [kind](const MasterEvent& e) { return e.kind == kind; }));
-}
-
 bool hasEvent(const std::vector<MasterEvent>& events, Kind kind, uint64_t epoch) {
   return std::any_of(events.begin(), events.end(), [&](const MasterEvent& e) {
     return e.kind == kind && e.epoch == epoch;

@@ -27,17 +27,6 @@ using Kind = MasterEvent::Kind;
 constexpr Duration kStartTimeout{60000};
 constexpr Duration kExitTimeout{30000};
 
-ZooKeeperServer& sharedServer() {
-  auto server = sharedZooKeeperServer();
-  if (!server.ok()) throw std::runtime_error(server.error().message);
-  return *server.value();
-}
-
-size_t countEvents(const std::vector<MasterEvent>& events, Kind kind) {
-  return static_cast<size_t>(std::count_if(events.begin(), events.end(),
-                                           [kind](const MasterEvent& e) { return e.kind == kind; }));
-}
-
 // How many "SIGHUP ignored" lines `output` holds.
 size_t countIgnored(const std::string& output) {
   size_t count = 0;

@@ -19,12 +19,6 @@ namespace {
 using Kind = MasterEvent::Kind;
 constexpr Duration kTimeout{60000};
 
-ZooKeeperServer& sharedServer() {
-  auto server = sharedZooKeeperServer();
-  if (!server.ok()) throw std::runtime_error(server.error().message);
-  return *server.value();
-}
-
 // Masters started one after another (so latch order is slot order); waits until one serves.
 struct ServingCluster {
   std::unique_ptr<MasterCluster> cluster;
