@@ -281,11 +281,13 @@ class MasterSide {
   std::thread thread_;  // Last: started once the members above exist.
 };
 
-// The Dispatcher gateway through an authenticated MasterBootstrap: at once when the connection's
-// certificate maps to a role, else after the shared-secret challenge. `mechanism` says which.
+// The Dispatcher gateway through an authenticated MasterBootstrap: with --auth tls at once, the
+// connection's certificate name mapped to reader (a master that does not map it fails the run,
+// so the tls numbers never measure the secret instead); with --auth secret after the
+// shared-secret challenge. `mechanism` says which.
 DispatcherGateway::Client authenticatedGateway(EventLoop& loop, rpc::RpcClient& client,
                                                const rpc::RpcOptions& rpcOptions,
-                                               std::string& mechanism) {
+                                               const std::string& auth, std::string& mechanism) {
   auto bootstrap = loop.run(client.bootstrapAs<wire::MasterBootstrap>());
   auto dispatcherOf = [&](wire::MasterBootstrap::Client& cap) {
     auto request = cap.dispatcherRequest();
@@ -298,6 +300,8 @@ DispatcherGateway::Client authenticatedGateway(EventLoop& loop, rpc::RpcClient& 
     return first.getDispatcher();
   }
   KJ_REQUIRE(first.getFailure().isUnauthenticated(), first.getFailure().getMessage().cStr());
+  KJ_REQUIRE(auth != "tls", "the bench master did not map the client certificate's name to a role",
+             first.getFailure().getMessage().cStr());
   const rpc::CallDeadline deadline(loop.timer(), rpcOptions.callTimeout);
   auto authenticated = loop.run(rpc::authenticateBootstrap(
       bootstrap, rpc::ClientCredential{wire::Role::READER, kBenchSecret}, deadline,
@@ -348,7 +352,7 @@ int run(BenchOptions options) {
   if (options.auth == "none") {
     remote = loop.run(client.bootstrapAs<DispatcherGateway>());
   } else {
-    remote = authenticatedGateway(loop, client, rpcOptions, mechanism);
+    remote = authenticatedGateway(loop, client, rpcOptions, options.auth, mechanism);
   }
   const double setupMicros = micros(Clock::now() - connectStart);
 

@@ -303,6 +303,28 @@ void writeAuthMetrics(std::ostringstream& out, const rpc::AuthCounters& auth) {
   }
 }
 
+// The RPC transport's admission families (docs/security.md).
+void writeTransportMetrics(std::ostringstream& out, const RpcTransportCounts& counts) {
+  family(out, "regent_rpc_connections_dropped_before_auth_total", "counter",
+         "RPC connections closed for a message over the pre-authentication size cap.");
+  out << "regent_rpc_connections_dropped_before_auth_total " << counts.droppedBeforeAuthentication
+      << '\n';
+  family(out, "regent_rpc_connections_auth_timeouts_total", "counter",
+         "RPC connections closed because they had not authenticated within rpc.auth-timeout.");
+  out << "regent_rpc_connections_auth_timeouts_total " << counts.timedOutBeforeAuthentication
+      << '\n';
+  family(out, "regent_rpc_connections_refused_total", "counter",
+         "RPC connections closed at accept by a connection cap, by cap (total, peer).");
+  out << "regent_rpc_connections_refused_total{cap=\"total\"} " << counts.refusedOverTotalCap
+      << '\n';
+  out << "regent_rpc_connections_refused_total{cap=\"peer\"} " << counts.refusedOverPeerCap
+      << '\n';
+  family(out, "regent_rpc_tls_handshake_failures_total", "counter",
+         "TLS handshakes refused or timed out (plain TCP, untrusted or missing client "
+         "certificate).");
+  out << "regent_rpc_tls_handshake_failures_total " << counts.tlsHandshakesFailed << '\n';
+}
+
 }  // namespace
 
 kj::Promise<void> HttpRoutes::metrics(Response& response) {
@@ -353,6 +375,7 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
         << "\"} " << count << '\n';
   }
   if (const rpc::AuthCounters* auth = host_.authCounters()) writeAuthMetrics(out, *auth);
+  if (auto transport = host_.rpcTransportCounts()) writeTransportMetrics(out, *transport);
   return reply(response, 200, "OK", kPrometheus, out.str());
 }
 

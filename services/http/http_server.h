@@ -20,6 +20,16 @@
 
 namespace regent::http {
 
+// The RPC transport's admission counts since the process started (rpc/rpc_server.h,
+// rpc/rpc_tls.h), read when /metrics is served.
+struct RpcTransportCounts {
+  uint64_t droppedBeforeAuthentication = 0;   // A message over the pre-authentication cap.
+  uint64_t timedOutBeforeAuthentication = 0;  // Not authenticated within rpc.auth-timeout.
+  uint64_t refusedOverTotalCap = 0;           // rpc.max-connections open at accept.
+  uint64_t refusedOverPeerCap = 0;            // rpc.max-connections-per-peer open at accept.
+  uint64_t tlsHandshakesFailed = 0;           // Refused or timed-out TLS handshakes.
+};
+
 // What the endpoints ask of their master. Loop-thread only; called while a request is served.
 class HttpHost {
  public:
@@ -39,6 +49,8 @@ class HttpHost {
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
   // The RPC authentication outcomes (rpc/auth_roles.h), or nullptr when the host counts none.
   virtual const rpc::AuthCounters* authCounters() const { return nullptr; }
+  // The RPC transport's admission counts, or nullopt when the host has no RPC server (yet).
+  virtual std::optional<RpcTransportCounts> rpcTransportCounts() const { return std::nullopt; }
 };
 
 // The routes, as a kj::HttpService (usable without a socket, e.g. through kj::newHttpClient):

@@ -279,6 +279,16 @@ bool MasterProcess::zooKeeperConnected() const {
   return state == ha::SessionState::kConnected || state == ha::SessionState::kReconnected;
 }
 
+std::optional<http::RpcTransportCounts> MasterProcess::rpcTransportCounts() const {
+  if (!rpcServer_) return std::nullopt;
+  return http::RpcTransportCounts{
+      .droppedBeforeAuthentication = rpcServer_->connectionsDroppedBeforeAuthentication(),
+      .timedOutBeforeAuthentication = rpcServer_->connectionsTimedOutBeforeAuthentication(),
+      .refusedOverTotalCap = rpcServer_->connectionsRefusedOverTotalCap(),
+      .refusedOverPeerCap = rpcServer_->connectionsRefusedOverPeerCap(),
+      .tlsHandshakesFailed = rpcNetwork_->handshakesFailed()};
+}
+
 void MasterProcess::warnIfNotConnected() {
   ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
   if (zooKeeper == nullptr) return;

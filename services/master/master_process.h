@@ -125,6 +125,8 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
   const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
+  // nullopt until the RPC server listens.
+  std::optional<http::RpcTransportCounts> rpcTransportCounts() const override;
 
  private:
   MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,

@@ -65,6 +65,7 @@ class FakeHost final : public HttpHost {
     return *jobs->dispatcher;
   }
   const rpc::FencingCounters& fencingCounters() const override { return counters; }
+  std::optional<RpcTransportCounts> rpcTransportCounts() const override { return transport; }
 
   leader::ContenderInfo self_;
   std::optional<leader::LeaderInfo> leader;
@@ -74,6 +75,7 @@ class FakeHost final : public HttpHost {
   LeaderJobs* jobs = nullptr;
   bool ready = false;
   rpc::FencingCounters counters;
+  std::optional<RpcTransportCounts> transport;
 };
 
 struct Reply {
@@ -359,6 +361,39 @@ TEST_F(HttpServerTest, MetricsOfAStandbyHaveNoJobSamples) {
   for (const auto& [series, value] : parsed.samples) {
     EXPECT_EQ(series.rfind("regent_jobs", 0), std::string::npos) << series;
   }
+}
+
+TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
+  host_.transport = RpcTransportCounts{.droppedBeforeAuthentication = 2,
+                                       .timedOutBeforeAuthentication = 3,
+                                       .refusedOverTotalCap = 5,
+                                       .refusedOverPeerCap = 7,
+                                       .tlsHandshakesFailed = 11};
+  Reply reply = fetch("/metrics");
+  ASSERT_EQ(reply.status, 200u);
+  auto parsed = regent::testing::parsePrometheusText(reply.body);
+  ASSERT_EQ(parsed.error, "") << reply.body;
+  EXPECT_EQ(parsed.samples.at("regent_rpc_connections_dropped_before_auth_total"), 2);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_connections_auth_timeouts_total"), 3);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_connections_refused_total{cap=\"total\"}"), 5);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_connections_refused_total{cap=\"peer\"}"), 7);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_tls_handshake_failures_total"), 11);
+  for (const char* family :
+       {"regent_rpc_connections_dropped_before_auth_total",
+        "regent_rpc_connections_auth_timeouts_total", "regent_rpc_connections_refused_total",
+        "regent_rpc_tls_handshake_failures_total"}) {
+    EXPECT_EQ(parsed.types.at(family), "counter") << family;
+    EXPECT_FALSE(parsed.helps[family].empty()) << family;
+  }
+}
+
+TEST_F(HttpServerTest, MetricsLeaveOutTheTransportFamiliesWhileThereIsNoRpcServer) {
+  Reply reply = fetch("/metrics");
+  ASSERT_EQ(reply.status, 200u);
+  auto parsed = regent::testing::parsePrometheusText(reply.body);
+  ASSERT_EQ(parsed.error, "") << reply.body;
+  EXPECT_EQ(parsed.types.count("regent_rpc_connections_refused_total"), 0u) << reply.body;
+  EXPECT_EQ(parsed.types.count("regent_rpc_tls_handshake_failures_total"), 0u) << reply.body;
 }
 
 TEST(PrometheusTextParserTest, RefusesMalformedText) {
