@@ -25,6 +25,7 @@ max_len_of() {
     stored_records) echo 8192 ;;
     leader_info) echo 4096 ;;
     rpc_framing) echo 16384 ;;     # many frames; the limit byte makes small caps reachable
+    auth_handshake) echo 4096 ;;   # up to 64 steps per connection, most of a few bytes
     *) echo 8192 ;;
   esac
 }

@@ -1,7 +1,8 @@
 // Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) from the tests'
 // examples and the project's real encoders, so every seed has a source: the JobGraph examples of
 // the format tests and of docs/jobgraph.md, conf/regent.yaml, LeaderInfo/ContenderInfo JSON from
-// toJson, records packed by the real stores, and RPC frames serialized by Cap'n Proto.
+// toJson, records packed by the real stores, RPC frames serialized by Cap'n Proto, and
+// authentication handshakes in the auth_handshake target's step format.
 //
 //   fuzz-seed-generator DIR   (scripts/fuzz.sh --write-seeds runs it on tests/fuzz/corpus)
 #include <capnp/message.h>
@@ -24,6 +25,7 @@
 #include "services/dispatcher/job_graph_spec.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
+#include "tests/fuzz/auth_handshake_input_test_util.h"
 #include "tests/fuzz/memory_record_store_test_util.h"
 #include "tests/services/dispatcher/job_graph_test_util.h"
 
@@ -181,6 +183,62 @@ void rpcFramingSeeds() {
   writeSeed("rpc_framing", "call-over-the-cap", 4, flat(bootstrap) + flat(call));
 }
 
+// Handshakes in the step format of fuzz_auth_handshake.cc: one that succeeds and uses its role,
+// wrong proofs, replays, a certificate role, and a master that does not require authentication.
+void authHandshakeSeeds() {
+  using fuzz::AuthHandshakeInput;
+  using fuzz::AuthSettingsChoice;
+  using fuzz::CertificateChoice;
+  using fuzz::MethodChoice;
+  constexpr uint16_t kReader = static_cast<uint16_t>(wire::Role::READER);
+  constexpr uint16_t kAdmin = static_cast<uint16_t>(wire::Role::ADMIN);
+  constexpr uint16_t kWorker = static_cast<uint16_t>(wire::Role::WORKER);
+  auto seed = [](const std::string& name, const AuthHandshakeInput& input) {
+    writeSeed("auth_handshake", name, 0, input.bytes(), /*withSelector=*/false);
+  };
+
+  seed("valid-handshake",
+       AuthHandshakeInput(AuthSettingsChoice::kRequiredSomeSecrets, CertificateChoice::kNone)
+           .call(0, MethodChoice::kDispatcher)
+           .challenge()
+           .prove(kAdmin, /*key=*/0)
+           .call(1, MethodChoice::kSubmitJob)
+           .call(1, MethodChoice::kHandOver)
+           .call(1, MethodChoice::kUnknownMethod)
+           .call(0, MethodChoice::kLeaderInfo));
+  seed("wrong-proof",
+       AuthHandshakeInput(AuthSettingsChoice::kRequiredAllSecrets, CertificateChoice::kNone)
+           .challenge()
+           .prove(kAdmin, /*key=*/1)
+           .challenge()
+           .prove(kWorker, /*key=*/0, /*nonce=*/0, /*via=*/0, /*clientNonceSize=*/128 + 31)
+           .challenge()
+           .forge(9, "short", "not-a-proof")
+           .call(0, MethodChoice::kHandOver));
+  seed("replay",
+       AuthHandshakeInput(AuthSettingsChoice::kRequiredSomeSecrets, CertificateChoice::kNone)
+           .challenge()
+           .prove(kReader, /*key=*/0)
+           .replay(0)
+           .challenge()
+           .prove(kReader, /*key=*/0, /*nonce=*/1)
+           .call(1, MethodChoice::kListJobs)
+           .call(1, MethodChoice::kCancelJob)
+           .call(1, MethodChoice::kResourceManager));
+  seed("certificate-role",
+       AuthHandshakeInput(AuthSettingsChoice::kRequiredSomeSecrets, CertificateChoice::kRobot)
+           .call(0, MethodChoice::kJobMaster)
+           .call(0, MethodChoice::kDispatcher)
+           .challenge()
+           .prove(kWorker, /*key=*/0));
+  seed("not-required",
+       AuthHandshakeInput(AuthSettingsChoice::kOptional, CertificateChoice::kUnmapped)
+           .call(0, MethodChoice::kSubmitJob)
+           .challenge()
+           .prove(kReader, /*key=*/0)
+           .call(1, MethodChoice::kHandOver, /*epoch=*/2));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,6 +253,7 @@ int main(int argc, char** argv) {
     leaderInfoSeeds();
     storedRecordSeeds();
     rpcFramingSeeds();
+    authHandshakeSeeds();
   } catch (const std::exception& e) {
     std::cerr << "fuzz-seed-generator: " << e.what() << "\n";
     return 1;
