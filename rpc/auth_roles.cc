@@ -164,7 +164,13 @@ class RoleRefusal final : public capnp::Capability::Server {
     context.releaseParams();
     auto schema = servedInterface(interfaceId);
     if (!schema) {
-      counters_.denied(wire::Role::ADMIN);
+      // Not one of regent's interfaces: refused like any call above the role, and counted by
+      // what the connection lacks (no authentication at all, or the admin role default deny asks).
+      if (held_.empty()) {
+        counters_.refusedUnauthenticated();
+      } else {
+        counters_.denied(wire::Role::ADMIN);
+      }
       kj::throwFatalException(KJ_EXCEPTION(FAILED, "permission denied: unknown interface"));
     }
     const wire::Role required = requiredRole(*schema, methodId).value_or(wire::Role::READER);

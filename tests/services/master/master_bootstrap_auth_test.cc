@@ -187,6 +187,24 @@ TEST_F(MasterBootstrapAuthTest, AnUnauthenticatedConnectionGetsOnlyLeaderInfoAnd
   EXPECT_EQ(challenge.getMechanisms().size(), 2u);
 }
 
+// A call on an interface regent does not serve is refused whatever the connection holds, and
+// counted by what it lacks: authentication on an unauthenticated connection, the admin role on
+// an authenticated one.
+TEST_F(MasterBootstrapAuthTest, AnUnknownInterfaceIsRefusedAndCountedByWhatTheConnectionLacks) {
+  constexpr uint64_t kUnknownInterface = 0xdeadbeefcafef00dull;
+  auto unauthenticated = connect();
+  auto request = unauthenticated.typelessRequest(kUnknownInterface, 0, nullptr);
+  EXPECT_ANY_THROW(loop_.run(request.send()));
+  EXPECT_EQ(auth_.unauthenticatedRefusals(), 1u);
+  EXPECT_EQ(auth_.deniedFor(Role::ADMIN), 0u);
+
+  auto reader = as(Role::READER);
+  auto asReader = reader.typelessRequest(kUnknownInterface, 0, nullptr);
+  EXPECT_ANY_THROW(loop_.run(asReader.send()));
+  EXPECT_EQ(auth_.unauthenticatedRefusals(), 1u);
+  EXPECT_EQ(auth_.deniedFor(Role::ADMIN), 1u);
+}
+
 TEST_F(MasterBootstrapAuthTest, AReaderMayListButNotSubmitCancelOrHandOver) {
   auto reader = as(Role::READER);
   EXPECT_TRUE(peer_.gate->authenticated());
