@@ -41,6 +41,7 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_server.h"
 #include "services/master/master_bootstrap.h"
+#include "tests/services/master/counting_dispatcher_test_util.h"
 #include "tests/fuzz/auth_handshake_input_test_util.h"
 
 namespace {
@@ -65,22 +66,6 @@ void check(bool holds, const char* what) {
 
 // ---- The master ------------------------------------------------------------------------------
 
-// Counts the Dispatcher calls that reached a handler.
-class CountingDispatcher final : public wire::DispatcherGateway::Server {
- public:
-  explicit CountingDispatcher(uint64_t& reached) : reached_(reached) {}
-  kj::Promise<void> submitJob(SubmitJobContext) override { return reached(); }
-  kj::Promise<void> cancelJob(CancelJobContext) override { return reached(); }
-  kj::Promise<void> listJobs(ListJobsContext) override { return reached(); }
-
- private:
-  kj::Promise<void> reached() {
-    ++reached_;
-    return kj::READY_NOW;
-  }
-  uint64_t& reached_;
-};
-
 // A master leading kEpoch whose term is ready; counts the hand-overs and Dispatcher calls that
 // reached it (a hand-over leaves it leading, so every input meets the same master).
 class LeadingMaster final : public master::MasterBootstrapHost {
@@ -88,7 +73,8 @@ class LeadingMaster final : public master::MasterBootstrapHost {
   LeadingMaster() : term_(kj::heap<rpc::LeadershipTerm>(kEpoch, fencing)) {
     self_.masterId = "fuzz-master";
     self_.rpcAddress = "127.0.0.1:6123";
-    gateway_ = term_->serve<wire::DispatcherGateway>(kj::heap<CountingDispatcher>(dispatcherCalls));
+    gateway_ = term_->serve<wire::DispatcherGateway>(
+        kj::heap<regent::testing::CountingDispatcher>(dispatcherCalls));
     term_->markReady();
   }
   ~LeadingMaster() noexcept override = default;

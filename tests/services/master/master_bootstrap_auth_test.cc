@@ -10,6 +10,7 @@
 #include "common/event_loop.h"
 #include "rpc/auth_proof.h"
 #include "services/master/master_bootstrap.h"
+#include "tests/services/master/counting_dispatcher_test_util.h"
 
 namespace regent::master {
 namespace {
@@ -20,28 +21,12 @@ using wire::Role;
 
 constexpr uint64_t kEpoch = 7;
 
-// Counts the calls that reached it.
-class RecordingDispatcher final : public DispatcherGateway::Server {
- public:
-  explicit RecordingDispatcher(int& reached) : reached_(reached) {}
-  kj::Promise<void> submitJob(SubmitJobContext) override { return reached(); }
-  kj::Promise<void> cancelJob(CancelJobContext) override { return reached(); }
-  kj::Promise<void> listJobs(ListJobsContext) override { return reached(); }
-
- private:
-  kj::Promise<void> reached() {
-    ++reached_;
-    return kj::READY_NOW;
-  }
-  int& reached_;
-};
-
 class LeadingHost final : public MasterBootstrapHost {
  public:
-  LeadingHost(rpc::FencingCounters& counters, int& reached)
+  LeadingHost(rpc::FencingCounters& counters, uint64_t& reached)
       : term_(kj::heap<rpc::LeadershipTerm>(kEpoch, counters)) {
     self_.masterId = "self";
-    gateway_ = term_->serve<DispatcherGateway>(kj::heap<RecordingDispatcher>(reached));
+    gateway_ = term_->serve<DispatcherGateway>(kj::heap<testing::CountingDispatcher>(reached));
     term_->markReady();
   }
   ~LeadingHost() noexcept override = default;
@@ -155,7 +140,7 @@ class MasterBootstrapAuthTest : public ::testing::Test {
   rpc::FencingCounters fencing_;
   rpc::AuthCounters auth_;
   rpc::ServerAuthSettings settings_;
-  int reached_ = 0;
+  uint64_t reached_ = 0;
   LeadingHost host_{fencing_, reached_};
   rpc::RpcPeer peer_;
   std::string lastServerNonce_;
@@ -212,7 +197,7 @@ TEST_F(MasterBootstrapAuthTest, AReaderMayListButNotSubmitCancelOrHandOver) {
   ASSERT_FALSE(gateway.hasFailure());
   auto dispatcherCap = gateway.getDispatcher();
   EXPECT_FALSE(list(dispatcherCap).hasFailure());
-  EXPECT_EQ(reached_, 1);
+  EXPECT_EQ(reached_, 1u);
 
   auto submitted = submit(dispatcherCap);
   ASSERT_TRUE(submitted.hasFailure());
@@ -228,7 +213,7 @@ TEST_F(MasterBootstrapAuthTest, AReaderMayListButNotSubmitCancelOrHandOver) {
   ASSERT_TRUE(handedOver.hasFailure());
   EXPECT_EQ(handedOver.getFailure().getPermissionDenied().getRequired(), Role::ADMIN);
   EXPECT_EQ(host_.handOvers, 0);
-  EXPECT_EQ(reached_, 1);
+  EXPECT_EQ(reached_, 1u);
   EXPECT_EQ(auth_.deniedFor(Role::ADMIN), 3u);
   EXPECT_EQ(auth_.successes().at("secret"), 1u);
 }
@@ -249,7 +234,7 @@ TEST_F(MasterBootstrapAuthTest, AnAdminSubmitsCancelsAndHandsOver) {
   EXPECT_FALSE(submit(dispatcherCap).hasFailure());
   EXPECT_FALSE(cancel(dispatcherCap).hasFailure());
   EXPECT_FALSE(list(dispatcherCap).hasFailure());
-  EXPECT_EQ(reached_, 3);
+  EXPECT_EQ(reached_, 3u);
   EXPECT_FALSE(handOver(admin).hasFailure());
   EXPECT_EQ(host_.handOvers, 1);
 }
@@ -303,7 +288,7 @@ TEST_F(MasterBootstrapAuthTest, ARolesGatewayIsStillRevokedWhenTheTermEnds) {
   ASSERT_TRUE(after.hasFailure());
   ASSERT_TRUE(after.getFailure().isFencing());
   EXPECT_EQ(after.getFailure().getFencing().getExpected(), 0u);
-  EXPECT_EQ(reached_, 0);
+  EXPECT_EQ(reached_, 0u);
 }
 
 TEST_F(MasterBootstrapAuthTest, WithoutRequiredAuthenticationEveryConnectionMayDoEverything) {
