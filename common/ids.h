@@ -1,4 +1,4 @@
-// Typed 128-bit identifiers (JobId, AllocationId, ResourceId, AttemptId): random, printed as
+// Typed 128-bit identifiers (JobId, AllocationId, ResourceId, AttemptId, RegistrationId): random, printed as
 // 32 lowercase hex digits, and distinct types so one cannot be passed for another.
 #pragma once
 
@@ -51,5 +51,6 @@ using JobId = Id128<struct JobIdTag>;
 using AllocationId = Id128<struct AllocationIdTag>;
 using ResourceId = Id128<struct ResourceIdTag>;
 using AttemptId = Id128<struct AttemptIdTag>;
+using RegistrationId = Id128<struct RegistrationIdTag>;
 
 }  // namespace regent

@@ -359,7 +359,26 @@ std::vector<OptionSpec> buildRegistry() {
              positiveDuration()),
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
       option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers.", positiveNumber()),
-      option("worker.slot-memory", kSize, "1GiB", "Memory each slot offers."),
+      option("worker.slot-memory", kSize, "1GiB", "Memory each slot offers.",
+             sizeRange(1024 * 1024, uint64_t{1} << 50, "1MiB", "1PiB")),
+      option("worker.data-dir", kString, "regent-worker",
+             "Directory where a worker keeps its resource id (so a restarted worker is "
+             "recognised) and its lock; one live worker per directory. Relative paths start at "
+             "the working directory."),
+      option("worker.advertised-host", kString, "",
+             "Host name a worker gives the leader in its registration (regentctl workers); "
+             "empty: the local host name."),
+      option("worker.http.bind", kString, "0.0.0.0:8082",
+             "Address a worker's HTTP server (health, readiness, metrics) listens on; port 0 "
+             "picks a free port.",
+             hostPort(false, true)),
+      option("cluster.registration.initial-timeout", kDuration, "100ms",
+             "Workers: the first wait before registering with the leader again after a failed "
+             "attempt; later waits double, with jitter, up to "
+             "cluster.registration.max-timeout.",
+             positiveDuration()),
+      option("cluster.registration.max-timeout", kDuration, "30s",
+             "Workers: the longest wait between two registration attempts.", positiveDuration()),
       enumOption("log.level", {"trace", "debug", "info", "warn", "error", "off"}, "info",
                  "Lowest level of the log lines written."),
       enumOption("log.format", {"text", "json"}, "text",
@@ -382,6 +401,12 @@ std::vector<OptionRule> buildRules() {
        "heartbeat.timeout must exceed heartbeat.interval",
        [](const Config& config) {
          return config.getDuration("heartbeat.timeout") > config.getDuration("heartbeat.interval");
+       }},
+      {{"cluster.registration.max-timeout", "cluster.registration.initial-timeout"},
+       "cluster.registration.max-timeout must be at least cluster.registration.initial-timeout",
+       [](const Config& config) {
+         return config.getDuration("cluster.registration.max-timeout") >=
+                config.getDuration("cluster.registration.initial-timeout");
        }},
       {{"rpc.reconnect.max", "rpc.reconnect.initial"},
        "rpc.reconnect.max must be at least rpc.reconnect.initial",

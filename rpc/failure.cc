@@ -42,6 +42,44 @@ void alreadyExists(wire::Failure::Builder failure, const JobId& job, const std::
   wire::setWireId(failure.initAlreadyExists().initJob(), job);
 }
 
+void notFound(wire::Failure::Builder failure, const AllocationId& allocation,
+              const std::string& message) {
+  failure.setMessage(message);
+  wire::setWireId(failure.initNotFound().initAllocation(), allocation);
+}
+
+void notFound(wire::Failure::Builder failure, const AttemptId& attempt,
+              const std::string& message) {
+  failure.setMessage(message);
+  wire::setWireId(failure.initNotFound().initAttempt(), attempt);
+}
+
+void notFoundSlot(wire::Failure::Builder failure, const ResourceId& taskExecutor,
+                  uint32_t slotIndex, const std::string& message) {
+  failure.setMessage(message);
+  auto slot = failure.initNotFound().initSlot();
+  wire::setWireId(slot.initResourceId(), taskExecutor);
+  slot.setSlotIndex(slotIndex);
+}
+
+void alreadyExists(wire::Failure::Builder failure, const ResourceId& taskExecutor,
+                   const std::string& message) {
+  failure.setMessage(message);
+  wire::setWireId(failure.initAlreadyExists().initTaskExecutor(), taskExecutor);
+}
+
+void notRegistered(wire::Failure::Builder failure, const ResourceId& taskExecutor,
+                   const std::string& message) {
+  failure.setMessage(message);
+  wire::setWireId(failure.initNotRegistered().initTaskExecutor(), taskExecutor);
+}
+
+void notRegistered(wire::Failure::Builder failure, const JobId& jobMaster,
+                   const std::string& message) {
+  failure.setMessage(message);
+  wire::setWireId(failure.initNotRegistered().initJob(), jobMaster);
+}
+
 void failedPrecondition(wire::Failure::Builder failure, const std::string& message) {
   failure.setMessage(message);
   failure.setFailedPrecondition();

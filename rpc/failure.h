@@ -35,6 +35,21 @@ void invalidArgument(wire::Failure::Builder failure, const std::string& field,
                      const std::string& fieldMessage, const std::string& message);
 void notFound(wire::Failure::Builder failure, const JobId& job, const std::string& message);
 void alreadyExists(wire::Failure::Builder failure, const JobId& job, const std::string& message);
+// The same for the other entities a Failure can name (EntityRef).
+void notFound(wire::Failure::Builder failure, const AllocationId& allocation,
+              const std::string& message);
+void notFound(wire::Failure::Builder failure, const AttemptId& attempt,
+              const std::string& message);
+void notFoundSlot(wire::Failure::Builder failure, const ResourceId& taskExecutor,
+                  uint32_t slotIndex, const std::string& message);
+void alreadyExists(wire::Failure::Builder failure, const ResourceId& taskExecutor,
+                   const std::string& message);
+// The caller is not registered with the callee in this term: a TaskExecutor (by its resource
+// id) or a JobMaster (by its job id). It registers again, then makes a new call.
+void notRegistered(wire::Failure::Builder failure, const ResourceId& taskExecutor,
+                   const std::string& message);
+void notRegistered(wire::Failure::Builder failure, const JobId& jobMaster,
+                   const std::string& message);
 void failedPrecondition(wire::Failure::Builder failure, const std::string& message);
 void tooLarge(wire::Failure::Builder failure, uint64_t sizeBytes, uint64_t limitBytes,
               const std::string& message);

@@ -21,7 +21,7 @@ using Jobs.TaskExecutionState;
 
 struct TaskExecutorRegistration {
   # What a worker tells the ResourceManager about itself when it registers.
-  resourceId @0 :ResourceId;            # new per worker process start
+  resourceId @0 :ResourceId;            # the worker's, kept in worker.data-dir across restarts
   host @1 :Text;
   dataAddress @2 :Text;                 # "host:port" where the worker serves task logs/files
   httpAddress @3 :Text;                 # "host:port" of the worker's HTTP listener

@@ -18,7 +18,7 @@ struct Id128 {
 # code reads regent::wire::Id128 and converts it to the typed ids of common/ids.h.
 using JobId = Id128;           # one submitted job, chosen by the submitter (idempotent submit)
 using AllocationId = Id128;    # one allocation of one slot for one job, chosen by the SlotManager
-using ResourceId = Id128;      # one TaskExecutor process incarnation, chosen by the worker at start
+using ResourceId = Id128;      # one worker, chosen at its first start and kept in its data dir
 using AttemptId = Id128;       # one execution attempt of one subtask, chosen by the JobMaster
 using RegistrationId = Id128;  # one registration of a TaskExecutor at a ResourceManager term
 

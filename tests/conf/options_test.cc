@@ -74,6 +74,11 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "worker.slots",
                                             "worker.slot-cpu",
                                             "worker.slot-memory",
+                                            "worker.data-dir",
+                                            "worker.advertised-host",
+                                            "worker.http.bind",
+                                            "cluster.registration.initial-timeout",
+                                            "cluster.registration.max-timeout",
                                             "log.level",
                                             "log.format"}));
 }
@@ -311,7 +316,8 @@ TEST(OptionValues, TypeDescriptionsNameTheConstraint) {
   EXPECT_EQ(describeOptionType(spec("ha.mode")), "one of zookeeper, standalone");
   EXPECT_EQ(describeOptionType(spec("ha.zookeeper.auth")), "user:password or empty, secret");
   EXPECT_EQ(describeOptionType(spec("store.rocksdb.path")), "string");
-  EXPECT_EQ(describeOptionType(spec("worker.slot-memory")), "size");
+  EXPECT_EQ(describeOptionType(spec("worker.slot-memory")), "size, 1MiB..1PiB");
+  EXPECT_EQ(describeOptionType(spec("heartbeat.interval")), "duration, > 0");
 }
 
 }  // namespace

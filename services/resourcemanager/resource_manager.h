@@ -1,0 +1,92 @@
+// The ResourceManager of one leadership term: the ResourceManagerGateway workers and JobMasters
+// call, the SlotManager it feeds, the heartbeats to every registered worker (through the
+// TaskExecutorGateway each worker handed over on its own connection), and the calls that carry
+// out the SlotManager's decisions (requestSlot, freeSlot). Built per term by the LeaderTerm and
+// served through rpc::LeadershipTerm::serve, which checks the epoch before any handler runs.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "common/task_errors.h"
+#include "common/time.h"
+#include "rpc/schema/gateways.capnp.h"
+#include "services/resourcemanager/slot_manager.h"
+
+namespace regent::resourcemanager {
+
+struct ResourceManagerOptions {
+  Duration heartbeatInterval{2000};  // heartbeat.interval: RM -> worker heartbeat period.
+  Duration heartbeatTimeout{10000};  // heartbeat.timeout: silence after which a worker goes.
+  // Bound of each call to a worker (requestSlot, freeSlot, heartbeat, the liveness probe of a
+  // worker whose resource id a new registration claims); rpc.call-timeout.
+  Duration callTimeout{10000};
+  std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+  // Log an event line per registration / slot report / removal (docs/operations.md). The event
+  // lines are what the slot-rebuild benchmark reads.
+  bool logEvents = true;
+};
+
+// Counts kept across terms (the master owns them; /metrics reads them).
+struct ResourceManagerCounters {
+  uint64_t heartbeatTimeouts = 0;      // regent_worker_heartbeat_timeouts_total
+  uint64_t registrations = 0;          // accepted registerTaskExecutor calls
+  uint64_t registrationsRefused = 0;   // a second live worker with the same resource id
+};
+
+// Loop-thread only. `timer` and `counters` must outlive it. Destroying it cancels its heartbeat
+// loop and every call it has in flight to workers; it calls nothing on destruction (the term is
+// over: the next leader's workers re-register there).
+class ResourceManager final {
+ public:
+  ResourceManager(kj::Timer& timer, uint64_t epoch, ResourceManagerCounters& counters,
+                  ResourceManagerOptions options);
+  ~ResourceManager() noexcept;
+  ResourceManager(const ResourceManager&) = delete;
+  ResourceManager& operator=(const ResourceManager&) = delete;
+
+  // The gateway's handlers, for rpc::LeadershipTerm::serve<wire::ResourceManagerGateway>.
+  // They must not outlive this object (the term drops them before destroying it).
+  //
+  // registerTaskExecutor: a registration whose resource id is held by another live worker (a
+  // different host or pid whose TaskExecutorGateway still answers a heartbeat within
+  // callTimeout) is refused with alreadyExists naming both hosts and pids; a dead or same
+  // process holder is replaced. sendSlotReport / heartbeat: notRegistered for an unknown or
+  // replaced registration. declareRequiredResources: invalidArgument for a requirement no
+  // registered worker can fit, notRegistered for a JobMaster that did not register.
+  // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers.
+  kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer();
+
+  // Starts the heartbeat loop (every heartbeatInterval: heartbeat every registered worker,
+  // expire those silent for heartbeatTimeout; each expiry counted, logged, and the worker told
+  // with TaskExecutorGateway.disconnect, best effort). Call once.
+  void start();
+
+  uint64_t epoch() const { return epoch_; }
+  const SlotManager& slotManager() const { return slots_; }
+  SlotCounts counts() const { return slots_.counts(); }
+
+  // Every registered worker with its latest slot report, for DispatcherGateway.listTaskExecutors
+  // (regentctl workers / slots) and /v1/workers; in resource id order.
+  void listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const;
+
+ private:
+  class Gateway;
+  struct Connection;  // A worker's TaskExecutorGateway and its registration id.
+
+  kj::Timer& timer_;
+  const uint64_t epoch_;
+  ResourceManagerCounters& counters_;
+  const ResourceManagerOptions options_;
+  SlotManager slots_;
+  std::map<ResourceId, kj::Own<Connection>> connections_;
+  TaskFailureLogger errorLogger_{"resource manager"};
+  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+};
+
+}  // namespace regent::resourcemanager

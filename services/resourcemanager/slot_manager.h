@@ -1,0 +1,189 @@
+// The SlotManager: the leader's table of registered workers and their slots (free, or allocated
+// to a job under an allocation id), built from registrations and slot reports alone, and the
+// matching of JobMasters' declared requirements to free slots. Pure logic: no RPC, no timers.
+// The ResourceManager (resource_manager.h) feeds it what arrives and carries out what it decides.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/result.h"
+#include "common/time.h"
+
+namespace regent::resourcemanager {
+
+// What a slot offers or a subtask needs (wire::ResourceProfile).
+struct Profile {
+  uint32_t cpuMillis = 0;
+  uint64_t memoryBytes = 0;
+
+  // Every component of this (offered) profile is at least `required`'s.
+  bool fits(const Profile& required) const {
+    return cpuMillis >= required.cpuMillis && memoryBytes >= required.memoryBytes;
+  }
+  auto operator<=>(const Profile&) const = default;
+};
+
+// "cpu=1.000 memory=1GiB", for messages.
+std::string describe(const Profile& profile);
+
+// One slot as the SlotManager holds it.
+struct Slot {
+  uint32_t index = 0;
+  Profile profile;
+  // Free when unset. Set by a report, or by match() (then `pending` until the worker confirms).
+  std::optional<AllocationId> allocation;
+  std::optional<JobId> job;
+  std::vector<AttemptId> runningAttempts;  // As last reported.
+  // Allocated by match(); requestSlot not yet answered by the worker.
+  bool pending = false;
+};
+
+// What a worker said about itself in registerTaskExecutor (wire::TaskExecutorRegistration).
+struct WorkerRegistration {
+  ResourceId resourceId;
+  std::string host;
+  std::string dataAddress;
+  std::string httpAddress;
+  std::string version;
+  uint32_t pid = 0;
+  int64_t startedAtMs = 0;
+  uint32_t numberOfSlots = 0;
+  Profile slotProfile;
+  Profile totalProfile;
+};
+
+// One registered worker.
+struct Worker {
+  WorkerRegistration registration;
+  RegistrationId registrationId;
+  int64_t registeredAtMs = 0;      // Unix ms, for people.
+  int64_t lastHeartbeatAtMs = 0;   // Unix ms of the last heartbeat or report; for people.
+  MonoTime lastHeard;              // For the heartbeat timeout.
+  bool reported = false;           // A slot report arrived for this registration.
+  std::vector<Slot> slots;         // One per index; empty until the first report.
+};
+
+// One slot a worker reports (wire::SlotStatus).
+struct ReportedSlot {
+  uint32_t index = 0;
+  Profile profile;
+  std::optional<AllocationId> allocation;
+  std::optional<JobId> job;
+  std::vector<AttemptId> runningAttempts;
+};
+
+// `count` slots that each fit `profile` (wire::ResourceRequirement).
+struct Requirement {
+  Profile profile;
+  uint32_t count = 0;
+};
+
+// A slot match() allocated: the ResourceManager calls requestSlot on the worker with it, then
+// tells the SlotManager the outcome (confirmed / requestFailed).
+struct SlotRequest {
+  ResourceId worker;
+  uint32_t slotIndex = 0;
+  JobId job;
+  AllocationId allocation;
+  Profile profile;  // The slot's profile (what requestSlot carries).
+};
+
+// An allocation to release on a worker (freeSlot), e.g. after disconnectJob.
+struct SlotRelease {
+  ResourceId worker;
+  AllocationId allocation;
+};
+
+struct SlotCounts {
+  size_t workers = 0;    // Registered (reported or not).
+  size_t reported = 0;   // Registered and reported at least once.
+  size_t total = 0;      // Slots of reported workers.
+  size_t free = 0;
+  size_t allocated = 0;  // Includes pending.
+  size_t pending = 0;
+};
+
+// Why a registration was refused or a call names an unknown caller.
+enum class SlotError {
+  kNotRegistered,   // Unknown resource id, or a registration id that is not the current one.
+  kInvalidArgument, // A requirement no registered worker can fit; a malformed report.
+};
+struct SlotFailure {
+  SlotError error;
+  std::string message;  // One line naming what is wrong.
+  std::string field;    // kInvalidArgument: the offending field ("requirements[1].profile").
+};
+
+// Thread-safety: none (the loop thread owns it). Time comes in as arguments.
+class SlotManager final {
+ public:
+  // Adds or replaces the worker `registration.resourceId` with a fresh registration id; a
+  // replaced worker's slots are dropped until the new registration reports (the report is the
+  // truth). Whether a second live worker may claim the id is the ResourceManager's decision,
+  // made before this is called.
+  RegistrationId registerWorker(const WorkerRegistration& registration, MonoTime now,
+                                int64_t nowMs);
+
+  // The worker's slots become exactly `slots` ("the report wins"): allocations it lists are
+  // kept under their ids (after a failover this rebuilds the table), slots it lists free are
+  // free (a pending allocation the worker does not list yet stays pending). Counts as a
+  // heartbeat. kNotRegistered unless `registrationId` is the worker's current one;
+  // kInvalidArgument when an index repeats or is >= numberOfSlots.
+  std::optional<SlotFailure> applyReport(const ResourceId& worker,
+                                         const RegistrationId& registrationId,
+                                         const std::vector<ReportedSlot>& slots, MonoTime now,
+                                         int64_t nowMs);
+  // A heartbeat: refreshes lastHeard and applies the report it carries like applyReport (for
+  // the worker's current registration). kNotRegistered for an unknown worker.
+  std::optional<SlotFailure> heartbeat(const ResourceId& worker,
+                                       const std::vector<ReportedSlot>& slots, MonoTime now,
+                                       int64_t nowMs);
+
+  // Removes the worker and its slots; false when unknown. Requirements its allocations served
+  // become unmet again (the next match() may allocate elsewhere).
+  bool removeWorker(const ResourceId& worker);
+  // Workers not heard of for longer than `timeout` at `now`, removed; in no particular order.
+  std::vector<ResourceId> expire(MonoTime now, Duration timeout);
+
+  // JobMasters.
+  void registerJob(const JobId& job);
+  bool jobRegistered(const JobId& job) const;
+  // Replaces the job's requirements. kNotRegistered if the job is not registered;
+  // kInvalidArgument when at least one worker is registered and none offers a slot profile that
+  // fits a requirement (named by its index). With no worker registered a requirement waits.
+  std::optional<SlotFailure> declare(const JobId& job, const std::vector<Requirement>& needs);
+  // Drops the job's requirements and its registration; returns its allocations to free.
+  std::vector<SlotRelease> disconnectJob(const JobId& job);
+
+  // Allocates free slots of reported workers to unmet requirements (first fit, workers in
+  // registration order) and marks them pending. The caller sends requestSlot for each.
+  std::vector<SlotRequest> match();
+  // The worker accepted requestSlot: the slot is allocated for good.
+  void confirmed(const SlotRequest& request);
+  // requestSlot failed: the slot is free again unless a report since says otherwise; the
+  // requirement is unmet again.
+  void requestFailed(const SlotRequest& request);
+
+  // Reads.
+  const std::map<ResourceId, Worker>& workers() const { return workers_; }
+  const Worker* worker(const ResourceId& id) const;
+  SlotCounts counts() const;
+  // Slots the job still needs beyond what it holds or has pending, summed over requirements.
+  uint32_t unmet(const JobId& job) const;
+
+ private:
+  struct Job {
+    std::vector<Requirement> needs;
+  };
+  std::map<ResourceId, Worker> workers_;
+  std::vector<ResourceId> registrationOrder_;
+  std::map<JobId, Job> jobs_;
+};
+
+}  // namespace regent::resourcemanager
