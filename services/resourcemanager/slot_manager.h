@@ -167,8 +167,9 @@ class SlotManager final {
   // registration order) and marks them pending. The caller sends requestSlot for each.
   // A job's held slots (allocated or pending, wherever they came from: match() or a report)
   // count toward its requirements greedily, requirements in declaration order, each slot once
-  // and only toward a requirement its profile fits. Cheap when nothing is unmet or free: the
-  // ResourceManager runs it after every report.
+  // and only toward a requirement its profile fits. Returns at once when nothing that could
+  // change its outcome happened since the last call (a heartbeat that repeats the table changes
+  // nothing), so the ResourceManager runs it after every report.
   std::vector<SlotRequest> match();
   // The worker accepted requestSlot: the slot is allocated for good.
   void confirmed(const SlotRequest& request);
@@ -208,6 +209,8 @@ class SlotManager final {
   std::map<JobId, Job> jobs_;
   std::map<JobId, HeldByProfile> held_;
   SlotCounts counts_;  // `workers` kept by registerWorker / dropRegistration, the rest by account.
+  // Something match() depends on changed since it last ran (slots, holdings, requirements).
+  bool matchDue_ = false;
 };
 
 }  // namespace regent::resourcemanager
