@@ -8,11 +8,15 @@
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <kj/debug.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/event_line.h"
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
@@ -561,6 +565,64 @@ TEST_F(ResourceManagerTest, ACallWithAnotherEpochIsFencedBeforeAnyHandler) {
   ASSERT_TRUE(fenced.hasFailure());
   EXPECT_TRUE(fenced.getFailure().isFencing());
   EXPECT_EQ(manager_->counts().workers, 0u);
+}
+
+// The fields of every line of `log` holding `event`.
+std::vector<EventFields> eventsIn(const std::string& log, std::string_view event) {
+  std::vector<EventFields> found;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (auto fields = parseEventLine(line, event)) found.push_back(*fields);
+  }
+  return found;
+}
+
+TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRemovals) {
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
+
+  FakeWorker first;
+  FakeWorker second;
+  const WorkerIdentity a{.id = ResourceId::random(), .slots = 2};
+  const WorkerIdentity b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
+  const RegistrationId registration = registerAndReport(a, first);
+  ASSERT_FALSE(report(a, registration, {{0, JobId::random(), AllocationId::random()}})
+                   .hasFailure());
+  ASSERT_FALSE(heartbeat(a).hasFailure());
+  registerAndReport(b, second);
+  registerAndReport(b, second);  // The same process again: replaces its registration.
+
+  auto registered = eventsIn(log.str(), "worker registered");
+  ASSERT_EQ(registered.size(), 3u) << log.str();
+  EXPECT_EQ(registered[0].getUint("epoch"), kEpoch);
+  EXPECT_EQ(registered[0].get("resource_id"), a.id.toHex());
+  EXPECT_EQ(registered[0].get("registration_id"), registration.toHex());
+  EXPECT_EQ(registered[0].get("host"), "host-a");
+  EXPECT_EQ(registered[0].getUint("pid"), 100u);
+  EXPECT_EQ(registered[0].getUint("slots"), 2u);
+  EXPECT_EQ(registered[0].get("replaced"), "false");
+  EXPECT_EQ(registered[2].get("replaced"), "true");
+  EXPECT_TRUE(registered[0].get("mono_us").has_value());
+  EXPECT_TRUE(registered[0].get("wall_ms").has_value());
+
+  auto reports = eventsIn(log.str(), "slot report");
+  ASSERT_EQ(reports.size(), 3u) << "one per registration, not per report or heartbeat";
+  EXPECT_EQ(reports[0].get("resource_id"), a.id.toHex());
+  EXPECT_EQ(reports[0].getUint("slots"), 2u);
+  EXPECT_EQ(reports[0].getUint("allocated"), 0u);
+  EXPECT_EQ(reports[0].getUint("workers_reported"), 1u);
+  EXPECT_EQ(reports[0].getUint("slots_total"), 2u);
+  EXPECT_EQ(reports[1].getUint("workers_reported"), 2u);
+  EXPECT_EQ(reports[1].getUint("slots_total"), 5u);
+  EXPECT_EQ(reports[2].getUint("workers_reported"), 2u) << "the replaced registration left";
+
+  auto removed = eventsIn(log.str(), "worker removed");
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].get("resource_id"), b.id.toHex());
+  EXPECT_EQ(removed[0].get("reason"), "replaced by a new registration");
 }
 
 }  // namespace
