@@ -139,8 +139,7 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
   Worker& worker = it->second;
   if (worker.registrationId != registrationId) {
     return notRegistered("registration id " + registrationId.toHex() + " of resource id " +
-                         workerId.toHex() +
-                         " is not its current registration; register again");
+                         workerId.toHex() + " is not its current registration; register again");
   }
   // Validate before touching anything: a malformed report leaves the table as it was.
   std::vector<bool> seen(worker.registration.numberOfSlots, false);
@@ -153,8 +152,7 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
                                         std::to_string(worker.registration.numberOfSlots));
     }
     if (seen[index]) {
-      return invalidArgument(field, "slot index " + std::to_string(index) +
-                                        " is reported twice");
+      return invalidArgument(field, "slot index " + std::to_string(index) + " is reported twice");
     }
     seen[index] = true;
   }
@@ -171,9 +169,9 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
       slot.job = reported.job;
     } else {
       // A pending allocation the worker has not taken yet (requestSlot in flight) stays pending.
-      auto previous = std::lower_bound(
-          worker.slots.begin(), worker.slots.end(), reported.index,
-          [](const Slot& held, uint32_t index) { return held.index < index; });
+      auto previous =
+          std::lower_bound(worker.slots.begin(), worker.slots.end(), reported.index,
+                           [](const Slot& held, uint32_t index) { return held.index < index; });
       if (previous != worker.slots.end() && previous->index == reported.index &&
           previous->pending) {
         slot.allocation = previous->allocation;
@@ -254,10 +252,9 @@ std::optional<SlotFailure> SlotManager::declare(const JobId& job,
         offered += "(" + describe(profile) + ")";
       }
       const std::string field = "requirements[" + std::to_string(i) + "].profile";
-      return invalidArgument(field, "requirement " + std::to_string(i) + " (" +
-                                        describe(needs[i].profile) +
-                                        ") fits no slot a registered worker offers (" +
-                                        offered + ")");
+      return invalidArgument(
+          field, "requirement " + std::to_string(i) + " (" + describe(needs[i].profile) +
+                     ") fits no slot a registered worker offers (" + offered + ")");
     }
   }
   it->second.needs = needs;

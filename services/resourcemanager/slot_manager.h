@@ -62,11 +62,11 @@ struct WorkerRegistration {
 struct Worker {
   WorkerRegistration registration;
   RegistrationId registrationId;
-  int64_t registeredAtMs = 0;      // Unix ms, for people.
-  int64_t lastHeartbeatAtMs = 0;   // Unix ms of the last heartbeat or report; for people.
-  MonoTime lastHeard;              // For the heartbeat timeout.
-  bool reported = false;           // A slot report arrived for this registration.
-  std::vector<Slot> slots;         // One per index; empty until the first report.
+  int64_t registeredAtMs = 0;     // Unix ms, for people.
+  int64_t lastHeartbeatAtMs = 0;  // Unix ms of the last heartbeat or report; for people.
+  MonoTime lastHeard;             // For the heartbeat timeout.
+  bool reported = false;          // A slot report arrived for this registration.
+  std::vector<Slot> slots;        // One per index; empty until the first report.
 };
 
 // One slot a worker reports (wire::SlotStatus).
@@ -101,9 +101,9 @@ struct SlotRelease {
 };
 
 struct SlotCounts {
-  size_t workers = 0;    // Registered (reported or not).
-  size_t reported = 0;   // Registered and reported at least once.
-  size_t total = 0;      // Slots of reported workers.
+  size_t workers = 0;   // Registered (reported or not).
+  size_t reported = 0;  // Registered and reported at least once.
+  size_t total = 0;     // Slots of reported workers.
   size_t free = 0;
   size_t allocated = 0;  // Includes pending.
   size_t pending = 0;
@@ -111,8 +111,8 @@ struct SlotCounts {
 
 // Why a registration was refused or a call names an unknown caller.
 enum class SlotError {
-  kNotRegistered,   // Unknown resource id, or a registration id that is not the current one.
-  kInvalidArgument, // A requirement no registered worker can fit; a malformed report.
+  kNotRegistered,    // Unknown resource id, or a registration id that is not the current one.
+  kInvalidArgument,  // A requirement no registered worker can fit; a malformed report.
 };
 struct SlotFailure {
   SlotError error;

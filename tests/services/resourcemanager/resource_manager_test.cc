@@ -100,8 +100,7 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
       case FakeWorker::Mode::kAnswers:
         return std::nullopt;
       case FakeWorker::Mode::kDisconnected:
-        return kj::Promise<void>(
-            KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone"));
+        return kj::Promise<void>(KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone"));
       case FakeWorker::Mode::kSilent:
         return kj::Promise<void>(kj::NEVER_DONE);
     }
@@ -250,9 +249,9 @@ class ResourceManagerTest : public ::testing::Test {
   };
   std::unique_ptr<Listed> list() {
     auto listed = std::make_unique<Listed>();
-    auto out = listed->message.getRoot<capnp::AnyPointer>()
-                   .initAs<capnp::List<wire::TaskExecutorInfo>>(
-                       static_cast<uint32_t>(manager_->counts().workers));
+    auto out =
+        listed->message.getRoot<capnp::AnyPointer>().initAs<capnp::List<wire::TaskExecutorInfo>>(
+            static_cast<uint32_t>(manager_->counts().workers));
     manager_->listTaskExecutors(out);
     listed->workers = out.asReader();
     return listed;
@@ -589,8 +588,8 @@ TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRe
   const WorkerIdentity a{.id = ResourceId::random(), .slots = 2};
   const WorkerIdentity b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
   const RegistrationId registration = registerAndReport(a, first);
-  ASSERT_FALSE(report(a, registration, {{0, JobId::random(), AllocationId::random()}})
-                   .hasFailure());
+  ASSERT_FALSE(
+      report(a, registration, {{0, JobId::random(), AllocationId::random()}}).hasFailure());
   ASSERT_FALSE(heartbeat(a).hasFailure());
   registerAndReport(b, second);
   registerAndReport(b, second);  // The same process again: replaces its registration.
