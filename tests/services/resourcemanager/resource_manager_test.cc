@@ -2,10 +2,12 @@
 // call it, with fake TaskExecutorGateways that record the calls the ResourceManager makes and a
 // kj::TimerImpl advanced by hand: registration and listing, heartbeat expiry, a second live
 // worker with the same resource id refused, a dead or silent holder replaced, requestSlot for a
-// declared requirement, and the failures for stale registrations and unfittable requirements.
+// declared requirement, and the failures for stale registrations and unfittable requirements;
+// one test over a real two-party connection whose worker end goes away.
 #include "services/resourcemanager/resource_manager.h"
 
 #include <capnp/message.h>
+#include <capnp/rpc-twoparty.h>
 #include <gtest/gtest.h>
 #include <kj/debug.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -564,6 +566,65 @@ TEST_F(ResourceManagerTest, ACallWithAnotherEpochIsFencedBeforeAnyHandler) {
   ASSERT_TRUE(fenced.hasFailure());
   EXPECT_TRUE(fenced.getFailure().isFencing());
   EXPECT_EQ(manager_->counts().workers, 0u);
+}
+
+// A worker's own connection to the master, as regent-worker has: the ResourceManagerGateway
+// bootstrapped over a Cap'n Proto two-party connection, its TaskExecutorGateway passed back on it.
+struct WorkerConnection {
+  WorkerConnection(EventLoop& loop, ResourceManagerGateway::Client gateway) {
+    auto pipe = loop.io().newTwoWayPipe();
+    server = kj::heap<capnp::TwoPartyServer>(kj::mv(gateway));
+    server->accept(kj::mv(pipe.ends[0]));
+    stream = kj::mv(pipe.ends[1]);
+    client = kj::heap<capnp::TwoPartyClient>(*stream);
+    remote = client->bootstrap().castAs<ResourceManagerGateway>();
+  }
+  // The worker's end goes away (process killed): its TaskExecutorGateway is unreachable.
+  void drop() {
+    remote = nullptr;
+    client = nullptr;
+    stream = nullptr;
+  }
+  kj::Own<capnp::TwoPartyServer> server;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> client;
+  ResourceManagerGateway::Client remote = nullptr;
+};
+
+TEST_F(ResourceManagerTest, AWorkerWhoseConnectionDroppedIsReplacedByANewProcess) {
+  FakeWorker killed;
+  FakeWorker restarted;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-a", .pid = 101};
+  WorkerConnection old(loop_, gateway_);
+  auto request = old.remote.registerTaskExecutorRequest();
+  request.setEpoch(kEpoch);
+  request.setRegistration(registerRequest(first, killed).getRegistration().asReader());
+  request.setTaskExecutor(kj::heap<FakeTaskExecutor>(killed));
+  auto registered = loop_.run(request.send());
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+
+  // While its connection lives, a second process is refused: the holder answers over it.
+  WorkerConnection fresh(loop_, gateway_);
+  auto claim = [&] {
+    auto call = fresh.remote.registerTaskExecutorRequest();
+    call.setEpoch(kEpoch);
+    call.setRegistration(registerRequest(second, restarted).getRegistration().asReader());
+    call.setTaskExecutor(kj::heap<FakeTaskExecutor>(restarted));
+    return loop_.run(call.send());
+  };
+  auto refused = claim();
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isAlreadyExists());
+  EXPECT_EQ(killed.heartbeats, 1u);
+
+  old.drop();
+  settle();
+  auto replaced = claim();
+  ASSERT_FALSE(replaced.hasFailure()) << replaced.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(first.id)->registration.pid, 101u);
+  EXPECT_EQ(counters_.registrations, 2u);
+  EXPECT_EQ(counters_.registrationsRefused, 1u);
 }
 
 // The fields of every line of `log` holding `event`.
