@@ -7,12 +7,14 @@
 
 #include <kj/async.h>
 #include <kj/timer.h>
+#include <spdlog/common.h>
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 
+#include "common/event_line.h"
 #include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -34,9 +36,9 @@ struct ResourceManagerOptions {
 
 // Counts kept across terms (the master owns them; /metrics reads them).
 struct ResourceManagerCounters {
-  uint64_t heartbeatTimeouts = 0;      // regent_worker_heartbeat_timeouts_total
-  uint64_t registrations = 0;          // accepted registerTaskExecutor calls
-  uint64_t registrationsRefused = 0;   // a second live worker with the same resource id
+  uint64_t heartbeatTimeouts = 0;     // regent_worker_heartbeat_timeouts_total
+  uint64_t registrations = 0;         // accepted registerTaskExecutor calls
+  uint64_t registrationsRefused = 0;  // a second live worker with the same resource id
 };
 
 // Loop-thread only. `timer` and `counters` must outlive it. Destroying it cancels its heartbeat
@@ -59,12 +61,19 @@ class ResourceManager final {
   // process holder is replaced. sendSlotReport / heartbeat: notRegistered for an unknown or
   // replaced registration. declareRequiredResources: invalidArgument for a requirement no
   // registered worker can fit, notRegistered for a JobMaster that did not register.
-  // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers.
+  // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers
+  // (freeSlot, best effort). After every report, removal and declaration the SlotManager matches,
+  // and each decision goes to its worker as requestSlot bounded by callTimeout: accepted, the slot
+  // is allocated for good; refused or failed, it is free again and its requirement is matched
+  // again at the next heartbeat round (not at once: the same slot would be chosen again). The
+  // worker offering the slot to the job's JobMaster is not part of this ResourceManager.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer();
 
   // Starts the heartbeat loop (every heartbeatInterval: heartbeat every registered worker,
   // expire those silent for heartbeatTimeout; each expiry counted, logged, and the worker told
-  // with TaskExecutorGateway.disconnect, best effort). Call once.
+  // with TaskExecutorGateway.disconnect, best effort). The loop does not wait for answers: what
+  // keeps a worker registered is its ResourceManagerGateway.heartbeat (or slot report), not the
+  // reply to ours; a failed heartbeat call is logged at debug level only. Call once.
   void start();
 
   uint64_t epoch() const { return epoch_; }
@@ -72,12 +81,32 @@ class ResourceManager final {
   SlotCounts counts() const { return slots_.counts(); }
 
   // Every registered worker with its latest slot report, for DispatcherGateway.listTaskExecutors
-  // (regentctl workers / slots) and /v1/workers; in resource id order.
+  // (regentctl workers / slots) and /v1/workers; in resource id order. `out` was initialised
+  // with counts().workers entries (fewer: the first ones only). The running attempts of a slot
+  // carry their attempt, job and allocation ids only.
   void listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const;
 
  private:
   class Gateway;
   struct Connection;  // A worker's TaskExecutorGateway and its registration id.
+
+  MonoTime monoNow() const;
+  // Logs `line` with mono_us and wall_ms when options.logEvents.
+  void event(spdlog::level::level_enum level, EventLine& line) const;
+  void refusedEvent(const ResourceId& worker, const std::string& reason) const;
+  int64_t wallNow() const;
+  kj::Promise<void> heartbeatLoop();
+  // One heartbeat round: a heartbeat call to every worker, then the expiry of silent ones.
+  void heartbeatRound();
+  // Removes a worker the SlotManager already dropped: its connection, the event line, and (when
+  // `tellWorker`) TaskExecutorGateway.disconnect with `reason`, best effort.
+  void forgetWorker(const ResourceId& worker, const std::string& reason, bool tellWorker);
+  // Runs SlotManager::match() and sends requestSlot for each decision.
+  void matchAndRequest();
+  void freeOnWorker(const SlotRelease& release, const std::string& cause);
+  // `call` bounded by callTimeout, named `method` in the timeout error.
+  template <typename T>
+  kj::Promise<T> bounded(const char* method, kj::Promise<T> call);
 
   kj::Timer& timer_;
   const uint64_t epoch_;
@@ -85,6 +114,8 @@ class ResourceManager final {
   const ResourceManagerOptions options_;
   SlotManager slots_;
   std::map<ResourceId, kj::Own<Connection>> connections_;
+  // JobMasters registered in this term; their gateways are used by the JobMaster issue.
+  std::map<JobId, wire::JobMasterGateway::Client> jobMasters_;
   TaskFailureLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

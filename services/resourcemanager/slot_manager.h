@@ -62,11 +62,11 @@ struct WorkerRegistration {
 struct Worker {
   WorkerRegistration registration;
   RegistrationId registrationId;
-  int64_t registeredAtMs = 0;      // Unix ms, for people.
-  int64_t lastHeartbeatAtMs = 0;   // Unix ms of the last heartbeat or report; for people.
-  MonoTime lastHeard;              // For the heartbeat timeout.
-  bool reported = false;           // A slot report arrived for this registration.
-  std::vector<Slot> slots;         // One per index; empty until the first report.
+  int64_t registeredAtMs = 0;     // Unix ms, for people.
+  int64_t lastHeartbeatAtMs = 0;  // Unix ms of the last heartbeat or report; for people.
+  MonoTime lastHeard;             // For the heartbeat timeout.
+  bool reported = false;          // A slot report arrived for this registration.
+  std::vector<Slot> slots;        // One per index; empty until the first report.
 };
 
 // One slot a worker reports (wire::SlotStatus).
@@ -101,9 +101,9 @@ struct SlotRelease {
 };
 
 struct SlotCounts {
-  size_t workers = 0;    // Registered (reported or not).
-  size_t reported = 0;   // Registered and reported at least once.
-  size_t total = 0;      // Slots of reported workers.
+  size_t workers = 0;   // Registered (reported or not).
+  size_t reported = 0;  // Registered and reported at least once.
+  size_t total = 0;     // Slots of reported workers.
   size_t free = 0;
   size_t allocated = 0;  // Includes pending.
   size_t pending = 0;
@@ -111,12 +111,12 @@ struct SlotCounts {
 
 // Why a registration was refused or a call names an unknown caller.
 enum class SlotError {
-  kNotRegistered,   // Unknown resource id, or a registration id that is not the current one.
-  kInvalidArgument, // A requirement no registered worker can fit; a malformed report.
+  kNotRegistered,    // Unknown resource id, or a registration id that is not the current one.
+  kInvalidArgument,  // A requirement no registered worker can fit; a malformed report.
 };
 struct SlotFailure {
   SlotError error;
-  std::string message;  // One line naming what is wrong.
+  std::string message;  // One line naming what is wrong (without the field's path).
   std::string field;    // kInvalidArgument: the offending field ("requirements[1].profile").
 };
 
@@ -156,13 +156,20 @@ class SlotManager final {
   bool jobRegistered(const JobId& job) const;
   // Replaces the job's requirements. kNotRegistered if the job is not registered;
   // kInvalidArgument when at least one worker is registered and none offers a slot profile that
-  // fits a requirement (named by its index). With no worker registered a requirement waits.
+  // fits a requirement (named by its index; the message names the required profile and the
+  // offered ones). With no worker registered a requirement waits: it is served by the first
+  // worker that registers and reports fitting free slots, and is not checked again then.
   std::optional<SlotFailure> declare(const JobId& job, const std::vector<Requirement>& needs);
   // Drops the job's requirements and its registration; returns its allocations to free.
   std::vector<SlotRelease> disconnectJob(const JobId& job);
 
   // Allocates free slots of reported workers to unmet requirements (first fit, workers in
   // registration order) and marks them pending. The caller sends requestSlot for each.
+  // A job's held slots (allocated or pending, wherever they came from: match() or a report)
+  // count toward its requirements greedily, requirements in declaration order, each slot once
+  // and only toward a requirement its profile fits. Returns at once when nothing that could
+  // change its outcome happened since the last call (a heartbeat that repeats the table changes
+  // nothing), so the ResourceManager runs it after every report.
   std::vector<SlotRequest> match();
   // The worker accepted requestSlot: the slot is allocated for good.
   void confirmed(const SlotRequest& request);
@@ -173,7 +180,7 @@ class SlotManager final {
   // Reads.
   const std::map<ResourceId, Worker>& workers() const { return workers_; }
   const Worker* worker(const ResourceId& id) const;
-  SlotCounts counts() const;
+  SlotCounts counts() const { return counts_; }
   // Slots the job still needs beyond what it holds or has pending, summed over requirements.
   uint32_t unmet(const JobId& job) const;
 
@@ -181,9 +188,29 @@ class SlotManager final {
   struct Job {
     std::vector<Requirement> needs;
   };
+  // Held slots of one job by profile (allocated or pending), for the requirement accounting.
+  using HeldByProfile = std::map<Profile, uint32_t>;
+
+  // Adds (sign +1) or takes away (-1) `worker`'s slots in the counts and the per-job holdings;
+  // every change to a worker's slots is bracketed by account(-1) ... account(+1).
+  void account(const Worker& worker, int sign);
+  // The unmet count of each of `job`'s requirements, given the slots it holds.
+  std::vector<uint32_t> unmetPerRequirement(const JobId& job, const Job& state) const;
+  Slot* findSlot(const ResourceId& worker, uint32_t index);
+  void dropRegistration(std::map<ResourceId, Worker>::iterator it);
+
   std::map<ResourceId, Worker> workers_;
-  std::vector<ResourceId> registrationOrder_;
+  // Registration order: sequence number -> worker, and each worker's sequence number.
+  std::map<uint64_t, ResourceId> order_;
+  std::map<ResourceId, uint64_t> sequenceOf_;
+  uint64_t nextSequence_ = 0;
+  // Slot profiles registered workers offer, with the number of workers offering each.
+  std::map<Profile, size_t> offeredProfiles_;
   std::map<JobId, Job> jobs_;
+  std::map<JobId, HeldByProfile> held_;
+  SlotCounts counts_;  // `workers` kept by registerWorker / dropRegistration, the rest by account.
+  // Something match() depends on changed since it last ran (slots, holdings, requirements).
+  bool matchDue_ = false;
 };
 
 }  // namespace regent::resourcemanager
