@@ -122,7 +122,8 @@ namespace {
 // and calls again: long enough for the LeaderClient's own retries.
 Duration registrationCallBound(const TaskExecutorOptions& options,
                                const client::LeaderClient& leaders) {
-  return std::max(options.registrationMax, leaders.deadline().timeout() * 3);
+  const Duration retries = leaders.deadline().timeout() * 3;
+  return options.registrationMax > retries ? options.registrationMax : retries;
 }
 
 rpc::CallFailure staleLeader(const leader::LeaderInfo& leader, uint64_t highest) {
