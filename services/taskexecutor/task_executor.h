@@ -116,6 +116,8 @@ class TaskExecutor final {
   kj::Promise<void> registerLoop();
   kj::Promise<rpc::Attempt<Registered>> attempt(wire::MasterBootstrap::Client bootstrap,
                                                 const leader::LeaderInfo& leader);
+  // The master's refusal of an attempt, noted in lastRefusal_.
+  rpc::Attempt<Registered> refused(wire::Failure::Reader failure);
   void onRegistered(Registered&& registered);
   // Resolves with the reason the registration is gone (RM silence, a new leader, or lose()).
   kj::Promise<std::string> watchRegistration();
@@ -155,6 +157,8 @@ class TaskExecutor final {
   uint64_t round_ = 0;              // Registrations so far; a watch of an older one is stale.
   uint64_t attemptsThisRound_ = 0;  // Attempts since the last registration.
   std::string lastRegistrationError_;
+  // The kind of the master's last refusal of an attempt (nullopt: it did not refuse).
+  std::optional<wire::Failure::Which> lastRefusal_;
   kj::Own<kj::PromiseFulfiller<std::string>> lost_;
   TaskFailureLogger errorLogger_{"task executor"};
   kj::Maybe<kj::Promise<void>> loop_;

@@ -52,6 +52,9 @@ struct FakeMasterState {
   uint64_t heartbeatTimeoutMs = 600000;
   // The next ResourceManagerGateway.heartbeat is answered notRegistered (then reset).
   bool notRegisteredOnce = false;
+  // The next sendSlotReport is answered notRegistered (then reset): a registration the
+  // ResourceManager dropped in between.
+  bool slotReportNotRegisteredOnce = false;
   // When set, registerTaskExecutor is refused with alreadyExists and this message.
   std::optional<std::string> refuseRegistration;
 
@@ -116,6 +119,12 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     FakeReport report = readReport(params.getEpoch(), params.getSlotReport());
     report.registrationId = wire::idFromWire<RegistrationId>(params.getRegistrationId());
     state_->slotReports.push_back(std::move(report));
+    if (state_->slotReportNotRegisteredOnce) {
+      state_->slotReportNotRegisteredOnce = false;
+      rpc::failures::notRegistered(context.getResults().initFailure(),
+                                   wire::idFromWire<ResourceId>(params.getResourceId()),
+                                   "unknown registration id");
+    }
     return kj::READY_NOW;
   }
 

@@ -205,6 +205,17 @@ TEST_F(TaskExecutorTest, RegistersAgainWhenTheResourceManagerAnswersNotRegistere
   EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
 }
 
+TEST_F(TaskExecutorTest, ASlotReportAnsweredNotRegisteredIsFollowedByANewRegistrationAtOnce) {
+  master_->slotReportNotRegisteredOnce = true;
+  auto with = options(1);
+  with.registrationMax = Duration(600000);  // Only the refusals that cannot pass wait this long.
+  TaskExecutor& executor = start(std::move(with));
+  waitFor([&] { return executor.registered(); }, "the registration after notRegistered");
+  EXPECT_EQ(master_->registrations.size(), 2u);
+  EXPECT_EQ(master_->slotReports.size(), 2u);
+  EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
+}
+
 TEST_F(TaskExecutorTest, TheEpochGateRefusesALowerEpochBeforeTheHandlerRuns) {
   master_->epoch = 5;
   TaskExecutor& executor = startRegistered(options(2));
