@@ -75,6 +75,33 @@ struct TaskExecutorCounters {
 
 // Loop-thread only. `timer` and `leaders` must outlive it; `leaders` is used by nothing else
 // (its leaderAbove() serves this object's leader watch). Destroying it cancels its work.
+//
+// What it expects of `leaders`, which the process builds: backoffInitial / backoffMax set to
+// registrationInitial / registrationMax (the waits between attempts inside one call),
+// previousLeaderLinger to options.previousLeaderLinger, and the worker's credential (role
+// `worker`). Following a LeaderRetrieval is the normal case; with a master address the leader
+// watch polls that master.
+//
+// Registration: one LeaderClient call (resourceManager -> registerTaskExecutor, handing over
+// this worker's gateway -> sendSlotReport) after another, ExponentialBackoff(registrationInitial,
+// registrationMax, jitter) between failed calls, until registered or disconnect(). A leader
+// whose epoch is below the gate's highest counts as stale (the LeaderClient resolves again). A
+// refusal that the other side must fix (alreadyExists, invalidArgument, permissionDenied,
+// unauthenticated, failedPrecondition) is logged as an error and tried again after
+// registrationMax; notRegistered / notFound are tried again after the backoff.
+//
+// Registered, it answers each TaskExecutorGateway.heartbeat from the ResourceManager with
+// ResourceManagerGateway.heartbeat (asynchronously; the incoming call does not wait) and
+// registers again, logging "resource manager lost", when: no heartbeat came for the
+// registration's heartbeatTimeoutMs, the ResourceManager answers notRegistered or calls
+// disconnect(resourceManager), a call to it fails DISCONNECTED, leaders.leaderAbove(epoch)
+// resolves, or the gate admits a higher epoch. Slots and allocations stay as they are.
+//
+// The gateway (TaskExecutorGateway) is one fencedEndpoint with one HighestSeenEpoch gate: a call
+// below the highest epoch seen is refused with fencing {expected = highest, received} before
+// any handler runs, counted in fencingCounters() and logged ("epoch gate refused", the first ten
+// and then one in a hundred). The master may hold the gateway after this object is destroyed;
+// its calls then fail DISCONNECTED.
 class TaskExecutor final {
  public:
   TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskExecutorOptions options);
@@ -87,6 +114,7 @@ class TaskExecutor final {
 
   // Clean shutdown (SIGTERM): stops registering again, and when registered calls
   // ResourceManagerGateway.disconnect once, bounded by the RPC call timeout. Never rejects.
+  // Logs "worker disconnected" when done; later calls resolve at once and do nothing.
   kj::Promise<void> disconnect(const std::string& cause);
 
   // Registered, with its slot report accepted, with the leader of registeredEpoch(), and no
