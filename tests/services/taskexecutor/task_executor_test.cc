@@ -243,6 +243,15 @@ TEST_F(TaskExecutorTest, RegistersAgainWhenTheResourceManagerAnswersNotRegistere
   EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
 }
 
+TEST_F(TaskExecutorTest, ALostLinkToTheResourceManagerMakesItRegisterAgain) {
+  TaskExecutor& executor = startRegistered(options(1));
+  master_->heartbeatDisconnectedOnce = true;
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->slotReports.size() == 2 && executor.registered(); },
+          "the second registration");
+  EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
+}
+
 TEST_F(TaskExecutorTest, ASlotReportAnsweredNotRegisteredIsFollowedByANewRegistrationAtOnce) {
   master_->slotReportNotRegisteredOnce = true;
   auto with = options(1);
