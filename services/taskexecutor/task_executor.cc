@@ -78,8 +78,8 @@ class TaskExecutor::Gateway final : public wire::TaskExecutorGateway::Server {
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto sender = context.getParams().getSender();
-    // A JobMaster's heartbeat is answered with JobMasterGateway.heartbeat once JobMasters exist
-    // (the next issue); until then it succeeds and nothing is called back.
+    // JobMaster heartbeats come with the JobMaster: it will be answered with
+    // JobMasterGateway.heartbeat; until then it succeeds and nothing is called back.
     if (sender.isResourceManager()) owner().answerHeartbeat();
     return kj::READY_NOW;
   }
@@ -465,7 +465,8 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
             ", not to allocation " + allocation.toHex());
     return;
   }
-  // Offering the slot to the job's JobMaster comes with the JobMaster (the next issue).
+  // Offering the slot to the job's JobMaster (JobMasterGateway.offerSlots) comes with the
+  // JobMaster; until then the allocation is recorded and reported.
   slot.allocation = allocation;
   slot.job = job;
 }

@@ -37,7 +37,7 @@ struct TaskExecutorOptions {
   // Who this worker is (wire::TaskExecutorRegistration).
   ResourceId resourceId;
   std::string host;
-  std::string dataAddress;  // "host:port" serving task files; the HTTP address until issue 14.
+  std::string dataAddress;  // "host:port" serving task files; for now the HTTP address.
   std::string httpAddress;
   std::string version;
   uint32_t pid = 0;
