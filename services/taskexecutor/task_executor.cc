@@ -371,7 +371,9 @@ kj::Promise<std::string> TaskExecutor::watchSilence(uint64_t round) {
 }
 
 void TaskExecutor::lose(const std::string& reason) {
-  if (lost_.get() != nullptr && lost_->isWaiting()) lost_->fulfill(std::string(reason));
+  if (lost_.get() == nullptr || !lost_->isWaiting()) return;
+  registered_ = false;  // At once: /readyz must not say ready until registered again.
+  lost_->fulfill(std::string(reason));
 }
 
 void TaskExecutor::onEpochRaised(uint64_t /*previous*/, uint64_t raised) {
@@ -379,8 +381,8 @@ void TaskExecutor::onEpochRaised(uint64_t /*previous*/, uint64_t raised) {
   if (raised <= targetEpoch_) return;
   if (lost_.get() != nullptr && lost_->isWaiting()) {
     ++counters_.leaderChanges;
-    lost_->fulfill("a call carried epoch " + std::to_string(raised) +
-                   ", above the registered epoch " + std::to_string(registeredEpoch_));
+    lose("a call carried epoch " + std::to_string(raised) + ", above the registered epoch " +
+         std::to_string(registeredEpoch_));
   }
   // While registering, the next attempt finds the leader it names below the gate and resolves
   // the leader again (attempt()).
