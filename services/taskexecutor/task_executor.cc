@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "common/event_line.h"
@@ -268,7 +269,10 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
         slotProfile.setCpuMillis(options_.slotProfile.cpuMillis);
         slotProfile.setMemoryBytes(options_.slotProfile.memoryBytes);
         auto total = info.initTotalProfile();
-        total.setCpuMillis(options_.slotProfile.cpuMillis * options_.slots);
+        // Saturated, not wrapped: a total that cannot be carried is refused by the master.
+        total.setCpuMillis(static_cast<uint32_t>(
+            std::min<uint64_t>(uint64_t{options_.slotProfile.cpuMillis} * options_.slots,
+                               std::numeric_limits<uint32_t>::max())));
         total.setMemoryBytes(options_.slotProfile.memoryBytes * options_.slots);
         info.setVersion(options_.version);
         info.setPid(options_.pid);
