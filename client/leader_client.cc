@@ -69,21 +69,29 @@ void LeaderClient::noteObstacle(std::string obstacle, bool noLeader) {
 void LeaderClient::connectTo(const std::string& address) {
   if (!client_) {
     client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
+  } else if (client_->address() != address && options_.previousLeaderLinger.count() > 0) {
+    // The previous connection lingers (see previousLeaderLinger); a new one goes to `address`.
+    kj::Own<rpc::RpcClient> previous = kj::mv(client_);
+    client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
+    ++clientGeneration_;
+    lingering_.add(timer_.afterDelay(options_.previousLeaderLinger.count() * kj::MILLISECONDS)
+                       .attach(kj::mv(previous)));
   } else {
     client_->setAddress(address);
   }
 }
 
-std::string LeaderClient::connectionProblem() const {
-  if (!client_ || client_->state() == rpc::RpcClientState::kConnected ||
-      client_->consecutiveFailures() == 0) {
+std::string LeaderClient::connectionProblem(bool asking) const {
+  const rpc::RpcClient* client = asking && asking_ ? asking_.get() : client_.get();
+  if (client == nullptr || client->state() == rpc::RpcClientState::kConnected ||
+      client->consecutiveFailures() == 0) {
     return "";
   }
-  return client_->lastFailure();
+  return client->lastFailure();
 }
 
-std::string LeaderClient::withConnectionProblem(std::string obstacle) const {
-  const std::string problem = connectionProblem();
+std::string LeaderClient::withConnectionProblem(std::string obstacle, bool asking) const {
+  const std::string problem = connectionProblem(asking);
   return problem.empty() ? obstacle : obstacle + " (" + problem + ")";
 }
 
@@ -177,17 +185,20 @@ kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> LeaderClient::authentic
   if (!options_.credential) return Authenticated(kj::mv(bootstrap));
   const uint64_t connection = client_->connectionsEstablished();
   const std::string address = client_->address();
+  const uint64_t generation = clientGeneration_;
   KJ_IF_MAYBE (cached, authenticated_) {
-    if (authenticatedOn_ == connection && authenticatedAt_ == address) {
+    if (authenticatedOn_ == connection && authenticatedAt_ == address &&
+        authenticatedGeneration_ == generation) {
       return Authenticated(*cached);
     }
   }
   return rpc::authenticateBootstrap(kj::mv(bootstrap), *options_.credential, deadline_, where)
-      .then([this, connection, address](Authenticated&& done) {
+      .then([this, connection, address, generation](Authenticated&& done) {
         if (auto* authenticated = std::get_if<wire::MasterBootstrap::Client>(&done)) {
           authenticated_ = *authenticated;
           authenticatedOn_ = connection;
           authenticatedAt_ = address;
+          authenticatedGeneration_ = generation;
         }
         return kj::mv(done);
       });
@@ -226,12 +237,24 @@ kj::Promise<Result<std::optional<leader::LeaderInfo>>> LeaderClient::resolve() {
   });
 }
 
+rpc::RpcClient& LeaderClient::askingClient() {
+  if (!client_ || client_->address() == masterAddress_) {
+    connectTo(masterAddress_);
+    return *client_;
+  }
+  if (!asking_) {
+    asking_ = kj::heap<rpc::RpcClient>(network_, timer_, masterAddress_, options_.rpc);
+  }
+  return *asking_;
+}
+
 kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
   using Found = std::optional<leader::LeaderInfo>;
-  connectTo(masterAddress_);
+  rpc::RpcClient& asking = askingClient();
+  const bool viaAsking = &asking == asking_.get();
   const std::string where = "the master at " + masterAddress_;
   return deadline_
-      .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
+      .apply("MasterBootstrap.bootstrap", asking.bootstrapAs<wire::MasterBootstrap>())
       .then([this](wire::MasterBootstrap::Client bootstrap) {
         return deadline_.send(bootstrap.leaderInfoRequest());
       })
@@ -254,9 +277,10 @@ kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
         known_ = leader;
         return known_;
       })
-      .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Found> {
+      .catch_([this, where, viaAsking](kj::Exception&& exception) -> kj::Promise<Found> {
         if (rpc::classify(exception) == rpc::FailureAction::kFatal) return kj::mv(exception);
-        noteObstacle(withConnectionProblem(where + ": " + exception.getDescription().cStr()));
+        noteObstacle(withConnectionProblem(where + ": " + exception.getDescription().cStr(),
+                                           viaAsking));
         return Found();
       });
 }
