@@ -133,7 +133,8 @@ TEST_F(RegentctlWorkers, ListsTheLeadersWorkersAndSlotsAsTablesAndJsonLines) {
   EXPECT_TRUE(std::regex_search(
       table.output,
       std::regex("RESOURCE ID +HOST +ADDRESS +SLOTS +FREE +REGISTERED +LAST HEARTBEAT\n" +
-                 worker.toHex() + "  itest-worker  127\\.0\\.0\\.1:18082  2 +1 +20\\S+Z  \\d+\\.\\ds ago\n")))
+                 worker.toHex() +
+                 "  itest-worker  127\\.0\\.0\\.1:18082  2 +1 +20\\S+Z  \\d+\\.\\ds ago\n")))
       << table.output;
 
   CtlResult workers = ctl({"--json", "workers"});
