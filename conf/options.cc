@@ -145,9 +145,13 @@ OptionConstraint positiveDuration() {
           [](const OptionValue& value) { return std::get<Duration>(value) > Duration::zero(); }};
 }
 
-OptionConstraint positiveNumber() {
-  return {"> 0", "a number greater than 0, such as 0.5 or 2",
-          [](const OptionValue& value) { return std::get<double>(value) > 0; }};
+OptionConstraint numberRange(double min, double max, std::string minText, std::string maxText) {
+  return {minText + ".." + maxText,
+          "a number from " + minText + " to " + maxText + ", such as 0.5 or 2",
+          [=](const OptionValue& value) {
+            const double n = std::get<double>(value);
+            return n >= min && n <= max;
+          }};
 }
 
 OptionConstraint sizeRange(uint64_t min, uint64_t max, std::string minText, std::string maxText) {
@@ -358,7 +362,9 @@ std::vector<OptionSpec> buildRegistry() {
              "before failing the unreported ones.",
              positiveDuration()),
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
-      option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers.", positiveNumber()),
+      // Slots carry thousandths of a core as a 32-bit number (wire SlotProfile.cpuMillis).
+      option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers, to thousandths.",
+             numberRange(0.001, 4294967.0, "0.001", "4294967")),
       option("worker.slot-memory", kSize, "1GiB", "Memory each slot offers.",
              sizeRange(1024 * 1024, uint64_t{1} << 50, "1MiB", "1PiB")),
       option("worker.data-dir", kString, "regent-worker",
@@ -367,7 +373,13 @@ std::vector<OptionSpec> buildRegistry() {
              "the working directory."),
       option("worker.advertised-host", kString, "",
              "Host name a worker gives the leader in its registration (regentctl workers); "
-             "empty: the local host name."),
+             "empty: the local host name.",
+             OptionConstraint{"host or empty",
+                              "a host name or address such as worker-1 or 10.0.0.7, or empty",
+                              [](const OptionValue& value) {
+                                const std::string& host = asString(value);
+                                return host.empty() || isValidHost(host);
+                              }}),
       option("worker.http.bind", kString, "0.0.0.0:8082",
              "Address a worker's HTTP server (health, readiness, metrics) listens on; port 0 "
              "picks a free port.",
@@ -401,6 +413,15 @@ std::vector<OptionRule> buildRules() {
        "heartbeat.timeout must exceed heartbeat.interval",
        [](const Config& config) {
          return config.getDuration("heartbeat.timeout") > config.getDuration("heartbeat.interval");
+       }},
+      // A worker's registration carries its total (slots x slot) in thousandths of a core as 32
+      // bits, like each slot.
+      {{"worker.slots", "worker.slot-cpu"},
+       "worker.slots x worker.slot-cpu must be at most 4294967 cores, what a worker's total "
+       "carries",
+       [](const Config& config) {
+         const double millis = std::round(config.getDouble("worker.slot-cpu") * 1000.0);
+         return millis * double(config.getInt("worker.slots")) <= 4294967295.0;
        }},
       {{"cluster.registration.max-timeout", "cluster.registration.initial-timeout"},
        "cluster.registration.max-timeout must be at least cluster.registration.initial-timeout",
