@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local demo (README command one): a ZooKeeper server on loopback, three regent masters
-# electing a leader, jobs submitted, the leader killed and replaced (the jobs still listed),
+# electing a leader, two workers registering their slots, jobs submitted, the leader killed and
+# replaced (the jobs still listed, the slot table rebuilt from the workers' reports),
 # `regentctl failover`, then a graceful hand-over. Everything it
 # starts is stopped, and its temporary directory removed, when it ends (even on Ctrl-C).
 set -euo pipefail
@@ -12,30 +13,32 @@ now_ms() { date +%s%3N; }
 
 say "Checking the Debian packages regent needs (installs the missing ones)."
 scripts/install-deps.sh
-say "Building the release binaries regent-master and regentctl (quick when already built)."
-scripts/build.sh --release regent-master regentctl
+say "Building the release binaries regent-master, regent-worker and regentctl (quick when already built)."
+scripts/build.sh --release regent-master regent-worker regentctl
 bin="$PWD/build-release/bin"
 
 work=$(mktemp -d -t regent-demo-XXXXXX)
 zk_pid=""
 master_pids=()
+worker_pids=()
 
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
-  # Masters first (SIGTERM: they hand over and exit), then ZooKeeper; SIGKILL for whatever is
-  # still running after 5 s. The shell's "Killed" notes are not news here.
+  # Workers and masters first (SIGTERM: workers disconnect, masters hand over, all exit), then
+  # ZooKeeper; SIGKILL for whatever is still running after 5 s. The shell's "Killed" notes are
+  # not news here.
   {
     local pid
-    for pid in "${master_pids[@]}"; do kill -TERM "$pid" || true; done
+    for pid in "${worker_pids[@]}" "${master_pids[@]}"; do kill -TERM "$pid" || true; done
     [ -n "$zk_pid" ] && { kill -TERM "$zk_pid" || true; }
     for _ in $(seq 50); do
       local alive=0
-      for pid in "${master_pids[@]}" $zk_pid; do kill -0 "$pid" && alive=1; done
+      for pid in "${worker_pids[@]}" "${master_pids[@]}" $zk_pid; do kill -0 "$pid" && alive=1; done
       [ "$alive" = 0 ] && break
       sleep 0.1
     done
-    for pid in "${master_pids[@]}" $zk_pid; do kill -KILL "$pid" || true; done
+    for pid in "${worker_pids[@]}" "${master_pids[@]}" $zk_pid; do kill -KILL "$pid" || true; done
     wait || true
   } 2>/dev/null
   if [ "${KEEP_DEMO_TMP:-0}" = 1 ]; then
@@ -154,6 +157,34 @@ say "\$ regentctl leader"
 ctl leader
 step "Epoch $epoch: each new leadership term gets the next epoch, issued once, in ZooKeeper."
 
+say "Starting two workers with 4 slots each. Each finds the leader in ZooKeeper, registers with its ResourceManager and reports its slots."
+for i in 1 2; do
+  "$bin/regent-worker" \
+    --set "ha.zookeeper.quorum=127.0.0.1:$zk_port" --set "cluster-id=$cluster" \
+    --set "worker.data-dir=$work/worker-$i" --set "worker.http.bind=127.0.0.1:$((8090 + i))" \
+    --set worker.slots=4 --set worker.slot-cpu=0.5 --set worker.slot-memory=512MiB \
+    --set heartbeat.interval=500ms --set heartbeat.timeout=3s \
+    >"$work/worker-$i.log" 2>&1 &
+  worker_pids+=($!)
+  step "worker $i: pid $!, log $work/worker-$i.log"
+done
+
+# Polls `regentctl workers` (at most 30 s) until $1 workers are registered with the leader.
+wait_for_workers() {
+  for _ in $(seq 150); do
+    [ "$(ctl --json workers 2>/dev/null | grep -c '"resource_id"')" -ge "$1" ] && return 0
+    sleep 0.2
+  done
+  echo "demo: fewer than $1 workers registered within 30 s" >&2
+  return 1
+}
+wait_for_workers 2
+say "\$ regentctl workers"
+ctl workers
+say "\$ regentctl slots"
+ctl slots > "$work/slots-before.txt"
+cat "$work/slots-before.txt"
+
 say "Submitting three jobs to the leader. Each JobGraph is validated, stored in ZooKeeper, then accepted."
 for name in wordcount etl-nightly report; do
   cat >"$work/$name.yaml" <<YAML
@@ -189,6 +220,31 @@ step "The epoch went up by one, to $epoch."
 say "\$ regentctl jobs list   (the new leader recovered every job from ZooKeeper)"
 ctl jobs list
 
+say "The workers noticed the new leader in ZooKeeper and registered with it; its slot table is rebuilt from their reports alone."
+wait_for_workers 2
+# The new leader's log has a "slot report" event line per worker; the one that makes the table
+# whole (workers_reported=2) says when, next to its grant.
+for i in 1 2 3; do
+  if grep -q "leadership granted epoch=$epoch " "$work/master-$i.log"; then
+    granted_ms=$(grep "leadership granted epoch=$epoch " "$work/master-$i.log" | sed -n 's/.*wall_ms=\([0-9]*\).*/\1/p')
+    whole_ms=$(grep "slot report epoch=$epoch .*workers_reported=2 " "$work/master-$i.log" | head -n 1 | sed -n 's/.*wall_ms=\([0-9]*\).*/\1/p')
+  fi
+done
+if [ -n "${granted_ms:-}" ] && [ -n "${whole_ms:-}" ]; then
+  step "The slot table was whole again $((whole_ms - granted_ms)) ms after the new leader's grant."
+fi
+say "\$ regentctl workers"
+ctl workers
+say "\$ regentctl slots   (the same workers and slots as before the kill)"
+ctl slots > "$work/slots-after.txt"
+cat "$work/slots-after.txt"
+if diff -q "$work/slots-before.txt" "$work/slots-after.txt" >/dev/null; then
+  step "Identical to the table before the kill."
+else
+  step "The table differs from the one before the kill:"
+  diff "$work/slots-before.txt" "$work/slots-after.txt" | sed 's/^/    /' || true
+fi
+
 say "\$ regentctl failover   (asks the leader to hand over, without stopping it)"
 ctl failover
 leader=$(wait_for_leader_after "$epoch")
@@ -216,4 +272,7 @@ ctl leader
 say "\$ regentctl jobs list"
 ctl jobs list
 
-say "Done: one leader at a time, a crash survived, two hand-overs, and the jobs listed by every leader. Stopping everything the demo started."
+say "\$ regentctl workers   (the workers followed every leader)"
+ctl workers
+
+say "Done: one leader at a time, a crash survived, two hand-overs, the jobs listed by every leader, and the workers' slots rebuilt by each. Stopping everything the demo started."
