@@ -656,10 +656,10 @@ class SlotsBench final {
   Result<int64_t> idleWorkerRssKb(const std::string& clusterId, int workers) {
     TempDir data("regent-bench-worker");
     std::vector<std::string> argv = {options_.binDir + "/regent-worker"};
-    for (const std::string& set :
-         {"ha.zookeeper.quorum=" + quorum_, "cluster-id=" + clusterId,
+    for (const std::string& set : std::vector<std::string>{
+             "ha.zookeeper.quorum=" + quorum_, "cluster-id=" + clusterId,
           "worker.data-dir=" + data.path(), "worker.http.bind=127.0.0.1:0",
-          "worker.slots=" + std::to_string(options_.slots), std::string("log.level=info")}) {
+             "worker.slots=" + std::to_string(options_.slots), "log.level=info"}) {
       argv.push_back("--set");
       argv.push_back(set);
     }
