@@ -95,10 +95,15 @@ class LoadGenerator final {
   Status start() {
     auto credential = rpc::clientCredentialFrom(config_);
     if (!credential.ok()) return credential.error();
+    // As regent-worker sets up its client (services/worker/worker_process.cc).
+    const taskexecutor::TaskExecutorOptions defaults;
     clientOptions_ = client::LeaderClientOptions{
         .rpc = rpc::rpcOptionsFrom(config_),
-        .clusterName = config_.getString("cluster-id"),
+        .backoffInitial = config_.getDuration("cluster.registration.initial-timeout"),
+        .backoffMax = config_.getDuration("cluster.registration.max-timeout"),
+        .clusterName = "cluster \"" + config_.getString("cluster-id") + "\"",
         .credential = std::move(credential).value(),
+        .previousLeaderLinger = defaults.previousLeaderLinger,
     };
     const int64_t startedAtMs = wallClockMillis();
     const double slotCpu = config_.getDouble("worker.slot-cpu");
@@ -281,7 +286,7 @@ int generate(const GeneratorOptions& options) {
     std::fprintf(stderr, "generator: %s\n", network.error().message.c_str());
     return 2;
   }
-  auto ha = ha::HaServices::create(loop, config.value(), ha::HaServices::Identity::kWriter);
+  auto ha = ha::HaServices::create(loop, config.value(), ha::HaServices::Identity::kReader);
   if (!ha.ok()) {
     std::fprintf(stderr, "generator: %s\n", ha.error().message.c_str());
     return 2;
