@@ -173,7 +173,8 @@ class LoadGenerator final {
     }
     // Progress while not ready, for the driver's log.
     const int64_t now = monotonicMicros();
-    if (readyEpoch_ != epoch && now - lastProgressUs_ > 2'000'000) {
+    const bool ready = allRegistered && readyEpoch_ == epoch;
+    if (!ready && now - lastProgressUs_ > 2'000'000) {
       lastProgressUs_ = now;
       std::printf("%s\n", EventLine("generator waiting")
                               .field("epoch", epoch)
