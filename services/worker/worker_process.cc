@@ -84,7 +84,9 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
       .backoffInitial = config.getDuration("cluster.registration.initial-timeout"),
       .backoffMax = config.getDuration("cluster.registration.max-timeout"),
       .clusterName = "cluster \"" + config.getString("cluster-id") + "\"",
-      .credential = std::move(credential).value()};
+      .credential = std::move(credential).value(),
+      // A deposed leader's late calls reach the epoch gate and are refused with the new epoch.
+      .previousLeaderLinger = taskexecutor::TaskExecutorOptions{}.previousLeaderLinger};
   worker->leaders_ =
       kj::heap<client::LeaderClient>(worker->rpcNetwork_->network(), loop.timer(),
                                      std::move(retrieval).value(), std::move(options));
@@ -197,17 +199,16 @@ std::optional<std::string> WorkerProcess::notReadyReason() const {
   if (!taskExecutor_) return std::string("starting");
   if (stopping_) return std::string("stopping");
   if (taskExecutor_->registered()) return std::nullopt;
-  const std::string& obstacle = leaders_->lastObstacle();
-  if (leaders_->lastObstacleWasNoLeader()) return "no leader known: " + obstacle;
+  if (leaders_->lastObstacleWasNoLeader()) return "no leader known: " + leaders_->lastObstacle();
+  const std::string& failed = taskExecutor_->lastRegistrationError();
+  if (!failed.empty()) return "registering (last attempt: " + failed + ")";
   if (ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper()) {
     const ha::SessionState state = zooKeeper->sessionState();
-    if (state != ha::SessionState::kConnected && state != ha::SessionState::kReconnected &&
-        obstacle.empty()) {
+    if (state != ha::SessionState::kConnected && state != ha::SessionState::kReconnected) {
       return std::string("no leader known: not connected to ZooKeeper");
     }
   }
-  if (obstacle.empty()) return std::string("registering");
-  return "registering (last attempt: " + obstacle + ")";
+  return std::string("registering");
 }
 
 uint64_t WorkerProcess::registeredEpoch() const {
