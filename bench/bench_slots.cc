@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -273,6 +274,7 @@ int generate(const GeneratorOptions& options) {
   spdlog::set_level(spdlog::level::warn);
   ConfigSources sources;
   sources.set = options.sets;
+  sources.environment = processEnvironment();  // The credential (REGENT_RPC_CREDENTIAL_*).
   auto config = loadConfig(sources);
   if (!config.ok()) {
     std::fprintf(stderr, "generator: %s\n", config.error().message.c_str());
@@ -439,10 +441,28 @@ struct Cluster {
   }
 };
 
-// A process started by the driver with its output in `dir`.
+// A process started by the driver with its output in `logPath`, authenticating as `role` with
+// the secret in `secretFile` (clients read their credential from the environment).
 Result<std::unique_ptr<ProcessHarness>> startProcess(std::vector<std::string> argv,
-                                                     const std::string& logPath) {
-  return ProcessHarness::start(ProcessOptions{.argv = std::move(argv), .outputPath = logPath});
+                                                     const std::string& logPath,
+                                                     const std::string& role,
+                                                     const std::string& secretFile) {
+  return ProcessHarness::start(
+      ProcessOptions{.argv = std::move(argv),
+                     .env = {"REGENT_RPC_CREDENTIAL_ROLE=" + role,
+                             "REGENT_RPC_CREDENTIAL_SECRET_FILE=" + secretFile},
+                     .outputPath = logPath});
+}
+
+// Writes a fresh random secret (32 hex digits, owner-only) to `path`.
+Status writeSecret(const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  out << JobId::random().toHex() << "\n";
+  out.close();
+  if (!out) return Error::fatal("cannot write the secret file " + path);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::owner_write);
+  return {};
 }
 
 // The resident set of `pid` once it has stopped changing (the same value for a second), or the
@@ -484,6 +504,13 @@ class SlotsBench final {
          ": masters get rpc.max-connections=" + std::to_string(connections) +
          " rpc.max-connections-per-peer=" + std::to_string(connections) + ", open-file limit " +
          std::to_string(openFileLimit()));
+    // Workers authenticate as they do in production (role worker, a shared secret: one HMAC
+    // challenge per connection), regentctl failover as admin.
+    workerSecret_ = logDir_ + "/" + std::to_string(workers) + "-worker.secret";
+    adminSecret_ = logDir_ + "/" + std::to_string(workers) + "-admin.secret";
+    for (const std::string& path : {workerSecret_, adminSecret_}) {
+      if (Status written = writeSecret(path); !written.ok()) return written;
+    }
     Cluster cluster;
     for (int i = 0; i < 3; ++i) {
       Master master;
@@ -499,6 +526,8 @@ class SlotsBench final {
           "http.bind=127.0.0.1:0",
           "rpc.max-connections=" + std::to_string(connections),
           "rpc.max-connections-per-peer=" + std::to_string(connections),
+          "rpc.auth-secret.worker-file=" + workerSecret_,
+          "rpc.auth-secret.admin-file=" + adminSecret_,
           "log.level=info",
       };
       sets.insert(sets.end(), options_.masterSets.begin(), options_.masterSets.end());
@@ -526,8 +555,9 @@ class SlotsBench final {
       generatorArgv.push_back("--worker-set");
       generatorArgv.push_back(set);
     }
-    auto generator =
-        startProcess(generatorArgv, logDir_ + "/" + std::to_string(workers) + "-generator.log");
+    auto generator = startProcess(generatorArgv,
+                                  logDir_ + "/" + std::to_string(workers) + "-generator.log",
+                                  "worker", workerSecret_);
     if (!generator.ok()) return Error::fatal("load generator: " + generator.error().message);
     generator_ = std::move(generator).value();
     const uint64_t epoch = cluster.masters[leader.value()].grants.back().first;
@@ -600,7 +630,8 @@ class SlotsBench final {
       auto started = startProcess(
           {options_.binDir + "/regentctl", "failover", "--zk", quorum_, "--cluster-id",
            "bench-slots-" + std::to_string(::getpid()) + "-" + std::to_string(workers)},
-          logDir_ + "/" + std::to_string(workers) + "-regentctl-" + std::to_string(run) + ".log");
+          logDir_ + "/" + std::to_string(workers) + "-regentctl-" + std::to_string(run) + ".log",
+          "admin", adminSecret_);
       if (!started.ok()) return Error::fatal("regentctl failover: " + started.error().message);
       ctl = std::move(started).value();
     }
@@ -669,8 +700,9 @@ class SlotsBench final {
       argv.push_back("--set");
       argv.push_back(set);
     }
-    auto worker =
-        startProcess(argv, logDir_ + "/" + std::to_string(workers) + "-regent-worker.log");
+    auto worker = startProcess(argv,
+                               logDir_ + "/" + std::to_string(workers) + "-regent-worker.log",
+                               "worker", workerSecret_);
     if (!worker.ok()) return Error::fatal("regent-worker: " + worker.error().message);
     auto registered = worker.value()->waitForLine(std::regex("worker registered "), kStartTimeout);
     if (!registered.ok()) {
@@ -688,6 +720,7 @@ class SlotsBench final {
   const BenchOptions& options_;
   const std::string quorum_;
   const std::string logDir_;
+  std::string workerSecret_, adminSecret_;  // The current cluster's secret files.
   std::unique_ptr<ProcessHarness> generator_;
   int64_t masterRssKb_ = -1;
   std::optional<int64_t> workerRssKb_;
