@@ -78,8 +78,8 @@ class TaskExecutor::Gateway final : public wire::TaskExecutorGateway::Server {
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto sender = context.getParams().getSender();
-    // A JobMaster's heartbeat is answered with JobMasterGateway.heartbeat once JobMasters exist
-    // (the next issue); until then it succeeds and nothing is called back.
+    // JobMaster heartbeats come with the JobMaster: it will be answered with
+    // JobMasterGateway.heartbeat; until then it succeeds and nothing is called back.
     if (sender.isResourceManager()) owner().answerHeartbeat();
     return kj::READY_NOW;
   }
@@ -175,15 +175,13 @@ std::optional<RegistrationId> TaskExecutor::registrationId() const {
 }
 const rpc::FencingCounters& TaskExecutor::fencingCounters() const { return shared_->fencing; }
 
-void TaskExecutor::logEvent(const std::string& line, bool warn) const {
+void TaskExecutor::logEvent(EventLine line, bool warn) const {
   if (!options_.logEvents) return;
-  const std::string timed =
-      line + " mono_us=" + std::to_string(monotonicMicros()) +
-      " wall_ms=" + std::to_string(wallClockMillis());
+  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
   if (warn) {
-    spdlog::warn("{}", timed);
+    spdlog::warn("{}", line.str());
   } else {
-    spdlog::info("{}", timed);
+    spdlog::info("{}", line.str());
   }
 }
 
@@ -214,8 +212,7 @@ kj::Promise<void> TaskExecutor::registerLoop() {
             logEvent(EventLine("resource manager lost")
                          .field("resource_id", options_.resourceId.toHex())
                          .field("epoch", registeredEpoch_)
-                         .quotedField("reason", reason)
-                         .str(),
+                         .quotedField("reason", reason),
                      /*warn=*/true);
             return registerLoop();
           });
@@ -336,8 +333,7 @@ void TaskExecutor::onRegistered(Registered&& registered) {
                .field("epoch", registered.epoch)
                .field("registration_id", registered.registrationId.toHex())
                .field("leader", registered.leaderId)
-               .field("attempts", attemptsThisRound_)
-               .str());
+               .field("attempts", attemptsThisRound_));
   attemptsThisRound_ = 0;
 }
 
@@ -469,7 +465,8 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
             ", not to allocation " + allocation.toHex());
     return;
   }
-  // Offering the slot to the job's JobMaster comes with the JobMaster (the next issue).
+  // Offering the slot to the job's JobMaster (JobMasterGateway.offerSlots) comes with the
+  // JobMaster; until then the allocation is recorded and reported.
   slot.allocation = allocation;
   slot.job = job;
 }
@@ -501,8 +498,7 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
     logEvent(EventLine("worker disconnected")
                  .field("resource_id", options_.resourceId.toHex())
                  .field("epoch", epoch)
-                 .quotedField("cause", cause)
-                 .str());
+                 .quotedField("cause", cause));
   };
   registered_ = false;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager = kj::mv(resourceManager_);
