@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -564,15 +565,19 @@ class SlotsBench final {
                                   "worker", workerSecret_);
     if (!generator.ok()) return Error::fatal("load generator: " + generator.error().message);
     generator_ = std::move(generator).value();
-    const uint64_t epoch = cluster.masters[leader.value()].grants.back().first;
-    if (Status ready = waitForGenerator(epoch, workers); !ready.ok()) return ready;
+    generatorTail_ = std::make_unique<LogTail>(generator_->outputPath());
+    readyEpochs_.clear();
+    if (auto steady = waitForSteady(cluster, workers); !steady.ok()) return steady.error();
 
     for (const char* which : {"crash", "handover"}) {
       CaseResult result;
       for (int run = 1; run <= options_.runs; ++run) {
         auto ms = failOver(cluster, which, run, workers);
-        if (!ms.ok()) return Error::fatal(std::string(which) + " run " + std::to_string(run) + ": " + ms.error().message);
-        result.rebuildMs.push_back(ms.value());
+        if (!ms.ok()) {
+          return Error::fatal(std::string(which) + " run " + std::to_string(run) + ": " +
+                              ms.error().message);
+        }
+        if (ms.value()) result.rebuildMs.push_back(*ms.value());
       }
       std::printf("slots rebuild_ms workers=%d slots=%d case=%s %s\n", workers,
                   workers * options_.slots, which, describe(summarize(result.rebuildMs)).c_str());
@@ -602,24 +607,57 @@ class SlotsBench final {
     return static_cast<int64_t>(limit.rlim_cur);
   }
 
-  // Waits until the generator reports every worker registered with the leader of `epoch` and
-  // the job's slots allocated.
-  Status waitForGenerator(uint64_t epoch, int workers) {
+  // Waits until the generator reports every worker registered with the current leader and the
+  // job's slots allocated, and returns that leader. The leader is read again on every poll: a
+  // leader whose loop stalls past its ZooKeeper session's tolerance under the load loses its term
+  // by itself (noted), and the cluster is steady again once the workers are with the next one.
+  Result<size_t> waitForSteady(Cluster& cluster, int workers) {
     const Duration timeout(60000 + int64_t{workers} * 20);
-    auto ready = generator_->waitForLine(
-        std::regex(std::string(kGeneratorReady) + " epoch=" + std::to_string(epoch) + " "),
-        timeout);
-    if (!ready.ok()) {
-      return Error::fatal("the load generator was not ready at epoch " + std::to_string(epoch) +
-                          " within " + std::to_string(timeout.count()) +
-                          " ms; its output ends with:\n" + generator_->outputTail(2000));
+    std::optional<uint64_t> lastEpoch;
+    std::optional<size_t> steady;
+    waitUntil(
+        [&] {
+          for (const std::string& line : generatorTail_->next()) {
+            if (auto ready = parseEventLine(line, kGeneratorReady)) {
+              readyEpochs_.insert(ready->getUint("epoch").value_or(0));
+            }
+          }
+          cluster.pollAll();
+          std::optional<size_t> holder;
+          size_t holders = 0;
+          for (size_t i = 0; i < cluster.masters.size(); ++i) {
+            if (cluster.masters[i].holdsGrant && cluster.masters[i].running()) {
+              holder = i;
+              ++holders;
+            }
+          }
+          if (holders != 1) return false;
+          const uint64_t epoch = cluster.masters[*holder].grants.back().first;
+          if (lastEpoch && *lastEpoch != epoch) {
+            note("the leadership moved by itself to epoch " + std::to_string(epoch) + " (" +
+                 cluster.masters[*holder].label + ") while the workers settled");
+          }
+          lastEpoch = epoch;
+          if (readyEpochs_.count(epoch) == 0) return false;
+          steady = holder;
+          return true;
+        },
+        timeout, Duration(100));
+    if (!steady) {
+      return Error::fatal("the load generator was not ready with the current leader (epoch " +
+                          std::to_string(lastEpoch.value_or(0)) + ") within " +
+                          std::to_string(timeout.count()) + " ms; its output ends with:\n" +
+                          generator_->outputTail(2000));
     }
-    return {};
+    return *steady;
   }
 
   // One failover: the leader leaves (SIGKILL, or regentctl failover), and the sample is the new
   // leader's grant -> its SlotManager holding every worker's report, both from its own log.
-  Result<double> failOver(Cluster& cluster, const std::string& which, int run, int workers) {
+  // nullopt when the new leader lost its term by itself before every worker reported (noted; the
+  // run is not counted).
+  Result<std::optional<double>> failOver(Cluster& cluster, const std::string& which, int run,
+                                         int workers) {
     auto leader = cluster.waitForLeader();
     if (!leader.ok()) return leader.error();
     Master& old = cluster.masters[leader.value()];
@@ -657,29 +695,37 @@ class SlotsBench final {
     waitUntil(
         [&] {
           now.poll();
-          return now.wholeAtUs.has_value();
+          return now.wholeAtUs.has_value() || !now.holdsGrant;
         },
         wholeTimeout, kPollInterval);
-    if (!now.wholeAtUs) {
+    if (!now.wholeAtUs && !now.holdsGrant) {
+      note(which + " run " + std::to_string(run) + ": " + now.label + " lost epoch " +
+           std::to_string(epoch) + " by itself before every worker reported; run not counted");
+    } else if (!now.wholeAtUs) {
       return Error::fatal(now.label + " (epoch " + std::to_string(epoch) +
                           ") logged no slot report with workers_reported=" +
                           std::to_string(workers) + " within " +
                           std::to_string(wholeTimeout.count()) + " ms");
     }
-    const double ms = static_cast<double>(*now.wholeAtUs - grantUs) / 1000.0;
-    note(which + " run " + std::to_string(run) + ": " + old.label + " -> " + now.label +
+    std::optional<double> ms;
+    if (now.wholeAtUs) {
+      ms = static_cast<double>(*now.wholeAtUs - grantUs) / 1000.0;
+      note(which + " run " + std::to_string(run) + ": " + old.label + " -> " + now.label +
          " epoch " + std::to_string(epoch) + ": first report after " +
          formatFixed(static_cast<double>(now.firstReportUs.value_or(grantUs) - grantUs) / 1000.0, 2) +
-         " ms, every worker's after " + formatFixed(ms, 2) + " ms");
+           " ms, every worker's after " + formatFixed(*ms, 2) + " ms");
+    }
 
     // The next run starts from a steady cluster: every worker registered with the new leader and
     // the job's slots allocated again; then the leader's memory with N workers is read.
-    if (Status ready = waitForGenerator(epoch, workers); !ready.ok()) return ready.error();
-    if (auto rss = settledRssKb(now.process->pid())) {
+    auto steady = waitForSteady(cluster, workers);
+    if (!steady.ok()) return steady.error();
+    Master& leading = cluster.masters[steady.value()];
+    if (auto rss = settledRssKb(leading.process->pid())) {
       masterRssKb_ = *rss;
-      note(now.label + " with " + std::to_string(workers) + " workers: VmRSS " +
+      note(leading.label + " with " + std::to_string(workers) + " workers: VmRSS " +
            std::to_string(*rss) + " kB, VmHWM " +
-           std::to_string(procStatusKb(now.process->pid(), "VmHWM").value_or(-1)) + " kB");
+           std::to_string(procStatusKb(leading.process->pid(), "VmHWM").value_or(-1)) + " kB");
     }
     if (ctl) {
       auto exit = ctl->waitForExit(Duration(30000));
@@ -726,6 +772,8 @@ class SlotsBench final {
   const std::string logDir_;
   std::string workerSecret_, adminSecret_;  // The current cluster's secret files.
   std::unique_ptr<ProcessHarness> generator_;
+  std::unique_ptr<LogTail> generatorTail_;
+  std::set<uint64_t> readyEpochs_;  // The leaders the generator was ready with.
   int64_t masterRssKb_ = -1;
   std::optional<int64_t> workerRssKb_;
 };
