@@ -489,6 +489,23 @@ std::optional<int64_t> settledRssKb(pid_t pid) {
   return samples.back();
 }
 
+// CPU time (user + system) `pid` has used so far, in ms, from /proc/<pid>/stat; nullopt if gone.
+std::optional<double> procCpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int number = 3; number <= 15 && fields >> field; ++number) {
+    if (number == 14) utime = std::stoll(field);
+    if (number == 15) stime = std::stoll(field);
+  }
+  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 struct CaseResult {
   std::vector<double> rebuildMs;
 };
@@ -691,6 +708,11 @@ class SlotsBench final {
     if (!next) return Error::fatal("no other master was granted after " + old.label + " left");
     Master& now = cluster.masters[*next];
     const auto [epoch, grantUs] = now.grants.back();
+    // Where the rebuild's time goes: the CPU the new leader and the load generator use meanwhile
+    // (from when the grant is seen to when the last report is), against the time it takes.
+    const auto leaderCpuBefore = procCpuMs(now.process->pid());
+    const auto generatorCpuBefore = procCpuMs(generator_->pid());
+    const int64_t seenGrantUs = monotonicMicros();
     const Duration wholeTimeout(60000 + int64_t{workers} * 20);
     waitUntil(
         [&] {
@@ -707,13 +729,22 @@ class SlotsBench final {
                           std::to_string(workers) + " within " +
                           std::to_string(wholeTimeout.count()) + " ms");
     }
+    const auto leaderCpuAfter = procCpuMs(now.process->pid());
+    const auto generatorCpuAfter = procCpuMs(generator_->pid());
+    const double seenMs = static_cast<double>(monotonicMicros() - seenGrantUs) / 1000.0;
+    std::string cpu;
+    if (leaderCpuBefore && leaderCpuAfter && generatorCpuBefore && generatorCpuAfter) {
+      cpu = "; meanwhile (" + formatFixed(seenMs, 0) + " ms) the leader used " +
+            formatFixed(*leaderCpuAfter - *leaderCpuBefore, 0) + " ms of CPU, the generator " +
+            formatFixed(*generatorCpuAfter - *generatorCpuBefore, 0) + " ms";
+    }
     std::optional<double> ms;
     if (now.wholeAtUs) {
       ms = static_cast<double>(*now.wholeAtUs - grantUs) / 1000.0;
       note(which + " run " + std::to_string(run) + ": " + old.label + " -> " + now.label +
          " epoch " + std::to_string(epoch) + ": first report after " +
          formatFixed(static_cast<double>(now.firstReportUs.value_or(grantUs) - grantUs) / 1000.0, 2) +
-           " ms, every worker's after " + formatFixed(*ms, 2) + " ms");
+           " ms, every worker's after " + formatFixed(*ms, 2) + " ms" + cpu);
     }
 
     // The next run starts from a steady cluster: every worker registered with the new leader and
