@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "common/event_line.h"
@@ -268,7 +269,10 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
         slotProfile.setCpuMillis(options_.slotProfile.cpuMillis);
         slotProfile.setMemoryBytes(options_.slotProfile.memoryBytes);
         auto total = info.initTotalProfile();
-        total.setCpuMillis(options_.slotProfile.cpuMillis * options_.slots);
+        // Saturated, not wrapped: a total that cannot be carried is refused by the master.
+        total.setCpuMillis(static_cast<uint32_t>(
+            std::min<uint64_t>(uint64_t{options_.slotProfile.cpuMillis} * options_.slots,
+                               std::numeric_limits<uint32_t>::max())));
         total.setMemoryBytes(options_.slotProfile.memoryBytes * options_.slots);
         info.setVersion(options_.version);
         info.setPid(options_.pid);
@@ -371,7 +375,9 @@ kj::Promise<std::string> TaskExecutor::watchSilence(uint64_t round) {
 }
 
 void TaskExecutor::lose(const std::string& reason) {
-  if (lost_.get() != nullptr && lost_->isWaiting()) lost_->fulfill(std::string(reason));
+  if (lost_.get() == nullptr || !lost_->isWaiting()) return;
+  registered_ = false;  // At once: /readyz must not say ready until registered again.
+  lost_->fulfill(std::string(reason));
 }
 
 void TaskExecutor::onEpochRaised(uint64_t /*previous*/, uint64_t raised) {
@@ -379,8 +385,8 @@ void TaskExecutor::onEpochRaised(uint64_t /*previous*/, uint64_t raised) {
   if (raised <= targetEpoch_) return;
   if (lost_.get() != nullptr && lost_->isWaiting()) {
     ++counters_.leaderChanges;
-    lost_->fulfill("a call carried epoch " + std::to_string(raised) +
-                   ", above the registered epoch " + std::to_string(registeredEpoch_));
+    lose("a call carried epoch " + std::to_string(raised) + ", above the registered epoch " +
+         std::to_string(registeredEpoch_));
   }
   // While registering, the next attempt finds the leader it names below the gate and resolves
   // the leader again (attempt()).

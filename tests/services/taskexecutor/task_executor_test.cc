@@ -306,6 +306,8 @@ TEST_F(TaskExecutorTest, AHigherEpochMakesItRegisterAgainWithThatLeader) {
   master_->epoch = 6;  // A new term: the master now leads epoch 6.
   EXPECT_FALSE(resourceManagerHeartbeat(6));
   EXPECT_EQ(executor.highestEpoch(), 6u);
+  EXPECT_FALSE(executor.registered() && executor.registeredEpoch() == 5)
+      << "not ready with the deposed term once a higher epoch called";
   waitFor([&] { return executor.registered() && executor.registeredEpoch() == 6; },
           "the registration with epoch 6");
   EXPECT_GE(executor.counters().leaderChanges, 1u);
