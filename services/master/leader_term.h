@@ -35,6 +35,8 @@ struct LeaderTermOptions {
   std::function<int64_t()> nowMs;  // Unix milliseconds, for the Dispatcher.
   // heartbeat.interval, heartbeat.timeout, rpc.call-timeout.
   resourcemanager::ResourceManagerOptions resourceManager;
+  // Fills clusterOverview's `leader` (the master's record of this term); null: left unset.
+  dispatcher::DispatcherGatewayServer::DescribeLeader describeLeader;
 };
 
 // One leadership term. Loop-thread only.
@@ -63,9 +65,9 @@ class LeaderTerm final {
   LeaderTerm& operator=(const LeaderTerm&) = delete;
 
   // Creates and starts the ResourceManager and serves its gateway (not waiting for readiness).
-  // Then opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure to
-  // open or to read the stores is logged ("recovery of epoch=E failed: ...; retrying in ...") and
-  // retried with the backoff of the options. Resolves once the term is ready to serve (its
+  // Then opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure
+  // to open or to read the stores is logged ("recovery of epoch=E failed: ...; retrying in ...")
+  // and retried with the backoff of the options. Resolves once the term is ready to serve (its
   // gateways then reach their services). Rejects only when the term is destroyed first (a
   // cancellation) or on a bug (an exception from the services). Call once.
   kj::Promise<void> start();
