@@ -118,15 +118,27 @@ kj::Promise<Status> LeaderClient::run(ErasedFn fn, Duration timeout) {
 }
 
 kj::Promise<Status> LeaderClient::attemptLoop(std::shared_ptr<Call> call) {
-  return attemptOnce(*call).then([this, call](std::optional<Status> end) -> kj::Promise<Status> {
+  const uint64_t movesBefore = leaderMoves_;
+  return attemptOnce(*call).then([this, call, movesBefore](
+                                     std::optional<Status> end) -> kj::Promise<Status> {
     if (end) return kj::mv(*end);
     const Duration delay =
         std::max(call->backoff.next(), std::min(call->retryAfter, options_.backoffMax));
     call->retryAfter = Duration(0);
-    return timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this, call]() {
-      return attemptLoop(call);
-    });
+    return backoffWait(delay, movesBefore).then([this, call]() { return attemptLoop(call); });
   });
+}
+
+kj::Promise<void> LeaderClient::backoffWait(Duration delay, uint64_t movesBefore) {
+  auto wait = timer_.afterDelay(delay.count() * kj::MILLISECONDS);
+  if (!retrieval_) return wait;
+  if (leaderMoves_ != movesBefore) return kj::READY_NOW;  // Moved while the attempt ran.
+  // Waiters whose wait ended on its timer are dropped here, so the list stays as long as the
+  // number of calls in flight.
+  std::erase_if(backoffWaiters_, [](auto& waiter) { return !waiter->isWaiting(); });
+  auto leaderMoved = kj::newPromiseAndFulfiller<void>();
+  backoffWaiters_.push_back(kj::mv(leaderMoved.fulfiller));
+  return wait.exclusiveJoin(kj::mv(leaderMoved.promise));
 }
 
 kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
@@ -317,6 +329,7 @@ kj::Promise<leader::LeaderInfo> LeaderClient::pollLeaderAbove(
 }
 
 void LeaderClient::leaderChanged(const std::optional<leader::LeaderInfo>& leader) {
+  const uint64_t previousEpoch = watched_ ? watched_->epoch : 0;
   watched_ = leader;
   if (!leader) {
     known_.reset();
@@ -328,6 +341,12 @@ void LeaderClient::leaderChanged(const std::optional<leader::LeaderInfo>& leader
   }
   if (above_ && above_->isWaiting() && leader->epoch > waitingAbove_) {
     above_->fulfill(leader::LeaderInfo(*leader));
+  }
+  if (leader->epoch != previousEpoch) {
+    ++leaderMoves_;
+    for (auto& waiter : std::exchange(backoffWaiters_, {})) {
+      if (waiter->isWaiting()) waiter->fulfill();
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/backoff.h"
 #include "common/result.h"
@@ -58,7 +59,10 @@ struct LeaderClientOptions {
 // while no failure said otherwise), connect to its rpc address, get its MasterBootstrap, and
 // run `fn` with it and the leader's record (whose epoch fn sends). Each RPC is bounded by
 // rpc.callTimeout. After a failure classified kResolveAgain the next attempt reads the leader
-// again; after kBackOff it retries the same leader; both wait the backoff first. A kFatal
+// again; after kBackOff it retries the same leader; both wait the backoff first, except that,
+// following a retrieval, a leader of another epoch reported by its watch ends every wait at once
+// (a worker whose leader died calls the next one when it is elected, not when its backoff,
+// grown while the old session expired, runs out). A kFatal
 // Failure ends the call with Error::fatal(rpc::CallFailure::describe()); a kFatal exception is
 // rethrown. Exceptions `fn` throws are classified the same way. A leader that cannot be read for
 // good (the retrieval's fatal error, such as ZNOAUTH: a credential that may not read the
@@ -138,6 +142,9 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
 
   kj::Promise<Status> run(ErasedFn fn, Duration timeout);
   kj::Promise<Status> attemptLoop(std::shared_ptr<Call> call);
+  // `delay`, ended early (following) when the watch reports a leader of another epoch; none at
+  // all when it did so since `movesBefore` (leaderMoves_ when the failed attempt began).
+  kj::Promise<void> backoffWait(Duration delay, uint64_t movesBefore);
   // nullopt: retry (the obstacle is noted); else the call's end.
   kj::Promise<std::optional<Status>> attemptOnce(Call& call);
   // The leader to call: the known one, or read / asked anew. Notes the obstacle on nullopt; an
@@ -184,6 +191,10 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // leaderAbove(): the epoch waited past and who waits.
   uint64_t waitingAbove_ = 0;
   kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;
+  // Calls waiting out a backoff (following), woken by a leader of another epoch, and how often
+  // the watch reported one.
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> backoffWaiters_;
+  uint64_t leaderMoves_ = 0;
   kj::Own<rpc::RpcClient> client_;
   // With a master address that does not lead: the connection to it for leaderInfo.
   kj::Own<rpc::RpcClient> asking_;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes the release build and runs one benchmark from bench/, printing its result lines.
 #   scripts/bench.sh NAME [ARGS...]
+#   scripts/bench.sh slots [--workers N[,N...]] [--slots S] [--runs n]   (docs/benchmarks.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,5 +23,11 @@ if ! build_log=$(scripts/build.sh --release "bench_$name" 2>&1); then
   echo "$build_log" >&2
   echo "bench.sh: building bench_$name failed" >&2
   exit 1
+fi
+if [ "$name" = slots ]; then
+  # Every simulated worker holds an RPC connection (two while it lingers on a leader it left), in
+  # the load generator and in the masters: raise the soft open-file limit to the hard one.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  echo "# open-file limit $(ulimit -n) (hard $(ulimit -Hn))"
 fi
 exec "build-release/bin/bench_$name" "$@"

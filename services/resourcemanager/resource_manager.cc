@@ -23,6 +23,9 @@ struct ResourceManager::Connection {
 namespace {
 
 constexpr uint32_t kMaxSlots = 1024;
+// The first segment of a small call to a worker (heartbeat, requestSlot): a few dozen words with
+// the RPC header. Without a hint Cap'n Proto starts every message with 8 KiB.
+constexpr capnp::MessageSize kSmallRequest{64, 0};
 
 Profile fromWire(wire::ResourceProfile::Reader profile) {
   return Profile{profile.getCpuMillis(), profile.getMemoryBytes()};
@@ -363,7 +366,9 @@ kj::Promise<void> ResourceManager::heartbeatLoop() {
 
 void ResourceManager::heartbeatRound() {
   for (auto& [id, connection] : connections_) {
-    auto request = connection->client.heartbeatRequest();
+    // A size hint: without one every message gets an 8 KiB first segment, and a round builds one
+    // per worker at once (40 MB for 5,000 workers, kept by the heap afterwards).
+    auto request = connection->client.heartbeatRequest(kSmallRequest);
     request.setEpoch(epoch_);
     request.initSender().setResourceManager();
     tasks_.add(bounded("TaskExecutorGateway.heartbeat", request.send())
@@ -416,7 +421,7 @@ void ResourceManager::matchAndRequest() {
       slots_.requestFailed(decision);
       continue;
     }
-    auto request = connection->second->client.requestSlotRequest();
+    auto request = connection->second->client.requestSlotRequest(kSmallRequest);
     request.setEpoch(epoch_);
     auto slot = request.initSlotId();
     wire::setWireId(slot.initResourceId(), decision.worker);

@@ -406,5 +406,34 @@ TEST_F(LeaderClientTest, AskingAMasterThatDoesNotLeadLeavesTheLeadersConnectionA
   EXPECT_TRUE(answers(leaders)) << "the connection to the leader was not moved to the standby";
 }
 
+// A worker whose registration waits out a long backoff (its leader died; the record names the
+// next leader only once the old session expires) calls the next leader as soon as the watch
+// reports it, not after the backoff.
+TEST_F(LeaderClientTest, ANewLeaderFromTheWatchEndsTheBackoffOfACallThatFoundNone) {
+  auto master = startMaster("a", 1);
+  auto retrieval = kj::heap<HandRetrieval>(current_, reads_, readError_);
+  HandRetrieval& watch = *retrieval;
+  auto with = options();
+  // Far beyond the call's bound: only the watch can end the wait in time.
+  with.backoffInitial = Duration(600000);
+  with.backoffMax = Duration(600000);
+  LeaderClient client(loop_.io().getNetwork(), loop_.timer(), kj::mv(retrieval), with);
+  auto call = client.call<uint64_t>(dispatcherCall(client), kBound);
+  // The first attempt finds no leader; the call then waits out its backoff.
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (*reads_ == 0 && std::chrono::steady_clock::now() < deadline) {
+    loop_.run(loop_.timer().afterDelay(kj::MILLISECONDS));
+  }
+  ASSERT_EQ(*reads_, 1);
+
+  *current_ = leaderOf(*master);
+  watch.announce();
+  auto result = loop_.run(kj::mv(call));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.value(), 1u);
+  EXPECT_EQ(master->dispatcherEpochs, std::vector<uint64_t>{1});
+}
+
 }  // namespace
 }  // namespace regent::client
+
