@@ -7,12 +7,14 @@
 
 #include <kj/async.h>
 #include <kj/timer.h>
+#include <spdlog/common.h>
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 
+#include "common/event_line.h"
 #include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -72,12 +74,32 @@ class ResourceManager final {
   SlotCounts counts() const { return slots_.counts(); }
 
   // Every registered worker with its latest slot report, for DispatcherGateway.listTaskExecutors
-  // (regentctl workers / slots) and /v1/workers; in resource id order.
+  // (regentctl workers / slots) and /v1/workers; in resource id order. `out` was initialised
+  // with counts().workers entries (fewer: the first ones only). The running attempts of a slot
+  // carry their attempt, job and allocation ids only.
   void listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const;
 
  private:
   class Gateway;
   struct Connection;  // A worker's TaskExecutorGateway and its registration id.
+
+  MonoTime monoNow() const;
+  // Logs `line` with mono_us and wall_ms when options.logEvents.
+  void event(spdlog::level::level_enum level, EventLine& line) const;
+  void refusedEvent(const ResourceId& worker, const std::string& reason) const;
+  int64_t wallNow() const;
+  kj::Promise<void> heartbeatLoop();
+  // One heartbeat round: a heartbeat call to every worker, then the expiry of silent ones.
+  void heartbeatRound();
+  // Removes a worker the SlotManager already dropped: its connection, the event line, and (when
+  // `tellWorker`) TaskExecutorGateway.disconnect with `reason`, best effort.
+  void forgetWorker(const ResourceId& worker, const std::string& reason, bool tellWorker);
+  // Runs SlotManager::match() and sends requestSlot for each decision.
+  void matchAndRequest();
+  void freeOnWorker(const SlotRelease& release, const std::string& cause);
+  // `call` bounded by callTimeout, named `method` in the timeout error.
+  template <typename T>
+  kj::Promise<T> bounded(const char* method, kj::Promise<T> call);
 
   kj::Timer& timer_;
   const uint64_t epoch_;
@@ -85,6 +107,8 @@ class ResourceManager final {
   const ResourceManagerOptions options_;
   SlotManager slots_;
   std::map<ResourceId, kj::Own<Connection>> connections_;
+  // JobMasters registered in this term; their gateways are used by the JobMaster issue.
+  std::map<JobId, wire::JobMasterGateway::Client> jobMasters_;
   TaskFailureLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

@@ -116,7 +116,7 @@ enum class SlotError {
 };
 struct SlotFailure {
   SlotError error;
-  std::string message;  // One line naming what is wrong.
+  std::string message;  // One line naming what is wrong (without the field's path).
   std::string field;    // kInvalidArgument: the offending field ("requirements[1].profile").
 };
 
@@ -156,13 +156,19 @@ class SlotManager final {
   bool jobRegistered(const JobId& job) const;
   // Replaces the job's requirements. kNotRegistered if the job is not registered;
   // kInvalidArgument when at least one worker is registered and none offers a slot profile that
-  // fits a requirement (named by its index). With no worker registered a requirement waits.
+  // fits a requirement (named by its index; the message names the required profile and the
+  // offered ones). With no worker registered a requirement waits: it is served by the first
+  // worker that registers and reports fitting free slots, and is not checked again then.
   std::optional<SlotFailure> declare(const JobId& job, const std::vector<Requirement>& needs);
   // Drops the job's requirements and its registration; returns its allocations to free.
   std::vector<SlotRelease> disconnectJob(const JobId& job);
 
   // Allocates free slots of reported workers to unmet requirements (first fit, workers in
   // registration order) and marks them pending. The caller sends requestSlot for each.
+  // A job's held slots (allocated or pending, wherever they came from: match() or a report)
+  // count toward its requirements greedily, requirements in declaration order, each slot once
+  // and only toward a requirement its profile fits. Cheap when nothing is unmet or free: the
+  // ResourceManager runs it after every report.
   std::vector<SlotRequest> match();
   // The worker accepted requestSlot: the slot is allocated for good.
   void confirmed(const SlotRequest& request);
@@ -173,7 +179,7 @@ class SlotManager final {
   // Reads.
   const std::map<ResourceId, Worker>& workers() const { return workers_; }
   const Worker* worker(const ResourceId& id) const;
-  SlotCounts counts() const;
+  SlotCounts counts() const { return counts_; }
   // Slots the job still needs beyond what it holds or has pending, summed over requirements.
   uint32_t unmet(const JobId& job) const;
 
@@ -181,9 +187,27 @@ class SlotManager final {
   struct Job {
     std::vector<Requirement> needs;
   };
+  // Held slots of one job by profile (allocated or pending), for the requirement accounting.
+  using HeldByProfile = std::map<Profile, uint32_t>;
+
+  // Adds (sign +1) or takes away (-1) `worker`'s slots in the counts and the per-job holdings;
+  // every change to a worker's slots is bracketed by account(-1) ... account(+1).
+  void account(const Worker& worker, int sign);
+  // The unmet count of each of `job`'s requirements, given the slots it holds.
+  std::vector<uint32_t> unmetPerRequirement(const JobId& job, const Job& state) const;
+  Slot* findSlot(const ResourceId& worker, uint32_t index);
+  void dropRegistration(std::map<ResourceId, Worker>::iterator it);
+
   std::map<ResourceId, Worker> workers_;
-  std::vector<ResourceId> registrationOrder_;
+  // Registration order: sequence number -> worker, and each worker's sequence number.
+  std::map<uint64_t, ResourceId> order_;
+  std::map<ResourceId, uint64_t> sequenceOf_;
+  uint64_t nextSequence_ = 0;
+  // Slot profiles registered workers offer, with the number of workers offering each.
+  std::map<Profile, size_t> offeredProfiles_;
   std::map<JobId, Job> jobs_;
+  std::map<JobId, HeldByProfile> held_;
+  SlotCounts counts_;  // `workers` kept by registerWorker / dropRegistration, the rest by account.
 };
 
 }  // namespace regent::resourcemanager

@@ -1,0 +1,503 @@
+// The ResourceManager of one term (resource_manager.h): the gateway's handlers turn wire calls
+// into SlotManager updates, and the SlotManager's decisions into calls on the workers'
+// TaskExecutorGateways, each bounded by the call timeout.
+#include "services/resourcemanager/resource_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+#include <vector>
+
+#include "common/event_line.h"
+#include "rpc/call_deadline.h"
+#include "rpc/failure.h"
+#include "rpc/wire_ids.h"
+
+namespace regent::resourcemanager {
+
+struct ResourceManager::Connection {
+  wire::TaskExecutorGateway::Client client;
+  RegistrationId registrationId;
+};
+
+namespace {
+
+constexpr uint32_t kMaxSlots = 1024;
+
+Profile fromWire(wire::ResourceProfile::Reader profile) {
+  return Profile{profile.getCpuMillis(), profile.getMemoryBytes()};
+}
+
+void toWire(const Profile& profile, wire::ResourceProfile::Builder out) {
+  out.setCpuMillis(profile.cpuMillis);
+  out.setMemoryBytes(profile.memoryBytes);
+}
+
+std::vector<ReportedSlot> fromWire(capnp::List<wire::SlotStatus>::Reader slots) {
+  std::vector<ReportedSlot> reported;
+  reported.reserve(slots.size());
+  for (auto slot : slots) {
+    ReportedSlot entry;
+    entry.index = slot.getSlotId().getSlotIndex();
+    entry.profile = fromWire(slot.getProfile());
+    entry.allocation =
+        wire::idFromWireIfSet<AllocationId>(slot.hasAllocationId(), slot.getAllocationId());
+    entry.job = wire::idFromWireIfSet<JobId>(slot.hasJobId(), slot.getJobId());
+    if (entry.allocation && !entry.job) entry.allocation.reset();  // Half an allocation: none.
+    if (!entry.allocation) entry.job.reset();
+    auto attempts = slot.getRunningAttempts();
+    entry.runningAttempts.reserve(attempts.size());
+    for (auto attempt : attempts) {
+      entry.runningAttempts.push_back(wire::idFromWire<AttemptId>(attempt.getAttemptId()));
+    }
+    reported.push_back(std::move(entry));
+  }
+  return reported;
+}
+
+// A registration's fields, or the invalidArgument naming the first wrong one.
+struct RegistrationCheck {
+  std::string field;
+  std::string message;
+};
+
+std::optional<RegistrationCheck> validate(wire::TaskExecutorRegistration::Reader in,
+                                          WorkerRegistration& out) {
+  out.resourceId = wire::idFromWire<ResourceId>(in.getResourceId());
+  out.host = in.getHost();
+  out.dataAddress = in.getDataAddress();
+  out.httpAddress = in.getHttpAddress();
+  out.version = in.getVersion();
+  out.pid = in.getPid();
+  out.startedAtMs = in.getStartedAtMs();
+  out.numberOfSlots = in.getNumberOfSlots();
+  out.slotProfile = fromWire(in.getSlotProfile());
+  out.totalProfile = fromWire(in.getTotalProfile());
+  if (!in.hasResourceId() || out.resourceId.isZero()) {
+    return RegistrationCheck{"registration.resourceId", "missing or zero"};
+  }
+  if (out.numberOfSlots < 1 || out.numberOfSlots > kMaxSlots) {
+    return RegistrationCheck{"registration.numberOfSlots",
+                             std::to_string(out.numberOfSlots) + " is not within 1.." +
+                                 std::to_string(kMaxSlots)};
+  }
+  if (out.slotProfile.cpuMillis == 0 || out.slotProfile.memoryBytes == 0) {
+    return RegistrationCheck{"registration.slotProfile",
+                             describe(out.slotProfile) + " offers no cpu or no memory"};
+  }
+  const Profile slotsTogether{out.slotProfile.cpuMillis * out.numberOfSlots,
+                              out.slotProfile.memoryBytes * out.numberOfSlots};
+  if (!out.totalProfile.fits(slotsTogether)) {
+    return RegistrationCheck{"registration.totalProfile",
+                             describe(out.totalProfile) + " is less than numberOfSlots (" +
+                                 std::to_string(out.numberOfSlots) + ") slots of " +
+                                 describe(out.slotProfile)};
+  }
+  return std::nullopt;
+}
+
+bool sameProcess(const WorkerRegistration& a, const WorkerRegistration& b) {
+  return a.host == b.host && a.pid == b.pid && a.startedAtMs == b.startedAtMs;
+}
+
+}  // namespace
+
+// ---- The gateway ------------------------------------------------------------------------------
+
+class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Server {
+ public:
+  explicit Gateway(ResourceManager& manager) : rm_(manager) {}
+
+  kj::Promise<void> registerTaskExecutor(RegisterTaskExecutorContext context) override {
+    auto params = context.getParams();
+    WorkerRegistration registration;
+    if (auto wrong = validate(params.getRegistration(), registration)) {
+      const std::string message = wrong->field + ": " + wrong->message;
+      rm_.refusedEvent(registration.resourceId, message);
+      rpc::failures::invalidArgument(context.getResults().initFailure(), wrong->field,
+                                     wrong->message, message);
+      return kj::READY_NOW;
+    }
+    auto taskExecutor = params.getTaskExecutor();
+    const Worker* holder = rm_.slots_.worker(registration.resourceId);
+    auto connection = rm_.connections_.find(registration.resourceId);
+    if (holder == nullptr || sameProcess(holder->registration, registration) ||
+        connection == rm_.connections_.end()) {
+      accept(context, registration, kj::mv(taskExecutor));
+      return kj::READY_NOW;
+    }
+    // Another process holds the id: refuse while it answers, replace it once it does not.
+    const WorkerRegistration held = holder->registration;
+    auto probe = connection->second->client.heartbeatRequest();
+    probe.setEpoch(rm_.epoch_);
+    probe.initSender().setResourceManager();
+    return rm_.bounded("TaskExecutorGateway.heartbeat", probe.send().ignoreResult())
+        .then(
+            [this, context, held, registration]() mutable {
+              const std::string message =
+                  "resource id " + registration.resourceId.toHex() +
+                  " is held by the live worker on host " + held.host + " pid " +
+                  std::to_string(held.pid) + "; this registration comes from host " +
+                  registration.host + " pid " + std::to_string(registration.pid);
+              ++rm_.counters_.registrationsRefused;
+              rm_.refusedEvent(registration.resourceId, message);
+              rpc::failures::alreadyExists(context.getResults().initFailure(),
+                                           registration.resourceId, message);
+            },
+            [this, context, registration,
+             taskExecutor = kj::mv(taskExecutor)](kj::Exception&& exception) mutable {
+              spdlog::info("the worker holding resource id {} did not answer ({}); the new "
+                           "registration from host {} pid {} replaces it",
+                           registration.resourceId.toHex(), exception.getDescription().cStr(),
+                           registration.host, registration.pid);
+              accept(context, registration, kj::mv(taskExecutor));
+            });
+  }
+
+  kj::Promise<void> sendSlotReport(SendSlotReportContext context) override {
+    auto params = context.getParams();
+    const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    const auto registration = wire::idFromWire<RegistrationId>(params.getRegistrationId());
+    const bool first = isFirstReport(worker);
+    auto failure = rm_.slots_.applyReport(worker, registration,
+                                          fromWire(params.getSlotReport().getSlots()),
+                                          rm_.monoNow(), rm_.wallNow());
+    if (failure) {
+      toWire(*failure, worker, context.getResults().initFailure());
+      return kj::READY_NOW;
+    }
+    reported(worker, first);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> heartbeat(HeartbeatContext context) override {
+    auto params = context.getParams();
+    const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    const bool first = isFirstReport(worker);
+    auto failure = rm_.slots_.heartbeat(
+        worker, fromWire(params.getPayload().getSlotReport().getSlots()), rm_.monoNow(),
+        rm_.wallNow());
+    if (failure) {
+      toWire(*failure, worker, context.getResults().initFailure());
+      return kj::READY_NOW;
+    }
+    reported(worker, first);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> disconnect(DisconnectContext context) override {
+    auto params = context.getParams();
+    const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    if (!rm_.slots_.removeWorker(worker)) {
+      rpc::failures::notRegistered(context.getResults().initFailure(), worker,
+                                   "resource id " + worker.toHex() +
+                                       " is not registered with this ResourceManager");
+      return kj::READY_NOW;
+    }
+    rm_.forgetWorker(worker, "disconnected: " + std::string(params.getCause().cStr()), false);
+    rm_.matchAndRequest();
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> registerJobMaster(RegisterJobMasterContext context) override {
+    auto params = context.getParams();
+    const auto job = wire::idFromWire<JobId>(params.getJobId());
+    if (!params.hasJobId() || job.isZero()) {
+      rpc::failures::invalidArgument(context.getResults().initFailure(), "jobId",
+                                     "missing or zero", "jobId: missing or zero");
+      return kj::READY_NOW;
+    }
+    rm_.slots_.registerJob(job);
+    rm_.jobMasters_.insert_or_assign(job, params.getJobMaster());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> declareRequiredResources(DeclareRequiredResourcesContext context) override {
+    auto params = context.getParams();
+    const auto job = wire::idFromWire<JobId>(params.getJobId());
+    std::vector<Requirement> needs;
+    needs.reserve(params.getRequirements().size());
+    for (auto requirement : params.getRequirements()) {
+      needs.push_back(
+          Requirement{fromWire(requirement.getProfile()), requirement.getNumberOfRequiredSlots()});
+    }
+    if (auto failure = rm_.slots_.declare(job, needs)) {
+      auto out = context.getResults().initFailure();
+      if (failure->error == SlotError::kNotRegistered) {
+        rpc::failures::notRegistered(out, job, failure->message);
+      } else {
+        rpc::failures::invalidArgument(out, failure->field, failure->message,
+                                       failure->field + ": " + failure->message);
+      }
+      return kj::READY_NOW;
+    }
+    rm_.matchAndRequest();
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> disconnectJobMaster(DisconnectJobMasterContext context) override {
+    auto params = context.getParams();
+    const auto job = wire::idFromWire<JobId>(params.getJobId());
+    if (!rm_.slots_.jobRegistered(job)) {
+      rpc::failures::notRegistered(context.getResults().initFailure(), job,
+                                   "the JobMaster of job " + job.toHex() +
+                                       " is not registered with this ResourceManager");
+      return kj::READY_NOW;
+    }
+    const std::string cause = params.getCause();
+    for (const SlotRelease& release : rm_.slots_.disconnectJob(job)) {
+      rm_.freeOnWorker(release, cause);
+    }
+    rm_.jobMasters_.erase(job);
+    rm_.matchAndRequest();
+    return kj::READY_NOW;
+  }
+
+ private:
+  void accept(RegisterTaskExecutorContext& context, const WorkerRegistration& registration,
+              wire::TaskExecutorGateway::Client taskExecutor) {
+    const bool replaced = rm_.slots_.worker(registration.resourceId) != nullptr;
+    if (replaced) rm_.forgetWorker(registration.resourceId, "replaced by a new registration", false);
+    const RegistrationId id =
+        rm_.slots_.registerWorker(registration, rm_.monoNow(), rm_.wallNow());
+    rm_.connections_.insert_or_assign(registration.resourceId,
+                                      kj::heap<Connection>(Connection{kj::mv(taskExecutor), id}));
+    ++rm_.counters_.registrations;
+    rm_.event(spdlog::level::info, EventLine("worker registered")
+                                       .field("epoch", rm_.epoch_)
+                                       .field("resource_id", registration.resourceId.toHex())
+                                       .field("registration_id", id.toHex())
+                                       .field("host", registration.host)
+                                       .field("pid", uint64_t{registration.pid})
+                                       .field("slots", uint64_t{registration.numberOfSlots})
+                                       .field("replaced", replaced ? "true" : "false"));
+    auto success = context.getResults().initSuccess();
+    wire::setWireId(success.initRegistrationId(), id);
+    success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
+    success.setHeartbeatTimeoutMs(static_cast<uint64_t>(rm_.options_.heartbeatTimeout.count()));
+  }
+
+  bool isFirstReport(const ResourceId& worker) const {
+    const Worker* known = rm_.slots_.worker(worker);
+    return known != nullptr && !known->reported;
+  }
+
+  // After a report was applied: the event line for a registration's first one, then matching.
+  void reported(const ResourceId& id, bool first) {
+    if (first) {
+      const Worker& worker = *rm_.slots_.worker(id);
+      size_t allocated = 0;
+      for (const Slot& slot : worker.slots) allocated += slot.allocation ? 1 : 0;
+      const SlotCounts counts = rm_.slots_.counts();
+      rm_.event(spdlog::level::info, EventLine("slot report")
+                                         .field("epoch", rm_.epoch_)
+                                         .field("resource_id", id.toHex())
+                                         .field("slots", uint64_t{worker.slots.size()})
+                                         .field("allocated", uint64_t{allocated})
+                                         .field("workers_reported", uint64_t{counts.reported})
+                                         .field("slots_total", uint64_t{counts.total}));
+    }
+    rm_.matchAndRequest();
+  }
+
+  void toWire(const SlotFailure& failure, const ResourceId& worker, wire::Failure::Builder out) {
+    if (failure.error == SlotError::kNotRegistered) {
+      spdlog::debug("resource manager: {}", failure.message);
+      rpc::failures::notRegistered(out, worker, failure.message);
+    } else {
+      rpc::failures::invalidArgument(out, failure.field, failure.message,
+                                     failure.field + ": " + failure.message);
+    }
+  }
+
+  ResourceManager& rm_;
+};
+
+// ---- The ResourceManager ----------------------------------------------------------------------
+
+ResourceManager::ResourceManager(kj::Timer& timer, uint64_t epoch,
+                                 ResourceManagerCounters& counters,
+                                 ResourceManagerOptions options)
+    : timer_(timer), epoch_(epoch), counters_(counters), options_(std::move(options)) {}
+
+ResourceManager::~ResourceManager() noexcept = default;
+
+kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer() {
+  return kj::heap<Gateway>(*this);
+}
+
+void ResourceManager::start() { tasks_.add(heartbeatLoop()); }
+
+MonoTime ResourceManager::monoNow() const {
+  const int64_t nanos = (timer_.now() - kj::origin<kj::TimePoint>()) / kj::NANOSECONDS;
+  return MonoTime(std::chrono::duration_cast<MonoTime::duration>(std::chrono::nanoseconds(nanos)));
+}
+
+int64_t ResourceManager::wallNow() const {
+  return options_.nowMs ? options_.nowMs() : wallClockMillis();
+}
+
+void ResourceManager::event(spdlog::level::level_enum level, EventLine& line) const {
+  if (!options_.logEvents) return;
+  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
+  spdlog::log(level, "{}", line.str());
+}
+
+void ResourceManager::refusedEvent(const ResourceId& worker, const std::string& reason) const {
+  EventLine line("worker refused");
+  line.field("epoch", epoch_).field("resource_id", worker.toHex()).quotedField("reason", reason);
+  event(spdlog::level::warn, line);
+}
+
+template <typename T>
+kj::Promise<T> ResourceManager::bounded(const char* method, kj::Promise<T> call) {
+  return rpc::withDeadline(timer_, options_.callTimeout, method, kj::mv(call));
+}
+
+kj::Promise<void> ResourceManager::heartbeatLoop() {
+  return timer_.afterDelay(options_.heartbeatInterval.count() * kj::MILLISECONDS).then([this] {
+    heartbeatRound();
+    return heartbeatLoop();
+  });
+}
+
+void ResourceManager::heartbeatRound() {
+  for (auto& [id, connection] : connections_) {
+    auto request = connection->client.heartbeatRequest();
+    request.setEpoch(epoch_);
+    request.initSender().setResourceManager();
+    tasks_.add(bounded("TaskExecutorGateway.heartbeat", request.send())
+                   .then(
+                       [worker = id](auto response) {
+                         if (response.hasFailure()) {
+                           spdlog::debug("heartbeat to worker {} answered: {}", worker.toHex(),
+                                         response.getFailure().getMessage().cStr());
+                         }
+                       },
+                       [worker = id](kj::Exception&& exception) {
+                         spdlog::debug("heartbeat to worker {} failed: {}", worker.toHex(),
+                                       exception.getDescription().cStr());
+                       }));
+  }
+  for (const ResourceId& id : slots_.expire(monoNow(), options_.heartbeatTimeout)) {
+    ++counters_.heartbeatTimeouts;
+    forgetWorker(id, "heartbeat timeout", true);
+  }
+  // Also retries requirements whose requestSlot failed since the last round.
+  matchAndRequest();
+}
+
+void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& reason,
+                                   bool tellWorker) {
+  auto connection = connections_.find(worker);
+  if (connection != connections_.end()) {
+    if (tellWorker) {
+      auto request = connection->second->client.disconnectRequest();
+      request.setEpoch(epoch_);
+      request.initSender().setResourceManager();
+      request.setCause(reason);
+      tasks_.add(bounded("TaskExecutorGateway.disconnect", request.send().ignoreResult())
+                     .catch_([worker](kj::Exception&& exception) {
+                       spdlog::debug("disconnect to worker {} failed: {}", worker.toHex(),
+                                     exception.getDescription().cStr());
+                     }));
+    }
+    connections_.erase(connection);
+  }
+  EventLine line("worker removed");
+  line.field("epoch", epoch_).field("resource_id", worker.toHex()).quotedField("reason", reason);
+  event(spdlog::level::info, line);
+}
+
+void ResourceManager::matchAndRequest() {
+  for (const SlotRequest& decision : slots_.match()) {
+    auto connection = connections_.find(decision.worker);
+    if (connection == connections_.end()) {
+      slots_.requestFailed(decision);
+      continue;
+    }
+    auto request = connection->second->client.requestSlotRequest();
+    request.setEpoch(epoch_);
+    auto slot = request.initSlotId();
+    wire::setWireId(slot.initResourceId(), decision.worker);
+    slot.setSlotIndex(decision.slotIndex);
+    wire::setWireId(request.initJobId(), decision.job);
+    wire::setWireId(request.initAllocationId(), decision.allocation);
+    toWire(decision.profile, request.initProfile());
+    tasks_.add(
+        bounded("TaskExecutorGateway.requestSlot", request.send())
+            .then(
+                [this, decision](auto response) {
+                  if (!response.hasFailure()) {
+                    slots_.confirmed(decision);
+                    return;
+                  }
+                  spdlog::warn("requestSlot of slot {} of worker {} for job {} refused: {}",
+                               decision.slotIndex, decision.worker.toHex(), decision.job.toHex(),
+                               response.getFailure().getMessage().cStr());
+                  slots_.requestFailed(decision);
+                },
+                [this, decision](kj::Exception&& exception) {
+                  spdlog::warn("requestSlot of slot {} of worker {} for job {} failed: {}",
+                               decision.slotIndex, decision.worker.toHex(), decision.job.toHex(),
+                               exception.getDescription().cStr());
+                  slots_.requestFailed(decision);
+                }));
+  }
+}
+
+void ResourceManager::freeOnWorker(const SlotRelease& release, const std::string& cause) {
+  auto connection = connections_.find(release.worker);
+  if (connection == connections_.end()) return;
+  auto request = connection->second->client.freeSlotRequest();
+  request.setEpoch(epoch_);
+  wire::setWireId(request.initAllocationId(), release.allocation);
+  request.setCause(cause);
+  tasks_.add(bounded("TaskExecutorGateway.freeSlot", request.send().ignoreResult())
+                 .catch_([release](kj::Exception&& exception) {
+                   spdlog::warn("freeSlot of allocation {} on worker {} failed: {}",
+                                release.allocation.toHex(), release.worker.toHex(),
+                                exception.getDescription().cStr());
+                 }));
+}
+
+void ResourceManager::listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const {
+  uint32_t i = 0;
+  for (const auto& [id, worker] : slots_.workers()) {
+    if (i >= out.size()) break;
+    auto info = out[i++];
+    const WorkerRegistration& registration = worker.registration;
+    auto registered = info.initRegistration();
+    wire::setWireId(registered.initResourceId(), registration.resourceId);
+    registered.setHost(registration.host);
+    registered.setDataAddress(registration.dataAddress);
+    registered.setHttpAddress(registration.httpAddress);
+    registered.setNumberOfSlots(registration.numberOfSlots);
+    toWire(registration.slotProfile, registered.initSlotProfile());
+    toWire(registration.totalProfile, registered.initTotalProfile());
+    registered.setVersion(registration.version);
+    registered.setPid(registration.pid);
+    registered.setStartedAtMs(registration.startedAtMs);
+    info.setRegisteredAtMs(worker.registeredAtMs);
+    info.setLastHeartbeatAtMs(worker.lastHeartbeatAtMs);
+    auto slots = info.initSlots(static_cast<uint32_t>(worker.slots.size()));
+    for (uint32_t s = 0; s < worker.slots.size(); ++s) {
+      const Slot& slot = worker.slots[s];
+      auto status = slots[s];
+      auto slotId = status.initSlotId();
+      wire::setWireId(slotId.initResourceId(), id);
+      slotId.setSlotIndex(slot.index);
+      toWire(slot.profile, status.initProfile());
+      if (slot.allocation) wire::setWireId(status.initAllocationId(), *slot.allocation);
+      if (slot.job) wire::setWireId(status.initJobId(), *slot.job);
+      auto attempts = status.initRunningAttempts(static_cast<uint32_t>(slot.runningAttempts.size()));
+      for (uint32_t a = 0; a < slot.runningAttempts.size(); ++a) {
+        wire::setWireId(attempts[a].initAttemptId(), slot.runningAttempts[a]);
+        if (slot.job) wire::setWireId(attempts[a].initJobId(), *slot.job);
+        if (slot.allocation) wire::setWireId(attempts[a].initAllocationId(), *slot.allocation);
+      }
+    }
+  }
+}
+
+}  // namespace regent::resourcemanager

@@ -1,0 +1,359 @@
+// The SlotManager's table and matching (slot_manager.h). Counts and per-job holdings are kept
+// incrementally (account()), so a report or heartbeat costs O(its slots), not O(the cluster).
+#include "services/resourcemanager/slot_manager.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <utility>
+
+namespace regent::resourcemanager {
+
+std::string describe(const Profile& profile) {
+  char cpu[32];
+  std::snprintf(cpu, sizeof cpu, "%u.%03u", profile.cpuMillis / 1000, profile.cpuMillis % 1000);
+  constexpr uint64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+  const uint64_t bytes = profile.memoryBytes;
+  std::string memory;
+  if (bytes != 0 && bytes % kGiB == 0) {
+    memory = std::to_string(bytes / kGiB) + "GiB";
+  } else if (bytes != 0 && bytes % kMiB == 0) {
+    memory = std::to_string(bytes / kMiB) + "MiB";
+  } else if (bytes != 0 && bytes % kKiB == 0) {
+    memory = std::to_string(bytes / kKiB) + "KiB";
+  } else {
+    memory = std::to_string(bytes) + "B";
+  }
+  return std::string("cpu=") + cpu + " memory=" + memory;
+}
+
+namespace {
+
+SlotFailure notRegistered(std::string message) {
+  return SlotFailure{SlotError::kNotRegistered, std::move(message), ""};
+}
+
+SlotFailure invalidArgument(std::string field, std::string message) {
+  return SlotFailure{SlotError::kInvalidArgument, std::move(message), std::move(field)};
+}
+
+}  // namespace
+
+void SlotManager::account(const Worker& worker, int sign) {
+  if (!worker.reported) return;
+  auto add = [sign](size_t& counter, size_t amount) {
+    counter = sign > 0 ? counter + amount : counter - amount;
+  };
+  add(counts_.reported, 1);
+  add(counts_.total, worker.slots.size());
+  for (const Slot& slot : worker.slots) {
+    if (!slot.allocation) continue;
+    add(counts_.allocated, 1);
+    if (slot.pending) add(counts_.pending, 1);
+    if (!slot.job) continue;
+    HeldByProfile& held = held_[*slot.job];
+    if (sign > 0) {
+      ++held[slot.profile];
+    } else {
+      auto it = held.find(slot.profile);
+      if (it != held.end() && --it->second == 0) held.erase(it);
+      if (held.empty()) held_.erase(*slot.job);
+    }
+  }
+  counts_.free = counts_.total - counts_.allocated;
+}
+
+const Worker* SlotManager::worker(const ResourceId& id) const {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+Slot* SlotManager::findSlot(const ResourceId& worker, uint32_t index) {
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return nullptr;
+  for (Slot& slot : it->second.slots) {
+    if (slot.index == index) return &slot;
+  }
+  return nullptr;
+}
+
+void SlotManager::dropRegistration(std::map<ResourceId, Worker>::iterator it) {
+  account(it->second, -1);
+  auto offered = offeredProfiles_.find(it->second.registration.slotProfile);
+  if (offered != offeredProfiles_.end() && --offered->second == 0) {
+    offeredProfiles_.erase(offered);
+  }
+  auto sequence = sequenceOf_.find(it->first);
+  if (sequence != sequenceOf_.end()) {
+    order_.erase(sequence->second);
+    sequenceOf_.erase(sequence);
+  }
+  workers_.erase(it);
+  --counts_.workers;
+}
+
+RegistrationId SlotManager::registerWorker(const WorkerRegistration& registration, MonoTime now,
+                                           int64_t nowMs) {
+  auto existing = workers_.find(registration.resourceId);
+  if (existing != workers_.end()) dropRegistration(existing);
+
+  Worker worker;
+  worker.registration = registration;
+  worker.registrationId = RegistrationId::random();
+  worker.registeredAtMs = nowMs;
+  worker.lastHeartbeatAtMs = nowMs;
+  worker.lastHeard = now;
+  const RegistrationId id = worker.registrationId;
+  workers_.emplace(registration.resourceId, std::move(worker));
+  const uint64_t sequence = nextSequence_++;
+  order_.emplace(sequence, registration.resourceId);
+  sequenceOf_[registration.resourceId] = sequence;
+  ++offeredProfiles_[registration.slotProfile];
+  ++counts_.workers;
+  return id;
+}
+
+std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
+                                                    const RegistrationId& registrationId,
+                                                    const std::vector<ReportedSlot>& slots,
+                                                    MonoTime now, int64_t nowMs) {
+  auto it = workers_.find(workerId);
+  if (it == workers_.end()) {
+    return notRegistered("resource id " + workerId.toHex() +
+                         " is not registered with this ResourceManager; register again");
+  }
+  Worker& worker = it->second;
+  if (worker.registrationId != registrationId) {
+    return notRegistered("registration id " + registrationId.toHex() + " of resource id " +
+                         workerId.toHex() +
+                         " is not its current registration; register again");
+  }
+  // Validate before touching anything: a malformed report leaves the table as it was.
+  std::vector<bool> seen(worker.registration.numberOfSlots, false);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const uint32_t index = slots[i].index;
+    const std::string field = "slots[" + std::to_string(i) + "].slotId.slotIndex";
+    if (index >= worker.registration.numberOfSlots) {
+      return invalidArgument(field, "slot index " + std::to_string(index) +
+                                        " is not below the registered numberOfSlots " +
+                                        std::to_string(worker.registration.numberOfSlots));
+    }
+    if (seen[index]) {
+      return invalidArgument(field, "slot index " + std::to_string(index) +
+                                        " is reported twice");
+    }
+    seen[index] = true;
+  }
+
+  account(worker, -1);
+  std::vector<Slot> next;
+  next.reserve(slots.size());
+  for (const ReportedSlot& reported : slots) {
+    Slot slot;
+    slot.index = reported.index;
+    slot.profile = reported.profile;
+    slot.runningAttempts = reported.runningAttempts;
+    if (reported.allocation) {
+      slot.allocation = reported.allocation;
+      slot.job = reported.job;
+    } else {
+      // A pending allocation the worker has not taken yet (requestSlot in flight) stays pending.
+      for (const Slot& previous : worker.slots) {
+        if (previous.index == reported.index && previous.pending) {
+          slot.allocation = previous.allocation;
+          slot.job = previous.job;
+          slot.pending = true;
+          break;
+        }
+      }
+    }
+    next.push_back(std::move(slot));
+  }
+  std::sort(next.begin(), next.end(),
+            [](const Slot& a, const Slot& b) { return a.index < b.index; });
+  worker.slots = std::move(next);
+  worker.reported = true;
+  worker.lastHeard = now;
+  worker.lastHeartbeatAtMs = nowMs;
+  account(worker, +1);
+  return std::nullopt;
+}
+
+std::optional<SlotFailure> SlotManager::heartbeat(const ResourceId& workerId,
+                                                  const std::vector<ReportedSlot>& slots,
+                                                  MonoTime now, int64_t nowMs) {
+  auto it = workers_.find(workerId);
+  if (it == workers_.end()) {
+    return notRegistered("resource id " + workerId.toHex() +
+                         " is not registered with this ResourceManager; register again");
+  }
+  return applyReport(workerId, it->second.registrationId, slots, now, nowMs);
+}
+
+bool SlotManager::removeWorker(const ResourceId& workerId) {
+  auto it = workers_.find(workerId);
+  if (it == workers_.end()) return false;
+  dropRegistration(it);
+  return true;
+}
+
+std::vector<ResourceId> SlotManager::expire(MonoTime now, Duration timeout) {
+  std::vector<ResourceId> expired;
+  for (const auto& [id, worker] : workers_) {
+    if (now - worker.lastHeard > timeout) expired.push_back(id);
+  }
+  for (const ResourceId& id : expired) removeWorker(id);
+  return expired;
+}
+
+void SlotManager::registerJob(const JobId& job) { jobs_.try_emplace(job); }
+
+bool SlotManager::jobRegistered(const JobId& job) const { return jobs_.count(job) != 0; }
+
+std::optional<SlotFailure> SlotManager::declare(const JobId& job,
+                                                const std::vector<Requirement>& needs) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) {
+    return notRegistered("the JobMaster of job " + job.toHex() +
+                         " is not registered with this ResourceManager; register it first");
+  }
+  if (!workers_.empty()) {
+    for (size_t i = 0; i < needs.size(); ++i) {
+      bool fits = false;
+      for (const auto& [offered, workers] : offeredProfiles_) {
+        if (offered.fits(needs[i].profile)) {
+          fits = true;
+          break;
+        }
+      }
+      if (fits) continue;
+      std::string offered;
+      for (const auto& [profile, workers] : offeredProfiles_) {
+        if (!offered.empty()) offered += ", ";
+        offered += "(" + describe(profile) + ")";
+      }
+      const std::string field = "requirements[" + std::to_string(i) + "].profile";
+      return invalidArgument(field, "requirement " + std::to_string(i) + " (" +
+                                        describe(needs[i].profile) +
+                                        ") fits no slot a registered worker offers (" +
+                                        offered + ")");
+    }
+  }
+  it->second.needs = needs;
+  return std::nullopt;
+}
+
+std::vector<SlotRelease> SlotManager::disconnectJob(const JobId& job) {
+  std::vector<SlotRelease> releases;
+  jobs_.erase(job);
+  if (held_.count(job) == 0) return releases;
+  for (auto& [id, worker] : workers_) {
+    bool holds = false;
+    for (const Slot& slot : worker.slots) holds = holds || (slot.job && *slot.job == job);
+    if (!holds) continue;
+    account(worker, -1);
+    for (Slot& slot : worker.slots) {
+      if (!slot.job || *slot.job != job) continue;
+      if (slot.allocation) releases.push_back(SlotRelease{id, *slot.allocation});
+      slot.allocation.reset();
+      slot.job.reset();
+      slot.pending = false;
+      slot.runningAttempts.clear();
+    }
+    account(worker, +1);
+  }
+  return releases;
+}
+
+std::vector<uint32_t> SlotManager::unmetPerRequirement(const JobId& job, const Job& state) const {
+  std::vector<uint32_t> unmet;
+  unmet.reserve(state.needs.size());
+  HeldByProfile held;
+  if (auto it = held_.find(job); it != held_.end()) held = it->second;
+  for (const Requirement& need : state.needs) {
+    uint32_t missing = need.count;
+    // Smallest fitting profiles first (the map's order), so larger slots stay for larger needs.
+    for (auto it = held.begin(); it != held.end() && missing > 0;) {
+      if (!it->first.fits(need.profile)) {
+        ++it;
+        continue;
+      }
+      const uint32_t taken = std::min(missing, it->second);
+      missing -= taken;
+      it->second -= taken;
+      it = it->second == 0 ? held.erase(it) : std::next(it);
+    }
+    unmet.push_back(missing);
+  }
+  return unmet;
+}
+
+uint32_t SlotManager::unmet(const JobId& job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return 0;
+  uint32_t sum = 0;
+  for (uint32_t missing : unmetPerRequirement(job, it->second)) sum += missing;
+  return sum;
+}
+
+std::vector<SlotRequest> SlotManager::match() {
+  std::vector<SlotRequest> requests;
+  for (const auto& [jobId, job] : jobs_) {
+    if (counts_.free == 0) break;
+    std::vector<uint32_t> unmet = unmetPerRequirement(jobId, job);
+    for (size_t r = 0; r < job.needs.size() && counts_.free > 0; ++r) {
+      uint32_t missing = unmet[r];
+      if (missing == 0) continue;
+      const Profile& required = job.needs[r].profile;
+      for (auto order = order_.begin(); order != order_.end() && missing > 0; ++order) {
+        Worker& worker = workers_.at(order->second);
+        if (!worker.reported) continue;
+        bool anyFree = false;
+        for (const Slot& slot : worker.slots) {
+          if (!slot.allocation && slot.profile.fits(required)) {
+            anyFree = true;
+            break;
+          }
+        }
+        if (!anyFree) continue;
+        account(worker, -1);
+        for (Slot& slot : worker.slots) {
+          if (missing == 0) break;
+          if (slot.allocation || !slot.profile.fits(required)) continue;
+          slot.allocation = AllocationId::random();
+          slot.job = jobId;
+          slot.pending = true;
+          slot.runningAttempts.clear();
+          requests.push_back(
+              SlotRequest{order->second, slot.index, jobId, *slot.allocation, slot.profile});
+          --missing;
+        }
+        account(worker, +1);
+      }
+    }
+  }
+  return requests;
+}
+
+void SlotManager::confirmed(const SlotRequest& request) {
+  Slot* slot = findSlot(request.worker, request.slotIndex);
+  if (slot == nullptr || slot->allocation != request.allocation || !slot->pending) return;
+  Worker& worker = workers_.at(request.worker);
+  account(worker, -1);
+  slot->pending = false;
+  account(worker, +1);
+}
+
+void SlotManager::requestFailed(const SlotRequest& request) {
+  Slot* slot = findSlot(request.worker, request.slotIndex);
+  // A report since then that lists the allocation (or another) overrides the failed request.
+  if (slot == nullptr || slot->allocation != request.allocation || !slot->pending) return;
+  Worker& worker = workers_.at(request.worker);
+  account(worker, -1);
+  slot->allocation.reset();
+  slot->job.reset();
+  slot->pending = false;
+  account(worker, +1);
+}
+
+}  // namespace regent::resourcemanager

@@ -1,0 +1,567 @@
+// The ResourceManager through its gateway behind the fenced endpoint, as workers and JobMasters
+// call it, with fake TaskExecutorGateways that record the calls the ResourceManager makes and a
+// kj::TimerImpl advanced by hand: registration and listing, heartbeat expiry, a second live
+// worker with the same resource id refused, a dead or silent holder replaced, requestSlot for a
+// declared requirement, and the failures for stale registrations and unfittable requirements.
+#include "services/resourcemanager/resource_manager.h"
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+#include <kj/debug.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/event_loop.h"
+#include "rpc/fenced_endpoint.h"
+#include "rpc/wire_ids.h"
+
+namespace regent::resourcemanager {
+namespace {
+
+using wire::ResourceManagerGateway;
+using wire::TaskExecutorGateway;
+
+constexpr uint64_t kEpoch = 7;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// What a fake worker's TaskExecutorGateway was called with, and how it answers.
+struct FakeWorker {
+  enum class Mode {
+    kAnswers,       // Answers every call (requestSlot with `refuseRequests` as said).
+    kDisconnected,  // Every call throws DISCONNECTED, as a dead peer's connection does.
+    kSilent,        // No call ever completes.
+  };
+  Mode mode = Mode::kAnswers;
+  bool refuseRequests = false;  // requestSlot answers failedPrecondition.
+
+  struct RequestedSlot {
+    uint64_t epoch;
+    ResourceId worker;
+    uint32_t index;
+    JobId job;
+    AllocationId allocation;
+    uint32_t cpuMillis;
+  };
+  std::vector<RequestedSlot> requested;
+  std::vector<AllocationId> freed;
+  std::vector<std::string> disconnects;
+  size_t heartbeats = 0;
+};
+
+class FakeTaskExecutor final : public TaskExecutorGateway::Server {
+ public:
+  explicit FakeTaskExecutor(FakeWorker& state) : state_(state) {}
+
+  kj::Promise<void> requestSlot(RequestSlotContext context) override {
+    auto params = context.getParams();
+    state_.requested.push_back(FakeWorker::RequestedSlot{
+        params.getEpoch(), wire::idFromWire<ResourceId>(params.getSlotId().getResourceId()),
+        params.getSlotId().getSlotIndex(), wire::idFromWire<JobId>(params.getJobId()),
+        wire::idFromWire<AllocationId>(params.getAllocationId()),
+        params.getProfile().getCpuMillis()});
+    if (auto trouble = misbehave()) return kj::mv(*trouble);
+    if (state_.refuseRequests) {
+      auto failure = context.getResults().initFailure();
+      failure.setMessage("slot allocated to another allocation");
+      failure.setFailedPrecondition();
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> freeSlot(FreeSlotContext context) override {
+    state_.freed.push_back(wire::idFromWire<AllocationId>(context.getParams().getAllocationId()));
+    if (auto trouble = misbehave()) return kj::mv(*trouble);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> heartbeat(HeartbeatContext context) override {
+    EXPECT_EQ(context.getParams().getEpoch(), kEpoch);
+    EXPECT_TRUE(context.getParams().getSender().isResourceManager());
+    ++state_.heartbeats;
+    if (auto trouble = misbehave()) return kj::mv(*trouble);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> disconnect(DisconnectContext context) override {
+    state_.disconnects.push_back(context.getParams().getCause());
+    if (auto trouble = misbehave()) return kj::mv(*trouble);
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::optional<kj::Promise<void>> misbehave() {
+    switch (state_.mode) {
+      case FakeWorker::Mode::kAnswers:
+        return std::nullopt;
+      case FakeWorker::Mode::kDisconnected:
+        return kj::Promise<void>(
+            KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone"));
+      case FakeWorker::Mode::kSilent:
+        return kj::Promise<void>(kj::NEVER_DONE);
+    }
+    return std::nullopt;
+  }
+
+  FakeWorker& state_;
+};
+
+struct WorkerIdentity {
+  ResourceId id;
+  std::string host = "host-a";
+  uint32_t pid = 100;
+  int64_t startedAtMs = 1700000000000;
+  uint32_t slots = 2;
+  uint32_t slotCpuMillis = 1000;
+};
+
+class ResourceManagerTest : public ::testing::Test {
+ protected:
+  ResourceManagerTest() {
+    ResourceManagerOptions options;
+    options.heartbeatInterval = Duration(2000);
+    options.heartbeatTimeout = Duration(10000);
+    options.callTimeout = Duration(1000);
+    options.nowMs = [this] { return nowMs_; };
+    manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
+    gateway_ = rpc::fencedEndpoint<ResourceManagerGateway>(manager_->makeGatewayServer(), kEpoch,
+                                                           fencing_);
+  }
+  ~ResourceManagerTest() noexcept override {
+    gateway_ = nullptr;
+    manager_ = nullptr;
+  }
+
+  void settle() { loop_.waitScope().poll(); }
+  void advance(Duration by) {
+    nowMs_ += by.count();
+    timer_.advanceTo(timer_.now() + by.count() * kj::MILLISECONDS);
+    settle();
+  }
+
+  capnp::Request<ResourceManagerGateway::RegisterTaskExecutorParams,
+                 ResourceManagerGateway::RegisterTaskExecutorResults>
+  registerRequest(const WorkerIdentity& who, FakeWorker& fake) {
+    auto request = gateway_.registerTaskExecutorRequest();
+    request.setEpoch(kEpoch);
+    auto registration = request.initRegistration();
+    wire::setWireId(registration.initResourceId(), who.id);
+    registration.setHost(who.host);
+    registration.setDataAddress(who.host + ":8083");
+    registration.setHttpAddress(who.host + ":8082");
+    registration.setNumberOfSlots(who.slots);
+    registration.getSlotProfile().setCpuMillis(who.slotCpuMillis);
+    registration.getSlotProfile().setMemoryBytes(kGiB);
+    registration.getTotalProfile().setCpuMillis(who.slotCpuMillis * who.slots);
+    registration.getTotalProfile().setMemoryBytes(kGiB * who.slots);
+    registration.setVersion("test");
+    registration.setPid(who.pid);
+    registration.setStartedAtMs(who.startedAtMs);
+    request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+    return request;
+  }
+
+  capnp::Response<ResourceManagerGateway::RegisterTaskExecutorResults> registerWorker(
+      const WorkerIdentity& who, FakeWorker& fake) {
+    return loop_.run(registerRequest(who, fake).send());
+  }
+
+  // Registers `who` and reports all its slots free; returns the registration id.
+  RegistrationId registerAndReport(const WorkerIdentity& who, FakeWorker& fake) {
+    auto registered = registerWorker(who, fake);
+    KJ_REQUIRE(!registered.hasFailure(), registered.getFailure().getMessage().cStr());
+    const auto id = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
+    auto reported = report(who, id, {});
+    KJ_REQUIRE(!reported.hasFailure(), reported.getFailure().getMessage().cStr());
+    return id;
+  }
+
+  // One slot report of `who`: every slot free except those listed in `allocated`.
+  struct Allocated {
+    uint32_t index;
+    JobId job;
+    AllocationId allocation;
+  };
+  void fillReport(wire::SlotReport::Builder report, const WorkerIdentity& who,
+                  const std::vector<Allocated>& allocated) {
+    wire::setWireId(report.initResourceId(), who.id);
+    auto slots = report.initSlots(who.slots);
+    for (uint32_t i = 0; i < who.slots; ++i) {
+      wire::setWireId(slots[i].initSlotId().initResourceId(), who.id);
+      slots[i].getSlotId().setSlotIndex(i);
+      slots[i].initProfile().setCpuMillis(who.slotCpuMillis);
+      slots[i].getProfile().setMemoryBytes(kGiB);
+      for (const Allocated& slot : allocated) {
+        if (slot.index != i) continue;
+        wire::setWireId(slots[i].initJobId(), slot.job);
+        wire::setWireId(slots[i].initAllocationId(), slot.allocation);
+      }
+    }
+  }
+
+  capnp::Response<ResourceManagerGateway::SendSlotReportResults> report(
+      const WorkerIdentity& who, const RegistrationId& registration,
+      const std::vector<Allocated>& allocated) {
+    auto request = gateway_.sendSlotReportRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), who.id);
+    wire::setWireId(request.initRegistrationId(), registration);
+    fillReport(request.initSlotReport(), who, allocated);
+    return loop_.run(request.send());
+  }
+
+  capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(const WorkerIdentity& who) {
+    auto request = gateway_.heartbeatRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), who.id);
+    fillReport(request.initPayload().initSlotReport(), who, {});
+    return loop_.run(request.send());
+  }
+
+  void registerJobMaster(const JobId& job) {
+    auto request = gateway_.registerJobMasterRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initJobId(), job);
+    auto response = loop_.run(request.send());
+    KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
+  }
+
+  capnp::Response<ResourceManagerGateway::DeclareRequiredResourcesResults> declare(
+      const JobId& job, uint32_t cpuMillis, uint32_t count) {
+    auto request = gateway_.declareRequiredResourcesRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initJobId(), job);
+    auto requirement = request.initRequirements(1)[0];
+    requirement.initProfile().setCpuMillis(cpuMillis);
+    requirement.getProfile().setMemoryBytes(kGiB);
+    requirement.setNumberOfRequiredSlots(count);
+    return loop_.run(request.send());
+  }
+
+  // listTaskExecutors into a message of its own.
+  struct Listed {
+    capnp::MallocMessageBuilder message;
+    capnp::List<wire::TaskExecutorInfo>::Reader workers;
+  };
+  std::unique_ptr<Listed> list() {
+    auto listed = std::make_unique<Listed>();
+    auto out = listed->message.getRoot<capnp::AnyPointer>()
+                   .initAs<capnp::List<wire::TaskExecutorInfo>>(
+                       static_cast<uint32_t>(manager_->counts().workers));
+    manager_->listTaskExecutors(out);
+    listed->workers = out.asReader();
+    return listed;
+  }
+
+  EventLoop loop_;
+  kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  int64_t nowMs_ = 1700000100000;
+  ResourceManagerCounters counters_;
+  rpc::FencingCounters fencing_;
+  std::unique_ptr<ResourceManager> manager_;
+  ResourceManagerGateway::Client gateway_ = nullptr;
+};
+
+TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  auto registered = registerWorker(who, fake);
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+  EXPECT_EQ(registered.getSuccess().getHeartbeatIntervalMs(), 2000u);
+  EXPECT_EQ(registered.getSuccess().getHeartbeatTimeoutMs(), 10000u);
+  EXPECT_EQ(counters_.registrations, 1u);
+  const auto id = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
+  EXPECT_FALSE(id.isZero());
+
+  const JobId job = JobId::random();
+  const AllocationId allocation = AllocationId::random();
+  nowMs_ += 5;
+  ASSERT_FALSE(report(who, id, {{1, job, allocation}}).hasFailure());
+
+  auto listed = list();
+  ASSERT_EQ(listed->workers.size(), 1u);
+  auto worker = listed->workers[0];
+  EXPECT_EQ(wire::idFromWire<ResourceId>(worker.getRegistration().getResourceId()), who.id);
+  EXPECT_EQ(std::string(worker.getRegistration().getHost().cStr()), "host-a");
+  EXPECT_EQ(worker.getRegistration().getPid(), 100u);
+  EXPECT_EQ(worker.getRegistration().getNumberOfSlots(), 2u);
+  EXPECT_EQ(worker.getRegisteredAtMs(), 1700000100000);
+  EXPECT_EQ(worker.getLastHeartbeatAtMs(), 1700000100005);
+  ASSERT_EQ(worker.getSlots().size(), 2u);
+  EXPECT_FALSE(worker.getSlots()[0].hasAllocationId());
+  EXPECT_EQ(worker.getSlots()[1].getSlotId().getSlotIndex(), 1u);
+  EXPECT_EQ(wire::idFromWire<AllocationId>(worker.getSlots()[1].getAllocationId()), allocation);
+  EXPECT_EQ(wire::idFromWire<JobId>(worker.getSlots()[1].getJobId()), job);
+  EXPECT_EQ(manager_->counts().total, 2u);
+  EXPECT_EQ(manager_->counts().allocated, 1u);
+}
+
+TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothingIsStored) {
+  FakeWorker fake;
+  WorkerIdentity who{.id = ResourceId::random()};
+  who.slots = 0;
+  auto refused = registerWorker(who, fake);
+  ASSERT_TRUE(refused.hasFailure());
+  ASSERT_TRUE(refused.getFailure().isInvalidArgument());
+  EXPECT_EQ(std::string(refused.getFailure().getInvalidArgument().getField().cStr()),
+            "registration.numberOfSlots");
+
+  who.slots = 2;
+  auto request = registerRequest(who, fake);
+  request.getRegistration().getTotalProfile().setCpuMillis(1500);  // Less than 2 x 1000.
+  auto short_ = loop_.run(request.send());
+  ASSERT_TRUE(short_.hasFailure());
+  ASSERT_TRUE(short_.getFailure().isInvalidArgument());
+  EXPECT_EQ(std::string(short_.getFailure().getInvalidArgument().getField().cStr()),
+            "registration.totalProfile");
+
+  who.id = ResourceId();
+  auto zero = registerWorker(who, fake);
+  ASSERT_TRUE(zero.hasFailure());
+  EXPECT_EQ(std::string(zero.getFailure().getInvalidArgument().getField().cStr()),
+            "registration.resourceId");
+  EXPECT_EQ(manager_->counts().workers, 0u);
+  EXPECT_EQ(counters_.registrations, 0u);
+}
+
+TEST_F(ResourceManagerTest, AWorkerSilentForTheHeartbeatTimeoutIsRemovedCountedAndTold) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  manager_->start();
+
+  advance(Duration(2000));
+  EXPECT_EQ(fake.heartbeats, 1u) << "the ResourceManager heartbeats every interval";
+  ASSERT_FALSE(heartbeat(who).hasFailure());  // The worker's answer, heard at t=2s.
+  advance(Duration(2000));
+  EXPECT_EQ(fake.heartbeats, 2u);
+
+  advance(Duration(8000));  // t=12s: 10 s since the worker was heard, not more.
+  EXPECT_EQ(manager_->counts().workers, 1u);
+  EXPECT_EQ(counters_.heartbeatTimeouts, 0u);
+  advance(Duration(2000));  // t=14s.
+  EXPECT_EQ(manager_->counts().workers, 0u);
+  EXPECT_EQ(manager_->counts().total, 0u);
+  EXPECT_EQ(counters_.heartbeatTimeouts, 1u);
+  EXPECT_EQ(fake.disconnects, std::vector<std::string>{"heartbeat timeout"});
+  EXPECT_EQ(list()->workers.size(), 0u);
+
+  auto late = heartbeat(who);
+  ASSERT_TRUE(late.hasFailure());
+  EXPECT_TRUE(late.getFailure().isNotRegistered()) << late.getFailure().getMessage().cStr();
+  const size_t heartbeats = fake.heartbeats;
+  advance(Duration(2000));
+  EXPECT_EQ(fake.heartbeats, heartbeats) << "a removed worker is not heartbeated";
+}
+
+TEST_F(ResourceManagerTest, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth) {
+  FakeWorker holder;
+  FakeWorker claimant;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const RegistrationId held = registerAndReport(first, holder);
+
+  auto refused = registerWorker(second, claimant);
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isAlreadyExists());
+  EXPECT_EQ(std::string(refused.getFailure().getMessage().cStr()),
+            "resource id " + first.id.toHex() +
+                " is held by the live worker on host host-a pid 100; this registration comes "
+                "from host host-b pid 200");
+  EXPECT_EQ(holder.heartbeats, 1u) << "the holder was probed";
+  EXPECT_EQ(counters_.registrationsRefused, 1u);
+  auto listed = list();
+  ASSERT_EQ(listed->workers.size(), 1u);
+  EXPECT_EQ(std::string(listed->workers[0].getRegistration().getHost().cStr()), "host-a");
+  EXPECT_FALSE(report(first, held, {}).hasFailure()) << "the holder's registration stands";
+}
+
+TEST_F(ResourceManagerTest, AHolderWhoseConnectionIsGoneIsReplaced) {
+  FakeWorker holder;
+  FakeWorker claimant;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const RegistrationId old = registerAndReport(first, holder);
+  holder.mode = FakeWorker::Mode::kDisconnected;
+
+  auto registered = registerWorker(second, claimant);
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+  auto listed = list();
+  ASSERT_EQ(listed->workers.size(), 1u);
+  EXPECT_EQ(std::string(listed->workers[0].getRegistration().getHost().cStr()), "host-b");
+  EXPECT_EQ(listed->workers[0].getSlots().size(), 0u) << "slots come from the new report";
+  auto stale = report(first, old, {});
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isNotRegistered());
+  EXPECT_EQ(counters_.registrations, 2u);
+}
+
+TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplaced) {
+  FakeWorker holder;
+  FakeWorker claimant;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  registerAndReport(first, holder);
+  holder.mode = FakeWorker::Mode::kSilent;
+
+  auto pending = registerRequest(second, claimant).send();
+  settle();
+  EXPECT_FALSE(pending.poll(loop_.waitScope())) << "waits for the probe";
+  advance(Duration(1000));
+  ASSERT_TRUE(pending.poll(loop_.waitScope()));
+  auto registered = pending.wait(loop_.waitScope());
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(first.id)->registration.host, "host-b");
+}
+
+TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistration) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  const RegistrationId old = registerAndReport(who, fake);
+  fake.mode = FakeWorker::Mode::kSilent;  // Not probed: it would hang here.
+  auto again = registerWorker(who, fake);
+  ASSERT_FALSE(again.hasFailure()) << again.getFailure().getMessage().cStr();
+  const auto fresh = wire::idFromWire<RegistrationId>(again.getSuccess().getRegistrationId());
+  EXPECT_NE(fresh, old);
+  EXPECT_EQ(fake.heartbeats, 0u);
+
+  auto stale = report(who, old, {});
+  ASSERT_TRUE(stale.hasFailure());
+  ASSERT_TRUE(stale.getFailure().isNotRegistered()) << stale.getFailure().getMessage().cStr();
+  EXPECT_EQ(wire::idFromWire<ResourceId>(stale.getFailure().getNotRegistered().getTaskExecutor()),
+            who.id);
+  EXPECT_FALSE(report(who, fresh, {}).hasFailure());
+  EXPECT_EQ(manager_->counts().workers, 1u);
+}
+
+TEST_F(ResourceManagerTest, ADeclaredRequirementIsRequestedFromAWorkerAndItsAllocationKept) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  const RegistrationId registration = registerAndReport(who, fake);
+  const JobId job = JobId::random();
+  registerJobMaster(job);
+  auto declared = declare(job, 500, 1);
+  ASSERT_FALSE(declared.hasFailure()) << declared.getFailure().getMessage().cStr();
+  settle();
+
+  ASSERT_EQ(fake.requested.size(), 1u);
+  const auto& requested = fake.requested[0];
+  EXPECT_EQ(requested.epoch, kEpoch);
+  EXPECT_EQ(requested.worker, who.id);
+  EXPECT_EQ(requested.index, 0u);
+  EXPECT_EQ(requested.job, job);
+  EXPECT_EQ(requested.cpuMillis, 1000u) << "the slot's profile, not the requirement's";
+  EXPECT_EQ(manager_->counts().pending, 0u) << "the worker accepted: allocated for good";
+  EXPECT_EQ(manager_->counts().allocated, 1u);
+
+  // The worker's next report lists the allocation: it stays under its id.
+  ASSERT_FALSE(report(who, registration, {{0, job, requested.allocation}}).hasFailure());
+  auto listed = list();
+  ASSERT_EQ(listed->workers.size(), 1u);
+  auto slot = listed->workers[0].getSlots()[0];
+  EXPECT_EQ(wire::idFromWire<AllocationId>(slot.getAllocationId()), requested.allocation);
+  EXPECT_EQ(wire::idFromWire<JobId>(slot.getJobId()), job);
+  EXPECT_EQ(fake.requested.size(), 1u) << "nothing more requested";
+}
+
+TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheNextHeartbeatRound) {
+  FakeWorker fake;
+  fake.refuseRequests = true;
+  const WorkerIdentity who{.id = ResourceId::random(), .slots = 1};
+  registerAndReport(who, fake);
+  manager_->start();
+  const JobId job = JobId::random();
+  registerJobMaster(job);
+  ASSERT_FALSE(declare(job, 1000, 1).hasFailure());
+  settle();
+  ASSERT_EQ(fake.requested.size(), 1u);
+  EXPECT_EQ(manager_->counts().allocated, 0u);
+
+  fake.refuseRequests = false;
+  advance(Duration(2000));
+  ASSERT_EQ(fake.requested.size(), 2u);
+  EXPECT_NE(fake.requested[1].allocation, fake.requested[0].allocation);
+  EXPECT_EQ(manager_->counts().allocated, 1u);
+  EXPECT_EQ(manager_->counts().pending, 0u);
+}
+
+TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorkers) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  const JobId job = JobId::random();
+  registerJobMaster(job);
+  ASSERT_FALSE(declare(job, 1000, 2).hasFailure());
+  settle();
+  ASSERT_EQ(fake.requested.size(), 2u);
+
+  auto request = gateway_.disconnectJobMasterRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initJobId(), job);
+  request.setCause("job finished");
+  ASSERT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  ASSERT_EQ(fake.freed.size(), 2u);
+  EXPECT_EQ(manager_->counts().allocated, 0u);
+
+  auto again = gateway_.disconnectJobMasterRequest();
+  again.setEpoch(kEpoch);
+  wire::setWireId(again.initJobId(), job);
+  auto unknown = loop_.run(again.send());
+  ASSERT_TRUE(unknown.hasFailure());
+  EXPECT_TRUE(unknown.getFailure().isNotRegistered());
+}
+
+TEST_F(ResourceManagerTest, ARequirementNoWorkerCanFitIsInvalidArgument) {
+  FakeWorker fake;
+  registerAndReport(WorkerIdentity{.id = ResourceId::random()}, fake);
+  const JobId job = JobId::random();
+  registerJobMaster(job);
+  auto refused = declare(job, 64000, 1);
+  ASSERT_TRUE(refused.hasFailure());
+  ASSERT_TRUE(refused.getFailure().isInvalidArgument()) << refused.getFailure().getMessage().cStr();
+  EXPECT_EQ(std::string(refused.getFailure().getInvalidArgument().getField().cStr()),
+            "requirements[0].profile");
+  EXPECT_NE(std::string(refused.getFailure().getMessage().cStr()).find("cpu=64.000"),
+            std::string::npos);
+  settle();
+  EXPECT_TRUE(fake.requested.empty());
+
+  auto unregistered = declare(JobId::random(), 1000, 1);
+  ASSERT_TRUE(unregistered.hasFailure());
+  EXPECT_TRUE(unregistered.getFailure().isNotRegistered());
+}
+
+TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  auto request = gateway_.disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), who.id);
+  request.setCause("SIGTERM");
+  ASSERT_FALSE(loop_.run(request.send()).hasFailure());
+  EXPECT_EQ(manager_->counts().workers, 0u);
+  EXPECT_TRUE(fake.disconnects.empty()) << "the worker left by itself; nothing to tell it";
+
+  auto again = gateway_.disconnectRequest();
+  again.setEpoch(kEpoch);
+  wire::setWireId(again.initResourceId(), who.id);
+  auto unknown = loop_.run(again.send());
+  ASSERT_TRUE(unknown.hasFailure());
+  EXPECT_TRUE(unknown.getFailure().isNotRegistered());
+}
+
+TEST_F(ResourceManagerTest, ACallWithAnotherEpochIsFencedBeforeAnyHandler) {
+  FakeWorker fake;
+  auto request = registerRequest(WorkerIdentity{.id = ResourceId::random()}, fake);
+  request.setEpoch(kEpoch - 1);
+  auto fenced = loop_.run(request.send());
+  ASSERT_TRUE(fenced.hasFailure());
+  EXPECT_TRUE(fenced.getFailure().isFencing());
+  EXPECT_EQ(manager_->counts().workers, 0u);
+}
+
+}  // namespace
+}  // namespace regent::resourcemanager
