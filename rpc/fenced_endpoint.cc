@@ -88,14 +88,15 @@ class FencedEndpoint final : public capnp::Capability::Server {
   FencedEndpoint(capnp::InterfaceSchema schema, kj::Own<capnp::Capability::Server> inner,
                  kj::Own<EpochRule> rule, FencingCounters& counters,
                  kj::Maybe<kj::Exception> ended = nullptr,
-                 kj::Maybe<kj::Own<TermState>> term = nullptr)
+                 kj::Maybe<kj::Own<TermState>> term = nullptr, bool waitsForReady = true)
       : schema_(schema),
         interfaceId_(schema.getProto().getId()),
         inner_(kj::mv(inner)),
         rule_(kj::mv(rule)),
         counters_(counters),
         ended_(kj::mv(ended)),
-        term_(kj::mv(term)) {
+        term_(kj::mv(term)),
+        waitsForReady_(waitsForReady) {
     // Where each method's `epoch` sits in its parameters' data section, found once: a call then
     // reads 8 bytes instead of walking the schema.
     for (auto method : schema.getMethods()) {
@@ -129,7 +130,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
       }
     }
     KJ_IF_MAYBE (ended, ended_) kj::throwFatalException(kj::cp(*ended));
-    if (ours && hasFailure_[methodId]) {
+    if (ours && hasFailure_[methodId] && waitsForReady_) {
       KJ_IF_MAYBE (term, term_) {
         if (!(*term)->ready) {
           answerNotReady(methodId, (*term)->epoch, context);
@@ -214,6 +215,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
   FencingCounters& counters_;
   const kj::Maybe<kj::Exception> ended_;
   kj::Maybe<kj::Own<TermState>> term_;  // The term's, for serve()'s endpoints.
+  const bool waitsForReady_;            // Readiness::kAfterMarkReady.
 };
 
 }  // namespace
@@ -245,9 +247,9 @@ class LeadershipTerm::RevocationPolicy final : public capnp::MembranePolicy, pub
     }
     return KJ_ASSERT_NONNULL(ended);
   }
-  // Nothing inside a term's membrane calls out through it (gateways hand out capabilities, they
-  // do not receive any), so outbound calls need no redirect; after revocation the target is
-  // broken and they fail with the revocation exception.
+  // Calls out through the membrane (the ResourceManager calling the TaskExecutorGateway a worker
+  // handed over in registerTaskExecutor) need no redirect; after revocation the target is broken
+  // and they fail with the revocation exception: a term that is over calls no worker.
   kj::Maybe<capnp::Capability::Client> outboundCall(uint64_t, uint16_t,
                                                      capnp::Capability::Client) override {
     return nullptr;
@@ -308,10 +310,11 @@ kj::Own<capnp::MembranePolicy> LeadershipTerm::policy() { return policy_->addRef
 void LeadershipTerm::fenceAfterRevocation(capnp::InterfaceSchema schema) { policy_->fence(schema); }
 
 capnp::Capability::Client LeadershipTerm::fencedForTerm(capnp::InterfaceSchema schema,
-                                                        kj::Own<capnp::Capability::Server> inner) {
+                                                        kj::Own<capnp::Capability::Server> inner,
+                                                        Readiness readiness) {
   return capnp::Capability::Client(kj::heap<FencedEndpoint>(
       schema, kj::mv(inner), kj::heap<ExactEpoch>(epoch_), counters_, nullptr,
-      kj::addRef(*state_)));
+      kj::addRef(*state_), readiness == Readiness::kAfterMarkReady));
 }
 
 capnp::Capability::Client fencedEndpoint(capnp::InterfaceSchema schema,

@@ -123,17 +123,26 @@ class LeadershipTerm final {
     return capnp::membrane(kj::mv(cap), policy());
   }
 
+  // When serve()'s gateway lets calls through to its handlers.
+  enum class Readiness {
+    kAfterMarkReady,  // Once the term recovered (markReady()); `unavailable` before.
+    kImmediately,     // At once: a service that needs no recovery (the ResourceManager, whose
+                      // slot table rebuilds from worker reports while the Dispatcher recovers).
+  };
+
   // A gateway of this term: `inner` behind fencedEndpoint() for the term's epoch (ExactEpoch),
-  // behind guard(). Until markReady(), every call that passes the epoch check and whose results
-  // have a `failure` field completes with `failure.unavailable {retryAfterMs = kNotReadyRetryMs}`
-  // ("the leader of epoch E is still recovering; retry shortly") without reaching `inner`: no
-  // handler checks readiness itself. Also, revoke() drops every handler of `inner` still running
-  // (its promise is destroyed, so no continuation of it runs afterwards): Cap'n Proto keeps a
-  // handler alive for pipelining until its caller's Finish arrives, and the term's services (its
-  // stores) are gone by then.
+  // behind guard(). With kAfterMarkReady (the default), until markReady() every call that passes
+  // the epoch check and whose results have a `failure` field completes with
+  // `failure.unavailable {retryAfterMs = kNotReadyRetryMs}` ("the leader of epoch E is still
+  // recovering; retry shortly") without reaching `inner`: no handler checks readiness itself.
+  // With kImmediately calls that pass the epoch check reach `inner` at once. Either way,
+  // revoke() drops every handler of `inner` still running (its promise is destroyed, so no
+  // continuation of it runs afterwards): Cap'n Proto keeps a handler alive for pipelining until
+  // its caller's Finish arrives, and the term's services (its stores) are gone by then.
   template <typename Interface>
-  typename Interface::Client serve(kj::Own<typename Interface::Server> inner) {
-    return guard(fencedForTerm(capnp::Schema::from<Interface>(), kj::mv(inner))
+  typename Interface::Client serve(kj::Own<typename Interface::Server> inner,
+                                   Readiness readiness = Readiness::kAfterMarkReady) {
+    return guard(fencedForTerm(capnp::Schema::from<Interface>(), kj::mv(inner), readiness)
                      .template castAs<Interface>());
   }
 
@@ -151,7 +160,8 @@ class LeadershipTerm final {
   kj::Own<capnp::MembranePolicy> policy();
   void fenceAfterRevocation(capnp::InterfaceSchema schema);
   capnp::Capability::Client fencedForTerm(capnp::InterfaceSchema schema,
-                                          kj::Own<capnp::Capability::Server> inner);
+                                          kj::Own<capnp::Capability::Server> inner,
+                                          Readiness readiness);
 
   class RevocationPolicy;
   const uint64_t epoch_;

@@ -135,6 +135,23 @@ kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContex
   overview.setJobsFinished(counts.finished);
   overview.setJobsCanceled(counts.canceled);
   overview.setJobsFailed(counts.failed);
+  if (taskExecutors_ != nullptr) {
+    const TaskExecutorView::Counts workers = taskExecutors_->counts();
+    overview.setTaskExecutors(workers.taskExecutors);
+    overview.setSlotsTotal(workers.slotsTotal);
+    overview.setSlotsFree(workers.slotsFree);
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DispatcherGatewayServer::listTaskExecutors(ListTaskExecutorsContext context) {
+  auto results = context.getResults();
+  if (taskExecutors_ == nullptr) {
+    results.initTaskExecutors(0);
+    return kj::READY_NOW;
+  }
+  results.adoptTaskExecutors(
+      taskExecutors_->list(capnp::Orphanage::getForMessageContaining(results)));
   return kj::READY_NOW;
 }
 

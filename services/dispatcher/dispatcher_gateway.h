@@ -2,7 +2,10 @@
 // operations and their outcomes into results and Failures (docs/wire.md, "Error model").
 #pragma once
 
+#include <capnp/orphan.h>
 #include <kj/async.h>
+
+#include <cstdint>
 
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
@@ -17,23 +20,48 @@ void toWire(const JobFailure& outcome, wire::Failure::Builder failure);
 // only its id, state CORRUPT and the reason.
 void toWire(const JobView& job, wire::JobStatus::Builder status);
 
+// The term's registered workers and their slots as inspection reads them
+// (DispatcherGateway.listTaskExecutors and clusterOverview, /v1/workers, /metrics): the term's
+// ResourceManager, adapted by the LeaderTerm. Loop-thread only.
+class TaskExecutorView {
+ public:
+  struct Counts {
+    uint32_t taskExecutors = 0;   // Registered workers, reported or not.
+    uint32_t slotsTotal = 0;      // Slots of the workers that reported.
+    uint32_t slotsFree = 0;
+    uint32_t slotsAllocated = 0;  // Allocated and held (pending ones excluded).
+    uint32_t slotsPending = 0;    // Allocated by the SlotManager, not yet confirmed by the worker.
+  };
+  virtual ~TaskExecutorView() = default;
+  virtual Counts counts() const = 0;
+  // Every registered worker with its latest slot report, in resource id order, built in
+  // `orphanage` (the message the caller answers with).
+  virtual capnp::Orphan<capnp::List<wire::TaskExecutorInfo>> list(
+      capnp::Orphanage orphanage) const = 0;
+};
+
 // Serve it only through the term's rpc::LeadershipTerm::serve(): that checks the epoch and
 // readiness before any method here runs, and drops the handlers still running when the term
-// ends, before the term destroys `dispatcher`. `dispatcher` must outlive every handler.
-// Loop-thread only.
+// ends, before the term destroys `dispatcher`. `dispatcher` and `taskExecutors` must outlive
+// every handler. Without `taskExecutors` (a process with no ResourceManager) listTaskExecutors
+// answers an empty list and clusterOverview counts no worker. Loop-thread only.
 class DispatcherGatewayServer final : public wire::DispatcherGateway::Server {
  public:
-  explicit DispatcherGatewayServer(Dispatcher& dispatcher) : dispatcher_(dispatcher) {}
+  explicit DispatcherGatewayServer(Dispatcher& dispatcher,
+                                   const TaskExecutorView* taskExecutors = nullptr)
+      : dispatcher_(dispatcher), taskExecutors_(taskExecutors) {}
 
   kj::Promise<void> submitJob(SubmitJobContext context) override;
   kj::Promise<void> cancelJob(CancelJobContext context) override;
   kj::Promise<void> listJobs(ListJobsContext context) override;
   kj::Promise<void> jobStatus(JobStatusContext context) override;
   kj::Promise<void> clusterOverview(ClusterOverviewContext context) override;
+  kj::Promise<void> listTaskExecutors(ListTaskExecutorsContext context) override;
   kj::Promise<void> removeCorruptJob(RemoveCorruptJobContext context) override;
 
  private:
   Dispatcher& dispatcher_;
+  const TaskExecutorView* taskExecutors_;
 };
 
 }  // namespace regent::dispatcher

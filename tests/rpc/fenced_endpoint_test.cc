@@ -282,6 +282,46 @@ TEST_F(FencedEndpointTest, AGatewayOfATermThatIsNotReadyAnswersUnavailableWithou
   EXPECT_EQ(reached_, 1);
 }
 
+TEST_F(FencedEndpointTest, AGatewayServedImmediatelyReachesItsHandlerBeforeTheTermIsReady) {
+  LeadershipTerm term(3, counters_);
+  DispatcherGateway::Client waiting =
+      term.serve<DispatcherGateway>(kj::heap<CountingDispatcher>(reached_));
+  DispatcherGateway::Client immediate = term.serve<DispatcherGateway>(
+      kj::heap<CountingDispatcher>(reached_), LeadershipTerm::Readiness::kImmediately);
+  ASSERT_FALSE(term.ready());
+
+  auto early = immediate.jobStatusRequest();
+  early.setEpoch(3);
+  auto response = loop_.run(early.send());
+  EXPECT_FALSE(response.hasFailure());
+  EXPECT_EQ(std::string(response.getStatus().getName().cStr()), "seen");
+  EXPECT_EQ(reached_, 1);
+  // The default still waits for markReady().
+  auto held = waiting.jobStatusRequest();
+  held.setEpoch(3);
+  EXPECT_TRUE(loop_.run(held.send()).getFailure().isUnavailable());
+  EXPECT_EQ(reached_, 1);
+  // The epoch is still checked first.
+  auto stale = immediate.jobStatusRequest();
+  stale.setEpoch(2);
+  EXPECT_TRUE(loop_.run(stale.send()).getFailure().isFencing());
+  EXPECT_EQ(reached_, 1);
+
+  // Revocation ends it like every gateway of the term: its running handlers are dropped, later
+  // calls are fenced.
+  auto running = immediate.cancelJobRequest();
+  running.setEpoch(3);
+  auto pending = running.send();
+  loop_.run(kj::evalLast([] {}));
+  EXPECT_EQ(reached_, 2);
+  term.revoke("test");
+  EXPECT_THROW(loop_.run(kj::mv(pending)), kj::Exception);
+  auto after = immediate.jobStatusRequest();
+  after.setEpoch(3);
+  EXPECT_TRUE(loop_.run(after.send()).getFailure().isFencing());
+  EXPECT_EQ(reached_, 2);
+}
+
 TEST_F(FencedEndpointTest, AMethodTheServerDoesNotImplementAnswersFailedPreconditionNamingIt) {
   auto dispatcher = fencedDispatcher(4);
   auto request = dispatcher.listTaskExecutorsRequest();

@@ -29,6 +29,28 @@ kj::Own<capnp::MallocMessageBuilder> jobGraph(const JobId& id, const std::string
   return testing::makeJobGraph(id, {.name = name, .parallelism = 2});
 }
 
+// Two workers, the first with one free and one allocated slot, the second not reported yet.
+class FakeTaskExecutors final : public TaskExecutorView {
+ public:
+  Counts counts() const override {
+    return {.taskExecutors = 2, .slotsTotal = 2, .slotsFree = 1, .slotsAllocated = 1};
+  }
+  capnp::Orphan<capnp::List<wire::TaskExecutorInfo>> list(
+      capnp::Orphanage orphanage) const override {
+    auto orphan = orphanage.newOrphan<capnp::List<wire::TaskExecutorInfo>>(2);
+    auto first = orphan.get()[0];
+    first.initRegistration().setHost("worker-a");
+    first.setRegisteredAtMs(1000);
+    auto slots = first.initSlots(2);
+    slots[0].initSlotId().setSlotIndex(0);
+    slots[1].initSlotId().setSlotIndex(1);
+    wire::setWireId(slots[1].initAllocationId(), allocation);
+    orphan.get()[1].initRegistration().setHost("worker-b");
+    return orphan;
+  }
+  AllocationId allocation = AllocationId::random();
+};
+
 class DispatcherTest : public ::testing::Test {
  protected:
   ~DispatcherTest() noexcept override = default;
@@ -37,14 +59,15 @@ class DispatcherTest : public ::testing::Test {
 
   // Starts the next term: its stores, a Dispatcher, and its gateway served by the term (not
   // ready until recover()).
-  void startTerm(size_t retain = 1000) {
+  void startTerm(size_t retain = 1000, const TaskExecutorView* taskExecutors = nullptr) {
     endTerm();
     ++epoch_;
     stores_ = backend_.openTerm(retain);
     dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{}, retain,
                                        [this] { return ++clockMs_; });
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
-    gateway_ = term_->serve<DispatcherGateway>(kj::heap<DispatcherGatewayServer>(*dispatcher_));
+    gateway_ = term_->serve<DispatcherGateway>(
+        kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors));
   }
 
   void recover() {
@@ -394,6 +417,43 @@ TEST_F(DispatcherTest, ListingStatusAndOverviewAreServedFromMemoryWithoutStoreRe
   EXPECT_EQ(counts.getOverview().getJobsRunning(), 1u);
   EXPECT_EQ(counts.getOverview().getJobsCanceled(), 1u);
   EXPECT_EQ(backend_.reads, readsBefore);
+}
+
+TEST_F(DispatcherTest, WorkersAndTheOverviewsSlotCountsComeFromTheTermsTaskExecutors) {
+  FakeTaskExecutors workers;
+  startTerm(1000, &workers);
+  recover();
+  auto request = gateway_.listTaskExecutorsRequest();
+  request.setEpoch(epoch_);
+  auto listed = loop_.run(request.send());
+  ASSERT_FALSE(listed.hasFailure()) << listed.getFailure().getMessage().cStr();
+  ASSERT_EQ(listed.getTaskExecutors().size(), 2u);
+  EXPECT_EQ(std::string(listed.getTaskExecutors()[0].getRegistration().getHost().cStr()),
+            "worker-a");
+  EXPECT_EQ(listed.getTaskExecutors()[0].getRegisteredAtMs(), 1000);
+  ASSERT_EQ(listed.getTaskExecutors()[0].getSlots().size(), 2u);
+  EXPECT_EQ(wire::idFromWire<AllocationId>(
+                listed.getTaskExecutors()[0].getSlots()[1].getAllocationId()),
+            workers.allocation);
+  EXPECT_EQ(std::string(listed.getTaskExecutors()[1].getRegistration().getHost().cStr()),
+            "worker-b");
+
+  auto counted = overview();
+  ASSERT_FALSE(counted.hasFailure());
+  EXPECT_EQ(counted.getOverview().getTaskExecutors(), 2u);
+  EXPECT_EQ(counted.getOverview().getSlotsTotal(), 2u);
+  EXPECT_EQ(counted.getOverview().getSlotsFree(), 1u);
+}
+
+TEST_F(DispatcherTest, WithoutAResourceManagerNoWorkerIsListedAndNoneCounted) {
+  startTerm();
+  recover();
+  auto request = gateway_.listTaskExecutorsRequest();
+  request.setEpoch(epoch_);
+  auto listed = loop_.run(request.send());
+  ASSERT_FALSE(listed.hasFailure()) << listed.getFailure().getMessage().cStr();
+  EXPECT_EQ(listed.getTaskExecutors().size(), 0u);
+  EXPECT_EQ(overview().getOverview().getTaskExecutors(), 0u);
 }
 
 TEST_F(DispatcherTest, EndedResultsInMemoryAreBoundedLikeTheStoresRetention) {
