@@ -69,6 +69,12 @@ void LeaderClient::noteObstacle(std::string obstacle, bool noLeader) {
 void LeaderClient::connectTo(const std::string& address) {
   if (!client_) {
     client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
+  } else if (client_->address() != address && options_.previousLeaderLinger.count() > 0) {
+    // The previous connection lingers (see previousLeaderLinger); a new one goes to `address`.
+    kj::Own<rpc::RpcClient> previous = kj::mv(client_);
+    client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
+    lingering_.add(timer_.afterDelay(options_.previousLeaderLinger.count() * kj::MILLISECONDS)
+                       .attach(kj::mv(previous)));
   } else {
     client_->setAddress(address);
   }

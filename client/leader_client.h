@@ -16,6 +16,7 @@
 
 #include "common/backoff.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "common/time.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
@@ -40,6 +41,12 @@ struct LeaderClientOptions {
   // that requires authentication runs authChallenge + authenticate before the call, checks the
   // master's proof, and calls through the bootstrap restricted to the credential's role.
   std::optional<rpc::ClientCredential> credential;
+  // How long the RPC connection to a leader the client moved away from stays open (0: closed at
+  // once). Capabilities obtained over it keep working until then: a worker's TaskExecutorGateway,
+  // exported on that connection, stays reachable so that the deposed leader's late calls reach
+  // the worker's epoch gate and are refused with the new epoch instead of failing on a closed
+  // connection. Each move starts its own wait; the client's destruction closes them all.
+  Duration previousLeaderLinger{0};
 };
 
 // Where the client learns who leads: a LeaderRetrieval it follows (ZooKeeper, or the standalone
@@ -173,6 +180,9 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   uint64_t waitingAbove_ = 0;
   kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;
   kj::Own<rpc::RpcClient> client_;
+  // Connections to previous leaders, each closed when its previousLeaderLinger wait ends.
+  TaskFailureLogger lingerErrors_{"leader client", spdlog::level::debug};
+  kj::TaskSet lingering_{lingerErrors_};
   // The authenticated bootstrap of the connection numbered `authenticatedOn_`
   // (RpcClient::connectionsEstablished) to `authenticatedAt_`.
   kj::Maybe<wire::MasterBootstrap::Client> authenticated_;

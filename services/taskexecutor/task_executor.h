@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "client/leader_client.h"
+#include "common/backoff.h"
 #include "common/ids.h"
 #include "common/task_errors.h"
 #include "common/time.h"
@@ -94,23 +96,68 @@ class TaskExecutor final {
   // The epoch gate's highest epoch seen (from calls, or from the leader registered with).
   uint64_t highestEpoch() const;
   std::optional<RegistrationId> registrationId() const;
+  // Why the last registration attempt failed ("" once registered): the master's message for a
+  // refusal (alreadyExists, invalidArgument, permissionDenied), or the LeaderClient's obstacle.
+  // For /readyz text.
+  const std::string& lastRegistrationError() const { return lastRegistrationError_; }
 
   const std::vector<SlotState>& slots() const { return slots_; }
   const TaskExecutorOptions& options() const { return options_; }
   const TaskExecutorCounters& counters() const { return counters_; }
   // Calls that reached the gateway, and the epoch gate's refusals, by method.
-  const rpc::FencingCounters& fencingCounters() const { return fencing_; }
+  const rpc::FencingCounters& fencingCounters() const;
 
  private:
   class Gateway;
+  class SharedGate;
+  struct Shared;
+  struct Registered;
+
+  kj::Promise<void> registerLoop();
+  kj::Promise<rpc::Attempt<Registered>> attempt(wire::MasterBootstrap::Client bootstrap,
+                                                const leader::LeaderInfo& leader);
+  void onRegistered(Registered&& registered);
+  // Resolves with the reason the registration is gone (RM silence, a new leader, or lose()).
+  kj::Promise<std::string> watchRegistration();
+  kj::Promise<std::string> watchSilence(uint64_t round);
+  // Ends the current registration (the watch resolves with `reason`); nothing while unregistered.
+  void lose(const std::string& reason);
+  void onEpochRaised(uint64_t previous, uint64_t raised);
+  void answerHeartbeat();
+  void fillReport(wire::SlotReport::Builder report) const;
+  void logEvent(const std::string& line, bool warn = false) const;
+
+  // Gateway requests (behind the epoch gate).
+  void requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,
+                   wire::TaskExecutorGateway::RequestSlotResults::Builder results);
+  void freeSlot(const AllocationId& allocation);
+  void freeJob(const JobId& job);
 
   kj::Timer& timer_;
   client::LeaderClient& leaders_;
   const TaskExecutorOptions options_;
   std::vector<SlotState> slots_;
   TaskExecutorCounters counters_;
-  rpc::FencingCounters fencing_;
+  // The epoch gate and the fencing counters, shared with the gateway's endpoint, which the
+  // master may hold (and call) after this object is gone; the gateway then answers DISCONNECTED.
+  std::shared_ptr<Shared> shared_;
+  wire::TaskExecutorGateway::Client gateway_;
+  ExponentialBackoff backoff_;
+  bool started_ = false;
+  bool stopping_ = false;
+  bool registered_ = false;
+  uint64_t registeredEpoch_ = 0;
+  uint64_t targetEpoch_ = 0;  // The epoch of the leader being registered with (or registered).
+  std::optional<RegistrationId> registrationId_;
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager_;
+  uint64_t heartbeatTimeoutMs_ = 0;
+  kj::TimePoint lastHeartbeat_;
+  uint64_t round_ = 0;              // Registrations so far; a watch of an older one is stale.
+  uint64_t attemptsThisRound_ = 0;  // Attempts since the last registration.
+  std::string lastRegistrationError_;
+  kj::Own<kj::PromiseFulfiller<std::string>> lost_;
   TaskFailureLogger errorLogger_{"task executor"};
+  kj::Maybe<kj::Promise<void>> loop_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

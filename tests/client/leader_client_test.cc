@@ -1,7 +1,8 @@
 // LeaderClient against scripted masters on loopback RPC and a hand-driven leader retrieval: it
 // re-reads the leader after a fencing refusal, ends at once on a fatal refusal, retries a
-// timed-out call against the same leader, gives up at its deadline naming the last obstacle, and
-// learns the epoch from a master given by address.
+// timed-out call against the same leader, gives up at its deadline naming the last obstacle,
+// learns the epoch from a master given by address, and keeps the previous leader's connection
+// open for previousLeaderLinger after moving to a new leader.
 #include <gtest/gtest.h>
 #include <capnp/capability.h>
 
@@ -147,9 +148,40 @@ class LeaderClientTest : public ::testing::Test {
     return options;
   }
 
-  kj::Own<LeaderClient> following() {
+  kj::Own<LeaderClient> following(std::optional<LeaderClientOptions> with = std::nullopt) {
     return kj::heap<LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
-                                  kj::heap<HandRetrieval>(current_, reads_, readError_), options());
+                                  kj::heap<HandRetrieval>(current_, reads_, readError_),
+                                  with ? *with : options());
+  }
+
+  // The bootstrap of the leader `client` calls now, obtained through a call.
+  wire::MasterBootstrap::Client bootstrapOfLeader(LeaderClient& client) {
+    auto held = std::make_shared<std::optional<wire::MasterBootstrap::Client>>();
+    auto result = loop_.run(client.call<uint64_t>(
+        [held](wire::MasterBootstrap::Client bootstrap, const leader::LeaderInfo& leader)
+            -> kj::Promise<rpc::Attempt<uint64_t>> {
+          held->emplace(kj::mv(bootstrap));
+          return rpc::Attempt<uint64_t>(leader.epoch);
+        },
+        kBound));
+    if (!result.ok()) throw std::runtime_error(result.error().message);
+    return **held;
+  }
+
+  // Moves `client` from the leader `from` to the leader `to`: `from` refuses the next call with
+  // fencing, and the record then names `to`.
+  void moveLeader(LeaderClient& client, MasterScript& from, const MasterScript& to) {
+    from.epoch = to.epoch;
+    *current_ = leaderOf(to);
+    auto result = loop_.run(client.call<uint64_t>(dispatcherCall(client), kBound));
+    if (!result.ok()) throw std::runtime_error(result.error().message);
+  }
+
+  // Whether a leaderInfo call through `bootstrap` (of a previous leader's connection) succeeds.
+  bool answers(wire::MasterBootstrap::Client bootstrap) {
+    return loop_.run(bootstrap.leaderInfoRequest().send().then(
+        [](capnp::Response<wire::MasterBootstrap::LeaderInfoResults>) { return true; },
+        [](kj::Exception&&) { return false; }));
   }
 
   // One dispatcher call with the leader's epoch: the epoch the call was made with, or the
@@ -331,6 +363,46 @@ TEST_F(LeaderClientTest, AMasterAddressIsAskedForTheEpochAndNamesTheLeaderItDoes
   standby->epoch = 8;
   leader::LeaderInfo next = loop_.run(kj::mv(above));
   EXPECT_EQ(next.epoch, 8u);
+}
+
+TEST_F(LeaderClientTest, ThePreviousLeadersConnectionStaysOpenForTheLinger) {
+  auto deposed = startMaster("a", 1);
+  auto next = startMaster("b", 2);
+  *current_ = leaderOf(*deposed);
+  auto with = options();
+  with.previousLeaderLinger = Duration(600000);
+  auto client = following(with);
+  wire::MasterBootstrap::Client old = bootstrapOfLeader(*client);
+  moveLeader(*client, *deposed, *next);
+  EXPECT_EQ(next->dispatcherEpochs, std::vector<uint64_t>{2});
+  EXPECT_TRUE(answers(old)) << "a capability of the previous leader's connection still works";
+}
+
+TEST_F(LeaderClientTest, WithoutALingerThePreviousLeadersConnectionClosesAtOnce) {
+  auto deposed = startMaster("a", 1);
+  auto next = startMaster("b", 2);
+  *current_ = leaderOf(*deposed);
+  auto client = following();
+  wire::MasterBootstrap::Client old = bootstrapOfLeader(*client);
+  moveLeader(*client, *deposed, *next);
+  EXPECT_FALSE(answers(old));
+}
+
+TEST_F(LeaderClientTest, ThePreviousLeadersConnectionClosesWhenTheLingerEnds) {
+  auto deposed = startMaster("a", 1);
+  auto next = startMaster("b", 2);
+  *current_ = leaderOf(*deposed);
+  auto with = options();
+  with.previousLeaderLinger = Duration(100);
+  auto client = following(with);
+  wire::MasterBootstrap::Client old = bootstrapOfLeader(*client);
+  moveLeader(*client, *deposed, *next);
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (answers(old) && std::chrono::steady_clock::now() < deadline) {
+    loop_.run(loop_.timer().afterDelay(10 * kj::MILLISECONDS));
+  }
+  EXPECT_FALSE(answers(old)) << "closed once the linger ended";
+  EXPECT_TRUE(answers(bootstrapOfLeader(*client))) << "the current leader's connection stays";
 }
 
 }  // namespace

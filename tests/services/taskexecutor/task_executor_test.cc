@@ -1,0 +1,333 @@
+// TaskExecutor against an in-process fake leading master over loopback RPC: it registers and
+// reports every slot, answers the ResourceManager's heartbeats with a report, registers again
+// after silence, notRegistered, a higher epoch; its epoch gate refuses lower epochs before any
+// handler runs; requestSlot / freeSlot / disconnect(jobMaster) keep the slots; allocations
+// survive registering again; disconnect() calls ResourceManagerGateway.disconnect once.
+#include "services/taskexecutor/task_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/event_loop.h"
+#include "rpc/rpc_server.h"
+#include "rpc/wire_ids.h"
+#include "tests/services/taskexecutor/fake_master_test_util.h"
+
+namespace regent::taskexecutor {
+namespace {
+
+using testing::FakeMasterBootstrap;
+using testing::FakeMasterState;
+
+constexpr auto kBound = std::chrono::seconds(10);
+const ResourceId kWorker(0x1234, 0x5678);
+const JobId kJob(1, 1);
+const JobId kOtherJob(2, 2);
+const AllocationId kAllocation(10, 1);
+const AllocationId kOtherAllocation(10, 2);
+
+class TaskExecutorTest : public ::testing::Test {
+ protected:
+  ~TaskExecutorTest() noexcept override = default;
+
+  void SetUp() override {
+    auto listening = loop_.run(rpc::RpcServer::listen(
+        loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", rpc::RpcOptions{},
+        [master = master_](const rpc::RpcPeer&) -> capnp::Capability::Client {
+          return kj::heap<FakeMasterBootstrap>(master);
+        }));
+    ASSERT_TRUE(listening.ok()) << listening.error().message;
+    master_->rpcAddress = "127.0.0.1:" + std::to_string(listening.value()->port());
+    server_ = kj::mv(listening).value();
+  }
+
+  TaskExecutorOptions options(uint32_t slots = 3) {
+    TaskExecutorOptions options;
+    options.resourceId = kWorker;
+    options.host = "worker-host";
+    options.dataAddress = "127.0.0.1:1";
+    options.httpAddress = "127.0.0.1:1";
+    options.version = "test";
+    options.pid = 4242;
+    options.slots = slots;
+    options.slotProfile = SlotProfile{1000, 1 << 20};
+    options.registrationInitial = Duration(5);
+    options.registrationMax = Duration(50);
+    options.logEvents = false;
+    return options;
+  }
+
+  // A started TaskExecutor following the fake master by its address.
+  TaskExecutor& start(TaskExecutorOptions with) {
+    client::LeaderClientOptions leaderOptions;
+    leaderOptions.rpc.callTimeout = Duration(5000);
+    leaderOptions.backoffInitial = with.registrationInitial;
+    leaderOptions.backoffMax = with.registrationMax;
+    leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
+                                              master_->rpcAddress, leaderOptions);
+    executor_ = kj::heap<TaskExecutor>(loop_.timer(), *leaders_, std::move(with));
+    executor_->start();
+    return *executor_;
+  }
+
+  TaskExecutor& startRegistered(TaskExecutorOptions with) {
+    TaskExecutor& executor = start(std::move(with));
+    waitFor([&] { return executor.registered(); }, "the first registration");
+    return executor;
+  }
+
+  // Runs the loop until `condition` holds; fails the test after kBound.
+  void waitFor(const std::function<bool()>& condition, const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (!condition()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        FAIL() << "timed out waiting for " << what;
+      }
+      loop_.run(loop_.timer().afterDelay(1 * kj::MILLISECONDS));
+    }
+  }
+
+  // The Failure a call of the worker's gateway (as the fake master holds it) completed with.
+  template <typename Results>
+  static std::optional<rpc::CallFailure> failureOf(const capnp::Response<Results>& response) {
+    if (!response.hasFailure()) return std::nullopt;
+    return rpc::CallFailure::from(response.getFailure());
+  }
+
+  std::optional<rpc::CallFailure> requestSlot(uint64_t epoch, uint32_t index, JobId job,
+                                              AllocationId allocation) {
+    auto request = master_->taskExecutor().requestSlotRequest();
+    request.setEpoch(epoch);
+    auto slotId = request.initSlotId();
+    wire::setWireId(slotId.initResourceId(), kWorker);
+    slotId.setSlotIndex(index);
+    wire::setWireId(request.initJobId(), job);
+    wire::setWireId(request.initAllocationId(), allocation);
+    return failureOf(loop_.run(request.send()));
+  }
+
+  std::optional<rpc::CallFailure> freeSlot(uint64_t epoch, AllocationId allocation) {
+    auto request = master_->taskExecutor().freeSlotRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initAllocationId(), allocation);
+    request.setCause("test");
+    return failureOf(loop_.run(request.send()));
+  }
+
+  std::optional<rpc::CallFailure> resourceManagerHeartbeat(uint64_t epoch) {
+    auto request = master_->taskExecutor().heartbeatRequest();
+    request.setEpoch(epoch);
+    request.initSender().setResourceManager();
+    return failureOf(loop_.run(request.send()));
+  }
+
+  std::optional<rpc::CallFailure> disconnectJobMaster(uint64_t epoch, JobId job) {
+    auto request = master_->taskExecutor().disconnectRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initSender().initJobMaster(), job);
+    request.setCause("job finished");
+    return failureOf(loop_.run(request.send()));
+  }
+
+  EventLoop loop_;
+  std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
+  kj::Own<rpc::RpcServer> server_;
+  kj::Own<client::LeaderClient> leaders_;
+  kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
+};
+
+TEST_F(TaskExecutorTest, RegistersAndReportsEverySlot) {
+  master_->epoch = 3;
+  TaskExecutor& executor = startRegistered(options(3));
+  ASSERT_EQ(master_->registrations.size(), 1u);
+  const auto& registration = master_->registrations[0];
+  EXPECT_EQ(registration.epoch, 3u);
+  EXPECT_EQ(registration.resourceId, kWorker);
+  EXPECT_EQ(registration.host, "worker-host");
+  EXPECT_EQ(registration.slots, 3u);
+  EXPECT_EQ(registration.pid, 4242u);
+  ASSERT_EQ(master_->slotReports.size(), 1u);
+  const auto& report = master_->slotReports[0];
+  EXPECT_EQ(report.epoch, 3u);
+  EXPECT_EQ(report.registrationId, registration.registrationId);
+  ASSERT_EQ(report.slots.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(report.slots[i].index, i);
+    EXPECT_FALSE(report.slots[i].allocation);
+  }
+  EXPECT_EQ(executor.registeredEpoch(), 3u);
+  EXPECT_EQ(executor.highestEpoch(), 3u) << "the registration's epoch raises the gate";
+  EXPECT_EQ(executor.registrationId(), registration.registrationId);
+  EXPECT_EQ(executor.counters().registrations, 1u);
+  EXPECT_TRUE(executor.lastRegistrationError().empty());
+}
+
+TEST_F(TaskExecutorTest, AnswersResourceManagerHeartbeatsWithAReport) {
+  TaskExecutor& executor = startRegistered(options(2));
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->heartbeats.size() == 1; }, "the heartbeat answer");
+  EXPECT_EQ(master_->heartbeats[0].epoch, 1u);
+  EXPECT_EQ(master_->heartbeats[0].resourceId, kWorker);
+  EXPECT_EQ(master_->heartbeats[0].slots.size(), 2u);
+  EXPECT_EQ(executor.counters().heartbeatsAnswered, 1u);
+  EXPECT_TRUE(executor.registered());
+}
+
+TEST_F(TaskExecutorTest, RegistersAgainAfterResourceManagerSilenceKeepingItsAllocations) {
+  master_->heartbeatTimeoutMs = 300;
+  TaskExecutor& executor = startRegistered(options(3));
+  ASSERT_FALSE(requestSlot(1, 1, kJob, kAllocation));
+  // No heartbeat comes: after 300 ms the worker considers the ResourceManager lost.
+  waitFor([&] { return master_->slotReports.size() >= 2; }, "the second registration");
+  EXPECT_GE(executor.counters().resourceManagerLost, 1u);
+  const auto& report = master_->slotReports[1];
+  ASSERT_EQ(report.slots.size(), 3u);
+  EXPECT_EQ(report.slots[1].allocation, kAllocation);
+  EXPECT_EQ(report.slots[1].job, kJob);
+  EXPECT_FALSE(report.slots[0].allocation);
+  EXPECT_EQ(executor.slots()[1].allocation, kAllocation);
+}
+
+TEST_F(TaskExecutorTest, RegistersAgainWhenTheResourceManagerAnswersNotRegistered) {
+  TaskExecutor& executor = startRegistered(options(1));
+  master_->notRegisteredOnce = true;
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->slotReports.size() == 2 && executor.registered(); },
+          "the second registration");
+  EXPECT_EQ(master_->registrations.size(), 2u);
+  EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
+  EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
+}
+
+TEST_F(TaskExecutorTest, TheEpochGateRefusesALowerEpochBeforeTheHandlerRuns) {
+  master_->epoch = 5;
+  TaskExecutor& executor = startRegistered(options(2));
+  auto refused = requestSlot(4, 0, kJob, kAllocation);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->which, wire::Failure::FENCING);
+  EXPECT_FALSE(executor.slots()[0].allocation) << "the handler did not run";
+  EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.requestSlot"), 1u);
+  // The refusal names the highest epoch as expected and the call's epoch as received.
+  auto request = master_->taskExecutor().freeSlotRequest();
+  request.setEpoch(2);
+  auto response = loop_.run(request.send());
+  ASSERT_TRUE(response.hasFailure());
+  ASSERT_TRUE(response.getFailure().isFencing());
+  EXPECT_EQ(response.getFailure().getFencing().getExpected(), 5u);
+  EXPECT_EQ(response.getFailure().getFencing().getReceived(), 2u);
+  EXPECT_EQ(executor.highestEpoch(), 5u);
+  EXPECT_EQ(executor.counters().resourceManagerLost, 0u);
+}
+
+TEST_F(TaskExecutorTest, AHigherEpochMakesItRegisterAgainWithThatLeader) {
+  master_->epoch = 5;
+  TaskExecutor& executor = startRegistered(options(2));
+  ASSERT_FALSE(requestSlot(5, 0, kJob, kAllocation));
+  master_->epoch = 6;  // A new term: the master now leads epoch 6.
+  EXPECT_FALSE(resourceManagerHeartbeat(6));
+  EXPECT_EQ(executor.highestEpoch(), 6u);
+  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 6; },
+          "the registration with epoch 6");
+  EXPECT_GE(executor.counters().leaderChanges, 1u);
+  EXPECT_EQ(master_->registrations.back().epoch, 6u);
+  EXPECT_EQ(master_->slotReports.back().slots[0].allocation, kAllocation);
+  // The deposed term's calls are refused from now on.
+  auto refused = requestSlot(5, 1, kJob, kOtherAllocation);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->which, wire::Failure::FENCING);
+  EXPECT_FALSE(executor.slots()[1].allocation);
+}
+
+TEST_F(TaskExecutorTest, RequestSlotAndFreeSlotKeepOneAllocationPerSlot) {
+  TaskExecutor& executor = startRegistered(options(2));
+  auto missing = requestSlot(1, 2, kJob, kAllocation);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->which, wire::Failure::NOT_FOUND);
+
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
+  EXPECT_EQ(executor.slots()[0].job, kJob);
+  EXPECT_FALSE(requestSlot(1, 0, kJob, kAllocation)) << "the same allocation again succeeds";
+
+  auto taken = requestSlot(1, 0, kOtherJob, kOtherAllocation);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->which, wire::Failure::FAILED_PRECONDITION);
+  EXPECT_NE(taken->message.find(kAllocation.toHex()), std::string::npos) << taken->message;
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
+
+  EXPECT_FALSE(freeSlot(1, kAllocation));
+  EXPECT_FALSE(executor.slots()[0].allocation);
+  EXPECT_FALSE(executor.slots()[0].job);
+  EXPECT_FALSE(freeSlot(1, kOtherAllocation)) << "freeing an unknown allocation succeeds";
+
+  // disconnect(jobMaster) frees that job's slots only.
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  ASSERT_FALSE(requestSlot(1, 1, kOtherJob, kOtherAllocation));
+  EXPECT_FALSE(disconnectJobMaster(1, kJob));
+  EXPECT_FALSE(executor.slots()[0].allocation);
+  EXPECT_EQ(executor.slots()[1].allocation, kOtherAllocation);
+  EXPECT_TRUE(executor.registered()) << "a JobMaster's disconnect is not the ResourceManager's";
+}
+
+TEST_F(TaskExecutorTest, AJobMasterHeartbeatSucceedsAndSubmitTaskIsNotImplemented) {
+  TaskExecutor& executor = startRegistered(options(1));
+  auto heartbeat = master_->taskExecutor().heartbeatRequest();
+  heartbeat.setEpoch(1);
+  wire::setWireId(heartbeat.initSender().initJobMaster(), kJob);
+  EXPECT_FALSE(loop_.run(heartbeat.send()).hasFailure());
+  EXPECT_EQ(executor.counters().heartbeatsAnswered, 0u);
+
+  auto submit = master_->taskExecutor().submitTaskRequest();
+  submit.setEpoch(1);
+  auto refused = failureOf(loop_.run(submit.send()));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->which, wire::Failure::FAILED_PRECONDITION);
+  EXPECT_NE(refused->message.find("not implemented by this process"), std::string::npos)
+      << refused->message;
+}
+
+TEST_F(TaskExecutorTest, TheResourceManagersDisconnectMakesItRegisterAgain) {
+  TaskExecutor& executor = startRegistered(options(1));
+  auto request = master_->taskExecutor().disconnectRequest();
+  request.setEpoch(1);
+  request.initSender().setResourceManager();
+  request.setCause("removed by the operator");
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  waitFor([&] { return master_->registrations.size() == 2 && executor.registered(); },
+          "the second registration");
+  EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
+}
+
+TEST_F(TaskExecutorTest, ARefusedRegistrationIsRetriedAndItsMessageKept) {
+  master_->refuseRegistration = "resource id held by worker-b (pid 7)";
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return executor.counters().registrationAttempts >= 2; }, "a second attempt");
+  EXPECT_FALSE(executor.registered());
+  EXPECT_EQ(executor.lastRegistrationError(), "resource id held by worker-b (pid 7)");
+  master_->refuseRegistration.reset();
+  waitFor([&] { return executor.registered(); }, "the registration once the master accepts");
+  EXPECT_TRUE(executor.lastRegistrationError().empty());
+}
+
+TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
+  TaskExecutor& executor = startRegistered(options(1));
+  loop_.run(executor.disconnect("SIGTERM"));
+  loop_.run(executor.disconnect("SIGTERM"));
+  ASSERT_EQ(master_->disconnects.size(), 1u);
+  EXPECT_EQ(master_->disconnects[0].first, 1u);
+  EXPECT_EQ(master_->disconnects[0].second, "SIGTERM");
+  EXPECT_FALSE(executor.registered());
+  // It does not register again.
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  EXPECT_EQ(master_->registrations.size(), 1u);
+  EXPECT_TRUE(master_->heartbeats.empty());
+}
+
+}  // namespace
+}  // namespace regent::taskexecutor
