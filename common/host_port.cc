@@ -1,7 +1,10 @@
 // Host:port text (see host_port.h).
 #include "common/host_port.h"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <climits>
 #include <system_error>
 
 namespace regent {
@@ -76,6 +79,12 @@ std::string advertisedAddress(std::string_view bind, std::string_view advertised
   const std::string_view host =
       isWildcardHost(parts.value().host) ? hostName : std::string_view(parts.value().host);
   return joinHostPort(host, boundPort != 0 ? boundPort : parts.value().port);
+}
+
+std::string localHostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
 }
 
 }  // namespace regent

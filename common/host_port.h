@@ -41,4 +41,7 @@ bool isWildcardHost(std::string_view host);
 std::string advertisedAddress(std::string_view bind, std::string_view advertisedOption,
                               std::string_view hostName, uint16_t boundPort);
 
+// The local host name (gethostname), or "localhost" if it cannot be read.
+std::string localHostName();
+
 }  // namespace regent

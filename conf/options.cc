@@ -358,7 +358,14 @@ std::vector<OptionSpec> buildRegistry() {
              "before failing the unreported ones.",
              positiveDuration()),
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
-      option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers.", positiveNumber()),
+      // Slots carry thousandths of a core as a 32-bit number (wire SlotProfile.cpuMillis).
+      option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers, to thousandths.",
+             OptionConstraint{"0.001..4294967", "a number of cores from 0.001 to 4294967, such as "
+                                                "0.5 or 2",
+                              [](const OptionValue& value) {
+                                const double cores = std::get<double>(value);
+                                return cores >= 0.001 && cores <= 4294967.0;
+                              }}),
       option("worker.slot-memory", kSize, "1GiB", "Memory each slot offers.",
              sizeRange(1024 * 1024, uint64_t{1} << 50, "1MiB", "1PiB")),
       option("worker.data-dir", kString, "regent-worker",

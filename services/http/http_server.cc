@@ -34,8 +34,8 @@ std::string errorJson(const std::string& status, const std::string& message) {
 // request kj could not read (400).
 constexpr const char* kRouteFailed = "regent http: the route failed";
 
-// At most HttpRoutes::kMaxEchoedPath bytes of `path` for a reply, with control, non-ASCII and
-// backslash bytes as \xNN, and "..." when cut.
+}  // namespace
+
 std::string echoablePath(const std::string& path) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string shown;
@@ -56,7 +56,6 @@ std::string echoablePath(const std::string& path) {
   return shown;
 }
 
-// Whether a request asked for its connection to be closed after the response.
 bool asksToClose(const kj::HttpHeaders& headers) {
   KJ_IF_MAYBE (connection, headers.get(kj::HttpHeaderId::CONNECTION)) {
     std::string tokens(connection->cStr());
@@ -77,6 +76,14 @@ bool asksToClose(const kj::HttpHeaders& headers) {
   return false;
 }
 
+kj::Exception routeFailedException() { return KJ_EXCEPTION(FAILED, kRouteFailed); }
+
+void writeMetricFamily(std::ostream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+namespace {
+
 kj::Promise<void> plainReply(kj::HttpService::Response& response, const kj::HttpHeaderTable& table,
                              uint status, kj::StringPtr statusText, std::string body) {
   kj::HttpHeaders headers(table);
@@ -93,7 +100,7 @@ kj::Promise<void> plainReply(kj::HttpService::Response& response, const kj::Http
 // request (kj itself only adds the "Connection: close" header, through HttpProtocolPolicy).
 class ConnectionRoutes final : public kj::HttpService {
  public:
-  ConnectionRoutes(HttpRoutes& routes, kj::AsyncIoStream& connection)
+  ConnectionRoutes(HttpRouteSet& routes, kj::AsyncIoStream& connection)
       : routes_(routes), connection_(connection) {}
 
   kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
@@ -106,13 +113,13 @@ class ConnectionRoutes final : public kj::HttpService {
   }
 
  private:
-  HttpRoutes& routes_;
+  HttpRouteSet& routes_;
   kj::AsyncIoStream& connection_;  // kj keeps it for as long as this service.
 };
 
 // One metric family's header.
 void family(std::ostringstream& out, const char* name, const char* type, const char* help) {
-  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  writeMetricFamily(out, name, type, help);
 }
 
 }  // namespace
@@ -174,7 +181,7 @@ kj::Promise<void> HttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
   return routed.catch_([](kj::Exception&& exception) -> kj::Promise<void> {
     if (exception.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(exception);
     spdlog::error("http: a route failed: {}", exception.getDescription().cStr());
-    return KJ_EXCEPTION(FAILED, kRouteFailed);
+    return routeFailedException();
   });
 }
 
@@ -418,29 +425,40 @@ kj::Promise<void> HttpProtocolPolicy::handleNoResponse(kj::HttpService::Response
 kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
                                                             std::string bindAddress,
                                                             HttpHost& host) {
-  auto failed = [bindAddress](kj::Exception&& exception) -> Result<kj::Own<HttpServer>> {
-    return Error::fatal("HTTP server cannot listen on " + bindAddress +
-                        " (http.bind): " + exception.getDescription().cStr());
+  return listen(network, timer, std::move(bindAddress), "http.bind",
+                [&host](const kj::HttpHeaderTable& headerTable) -> kj::Own<HttpRouteSet> {
+                  return kj::heap<HttpRoutes>(host, headerTable);
+                });
+}
+
+kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
+                                                            std::string bindAddress,
+                                                            std::string option,
+                                                            RouteSetFactory makeRoutes) {
+  auto failed = [bindAddress, option](kj::Exception&& exception) -> Result<kj::Own<HttpServer>> {
+    return Error::fatal("HTTP server cannot listen on " + bindAddress + " (" + option +
+                        "): " + exception.getDescription().cStr());
   };
   return network.parseAddress(bindAddress)
-      .then([&timer, &host,
+      .then([&timer, makeRoutes = std::move(makeRoutes),
              bindAddress](kj::Own<kj::NetworkAddress> address) -> Result<kj::Own<HttpServer>> {
-        return kj::heap<HttpServer>(Private{}, timer, host, address->listen(), hostOf(bindAddress));
+        return kj::heap<HttpServer>(Private{}, timer, makeRoutes, address->listen(),
+                                    hostOf(bindAddress));
       })
       .catch_(kj::mv(failed));
 }
 
-HttpServer::HttpServer(const Private&, kj::Timer& timer, HttpHost& host,
+HttpServer::HttpServer(const Private&, kj::Timer& timer, const RouteSetFactory& makeRoutes,
                        kj::Own<kj::ConnectionReceiver> receiver, std::string hostName)
     : headerTable_(HttpRoutes::makeHeaderTable()),
-      routes_(host, *headerTable_),
-      policy_(routes_, *headerTable_),
+      routes_(makeRoutes(*headerTable_)),
+      policy_(*routes_, *headerTable_),
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(hostName, port_)),
       server_(timer, *headerTable_,
               [this](kj::AsyncIoStream& connection) -> kj::Own<kj::HttpService> {
-                return kj::heap<ConnectionRoutes>(routes_, connection);
+                return kj::heap<ConnectionRoutes>(*routes_, connection);
               },
               kj::HttpServerSettings{.errorHandler = policy_, .callbacks = policy_}),
       listening_(server_.listenHttp(*receiver_).eagerlyEvaluate([this](kj::Exception&& e) {

@@ -1,5 +1,7 @@
 // The HTTP endpoints every master serves on http.bind (kj-http on the process's loop): health,
-// readiness, the leader as this master believes, the leader's jobs, and Prometheus metrics.
+// readiness, the leader as this master believes, the leader's jobs, and Prometheus metrics. The
+// listener (HttpServer) and its protocol policy serve any HttpRouteSet: the master's HttpRoutes
+// here, a worker's routes in services/worker/.
 #pragma once
 
 #include <kj/async-io.h>
@@ -8,7 +10,9 @@
 #include <kj/time.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "common/result.h"
@@ -53,6 +57,28 @@ class HttpHost {
   virtual std::optional<RpcTransportCounts> rpcTransportCounts() const { return std::nullopt; }
 };
 
+// A set of routes the HttpServer serves: a kj::HttpService that also says whether the request it
+// is answering asked to close its connection. Loop-thread only.
+class HttpRouteSet : public kj::HttpService {
+ public:
+  // Whether the request being answered asked to close the connection after its response
+  // ("Connection: close", or HTTP/1.0 without keep-alive). Valid while request() sends its
+  // response headers, which is when kj asks HttpServerCallbacks::shouldClose().
+  virtual bool closeRequested() const = 0;
+};
+
+// Helpers every route set answers with, so that masters and workers answer alike.
+// Whether `headers` ask to close the connection after the response ("Connection: close").
+bool asksToClose(const kj::HttpHeaders& headers);
+// At most HttpRoutes::kMaxEchoedPath bytes of `path` for a reply, with control, non-ASCII and
+// backslash bytes as \xNN, and "..." when cut.
+std::string echoablePath(const std::string& path);
+// The exception a route set's request() turns a failed route into: the protocol policy answers
+// it with 500 "internal error" (anything else kj throws while reading a request is a 400).
+kj::Exception routeFailedException();
+// The "# HELP" and "# TYPE" lines of one Prometheus metric family.
+void writeMetricFamily(std::ostream& out, const char* name, const char* type, const char* help);
+
 // The routes, as a kj::HttpService (usable without a socket, e.g. through kj::newHttpClient):
 //   GET /healthz    200 "ok"
 //   GET /readyz     200 when leading and SERVING, or a standby connected to ZooKeeper; else 503
@@ -65,7 +91,7 @@ class HttpHost {
 // bytes escaped); other methods on these paths 405 (with Allow: GET). A query string is ignored.
 // `host` and `headerTable` must outlive the service; `headerTable` must be the one made by
 // makeHeaderTable().
-class HttpRoutes final : public kj::HttpService {
+class HttpRoutes final : public HttpRouteSet {
  public:
   HttpRoutes(HttpHost& host, const kj::HttpHeaderTable& headerTable);
 
@@ -76,10 +102,8 @@ class HttpRoutes final : public kj::HttpService {
   // The header table the routes need (Allow), for the server and for tests.
   static kj::Own<kj::HttpHeaderTable> makeHeaderTable();
 
-  // Whether the request being answered asked to close the connection after its response
-  // ("Connection: close", or HTTP/1.0 without keep-alive). Set while request() sends its
-  // response headers, which is when kj asks HttpServerCallbacks::shouldClose().
-  bool closeRequested() const { return closeRequested_; }
+  // HttpRouteSet.
+  bool closeRequested() const override { return closeRequested_; }
 
   static constexpr size_t kMaxEchoedPath = 200;
 
@@ -106,7 +130,7 @@ class HttpRoutes final : public kj::HttpService {
 // Loop-thread only; `routes` and `headerTable` must outlive it.
 class HttpProtocolPolicy final : public kj::HttpServerErrorHandler, public kj::HttpServerCallbacks {
  public:
-  HttpProtocolPolicy(const HttpRoutes& routes, const kj::HttpHeaderTable& headerTable)
+  HttpProtocolPolicy(const HttpRouteSet& routes, const kj::HttpHeaderTable& headerTable)
       : routes_(routes), headerTable_(headerTable) {}
 
   kj::Promise<void> handleClientProtocolError(kj::HttpHeaders::ProtocolError protocolError,
@@ -117,22 +141,32 @@ class HttpProtocolPolicy final : public kj::HttpServerErrorHandler, public kj::H
   bool shouldClose() override { return routes_.closeRequested(); }
 
  private:
-  const HttpRoutes& routes_;
+  const HttpRouteSet& routes_;
   const kj::HttpHeaderTable& headerTable_;
 };
 
-// The listener on http.bind. Thread-safety: loop-thread only. Destroying it closes the port and
-// every connection, cancelling requests in flight; `host` and `timer` must outlive it.
+// The listener on http.bind (a master) or worker.http.bind (a worker), serving one route set.
+// Thread-safety: loop-thread only. Destroying it closes the port and every connection, cancelling
+// requests in flight; `host` and `timer` must outlive it.
 class HttpServer final {
  public:
   struct Private {};
+  // Makes the route set the server serves, given the header table made by
+  // HttpRoutes::makeHeaderTable() (which the routes must use).
+  using RouteSetFactory =
+      std::function<kj::Own<HttpRouteSet>(const kj::HttpHeaderTable& headerTable)>;
 
   // Resolves with the listening server, or a fatal error naming the address when it cannot be
   // parsed or bound. With port 0 the kernel chooses one (see port()).
   static kj::Promise<Result<kj::Own<HttpServer>>> listen(kj::Network& network, kj::Timer& timer,
                                                          std::string bindAddress, HttpHost& host);
+  // The same for any route set; errors name `option` (such as "worker.http.bind").
+  static kj::Promise<Result<kj::Own<HttpServer>>> listen(kj::Network& network, kj::Timer& timer,
+                                                         std::string bindAddress,
+                                                         std::string option,
+                                                         RouteSetFactory makeRoutes);
 
-  HttpServer(const Private&, kj::Timer& timer, HttpHost& host,
+  HttpServer(const Private&, kj::Timer& timer, const RouteSetFactory& makeRoutes,
              kj::Own<kj::ConnectionReceiver> receiver, std::string hostName);
   ~HttpServer() noexcept;
   HttpServer(const HttpServer&) = delete;
@@ -144,7 +178,7 @@ class HttpServer final {
 
  private:
   kj::Own<kj::HttpHeaderTable> headerTable_;
-  HttpRoutes routes_;
+  kj::Own<HttpRouteSet> routes_;
   HttpProtocolPolicy policy_;
   kj::Own<kj::ConnectionReceiver> receiver_;
   uint16_t port_;

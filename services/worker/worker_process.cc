@@ -1,0 +1,234 @@
+// WorkerProcess (see worker_process.h): the TaskExecutor wired to the leader client, the HTTP
+// endpoints and the signals.
+#include "services/worker/worker_process.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+
+#include "common/event_line.h"
+#include "common/host_port.h"
+#include "common/time.h"
+#include "conf/config.h"
+#include "leader/leader_services.h"
+#include "rpc/auth_config.h"
+#include "rpc/rpc_options.h"
+
+namespace regent::worker {
+namespace {
+
+const char* stopSignalName(int signum) {
+  switch (signum) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    default: return "signal";
+  }
+}
+
+}  // namespace
+
+Result<taskexecutor::SlotProfile> slotProfileFrom(const Config& config) {
+  const double cores = config.getDouble("worker.slot-cpu");
+  const double millis = std::round(cores * 1000.0);
+  if (!(millis >= 1.0) || millis > double(std::numeric_limits<uint32_t>::max())) {
+    return Error::fatal("bad value for worker.slot-cpu: " + std::to_string(cores) +
+                        " cores is not a slot profile (expected 0.001 to 4294967.295 cores)");
+  }
+  return taskexecutor::SlotProfile{.cpuMillis = static_cast<uint32_t>(millis),
+                                   .memoryBytes = config.getSize("worker.slot-memory")};
+}
+
+Result<std::optional<rpc::ClientCredential>> workerCredentialFrom(const Config& config) {
+  auto credential = rpc::clientCredentialFrom(config);
+  if (!credential.ok()) return credential.error();
+  if (credential.value() && credential.value()->role != wire::Role::WORKER) {
+    return Error::fatal("rpc.credential.role is " + config.getString("rpc.credential.role") +
+                        ", but a worker registers only with the role worker (docs/security.md)");
+  }
+  return credential;
+}
+
+std::string workerHostName(const Config& config) {
+  const std::string& advertised = config.getString("worker.advertised-host");
+  return advertised.empty() ? localHostName() : advertised;
+}
+
+Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
+    EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir) {
+  auto credential = workerCredentialFrom(config);
+  if (!credential.ok()) return credential.error();
+  auto profile = slotProfileFrom(config);
+  if (!profile.ok()) return profile.error();
+  // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
+  auto rpcNetwork =
+      rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
+                              rpc::RpcTlsRole::kClient, config.getDuration("rpc.call-timeout"));
+  if (!rpcNetwork.ok()) return Error::fatal("cannot set up RPC: " + rpcNetwork.error().message);
+  auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
+  if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
+  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(loop, config, std::move(dataDir)));
+  worker->ha_ = std::move(ha).value();
+  worker->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  auto retrieval = leader::createLeaderRetrieval(loop, config, *worker->ha_);
+  if (!retrieval.ok()) {
+    return Error::fatal("cannot set up the leader retrieval: " + retrieval.error().message);
+  }
+  client::LeaderClientOptions options{
+      .rpc = rpc::rpcOptionsFrom(config),
+      .backoffInitial = config.getDuration("cluster.registration.initial-timeout"),
+      .backoffMax = config.getDuration("cluster.registration.max-timeout"),
+      .clusterName = "cluster \"" + config.getString("cluster-id") + "\"",
+      .credential = std::move(credential).value(),
+      // A deposed leader's late calls reach the epoch gate and are refused with the new epoch.
+      .previousLeaderLinger = taskexecutor::TaskExecutorOptions{}.previousLeaderLinger};
+  worker->leaders_ =
+      kj::heap<client::LeaderClient>(worker->rpcNetwork_->network(), loop.timer(),
+                                     std::move(retrieval).value(), std::move(options));
+  return worker;
+}
+
+WorkerProcess::WorkerProcess(EventLoop& loop, const Config& config,
+                             std::unique_ptr<WorkerDataDir> dataDir)
+    : loop_(loop),
+      config_(config),
+      dataDir_(std::move(dataDir)),
+      host_(workerHostName(config)),
+      startedAtMs_(wallClockMillis()),
+      slotProfile_(slotProfileFrom(config).value()) {}
+
+WorkerProcess::~WorkerProcess() noexcept = default;
+
+kj::Promise<int> WorkerProcess::run() {
+  auto exit = kj::newPromiseAndFulfiller<int>();
+  exit_ = kj::mv(exit.fulfiller);
+  sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
+  sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
+  sigquit_ = std::make_unique<SignalWatcher>(loop_, SIGQUIT, [this]() { onStopSignal(SIGQUIT); });
+  sighup_ = std::make_unique<SignalWatcher>(loop_, SIGHUP, []() {
+    spdlog::info("SIGHUP ignored: regent-worker does not reload its configuration; restart it "
+                 "to apply changes (its slots are reported again when it registers)");
+  });
+  warnIfNotConnected();
+  tasks_.add(
+      http::HttpServer::listen(
+          loop_.io().getNetwork(), loop_.timer(), config_.getString("worker.http.bind"),
+          "worker.http.bind",
+          [this](const kj::HttpHeaderTable& headerTable) -> kj::Own<http::HttpRouteSet> {
+            return kj::heap<WorkerHttpRoutes>(*this, headerTable);
+          })
+          .then([this](Result<kj::Own<http::HttpServer>>&& listening) {
+            if (!listening.ok()) {
+              spdlog::error("{}", listening.error().message);
+              exit_->fulfill(int(kExitFailure));
+              return;
+            }
+            httpServer_ = kj::mv(listening).value();
+            const std::string advertised = advertisedAddress(
+                config_.getString("worker.http.bind"), "", host_, httpServer_->port());
+            spdlog::info("http listening on {} advertised as {}", httpServer_->listenAddress(),
+                         advertised);
+            // A stop signal that came first already ended the run.
+            if (!stopping_) startTaskExecutor(advertised);
+          }));
+  return kj::mv(exit.promise);
+}
+
+void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
+  taskexecutor::TaskExecutorOptions options;
+  options.resourceId = dataDir_->resourceId();
+  options.host = host_;
+  options.dataAddress = httpAddress;
+  options.httpAddress = httpAddress;
+  options.version = REGENT_VERSION;
+  options.pid = static_cast<uint32_t>(::getpid());
+  options.startedAtMs = startedAtMs_;
+  options.slots = static_cast<uint32_t>(config_.getInt("worker.slots"));
+  options.slotProfile = slotProfile_;
+  options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
+  options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
+  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, kj::mv(options));
+  taskExecutor_->start();
+}
+
+void WorkerProcess::warnIfNotConnected() {
+  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+  if (zooKeeper == nullptr) return;
+  const Duration timeout = config_.getDuration("ha.zookeeper.connect-timeout");
+  tasks_.add(zooKeeper->waitConnected(timeout).then([this](Status connected) {
+    if (connected.ok()) return;
+    spdlog::warn("ZooKeeper at {} is unreachable: {}; still trying (the worker keeps its slots "
+                 "and registers once it finds the leader)",
+                 config_.getString("ha.zookeeper.quorum"), connected.error().message);
+  }));
+}
+
+void WorkerProcess::onStopSignal(int signum) {
+  if (stopping_) {
+    // The disconnect is still running (the leader may be unreachable): leave now.
+    const int code = kExitSignalBase + signum;
+    spdlog::warn("second stop signal ({}) while disconnecting: exiting at once",
+                 stopSignalName(signum));
+    spdlog::info("{}", EventLine("worker exiting")
+                           .field("resource_id", resourceId().toHex())
+                           .field("code", code)
+                           .field("mono_us", monotonicMicros())
+                           .field("wall_ms", wallClockMillis())
+                           .str());
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }
+  stopping_ = true;
+  spdlog::info("{} received: disconnecting from the ResourceManager, then exiting",
+               stopSignalName(signum));
+  if (!taskExecutor_) {  // Not registering yet: nothing to disconnect.
+    exit_->fulfill(int(kExitStopped));
+    return;
+  }
+  tasks_.add(taskExecutor_->disconnect("worker stopping").then([this]() {
+    exit_->fulfill(int(kExitStopped));
+  }));
+}
+
+std::optional<std::string> WorkerProcess::notReadyReason() const {
+  if (!taskExecutor_) return std::string("starting");
+  if (stopping_) return std::string("stopping");
+  if (taskExecutor_->registered()) return std::nullopt;
+  if (leaders_->lastObstacleWasNoLeader()) return "no leader known: " + leaders_->lastObstacle();
+  const std::string& failed = taskExecutor_->lastRegistrationError();
+  if (!failed.empty()) return "registering (last attempt: " + failed + ")";
+  if (ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper()) {
+    const ha::SessionState state = zooKeeper->sessionState();
+    if (state != ha::SessionState::kConnected && state != ha::SessionState::kReconnected) {
+      return std::string("no leader known: not connected to ZooKeeper");
+    }
+  }
+  return std::string("registering");
+}
+
+uint64_t WorkerProcess::registeredEpoch() const {
+  return taskExecutor_ ? taskExecutor_->registeredEpoch() : 0;
+}
+
+uint64_t WorkerProcess::highestEpoch() const {
+  return taskExecutor_ ? taskExecutor_->highestEpoch() : 0;
+}
+
+const taskexecutor::TaskExecutorCounters& WorkerProcess::counters() const {
+  return taskExecutor_ ? taskExecutor_->counters() : noCounters_;
+}
+
+const std::vector<taskexecutor::SlotState>& WorkerProcess::slots() const {
+  return taskExecutor_ ? taskExecutor_->slots() : noSlots_;
+}
+
+const rpc::FencingCounters& WorkerProcess::fencingCounters() const {
+  return taskExecutor_ ? taskExecutor_->fencingCounters() : noFencing_;
+}
+
+}  // namespace regent::worker

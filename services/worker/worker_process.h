@@ -1,0 +1,117 @@
+// The regent-worker process, its composition root (docs/workers.md): the data directory's
+// identity, the HA services and leader retrieval (reader identity), the follow-the-leader client
+// that carries the worker's RPC connection, one TaskExecutor, the worker's HTTP endpoints on
+// worker.http.bind, and the signals (SIGTERM, SIGINT, SIGQUIT disconnect and stop).
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/leader_client.h"
+#include "common/event_loop.h"
+#include "common/result.h"
+#include "common/task_errors.h"
+#include "ha/ha_services.h"
+#include "rpc/rpc_tls.h"
+#include "services/http/http_server.h"
+#include "services/taskexecutor/task_executor.h"
+#include "services/worker/worker_data_dir.h"
+#include "services/worker/worker_http.h"
+
+namespace regent {
+class Config;
+}
+
+namespace regent::worker {
+
+// Exit codes of regent-worker (docs/workers.md).
+inline constexpr int kExitStopped = 0;       // Stopped by a stop signal (after disconnecting).
+inline constexpr int kExitFailure = 1;       // Could not start: the data directory is in use,
+                                             // the HTTP port cannot be bound, the HA services.
+inline constexpr int kExitUsage = 2;         // Bad command line or configuration, or an
+                                             // unusable data directory (a corrupt resource id).
+inline constexpr int kExitSignalBase = 128;  // + signal number: a second stop signal.
+
+// The slot profile of worker.slot-cpu (cores, to thousandths) and worker.slot-memory. An error
+// names the option: a cpu that rounds to 0 thousandths or beyond 2^32-1 of them.
+Result<taskexecutor::SlotProfile> slotProfileFrom(const Config& config);
+
+// The worker's own credential (rpc.credential.*): nullopt when none is set; an error naming the
+// option when it cannot be read or its role is not `worker` (masters let only that role
+// register).
+Result<std::optional<rpc::ClientCredential>> workerCredentialFrom(const Config& config);
+
+// The host name a worker registers with: worker.advertised-host, or the local host name.
+std::string workerHostName(const Config& config);
+
+// One worker. Thread-safety: loop-thread only. Lifetime: `loop` and `config` must outlive it.
+// Destroying it destroys the TaskExecutor (its calls cancelled), then the leader client (its
+// connection closed), then the HA services, and last the data directory (its lock released).
+class WorkerProcess final : public WorkerHttpHost {
+ public:
+  // Builds the RPC network (rpc.tls.*), the HA services (reader identity) and the leader
+  // retrieval, and the leader client over them. Fails (fatal) only on what retrying cannot fix:
+  // bad TLS files, options the ZooKeeper client rejects, an unusable credential. An unreachable
+  // ZooKeeper or master is not a failure: the worker keeps trying.
+  static Result<std::unique_ptr<WorkerProcess>> create(EventLoop& loop, const Config& config,
+                                                       std::unique_ptr<WorkerDataDir> dataDir);
+  ~WorkerProcess() noexcept override;
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Watches the signals, listens on worker.http.bind, then creates the TaskExecutor (advertising
+  // the bound HTTP address) and starts registering. Resolves with kExitFailure if the HTTP
+  // server cannot listen (logged as an error). SIGTERM, SIGINT and SIGQUIT call
+  // TaskExecutor::disconnect("worker stopping") and then resolve with kExitStopped; a second one
+  // while that runs ends the process at once with 128 + the signal number (after logging "worker
+  // exiting"). SIGHUP is logged and ignored. Call once.
+  kj::Promise<int> run();
+
+  const ResourceId& resourceId() const { return dataDir_->resourceId(); }
+
+  // WorkerHttpHost.
+  std::optional<std::string> notReadyReason() const override;
+  uint64_t registeredEpoch() const override;
+  uint64_t highestEpoch() const override;
+  const taskexecutor::TaskExecutorCounters& counters() const override;
+  const std::vector<taskexecutor::SlotState>& slots() const override;
+  const rpc::FencingCounters& fencingCounters() const override;
+
+ private:
+  WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
+  void onStopSignal(int signum);
+  void warnIfNotConnected();
+  // Once HTTP listens: the TaskExecutor, started.
+  void startTaskExecutor(const std::string& httpAddress);
+
+  EventLoop& loop_;
+  const Config& config_;
+  std::unique_ptr<WorkerDataDir> dataDir_;  // Holds the lock until the process is gone.
+  const std::string host_;
+  const int64_t startedAtMs_;
+  const taskexecutor::SlotProfile slotProfile_;
+  std::unique_ptr<ha::HaServices> ha_;
+  kj::Own<rpc::RpcNetwork> rpcNetwork_;        // rpc.tls.*; outlives the leader client.
+  kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
+  kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
+  kj::Own<http::HttpServer> httpServer_;
+  kj::Own<kj::PromiseFulfiller<int>> exit_;
+  std::unique_ptr<SignalWatcher> sigterm_;
+  std::unique_ptr<SignalWatcher> sigint_;
+  std::unique_ptr<SignalWatcher> sigquit_;
+  std::unique_ptr<SignalWatcher> sighup_;
+  bool stopping_ = false;
+  // Served before the TaskExecutor exists (no slots, no counts).
+  const std::vector<taskexecutor::SlotState> noSlots_;
+  const taskexecutor::TaskExecutorCounters noCounters_;
+  const rpc::FencingCounters noFencing_;
+  TaskFailureLogger errorLogger_{"worker"};
+  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+};
+
+}  // namespace regent::worker

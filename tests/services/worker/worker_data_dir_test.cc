@@ -1,0 +1,157 @@
+// The worker's data directory: the resource id made once and read at every later start, a corrupt
+// id file refused by name and left alone, and the lock that keeps a second worker (in another
+// process, or this one) off the directory while the first lives.
+#include "services/worker/worker_data_dir.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/fixtures/temp_dir_test_util.h"
+
+namespace regent::worker {
+namespace {
+
+const DataDirHolder kFirst{.host = "alpha", .pid = 101, .startedAtMs = 1790000000000};
+const DataDirHolder kSecond{.host = "beta", .pid = 202, .startedAtMs = 1790000001000};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void writeFile(const std::string& path, const std::string& contents) {
+  std::ofstream(path, std::ios::trunc) << contents;
+}
+
+TEST(WorkerDataDir, FirstStartCreatesThePrivateDirectoryAndAResourceId) {
+  testing::TempDir temp("worker-data-dir");
+  const std::string dir = temp.path() + "/nested/data";
+  auto opened = WorkerDataDir::open(dir, kFirst);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_TRUE(opened.value()->created());
+  EXPECT_FALSE(opened.value()->resourceId().isZero());
+  EXPECT_EQ(readFile(dir + "/resource-id"), opened.value()->resourceId().toHex() + "\n");
+  struct stat info {};
+  ASSERT_EQ(::stat(dir.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
+  EXPECT_EQ(readFile(dir + "/lock"), "alpha 101 1790000000000\n");
+  // Nothing but the two files: the temporary file of the durable write is gone.
+  size_t entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2u);
+}
+
+TEST(WorkerDataDir, LaterStartsReadTheSameResourceId) {
+  testing::TempDir temp("worker-data-dir");
+  ResourceId first;
+  {
+    auto opened = WorkerDataDir::open(temp.path(), kFirst);
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    first = opened.value()->resourceId();
+  }
+  auto again = WorkerDataDir::open(temp.path(), kSecond);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_FALSE(again.value()->created());
+  EXPECT_EQ(again.value()->resourceId(), first);
+  EXPECT_EQ(readFile(temp.path() + "/lock"), "beta 202 1790000001000\n");
+}
+
+TEST(WorkerDataDir, ACorruptResourceIdFileIsNamedAndLeftAsItIs) {
+  testing::TempDir temp("worker-data-dir");
+  const std::string idFile = temp.path() + "/resource-id";
+  for (const std::string& contents :
+       {std::string("not-an-id\n"), std::string(""), std::string(31, 'a'),
+        std::string(32, 'a') + " trailing\n", std::string(32, 'g')}) {
+    writeFile(idFile, contents);
+    auto opened = WorkerDataDir::open(temp.path(), kFirst);
+    ASSERT_FALSE(opened.ok()) << "accepted \"" << contents << "\"";
+    EXPECT_FALSE(opened.error().isRetryable());
+    EXPECT_NE(opened.error().message.find(idFile), std::string::npos) << opened.error().message;
+    EXPECT_NE(opened.error().message.find("32 hex digits"), std::string::npos)
+        << opened.error().message;
+    EXPECT_EQ(readFile(idFile), contents);
+  }
+}
+
+TEST(WorkerDataDir, ASecondOpenInThisProcessIsRefusedNamingBothWorkers) {
+  testing::TempDir temp("worker-data-dir");
+  auto first = WorkerDataDir::open(temp.path(), kFirst);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto second = WorkerDataDir::open(temp.path(), kSecond);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(second.error().isRetryable());
+  EXPECT_EQ(second.error().message,
+            "worker.data-dir " + temp.path() +
+                " is in use by the worker on host alpha pid 101 (started 2026-09-21T14:13:20Z); "
+                "this worker is host beta pid 202");
+  // The refused open changed nothing: the holder's line stays.
+  EXPECT_EQ(readFile(temp.path() + "/lock"), "alpha 101 1790000000000\n");
+  first.value().reset();
+  auto third = WorkerDataDir::open(temp.path(), kSecond);
+  EXPECT_TRUE(third.ok()) << third.error().message;
+}
+
+TEST(WorkerDataDir, AWorkerInAnotherProcessHoldsTheLockUntilItDies) {
+  testing::TempDir temp("worker-data-dir");
+  int ready[2];
+  int release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child holds the directory until the parent closes `release`, then dies without
+    // destroying it: the kernel releases the lock.
+    auto opened = WorkerDataDir::open(
+        temp.path(), {.host = "child", .pid = ::getpid(), .startedAtMs = 1790000000000});
+    const char byte = opened.ok() ? 'y' : 'n';
+    (void)!::write(ready[1], &byte, 1);
+    char ignored;
+    (void)!::read(release[0], &ignored, 1);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(release[0]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 'y');
+  auto refused = WorkerDataDir::open(temp.path(), kSecond);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("host child pid " + std::to_string(child)),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("this worker is host beta pid 202"), std::string::npos)
+      << refused.error().message;
+  ::close(release[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(ready[0]);
+  auto taken = WorkerDataDir::open(temp.path(), kSecond);
+  EXPECT_TRUE(taken.ok()) << taken.error().message;
+}
+
+TEST(WorkerDataDir, ADataDirThatIsAFileIsAnErrorNamingIt) {
+  testing::TempDir temp("worker-data-dir");
+  const std::string file = temp.path() + "/plain-file";
+  writeFile(file, "x");
+  auto opened = WorkerDataDir::open(file, kFirst);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_FALSE(opened.error().isRetryable());
+  EXPECT_NE(opened.error().message.find("worker.data-dir " + file), std::string::npos)
+      << opened.error().message;
+}
+
+}  // namespace
+}  // namespace regent::worker
