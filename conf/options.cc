@@ -145,7 +145,7 @@ OptionConstraint positiveDuration() {
           [](const OptionValue& value) { return std::get<Duration>(value) > Duration::zero(); }};
 }
 
-OptionConstraint positiveNumber() {
+[[maybe_unused]] OptionConstraint positiveNumber() {
   return {"> 0", "a number greater than 0, such as 0.5 or 2",
           [](const OptionValue& value) { return std::get<double>(value) > 0; }};
 }
