@@ -327,6 +327,48 @@ kj::Promise<int> JobCommands::submit(std::string path) {
   }, path);
 }
 
+kj::Promise<int> JobCommands::withTaskExecutors(
+    std::function<void(capnp::List<wire::TaskExecutorInfo>::Reader)> print) {
+  return withDispatcher([this, print = kj::mv(print)](wire::DispatcherGateway::Client gateway,
+                                                       uint64_t epoch) {
+    auto request = gateway.listTaskExecutorsRequest();
+    request.setEpoch(epoch);
+    return client_->deadline().send(kj::mv(request))
+        .then([print](capnp::Response<wire::DispatcherGateway::ListTaskExecutorsResults> response)
+                  -> rpc::Attempt<int> {
+          if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+          print(response.getTaskExecutors());
+          return kExitOk;
+        });
+  });
+}
+
+kj::Promise<int> JobCommands::workers() {
+  return withTaskExecutors([this](capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+    if (output_.json) {
+      output_.out << workersJsonLines(workers) << std::flush;
+    } else if (workers.size() == 0) {
+      output_.out << "no workers registered in " << clusterName() << std::endl;
+    } else {
+      output_.out << workersTable(workers, wallClockMillis()) << std::flush;
+    }
+  });
+}
+
+kj::Promise<int> JobCommands::slots() {
+  return withTaskExecutors([this](capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+    size_t count = 0;
+    for (auto worker : workers) count += worker.getSlots().size();
+    if (output_.json) {
+      output_.out << slotsJsonLines(workers) << std::flush;
+    } else if (count == 0) {
+      output_.out << "no slots reported in " << clusterName() << std::endl;
+    } else {
+      output_.out << slotsTable(workers) << std::flush;
+    }
+  });
+}
+
 kj::Promise<int> JobCommands::list() {
   return withDispatcher([this](wire::DispatcherGateway::Client gateway, uint64_t epoch) {
     auto request = gateway.listJobsRequest();

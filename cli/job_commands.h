@@ -1,5 +1,5 @@
-// What regentctl's jobs commands (submit, list, status, cancel) and failover do, on the event
-// loop: find the leader (in ZooKeeper, or by asking the master given with --master), call its
+// What regentctl's jobs commands (submit, list, status, cancel), workers, slots and failover do,
+// on the event loop: find the leader (in ZooKeeper, or by asking the master given with --master), call its
 // Dispatcher over Cap'n Proto RPC with the leader's epoch, and follow the leadership (fencing,
 // notLeader, unavailable, lost connections) until --timeout.
 #pragma once
@@ -37,7 +37,7 @@ inline constexpr int kExitRefused = 4;
 // cli.master); create() fails with it before anything connects.
 extern const char* const kNoMasterToReach;
 
-// Runs one jobs command or failover against the current leader, through a
+// Runs one jobs command, workers, slots or failover against the current leader, through a
 // client::LeaderClient (client/leader_client.h) that finds the leader in ZooKeeper, or asks the
 // master at cli.master (--master) when that is set (the way to reach a standalone master).
 //
@@ -86,6 +86,13 @@ class JobCommands final {
   kj::Promise<int> removeCorrupt(std::string jobId);
   // `jobs cancel ID`: prints "canceled <id>" ({"job_id":...,"canceled":true}).
   kj::Promise<int> cancel(std::string jobId);
+  // `workers`: the leader's registered workers (DispatcherGateway.listTaskExecutors) as a table
+  // (cli/regentctl_output.h, workersTable) or one JSON object per worker; "no workers registered
+  // in <cluster>" when there is none.
+  kj::Promise<int> workers();
+  // `slots`: every slot of those workers as a table (slotsTable) or one JSON object per slot;
+  // "no slots reported in <cluster>" when there is none.
+  kj::Promise<int> slots();
   // `failover`: asks the leader of epoch E to hand over (MasterBootstrap.handOver(E)), then
   // waits until a leader with an epoch above E shows (ZooKeeper's watch, or asking the master
   // at cli.master) and prints "leader <old master id> (epoch E) -> <new master id> (epoch E2)"
@@ -108,6 +115,9 @@ class JobCommands final {
   // gives an exit code or --timeout passes. A refusal prints "regentctl: [subject: ]message".
   kj::Promise<int> run(client::LeaderClient::Fn<int> call, std::string subject = "");
   kj::Promise<int> withDispatcher(DispatcherCall call, std::string subject = "");
+  // listTaskExecutors, then `print` on the workers (workers(), slots()).
+  kj::Promise<int> withTaskExecutors(
+      std::function<void(capnp::List<wire::TaskExecutorInfo>::Reader)> print);
   // Prints "gave up after <--timeout>: <reason>"; the exit code for a call that ran out of time.
   int gaveUp(const std::string& reason);
   // Resolves once a leader with an epoch above old's shows, after printing the change.

@@ -1,6 +1,7 @@
 // regentctl, the admin CLI: reads the same configuration sources as the processes, shows who
 // leads a cluster (`leader`, `leader --watch`) and who contends (`masters`), submits and manages
-// jobs through the leader's Dispatcher (`jobs ...`) and asks the leader to hand over (`failover`).
+// jobs through the leader's Dispatcher (`jobs ...`), lists the leader's workers and slots
+// (`workers`, `slots`) and asks the leader to hand over (`failover`).
 #include <CLI/CLI.hpp>
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
@@ -25,8 +26,9 @@ constexpr const char* kDescription =
     "regentctl: inspects a regent cluster through ZooKeeper and manages its jobs through the "
     "leader (found in ZooKeeper, or through the master given with --master).\n"
     "Exit codes: 0 done, 1 ZooKeeper or the leader unreachable, a read failed, or --timeout "
-    "passed, 2 bad usage, configuration or FILE, or no way to reach a master (jobs, failover), "
-    "3 no master leads (leader; jobs and failover when --timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
+    "passed, 2 bad usage, configuration or FILE, or no way to reach a master (jobs, workers, "
+    "slots, failover), 3 no master leads (leader; jobs, workers, slots and failover when "
+    "--timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
     "unknown job, job id taken, job already ended or corrupt, graph or FILE too large; "
     "failover: no other master took over).";
 
@@ -76,14 +78,16 @@ int main(int argc, char** argv) {
   app.add_option("--zk", quorum,
                  "ZooKeeper quorum host:port,... (ha.zookeeper.quorum; wins over --set)");
   app.add_option("--master", master,
-                 "jobs, failover: talk to the master at HOST:PORT (its rpc address) instead of "
+                 "jobs, workers, slots, failover: talk to the master at HOST:PORT (its rpc "
+                 "address) instead of "
                  "finding the leader in ZooKeeper; needed with ha.mode standalone (cli.master; "
                  "wins over --set)");
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
   ConfigCommandLine commandLine(app, "regentctl", {});  // --config, --set.
   app.add_flag("--json", json, "print one JSON object per line");
   app.footer(
-      "Authentication (docs/security.md): against a master that requires it, jobs and failover "
+      "Authentication (docs/security.md): against a master that requires it, jobs, workers, "
+      "slots and failover "
       "authenticate with rpc.credential.role and rpc.credential.secret-file from --config or the "
       "environment (REGENT_RPC_CREDENTIAL_ROLE, REGENT_RPC_CREDENTIAL_SECRET_FILE), or with a "
       "client certificate (rpc.tls.*); never put a secret on the command line.");
@@ -100,7 +104,8 @@ int main(int argc, char** argv) {
       app.add_subcommand("masters", "list every contending master in latch order, with its role");
   std::string timeoutText = "30s";
   app.add_option("--timeout", timeoutText,
-                 "jobs, failover: how long to keep finding the leader and retrying (default 30s)");
+                 "jobs, workers, slots, failover: how long to keep finding the leader and "
+                 "retrying (default 30s)");
   CLI::App* jobsCommand = app.add_subcommand("jobs", "submit and manage jobs (through the leader)");
   jobsCommand->require_subcommand(0, 1);
   std::string jobFile;
@@ -120,6 +125,14 @@ int main(int argc, char** argv) {
       "remove the stored JobGraph record of a CORRUPT job (one that does not decode); a healthy "
       "job's record is refused");
   removeCorruptCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  CLI::App* workersCommand = app.add_subcommand(
+      "workers",
+      "list the workers registered with the leader: resource id, host, address, slots, free "
+      "slots, registered at, last heartbeat");
+  CLI::App* slotsCommand = app.add_subcommand(
+      "slots",
+      "list every slot of the leader's workers: worker, index, cpu, memory, state, job, "
+      "allocation");
   CLI::App* failoverCommand = app.add_subcommand(
       "failover", "ask the leader to hand over and wait until another term begins");
   try {
@@ -151,7 +164,8 @@ int main(int argc, char** argv) {
 
   try {
     EventLoop loop;
-    if (jobsCommand->parsed() || failoverCommand->parsed()) {
+    if (jobsCommand->parsed() || failoverCommand->parsed() || workersCommand->parsed() ||
+        slotsCommand->parsed()) {
       auto jobs = cli::JobCommands::create(loop, config, {std::cout, std::cerr, json},
                                            timeout.value());
       if (!jobs.ok()) {
@@ -165,6 +179,8 @@ int main(int argc, char** argv) {
       if (cancelCommand->parsed()) return loop.run(commands.cancel(jobId));
       if (removeCorruptCommand->parsed()) return loop.run(commands.removeCorrupt(jobId));
       if (failoverCommand->parsed()) return loop.run(commands.failover());
+      if (workersCommand->parsed()) return loop.run(commands.workers());
+      if (slotsCommand->parsed()) return loop.run(commands.slots());
       return cli::kExitUsage;
     }
     auto inspector =

@@ -1,10 +1,18 @@
-// Text and JSON rendering of leaders and contenders for regentctl (see regentctl_output.h).
+// Text and JSON rendering of leaders, contenders, workers and slots for regentctl (see
+// regentctl_output.h).
 #include "cli/regentctl_output.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "common/ids.h"
+#include "common/utf8.h"
+#include "conf/values.h"
+#include "rpc/wire_ids.h"
+#include "services/dispatcher/task_executor_json.h"
 
 namespace regent::cli {
 namespace {
@@ -121,6 +129,93 @@ std::string contenderJson(const leader::ContenderEntry& contender) {
   object["started_at"] = formatUtcMillis(info.startedAtMs);
   object["started_at_ms"] = info.startedAtMs;
   return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+std::string shown(capnp::Text::Reader text) {
+  return printableUtf8(std::string_view(text.begin(), text.size()));
+}
+
+std::string dumpJsonLine(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string ageText(int64_t thenMillis, int64_t nowMillis) {
+  if (thenMillis == 0) return "-";
+  const int64_t age = std::max<int64_t>(0, nowMillis - thenMillis);
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld.%llds ago", static_cast<long long>(age / 1000),
+                static_cast<long long>((age % 1000) / 100));
+  return text;
+}
+
+std::string cpuText(uint32_t cpuMillis) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%u.%03u", cpuMillis / 1000, cpuMillis % 1000);
+  return text;
+}
+
+std::string idOrDash(const nlohmann::json& id) { return id.is_null() ? "-" : id.get<std::string>(); }
+
+}  // namespace
+
+std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, int64_t nowMillis) {
+  std::vector<std::vector<std::string>> rows{
+      {"RESOURCE ID", "HOST", "ADDRESS", "SLOTS", "FREE", "REGISTERED", "LAST HEARTBEAT"}};
+  for (auto worker : workers) {
+    auto registration = worker.getRegistration();
+    std::string free = "-";
+    if (worker.getSlots().size() > 0) {
+      size_t count = 0;
+      for (auto slot : worker.getSlots()) count += dispatcher::slotState(slot, false) == "FREE";
+      free = std::to_string(count);
+    }
+    rows.push_back({wire::idFromWire<ResourceId>(registration.getResourceId()).toHex(),
+                    shown(registration.getHost()), shown(registration.getHttpAddress()),
+                    std::to_string(registration.getNumberOfSlots()), free,
+                    worker.getRegisteredAtMs() == 0 ? "-"
+                                                    : formatUtcMillis(worker.getRegisteredAtMs()),
+                    ageText(worker.getLastHeartbeatAtMs(), nowMillis)});
+  }
+  return alignColumns(rows);
+}
+
+std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+  std::vector<std::vector<std::string>> rows{
+      {"WORKER", "INDEX", "CPU", "MEMORY", "STATE", "JOB", "ALLOCATION"}};
+  for (auto worker : workers) {
+    const std::string id =
+        wire::idFromWire<ResourceId>(worker.getRegistration().getResourceId()).toHex();
+    for (auto slot : worker.getSlots()) {
+      const nlohmann::json json = dispatcher::slotJson(slot, false);
+      rows.push_back({id, std::to_string(slot.getSlotId().getSlotIndex()),
+                      cpuText(slot.getProfile().getCpuMillis()),
+                      formatSize(slot.getProfile().getMemoryBytes()), json["state"].get<std::string>(),
+                      idOrDash(json["job_id"]), idOrDash(json["allocation_id"])});
+    }
+  }
+  return alignColumns(rows);
+}
+
+std::string workersJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+  std::string out;
+  for (auto worker : workers) out += dumpJsonLine(dispatcher::taskExecutorJson(worker));
+  return out;
+}
+
+std::string slotsJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+  std::string out;
+  for (auto worker : workers) {
+    const nlohmann::json owner = dispatcher::taskExecutorJson(worker);
+    for (auto slot : worker.getSlots()) {
+      nlohmann::json json = dispatcher::slotJson(slot, false);
+      json["resource_id"] = owner["resource_id"];
+      json["host"] = owner["host"];
+      out += dumpJsonLine(json);
+    }
+  }
+  return out;
 }
 
 }  // namespace regent::cli

@@ -1,5 +1,5 @@
-// How regentctl prints leaders and contenders: aligned text for people, one JSON object per line
-// for machines (the shapes are documented in docs/operations.md).
+// How regentctl prints leaders, contenders, workers and slots: aligned text for people, one JSON
+// object per line for machines (the shapes are documented in docs/operations.md).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
+#include "rpc/schema/cluster.capnp.h"
 
 namespace regent::cli {
 
@@ -33,5 +34,21 @@ std::string mastersTable(const std::vector<leader::ContenderEntry>& contenders);
 // One JSON object (no newline): latch, role (LEADER or STANDBY), master_id, rpc_address,
 // http_address, host, pid, version, started_at (ISO), started_at_ms.
 std::string contenderJson(const leader::ContenderEntry& contender);
+
+// `regentctl workers`: a header and one row per worker (in the order given): RESOURCE ID, HOST,
+// ADDRESS (its http address), SLOTS (its number of slots), FREE (free slots of its latest
+// report, "-" before its first), REGISTERED (ISO time), LAST HEARTBEAT (age at `nowMillis`,
+// "2.5s ago", or "-"). Host and addresses are shown with control characters escaped.
+std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, int64_t nowMillis);
+// `regentctl slots`: a header and one row per reported slot, workers in the order given, slots
+// by index: WORKER (resource id), INDEX, CPU (cores, "0.500"), MEMORY ("1GiB"), STATE (FREE or
+// ALLOCATED: the wire does not tell pending allocations apart), JOB, ALLOCATION ("-" if free).
+std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers);
+// `workers --json`: one JSON object per worker and line, the shape of an element of
+// /v1/workers' "workers".
+std::string workersJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers);
+// `slots --json`: one JSON object per slot and line, a slot of /v1/workers with the worker's
+// "resource_id" and "host" added.
+std::string slotsJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers);
 
 }  // namespace regent::cli

@@ -18,6 +18,7 @@
 #include "common/utf8.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
+#include "services/dispatcher/task_executor_json.h"
 
 namespace regent::http {
 namespace {
@@ -188,7 +189,7 @@ kj::Promise<void> HttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
 kj::Promise<void> HttpRoutes::route(kj::HttpMethod method, const std::string& path,
                                     Response& response) {
   static const char* const kRoutes[] = {"/healthz", "/readyz", "/v1/leader", "/v1/jobs",
-                                        "/metrics"};
+                                        "/v1/workers", "/metrics"};
   bool known = false;
   for (const char* route : kRoutes) known = known || path == route;
   if (!known) {
@@ -229,24 +230,28 @@ kj::Promise<void> HttpRoutes::route(kj::HttpMethod method, const std::string& pa
   }
 
   if (path == "/v1/jobs") return jobs(response);
+  if (path == "/v1/workers") return workers(response);
   return metrics(response);
 }
 
-kj::Promise<void> HttpRoutes::jobs(Response& response) {
-  const uint64_t epoch = host_.leadingEpoch();
-  if (epoch == 0) {
-    auto leader = host_.knownLeader();
-    if (!leader || leader->masterId == host_.self().masterId || leader->httpAddress.empty()) {
-      // No leader, or a record of this master's own ended term: redirecting would loop.
-      return reply(response, 503, "Service Unavailable", kJson,
-                   errorJson("NONE", "no leader known to this master"));
-    }
-    std::string location = "http://" + leader->httpAddress + "/v1/jobs";
-    return reply(response, 307, "Temporary Redirect", kJson,
-                 nlohmann::json{{"status", "NOT_LEADER"}, {"leader", location}}.dump() + "\n",
-                 kj::StringPtr(location.c_str()))
-        .attach(kj::mv(location));
+kj::Maybe<kj::Promise<void>> HttpRoutes::notLeading(Response& response, const std::string& path) {
+  if (host_.leadingEpoch() != 0) return nullptr;
+  auto leader = host_.knownLeader();
+  if (!leader || leader->masterId == host_.self().masterId || leader->httpAddress.empty()) {
+    // No leader, or a record of this master's own ended term: redirecting would loop.
+    return reply(response, 503, "Service Unavailable", kJson,
+                 errorJson("NONE", "no leader known to this master"));
   }
+  std::string location = "http://" + leader->httpAddress + path;
+  return reply(response, 307, "Temporary Redirect", kJson,
+               nlohmann::json{{"status", "NOT_LEADER"}, {"leader", location}}.dump() + "\n",
+               kj::StringPtr(location.c_str()))
+      .attach(kj::mv(location));
+}
+
+kj::Promise<void> HttpRoutes::jobs(Response& response) {
+  KJ_IF_MAYBE (redirected, notLeading(response, "/v1/jobs")) return kj::mv(*redirected);
+  const uint64_t epoch = host_.leadingEpoch();
   const dispatcher::Dispatcher* leading = nullptr;
   KJ_IF_MAYBE (found, host_.leaderDispatcher()) {
     leading = found;
@@ -282,6 +287,34 @@ kj::Promise<void> HttpRoutes::jobs(Response& response) {
   // Names are sanitized above; "replace" guards whatever text is added to a job later.
   return reply(response, 200, "OK", kJson,
                nlohmann::json{{"epoch", epoch}, {"jobs", jobs}}.dump(
+                   -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   "\n");
+}
+
+kj::Promise<void> HttpRoutes::workers(Response& response) {
+  KJ_IF_MAYBE (redirected, notLeading(response, "/v1/workers")) return kj::mv(*redirected);
+  const uint64_t epoch = host_.leadingEpoch();
+  const dispatcher::TaskExecutorView* view = nullptr;
+  KJ_IF_MAYBE (found, host_.leaderTaskExecutors()) {
+    view = found;
+  }
+  if (view == nullptr) {
+    return reply(response, 503, "Service Unavailable", kJson,
+                 errorJson("RECOVERING", "leader of epoch " + std::to_string(epoch) +
+                                             " has not started its resource manager yet"));
+  }
+  // The same wire mapping listTaskExecutors answers with, then one JSON shape for HTTP and
+  // regentctl; PENDING is known in process only.
+  capnp::MallocMessageBuilder scratch;
+  auto listed = view->list(scratch.getOrphanage());
+  nlohmann::json workers = nlohmann::json::array();
+  for (auto info : listed.getReader()) {
+    const auto id = wire::idFromWire<ResourceId>(info.getRegistration().getResourceId());
+    workers.push_back(dispatcher::taskExecutorJson(
+        info, [&](uint32_t index) { return view->slotPending(id, index); }));
+  }
+  return reply(response, 200, "OK", kJson,
+               nlohmann::json{{"epoch", epoch}, {"workers", workers}}.dump(
                    -1, ' ', false, nlohmann::json::error_handler_t::replace) +
                    "\n");
 }
@@ -369,6 +402,27 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
       out << "regent_jobs{state=\"" << escapeLabelValue(state) << "\"} " << count << '\n';
     }
   }
+  family(out, "regent_workers_registered", "gauge",
+         "Workers registered with the leader's ResourceManager (0 unless this master leads).");
+  std::optional<dispatcher::TaskExecutorView::Counts> slots;
+  if (epoch != 0) {
+    KJ_IF_MAYBE (view, host_.leaderTaskExecutors()) {
+      slots = view->counts();
+    }
+  }
+  out << "regent_workers_registered " << (slots ? slots->taskExecutors : 0) << '\n';
+  family(out, "regent_slots", "gauge",
+         "Slots of the workers that reported to the leader, by state (no samples unless this "
+         "master leads).");
+  if (slots) {
+    out << "regent_slots{state=\"free\"} " << slots->slotsFree << '\n';
+    out << "regent_slots{state=\"allocated\"} " << slots->slotsAllocated << '\n';
+    out << "regent_slots{state=\"pending\"} " << slots->slotsPending << '\n';
+  }
+  family(out, "regent_worker_heartbeat_timeouts_total", "counter",
+         "Workers the leader removed after heartbeat.timeout of silence, over every term this "
+         "process led.");
+  out << "regent_worker_heartbeat_timeouts_total " << host_.workerHeartbeatTimeouts() << '\n';
   family(out, "regent_rpc_calls_total", "counter",
          "RPC calls that reached the leader's fenced gateways, by method.");
   for (const auto& [method, count] : host_.fencingCounters().calls()) {

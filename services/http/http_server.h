@@ -1,7 +1,7 @@
 // The HTTP endpoints every master serves on http.bind (kj-http on the process's loop): health,
-// readiness, the leader as this master believes, the leader's jobs, and Prometheus metrics. The
-// listener (HttpServer) and its protocol policy serve any HttpRouteSet: the master's HttpRoutes
-// here, a worker's routes in services/worker/.
+// readiness, the leader as this master believes, the leader's jobs and workers, and Prometheus
+// metrics. The listener (HttpServer) and its protocol policy serve any HttpRouteSet: the master's
+// HttpRoutes here, a worker's routes in services/worker/.
 #pragma once
 
 #include <kj/async-io.h>
@@ -21,6 +21,7 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
+#include "services/dispatcher/dispatcher_gateway.h"
 
 namespace regent::http {
 
@@ -50,6 +51,14 @@ class HttpHost {
   // The current term's Dispatcher, for reading its jobs in-process; nullptr while not leading or
   // the term is not ready (still recovering).
   virtual kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const = 0;
+  // The current term's registered workers (its ResourceManager), for reading them in process;
+  // nullptr while not leading (or for a host without one, the default). Unlike the Dispatcher
+  // they are there while the term still recovers.
+  virtual kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const {
+    return nullptr;
+  }
+  // Workers removed for heartbeat silence since the process started, over every term it led.
+  virtual uint64_t workerHeartbeatTimeouts() const { return 0; }
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
   // The RPC authentication outcomes (rpc/auth_roles.h), or nullptr when the host counts none.
   virtual const rpc::AuthCounters* authCounters() const { return nullptr; }
@@ -86,7 +95,11 @@ void writeMetricFamily(std::ostream& out, const char* name, const char* type, co
 //   GET /v1/jobs    leader: 200 {"epoch":E,"jobs":[...]} read from the term's Dispatcher in
 //                   process (no RPC, no store read); standby: 307 to the leader's http address;
 //                   no leader known, or the leader not ready: 503 with a JSON reason
-//   GET /metrics    Prometheus text format 0.0.4; job counts read in process like /v1/jobs
+//   GET /v1/workers leader: 200 {"epoch":E,"workers":[...]} (every registered worker with its
+//                   slots, read from the term's ResourceManager in process, also while the term
+//                   recovers); standby: 307 to the leader; no leader known: 503 with a JSON reason
+//   GET /metrics    Prometheus text format 0.0.4; job, worker and slot counts read in process
+//                   like /v1/jobs and /v1/workers
 // Other paths 404 (echoing at most kMaxEchoedPath bytes of the path, control and non-ASCII
 // bytes escaped); other methods on these paths 405 (with Allow: GET). A query string is ignored.
 // `host` and `headerTable` must outlive the service; `headerTable` must be the one made by
@@ -109,6 +122,10 @@ class HttpRoutes final : public HttpRouteSet {
 
  private:
   kj::Promise<void> jobs(Response& response);
+  kj::Promise<void> workers(Response& response);
+  // The 307 to the leader's `path`, or the 503 when no other master is known to lead; nullptr
+  // when this master leads.
+  kj::Maybe<kj::Promise<void>> notLeading(Response& response, const std::string& path);
   kj::Promise<void> metrics(Response& response);
   kj::Promise<void> reply(Response& response, uint status, kj::StringPtr statusText,
                           kj::StringPtr contentType, std::string body,

@@ -1,4 +1,5 @@
-// LeaderTerm (see leader_term.h): open the stores, recover, serve; end in a fixed order.
+// LeaderTerm (see leader_term.h): serve the ResourceManager, open the stores, recover, serve; end
+// in a fixed order.
 #include "services/master/leader_term.h"
 
 #include <spdlog/spdlog.h>
@@ -9,13 +10,54 @@
 #include "services/dispatcher/dispatcher_gateway.h"
 
 namespace regent::master {
+namespace {
+
+// The ResourceManager's workers as inspection reads them.
+class ResourceManagerTaskExecutors final : public dispatcher::TaskExecutorView {
+ public:
+  explicit ResourceManagerTaskExecutors(const resourcemanager::ResourceManager& resourceManager)
+      : resourceManager_(resourceManager) {}
+
+  Counts counts() const override {
+    const resourcemanager::SlotCounts counts = resourceManager_.counts();
+    return {.taskExecutors = static_cast<uint32_t>(counts.workers),
+            .slotsTotal = static_cast<uint32_t>(counts.total),
+            .slotsFree = static_cast<uint32_t>(counts.free),
+            .slotsAllocated = static_cast<uint32_t>(counts.allocated - counts.pending),
+            .slotsPending = static_cast<uint32_t>(counts.pending)};
+  }
+
+  capnp::Orphan<capnp::List<wire::TaskExecutorInfo>> list(
+      capnp::Orphanage orphanage) const override {
+    auto listed = orphanage.newOrphan<capnp::List<wire::TaskExecutorInfo>>(
+        static_cast<uint32_t>(resourceManager_.slotManager().workers().size()));
+    resourceManager_.listTaskExecutors(listed.get());
+    return listed;
+  }
+
+  bool slotPending(const ResourceId& worker, uint32_t index) const override {
+    const resourcemanager::Worker* found = resourceManager_.slotManager().worker(worker);
+    if (found == nullptr) return false;
+    for (const resourcemanager::Slot& slot : found->slots) {
+      if (slot.index == index) return slot.pending;
+    }
+    return false;
+  }
+
+ private:
+  const resourcemanager::ResourceManager& resourceManager_;
+};
+
+}  // namespace
 
 LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
+                       resourcemanager::ResourceManagerCounters& resourceManagerCounters,
                        store::StoreServices& storeServices, store::StoreTerm storeTerm,
                        LeaderTermOptions options)
     : timer_(timer),
       epoch_(epoch),
       capabilities_(epoch, counters),
+      resourceManagerCounters_(resourceManagerCounters),
       storeServices_(storeServices),
       storeTerm_(std::move(storeTerm)),
       options_(std::move(options)),
@@ -28,6 +70,12 @@ LeaderTerm::~LeaderTerm() noexcept {
 }
 
 kj::Promise<void> LeaderTerm::start() {
+  resourceManager_ = kj::heap<resourcemanager::ResourceManager>(
+      timer_, epoch_, resourceManagerCounters_, options_.resourceManager);
+  taskExecutors_ = kj::heap<ResourceManagerTaskExecutors>(*resourceManager_);
+  resourceManagerGateway_ = capabilities_.serve<wire::ResourceManagerGateway>(
+      resourceManager_->makeGatewayServer(), rpc::LeadershipTerm::Readiness::kImmediately);
+  resourceManager_->start();
   return canceler_.wrap(openStores().then([this]() { return recover(); }).then([this]() {
     capabilities_.markReady();
   }));
@@ -44,7 +92,7 @@ kj::Promise<void> LeaderTerm::openStores() {
         dispatcher_ = kj::heap<dispatcher::Dispatcher>(
             epoch_, *stores_, options_.limits, options_.retainCleanResults, options_.nowMs);
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(
-            kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_));
+            kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get()));
         return kj::READY_NOW;
       });
 }
@@ -70,6 +118,15 @@ kj::Maybe<wire::DispatcherGateway::Client> LeaderTerm::dispatcherGateway() {
 kj::Maybe<const dispatcher::Dispatcher&> LeaderTerm::dispatcher() const {
   if (!ready() || dispatcher_.get() == nullptr) return nullptr;
   return *dispatcher_;
+}
+
+kj::Maybe<wire::ResourceManagerGateway::Client> LeaderTerm::resourceManagerGateway() {
+  return resourceManagerGateway_;
+}
+
+kj::Maybe<const dispatcher::TaskExecutorView&> LeaderTerm::taskExecutors() const {
+  if (taskExecutors_.get() == nullptr) return nullptr;
+  return *taskExecutors_;
 }
 
 }  // namespace regent::master

@@ -1,8 +1,8 @@
 // The leader term: the one component that owns everything living for one leadership term of a
 // master (docs/architecture.md): the term's capabilities (rpc::LeadershipTerm), its stores, the
-// Dispatcher and its gateway, and the work that recovers them. A new leader-side service (the
-// ResourceManager with its SlotManager, the JobMasters) becomes a member here, with its gateway
-// made by the term's serve(); the process only creates and destroys terms.
+// Dispatcher and its gateway, the ResourceManager (with its SlotManager) and its gateway, and the
+// work that recovers them. A new leader-side service (the JobMasters) becomes a member here, with
+// its gateway made by the term's serve(); the process only creates and destroys terms.
 #pragma once
 
 #include <kj/async.h>
@@ -18,7 +18,9 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
+#include "services/dispatcher/dispatcher_gateway.h"
 #include "services/dispatcher/job_graph_validation.h"
+#include "services/resourcemanager/resource_manager.h"
 #include "store/store_services.h"
 
 namespace regent::master {
@@ -31,28 +33,37 @@ struct LeaderTermOptions {
   Duration retryMax = Duration(30000);
   std::function<double()> jitter;  // ExponentialBackoff's uniform01; null: random.
   std::function<int64_t()> nowMs;  // Unix milliseconds, for the Dispatcher.
+  // heartbeat.interval, heartbeat.timeout, rpc.call-timeout.
+  resourcemanager::ResourceManagerOptions resourceManager;
 };
 
 // One leadership term. Loop-thread only.
 //
 // Lifecycle: construct when leadership is granted, call start() once, destroy when it is
-// revoked. While the term is not ready its gateways answer `unavailable` (the term's serve()
-// guard); start() makes it ready once the Dispatcher recovered.
+// revoked. start() first creates the ResourceManager, whose gateway serves at once (workers
+// register and report while the Dispatcher recovers, so the slot table rebuilds in parallel with
+// recovery), then opens the stores and recovers the Dispatcher. While the term is not ready the
+// Dispatcher's gateway answers `unavailable` (the term's serve() guard); start() makes it ready
+// once the Dispatcher recovered.
 //
 // Destruction ends everything of the term in a fixed order: the capabilities are revoked (every
-// gateway handler still running is dropped, later calls are fenced), then the term's own work is
-// cancelled (start() rejects), then the gateways and services go (the Dispatcher), and the stores
-// are closed last. `timer`, `storeServices` and `counters` must outlive the term.
+// gateway handler still running is dropped, later calls are fenced, calls to workers through
+// capabilities they handed over fail), then the term's own work is cancelled (start() rejects),
+// then the gateways and services go (the Dispatcher, then the ResourceManager with its heartbeat
+// loop and calls to workers), and the stores are closed last. `timer`, `storeServices`,
+// `counters` and `resourceManagerCounters` must outlive the term.
 class LeaderTerm final {
  public:
   LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
+             resourcemanager::ResourceManagerCounters& resourceManagerCounters,
              store::StoreServices& storeServices, store::StoreTerm storeTerm,
              LeaderTermOptions options);
   ~LeaderTerm() noexcept;
   LeaderTerm(const LeaderTerm&) = delete;
   LeaderTerm& operator=(const LeaderTerm&) = delete;
 
-  // Opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure to
+  // Creates and starts the ResourceManager and serves its gateway (not waiting for readiness).
+  // Then opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure to
   // open or to read the stores is logged ("recovery of epoch=E failed: ...; retrying in ...") and
   // retried with the backoff of the options. Resolves once the term is ready to serve (its
   // gateways then reach their services). Rejects only when the term is destroyed first (a
@@ -75,6 +86,12 @@ class LeaderTerm final {
   // The Dispatcher for in-process reads (/v1/jobs, /metrics); null until the term is ready.
   kj::Maybe<const dispatcher::Dispatcher&> dispatcher() const;
 
+  // The term's ResourceManager gateway, fenced for the epoch and serving before the term is
+  // ready; null until start().
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway();
+  // The registered workers for in-process reads (/v1/workers, /metrics); null until start().
+  kj::Maybe<const dispatcher::TaskExecutorView&> taskExecutors() const;
+
  private:
   kj::Promise<void> openStores();
   kj::Promise<void> recover();
@@ -84,13 +101,17 @@ class LeaderTerm final {
   kj::Timer& timer_;
   const uint64_t epoch_;
   rpc::LeadershipTerm capabilities_;  // Revoked first (destructor), destroyed last.
+  resourcemanager::ResourceManagerCounters& resourceManagerCounters_;
   store::StoreServices& storeServices_;
   const store::StoreTerm storeTerm_;
   const LeaderTermOptions options_;
   ExponentialBackoff backoff_;
   bool serving_ = false;
-  // Members below are destroyed in reverse order: the gateway, the services, then the stores.
+  // Members below are destroyed in reverse order: the gateways, the services, then the stores.
   kj::Own<store::LeaderStores> stores_;
+  kj::Own<resourcemanager::ResourceManager> resourceManager_;
+  kj::Own<dispatcher::TaskExecutorView> taskExecutors_;  // Reads resourceManager_.
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway_;
   kj::Own<dispatcher::Dispatcher> dispatcher_;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway_;
   kj::Canceler canceler_;  // The term's own work (start()); cancelled first.

@@ -1,5 +1,5 @@
-// MasterBootstrap: leaderInfo, handOver and dispatcher, answered from the master's own view, its
-// epoch rule, and the authentication of a connection.
+// MasterBootstrap: leaderInfo, handOver, dispatcher and resourceManager, answered from the
+// master's own view, its epoch rule, and the authentication of a connection.
 #include "services/master/master_bootstrap.h"
 
 #include <capnp/message.h>
@@ -172,6 +172,18 @@ kj::Promise<void> MasterBootstrapServer::dispatcher(DispatcherContext context) {
     rpc::failures::unavailable(context.getResults().initFailure(), 500,
                                "the leader of epoch " + std::to_string(epoch) +
                                    " is still opening its stores; retry shortly");
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> MasterBootstrapServer::resourceManager(ResourceManagerContext context) {
+  const uint64_t epoch = context.getParams().getEpoch();
+  KJ_IF_MAYBE (gateway, host_.resourceManagerGateway()) {
+    context.getResults().setResourceManager(*gateway);
+  } else {
+    rpc::failures::unavailable(context.getResults().initFailure(), rpc::kNotReadyRetryMs,
+                               "the leader of epoch " + std::to_string(epoch) +
+                                   " has not started its resource manager yet; retry shortly");
   }
   return kj::READY_NOW;
 }

@@ -1,7 +1,7 @@
 // MasterBootstrap (rpc/schema/gateways.capnp): the unfenced capability every master serves,
 // leader or standby. It says who leads as this master believes, hands over on request, hands
-// out the current term's fenced Dispatcher gateway, and authenticates the connection when the
-// master requires it (docs/security.md).
+// out the current term's fenced Dispatcher and ResourceManager gateways, and authenticates the
+// connection when the master requires it (docs/security.md).
 #pragma once
 
 #include <kj/async.h>
@@ -29,6 +29,11 @@ class MasterBootstrapHost {
   virtual uint64_t leadingEpoch() const = 0;
   // The current term's gateway, or nullptr while the term's stores are still opening.
   virtual kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() = 0;
+  // The current term's ResourceManager gateway, or nullptr while the term has none yet (and
+  // always for a host that runs no ResourceManager, the default).
+  virtual kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() {
+    return nullptr;
+  }
   // Graceful hand-over without exiting; resolves ok once the `leader` node is gone, with an
   // error saying what happened when the hand-over did not apply (LeaderElection::handOver).
   virtual kj::Promise<Status> handOverForCaller() = 0;
@@ -70,6 +75,7 @@ class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override;
   kj::Promise<void> handOver(HandOverContext context) override;
   kj::Promise<void> dispatcher(DispatcherContext context) override;
+  kj::Promise<void> resourceManager(ResourceManagerContext context) override;
   kj::Promise<void> authChallenge(AuthChallengeContext context) override;
   kj::Promise<void> authenticate(AuthenticateContext context) override;
 
@@ -90,8 +96,8 @@ wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
 // (rpc.auth-tls.*-names; the gate is marked authenticated at once), or to no role at all:
 // leaderInfo, authChallenge and authenticate only, everything else refused with
 // `unauthenticated`. A successful authenticate marks `peer.gate` and answers a bootstrap
-// restricted to the proven role; the Dispatcher gateway it hands out is restricted the same way
-// and still revoked with its term. `host`, `fencingCounters`, `settings` and `authCounters` must
+// restricted to the proven role; the Dispatcher and ResourceManager gateways it hands out are
+// restricted the same way and still revoked with their term. `host`, `fencingCounters`, `settings` and `authCounters` must
 // outlive the connection and every capability handed out on it.
 wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
                                                      rpc::FencingCounters& fencingCounters,

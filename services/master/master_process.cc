@@ -262,6 +262,16 @@ kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const
   return term_->dispatcher();
 }
 
+kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway() {
+  if (!term_) return nullptr;
+  return term_->resourceManagerGateway();
+}
+
+kj::Maybe<const dispatcher::TaskExecutorView&> MasterProcess::leaderTaskExecutors() const {
+  if (!term_) return nullptr;
+  return term_->taskExecutors();
+}
+
 kj::Promise<Status> MasterProcess::handOverForCaller() {
   spdlog::info("{}", timedEvent("handover requested", self_.masterId));
   return election_->handOver(true).then([this](Status handedOver) {
@@ -311,9 +321,12 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   LeaderTermOptions options;
   options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
   options.nowMs = [] { return wallClockMillis(); };
+  options.resourceManager.heartbeatInterval = config_.getDuration("heartbeat.interval");
+  options.resourceManager.heartbeatTimeout = config_.getDuration("heartbeat.timeout");
+  options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");
   // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
-  term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, *stores_, fence,
-                               kj::mv(options));
+  term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, resourceManagerCounters_,
+                               *stores_, fence, kj::mv(options));
   tasks_.add(term_->start()
                  .then([this, epoch]() { return election_->markServing(epoch); })
                  .then(

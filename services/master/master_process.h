@@ -99,8 +99,8 @@ class MasterProcess final : public leader::LeaderContender,
   const std::string& masterId() const { return self_.masterId; }
 
   // leader::LeaderContender. Each logs its event line. A grant creates and starts the term
-  // (services/master/leader_term.h: its stores, fenced by the granted epoch and latch node,
-  // its Dispatcher, recovery with backoff), and then publishes SERVING and logs "leader serving".
+  // (services/master/leader_term.h: its ResourceManager, its stores, fenced by the granted epoch
+  // and latch node, its Dispatcher, recovery with backoff), and then publishes SERVING and logs "leader serving".
   // A revoke destroys the term (its capabilities revoked, its services stopped, its stores closed)
   // before it returns.
   void grantLeadership(const ha::WriterFence& fence) override;
@@ -118,11 +118,16 @@ class MasterProcess final : public leader::LeaderContender,
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override;
   kj::Promise<Status> handOverForCaller() override;
   // http::HttpHost.
   bool serving() const override;
   bool zooKeeperConnected() const override;
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
+  kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override;
+  uint64_t workerHeartbeatTimeouts() const override {
+    return resourceManagerCounters_.heartbeatTimeouts;
+  }
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
   const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
   // nullopt until the RPC server listens.
@@ -146,6 +151,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::unique_ptr<ha::HaServices> ha_;
   std::unique_ptr<store::StoreServices> stores_;
   rpc::FencingCounters fencingCounters_;
+  resourcemanager::ResourceManagerCounters resourceManagerCounters_;  // Across terms.
   rpc::ServerAuthSettings authSettings_;  // Read by every connection's bootstrap.
   rpc::AuthCounters authCounters_;
   kj::Own<leader::LeaderRetrieval> retrieval_;

@@ -1,5 +1,6 @@
 // The HTTP endpoints against a fake master, over a real loopback socket: status codes, bodies,
-// the standby's redirect, the leader's jobs read in process, and /metrics parsed strictly.
+// the standby's redirect, the leader's jobs and workers read in process, and /metrics parsed
+// strictly.
 #include "services/http/http_server.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
 #include "tests/services/http/prometheus_text_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
@@ -49,6 +51,46 @@ class LeaderJobs final {
   kj::Own<store::LeaderStores> stores_;
 };
 
+// A leader's workers: worker 0xab:1 ("w1", pid 11) with slot 0 free, slot 1 allocated to job
+// 0x1234:1 and slot 2 pending for it; worker 0xab:2 registered, not reported yet.
+class LeaderWorkers final : public dispatcher::TaskExecutorView {
+ public:
+  Counts counts() const override {
+    return {.taskExecutors = 2, .slotsTotal = 3, .slotsFree = 1, .slotsAllocated = 1,
+            .slotsPending = 1};
+  }
+  capnp::Orphan<capnp::List<wire::TaskExecutorInfo>> list(
+      capnp::Orphanage orphanage) const override {
+    auto listed = orphanage.newOrphan<capnp::List<wire::TaskExecutorInfo>>(2);
+    auto first = listed.get()[0];
+    auto registration = first.initRegistration();
+    wire::setWireId(registration.initResourceId(), ResourceId(0xab, 1));
+    registration.setHost("w1");
+    registration.setPid(11);
+    registration.setDataAddress("10.0.0.5:9001");
+    registration.setHttpAddress("10.0.0.5:8082");
+    first.setRegisteredAtMs(1000);
+    first.setLastHeartbeatAtMs(2000);
+    auto slots = first.initSlots(3);
+    for (uint32_t i = 0; i < 3; ++i) {
+      slots[i].initSlotId().setSlotIndex(i);
+      slots[i].initProfile().setCpuMillis(500);
+      slots[i].getProfile().setMemoryBytes(uint64_t{1} << 30);
+      if (i > 0) {
+        wire::setWireId(slots[i].initAllocationId(), AllocationId(0xa1, i));
+        wire::setWireId(slots[i].initJobId(), JobId(0x1234, 1));
+      }
+    }
+    auto second = listed.get()[1].initRegistration();
+    wire::setWireId(second.initResourceId(), ResourceId(0xab, 2));
+    second.setHost("w2");
+    return listed;
+  }
+  bool slotPending(const ResourceId& worker, uint32_t index) const override {
+    return worker == ResourceId(0xab, 1) && index == 2;
+  }
+};
+
 class FakeHost final : public HttpHost {
  public:
   FakeHost() {
@@ -66,6 +108,11 @@ class FakeHost final : public HttpHost {
   }
   const rpc::FencingCounters& fencingCounters() const override { return counters; }
   std::optional<RpcTransportCounts> rpcTransportCounts() const override { return transport; }
+  kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override {
+    if (workers == nullptr) return nullptr;
+    return *workers;
+  }
+  uint64_t workerHeartbeatTimeouts() const override { return heartbeatTimeouts; }
 
   leader::ContenderInfo self_;
   std::optional<leader::LeaderInfo> leader;
@@ -74,6 +121,8 @@ class FakeHost final : public HttpHost {
   bool connected = false;
   LeaderJobs* jobs = nullptr;
   bool ready = false;
+  const LeaderWorkers* workers = nullptr;
+  uint64_t heartbeatTimeouts = 0;
   rpc::FencingCounters counters;
   std::optional<RpcTransportCounts> transport;
 };
@@ -153,10 +202,12 @@ class HttpServerTest : public ::testing::Test {
     host_.leader = leader::leaderInfoFor(self, epoch, 42);
     host_.jobs = &jobs_;
     host_.ready = true;
+    host_.workers = &workers_;
   }
 
   EventLoop loop_;
   LeaderJobs jobs_{loop_};
+  LeaderWorkers workers_;
   FakeHost host_;
   kj::Own<kj::HttpHeaderTable> table_ = HttpRoutes::makeHeaderTable();
   kj::TimerImpl frozenTimer_{kj::origin<kj::TimePoint>()};
@@ -256,6 +307,56 @@ TEST_F(HttpServerTest, JobsOnAStandbyRedirectToTheLeader) {
   EXPECT_EQ(fetch("/v1/jobs").status, 503u);
 }
 
+TEST_F(HttpServerTest, WorkersOnTheLeaderListEverySlotAlsoWhileTheTermRecovers) {
+  lead(7, false);
+  host_.ready = false;  // The Dispatcher still recovers; the workers are there already.
+  Reply reply = fetch("/v1/workers");
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  EXPECT_EQ(reply.contentType, "application/json");
+  auto json = nlohmann::json::parse(reply.body);
+  EXPECT_EQ(json["epoch"], 7);
+  ASSERT_EQ(json["workers"].size(), 2u);
+  const auto& first = json["workers"][0];
+  EXPECT_EQ(first["resource_id"], ResourceId(0xab, 1).toHex());
+  EXPECT_EQ(first["host"], "w1");
+  EXPECT_EQ(first["pid"], 11);
+  EXPECT_EQ(first["data_address"], "10.0.0.5:9001");
+  EXPECT_EQ(first["http_address"], "10.0.0.5:8082");
+  EXPECT_EQ(first["registered_at_ms"], 1000);
+  EXPECT_EQ(first["last_heartbeat_ms"], 2000);
+  ASSERT_EQ(first["slots"].size(), 3u);
+  EXPECT_EQ(first["slots"][0]["index"], 0);
+  EXPECT_EQ(first["slots"][0]["cpu_millis"], 500);
+  EXPECT_EQ(first["slots"][0]["memory_bytes"], uint64_t{1} << 30);
+  EXPECT_EQ(first["slots"][0]["state"], "FREE");
+  EXPECT_TRUE(first["slots"][0]["job_id"].is_null());
+  EXPECT_TRUE(first["slots"][0]["allocation_id"].is_null());
+  EXPECT_EQ(first["slots"][1]["state"], "ALLOCATED");
+  EXPECT_EQ(first["slots"][1]["job_id"], JobId(0x1234, 1).toHex());
+  EXPECT_EQ(first["slots"][1]["allocation_id"], AllocationId(0xa1, 1).toHex());
+  EXPECT_EQ(first["slots"][2]["state"], "PENDING");
+  EXPECT_EQ(json["workers"][1]["host"], "w2");
+  EXPECT_TRUE(json["workers"][1]["slots"].empty());
+  EXPECT_TRUE(host_.counters.calls().empty());  // Read in process, no RPC.
+}
+
+TEST_F(HttpServerTest, WorkersOnAStandbyRedirectToTheLeaderAndWithoutALeaderAnswer503) {
+  leader::LeaderInfo other;
+  other.epoch = 3;
+  other.masterId = "other";
+  other.httpAddress = "10.0.0.2:8081";
+  host_.leader = other;
+  Reply reply = fetch("/v1/workers");
+  EXPECT_EQ(reply.status, 307u);
+  EXPECT_EQ(reply.location, "http://10.0.0.2:8081/v1/workers");
+
+  host_.leader.reset();
+  Reply none = fetch("/v1/workers");
+  EXPECT_EQ(none.status, 503u);
+  EXPECT_EQ(nlohmann::json::parse(none.body)["status"], "NONE");
+  EXPECT_EQ(fetch("/v1/workers", kj::HttpMethod::POST).status, 405u);
+}
+
 TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405) {
   EXPECT_EQ(fetch("/nope").status, 404u);
   EXPECT_EQ(fetch("/v1/jobs/extra").status, 404u);
@@ -341,6 +442,13 @@ TEST_F(HttpServerTest, MetricsOfAServingLeaderParseAsPrometheusText) {
             5);
   EXPECT_EQ(parsed.types.at("regent_rpc_calls_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_jobs"), "gauge");
+  EXPECT_EQ(parsed.samples.at("regent_workers_registered"), 2);
+  EXPECT_EQ(parsed.samples.at("regent_slots{state=\"free\"}"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_slots{state=\"allocated\"}"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_slots{state=\"pending\"}"), 1);
+  EXPECT_EQ(parsed.types.at("regent_slots"), "gauge");
+  EXPECT_EQ(parsed.samples.at("regent_worker_heartbeat_timeouts_total"), 0);
+  EXPECT_EQ(parsed.types.at("regent_worker_heartbeat_timeouts_total"), "counter");
   for (const auto& [family, type] : parsed.types) {
     EXPECT_FALSE(parsed.helps[family].empty()) << family;
   }
@@ -360,7 +468,16 @@ TEST_F(HttpServerTest, MetricsOfAStandbyHaveNoJobSamples) {
   EXPECT_EQ(parsed.samples.at("regent_zookeeper_connected"), 0);
   for (const auto& [series, value] : parsed.samples) {
     EXPECT_EQ(series.rfind("regent_jobs", 0), std::string::npos) << series;
+    EXPECT_EQ(series.rfind("regent_slots", 0), std::string::npos) << series;
   }
+  EXPECT_EQ(parsed.samples.at("regent_workers_registered"), 0);
+}
+
+TEST_F(HttpServerTest, WorkerHeartbeatTimeoutsAreTheProcessCountAlsoOnAStandby) {
+  host_.heartbeatTimeouts = 4;  // Counted while this master led an earlier term.
+  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.samples.at("regent_worker_heartbeat_timeouts_total"), 4);
 }
 
 TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {

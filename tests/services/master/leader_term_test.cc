@@ -1,5 +1,6 @@
 // The leader term on memory stores and a fake clock: recovery retried with backoff, a revoke
-// during recovery, and the term's gateway serving only after recovery.
+// during recovery, the Dispatcher's gateway serving only after recovery, and the
+// ResourceManager's serving workers from the start.
 #include "services/master/leader_term.h"
 
 #include <gtest/gtest.h>
@@ -8,12 +9,17 @@
 #include <string>
 
 #include "common/event_loop.h"
+#include "rpc/wire_ids.h"
 #include "tests/store/fake_stores_test_util.h"
 
 namespace regent::master {
 namespace {
 
 using wire::DispatcherGateway;
+using wire::ResourceManagerGateway;
+
+// A worker's gateway that is never called in these tests (no heartbeat interval passes).
+class IdleTaskExecutor final : public wire::TaskExecutorGateway::Server {};
 
 class LeaderTermTest : public ::testing::Test {
  protected:
@@ -24,7 +30,7 @@ class LeaderTermTest : public ::testing::Test {
     LeaderTermOptions options;
     options.jitter = [] { return 0.0; };
     options.nowMs = [] { return int64_t{1700000000000}; };
-    term_ = kj::heap<LeaderTerm>(timer_, 4, counters_, services_,
+    term_ = kj::heap<LeaderTerm>(timer_, 4, counters_, resourceManagerCounters_, services_,
                                  store::StoreTerm{4, "latch/m-0000000001"}, kj::mv(options));
     started_ = term_->start()
                    .then([this]() { startDone_ = true; },
@@ -52,6 +58,7 @@ class LeaderTermTest : public ::testing::Test {
   store::testing::FakeStoreBackend backend_;
   store::testing::FakeStoreServices services_{backend_};
   rpc::FencingCounters counters_;
+  resourcemanager::ResourceManagerCounters resourceManagerCounters_;
   kj::Own<LeaderTerm> term_;
   kj::Promise<void> started_ = nullptr;
   bool startDone_ = false;
@@ -121,6 +128,91 @@ TEST_F(LeaderTermTest, EndingTheTermDuringRecoveryCancelsItsStartAndFencesItsGat
   ASSERT_TRUE(late.hasFailure());
   EXPECT_TRUE(late.getFailure().isFencing()) << late.getFailure().getMessage().cStr();
   EXPECT_EQ(late.getFailure().getFencing().getExpected(), 0u);
+}
+
+TEST_F(LeaderTermTest, WorkersRegisterAndReportWhileTheStoresAreStillOpening) {
+  services_.failOpens = 1000;  // The Dispatcher never gets its stores.
+  grant();
+  EXPECT_TRUE(term_->dispatcherGateway() == nullptr);
+  ResourceManagerGateway::Client resourceManager =
+      KJ_ASSERT_NONNULL(term_->resourceManagerGateway());
+  const ResourceId worker(0xab, 1);
+
+  auto registering = resourceManager.registerTaskExecutorRequest();
+  registering.setEpoch(4);
+  auto registration = registering.initRegistration();
+  wire::setWireId(registration.initResourceId(), worker);
+  registration.setHost("w1");
+  registration.setPid(11);
+  registration.setNumberOfSlots(2);
+  registration.initSlotProfile().setCpuMillis(1000);
+  registration.getSlotProfile().setMemoryBytes(1 << 20);
+  registration.initTotalProfile().setCpuMillis(2000);
+  registration.getTotalProfile().setMemoryBytes(2 << 20);
+  registering.setTaskExecutor(kj::heap<IdleTaskExecutor>());
+  auto registered = loop_.run(registering.send());
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+
+  auto reporting = resourceManager.sendSlotReportRequest();
+  reporting.setEpoch(4);
+  wire::setWireId(reporting.initResourceId(), worker);
+  reporting.setRegistrationId(registered.getSuccess().getRegistrationId());
+  auto report = reporting.initSlotReport();
+  wire::setWireId(report.initResourceId(), worker);
+  auto slots = report.initSlots(2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    wire::setWireId(slots[i].initSlotId().initResourceId(), worker);
+    slots[i].getSlotId().setSlotIndex(i);
+    slots[i].initProfile().setCpuMillis(1000);
+    slots[i].getProfile().setMemoryBytes(1 << 20);
+  }
+  auto reported = loop_.run(reporting.send());
+  ASSERT_FALSE(reported.hasFailure()) << reported.getFailure().getMessage().cStr();
+
+  const dispatcher::TaskExecutorView& workers = KJ_ASSERT_NONNULL(term_->taskExecutors());
+  EXPECT_EQ(workers.counts().taskExecutors, 1u);
+  EXPECT_EQ(workers.counts().slotsTotal, 2u);
+  EXPECT_EQ(workers.counts().slotsFree, 2u);
+  EXPECT_FALSE(term_->ready());
+
+  // Ending the term fences the ResourceManager's gateway like every other of the term.
+  term_ = nullptr;
+  settle();
+  auto late = resourceManager.heartbeatRequest();
+  late.setEpoch(4);
+  wire::setWireId(late.initResourceId(), worker);
+  auto refused = loop_.run(late.send());
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isFencing()) << refused.getFailure().getMessage().cStr();
+  EXPECT_EQ(refused.getFailure().getFencing().getExpected(), 0u);
+}
+
+TEST_F(LeaderTermTest, TheDispatcherListsTheWorkersOfTheTermOnceRecovered) {
+  backend_.holdWrites = false;
+  grant();
+  ASSERT_TRUE(startDone_) << startFailure_;
+  ResourceManagerGateway::Client resourceManager =
+      KJ_ASSERT_NONNULL(term_->resourceManagerGateway());
+  auto registering = resourceManager.registerTaskExecutorRequest();
+  registering.setEpoch(4);
+  auto registration = registering.initRegistration();
+  wire::setWireId(registration.initResourceId(), ResourceId(0xab, 2));
+  registration.setHost("w2");
+  registration.setNumberOfSlots(1);
+  registration.initSlotProfile().setCpuMillis(1000);
+  registering.setTaskExecutor(kj::heap<IdleTaskExecutor>());
+  ASSERT_FALSE(loop_.run(registering.send()).hasFailure());
+
+  DispatcherGateway::Client dispatcher = KJ_ASSERT_NONNULL(term_->dispatcherGateway());
+  auto listing = dispatcher.listTaskExecutorsRequest();
+  listing.setEpoch(4);
+  auto listed = loop_.run(listing.send());
+  ASSERT_FALSE(listed.hasFailure()) << listed.getFailure().getMessage().cStr();
+  ASSERT_EQ(listed.getTaskExecutors().size(), 1u);
+  EXPECT_EQ(std::string(listed.getTaskExecutors()[0].getRegistration().getHost().cStr()), "w2");
+  auto overview = dispatcher.clusterOverviewRequest();
+  overview.setEpoch(4);
+  EXPECT_EQ(loop_.run(overview.send()).getOverview().getTaskExecutors(), 1u);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // in process): an unauthenticated connection gets only leaderInfo and the authenticate step; a
 // shared-secret or certificate role gets what its role allows and is refused the rest with
 // permissionDenied naming the role needed; wrong secrets and reused challenges are refused and
-// counted; the Dispatcher gateway a role obtains is still revoked with its term.
+// counted; the Dispatcher gateway a role obtains is still revoked with its term; a worker obtains
+// the ResourceManager gateway, nobody else does.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -21,12 +22,27 @@ using wire::Role;
 
 constexpr uint64_t kEpoch = 7;
 
+// A ResourceManagerGateway whose heartbeat only counts that it was reached.
+class CountingResourceManager final : public wire::ResourceManagerGateway::Server {
+ public:
+  explicit CountingResourceManager(uint64_t& reached) : reached_(reached) {}
+  kj::Promise<void> heartbeat(HeartbeatContext) override {
+    ++reached_;
+    return kj::READY_NOW;
+  }
+
+ private:
+  uint64_t& reached_;
+};
+
 class LeadingHost final : public MasterBootstrapHost {
  public:
   LeadingHost(rpc::FencingCounters& counters, uint64_t& reached)
       : term_(kj::heap<rpc::LeadershipTerm>(kEpoch, counters)) {
     self_.masterId = "self";
     gateway_ = term_->serve<DispatcherGateway>(kj::heap<testing::CountingDispatcher>(reached));
+    resourceManager_ = term_->serve<wire::ResourceManagerGateway>(
+        kj::heap<CountingResourceManager>(reached), rpc::LeadershipTerm::Readiness::kImmediately);
     term_->markReady();
   }
   ~LeadingHost() noexcept override = default;
@@ -39,6 +55,9 @@ class LeadingHost final : public MasterBootstrapHost {
   }
   uint64_t leadingEpoch() const override { return kEpoch; }
   kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override {
+    return resourceManager_;
+  }
   kj::Promise<Status> handOverForCaller() override {
     ++handOvers;
     return Status();
@@ -51,6 +70,7 @@ class LeadingHost final : public MasterBootstrapHost {
   leader::ContenderInfo self_;
   kj::Own<rpc::LeadershipTerm> term_;
   kj::Maybe<DispatcherGateway::Client> gateway_;
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager_;
 };
 
 std::string text(capnp::Data::Reader data) {
@@ -226,6 +246,28 @@ TEST_F(MasterBootstrapAuthTest, AWorkerMayNotReachTheDispatcherSoCannotSubmit) {
   EXPECT_EQ(gateway.getFailure().getPermissionDenied().getRequired(), Role::READER);
   EXPECT_EQ(gateway.getFailure().getPermissionDenied().getHeld(), Role::WORKER);
   EXPECT_EQ(auth_.deniedFor(Role::READER), 1u);
+}
+
+TEST_F(MasterBootstrapAuthTest, AWorkerObtainsTheResourceManagerAndAReaderDoesNot) {
+  auto resourceManager = [&](MasterBootstrap::Client& cap) {
+    auto request = cap.resourceManagerRequest();
+    request.setEpoch(kEpoch);
+    return loop_.run(request.send());
+  };
+  auto worker = as(Role::WORKER);
+  auto granted = resourceManager(worker);
+  ASSERT_FALSE(granted.hasFailure()) << granted.getFailure().getMessage().cStr();
+  auto heartbeat = granted.getResourceManager().heartbeatRequest();
+  heartbeat.setEpoch(kEpoch);
+  EXPECT_FALSE(loop_.run(heartbeat.send()).hasFailure());
+  EXPECT_EQ(reached_, 1u);
+
+  auto reader = as(Role::READER);
+  auto refused = resourceManager(reader);
+  ASSERT_TRUE(refused.hasFailure());
+  ASSERT_TRUE(refused.getFailure().isPermissionDenied());
+  EXPECT_EQ(refused.getFailure().getPermissionDenied().getRequired(), Role::WORKER);
+  EXPECT_EQ(reached_, 1u);
 }
 
 TEST_F(MasterBootstrapAuthTest, AnAdminSubmitsCancelsAndHandsOver) {

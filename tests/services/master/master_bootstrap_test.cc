@@ -1,5 +1,6 @@
 // MasterBootstrap behind its fenced endpoint: a standby answers notLeader naming the leader, a
-// leader refuses another epoch, and both checks run before any handler.
+// leader refuses another epoch, and both checks run before any handler; the ResourceManager
+// gateway is handed out as soon as the term has one, before the term is ready.
 #include "services/master/master_bootstrap.h"
 
 #include <gtest/gtest.h>
@@ -14,10 +15,14 @@ namespace {
 class FakeBootstrapHost final : public MasterBootstrapHost {
  public:
   FakeBootstrapHost() { self_.masterId = "self"; }
+  ~FakeBootstrapHost() noexcept override = default;
   const leader::ContenderInfo& self() const override { return self_; }
   std::optional<leader::LeaderInfo> knownLeader() const override { return leader; }
   uint64_t leadingEpoch() const override { return epoch; }
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override { return nullptr; }
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override {
+    return resourceManager;
+  }
   kj::Promise<Status> handOverForCaller() override {
     ++handOvers;
     return handOverOutcome;
@@ -28,6 +33,20 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   uint64_t epoch = 0;
   int handOvers = 0;
   Status handOverOutcome;
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager;
+};
+
+// Counts the worker calls that reached it.
+class CountingResourceManager final : public wire::ResourceManagerGateway::Server {
+ public:
+  explicit CountingResourceManager(int& reached) : reached_(reached) {}
+  kj::Promise<void> heartbeat(HeartbeatContext) override {
+    ++reached_;
+    return kj::READY_NOW;
+  }
+
+ private:
+  int& reached_;
 };
 
 class MasterBootstrapTest : public ::testing::Test {
@@ -106,6 +125,49 @@ TEST_F(MasterBootstrapTest, ALeaderWhoseStoresAreOpeningAnswersUnavailableForIts
   auto response = loop_.run(request.send());
   ASSERT_TRUE(response.hasFailure());
   EXPECT_TRUE(response.getFailure().isUnavailable());
+}
+
+TEST_F(MasterBootstrapTest, TheResourceManagerIsHandedOutByTheLeaderOnlyForItsEpoch) {
+  auto resourceManager = [&](uint64_t epoch) {
+    auto request = bootstrap_.resourceManagerRequest();
+    request.setEpoch(epoch);
+    return loop_.run(request.send());
+  };
+  leader::LeaderInfo other;
+  other.epoch = 3;
+  other.masterId = "other";
+  other.rpcAddress = "10.0.0.2:7000";
+  host_.leader = other;
+  auto standby = resourceManager(3);
+  ASSERT_TRUE(standby.hasFailure());
+  EXPECT_TRUE(standby.getFailure().isNotLeader());
+  EXPECT_EQ(counters_.rejected("MasterBootstrap.resourceManager"), 1u);
+
+  host_.epoch = 5;
+  auto stale = resourceManager(4);
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isFencing());
+  EXPECT_EQ(stale.getFailure().getFencing().getExpected(), 5u);
+
+  // A term without its ResourceManager yet.
+  auto early = resourceManager(5);
+  ASSERT_TRUE(early.hasFailure());
+  ASSERT_TRUE(early.getFailure().isUnavailable());
+  EXPECT_EQ(std::string(early.getFailure().getMessage().cStr()),
+            "the leader of epoch 5 has not started its resource manager yet; retry shortly");
+
+  // The term serves it before it is ready (the Dispatcher may still recover).
+  rpc::LeadershipTerm term(5, counters_);
+  int reached = 0;
+  host_.resourceManager = term.serve<wire::ResourceManagerGateway>(
+      kj::heap<CountingResourceManager>(reached), rpc::LeadershipTerm::Readiness::kImmediately);
+  auto served = resourceManager(5);
+  ASSERT_FALSE(served.hasFailure()) << served.getFailure().getMessage().cStr();
+  auto heartbeat = served.getResourceManager().heartbeatRequest();
+  heartbeat.setEpoch(5);
+  EXPECT_FALSE(loop_.run(heartbeat.send()).hasFailure());
+  EXPECT_EQ(reached, 1);
+  EXPECT_FALSE(term.ready());
 }
 
 }  // namespace
