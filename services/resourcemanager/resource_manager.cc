@@ -77,9 +77,9 @@ std::optional<RegistrationCheck> validate(wire::TaskExecutorRegistration::Reader
     return RegistrationCheck{"registration.resourceId", "missing or zero"};
   }
   if (out.numberOfSlots < 1 || out.numberOfSlots > kMaxSlots) {
-    return RegistrationCheck{"registration.numberOfSlots",
-                             std::to_string(out.numberOfSlots) + " is not within 1.." +
-                                 std::to_string(kMaxSlots)};
+    return RegistrationCheck{
+        "registration.numberOfSlots",
+        std::to_string(out.numberOfSlots) + " is not within 1.." + std::to_string(kMaxSlots)};
   }
   if (out.slotProfile.cpuMillis == 0 || out.slotProfile.memoryBytes == 0) {
     return RegistrationCheck{"registration.slotProfile",
@@ -146,10 +146,11 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
             },
             [this, context, registration,
              taskExecutor = kj::mv(taskExecutor)](kj::Exception&& exception) mutable {
-              spdlog::info("the worker holding resource id {} did not answer ({}); the new "
-                           "registration from host {} pid {} replaces it",
-                           registration.resourceId.toHex(), exception.getDescription().cStr(),
-                           registration.host, registration.pid);
+              spdlog::info(
+                  "the worker holding resource id {} did not answer ({}); the new "
+                  "registration from host {} pid {} replaces it",
+                  registration.resourceId.toHex(), exception.getDescription().cStr(),
+                  registration.host, registration.pid);
               accept(context, registration, kj::mv(taskExecutor));
             });
   }
@@ -159,9 +160,9 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
     const auto registration = wire::idFromWire<RegistrationId>(params.getRegistrationId());
     const bool first = isFirstReport(worker);
-    auto failure = rm_.slots_.applyReport(worker, registration,
-                                          fromWire(params.getSlotReport().getSlots()),
-                                          rm_.monoNow(), rm_.wallNow());
+    auto failure =
+        rm_.slots_.applyReport(worker, registration, fromWire(params.getSlotReport().getSlots()),
+                               rm_.monoNow(), rm_.wallNow());
     if (failure) {
       toWire(*failure, worker, context.getResults().initFailure());
       return kj::READY_NOW;
@@ -174,9 +175,9 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     auto params = context.getParams();
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
     const bool first = isFirstReport(worker);
-    auto failure = rm_.slots_.heartbeat(
-        worker, fromWire(params.getPayload().getSlotReport().getSlots()), rm_.monoNow(),
-        rm_.wallNow());
+    auto failure =
+        rm_.slots_.heartbeat(worker, fromWire(params.getPayload().getSlotReport().getSlots()),
+                             rm_.monoNow(), rm_.wallNow());
     if (failure) {
       toWire(*failure, worker, context.getResults().initFailure());
       return kj::READY_NOW;
@@ -189,9 +190,9 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     auto params = context.getParams();
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
     if (!rm_.slots_.removeWorker(worker)) {
-      rpc::failures::notRegistered(context.getResults().initFailure(), worker,
-                                   "resource id " + worker.toHex() +
-                                       " is not registered with this ResourceManager");
+      rpc::failures::notRegistered(
+          context.getResults().initFailure(), worker,
+          "resource id " + worker.toHex() + " is not registered with this ResourceManager");
       return kj::READY_NOW;
     }
     rm_.forgetWorker(worker, "disconnected: " + std::string(params.getCause().cStr()), false);
@@ -203,8 +204,8 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     auto params = context.getParams();
     const auto job = wire::idFromWire<JobId>(params.getJobId());
     if (!params.hasJobId() || job.isZero()) {
-      rpc::failures::invalidArgument(context.getResults().initFailure(), "jobId",
-                                     "missing or zero", "jobId: missing or zero");
+      rpc::failures::invalidArgument(context.getResults().initFailure(), "jobId", "missing or zero",
+                                     "jobId: missing or zero");
       return kj::READY_NOW;
     }
     rm_.slots_.registerJob(job);
@@ -239,9 +240,9 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     auto params = context.getParams();
     const auto job = wire::idFromWire<JobId>(params.getJobId());
     if (!rm_.slots_.jobRegistered(job)) {
-      rpc::failures::notRegistered(context.getResults().initFailure(), job,
-                                   "the JobMaster of job " + job.toHex() +
-                                       " is not registered with this ResourceManager");
+      rpc::failures::notRegistered(
+          context.getResults().initFailure(), job,
+          "the JobMaster of job " + job.toHex() + " is not registered with this ResourceManager");
       return kj::READY_NOW;
     }
     const std::string cause = params.getCause();
@@ -257,9 +258,9 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   void accept(RegisterTaskExecutorContext& context, const WorkerRegistration& registration,
               wire::TaskExecutorGateway::Client taskExecutor) {
     const bool replaced = rm_.slots_.worker(registration.resourceId) != nullptr;
-    if (replaced) rm_.forgetWorker(registration.resourceId, "replaced by a new registration", false);
-    const RegistrationId id =
-        rm_.slots_.registerWorker(registration, rm_.monoNow(), rm_.wallNow());
+    if (replaced)
+      rm_.forgetWorker(registration.resourceId, "replaced by a new registration", false);
+    const RegistrationId id = rm_.slots_.registerWorker(registration, rm_.monoNow(), rm_.wallNow());
     rm_.connections_.insert_or_assign(registration.resourceId,
                                       kj::heap<Connection>(Connection{kj::mv(taskExecutor), id}));
     ++rm_.counters_.registrations;
@@ -316,8 +317,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
 // ---- The ResourceManager ----------------------------------------------------------------------
 
 ResourceManager::ResourceManager(kj::Timer& timer, uint64_t epoch,
-                                 ResourceManagerCounters& counters,
-                                 ResourceManagerOptions options)
+                                 ResourceManagerCounters& counters, ResourceManagerOptions options)
     : timer_(timer), epoch_(epoch), counters_(counters), options_(std::move(options)) {}
 
 ResourceManager::~ResourceManager() noexcept = default;
@@ -424,25 +424,25 @@ void ResourceManager::matchAndRequest() {
     wire::setWireId(request.initJobId(), decision.job);
     wire::setWireId(request.initAllocationId(), decision.allocation);
     toWire(decision.profile, request.initProfile());
-    tasks_.add(
-        bounded("TaskExecutorGateway.requestSlot", request.send())
-            .then(
-                [this, decision](auto response) {
-                  if (!response.hasFailure()) {
-                    slots_.confirmed(decision);
-                    return;
-                  }
-                  spdlog::warn("requestSlot of slot {} of worker {} for job {} refused: {}",
-                               decision.slotIndex, decision.worker.toHex(), decision.job.toHex(),
-                               response.getFailure().getMessage().cStr());
-                  slots_.requestFailed(decision);
-                },
-                [this, decision](kj::Exception&& exception) {
-                  spdlog::warn("requestSlot of slot {} of worker {} for job {} failed: {}",
-                               decision.slotIndex, decision.worker.toHex(), decision.job.toHex(),
-                               exception.getDescription().cStr());
-                  slots_.requestFailed(decision);
-                }));
+    tasks_.add(bounded("TaskExecutorGateway.requestSlot", request.send())
+                   .then(
+                       [this, decision](auto response) {
+                         if (!response.hasFailure()) {
+                           slots_.confirmed(decision);
+                           return;
+                         }
+                         spdlog::warn("requestSlot of slot {} of worker {} for job {} refused: {}",
+                                      decision.slotIndex, decision.worker.toHex(),
+                                      decision.job.toHex(),
+                                      response.getFailure().getMessage().cStr());
+                         slots_.requestFailed(decision);
+                       },
+                       [this, decision](kj::Exception&& exception) {
+                         spdlog::warn("requestSlot of slot {} of worker {} for job {} failed: {}",
+                                      decision.slotIndex, decision.worker.toHex(),
+                                      decision.job.toHex(), exception.getDescription().cStr());
+                         slots_.requestFailed(decision);
+                       }));
   }
 }
 
@@ -490,7 +490,8 @@ void ResourceManager::listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Bui
       toWire(slot.profile, status.initProfile());
       if (slot.allocation) wire::setWireId(status.initAllocationId(), *slot.allocation);
       if (slot.job) wire::setWireId(status.initJobId(), *slot.job);
-      auto attempts = status.initRunningAttempts(static_cast<uint32_t>(slot.runningAttempts.size()));
+      auto attempts =
+          status.initRunningAttempts(static_cast<uint32_t>(slot.runningAttempts.size()));
       for (uint32_t a = 0; a < slot.runningAttempts.size(); ++a) {
         wire::setWireId(attempts[a].initAttemptId(), slot.runningAttempts[a]);
         if (slot.job) wire::setWireId(attempts[a].initJobId(), *slot.job);

@@ -36,9 +36,9 @@ struct ResourceManagerOptions {
 
 // Counts kept across terms (the master owns them; /metrics reads them).
 struct ResourceManagerCounters {
-  uint64_t heartbeatTimeouts = 0;      // regent_worker_heartbeat_timeouts_total
-  uint64_t registrations = 0;          // accepted registerTaskExecutor calls
-  uint64_t registrationsRefused = 0;   // a second live worker with the same resource id
+  uint64_t heartbeatTimeouts = 0;     // regent_worker_heartbeat_timeouts_total
+  uint64_t registrations = 0;         // accepted registerTaskExecutor calls
+  uint64_t registrationsRefused = 0;  // a second live worker with the same resource id
 };
 
 // Loop-thread only. `timer` and `counters` must outlive it. Destroying it cancels its heartbeat
@@ -61,12 +61,19 @@ class ResourceManager final {
   // process holder is replaced. sendSlotReport / heartbeat: notRegistered for an unknown or
   // replaced registration. declareRequiredResources: invalidArgument for a requirement no
   // registered worker can fit, notRegistered for a JobMaster that did not register.
-  // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers.
+  // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers
+  // (freeSlot, best effort). After every report, removal and declaration the SlotManager matches,
+  // and each decision goes to its worker as requestSlot bounded by callTimeout: accepted, the slot
+  // is allocated for good; refused or failed, it is free again and its requirement is matched
+  // again at the next heartbeat round (not at once: the same slot would be chosen again). The
+  // worker offering the slot to the job's JobMaster is not part of this ResourceManager.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer();
 
   // Starts the heartbeat loop (every heartbeatInterval: heartbeat every registered worker,
   // expire those silent for heartbeatTimeout; each expiry counted, logged, and the worker told
-  // with TaskExecutorGateway.disconnect, best effort). Call once.
+  // with TaskExecutorGateway.disconnect, best effort). The loop does not wait for answers: what
+  // keeps a worker registered is its ResourceManagerGateway.heartbeat (or slot report), not the
+  // reply to ours; a failed heartbeat call is logged at debug level only. Call once.
   void start();
 
   uint64_t epoch() const { return epoch_; }

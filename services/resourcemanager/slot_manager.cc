@@ -37,6 +37,19 @@ SlotFailure invalidArgument(std::string field, std::string message) {
   return SlotFailure{SlotError::kInvalidArgument, std::move(message), std::move(field)};
 }
 
+// Same slots with the same profiles and allocations (what matching depends on).
+bool sameAllocations(const std::vector<Slot>& a, const std::vector<Slot>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].index != b[i].index || a[i].profile != b[i].profile ||
+        a[i].allocation != b[i].allocation || a[i].job != b[i].job ||
+        a[i].pending != b[i].pending) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void SlotManager::account(const Worker& worker, int sign) {
@@ -90,6 +103,7 @@ void SlotManager::dropRegistration(std::map<ResourceId, Worker>::iterator it) {
   }
   workers_.erase(it);
   --counts_.workers;
+  matchDue_ = true;  // Requirements its allocations served are unmet again.
 }
 
 RegistrationId SlotManager::registerWorker(const WorkerRegistration& registration, MonoTime now,
@@ -125,8 +139,7 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
   Worker& worker = it->second;
   if (worker.registrationId != registrationId) {
     return notRegistered("registration id " + registrationId.toHex() + " of resource id " +
-                         workerId.toHex() +
-                         " is not its current registration; register again");
+                         workerId.toHex() + " is not its current registration; register again");
   }
   // Validate before touching anything: a malformed report leaves the table as it was.
   std::vector<bool> seen(worker.registration.numberOfSlots, false);
@@ -139,13 +152,11 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
                                         std::to_string(worker.registration.numberOfSlots));
     }
     if (seen[index]) {
-      return invalidArgument(field, "slot index " + std::to_string(index) +
-                                        " is reported twice");
+      return invalidArgument(field, "slot index " + std::to_string(index) + " is reported twice");
     }
     seen[index] = true;
   }
 
-  account(worker, -1);
   std::vector<Slot> next;
   next.reserve(slots.size());
   for (const ReportedSlot& reported : slots) {
@@ -158,23 +169,31 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
       slot.job = reported.job;
     } else {
       // A pending allocation the worker has not taken yet (requestSlot in flight) stays pending.
-      for (const Slot& previous : worker.slots) {
-        if (previous.index == reported.index && previous.pending) {
-          slot.allocation = previous.allocation;
-          slot.job = previous.job;
-          slot.pending = true;
-          break;
-        }
+      auto previous =
+          std::lower_bound(worker.slots.begin(), worker.slots.end(), reported.index,
+                           [](const Slot& held, uint32_t index) { return held.index < index; });
+      if (previous != worker.slots.end() && previous->index == reported.index &&
+          previous->pending) {
+        slot.allocation = previous->allocation;
+        slot.job = previous->job;
+        slot.pending = true;
       }
     }
     next.push_back(std::move(slot));
   }
   std::sort(next.begin(), next.end(),
             [](const Slot& a, const Slot& b) { return a.index < b.index; });
-  worker.slots = std::move(next);
-  worker.reported = true;
   worker.lastHeard = now;
   worker.lastHeartbeatAtMs = nowMs;
+  if (worker.reported && sameAllocations(worker.slots, next)) {
+    // The usual heartbeat: only the running attempts may differ; counts and holdings stand.
+    worker.slots = std::move(next);
+    return std::nullopt;
+  }
+  matchDue_ = true;
+  account(worker, -1);
+  worker.slots = std::move(next);
+  worker.reported = true;
   account(worker, +1);
   return std::nullopt;
 }
@@ -233,19 +252,20 @@ std::optional<SlotFailure> SlotManager::declare(const JobId& job,
         offered += "(" + describe(profile) + ")";
       }
       const std::string field = "requirements[" + std::to_string(i) + "].profile";
-      return invalidArgument(field, "requirement " + std::to_string(i) + " (" +
-                                        describe(needs[i].profile) +
-                                        ") fits no slot a registered worker offers (" +
-                                        offered + ")");
+      return invalidArgument(
+          field, "requirement " + std::to_string(i) + " (" + describe(needs[i].profile) +
+                     ") fits no slot a registered worker offers (" + offered + ")");
     }
   }
   it->second.needs = needs;
+  matchDue_ = true;
   return std::nullopt;
 }
 
 std::vector<SlotRelease> SlotManager::disconnectJob(const JobId& job) {
   std::vector<SlotRelease> releases;
   jobs_.erase(job);
+  matchDue_ = true;
   if (held_.count(job) == 0) return releases;
   for (auto& [id, worker] : workers_) {
     bool holds = false;
@@ -298,6 +318,8 @@ uint32_t SlotManager::unmet(const JobId& job) const {
 
 std::vector<SlotRequest> SlotManager::match() {
   std::vector<SlotRequest> requests;
+  if (!matchDue_) return requests;
+  matchDue_ = false;
   for (const auto& [jobId, job] : jobs_) {
     if (counts_.free == 0) break;
     std::vector<uint32_t> unmet = unmetPerRequirement(jobId, job);
@@ -354,6 +376,7 @@ void SlotManager::requestFailed(const SlotRequest& request) {
   slot->job.reset();
   slot->pending = false;
   account(worker, +1);
+  matchDue_ = true;
 }
 
 }  // namespace regent::resourcemanager

@@ -62,11 +62,11 @@ struct WorkerRegistration {
 struct Worker {
   WorkerRegistration registration;
   RegistrationId registrationId;
-  int64_t registeredAtMs = 0;      // Unix ms, for people.
-  int64_t lastHeartbeatAtMs = 0;   // Unix ms of the last heartbeat or report; for people.
-  MonoTime lastHeard;              // For the heartbeat timeout.
-  bool reported = false;           // A slot report arrived for this registration.
-  std::vector<Slot> slots;         // One per index; empty until the first report.
+  int64_t registeredAtMs = 0;     // Unix ms, for people.
+  int64_t lastHeartbeatAtMs = 0;  // Unix ms of the last heartbeat or report; for people.
+  MonoTime lastHeard;             // For the heartbeat timeout.
+  bool reported = false;          // A slot report arrived for this registration.
+  std::vector<Slot> slots;        // One per index; empty until the first report.
 };
 
 // One slot a worker reports (wire::SlotStatus).
@@ -101,9 +101,9 @@ struct SlotRelease {
 };
 
 struct SlotCounts {
-  size_t workers = 0;    // Registered (reported or not).
-  size_t reported = 0;   // Registered and reported at least once.
-  size_t total = 0;      // Slots of reported workers.
+  size_t workers = 0;   // Registered (reported or not).
+  size_t reported = 0;  // Registered and reported at least once.
+  size_t total = 0;     // Slots of reported workers.
   size_t free = 0;
   size_t allocated = 0;  // Includes pending.
   size_t pending = 0;
@@ -111,8 +111,8 @@ struct SlotCounts {
 
 // Why a registration was refused or a call names an unknown caller.
 enum class SlotError {
-  kNotRegistered,   // Unknown resource id, or a registration id that is not the current one.
-  kInvalidArgument, // A requirement no registered worker can fit; a malformed report.
+  kNotRegistered,    // Unknown resource id, or a registration id that is not the current one.
+  kInvalidArgument,  // A requirement no registered worker can fit; a malformed report.
 };
 struct SlotFailure {
   SlotError error;
@@ -167,8 +167,9 @@ class SlotManager final {
   // registration order) and marks them pending. The caller sends requestSlot for each.
   // A job's held slots (allocated or pending, wherever they came from: match() or a report)
   // count toward its requirements greedily, requirements in declaration order, each slot once
-  // and only toward a requirement its profile fits. Cheap when nothing is unmet or free: the
-  // ResourceManager runs it after every report.
+  // and only toward a requirement its profile fits. Returns at once when nothing that could
+  // change its outcome happened since the last call (a heartbeat that repeats the table changes
+  // nothing), so the ResourceManager runs it after every report.
   std::vector<SlotRequest> match();
   // The worker accepted requestSlot: the slot is allocated for good.
   void confirmed(const SlotRequest& request);
@@ -208,6 +209,8 @@ class SlotManager final {
   std::map<JobId, Job> jobs_;
   std::map<JobId, HeldByProfile> held_;
   SlotCounts counts_;  // `workers` kept by registerWorker / dropRegistration, the rest by account.
+  // Something match() depends on changed since it last ran (slots, holdings, requirements).
+  bool matchDue_ = false;
 };
 
 }  // namespace regent::resourcemanager

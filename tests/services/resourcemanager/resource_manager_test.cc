@@ -2,17 +2,23 @@
 // call it, with fake TaskExecutorGateways that record the calls the ResourceManager makes and a
 // kj::TimerImpl advanced by hand: registration and listing, heartbeat expiry, a second live
 // worker with the same resource id refused, a dead or silent holder replaced, requestSlot for a
-// declared requirement, and the failures for stale registrations and unfittable requirements.
+// declared requirement, and the failures for stale registrations and unfittable requirements;
+// one test over a real two-party connection whose worker end goes away.
 #include "services/resourcemanager/resource_manager.h"
 
 #include <capnp/message.h>
+#include <capnp/rpc-twoparty.h>
 #include <gtest/gtest.h>
 #include <kj/debug.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/event_line.h"
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
@@ -96,8 +102,7 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
       case FakeWorker::Mode::kAnswers:
         return std::nullopt;
       case FakeWorker::Mode::kDisconnected:
-        return kj::Promise<void>(
-            KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone"));
+        return kj::Promise<void>(KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone"));
       case FakeWorker::Mode::kSilent:
         return kj::Promise<void>(kj::NEVER_DONE);
     }
@@ -246,9 +251,9 @@ class ResourceManagerTest : public ::testing::Test {
   };
   std::unique_ptr<Listed> list() {
     auto listed = std::make_unique<Listed>();
-    auto out = listed->message.getRoot<capnp::AnyPointer>()
-                   .initAs<capnp::List<wire::TaskExecutorInfo>>(
-                       static_cast<uint32_t>(manager_->counts().workers));
+    auto out =
+        listed->message.getRoot<capnp::AnyPointer>().initAs<capnp::List<wire::TaskExecutorInfo>>(
+            static_cast<uint32_t>(manager_->counts().workers));
     manager_->listTaskExecutors(out);
     listed->workers = out.asReader();
     return listed;
@@ -561,6 +566,123 @@ TEST_F(ResourceManagerTest, ACallWithAnotherEpochIsFencedBeforeAnyHandler) {
   ASSERT_TRUE(fenced.hasFailure());
   EXPECT_TRUE(fenced.getFailure().isFencing());
   EXPECT_EQ(manager_->counts().workers, 0u);
+}
+
+// A worker's own connection to the master, as regent-worker has: the ResourceManagerGateway
+// bootstrapped over a Cap'n Proto two-party connection, its TaskExecutorGateway passed back on it.
+struct WorkerConnection {
+  WorkerConnection(EventLoop& loop, ResourceManagerGateway::Client gateway) {
+    auto pipe = loop.io().newTwoWayPipe();
+    server = kj::heap<capnp::TwoPartyServer>(kj::mv(gateway));
+    server->accept(kj::mv(pipe.ends[0]));
+    stream = kj::mv(pipe.ends[1]);
+    client = kj::heap<capnp::TwoPartyClient>(*stream);
+    remote = client->bootstrap().castAs<ResourceManagerGateway>();
+  }
+  // The worker's end goes away (process killed): its TaskExecutorGateway is unreachable.
+  void drop() {
+    remote = nullptr;
+    client = nullptr;
+    stream = nullptr;
+  }
+  kj::Own<capnp::TwoPartyServer> server;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> client;
+  ResourceManagerGateway::Client remote = nullptr;
+};
+
+TEST_F(ResourceManagerTest, AWorkerWhoseConnectionDroppedIsReplacedByANewProcess) {
+  FakeWorker killed;
+  FakeWorker restarted;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-a", .pid = 101};
+  WorkerConnection old(loop_, gateway_);
+  auto request = old.remote.registerTaskExecutorRequest();
+  request.setEpoch(kEpoch);
+  request.setRegistration(registerRequest(first, killed).getRegistration().asReader());
+  request.setTaskExecutor(kj::heap<FakeTaskExecutor>(killed));
+  auto registered = loop_.run(request.send());
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+
+  // While its connection lives, a second process is refused: the holder answers over it.
+  WorkerConnection fresh(loop_, gateway_);
+  auto claim = [&] {
+    auto call = fresh.remote.registerTaskExecutorRequest();
+    call.setEpoch(kEpoch);
+    call.setRegistration(registerRequest(second, restarted).getRegistration().asReader());
+    call.setTaskExecutor(kj::heap<FakeTaskExecutor>(restarted));
+    return loop_.run(call.send());
+  };
+  auto refused = claim();
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isAlreadyExists());
+  EXPECT_EQ(killed.heartbeats, 1u);
+
+  old.drop();
+  settle();
+  auto replaced = claim();
+  ASSERT_FALSE(replaced.hasFailure()) << replaced.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(first.id)->registration.pid, 101u);
+  EXPECT_EQ(counters_.registrations, 2u);
+  EXPECT_EQ(counters_.registrationsRefused, 1u);
+}
+
+// The fields of every line of `log` holding `event`.
+std::vector<EventFields> eventsIn(const std::string& log, std::string_view event) {
+  std::vector<EventFields> found;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (auto fields = parseEventLine(line, event)) found.push_back(*fields);
+  }
+  return found;
+}
+
+TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRemovals) {
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
+
+  FakeWorker first;
+  FakeWorker second;
+  const WorkerIdentity a{.id = ResourceId::random(), .slots = 2};
+  const WorkerIdentity b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
+  const RegistrationId registration = registerAndReport(a, first);
+  ASSERT_FALSE(
+      report(a, registration, {{0, JobId::random(), AllocationId::random()}}).hasFailure());
+  ASSERT_FALSE(heartbeat(a).hasFailure());
+  registerAndReport(b, second);
+  registerAndReport(b, second);  // The same process again: replaces its registration.
+
+  auto registered = eventsIn(log.str(), "worker registered");
+  ASSERT_EQ(registered.size(), 3u) << log.str();
+  EXPECT_EQ(registered[0].getUint("epoch"), kEpoch);
+  EXPECT_EQ(registered[0].get("resource_id"), a.id.toHex());
+  EXPECT_EQ(registered[0].get("registration_id"), registration.toHex());
+  EXPECT_EQ(registered[0].get("host"), "host-a");
+  EXPECT_EQ(registered[0].getUint("pid"), 100u);
+  EXPECT_EQ(registered[0].getUint("slots"), 2u);
+  EXPECT_EQ(registered[0].get("replaced"), "false");
+  EXPECT_EQ(registered[2].get("replaced"), "true");
+  EXPECT_TRUE(registered[0].get("mono_us").has_value());
+  EXPECT_TRUE(registered[0].get("wall_ms").has_value());
+
+  auto reports = eventsIn(log.str(), "slot report");
+  ASSERT_EQ(reports.size(), 3u) << "one per registration, not per report or heartbeat";
+  EXPECT_EQ(reports[0].get("resource_id"), a.id.toHex());
+  EXPECT_EQ(reports[0].getUint("slots"), 2u);
+  EXPECT_EQ(reports[0].getUint("allocated"), 0u);
+  EXPECT_EQ(reports[0].getUint("workers_reported"), 1u);
+  EXPECT_EQ(reports[0].getUint("slots_total"), 2u);
+  EXPECT_EQ(reports[1].getUint("workers_reported"), 2u);
+  EXPECT_EQ(reports[1].getUint("slots_total"), 5u);
+  EXPECT_EQ(reports[2].getUint("workers_reported"), 2u) << "the replaced registration left";
+
+  auto removed = eventsIn(log.str(), "worker removed");
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].get("resource_id"), b.id.toHex());
+  EXPECT_EQ(removed[0].get("reason"), "replaced by a new registration");
 }
 
 }  // namespace

@@ -15,9 +15,8 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 const Profile kSmall{1000, 1 * kGiB};
 const Profile kLarge{4000, 8 * kGiB};
 
-WorkerRegistration registration(const ResourceId& id, uint32_t slots,
-                                Profile profile = kSmall, std::string host = "host-a",
-                                uint32_t pid = 100) {
+WorkerRegistration registration(const ResourceId& id, uint32_t slots, Profile profile = kSmall,
+                                std::string host = "host-a", uint32_t pid = 100) {
   WorkerRegistration out;
   out.resourceId = id;
   out.host = std::move(host);
