@@ -135,6 +135,13 @@ rpc::CallFailure staleLeader(const leader::LeaderInfo& leader, uint64_t highest)
   return failure;
 }
 
+// A fatal refusal that registering again overcomes at once: the ResourceManager forgot the
+// registration between registerTaskExecutor and sendSlotReport (notRegistered), or an entity it
+// names is gone in between (notFound). The other fatal refusals wait registrationMax.
+bool refusalPassesByRegistering(std::optional<wire::Failure::Which> refusal) {
+  return refusal == wire::Failure::NOT_REGISTERED || refusal == wire::Failure::NOT_FOUND;
+}
+
 std::string describeException(const kj::Exception& exception) {
   return exception.getDescription().cStr();
 }
@@ -216,7 +223,7 @@ kj::Promise<void> TaskExecutor::registerLoop() {
         const Error& error = result.error();
         lastRegistrationError_ = error.message;
         Duration wait = backoff_.next();
-        if (!error.isRetryable()) {
+        if (!error.isRetryable() && !refusalPassesByRegistering(lastRefusal_)) {
           // Another live worker with this resource id, a registration the master rejects, or a
           // credential it refuses: the other side may be fixed, so keep trying, slowly.
           wait = options_.registrationMax;
@@ -237,6 +244,7 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
   using Outcome = rpc::Attempt<Registered>;
   ++counters_.registrationAttempts;
   ++attemptsThisRound_;
+  lastRefusal_.reset();
   if (leader.epoch < shared_->gate.highest()) {
     return Outcome(staleLeader(leader, shared_->gate.highest()));
   }
@@ -249,7 +257,7 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
       .then([this, epoch, leaderId = leader.masterId](
                 capnp::Response<wire::MasterBootstrap::ResourceManagerResults> response)
                 -> kj::Promise<Outcome> {
-        if (response.hasFailure()) return Outcome(rpc::CallFailure::from(response.getFailure()));
+        if (response.hasFailure()) return refused(response.getFailure());
         auto resourceManager = response.getResourceManager();
         auto registration = resourceManager.registerTaskExecutorRequest();
         registration.setEpoch(epoch);
@@ -274,9 +282,7 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
             .then([this, epoch, leaderId, resourceManager](
                       capnp::Response<wire::ResourceManagerGateway::RegisterTaskExecutorResults>
                           registered) mutable -> kj::Promise<Outcome> {
-              if (registered.hasFailure()) {
-                return Outcome(rpc::CallFailure::from(registered.getFailure()));
-              }
+              if (registered.hasFailure()) return refused(registered.getFailure());
               auto success = registered.getSuccess();
               Registered done;
               done.epoch = epoch;
@@ -297,16 +303,20 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
               fillReport(report.initSlotReport());
               return leaders_.deadline()
                   .send(kj::mv(report))
-                  .then([done = std::move(done)](
+                  .then([this, done = std::move(done)](
                             capnp::Response<wire::ResourceManagerGateway::SendSlotReportResults>
                                 reported) mutable -> Outcome {
-                    if (reported.hasFailure()) {
-                      return Outcome(rpc::CallFailure::from(reported.getFailure()));
-                    }
+                    if (reported.hasFailure()) return refused(reported.getFailure());
                     return Outcome(std::move(done));
                   });
             });
       });
+}
+
+rpc::Attempt<TaskExecutor::Registered> TaskExecutor::refused(wire::Failure::Reader failure) {
+  rpc::CallFailure refusal = rpc::CallFailure::from(failure);
+  lastRefusal_ = refusal.which;
+  return refusal;
 }
 
 void TaskExecutor::onRegistered(Registered&& registered) {

@@ -17,9 +17,12 @@
 #include "common/event_loop.h"
 #include "rpc/rpc_server.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "tests/client/hand_retrieval_test_util.h"
 
 namespace regent::client {
 namespace {
+
+using testing::HandRetrieval;
 
 constexpr Duration kBound{10000};
 
@@ -85,30 +88,6 @@ class ScriptedMaster final : public wire::MasterBootstrap::Server {
 
  private:
   std::shared_ptr<MasterScript> script_;
-};
-
-// A retrieval driven by the test: leader() answers `readError` if set, else `current`.
-class HandRetrieval final : public leader::LeaderRetrieval {
- public:
-  HandRetrieval(std::shared_ptr<std::optional<leader::LeaderInfo>> current,
-                std::shared_ptr<int> reads, std::shared_ptr<std::optional<Error>> readError)
-      : current_(std::move(current)), reads_(std::move(reads)), readError_(std::move(readError)) {}
-
-  void start(leader::LeaderRetrievalListener& listener) override { listener_ = &listener; }
-  kj::Promise<Result<std::optional<leader::LeaderInfo>>> leader() override {
-    ++*reads_;
-    if (*readError_) return Result<std::optional<leader::LeaderInfo>>(**readError_);
-    return Result<std::optional<leader::LeaderInfo>>(*current_);
-  }
-  kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override {
-    return Result<std::vector<leader::ContenderEntry>>(std::vector<leader::ContenderEntry>{});
-  }
-
- private:
-  std::shared_ptr<std::optional<leader::LeaderInfo>> current_;
-  std::shared_ptr<int> reads_;
-  std::shared_ptr<std::optional<Error>> readError_;
-  leader::LeaderRetrievalListener* listener_ = nullptr;
 };
 
 class LeaderClientTest : public ::testing::Test {

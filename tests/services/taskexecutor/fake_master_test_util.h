@@ -5,6 +5,7 @@
 #pragma once
 
 #include <capnp/capability.h>
+#include <kj/debug.h>
 
 #include <cstdint>
 #include <memory>
@@ -52,6 +53,12 @@ struct FakeMasterState {
   uint64_t heartbeatTimeoutMs = 600000;
   // The next ResourceManagerGateway.heartbeat is answered notRegistered (then reset).
   bool notRegisteredOnce = false;
+  // The next ResourceManagerGateway.heartbeat fails with a DISCONNECTED exception, as a call
+  // on a lost connection does.
+  bool heartbeatDisconnectedOnce = false;
+  // The next sendSlotReport is answered notRegistered (then reset): a registration the
+  // ResourceManager dropped in between.
+  bool slotReportNotRegisteredOnce = false;
   // When set, registerTaskExecutor is refused with alreadyExists and this message.
   std::optional<std::string> refuseRegistration;
 
@@ -116,6 +123,12 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     FakeReport report = readReport(params.getEpoch(), params.getSlotReport());
     report.registrationId = wire::idFromWire<RegistrationId>(params.getRegistrationId());
     state_->slotReports.push_back(std::move(report));
+    if (state_->slotReportNotRegisteredOnce) {
+      state_->slotReportNotRegisteredOnce = false;
+      rpc::failures::notRegistered(context.getResults().initFailure(),
+                                   wire::idFromWire<ResourceId>(params.getResourceId()),
+                                   "unknown registration id");
+    }
     return kj::READY_NOW;
   }
 
@@ -123,6 +136,10 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     auto params = context.getParams();
     state_->heartbeats.push_back(
         readReport(params.getEpoch(), params.getPayload().getSlotReport()));
+    if (state_->heartbeatDisconnectedOnce) {
+      state_->heartbeatDisconnectedOnce = false;
+      return KJ_EXCEPTION(DISCONNECTED, "the connection to the worker was lost");
+    }
     if (state_->notRegisteredOnce) {
       state_->notRegisteredOnce = false;
       rpc::failures::notRegistered(context.getResults().initFailure(),

@@ -11,18 +11,21 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/event_loop.h"
 #include "rpc/rpc_server.h"
 #include "rpc/wire_ids.h"
+#include "tests/client/hand_retrieval_test_util.h"
 #include "tests/services/taskexecutor/fake_master_test_util.h"
 
 namespace regent::taskexecutor {
 namespace {
 
 using testing::FakeMasterBootstrap;
+using testing::HandRetrieval;
 using testing::FakeMasterState;
 
 constexpr auto kBound = std::chrono::seconds(10);
@@ -36,15 +39,26 @@ class TaskExecutorTest : public ::testing::Test {
  protected:
   ~TaskExecutorTest() noexcept override = default;
 
-  void SetUp() override {
+  void SetUp() override { server_ = listen(master_); }
+
+  // A fake master on a free loopback port; `master` names that address.
+  kj::Own<rpc::RpcServer> listen(std::shared_ptr<FakeMasterState> master) {
     auto listening = loop_.run(rpc::RpcServer::listen(
         loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", rpc::RpcOptions{},
-        [master = master_](const rpc::RpcPeer&) -> capnp::Capability::Client {
+        [master](const rpc::RpcPeer&) -> capnp::Capability::Client {
           return kj::heap<FakeMasterBootstrap>(master);
         }));
-    ASSERT_TRUE(listening.ok()) << listening.error().message;
-    master_->rpcAddress = "127.0.0.1:" + std::to_string(listening.value()->port());
-    server_ = kj::mv(listening).value();
+    if (!listening.ok()) throw std::runtime_error(listening.error().message);
+    master->rpcAddress = "127.0.0.1:" + std::to_string(listening.value()->port());
+    return kj::mv(listening).value();
+  }
+
+  static leader::LeaderInfo leaderOf(const FakeMasterState& master) {
+    leader::LeaderInfo leader;
+    leader.epoch = master.epoch;
+    leader.masterId = master.masterId;
+    leader.rpcAddress = master.rpcAddress;
+    return leader;
   }
 
   TaskExecutorOptions options(uint32_t slots = 3) {
@@ -63,14 +77,33 @@ class TaskExecutorTest : public ::testing::Test {
     return options;
   }
 
+  // The LeaderClient options the worker process sets from the TaskExecutor's.
+  static client::LeaderClientOptions leaderOptions(const TaskExecutorOptions& with) {
+    client::LeaderClientOptions options;
+    options.rpc.callTimeout = Duration(5000);
+    options.backoffInitial = with.registrationInitial;
+    options.backoffMax = with.registrationMax;
+    options.previousLeaderLinger = with.previousLeaderLinger;
+    return options;
+  }
+
   // A started TaskExecutor following the fake master by its address.
   TaskExecutor& start(TaskExecutorOptions with) {
-    client::LeaderClientOptions leaderOptions;
-    leaderOptions.rpc.callTimeout = Duration(5000);
-    leaderOptions.backoffInitial = with.registrationInitial;
-    leaderOptions.backoffMax = with.registrationMax;
     leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
-                                              master_->rpcAddress, leaderOptions);
+                                              master_->rpcAddress, leaderOptions(with));
+    return startWith(std::move(with));
+  }
+
+  // A started TaskExecutor following the leader record `current_` (see HandRetrieval).
+  TaskExecutor& startFollowing(TaskExecutorOptions with) {
+    auto retrieval = kj::heap<HandRetrieval>(current_, reads_, readError_);
+    retrieval_ = retrieval.get();
+    leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
+                                              kj::mv(retrieval), leaderOptions(with));
+    return startWith(std::move(with));
+  }
+
+  TaskExecutor& startWith(TaskExecutorOptions with) {
     executor_ = kj::heap<TaskExecutor>(loop_.timer(), *leaders_, std::move(with));
     executor_->start();
     return *executor_;
@@ -138,6 +171,11 @@ class TaskExecutorTest : public ::testing::Test {
   EventLoop loop_;
   std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
   kj::Own<rpc::RpcServer> server_;
+  std::shared_ptr<std::optional<leader::LeaderInfo>> current_ =
+      std::make_shared<std::optional<leader::LeaderInfo>>();
+  std::shared_ptr<int> reads_ = std::make_shared<int>(0);
+  std::shared_ptr<std::optional<Error>> readError_ = std::make_shared<std::optional<Error>>();
+  HandRetrieval* retrieval_ = nullptr;  // Owned by leaders_.
   kj::Own<client::LeaderClient> leaders_;
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };
@@ -205,6 +243,26 @@ TEST_F(TaskExecutorTest, RegistersAgainWhenTheResourceManagerAnswersNotRegistere
   EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
 }
 
+TEST_F(TaskExecutorTest, ALostLinkToTheResourceManagerMakesItRegisterAgain) {
+  TaskExecutor& executor = startRegistered(options(1));
+  master_->heartbeatDisconnectedOnce = true;
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->slotReports.size() == 2 && executor.registered(); },
+          "the second registration");
+  EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
+}
+
+TEST_F(TaskExecutorTest, ASlotReportAnsweredNotRegisteredIsFollowedByANewRegistrationAtOnce) {
+  master_->slotReportNotRegisteredOnce = true;
+  auto with = options(1);
+  with.registrationMax = Duration(600000);  // Only the refusals that cannot pass wait this long.
+  TaskExecutor& executor = start(std::move(with));
+  waitFor([&] { return executor.registered(); }, "the registration after notRegistered");
+  EXPECT_EQ(master_->registrations.size(), 2u);
+  EXPECT_EQ(master_->slotReports.size(), 2u);
+  EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
+}
+
 TEST_F(TaskExecutorTest, TheEpochGateRefusesALowerEpochBeforeTheHandlerRuns) {
   master_->epoch = 5;
   TaskExecutor& executor = startRegistered(options(2));
@@ -242,6 +300,43 @@ TEST_F(TaskExecutorTest, AHigherEpochMakesItRegisterAgainWithThatLeader) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->which, wire::Failure::FENCING);
   EXPECT_FALSE(executor.slots()[1].allocation);
+}
+
+TEST_F(TaskExecutorTest, ANewLeaderIsRegisteredWithAndTheDeposedLeadersCallsMeetTheGate) {
+  auto next = std::make_shared<FakeMasterState>();
+  next->masterId = "next-master";
+  next->epoch = 2;
+  auto nextServer = listen(next);
+  *current_ = leaderOf(*master_);
+  TaskExecutor& executor = startFollowing(options(2));
+  waitFor([&] { return executor.registered(); }, "the registration with the first leader");
+  EXPECT_EQ(executor.registeredEpoch(), 1u);
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+
+  // The leader record names the next leader; the deposed one does not know yet.
+  *current_ = leaderOf(*next);
+  retrieval_->announce();
+  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 2; },
+          "the registration with the next leader");
+  EXPECT_EQ(executor.counters().leaderChanges, 1u);
+  EXPECT_EQ(executor.highestEpoch(), 2u);
+  ASSERT_EQ(next->slotReports.size(), 1u);
+  EXPECT_EQ(next->slotReports[0].slots[0].allocation, kAllocation);
+
+  // The deposed leader's call still reaches the worker (the previous connection lingers) and
+  // the gate refuses it with the new epoch; nothing changes.
+  auto request = master_->taskExecutor().freeSlotRequest();
+  request.setEpoch(1);
+  wire::setWireId(request.initAllocationId(), kAllocation);
+  auto response = loop_.run(request.send());
+  ASSERT_TRUE(response.hasFailure());
+  ASSERT_TRUE(response.getFailure().isFencing());
+  EXPECT_EQ(response.getFailure().getFencing().getExpected(), 2u);
+  EXPECT_EQ(response.getFailure().getFencing().getReceived(), 1u);
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
+  EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.freeSlot"), 1u);
+  executor_ = nullptr;  // Before the next master's server goes.
+  leaders_ = nullptr;
 }
 
 TEST_F(TaskExecutorTest, RequestSlotAndFreeSlotKeepOneAllocationPerSlot) {
