@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "common/ids.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
 
@@ -38,6 +39,9 @@ class TaskExecutorView {
   // `orphanage` (the message the caller answers with).
   virtual capnp::Orphan<capnp::List<wire::TaskExecutorInfo>> list(
       capnp::Orphanage orphanage) const = 0;
+  // Whether slot `index` of `worker` is allocated but not yet confirmed by the worker (the wire's
+  // SlotStatus does not say; /v1/workers shows it as PENDING).
+  virtual bool slotPending(const ResourceId& worker, uint32_t index) const = 0;
 };
 
 // Serve it only through the term's rpc::LeadershipTerm::serve(): that checks the epoch and

@@ -30,7 +30,7 @@ class ResourceManagerTaskExecutors final : public dispatcher::TaskExecutorView {
   capnp::Orphan<capnp::List<wire::TaskExecutorInfo>> list(
       capnp::Orphanage orphanage) const override {
     auto listed = orphanage.newOrphan<capnp::List<wire::TaskExecutorInfo>>(
-        static_cast<uint32_t>(resourceManager_.slotManager().workers().size()));
+        static_cast<uint32_t>(resourceManager_.counts().workers));
     resourceManager_.listTaskExecutors(listed.get());
     return listed;
   }

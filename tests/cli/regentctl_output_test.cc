@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "rpc/schema/gateways.capnp.h"
 #include "rpc/wire_ids.h"
 
 namespace regent::cli {
@@ -61,6 +62,8 @@ class WorkersOutputTest : public ::testing::Test {
     second.setNumberOfSlots(4);
     workers[1].setRegisteredAtMs(kNow);
   }
+
+  ~WorkersOutputTest() noexcept override = default;
 
   capnp::List<wire::TaskExecutorInfo>::Reader workers() {
     return message_.getRoot<wire::DispatcherGateway::ListTaskExecutorsResults>()

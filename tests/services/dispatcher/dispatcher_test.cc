@@ -48,6 +48,7 @@ class FakeTaskExecutors final : public TaskExecutorView {
     orphan.get()[1].initRegistration().setHost("worker-b");
     return orphan;
   }
+  bool slotPending(const ResourceId&, uint32_t) const override { return false; }
   AllocationId allocation = AllocationId::random();
 };
 
