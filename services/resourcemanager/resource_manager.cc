@@ -85,9 +85,9 @@ std::optional<RegistrationCheck> validate(wire::TaskExecutorRegistration::Reader
     return RegistrationCheck{"registration.slotProfile",
                              describe(out.slotProfile) + " offers no cpu or no memory"};
   }
-  const Profile slotsTogether{out.slotProfile.cpuMillis * out.numberOfSlots,
-                              out.slotProfile.memoryBytes * out.numberOfSlots};
-  if (!out.totalProfile.fits(slotsTogether)) {
+  // total >= slot x n, written as floor(total / n) >= slot so that no product can wrap.
+  if (out.totalProfile.cpuMillis / out.numberOfSlots < out.slotProfile.cpuMillis ||
+      out.totalProfile.memoryBytes / out.numberOfSlots < out.slotProfile.memoryBytes) {
     return RegistrationCheck{"registration.totalProfile",
                              describe(out.totalProfile) + " is less than numberOfSlots (" +
                                  std::to_string(out.numberOfSlots) + ") slots of " +

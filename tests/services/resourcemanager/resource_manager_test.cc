@@ -321,6 +321,15 @@ TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothin
   EXPECT_EQ(std::string(short_.getFailure().getInvalidArgument().getField().cStr()),
             "registration.totalProfile");
 
+  // Slots whose sum does not fit the wire's 32 bits: a total that wrapped around is refused.
+  who.slotCpuMillis = 0x80000000u;
+  auto wrapped = registerWorker(who, fake);  // Total cpu: 2 x 2^31 wraps to 0.
+  ASSERT_TRUE(wrapped.hasFailure());
+  ASSERT_TRUE(wrapped.getFailure().isInvalidArgument());
+  EXPECT_EQ(std::string(wrapped.getFailure().getInvalidArgument().getField().cStr()),
+            "registration.totalProfile");
+
+  who.slotCpuMillis = 1000;
   who.id = ResourceId();
   auto zero = registerWorker(who, fake);
   ASSERT_TRUE(zero.hasFailure());
