@@ -80,16 +80,17 @@ void LeaderClient::connectTo(const std::string& address) {
   }
 }
 
-std::string LeaderClient::connectionProblem() const {
-  if (!client_ || client_->state() == rpc::RpcClientState::kConnected ||
-      client_->consecutiveFailures() == 0) {
+std::string LeaderClient::connectionProblem(bool asking) const {
+  const rpc::RpcClient* client = asking && asking_ ? asking_.get() : client_.get();
+  if (client == nullptr || client->state() == rpc::RpcClientState::kConnected ||
+      client->consecutiveFailures() == 0) {
     return "";
   }
-  return client_->lastFailure();
+  return client->lastFailure();
 }
 
-std::string LeaderClient::withConnectionProblem(std::string obstacle) const {
-  const std::string problem = connectionProblem();
+std::string LeaderClient::withConnectionProblem(std::string obstacle, bool asking) const {
+  const std::string problem = connectionProblem(asking);
   return problem.empty() ? obstacle : obstacle + " (" + problem + ")";
 }
 
@@ -232,12 +233,24 @@ kj::Promise<Result<std::optional<leader::LeaderInfo>>> LeaderClient::resolve() {
   });
 }
 
+rpc::RpcClient& LeaderClient::askingClient() {
+  if (!client_ || client_->address() == masterAddress_) {
+    connectTo(masterAddress_);
+    return *client_;
+  }
+  if (!asking_) {
+    asking_ = kj::heap<rpc::RpcClient>(network_, timer_, masterAddress_, options_.rpc);
+  }
+  return *asking_;
+}
+
 kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
   using Found = std::optional<leader::LeaderInfo>;
-  connectTo(masterAddress_);
+  rpc::RpcClient& asking = askingClient();
+  const bool viaAsking = &asking == asking_.get();
   const std::string where = "the master at " + masterAddress_;
   return deadline_
-      .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
+      .apply("MasterBootstrap.bootstrap", asking.bootstrapAs<wire::MasterBootstrap>())
       .then([this](wire::MasterBootstrap::Client bootstrap) {
         return deadline_.send(bootstrap.leaderInfoRequest());
       })
@@ -260,9 +273,10 @@ kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
         known_ = leader;
         return known_;
       })
-      .catch_([this, where](kj::Exception&& exception) -> kj::Promise<Found> {
+      .catch_([this, where, viaAsking](kj::Exception&& exception) -> kj::Promise<Found> {
         if (rpc::classify(exception) == rpc::FailureAction::kFatal) return kj::mv(exception);
-        noteObstacle(withConnectionProblem(where + ": " + exception.getDescription().cStr()));
+        noteObstacle(withConnectionProblem(where + ": " + exception.getDescription().cStr(),
+                                           viaAsking));
         return Found();
       });
 }

@@ -51,7 +51,8 @@ struct LeaderClientOptions {
 
 // Where the client learns who leads: a LeaderRetrieval it follows (ZooKeeper, or the standalone
 // record), or one master's address, asked with MasterBootstrap.leaderInfo (a master that does
-// not lead names the leader it knows of, which the client then calls).
+// not lead names the leader it knows of, which the client then calls; it is asked over a
+// connection of its own, so that asking never closes the connection to the leader).
 //
 // call(fn, timeout) repeats, until `timeout` has passed: find the leader (the last one known
 // while no failure said otherwise), connect to its rpc address, get its MasterBootstrap, and
@@ -143,6 +144,9 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // error is a fatal one that ends the call.
   kj::Promise<Result<std::optional<leader::LeaderInfo>>> resolve();
   kj::Promise<std::optional<leader::LeaderInfo>> askMaster();
+  // The connection askMaster() uses: client_ while it is at the master's address (or none
+  // exists yet), else asking_, so that asking never moves client_ away from the leader.
+  rpc::RpcClient& askingClient();
   // `bootstrap` as options_.credential's role: itself without a credential or when the master
   // requires no authentication; else the authenticated bootstrap, or the master's refusal (a
   // fatal CallFailure). Authenticates once per connection. Throws a kj FAILED exception when the
@@ -154,9 +158,10 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // What a give-up says: the last obstacle, else the step still waiting, else "no answer".
   std::string giveUpReason() const;
   // Why the RPC client has no connection now (a refused or failed connect, a lost connection),
-  // or "" while connected or before any failure: the cause a timed-out bootstrap hides.
-  std::string connectionProblem() const;
-  std::string withConnectionProblem(std::string obstacle) const;
+  // or "" while connected or before any failure: the cause a timed-out bootstrap hides. `asking`:
+  // of askMaster()'s own connection when it has one.
+  std::string connectionProblem(bool asking = false) const;
+  std::string withConnectionProblem(std::string obstacle, bool asking = false) const;
   kj::Promise<leader::LeaderInfo> pollLeaderAbove(uint64_t epoch,
                                                   std::shared_ptr<ExponentialBackoff> backoff);
 
@@ -180,6 +185,8 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   uint64_t waitingAbove_ = 0;
   kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;
   kj::Own<rpc::RpcClient> client_;
+  // With a master address that does not lead: the connection to it for leaderInfo.
+  kj::Own<rpc::RpcClient> asking_;
   // Connections to previous leaders, each closed when its previousLeaderLinger wait ends.
   TaskFailureLogger lingerErrors_{"leader client", spdlog::level::debug};
   kj::TaskSet lingering_{lingerErrors_};

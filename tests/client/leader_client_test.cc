@@ -37,6 +37,7 @@ struct MasterScript {
   bool leading = true;
   std::deque<Answer> answers;
   std::vector<uint64_t> dispatcherEpochs;  // The epoch of every dispatcher call received.
+  int leaderInfoCalls = 0;
 };
 
 class ScriptedMaster final : public wire::MasterBootstrap::Server {
@@ -44,6 +45,7 @@ class ScriptedMaster final : public wire::MasterBootstrap::Server {
   explicit ScriptedMaster(std::shared_ptr<MasterScript> script) : script_(std::move(script)) {}
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override {
+    ++script_->leaderInfoCalls;
     auto results = context.getResults();
     auto leader = results.initLeader().initLeader();
     leader.setEpoch(script_->epoch);
@@ -382,6 +384,26 @@ TEST_F(LeaderClientTest, ThePreviousLeadersConnectionClosesWhenTheLingerEnds) {
   }
   EXPECT_FALSE(answers(old)) << "closed once the linger ended";
   EXPECT_TRUE(answers(bootstrapOfLeader(*client))) << "the current leader's connection stays";
+}
+
+TEST_F(LeaderClientTest, AskingAMasterThatDoesNotLeadLeavesTheLeadersConnectionAlone) {
+  auto leaderMaster = startMaster("leader", 7);
+  auto standby = startMaster("standby", 7);
+  standby->leading = false;
+  standby->rpcAddress = leaderMaster->rpcAddress;
+  const std::string standbyAddress = "127.0.0.1:" + std::to_string(servers_[1]->port());
+  LeaderClient direct(loop_.io().getNetwork(), loop_.timer(), standbyAddress, options());
+  wire::MasterBootstrap::Client leaders = bootstrapOfLeader(direct);
+
+  // The leader watch asks the standby (again and again while the leadership stays).
+  auto above = direct.leaderAbove(7).eagerlyEvaluate(nullptr);
+  const int asked = standby->leaderInfoCalls;
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (standby->leaderInfoCalls < asked + 2 && std::chrono::steady_clock::now() < deadline) {
+    loop_.run(loop_.timer().afterDelay(kj::MILLISECONDS));
+  }
+  ASSERT_GE(standby->leaderInfoCalls, asked + 2);
+  EXPECT_TRUE(answers(leaders)) << "the connection to the leader was not moved to the standby";
 }
 
 }  // namespace
