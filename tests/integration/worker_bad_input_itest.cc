@@ -32,7 +32,7 @@ class WorkerBadInput : public ::testing::Test {
     const std::string clusterId = uniqueClusterId("worker-bad-input");
     masters_ = std::make_unique<MasterCluster>(workerTestMasters(quorum, clusterId));
     workers_ = std::make_unique<WorkerCluster>(workerTestWorkers(quorum, clusterId));
-    ctl_ = std::make_unique<Ctl>(quorum, clusterId);
+    regentctl_ = std::make_unique<Regentctl>(quorum, clusterId);
 
     auto master = masters_->startMaster();
     ASSERT_OK(master);
@@ -41,7 +41,7 @@ class WorkerBadInput : public ::testing::Test {
     epoch_ = epoch.value();
     ASSERT_OK(workers_->startWorkers(1));
     ASSERT_OK(workers_->waitForRegistered(0, epoch_, kStartTimeout));
-    auto table = ctl_->waitForTable(
+    auto table = regentctl_->waitForTable(
         [](const SlotTable& t) { return t.size() == kSlotsPerWorker; }, kTimeout);
     ASSERT_OK(table);
     before_ = table.value();
@@ -55,7 +55,7 @@ class WorkerBadInput : public ::testing::Test {
   EventLoop loop_;
   std::unique_ptr<MasterCluster> masters_;
   std::unique_ptr<WorkerCluster> workers_;
-  std::unique_ptr<Ctl> ctl_;
+  std::unique_ptr<Regentctl> regentctl_;
   std::unique_ptr<ResourceManagerCaller> caller_;
   SlotTable before_;
   uint64_t epoch_ = 0;
@@ -75,14 +75,14 @@ TEST_F(WorkerBadInput, ARequirementNoWorkerCanFitIsInvalidAndAllocatesNothing) {
   EXPECT_EQ(tooBig->which, wire::Failure::INVALID_ARGUMENT) << tooBig->message;
   EXPECT_FALSE(tooBig->message.empty());
 
-  auto table = ctl_->slotTable();
+  auto table = regentctl_->slotTable();
   ASSERT_OK(table);
   EXPECT_EQ(describeTable(table.value()), describeTable(before_));
 
   // The leader keeps serving: a requirement that fits is allocated.
   auto fits = caller_->declare(job, 500, uint64_t{64} << 20, 1);
   ASSERT_FALSE(fits) << fits->message;
-  auto allocated = ctl_->waitForTable(
+  auto allocated = regentctl_->waitForTable(
       [](const SlotTable& t) { return countState(t, "ALLOCATED") == 1; }, kTimeout);
   ASSERT_OK(allocated);
 }
@@ -100,7 +100,7 @@ TEST_F(WorkerBadInput, ASlotReportWithAnUnknownRegistrationIdIsNotRegisteredAndC
   ASSERT_TRUE(unknown) << "a slot report from an unknown worker was accepted";
   EXPECT_EQ(unknown->which, wire::Failure::NOT_REGISTERED) << unknown->message;
 
-  auto table = ctl_->slotTable();
+  auto table = regentctl_->slotTable();
   ASSERT_OK(table);
   EXPECT_EQ(describeTable(table.value()), describeTable(before_));
   // The worker itself is still registered: it was never told to register again.
@@ -111,7 +111,7 @@ TEST_F(WorkerBadInput, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth
   // A second data directory holding the first worker's resource id (a copied directory).
   const std::string id = workers_->resourceId(0);
   ASSERT_FALSE(id.empty());
-  const std::string twinDir = ctl_->dir() + "/twin";
+  const std::string twinDir = regentctl_->dir() + "/twin";
   ASSERT_EQ(::mkdir(twinDir.c_str(), 0700), 0);
   std::ofstream(twinDir + "/resource-id") << id << "\n";
   auto twin = workers_->startWorker({}, std::nullopt, twinDir);
@@ -140,7 +140,7 @@ TEST_F(WorkerBadInput, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth
   EXPECT_TRUE(workers_->process(twin.value()).running()) << workers_->describe();
 
   // The first worker keeps its one entry.
-  auto rows = ctl_->workers();
+  auto rows = regentctl_->workers();
   ASSERT_OK(rows);
   ASSERT_EQ(rows.value().size(), 1u);
   EXPECT_EQ(rows.value()[0].resourceId, id);

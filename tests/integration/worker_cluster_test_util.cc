@@ -2,6 +2,7 @@
 // ResourceManager caller (see worker_cluster_test_util.h).
 #include "tests/integration/worker_cluster_test_util.h"
 
+#include <kj/compat/http.h>
 #include <kj/debug.h>
 
 #include <algorithm>
@@ -415,17 +416,17 @@ std::string describeTable(const SlotTable& table) {
   return out.empty() ? "  (no slots)\n" : out;
 }
 
-Ctl::Ctl(std::string quorum, std::string clusterId)
+Regentctl::Regentctl(std::string quorum, std::string clusterId)
     : base_{"--zk", std::move(quorum), "--cluster-id", std::move(clusterId), "--timeout", "20s"},
       dir_("regentctl-workers") {}
 
-Result<CtlResult> Ctl::run(std::vector<std::string> args, Duration timeout) {
+Result<CtlResult> Regentctl::run(std::vector<std::string> args, Duration timeout) {
   std::vector<std::string> all = base_;
   all.insert(all.end(), args.begin(), args.end());
   return runRegentctl(dir_.path(), std::move(all), timeout);
 }
 
-Result<std::vector<WorkerRow>> Ctl::workers() {
+Result<std::vector<WorkerRow>> Regentctl::workers() {
   auto ran = run({"workers", "--json"});
   if (!ran.ok()) return ran.error();
   if (!ran.value().exit.exited() || ran.value().exit.exitCode != 0) {
@@ -462,7 +463,7 @@ Result<std::vector<WorkerRow>> Ctl::workers() {
   return rows;
 }
 
-Result<size_t> Ctl::slotLines() {
+Result<size_t> Regentctl::slotLines() {
   auto ran = run({"slots", "--json"});
   if (!ran.ok()) return ran.error();
   if (!ran.value().exit.exited() || ran.value().exit.exitCode != 0) {
@@ -472,7 +473,7 @@ Result<size_t> Ctl::slotLines() {
   return jsonLines(ran.value().output).size();
 }
 
-Result<SlotTable> Ctl::slotTable() {
+Result<SlotTable> Regentctl::slotTable() {
   auto rows = workers();
   if (!rows.ok()) return rows.error();
   SlotTable table;
@@ -490,7 +491,7 @@ Result<SlotTable> Ctl::slotTable() {
   return table;
 }
 
-Result<SlotTable> Ctl::waitForTable(const std::function<bool(const SlotTable&)>& done,
+Result<SlotTable> Regentctl::waitForTable(const std::function<bool(const SlotTable&)>& done,
                                     Duration timeout) {
   std::optional<SlotTable> last;
   std::string lastError;

@@ -5,11 +5,8 @@
 // leader's ResourceManager over real RPC. Builds on master_cluster_test_util.h.
 #pragma once
 
-#include <kj/compat/http.h>
-
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -204,9 +201,9 @@ struct WorkerRow {
 };
 
 // Runs regentctl against one cluster (auth off: the test masters bind loopback only).
-class Ctl final {
+class Regentctl final {
  public:
-  Ctl(std::string quorum, std::string clusterId);
+  Regentctl(std::string quorum, std::string clusterId);
 
   Result<CtlResult> run(std::vector<std::string> args, Duration timeout = Duration(60000));
   // `regentctl workers --json`, parsed; fails unless regentctl exits 0 with valid lines.

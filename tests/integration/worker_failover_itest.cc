@@ -36,7 +36,7 @@ class WorkerFailover : public ::testing::Test {
     const std::string clusterId = uniqueClusterId("worker-failover");
     masters_ = std::make_unique<MasterCluster>(workerTestMasters(quorum_, clusterId));
     workers_ = std::make_unique<WorkerCluster>(workerTestWorkers(quorum_, clusterId));
-    ctl_ = std::make_unique<Ctl>(quorum_, clusterId);
+    regentctl_ = std::make_unique<Regentctl>(quorum_, clusterId);
   }
 
   // Three masters, three workers registered with the first leader, and kAllocated of the six
@@ -60,7 +60,7 @@ class WorkerFailover : public ::testing::Test {
     }
 
     // regentctl lists every worker with its pid, and every slot.
-    auto rows = ctl_->workers();
+    auto rows = regentctl_->workers();
     EXPECT_OK(rows);
     if (rows.ok()) {
       EXPECT_EQ(rows.value().size(), kWorkers);
@@ -75,7 +75,7 @@ class WorkerFailover : public ::testing::Test {
         }
       }
     }
-    auto slotLines = ctl_->slotLines();
+    auto slotLines = regentctl_->slotLines();
     EXPECT_OK(slotLines);
     if (slotLines.ok()) {
       EXPECT_EQ(slotLines.value(), kWorkers * kSlotsPerWorker);
@@ -94,7 +94,7 @@ class WorkerFailover : public ::testing::Test {
     auto declared = jobMaster_->declare(job_, 500, uint64_t{128} << 20, kAllocated);
     EXPECT_FALSE(declared) << declared->message;
 
-    auto table = ctl_->waitForTable(
+    auto table = regentctl_->waitForTable(
         [&](const SlotTable& t) {
           return t.size() == kWorkers * kSlotsPerWorker && countState(t, "ALLOCATED") == kAllocated;
         },
@@ -128,7 +128,7 @@ class WorkerFailover : public ::testing::Test {
         },
         kFailoverTimeout);
     EXPECT_OK(reported);
-    auto after = ctl_->waitForTable([&](const SlotTable& t) { return t == before; },
+    auto after = regentctl_->waitForTable([&](const SlotTable& t) { return t == before; },
                                     kFailoverTimeout);
     ASSERT_OK(after);
     EXPECT_EQ(describeTable(after.value()), describeTable(before));
@@ -164,7 +164,7 @@ class WorkerFailover : public ::testing::Test {
   std::string quorum_;
   std::unique_ptr<MasterCluster> masters_;
   std::unique_ptr<WorkerCluster> workers_;
-  std::unique_ptr<Ctl> ctl_;
+  std::unique_ptr<Regentctl> regentctl_;
   std::unique_ptr<ResourceManagerCaller> jobMaster_;
   const JobId job_ = JobId::random();
   size_t leader_ = 0;
@@ -181,7 +181,7 @@ TEST_F(WorkerFailover, AfterTheLeaderIsKilledEveryWorkerRegistersWithTheNextWhos
 TEST_F(WorkerFailover, AfterAHandOverEveryWorkerRegistersWithTheNextWhoseSlotTableIsTheSame) {
   const SlotTable before = startAndAllocate();
   if (HasFailure()) return;
-  auto handedOver = ctl_->run({"failover"});
+  auto handedOver = regentctl_->run({"failover"});
   ASSERT_OK(handedOver);
   EXPECT_EQ(handedOver.value().exit.exitCode, 0) << handedOver.value().output;
   expectWorkersFollow(epoch_ + 1, before);
@@ -229,7 +229,7 @@ TEST_F(WorkerFailover, ALeaderStoppedPastItsSessionIsRefusedByTheEpochGateWhenIt
       },
       kFailoverTimeout));
   EXPECT_EQ(workerAllocations(), allocatedBefore);
-  auto after = ctl_->slotTable();
+  auto after = regentctl_->slotTable();
   ASSERT_OK(after);
   EXPECT_EQ(describeTable(after.value()), describeTable(before));
   for (size_t w = 0; w < kWorkers; ++w) {

@@ -38,7 +38,7 @@ class WorkerFaults : public ::testing::Test {
     clusterId_ = uniqueClusterId("worker-faults");
     masters_ = std::make_unique<MasterCluster>(workerTestMasters(quorum_, clusterId_));
     workers_ = std::make_unique<WorkerCluster>(workerTestWorkers(quorum_, clusterId_));
-    ctl_ = std::make_unique<Ctl>(quorum_, clusterId_);
+    regentctl_ = std::make_unique<Regentctl>(quorum_, clusterId_);
   }
 
   // One master (with `extraSet`), leading and serving; returns its slot.
@@ -65,7 +65,7 @@ class WorkerFaults : public ::testing::Test {
   SlotTable waitForWorkers(const std::vector<size_t>& slots) {
     std::set<std::string> ids;
     for (size_t slot : slots) ids.insert(workers_->resourceId(slot));
-    auto table = ctl_->waitForTable(
+    auto table = regentctl_->waitForTable(
         [&](const SlotTable& t) {
           return resourceIds(t) == ids && t.size() == ids.size() * kSlotsPerWorker;
         },
@@ -101,7 +101,7 @@ class WorkerFaults : public ::testing::Test {
   std::string clusterId_;
   std::unique_ptr<MasterCluster> masters_;
   std::unique_ptr<WorkerCluster> workers_;
-  std::unique_ptr<Ctl> ctl_;
+  std::unique_ptr<Regentctl> regentctl_;
   uint64_t epoch_ = 0;
 };
 
@@ -131,7 +131,7 @@ TEST_F(WorkerFaults, AWorkerRestartedOnItsDataDirectoryKeepsItsResourceIdAndOneE
   ASSERT_OK(workers_->waitForRegistered(0, epoch_, kTimeout));
   EXPECT_EQ(workers_->resourceId(0), id);
   waitForWorkers({0, 1});
-  auto rows = ctl_->workers();
+  auto rows = regentctl_->workers();
   ASSERT_OK(rows);
   size_t entries = 0;
   for (const WorkerRow& row : rows.value()) {
@@ -193,7 +193,7 @@ TEST_F(WorkerFaults, AWorkerCutFromTheLeaderReconnectsWithBackoffToOneRegistrati
     ASSERT_OK(again);
     EXPECT_GE(again.value().attempts, 2u) << "registered again at the first attempt";
   }
-  auto after = ctl_->waitForTable([&](const SlotTable& t) { return t == before; }, kTimeout);
+  auto after = regentctl_->waitForTable([&](const SlotTable& t) { return t == before; }, kTimeout);
   ASSERT_OK(after);
   for (size_t w = 0; w < 2; ++w) {
     EXPECT_GE(masterRegistrations(master, workers_->resourceId(w)), 2u) << masters_->describe();
@@ -223,7 +223,7 @@ TEST_F(WorkerFaults, WorkersCutFromZooKeeperKeepTheirSlotsAndRegisterOnceTheyLea
   ASSERT_FALSE(registered) << registered->message;
   auto declared = jobMaster.value()->declare(job, 500, uint64_t{64} << 20, 2);
   ASSERT_FALSE(declared) << declared->message;
-  auto before = ctl_->waitForTable(
+  auto before = regentctl_->waitForTable(
       [](const SlotTable& t) { return countState(t, "ALLOCATED") == 2; }, kTimeout);
   ASSERT_OK(before);
 
@@ -261,7 +261,7 @@ TEST_F(WorkerFaults, WorkersCutFromZooKeeperKeepTheirSlotsAndRegisterOnceTheyLea
     ASSERT_OK(workers_->waitForRegistered(w, epoch_ + 1, kTimeout));
   }
   auto after =
-      ctl_->waitForTable([&](const SlotTable& t) { return t == before.value(); }, kTimeout);
+      regentctl_->waitForTable([&](const SlotTable& t) { return t == before.value(); }, kTimeout);
   ASSERT_OK(after);
 }
 
