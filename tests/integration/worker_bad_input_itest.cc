@@ -1,7 +1,8 @@
 // Bad input to the leader's ResourceManager over real RPC, with a real master and worker: a
 // requirement no worker can fit is answered invalidArgument and allocates nothing, a slot
 // report with a registration id the leader never issued is answered notRegistered and changes
-// nothing, and the leader keeps serving both callers afterwards; a second live worker claiming
+// nothing, and the leader keeps serving both callers afterwards (a requirement that only waits
+// for free slots stays pending and is served when a worker registers); a second live worker claiming
 // the resource id of another is refused, with both named.
 #include <gtest/gtest.h>
 
@@ -85,6 +86,32 @@ TEST_F(WorkerBadInput, ARequirementNoWorkerCanFitIsInvalidAndAllocatesNothing) {
   auto allocated = regentctl_->waitForTable(
       [](const SlotTable& t) { return countState(t, "ALLOCATED") == 1; }, kTimeout);
   ASSERT_OK(allocated);
+}
+
+TEST_F(WorkerBadInput, ARequirementThatOnlyWaitsForSlotsStaysPendingUntilAWorkerRegisters) {
+  const JobId job = JobId::random();
+  auto registered = caller_->registerJobMaster(job);
+  ASSERT_FALSE(registered) << registered->message;
+  // One more slot than the one worker has: not invalid, it waits.
+  auto declared = caller_->declare(job, 500, uint64_t{64} << 20, kSlotsPerWorker + 1);
+  ASSERT_FALSE(declared) << declared->message;
+  ASSERT_OK(regentctl_->waitForTable(
+      [](const SlotTable& t) { return countState(t, "ALLOCATED") == kSlotsPerWorker; }, kTimeout));
+
+  auto second = workers_->startWorker();
+  ASSERT_OK(second);
+  ASSERT_OK(workers_->waitForRegistered(second.value(), epoch_, kTimeout));
+  auto table = regentctl_->waitForTable(
+      [](const SlotTable& t) {
+        return t.size() == 2 * kSlotsPerWorker && countState(t, "ALLOCATED") == kSlotsPerWorker + 1;
+      },
+      kTimeout);
+  ASSERT_OK(table);
+  for (const SlotRow& row : table.value()) {
+    if (row.state == "ALLOCATED") {
+      EXPECT_EQ(row.jobId, job.toHex()) << row.describe();
+    }
+  }
 }
 
 TEST_F(WorkerBadInput, ASlotReportWithAnUnknownRegistrationIdIsNotRegisteredAndChangesNothing) {

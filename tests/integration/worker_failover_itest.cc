@@ -3,7 +3,8 @@
 // handing over (regentctl failover) or SIGSTOPped past its ZooKeeper session. Every worker
 // registers with the new leader, whose slot table (regentctl workers --json) equals the old one:
 // same workers, same slots, same allocation ids. A stopped leader that wakes up is refused by
-// the workers' epoch gate and changes nothing on them.
+// the workers' epoch gate and changes nothing on them. A worker paused through the failover is
+// missing from the new table until it registers, then brings its allocations back.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -235,6 +236,41 @@ TEST_F(WorkerFailover, ALeaderStoppedPastItsSessionIsRefusedByTheEpochGateWhenIt
   for (size_t w = 0; w < kWorkers; ++w) {
     EXPECT_TRUE(workers_->process(w).running()) << workers_->describe();
   }
+}
+
+TEST_F(WorkerFailover, AWorkerPausedThroughTheFailoverIsMissingUntilItRegistersWithItsAllocations) {
+  const SlotTable before = startAndAllocate();
+  if (HasFailure()) return;
+  // A worker holding allocations.
+  size_t paused = kWorkers;
+  for (size_t w = 0; w < kWorkers && paused == kWorkers; ++w) {
+    for (const SlotRow& row : before) {
+      if (row.resourceId == workers_->resourceId(w) && row.state == "ALLOCATED") paused = w;
+    }
+  }
+  ASSERT_LT(paused, kWorkers) << describeTable(before);
+  const std::string pausedId = workers_->resourceId(paused);
+  SlotTable withoutPaused;
+  for (const SlotRow& row : before) {
+    if (row.resourceId != pausedId) withoutPaused.insert(row);
+  }
+
+  ASSERT_OK(workers_->process(paused).pause());
+  ASSERT_OK(masters_->kill(leader_));
+  auto next = masters_->waitForGrant(epoch_ + 1, kFailoverTimeout);
+  ASSERT_OK(next);
+  for (size_t w = 0; w < kWorkers; ++w) {
+    if (w != paused) ASSERT_OK(workers_->waitForRegistered(w, epoch_ + 1, kFailoverTimeout));
+  }
+  // The new leader knows only what the workers reported: the paused one is not in its table.
+  ASSERT_OK(regentctl_->waitForTable([&](const SlotTable& t) { return t == withoutPaused; },
+                                     kFailoverTimeout));
+
+  ASSERT_OK(workers_->process(paused).resume());
+  ASSERT_OK(workers_->waitForRegistered(paused, epoch_ + 1, kFailoverTimeout));
+  auto after = regentctl_->waitForTable([&](const SlotTable& t) { return t == before; },
+                                        kFailoverTimeout);
+  ASSERT_OK(after);
 }
 
 }  // namespace
