@@ -1,6 +1,6 @@
 // What regentctl's jobs commands (submit, list, status, cancel), workers, slots and failover do,
-// on the event loop: find the leader (in ZooKeeper, or by asking the master given with --master), call its
-// Dispatcher over Cap'n Proto RPC with the leader's epoch, and follow the leadership (fencing,
+// on the event loop: find the leader (in ZooKeeper, or by asking the master given with
+// --master), call its Dispatcher over Cap'n Proto RPC with the leader's epoch, and follow the leadership (fencing,
 // notLeader, unavailable, lost connections) until --timeout.
 #pragma once
 

@@ -156,7 +156,9 @@ std::string cpuText(uint32_t cpuMillis) {
   return text;
 }
 
-std::string idOrDash(const nlohmann::json& id) { return id.is_null() ? "-" : id.get<std::string>(); }
+std::string idOrDash(const nlohmann::json& id) {
+  return id.is_null() ? "-" : id.get<std::string>();
+}
 
 }  // namespace
 
@@ -191,7 +193,8 @@ std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
       const nlohmann::json json = dispatcher::slotJson(slot, false);
       rows.push_back({id, std::to_string(slot.getSlotId().getSlotIndex()),
                       cpuText(slot.getProfile().getCpuMillis()),
-                      formatSize(slot.getProfile().getMemoryBytes()), json["state"].get<std::string>(),
+                      formatSize(slot.getProfile().getMemoryBytes()),
+                      json["state"].get<std::string>(),
                       idOrDash(json["job_id"]), idOrDash(json["allocation_id"])});
     }
   }

@@ -36,7 +36,8 @@ nlohmann::json slotJson(wire::SlotStatus::Reader slot, bool pending) {
           {"memory_bytes", slot.getProfile().getMemoryBytes()},
           {"state", slotState(slot, pending)},
           {"job_id", idOrNull<JobId>(slot.hasJobId(), slot.getJobId())},
-          {"allocation_id", idOrNull<AllocationId>(slot.hasAllocationId(), slot.getAllocationId())}};
+          {"allocation_id",
+           idOrNull<AllocationId>(slot.hasAllocationId(), slot.getAllocationId())}};
 }
 
 nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info, const SlotPending& pending) {

@@ -63,9 +63,9 @@ class LeaderTerm final {
   LeaderTerm& operator=(const LeaderTerm&) = delete;
 
   // Creates and starts the ResourceManager and serves its gateway (not waiting for readiness).
-  // Then opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure to
-  // open or to read the stores is logged ("recovery of epoch=E failed: ...; retrying in ...") and
-  // retried with the backoff of the options. Resolves once the term is ready to serve (its
+  // Then opens the term's stores, creates the Dispatcher and its gateway, and recovers; a failure
+  // to open or to read the stores is logged ("recovery of epoch=E failed: ...; retrying in ...")
+  // and retried with the backoff of the options. Resolves once the term is ready to serve (its
   // gateways then reach their services). Rejects only when the term is destroyed first (a
   // cancellation) or on a bug (an exception from the services). Call once.
   kj::Promise<void> start();

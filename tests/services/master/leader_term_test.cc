@@ -47,6 +47,24 @@ class LeaderTermTest : public ::testing::Test {
     settle();
   }
 
+  // Registers worker `id` ("w1", 2 slots of 1 cpu / 1 MiB) through `gateway`; the response.
+  capnp::Response<ResourceManagerGateway::RegisterTaskExecutorResults> registerWorker(
+      ResourceManagerGateway::Client& gateway, const ResourceId& id) {
+    auto request = gateway.registerTaskExecutorRequest();
+    request.setEpoch(4);
+    auto registration = request.initRegistration();
+    wire::setWireId(registration.initResourceId(), id);
+    registration.setHost("w1");
+    registration.setPid(11);
+    registration.setNumberOfSlots(2);
+    registration.initSlotProfile().setCpuMillis(1000);
+    registration.getSlotProfile().setMemoryBytes(1 << 20);
+    registration.initTotalProfile().setCpuMillis(2000);
+    registration.getTotalProfile().setMemoryBytes(2 << 20);
+    request.setTaskExecutor(kj::heap<IdleTaskExecutor>());
+    return loop_.run(request.send());
+  }
+
   capnp::Response<DispatcherGateway::ListJobsResults> listJobs(DispatcherGateway::Client& gateway) {
     auto request = gateway.listJobsRequest();
     request.setEpoch(4);
@@ -138,19 +156,7 @@ TEST_F(LeaderTermTest, WorkersRegisterAndReportWhileTheStoresAreStillOpening) {
       KJ_ASSERT_NONNULL(term_->resourceManagerGateway());
   const ResourceId worker(0xab, 1);
 
-  auto registering = resourceManager.registerTaskExecutorRequest();
-  registering.setEpoch(4);
-  auto registration = registering.initRegistration();
-  wire::setWireId(registration.initResourceId(), worker);
-  registration.setHost("w1");
-  registration.setPid(11);
-  registration.setNumberOfSlots(2);
-  registration.initSlotProfile().setCpuMillis(1000);
-  registration.getSlotProfile().setMemoryBytes(1 << 20);
-  registration.initTotalProfile().setCpuMillis(2000);
-  registration.getTotalProfile().setMemoryBytes(2 << 20);
-  registering.setTaskExecutor(kj::heap<IdleTaskExecutor>());
-  auto registered = loop_.run(registering.send());
+  auto registered = registerWorker(resourceManager, worker);
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
 
   auto reporting = resourceManager.sendSlotReportRequest();
@@ -193,15 +199,8 @@ TEST_F(LeaderTermTest, TheDispatcherListsTheWorkersOfTheTermOnceRecovered) {
   ASSERT_TRUE(startDone_) << startFailure_;
   ResourceManagerGateway::Client resourceManager =
       KJ_ASSERT_NONNULL(term_->resourceManagerGateway());
-  auto registering = resourceManager.registerTaskExecutorRequest();
-  registering.setEpoch(4);
-  auto registration = registering.initRegistration();
-  wire::setWireId(registration.initResourceId(), ResourceId(0xab, 2));
-  registration.setHost("w2");
-  registration.setNumberOfSlots(1);
-  registration.initSlotProfile().setCpuMillis(1000);
-  registering.setTaskExecutor(kj::heap<IdleTaskExecutor>());
-  ASSERT_FALSE(loop_.run(registering.send()).hasFailure());
+  auto registered = registerWorker(resourceManager, ResourceId(0xab, 2));
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
 
   DispatcherGateway::Client dispatcher = KJ_ASSERT_NONNULL(term_->dispatcherGateway());
   auto listing = dispatcher.listTaskExecutorsRequest();
@@ -209,7 +208,7 @@ TEST_F(LeaderTermTest, TheDispatcherListsTheWorkersOfTheTermOnceRecovered) {
   auto listed = loop_.run(listing.send());
   ASSERT_FALSE(listed.hasFailure()) << listed.getFailure().getMessage().cStr();
   ASSERT_EQ(listed.getTaskExecutors().size(), 1u);
-  EXPECT_EQ(std::string(listed.getTaskExecutors()[0].getRegistration().getHost().cStr()), "w2");
+  EXPECT_EQ(std::string(listed.getTaskExecutors()[0].getRegistration().getHost().cStr()), "w1");
   auto overview = dispatcher.clusterOverviewRequest();
   overview.setEpoch(4);
   EXPECT_EQ(loop_.run(overview.send()).getOverview().getTaskExecutors(), 1u);
