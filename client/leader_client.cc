@@ -73,6 +73,7 @@ void LeaderClient::connectTo(const std::string& address) {
     // The previous connection lingers (see previousLeaderLinger); a new one goes to `address`.
     kj::Own<rpc::RpcClient> previous = kj::mv(client_);
     client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
+    ++clientGeneration_;
     lingering_.add(timer_.afterDelay(options_.previousLeaderLinger.count() * kj::MILLISECONDS)
                        .attach(kj::mv(previous)));
   } else {
@@ -184,17 +185,20 @@ kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> LeaderClient::authentic
   if (!options_.credential) return Authenticated(kj::mv(bootstrap));
   const uint64_t connection = client_->connectionsEstablished();
   const std::string address = client_->address();
+  const uint64_t generation = clientGeneration_;
   KJ_IF_MAYBE (cached, authenticated_) {
-    if (authenticatedOn_ == connection && authenticatedAt_ == address) {
+    if (authenticatedOn_ == connection && authenticatedAt_ == address &&
+        authenticatedGeneration_ == generation) {
       return Authenticated(*cached);
     }
   }
   return rpc::authenticateBootstrap(kj::mv(bootstrap), *options_.credential, deadline_, where)
-      .then([this, connection, address](Authenticated&& done) {
+      .then([this, connection, address, generation](Authenticated&& done) {
         if (auto* authenticated = std::get_if<wire::MasterBootstrap::Client>(&done)) {
           authenticated_ = *authenticated;
           authenticatedOn_ = connection;
           authenticatedAt_ = address;
+          authenticatedGeneration_ = generation;
         }
         return kj::mv(done);
       });

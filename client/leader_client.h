@@ -190,11 +190,16 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // Connections to previous leaders, each closed when its previousLeaderLinger wait ends.
   TaskFailureLogger lingerErrors_{"leader client", spdlog::level::debug};
   kj::TaskSet lingering_{lingerErrors_};
+  // client_'s number: a client made when the previous one lingers counts its connections from
+  // 1 again, so a cached bootstrap names the client it came from too.
+  uint64_t clientGeneration_ = 0;
   // The authenticated bootstrap of the connection numbered `authenticatedOn_`
-  // (RpcClient::connectionsEstablished) to `authenticatedAt_`.
+  // (RpcClient::connectionsEstablished) to `authenticatedAt_` of client number
+  // `authenticatedGeneration_`.
   kj::Maybe<wire::MasterBootstrap::Client> authenticated_;
   uint64_t authenticatedOn_ = 0;
   std::string authenticatedAt_;
+  uint64_t authenticatedGeneration_ = 0;
 };
 
 }  // namespace regent::client

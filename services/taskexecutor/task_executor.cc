@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "common/event_line.h"
@@ -78,8 +79,8 @@ class TaskExecutor::Gateway final : public wire::TaskExecutorGateway::Server {
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto sender = context.getParams().getSender();
-    // A JobMaster's heartbeat is answered with JobMasterGateway.heartbeat once JobMasters exist
-    // (the next issue); until then it succeeds and nothing is called back.
+    // JobMaster heartbeats come with the JobMaster: it will be answered with
+    // JobMasterGateway.heartbeat; until then it succeeds and nothing is called back.
     if (sender.isResourceManager()) owner().answerHeartbeat();
     return kj::READY_NOW;
   }
@@ -175,15 +176,13 @@ std::optional<RegistrationId> TaskExecutor::registrationId() const {
 }
 const rpc::FencingCounters& TaskExecutor::fencingCounters() const { return shared_->fencing; }
 
-void TaskExecutor::logEvent(const std::string& line, bool warn) const {
+void TaskExecutor::logEvent(EventLine line, bool warn) const {
   if (!options_.logEvents) return;
-  const std::string timed =
-      line + " mono_us=" + std::to_string(monotonicMicros()) +
-      " wall_ms=" + std::to_string(wallClockMillis());
+  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
   if (warn) {
-    spdlog::warn("{}", timed);
+    spdlog::warn("{}", line.str());
   } else {
-    spdlog::info("{}", timed);
+    spdlog::info("{}", line.str());
   }
 }
 
@@ -214,8 +213,7 @@ kj::Promise<void> TaskExecutor::registerLoop() {
             logEvent(EventLine("resource manager lost")
                          .field("resource_id", options_.resourceId.toHex())
                          .field("epoch", registeredEpoch_)
-                         .quotedField("reason", reason)
-                         .str(),
+                         .quotedField("reason", reason),
                      /*warn=*/true);
             return registerLoop();
           });
@@ -271,7 +269,10 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
         slotProfile.setCpuMillis(options_.slotProfile.cpuMillis);
         slotProfile.setMemoryBytes(options_.slotProfile.memoryBytes);
         auto total = info.initTotalProfile();
-        total.setCpuMillis(options_.slotProfile.cpuMillis * options_.slots);
+        // Saturated, not wrapped: a total that cannot be carried is refused by the master.
+        total.setCpuMillis(static_cast<uint32_t>(
+            std::min<uint64_t>(uint64_t{options_.slotProfile.cpuMillis} * options_.slots,
+                               std::numeric_limits<uint32_t>::max())));
         total.setMemoryBytes(options_.slotProfile.memoryBytes * options_.slots);
         info.setVersion(options_.version);
         info.setPid(options_.pid);
@@ -336,8 +337,7 @@ void TaskExecutor::onRegistered(Registered&& registered) {
                .field("epoch", registered.epoch)
                .field("registration_id", registered.registrationId.toHex())
                .field("leader", registered.leaderId)
-               .field("attempts", attemptsThisRound_)
-               .str());
+               .field("attempts", attemptsThisRound_));
   attemptsThisRound_ = 0;
 }
 
@@ -375,7 +375,9 @@ kj::Promise<std::string> TaskExecutor::watchSilence(uint64_t round) {
 }
 
 void TaskExecutor::lose(const std::string& reason) {
-  if (lost_.get() != nullptr && lost_->isWaiting()) lost_->fulfill(std::string(reason));
+  if (lost_.get() == nullptr || !lost_->isWaiting()) return;
+  registered_ = false;  // At once: /readyz must not say ready until registered again.
+  lost_->fulfill(std::string(reason));
 }
 
 void TaskExecutor::onEpochRaised(uint64_t /*previous*/, uint64_t raised) {
@@ -383,8 +385,8 @@ void TaskExecutor::onEpochRaised(uint64_t /*previous*/, uint64_t raised) {
   if (raised <= targetEpoch_) return;
   if (lost_.get() != nullptr && lost_->isWaiting()) {
     ++counters_.leaderChanges;
-    lost_->fulfill("a call carried epoch " + std::to_string(raised) +
-                   ", above the registered epoch " + std::to_string(registeredEpoch_));
+    lose("a call carried epoch " + std::to_string(raised) + ", above the registered epoch " +
+         std::to_string(registeredEpoch_));
   }
   // While registering, the next attempt finds the leader it names below the gate and resolves
   // the leader again (attempt()).
@@ -469,7 +471,8 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
             ", not to allocation " + allocation.toHex());
     return;
   }
-  // Offering the slot to the job's JobMaster comes with the JobMaster (the next issue).
+  // Offering the slot to the job's JobMaster (JobMasterGateway.offerSlots) comes with the
+  // JobMaster; until then the allocation is recorded and reported.
   slot.allocation = allocation;
   slot.job = job;
 }
@@ -501,8 +504,7 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
     logEvent(EventLine("worker disconnected")
                  .field("resource_id", options_.resourceId.toHex())
                  .field("epoch", epoch)
-                 .quotedField("cause", cause)
-                 .str());
+                 .quotedField("cause", cause));
   };
   registered_ = false;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager = kj::mv(resourceManager_);

@@ -18,6 +18,7 @@
 
 #include "client/leader_client.h"
 #include "common/backoff.h"
+#include "common/event_line.h"
 #include "common/ids.h"
 #include "common/task_errors.h"
 #include "common/time.h"
@@ -36,7 +37,7 @@ struct TaskExecutorOptions {
   // Who this worker is (wire::TaskExecutorRegistration).
   ResourceId resourceId;
   std::string host;
-  std::string dataAddress;  // "host:port" serving task files; the HTTP address until issue 14.
+  std::string dataAddress;  // "host:port" serving task files; for now the HTTP address.
   std::string httpAddress;
   std::string version;
   uint32_t pid = 0;
@@ -155,7 +156,8 @@ class TaskExecutor final {
   void onEpochRaised(uint64_t previous, uint64_t raised);
   void answerHeartbeat();
   void fillReport(wire::SlotReport::Builder report) const;
-  void logEvent(const std::string& line, bool warn = false) const;
+  // Logs `line` with mono_us and wall_ms (common/event_line.h), unless options.logEvents is off.
+  void logEvent(EventLine line, bool warn = false) const;
 
   // Gateway requests (behind the epoch gate).
   void requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,

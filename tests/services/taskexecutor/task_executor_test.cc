@@ -2,23 +2,29 @@
 // reports every slot, answers the ResourceManager's heartbeats with a report, registers again
 // after silence, notRegistered, a higher epoch; its epoch gate refuses lower epochs before any
 // handler runs; requestSlot / freeSlot / disconnect(jobMaster) keep the slots; allocations
-// survive registering again; disconnect() calls ResourceManagerGateway.disconnect once.
+// survive registering again; disconnect() calls ResourceManagerGateway.disconnect once; the
+// event lines of docs/operations.md.
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/event_line.h"
 #include "common/event_loop.h"
 #include "rpc/rpc_server.h"
 #include "rpc/wire_ids.h"
 #include "tests/client/hand_retrieval_test_util.h"
+#include "tests/common/logging_test_util.h"
 #include "tests/services/taskexecutor/fake_master_test_util.h"
 
 namespace regent::taskexecutor {
@@ -35,7 +41,7 @@ const JobId kOtherJob(2, 2);
 const AllocationId kAllocation(10, 1);
 const AllocationId kOtherAllocation(10, 2);
 
-class TaskExecutorTest : public ::testing::Test {
+class TaskExecutorTest : public DefaultLoggerTest {
  protected:
   ~TaskExecutorTest() noexcept override = default;
 
@@ -168,6 +174,16 @@ class TaskExecutorTest : public ::testing::Test {
     return failureOf(loop_.run(request.send()));
   }
 
+  // The first line of `log` that is the event `event`, parsed.
+  static std::optional<EventFields> eventIn(const std::string& log, std::string_view event) {
+    std::istringstream lines(log);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (auto fields = parseEventLine(line, event)) return fields;
+    }
+    return std::nullopt;
+  }
+
   EventLoop loop_;
   std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
   kj::Own<rpc::RpcServer> server_;
@@ -290,6 +306,8 @@ TEST_F(TaskExecutorTest, AHigherEpochMakesItRegisterAgainWithThatLeader) {
   master_->epoch = 6;  // A new term: the master now leads epoch 6.
   EXPECT_FALSE(resourceManagerHeartbeat(6));
   EXPECT_EQ(executor.highestEpoch(), 6u);
+  EXPECT_FALSE(executor.registered() && executor.registeredEpoch() == 5)
+      << "not ready with the deposed term once a higher epoch called";
   waitFor([&] { return executor.registered() && executor.registeredEpoch() == 6; },
           "the registration with epoch 6");
   EXPECT_GE(executor.counters().leaderChanges, 1u);
@@ -337,6 +355,51 @@ TEST_F(TaskExecutorTest, ANewLeaderIsRegisteredWithAndTheDeposedLeadersCallsMeet
   EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.freeSlot"), 1u);
   executor_ = nullptr;  // Before the next master's server goes.
   leaders_ = nullptr;
+}
+
+TEST_F(TaskExecutorTest, LogsItsEventLines) {
+  std::ostringstream log;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  auto with = options(1);
+  with.logEvents = true;
+  TaskExecutor& executor = startRegistered(std::move(with));
+  ASSERT_TRUE(requestSlot(0, 0, kJob, kAllocation));  // Below the gate.
+  master_->notRegisteredOnce = true;
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->registrations.size() == 2 && executor.registered(); },
+          "the second registration");
+  loop_.run(executor.disconnect("SIGTERM"));
+
+  const std::string worker = kWorker.toHex();
+  auto registered = eventIn(log.str(), "worker registered");
+  ASSERT_TRUE(registered) << log.str();
+  EXPECT_EQ(registered->get("resource_id"), worker);
+  EXPECT_EQ(registered->getUint("epoch"), 1u);
+  EXPECT_EQ(registered->get("registration_id"), master_->registrations[0].registrationId.toHex());
+  EXPECT_EQ(registered->get("leader"), "fake-master");
+  EXPECT_EQ(registered->getUint("attempts"), 1u);
+  EXPECT_TRUE(registered->getInt("mono_us"));
+  EXPECT_TRUE(registered->getInt("wall_ms"));
+
+  auto refused = eventIn(log.str(), "epoch gate refused");
+  ASSERT_TRUE(refused) << log.str();
+  EXPECT_EQ(refused->get("resource_id"), worker);
+  EXPECT_EQ(refused->get("method"), "TaskExecutorGateway.requestSlot");
+  EXPECT_EQ(refused->getUint("received"), 0u);
+  EXPECT_EQ(refused->getUint("highest"), 1u);
+
+  auto lost = eventIn(log.str(), "resource manager lost");
+  ASSERT_TRUE(lost) << log.str();
+  EXPECT_EQ(lost->get("resource_id"), worker);
+  EXPECT_EQ(lost->getUint("epoch"), 1u);
+  EXPECT_NE(lost->get("reason")->find("does not know this registration"), std::string::npos);
+
+  auto disconnected = eventIn(log.str(), "worker disconnected");
+  ASSERT_TRUE(disconnected) << log.str();
+  EXPECT_EQ(disconnected->getUint("epoch"), 1u);
+  EXPECT_EQ(disconnected->get("cause"), "SIGTERM");
+  EXPECT_TRUE(disconnected->getInt("wall_ms"));
 }
 
 TEST_F(TaskExecutorTest, RequestSlotAndFreeSlotKeepOneAllocationPerSlot) {
