@@ -145,9 +145,13 @@ OptionConstraint positiveDuration() {
           [](const OptionValue& value) { return std::get<Duration>(value) > Duration::zero(); }};
 }
 
-[[maybe_unused]] OptionConstraint positiveNumber() {
-  return {"> 0", "a number greater than 0, such as 0.5 or 2",
-          [](const OptionValue& value) { return std::get<double>(value) > 0; }};
+OptionConstraint numberRange(double min, double max, std::string minText, std::string maxText) {
+  return {minText + ".." + maxText,
+          "a number from " + minText + " to " + maxText + ", such as 0.5 or 2",
+          [=](const OptionValue& value) {
+            const double n = std::get<double>(value);
+            return n >= min && n <= max;
+          }};
 }
 
 OptionConstraint sizeRange(uint64_t min, uint64_t max, std::string minText, std::string maxText) {
@@ -360,12 +364,7 @@ std::vector<OptionSpec> buildRegistry() {
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
       // Slots carry thousandths of a core as a 32-bit number (wire SlotProfile.cpuMillis).
       option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers, to thousandths.",
-             OptionConstraint{"0.001..4294967", "a number of cores from 0.001 to 4294967, such as "
-                                                "0.5 or 2",
-                              [](const OptionValue& value) {
-                                const double cores = std::get<double>(value);
-                                return cores >= 0.001 && cores <= 4294967.0;
-                              }}),
+             numberRange(0.001, 4294967.0, "0.001", "4294967")),
       option("worker.slot-memory", kSize, "1GiB", "Memory each slot offers.",
              sizeRange(1024 * 1024, uint64_t{1} << 50, "1MiB", "1PiB")),
       option("worker.data-dir", kString, "regent-worker",

@@ -1,7 +1,7 @@
 // The HTTP endpoints every master serves on http.bind (kj-http on the process's loop): health,
 // readiness, the leader as this master believes, the leader's jobs and workers, and Prometheus
-// metrics. The listener (HttpServer) and its protocol policy serve any HttpRouteSet: the master's
-// HttpRoutes here, a worker's routes in services/worker/.
+// metrics. The listener (HttpServer) and its protocol policy serve any HttpRouteSet: the
+// master's HttpRoutes here, a worker's routes in services/worker/.
 #pragma once
 
 #include <kj/async-io.h>

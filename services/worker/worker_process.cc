@@ -38,7 +38,7 @@ Result<taskexecutor::SlotProfile> slotProfileFrom(const Config& config) {
   const double millis = std::round(cores * 1000.0);
   if (!(millis >= 1.0) || millis > double(std::numeric_limits<uint32_t>::max())) {
     return Error::fatal("bad value for worker.slot-cpu: " + std::to_string(cores) +
-                        " cores is not a slot profile (expected 0.001 to 4294967.295 cores)");
+                        " cores is not a slot profile (expected 0.001 to 4294967 cores)");
   }
   return taskexecutor::SlotProfile{.cpuMillis = static_cast<uint32_t>(millis),
                                    .memoryBytes = config.getSize("worker.slot-memory")};

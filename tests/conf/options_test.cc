@@ -279,13 +279,17 @@ TEST(OptionValues, SlotsIsAWholeNumberFromOneTo1024) {
             "expected a whole number (the number is too large)");
 }
 
-TEST(OptionValues, SlotCpuIsAFinitePositiveNumber) {
+TEST(OptionValues, SlotCpuIsANumberOfCoresASlotProfileCarries) {
   EXPECT_EQ(std::get<double>(parseOptionValue(spec("worker.slot-cpu"), "0.5").value()), 0.5);
   EXPECT_EQ(std::get<double>(parseOptionValue(spec("worker.slot-cpu"), "2").value()), 2.0);
-  EXPECT_EQ(rejection("worker.slot-cpu", "0"),
-            "expected a number greater than 0, such as 0.5 or 2");
-  EXPECT_EQ(rejection("worker.slot-cpu", "-1"),
-            "expected a number greater than 0, such as 0.5 or 2");
+  // Thousandths of a core as 32 bits: 1 to 4294967000 of them.
+  EXPECT_TRUE(parseOptionValue(spec("worker.slot-cpu"), "0.001").ok());
+  EXPECT_TRUE(parseOptionValue(spec("worker.slot-cpu"), "4294967").ok());
+  for (const char* outside : {"0", "-1", "0.0009", "4294968"}) {
+    EXPECT_EQ(rejection("worker.slot-cpu", outside),
+              "expected a number from 0.001 to 4294967, such as 0.5 or 2")
+        << outside;
+  }
   for (const char* bad : {"nan", "inf", "1e999", "1,5", "one", ""}) {
     EXPECT_EQ(rejection("worker.slot-cpu", bad), "expected a number such as 0.5 or 2") << bad;
   }

@@ -114,6 +114,8 @@ TEST(WorkerDataDir, AWorkerInAnotherProcessHoldsTheLockUntilItDies) {
   if (child == 0) {
     // The child holds the directory until the parent closes `release`, then dies without
     // destroying it: the kernel releases the lock.
+    ::close(release[1]);
+    ::close(ready[0]);
     auto opened = WorkerDataDir::open(
         temp.path(), {.host = "child", .pid = ::getpid(), .startedAtMs = 1790000000000});
     const char byte = opened.ok() ? 'y' : 'n';
