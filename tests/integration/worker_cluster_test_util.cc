@@ -15,6 +15,7 @@
 #include "rpc/wire_ids.h"
 #include "tests/fixtures/wait_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
+#include "tests/integration/http_get_test_util.h"
 
 namespace regent::testing {
 namespace {
@@ -529,21 +530,13 @@ std::set<std::string> resourceIds(const SlotTable& table) {
 Result<std::pair<uint, std::string>> httpGetText(EventLoop& loop, const std::string& address,
                                                  const std::string& path) {
   kj::HttpHeaderTable table;
-  std::pair<uint, std::string> reply;
-  auto failure = kj::runCatchingExceptions([&] {
-    auto target = loop.run(loop.io().getNetwork().parseAddress(address));
-    auto client = kj::newHttpClient(loop.timer(), table, *target);
-    kj::HttpHeaders headers(table);
-    auto response = loop.run(
-        client->request(kj::HttpMethod::GET, kj::StringPtr(path.c_str()), headers).response);
-    reply.first = response.statusCode;
-    reply.second = loop.run(response.body->readAllText()).cStr();
-  });
+  HttpReply reply;
+  auto failure = kj::runCatchingExceptions([&] { reply = httpGet(loop, table, address, path); });
   KJ_IF_MAYBE (exception, failure) {
     return Error::retryable("GET " + path + " from " + address + ": " +
                             exception->getDescription().cStr());
   }
-  return reply;
+  return std::make_pair(reply.status, reply.body);
 }
 
 namespace {

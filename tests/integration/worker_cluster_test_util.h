@@ -231,7 +231,8 @@ std::set<std::string> resourceIds(const SlotTable& table);
 
 // ---- A worker's HTTP ----------------------------------------------------------------------------
 
-// GETs `path` from `address` on `loop` (the status and body; a refused connection is an error).
+// GETs `path` from `address` on `loop` (httpGet of http_get_test_util.h): the status and body;
+// a refused or dropped connection is an error.
 Result<std::pair<uint, std::string>> httpGetText(EventLoop& loop, const std::string& address,
                                                  const std::string& path);
 // The sum of every sample of `metric` (all label sets) in Prometheus text; nullopt if absent.
