@@ -1,7 +1,8 @@
 // Bad input to the leader's ResourceManager over real RPC, with a real master and worker: a
 // requirement no worker can fit is answered invalidArgument and allocates nothing, a slot
 // report with a registration id the leader never issued is answered notRegistered and changes
-// nothing, and the leader keeps serving both callers afterwards (a requirement that only waits
+// nothing, a report naming a slot the worker did not register is answered invalidArgument and
+// changes nothing, and the leader keeps serving both callers afterwards (a requirement that only waits
 // for free slots stays pending and is served when a worker registers); a second live worker claiming
 // the resource id of another is refused, with both named.
 #include <gtest/gtest.h>
@@ -132,6 +133,24 @@ TEST_F(WorkerBadInput, ASlotReportWithAnUnknownRegistrationIdIsNotRegisteredAndC
   EXPECT_EQ(describeTable(table.value()), describeTable(before_));
   // The worker itself is still registered: it was never told to register again.
   EXPECT_EQ(workers_->count(0, WorkerEvent::Kind::kRegistered), 1u) << workers_->describe();
+}
+
+TEST_F(WorkerBadInput, ASlotReportThatContradictsTheRegistrationIsInvalidAndChangesNothing) {
+  auto resource = ResourceId::fromHex(workers_->resourceId(0));
+  ASSERT_TRUE(resource) << "worker resource id " << workers_->resourceId(0);
+  auto registered = workers_->waitForRegistered(0, epoch_, kTimeout);
+  ASSERT_OK(registered);
+  auto registration = RegistrationId::fromHex(registered.value().registrationId);
+  ASSERT_TRUE(registration) << registered.value().registrationId;
+  // The worker's own registration, and a report of one slot more than it registered.
+  auto wrong = caller_->sendSlotReport(*resource, *registration, kSlotsPerWorker + 1);
+  ASSERT_TRUE(wrong) << "a slot report naming a slot the worker does not have was accepted";
+  EXPECT_EQ(wrong->which, wire::Failure::INVALID_ARGUMENT) << wrong->message;
+  EXPECT_NE(wrong->message.find("slotIndex"), std::string::npos) << wrong->message;
+
+  auto table = regentctl_->slotTable();
+  ASSERT_OK(table);
+  EXPECT_EQ(describeTable(table.value()), describeTable(before_));
 }
 
 TEST_F(WorkerBadInput, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth) {
