@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
       "remove the stored JobGraph record of a CORRUPT job (one that does not decode); a healthy "
       "job's record is refused");
   removeCorruptCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  CLI::App* failoverCommand = app.add_subcommand(
+      "failover", "ask the leader to hand over and wait until another term begins");
+  // Listed after failover: the subcommand list in messages and --help extends the earlier one
+  // ("leader, masters, jobs, failover") instead of reordering it.
   CLI::App* workersCommand = app.add_subcommand(
       "workers",
       "list the workers registered with the leader: resource id, host, address, slots, free "
@@ -133,8 +137,6 @@ int main(int argc, char** argv) {
       "slots",
       "list every slot of the leader's workers: worker, index, cpu, memory, state, job, "
       "allocation");
-  CLI::App* failoverCommand = app.add_subcommand(
-      "failover", "ask the leader to hand over and wait until another term begins");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

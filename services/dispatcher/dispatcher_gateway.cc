@@ -135,6 +135,7 @@ kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContex
   overview.setJobsFinished(counts.finished);
   overview.setJobsCanceled(counts.canceled);
   overview.setJobsFailed(counts.failed);
+  if (describeLeader_) describeLeader_(overview.initLeader());
   if (taskExecutors_ != nullptr) {
     const TaskExecutorView::Counts workers = taskExecutors_->counts();
     overview.setTaskExecutors(workers.taskExecutors);

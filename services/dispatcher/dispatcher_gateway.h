@@ -6,6 +6,8 @@
 #include <kj/async.h>
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "common/ids.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -48,12 +50,18 @@ class TaskExecutorView {
 // readiness before any method here runs, and drops the handlers still running when the term
 // ends, before the term destroys `dispatcher`. `dispatcher` and `taskExecutors` must outlive
 // every handler. Without `taskExecutors` (a process with no ResourceManager) listTaskExecutors
-// answers an empty list and clusterOverview counts no worker. Loop-thread only.
+// answers an empty list and clusterOverview counts no worker. `describeLeader`, when set, fills
+// clusterOverview's `leader` (the master's own record of its term). Loop-thread only.
 class DispatcherGatewayServer final : public wire::DispatcherGateway::Server {
  public:
+  using DescribeLeader = std::function<void(wire::LeaderInfo::Builder)>;
+
   explicit DispatcherGatewayServer(Dispatcher& dispatcher,
-                                   const TaskExecutorView* taskExecutors = nullptr)
-      : dispatcher_(dispatcher), taskExecutors_(taskExecutors) {}
+                                   const TaskExecutorView* taskExecutors = nullptr,
+                                   DescribeLeader describeLeader = {})
+      : dispatcher_(dispatcher),
+        taskExecutors_(taskExecutors),
+        describeLeader_(std::move(describeLeader)) {}
 
   kj::Promise<void> submitJob(SubmitJobContext context) override;
   kj::Promise<void> cancelJob(CancelJobContext context) override;
@@ -66,6 +74,7 @@ class DispatcherGatewayServer final : public wire::DispatcherGateway::Server {
  private:
   Dispatcher& dispatcher_;
   const TaskExecutorView* taskExecutors_;
+  const DescribeLeader describeLeader_;
 };
 
 }  // namespace regent::dispatcher

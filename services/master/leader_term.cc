@@ -92,7 +92,8 @@ kj::Promise<void> LeaderTerm::openStores() {
         dispatcher_ = kj::heap<dispatcher::Dispatcher>(
             epoch_, *stores_, options_.limits, options_.retainCleanResults, options_.nowMs);
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(
-            kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get()));
+            kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get(),
+                                                          options_.describeLeader));
         return kj::READY_NOW;
       });
 }

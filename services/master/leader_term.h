@@ -35,6 +35,8 @@ struct LeaderTermOptions {
   std::function<int64_t()> nowMs;  // Unix milliseconds, for the Dispatcher.
   // heartbeat.interval, heartbeat.timeout, rpc.call-timeout.
   resourcemanager::ResourceManagerOptions resourceManager;
+  // Fills clusterOverview's `leader` (the master's record of this term); null: left unset.
+  dispatcher::DispatcherGatewayServer::DescribeLeader describeLeader;
 };
 
 // One leadership term. Loop-thread only.

@@ -324,6 +324,9 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.resourceManager.heartbeatInterval = config_.getDuration("heartbeat.interval");
   options.resourceManager.heartbeatTimeout = config_.getDuration("heartbeat.timeout");
   options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");
+  options.describeLeader = [this](wire::LeaderInfo::Builder out) {
+    if (auto leader = knownLeader()) toWire(*leader, out);
+  };
   // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
   term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, resourceManagerCounters_,
                                *stores_, fence, kj::mv(options));

@@ -60,7 +60,8 @@ class DispatcherTest : public ::testing::Test {
 
   // Starts the next term: its stores, a Dispatcher, and its gateway served by the term (not
   // ready until recover()).
-  void startTerm(size_t retain = 1000, const TaskExecutorView* taskExecutors = nullptr) {
+  void startTerm(size_t retain = 1000, const TaskExecutorView* taskExecutors = nullptr,
+                 DispatcherGatewayServer::DescribeLeader describeLeader = {}) {
     endTerm();
     ++epoch_;
     stores_ = backend_.openTerm(retain);
@@ -68,7 +69,7 @@ class DispatcherTest : public ::testing::Test {
                                        [this] { return ++clockMs_; });
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(
-        kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors));
+        kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors, kj::mv(describeLeader)));
   }
 
   void recover() {
@@ -420,9 +421,12 @@ TEST_F(DispatcherTest, ListingStatusAndOverviewAreServedFromMemoryWithoutStoreRe
   EXPECT_EQ(backend_.reads, readsBefore);
 }
 
-TEST_F(DispatcherTest, WorkersAndTheOverviewsSlotCountsComeFromTheTermsTaskExecutors) {
+TEST_F(DispatcherTest, WorkersTheOverviewsSlotCountsAndItsLeaderComeFromTheTerm) {
   FakeTaskExecutors workers;
-  startTerm(1000, &workers);
+  startTerm(1000, &workers, [](wire::LeaderInfo::Builder leader) {
+    leader.setMasterId("m-1");
+    leader.setEpoch(1);
+  });
   recover();
   auto request = gateway_.listTaskExecutorsRequest();
   request.setEpoch(epoch_);
@@ -444,6 +448,8 @@ TEST_F(DispatcherTest, WorkersAndTheOverviewsSlotCountsComeFromTheTermsTaskExecu
   EXPECT_EQ(counted.getOverview().getTaskExecutors(), 2u);
   EXPECT_EQ(counted.getOverview().getSlotsTotal(), 2u);
   EXPECT_EQ(counted.getOverview().getSlotsFree(), 1u);
+  EXPECT_EQ(std::string(counted.getOverview().getLeader().getMasterId().cStr()), "m-1");
+  EXPECT_EQ(counted.getOverview().getLeader().getEpoch(), 1u);
 }
 
 TEST_F(DispatcherTest, WithoutAResourceManagerNoWorkerIsListedAndNoneCounted) {
