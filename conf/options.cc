@@ -408,6 +408,15 @@ std::vector<OptionRule> buildRules() {
        [](const Config& config) {
          return config.getDuration("heartbeat.timeout") > config.getDuration("heartbeat.interval");
        }},
+      // A worker's registration carries its total (slots x slot) in thousandths of a core as 32
+      // bits, like each slot.
+      {{"worker.slots", "worker.slot-cpu"},
+       "worker.slots x worker.slot-cpu must be at most 4294967 cores, what a worker's total "
+       "carries",
+       [](const Config& config) {
+         const double millis = std::round(config.getDouble("worker.slot-cpu") * 1000.0);
+         return millis * double(config.getInt("worker.slots")) <= 4294967295.0;
+       }},
       {{"cluster.registration.max-timeout", "cluster.registration.initial-timeout"},
        "cluster.registration.max-timeout must be at least cluster.registration.initial-timeout",
        [](const Config& config) {

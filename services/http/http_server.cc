@@ -77,7 +77,21 @@ bool asksToClose(const kj::HttpHeaders& headers) {
   return false;
 }
 
-kj::Exception routeFailedException() { return KJ_EXCEPTION(FAILED, kRouteFailed); }
+kj::Promise<void> serveRoute(kj::StringPtr url, const kj::HttpHeaders& headers,
+                             bool& closeRequested,
+                             kj::FunctionParam<kj::Promise<void>(const std::string& path)> route) {
+  std::string path(url.cStr());
+  const size_t query = path.find('?');
+  if (query != std::string::npos) path.resize(query);
+  closeRequested = asksToClose(headers);
+  auto routed = kj::evalNow([&]() { return route(path); });
+  closeRequested = false;
+  return routed.catch_([](kj::Exception&& exception) -> kj::Promise<void> {
+    if (exception.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(exception);
+    spdlog::error("http: a route failed: {}", exception.getDescription().cStr());
+    return KJ_EXCEPTION(FAILED, kRouteFailed);
+  });
+}
 
 void writeMetricFamily(std::ostream& out, const char* name, const char* type, const char* help) {
   out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
@@ -171,18 +185,8 @@ kj::Promise<void> HttpRoutes::reply(Response& response, uint status, kj::StringP
 kj::Promise<void> HttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
                                       const kj::HttpHeaders& headers, kj::AsyncInputStream&,
                                       Response& response) {
-  std::string path(url.cStr());
-  const size_t query = path.find('?');
-  if (query != std::string::npos) path.resize(query);
-  // Every route sends its response headers before returning, which is when kj asks the policy
-  // whether to close; so the flag is this request's for exactly that moment.
-  closeRequested_ = asksToClose(headers);
-  auto routed = kj::evalNow([&]() { return route(method, path, response); });
-  closeRequested_ = false;
-  return routed.catch_([](kj::Exception&& exception) -> kj::Promise<void> {
-    if (exception.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(exception);
-    spdlog::error("http: a route failed: {}", exception.getDescription().cStr());
-    return routeFailedException();
+  return serveRoute(url, headers, closeRequested_, [&](const std::string& path) {
+    return route(method, path, response);
   });
 }
 

@@ -82,9 +82,13 @@ bool asksToClose(const kj::HttpHeaders& headers);
 // At most HttpRoutes::kMaxEchoedPath bytes of `path` for a reply, with control, non-ASCII and
 // backslash bytes as \xNN, and "..." when cut.
 std::string echoablePath(const std::string& path);
-// The exception a route set's request() turns a failed route into: the protocol policy answers
-// it with 500 "internal error" (anything else kj throws while reading a request is a 400).
-kj::Exception routeFailedException();
+// How every route set answers a request: the query string is cut off the path; `closeRequested`
+// holds asksToClose(headers) while `route` runs (routes send their response headers before they
+// return, which is when kj asks the policy whether to close) and false after; a failure of the
+// route other than a disconnect is logged and answered 500 "internal error" by the policy.
+kj::Promise<void> serveRoute(kj::StringPtr url, const kj::HttpHeaders& headers,
+                             bool& closeRequested,
+                             kj::FunctionParam<kj::Promise<void>(const std::string& path)> route);
 // The "# HELP" and "# TYPE" lines of one Prometheus metric family.
 void writeMetricFamily(std::ostream& out, const char* name, const char* type, const char* help);
 

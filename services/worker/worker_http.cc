@@ -2,7 +2,6 @@
 #include "services/worker/worker_http.h"
 
 #include <kj/debug.h>
-#include <spdlog/spdlog.h>
 
 #include <sstream>
 #include <utility>
@@ -24,18 +23,8 @@ WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, const kj::HttpHeaderTab
 kj::Promise<void> WorkerHttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
                                             const kj::HttpHeaders& headers, kj::AsyncInputStream&,
                                             Response& response) {
-  std::string path(url.cStr());
-  const size_t query = path.find('?');
-  if (query != std::string::npos) path.resize(query);
-  // Every route sends its response headers before returning, which is when kj asks the policy
-  // whether to close.
-  closeRequested_ = http::asksToClose(headers);
-  auto routed = kj::evalNow([&]() { return route(method, path, response); });
-  closeRequested_ = false;
-  return routed.catch_([](kj::Exception&& exception) -> kj::Promise<void> {
-    if (exception.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(exception);
-    spdlog::error("http: a route failed: {}", exception.getDescription().cStr());
-    return http::routeFailedException();
+  return http::serveRoute(url, headers, closeRequested_, [&](const std::string& path) {
+    return route(method, path, response);
   });
 }
 

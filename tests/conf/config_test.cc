@@ -411,6 +411,15 @@ TEST(ConfigRules, SuspendToleranceAboveAThirdOfSessionTimeoutNamesBothKeys) {
               HasSubstr("ha.zookeeper.suspend-tolerance is 9223372036854775807ms from --set"));
 }
 
+TEST(ConfigRules, AWorkersSlotsTogetherFitTheTotalASlotReportCarries) {
+  // 2^32-1 thousandths of a core in all: 1024 slots of 4194 cores fit, of 4195 do not.
+  EXPECT_TRUE(
+      loadConfig(ConfigSources{.set = {"worker.slots=1024", "worker.slot-cpu=4194"}}).ok());
+  EXPECT_EQ(loadError(ConfigSources{.set = {"worker.slots=1024", "worker.slot-cpu=4195"}}),
+            "worker.slots x worker.slot-cpu must be at most 4294967 cores, what a worker's "
+            "total carries (worker.slots is 1024 from --set; worker.slot-cpu is 4195.0 from --set)");
+}
+
 TEST(ConfigRules, HeartbeatTimeoutMustExceedInterval) {
   EXPECT_EQ(loadError(ConfigSources{.environment = {{"REGENT_HEARTBEAT_TIMEOUT", "2s"}}}),
             "heartbeat.timeout must exceed heartbeat.interval (heartbeat.timeout is 2s from env "

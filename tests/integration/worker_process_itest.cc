@@ -1,7 +1,8 @@
 // regent-worker as a process (docs/workers.md): its configuration (--print-config, a refused slot
 // profile), its data directory (the same resource id after a restart, a second worker refused
 // naming both), its signals (SIGTERM exits 0 with the exiting line last), its HTTP endpoints
-// without a master, and its registration with a real regent-master over real ZooKeeper.
+// without a master, and its registration with a real regent-master over real ZooKeeper and with
+// a standalone master.
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
 
@@ -229,6 +230,34 @@ TEST_F(WorkerProcessTest, RegistersWithTheLeaderOfARealClusterAndBecomesReady) {
   EXPECT_TRUE(exit->exited() && exit->exitCode == 0) << exit->describe();
   EXPECT_NE(worker.value()->output().find("worker disconnected"), std::string::npos)
       << worker.value()->output();
+}
+
+TEST_F(WorkerProcessTest, FindsTheStandaloneMasterThroughTheMastersConfiguration) {
+  // The master and the worker share the standalone settings (the epoch file, next to which the
+  // master writes its leader record with the port it bound); no ZooKeeper anywhere.
+  const std::vector<std::string> shared = {"ha.mode=standalone",
+                                           "ha.standalone.epoch-file=" + dir_.path() + "/epoch",
+                                           "rpc.bind=127.0.0.1:0"};
+  ProcessOptions masterOptions;
+  masterOptions.argv = {REGENT_BIN_DIR "/regent-master", "--set",
+                        "store.rocksdb.path=" + dir_.path() + "/store", "--set",
+                        "http.bind=127.0.0.1:0"};
+  for (const std::string& set : shared) {
+    masterOptions.argv.push_back("--set");
+    masterOptions.argv.push_back(set);
+  }
+  masterOptions.outputPath = dir_.path() + "/master.log";
+  auto master = ProcessHarness::start(masterOptions);
+  ASSERT_OK(master);
+  ASSERT_OK(master.value()->waitForLine(std::regex("leader serving epoch=1 "), kStartTimeout));
+
+  std::vector<std::string> sets = shared;
+  sets.push_back("worker.slots=1");
+  auto worker = startWorker(sets);
+  ASSERT_OK(worker);
+  EventFields registered = waitForEvent(*worker.value(), "worker registered");
+  EXPECT_EQ(registered.getUint("epoch"), 1u) << worker.value()->output();
+  ASSERT_OK(master.value()->waitForLine(std::regex("worker registered epoch=1 "), kStartTimeout));
 }
 
 }  // namespace
