@@ -1,5 +1,6 @@
 // Workers through crashes, pauses and network faults, with real masters, workers and ZooKeeper:
-// a killed worker's slots leave the table after heartbeat.timeout; a worker paused past it is
+// a killed worker's slots leave the table after heartbeat.timeout; a worker stopped with SIGTERM
+// disconnects, leaves the table at once and exits 0; a worker paused past heartbeat.timeout is
 // removed, then registers again; a worker restarted on its data directory keeps its resource id
 // and one entry; a worker cut from the leader by the TCP fault proxy reconnects with backoff to
 // one registration; workers that cannot reach ZooKeeper keep their slots through a failover and
@@ -115,6 +116,26 @@ TEST_F(WorkerFaults, AKilledWorkersSlotsLeaveTheTableAfterTheHeartbeatTimeout) {
   EXPECT_EQ(waitForRemoval(master, 0), "heartbeat timeout") << masters_->describe();
   const SlotTable after = waitForWorkers({1});
   EXPECT_EQ(after.size(), kSlotsPerWorker) << describeTable(after);
+}
+
+TEST_F(WorkerFaults, AWorkerStoppedWithSigtermLeavesTheTableAtOnceAndExitsZero) {
+  const size_t master = startLeader();
+  startWorkers(2);
+  if (HasFailure()) return;
+  waitForWorkers({0, 1});
+
+  ASSERT_OK(workers_->process(0).terminate());
+  auto exit = workers_->process(0).waitForExit(kTimeout);
+  ASSERT_TRUE(exit) << workers_->describe();
+  EXPECT_EQ(exit->exitCode, 0) << workers_->describe();
+  const auto events = workers_->events(0);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, WorkerKind::kExiting) << workers_->describe();
+  EXPECT_EQ(events.back().code, 0);
+  // Removed on its disconnect, not after a heartbeat timeout.
+  const std::string reason = waitForRemoval(master, 0);
+  EXPECT_EQ(reason.rfind("disconnected: ", 0), 0u) << reason;
+  waitForWorkers({1});
 }
 
 TEST_F(WorkerFaults, AWorkerRestartedOnItsDataDirectoryKeepsItsResourceIdAndOneEntry) {
