@@ -276,6 +276,12 @@ TEST_F(WorkerFaults, WorkersCutFromZooKeeperKeepTheirSlotsAndRegisterOnceTheyLea
             .value_or(-100);
   }
   EXPECT_EQ(allocatedWhileCut, 2);
+  for (size_t w = 0; w < 2; ++w) {
+    auto ready = httpGetText(loop_, workers_->httpAddress(w), "/readyz");
+    ASSERT_OK(ready);
+    EXPECT_EQ(ready.value().first, 503u) << "worker " << w << " ready without a leader: "
+                                         << ready.value().second;
+  }
 
   zkProxy.value()->resume();
   for (size_t w = 0; w < 2; ++w) {
@@ -284,6 +290,11 @@ TEST_F(WorkerFaults, WorkersCutFromZooKeeperKeepTheirSlotsAndRegisterOnceTheyLea
   auto after =
       regentctl_->waitForTable([&](const SlotTable& t) { return t == before.value(); }, kTimeout);
   ASSERT_OK(after);
+  for (size_t w = 0; w < 2; ++w) {
+    auto ready = httpGetText(loop_, workers_->httpAddress(w), "/readyz");
+    ASSERT_OK(ready);
+    EXPECT_EQ(ready.value().first, 200u) << ready.value().second;
+  }
 }
 
 }  // namespace
