@@ -256,7 +256,7 @@ Result<size_t> WorkerCluster::startWorker(std::vector<std::string> extraSet,
   Slot s;
   s.dataDir = dataDir.value_or(dir_.path() + "/worker-" + std::to_string(slot));
   s.httpAddress = "127.0.0.1:" + std::to_string(port.value());
-  s.argv = {REGENT_BIN_DIR "/regent-worker", "--log-format", "text"};
+  s.argv = {REGENT_BIN_DIR "/regent-worker", "--log-format", options_.logFormat};
   std::vector<std::string> sets = {
       "cluster-id=" + options_.clusterId,
       "ha.zookeeper.quorum=" + quorum.value_or(options_.quorum),

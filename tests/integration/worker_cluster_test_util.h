@@ -115,6 +115,7 @@ struct WorkerClusterOptions {
   std::string slotCpu = "1.0";
   std::string slotMemory = "256MiB";
   std::vector<std::string> extraSet;  // "key=value" for every worker.
+  std::string logFormat = "text";     // --log-format.
 };
 
 // regent-worker processes in numbered slots, each with its own data directory and HTTP port
