@@ -1,6 +1,7 @@
 // regentctl workers and slots as processes against real masters: a worker registered over RPC by
 // this test (its TaskExecutorGateway served in process, a stand-in for regent-worker) with one
-// free and one allocated slot is listed by the leader, as tables and as JSON lines.
+// free and one allocated slot is listed by the leader, as tables and as JSON lines, on
+// /v1/workers and in /metrics; a standby redirects /v1/workers to the leader.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "rpc/rpc_options.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "rpc/wire_ids.h"
+#include "tests/integration/http_get_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/integration/master_cluster_test_util.h"
@@ -168,6 +170,47 @@ TEST_F(RegentctlWorkers, ListsTheLeadersWorkersAndSlotsAsTablesAndJsonLines) {
   EXPECT_EQ(allocated.at("state"), "ALLOCATED");
   EXPECT_EQ(allocated.at("job_id"), job.toHex());
   EXPECT_EQ(allocated.at("allocation_id"), allocation.toHex());
+}
+
+TEST_F(RegentctlWorkers, TheLeaderServesV1WorkersAndWorkerMetricsAndAStandbyRedirects) {
+  ASSERT_NO_FATAL_FAILURE(startCluster("http-workers"));
+  const ResourceId worker = ResourceId::random();
+  const AllocationId allocation = AllocationId::random();
+  ASSERT_NO_FATAL_FAILURE(registerWorker(worker, JobId::random(), allocation));
+
+  CtlResult masters = ctl({"--json", "masters"});
+  ASSERT_EQ(masters.exit.exitCode, 0) << masters.output;
+  std::string leaderHttp;
+  std::string standbyHttp;
+  for (const auto& line : jsonLines(masters.output)) {
+    auto master = nlohmann::json::parse(line);
+    (master.at("role") == "LEADER" ? leaderHttp : standbyHttp) =
+        master.at("http_address").get<std::string>();
+  }
+  ASSERT_FALSE(leaderHttp.empty()) << masters.output;
+  ASSERT_FALSE(standbyHttp.empty()) << masters.output;
+
+  kj::HttpHeaderTable table;
+  HttpReply workers = httpGet(loop_, table, leaderHttp, "/v1/workers");
+  ASSERT_EQ(workers.status, 200u) << workers.body;
+  auto json = nlohmann::json::parse(workers.body);
+  ASSERT_EQ(json.at("workers").size(), 1u) << workers.body;
+  EXPECT_EQ(json.at("workers")[0].at("resource_id"), worker.toHex());
+  EXPECT_EQ(json.at("workers")[0].at("slots")[0].at("state"), "FREE");
+  EXPECT_EQ(json.at("workers")[0].at("slots")[1].at("state"), "ALLOCATED");
+  EXPECT_EQ(json.at("workers")[0].at("slots")[1].at("allocation_id"), allocation.toHex());
+
+  HttpReply metrics = httpGet(loop_, table, leaderHttp, "/metrics");
+  ASSERT_EQ(metrics.status, 200u);
+  EXPECT_NE(metrics.body.find("\nregent_workers_registered 1\n"), std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("\nregent_slots{state=\"free\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.body.find("\nregent_slots{state=\"allocated\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.body.find("\nregent_worker_heartbeat_timeouts_total 0\n"), std::string::npos);
+
+  HttpReply redirected = httpGetUntil(loop_, table, standbyHttp, "/v1/workers",
+                                      [](const HttpReply& reply) { return reply.status == 307; });
+  EXPECT_EQ(redirected.location, "http://" + leaderHttp + "/v1/workers");
 }
 
 }  // namespace
