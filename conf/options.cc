@@ -373,7 +373,13 @@ std::vector<OptionSpec> buildRegistry() {
              "the working directory."),
       option("worker.advertised-host", kString, "",
              "Host name a worker gives the leader in its registration (regentctl workers); "
-             "empty: the local host name."),
+             "empty: the local host name.",
+             OptionConstraint{"host or empty",
+                              "a host name or address such as worker-1 or 10.0.0.7, or empty",
+                              [](const OptionValue& value) {
+                                const std::string& host = asString(value);
+                                return host.empty() || isValidHost(host);
+                              }}),
       option("worker.http.bind", kString, "0.0.0.0:8082",
              "Address a worker's HTTP server (health, readiness, metrics) listens on; port 0 "
              "picks a free port.",

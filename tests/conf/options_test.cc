@@ -295,6 +295,17 @@ TEST(OptionValues, SlotCpuIsANumberOfCoresASlotProfileCarries) {
   }
 }
 
+TEST(OptionValues, WorkerAdvertisedHostIsAHostOrEmpty) {
+  for (const char* good : {"", "worker-1", "10.0.0.7", "node_3.example.org", "[fd00::7]"}) {
+    EXPECT_EQ(rejection("worker.advertised-host", good), "<accepted>") << good;
+  }
+  for (const char* bad : {"two words", "host:8082", "a..b", "a/b"}) {
+    EXPECT_EQ(rejection("worker.advertised-host", bad),
+              "expected a host name or address such as worker-1 or 10.0.0.7, or empty")
+        << bad;
+  }
+}
+
 TEST(OptionValues, SlotMemoryIsASize) {
   EXPECT_EQ(std::get<uint64_t>(parseOptionValue(spec("worker.slot-memory"), "512MiB").value()),
             uint64_t{512} << 20);

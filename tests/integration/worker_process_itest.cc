@@ -232,6 +232,34 @@ TEST_F(WorkerProcessTest, RegistersWithTheLeaderOfARealClusterAndBecomesReady) {
       << worker.value()->output();
 }
 
+TEST_F(WorkerProcessTest, ASecondSigtermWhileTheDisconnectHangsExitsAtOnceWith143) {
+  ZooKeeperServer& server = sharedServer();
+  const std::string clusterId = uniqueClusterId("worker-stop");
+  MasterCluster cluster({.quorum = server.connectString(), .clusterId = clusterId});
+  ASSERT_OK(cluster.startMaster({"rpc.advertised-address="}));
+  ASSERT_OK(cluster.waitForGrant(1, kStartTimeout));
+  // A long call timeout and heartbeat timeout: the disconnect to a stopped master hangs.
+  auto worker = startWorker({"ha.zookeeper.quorum=" + server.connectString(),
+                             "cluster-id=" + clusterId, "rpc.call-timeout=10m"});
+  ASSERT_OK(worker);
+  waitForEvent(*worker.value(), "worker registered");
+
+  ASSERT_OK(cluster.process(0).pause());
+  ASSERT_OK(worker.value()->terminate());
+  ASSERT_OK(worker.value()->waitForLine(std::regex("SIGTERM received"), kStartTimeout));
+  EXPECT_TRUE(worker.value()->running());
+  ASSERT_OK(worker.value()->terminate());
+  auto exit = worker.value()->waitForExit(kExitTimeout);
+  ASSERT_OK(cluster.process(0).resume());
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->exited() && exit->exitCode == 143) << exit->describe();
+  const std::string output = worker.value()->output();
+  EXPECT_NE(output.find("second stop signal (SIGTERM)"), std::string::npos) << output;
+  auto exiting = parseEventLine(lastLine(output), "worker exiting");
+  ASSERT_TRUE(exiting) << output;
+  EXPECT_EQ(exiting->getInt("code"), 143);
+}
+
 TEST_F(WorkerProcessTest, FindsTheStandaloneMasterThroughTheMastersConfiguration) {
   // The master and the worker share the standalone settings (the epoch file, next to which the
   // master writes its leader record with the port it bound); no ZooKeeper anywhere.
