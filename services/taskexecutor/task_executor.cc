@@ -196,6 +196,27 @@ void TaskExecutor::start() {
 
 kj::Promise<void> TaskExecutor::registerLoop() {
   if (stopping_) return kj::READY_NOW;
+  return registerRound()
+      .catch_([this](kj::Exception&& exception) -> kj::Promise<void> {
+        // The LeaderClient rethrows what it classifies fatal (FAILED, UNIMPLEMENTED: a master's
+        // wrong auth proof, a master too old to know the method, a handler's KJ_REQUIRE). The
+        // other side may be fixed, so it is tried again after registrationMax, like a refusal.
+        if (stopping_) return kj::READY_NOW;
+        if (registered_) {
+          registered_ = false;
+          ++counters_.resourceManagerLost;
+        }
+        resourceManager_ = nullptr;
+        lastRegistrationError_ = describeException(exception);
+        const Duration wait = options_.registrationMax;
+        spdlog::error("task executor {}: registration failed: {} (trying again in {} ms)",
+                      options_.resourceId.toHex(), lastRegistrationError_, wait.count());
+        return timer_.afterDelay(wait.count() * kj::MILLISECONDS);
+      })
+      .then([this]() { return registerLoop(); });
+}
+
+kj::Promise<void> TaskExecutor::registerRound() {
   return leaders_
       .call<Registered>(
           [this](wire::MasterBootstrap::Client bootstrap, const leader::LeaderInfo& leader) {
@@ -215,7 +236,6 @@ kj::Promise<void> TaskExecutor::registerLoop() {
                          .field("epoch", registeredEpoch_)
                          .quotedField("reason", reason),
                      /*warn=*/true);
-            return registerLoop();
           });
         }
         const Error& error = result.error();
@@ -231,9 +251,7 @@ kj::Promise<void> TaskExecutor::registerLoop() {
           spdlog::debug("task executor {}: not registered yet: {}", options_.resourceId.toHex(),
                         error.message);
         }
-        return timer_.afterDelay(wait.count() * kj::MILLISECONDS).then([this]() {
-          return registerLoop();
-        });
+        return timer_.afterDelay(wait.count() * kj::MILLISECONDS);
       });
 }
 
@@ -351,13 +369,30 @@ kj::Promise<std::string> TaskExecutor::watchRegistration() {
   auto paf = kj::newPromiseAndFulfiller<std::string>();
   lost_ = kj::mv(paf.fulfiller);
   const uint64_t epoch = registeredEpoch_;
-  auto newLeader = leaders_.leaderAbove(epoch).then([this](leader::LeaderInfo leader) {
-    ++counters_.leaderChanges;
-    return "a new leader " + leader.masterId + " with epoch " + std::to_string(leader.epoch);
-  });
   return kj::mv(paf.promise)
-      .exclusiveJoin(kj::mv(newLeader))
+      .exclusiveJoin(watchLeader(epoch))
       .exclusiveJoin(watchSilence(round_));
+}
+
+kj::Promise<std::string> TaskExecutor::watchLeader(uint64_t epoch) {
+  return leaders_.leaderAbove(epoch)
+      .then(
+          [this](leader::LeaderInfo leader) -> kj::Promise<std::string> {
+            ++counters_.leaderChanges;
+            return "a new leader " + leader.masterId + " with epoch " +
+                   std::to_string(leader.epoch);
+          },
+          [this, epoch](kj::Exception&& exception) -> kj::Promise<std::string> {
+            // What the LeaderClient classifies fatal (asking a master that fails the call):
+            // the registration stands; the watch is taken up again after registrationMax.
+            const Duration wait = options_.registrationMax;
+            spdlog::error("task executor {}: watching for a new leader failed: {} (watching "
+                          "again in {} ms)",
+                          options_.resourceId.toHex(), describeException(exception),
+                          wait.count());
+            return timer_.afterDelay(wait.count() * kj::MILLISECONDS)
+                .then([this, epoch]() { return watchLeader(epoch); });
+          });
 }
 
 kj::Promise<std::string> TaskExecutor::watchSilence(uint64_t round) {

@@ -61,6 +61,13 @@ struct FakeMasterState {
   bool slotReportNotRegisteredOnce = false;
   // When set, registerTaskExecutor is refused with alreadyExists and this message.
   std::optional<std::string> refuseRegistration;
+  // The next MasterBootstrap.resourceManager / registerTaskExecutor throws a FAILED exception
+  // (then reset), as a handler's KJ_REQUIRE or a master's wrong auth proof does.
+  bool resourceManagerThrowsOnce = false;
+  bool registrationThrowsOnce = false;
+  // While set, sendSlotReport is not answered: a worker stopped between registerTaskExecutor
+  // and the report's answer.
+  bool holdSlotReports = false;
 
   std::vector<uint64_t> resourceManagerEpochs;  // MasterBootstrap.resourceManager calls.
   std::vector<FakeRegistration> registrations;
@@ -98,6 +105,10 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     auto results = context.getResults();
     auto registration = params.getRegistration();
     const auto resourceId = wire::idFromWire<ResourceId>(registration.getResourceId());
+    if (state_->registrationThrowsOnce) {
+      state_->registrationThrowsOnce = false;
+      return KJ_EXCEPTION(FAILED, "registerTaskExecutor failed in the handler");
+    }
     if (state_->refuseRegistration) {
       rpc::failures::alreadyExists(results.initFailure(), resourceId, *state_->refuseRegistration);
       return kj::READY_NOW;
@@ -123,6 +134,7 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     FakeReport report = readReport(params.getEpoch(), params.getSlotReport());
     report.registrationId = wire::idFromWire<RegistrationId>(params.getRegistrationId());
     state_->slotReports.push_back(std::move(report));
+    if (state_->holdSlotReports) return kj::NEVER_DONE;
     if (state_->slotReportNotRegisteredOnce) {
       state_->slotReportNotRegisteredOnce = false;
       rpc::failures::notRegistered(context.getResults().initFailure(),
@@ -177,6 +189,10 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
   kj::Promise<void> resourceManager(ResourceManagerContext context) override {
     const uint64_t epoch = context.getParams().getEpoch();
     state_->resourceManagerEpochs.push_back(epoch);
+    if (state_->resourceManagerThrowsOnce) {
+      state_->resourceManagerThrowsOnce = false;
+      return KJ_EXCEPTION(FAILED, "resourceManager failed in the handler");
+    }
     auto results = context.getResults();
     if (epoch != state_->epoch) {
       rpc::failures::fencing(results.initFailure(), state_->epoch, epoch,

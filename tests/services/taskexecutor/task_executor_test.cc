@@ -473,6 +473,24 @@ TEST_F(TaskExecutorTest, ARefusedRegistrationIsRetriedAndItsMessageKept) {
   EXPECT_TRUE(executor.lastRegistrationError().empty());
 }
 
+// A FAILED exception (a handler's KJ_REQUIRE, a master's wrong auth proof) is not the end of
+// the registration loop: it waits registrationMax and registers.
+TEST_F(TaskExecutorTest, AnExceptionFromResourceManagerIsRetried) {
+  master_->resourceManagerThrowsOnce = true;
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return executor.registered(); }, "the registration after the failure");
+  EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
+  EXPECT_TRUE(executor.lastRegistrationError().empty());
+}
+
+TEST_F(TaskExecutorTest, AnExceptionFromRegisterTaskExecutorIsRetried) {
+  master_->registrationThrowsOnce = true;
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return executor.registered(); }, "the registration after the failure");
+  EXPECT_EQ(master_->registrations.size(), 1u);
+  EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
+}
+
 TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
   TaskExecutor& executor = startRegistered(options(1));
   loop_.run(executor.disconnect("SIGTERM"));
