@@ -315,6 +315,9 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
               // through this gateway already.
               resourceManager_ = resourceManager;
               registeredEpoch_ = epoch;
+              // Held from here: a disconnect() before the report is answered still tells the
+              // ResourceManager, which keeps the registration until then.
+              registrationId_ = done.registrationId;
               auto report = resourceManager.sendSlotReportRequest();
               report.setEpoch(epoch);
               wire::setWireId(report.initResourceId(), options_.resourceId);
@@ -325,7 +328,11 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
                   .then([this, done = std::move(done)](
                             capnp::Response<wire::ResourceManagerGateway::SendSlotReportResults>
                                 reported) mutable -> Outcome {
-                    if (reported.hasFailure()) return refused(reported.getFailure());
+                    if (reported.hasFailure()) {
+                      resourceManager_ = nullptr;
+                      registrationId_.reset();
+                      return refused(reported.getFailure());
+                    }
                     return Outcome(std::move(done));
                   });
             });
@@ -534,7 +541,10 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   if (stopping_) return kj::READY_NOW;
   stopping_ = true;
   loop_ = nullptr;  // No registering again.
-  const uint64_t epoch = registered_ ? registeredEpoch_ : 0;
+  // Registered, or registerTaskExecutor accepted and the report not answered yet: either way
+  // the ResourceManager holds this registration until told (or until heartbeat.timeout).
+  const bool held = resourceManager_ != nullptr && registrationId_.has_value();
+  const uint64_t epoch = held ? registeredEpoch_ : 0;
   auto logged = [this, epoch, cause]() {
     logEvent(EventLine("worker disconnected")
                  .field("resource_id", options_.resourceId.toHex())

@@ -115,7 +115,8 @@ class TaskExecutor final {
   // Starts registering (and keeps registered from then on). Call once.
   void start();
 
-  // Clean shutdown (SIGTERM): stops registering again, and when registered calls
+  // Clean shutdown (SIGTERM): stops registering again, and when registered (or once
+  // registerTaskExecutor was accepted, before the slot report's answer) calls
   // ResourceManagerGateway.disconnect once, bounded by the RPC call timeout. Never rejects.
   // Logs "worker disconnected" when done; later calls resolve at once and do nothing.
   kj::Promise<void> disconnect(const std::string& cause);

@@ -491,6 +491,19 @@ TEST_F(TaskExecutorTest, AnExceptionFromRegisterTaskExecutorIsRetried) {
   EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
 }
 
+// Stopped after registerTaskExecutor succeeded but before the report was answered: the
+// ResourceManager holds the registration, so it is told.
+TEST_F(TaskExecutorTest, DisconnectBeforeTheReportIsAnsweredStillCallsTheResourceManager) {
+  master_->holdSlotReports = true;
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return master_->slotReports.size() == 1; }, "the slot report");
+  EXPECT_FALSE(executor.registered());
+  loop_.run(executor.disconnect("SIGTERM"));
+  ASSERT_EQ(master_->disconnects.size(), 1u);
+  EXPECT_EQ(master_->disconnects[0].first, 1u);
+  EXPECT_EQ(master_->disconnects[0].second, "SIGTERM");
+}
+
 TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
   TaskExecutor& executor = startRegistered(options(1));
   loop_.run(executor.disconnect("SIGTERM"));
