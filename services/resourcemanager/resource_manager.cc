@@ -174,10 +174,18 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto params = context.getParams();
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    const auto payload = params.getPayload();
     const bool first = isFirstReport(worker);
+    auto slots = fromWire(payload.getSlotReport().getSlots());
+    // A heartbeat names its registration: one of a replaced registration (a process stopped
+    // while another took its resource id) is notRegistered, like a stale slot report. An older
+    // worker names none: its heartbeat is taken for the current registration.
+    auto registration = wire::idFromWireIfSet<RegistrationId>(payload.hasRegistrationId(),
+                                                              payload.getRegistrationId());
     auto failure =
-        rm_.slots_.heartbeat(worker, fromWire(params.getPayload().getSlotReport().getSlots()),
-                             rm_.monoNow(), rm_.wallNow());
+        registration && !registration->isZero()
+            ? rm_.slots_.applyReport(worker, *registration, slots, rm_.monoNow(), rm_.wallNow())
+            : rm_.slots_.heartbeat(worker, slots, rm_.monoNow(), rm_.wallNow());
     if (failure) {
       toWire(*failure, worker, context.getResults().initFailure());
       return kj::READY_NOW;
@@ -189,6 +197,19 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   kj::Promise<void> disconnect(DisconnectContext context) override {
     auto params = context.getParams();
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    // Only the registration that ends is removed, not a newer one of the same resource id. An
+    // older worker names none: its current registration is removed.
+    auto registration = wire::idFromWireIfSet<RegistrationId>(params.hasRegistrationId(),
+                                                              params.getRegistrationId());
+    const Worker* known = rm_.slots_.worker(worker);
+    if (known != nullptr && registration && !registration->isZero() &&
+        known->registrationId != *registration) {
+      rpc::failures::notRegistered(context.getResults().initFailure(), worker,
+                                   "registration id " + registration->toHex() +
+                                       " of resource id " + worker.toHex() +
+                                       " is not its current registration; nothing removed");
+      return kj::READY_NOW;
+    }
     if (!rm_.slots_.removeWorker(worker)) {
       rpc::failures::notRegistered(
           context.getResults().initFailure(), worker,

@@ -58,8 +58,10 @@ class ResourceManager final {
   // registerTaskExecutor: a registration whose resource id is held by another live worker (a
   // different host or pid whose TaskExecutorGateway still answers a heartbeat within
   // callTimeout) is refused with alreadyExists naming both hosts and pids; a dead or same
-  // process holder is replaced. sendSlotReport / heartbeat: notRegistered for an unknown or
-  // replaced registration. declareRequiredResources: invalidArgument for a requirement no
+  // process holder is replaced (when the probe fails, the holder is checked again: another
+  // registration accepted meanwhile is probed in turn). sendSlotReport / heartbeat / disconnect:
+  // notRegistered for an unknown or replaced registration (a heartbeat or disconnect from an
+  // older worker, naming no registration id, is taken for the current one). declareRequiredResources: invalidArgument for a requirement no
   // registered worker can fit, notRegistered for a JobMaster that did not register.
   // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers
   // (freeSlot, best effort). After every report, removal and declaration the SlotManager matches,

@@ -440,7 +440,9 @@ void TaskExecutor::answerHeartbeat() {
     auto request = resourceManager->heartbeatRequest();
     request.setEpoch(registeredEpoch_);
     wire::setWireId(request.initResourceId(), options_.resourceId);
-    fillReport(request.initPayload().initSlotReport());
+    auto payload = request.initPayload();
+    fillReport(payload.initSlotReport());
+    if (registrationId_) wire::setWireId(payload.initRegistrationId(), *registrationId_);
     ++counters_.heartbeatsAnswered;
     const uint64_t round = round_;
     // The incoming heartbeat does not wait for this call.
@@ -555,11 +557,12 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager = kj::mv(resourceManager_);
   resourceManager_ = nullptr;
   KJ_IF_MAYBE (gateway, resourceManager) {
-    if (epoch != 0) {
+    if (held) {
       auto request = gateway->disconnectRequest();
       request.setEpoch(epoch);
       wire::setWireId(request.initResourceId(), options_.resourceId);
       request.setCause(cause);
+      wire::setWireId(request.initRegistrationId(), *registrationId_);
       return leaders_.deadline()
           .send(kj::mv(request))
           .then(

@@ -216,11 +216,26 @@ class ResourceManagerTest : public ::testing::Test {
     return loop_.run(request.send());
   }
 
-  capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(const WorkerIdentity& who) {
+  // A heartbeat of `who` (all slots free except `allocated`), naming `registration` when set.
+  capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(
+      const WorkerIdentity& who, std::optional<RegistrationId> registration = std::nullopt,
+      const std::vector<Allocated>& allocated = {}) {
     auto request = gateway_.heartbeatRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
-    fillReport(request.initPayload().initSlotReport(), who, {});
+    auto payload = request.initPayload();
+    fillReport(payload.initSlotReport(), who, allocated);
+    if (registration) wire::setWireId(payload.initRegistrationId(), *registration);
+    return loop_.run(request.send());
+  }
+
+  capnp::Response<ResourceManagerGateway::DisconnectResults> disconnect(
+      const WorkerIdentity& who, std::optional<RegistrationId> registration) {
+    auto request = gateway_.disconnectRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), who.id);
+    request.setCause("SIGTERM");
+    if (registration) wire::setWireId(request.initRegistrationId(), *registration);
     return loop_.run(request.send());
   }
 
@@ -427,6 +442,34 @@ TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplac
   auto registered = pending.wait(loop_.waitScope());
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
   EXPECT_EQ(manager_->slotManager().worker(first.id)->registration.host, "host-b");
+}
+
+// Worker A was stopped, expired from the probe, and B took its resource id; A wakes up and
+// answers a queued heartbeat, then sends disconnect on SIGTERM: neither touches B.
+TEST_F(ResourceManagerTest, AHeartbeatOrDisconnectOfAReplacedRegistrationLeavesTheNewOne) {
+  FakeWorker holder;
+  FakeWorker claimant;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const RegistrationId old = registerAndReport(first, holder);
+  holder.mode = FakeWorker::Mode::kDisconnected;
+  const RegistrationId fresh = registerAndReport(second, claimant);
+
+  auto stale = heartbeat(first, old, {{0, JobId::random(), AllocationId::random()}});
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isNotRegistered()) << stale.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->counts().allocated, 0u) << "the replaced registration's slots are ignored";
+
+  auto gone = disconnect(first, old);
+  ASSERT_TRUE(gone.hasFailure());
+  EXPECT_TRUE(gone.getFailure().isNotRegistered()) << gone.getFailure().getMessage().cStr();
+  ASSERT_NE(manager_->slotManager().worker(first.id), nullptr);
+  EXPECT_EQ(manager_->slotManager().worker(first.id)->registrationId, fresh);
+
+  EXPECT_FALSE(heartbeat(second, fresh).hasFailure());
+  EXPECT_FALSE(heartbeat(second).hasFailure()) << "an older worker's heartbeat names no id";
+  EXPECT_FALSE(disconnect(second, fresh).hasFailure());
+  EXPECT_EQ(manager_->counts().workers, 0u);
 }
 
 TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistration) {

@@ -41,7 +41,7 @@ struct FakeRegistration {
 struct FakeReport {
   uint64_t epoch = 0;
   ResourceId resourceId;
-  std::optional<RegistrationId> registrationId;  // sendSlotReport only.
+  std::optional<RegistrationId> registrationId;  // As the call names it; nullopt: unset.
   std::vector<ReportedSlot> slots;
 };
 
@@ -74,6 +74,7 @@ struct FakeMasterState {
   std::vector<FakeReport> slotReports;  // sendSlotReport.
   std::vector<FakeReport> heartbeats;   // ResourceManagerGateway.heartbeat.
   std::vector<std::pair<uint64_t, std::string>> disconnects;  // (epoch, cause).
+  std::vector<std::optional<RegistrationId>> disconnectRegistrations;  // As each names it.
 
   // The TaskExecutorGateway of the latest registration.
   wire::TaskExecutorGateway::Client taskExecutor() {
@@ -146,8 +147,11 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto params = context.getParams();
-    state_->heartbeats.push_back(
-        readReport(params.getEpoch(), params.getPayload().getSlotReport()));
+    auto payload = params.getPayload();
+    FakeReport report = readReport(params.getEpoch(), payload.getSlotReport());
+    report.registrationId = wire::idFromWireIfSet<RegistrationId>(payload.hasRegistrationId(),
+                                                                  payload.getRegistrationId());
+    state_->heartbeats.push_back(std::move(report));
     if (state_->heartbeatDisconnectedOnce) {
       state_->heartbeatDisconnectedOnce = false;
       return KJ_EXCEPTION(DISCONNECTED, "the connection to the worker was lost");
@@ -164,6 +168,8 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
   kj::Promise<void> disconnect(DisconnectContext context) override {
     auto params = context.getParams();
     state_->disconnects.emplace_back(params.getEpoch(), params.getCause().cStr());
+    state_->disconnectRegistrations.push_back(wire::idFromWireIfSet<RegistrationId>(
+        params.hasRegistrationId(), params.getRegistrationId()));
     return kj::READY_NOW;
   }
 

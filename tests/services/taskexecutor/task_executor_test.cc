@@ -504,6 +504,20 @@ TEST_F(TaskExecutorTest, DisconnectBeforeTheReportIsAnsweredStillCallsTheResourc
   EXPECT_EQ(master_->disconnects[0].second, "SIGTERM");
 }
 
+// Heartbeats and the disconnect name the registration, so that a process whose resource id
+// another registration took meanwhile cannot overwrite or remove that one.
+TEST_F(TaskExecutorTest, HeartbeatsAndDisconnectNameTheRegistration) {
+  TaskExecutor& executor = startRegistered(options(1));
+  const std::optional<RegistrationId> registration = executor.registrationId();
+  ASSERT_TRUE(registration);
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->heartbeats.size() == 1; }, "the heartbeat");
+  EXPECT_EQ(master_->heartbeats[0].registrationId, registration);
+  loop_.run(executor.disconnect("SIGTERM"));
+  ASSERT_EQ(master_->disconnectRegistrations.size(), 1u);
+  EXPECT_EQ(master_->disconnectRegistrations[0], registration);
+}
+
 TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
   TaskExecutor& executor = startRegistered(options(1));
   loop_.run(executor.disconnect("SIGTERM"));
