@@ -118,41 +118,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                      wrong->message, message);
       return kj::READY_NOW;
     }
-    auto taskExecutor = params.getTaskExecutor();
-    const Worker* holder = rm_.slots_.worker(registration.resourceId);
-    auto connection = rm_.connections_.find(registration.resourceId);
-    if (holder == nullptr || sameProcess(holder->registration, registration) ||
-        connection == rm_.connections_.end()) {
-      accept(context, registration, kj::mv(taskExecutor));
-      return kj::READY_NOW;
-    }
-    // Another process holds the id: refuse while it answers, replace it once it does not.
-    const WorkerRegistration held = holder->registration;
-    auto probe = connection->second->client.heartbeatRequest();
-    probe.setEpoch(rm_.epoch_);
-    probe.initSender().setResourceManager();
-    return rm_.bounded("TaskExecutorGateway.heartbeat", probe.send().ignoreResult())
-        .then(
-            [this, context, held, registration]() mutable {
-              const std::string message =
-                  "resource id " + registration.resourceId.toHex() +
-                  " is held by the live worker on host " + held.host + " pid " +
-                  std::to_string(held.pid) + "; this registration comes from host " +
-                  registration.host + " pid " + std::to_string(registration.pid);
-              ++rm_.counters_.registrationsRefused;
-              rm_.refusedEvent(registration.resourceId, message);
-              rpc::failures::alreadyExists(context.getResults().initFailure(),
-                                           registration.resourceId, message);
-            },
-            [this, context, registration,
-             taskExecutor = kj::mv(taskExecutor)](kj::Exception&& exception) mutable {
-              spdlog::info(
-                  "the worker holding resource id {} did not answer ({}); the new "
-                  "registration from host {} pid {} replaces it",
-                  registration.resourceId.toHex(), exception.getDescription().cStr(),
-                  registration.host, registration.pid);
-              accept(context, registration, kj::mv(taskExecutor));
-            });
+    return claim(context, registration, params.getTaskExecutor());
   }
 
   kj::Promise<void> sendSlotReport(SendSlotReportContext context) override {
@@ -297,6 +263,58 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     wire::setWireId(success.initRegistrationId(), id);
     success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
     success.setHeartbeatTimeoutMs(static_cast<uint64_t>(rm_.options_.heartbeatTimeout.count()));
+  }
+
+  // Accepts `registration` unless another live process holds its resource id: a holder that is
+  // the same process, or has no connection, is replaced at once; another one is probed with a
+  // heartbeat and the registration refused while it answers. When the probe fails, the holder
+  // may have changed meanwhile (another newcomer accepted after its own probe): a different
+  // holder is probed in turn, never replaced unprobed.
+  kj::Promise<void> claim(RegisterTaskExecutorContext context,
+                          const WorkerRegistration& registration,
+                          wire::TaskExecutorGateway::Client taskExecutor) {
+    const Worker* holder = rm_.slots_.worker(registration.resourceId);
+    auto connection = rm_.connections_.find(registration.resourceId);
+    if (holder == nullptr || sameProcess(holder->registration, registration) ||
+        connection == rm_.connections_.end()) {
+      accept(context, registration, kj::mv(taskExecutor));
+      return kj::READY_NOW;
+    }
+    // Another process holds the id: refuse while it answers, replace it once it does not.
+    const WorkerRegistration held = holder->registration;
+    const RegistrationId probed = holder->registrationId;
+    auto probe = connection->second->client.heartbeatRequest();
+    probe.setEpoch(rm_.epoch_);
+    probe.initSender().setResourceManager();
+    return rm_.bounded("TaskExecutorGateway.heartbeat", probe.send().ignoreResult())
+        .then(
+            [this, context, held, registration]() mutable -> kj::Promise<void> {
+              const std::string message =
+                  "resource id " + registration.resourceId.toHex() +
+                  " is held by the live worker on host " + held.host + " pid " +
+                  std::to_string(held.pid) + "; this registration comes from host " +
+                  registration.host + " pid " + std::to_string(registration.pid);
+              ++rm_.counters_.registrationsRefused;
+              rm_.refusedEvent(registration.resourceId, message);
+              rpc::failures::alreadyExists(context.getResults().initFailure(),
+                                           registration.resourceId, message);
+              return kj::READY_NOW;
+            },
+            [this, context, registration, probed,
+             taskExecutor = kj::mv(taskExecutor)](kj::Exception&& exception) mutable
+            -> kj::Promise<void> {
+              const Worker* current = rm_.slots_.worker(registration.resourceId);
+              if (current != nullptr && current->registrationId != probed) {
+                return claim(context, registration, kj::mv(taskExecutor));
+              }
+              spdlog::info(
+                  "the worker holding resource id {} did not answer ({}); the new "
+                  "registration from host {} pid {} replaces it",
+                  registration.resourceId.toHex(), exception.getDescription().cStr(),
+                  registration.host, registration.pid);
+              accept(context, registration, kj::mv(taskExecutor));
+              return kj::READY_NOW;
+            });
   }
 
   bool isFirstReport(const ResourceId& worker) const {

@@ -472,6 +472,32 @@ TEST_F(ResourceManagerTest, AHeartbeatOrDisconnectOfAReplacedRegistrationLeavesT
   EXPECT_EQ(manager_->counts().workers, 0u);
 }
 
+// Two newcomers B and C claim the id of dead holder A at once: both probes of A fail, B is
+// accepted, and C then finds live B holding the id, not A: it is refused, not B replaced.
+TEST_F(ResourceManagerTest, TwoNewcomersProbingTheSameDeadHolderDoNotReplaceEachOther) {
+  FakeWorker dead;
+  FakeWorker b;
+  FakeWorker c;
+  const WorkerIdentity holder{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity first{.id = holder.id, .host = "host-b", .pid = 200};
+  const WorkerIdentity second{.id = holder.id, .host = "host-c", .pid = 300};
+  registerAndReport(holder, dead);
+  dead.mode = FakeWorker::Mode::kSilent;
+
+  auto fromB = registerRequest(first, b).send();
+  auto fromC = registerRequest(second, c).send();
+  settle();
+  advance(Duration(1000));
+  auto acceptedB = fromB.wait(loop_.waitScope());
+  ASSERT_FALSE(acceptedB.hasFailure()) << acceptedB.getFailure().getMessage().cStr();
+  auto refusedC = fromC.wait(loop_.waitScope());
+  ASSERT_TRUE(refusedC.hasFailure()) << "C replaced live B without probing it";
+  EXPECT_TRUE(refusedC.getFailure().isAlreadyExists()) << refusedC.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(holder.id)->registration.host, "host-b");
+  EXPECT_EQ(b.heartbeats, 1u) << "B was probed";
+  EXPECT_EQ(counters_.registrationsRefused, 1u);
+}
+
 TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistration) {
   FakeWorker fake;
   const WorkerIdentity who{.id = ResourceId::random()};
