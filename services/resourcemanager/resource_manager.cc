@@ -422,7 +422,7 @@ void ResourceManager::heartbeatRound() {
     ++counters_.heartbeatTimeouts;
     forgetWorker(id, "heartbeat timeout", true);
   }
-  // Also retries requirements whose requestSlot failed since the last round.
+  // Expiry may have made requirements unmet again.
   matchAndRequest();
 }
 

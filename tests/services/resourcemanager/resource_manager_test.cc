@@ -548,24 +548,40 @@ TEST_F(ResourceManagerTest, ADeclaredRequirementIsRequestedFromAWorkerAndItsAllo
   EXPECT_EQ(fake.requested.size(), 1u) << "nothing more requested";
 }
 
-TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheNextHeartbeatRound) {
+// Not at once, and not at another worker's heartbeat: at the refusing worker's next heartbeat
+// (its answer to the round's heartbeat), when its report says the slot is free.
+TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheWorkersNextHeartbeat) {
   FakeWorker fake;
+  FakeWorker full;
   fake.refuseRequests = true;
   const WorkerIdentity who{.id = ResourceId::random(), .slots = 1};
+  const WorkerIdentity other{.id = ResourceId::random(), .host = "host-b", .slots = 1};
   registerAndReport(who, fake);
+  const RegistrationId otherRegistration = registerAndReport(other, full);
   manager_->start();
   const JobId job = JobId::random();
+  const JobId otherJob = JobId::random();
+  // The other worker's slot is held by another job.
+  ASSERT_FALSE(report(other, otherRegistration, {{0, otherJob, AllocationId::random()}})
+                   .hasFailure());
   registerJobMaster(job);
   ASSERT_FALSE(declare(job, 1000, 1).hasFailure());
   settle();
   ASSERT_EQ(fake.requested.size(), 1u);
-  EXPECT_EQ(manager_->counts().allocated, 0u);
+  EXPECT_EQ(manager_->counts().allocated, 1u);
 
   fake.refuseRequests = false;
+  EXPECT_FALSE(heartbeat(other, otherRegistration,
+                         {{0, otherJob, manager_->slotManager().worker(other.id)
+                                             ->slots[0].allocation.value()}})
+                   .hasFailure());
   advance(Duration(2000));
+  EXPECT_EQ(fake.requested.size(), 1u) << "matched again before the worker's report";
+  EXPECT_FALSE(heartbeat(who).hasFailure());
+  settle();
   ASSERT_EQ(fake.requested.size(), 2u);
   EXPECT_NE(fake.requested[1].allocation, fake.requested[0].allocation);
-  EXPECT_EQ(manager_->counts().allocated, 1u);
+  EXPECT_EQ(manager_->counts().allocated, 2u);
   EXPECT_EQ(manager_->counts().pending, 0u);
 }
 
