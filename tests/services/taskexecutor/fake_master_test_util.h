@@ -65,6 +65,8 @@ struct FakeMasterState {
   // (then reset), as a handler's KJ_REQUIRE or a master's wrong auth proof does.
   bool resourceManagerThrowsOnce = false;
   bool registrationThrowsOnce = false;
+  // The next this many MasterBootstrap.leaderInfo calls throw a FAILED exception.
+  int leaderInfoThrows = 0;
   // While set, sendSlotReport is not answered: a worker stopped between registerTaskExecutor
   // and the report's answer.
   bool holdSlotReports = false;
@@ -182,6 +184,10 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
   explicit FakeMasterBootstrap(std::shared_ptr<FakeMasterState> state) : state_(std::move(state)) {}
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override {
+    if (state_->leaderInfoThrows > 0) {
+      --state_->leaderInfoThrows;
+      return KJ_EXCEPTION(FAILED, "leaderInfo failed in the handler");
+    }
     auto results = context.getResults();
     auto leader = results.initLeader().initLeader();
     leader.setEpoch(state_->epoch);

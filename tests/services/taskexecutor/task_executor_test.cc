@@ -491,6 +491,17 @@ TEST_F(TaskExecutorTest, AnExceptionFromRegisterTaskExecutorIsRetried) {
   EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
 }
 
+// The leader watch (asking the master who leads) failing outright is taken up again: a new
+// leader is still followed.
+TEST_F(TaskExecutorTest, AnExceptionFromTheLeaderWatchIsRetried) {
+  TaskExecutor& executor = startRegistered(options(1));
+  master_->leaderInfoThrows = 2;
+  waitFor([&] { return master_->leaderInfoThrows == 0; }, "the watch asking after the failures");
+  master_->epoch = 2;
+  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 2; },
+          "the registration with epoch 2");
+}
+
 // Stopped after registerTaskExecutor succeeded but before the report was answered: the
 // ResourceManager holds the registration, so it is told.
 TEST_F(TaskExecutorTest, DisconnectBeforeTheReportIsAnsweredStillCallsTheResourceManager) {
