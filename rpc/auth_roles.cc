@@ -73,12 +73,18 @@ const std::map<std::string_view, wire::Role> kMethodRoles = {
     {"DispatcherGateway.jobStatus", wire::Role::READER},
     {"DispatcherGateway.clusterOverview", wire::Role::READER},
     {"DispatcherGateway.listTaskExecutors", wire::Role::READER},
+    // A worker's calls. The JobMaster's (registerJobMaster, declareRequiredResources,
+    // disconnectJobMaster) need admin: JobMasters run inside the leader, and a worker
+    // credential must not free another job's slots.
+    {"ResourceManagerGateway.registerTaskExecutor", wire::Role::WORKER},
+    {"ResourceManagerGateway.sendSlotReport", wire::Role::WORKER},
+    {"ResourceManagerGateway.heartbeat", wire::Role::WORKER},
+    {"ResourceManagerGateway.disconnect", wire::Role::WORKER},
 };
 
 // What a method not named above needs, by interface.
 wire::Role defaultRole(uint64_t interfaceId) {
-  if (interfaceId == capnp::Schema::from<wire::ResourceManagerGateway>().getProto().getId() ||
-      interfaceId == capnp::Schema::from<wire::JobMasterGateway>().getProto().getId()) {
+  if (interfaceId == capnp::Schema::from<wire::JobMasterGateway>().getProto().getId()) {
     return wire::Role::WORKER;
   }
   return wire::Role::ADMIN;

@@ -54,8 +54,8 @@ class RoleSet final {
 // The role a call of `method` of `schema`'s interface needs; nullopt when anyone may call it
 // (MasterBootstrap.leaderInfo, authChallenge, authenticate). Default deny: a method the table
 // does not name needs `admin` on MasterBootstrap and DispatcherGateway (so a new Dispatcher method
-// is admin-only until listed as reader), `worker` on ResourceManagerGateway and
-// JobMasterGateway, and `admin` on any other interface.
+// is admin-only until listed as reader) and ResourceManagerGateway (its worker methods are
+// listed as worker), `worker` on JobMasterGateway, and `admin` on any other interface.
 std::optional<wire::Role> requiredRole(capnp::InterfaceSchema schema, uint16_t methodId);
 
 // Authentication outcomes, for /metrics. Loop-thread only.

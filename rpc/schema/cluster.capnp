@@ -85,6 +85,10 @@ struct MasterComponent {
 struct TaskExecutorHeartbeatPayload {
   # What a worker reports to the ResourceManager with each heartbeat.
   slotReport @0 :SlotReport;
+  registrationId @1 :RegistrationId;
+  # The registration this heartbeat belongs to (as sendSlotReport carries it): a heartbeat of a
+  # replaced registration (a process that was stopped while another took its resource id) is
+  # answered notRegistered. Unset by older workers: taken for the current registration.
 }
 
 struct TaskExecutorToJobMasterHeartbeatPayload {

@@ -153,11 +153,15 @@ interface ResourceManagerGateway {
       -> (failure :Failure);
   # Called by a registered worker in answer to TaskExecutorGateway.heartbeat from the
   # ResourceManager (Flink's heartbeatFromTaskManager); the slot report reconciles the
-  # SlotManager. Failures: fencing, notRegistered (register again).
+  # SlotManager. Failures: fencing, notRegistered (register again; also when the payload's
+  # registrationId is not the current registration).
 
-  disconnect @3 (epoch :UInt64, resourceId :ResourceId, cause :Text) -> (failure :Failure);
+  disconnect @3 (epoch :UInt64, resourceId :ResourceId, cause :Text,
+                 registrationId :RegistrationId) -> (failure :Failure);
   # Called by a worker shutting down cleanly; its slots are removed at once instead of after a
-  # heartbeat timeout. Failures: fencing, notRegistered.
+  # heartbeat timeout. `registrationId` names the registration that ends: another registration
+  # of the resource id (a newer process) is not removed. Unset by older workers: the current
+  # registration is removed. Failures: fencing, notRegistered.
 
   registerJobMaster @4 (epoch :UInt64, jobId :JobId, jobMaster :JobMasterGateway)
       -> (failure :Failure);

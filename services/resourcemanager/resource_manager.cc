@@ -121,41 +121,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                      wrong->message, message);
       return kj::READY_NOW;
     }
-    auto taskExecutor = params.getTaskExecutor();
-    const Worker* holder = rm_.slots_.worker(registration.resourceId);
-    auto connection = rm_.connections_.find(registration.resourceId);
-    if (holder == nullptr || sameProcess(holder->registration, registration) ||
-        connection == rm_.connections_.end()) {
-      accept(context, registration, kj::mv(taskExecutor));
-      return kj::READY_NOW;
-    }
-    // Another process holds the id: refuse while it answers, replace it once it does not.
-    const WorkerRegistration held = holder->registration;
-    auto probe = connection->second->client.heartbeatRequest();
-    probe.setEpoch(rm_.epoch_);
-    probe.initSender().setResourceManager();
-    return rm_.bounded("TaskExecutorGateway.heartbeat", probe.send().ignoreResult())
-        .then(
-            [this, context, held, registration]() mutable {
-              const std::string message =
-                  "resource id " + registration.resourceId.toHex() +
-                  " is held by the live worker on host " + held.host + " pid " +
-                  std::to_string(held.pid) + "; this registration comes from host " +
-                  registration.host + " pid " + std::to_string(registration.pid);
-              ++rm_.counters_.registrationsRefused;
-              rm_.refusedEvent(registration.resourceId, message);
-              rpc::failures::alreadyExists(context.getResults().initFailure(),
-                                           registration.resourceId, message);
-            },
-            [this, context, registration,
-             taskExecutor = kj::mv(taskExecutor)](kj::Exception&& exception) mutable {
-              spdlog::info(
-                  "the worker holding resource id {} did not answer ({}); the new "
-                  "registration from host {} pid {} replaces it",
-                  registration.resourceId.toHex(), exception.getDescription().cStr(),
-                  registration.host, registration.pid);
-              accept(context, registration, kj::mv(taskExecutor));
-            });
+    return claim(context, registration, params.getTaskExecutor());
   }
 
   kj::Promise<void> sendSlotReport(SendSlotReportContext context) override {
@@ -177,10 +143,18 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto params = context.getParams();
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    const auto payload = params.getPayload();
     const bool first = isFirstReport(worker);
+    auto slots = fromWire(payload.getSlotReport().getSlots());
+    // A heartbeat names its registration: one of a replaced registration (a process stopped
+    // while another took its resource id) is notRegistered, like a stale slot report. An older
+    // worker names none: its heartbeat is taken for the current registration.
+    auto registration = wire::idFromWireIfSet<RegistrationId>(payload.hasRegistrationId(),
+                                                              payload.getRegistrationId());
     auto failure =
-        rm_.slots_.heartbeat(worker, fromWire(params.getPayload().getSlotReport().getSlots()),
-                             rm_.monoNow(), rm_.wallNow());
+        registration && !registration->isZero()
+            ? rm_.slots_.applyReport(worker, *registration, slots, rm_.monoNow(), rm_.wallNow())
+            : rm_.slots_.heartbeat(worker, slots, rm_.monoNow(), rm_.wallNow());
     if (failure) {
       toWire(*failure, worker, context.getResults().initFailure());
       return kj::READY_NOW;
@@ -192,6 +166,19 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   kj::Promise<void> disconnect(DisconnectContext context) override {
     auto params = context.getParams();
     const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    // Only the registration that ends is removed, not a newer one of the same resource id. An
+    // older worker names none: its current registration is removed.
+    auto registration = wire::idFromWireIfSet<RegistrationId>(params.hasRegistrationId(),
+                                                              params.getRegistrationId());
+    const Worker* known = rm_.slots_.worker(worker);
+    if (known != nullptr && registration && !registration->isZero() &&
+        known->registrationId != *registration) {
+      rpc::failures::notRegistered(context.getResults().initFailure(), worker,
+                                   "registration id " + registration->toHex() +
+                                       " of resource id " + worker.toHex() +
+                                       " is not its current registration; nothing removed");
+      return kj::READY_NOW;
+    }
     if (!rm_.slots_.removeWorker(worker)) {
       rpc::failures::notRegistered(
           context.getResults().initFailure(), worker,
@@ -279,6 +266,58 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     wire::setWireId(success.initRegistrationId(), id);
     success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
     success.setHeartbeatTimeoutMs(static_cast<uint64_t>(rm_.options_.heartbeatTimeout.count()));
+  }
+
+  // Accepts `registration` unless another live process holds its resource id: a holder that is
+  // the same process, or has no connection, is replaced at once; another one is probed with a
+  // heartbeat and the registration refused while it answers. When the probe fails, the holder
+  // may have changed meanwhile (another newcomer accepted after its own probe): a different
+  // holder is probed in turn, never replaced unprobed.
+  kj::Promise<void> claim(RegisterTaskExecutorContext context,
+                          const WorkerRegistration& registration,
+                          wire::TaskExecutorGateway::Client taskExecutor) {
+    const Worker* holder = rm_.slots_.worker(registration.resourceId);
+    auto connection = rm_.connections_.find(registration.resourceId);
+    if (holder == nullptr || sameProcess(holder->registration, registration) ||
+        connection == rm_.connections_.end()) {
+      accept(context, registration, kj::mv(taskExecutor));
+      return kj::READY_NOW;
+    }
+    // Another process holds the id: refuse while it answers, replace it once it does not.
+    const WorkerRegistration held = holder->registration;
+    const RegistrationId probed = holder->registrationId;
+    auto probe = connection->second->client.heartbeatRequest();
+    probe.setEpoch(rm_.epoch_);
+    probe.initSender().setResourceManager();
+    return rm_.bounded("TaskExecutorGateway.heartbeat", probe.send().ignoreResult())
+        .then(
+            [this, context, held, registration]() mutable -> kj::Promise<void> {
+              const std::string message =
+                  "resource id " + registration.resourceId.toHex() +
+                  " is held by the live worker on host " + held.host + " pid " +
+                  std::to_string(held.pid) + "; this registration comes from host " +
+                  registration.host + " pid " + std::to_string(registration.pid);
+              ++rm_.counters_.registrationsRefused;
+              rm_.refusedEvent(registration.resourceId, message);
+              rpc::failures::alreadyExists(context.getResults().initFailure(),
+                                           registration.resourceId, message);
+              return kj::READY_NOW;
+            },
+            [this, context, registration, probed,
+             taskExecutor = kj::mv(taskExecutor)](kj::Exception&& exception) mutable
+            -> kj::Promise<void> {
+              const Worker* current = rm_.slots_.worker(registration.resourceId);
+              if (current != nullptr && current->registrationId != probed) {
+                return claim(context, registration, kj::mv(taskExecutor));
+              }
+              spdlog::info(
+                  "the worker holding resource id {} did not answer ({}); the new "
+                  "registration from host {} pid {} replaces it",
+                  registration.resourceId.toHex(), exception.getDescription().cStr(),
+                  registration.host, registration.pid);
+              accept(context, registration, kj::mv(taskExecutor));
+              return kj::READY_NOW;
+            });
   }
 
   bool isFirstReport(const ResourceId& worker) const {
@@ -388,7 +427,7 @@ void ResourceManager::heartbeatRound() {
     ++counters_.heartbeatTimeouts;
     forgetWorker(id, "heartbeat timeout", true);
   }
-  // Also retries requirements whose requestSlot failed since the last round.
+  // Expiry may have made requirements unmet again.
   matchAndRequest();
 }
 

@@ -58,15 +58,19 @@ class ResourceManager final {
   // registerTaskExecutor: a registration whose resource id is held by another live worker (a
   // different host or pid whose TaskExecutorGateway still answers a heartbeat within
   // callTimeout) is refused with alreadyExists naming both hosts and pids; a dead or same
-  // process holder is replaced. sendSlotReport / heartbeat: notRegistered for an unknown or
-  // replaced registration. declareRequiredResources: invalidArgument for a requirement no
-  // registered worker can fit, notRegistered for a JobMaster that did not register.
-  // disconnectJobMaster: drops the job's requirements and frees its allocations on the workers
-  // (freeSlot, best effort). After every report, removal and declaration the SlotManager matches,
-  // and each decision goes to its worker as requestSlot bounded by callTimeout: accepted, the slot
-  // is allocated for good; refused or failed, it is free again and its requirement is matched
-  // again at the next heartbeat round (not at once: the same slot would be chosen again). The
-  // worker offering the slot to the job's JobMaster is not part of this ResourceManager.
+  // process holder is replaced (when the probe fails, the holder is checked again: another
+  // registration accepted meanwhile is probed in turn). sendSlotReport / heartbeat /
+  // disconnect: notRegistered for an unknown or replaced registration (a heartbeat or
+  // disconnect from an older worker, naming no registration id, is taken for the current one).
+  // declareRequiredResources: invalidArgument for a requirement no registered worker can fit,
+  // notRegistered for a JobMaster that did not register. disconnectJobMaster: drops the job's
+  // requirements and frees its allocations on the workers (freeSlot, best effort). After every
+  // report, removal and declaration the SlotManager matches, and each decision goes to its
+  // worker as requestSlot bounded by callTimeout: accepted, the slot is allocated for good;
+  // refused or failed, it is free again and its requirement is matched again at once on another
+  // worker's free slot, or on that slot after its worker's next heartbeat or report (not at
+  // once: the same refusal would follow). The worker offering the slot to the job's JobMaster is
+  // not part of this ResourceManager.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer();
 
   // Starts the heartbeat loop (every heartbeatInterval: heartbeat every registered worker,

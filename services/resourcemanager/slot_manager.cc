@@ -186,7 +186,12 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
   worker.lastHeard = now;
   worker.lastHeartbeatAtMs = nowMs;
   if (worker.reported && sameAllocations(worker.slots, next)) {
-    // The usual heartbeat: only the running attempts may differ; counts and holdings stand.
+    // The usual heartbeat: only the running attempts may differ; counts and holdings stand. A
+    // slot a failed requestSlot set aside may be chosen again from now (Slot::avoid).
+    if (std::any_of(worker.slots.begin(), worker.slots.end(),
+                    [](const Slot& slot) { return slot.avoid; })) {
+      matchDue_ = true;
+    }
     worker.slots = std::move(next);
     return std::nullopt;
   }
@@ -332,7 +337,7 @@ std::vector<SlotRequest> SlotManager::match() {
         if (!worker.reported) continue;
         bool anyFree = false;
         for (const Slot& slot : worker.slots) {
-          if (!slot.allocation && slot.profile.fits(required)) {
+          if (!slot.allocation && !slot.avoid && slot.profile.fits(required)) {
             anyFree = true;
             break;
           }
@@ -341,7 +346,7 @@ std::vector<SlotRequest> SlotManager::match() {
         account(worker, -1);
         for (Slot& slot : worker.slots) {
           if (missing == 0) break;
-          if (slot.allocation || !slot.profile.fits(required)) continue;
+          if (slot.allocation || slot.avoid || !slot.profile.fits(required)) continue;
           slot.allocation = AllocationId::random();
           slot.job = jobId;
           slot.pending = true;
@@ -359,11 +364,27 @@ std::vector<SlotRequest> SlotManager::match() {
 
 void SlotManager::confirmed(const SlotRequest& request) {
   Slot* slot = findSlot(request.worker, request.slotIndex);
-  if (slot == nullptr || slot->allocation != request.allocation || !slot->pending) return;
+  if (slot == nullptr) return;  // Gone, or registered again and not reported yet.
   Worker& worker = workers_.at(request.worker);
+  if (slot->allocation == request.allocation) {
+    if (!slot->pending) return;
+    account(worker, -1);
+    slot->pending = false;
+    account(worker, +1);
+    return;
+  }
+  // The worker registered again meanwhile and reported the slot free before taking the
+  // request: it holds the allocation now. Held by another allocation, or for a job gone since
+  // (its freeSlot follows the request), the table stands until the next report.
+  if (slot->allocation || jobs_.count(request.job) == 0) return;
   account(worker, -1);
+  slot->allocation = request.allocation;
+  slot->job = request.job;
   slot->pending = false;
+  slot->avoid = false;
+  slot->runningAttempts.clear();
   account(worker, +1);
+  matchDue_ = true;
 }
 
 void SlotManager::requestFailed(const SlotRequest& request) {
@@ -375,6 +396,7 @@ void SlotManager::requestFailed(const SlotRequest& request) {
   slot->allocation.reset();
   slot->job.reset();
   slot->pending = false;
+  slot->avoid = true;  // Until the worker's next report: another worker's slot may serve.
   account(worker, +1);
   matchDue_ = true;
 }

@@ -42,6 +42,9 @@ struct Slot {
   std::vector<AttemptId> runningAttempts;  // As last reported.
   // Allocated by match(); requestSlot not yet answered by the worker.
   bool pending = false;
+  // requestSlot for this slot failed: match() does not choose it again until the worker's next
+  // report (or heartbeat) rebuilds its slots, so a refusal is not repeated at once.
+  bool avoid = false;
 };
 
 // What a worker said about itself in registerTaskExecutor (wire::TaskExecutorRegistration).
@@ -169,12 +172,17 @@ class SlotManager final {
   // count toward its requirements greedily, requirements in declaration order, each slot once
   // and only toward a requirement its profile fits. Returns at once when nothing that could
   // change its outcome happened since the last call (a heartbeat that repeats the table changes
-  // nothing), so the ResourceManager runs it after every report.
+  // nothing), so the ResourceManager runs it after every report. It scans the workers' slots
+  // for free ones: fine while requirements are rare (no JobMaster registers yet); matching for
+  // many JobMasters will want an index of free slots by profile.
   std::vector<SlotRequest> match();
-  // The worker accepted requestSlot: the slot is allocated for good.
+  // The worker accepted requestSlot: the slot is allocated for good. When the worker registered
+  // again meanwhile and its report listed the slot free, the slot (free in the current
+  // registration, its job still registered) is allocated to the request: the worker holds it.
   void confirmed(const SlotRequest& request);
-  // requestSlot failed: the slot is free again unless a report since says otherwise; the
-  // requirement is unmet again.
+  // requestSlot failed: the slot is free again unless a report since says otherwise, but not
+  // chosen by match() until the worker's next report (Slot::avoid); the requirement is unmet
+  // again and may be matched on another worker's free slot at once.
   void requestFailed(const SlotRequest& request);
 
   // Reads.

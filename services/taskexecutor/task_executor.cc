@@ -196,6 +196,27 @@ void TaskExecutor::start() {
 
 kj::Promise<void> TaskExecutor::registerLoop() {
   if (stopping_) return kj::READY_NOW;
+  return registerRound()
+      .catch_([this](kj::Exception&& exception) -> kj::Promise<void> {
+        // The LeaderClient rethrows what it classifies fatal (FAILED, UNIMPLEMENTED: a master's
+        // wrong auth proof, a master too old to know the method, a handler's KJ_REQUIRE). The
+        // other side may be fixed, so it is tried again after registrationMax, like a refusal.
+        if (stopping_) return kj::READY_NOW;
+        if (registered_) {
+          registered_ = false;
+          ++counters_.resourceManagerLost;
+        }
+        resourceManager_ = nullptr;
+        lastRegistrationError_ = describeException(exception);
+        const Duration wait = options_.registrationMax;
+        spdlog::error("task executor {}: registration failed: {} (trying again in {} ms)",
+                      options_.resourceId.toHex(), lastRegistrationError_, wait.count());
+        return timer_.afterDelay(wait.count() * kj::MILLISECONDS);
+      })
+      .then([this]() { return registerLoop(); });
+}
+
+kj::Promise<void> TaskExecutor::registerRound() {
   return leaders_
       .call<Registered>(
           [this](wire::MasterBootstrap::Client bootstrap, const leader::LeaderInfo& leader) {
@@ -215,7 +236,6 @@ kj::Promise<void> TaskExecutor::registerLoop() {
                          .field("epoch", registeredEpoch_)
                          .quotedField("reason", reason),
                      /*warn=*/true);
-            return registerLoop();
           });
         }
         const Error& error = result.error();
@@ -231,9 +251,7 @@ kj::Promise<void> TaskExecutor::registerLoop() {
           spdlog::debug("task executor {}: not registered yet: {}", options_.resourceId.toHex(),
                         error.message);
         }
-        return timer_.afterDelay(wait.count() * kj::MILLISECONDS).then([this]() {
-          return registerLoop();
-        });
+        return timer_.afterDelay(wait.count() * kj::MILLISECONDS);
       });
 }
 
@@ -297,6 +315,9 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
               // through this gateway already.
               resourceManager_ = resourceManager;
               registeredEpoch_ = epoch;
+              // Held from here: a disconnect() before the report is answered still tells the
+              // ResourceManager, which keeps the registration until then.
+              registrationId_ = done.registrationId;
               auto report = resourceManager.sendSlotReportRequest();
               report.setEpoch(epoch);
               wire::setWireId(report.initResourceId(), options_.resourceId);
@@ -307,7 +328,11 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
                   .then([this, done = std::move(done)](
                             capnp::Response<wire::ResourceManagerGateway::SendSlotReportResults>
                                 reported) mutable -> Outcome {
-                    if (reported.hasFailure()) return refused(reported.getFailure());
+                    if (reported.hasFailure()) {
+                      resourceManager_ = nullptr;
+                      registrationId_.reset();
+                      return refused(reported.getFailure());
+                    }
                     return Outcome(std::move(done));
                   });
             });
@@ -351,13 +376,30 @@ kj::Promise<std::string> TaskExecutor::watchRegistration() {
   auto paf = kj::newPromiseAndFulfiller<std::string>();
   lost_ = kj::mv(paf.fulfiller);
   const uint64_t epoch = registeredEpoch_;
-  auto newLeader = leaders_.leaderAbove(epoch).then([this](leader::LeaderInfo leader) {
-    ++counters_.leaderChanges;
-    return "a new leader " + leader.masterId + " with epoch " + std::to_string(leader.epoch);
-  });
   return kj::mv(paf.promise)
-      .exclusiveJoin(kj::mv(newLeader))
+      .exclusiveJoin(watchLeader(epoch))
       .exclusiveJoin(watchSilence(round_));
+}
+
+kj::Promise<std::string> TaskExecutor::watchLeader(uint64_t epoch) {
+  return leaders_.leaderAbove(epoch)
+      .then(
+          [this](leader::LeaderInfo leader) -> kj::Promise<std::string> {
+            ++counters_.leaderChanges;
+            return "a new leader " + leader.masterId + " with epoch " +
+                   std::to_string(leader.epoch);
+          },
+          [this, epoch](kj::Exception&& exception) -> kj::Promise<std::string> {
+            // What the LeaderClient classifies fatal (asking a master that fails the call):
+            // the registration stands; the watch is taken up again after registrationMax.
+            const Duration wait = options_.registrationMax;
+            spdlog::error("task executor {}: watching for a new leader failed: {} (watching "
+                          "again in {} ms)",
+                          options_.resourceId.toHex(), describeException(exception),
+                          wait.count());
+            return timer_.afterDelay(wait.count() * kj::MILLISECONDS)
+                .then([this, epoch]() { return watchLeader(epoch); });
+          });
 }
 
 kj::Promise<std::string> TaskExecutor::watchSilence(uint64_t round) {
@@ -398,7 +440,9 @@ void TaskExecutor::answerHeartbeat() {
     auto request = resourceManager->heartbeatRequest();
     request.setEpoch(registeredEpoch_);
     wire::setWireId(request.initResourceId(), options_.resourceId);
-    fillReport(request.initPayload().initSlotReport());
+    auto payload = request.initPayload();
+    fillReport(payload.initSlotReport());
+    if (registrationId_) wire::setWireId(payload.initRegistrationId(), *registrationId_);
     ++counters_.heartbeatsAnswered;
     const uint64_t round = round_;
     // The incoming heartbeat does not wait for this call.
@@ -499,7 +543,10 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   if (stopping_) return kj::READY_NOW;
   stopping_ = true;
   loop_ = nullptr;  // No registering again.
-  const uint64_t epoch = registered_ ? registeredEpoch_ : 0;
+  // Registered, or registerTaskExecutor accepted and the report not answered yet: either way
+  // the ResourceManager holds this registration until told (or until heartbeat.timeout).
+  const bool held = resourceManager_ != nullptr && registrationId_.has_value();
+  const uint64_t epoch = held ? registeredEpoch_ : 0;
   auto logged = [this, epoch, cause]() {
     logEvent(EventLine("worker disconnected")
                  .field("resource_id", options_.resourceId.toHex())
@@ -510,11 +557,12 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager = kj::mv(resourceManager_);
   resourceManager_ = nullptr;
   KJ_IF_MAYBE (gateway, resourceManager) {
-    if (epoch != 0) {
+    if (held) {
       auto request = gateway->disconnectRequest();
       request.setEpoch(epoch);
       wire::setWireId(request.initResourceId(), options_.resourceId);
       request.setCause(cause);
+      wire::setWireId(request.initRegistrationId(), *registrationId_);
       return leaders_.deadline()
           .send(kj::mv(request))
           .then(

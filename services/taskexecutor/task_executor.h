@@ -89,7 +89,9 @@ struct TaskExecutorCounters {
 // whose epoch is below the gate's highest counts as stale (the LeaderClient resolves again). A
 // refusal that the other side must fix (alreadyExists, invalidArgument, permissionDenied,
 // unauthenticated, failedPrecondition) is logged as an error and tried again after
-// registrationMax; notRegistered / notFound are tried again after the backoff.
+// registrationMax; notRegistered / notFound are tried again after the backoff. An exception the
+// LeaderClient rethrows as fatal (FAILED, UNIMPLEMENTED) is logged as an error, kept in
+// lastRegistrationError(), and tried again after registrationMax: it never gives up.
 //
 // Registered, it answers each TaskExecutorGateway.heartbeat from the ResourceManager with
 // ResourceManagerGateway.heartbeat (asynchronously; the incoming call does not wait) and
@@ -113,7 +115,8 @@ class TaskExecutor final {
   // Starts registering (and keeps registered from then on). Call once.
   void start();
 
-  // Clean shutdown (SIGTERM): stops registering again, and when registered calls
+  // Clean shutdown (SIGTERM): stops registering again, and when registered (or once
+  // registerTaskExecutor was accepted, before the slot report's answer) calls
   // ResourceManagerGateway.disconnect once, bounded by the RPC call timeout. Never rejects.
   // Logs "worker disconnected" when done; later calls resolve at once and do nothing.
   kj::Promise<void> disconnect(const std::string& cause);
@@ -142,7 +145,13 @@ class TaskExecutor final {
   struct Shared;
   struct Registered;
 
+  // Registers, then watches the registration until it is gone; after an exception the
+  // LeaderClient rethrows (or any other), waits registrationMax. Never rejects; ends at
+  // disconnect() only.
   kj::Promise<void> registerLoop();
+  // One round: one LeaderClient call, then the watch while registered or the backoff after a
+  // failed call. Rejects with what the LeaderClient rethrows.
+  kj::Promise<void> registerRound();
   kj::Promise<rpc::Attempt<Registered>> attempt(wire::MasterBootstrap::Client bootstrap,
                                                 const leader::LeaderInfo& leader);
   // The master's refusal of an attempt, noted in lastRefusal_.
@@ -150,6 +159,9 @@ class TaskExecutor final {
   void onRegistered(Registered&& registered);
   // Resolves with the reason the registration is gone (RM silence, a new leader, or lose()).
   kj::Promise<std::string> watchRegistration();
+  // leaders.leaderAbove(epoch); an exception from it is logged and the watch taken up again
+  // after registrationMax.
+  kj::Promise<std::string> watchLeader(uint64_t epoch);
   kj::Promise<std::string> watchSilence(uint64_t round);
   // Ends the current registration (the watch resolves with `reason`); nothing while unregistered.
   void lose(const std::string& reason);

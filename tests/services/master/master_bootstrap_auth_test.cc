@@ -261,6 +261,16 @@ TEST_F(MasterBootstrapAuthTest, AWorkerObtainsTheResourceManagerAndAReaderDoesNo
   heartbeat.setEpoch(kEpoch);
   EXPECT_FALSE(loop_.run(heartbeat.send()).hasFailure());
   EXPECT_EQ(reached_, 1u);
+  // JobMasters run inside the leader: a worker credential may not declare requirements (nor
+  // register or disconnect a JobMaster, freeing another job's slots).
+  auto declare = granted.getResourceManager().declareRequiredResourcesRequest();
+  declare.setEpoch(kEpoch);
+  auto declared = loop_.run(declare.send());
+  ASSERT_TRUE(declared.hasFailure());
+  ASSERT_TRUE(declared.getFailure().isPermissionDenied())
+      << declared.getFailure().getMessage().cStr();
+  EXPECT_EQ(declared.getFailure().getPermissionDenied().getRequired(), Role::ADMIN);
+  EXPECT_EQ(declared.getFailure().getPermissionDenied().getHeld(), Role::WORKER);
 
   auto reader = as(Role::READER);
   auto refused = resourceManager(reader);

@@ -216,11 +216,26 @@ class ResourceManagerTest : public ::testing::Test {
     return loop_.run(request.send());
   }
 
-  capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(const WorkerIdentity& who) {
+  // A heartbeat of `who` (all slots free except `allocated`), naming `registration` when set.
+  capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(
+      const WorkerIdentity& who, std::optional<RegistrationId> registration = std::nullopt,
+      const std::vector<Allocated>& allocated = {}) {
     auto request = gateway_.heartbeatRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
-    fillReport(request.initPayload().initSlotReport(), who, {});
+    auto payload = request.initPayload();
+    fillReport(payload.initSlotReport(), who, allocated);
+    if (registration) wire::setWireId(payload.initRegistrationId(), *registration);
+    return loop_.run(request.send());
+  }
+
+  capnp::Response<ResourceManagerGateway::DisconnectResults> disconnect(
+      const WorkerIdentity& who, std::optional<RegistrationId> registration) {
+    auto request = gateway_.disconnectRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), who.id);
+    request.setCause("SIGTERM");
+    if (registration) wire::setWireId(request.initRegistrationId(), *registration);
     return loop_.run(request.send());
   }
 
@@ -429,6 +444,60 @@ TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplac
   EXPECT_EQ(manager_->slotManager().worker(first.id)->registration.host, "host-b");
 }
 
+// Worker A was stopped, expired from the probe, and B took its resource id; A wakes up and
+// answers a queued heartbeat, then sends disconnect on SIGTERM: neither touches B.
+TEST_F(ResourceManagerTest, AHeartbeatOrDisconnectOfAReplacedRegistrationLeavesTheNewOne) {
+  FakeWorker holder;
+  FakeWorker claimant;
+  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const RegistrationId old = registerAndReport(first, holder);
+  holder.mode = FakeWorker::Mode::kDisconnected;
+  const RegistrationId fresh = registerAndReport(second, claimant);
+
+  auto stale = heartbeat(first, old, {{0, JobId::random(), AllocationId::random()}});
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isNotRegistered()) << stale.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->counts().allocated, 0u) << "the replaced registration's slots are ignored";
+
+  auto gone = disconnect(first, old);
+  ASSERT_TRUE(gone.hasFailure());
+  EXPECT_TRUE(gone.getFailure().isNotRegistered()) << gone.getFailure().getMessage().cStr();
+  ASSERT_NE(manager_->slotManager().worker(first.id), nullptr);
+  EXPECT_EQ(manager_->slotManager().worker(first.id)->registrationId, fresh);
+
+  EXPECT_FALSE(heartbeat(second, fresh).hasFailure());
+  EXPECT_FALSE(heartbeat(second).hasFailure()) << "an older worker's heartbeat names no id";
+  EXPECT_FALSE(disconnect(second, fresh).hasFailure());
+  EXPECT_EQ(manager_->counts().workers, 0u);
+}
+
+// Two newcomers B and C claim the id of dead holder A at once: both probes of A fail, B is
+// accepted, and C then finds live B holding the id, not A: it is refused, not B replaced.
+TEST_F(ResourceManagerTest, TwoNewcomersProbingTheSameDeadHolderDoNotReplaceEachOther) {
+  FakeWorker dead;
+  FakeWorker b;
+  FakeWorker c;
+  const WorkerIdentity holder{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const WorkerIdentity first{.id = holder.id, .host = "host-b", .pid = 200};
+  const WorkerIdentity second{.id = holder.id, .host = "host-c", .pid = 300};
+  registerAndReport(holder, dead);
+  dead.mode = FakeWorker::Mode::kSilent;
+
+  auto fromB = registerRequest(first, b).send();
+  auto fromC = registerRequest(second, c).send();
+  settle();
+  advance(Duration(1000));
+  auto acceptedB = fromB.wait(loop_.waitScope());
+  ASSERT_FALSE(acceptedB.hasFailure()) << acceptedB.getFailure().getMessage().cStr();
+  auto refusedC = fromC.wait(loop_.waitScope());
+  ASSERT_TRUE(refusedC.hasFailure()) << "C replaced live B without probing it";
+  EXPECT_TRUE(refusedC.getFailure().isAlreadyExists()) << refusedC.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(holder.id)->registration.host, "host-b");
+  EXPECT_EQ(b.heartbeats, 1u) << "B was probed";
+  EXPECT_EQ(counters_.registrationsRefused, 1u);
+}
+
 TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistration) {
   FakeWorker fake;
   const WorkerIdentity who{.id = ResourceId::random()};
@@ -479,24 +548,40 @@ TEST_F(ResourceManagerTest, ADeclaredRequirementIsRequestedFromAWorkerAndItsAllo
   EXPECT_EQ(fake.requested.size(), 1u) << "nothing more requested";
 }
 
-TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheNextHeartbeatRound) {
+// Not at once, and not at another worker's heartbeat: at the refusing worker's next heartbeat
+// (its answer to the round's heartbeat), when its report says the slot is free.
+TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheWorkersNextHeartbeat) {
   FakeWorker fake;
+  FakeWorker full;
   fake.refuseRequests = true;
   const WorkerIdentity who{.id = ResourceId::random(), .slots = 1};
+  const WorkerIdentity other{.id = ResourceId::random(), .host = "host-b", .slots = 1};
   registerAndReport(who, fake);
+  const RegistrationId otherRegistration = registerAndReport(other, full);
   manager_->start();
   const JobId job = JobId::random();
+  const JobId otherJob = JobId::random();
+  // The other worker's slot is held by another job.
+  ASSERT_FALSE(report(other, otherRegistration, {{0, otherJob, AllocationId::random()}})
+                   .hasFailure());
   registerJobMaster(job);
   ASSERT_FALSE(declare(job, 1000, 1).hasFailure());
   settle();
   ASSERT_EQ(fake.requested.size(), 1u);
-  EXPECT_EQ(manager_->counts().allocated, 0u);
+  EXPECT_EQ(manager_->counts().allocated, 1u);
 
   fake.refuseRequests = false;
+  EXPECT_FALSE(heartbeat(other, otherRegistration,
+                         {{0, otherJob, manager_->slotManager().worker(other.id)
+                                             ->slots[0].allocation.value()}})
+                   .hasFailure());
   advance(Duration(2000));
+  EXPECT_EQ(fake.requested.size(), 1u) << "matched again before the worker's report";
+  EXPECT_FALSE(heartbeat(who).hasFailure());
+  settle();
   ASSERT_EQ(fake.requested.size(), 2u);
   EXPECT_NE(fake.requested[1].allocation, fake.requested[0].allocation);
-  EXPECT_EQ(manager_->counts().allocated, 1u);
+  EXPECT_EQ(manager_->counts().allocated, 2u);
   EXPECT_EQ(manager_->counts().pending, 0u);
 }
 

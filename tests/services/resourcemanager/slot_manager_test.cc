@@ -345,9 +345,11 @@ TEST_F(SlotManagerTest, DisconnectJobReturnsItsAllocationsAndFreesThem) {
   EXPECT_TRUE(slots_.match().empty()) << "the job's requirements went with it";
 }
 
-TEST_F(SlotManagerTest, AFailedRequestFreesTheSlotForTheNextMatch) {
+// The slot of a failed requestSlot is free again but not chosen again until its worker's next
+// report (a heartbeat): matching at once would pick the same slot and fail the same way.
+TEST_F(SlotManagerTest, AFailedRequestFreesTheSlotForMatchingAfterItsWorkersNextReport) {
   const auto worker = ResourceId::random();
-  addWorker(worker, 1);
+  const RegistrationId id = addWorker(worker, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
   ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
@@ -356,12 +358,54 @@ TEST_F(SlotManagerTest, AFailedRequestFreesTheSlotForTheNextMatch) {
   slots_.requestFailed(first[0]);
   EXPECT_EQ(slots_.counts().free, 1u);
   EXPECT_EQ(slots_.unmet(job), 1u);
+  EXPECT_TRUE(slots_.match().empty()) << "the same slot again, at once";
+
+  ASSERT_FALSE(slots_.applyReport(worker, id, freeSlots(1), now_, nowMs_));
   const auto second = slots_.match();
   ASSERT_EQ(second.size(), 1u);
   EXPECT_NE(second[0].allocation, first[0].allocation);
   slots_.requestFailed(first[0]);  // A late answer for the old allocation changes nothing.
   EXPECT_TRUE(slot(worker, 0).pending);
   EXPECT_EQ(slot(worker, 0).allocation, second[0].allocation);
+}
+
+TEST_F(SlotManagerTest, AFailedRequestIsMatchedOnAnotherWorkersFreeSlot) {
+  const auto refusing = ResourceId::random();
+  const auto other = ResourceId::random();
+  addWorker(refusing, 1);
+  addWorker(other, 1);
+  const auto job = JobId::random();
+  slots_.registerJob(job);
+  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  const auto first = slots_.match();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].worker, refusing);
+  slots_.requestFailed(first[0]);
+  const auto second = slots_.match();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].worker, other);
+}
+
+// The worker registered again (its slots dropped) and reported the slot free before it took
+// the request; its acceptance then allocates the slot, which the worker holds.
+TEST_F(SlotManagerTest, AConfirmationAfterTheWorkerRegisteredAgainAllocatesTheFreeSlot) {
+  const auto worker = ResourceId::random();
+  addWorker(worker, 2);
+  const auto job = JobId::random();
+  slots_.registerJob(job);
+  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  const auto requested = slots_.match();
+  ASSERT_EQ(requested.size(), 1u);
+  const RegistrationId again = slots_.registerWorker(registration(worker, 2), now_, nowMs_);
+  ASSERT_FALSE(slots_.applyReport(worker, again, freeSlots(2), now_, nowMs_));
+  slots_.confirmed(requested[0]);
+  const Slot& held = slot(worker, requested[0].slotIndex);
+  EXPECT_EQ(held.allocation, requested[0].allocation);
+  EXPECT_EQ(held.job, job);
+  EXPECT_FALSE(held.pending);
+  EXPECT_EQ(slots_.counts().allocated, 1u);
+  EXPECT_EQ(slots_.unmet(job), 0u);
+  EXPECT_TRUE(slots_.match().empty());
 }
 
 TEST(ProfileTest, DescribeNamesCpuInCoresAndMemoryInItsLargestWholeUnit) {

@@ -41,7 +41,7 @@ struct FakeRegistration {
 struct FakeReport {
   uint64_t epoch = 0;
   ResourceId resourceId;
-  std::optional<RegistrationId> registrationId;  // sendSlotReport only.
+  std::optional<RegistrationId> registrationId;  // As the call names it; nullopt: unset.
   std::vector<ReportedSlot> slots;
 };
 
@@ -61,12 +61,22 @@ struct FakeMasterState {
   bool slotReportNotRegisteredOnce = false;
   // When set, registerTaskExecutor is refused with alreadyExists and this message.
   std::optional<std::string> refuseRegistration;
+  // The next MasterBootstrap.resourceManager / registerTaskExecutor throws a FAILED exception
+  // (then reset), as a handler's KJ_REQUIRE or a master's wrong auth proof does.
+  bool resourceManagerThrowsOnce = false;
+  bool registrationThrowsOnce = false;
+  // The next this many MasterBootstrap.leaderInfo calls throw a FAILED exception.
+  int leaderInfoThrows = 0;
+  // While set, sendSlotReport is not answered: a worker stopped between registerTaskExecutor
+  // and the report's answer.
+  bool holdSlotReports = false;
 
   std::vector<uint64_t> resourceManagerEpochs;  // MasterBootstrap.resourceManager calls.
   std::vector<FakeRegistration> registrations;
   std::vector<FakeReport> slotReports;  // sendSlotReport.
   std::vector<FakeReport> heartbeats;   // ResourceManagerGateway.heartbeat.
   std::vector<std::pair<uint64_t, std::string>> disconnects;  // (epoch, cause).
+  std::vector<std::optional<RegistrationId>> disconnectRegistrations;  // As each names it.
 
   // The TaskExecutorGateway of the latest registration.
   wire::TaskExecutorGateway::Client taskExecutor() {
@@ -98,6 +108,10 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     auto results = context.getResults();
     auto registration = params.getRegistration();
     const auto resourceId = wire::idFromWire<ResourceId>(registration.getResourceId());
+    if (state_->registrationThrowsOnce) {
+      state_->registrationThrowsOnce = false;
+      return KJ_EXCEPTION(FAILED, "registerTaskExecutor failed in the handler");
+    }
     if (state_->refuseRegistration) {
       rpc::failures::alreadyExists(results.initFailure(), resourceId, *state_->refuseRegistration);
       return kj::READY_NOW;
@@ -123,6 +137,7 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     FakeReport report = readReport(params.getEpoch(), params.getSlotReport());
     report.registrationId = wire::idFromWire<RegistrationId>(params.getRegistrationId());
     state_->slotReports.push_back(std::move(report));
+    if (state_->holdSlotReports) return kj::NEVER_DONE;
     if (state_->slotReportNotRegisteredOnce) {
       state_->slotReportNotRegisteredOnce = false;
       rpc::failures::notRegistered(context.getResults().initFailure(),
@@ -134,8 +149,11 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     auto params = context.getParams();
-    state_->heartbeats.push_back(
-        readReport(params.getEpoch(), params.getPayload().getSlotReport()));
+    auto payload = params.getPayload();
+    FakeReport report = readReport(params.getEpoch(), payload.getSlotReport());
+    report.registrationId = wire::idFromWireIfSet<RegistrationId>(payload.hasRegistrationId(),
+                                                                  payload.getRegistrationId());
+    state_->heartbeats.push_back(std::move(report));
     if (state_->heartbeatDisconnectedOnce) {
       state_->heartbeatDisconnectedOnce = false;
       return KJ_EXCEPTION(DISCONNECTED, "the connection to the worker was lost");
@@ -152,6 +170,8 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
   kj::Promise<void> disconnect(DisconnectContext context) override {
     auto params = context.getParams();
     state_->disconnects.emplace_back(params.getEpoch(), params.getCause().cStr());
+    state_->disconnectRegistrations.push_back(wire::idFromWireIfSet<RegistrationId>(
+        params.hasRegistrationId(), params.getRegistrationId()));
     return kj::READY_NOW;
   }
 
@@ -164,6 +184,10 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
   explicit FakeMasterBootstrap(std::shared_ptr<FakeMasterState> state) : state_(std::move(state)) {}
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override {
+    if (state_->leaderInfoThrows > 0) {
+      --state_->leaderInfoThrows;
+      return KJ_EXCEPTION(FAILED, "leaderInfo failed in the handler");
+    }
     auto results = context.getResults();
     auto leader = results.initLeader().initLeader();
     leader.setEpoch(state_->epoch);
@@ -177,6 +201,10 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
   kj::Promise<void> resourceManager(ResourceManagerContext context) override {
     const uint64_t epoch = context.getParams().getEpoch();
     state_->resourceManagerEpochs.push_back(epoch);
+    if (state_->resourceManagerThrowsOnce) {
+      state_->resourceManagerThrowsOnce = false;
+      return KJ_EXCEPTION(FAILED, "resourceManager failed in the handler");
+    }
     auto results = context.getResults();
     if (epoch != state_->epoch) {
       rpc::failures::fencing(results.initFailure(), state_->epoch, epoch,

@@ -473,6 +473,62 @@ TEST_F(TaskExecutorTest, ARefusedRegistrationIsRetriedAndItsMessageKept) {
   EXPECT_TRUE(executor.lastRegistrationError().empty());
 }
 
+// A FAILED exception (a handler's KJ_REQUIRE, a master's wrong auth proof) is not the end of
+// the registration loop: it waits registrationMax and registers.
+TEST_F(TaskExecutorTest, AnExceptionFromResourceManagerIsRetried) {
+  master_->resourceManagerThrowsOnce = true;
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return executor.registered(); }, "the registration after the failure");
+  EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
+  EXPECT_TRUE(executor.lastRegistrationError().empty());
+}
+
+TEST_F(TaskExecutorTest, AnExceptionFromRegisterTaskExecutorIsRetried) {
+  master_->registrationThrowsOnce = true;
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return executor.registered(); }, "the registration after the failure");
+  EXPECT_EQ(master_->registrations.size(), 1u);
+  EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
+}
+
+// The leader watch (asking the master who leads) failing outright is taken up again: a new
+// leader is still followed.
+TEST_F(TaskExecutorTest, AnExceptionFromTheLeaderWatchIsRetried) {
+  TaskExecutor& executor = startRegistered(options(1));
+  master_->leaderInfoThrows = 2;
+  waitFor([&] { return master_->leaderInfoThrows == 0; }, "the watch asking after the failures");
+  master_->epoch = 2;
+  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 2; },
+          "the registration with epoch 2");
+}
+
+// Stopped after registerTaskExecutor succeeded but before the report was answered: the
+// ResourceManager holds the registration, so it is told.
+TEST_F(TaskExecutorTest, DisconnectBeforeTheReportIsAnsweredStillCallsTheResourceManager) {
+  master_->holdSlotReports = true;
+  TaskExecutor& executor = start(options(1));
+  waitFor([&] { return master_->slotReports.size() == 1; }, "the slot report");
+  EXPECT_FALSE(executor.registered());
+  loop_.run(executor.disconnect("SIGTERM"));
+  ASSERT_EQ(master_->disconnects.size(), 1u);
+  EXPECT_EQ(master_->disconnects[0].first, 1u);
+  EXPECT_EQ(master_->disconnects[0].second, "SIGTERM");
+}
+
+// Heartbeats and the disconnect name the registration, so that a process whose resource id
+// another registration took meanwhile cannot overwrite or remove that one.
+TEST_F(TaskExecutorTest, HeartbeatsAndDisconnectNameTheRegistration) {
+  TaskExecutor& executor = startRegistered(options(1));
+  const std::optional<RegistrationId> registration = executor.registrationId();
+  ASSERT_TRUE(registration);
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->heartbeats.size() == 1; }, "the heartbeat");
+  EXPECT_EQ(master_->heartbeats[0].registrationId, registration);
+  loop_.run(executor.disconnect("SIGTERM"));
+  ASSERT_EQ(master_->disconnectRegistrations.size(), 1u);
+  EXPECT_EQ(master_->disconnectRegistrations[0], registration);
+}
+
 TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
   TaskExecutor& executor = startRegistered(options(1));
   loop_.run(executor.disconnect("SIGTERM"));
