@@ -75,6 +75,9 @@ struct GeneratorOptions {
   int workers = 100;
   int slots = 16;
   std::vector<std::string> sets;  // The workers' configuration (--set key=value).
+  // The admin secret the test JobMaster authenticates with: registering a JobMaster and
+  // declaring its requirements need the admin role (JobMasters run inside the leader).
+  std::string jobMasterSecretFile;
 };
 
 // The test-side JobMaster's gateway. Workers reach a JobMaster only to offer slots, which comes
@@ -131,8 +134,20 @@ class LoadGenerator final {
           kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *client, std::move(worker)));
     }
     for (auto& executor : executors_) executor->start();
+    client::LeaderClientOptions jobMasterOptions = clientOptions_;
+    if (!options_.jobMasterSecretFile.empty()) {
+      ConfigSources admin;
+      admin.set = options_.sets;
+      admin.set.push_back("rpc.credential.role=admin");
+      admin.set.push_back("rpc.credential.secret-file=" + options_.jobMasterSecretFile);
+      auto adminConfig = loadConfig(admin);
+      if (!adminConfig.ok()) return adminConfig.error();
+      auto adminCredential = rpc::clientCredentialFrom(adminConfig.value());
+      if (!adminCredential.ok()) return adminCredential.error();
+      jobMasterOptions.credential = std::move(adminCredential).value();
+    }
     jobMasterClient_ = kj::heap<client::LeaderClient>(network_, loop_.timer(), leaders_.view(),
-                                                      clientOptions_);
+                                                      std::move(jobMasterOptions));
     tasks_.add(watch());
     return {};
   }
@@ -577,6 +592,8 @@ class SlotsBench final {
       generatorArgv.push_back("--worker-set");
       generatorArgv.push_back(set);
     }
+    generatorArgv.push_back("--job-master-secret-file");
+    generatorArgv.push_back(adminSecret_);
     auto generator = startProcess(generatorArgv,
                                   logDir_ + "/" + std::to_string(workers) + "-generator.log",
                                   "worker", workerSecret_);
@@ -869,6 +886,9 @@ int main(int argc, char** argv) {
   app.add_flag("--generate", generate, "run as the load generator (started by the benchmark)")
       ->group("");
   app.add_option("--worker-set", generator.sets, "the load generator's workers' key=value")
+      ->group("");
+  app.add_option("--job-master-secret-file", generator.jobMasterSecretFile,
+                 "the admin secret of the load generator's JobMaster")
       ->group("");
   CLI11_PARSE(app, argc, argv);
   options.sessionTimeout = regent::Duration(sessionTimeoutMs);
