@@ -82,6 +82,11 @@ const std::map<std::string_view, wire::Role> kMethodRoles = {
     {"ResourceManagerGateway.disconnect", wire::Role::WORKER},
 };
 
+// Methods that need `worker` but that `admin` may call too: the ResourceManager's gateway, whose
+// worker methods still need `worker` and whose JobMaster methods need `admin` (a JobMaster
+// outside the leader, such as the slot benchmark's, authenticates as admin).
+const std::set<std::string_view> kAlsoAdmin = {"MasterBootstrap.resourceManager"};
+
 // What a method not named above needs, by interface.
 wire::Role defaultRole(uint64_t interfaceId) {
   if (interfaceId == capnp::Schema::from<wire::JobMasterGateway>().getProto().getId()) {
@@ -98,6 +103,10 @@ std::string methodName(capnp::InterfaceSchema schema, uint16_t methodId) {
 }
 
 }  // namespace
+
+bool adminMayCall(capnp::InterfaceSchema schema, uint16_t methodId) {
+  return kAlsoAdmin.count(methodName(schema, methodId)) != 0;
+}
 
 std::optional<wire::Role> requiredRole(capnp::InterfaceSchema schema, uint16_t methodId) {
   const std::string name = methodName(schema, methodId);
@@ -134,9 +143,12 @@ class RoleTable final {
           capnp::Schema::from<wire::ResourceManagerGateway>(),
           capnp::Schema::from<wire::JobMasterGateway>(),
           capnp::Schema::from<wire::TaskExecutorGateway>()}) {
-      std::vector<std::optional<wire::Role>> roles;
-      for (auto method : schema.getMethods()) roles.push_back(requiredRole(schema, method.getIndex()));
-      byInterface_.emplace(schema.getProto().getId(), std::move(roles));
+      std::vector<Need> needs;
+      for (auto method : schema.getMethods()) {
+        needs.push_back({requiredRole(schema, method.getIndex()),
+                         adminMayCall(schema, method.getIndex())});
+      }
+      byInterface_.emplace(schema.getProto().getId(), std::move(needs));
     }
   }
 
@@ -146,12 +158,17 @@ class RoleTable final {
     auto found = byInterface_.find(interfaceId);
     if (found == byInterface_.end()) return held.allows(wire::Role::ADMIN);
     if (methodId >= found->second.size()) return held.allows(defaultRole(interfaceId));
-    const auto& required = found->second[methodId];
-    return !required || held.allows(*required);
+    const Need& need = found->second[methodId];
+    return !need.role || held.allows(*need.role) ||
+           (need.adminToo && held.allows(wire::Role::ADMIN));
   }
 
  private:
-  std::map<uint64_t, std::vector<std::optional<wire::Role>>> byInterface_;
+  struct Need {
+    std::optional<wire::Role> role;
+    bool adminToo = false;
+  };
+  std::map<uint64_t, std::vector<Need>> byInterface_;
 };
 
 const RoleTable& roleTable() {
@@ -189,8 +206,9 @@ class RoleRefusal final : public capnp::Capability::Server {
                 "or a client certificate the master maps to a role) and authenticate first";
     } else {
       counters_.denied(required);
-      message = method + " needs role " + roleName(required) + "; this connection holds " +
-                held_.describe();
+      message = method + " needs role " + roleName(required) +
+                (adminMayCall(*schema, methodId) ? " or admin" : "") +
+                "; this connection holds " + held_.describe();
     }
     auto methods = schema->getMethods();
     if (methodId >= methods.size() ||

@@ -57,6 +57,10 @@ class RoleSet final {
 // is admin-only until listed as reader) and ResourceManagerGateway (its worker methods are
 // listed as worker), `worker` on JobMasterGateway, and `admin` on any other interface.
 std::optional<wire::Role> requiredRole(capnp::InterfaceSchema schema, uint16_t methodId);
+// Whether `admin` may also call a method whose requiredRole() is another role: only
+// MasterBootstrap.resourceManager (the ResourceManager's gateway, whose JobMaster methods need
+// admin; its worker methods still need worker).
+bool adminMayCall(capnp::InterfaceSchema schema, uint16_t methodId);
 
 // Authentication outcomes, for /metrics. Loop-thread only.
 class AuthCounters final {

@@ -88,6 +88,8 @@ TEST(AuthRoles, EveryGatewayMethodNeedsTheRoleOfTheTable) {
   EXPECT_EQ(roleOf(bootstrap, "dispatcher"), wire::Role::READER);
   EXPECT_EQ(roleOf(bootstrap, "handOver"), wire::Role::ADMIN);
   EXPECT_EQ(roleOf(bootstrap, "resourceManager"), wire::Role::WORKER);
+  EXPECT_TRUE(adminMayCall(bootstrap, bootstrap.getMethodByName("resourceManager").getIndex()));
+  EXPECT_FALSE(adminMayCall(bootstrap, bootstrap.getMethodByName("jobMaster").getIndex()));
   EXPECT_EQ(roleOf(bootstrap, "jobMaster"), wire::Role::WORKER);
   auto dispatcher = capnp::Schema::from<wire::DispatcherGateway>();
   for (const char* reader : {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors"}) {

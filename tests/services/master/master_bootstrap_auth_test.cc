@@ -280,6 +280,28 @@ TEST_F(MasterBootstrapAuthTest, AWorkerObtainsTheResourceManagerAndAReaderDoesNo
   EXPECT_EQ(reached_, 1u);
 }
 
+TEST_F(MasterBootstrapAuthTest, AnAdminObtainsTheResourceManagerForItsJobMasterMethodsOnly) {
+  auto admin = as(Role::ADMIN);
+  auto request = admin.resourceManagerRequest();
+  request.setEpoch(kEpoch);
+  auto granted = loop_.run(request.send());
+  ASSERT_FALSE(granted.hasFailure()) << granted.getFailure().getMessage().cStr();
+  // A JobMaster outside the leader (the slot benchmark's) declares requirements as admin...
+  auto declare = granted.getResourceManager().declareRequiredResourcesRequest();
+  declare.setEpoch(kEpoch);
+  auto declared = loop_.run(declare.send());
+  EXPECT_FALSE(declared.hasFailure() && declared.getFailure().isPermissionDenied())
+      << declared.getFailure().getMessage().cStr();
+  // ...but an admin credential cannot act as a worker.
+  auto heartbeat = granted.getResourceManager().heartbeatRequest();
+  heartbeat.setEpoch(kEpoch);
+  auto refused = loop_.run(heartbeat.send());
+  ASSERT_TRUE(refused.hasFailure());
+  ASSERT_TRUE(refused.getFailure().isPermissionDenied()) << refused.getFailure().getMessage().cStr();
+  EXPECT_EQ(refused.getFailure().getPermissionDenied().getRequired(), Role::WORKER);
+  EXPECT_EQ(refused.getFailure().getPermissionDenied().getHeld(), Role::ADMIN);
+}
+
 TEST_F(MasterBootstrapAuthTest, AnAdminSubmitsCancelsAndHandsOver) {
   auto admin = as(Role::ADMIN);
   auto dispatcherCap = dispatcher(admin).getDispatcher();
