@@ -22,32 +22,6 @@ namespace {
 
 constexpr Duration kPollInterval{50};
 
-// The event line a log line carries: the line itself, or the "msg" of a JSON log line.
-std::optional<std::string> messageOf(const std::string& line) {
-  if (line.empty() || line.front() != '{') return line;
-  auto parsed = nlohmann::json::parse(line, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("msg") ||
-      !parsed["msg"].is_string()) {
-    return std::nullopt;
-  }
-  return parsed["msg"].get<std::string>();
-}
-
-template <typename Event, typename Parse>
-std::vector<Event> parseLines(const std::string& output, Parse parse) {
-  std::vector<Event> events;
-  size_t start = 0;
-  while (true) {
-    const size_t newline = output.find('\n', start);
-    if (newline == std::string::npos) break;
-    if (auto event = parse(output.substr(start, newline - start))) {
-      events.push_back(std::move(*event));
-    }
-    start = newline + 1;
-  }
-  return events;
-}
-
 std::string jsonText(const nlohmann::json& object, const char* key) {
   if (!object.contains(key) || !object[key].is_string()) return "";
   return object[key].get<std::string>();
@@ -59,7 +33,7 @@ std::string jsonText(const nlohmann::json& object, const char* key) {
 
 std::optional<WorkerEvent> parseWorkerEventLine(const std::string& line) {
   using Kind = WorkerEvent::Kind;
-  auto message = messageOf(line);
+  auto message = eventMessageOf(line);
   if (!message) return std::nullopt;
   struct KindEvent {
     Kind kind;
@@ -119,7 +93,7 @@ std::optional<WorkerEvent> parseWorkerEventLine(const std::string& line) {
 
 std::optional<MasterWorkerEvent> parseMasterWorkerEventLine(const std::string& line) {
   using Kind = MasterWorkerEvent::Kind;
-  auto message = messageOf(line);
+  auto message = eventMessageOf(line);
   if (!message) return std::nullopt;
   struct KindEvent {
     Kind kind;
@@ -167,25 +141,14 @@ std::optional<MasterWorkerEvent> parseMasterWorkerEventLine(const std::string& l
 }
 
 std::vector<WorkerEvent> parseWorkerEvents(const std::string& output) {
-  return parseLines<WorkerEvent>(output, parseWorkerEventLine);
+  return parseEventLines<WorkerEvent>(output, parseWorkerEventLine);
 }
 
 std::vector<MasterWorkerEvent> parseMasterWorkerEvents(const std::string& output) {
-  return parseLines<MasterWorkerEvent>(output, parseMasterWorkerEventLine);
+  return parseEventLines<MasterWorkerEvent>(output, parseMasterWorkerEventLine);
 }
 
 // ---- Masters ----------------------------------------------------------------------------------
-
-Result<std::string> masterRpcAddress(MasterCluster& cluster, size_t slot, Duration timeout) {
-  const std::regex pattern("rpc listening on (\\S+)");
-  auto line = cluster.process(slot).waitForLine(pattern, timeout);
-  if (!line.ok()) return line.error();
-  std::smatch match;
-  if (!std::regex_search(line.value(), match, pattern)) {
-    return Error::fatal("no address in: " + line.value());
-  }
-  return std::string(match[1]);
-}
 
 std::vector<MasterWorkerEvent> masterWorkerEvents(MasterCluster& cluster, size_t slot) {
   return parseMasterWorkerEvents(cluster.process(slot).output());
@@ -194,18 +157,8 @@ std::vector<MasterWorkerEvent> masterWorkerEvents(MasterCluster& cluster, size_t
 Result<MasterWorkerEvent> waitForMasterWorkerEvent(
     MasterCluster& cluster, size_t slot,
     const std::function<bool(const MasterWorkerEvent&)>& match, Duration timeout) {
-  std::optional<MasterWorkerEvent> found;
-  waitUntil(
-      [&] {
-        for (const auto& event : masterWorkerEvents(cluster, slot)) {
-          if (match(event)) {
-            found = event;
-            return true;
-          }
-        }
-        return false;
-      },
-      timeout, kPollInterval);
+  auto found = pollForEvent<MasterWorkerEvent>([&] { return masterWorkerEvents(cluster, slot); },
+                                               match, timeout, kPollInterval);
   if (!found) {
     return Error::fatal("master slot " + std::to_string(slot) +
                         " logged no matching worker event within " +
@@ -337,18 +290,8 @@ std::vector<WorkerEvent> WorkerCluster::events(size_t slot) {
 
 Result<WorkerEvent> WorkerCluster::waitForEvent(
     size_t slot, const std::function<bool(const WorkerEvent&)>& match, Duration timeout) {
-  std::optional<WorkerEvent> found;
-  waitUntil(
-      [&] {
-        for (const auto& event : events(slot)) {
-          if (match(event)) {
-            found = event;
-            return true;
-          }
-        }
-        return false;
-      },
-      timeout, kPollInterval);
+  auto found =
+      pollForEvent<WorkerEvent>([&] { return events(slot); }, match, timeout, kPollInterval);
   if (!found) {
     return Error::fatal("worker slot " + std::to_string(slot) + " logged no matching event within " +
                         std::to_string(timeout.count()) + " ms\n" + describe());
