@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   if (!dataDir.ok()) {
     spdlog::error("{}", dataDir.error().message);
     // In use by a live worker: a start-up failure; anything else: an unusable directory.
-    return processMain.exit("", dataDir.error().isRetryable() ? worker::kExitFailure : worker::kExitUsage);
+    return processMain.exit(
+        "", dataDir.error().isRetryable() ? worker::kExitFailure : worker::kExitUsage);
   }
   const std::string resourceId = dataDir.value()->resourceId().toHex();
   spdlog::info("{}", EventLine("worker starting")
