@@ -22,12 +22,7 @@ namespace {
 constexpr Duration kPollInterval{20};
 
 // The event each kind is logged as (common/event_line.h reads the fields).
-struct KindEvent {
-  MasterEvent::Kind kind;
-  const char* event;
-};
-
-constexpr KindEvent kKindEvents[] = {
+constexpr EventKindName<MasterEvent> kKindEvents[] = {
     {MasterEvent::Kind::kStarting, "master starting"},
     {MasterEvent::Kind::kContending, "contending"},
     {MasterEvent::Kind::kGranted, "leadership granted"},
@@ -142,16 +137,7 @@ std::optional<std::string> eventMessageOf(const std::string& line) {
 }
 
 std::optional<MasterEvent> parseMasterEventLine(const std::string& line) {
-  auto message = eventMessageOf(line);
-  if (!message) return std::nullopt;
-  for (const KindEvent& kind : kKindEvents) {
-    auto fields = parseEventLine(*message, kind.event);
-    if (!fields) continue;
-    MasterEvent event;
-    event.kind = kind.kind;
-    if (fill(event, *fields)) return event;
-  }
-  return std::nullopt;
+  return parseKindEventLine(line, kKindEvents, fill);
 }
 
 std::vector<MasterEvent> parseMasterEvents(const std::string& output) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/event_line.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "tests/fixtures/process_harness.h"
@@ -61,6 +62,31 @@ const char* masterEventKindName(MasterEvent::Kind kind);
 // The event line a log line carries: the line itself in text format, the "msg" field of a JSON
 // log line; nullopt for a JSON line without a string "msg".
 std::optional<std::string> eventMessageOf(const std::string& line);
+
+// One kind of event and the event name its lines start with (common/event_line.h).
+template <typename Event>
+struct EventKindName {
+  typename Event::Kind kind;
+  const char* event;
+};
+
+// The event `line` (text or JSON, see eventMessageOf) carries: the first of `kinds` whose name
+// it starts with and whose fields `fill(Event&, const EventFields&)` accepts (returns true for);
+// nullopt if none does.
+template <typename Event, size_t N, typename Fill>
+std::optional<Event> parseKindEventLine(const std::string& line,
+                                        const EventKindName<Event> (&kinds)[N], Fill fill) {
+  auto message = eventMessageOf(line);
+  if (!message) return std::nullopt;
+  for (const EventKindName<Event>& kind : kinds) {
+    auto fields = parseEventLine(*message, kind.event);
+    if (!fields) continue;
+    Event event;
+    event.kind = kind.kind;
+    if (fill(event, *fields)) return event;
+  }
+  return std::nullopt;
+}
 
 // Every event `parse` finds in the complete lines of `output`, in order.
 template <typename Event, typename Parse>

@@ -33,13 +33,7 @@ std::string jsonText(const nlohmann::json& object, const char* key) {
 
 std::optional<WorkerEvent> parseWorkerEventLine(const std::string& line) {
   using Kind = WorkerEvent::Kind;
-  auto message = eventMessageOf(line);
-  if (!message) return std::nullopt;
-  struct KindEvent {
-    Kind kind;
-    const char* event;
-  };
-  static constexpr KindEvent kEvents[] = {
+  static constexpr EventKindName<WorkerEvent> kEvents[] = {
       {Kind::kStarting, "worker starting"},
       {Kind::kRegistered, "worker registered"},
       {Kind::kResourceManagerLost, "resource manager lost"},
@@ -47,97 +41,83 @@ std::optional<WorkerEvent> parseWorkerEventLine(const std::string& line) {
       {Kind::kDisconnected, "worker disconnected"},
       {Kind::kExiting, "worker exiting"},
   };
-  for (const KindEvent& kind : kEvents) {
-    auto fields = parseEventLine(*message, kind.event);
-    if (!fields) continue;
-    auto resourceId = fields->get("resource_id");
-    if (!resourceId) continue;
-    WorkerEvent event;
-    event.kind = kind.kind;
+  auto fill = [](WorkerEvent& event, const EventFields& fields) {
+    auto resourceId = fields.get("resource_id");
+    if (!resourceId) return false;
     event.resourceId = *resourceId;
-    event.epoch = fields->getUint("epoch").value_or(0);
-    switch (kind.kind) {
+    event.epoch = fields.getUint("epoch").value_or(0);
+    switch (event.kind) {
       case Kind::kStarting:
-        event.host = fields->get("host").value_or("");
-        event.pid = fields->getInt("pid").value_or(0);
-        event.slots = fields->getUint("slots").value_or(0);
-        event.dataDir = fields->get("data_dir").value_or("");
+        event.host = fields.get("host").value_or("");
+        event.pid = fields.getInt("pid").value_or(0);
+        event.slots = fields.getUint("slots").value_or(0);
+        event.dataDir = fields.get("data_dir").value_or("");
         break;
       case Kind::kRegistered:
         // A master's "worker registered" line starts with epoch=, a worker's with resource_id=;
         // only the worker's carries leader=.
-        if (!fields->get("leader")) continue;
-        event.registrationId = fields->get("registration_id").value_or("");
-        event.leader = *fields->get("leader");
-        event.attempts = fields->getUint("attempts").value_or(0);
+        if (!fields.get("leader")) return false;
+        event.registrationId = fields.get("registration_id").value_or("");
+        event.leader = *fields.get("leader");
+        event.attempts = fields.getUint("attempts").value_or(0);
         break;
       case Kind::kResourceManagerLost:
-        event.reason = fields->get("reason").value_or("");
+        event.reason = fields.get("reason").value_or("");
         break;
       case Kind::kEpochGateRefused:
-        event.method = fields->get("method").value_or("");
-        event.received = fields->getUint("received").value_or(0);
-        event.highest = fields->getUint("highest").value_or(0);
+        event.method = fields.get("method").value_or("");
+        event.received = fields.getUint("received").value_or(0);
+        event.highest = fields.getUint("highest").value_or(0);
         break;
       case Kind::kDisconnected:
-        event.reason = fields->get("cause").value_or("");
+        event.reason = fields.get("cause").value_or("");
         break;
       case Kind::kExiting:
-        event.code = static_cast<int>(fields->getInt("code").value_or(-1));
+        event.code = static_cast<int>(fields.getInt("code").value_or(-1));
         break;
     }
-    return event;
-  }
-  return std::nullopt;
+    return true;
+  };
+  return parseKindEventLine(line, kEvents, fill);
 }
 
 std::optional<MasterWorkerEvent> parseMasterWorkerEventLine(const std::string& line) {
   using Kind = MasterWorkerEvent::Kind;
-  auto message = eventMessageOf(line);
-  if (!message) return std::nullopt;
-  struct KindEvent {
-    Kind kind;
-    const char* event;
-  };
-  static constexpr KindEvent kEvents[] = {
+  static constexpr EventKindName<MasterWorkerEvent> kEvents[] = {
       {Kind::kRegistered, "worker registered"},
       {Kind::kSlotReport, "slot report"},
       {Kind::kRemoved, "worker removed"},
       {Kind::kRefused, "worker refused"},
   };
-  for (const KindEvent& kind : kEvents) {
-    auto fields = parseEventLine(*message, kind.event);
-    if (!fields) continue;
-    auto resourceId = fields->get("resource_id");
-    auto epoch = fields->getUint("epoch");
-    if (!resourceId || !epoch) continue;
-    MasterWorkerEvent event;
-    event.kind = kind.kind;
+  auto fill = [](MasterWorkerEvent& event, const EventFields& fields) {
+    auto resourceId = fields.get("resource_id");
+    auto epoch = fields.getUint("epoch");
+    if (!resourceId || !epoch) return false;
     event.epoch = *epoch;
     event.resourceId = *resourceId;
-    switch (kind.kind) {
+    switch (event.kind) {
       case Kind::kRegistered:
-        if (fields->get("leader")) continue;  // A worker's line.
-        event.registrationId = fields->get("registration_id").value_or("");
-        event.host = fields->get("host").value_or("");
-        event.pid = fields->getInt("pid").value_or(0);
-        event.slots = fields->getUint("slots").value_or(0);
-        event.replaced = fields->get("replaced").value_or("") == "true";
+        if (fields.get("leader")) return false;  // A worker's line.
+        event.registrationId = fields.get("registration_id").value_or("");
+        event.host = fields.get("host").value_or("");
+        event.pid = fields.getInt("pid").value_or(0);
+        event.slots = fields.getUint("slots").value_or(0);
+        event.replaced = fields.get("replaced").value_or("") == "true";
         break;
       case Kind::kSlotReport:
-        event.slots = fields->getUint("slots").value_or(0);
-        event.allocated = fields->getUint("allocated").value_or(0);
-        event.workersReported = fields->getUint("workers_reported").value_or(0);
-        event.slotsTotal = fields->getUint("slots_total").value_or(0);
+        event.slots = fields.getUint("slots").value_or(0);
+        event.allocated = fields.getUint("allocated").value_or(0);
+        event.workersReported = fields.getUint("workers_reported").value_or(0);
+        event.slotsTotal = fields.getUint("slots_total").value_or(0);
         break;
       case Kind::kRemoved:
       case Kind::kRefused:
-        event.reason = fields->get("reason").value_or("");
+        event.reason = fields.get("reason").value_or("");
         break;
     }
-    return event;
-  }
-  return std::nullopt;
+    return true;
+  };
+  return parseKindEventLine(line, kEvents, fill);
 }
 
 std::vector<WorkerEvent> parseWorkerEvents(const std::string& output) {
