@@ -403,26 +403,15 @@ Result<int64_t> idleStandbyRssKb(Group& masters, size_t leader) {
   }
   if (!standby) return Error::fatal("no running standby master to measure");
   const pid_t pid = standby->process().pid();
-  std::vector<int64_t> samples;
-  const bool settled = waitUntil(
-      [&] {
-        auto rss = procStatusKb(pid, "VmRSS");
-        if (!rss) return false;
-        samples.push_back(*rss);
-        constexpr size_t kStable = 10;  // 10 samples 100 ms apart.
-        return samples.size() >= kStable &&
-               std::all_of(samples.end() - kStable, samples.end(),
-                           [&](int64_t v) { return v == samples.back(); });
-      },
-      Duration(15000), Duration(100));
-  if (samples.empty()) return Error::fatal("cannot read VmRSS of " + standby->label());
+  auto rss = settledRssKb(pid);
+  if (!rss) return Error::fatal("cannot read VmRSS of " + standby->label());
   const auto age = std::chrono::duration_cast<std::chrono::seconds>(
       std::chrono::steady_clock::now() - standby->startedAt());
   note("idle standby " + standby->label() + " (pid " + std::to_string(pid) + ", up " +
-       std::to_string(age.count()) + " s): VmRSS " + std::to_string(samples.back()) +
+       std::to_string(age.count()) + " s): VmRSS " + std::to_string(rss->kb) +
        " kB, VmHWM " + std::to_string(procStatusKb(pid, "VmHWM").value_or(-1)) + " kB" +
-       (settled ? "" : " (still changing)"));
-  return samples.back();
+       (rss->settled ? "" : " (still changing)"));
+  return rss->kb;
 }
 
 int run(const BenchOptions& options) {

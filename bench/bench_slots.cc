@@ -485,25 +485,6 @@ Status writeSecret(const std::string& path) {
   return {};
 }
 
-// The resident set of `pid` once it has stopped changing (the same value for a second), or the
-// last value read if it never settles within the bound.
-std::optional<int64_t> settledRssKb(pid_t pid) {
-  std::vector<int64_t> samples;
-  waitUntil(
-      [&] {
-        auto rss = procStatusKb(pid, "VmRSS");
-        if (!rss) return false;
-        samples.push_back(*rss);
-        constexpr size_t kStable = 10;
-        return samples.size() >= kStable &&
-               std::all_of(samples.end() - kStable, samples.end(),
-                           [&](int64_t v) { return v == samples.back(); });
-      },
-      Duration(15000), Duration(100));
-  if (samples.empty()) return std::nullopt;
-  return samples.back();
-}
-
 // CPU time (user + system) `pid` has used so far, in ms, from /proc/<pid>/stat; nullopt if gone.
 std::optional<double> procCpuMs(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -770,9 +751,9 @@ class SlotsBench final {
     if (!steady.ok()) return steady.error();
     Master& leading = cluster.masters[steady.value()];
     if (auto rss = settledRssKb(leading.process->pid())) {
-      masterRssKb_ = *rss;
+      masterRssKb_ = rss->kb;
       note(leading.label + " with " + std::to_string(workers) + " workers: VmRSS " +
-           std::to_string(*rss) + " kB, VmHWM " +
+           std::to_string(rss->kb) + " kB, VmHWM " +
            std::to_string(procStatusKb(leading.process->pid(), "VmHWM").value_or(-1)) + " kB");
     }
     if (ctl) {
@@ -808,11 +789,11 @@ class SlotsBench final {
     }
     auto rss = settledRssKb(worker.value()->pid());
     note("idle regent-worker (pid " + std::to_string(worker.value()->pid()) + "): VmRSS " +
-         std::to_string(rss.value_or(-1)) + " kB, VmHWM " +
+         std::to_string(rss ? rss->kb : -1) + " kB, VmHWM " +
          std::to_string(procStatusKb(worker.value()->pid(), "VmHWM").value_or(-1)) + " kB");
     (void)worker.value()->stop(Duration(10000));
     if (!rss) return Error::fatal("cannot read the VmRSS of regent-worker");
-    return *rss;
+    return rss->kb;
   }
 
   const BenchOptions& options_;

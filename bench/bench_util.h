@@ -1,6 +1,7 @@
 // What every benchmark prints its numbers with: one percentile definition (the median is its
 // 50th), a min/median/max summary, fixed-decimal formatting, "# " notes, and /proc readings of a
-// process. Header-only; benchmarks print numbers and never assert timings.
+// process (its settled resident set too). Header-only; benchmarks print numbers and never assert
+// timings.
 #pragma once
 
 #include <sys/types.h>
@@ -14,6 +15,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/time.h"
+#include "tests/fixtures/wait_test_util.h"
 
 namespace regent::bench {
 
@@ -77,6 +81,32 @@ inline std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
     if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
   }
   return std::nullopt;
+}
+
+// The VmRSS of a process once it has stopped changing: `kb` is the last value read, `settled`
+// whether it held for 10 samples 100 ms apart before the 15 s bound.
+struct SettledRss {
+  int64_t kb = 0;
+  bool settled = false;
+};
+
+// Samples /proc/<pid>/status until VmRSS settles (see SettledRss); nullopt if it could not be
+// read at all (the process is gone).
+inline std::optional<SettledRss> settledRssKb(pid_t pid) {
+  std::vector<int64_t> samples;
+  const bool settled = testing::waitUntil(
+      [&] {
+        auto rss = procStatusKb(pid, "VmRSS");
+        if (!rss) return false;
+        samples.push_back(*rss);
+        constexpr size_t kStable = 10;  // 10 samples 100 ms apart.
+        return samples.size() >= kStable &&
+               std::all_of(samples.end() - kStable, samples.end(),
+                           [&](int64_t v) { return v == samples.back(); });
+      },
+      Duration(15000), Duration(100));
+  if (samples.empty()) return std::nullopt;
+  return SettledRss{.kb = samples.back(), .settled = settled};
 }
 
 // The directory of the running benchmark binary (where the build puts regent-master too), or

@@ -1,7 +1,6 @@
 // regent-master: reads the configuration, sets up logging and the event loop, and runs one
 // MasterProcess until a stop signal (SIGTERM, SIGINT, SIGQUIT) has handed leadership over. Every
 // run that is not --help or --print-config ends with the "master exiting" line.
-#include <CLI/CLI.hpp>
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
@@ -10,11 +9,9 @@
 #include <string>
 #include <variant>
 
-#include "common/event_line.h"
 #include "common/event_loop.h"
-#include "common/logging.h"
-#include "conf/command_line.h"
 #include "conf/config.h"
+#include "conf/process_main.h"
 #include "services/master/master_process.h"
 
 namespace {
@@ -28,54 +25,18 @@ constexpr const char* kDescription =
     "leadership over on SIGTERM, SIGINT or SIGQUIT (a second one exits at once); SIGHUP is "
     "ignored (no configuration reload).";
 
-// The last line of every run: "master exiting master_id=<hex or ?> code=<code>".
-int logExit(const std::string& masterId, int code) {
-  spdlog::info("{}", regent::EventLine("master exiting")
-                         .field("master_id", masterId.empty() ? "?" : masterId)
-                         .field("code", code)
-                         .str());
-  spdlog::default_logger()->flush();
-  return code;
-}
-
-// Ends a run refused before its logging was set up from the configuration (bad options): the
-// error is on stderr already; the exiting line follows it in the format --log-format asked for
-// (text when it was not given or did not parse).
-int exitBeforeStart(const CLI::App& app, int code) {
-  regent::LogOptions options;
-  options.process = "master";
-  const CLI::Option* format = app.get_option_no_throw("--log-format");
-  if (format != nullptr && format->count() > 0 && format->results().back() == "json") {
-    options.format = regent::LogFormat::kJson;
-  }
-  if (!regent::setupLogging(options).ok()) return code;
-  return logExit("", code);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace regent;
 
-  CLI::App app{kDescription, "regent-master"};
-  ConfigCommandLine commandLine(app, "regent-master", {.printConfig = true, .logFormat = true});
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    // --help starts nothing, so it ends without an exiting line.
-    if (app.exit(error) == 0) return 0;
-    return exitBeforeStart(app, master::kExitUsage);
-  }
-
-  auto loaded = commandLine.load(std::cout, std::cerr, master::kExitUsage);
-  if (const int* exitCode = std::get_if<int>(&loaded)) {
-    // --print-config (0) starts nothing either.
-    return *exitCode == 0 ? 0 : exitBeforeStart(app, *exitCode);
-  }
-  const Config& config = std::get<Config>(loaded);
-  if (!commandLine.setUpLogging(config, "master", std::cerr)) {
-    return exitBeforeStart(app, master::kExitUsage);
-  }
+  ProcessMain processMain(kDescription, {.program = "regent-master",
+                                         .process = "master",
+                                         .idField = "master_id",
+                                         .usageExitCode = master::kExitUsage});
+  auto started = processMain.start(argc, argv);
+  if (const int* exitCode = std::get_if<int>(&started)) return *exitCode;
+  const Config& config = std::get<Config>(started);
 
   int code = master::kExitFailure;
   std::string masterId;
@@ -100,5 +61,5 @@ int main(int argc, char** argv) {
     spdlog::error("master failed: {}", exception.getDescription().cStr());
     code = master::kExitFailure;
   }
-  return logExit(masterId, code);
+  return processMain.exit(masterId, code);
 }

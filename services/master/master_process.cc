@@ -33,16 +33,6 @@ std::string timedEvent(std::string_view event, const std::string& masterId) {
       .str();
 }
 
-// The name of a signal that stops the master, for its log lines.
-const char* stopSignalName(int signum) {
-  switch (signum) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    default: return "signal";
-  }
-}
-
 // "handover done", or "handover failed ... reason=..." when the hand-over did not apply.
 void logHandOverOutcome(const Status& handedOver, const std::string& masterId) {
   if (handedOver.ok()) {
@@ -149,15 +139,12 @@ MasterProcess::~MasterProcess() noexcept = default;
 kj::Promise<int> MasterProcess::run() {
   auto exit = kj::newPromiseAndFulfiller<int>();
   exit_ = kj::mv(exit.fulfiller);
-  sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
-  sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
-  sigquit_ = std::make_unique<SignalWatcher>(loop_, SIGQUIT, [this]() { onStopSignal(SIGQUIT); });
-  sighup_ = std::make_unique<SignalWatcher>(loop_, SIGHUP, []() {
-    // Not a stop: a closed terminal or a habitual `kill -HUP` must not move leadership
-    // (docs/operations.md, "Stopping a master").
-    spdlog::info("SIGHUP ignored: regent-master does not reload its configuration; restart it "
-                 "to apply changes (SIGTERM hands over first)");
-  });
+  // SIGHUP is not a stop: a closed terminal or a habitual `kill -HUP` must not move leadership
+  // (docs/operations.md, "Stopping a master").
+  stopSignals_ = std::make_unique<StopSignals>(
+      loop_, [this](int signum) { onStopSignal(signum); },
+      "SIGHUP ignored: regent-master does not reload its configuration; restart it "
+      "to apply changes (SIGTERM hands over first)");
   warnIfNotConnected();
   rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config_);
   rpcOptions.requireAuthentication = authSettings_.required;

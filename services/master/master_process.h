@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/event_loop.h"
+#include "common/stop_signals.h"
 #include "common/result.h"
 #include "common/task_errors.h"
 #include "ha/ha_services.h"
@@ -162,10 +163,7 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Own<rpc::RpcServer> rpcServer_;         // Destroyed before the term: connections go first.
   kj::Own<http::HttpServer> httpServer_;      // Destroyed before the RPC server and the term.
   kj::Own<kj::PromiseFulfiller<int>> exit_;
-  std::unique_ptr<SignalWatcher> sigterm_;
-  std::unique_ptr<SignalWatcher> sigint_;
-  std::unique_ptr<SignalWatcher> sigquit_;
-  std::unique_ptr<SignalWatcher> sighup_;
+  std::unique_ptr<StopSignals> stopSignals_;
   bool stopping_ = false;
   TaskFailureLogger errorLogger_{"master"};
   // markServing, the connect warning and the hand-over; declared last so it is destroyed

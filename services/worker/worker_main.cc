@@ -2,7 +2,6 @@
 // id and lock) before the event loop runs, and runs one WorkerProcess until a stop signal (SIGTERM,
 // SIGINT, SIGQUIT) has disconnected it. Every run that is not --help or --print-config ends with
 // the "worker exiting" line.
-#include <CLI/CLI.hpp>
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -14,10 +13,9 @@
 
 #include "common/event_line.h"
 #include "common/event_loop.h"
-#include "common/logging.h"
 #include "common/time.h"
-#include "conf/command_line.h"
 #include "conf/config.h"
+#include "conf/process_main.h"
 #include "services/worker/worker_data_dir.h"
 #include "services/worker/worker_process.h"
 
@@ -32,61 +30,26 @@ constexpr const char* kDescription =
     "/readyz, /metrics) on worker.http.bind, and disconnects and exits on SIGTERM, SIGINT or "
     "SIGQUIT (a second one exits at once); SIGHUP is ignored (no configuration reload).";
 
-// The last line of every run: "worker exiting resource_id=<hex or ?> code=<code> mono_us=…
-// wall_ms=…".
-int logExit(const std::string& resourceId, int code) {
-  spdlog::info("{}", regent::EventLine("worker exiting")
-                         .field("resource_id", resourceId.empty() ? "?" : resourceId)
-                         .field("code", code)
-                         .field("mono_us", regent::monotonicMicros())
-                         .field("wall_ms", regent::wallClockMillis())
-                         .str());
-  spdlog::default_logger()->flush();
-  return code;
-}
-
-// Ends a run refused before its logging was set up from the configuration (bad options): the
-// error is on stderr already; the exiting line follows it in the format --log-format asked for.
-int exitBeforeStart(const CLI::App& app, int code) {
-  regent::LogOptions options;
-  options.process = "worker";
-  const CLI::Option* format = app.get_option_no_throw("--log-format");
-  if (format != nullptr && format->count() > 0 && format->results().back() == "json") {
-    options.format = regent::LogFormat::kJson;
-  }
-  if (!regent::setupLogging(options).ok()) return code;
-  return logExit("", code);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace regent;
 
-  CLI::App app{kDescription, "regent-worker"};
-  ConfigCommandLine commandLine(app, "regent-worker", {.printConfig = true, .logFormat = true});
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    if (app.exit(error) == 0) return 0;
-    return exitBeforeStart(app, worker::kExitUsage);
-  }
-
-  auto loaded = commandLine.load(std::cout, std::cerr, worker::kExitUsage);
-  if (const int* exitCode = std::get_if<int>(&loaded)) {
-    return *exitCode == 0 ? 0 : exitBeforeStart(app, *exitCode);
-  }
-  const Config& config = std::get<Config>(loaded);
-  if (!commandLine.setUpLogging(config, "worker", std::cerr)) {
-    return exitBeforeStart(app, worker::kExitUsage);
-  }
+  ProcessMain processMain(kDescription, {.program = "regent-worker",
+                                         .process = "worker",
+                                         .idField = "resource_id",
+                                         .clockFields = true,
+                                         .usageExitCode = worker::kExitUsage});
+  auto started = processMain.start(argc, argv);
+  if (const int* exitCode = std::get_if<int>(&started)) return *exitCode;
+  const Config& config = std::get<Config>(started);
 
   // Configuration the worker alone checks, before anything is created: exit 2 naming the option.
   auto profile = worker::slotProfileFrom(config);
   auto credential = worker::workerCredentialFrom(config);
   if (!profile.ok() || !credential.ok()) {
     spdlog::error("{}", profile.ok() ? credential.error().message : profile.error().message);
-    return logExit("", worker::kExitUsage);
+    return processMain.exit("", worker::kExitUsage);
   }
 
   // The data directory's file work blocks: it runs here, before the loop does.
@@ -97,7 +60,8 @@ int main(int argc, char** argv) {
   if (!dataDir.ok()) {
     spdlog::error("{}", dataDir.error().message);
     // In use by a live worker: a start-up failure; anything else: an unusable directory.
-    return logExit("", dataDir.error().isRetryable() ? worker::kExitFailure : worker::kExitUsage);
+    return processMain.exit(
+        "", dataDir.error().isRetryable() ? worker::kExitFailure : worker::kExitUsage);
   }
   const std::string resourceId = dataDir.value()->resourceId().toHex();
   spdlog::info("{}", EventLine("worker starting")
@@ -124,5 +88,5 @@ int main(int argc, char** argv) {
     spdlog::error("worker failed: {}", exception.getDescription().cStr());
     code = worker::kExitFailure;
   }
-  return logExit(resourceId, code);
+  return processMain.exit(resourceId, code);
 }

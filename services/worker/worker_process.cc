@@ -20,18 +20,6 @@
 #include "rpc/rpc_options.h"
 
 namespace regent::worker {
-namespace {
-
-const char* stopSignalName(int signum) {
-  switch (signum) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    default: return "signal";
-  }
-}
-
-}  // namespace
 
 Result<taskexecutor::SlotProfile> slotProfileFrom(const Config& config) {
   const double cores = config.getDouble("worker.slot-cpu");
@@ -107,13 +95,10 @@ WorkerProcess::~WorkerProcess() noexcept = default;
 kj::Promise<int> WorkerProcess::run() {
   auto exit = kj::newPromiseAndFulfiller<int>();
   exit_ = kj::mv(exit.fulfiller);
-  sigterm_ = std::make_unique<SignalWatcher>(loop_, SIGTERM, [this]() { onStopSignal(SIGTERM); });
-  sigint_ = std::make_unique<SignalWatcher>(loop_, SIGINT, [this]() { onStopSignal(SIGINT); });
-  sigquit_ = std::make_unique<SignalWatcher>(loop_, SIGQUIT, [this]() { onStopSignal(SIGQUIT); });
-  sighup_ = std::make_unique<SignalWatcher>(loop_, SIGHUP, []() {
-    spdlog::info("SIGHUP ignored: regent-worker does not reload its configuration; restart it "
-                 "to apply changes (its slots are reported again when it registers)");
-  });
+  stopSignals_ = std::make_unique<StopSignals>(
+      loop_, [this](int signum) { onStopSignal(signum); },
+      "SIGHUP ignored: regent-worker does not reload its configuration; restart it "
+      "to apply changes (its slots are reported again when it registers)");
   warnIfNotConnected();
   tasks_.add(
       http::HttpServer::listen(

@@ -14,6 +14,7 @@
 
 #include "client/leader_client.h"
 #include "common/event_loop.h"
+#include "common/stop_signals.h"
 #include "common/result.h"
 #include "common/task_errors.h"
 #include "ha/ha_services.h"
@@ -101,10 +102,7 @@ class WorkerProcess final : public WorkerHttpHost {
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
   kj::Own<http::HttpServer> httpServer_;
   kj::Own<kj::PromiseFulfiller<int>> exit_;
-  std::unique_ptr<SignalWatcher> sigterm_;
-  std::unique_ptr<SignalWatcher> sigint_;
-  std::unique_ptr<SignalWatcher> sigquit_;
-  std::unique_ptr<SignalWatcher> sighup_;
+  std::unique_ptr<StopSignals> stopSignals_;
   bool stopping_ = false;
   // Served before the TaskExecutor exists (no slots, no counts).
   const std::vector<taskexecutor::SlotState> noSlots_;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -21,12 +22,7 @@ namespace {
 constexpr Duration kPollInterval{20};
 
 // The event each kind is logged as (common/event_line.h reads the fields).
-struct KindEvent {
-  MasterEvent::Kind kind;
-  const char* event;
-};
-
-constexpr KindEvent kKindEvents[] = {
+constexpr EventKindName<MasterEvent> kKindEvents[] = {
     {MasterEvent::Kind::kStarting, "master starting"},
     {MasterEvent::Kind::kContending, "contending"},
     {MasterEvent::Kind::kGranted, "leadership granted"},
@@ -130,38 +126,22 @@ const char* masterEventKindName(MasterEvent::Kind kind) {
   return "?";
 }
 
+std::optional<std::string> eventMessageOf(const std::string& line) {
+  if (line.empty() || line.front() != '{') return line;
+  auto parsed = nlohmann::json::parse(line, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("msg") ||
+      !parsed["msg"].is_string()) {
+    return std::nullopt;
+  }
+  return parsed["msg"].get<std::string>();
+}
+
 std::optional<MasterEvent> parseMasterEventLine(const std::string& line) {
-  std::string message = line;
-  if (!line.empty() && line.front() == '{') {
-    auto parsed = nlohmann::json::parse(line, nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("msg") ||
-        !parsed["msg"].is_string()) {
-      return std::nullopt;
-    }
-    message = parsed["msg"].get<std::string>();
-  }
-  for (const KindEvent& kind : kKindEvents) {
-    auto fields = parseEventLine(message, kind.event);
-    if (!fields) continue;
-    MasterEvent event;
-    event.kind = kind.kind;
-    if (fill(event, *fields)) return event;
-  }
-  return std::nullopt;
+  return parseKindEventLine(line, kKindEvents, fill);
 }
 
 std::vector<MasterEvent> parseMasterEvents(const std::string& output) {
-  std::vector<MasterEvent> events;
-  size_t start = 0;
-  while (true) {
-    const size_t newline = output.find('\n', start);
-    if (newline == std::string::npos) break;
-    if (auto event = parseMasterEventLine(output.substr(start, newline - start))) {
-      events.push_back(std::move(*event));
-    }
-    start = newline + 1;
-  }
-  return events;
+  return parseEventLines<MasterEvent>(output, parseMasterEventLine);
 }
 
 ZooKeeperServer& sharedServer() {
@@ -362,18 +342,8 @@ Result<size_t> MasterCluster::waitForGrant(uint64_t epoch, Duration timeout) {
 
 Result<MasterEvent> MasterCluster::waitForEvent(
     size_t slot, const std::function<bool(const MasterEvent&)>& match, Duration timeout) {
-  std::optional<MasterEvent> found;
-  waitUntil(
-      [&]() {
-        for (const MasterEvent& event : events(slot)) {
-          if (match(event)) {
-            found = event;
-            return true;
-          }
-        }
-        return false;
-      },
-      timeout, kPollInterval);
+  auto found = pollForEvent<MasterEvent>([&] { return events(slot); }, match, timeout,
+                                         kPollInterval);
   if (!found) {
     return Error::fatal("slot " + std::to_string(slot) + " logged no matching event within " +
                         std::to_string(timeout.count()) + " ms\n" + describe());
@@ -424,6 +394,17 @@ Result<std::unique_ptr<ProcessHarness>> startRegentctl(const std::string& dir,
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.outputPath = dir + "/regentctl-" + std::to_string(counter++) + ".log";
   return ProcessHarness::start(options);
+}
+
+Result<std::string> masterRpcAddress(MasterCluster& cluster, size_t slot, Duration timeout) {
+  const std::regex pattern("rpc listening on (\\S+)");
+  auto line = cluster.process(slot).waitForLine(pattern, timeout);
+  if (!line.ok()) return line.error();
+  std::smatch match;
+  if (!std::regex_search(line.value(), match, pattern)) {
+    return Error::fatal("no address in: " + line.value());
+  }
+  return std::string(match[1]);
 }
 
 Result<CtlResult> runRegentctl(const std::string& dir, std::vector<std::string> args,

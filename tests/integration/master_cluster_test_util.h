@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "common/event_line.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/fixtures/wait_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 
 // Asserts (gtest) that a Result or Status is ok, printing its error otherwise.
@@ -56,6 +58,72 @@ struct MasterEvent {
 };
 
 const char* masterEventKindName(MasterEvent::Kind kind);
+
+// The event line a log line carries: the line itself in text format, the "msg" field of a JSON
+// log line; nullopt for a JSON line without a string "msg".
+std::optional<std::string> eventMessageOf(const std::string& line);
+
+// One kind of event and the event name its lines start with (common/event_line.h).
+template <typename Event>
+struct EventKindName {
+  typename Event::Kind kind;
+  const char* event;
+};
+
+// The event `line` (text or JSON, see eventMessageOf) carries: the first of `kinds` whose name
+// it starts with and whose fields `fill(Event&, const EventFields&)` accepts (returns true for);
+// nullopt if none does.
+template <typename Event, size_t N, typename Fill>
+std::optional<Event> parseKindEventLine(const std::string& line,
+                                        const EventKindName<Event> (&kinds)[N], Fill fill) {
+  auto message = eventMessageOf(line);
+  if (!message) return std::nullopt;
+  for (const EventKindName<Event>& kind : kinds) {
+    auto fields = parseEventLine(*message, kind.event);
+    if (!fields) continue;
+    Event event;
+    event.kind = kind.kind;
+    if (fill(event, *fields)) return event;
+  }
+  return std::nullopt;
+}
+
+// Every event `parse` finds in the complete lines of `output`, in order.
+template <typename Event, typename Parse>
+std::vector<Event> parseEventLines(const std::string& output, Parse parse) {
+  std::vector<Event> events;
+  size_t start = 0;
+  while (true) {
+    const size_t newline = output.find('\n', start);
+    if (newline == std::string::npos) break;
+    if (auto event = parse(output.substr(start, newline - start))) {
+      events.push_back(std::move(*event));
+    }
+    start = newline + 1;
+  }
+  return events;
+}
+
+// Reads `events` every `interval` until one of them matches `match`; returns the first match, or
+// nullopt once `timeout` passed without one.
+template <typename Event>
+std::optional<Event> pollForEvent(const std::function<std::vector<Event>()>& events,
+                                  const std::function<bool(const Event&)>& match,
+                                  Duration timeout, Duration interval) {
+  std::optional<Event> found;
+  waitUntil(
+      [&] {
+        for (const Event& event : events()) {
+          if (match(event)) {
+            found = event;
+            return true;
+          }
+        }
+        return false;
+      },
+      timeout, interval);
+  return found;
+}
 
 // Parses one output line, in text or JSON log format (then the "msg" field); nullopt if it is
 // not an event line.
@@ -160,6 +228,11 @@ class MasterCluster final {
   TempDir dir_;
   std::vector<Slot> slots_;
 };
+
+// The address the master's RPC server listens on, from its "rpc listening on" line (waits for
+// it at most `timeout`).
+Result<std::string> masterRpcAddress(MasterCluster& cluster, size_t slot,
+                                     Duration timeout = Duration(60000));
 
 // A finished regentctl run.
 struct CtlResult {

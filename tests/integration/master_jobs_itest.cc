@@ -8,7 +8,6 @@
 
 #include <functional>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -38,12 +37,9 @@ constexpr int kJobs = 50;
 
 // The address a master's RPC server listens on, from its "rpc listening on" line.
 std::string rpcAddressOf(MasterCluster& cluster, size_t slot) {
-  auto line = cluster.process(slot).waitForLine(std::regex("rpc listening on (\\S+)"),
-                                                kStartTimeout);
-  KJ_REQUIRE(line.ok(), line.error().message);
-  std::smatch match;
-  KJ_REQUIRE(std::regex_search(line.value(), match, std::regex("rpc listening on (\\S+)")));
-  return match[1];
+  auto address = masterRpcAddress(cluster, slot, kStartTimeout);
+  KJ_REQUIRE(address.ok(), address.error().message);
+  return address.value();
 }
 
 class MasterJobsTest : public ::testing::Test {

@@ -22,32 +22,6 @@ namespace {
 
 constexpr Duration kPollInterval{50};
 
-// The event line a log line carries: the line itself, or the "msg" of a JSON log line.
-std::optional<std::string> messageOf(const std::string& line) {
-  if (line.empty() || line.front() != '{') return line;
-  auto parsed = nlohmann::json::parse(line, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("msg") ||
-      !parsed["msg"].is_string()) {
-    return std::nullopt;
-  }
-  return parsed["msg"].get<std::string>();
-}
-
-template <typename Event, typename Parse>
-std::vector<Event> parseLines(const std::string& output, Parse parse) {
-  std::vector<Event> events;
-  size_t start = 0;
-  while (true) {
-    const size_t newline = output.find('\n', start);
-    if (newline == std::string::npos) break;
-    if (auto event = parse(output.substr(start, newline - start))) {
-      events.push_back(std::move(*event));
-    }
-    start = newline + 1;
-  }
-  return events;
-}
-
 std::string jsonText(const nlohmann::json& object, const char* key) {
   if (!object.contains(key) || !object[key].is_string()) return "";
   return object[key].get<std::string>();
@@ -59,13 +33,7 @@ std::string jsonText(const nlohmann::json& object, const char* key) {
 
 std::optional<WorkerEvent> parseWorkerEventLine(const std::string& line) {
   using Kind = WorkerEvent::Kind;
-  auto message = messageOf(line);
-  if (!message) return std::nullopt;
-  struct KindEvent {
-    Kind kind;
-    const char* event;
-  };
-  static constexpr KindEvent kEvents[] = {
+  static constexpr EventKindName<WorkerEvent> kEvents[] = {
       {Kind::kStarting, "worker starting"},
       {Kind::kRegistered, "worker registered"},
       {Kind::kResourceManagerLost, "resource manager lost"},
@@ -73,119 +41,94 @@ std::optional<WorkerEvent> parseWorkerEventLine(const std::string& line) {
       {Kind::kDisconnected, "worker disconnected"},
       {Kind::kExiting, "worker exiting"},
   };
-  for (const KindEvent& kind : kEvents) {
-    auto fields = parseEventLine(*message, kind.event);
-    if (!fields) continue;
-    auto resourceId = fields->get("resource_id");
-    if (!resourceId) continue;
-    WorkerEvent event;
-    event.kind = kind.kind;
+  auto fill = [](WorkerEvent& event, const EventFields& fields) {
+    auto resourceId = fields.get("resource_id");
+    if (!resourceId) return false;
     event.resourceId = *resourceId;
-    event.epoch = fields->getUint("epoch").value_or(0);
-    switch (kind.kind) {
+    event.epoch = fields.getUint("epoch").value_or(0);
+    switch (event.kind) {
       case Kind::kStarting:
-        event.host = fields->get("host").value_or("");
-        event.pid = fields->getInt("pid").value_or(0);
-        event.slots = fields->getUint("slots").value_or(0);
-        event.dataDir = fields->get("data_dir").value_or("");
+        event.host = fields.get("host").value_or("");
+        event.pid = fields.getInt("pid").value_or(0);
+        event.slots = fields.getUint("slots").value_or(0);
+        event.dataDir = fields.get("data_dir").value_or("");
         break;
       case Kind::kRegistered:
         // A master's "worker registered" line starts with epoch=, a worker's with resource_id=;
         // only the worker's carries leader=.
-        if (!fields->get("leader")) continue;
-        event.registrationId = fields->get("registration_id").value_or("");
-        event.leader = *fields->get("leader");
-        event.attempts = fields->getUint("attempts").value_or(0);
+        if (!fields.get("leader")) return false;
+        event.registrationId = fields.get("registration_id").value_or("");
+        event.leader = *fields.get("leader");
+        event.attempts = fields.getUint("attempts").value_or(0);
         break;
       case Kind::kResourceManagerLost:
-        event.reason = fields->get("reason").value_or("");
+        event.reason = fields.get("reason").value_or("");
         break;
       case Kind::kEpochGateRefused:
-        event.method = fields->get("method").value_or("");
-        event.received = fields->getUint("received").value_or(0);
-        event.highest = fields->getUint("highest").value_or(0);
+        event.method = fields.get("method").value_or("");
+        event.received = fields.getUint("received").value_or(0);
+        event.highest = fields.getUint("highest").value_or(0);
         break;
       case Kind::kDisconnected:
-        event.reason = fields->get("cause").value_or("");
+        event.reason = fields.get("cause").value_or("");
         break;
       case Kind::kExiting:
-        event.code = static_cast<int>(fields->getInt("code").value_or(-1));
+        event.code = static_cast<int>(fields.getInt("code").value_or(-1));
         break;
     }
-    return event;
-  }
-  return std::nullopt;
+    return true;
+  };
+  return parseKindEventLine(line, kEvents, fill);
 }
 
 std::optional<MasterWorkerEvent> parseMasterWorkerEventLine(const std::string& line) {
   using Kind = MasterWorkerEvent::Kind;
-  auto message = messageOf(line);
-  if (!message) return std::nullopt;
-  struct KindEvent {
-    Kind kind;
-    const char* event;
-  };
-  static constexpr KindEvent kEvents[] = {
+  static constexpr EventKindName<MasterWorkerEvent> kEvents[] = {
       {Kind::kRegistered, "worker registered"},
       {Kind::kSlotReport, "slot report"},
       {Kind::kRemoved, "worker removed"},
       {Kind::kRefused, "worker refused"},
   };
-  for (const KindEvent& kind : kEvents) {
-    auto fields = parseEventLine(*message, kind.event);
-    if (!fields) continue;
-    auto resourceId = fields->get("resource_id");
-    auto epoch = fields->getUint("epoch");
-    if (!resourceId || !epoch) continue;
-    MasterWorkerEvent event;
-    event.kind = kind.kind;
+  auto fill = [](MasterWorkerEvent& event, const EventFields& fields) {
+    auto resourceId = fields.get("resource_id");
+    auto epoch = fields.getUint("epoch");
+    if (!resourceId || !epoch) return false;
     event.epoch = *epoch;
     event.resourceId = *resourceId;
-    switch (kind.kind) {
+    switch (event.kind) {
       case Kind::kRegistered:
-        if (fields->get("leader")) continue;  // A worker's line.
-        event.registrationId = fields->get("registration_id").value_or("");
-        event.host = fields->get("host").value_or("");
-        event.pid = fields->getInt("pid").value_or(0);
-        event.slots = fields->getUint("slots").value_or(0);
-        event.replaced = fields->get("replaced").value_or("") == "true";
+        if (fields.get("leader")) return false;  // A worker's line.
+        event.registrationId = fields.get("registration_id").value_or("");
+        event.host = fields.get("host").value_or("");
+        event.pid = fields.getInt("pid").value_or(0);
+        event.slots = fields.getUint("slots").value_or(0);
+        event.replaced = fields.get("replaced").value_or("") == "true";
         break;
       case Kind::kSlotReport:
-        event.slots = fields->getUint("slots").value_or(0);
-        event.allocated = fields->getUint("allocated").value_or(0);
-        event.workersReported = fields->getUint("workers_reported").value_or(0);
-        event.slotsTotal = fields->getUint("slots_total").value_or(0);
+        event.slots = fields.getUint("slots").value_or(0);
+        event.allocated = fields.getUint("allocated").value_or(0);
+        event.workersReported = fields.getUint("workers_reported").value_or(0);
+        event.slotsTotal = fields.getUint("slots_total").value_or(0);
         break;
       case Kind::kRemoved:
       case Kind::kRefused:
-        event.reason = fields->get("reason").value_or("");
+        event.reason = fields.get("reason").value_or("");
         break;
     }
-    return event;
-  }
-  return std::nullopt;
+    return true;
+  };
+  return parseKindEventLine(line, kEvents, fill);
 }
 
 std::vector<WorkerEvent> parseWorkerEvents(const std::string& output) {
-  return parseLines<WorkerEvent>(output, parseWorkerEventLine);
+  return parseEventLines<WorkerEvent>(output, parseWorkerEventLine);
 }
 
 std::vector<MasterWorkerEvent> parseMasterWorkerEvents(const std::string& output) {
-  return parseLines<MasterWorkerEvent>(output, parseMasterWorkerEventLine);
+  return parseEventLines<MasterWorkerEvent>(output, parseMasterWorkerEventLine);
 }
 
 // ---- Masters ----------------------------------------------------------------------------------
-
-Result<std::string> masterRpcAddress(MasterCluster& cluster, size_t slot, Duration timeout) {
-  const std::regex pattern("rpc listening on (\\S+)");
-  auto line = cluster.process(slot).waitForLine(pattern, timeout);
-  if (!line.ok()) return line.error();
-  std::smatch match;
-  if (!std::regex_search(line.value(), match, pattern)) {
-    return Error::fatal("no address in: " + line.value());
-  }
-  return std::string(match[1]);
-}
 
 std::vector<MasterWorkerEvent> masterWorkerEvents(MasterCluster& cluster, size_t slot) {
   return parseMasterWorkerEvents(cluster.process(slot).output());
@@ -194,18 +137,8 @@ std::vector<MasterWorkerEvent> masterWorkerEvents(MasterCluster& cluster, size_t
 Result<MasterWorkerEvent> waitForMasterWorkerEvent(
     MasterCluster& cluster, size_t slot,
     const std::function<bool(const MasterWorkerEvent&)>& match, Duration timeout) {
-  std::optional<MasterWorkerEvent> found;
-  waitUntil(
-      [&] {
-        for (const auto& event : masterWorkerEvents(cluster, slot)) {
-          if (match(event)) {
-            found = event;
-            return true;
-          }
-        }
-        return false;
-      },
-      timeout, kPollInterval);
+  auto found = pollForEvent<MasterWorkerEvent>([&] { return masterWorkerEvents(cluster, slot); },
+                                               match, timeout, kPollInterval);
   if (!found) {
     return Error::fatal("master slot " + std::to_string(slot) +
                         " logged no matching worker event within " +
@@ -337,18 +270,8 @@ std::vector<WorkerEvent> WorkerCluster::events(size_t slot) {
 
 Result<WorkerEvent> WorkerCluster::waitForEvent(
     size_t slot, const std::function<bool(const WorkerEvent&)>& match, Duration timeout) {
-  std::optional<WorkerEvent> found;
-  waitUntil(
-      [&] {
-        for (const auto& event : events(slot)) {
-          if (match(event)) {
-            found = event;
-            return true;
-          }
-        }
-        return false;
-      },
-      timeout, kPollInterval);
+  auto found =
+      pollForEvent<WorkerEvent>([&] { return events(slot); }, match, timeout, kPollInterval);
   if (!found) {
     return Error::fatal("worker slot " + std::to_string(slot) + " logged no matching event within " +
                         std::to_string(timeout.count()) + " ms\n" + describe());

@@ -94,10 +94,6 @@ std::vector<MasterWorkerEvent> parseMasterWorkerEvents(const std::string& output
 
 // ---- Masters ----------------------------------------------------------------------------------
 
-// The address the master's RPC server listens on, from its "rpc listening on" line (waits for
-// it at most `timeout`).
-Result<std::string> masterRpcAddress(MasterCluster& cluster, size_t slot,
-                                     Duration timeout = Duration(60000));
 // The worker events of the slot's current run.
 std::vector<MasterWorkerEvent> masterWorkerEvents(MasterCluster& cluster, size_t slot);
 // Waits until the slot's current run logged a worker event matching `match`; returns it.
