@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
 #include "common/event_line.h"
 #include "tests/fixtures/wait_test_util.h"
 
@@ -405,6 +407,15 @@ Result<std::string> masterRpcAddress(MasterCluster& cluster, size_t slot, Durati
     return Error::fatal("no address in: " + line.value());
   }
   return std::string(match[1]);
+}
+
+CtlResult regentctlChecked(const std::string& dir, const std::vector<std::string>& common,
+                           const std::vector<std::string>& args) {
+  std::vector<std::string> all = common;
+  all.insert(all.end(), args.begin(), args.end());
+  auto run = runRegentctl(dir, all, Duration(90000));
+  EXPECT_TRUE(run.ok()) << run.error().message;
+  return run.ok() ? run.value() : CtlResult{};
 }
 
 Result<CtlResult> runRegentctl(const std::string& dir, std::vector<std::string> args,

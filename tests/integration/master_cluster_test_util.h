@@ -245,6 +245,12 @@ struct CtlResult {
 Result<CtlResult> runRegentctl(const std::string& dir, std::vector<std::string> args,
                                Duration timeout = Duration(30000));
 
+// runRegentctl with `common` (the test's --zk, --cluster-id, --timeout...) and then `args`,
+// bounded by 90 s. A run that cannot be started or does not end is a test failure (gtest), and
+// gives an empty result. Each itest fixture's ctl() is this with its own arguments.
+CtlResult regentctlChecked(const std::string& dir, const std::vector<std::string>& common,
+                           const std::vector<std::string>& args);
+
 // Starts regentctl (for --watch) with its output in a file under `dir`.
 Result<std::unique_ptr<ProcessHarness>> startRegentctl(const std::string& dir,
                                                        std::vector<std::string> args);

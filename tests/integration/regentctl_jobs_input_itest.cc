@@ -97,12 +97,8 @@ class RegentctlJobsInput : public ::testing::Test {
     return match[1];
   }
 
-  CtlResult ctl(std::vector<std::string> args) {
-    std::vector<std::string> all = ctlArgs_;
-    all.insert(all.end(), args.begin(), args.end());
-    auto run = runRegentctl(dir_.path(), all, Duration(90000));
-    EXPECT_TRUE(run.ok()) << run.error().message;
-    return run.ok() ? run.value() : CtlResult{};
+  CtlResult ctl(const std::vector<std::string>& args) {
+    return regentctlChecked(dir_.path(), ctlArgs_, args);
   }
 
   std::string writeFile(const std::string& name, const std::string& text) {

@@ -57,12 +57,8 @@ class RegentctlStandalone : public ::testing::Test {
     return match[1];
   }
 
-  CtlResult ctl(std::vector<std::string> args) {
-    std::vector<std::string> all = {"--set", "ha.mode=standalone", "--timeout", "60s"};
-    all.insert(all.end(), args.begin(), args.end());
-    auto run = runRegentctl(dir_.path(), all, Duration(90000));
-    EXPECT_TRUE(run.ok()) << run.error().message;
-    return run.ok() ? run.value() : CtlResult{};
+  CtlResult ctl(const std::vector<std::string>& args) {
+    return regentctlChecked(dir_.path(), {"--set", "ha.mode=standalone", "--timeout", "60s"}, args);
   }
 
   // GET /v1/leader from the master, as JSON.

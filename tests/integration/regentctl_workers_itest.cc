@@ -51,12 +51,8 @@ class RegentctlWorkers : public ::testing::Test {
                 "--timeout", "60s", "--set", "rpc.call-timeout=2s"};
   }
 
-  CtlResult ctl(std::vector<std::string> args) {
-    std::vector<std::string> all = ctlArgs_;
-    all.insert(all.end(), args.begin(), args.end());
-    auto run = runRegentctl(dir_.path(), all, Duration(90000));
-    EXPECT_TRUE(run.ok()) << run.error().message;
-    return run.ok() ? run.value() : CtlResult{};
+  CtlResult ctl(const std::vector<std::string>& args) {
+    return regentctlChecked(dir_.path(), ctlArgs_, args);
   }
 
   // Registers worker `id` ("itest-worker", 2 slots of 0.5 cpu / 1 MiB) with the leader and

@@ -65,12 +65,8 @@ class RegentctlTls : public ::testing::Test {
                 "--set",        "rpc.call-timeout=2s"};
   }
 
-  CtlResult ctl(std::vector<std::string> args) {
-    std::vector<std::string> all = ctlArgs_;
-    all.insert(all.end(), args.begin(), args.end());
-    auto run = runRegentctl(dir_.path(), all, Duration(90000));
-    EXPECT_TRUE(run.ok()) << run.error().message;
-    return run.ok() ? run.value() : CtlResult{};
+  CtlResult ctl(const std::vector<std::string>& args) {
+    return regentctlChecked(dir_.path(), ctlArgs_, args);
   }
 
   TempDir dir_;
