@@ -361,6 +361,10 @@ std::vector<OptionSpec> buildRegistry() {
              "After a failover, how long a JobMaster waits for workers to report running tasks "
              "before failing the unreported ones.",
              positiveDuration()),
+      option("jobmaster.max-subtasks", kInt, "10000",
+             "Most subtasks (the sum of all vertices' parallelism) one job may have; a larger "
+             "JobGraph is refused at submission naming its total and this option.",
+             intRange(1, 10000000)),
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
       // Slots carry thousandths of a core as a 32-bit number (wire SlotProfile.cpuMillis).
       option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers, to thousandths.",
@@ -384,6 +388,20 @@ std::vector<OptionSpec> buildRegistry() {
              "Address a worker's HTTP server (health, readiness, metrics) listens on; port 0 "
              "picks a free port.",
              hostPort(false, true)),
+      option("worker.task-user", kString, "nobody",
+             "Workers running as root: the unprivileged user tasks run as (its uid, primary gid, "
+             "no supplementary groups). Ignored, with a log line, when the worker is not root: "
+             "tasks then run as the worker's own user."),
+      option("worker.task-allow-root", kBool, "false",
+             "Workers running as root: allow worker.task-user to name root (uid 0). Off, a worker "
+             "whose task user is root refuses to start."),
+      option("worker.task-cancel-timeout", kDuration, "5s",
+             "How long a cancelled task's process group gets between SIGTERM and SIGKILL.",
+             positiveDuration()),
+      option("worker.attempts.retain", kInt, "100",
+             "Number of ended attempts whose directories (output files, default working "
+             "directory) a worker keeps under worker.data-dir; older ones are removed.",
+             intRange(0, 1000000)),
       option("cluster.registration.initial-timeout", kDuration, "100ms",
              "Workers: the first wait before registering with the leader again after a failed "
              "attempt; later waits double, with jitter, up to "

@@ -10,6 +10,7 @@ using Common = import "/rpc/schema/common.capnp";
 using Common.JobId;
 using Common.AllocationId;
 using Common.AttemptId;
+using Common.ResourceId;
 using Common.ResourceProfile;
 
 # ---- JobGraph -------------------------------------------------------------------------------
@@ -165,6 +166,21 @@ struct VertexStatus {
   name @0 :Text;
   parallelism @1 :UInt32;
   tasks @2 :TaskCounts;
+  subtasks @3 :List(SubtaskStatus);     # jobStatus only (empty in listJobs), by subtask index
+}
+
+struct SubtaskStatus {
+  # One subtask of a running job and its latest attempt (regentctl jobs status).
+  index @0 :UInt32;
+  attempt @1 :TaskExecutionState;       # the latest attempt; null before the first one exists
+  attempts @2 :UInt32;                  # attempts started so far for this subtask index
+  resourceId @3 :ResourceId;            # the worker of the latest attempt; null before deployment
+  host @4 :Text;                        # that worker's host
+  httpAddress @5 :Text;                 # "host:port" serving the attempt's output (jobs logs)
+  lastFailure @6 :Text;                 # the message of the latest failed attempt, kept after
+                                        # a restart; empty when none failed
+  waitingReason @7 :Text;               # why it is not running yet (no slot, upstream, restart
+                                        # delay); empty when running or ended
 }
 
 struct JobFailure {
@@ -191,6 +207,8 @@ struct JobStatus {
   vertices @8 :List(VertexStatus);      # in JobGraph order
   failure @9 :JobFailure;               # null unless failing, failed or restarting
   corruptReason @10 :Text;              # state corrupt: why the stored record does not decode
+  waitingReason @11 :Text;              # why subtasks wait (slots the cluster lacks, restart
+                                        # delay); empty when nothing waits
 }
 
 struct JobResult {

@@ -21,6 +21,8 @@ struct SlotProfile {
 struct JobGraphLimits {
   uint32_t maxVertices = 1000;
   uint32_t maxParallelism = 10000;  // per vertex
+  // The sum of every vertex's parallelism (jobmaster.max-subtasks): what one JobMaster tracks.
+  uint32_t maxTotalSubtasks = 10000;
   // Longest job name and vertex name, in bytes of UTF-8.
   uint32_t maxJobNameBytes = 256;
   uint32_t maxVertexNameBytes = 128;

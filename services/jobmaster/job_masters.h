@@ -1,0 +1,101 @@
+// The JobMasters of one leadership term (docs/jobgraph.md, "How a job runs"): one JobMaster per
+// running job, started by the Dispatcher (dispatcher::JobRunner) right after the JobGraph is
+// persisted. A JobMaster registers with the ResourceManager, declares the slots its runnable
+// subtasks need, accepts the slots workers offer (JobMasterGateway.offerSlots), deploys subtask
+// attempts (TaskExecutorGateway.submitTask), follows their states
+// (updateTaskExecutionState, idempotent by attempt id and state), restarts failed subtasks by
+// the job's restart strategy, heartbeats the workers holding its slots and fails the attempts of
+// a worker silent for heartbeat.timeout, and reports the job's end to the Dispatcher.
+//
+// A vertex is runnable once every subtask of every upstream vertex FINISHED. After a failover
+// the new term's JobMaster starts the job again from its JobGraph: attempts a worker still runs
+// for it (offered with the slot) are cancelled, and the subtasks run again.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "rpc/schema/gateways.capnp.h"
+#include "services/dispatcher/job_runner.h"
+#include "services/resourcemanager/job_master_port.h"
+
+namespace regent::jobmaster {
+
+struct JobMasterOptions {
+  Duration heartbeatInterval{2000};  // heartbeat.interval: JobMaster -> worker heartbeats.
+  Duration heartbeatTimeout{10000};  // heartbeat.timeout: a silent worker's attempts fail.
+  Duration callTimeout{10000};       // rpc.call-timeout: each call to a worker.
+  std::function<int64_t()> nowMs;    // Unix ms; null: wallClockMillis().
+  // Log the event lines (docs/operations.md); benchmarks and tests read them.
+  bool logEvents = true;
+};
+
+// Counts kept across terms (the master owns them; /metrics reads them).
+struct JobMasterCounters {
+  uint64_t attemptsStarted = 0;    // regent_attempts_started_total: submitTask accepted.
+  uint64_t attemptsFailed = 0;     // regent_attempts_failed_total: reached FAILED.
+  uint64_t attemptsRestarted = 0;  // regent_attempts_restarted_total: attempts after a failure.
+  // regent_job_submit_to_running_seconds: JobGraph submittedAtMs -> its first attempt RUNNING
+  // (per job and term), cumulative buckets in seconds plus sum and count.
+  static constexpr std::array<double, 12> kSubmitToRunningBounds = {
+      0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  std::array<uint64_t, kSubmitToRunningBounds.size()> submitToRunningBuckets{};
+  double submitToRunningSum = 0;
+  uint64_t submitToRunningCount = 0;
+  void observeSubmitToRunning(double seconds);
+};
+
+// One term's JobMasters. Loop-thread only. `timer`, `resourceManager` and `counters` must
+// outlive it. Destroying it drops every JobMaster: its timers and calls in flight are cancelled,
+// nothing is called on workers (the next leader takes over).
+class JobMasters final : public dispatcher::JobRunner {
+ public:
+  // Serves one JobMaster's gateway as a capability of the term (rpc::LeadershipTerm::serve,
+  // fenced for the epoch, revoked with the term).
+  using Serve =
+      std::function<wire::JobMasterGateway::Client(kj::Own<wire::JobMasterGateway::Server>)>;
+
+  JobMasters(kj::Timer& timer, uint64_t epoch, resourcemanager::JobMasterPort& resourceManager,
+             Serve serve, JobMasterCounters& counters, JobMasterOptions options);
+  ~JobMasters() noexcept override;
+  JobMasters(const JobMasters&) = delete;
+  JobMasters& operator=(const JobMasters&) = delete;
+
+  // dispatcher::JobRunner.
+  void setListener(dispatcher::JobRunnerListener& listener) override;
+  void start(JobId job, wire::JobGraph::Reader graph) override;
+  kj::Promise<void> release(JobId job, const std::string& cause) override;
+  bool describe(JobId job, wire::JobStatus::Builder status) const override;
+  bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override;
+
+  // MasterBootstrap.jobMaster: the gateway of `job`'s JobMaster, or nullptr when this term runs
+  // no JobMaster for it (unknown, ended, or released).
+  kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job);
+  size_t size() const;
+
+  // Bytes held per job and subtask, for the benchmark's memory figure (approximate, from the
+  // containers' sizes).
+  size_t heldBytesForTests() const;
+
+ private:
+  class JobMaster;
+  kj::Timer& timer_;
+  const uint64_t epoch_;
+  resourcemanager::JobMasterPort& resourceManager_;
+  const Serve serve_;
+  JobMasterCounters& counters_;
+  const JobMasterOptions options_;
+  dispatcher::JobRunnerListener* listener_ = nullptr;
+  std::map<JobId, kj::Own<JobMaster>> jobs_;
+};
+
+}  // namespace regent::jobmaster

@@ -1,0 +1,131 @@
+// The TaskRunner: a worker's child processes, one per subtask attempt (docs/workers.md, "Tasks").
+// Each attempt runs under regent-task-shim (services/taskexecutor/task_shim.cc), spawned with
+// the loop's child-process support, in a session and process group of its own:
+//
+//   <worker.data-dir>/attempts/<attempt id>/   the attempt's directory (its default working dir)
+//       stdout, stderr                          the task's output, appended as it is written
+//
+// The shim sets PR_SET_PDEATHSIG so that a worker that dies (even by SIGKILL) takes the whole
+// group with it, changes directory, and execs the command (argv[0] looked up in PATH); what it
+// could not do (no such working directory, no such file, not executable) fails the attempt with
+// a message naming the path and errno. When the worker runs as root the shim runs as
+// worker.task-user (uid, primary gid, no supplementary groups).
+//
+// Cancel: SIGTERM to the group, SIGKILL to the group after worker.task-cancel-timeout if any of
+// it is left. When the main process ends on its own, whatever it left in the group gets the same
+// treatment, so nothing of an ended attempt outlives it. Ended attempts' directories beyond
+// worker.attempts.retain are removed, oldest first, off the loop thread.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/result.h"
+#include "common/time.h"
+
+namespace regent {
+class EventLoop;
+}
+
+namespace regent::taskexecutor {
+
+struct TaskRunnerOptions {
+  std::string attemptsDir;   // <worker.data-dir>/attempts; created if missing.
+  std::string shimPath;      // regent-task-shim; by default next to the running executable.
+  // Set when the worker runs as root: the user tasks run as (worker.task-user, resolved once at
+  // start by resolveTaskUser()).
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  Duration cancelTimeout{5000};  // worker.task-cancel-timeout
+  size_t retainAttempts = 100;   // worker.attempts.retain
+  std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+};
+
+// worker.task-user / worker.task-allow-root resolved for a worker running with `euid`: uid and
+// gid to run tasks as, or nullopt/nullopt when the worker is not root (tasks run as the worker's
+// own user). A fatal Error naming the option for an unknown user, or for root without
+// allowRoot. Reads the user database (getpwnam_r): call at start, not on the loop.
+struct TaskUser {
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  std::string name;  // for the start-up log line
+};
+Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t euid);
+
+// What to run for one attempt (from wire::TaskDeployment).
+struct TaskSpec {
+  AttemptId attempt;
+  JobId job;
+  std::vector<std::string> argv;  // Non-empty.
+  std::vector<std::string> env;   // "NAME=value", added to the worker's environment.
+  std::string workingDir;         // Empty: the attempt's directory.
+};
+
+enum class TaskPhase { kRunning, kFinished, kFailed, kCanceled };
+
+// One state change of an attempt, in order: kRunning once (unless it could not start), then
+// exactly one terminal phase.
+struct TaskUpdate {
+  AttemptId attempt;
+  TaskPhase phase = TaskPhase::kRunning;
+  uint32_t pid = 0;          // The shim's pid (the group's id); set from kRunning on.
+  int32_t exitCode = 0;      // kFinished / kFailed by exit.
+  int32_t termSignal = 0;    // kFailed / kCanceled by a signal, 0 = none.
+  std::string message;       // kFailed: "exited with code 3", "killed by signal 9 (Killed)",
+                             // "cannot execute /x: No such file or directory (errno 2)", ...
+  int64_t startedAtMs = 0;   // Unix ms.
+  int64_t endedAtMs = 0;     // Unix ms, terminal phases.
+};
+
+// Loop-thread only. `loop` and `timer` must outlive it. Destroying it kills every group still
+// running (SIGKILL) without waiting; use killAll() first for an orderly exit.
+class TaskRunner final {
+ public:
+  using OnUpdate = std::function<void(const TaskUpdate&)>;
+
+  TaskRunner(EventLoop& loop, kj::Timer& timer, TaskRunnerOptions options);
+  ~TaskRunner() noexcept;
+  TaskRunner(const TaskRunner&) = delete;
+  TaskRunner& operator=(const TaskRunner&) = delete;
+
+  // Starts the attempt: creates its directory and output files, spawns the shim. `onUpdate` is
+  // called (later, never from inside start) for kRunning and the terminal phase; a spawn that
+  // fails at once still reports kFailed through `onUpdate` (never an Error here), so every
+  // accepted attempt ends with exactly one terminal update. Error only when `spec.attempt` is
+  // already known (running or ended and retained).
+  Status start(const TaskSpec& spec, OnUpdate onUpdate);
+  // Cancels a running attempt (SIGTERM, SIGKILL after cancelTimeout); its terminal update is
+  // kCanceled (or the phase it reached first). No-op for ended or unknown attempts.
+  void cancel(const AttemptId& attempt);
+  // Cancels every running attempt and resolves once all their shims exited (bounded by
+  // cancelTimeout plus a second). For the worker's exit.
+  kj::Promise<void> killAll();
+
+  bool running(const AttemptId& attempt) const;
+  size_t runningCount() const;
+  // The attempt's output files (running or retained), or nullopt when unknown or pruned.
+  std::optional<std::string> stdoutPath(const AttemptId& attempt) const;
+  std::optional<std::string> stderrPath(const AttemptId& attempt) const;
+  // The attempt's latest update (kRunning while running), or nullopt when unknown or pruned.
+  std::optional<TaskUpdate> latest(const AttemptId& attempt) const;
+
+ private:
+  struct Attempt;
+  struct State;
+  kj::Own<State> state_;
+};
+
+// "RUNNING", "FINISHED", "FAILED", "CANCELED" (for logs and the HTTP header).
+const char* phaseName(TaskPhase phase);
+
+}  // namespace regent::taskexecutor
