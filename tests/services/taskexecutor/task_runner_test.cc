@@ -300,8 +300,10 @@ TEST_F(TaskRunnerTest, AKnownAttemptIsRefused) {
 // the cancel timeout's SIGKILL, and only then is the attempt CANCELED.
 TEST_F(TaskRunnerTest, CancelKillsTheWholeGroupIncludingAChildThatIgnoresSigterm) {
   makeRunner();
+  // The child writes its pid once it ignores SIGTERM.
   AttemptId id = start(
-      {.argv = {"sh", "-c", "(trap '' TERM; exec sleep 1000) & echo $! > child.pid; wait"}});
+      {.argv = {"sh", "-c",
+                "sh -c 'trap \"\" TERM; echo $$ > child.pid; exec sleep 1000' & wait"}});
   ASSERT_TRUE(awaitRunning(id));
   const pid_t child = awaitPidFile(loop_, attemptDir(id) + "/child.pid");
   ASSERT_GT(child, 0);
@@ -339,11 +341,13 @@ TEST_F(TaskRunnerTest, CancelBeforeTheSpawnEndsCanceledWithoutRunning) {
 
 TEST_F(TaskRunnerTest, WhatAFinishedTaskLeftInItsGroupIsKilledBeforeItEnds) {
   makeRunner();
-  // One leftover obeys SIGTERM, the other ignores it and needs SIGKILL.
+  // One leftover obeys SIGTERM, the other ignores it and needs SIGKILL; the task exits once the
+  // second one ignores SIGTERM.
   AttemptId id = start(
       {.argv = {"sh", "-c",
-                "sleep 1000 & echo $! > obeys.pid; (trap '' TERM; exec sleep 1000) & "
-                "echo $! > ignores.pid; exit 0"}});
+                "sleep 1000 & echo $! > obeys.pid; "
+                "sh -c 'trap \"\" TERM; echo $$ > ignores.pid; exec sleep 1000' & "
+                "until [ -s ignores.pid ]; do sleep 0.01; done; exit 0"}});
   awaitEnd(id);
   ASSERT_EQ(updates(id).size(), 2u);
   EXPECT_EQ(updates(id)[1].phase, TaskPhase::kFinished);
@@ -359,9 +363,11 @@ TEST_F(TaskRunnerTest, KillAllCancelsEveryRunningAttemptAndResolvesWhenTheyEnded
   makeRunner();
   std::vector<AttemptId> ids = {
       start({.argv = {"sleep", "1000"}}),
-      start({.argv = {"sh", "-c", "trap '' TERM; sleep 1000 & wait; wait"}}),
+      start({.argv = {"sh", "-c", "trap '' TERM; sleep 1000 & echo $! > ignores.pid; wait; wait"}}),
       start({.argv = {"sh", "-c", "sleep 1000"}})};
   for (const auto& id : ids) ASSERT_TRUE(awaitRunning(id));
+  // Only once the second one ignores SIGTERM does killAll need SIGKILL for it.
+  ASSERT_GT(awaitPidFile(loop_, attemptDir(ids[1]) + "/ignores.pid"), 0);
   EXPECT_EQ(runner_->runningCount(), 3u);
   runLoopBounded(loop_, runner_->killAll(), kBound, "killAll");
   EXPECT_EQ(runner_->runningCount(), 0u);
