@@ -207,6 +207,20 @@ struct TaskRunner::State {
                       return kj::READY_NOW;
                     }
                     return spawn(a);
+                  })
+                  .catch_([this, &a](kj::Exception&& exception) {
+                    // A bug or a resource failure (no socket, thread pool gone): the attempt must
+                    // still end, and nothing of it may keep running.
+                    if (a.ended) return;
+                    spdlog::error("task runner: attempt {} failed in the worker: {}",
+                                  a.id.toHex(), exception.getDescription().cStr());
+                    signalGroup(a, SIGKILL);
+                    a.groupGone = true;
+                    if (a.startFailure.empty()) {
+                      a.startFailure =
+                          std::string("the worker failed: ") + exception.getDescription().cStr();
+                    }
+                    finish(a);
                   }));
   }
 
@@ -313,7 +327,11 @@ struct TaskRunner::State {
     a.latest = update;
     // A copy: the callback may start or cancel attempts.
     OnUpdate onUpdate = a.onUpdate;
-    if (onUpdate) onUpdate(update);
+    if (!onUpdate) return;
+    KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { onUpdate(update); })) {
+      spdlog::error("attempt {}: the update callback failed: {}", a.id.toHex(),
+                    exception->getDescription().cStr());
+    }
   }
 
   void finish(Attempt& a) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -294,6 +295,34 @@ TEST_F(TaskRunnerTest, AKnownAttemptIsRefused) {
   auto again = runner_->start(spec, [](const TaskUpdate&) {});
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.error().message.find(spec.attempt.toHex()), std::string::npos);
+}
+
+TEST_F(TaskRunnerTest, AnUpdateCallbackThatThrowsDoesNotStopTheAttempt) {
+  makeRunner();
+  std::vector<TaskPhase> phases;
+  ASSERT_TRUE(runner_
+                  ->start({.attempt = AttemptId::random(), .argv = {"true"}},
+                          [&](const TaskUpdate& update) {
+                            phases.push_back(update.phase);
+                            if (update.phase == TaskPhase::kRunning) {
+                              throw std::runtime_error("callback failure");
+                            }
+                          })
+                  .ok());
+  EXPECT_TRUE(runLoopUntil(loop_, [&] { return phases.size() == 2; }, kBound));
+  EXPECT_EQ(phases, (std::vector<TaskPhase>{TaskPhase::kRunning, TaskPhase::kFinished}));
+}
+
+// SIGHUP is also the shim's parent-death signal: one sent by the task to its own group while the
+// worker lives must not make the shim kill the group.
+TEST_F(TaskRunnerTest, ASighupFromTheTaskItselfDoesNotKillTheGroup) {
+  makeRunner();
+  TaskSpec spec{.attempt = AttemptId::random(),
+                .argv = {"sh", "-c", "trap '' HUP; kill -HUP 0; echo survived"}};
+  auto updates = run(spec);
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[1].phase, TaskPhase::kFinished) << updates[1].message;
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), "survived\n");
 }
 
 // The task's child ignores SIGTERM: SIGTERM ends the task's shell, the child outlives it until
