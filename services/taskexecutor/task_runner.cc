@@ -173,6 +173,14 @@ struct TaskRunner::State {
   State(EventLoop& loop, kj::Timer& timer, TaskRunnerOptions options)
       : loop(loop), timer(timer), options(std::move(options)) {
     if (this->options.shimPath.empty()) this->options.shimPath = defaultShimPath();
+    // The shim changes into the attempt's directory from the worker's working directory, which
+    // the task user may not be allowed to enter: give it the whole path.
+    std::error_code error;
+    fs::path absolute = fs::absolute(this->options.attemptsDir, error);
+    if (!error) this->options.attemptsDir = absolute.lexically_normal().string();
+    while (this->options.attemptsDir.size() > 1 && this->options.attemptsDir.back() == '/') {
+      this->options.attemptsDir.pop_back();
+    }
     if (!this->options.nowMs) this->options.nowMs = [] { return wallClockMillis(); };
   }
 

@@ -263,6 +263,14 @@ TEST_F(TaskRunnerTest, TheDefaultWorkingDirectoryIsTheAttemptsDirectory) {
   EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), attemptDir(spec.attempt) + "\n");
 }
 
+TEST_F(TaskRunnerTest, ARelativeAttemptsDirectoryIsTakenFromTheWorkersWorkingDirectory) {
+  makeRunner({.attemptsDir = fs::relative(attemptsDir(), fs::current_path()).string() + "/"});
+  TaskSpec spec{.attempt = AttemptId::random(), .argv = {"pwd"}};
+  ASSERT_EQ(run(spec).back().phase, TaskPhase::kFinished);
+  EXPECT_EQ(*runner_->stdoutPath(spec.attempt), attemptDir(spec.attempt) + "/stdout");
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), attemptDir(spec.attempt) + "\n");
+}
+
 TEST_F(TaskRunnerTest, OutputIsCapturedInTheAttemptsFilesAndTheCommandSeesNoExtraDescriptors) {
   makeRunner();
   TaskSpec spec{.attempt = AttemptId::random(),
