@@ -254,6 +254,9 @@ struct TaskRunner::State {
                                             .gid = options.gid,
                                             .extraFds = {shimEnd}});
     status.ends[1] = nullptr;  // The shim holds the only other end now.
+    // Kept for as long as the attempt is retained: only what the accessors need.
+    a.argv = {};
+    a.env = {};
     if (!child.ok()) {
       a.startFailure = child.error().message;
       finish(a);
