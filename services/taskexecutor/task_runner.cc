@@ -64,7 +64,9 @@ std::string ensureAttemptsDir(const std::string& attemptsDir, bool otherUser) {
   if (::mkdir(attemptsDir.c_str(), 0711) != 0 && errno != EEXIST) {
     std::error_code error;
     fs::create_directories(attemptsDir, error);
-    if (error) return "cannot create the attempts directory " + attemptsDir + ": " + error.message();
+    if (error) {
+      return "cannot create the attempts directory " + attemptsDir + ": " + error.message();
+    }
     ::chmod(attemptsDir.c_str(), 0711);
   }
   if (otherUser) {
@@ -99,10 +101,14 @@ std::string prepareAttemptDir(const std::string& attemptsDir, const std::string&
 
 const char* phaseName(TaskPhase phase) {
   switch (phase) {
-    case TaskPhase::kRunning: return "RUNNING";
-    case TaskPhase::kFinished: return "FINISHED";
-    case TaskPhase::kFailed: return "FAILED";
-    case TaskPhase::kCanceled: return "CANCELED";
+    case TaskPhase::kRunning:
+      return "RUNNING";
+    case TaskPhase::kFinished:
+      return "FINISHED";
+    case TaskPhase::kFailed:
+      return "FAILED";
+    case TaskPhase::kCanceled:
+      return "CANCELED";
   }
   return "UNKNOWN";
 }
@@ -132,8 +138,8 @@ Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t 
     buffer.resize(buffer.size() * 2);
   }
   if (rc != 0) {
-    return Error::fatal("worker.task-user \"" + user + "\": cannot read the user database: " +
-                        errnoText(rc));
+    return Error::fatal("worker.task-user \"" + user +
+                        "\": cannot read the user database: " + errnoText(rc));
   }
   if (found == nullptr) return Error::fatal("worker.task-user \"" + user + "\": no such user");
   if (found->pw_uid == 0 && !allowRoot) {
@@ -155,15 +161,15 @@ struct TaskRunner::Attempt {
 
   bool ended = false;
   bool cancelRequested = false;
-  std::string startFailure;               // What kept the command from starting, if anything.
-  std::unique_ptr<ChildProcess> shim;     // Set from spawn until the shim's exit is seen.
-  pid_t pgid = 0;                         // The shim's pid, 0 before spawn.
-  bool groupGone = false;                 // Never signal the group again once true.
-  kj::Maybe<kj::TimePoint> termSentAt;    // SIGTERM went to the group.
-  kj::Maybe<kj::TimePoint> killSentAt;    // SIGKILL went to the group.
-  kj::Maybe<kj::Promise<void>> killTimer; // SIGKILL after the cancel timeout.
+  std::string startFailure;                // What kept the command from starting, if anything.
+  std::unique_ptr<ChildProcess> shim;      // Set from spawn until the shim's exit is seen.
+  pid_t pgid = 0;                          // The shim's pid, 0 before spawn.
+  bool groupGone = false;                  // Never signal the group again once true.
+  kj::Maybe<kj::TimePoint> termSentAt;     // SIGTERM went to the group.
+  kj::Maybe<kj::TimePoint> killSentAt;     // SIGKILL went to the group.
+  kj::Maybe<kj::Promise<void>> killTimer;  // SIGKILL after the cancel timeout.
   ChildExit exit;
-  int64_t endedAtMs = 0;                  // When the shim's exit was seen.
+  int64_t endedAtMs = 0;  // When the shim's exit was seen.
 
   std::string stdoutPath() const { return dir + "/stdout"; }
   std::string stderrPath() const { return dir + "/stderr"; }
@@ -189,8 +195,8 @@ struct TaskRunner::State {
   TaskRunnerOptions options;
   TaskFailureLogger errorLogger{"task runner"};
   std::map<AttemptId, std::unique_ptr<Attempt>> attempts;
-  std::deque<AttemptId> ended;      // Ended attempts still on disk, oldest first.
-  std::deque<std::string> strays;   // Attempt directories of earlier runs, oldest first.
+  std::deque<AttemptId> ended;     // Ended attempts still on disk, oldest first.
+  std::deque<std::string> strays;  // Attempt directories of earlier runs, oldest first.
   size_t running = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idleWaiters;
   kj::TaskSet tasks{errorLogger};  // Declared last: cancelled first.
@@ -203,11 +209,9 @@ struct TaskRunner::State {
   }
 
   void launch(Attempt& a) {
-    tasks.add(loop
-                  .runBlocking([attemptsDir = options.attemptsDir, dir = a.dir,
-                                uid = options.uid, gid = options.gid] {
-                    return prepareAttemptDir(attemptsDir, dir, uid, gid);
-                  })
+    tasks.add(loop.runBlocking(
+                      [attemptsDir = options.attemptsDir, dir = a.dir, uid = options.uid,
+                       gid = options.gid] { return prepareAttemptDir(attemptsDir, dir, uid, gid); })
                   .then([this, &a](std::string problem) -> kj::Promise<void> {
                     if (!problem.empty()) a.startFailure = problem;
                     if (!a.startFailure.empty() || a.cancelRequested) {
@@ -220,8 +224,8 @@ struct TaskRunner::State {
                     // A bug or a resource failure (no socket, thread pool gone): the attempt must
                     // still end, and nothing of it may keep running.
                     if (a.ended) return;
-                    spdlog::error("task runner: attempt {} failed in the worker: {}",
-                                  a.id.toHex(), exception.getDescription().cStr());
+                    spdlog::error("task runner: attempt {} failed in the worker: {}", a.id.toHex(),
+                                  exception.getDescription().cStr());
                     signalGroup(a, SIGKILL);
                     a.groupGone = true;
                     if (a.startFailure.empty()) {
@@ -235,7 +239,9 @@ struct TaskRunner::State {
   kj::Promise<void> spawn(Attempt& a) {
     auto status = loop.io().newTwoWayPipe();
     int shimEnd = -1;
-    KJ_IF_MAYBE(fd, status.ends[1]->getFd()) { shimEnd = *fd; }
+    KJ_IF_MAYBE (fd, status.ends[1]->getFd()) {
+      shimEnd = *fd;
+    }
     KJ_REQUIRE(shimEnd >= 0, "the status socket has no file descriptor");
     // Put at fd 3 in the shim: the status socket.
     std::vector<std::string> argv = {options.shimPath, "--parent-pid", std::to_string(::getpid()),
@@ -291,7 +297,8 @@ struct TaskRunner::State {
   // SIGKILL to the group, once.
   void killGroup(Attempt& a) {
     if (a.killSentAt != nullptr) return;
-    spdlog::debug("attempt {}: group {} outlived the cancel timeout; SIGKILL", a.id.toHex(), a.pgid);
+    spdlog::debug("attempt {}: group {} outlived the cancel timeout; SIGKILL", a.id.toHex(),
+                  a.pgid);
     signalGroup(a, SIGKILL);
     a.killSentAt = timer.now();
   }
@@ -307,7 +314,7 @@ struct TaskRunner::State {
     }
     const kj::TimePoint now = timer.now();
     kj::TimePoint next = now + kGroupPollInterval;
-    KJ_IF_MAYBE(killedAt, a.killSentAt) {
+    KJ_IF_MAYBE (killedAt, a.killSentAt) {
       if (now >= *killedAt + kKillSettle) {
         // Never signal this id again: it may be reused once the zombies are reaped.
         a.groupGone = true;
@@ -316,11 +323,11 @@ struct TaskRunner::State {
       next = std::min(next, *killedAt + kKillSettle);
     } else {
       kj::TimePoint termSentAt = now;
-      KJ_IF_MAYBE(at, a.termSentAt) {
+      KJ_IF_MAYBE (at, a.termSentAt) {
         termSentAt = *at;
       } else {
-        spdlog::debug("attempt {}: the command left processes in group {}; SIGTERM",
-                      a.id.toHex(), a.pgid);
+        spdlog::debug("attempt {}: the command left processes in group {}; SIGTERM", a.id.toHex(),
+                      a.pgid);
         signalGroup(a, SIGTERM);
         a.termSentAt = now;
       }
@@ -339,7 +346,7 @@ struct TaskRunner::State {
     // A copy: the callback may start or cancel attempts.
     OnUpdate onUpdate = a.onUpdate;
     if (!onUpdate) return;
-    KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { onUpdate(update); })) {
+    KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] { onUpdate(update); })) {
       spdlog::error("attempt {}: the update callback failed: {}", a.id.toHex(),
                     exception->getDescription().cStr());
     }
@@ -407,8 +414,7 @@ struct TaskRunner::State {
   // Attempt directories left by an earlier run of the worker count as ended, older than any of
   // this run's.
   void adoptStrayDirectories() {
-    tasks.add(loop
-                  .runBlocking([attemptsDir = options.attemptsDir,
+    tasks.add(loop.runBlocking([attemptsDir = options.attemptsDir,
                                 otherUser = options.uid && *options.uid != ::geteuid()] {
                     std::vector<std::pair<fs::file_time_type, std::string>> found;
                     std::string problem = ensureAttemptsDir(attemptsDir, otherUser);
@@ -485,14 +491,14 @@ void TaskRunner::cancel(const AttemptId& attempt) {
   a.cancelRequested = true;
   s.signalGroup(a, SIGTERM);
   a.termSentAt = s.timer.now();
-  a.killTimer = s.timer.afterDelay(s.cancelTimeout())
-                    .then([&s, &a] {
-                      if (!a.groupGone && groupAlive(a.pgid)) s.killGroup(a);
-                    })
-                    .eagerlyEvaluate([](kj::Exception&& e) {
-                      spdlog::error("task runner: cancel timer failed: {}",
-                                    e.getDescription().cStr());
-                    });
+  a.killTimer =
+      s.timer.afterDelay(s.cancelTimeout())
+          .then([&s, &a] {
+            if (!a.groupGone && groupAlive(a.pgid)) s.killGroup(a);
+          })
+          .eagerlyEvaluate([](kj::Exception&& e) {
+            spdlog::error("task runner: cancel timer failed: {}", e.getDescription().cStr());
+          });
 }
 
 kj::Promise<void> TaskRunner::killAll() {
