@@ -69,12 +69,13 @@ std::string ensureAttemptsDir(const std::string& attemptsDir, bool otherUser) {
     }
     ::chmod(attemptsDir.c_str(), 0711);
   }
-  if (otherUser) {
-    const std::string parent = fs::path(attemptsDir).parent_path().string();
+  if (!otherUser) return {};
+  // Both, also when they already existed: a umask of 077 or a data directory made 0700.
+  for (const std::string& path : {attemptsDir, fs::path(attemptsDir).parent_path().string()}) {
     struct stat info {};
-    if (!parent.empty() && ::stat(parent.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0 &&
-        ::chmod(parent.c_str(), (info.st_mode & 07777) | S_IXOTH) != 0) {
-      return "cannot let the task user traverse " + parent + " (chmod o+x): " + errnoText(errno);
+    if (!path.empty() && ::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0 &&
+        ::chmod(path.c_str(), (info.st_mode & 07777) | S_IXOTH) != 0) {
+      return "cannot let the task user traverse " + path + " (chmod o+x): " + errnoText(errno);
     }
   }
   return {};

@@ -478,6 +478,9 @@ TEST_F(TaskRunnerTest, AsRootTasksRunAsTheTaskUserInADirectoryTheyOwn) {
   auto user = resolveTaskUser("nobody", false, 0);
   ASSERT_TRUE(user.ok()) << user.error().message;
   ASSERT_TRUE(user.value().uid && *user.value().uid != 0);
+  // An attempts directory left private by an earlier run (umask 077) is made traversable too.
+  fs::create_directory(attemptsDir());
+  ASSERT_EQ(::chmod(attemptsDir().c_str(), 0700), 0);
   makeRunner({.uid = user.value().uid, .gid = user.value().gid});
   TaskSpec spec{.attempt = AttemptId::random(),
                 .argv = {"sh", "-c", "id -u; id -G; echo written > here; cat here"}};
