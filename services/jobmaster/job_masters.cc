@@ -344,8 +344,10 @@ void JobMasters::JobMaster::armRestartTimer() {
   const auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - monoNow());
   restartTimer_ = owner_.timer_.afterDelay(std::max<int64_t>(0, delay.count()) * kj::NANOSECONDS)
                       .then([this] {
+                        // Not settle() here: it may arm this timer again, destroying the
+                        // promise whose continuation runs now.
                         restartArmedAt_.reset();
-                        settle();
+                        queueSettle();
                       })
                       .eagerlyEvaluate([this](kj::Exception&& exception) {
                         errorLogger_.taskFailed(kj::mv(exception));

@@ -358,6 +358,30 @@ TEST_F(JobMastersTest, ARefusedSubmitFailsTheAttemptAndTheStrategyRestartsIt) {
   EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
 }
 
+TEST_F(JobMastersTest, RestartsAtDifferentTimesEachRunWhenTheirDelayEnds) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1);
+  advance(Duration(500));
+  expectApplied(job, worker.submitted[1], ExecutionState::FAILED, 1);
+  advance(Duration(499));
+  EXPECT_EQ(worker.submitted.size(), 2u);
+  advance(Duration(1));  // The first delay ends; the timer is armed again for the second.
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  EXPECT_EQ(worker.submitted[2].subtask, worker.submitted[0].subtask);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RESTARTING);
+  advance(Duration(499));
+  EXPECT_EQ(worker.submitted.size(), 3u);
+  advance(Duration(1));
+  ASSERT_EQ(worker.submitted.size(), 4u);
+  EXPECT_EQ(worker.submitted[3].subtask, worker.submitted[1].subtask);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
+}
+
 TEST_F(JobMastersTest, ASubmitThatTimesOutFailsTheAttempt) {
   JobGraphBuilder builder({{"a", 1}});
   const JobId job = start(builder);
