@@ -161,6 +161,9 @@ class ExecutionGraph final {
   // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex`.
   bool isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
                        const AttemptId& attempt) const;
+  // Those of `attempts` that are no subtask's latest attempt (a worker's heartbeat lists them:
+  // the worker runs what this JobMaster does not know, or no longer wants).
+  std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;
   // The latest failure message of `subtask`; empty when none failed.
   std::string_view failureMessage(uint32_t subtask) const;
   // jobStatus: state, tasks, vertices with subtasks, failure, restarts, waitingReason.

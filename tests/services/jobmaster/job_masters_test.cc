@@ -484,6 +484,28 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   EXPECT_EQ(other.submitted[0].attemptNumber, 1u);
 }
 
+TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancelled) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  worker.submitMode = FakeWorker::Mode::kSilent;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  advance(Duration(1000));  // submitTask timed out: that attempt failed, a new one deploys.
+  worker.submitMode = FakeWorker::Mode::kAnswers;
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  // ... but the first one reached the worker, which lists both.
+  auto request = gateway(job).heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  auto listed = request.initPayload().initDeployedAttempts(2);
+  wire::setWireId(listed[0], worker.submitted[0].attempt);
+  wire::setWireId(listed[1], worker.submitted[1].attempt);
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{worker.submitted[0].attempt});
+}
+
 TEST_F(JobMastersTest, AWorkerThatDisconnectsFailsItsAttemptsAtOnce) {
   JobGraphBuilder builder({{"a", 1}});
   const JobId job = start(builder);
