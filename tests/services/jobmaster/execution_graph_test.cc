@@ -93,8 +93,10 @@ TEST_F(ExecutionGraphTest, DownstreamDeploysOnlyAfterEveryUpstreamSubtaskFinishe
   start(builder);
   // Only a is runnable: two one-cpu slots.
   EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  EXPECT_EQ(graph().state(), wire::JobState::CREATED);
   EXPECT_EQ(offer(workerA_, 4).size(), 2u);
   auto first = graph().schedule(nowMs_);
+  EXPECT_EQ(graph().state(), wire::JobState::CREATED);  // Until an attempt runs.
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(vertexOf(first[0]), "a");
   EXPECT_EQ(vertexOf(first[1]), "a");

@@ -244,8 +244,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   const JobId job = start(builder);
   ASSERT_EQ(port_.registered, std::vector<JobId>{job});
   EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
-  ASSERT_EQ(listener_.states.size(), 1u);
-  EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
+  EXPECT_TRUE(listener_.states.empty());  // CREATED until an attempt runs.
 
   FakeWorker worker;
   ASSERT_EQ(offer(job, workerA_, worker, 3).size(), 2u);
@@ -254,7 +253,10 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(worker.submitted[0].argv0, "/bin/echo");
   EXPECT_EQ(counters_.attemptsStarted, 2u);
 
+  EXPECT_TRUE(listener_.states.empty());
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  ASSERT_EQ(listener_.states.size(), 1u);
+  EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);
   EXPECT_NEAR(counters_.submitToRunningSum, 0.03, 1e-9);
   EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);  // 0.02s < 0.03s
