@@ -67,7 +67,6 @@ class JobMasters::JobMaster final {
   // declaration and the RUNNING state follow from the event loop (never inside start()).
   void start();
   wire::JobMasterGateway::Client gateway() { return gateway_; }
-  bool reachable() const { return !releasing_ && !execution_.ended(); }
   const ExecutionGraph& execution() const { return execution_; }
   MonoTime monoNow() const { return owner_.monoNow(); }
 
@@ -677,7 +676,7 @@ bool JobMasters::counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& re
 
 kj::Maybe<wire::JobMasterGateway::Client> JobMasters::gateway(JobId job) {
   auto found = jobs_.find(job);
-  if (found == jobs_.end() || !found->second->reachable()) return nullptr;
+  if (found == jobs_.end()) return nullptr;
   return found->second->gateway();
 }
 
