@@ -584,6 +584,7 @@ void JobMasters::JobMaster::disconnect(const ResourceId& worker, const std::stri
 
 kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
   releasing_ = true;
+  execution_.stop();
   restartTimer_ = nullptr;
   restartArmedAt_.reset();
   for (const auto& live : execution_.liveAttempts()) {

@@ -432,6 +432,38 @@ TEST_F(JobMastersTest, GivingUpEndsTheJobFailedAndDeploysNothingMore) {
   EXPECT_EQ(port_.disconnected.size(), 1u);
 }
 
+TEST_F(JobMastersTest, AttemptsEndingWhileARunningJobIsReleasedAreNotRestarted) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
+  // The job is cancelled: the Dispatcher releases it while it runs.
+  auto released = masters_->release(job, "cancelled by an operator");
+  settle();
+  ASSERT_EQ(worker.cancelled.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::CANCELED);
+  {
+    capnp::MallocMessageBuilder message;
+    auto status = message.initRoot<wire::JobStatus>();
+    ASSERT_TRUE(masters_->describe(job, status));
+    EXPECT_EQ(status.getRestarts(), 0u);
+    EXPECT_NE(status.getState(), wire::JobState::RESTARTING);
+    EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getWaitingReason().cStr()), "");
+  }
+  // A task killed by the cancel may also report FAILED (signal 15).
+  expectApplied(job, worker.submitted[1], ExecutionState::FAILED, 0, "killed by signal 15");
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  released.wait(loop_.waitScope());
+  advance(Duration(1000));
+  EXPECT_EQ(worker.submitted.size(), 2u);
+  EXPECT_EQ(counters_.attemptsRestarted, 0u);
+  EXPECT_TRUE(listener_.ended.empty());  // A cancel's end is the Dispatcher's.
+  for (const auto& [id, state] : listener_.states) EXPECT_EQ(state, wire::JobState::RUNNING);
+}
+
 TEST_F(JobMastersTest, ReleaseGoesOnWhenCancelledAttemptsDoNotEndInTime) {
   JobGraphBuilder builder({{"a", 1}});
   const JobId job = start(builder);
