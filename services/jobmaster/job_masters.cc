@@ -64,7 +64,7 @@ class JobMasters::JobMaster final {
   ~JobMaster() noexcept;
 
   // Serves the gateway, registers with the ResourceManager, starts heartbeats; the first
-  // declaration and the RUNNING state follow from the event loop (never inside start()).
+  // declaration follows from the event loop (never inside start()).
   void start();
   wire::JobMasterGateway::Client gateway() { return gateway_; }
   bool releasing() const { return releasing_; }
@@ -128,9 +128,9 @@ class JobMasters::JobMaster final {
   bool releasing_ = false;
   bool settleQueued_ = false;
   std::optional<MonoTime> restartArmedAt_;
-  kj::Maybe<kj::Promise<void>> restartTimer_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
   TaskFailureLogger errorLogger_{"job master"};
+  kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 
