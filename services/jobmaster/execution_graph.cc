@@ -326,9 +326,8 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
       setState(index, report.state, nowMs);
       std::string message(report.failureMessage);
       if (message.empty()) {
-        message = report.termSignal != 0
-                      ? "killed by signal " + std::to_string(report.termSignal)
-                      : "exited with code " + std::to_string(report.exitCode);
+        message = report.termSignal != 0 ? "killed by signal " + std::to_string(report.termSignal)
+                                         : "exited with code " + std::to_string(report.exitCode);
       }
       failed(index, message, report.exitCode, now, nowMs);
       break;
@@ -448,7 +447,8 @@ void ExecutionGraph::endJob(wire::JobState state, int64_t nowMs) {
   dispatcher::JobEnd end;
   end.state = state;
   end.restarts = strategy_.restarts();
-  end.netRuntimeMs = static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
+  end.netRuntimeMs =
+      static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
   if (state == wire::JobState::FAILED && failure_) {
     end.failureMessage = failure_->message;
     end.failureVertex = viewOf(vertexReader(vertexOf(failure_->subtask)).getName());
@@ -554,20 +554,20 @@ std::string ExecutionGraph::waitingReason(uint32_t index, MonoTime now,
   const Vertex& vertex = vertices_[vertexOf(index)];
   if (subtask.phase == Phase::kRestartDelay) {
     return "restarting in " + seconds(std::max(Duration(0), std::chrono::duration_cast<Duration>(
-                                                                 subtask.restartAt - now)));
+                                                                subtask.restartAt - now)));
   }
   if (subtask.phase != Phase::kWaiting) return {};
   if (!vertex.runnable()) {
     for (uint32_t upstream : vertex.upstream) {
       const Vertex& u = vertices_[upstream];
       if (u.finished < u.parallelism) {
-        return "waiting for upstream vertex " + std::string(viewOf(vertexReader(upstream).getName()));
+        return "waiting for upstream vertex " +
+               std::string(viewOf(vertexReader(upstream).getName()));
       }
     }
   }
   return "waiting for a slot (" + resourcemanager::describe(vertex.profile) +
-         "): " + std::to_string(slots.free) + " of " + std::to_string(slots.total) +
-         " slots free";
+         "): " + std::to_string(slots.free) + " of " + std::to_string(slots.total) + " slots free";
 }
 
 void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
@@ -687,8 +687,8 @@ void ExecutionGraph::counts(wire::TaskCounts::Builder tasks) const {
 size_t ExecutionGraph::heldBytes() const {
   size_t bytes = sizeof(*this) + subtasks_.capacity() * sizeof(Subtask);
   for (const Vertex& vertex : vertices_) {
-    bytes += sizeof(Vertex) + (vertex.upstream.capacity() + vertex.downstream.capacity()) *
-                                  sizeof(uint32_t);
+    bytes += sizeof(Vertex) +
+             (vertex.upstream.capacity() + vertex.downstream.capacity()) * sizeof(uint32_t);
   }
   constexpr size_t kNode = 32;  // A std::map node's links and colour.
   bytes += vertexByName_.size() * (kNode + sizeof(std::pair<std::string_view, uint32_t>));

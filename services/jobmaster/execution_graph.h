@@ -162,7 +162,9 @@ class ExecutionGraph final {
   size_t subtaskCount() const { return subtasks_.size(); }
   uint32_t vertexOf(uint32_t subtask) const;
   uint32_t indexInVertex(uint32_t subtask) const;
-  wire::JobVertex::Reader vertexReader(uint32_t vertex) const { return graph_.getVertices()[vertex]; }
+  wire::JobVertex::Reader vertexReader(uint32_t vertex) const {
+    return graph_.getVertices()[vertex];
+  }
   AttemptId attemptOf(uint32_t subtask) const { return subtasks_[subtask].attempt; }
   // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex`.
   bool isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
@@ -196,7 +198,7 @@ class ExecutionGraph final {
     kLive,          // The latest attempt is DEPLOYING, RUNNING or CANCELING.
     kRestartDelay,  // The latest attempt FAILED; a new one waits for restartAt.
     kFinished,
-    kStopped,       // Ended without finishing (the job ended).
+    kStopped,  // Ended without finishing (the job ended).
   };
   struct Subtask {
     AttemptId attempt;        // The latest attempt; zero before the first.

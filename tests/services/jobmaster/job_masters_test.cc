@@ -259,8 +259,8 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);
   EXPECT_NEAR(counters_.submitToRunningSum, 0.03, 1e-9);
-  EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);  // 0.02s < 0.03s
-  EXPECT_EQ(counters_.submitToRunningBuckets[3], 1u);  // 0.03s <= 0.05s
+  EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);   // 0.02s < 0.03s
+  EXPECT_EQ(counters_.submitToRunningBuckets[3], 1u);   // 0.03s <= 0.05s
   EXPECT_EQ(counters_.submitToRunningBuckets[11], 1u);  // Cumulative.
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);  // Once per job.
@@ -275,7 +275,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   expectApplied(job, worker.submitted[2], ExecutionState::FINISHED);
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
-  EXPECT_TRUE(port_.latest(job).empty());  // Needs nothing any more.
+  EXPECT_TRUE(port_.latest(job).empty());      // Needs nothing any more.
   EXPECT_NE(masters_->gateway(job), nullptr);  // Until released.
 
   auto released = masters_->release(job, "job finished");
