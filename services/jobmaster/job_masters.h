@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "common/event_line.h"
 #include "common/ids.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -88,6 +89,12 @@ class JobMasters final : public dispatcher::JobRunner {
 
  private:
   class JobMaster;
+  class Gateway;  // A JobMaster's JobMasterGateway server.
+
+  MonoTime monoNow() const;
+  int64_t wallNow() const;
+  // Logs `line` with mono_us and wall_ms when options.logEvents.
+  void event(EventLine& line) const;
   kj::Timer& timer_;
   const uint64_t epoch_;
   resourcemanager::JobMasterPort& resourceManager_;
@@ -96,6 +103,8 @@ class JobMasters final : public dispatcher::JobRunner {
   const JobMasterOptions options_;
   dispatcher::JobRunnerListener* listener_ = nullptr;
   std::map<JobId, kj::Own<JobMaster>> jobs_;
+  // The release() promises handed out; cancelled on destruction (they refer to JobMasters).
+  kj::Canceler releases_;
 };
 
 }  // namespace regent::jobmaster
