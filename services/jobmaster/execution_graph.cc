@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "rpc/wire_ids.h"
 
@@ -479,7 +480,10 @@ void ExecutionGraph::restartDue(MonoTime now) {
 
 wire::JobState ExecutionGraph::state() const {
   if (ended_) return ended_->state;
-  return restartDelays_ > 0 ? wire::JobState::RESTARTING : wire::JobState::RUNNING;
+  if (restartDelays_ > 0) return wire::JobState::RESTARTING;
+  // CREATED until an attempt first runs (docs/jobgraph.md, "How a job runs and ends").
+  return anyRunning_ || strategy_.restarts() > 0 ? wire::JobState::RUNNING
+                                                 : wire::JobState::CREATED;
 }
 
 bool ExecutionGraph::takeFirstRunning() {
@@ -650,6 +654,15 @@ bool ExecutionGraph::isLatestAttempt(std::string_view vertex, uint32_t subtaskIn
   if (subtaskIndex >= v.parallelism) return false;
   const Subtask& subtask = subtasks_[v.first + subtaskIndex];
   return subtask.attempts > 0 && subtask.attempt == attempt;
+}
+
+std::vector<AttemptId> ExecutionGraph::unknownAmong(const std::vector<AttemptId>& attempts) const {
+  std::set<AttemptId> unknown(attempts.begin(), attempts.end());
+  for (const Subtask& subtask : subtasks_) {
+    if (unknown.empty()) break;
+    if (subtask.attempts > 0) unknown.erase(subtask.attempt);
+  }
+  return {unknown.begin(), unknown.end()};
 }
 
 std::string_view ExecutionGraph::failureMessage(uint32_t subtask) const {

@@ -130,7 +130,8 @@ class ExecutionGraph final {
   void restartDue(MonoTime now);
 
   // ---- The job ----------------------------------------------------------------------------------
-  // RUNNING, RESTARTING (a restart delay runs), or once ended FINISHED / FAILED.
+  // CREATED until an attempt first runs (or the first restart), then RUNNING; RESTARTING while a
+  // restart delay runs; once ended FINISHED / FAILED.
   wire::JobState state() const;
   bool ended() const { return ended_.has_value(); }
   // Set once the job ended; FAILED carries the root cause.
@@ -161,6 +162,9 @@ class ExecutionGraph final {
   // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex`.
   bool isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
                        const AttemptId& attempt) const;
+  // Those of `attempts` that are no subtask's latest attempt (a worker's heartbeat lists them:
+  // the worker runs what this JobMaster does not know, or no longer wants).
+  std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;
   // The latest failure message of `subtask`; empty when none failed.
   std::string_view failureMessage(uint32_t subtask) const;
   // jobStatus: state, tasks, vertices with subtasks, failure, restarts, waitingReason.

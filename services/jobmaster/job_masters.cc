@@ -80,7 +80,7 @@ class JobMasters::JobMaster final {
                   wire::JobMasterGateway::OfferSlotsResults::Builder results);
   void updateTaskExecutionState(wire::TaskExecutionState::Reader state,
                                 wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results);
-  void heartbeat(const ResourceId& worker,
+  void heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
                  wire::JobMasterGateway::HeartbeatResults::Builder results);
   void disconnect(const ResourceId& worker, const std::string& cause,
                   wire::JobMasterGateway::DisconnectResults::Builder results);
@@ -150,8 +150,7 @@ class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
-    auto worker = wire::idFromWire<ResourceId>(context.getParams().getResourceId());
-    master().heartbeat(worker, context.getResults());
+    master().heartbeat(context.getParams(), context.getResults());
     return kj::READY_NOW;
   }
   kj::Promise<void> disconnect(DisconnectContext context) override {
@@ -344,8 +343,10 @@ void JobMasters::JobMaster::armRestartTimer() {
   const auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - monoNow());
   restartTimer_ = owner_.timer_.afterDelay(std::max<int64_t>(0, delay.count()) * kj::NANOSECONDS)
                       .then([this] {
+                        // Not settle() here: it may arm this timer again, destroying the
+                        // promise whose continuation runs now.
                         restartArmedAt_.reset();
-                        settle();
+                        queueSettle();
                       })
                       .eagerlyEvaluate([this](kj::Exception&& exception) {
                         errorLogger_.taskFailed(kj::mv(exception));
@@ -544,8 +545,9 @@ void JobMasters::JobMaster::updateTaskExecutionState(
   queueSettle();
 }
 
-void JobMasters::JobMaster::heartbeat(const ResourceId& worker,
+void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
                                       wire::JobMasterGateway::HeartbeatResults::Builder results) {
+  const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
   auto known = workers_.find(worker);
   if (known == workers_.end()) {
     rpc::failures::notRegistered(results.initFailure(), worker,
@@ -554,6 +556,19 @@ void JobMasters::JobMaster::heartbeat(const ResourceId& worker,
     return;
   }
   known->second.lastHeard = monoNow();
+  // Attempts the worker holds for this job that are no subtask's latest attempt (a submitTask
+  // that timed out here but reached the worker, say) are stopped. Attempts missing from the list
+  // are left to their own updates: an ended attempt's terminal update may still be on its way.
+  const auto listed = params.getPayload().getDeployedAttempts();
+  if (listed.size() == 0) return;
+  std::vector<AttemptId> attempts;
+  attempts.reserve(listed.size());
+  for (auto attempt : listed) attempts.push_back(wire::idFromWire<AttemptId>(attempt));
+  for (const AttemptId& attempt : execution_.unknownAmong(attempts)) {
+    spdlog::info("job {}: cancelling attempt {} that worker {} runs and the JobMaster does not know",
+                 job_.toHex(), attempt.toHex(), worker.toHex());
+    cancelOnWorker(known->second.client, attempt, worker, nullptr);
+  }
 }
 
 void JobMasters::JobMaster::disconnect(const ResourceId& worker, const std::string& cause,

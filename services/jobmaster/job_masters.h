@@ -10,6 +10,20 @@
 // A vertex is runnable once every subtask of every upstream vertex FINISHED. After a failover
 // the new term's JobMaster starts the job again from its JobGraph: attempts a worker still runs
 // for it (offered with the slot) are cancelled, and the subtasks run again.
+//
+// The gateway a JobMaster serves (workers call it):
+// - offerSlots: notRegistered unless JobMasterPort::workerAddress knows the worker; accepts the
+//   slots a waiting subtask of a runnable vertex fits (the rest the worker frees); cancels the
+//   offered running attempts it does not know; deploys in a later turn.
+// - updateTaskExecutionState: notFound for an attempt that is no subtask's latest attempt;
+//   repeats and states older than the known one change nothing. The job's first RUNNING feeds
+//   JobMasterCounters' submit-to-running histogram.
+// - heartbeat: notRegistered for a worker holding none of the job's slots (it offers them
+//   again); attempts it lists that the JobMaster does not know are cancelled.
+// - disconnect: the worker's attempts FAIL at once and its slots leave the job.
+// A submitTask that is refused, times out (callTimeout) or loses its connection fails its
+// attempt with a message naming why; failures go to the restart strategy (restart_strategy.h),
+// scheduling decisions to the ExecutionGraph (execution_graph.h).
 #pragma once
 
 #include <kj/async.h>
@@ -78,6 +92,13 @@ class JobMasters final : public dispatcher::JobRunner {
   bool describe(JobId job, wire::JobStatus::Builder status) const override;
   bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override;
 
+  // release(): cancels the live attempts (cancelTask), waits for their terminal updates at most
+  // heartbeatTimeout (then logs and goes on; an attempt whose cancelTask fails counts as ended),
+  // frees every held slot (freeSlot, each bounded by callTimeout), calls disconnectJobMaster and
+  // drops the JobMaster: its served gateway throws DISCONNECTED from then on. Updates keep being
+  // applied while it runs; nothing is deployed or restarted. Unknown jobs: disconnectJobMaster
+  // only.
+  //
   // MasterBootstrap.jobMaster: the gateway of `job`'s JobMaster, or nullptr when this term runs
   // no JobMaster for it (unknown, ended, or released).
   kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job);
