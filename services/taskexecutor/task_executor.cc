@@ -1105,6 +1105,7 @@ void TaskExecutor::answerJobMasterHeartbeat(const JobId& job, uint64_t epoch) {
     if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
       spdlog::debug("task executor {}: cannot answer the heartbeat of job {}: {}",
                     options_.resourceId.toHex(), job.toHex(), failure->describe());
+      forgetIfIdle(job);
       return kj::READY_NOW;
     }
     // Every attempt of the job held here: running, or ended with its update still on the way.

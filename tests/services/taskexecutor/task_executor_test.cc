@@ -710,6 +710,36 @@ TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
   EXPECT_EQ(master_->heartbeats.back().slots[0].running, std::vector<AttemptId>{kAttempt});
 }
 
+TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
+  std::ostringstream log;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  withRunner();
+  auto with = options(1);
+  with.logEvents = true;
+  TaskExecutor& executor = startRegistered(std::move(with));
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  waitFor([&] { return executor.slots()[0].acceptedEpoch == 1; }, "the slot accepted");
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
+
+  auto started = eventIn(log.str(), "task started");
+  ASSERT_TRUE(started) << log.str();
+  EXPECT_EQ(started->get("resource_id"), kWorker.toHex());
+  EXPECT_EQ(started->get("job"), kJob.toHex());
+  EXPECT_EQ(started->get("attempt"), kAttempt.toHex());
+  EXPECT_EQ(started->getUint("pid"), updatesOf(kAttempt)[0].pid);
+  EXPECT_TRUE(started->getInt("mono_us"));
+  auto ended = eventIn(log.str(), "task ended");
+  ASSERT_TRUE(ended) << log.str();
+  EXPECT_EQ(ended->get("attempt"), kAttempt.toHex());
+  EXPECT_EQ(ended->get("state"), "FAILED");
+  EXPECT_EQ(ended->getInt("exit_code"), 4);
+  EXPECT_EQ(ended->getInt("signal"), 0);
+  EXPECT_EQ(ended->get("message"), updatesOf(kAttempt)[1].failureMessage);
+  EXPECT_TRUE(ended->getInt("wall_ms"));
+}
+
 TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunningAttempts) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
