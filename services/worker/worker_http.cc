@@ -48,16 +48,18 @@ struct OutputRead {
 // Blocking: opens `path`, decides the range against its size, reads it.
 OutputRead readOutput(const std::string& path, std::optional<ByteRange> range) {
   OutputRead read;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // The task user owns the attempt's directory and may replace the file: a link is not
+  // followed, and anything but a regular file (a FIFO would block the read) is refused.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     read.outcome = errno == ENOENT ? OutputRead::Outcome::kMissing : OutputRead::Outcome::kError;
     read.error = "cannot open " + path + ": " + std::strerror(errno);
     return read;
   }
   struct stat info {};
-  if (::fstat(fd, &info) != 0) {
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     read.outcome = OutputRead::Outcome::kError;
-    read.error = "cannot stat " + path + ": " + std::strerror(errno);
+    read.error = path + " is not a regular file";
     ::close(fd);
     return read;
   }

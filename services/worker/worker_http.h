@@ -79,7 +79,8 @@ class WorkerHttpHost {
 //                 end and to kMaxOutputChunk bytes); N >= SIZE: 416 with "Content-Range:
 //                 bytes */SIZE". Every answer carries "X-Regent-Attempt-State" (RUNNING, FINISHED,
 //                 FAILED, CANCELED). An unknown or pruned attempt (or a malformed id): 404 with a
-//                 one-line text. The file is read on the loop's thread pool (runBlocking).
+//                 one-line text. The file is read on the loop's thread pool (runBlocking), opened
+//                 without following a link; one that is a link or not a regular file: 500.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
 // `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
 // http::HttpRoutes::makeHeaderTable().

@@ -290,6 +290,20 @@ TEST_F(WorkerHttpTest, AnUnknownOrPrunedAttemptIs404) {
   EXPECT_EQ(post.status, 405u);
 }
 
+// The task user owns its attempt's directory: a link put in place of an output file is not
+// followed.
+TEST_F(WorkerHttpTest, AnOutputFileReplacedByALinkIsNotFollowed) {
+  addAttempt(kAttempt, "FINISHED", "out");
+  const std::string secret = dir_.path() + "/secret";
+  std::ofstream(secret) << "not for the task";
+  const std::string stdoutPath = dir_.path() + "/" + kAttempt.toHex() + "/stdout";
+  std::filesystem::remove(stdoutPath);
+  std::filesystem::create_symlink(secret, stdoutPath);
+  Reply reply = fetch(url(kAttempt));
+  EXPECT_EQ(reply.status, 500u);
+  EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
+}
+
 TEST(ParseByteRange, AcceptsFromAndFromToOnly) {
   auto from = parseByteRange("bytes=5-");
   ASSERT_TRUE(from);
