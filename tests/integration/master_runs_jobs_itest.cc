@@ -5,6 +5,7 @@
 // FINISHED and the worker's slots are free again. The full scenarios (DAGs, restarts, cancel,
 // lost workers, logs) are in the jobs itests.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <iterator>
@@ -40,6 +41,10 @@ TEST(MasterRunsJobs, ASubmittedOneVertexJobRunsOnAWorkerToFinishedAndIsCleanedUp
   auto epoch = waitForServing(masters, leader.value(), kStartTimeout);
   ASSERT_OK(epoch);
   ASSERT_OK(workers.startWorkers(1));
+  // Tasks run as worker.task-user (nobody) when the tests run as root: let it through the
+  // private directory holding the worker's data directory to its attempt's directory.
+  const std::string& dataDir = workers.dataDir(0);
+  ::chmod(dataDir.substr(0, dataDir.rfind('/')).c_str(), 0711);
   ASSERT_OK(workers.waitForRegistered(0, epoch.value(), kStartTimeout));
 
   TempDir dir("master-runs-jobs");
