@@ -325,6 +325,32 @@ kj::Promise<void> HttpRoutes::workers(Response& response) {
 
 namespace {
 
+// The JobMasters' families, over every term this process led.
+void writeJobMasterMetrics(std::ostringstream& out, const jobmaster::JobMasterCounters& counts) {
+  family(out, "regent_attempts_started_total", "counter",
+         "Subtask attempts deployed (submitTask accepted by a worker), over every term this "
+         "process led.");
+  out << "regent_attempts_started_total " << counts.attemptsStarted << '\n';
+  family(out, "regent_attempts_failed_total", "counter",
+         "Subtask attempts that reached FAILED, over every term this process led.");
+  out << "regent_attempts_failed_total " << counts.attemptsFailed << '\n';
+  family(out, "regent_attempts_restarted_total", "counter",
+         "Subtask attempts deployed again after a failure (restart strategy), over every term "
+         "this process led.");
+  out << "regent_attempts_restarted_total " << counts.attemptsRestarted << '\n';
+  family(out, "regent_job_submit_to_running_seconds", "histogram",
+         "Time from a job's submission to its first attempt RUNNING, per job and term.");
+  for (size_t i = 0; i < counts.kSubmitToRunningBounds.size(); ++i) {
+    out << "regent_job_submit_to_running_seconds_bucket{le=\""
+        << counts.kSubmitToRunningBounds[i] << "\"} " << counts.submitToRunningBuckets[i]
+        << '\n';
+  }
+  out << "regent_job_submit_to_running_seconds_bucket{le=\"+Inf\"} "
+      << counts.submitToRunningCount << '\n';
+  out << "regent_job_submit_to_running_seconds_sum " << counts.submitToRunningSum << '\n';
+  out << "regent_job_submit_to_running_seconds_count " << counts.submitToRunningCount << '\n';
+}
+
 // The RPC authentication families (docs/security.md).
 void writeAuthMetrics(std::ostringstream& out, const rpc::AuthCounters& auth) {
   family(out, "regent_rpc_auth_successes_total", "counter",
@@ -427,6 +453,9 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
          "Workers the leader removed after heartbeat.timeout of silence, over every term this "
          "process led.");
   out << "regent_worker_heartbeat_timeouts_total " << host_.workerHeartbeatTimeouts() << '\n';
+  if (const jobmaster::JobMasterCounters* jobMasters = host_.jobMasterCounters()) {
+    writeJobMasterMetrics(out, *jobMasters);
+  }
   family(out, "regent_rpc_calls_total", "counter",
          "RPC calls that reached the leader's fenced gateways, by method.");
   for (const auto& [method, count] : host_.fencingCounters().calls()) {

@@ -113,6 +113,7 @@ class FakeHost final : public HttpHost {
     return *workers;
   }
   uint64_t workerHeartbeatTimeouts() const override { return heartbeatTimeouts; }
+  const jobmaster::JobMasterCounters* jobMasterCounters() const override { return jobMasters; }
 
   leader::ContenderInfo self_;
   std::optional<leader::LeaderInfo> leader;
@@ -123,6 +124,7 @@ class FakeHost final : public HttpHost {
   bool ready = false;
   const LeaderWorkers* workers = nullptr;
   uint64_t heartbeatTimeouts = 0;
+  const jobmaster::JobMasterCounters* jobMasters = nullptr;
   rpc::FencingCounters counters;
   std::optional<RpcTransportCounts> transport;
 };
@@ -478,6 +480,46 @@ TEST_F(HttpServerTest, WorkerHeartbeatTimeoutsAreTheProcessCountAlsoOnAStandby) 
   auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
   ASSERT_EQ(parsed.error, "");
   EXPECT_EQ(parsed.samples.at("regent_worker_heartbeat_timeouts_total"), 4);
+}
+
+TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistogram) {
+  jobmaster::JobMasterCounters counters;
+  counters.attemptsStarted = 9;
+  counters.attemptsFailed = 3;
+  counters.attemptsRestarted = 2;
+  counters.observeSubmitToRunning(0.015);
+  counters.observeSubmitToRunning(3);
+  host_.jobMasters = &counters;
+  Reply reply = fetch("/metrics");
+  ASSERT_EQ(reply.status, 200u);
+  auto parsed = regent::testing::parsePrometheusText(reply.body);
+  ASSERT_EQ(parsed.error, "") << reply.body;
+  EXPECT_EQ(parsed.samples.at("regent_attempts_started_total"), 9);
+  EXPECT_EQ(parsed.samples.at("regent_attempts_failed_total"), 3);
+  EXPECT_EQ(parsed.samples.at("regent_attempts_restarted_total"), 2);
+  for (const char* family : {"regent_attempts_started_total", "regent_attempts_failed_total",
+                             "regent_attempts_restarted_total"}) {
+    EXPECT_EQ(parsed.types.at(family), "counter") << family;
+    EXPECT_FALSE(parsed.helps[family].empty()) << family;
+  }
+  const std::string histogram = "regent_job_submit_to_running_seconds";
+  EXPECT_EQ(parsed.types.at(histogram), "histogram");
+  EXPECT_FALSE(parsed.helps[histogram].empty());
+  // Cumulative: 15 ms falls in every bucket from 20 ms on, 3 s from 5 s on.
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"0.01\"}"), 0);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"0.02\"}"), 1);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"2.5\"}"), 1);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"5\"}"), 2);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"30\"}"), 2);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"+Inf\"}"), 2);
+  EXPECT_DOUBLE_EQ(parsed.samples.at(histogram + "_sum"), 3.015);
+  EXPECT_EQ(parsed.samples.at(histogram + "_count"), 2);
+
+  // A host without JobMasters has none of these families.
+  host_.jobMasters = nullptr;
+  auto none = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  EXPECT_EQ(none.types.count(histogram), 0u);
+  EXPECT_EQ(none.types.count("regent_attempts_started_total"), 0u);
 }
 
 TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
