@@ -17,9 +17,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,6 +78,9 @@ struct BenchOptions {
   int slots = 32;  // Per worker.
   // Subtasks of the job whose JobMaster's memory is measured (0: skip that step).
   int memorySubtasks = 10000;
+  // Jobs submitted one at a time before the throughput run, for the latency without queueing
+  // (0: skip that step).
+  int idleJobs = 20;
   std::vector<std::string> masterSets, workerSets;
   std::string binDir;
 };
@@ -83,7 +89,9 @@ struct BenchOptions {
 struct JobTimes {
   int64_t submitUs = 0;      // The client's monotonicMicros() before submitJob.
   int64_t acceptedUs = 0;    // The client's monotonicMicros() when submitJob succeeded.
+  int64_t deployedUs = 0;    // The first "attempt deployed" of the job.
   int64_t runningUs = 0;     // The first "attempt state ... state=RUNNING" of the job.
+  int64_t finishedUs = 0;    // The last "attempt state ... state=FINISHED" of the job.
   int64_t endedUs = 0;       // "job ended".
   int64_t cleanUs = 0;       // "job clean".
   std::string state;         // From "job clean".
@@ -91,14 +99,14 @@ struct JobTimes {
 
 // One job event of the master's log.
 struct JobEvent {
-  enum class Kind { kRunning, kEnded, kClean } kind = Kind::kRunning;
+  enum class Kind { kDeployed, kRunning, kFinished, kEnded, kClean } kind = Kind::kRunning;
   std::string job;    // Hex id.
   int64_t monoUs = 0;
   std::string state;  // kClean: the job's end state.
 };
 
-// Reads the master's job event lines ("attempt state ... state=RUNNING", "job ended",
-// "job clean") from its log file, from where the last call stopped. Not thread-safe: one
+// Reads the master's job event lines ("attempt deployed", "attempt state" RUNNING and FINISHED,
+// "job ended", "job clean") from its log file, from where the last call stopped. Not thread-safe: one
 // reader at a time (the client reads off its loop thread).
 class MasterEvents final {
  public:
@@ -109,9 +117,17 @@ class MasterEvents final {
     for (const std::string& line : tail_.next()) {
       JobEvent event;
       std::optional<EventFields> fields;
-      if ((fields = parseEventLine(line, "attempt state"))) {
-        if (fields->get("state") != "RUNNING") continue;
-        event.kind = JobEvent::Kind::kRunning;
+      if ((fields = parseEventLine(line, "attempt deployed"))) {
+        event.kind = JobEvent::Kind::kDeployed;
+      } else if ((fields = parseEventLine(line, "attempt state"))) {
+        const auto state = fields->get("state");
+        if (state == "RUNNING") {
+          event.kind = JobEvent::Kind::kRunning;
+        } else if (state == "FINISHED") {
+          event.kind = JobEvent::Kind::kFinished;
+        } else {
+          continue;
+        }
       } else if ((fields = parseEventLine(line, "job ended"))) {
         event.kind = JobEvent::Kind::kEnded;
       } else if ((fields = parseEventLine(line, "job clean"))) {
@@ -286,8 +302,14 @@ class JobClient final {
       if (job == jobs_.end()) continue;
       JobTimes& times = job->second;
       switch (event.kind) {
+        case JobEvent::Kind::kDeployed:
+          if (times.deployedUs == 0) times.deployedUs = event.monoUs;
+          break;
         case JobEvent::Kind::kRunning:
           if (times.runningUs == 0) times.runningUs = event.monoUs;
+          break;
+        case JobEvent::Kind::kFinished:
+          times.finishedUs = std::max(times.finishedUs, event.monoUs);
           break;
         case JobEvent::Kind::kEnded:
           if (times.endedUs == 0) times.endedUs = event.monoUs;
@@ -359,13 +381,32 @@ std::vector<std::string> withSets(std::string binary, const std::vector<std::str
 
 double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
 
+// The first process whose command line holds `text`, other than this one; nullopt if none.
+std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == ::getpid()) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string commandLine((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+    if (commandLine.find(text) != std::string::npos) return pid;
+  }
+  return std::nullopt;
+}
+
 class JobsBench final {
  public:
-  JobsBench(const BenchOptions& options, std::string quorum, std::string dir)
+  // `zooKeeperDir`: the server's own directory (its process's command line names it).
+  JobsBench(const BenchOptions& options, std::string quorum, std::string dir,
+            const std::string& zooKeeperDir)
       : options_(options),
         quorum_(std::move(quorum)),
         dir_(std::move(dir)),
-        clusterId_("bench-jobs-" + std::to_string(::getpid())) {}
+        clusterId_("bench-jobs-" + std::to_string(::getpid())),
+        zooKeeperPid_(pidWithCommandLineContaining(zooKeeperDir)) {}
 
   Status run() {
     if (Status started = startCluster(); !started.ok()) return started;
@@ -394,6 +435,11 @@ class JobsBench final {
 
     if (options_.memorySubtasks > 0) {
       if (Status measured = measureMemory(loop, client); !measured.ok()) return measured;
+    }
+    if (options_.idleJobs > 0) {
+      if (Status measured = measureIdleLatency(loop, client, options_.idleJobs); !measured.ok()) {
+        return measured;
+      }
     }
     return measureThroughput(loop, client);
   }
@@ -496,14 +542,72 @@ class JobsBench final {
         });
   }
 
+  // Submits `count` jobs one at a time (each submission waits for the previous one to be
+  // accepted; the jobs themselves overlap), few enough that every job finds free slots at once,
+  // and prints their submit -> first RUNNING latency: the path without queueing.
+  Status measureIdleLatency(EventLoop& loop, JobClient& client, int count) {
+    std::vector<std::pair<JobId, std::string>> specs;
+    for (int i = 0; i < count; ++i) {
+      const JobId job = JobId::random();
+      specs.emplace_back(job, benchJobSpec(job, i, options_.parallelism));
+    }
+    const Duration timeout(kStartTimeout.count() + int64_t{count} * 1000);
+    if (Status done = loop.run(client.run(std::move(specs), 1, timeout)); !done.ok()) {
+      return Error::fatal("idle latency: " + done.error().message + "; the master's log ends with:\n" +
+                          master_->outputTail(3000));
+    }
+    std::vector<double> toRunning;
+    for (const auto& [id, times] : client.jobs()) {
+      if (times.runningUs != 0) toRunning.push_back(ms(times.runningUs - times.submitUs));
+    }
+    notePhases("idle cluster", client.jobs());
+    std::printf("jobs idle=%d submit_to_running_p50_ms=%s p99=%s\n", count,
+                formatFixed(percentile(toRunning, 50), 2).c_str(),
+                formatFixed(percentile(toRunning, 99), 2).c_str());
+    std::fflush(stdout);
+    client.jobs().clear();
+    return {};
+  }
+
+  // Where each job's time went, from the master's event lines: p50 / p99 in ms of each step.
+  static void notePhases(const std::string& what, const std::map<std::string, JobTimes>& jobs) {
+    struct Step {
+      const char* name;
+      int64_t JobTimes::*from;
+      int64_t JobTimes::*to;
+    };
+    static constexpr Step kSteps[] = {
+        {"submit->accepted", &JobTimes::submitUs, &JobTimes::acceptedUs},
+        {"submit->first deployed", &JobTimes::submitUs, &JobTimes::deployedUs},
+        {"first deployed->first RUNNING", &JobTimes::deployedUs, &JobTimes::runningUs},
+        {"first RUNNING->last FINISHED", &JobTimes::runningUs, &JobTimes::finishedUs},
+        {"last FINISHED->job ended", &JobTimes::finishedUs, &JobTimes::endedUs},
+        {"job ended->job clean", &JobTimes::endedUs, &JobTimes::cleanUs},
+    };
+    std::string text = what + ", p50/p99 ms per job:";
+    for (const Step& step : kSteps) {
+      std::vector<double> samples;
+      for (const auto& [id, times] : jobs) {
+        if (times.*(step.from) != 0 && times.*(step.to) != 0) {
+          samples.push_back(ms(times.*(step.to) - times.*(step.from)));
+        }
+      }
+      text += std::string(" ") + step.name + " " + formatFixed(percentile(samples, 50), 1) + "/" +
+              formatFixed(percentile(samples, 99), 1);
+    }
+    note(text);
+  }
+
   Status measureThroughput(EventLoop& loop, JobClient& client) {
     std::vector<std::pair<JobId, std::string>> specs;
     for (int i = 0; i < options_.jobs; ++i) {
       const JobId job = JobId::random();
       specs.emplace_back(job, benchJobSpec(job, i, options_.parallelism));
     }
+    const auto processes = allProcesses();
     std::vector<double> cpuBefore;
-    for (const auto* process : allProcesses()) cpuBefore.push_back(procCpuMs(process->pid()).value_or(0));
+    for (const pid_t pid : processes) cpuBefore.push_back(procCpuMs(pid).value_or(0));
+    const double clientCpuBefore = procCpuMs(::getpid()).value_or(0);
     // Bound: far beyond any plausible rate (10 jobs/s), so exceeding it means something failed.
     const Duration timeout(kStartTimeout.count() + int64_t{options_.jobs} * 100);
     const int64_t startUs = monotonicMicros();
@@ -514,7 +618,7 @@ class JobsBench final {
     }
     const int64_t seenUs = monotonicMicros();
 
-    std::vector<double> toRunning, toClean, toAccepted, runningToClean;
+    std::vector<double> toRunning, toClean;
     int64_t firstSubmitUs = INT64_MAX, lastCleanUs = 0, lastAcceptedUs = 0;
     std::map<std::string, int> states;
     for (const auto& [id, times] : client.jobs()) {
@@ -522,12 +626,8 @@ class JobsBench final {
       lastCleanUs = std::max(lastCleanUs, times.cleanUs);
       lastAcceptedUs = std::max(lastAcceptedUs, times.acceptedUs);
       ++states[times.state];
-      toAccepted.push_back(ms(times.acceptedUs - times.submitUs));
       toClean.push_back(ms(times.cleanUs - times.submitUs));
-      if (times.runningUs != 0) {
-        toRunning.push_back(ms(times.runningUs - times.submitUs));
-        runningToClean.push_back(ms(times.cleanUs - times.runningUs));
-      }
+      if (times.runningUs != 0) toRunning.push_back(ms(times.runningUs - times.submitUs));
     }
     const double seconds = static_cast<double>(lastCleanUs - firstSubmitUs) / 1e6;
     const double jobsPerS = options_.jobs / seconds;
@@ -536,24 +636,22 @@ class JobsBench final {
       ended += (ended.empty() ? "" : ", ") + std::to_string(count) + " " + state;
     }
     note(std::to_string(options_.jobs) + " jobs x " + std::to_string(options_.parallelism) +
-         " subtasks, " + std::to_string(options_.inFlight) + " submissions in flight: first submit -> last job clean " +
-         formatFixed(seconds * 1000, 0) + " ms; ended " + ended + "; " +
+         " subtasks, " + std::to_string(options_.inFlight) +
+         " submissions in flight: first submit -> last job clean " +
+         formatFixed(seconds * 1000, 0) + " ms, the last submission accepted after " +
+         formatFixed(ms(lastAcceptedUs - firstSubmitUs), 0) + " ms; ended " + ended + "; " +
          std::to_string(toRunning.size()) + " jobs logged a RUNNING attempt");
-    note("submitJob round trip p50=" + formatFixed(percentile(toAccepted, 50), 2) +
-         " ms p99=" + formatFixed(percentile(toAccepted, 99), 2) + " ms; all submitted after " +
-         formatFixed(ms(lastAcceptedUs - firstSubmitUs), 0) + " ms");
-    note("first RUNNING -> job clean p50=" + formatFixed(percentile(runningToClean, 50), 2) +
-         " ms p99=" + formatFixed(percentile(runningToClean, 99), 2) +
-         " ms; submit -> clean p99=" + formatFixed(percentile(toClean, 99), 2) + " ms");
+    notePhases("under load", client.jobs());
     // Where the CPU went meanwhile (two cores: 2 x the elapsed time is all there is).
-    std::string cpu = "CPU during the run (" + formatFixed(ms(seenUs - startUs), 0) + " ms elapsed): ";
-    const auto processes = allProcesses();
+    std::string cpu = "CPU during the run (" + formatFixed(ms(seenUs - startUs), 0) +
+                      " ms elapsed, load average " + loadAverage() + "): ";
     for (size_t i = 0; i < processes.size(); ++i) {
-      const double used = procCpuMs(processes[i]->pid()).value_or(0) - cpuBefore[i];
-      cpu += (i == 0 ? "master " : (i == 1 ? ", workers " : " + ")) + formatFixed(used, 0) + " ms";
+      const double used = procCpuMs(processes[i]).value_or(0) - cpuBefore[i];
+      cpu += (i == 0 ? "master " : (i == 1 ? ", workers " : (i == processes.size() - 1 && zooKeeperPid_ ? ", ZooKeeper " : " + "))) +
+             formatFixed(used, 0) + " ms";
     }
-    note(cpu + "; this client " + formatFixed(procCpuMs(::getpid()).value_or(0), 0) +
-         " ms in all");
+    note(cpu + ", this client " +
+         formatFixed(procCpuMs(::getpid()).value_or(0) - clientCpuBefore, 0) + " ms");
 
     std::printf("jobs finished_per_s=%s subtasks_per_s=%s submit_to_running_p50_ms=%s p99=%s "
                 "submit_to_finished_p50_ms=%s\n",
@@ -578,9 +676,18 @@ class JobsBench final {
     return {};
   }
 
-  std::vector<ProcessHarness*> allProcesses() {
-    std::vector<ProcessHarness*> all = {master_.get()};
-    for (auto& worker : workers_) all.push_back(worker.get());
+  static std::string loadAverage() {
+    std::ifstream in("/proc/loadavg");
+    std::string one;
+    in >> one;
+    return in ? one : "?";
+  }
+
+  // The master, the workers, and the ZooKeeper server when found, for CPU readings.
+  std::vector<pid_t> allProcesses() {
+    std::vector<pid_t> all = {master_->pid()};
+    for (auto& worker : workers_) all.push_back(worker->pid());
+    if (zooKeeperPid_) all.push_back(*zooKeeperPid_);
     return all;
   }
 
@@ -590,6 +697,7 @@ class JobsBench final {
   const std::string clusterId_;
   std::unique_ptr<ProcessHarness> master_;
   std::vector<std::unique_ptr<ProcessHarness>> workers_;
+  std::optional<pid_t> zooKeeperPid_;
 };
 
 int run(const BenchOptions& options) {
@@ -608,7 +716,8 @@ int run(const BenchOptions& options) {
   TempDir dir("regent-bench-jobs");
   // The workers' data directories live here; their tasks run as an unprivileged user.
   ::chmod(dir.path().c_str(), 0755);
-  JobsBench bench(options, server.value()->connectString(), dir.path());
+  JobsBench bench(options, server.value()->connectString(), dir.path(),
+                  server.value()->tempDir());
   if (Status done = bench.run(); !done.ok()) return fail(done.error().message);
   return 0;
 }
@@ -643,6 +752,10 @@ int main(int argc, char** argv) {
   app.add_option("--memory-subtasks", options.memorySubtasks,
                  "subtasks of the job whose memory per subtask is measured first (0: skip)")
       ->check(CLI::Range(0, 10000000))
+      ->capture_default_str();
+  app.add_option("--idle-jobs", options.idleJobs,
+                 "jobs submitted one at a time first, for the latency without queueing (0: skip)")
+      ->check(CLI::Range(0, 10000))
       ->capture_default_str();
   app.add_option("--set", options.masterSets, "extra key=value for the master (repeatable)");
   app.add_option("--worker-set", options.workerSets,
