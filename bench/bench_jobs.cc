@@ -381,6 +381,30 @@ std::vector<std::string> withSets(std::string binary, const std::vector<std::str
 
 double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
 
+// Time a process's threads ran, and waited runnable for a CPU (what a machine shared with other
+// work costs in latency), summed over its threads from /proc/<pid>/task/*/schedstat, in ms.
+// Threads that ended meanwhile are not counted. nullopt if the process is gone.
+struct SchedTimes {
+  double cpuMs = 0;
+  double waitMs = 0;
+};
+
+std::optional<SchedTimes> procSchedTimes(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", error);
+  if (error) return std::nullopt;
+  SchedTimes times;
+  for (const auto& task : tasks) {
+    std::ifstream in(task.path() / "schedstat");
+    uint64_t cpuNs = 0, waitNs = 0;
+    if (in >> cpuNs >> waitNs) {
+      times.cpuMs += static_cast<double>(cpuNs) / 1e6;
+      times.waitMs += static_cast<double>(waitNs) / 1e6;
+    }
+  }
+  return times;
+}
+
 // The first process whose command line holds `text`, other than this one; nullopt if none.
 std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
   std::error_code error;
@@ -605,9 +629,9 @@ class JobsBench final {
       specs.emplace_back(job, benchJobSpec(job, i, options_.parallelism));
     }
     const auto processes = allProcesses();
-    std::vector<double> cpuBefore;
-    for (const pid_t pid : processes) cpuBefore.push_back(procCpuMs(pid).value_or(0));
-    const double clientCpuBefore = procCpuMs(::getpid()).value_or(0);
+    std::vector<SchedTimes> before;
+    for (const pid_t pid : processes) before.push_back(procSchedTimes(pid).value_or(SchedTimes{}));
+    before.push_back(procSchedTimes(::getpid()).value_or(SchedTimes{}));
     // Bound: far beyond any plausible rate (10 jobs/s), so exceeding it means something failed.
     const Duration timeout(kStartTimeout.count() + int64_t{options_.jobs} * 100);
     const int64_t startUs = monotonicMicros();
@@ -642,16 +666,23 @@ class JobsBench final {
          formatFixed(ms(lastAcceptedUs - firstSubmitUs), 0) + " ms; ended " + ended + "; " +
          std::to_string(toRunning.size()) + " jobs logged a RUNNING attempt");
     notePhases("under load", client.jobs());
-    // Where the CPU went meanwhile (two cores: 2 x the elapsed time is all there is).
-    std::string cpu = "CPU during the run (" + formatFixed(ms(seenUs - startUs), 0) +
-                      " ms elapsed, load average " + loadAverage() + "): ";
-    for (size_t i = 0; i < processes.size(); ++i) {
-      const double used = procCpuMs(processes[i]).value_or(0) - cpuBefore[i];
-      cpu += (i == 0 ? "master " : (i == 1 ? ", workers " : (i == processes.size() - 1 && zooKeeperPid_ ? ", ZooKeeper " : " + "))) +
-             formatFixed(used, 0) + " ms";
+    // Where the CPU went meanwhile (two cores: 2 x the elapsed time is all there is), and how long
+    // each process waited for one (the other work on the machine).
+    std::string cpu = "CPU used (waited for a CPU) during the run, " +
+                      formatFixed(ms(seenUs - startUs), 0) + " ms elapsed, load average " +
+                      loadAverage() + ":";
+    std::vector<std::string> names = {"master"};
+    for (size_t i = 0; i < workers_.size(); ++i) names.push_back("worker-" + std::to_string(i));
+    if (zooKeeperPid_) names.push_back("ZooKeeper");
+    std::vector<pid_t> measured = processes;
+    measured.push_back(::getpid());
+    names.push_back("this client");
+    for (size_t i = 0; i < measured.size(); ++i) {
+      const SchedTimes now = procSchedTimes(measured[i]).value_or(before[i]);
+      cpu += (i == 0 ? " " : ", ") + names[i] + " " + formatFixed(now.cpuMs - before[i].cpuMs, 0) +
+             " (" + formatFixed(now.waitMs - before[i].waitMs, 0) + ") ms";
     }
-    note(cpu + ", this client " +
-         formatFixed(procCpuMs(::getpid()).value_or(0) - clientCpuBefore, 0) + " ms");
+    note(cpu);
 
     std::printf("jobs finished_per_s=%s subtasks_per_s=%s submit_to_running_p50_ms=%s p99=%s "
                 "submit_to_finished_p50_ms=%s\n",
