@@ -480,7 +480,10 @@ void ExecutionGraph::restartDue(MonoTime now) {
 
 wire::JobState ExecutionGraph::state() const {
   if (ended_) return ended_->state;
-  return restartDelays_ > 0 ? wire::JobState::RESTARTING : wire::JobState::RUNNING;
+  if (restartDelays_ > 0) return wire::JobState::RESTARTING;
+  // CREATED until an attempt first runs (docs/jobgraph.md, "How a job runs and ends").
+  return anyRunning_ || strategy_.restarts() > 0 ? wire::JobState::RUNNING
+                                                 : wire::JobState::CREATED;
 }
 
 bool ExecutionGraph::takeFirstRunning() {

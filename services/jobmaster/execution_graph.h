@@ -130,7 +130,8 @@ class ExecutionGraph final {
   void restartDue(MonoTime now);
 
   // ---- The job ----------------------------------------------------------------------------------
-  // RUNNING, RESTARTING (a restart delay runs), or once ended FINISHED / FAILED.
+  // CREATED until an attempt first runs (or the first restart), then RUNNING; RESTARTING while a
+  // restart delay runs; once ended FINISHED / FAILED.
   wire::JobState state() const;
   bool ended() const { return ended_.has_value(); }
   // Set once the job ended; FAILED carries the root cause.

@@ -143,7 +143,7 @@ class JobMastersTest : public ::testing::Test {
   }
 
   // The gateway the JobMaster registered with the ResourceManager: what workers keep calling,
-  // also after the job ended (masters_->gateway() then answers nullptr).
+  // also after the JobMaster was released (masters_->gateway() then answers nullptr).
   JobMasterGateway::Client gateway(const JobId& job) {
     auto found = port_.gateways.find(job);
     KJ_REQUIRE(found != port_.gateways.end(), "no JobMaster registered for the job");
@@ -244,8 +244,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   const JobId job = start(builder);
   ASSERT_EQ(port_.registered, std::vector<JobId>{job});
   EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
-  ASSERT_EQ(listener_.states.size(), 1u);
-  EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
+  EXPECT_TRUE(listener_.states.empty());  // CREATED until an attempt runs.
 
   FakeWorker worker;
   ASSERT_EQ(offer(job, workerA_, worker, 3).size(), 2u);
@@ -254,7 +253,10 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(worker.submitted[0].argv0, "/bin/echo");
   EXPECT_EQ(counters_.attemptsStarted, 2u);
 
+  EXPECT_TRUE(listener_.states.empty());
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  ASSERT_EQ(listener_.states.size(), 1u);
+  EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);
   EXPECT_NEAR(counters_.submitToRunningSum, 0.03, 1e-9);
   EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);  // 0.02s < 0.03s
@@ -274,7 +276,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_TRUE(port_.latest(job).empty());  // Needs nothing any more.
-  EXPECT_EQ(masters_->gateway(job), nullptr);
+  EXPECT_NE(masters_->gateway(job), nullptr);  // Until released.
 
   auto released = masters_->release(job, "job finished");
   settle();
@@ -286,6 +288,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   ASSERT_EQ(port_.disconnected.size(), 1u);
   EXPECT_EQ(port_.disconnected[0].second, "job finished");
   EXPECT_EQ(masters_->size(), 0u);
+  EXPECT_EQ(masters_->gateway(job), nullptr);
   capnp::MallocMessageBuilder message;
   EXPECT_FALSE(masters_->describe(job, message.initRoot<wire::JobStatus>()));
 }
@@ -437,6 +440,9 @@ TEST_F(JobMastersTest, ReleaseGoesOnWhenCancelledAttemptsDoNotEndInTime) {
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   auto released = masters_->release(job, "cancelled");
   settle();
+  EXPECT_EQ(worker.cancelled.size(), 1u);
+  // A second release() while the first runs changes nothing (and outlives nothing it uses).
+  masters_->release(job, "again").wait(loop_.waitScope());
   EXPECT_EQ(worker.cancelled.size(), 1u);
   advance(Duration(9999));
   EXPECT_FALSE(released.poll(loop_.waitScope()));
