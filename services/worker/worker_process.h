@@ -6,6 +6,7 @@
 #pragma once
 
 #include <kj/async.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,13 @@ std::string workerHostName(const Config& config);
 // an error names the option. Reads the user database: call before the loop runs.
 Result<taskexecutor::TaskUser> taskUserFrom(const Config& config);
 
+// The first directory above `dataDir` (an existing directory) that a process of `uid` / `gid`
+// (no supplementary groups) may not traverse by its mode bits, or nullopt when it reaches
+// `dataDir`. The worker makes its data directory itself traversable (docs/workers.md, "Tasks");
+// a directory above it that is not leaves every task as that user failing. ACLs are not read.
+// Blocking (stat): call before the loop runs.
+std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t uid, gid_t gid);
+
 // The TaskRunner's options: <worker.data-dir>/attempts, `user`, worker.task-cancel-timeout,
 // worker.attempts.retain.
 taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
@@ -82,8 +90,9 @@ class WorkerProcess final : public WorkerHttpHost {
   // Watches the signals, listens on worker.http.bind, then creates the TaskExecutor (advertising
   // the bound HTTP address) and starts registering. Resolves with kExitFailure if the HTTP
   // server cannot listen (logged as an error). SIGTERM, SIGINT and SIGQUIT kill the running tasks
-  // (TaskRunner::killAll, then the "tasks killed" line), call
-  // TaskExecutor::disconnect("worker stopping") and then resolve with kExitStopped; a second one
+  // (TaskRunner::killAll, then the "tasks killed" line), deliver their last updates (bounded by
+  // rpc.call-timeout), call TaskExecutor::disconnect("worker stopping") and then resolve with
+  // kExitStopped; a second one
   // while that runs ends the process at once with 128 + the signal number (after logging "worker
   // exiting"; the tasks die with it, by their PDEATHSIG). SIGHUP is logged and ignored. Call once.
   kj::Promise<int> run();
