@@ -130,6 +130,8 @@ class HttpRoutes final : public HttpRouteSet {
 
  private:
   kj::Promise<void> jobs(Response& response);
+  // /v1/jobs/<id>: one job with its vertices and subtasks (`path` is the whole path).
+  kj::Promise<void> job(Response& response, const std::string& path);
   kj::Promise<void> workers(Response& response);
   // The 307 to the leader's `path`, or the 503 when no other master is known to lead; nullptr
   // when this master leads.

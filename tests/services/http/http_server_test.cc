@@ -280,6 +280,43 @@ TEST_F(HttpServerTest, JobsOnTheLeaderAreReadFromItsDispatcherWithoutAStoreRead)
   EXPECT_TRUE(host_.counters.calls().empty());  // No RPC either.
 }
 
+TEST_F(HttpServerTest, OneJobOnTheLeaderCarriesItsVerticesAndItsResult) {
+  lead(7, true);
+  Reply reply = fetch("/v1/jobs/" + JobId(0x1234, 1).toHex());
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  auto json = nlohmann::json::parse(reply.body);
+  EXPECT_EQ(json["epoch"], 7);
+  EXPECT_EQ(json["job"]["job_id"], JobId(0x1234, 1).toHex());
+  EXPECT_EQ(json["job"]["state"], "CREATED");
+  ASSERT_EQ(json["job"]["vertices"].size(), 1u);
+  EXPECT_EQ(json["job"]["vertices"][0]["name"], "work");
+  EXPECT_EQ(json["job"]["vertices"][0]["tasks"]["pending"], 1);
+  EXPECT_TRUE(json["job"]["vertices"][0]["subtasks"].empty());
+  EXPECT_EQ(json["job"]["tasks"]["total"], 1);
+
+  auto canceled = nlohmann::json::parse(fetch("/v1/jobs/" + JobId(0x1234, 3).toHex()).body);
+  EXPECT_EQ(canceled["job"]["state"], "CANCELED");
+  EXPECT_GT(canceled["job"]["ended_at_ms"], 0);
+
+  Reply unknown = fetch("/v1/jobs/" + JobId(0x99, 9).toHex());
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(nlohmann::json::parse(unknown.body)["message"], "no job " + JobId(0x99, 9).toHex());
+  Reply bad = fetch("/v1/jobs/xyz");
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_EQ(nlohmann::json::parse(bad.body)["message"], "not a job id (32 hex digits): xyz");
+
+  // A standby redirects to the same job on the leader.
+  host_.epoch = 0;
+  leader::LeaderInfo other;
+  other.epoch = 8;
+  other.masterId = "other";
+  other.httpAddress = "10.0.0.2:8081";
+  host_.leader = other;
+  Reply redirected = fetch("/v1/jobs/" + JobId(0x1234, 1).toHex());
+  EXPECT_EQ(redirected.status, 307u);
+  EXPECT_EQ(redirected.location, "http://10.0.0.2:8081/v1/jobs/" + JobId(0x1234, 1).toHex());
+}
+
 TEST_F(HttpServerTest, JobsOnTheLeaderAnswer503WhileTheTermRecovers) {
   lead(7, false);
   host_.ready = false;
@@ -361,7 +398,7 @@ TEST_F(HttpServerTest, WorkersOnAStandbyRedirectToTheLeaderAndWithoutALeaderAnsw
 
 TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405) {
   EXPECT_EQ(fetch("/nope").status, 404u);
-  EXPECT_EQ(fetch("/v1/jobs/extra").status, 404u);
+  EXPECT_EQ(fetch("/v1/jobs/extra/more").status, 404u);  // /v1/jobs/<id> has no sub-paths.
   Reply post = fetch("/healthz", kj::HttpMethod::POST);
   EXPECT_EQ(post.status, 405u);
   EXPECT_EQ(post.allow, "GET");
