@@ -12,6 +12,8 @@
 // submit time with monotonicMicros() just before the call. Every other time comes from the
 // master's own event lines (mono_us, the same CLOCK_MONOTONIC in every process on the machine):
 // the first "attempt state ... state=RUNNING" of a job and its "job clean" line.
+#include <capnp/message.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -29,9 +32,6 @@
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <capnp/message.h>
-#include <spdlog/spdlog.h>
 
 #include "bench/bench_util.h"
 #include "client/leader_client.h"
@@ -44,6 +44,7 @@
 #include "conf/config.h"
 #include "ha/ha_services.h"
 #include "leader/leader_services.h"
+#include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/rpc_options.h"
 #include "rpc/rpc_tls.h"
@@ -87,27 +88,27 @@ struct BenchOptions {
 
 // What the master's event lines said about one job (mono_us of each event, 0 = not yet).
 struct JobTimes {
-  int64_t submitUs = 0;      // The client's monotonicMicros() before submitJob.
-  int64_t acceptedUs = 0;    // The client's monotonicMicros() when submitJob succeeded.
-  int64_t deployedUs = 0;    // The first "attempt deployed" of the job.
-  int64_t runningUs = 0;     // The first "attempt state ... state=RUNNING" of the job.
-  int64_t finishedUs = 0;    // The last "attempt state ... state=FINISHED" of the job.
-  int64_t endedUs = 0;       // "job ended".
-  int64_t cleanUs = 0;       // "job clean".
-  std::string state;         // From "job clean".
+  int64_t submitUs = 0;    // The client's monotonicMicros() before submitJob.
+  int64_t acceptedUs = 0;  // The client's monotonicMicros() when submitJob succeeded.
+  int64_t deployedUs = 0;  // The first "attempt deployed" of the job.
+  int64_t runningUs = 0;   // The first "attempt state ... state=RUNNING" of the job.
+  int64_t finishedUs = 0;  // The last "attempt state ... state=FINISHED" of the job.
+  int64_t endedUs = 0;     // "job ended".
+  int64_t cleanUs = 0;     // "job clean".
+  std::string state;       // From "job clean".
 };
 
 // One job event of the master's log.
 struct JobEvent {
   enum class Kind { kDeployed, kRunning, kFinished, kEnded, kClean } kind = Kind::kRunning;
-  std::string job;    // Hex id.
+  std::string job;  // Hex id.
   int64_t monoUs = 0;
   std::string state;  // kClean: the job's end state.
 };
 
 // Reads the master's job event lines ("attempt deployed", "attempt state" RUNNING and FINISHED,
-// "job ended", "job clean") from its log file, from where the last call stopped. Not thread-safe: one
-// reader at a time (the client reads off its loop thread).
+// "job ended", "job clean") from its log file, from where the last call stopped. Not thread-safe:
+// one reader at a time (the client reads off its loop thread).
 class MasterEvents final {
  public:
   explicit MasterEvents(std::string logPath) : tail_(std::move(logPath)) {}
@@ -177,28 +178,43 @@ class JobClient final {
 
   // Cancels `job` (DispatcherGateway.cancelJob).
   kj::Promise<Status> cancel(JobId job) {
-    auto attempt = [job](wire::MasterBootstrap::Client bootstrap,
-                         const leader::LeaderInfo& leader) -> kj::Promise<rpc::Attempt<bool>> {
+    const rpc::CallDeadline& deadline = client_.deadline();
+    return callDispatcher(
+        [job, &deadline](wire::DispatcherGateway::Client dispatcher, uint64_t epoch) {
+          auto cancel = dispatcher.cancelJobRequest();
+          cancel.setEpoch(epoch);
+          wire::setWireId(cancel.initJobId(), job);
+          return deadline.send(kj::mv(cancel))
+              .then([](capnp::Response<wire::DispatcherGateway::CancelJobResults> cancelled)
+                        -> rpc::Attempt<bool> {
+                if (cancelled.hasFailure()) return rpc::CallFailure::from(cancelled.getFailure());
+                return true;
+              });
+        });
+  }
+
+ private:
+  using DispatcherCall = std::function<kj::Promise<rpc::Attempt<bool>>(
+      wire::DispatcherGateway::Client dispatcher, uint64_t epoch)>;
+
+  // One call on the leader's Dispatcher, as regentctl's jobs commands make it: each attempt gets
+  // the DispatcherGateway from MasterBootstrap.dispatcher and runs `call` with it; failures are
+  // retried per rpc/failure.h until kSubmitTimeout.
+  kj::Promise<Status> callDispatcher(DispatcherCall call) {
+    const rpc::CallDeadline& deadline = client_.deadline();
+    auto attempt = [call = std::move(call), &deadline](
+                       wire::MasterBootstrap::Client bootstrap,
+                       const leader::LeaderInfo& leader) -> kj::Promise<rpc::Attempt<bool>> {
       auto request = bootstrap.dispatcherRequest();
       request.setEpoch(leader.epoch);
       const uint64_t epoch = leader.epoch;
-      return request.send().then(
-          [job, epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
-              -> kj::Promise<rpc::Attempt<bool>> {
+      return deadline.send(kj::mv(request))
+          .then([call, epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
+                    -> kj::Promise<rpc::Attempt<bool>> {
             if (response.hasFailure()) {
               return rpc::Attempt<bool>(rpc::CallFailure::from(response.getFailure()));
             }
-            auto cancel = response.getDispatcher().cancelJobRequest();
-            cancel.setEpoch(epoch);
-            wire::setWireId(cancel.initJobId(), job);
-            return cancel.send().then(
-                [](capnp::Response<wire::DispatcherGateway::CancelJobResults> cancelled)
-                    -> rpc::Attempt<bool> {
-                  if (cancelled.hasFailure()) {
-                    return rpc::CallFailure::from(cancelled.getFailure());
-                  }
-                  return true;
-                });
+            return call(response.getDispatcher(), epoch);
           });
     };
     return client_.call<bool>(attempt, kSubmitTimeout).then([](Result<bool> done) -> Status {
@@ -207,7 +223,6 @@ class JobClient final {
     });
   }
 
- private:
   // Starts submissions until `maxInFlight_` are outstanding or none is left.
   void fill() {
     while (!failure_ && inFlight_ < maxInFlight_ && next_ < specs_.size()) {
@@ -228,32 +243,21 @@ class JobClient final {
     // resubmit).
     auto graph = std::make_shared<kj::Own<capnp::MallocMessageBuilder>>(kj::mv(parsed).value());
     const std::string id = job.toHex();
-    auto attempt = [graph](wire::MasterBootstrap::Client bootstrap,
-                           const leader::LeaderInfo& leader) -> kj::Promise<rpc::Attempt<bool>> {
-      auto request = bootstrap.dispatcherRequest();
-      request.setEpoch(leader.epoch);
-      const uint64_t epoch = leader.epoch;
-      return request.send().then(
-          [graph, epoch](capnp::Response<wire::MasterBootstrap::DispatcherResults> response)
-              -> kj::Promise<rpc::Attempt<bool>> {
-            if (response.hasFailure()) {
-              return rpc::Attempt<bool>(rpc::CallFailure::from(response.getFailure()));
-            }
-            auto submit = response.getDispatcher().submitJobRequest();
-            submit.setEpoch(epoch);
-            submit.setJobGraph((*graph)->getRoot<wire::JobGraph>().asReader());
-            return submit.send().then(
-                [](capnp::Response<wire::DispatcherGateway::SubmitJobResults> submitted)
-                    -> rpc::Attempt<bool> {
-                  if (submitted.hasFailure()) {
-                    return rpc::CallFailure::from(submitted.getFailure());
-                  }
-                  return true;
-                });
-          });
-    };
+    const rpc::CallDeadline& deadline = client_.deadline();
     jobs_[id].submitUs = monotonicMicros();
-    return client_.call<bool>(attempt, kSubmitTimeout).then([this, id](Result<bool> done) {
+    auto submitted = callDispatcher(
+        [graph, &deadline](wire::DispatcherGateway::Client dispatcher, uint64_t epoch) {
+          auto submit = dispatcher.submitJobRequest();
+          submit.setEpoch(epoch);
+          submit.setJobGraph((*graph)->getRoot<wire::JobGraph>().asReader());
+          return deadline.send(kj::mv(submit))
+              .then([](capnp::Response<wire::DispatcherGateway::SubmitJobResults> submitted)
+                        -> rpc::Attempt<bool> {
+                if (submitted.hasFailure()) return rpc::CallFailure::from(submitted.getFailure());
+                return true;
+              });
+        });
+    return submitted.then([this, id](Status done) {
       --inFlight_;
       if (!done.ok()) {
         fail(Error::fatal("submitJob " + id + ": " + done.error().message));
@@ -266,33 +270,34 @@ class JobClient final {
 
   // Reads the master's new lines every kLogPoll (off the loop thread) until every job is clean.
   kj::Promise<void> follow(int64_t deadlineUs) {
-    return loop_.timer().afterDelay(kLogPoll.count() * kj::MILLISECONDS).then([this] {
-      return loop_.runBlocking([this] { return events_.next(); });
-    }).then([this, deadlineUs](std::vector<JobEvent> events) -> kj::Promise<void> {
-      apply(events);
-      if (failure_) return kj::READY_NOW;
-      size_t clean = 0;
-      for (const auto& [id, times] : jobs_) clean += times.cleanUs != 0 ? 1 : 0;
-      if (clean == jobs_.size()) {
-        finish({});
-        return kj::READY_NOW;
-      }
-      if (monotonicMicros() > deadlineUs) {
-        size_t running = 0, ended = 0, accepted = 0;
-        for (const auto& [id, times] : jobs_) {
-          accepted += times.acceptedUs != 0 ? 1 : 0;
-          running += times.runningUs != 0 ? 1 : 0;
-          ended += times.endedUs != 0 ? 1 : 0;
-        }
-        finish(Error::fatal("not every job was clean in time: of " + std::to_string(jobs_.size()) +
-                            " jobs " + std::to_string(accepted) + " were accepted, " +
-                            std::to_string(running) + " had a subtask RUNNING, " +
-                            std::to_string(ended) + " ended and " + std::to_string(clean) +
-                            " were clean"));
-        return kj::READY_NOW;
-      }
-      return follow(deadlineUs);
-    });
+    return loop_.timer()
+        .afterDelay(kLogPoll.count() * kj::MILLISECONDS)
+        .then([this] { return loop_.runBlocking([this] { return events_.next(); }); })
+        .then([this, deadlineUs](std::vector<JobEvent> events) -> kj::Promise<void> {
+          apply(events);
+          if (failure_) return kj::READY_NOW;
+          size_t clean = 0;
+          for (const auto& [id, times] : jobs_) clean += times.cleanUs != 0 ? 1 : 0;
+          if (clean == jobs_.size()) {
+            finish({});
+            return kj::READY_NOW;
+          }
+          if (monotonicMicros() > deadlineUs) {
+            size_t running = 0, ended = 0, accepted = 0;
+            for (const auto& [id, times] : jobs_) {
+              accepted += times.acceptedUs != 0 ? 1 : 0;
+              running += times.runningUs != 0 ? 1 : 0;
+              ended += times.endedUs != 0 ? 1 : 0;
+            }
+            finish(Error::fatal("not every job was clean in time: of " +
+                                std::to_string(jobs_.size()) + " jobs " + std::to_string(accepted) +
+                                " were accepted, " + std::to_string(running) +
+                                " had a subtask RUNNING, " + std::to_string(ended) + " ended and " +
+                                std::to_string(clean) + " were clean"));
+            return kj::READY_NOW;
+          }
+          return follow(deadlineUs);
+        });
   }
 
   // Records the events of this run's jobs (the first of each kind per job).
@@ -441,10 +446,9 @@ class JobsBench final {
     auto config = loadConfig(sources);
     if (!config.ok()) return config.error();
     EventLoop loop;
-    auto network = rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(),
-                                           rpc::rpcTlsOptionsFrom(config.value()),
-                                           rpc::RpcTlsRole::kClient,
-                                           config.value().getDuration("rpc.call-timeout"));
+    auto network = rpc::RpcNetwork::create(
+        loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config.value()),
+        rpc::RpcTlsRole::kClient, config.value().getDuration("rpc.call-timeout"));
     if (!network.ok()) return network.error();
     auto ha = ha::HaServices::create(loop, config.value(), ha::HaServices::Identity::kReader);
     if (!ha.ok()) return ha.error();
@@ -560,7 +564,8 @@ class JobsBench final {
     if (deadlineUs == 0) deadlineUs = monotonicMicros() + kStartTimeout.count() * 1000;
     if (client.jobs()[id].runningUs != 0) return true;
     if (monotonicMicros() > deadlineUs) return false;
-    return loop.timer().afterDelay(kLogPoll.count() * kj::MILLISECONDS)
+    return loop.timer()
+        .afterDelay(kLogPoll.count() * kj::MILLISECONDS)
         .then([this, &loop, &client, id = std::move(id), deadlineUs]() mutable {
           return waitForRunning(loop, client, std::move(id), deadlineUs);
         });
@@ -577,8 +582,8 @@ class JobsBench final {
     }
     const Duration timeout(kStartTimeout.count() + int64_t{count} * 1000);
     if (Status done = loop.run(client.run(std::move(specs), 1, timeout)); !done.ok()) {
-      return Error::fatal("idle latency: " + done.error().message + "; the master's log ends with:\n" +
-                          master_->outputTail(3000));
+      return Error::fatal("idle latency: " + done.error().message +
+                          "; the master's log ends with:\n" + master_->outputTail(3000));
     }
     std::vector<double> toRunning;
     for (const auto& [id, times] : client.jobs()) {
@@ -684,21 +689,20 @@ class JobsBench final {
     }
     note(cpu);
 
-    std::printf("jobs finished_per_s=%s subtasks_per_s=%s submit_to_running_p50_ms=%s p99=%s "
-                "submit_to_finished_p50_ms=%s\n",
-                formatFixed(jobsPerS, 1).c_str(),
-                formatFixed(jobsPerS * options_.parallelism, 1).c_str(),
-                formatFixed(percentile(toRunning, 50), 2).c_str(),
-                formatFixed(percentile(toRunning, 99), 2).c_str(),
-                formatFixed(percentile(toClean, 50), 2).c_str());
+    std::printf(
+        "jobs finished_per_s=%s subtasks_per_s=%s submit_to_running_p50_ms=%s p99=%s "
+        "submit_to_finished_p50_ms=%s\n",
+        formatFixed(jobsPerS, 1).c_str(), formatFixed(jobsPerS * options_.parallelism, 1).c_str(),
+        formatFixed(percentile(toRunning, 50), 2).c_str(),
+        formatFixed(percentile(toRunning, 99), 2).c_str(),
+        formatFixed(percentile(toClean, 50), 2).c_str());
     std::fflush(stdout);
 
     const auto masterRss = settledRssKb(master_->pid());
     const auto workerRss = settledRssKb(workers_.front()->pid());
     if (!masterRss || !workerRss) return Error::fatal("cannot read the VmRSS of the processes");
     note("after the run: master VmHWM " +
-         std::to_string(procStatusKb(master_->pid(), "VmHWM").value_or(-1)) +
-         " kB, worker VmHWM " +
+         std::to_string(procStatusKb(master_->pid(), "VmHWM").value_or(-1)) + " kB, worker VmHWM " +
          std::to_string(procStatusKb(workers_.front()->pid(), "VmHWM").value_or(-1)) + " kB" +
          (masterRss->settled && workerRss->settled ? "" : " (a VmRSS did not settle)"));
     std::printf("master_rss_kb=%lld\nworker_rss_kb=%lld\n", static_cast<long long>(masterRss->kb),
@@ -747,8 +751,7 @@ int run(const BenchOptions& options) {
   TempDir dir("regent-bench-jobs");
   // The workers' data directories live here; their tasks run as an unprivileged user.
   ::chmod(dir.path().c_str(), 0755);
-  JobsBench bench(options, server.value()->connectString(), dir.path(),
-                  server.value()->tempDir());
+  JobsBench bench(options, server.value()->connectString(), dir.path(), server.value()->tempDir());
   if (Status done = bench.run(); !done.ok()) return fail(done.error().message);
   return 0;
 }
