@@ -350,30 +350,6 @@ struct BenchOptions {
   std::string binDir;
 };
 
-// The new complete lines of a growing log file, read from where the last call stopped.
-class LogTail final {
- public:
-  explicit LogTail(std::string path) : path_(std::move(path)) {}
-
-  std::vector<std::string> next() {
-    std::vector<std::string> lines;
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) return lines;
-    in.seekg(offset_);
-    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    size_t start = 0;
-    for (size_t end; (end = chunk.find('\n', start)) != std::string::npos; start = end + 1) {
-      lines.push_back(chunk.substr(start, end - start));
-    }
-    offset_ += static_cast<std::streamoff>(start);
-    return lines;
-  }
-
- private:
-  std::string path_;
-  std::streamoff offset_ = 0;
-};
-
 // One master: its process (restarted after a crash) and what its log said so far.
 struct Master {
   std::string label;
@@ -484,23 +460,6 @@ Status writeSecret(const std::string& path) {
   std::filesystem::permissions(path, std::filesystem::perms::owner_read |
                                          std::filesystem::perms::owner_write);
   return {};
-}
-
-// CPU time (user + system) `pid` has used so far, in ms, from /proc/<pid>/stat; nullopt if gone.
-std::optional<double> procCpuMs(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) is in parentheses and may hold spaces: count from after it.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  long long utime = 0, stime = 0;
-  for (int number = 3; number <= 15 && fields >> field; ++number) {
-    if (number == 14) utime = std::stoll(field);
-    if (number == 15) stime = std::stoll(field);
-  }
-  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 struct CaseResult {

@@ -1,10 +1,11 @@
 // What every benchmark prints its numbers with: one percentile definition (the median is its
-// 50th), a min/median/max summary, fixed-decimal formatting, "# " notes, and /proc readings of a
-// process (its settled resident set too). Header-only; benchmarks print numbers and never assert
-// timings.
+// 50th), a min/median/max summary, fixed-decimal formatting, "# " notes, /proc readings of a
+// process (its settled resident set, its CPU time), and the new lines of a growing log file.
+// Header-only; benchmarks print numbers and never assert timings.
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -107,6 +110,48 @@ inline std::optional<SettledRss> settledRssKb(pid_t pid) {
       Duration(15000), Duration(100));
   if (samples.empty()) return std::nullopt;
   return SettledRss{.kb = samples.back(), .settled = settled};
+}
+
+// The new complete lines of a growing log file, read from where the last call stopped.
+// Not thread-safe: one reader at a time.
+class LogTail final {
+ public:
+  explicit LogTail(std::string path) : path_(std::move(path)) {}
+
+  std::vector<std::string> next() {
+    std::vector<std::string> lines;
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) return lines;
+    in.seekg(offset_);
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t start = 0;
+    for (size_t end; (end = chunk.find('\n', start)) != std::string::npos; start = end + 1) {
+      lines.push_back(chunk.substr(start, end - start));
+    }
+    offset_ += static_cast<std::streamoff>(start);
+    return lines;
+  }
+
+ private:
+  std::string path_;
+  std::streamoff offset_ = 0;
+};
+
+// CPU time (user + system) `pid` has used so far, in ms, from /proc/<pid>/stat; nullopt if gone.
+inline std::optional<double> procCpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int number = 3; number <= 15 && fields >> field; ++number) {
+    if (number == 14) utime = std::stoll(field);
+    if (number == 15) stime = std::stoll(field);
+  }
+  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // The directory of the running benchmark binary (where the build puts regent-master too), or

@@ -2,6 +2,7 @@
 # Makes the release build and runs one benchmark from bench/, printing its result lines.
 #   scripts/bench.sh NAME [ARGS...]
 #   scripts/bench.sh slots [--workers N[,N...]] [--slots S] [--runs n]   (docs/benchmarks.md)
+#   scripts/bench.sh jobs [--jobs N] [--in-flight N] [--workers N] [--slots S]   (docs/benchmarks.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
