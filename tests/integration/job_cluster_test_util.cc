@@ -393,15 +393,43 @@ Result<SlotTable> JobCluster::waitForAllSlotsFree(Duration timeout) {
 }
 
 Result<double> JobCluster::tasksRunning(size_t worker) {
-  auto metrics = httpGetText(loop_, workers_->httpAddress(worker), "/metrics");
+  auto metrics = workerMetrics(worker);
   if (!metrics.ok()) return metrics.error();
-  auto running = metricValue(metrics.value().second, "regent_worker_tasks_running", "");
+  auto running = metricValue(metrics.value(), "regent_worker_tasks_running", "");
   if (!running) {
     return Error::fatal("worker " + std::to_string(worker) +
-                        " /metrics has no regent_worker_tasks_running:\n" +
-                        metrics.value().second);
+                        " /metrics has no regent_worker_tasks_running:\n" + metrics.value());
   }
   return *running;
+}
+
+namespace {
+
+Result<std::string> metricsText(EventLoop& loop, const std::string& address) {
+  auto metrics = httpGetText(loop, address, "/metrics");
+  if (!metrics.ok()) return metrics.error();
+  if (metrics.value().first != 200) {
+    return Error::fatal("GET /metrics from " + address + ": status " +
+                        std::to_string(metrics.value().first));
+  }
+  return metrics.value().second;
+}
+
+}  // namespace
+
+Result<std::string> JobCluster::masterMetrics() {
+  const std::regex pattern("http listening on (\\S+)");
+  auto line = masters_->process(leader_).waitForLine(pattern, kStartTimeout);
+  if (!line.ok()) return line.error();
+  std::smatch address;
+  if (!std::regex_search(line.value(), address, pattern)) {
+    return Error::fatal("no address in: " + line.value());
+  }
+  return metricsText(loop_, address[1]);
+}
+
+Result<std::string> JobCluster::workerMetrics(size_t worker) {
+  return metricsText(loop_, workers_->httpAddress(worker));
 }
 
 std::string JobCluster::describe() { return masters_->describe() + workers_->describe(); }

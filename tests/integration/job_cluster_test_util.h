@@ -169,6 +169,9 @@ class JobCluster final {
   Result<SlotTable> waitForAllSlotsFree(Duration timeout);
   // regent_worker_tasks_running of the worker's /metrics.
   Result<double> tasksRunning(size_t worker);
+  // The /metrics text of the leader and of a worker.
+  Result<std::string> masterMetrics();
+  Result<std::string> workerMetrics(size_t worker);
 
   // Every process's output tail, for failure messages.
   std::string describe();

@@ -117,6 +117,14 @@ TEST(JobsRestart, ASubtaskFailingTwiceIsRestartedByFixedDelayAndTheJobFinishes) 
   ASSERT_TRUE(status.value().contains("result")) << status.value().dump();
   EXPECT_EQ(status.value()["result"].value("clean", false), true) << status.value().dump();
   ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+
+  // Three attempts started, two failed, two were restarts.
+  auto metrics = cluster.masterMetrics();
+  ASSERT_OK(metrics);
+  EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_started_total", ""), 3) << metrics.value();
+  EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_failed_total", ""), 2) << metrics.value();
+  EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_restarted_total", ""), 2)
+      << metrics.value();
 }
 
 TEST(JobsRestart, WithOneRestartAllowedTheJobFailsAndItsOtherAttemptsAreCancelled) {

@@ -157,11 +157,29 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
   ASSERT_OK(resultStored);
   EXPECT_TRUE(resultStored.value());
   ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+
+  // The metrics count the same: nine attempts started and none failed, one job finished and its
+  // submit-to-running latency observed once; nine tasks started and ended on the workers.
+  auto master = cluster.masterMetrics();
+  ASSERT_OK(master);
+  const std::string& metrics = master.value();
+  EXPECT_EQ(metricValue(metrics, "regent_attempts_started_total", ""), 9) << metrics;
+  EXPECT_EQ(metricValue(metrics, "regent_attempts_failed_total", ""), 0) << metrics;
+  EXPECT_EQ(metricValue(metrics, "regent_attempts_restarted_total", ""), 0) << metrics;
+  EXPECT_EQ(metricValue(metrics, "regent_jobs", "state=\"finished\""), 1) << metrics;
+  EXPECT_EQ(metricValue(metrics, "regent_job_submit_to_running_seconds_count", ""), 1) << metrics;
+  double startedTotal = 0, endedTotal = 0;
   for (size_t w = 0; w < cluster.workers().size(); ++w) {
     auto running = cluster.tasksRunning(w);
     ASSERT_OK(running);
     EXPECT_EQ(running.value(), 0) << "worker " << w;
+    auto worker = cluster.workerMetrics(w);
+    ASSERT_OK(worker);
+    startedTotal += metricSum(worker.value(), "regent_worker_tasks_started_total").value_or(0);
+    endedTotal += metricSum(worker.value(), "regent_worker_tasks_ended_total").value_or(0);
   }
+  EXPECT_EQ(startedTotal, 9);
+  EXPECT_EQ(endedTotal, 9);
 }
 
 TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
@@ -200,37 +218,62 @@ TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
   ProcessHarness& follow = *follower.value();
   const bool early = waitUntil([&] { return contains(follow.output(), "line-5\n"); }, kTimeout,
                                Duration(50));
-  // Let the task go on either way, so a failure here does not leave it waiting.
-  std::ofstream(seen) << "";
+  if (!early) std::ofstream(seen) << "";  // Let the task end, so nothing is left waiting.
   ASSERT_TRUE(early) << "jobs logs --follow printed no line of a running attempt:\n"
                      << follow.output() << cluster.describe();
   EXPECT_FALSE(contains(follow.output(), "line-6")) << follow.output();
 
+  // Meanwhile (the task waits for `seen`): the output so far at once, stderr on its own, and a
+  // vertex the job does not have refused, naming the one it has.
+  std::string firstHalf;
+  for (int i = 1; i <= 5; ++i) firstHalf += "line-" + std::to_string(i) + "\n";
+  CtlResult logs = cluster.ctl({"jobs", "logs", id, "--vertex", "talk"});
+  EXPECT_EQ(logs.exit.exitCode, 0) << logs.output;
+  EXPECT_EQ(logs.output, firstHalf);
+  CtlResult errors = cluster.ctl({"jobs", "logs", id, "--vertex", "talk", "--stderr"});
+  EXPECT_EQ(errors.exit.exitCode, 0) << errors.output;
+  EXPECT_EQ(errors.output, "to stderr\n");
+  CtlResult unknown = cluster.ctl({"jobs", "logs", id, "--vertex", "nope"});
+  EXPECT_NE(unknown.exit.exitCode, 0) << unknown.output;
+  EXPECT_TRUE(contains(unknown.output, "talk")) << unknown.output;
+
+  std::ofstream(seen) << "";
   auto exit = follow.waitForExit(kTimeout);
   ASSERT_TRUE(exit) << "jobs logs --follow did not end after the attempt ended:\n"
                     << follow.output();
   EXPECT_EQ(exit->exitCode, 0) << exit->describe() << "\n" << follow.output();
-  std::string expected;
-  for (int i = 1; i <= 10; ++i) expected += "line-" + std::to_string(i) + "\n";
+  std::string expected = firstHalf;
+  for (int i = 6; i <= 10; ++i) expected += "line-" + std::to_string(i) + "\n";
   expected += "waited: seen\n";
   EXPECT_EQ(follow.output(), expected);
 
   auto clean = cluster.waitForJobClean(id, kTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
+}
 
-  // After the end, the whole output at once, and stderr on its own.
-  CtlResult logs = cluster.ctl({"jobs", "logs", id, "--vertex", "talk"});
-  EXPECT_EQ(logs.exit.exitCode, 0) << logs.output;
-  EXPECT_EQ(logs.output, expected);
-  CtlResult errors = cluster.ctl({"jobs", "logs", id, "--vertex", "talk", "--stderr"});
+TEST(JobsRun, LogsOfAFinishedJobStayReadable) {
+  auto started = JobCluster::start("jobs-logs-ended", {.workers = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  auto job = cluster.submit(
+      "name: hello\nvertices:\n  - name: hello\n    parallelism: 2\n    command:\n"
+      "      argv: [/bin/sh, -c, 'echo hello; echo oops >&2']\n");
+  ASSERT_OK(job);
+  const std::string id = job.value();
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+
+  // What a person runs after the job is done (the demo does): the output of each subtask.
+  for (const char* subtask : {"0", "1"}) {
+    CtlResult logs = cluster.ctl({"jobs", "logs", id, "--vertex", "hello", "--subtask", subtask});
+    EXPECT_EQ(logs.exit.exitCode, 0) << logs.output;
+    EXPECT_EQ(logs.output, "hello\n");
+  }
+  CtlResult errors = cluster.ctl({"jobs", "logs", id, "--vertex", "hello", "--stderr"});
   EXPECT_EQ(errors.exit.exitCode, 0) << errors.output;
-  EXPECT_EQ(errors.output, "to stderr\n");
-
-  // A vertex the job does not have is refused, naming the ones it has.
-  CtlResult unknown = cluster.ctl({"jobs", "logs", id, "--vertex", "nope"});
-  EXPECT_NE(unknown.exit.exitCode, 0) << unknown.output;
-  EXPECT_TRUE(contains(unknown.output, "talk")) << unknown.output;
+  EXPECT_EQ(errors.output, "oops\n");
 }
 
 }  // namespace
