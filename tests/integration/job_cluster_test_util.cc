@@ -215,9 +215,11 @@ Result<std::unique_ptr<JobCluster>> JobCluster::start(const std::string& name,
   c.workers_ = std::make_unique<WorkerCluster>(std::move(workers));
   c.regentctl_ = std::make_unique<Regentctl>(c.quorum_, c.clusterId_);
 
-  auto slot = c.masters_->startMaster();
-  if (!slot.ok()) return slot.error();
-  c.leader_ = slot.value();
+  auto first = c.masters_->startMasters(c.options_.masters);
+  if (!first.ok()) return first.error();
+  auto leader = c.masters_->waitForGrant(1, kStartTimeout);
+  if (!leader.ok()) return leader.error();
+  c.leader_ = leader.value();
   auto epoch = waitForServing(*c.masters_, c.leader_, kStartTimeout);
   if (!epoch.ok()) return epoch.error();
   c.epoch_ = epoch.value();
@@ -226,6 +228,24 @@ Result<std::unique_ptr<JobCluster>> JobCluster::start(const std::string& name,
     if (!added.ok()) return added.error();
   }
   return cluster;
+}
+
+Status JobCluster::followLeader(uint64_t epoch) {
+  auto leader = masters_->waitForGrant(epoch, kStartTimeout);
+  if (!leader.ok()) return leader.error();
+  auto serving = masters_->waitForEvent(
+      leader.value(),
+      [&](const MasterEvent& e) { return e.kind == MasterEvent::Kind::kServing && e.epoch == epoch; },
+      kStartTimeout);
+  if (!serving.ok()) return serving.error();
+  leader_ = leader.value();
+  epoch_ = epoch;
+  for (size_t w = 0; w < workers_->size(); ++w) {
+    if (!workers_->process(w).running()) continue;
+    auto registered = workers_->waitForRegistered(w, epoch, kStartTimeout);
+    if (!registered.ok()) return registered.error();
+  }
+  return {};
 }
 
 Result<size_t> JobCluster::addWorker() {

@@ -93,6 +93,7 @@ std::vector<pid_t> readPids(const std::string& path);
 // ---- A cluster that runs jobs -------------------------------------------------------------------
 
 struct JobClusterOptions {
+  size_t masters = 1;
   size_t workers = 2;
   uint32_t slotsPerWorker = 2;
   std::vector<std::string> masterSet;  // "key=value" added to every master's settings.
@@ -102,14 +103,14 @@ struct JobClusterOptions {
 // A cancel timeout short enough that the tests wait for it in well under a second.
 inline constexpr const char* kTestTaskCancelTimeout = "worker.task-cancel-timeout=500ms";
 
-// One leading regent-master and regent-worker processes (workerTestMasters / workerTestWorkers,
+// regent-master processes (one leading) and regent-worker processes (workerTestMasters / workerTestWorkers,
 // plus kTestTaskCancelTimeout) on the shared ZooKeeper server, in a cluster of its own, and
 // regentctl for it. Not thread-safe; use from the test's main thread, which it gives an EventLoop
 // (for HTTP to the workers): a test holding one makes no other.
 class JobCluster final {
  public:
-  // Starts the master, waits until it serves, starts `options.workers` workers and waits until
-  // each registered with it. `name` prefixes the cluster id.
+  // Starts the masters, waits until the first leader serves, starts `options.workers` workers
+  // and waits until each registered with it. `name` prefixes the cluster id.
   static Result<std::unique_ptr<JobCluster>> start(const std::string& name,
                                                    JobClusterOptions options = {});
   ~JobCluster();
@@ -121,6 +122,10 @@ class JobCluster final {
   uint64_t epoch() const { return epoch_; }
   const std::string& clusterId() const { return clusterId_; }
 
+  // Waits until a master serves as the leader of `epoch` and every running worker registered
+  // with it; from then on leader() and epoch() are that master's, and the job events read are
+  // its own.
+  Status followLeader(uint64_t epoch);
   // Starts one more worker and waits until it registered with the leader; returns its slot.
   Result<size_t> addWorker();
   // The worker slot whose current run has resource id `resourceId`.
