@@ -381,8 +381,12 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
   for (auto& a : options.argv) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = UV_IGNORE;
+  std::vector<uv_stdio_container_t> stdio(3 + options.extraFds.size());
+  stdio[0].flags = UV_IGNORE;  // libuv gives an ignored stdin /dev/null.
+  for (size_t i = 0; i < options.extraFds.size(); ++i) {
+    stdio[3 + i].flags = UV_INHERIT_FD;
+    stdio[3 + i].data.fd = options.extraFds[i];
+  }
   int fileFds[2] = {-1, -1};
   const std::string* paths[2] = {&options.stdoutPath, &options.stderrPath};
   for (int i = 0; i < 2; ++i) {
@@ -413,8 +417,17 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
   uvOptions.args = argv.data();
   uvOptions.env = envp.data();
   uvOptions.cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
-  uvOptions.stdio_count = 3;
-  uvOptions.stdio = stdio;
+  uvOptions.stdio_count = static_cast<int>(stdio.size());
+  uvOptions.stdio = stdio.data();
+  if (options.newSession) uvOptions.flags |= UV_PROCESS_DETACHED;
+  if (options.uid) {
+    uvOptions.flags |= UV_PROCESS_SETUID;
+    uvOptions.uid = *options.uid;
+  }
+  if (options.gid) {
+    uvOptions.flags |= UV_PROCESS_SETGID;
+    uvOptions.gid = *options.gid;
+  }
   uvOptions.exit_cb = [](uv_process_t* process, int64_t status, int termSignal) {
     auto* s = static_cast<State*>(process->data);
     s->exited = true;

@@ -6,6 +6,7 @@
 
 #include <kj/async-io.h>
 #include <kj/function.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -115,6 +116,17 @@ struct SpawnOptions {
   bool captureOutput = true;
   std::string stdoutPath;
   std::string stderrPath;
+  // The child calls setsid(): it leads a new session and process group whose id is its pid, so
+  // kill(-pid, ...) reaches it and whatever it starts, and it has no controlling terminal.
+  bool newSession = false;
+  // Run the child as this user and group (the parent must be root); supplementary groups are
+  // dropped when either is set. Unset: the parent's.
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  // Descriptors the child gets as fd 3, 4, ... in this order. The caller keeps them (and closes
+  // them once spawn returned); every other descriptor of the parent that is close-on-exec stays
+  // out of the child. stdin is always /dev/null.
+  std::vector<int> extraFds;
 };
 
 struct ChildExit {

@@ -3,7 +3,9 @@
 #include "common/event_loop.h"
 
 #include <capnp/rpc-twoparty.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -250,6 +252,63 @@ TEST(ChildProcess, DestroyingARunningChildKillsIt) {
     loop.run(loop.timer().afterDelay(5 * kj::MILLISECONDS));
   }
   EXPECT_TRUE(reaped(pid)) << "child " << pid << " still exists";
+}
+
+TEST(ChildProcess, NewSessionMakesTheChildLeadItsOwnSessionAndGroup) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}, .newSession = true});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  const int pid = child.value()->pid();
+  // uv_spawn returns once the child has exec'd, so its setsid() has happened.
+  EXPECT_EQ(::getpgid(pid), pid);
+  EXPECT_EQ(::getsid(pid), pid);
+  ASSERT_TRUE(child.value()->signal(SIGKILL).ok());
+  loop.run(child.value()->onExit());
+}
+
+TEST(ChildProcess, WithoutNewSessionTheChildStaysInTheParentsGroup) {
+  EventLoop loop;
+  auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  EXPECT_EQ(::getpgid(child.value()->pid()), ::getpgrp());
+  ASSERT_TRUE(child.value()->signal(SIGKILL).ok());
+  loop.run(child.value()->onExit());
+}
+
+TEST(ChildProcess, ExtraFdsArriveAsFdThreeOnwardAndStdinIsDevNull) {
+  EventLoop loop;
+  int pipes[2][2];
+  ASSERT_EQ(::pipe2(pipes[0], O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(pipes[1], O_CLOEXEC), 0);
+  auto child = ChildProcess::spawn(
+      loop, {.argv = {"/bin/sh", "-c", "echo three >&3; echo four >&4; readlink /proc/self/fd/0"},
+             .extraFds = {pipes[0][1], pipes[1][1]}});
+  ::close(pipes[0][1]);
+  ::close(pipes[1][1]);
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.exitStatus, 0) << exit.err;
+  EXPECT_EQ(exit.out, "/dev/null\n");
+  for (int i = 0; i < 2; ++i) {
+    char buffer[16] = {};
+    ssize_t n = ::read(pipes[i][0], buffer, sizeof buffer);
+    EXPECT_EQ(std::string(buffer, n > 0 ? static_cast<size_t>(n) : 0), i == 0 ? "three\n" : "four\n");
+    ::close(pipes[i][0]);
+  }
+}
+
+TEST(ChildProcess, RunsAsTheGivenUserAndGroupWithoutSupplementaryGroups) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to change user";
+  struct passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  EventLoop loop;
+  auto child = ChildProcess::spawn(
+      loop, {.argv = {"/bin/sh", "-c", "id -u; id -g; id -G"}, .uid = nobody->pw_uid,
+             .gid = nobody->pw_gid});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ChildExit exit = loop.run(child.value()->onExit());
+  const std::string uid = std::to_string(nobody->pw_uid), gid = std::to_string(nobody->pw_gid);
+  EXPECT_EQ(exit.out, uid + "\n" + gid + "\n" + gid + "\n") << exit.err;
 }
 
 TEST(EventLoop, BlockingWorkRunsOnThePoolAndItsResultArrivesOnTheLoopThread) {

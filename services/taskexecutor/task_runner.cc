@@ -1,0 +1,503 @@
+// TaskRunner (see task_runner.h): each attempt is one regent-task-shim child in a session of its
+// own, watched through two things: the shim's status socket (end of file without a word: the
+// command runs; a line: what could not be done) and the shim's exit. Once the shim exited, the
+// attempt ends when its process group is empty (or got SIGKILL).
+#include "services/taskexecutor/task_runner.h"
+
+#include <fcntl.h>
+#include <kj/debug.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <system_error>
+
+#include "common/event_loop.h"
+#include "common/task_errors.h"
+
+namespace regent::taskexecutor {
+namespace {
+
+namespace fs = std::filesystem;
+
+// How often a process group that outlived its shim is looked at until it is empty or gets SIGKILL.
+constexpr auto kGroupPollInterval = 20 * kj::MILLISECONDS;
+// The status socket carries one line; anything longer is not the shim talking.
+constexpr uint64_t kStatusLimit = 8192;
+// How long a group that got SIGKILL may take to vanish before its attempt ends anyway. Nothing
+// of it runs any more; what is left are zombies that their new parent (init) has not reaped yet.
+constexpr auto kKillSettle = 500 * kj::MILLISECONDS;
+// killAll() gives up waiting this long after the cancel timeout.
+constexpr auto kKillAllGrace = 1 * kj::SECONDS;
+
+std::string errnoText(int error) {
+  return std::string(::strerror(error)) + " (errno " + std::to_string(error) + ")";
+}
+
+std::string defaultShimPath() {
+  std::error_code error;
+  fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (error) return "regent-task-shim";
+  return (self.parent_path() / "regent-task-shim").string();
+}
+
+// Anything of the group left? EPERM: a member we may not signal (a set-user-ID program) is one.
+bool groupAlive(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno == EPERM; }
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// Off the loop. The attempts directory (mode 0711: a task can enter its own attempt's directory
+// but not list the others) and, when tasks run as another user, a data directory above it that
+// this user may traverse (o+x, still not listable).
+std::string ensureAttemptsDir(const std::string& attemptsDir, bool otherUser) {
+  if (::mkdir(attemptsDir.c_str(), 0711) != 0 && errno != EEXIST) {
+    std::error_code error;
+    fs::create_directories(attemptsDir, error);
+    if (error) return "cannot create the attempts directory " + attemptsDir + ": " + error.message();
+    ::chmod(attemptsDir.c_str(), 0711);
+  }
+  if (otherUser) {
+    const std::string parent = fs::path(attemptsDir).parent_path().string();
+    struct stat info {};
+    if (!parent.empty() && ::stat(parent.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0 &&
+        ::chmod(parent.c_str(), (info.st_mode & 07777) | S_IXOTH) != 0) {
+      return "cannot let the task user traverse " + parent + " (chmod o+x): " + errnoText(errno);
+    }
+  }
+  return {};
+}
+
+// Off the loop: the attempt's directory, owned by the task user when there is one. Empty on
+// success, else what went wrong.
+std::string prepareAttemptDir(const std::string& attemptsDir, const std::string& dir,
+                              std::optional<uid_t> uid, std::optional<gid_t> gid) {
+  const bool otherUser = uid && *uid != ::geteuid();
+  std::string problem = ensureAttemptsDir(attemptsDir, otherUser);
+  if (!problem.empty()) return problem;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return "cannot create the attempt directory " + dir + ": " + errnoText(errno);
+  }
+  if ((uid || gid) && ::chown(dir.c_str(), uid ? *uid : static_cast<uid_t>(-1),
+                              gid ? *gid : static_cast<gid_t>(-1)) != 0) {
+    return "cannot hand the attempt directory " + dir + " to the task user: " + errnoText(errno);
+  }
+  return {};
+}
+
+}  // namespace
+
+const char* phaseName(TaskPhase phase) {
+  switch (phase) {
+    case TaskPhase::kRunning: return "RUNNING";
+    case TaskPhase::kFinished: return "FINISHED";
+    case TaskPhase::kFailed: return "FAILED";
+    case TaskPhase::kCanceled: return "CANCELED";
+  }
+  return "UNKNOWN";
+}
+
+Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t euid) {
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(size > 0 ? static_cast<size_t>(size) : 16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  if (euid != 0) {
+    // Tasks run as the worker's own user; the name is for the log line only.
+    int rc;
+    while ((rc = ::getpwuid_r(euid, &entry, buffer.data(), buffer.size(), &found)) == ERANGE) {
+      buffer.resize(buffer.size() * 2);
+    }
+    return TaskUser{.name = found != nullptr ? std::string(found->pw_name)
+                                             : "uid " + std::to_string(euid)};
+  }
+  if (user.empty()) {
+    return Error::fatal(
+        "worker.task-user is empty: the worker runs as root and needs an unprivileged user to run "
+        "tasks as");
+  }
+  int rc;
+  while ((rc = ::getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &found)) ==
+         ERANGE) {
+    buffer.resize(buffer.size() * 2);
+  }
+  if (rc != 0) {
+    return Error::fatal("worker.task-user \"" + user + "\": cannot read the user database: " +
+                        errnoText(rc));
+  }
+  if (found == nullptr) return Error::fatal("worker.task-user \"" + user + "\": no such user");
+  if (found->pw_uid == 0 && !allowRoot) {
+    return Error::fatal("worker.task-user \"" + user +
+                        "\" is root (uid 0): tasks would run as root; set worker.task-allow-root "
+                        "to true to allow it");
+  }
+  return TaskUser{.uid = found->pw_uid, .gid = found->pw_gid, .name = user};
+}
+
+struct TaskRunner::Attempt {
+  AttemptId id;
+  std::string dir;
+  std::string workingDir;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  OnUpdate onUpdate;
+  TaskUpdate latest;  // Phase kRunning until the terminal update.
+
+  bool ended = false;
+  bool cancelRequested = false;
+  std::string startFailure;               // What kept the command from starting, if anything.
+  std::unique_ptr<ChildProcess> shim;     // Set from spawn until the shim's exit is seen.
+  pid_t pgid = 0;                         // The shim's pid, 0 before spawn.
+  bool groupGone = false;                 // Never signal the group again once true.
+  kj::Maybe<kj::TimePoint> termSentAt;    // SIGTERM went to the group.
+  kj::Maybe<kj::TimePoint> killSentAt;    // SIGKILL went to the group.
+  kj::Maybe<kj::Promise<void>> killTimer; // SIGKILL after the cancel timeout.
+  ChildExit exit;
+  int64_t endedAtMs = 0;                  // When the shim's exit was seen.
+
+  std::string stdoutPath() const { return dir + "/stdout"; }
+  std::string stderrPath() const { return dir + "/stderr"; }
+};
+
+struct TaskRunner::State {
+  State(EventLoop& loop, kj::Timer& timer, TaskRunnerOptions options)
+      : loop(loop), timer(timer), options(std::move(options)) {
+    if (this->options.shimPath.empty()) this->options.shimPath = defaultShimPath();
+    if (!this->options.nowMs) this->options.nowMs = [] { return wallClockMillis(); };
+  }
+
+  EventLoop& loop;
+  kj::Timer& timer;
+  TaskRunnerOptions options;
+  TaskFailureLogger errorLogger{"task runner"};
+  std::map<AttemptId, std::unique_ptr<Attempt>> attempts;
+  std::deque<AttemptId> ended;      // Ended attempts still on disk, oldest first.
+  std::deque<std::string> strays;   // Attempt directories of earlier runs, oldest first.
+  size_t running = 0;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> idleWaiters;
+  kj::TaskSet tasks{errorLogger};  // Declared last: cancelled first.
+
+  kj::Duration cancelTimeout() const { return options.cancelTimeout.count() * kj::MILLISECONDS; }
+
+  void signalGroup(Attempt& a, int signum) {
+    if (a.pgid <= 0 || a.groupGone) return;
+    if (::kill(-a.pgid, signum) != 0 && errno == ESRCH) a.groupGone = true;
+  }
+
+  void launch(Attempt& a) {
+    tasks.add(loop
+                  .runBlocking([attemptsDir = options.attemptsDir, dir = a.dir,
+                                uid = options.uid, gid = options.gid] {
+                    return prepareAttemptDir(attemptsDir, dir, uid, gid);
+                  })
+                  .then([this, &a](std::string problem) -> kj::Promise<void> {
+                    if (!problem.empty()) a.startFailure = problem;
+                    if (!a.startFailure.empty() || a.cancelRequested) {
+                      finish(a);
+                      return kj::READY_NOW;
+                    }
+                    return spawn(a);
+                  }));
+  }
+
+  kj::Promise<void> spawn(Attempt& a) {
+    auto status = loop.io().newTwoWayPipe();
+    int shimEnd = -1;
+    KJ_IF_MAYBE(fd, status.ends[1]->getFd()) { shimEnd = *fd; }
+    KJ_REQUIRE(shimEnd >= 0, "the status socket has no file descriptor");
+    // Put at fd 3 in the shim: the status socket.
+    std::vector<std::string> argv = {options.shimPath, "--parent-pid", std::to_string(::getpid()),
+                                     "--status-fd", "3"};
+    argv.push_back("--cwd");
+    argv.push_back(a.workingDir.empty() ? a.dir : a.workingDir);
+    argv.push_back("--");
+    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
+    auto child = ChildProcess::spawn(loop, {.argv = std::move(argv),
+                                            .env = a.env,
+                                            .captureOutput = false,
+                                            .stdoutPath = a.stdoutPath(),
+                                            .stderrPath = a.stderrPath(),
+                                            .newSession = true,
+                                            .uid = options.uid,
+                                            .gid = options.gid,
+                                            .extraFds = {shimEnd}});
+    status.ends[1] = nullptr;  // The shim holds the only other end now.
+    if (!child.ok()) {
+      a.startFailure = child.error().message;
+      finish(a);
+      return kj::READY_NOW;
+    }
+    a.shim = std::move(child).value();
+    a.pgid = a.shim->pid();
+    a.latest.pid = static_cast<uint32_t>(a.pgid);
+    a.latest.startedAtMs = options.nowMs();
+    auto reader = kj::mv(status.ends[0]);
+    auto words = reader->readAllText(kStatusLimit);
+    return words.attach(kj::mv(reader))
+        .then([](kj::String text) { return std::string(text.cStr()); },
+              [](kj::Exception&& e) {
+                return std::string("cannot read regent-task-shim's status: ") +
+                       e.getDescription().cStr();
+              })
+        .then([this, &a](std::string text) {
+          a.startFailure = trimmed(std::move(text));
+          if (a.startFailure.empty()) report(a, a.latest);  // kRunning
+          return a.shim->onExit();
+        })
+        .then([this, &a](ChildExit exit) {
+          a.exit = std::move(exit);
+          a.endedAtMs = options.nowMs();
+          a.shim = nullptr;
+          return awaitGroupGone(a);
+        })
+        .then([this, &a] { finish(a); });
+  }
+
+  // SIGKILL to the group, once.
+  void killGroup(Attempt& a) {
+    if (a.killSentAt != nullptr) return;
+    spdlog::debug("attempt {}: group {} outlived the cancel timeout; SIGKILL", a.id.toHex(), a.pgid);
+    signalGroup(a, SIGKILL);
+    a.killSentAt = timer.now();
+  }
+
+  // What the command left in its group gets SIGTERM, then SIGKILL once the cancel timeout has
+  // passed since the first SIGTERM (the cancel's or this one). Resolves when the group is empty,
+  // or kKillSettle after SIGKILL.
+  kj::Promise<void> awaitGroupGone(Attempt& a) {
+    if (a.groupGone) return kj::READY_NOW;
+    if (!groupAlive(a.pgid)) {
+      a.groupGone = true;
+      return kj::READY_NOW;
+    }
+    const kj::TimePoint now = timer.now();
+    kj::TimePoint next = now + kGroupPollInterval;
+    KJ_IF_MAYBE(killedAt, a.killSentAt) {
+      if (now >= *killedAt + kKillSettle) {
+        // Never signal this id again: it may be reused once the zombies are reaped.
+        a.groupGone = true;
+        return kj::READY_NOW;
+      }
+      next = std::min(next, *killedAt + kKillSettle);
+    } else {
+      kj::TimePoint termSentAt = now;
+      KJ_IF_MAYBE(at, a.termSentAt) {
+        termSentAt = *at;
+      } else {
+        spdlog::debug("attempt {}: the command left processes in group {}; SIGTERM",
+                      a.id.toHex(), a.pgid);
+        signalGroup(a, SIGTERM);
+        a.termSentAt = now;
+      }
+      const kj::TimePoint deadline = termSentAt + cancelTimeout();
+      if (now >= deadline) {
+        killGroup(a);
+      } else {
+        next = std::min(next, deadline);
+      }
+    }
+    return timer.atTime(next).then([this, &a] { return awaitGroupGone(a); });
+  }
+
+  void report(Attempt& a, const TaskUpdate& update) {
+    a.latest = update;
+    // A copy: the callback may start or cancel attempts.
+    OnUpdate onUpdate = a.onUpdate;
+    if (onUpdate) onUpdate(update);
+  }
+
+  void finish(Attempt& a) {
+    TaskUpdate update = a.latest;
+    update.endedAtMs = a.endedAtMs != 0 ? a.endedAtMs : options.nowMs();
+    update.exitCode = a.exit.termSignal == 0 ? static_cast<int32_t>(a.exit.exitStatus) : 0;
+    update.termSignal = a.exit.termSignal;
+    if (!a.startFailure.empty()) {
+      update.phase = TaskPhase::kFailed;
+      update.message = a.startFailure;
+    } else if (a.cancelRequested) {
+      update.phase = TaskPhase::kCanceled;
+    } else if (a.exit.termSignal != 0) {
+      update.phase = TaskPhase::kFailed;
+      const char* description = ::sigdescr_np(a.exit.termSignal);
+      update.message = "killed by signal " + std::to_string(a.exit.termSignal) + " (" +
+                       (description != nullptr ? description : "unknown signal") + ")";
+    } else if (a.exit.exitStatus != 0) {
+      update.phase = TaskPhase::kFailed;
+      update.message = "exited with code " + std::to_string(a.exit.exitStatus);
+    } else {
+      update.phase = TaskPhase::kFinished;
+    }
+    a.ended = true;
+    a.killTimer = nullptr;
+    a.shim = nullptr;
+    --running;
+    ended.push_back(a.id);
+    report(a, update);
+    if (running == 0) {
+      for (auto& waiter : idleWaiters) waiter->fulfill();
+      idleWaiters.clear();
+    }
+    prune();
+  }
+
+  // Removes the oldest ended attempts' directories beyond the retention, off the loop.
+  void prune() {
+    std::vector<std::string> doomed;
+    while (ended.size() + strays.size() > options.retainAttempts) {
+      if (!strays.empty()) {
+        doomed.push_back(std::move(strays.front()));
+        strays.pop_front();
+        continue;
+      }
+      auto it = attempts.find(ended.front());
+      ended.pop_front();
+      if (it == attempts.end()) continue;
+      doomed.push_back(it->second->dir);
+      attempts.erase(it);
+    }
+    if (doomed.empty()) return;
+    tasks.add(loop.runBlocking([doomed = std::move(doomed)] {
+      for (const auto& dir : doomed) {
+        std::error_code error;
+        fs::remove_all(dir, error);
+        if (error) spdlog::warn("cannot remove the attempt directory {}: {}", dir, error.message());
+      }
+    }));
+  }
+
+  // Attempt directories left by an earlier run of the worker count as ended, older than any of
+  // this run's.
+  void adoptStrayDirectories() {
+    tasks.add(loop
+                  .runBlocking([attemptsDir = options.attemptsDir,
+                                otherUser = options.uid && *options.uid != ::geteuid()] {
+                    std::vector<std::pair<fs::file_time_type, std::string>> found;
+                    std::string problem = ensureAttemptsDir(attemptsDir, otherUser);
+                    if (!problem.empty()) spdlog::warn("{}", problem);
+                    std::error_code error;
+                    for (const auto& entry : fs::directory_iterator(attemptsDir, error)) {
+                      std::error_code entryError;
+                      if (!entry.is_directory(entryError) ||
+                          !AttemptId::fromHex(entry.path().filename().string())) {
+                        continue;
+                      }
+                      auto modified = fs::last_write_time(entry.path(), entryError);
+                      found.emplace_back(modified, entry.path().string());
+                    }
+                    std::sort(found.begin(), found.end());
+                    return found;
+                  })
+                  .then([this](std::vector<std::pair<fs::file_time_type, std::string>> found) {
+                    for (auto& [modified, dir] : found) {
+                      auto id = AttemptId::fromHex(fs::path(dir).filename().string());
+                      if (attempts.count(*id) == 0) strays.push_back(std::move(dir));
+                    }
+                    prune();
+                  }));
+  }
+};
+
+TaskRunner::TaskRunner(EventLoop& loop, kj::Timer& timer, TaskRunnerOptions options)
+    : state_(kj::heap<State>(loop, timer, std::move(options))) {
+  state_->adoptStrayDirectories();
+}
+
+TaskRunner::~TaskRunner() noexcept {
+  for (auto& [id, attempt] : state_->attempts) {
+    if (!attempt->ended) state_->signalGroup(*attempt, SIGKILL);
+  }
+}
+
+Status TaskRunner::start(const TaskSpec& spec, OnUpdate onUpdate) {
+  State& s = *state_;
+  if (s.attempts.count(spec.attempt) != 0) {
+    return Error::fatal("attempt " + spec.attempt.toHex() + " is already known to this worker");
+  }
+  auto attempt = std::make_unique<Attempt>();
+  Attempt& a = *attempt;
+  a.id = spec.attempt;
+  a.dir = s.options.attemptsDir + "/" + spec.attempt.toHex();
+  a.workingDir = spec.workingDir;
+  a.argv = spec.argv;
+  a.env = spec.env;
+  a.onUpdate = std::move(onUpdate);
+  a.latest.attempt = spec.attempt;
+  a.latest.phase = TaskPhase::kRunning;
+  if (a.argv.empty()) a.startFailure = "no command to run (argv is empty)";
+  s.attempts.emplace(spec.attempt, std::move(attempt));
+  ++s.running;
+  s.launch(a);
+  return {};
+}
+
+void TaskRunner::cancel(const AttemptId& attempt) {
+  State& s = *state_;
+  auto it = s.attempts.find(attempt);
+  if (it == s.attempts.end()) return;
+  Attempt& a = *it->second;
+  if (a.ended || a.cancelRequested) return;
+  if (a.pgid == 0) {
+    // Still preparing its directory: it will not be spawned.
+    a.cancelRequested = true;
+    return;
+  }
+  // A shim already gone ended on its own: the attempt keeps the phase it reached.
+  if (a.shim == nullptr || !a.shim->signal(0).ok()) return;
+  a.cancelRequested = true;
+  s.signalGroup(a, SIGTERM);
+  a.termSentAt = s.timer.now();
+  a.killTimer = s.timer.afterDelay(s.cancelTimeout())
+                    .then([&s, &a] {
+                      if (!a.groupGone && groupAlive(a.pgid)) s.killGroup(a);
+                    })
+                    .eagerlyEvaluate([](kj::Exception&& e) {
+                      spdlog::error("task runner: cancel timer failed: {}",
+                                    e.getDescription().cStr());
+                    });
+}
+
+kj::Promise<void> TaskRunner::killAll() {
+  State& s = *state_;
+  for (auto& [id, attempt] : s.attempts) cancel(id);
+  if (s.running == 0) return kj::READY_NOW;
+  auto idle = kj::newPromiseAndFulfiller<void>();
+  s.idleWaiters.push_back(kj::mv(idle.fulfiller));
+  return idle.promise.exclusiveJoin(s.timer.afterDelay(s.cancelTimeout() + kKillAllGrace));
+}
+
+bool TaskRunner::running(const AttemptId& attempt) const {
+  auto it = state_->attempts.find(attempt);
+  return it != state_->attempts.end() && !it->second->ended;
+}
+
+size_t TaskRunner::runningCount() const { return state_->running; }
+
+std::optional<std::string> TaskRunner::stdoutPath(const AttemptId& attempt) const {
+  auto it = state_->attempts.find(attempt);
+  if (it == state_->attempts.end()) return std::nullopt;
+  return it->second->stdoutPath();
+}
+
+std::optional<std::string> TaskRunner::stderrPath(const AttemptId& attempt) const {
+  auto it = state_->attempts.find(attempt);
+  if (it == state_->attempts.end()) return std::nullopt;
+  return it->second->stderrPath();
+}
+
+std::optional<TaskUpdate> TaskRunner::latest(const AttemptId& attempt) const {
+  auto it = state_->attempts.find(attempt);
+  if (it == state_->attempts.end()) return std::nullopt;
+  return it->second->latest;
+}
+
+}  // namespace regent::taskexecutor
