@@ -10,6 +10,20 @@
 // A vertex is runnable once every subtask of every upstream vertex FINISHED. After a failover
 // the new term's JobMaster starts the job again from its JobGraph: attempts a worker still runs
 // for it (offered with the slot) are cancelled, and the subtasks run again.
+//
+// The gateway a JobMaster serves (workers call it):
+// - offerSlots: notRegistered unless JobMasterPort::workerAddress knows the worker; accepts the
+//   slots a waiting subtask of a runnable vertex fits (the rest the worker frees); cancels the
+//   offered running attempts it does not know; deploys in a later turn.
+// - updateTaskExecutionState: notFound for an attempt that is no subtask's latest attempt;
+//   repeats and states older than the known one change nothing. The job's first RUNNING feeds
+//   JobMasterCounters' submit-to-running histogram.
+// - heartbeat: notRegistered for a worker holding none of the job's slots (it offers them
+//   again); attempts it lists that the JobMaster does not know are cancelled.
+// - disconnect: the worker's attempts FAIL at once and its slots leave the job.
+// A submitTask that is refused, times out (callTimeout) or loses its connection fails its
+// attempt with a message naming why; failures go to the restart strategy (restart_strategy.h),
+// scheduling decisions to the ExecutionGraph (execution_graph.h).
 #pragma once
 
 #include <kj/async.h>
@@ -22,6 +36,7 @@
 #include <memory>
 #include <string>
 
+#include "common/event_line.h"
 #include "common/ids.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -77,6 +92,13 @@ class JobMasters final : public dispatcher::JobRunner {
   bool describe(JobId job, wire::JobStatus::Builder status) const override;
   bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override;
 
+  // release(): cancels the live attempts (cancelTask), waits for their terminal updates at most
+  // heartbeatTimeout (then logs and goes on; an attempt whose cancelTask fails counts as ended),
+  // frees every held slot (freeSlot, each bounded by callTimeout), calls disconnectJobMaster and
+  // drops the JobMaster: its served gateway throws DISCONNECTED from then on. Updates keep being
+  // applied while it runs; nothing is deployed or restarted. Unknown jobs: disconnectJobMaster
+  // only.
+  //
   // MasterBootstrap.jobMaster: the gateway of `job`'s JobMaster, or nullptr when this term runs
   // no JobMaster for it (unknown, ended, or released).
   kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job);
@@ -88,6 +110,12 @@ class JobMasters final : public dispatcher::JobRunner {
 
  private:
   class JobMaster;
+  class Gateway;  // A JobMaster's JobMasterGateway server.
+
+  MonoTime monoNow() const;
+  int64_t wallNow() const;
+  // Logs `line` with mono_us and wall_ms when options.logEvents.
+  void event(EventLine& line) const;
   kj::Timer& timer_;
   const uint64_t epoch_;
   resourcemanager::JobMasterPort& resourceManager_;
@@ -96,6 +124,8 @@ class JobMasters final : public dispatcher::JobRunner {
   const JobMasterOptions options_;
   dispatcher::JobRunnerListener* listener_ = nullptr;
   std::map<JobId, kj::Own<JobMaster>> jobs_;
+  // The release() promises handed out; cancelled on destruction (they refer to JobMasters).
+  kj::Canceler releases_;
 };
 
 }  // namespace regent::jobmaster

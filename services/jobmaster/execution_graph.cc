@@ -1,0 +1,695 @@
+// The JobMaster's scheduling logic: vertices, subtasks, attempts, slots, restarts, job state.
+#include "services/jobmaster/execution_graph.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "rpc/wire_ids.h"
+
+namespace regent::jobmaster {
+
+namespace {
+
+using wire::ExecutionState;
+
+// States only move forward along this order; the three terminal states share the last rank.
+int rank(ExecutionState state) {
+  switch (state) {
+    case ExecutionState::CREATED:
+      return 0;
+    case ExecutionState::SCHEDULED:
+    case ExecutionState::RECONCILING:
+      return 1;
+    case ExecutionState::DEPLOYING:
+      return 2;
+    case ExecutionState::RUNNING:
+      return 3;
+    case ExecutionState::CANCELING:
+      return 4;
+    case ExecutionState::FINISHED:
+    case ExecutionState::CANCELED:
+    case ExecutionState::FAILED:
+      return 5;
+  }
+  return 0;
+}
+
+bool terminal(ExecutionState state) { return rank(state) == 5; }
+
+Profile profileOf(wire::ResourceProfile::Reader profile) {
+  return Profile{profile.getCpuMillis(), profile.getMemoryBytes()};
+}
+
+std::string_view viewOf(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
+
+// "1.2s", for restart delays.
+std::string seconds(Duration duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1fs", static_cast<double>(duration.count()) / 1000.0);
+  return text;
+}
+
+// Subtasks by the state of their latest attempt (wire::TaskCounts).
+struct Counts {
+  uint32_t total = 0, pending = 0, running = 0, finished = 0, canceling = 0, canceled = 0,
+           failed = 0, reconciling = 0;
+
+  void add(ExecutionState state) {
+    ++total;
+    switch (state) {
+      case ExecutionState::CREATED:
+      case ExecutionState::SCHEDULED:
+      case ExecutionState::DEPLOYING:
+        ++pending;
+        break;
+      case ExecutionState::RUNNING:
+        ++running;
+        break;
+      case ExecutionState::FINISHED:
+        ++finished;
+        break;
+      case ExecutionState::CANCELING:
+        ++canceling;
+        break;
+      case ExecutionState::CANCELED:
+        ++canceled;
+        break;
+      case ExecutionState::FAILED:
+        ++failed;
+        break;
+      case ExecutionState::RECONCILING:
+        ++reconciling;
+        break;
+    }
+  }
+  void write(wire::TaskCounts::Builder out) const {
+    out.setTotal(total);
+    out.setPending(pending);
+    out.setRunning(running);
+    out.setFinished(finished);
+    out.setCanceling(canceling);
+    out.setCanceled(canceled);
+    out.setFailed(failed);
+    out.setReconciling(reconciling);
+  }
+};
+
+}  // namespace
+
+ExecutionGraph::ExecutionGraph(JobId job, wire::JobGraph::Reader graph, RestartStrategy strategy,
+                               int64_t startedAtMs)
+    : job_(job), graph_(graph), strategy_(std::move(strategy)), startedAtMs_(startedAtMs) {
+  const auto vertices = graph.getVertices();
+  vertices_.resize(vertices.size());
+  uint32_t total = 0;
+  for (uint32_t v = 0; v < vertices.size(); ++v) {
+    const auto reader = vertices[v];
+    Vertex& vertex = vertices_[v];
+    vertex.profile = profileOf(reader.getResources());
+    vertex.first = total;
+    vertex.parallelism = reader.getParallelism();
+    vertex.waiting = vertex.parallelism;
+    total += vertex.parallelism;
+    vertexByName_.emplace(viewOf(reader.getName()), v);
+  }
+  for (uint32_t v = 0; v < vertices.size(); ++v) {
+    for (auto name : vertices[v].getUpstream()) {
+      auto upstream = vertexByName_.find(viewOf(name));
+      if (upstream == vertexByName_.end() || upstream->second == v) continue;
+      const uint32_t u = upstream->second;
+      auto& list = vertices_[v].upstream;
+      if (std::find(list.begin(), list.end(), u) != list.end()) continue;
+      list.push_back(u);
+      vertices_[u].downstream.push_back(v);
+    }
+    vertices_[v].unfinishedUpstream = static_cast<uint32_t>(vertices_[v].upstream.size());
+  }
+  subtasks_.resize(total);
+}
+
+uint32_t ExecutionGraph::vertexOf(uint32_t subtask) const {
+  auto after = std::upper_bound(vertices_.begin(), vertices_.end(), subtask,
+                                [](uint32_t index, const Vertex& v) { return index < v.first; });
+  return static_cast<uint32_t>(after - vertices_.begin()) - 1;
+}
+
+uint32_t ExecutionGraph::indexInVertex(uint32_t subtask) const {
+  return subtask - vertices_[vertexOf(subtask)].first;
+}
+
+// ---- Slots and deployment ---------------------------------------------------------------------
+
+std::map<Profile, uint32_t> ExecutionGraph::unservedNeeds() const {
+  std::map<Profile, uint32_t> needs;
+  for (const Vertex& vertex : vertices_) {
+    if (!vertex.runnable()) continue;
+    const uint32_t count = vertex.waiting + vertex.restarting;
+    if (count > 0) needs[vertex.profile] += count;
+  }
+  for (const auto& [allocation, slot] : slots_) {
+    if (slot.subtask) continue;
+    for (auto& [profile, count] : needs) {
+      if (count > 0 && slot.profile.fits(profile)) {
+        --count;
+        break;
+      }
+    }
+  }
+  return needs;
+}
+
+std::vector<bool> ExecutionGraph::offerSlots(const ResourceId& worker,
+                                             const std::vector<OfferedSlot>& offers) {
+  std::vector<bool> accepted(offers.size(), false);
+  if (ended_) return accepted;
+  auto needs = unservedNeeds();
+  for (size_t i = 0; i < offers.size(); ++i) {
+    const OfferedSlot& offer = offers[i];
+    if (slots_.count(offer.allocation) != 0) {
+      accepted[i] = true;
+      continue;
+    }
+    for (auto& [profile, count] : needs) {
+      if (count > 0 && offer.profile.fits(profile)) {
+        --count;
+        slots_.emplace(offer.allocation, Slot{worker, offer.profile, std::nullopt});
+        accepted[i] = true;
+        break;
+      }
+    }
+  }
+  return accepted;
+}
+
+std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
+  std::vector<Deployment> out;
+  if (ended_) return out;
+  std::vector<std::map<AllocationId, Slot>::iterator> free;
+  for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+    if (!it->second.subtask) free.push_back(it);
+  }
+  for (Vertex& vertex : vertices_) {
+    if (free.empty()) break;
+    if (!vertex.runnable() || vertex.waiting == 0) continue;
+    for (uint32_t index = vertex.first; index < vertex.first + vertex.parallelism; ++index) {
+      if (vertex.waiting == 0) break;
+      Subtask& subtask = subtasks_[index];
+      if (subtask.phase != Phase::kWaiting) continue;
+      auto slot = std::find_if(free.begin(), free.end(), [&](const auto& it) {
+        return it->second.profile.fits(vertex.profile);
+      });
+      if (slot == free.end()) break;
+      const auto chosen = *slot;
+      free.erase(slot);
+      const bool restart = subtask.attempts > 0;
+      subtask.attempt = AttemptId::random();
+      subtask.worker = chosen->second.worker;
+      subtask.allocation = chosen->first;
+      subtask.pid = 0;
+      subtask.exitCode = 0;
+      subtask.termSignal = 0;
+      subtask.startedAtMs = 0;
+      subtask.endedAtMs = 0;
+      ++subtask.attempts;
+      chosen->second.subtask = index;
+      setPhase(index, Phase::kLive);
+      setState(index, ExecutionState::DEPLOYING, nowMs);
+      out.push_back(Deployment{index, subtask.attempt, subtask.attempts - 1, chosen->first,
+                               chosen->second.worker, restart});
+    }
+  }
+  return out;
+}
+
+std::vector<HeldSlot> ExecutionGraph::takeSurplusSlots() {
+  std::vector<HeldSlot> surplus;
+  if (ended_) return surplus;
+  std::map<Profile, uint32_t> needs;
+  for (const Vertex& vertex : vertices_) {
+    if (vertex.runnable() && vertex.waiting + vertex.restarting > 0) {
+      needs[vertex.profile] += vertex.waiting + vertex.restarting;
+    }
+  }
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    bool needed = it->second.subtask.has_value();
+    for (auto& [profile, count] : needs) {
+      if (needed) break;
+      if (count > 0 && it->second.profile.fits(profile)) {
+        --count;
+        needed = true;
+      }
+    }
+    if (needed) {
+      ++it;
+      continue;
+    }
+    surplus.push_back(HeldSlot{it->first, it->second.worker});
+    it = slots_.erase(it);
+  }
+  return surplus;
+}
+
+std::vector<Requirement> ExecutionGraph::requirements() const {
+  std::vector<Requirement> out;
+  if (ended_) return out;
+  std::map<Profile, uint32_t> counts;
+  for (const Vertex& vertex : vertices_) {
+    if (vertex.runnable() && vertex.finished < vertex.parallelism) {
+      counts[vertex.profile] += vertex.parallelism - vertex.finished;
+    }
+  }
+  for (const auto& [profile, count] : counts) out.push_back(Requirement{profile, count});
+  return out;
+}
+
+// ---- Attempt states ---------------------------------------------------------------------------
+
+void ExecutionGraph::setState(uint32_t index, ExecutionState state, int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  subtask.state = state;
+  subtask.stateChangedAtMs = nowMs;
+  transitions_.push_back(
+      Transition{index, subtask.attempt, state, subtask.exitCode, subtask.termSignal});
+}
+
+void ExecutionGraph::setPhase(uint32_t index, Phase phase) {
+  Subtask& subtask = subtasks_[index];
+  Vertex& vertex = vertices_[vertexOf(index)];
+  if (subtask.phase == Phase::kWaiting) --vertex.waiting;
+  if (subtask.phase == Phase::kRestartDelay) {
+    --vertex.restarting;
+    --restartDelays_;
+  }
+  subtask.phase = phase;
+  if (phase == Phase::kWaiting) ++vertex.waiting;
+  if (phase == Phase::kRestartDelay) {
+    ++vertex.restarting;
+    ++restartDelays_;
+  }
+}
+
+void ExecutionGraph::releaseSlot(uint32_t index) {
+  auto slot = slots_.find(subtasks_[index].allocation);
+  if (slot != slots_.end() && slot->second.subtask == index) slot->second.subtask.reset();
+}
+
+ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoTime now,
+                                              int64_t nowMs) {
+  auto vertex = vertexByName_.find(report.vertex);
+  if (vertex == vertexByName_.end()) return Update::kUnknown;
+  const Vertex& v = vertices_[vertex->second];
+  if (report.subtaskIndex >= v.parallelism) return Update::kUnknown;
+  const uint32_t index = v.first + report.subtaskIndex;
+  Subtask& subtask = subtasks_[index];
+  if (subtask.attempts == 0 || subtask.attempt != report.attempt) return Update::kUnknown;
+  if (terminal(subtask.state) || rank(report.state) <= rank(subtask.state)) {
+    return Update::kRepeated;
+  }
+  switch (report.state) {
+    case ExecutionState::RUNNING:
+      subtask.pid = report.pid;
+      subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
+      anyRunning_ = true;
+      setState(index, report.state, nowMs);
+      break;
+    case ExecutionState::FINISHED:
+      subtask.exitCode = report.exitCode;
+      subtask.endedAtMs = report.endedAtMs != 0 ? report.endedAtMs : nowMs;
+      setState(index, report.state, nowMs);
+      finished(index, nowMs);
+      break;
+    case ExecutionState::FAILED: {
+      subtask.exitCode = report.exitCode;
+      subtask.termSignal = report.termSignal;
+      subtask.endedAtMs = report.endedAtMs != 0 ? report.endedAtMs : nowMs;
+      setState(index, report.state, nowMs);
+      std::string message(report.failureMessage);
+      if (message.empty()) {
+        message = report.termSignal != 0
+                      ? "killed by signal " + std::to_string(report.termSignal)
+                      : "exited with code " + std::to_string(report.exitCode);
+      }
+      failed(index, message, report.exitCode, now, nowMs);
+      break;
+    }
+    case ExecutionState::CANCELED:
+      subtask.endedAtMs = report.endedAtMs != 0 ? report.endedAtMs : nowMs;
+      setState(index, report.state, nowMs);
+      if (ended_) {
+        releaseSlot(index);
+        setPhase(index, Phase::kStopped);
+      } else {
+        // Nobody asked for it while the job runs (the worker freed the slot, say): the subtask
+        // has to run again, as after a failure.
+        failed(index, "attempt canceled by its worker", 0, now, nowMs);
+      }
+      break;
+    default:
+      setState(index, report.state, nowMs);
+      break;
+  }
+  return Update::kApplied;
+}
+
+void ExecutionGraph::deployFailed(uint32_t index, const AttemptId& attempt,
+                                  const std::string& message, MonoTime now, int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  if (subtask.attempt != attempt || subtask.phase != Phase::kLive ||
+      subtask.state != ExecutionState::DEPLOYING) {
+    return;
+  }
+  subtask.endedAtMs = nowMs;
+  setState(index, ExecutionState::FAILED, nowMs);
+  failed(index, message, 0, now, nowMs);
+}
+
+std::vector<HeldSlot> ExecutionGraph::workerLost(const ResourceId& worker,
+                                                 const std::string& message, MonoTime now,
+                                                 int64_t nowMs) {
+  std::vector<uint32_t> live;
+  std::vector<HeldSlot> dropped;
+  for (const auto& [allocation, slot] : slots_) {
+    if (slot.worker != worker) continue;
+    dropped.push_back(HeldSlot{allocation, worker});
+    if (slot.subtask) live.push_back(*slot.subtask);
+  }
+  for (uint32_t index : live) {
+    Subtask& subtask = subtasks_[index];
+    if (subtask.phase != Phase::kLive) continue;
+    subtask.endedAtMs = nowMs;
+    setState(index, ExecutionState::FAILED, nowMs);
+    failed(index, message, 0, now, nowMs);
+  }
+  for (const HeldSlot& slot : dropped) slots_.erase(slot.allocation);
+  return dropped;
+}
+
+void ExecutionGraph::abandon(uint32_t index, const AttemptId& attempt, int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  if (subtask.attempt != attempt || subtask.phase != Phase::kLive) return;
+  subtask.endedAtMs = nowMs;
+  setState(index, ExecutionState::CANCELED, nowMs);
+  releaseSlot(index);
+  setPhase(index, Phase::kStopped);
+}
+
+std::vector<Transition> ExecutionGraph::takeTransitions() {
+  std::vector<Transition> out;
+  out.swap(transitions_);
+  return out;
+}
+
+void ExecutionGraph::failed(uint32_t index, const std::string& message, int32_t exitCode,
+                            MonoTime now, int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  releaseSlot(index);
+  failureMessages_[index] = message;
+  failure_ = Failure{message, index, subtask.attempt, exitCode, nowMs};
+  if (ended_) {
+    setPhase(index, Phase::kStopped);
+    return;
+  }
+  const std::optional<Duration> delay = strategy_.onFailure(now);
+  if (!delay) {
+    setPhase(index, Phase::kStopped);
+    failure_->message = message + " (" + strategy_.giveUpReason() + ")";
+    endJob(wire::JobState::FAILED, nowMs);
+    return;
+  }
+  restartDelayMs_ += delay->count();
+  subtask.restartAt = now + *delay;
+  setPhase(index, Phase::kRestartDelay);
+}
+
+void ExecutionGraph::finished(uint32_t index, int64_t nowMs) {
+  releaseSlot(index);
+  setPhase(index, Phase::kFinished);
+  Vertex& vertex = vertices_[vertexOf(index)];
+  if (++vertex.finished < vertex.parallelism) return;
+  ++finishedVertices_;
+  for (uint32_t downstream : vertex.downstream) --vertices_[downstream].unfinishedUpstream;
+  if (finishedVertices_ == vertices_.size()) endJob(wire::JobState::FINISHED, nowMs);
+}
+
+void ExecutionGraph::endJob(wire::JobState state, int64_t nowMs) {
+  dispatcher::JobEnd end;
+  end.state = state;
+  end.restarts = strategy_.restarts();
+  end.netRuntimeMs = static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
+  if (state == wire::JobState::FAILED && failure_) {
+    end.failureMessage = failure_->message;
+    end.failureVertex = viewOf(vertexReader(vertexOf(failure_->subtask)).getName());
+    end.failureSubtask = indexInVertex(failure_->subtask);
+    end.failureAttempt = failure_->attempt;
+    end.failureExitCode = failure_->exitCode;
+    end.failureAtMs = failure_->atMs;
+  }
+  ended_ = end;
+  // Nothing waits for a slot or a restart any more.
+  for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+    const Phase phase = subtasks_[index].phase;
+    if (phase == Phase::kWaiting || phase == Phase::kRestartDelay) setPhase(index, Phase::kStopped);
+  }
+}
+
+// ---- Restarts ---------------------------------------------------------------------------------
+
+std::optional<MonoTime> ExecutionGraph::nextRestartAt() const {
+  if (restartDelays_ == 0) return std::nullopt;
+  std::optional<MonoTime> next;
+  for (const Subtask& subtask : subtasks_) {
+    if (subtask.phase == Phase::kRestartDelay && (!next || subtask.restartAt < *next)) {
+      next = subtask.restartAt;
+    }
+  }
+  return next;
+}
+
+void ExecutionGraph::restartDue(MonoTime now) {
+  if (restartDelays_ == 0) return;
+  for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+    const Subtask& subtask = subtasks_[index];
+    if (subtask.phase == Phase::kRestartDelay && subtask.restartAt <= now) {
+      setPhase(index, Phase::kWaiting);
+    }
+  }
+}
+
+// ---- The job ----------------------------------------------------------------------------------
+
+wire::JobState ExecutionGraph::state() const {
+  if (ended_) return ended_->state;
+  if (restartDelays_ > 0) return wire::JobState::RESTARTING;
+  // CREATED until an attempt first runs (docs/jobgraph.md, "How a job runs and ends").
+  return anyRunning_ || strategy_.restarts() > 0 ? wire::JobState::RUNNING
+                                                 : wire::JobState::CREATED;
+}
+
+bool ExecutionGraph::takeFirstRunning() {
+  if (!anyRunning_ || firstRunningTaken_) return false;
+  firstRunningTaken_ = true;
+  return true;
+}
+
+std::vector<ExecutionGraph::LiveAttempt> ExecutionGraph::liveAttempts() const {
+  std::vector<LiveAttempt> out;
+  for (const auto& [allocation, slot] : slots_) {
+    if (!slot.subtask) continue;
+    const Subtask& subtask = subtasks_[*slot.subtask];
+    if (subtask.phase == Phase::kLive) {
+      out.push_back(LiveAttempt{*slot.subtask, subtask.attempt, subtask.worker});
+    }
+  }
+  return out;
+}
+
+std::vector<HeldSlot> ExecutionGraph::heldSlots() const {
+  std::vector<HeldSlot> out;
+  out.reserve(slots_.size());
+  for (const auto& [allocation, slot] : slots_) out.push_back(HeldSlot{allocation, slot.worker});
+  return out;
+}
+
+bool ExecutionGraph::holdsSlotsOn(const ResourceId& worker) const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [&](const auto& entry) { return entry.second.worker == worker; });
+}
+
+// ---- Reads ------------------------------------------------------------------------------------
+
+void ExecutionGraph::fillAttempt(uint32_t index, wire::TaskExecutionState::Builder out) const {
+  const Subtask& subtask = subtasks_[index];
+  const uint32_t vertex = vertexOf(index);
+  wire::setWireId(out.initAttemptId(), subtask.attempt);
+  wire::setWireId(out.initJobId(), job_);
+  wire::setWireId(out.initAllocationId(), subtask.allocation);
+  out.setVertexName(vertexReader(vertex).getName());
+  out.setSubtaskIndex(index - vertices_[vertex].first);
+  out.setAttemptNumber(subtask.attempts - 1);
+  out.setState(subtask.state);
+  out.setPid(subtask.pid);
+  out.setExitCode(subtask.exitCode);
+  out.setTermSignal(subtask.termSignal);
+  if (subtask.state == ExecutionState::FAILED) {
+    auto message = failureMessages_.find(index);
+    if (message != failureMessages_.end()) out.setFailureMessage(message->second);
+  }
+  out.setStartedAtMs(subtask.startedAtMs);
+  out.setStateChangedAtMs(subtask.stateChangedAtMs);
+  out.setEndedAtMs(subtask.endedAtMs);
+}
+
+std::string ExecutionGraph::waitingReason(uint32_t index, MonoTime now,
+                                          const resourcemanager::SlotCounts& slots) const {
+  const Subtask& subtask = subtasks_[index];
+  const Vertex& vertex = vertices_[vertexOf(index)];
+  if (subtask.phase == Phase::kRestartDelay) {
+    return "restarting in " + seconds(std::max(Duration(0), std::chrono::duration_cast<Duration>(
+                                                                 subtask.restartAt - now)));
+  }
+  if (subtask.phase != Phase::kWaiting) return {};
+  if (!vertex.runnable()) {
+    for (uint32_t upstream : vertex.upstream) {
+      const Vertex& u = vertices_[upstream];
+      if (u.finished < u.parallelism) {
+        return "waiting for upstream vertex " + std::string(viewOf(vertexReader(upstream).getName()));
+      }
+    }
+  }
+  return "waiting for a slot (" + resourcemanager::describe(vertex.profile) +
+         "): " + std::to_string(slots.free) + " of " + std::to_string(slots.total) +
+         " slots free";
+}
+
+void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
+                              const resourcemanager::JobMasterPort& port) const {
+  const wire::JobState jobState = state();
+  status.setState(jobState);
+  status.setRestarts(strategy_.restarts());
+  const resourcemanager::SlotCounts slots = port.slotCounts();
+  std::map<ResourceId, std::optional<resourcemanager::WorkerAddress>> addresses;
+  Counts all;
+  auto vertices = status.initVertices(static_cast<unsigned>(vertices_.size()));
+  for (uint32_t v = 0; v < vertices_.size(); ++v) {
+    const Vertex& vertex = vertices_[v];
+    auto out = vertices[v];
+    out.setName(vertexReader(v).getName());
+    out.setParallelism(vertex.parallelism);
+    Counts counts;
+    auto subtasks = out.initSubtasks(vertex.parallelism);
+    for (uint32_t i = 0; i < vertex.parallelism; ++i) {
+      const uint32_t index = vertex.first + i;
+      const Subtask& subtask = subtasks_[index];
+      counts.add(subtask.state);
+      auto entry = subtasks[i];
+      entry.setIndex(i);
+      entry.setAttempts(subtask.attempts);
+      if (subtask.attempts > 0) {
+        fillAttempt(index, entry.initAttempt());
+        wire::setWireId(entry.initResourceId(), subtask.worker);
+        auto address = addresses.find(subtask.worker);
+        if (address == addresses.end()) {
+          address = addresses.emplace(subtask.worker, port.workerAddress(subtask.worker)).first;
+        }
+        if (address->second) {
+          entry.setHost(address->second->host);
+          entry.setHttpAddress(address->second->httpAddress);
+        }
+      }
+      auto failure = failureMessages_.find(index);
+      if (failure != failureMessages_.end()) entry.setLastFailure(failure->second);
+      const std::string reason = waitingReason(index, now, slots);
+      if (!reason.empty()) entry.setWaitingReason(reason);
+    }
+    counts.write(out.initTasks());
+    all.total += counts.total;
+    all.pending += counts.pending;
+    all.running += counts.running;
+    all.finished += counts.finished;
+    all.canceling += counts.canceling;
+    all.canceled += counts.canceled;
+    all.failed += counts.failed;
+    all.reconciling += counts.reconciling;
+  }
+  all.write(status.initTasks());
+  if (failure_ && (jobState == wire::JobState::RESTARTING || jobState == wire::JobState::FAILED)) {
+    auto out = status.initFailure();
+    out.setMessage(failure_->message);
+    out.setVertexName(vertexReader(vertexOf(failure_->subtask)).getName());
+    out.setSubtaskIndex(indexInVertex(failure_->subtask));
+    wire::setWireId(out.initAttemptId(), failure_->attempt);
+    out.setExitCode(failure_->exitCode);
+    out.setAtMs(failure_->atMs);
+  }
+  // The job's reason: subtasks waiting for slots, by profile, then the restart delay.
+  std::map<Profile, uint32_t> waiting;
+  for (const Vertex& vertex : vertices_) {
+    if (vertex.runnable() && vertex.waiting > 0) waiting[vertex.profile] += vertex.waiting;
+  }
+  std::string reason;
+  for (const auto& [profile, count] : waiting) {
+    if (!reason.empty()) reason += ", ";
+    reason += std::to_string(count) + (count == 1 ? " subtask waits" : " subtasks wait") +
+              " for slots of " + resourcemanager::describe(profile);
+  }
+  if (!reason.empty()) {
+    reason += "; the cluster has " + std::to_string(slots.free) + " free of " +
+              std::to_string(slots.total);
+  }
+  if (const auto next = nextRestartAt()) {
+    if (!reason.empty()) reason += "; ";
+    reason += std::to_string(restartDelays_) +
+              (restartDelays_ == 1 ? " subtask restarts in " : " subtasks restart, the next in ") +
+              seconds(std::max(Duration(0), std::chrono::duration_cast<Duration>(*next - now)));
+  }
+  if (!reason.empty()) status.setWaitingReason(reason);
+}
+
+bool ExecutionGraph::isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
+                                     const AttemptId& attempt) const {
+  auto found = vertexByName_.find(vertex);
+  if (found == vertexByName_.end()) return false;
+  const Vertex& v = vertices_[found->second];
+  if (subtaskIndex >= v.parallelism) return false;
+  const Subtask& subtask = subtasks_[v.first + subtaskIndex];
+  return subtask.attempts > 0 && subtask.attempt == attempt;
+}
+
+std::vector<AttemptId> ExecutionGraph::unknownAmong(const std::vector<AttemptId>& attempts) const {
+  std::set<AttemptId> unknown(attempts.begin(), attempts.end());
+  for (const Subtask& subtask : subtasks_) {
+    if (unknown.empty()) break;
+    if (subtask.attempts > 0) unknown.erase(subtask.attempt);
+  }
+  return {unknown.begin(), unknown.end()};
+}
+
+std::string_view ExecutionGraph::failureMessage(uint32_t subtask) const {
+  auto found = failureMessages_.find(subtask);
+  return found == failureMessages_.end() ? std::string_view() : std::string_view(found->second);
+}
+
+void ExecutionGraph::counts(wire::TaskCounts::Builder tasks) const {
+  Counts counts;
+  for (const Subtask& subtask : subtasks_) counts.add(subtask.state);
+  counts.write(tasks);
+}
+
+size_t ExecutionGraph::heldBytes() const {
+  size_t bytes = sizeof(*this) + subtasks_.capacity() * sizeof(Subtask);
+  for (const Vertex& vertex : vertices_) {
+    bytes += sizeof(Vertex) + (vertex.upstream.capacity() + vertex.downstream.capacity()) *
+                                  sizeof(uint32_t);
+  }
+  constexpr size_t kNode = 32;  // A std::map node's links and colour.
+  bytes += vertexByName_.size() * (kNode + sizeof(std::pair<std::string_view, uint32_t>));
+  bytes += slots_.size() * (kNode + sizeof(std::pair<AllocationId, Slot>));
+  for (const auto& [index, message] : failureMessages_) {
+    bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();
+  }
+  bytes += transitions_.capacity() * sizeof(Transition);
+  return bytes;
+}
+
+}  // namespace regent::jobmaster

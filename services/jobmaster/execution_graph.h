@@ -1,0 +1,263 @@
+// The scheduling logic of one JobMaster, without RPC or timers: the job's vertices and subtasks
+// (read from the JobGraph the Dispatcher keeps), the latest attempt of each subtask, the slots
+// the job holds, which subtask goes into which slot, the requirements to declare, failures and
+// their restarts by the restart strategy, the job's state, and what jobs status shows. The
+// JobMaster (job_masters.cc) carries out what it decides and feeds it what arrives; unit tests
+// drive it on a fake clock.
+//
+// Memory: one small fixed-size record per subtask (no strings, no containers); vertex data
+// (names, commands) is read from the JobGraph reader, which must outlive this object. Failure
+// messages are kept only for subtasks that failed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "rpc/schema/jobs.capnp.h"
+#include "services/dispatcher/job_runner.h"
+#include "services/jobmaster/restart_strategy.h"
+#include "services/resourcemanager/job_master_port.h"
+#include "services/resourcemanager/slot_manager.h"
+
+namespace regent::jobmaster {
+
+using resourcemanager::Profile;
+using resourcemanager::Requirement;
+
+// A subtask attempt to deploy into a slot (TaskExecutorGateway.submitTask).
+struct Deployment {
+  uint32_t subtask = 0;  // Global subtask index (ExecutionGraph::vertexOf / indexInVertex).
+  AttemptId attempt;
+  uint32_t attemptNumber = 0;
+  AllocationId allocation;
+  ResourceId worker;
+  bool restart = false;  // The subtask's previous attempt failed.
+};
+
+// A slot offered by a worker (wire::SlotOffer).
+struct OfferedSlot {
+  AllocationId allocation;
+  Profile profile;
+};
+
+// A slot the job holds and no longer needs, or held on a lost worker.
+struct HeldSlot {
+  AllocationId allocation;
+  ResourceId worker;
+};
+
+// An attempt's state as a worker reports it (wire::TaskExecutionState).
+struct AttemptReport {
+  AttemptId attempt;
+  std::string_view vertex;
+  uint32_t subtaskIndex = 0;
+  wire::ExecutionState state = wire::ExecutionState::CREATED;
+  uint32_t pid = 0;
+  int32_t exitCode = 0;
+  int32_t termSignal = 0;
+  std::string_view failureMessage;
+  int64_t startedAtMs = 0;
+  int64_t endedAtMs = 0;
+};
+
+// One change of an attempt's state, in the order they happened (for event lines and counters).
+struct Transition {
+  uint32_t subtask = 0;
+  AttemptId attempt;
+  wire::ExecutionState state = wire::ExecutionState::CREATED;
+  int32_t exitCode = 0;
+  int32_t termSignal = 0;
+};
+
+// Thread-safety: none (the JobMaster's loop thread owns it).
+class ExecutionGraph final {
+ public:
+  enum class Update {
+    kApplied,   // The state moved forward.
+    kRepeated,  // Known attempt, state not newer than what is known: nothing changed.
+    kUnknown,   // No attempt of this job by that id (the worker cancels it).
+  };
+
+  // `graph` (validated: names unique, upstream names exist, acyclic) must outlive this object.
+  // `startedAtMs` (Unix ms) starts the job's net runtime.
+  ExecutionGraph(JobId job, wire::JobGraph::Reader graph, RestartStrategy strategy,
+                 int64_t startedAtMs);
+
+  // ---- Slots and deployment -------------------------------------------------------------------
+  // Accepts the offered slots a subtask of a runnable vertex needs (a slot fits the subtask's
+  // profile and no slot already held serves it); returns one flag per offer. A slot the job
+  // holds already is accepted again. Nothing is accepted once the job ended.
+  std::vector<bool> offerSlots(const ResourceId& worker, const std::vector<OfferedSlot>& offers);
+  // Puts the subtasks waiting for a slot into free held slots that fit them: each gets a fresh
+  // attempt in DEPLOYING. Nothing once the job ended.
+  std::vector<Deployment> schedule(int64_t nowMs);
+  // The held slots no waiting or restarting subtask of a runnable vertex needs; they are dropped
+  // (the caller frees them). None once the job ended (release frees everything).
+  std::vector<HeldSlot> takeSurplusSlots();
+  // One requirement per distinct profile: the subtasks of runnable vertices that did not
+  // FINISH. Empty once the job ended.
+  std::vector<Requirement> requirements() const;
+
+  // ---- Attempt states -------------------------------------------------------------------------
+  // A worker's report. States only move forward (CREATED < SCHEDULED < DEPLOYING < RUNNING <
+  // CANCELING < terminal); a terminal state is never replaced. FAILED (and a CANCELED the job
+  // did not ask for) goes to the restart strategy while the job runs.
+  Update update(const AttemptReport& report, MonoTime now, int64_t nowMs);
+  // submitTask of `attempt` failed (refused, timed out, connection lost): the attempt FAILS with
+  // `message` unless a worker already reported it RUNNING or later.
+  void deployFailed(uint32_t subtask, const AttemptId& attempt, const std::string& message,
+                    MonoTime now, int64_t nowMs);
+  // `worker` is gone (silent, disconnected): its live attempts FAIL with `message`, its slots
+  // are dropped and returned (to free, best effort).
+  std::vector<HeldSlot> workerLost(const ResourceId& worker, const std::string& message,
+                                   MonoTime now, int64_t nowMs);
+  // Marks a live attempt CANCELED without a worker's word (release: the worker does not know
+  // it or cannot be reached). Never restarts.
+  void abandon(uint32_t subtask, const AttemptId& attempt, int64_t nowMs);
+  // The attempts changed since the last call, in order.
+  std::vector<Transition> takeTransitions();
+
+  // ---- Restarts ---------------------------------------------------------------------------------
+  // When the earliest restart delay ends; nullopt when none runs.
+  std::optional<MonoTime> nextRestartAt() const;
+  // Subtasks whose restart delay ended by `now` wait for a slot again.
+  void restartDue(MonoTime now);
+
+  // ---- The job ----------------------------------------------------------------------------------
+  // CREATED until an attempt first runs (or the first restart), then RUNNING; RESTARTING while a
+  // restart delay runs; once ended FINISHED / FAILED.
+  wire::JobState state() const;
+  bool ended() const { return ended_.has_value(); }
+  // Set once the job ended; FAILED carries the root cause.
+  const std::optional<dispatcher::JobEnd>& end() const { return ended_; }
+  uint32_t restarts() const { return strategy_.restarts(); }
+  // True once, for the first report of RUNNING of any attempt of the job.
+  bool takeFirstRunning();
+
+  // Live attempts (DEPLOYING, RUNNING, CANCELING): (subtask, attempt, worker).
+  struct LiveAttempt {
+    uint32_t subtask;
+    AttemptId attempt;
+    ResourceId worker;
+  };
+  std::vector<LiveAttempt> liveAttempts() const;
+  // Every held slot.
+  std::vector<HeldSlot> heldSlots() const;
+  // Whether `worker` holds slots of the job.
+  bool holdsSlotsOn(const ResourceId& worker) const;
+
+  // ---- Reads ------------------------------------------------------------------------------------
+  size_t vertexCount() const { return vertices_.size(); }
+  size_t subtaskCount() const { return subtasks_.size(); }
+  uint32_t vertexOf(uint32_t subtask) const;
+  uint32_t indexInVertex(uint32_t subtask) const;
+  wire::JobVertex::Reader vertexReader(uint32_t vertex) const { return graph_.getVertices()[vertex]; }
+  AttemptId attemptOf(uint32_t subtask) const { return subtasks_[subtask].attempt; }
+  // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex`.
+  bool isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
+                       const AttemptId& attempt) const;
+  // Those of `attempts` that are no subtask's latest attempt (a worker's heartbeat lists them:
+  // the worker runs what this JobMaster does not know, or no longer wants).
+  std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;
+  // The latest failure message of `subtask`; empty when none failed.
+  std::string_view failureMessage(uint32_t subtask) const;
+  // jobStatus: state, tasks, vertices with subtasks, failure, restarts, waitingReason.
+  // `port` gives the workers' addresses and the cluster's slot counts.
+  void describe(wire::JobStatus::Builder status, MonoTime now,
+                const resourcemanager::JobMasterPort& port) const;
+  // listJobs: counts over all vertices.
+  void counts(wire::TaskCounts::Builder tasks) const;
+  // The latest failure (the root cause once FAILED), if any.
+  struct Failure {
+    std::string message;
+    uint32_t subtask = 0;
+    AttemptId attempt;
+    int32_t exitCode = 0;
+    int64_t atMs = 0;
+  };
+  const std::optional<Failure>& latestFailure() const { return failure_; }
+  // Approximate bytes held (containers' sizes).
+  size_t heldBytes() const;
+
+ private:
+  enum class Phase : uint8_t {
+    kWaiting,       // No live attempt; deploys when its vertex is runnable and a slot is free.
+    kLive,          // The latest attempt is DEPLOYING, RUNNING or CANCELING.
+    kRestartDelay,  // The latest attempt FAILED; a new one waits for restartAt.
+    kFinished,
+    kStopped,       // Ended without finishing (the job ended).
+  };
+  struct Subtask {
+    AttemptId attempt;        // The latest attempt; zero before the first.
+    ResourceId worker;        // Of the latest attempt.
+    AllocationId allocation;  // Of the latest attempt.
+    MonoTime restartAt{};
+    int64_t startedAtMs = 0;
+    int64_t stateChangedAtMs = 0;
+    int64_t endedAtMs = 0;
+    uint32_t attempts = 0;
+    uint32_t pid = 0;
+    int32_t exitCode = 0;
+    int32_t termSignal = 0;
+    wire::ExecutionState state = wire::ExecutionState::CREATED;
+    Phase phase = Phase::kWaiting;
+  };
+  struct Vertex {
+    Profile profile;
+    uint32_t first = 0;  // Global index of subtask 0.
+    uint32_t parallelism = 0;
+    uint32_t finished = 0;
+    uint32_t waiting = 0;             // Subtasks in kWaiting.
+    uint32_t restarting = 0;          // Subtasks in kRestartDelay.
+    uint32_t unfinishedUpstream = 0;  // Upstream vertices not all FINISHED.
+    std::vector<uint32_t> upstream;
+    std::vector<uint32_t> downstream;
+    bool runnable() const { return unfinishedUpstream == 0; }
+  };
+  struct Slot {
+    ResourceId worker;
+    Profile profile;
+    std::optional<uint32_t> subtask;  // The live attempt in it.
+  };
+
+  void setState(uint32_t index, wire::ExecutionState state, int64_t nowMs);
+  void setPhase(uint32_t index, Phase phase);
+  void releaseSlot(uint32_t index);
+  // The latest attempt of `index` failed with `message`: restart or fail the job.
+  void failed(uint32_t index, const std::string& message, int32_t exitCode, MonoTime now,
+              int64_t nowMs);
+  void finished(uint32_t index, int64_t nowMs);
+  void endJob(wire::JobState state, int64_t nowMs);
+  // Per profile: subtasks of runnable vertices waiting for a slot or a restart, less the free
+  // held slots that serve them.
+  std::map<Profile, uint32_t> unservedNeeds() const;
+  std::string waitingReason(uint32_t index, MonoTime now,
+                            const resourcemanager::SlotCounts& slots) const;
+  void fillAttempt(uint32_t index, wire::TaskExecutionState::Builder out) const;
+
+  const JobId job_;
+  const wire::JobGraph::Reader graph_;
+  RestartStrategy strategy_;
+  std::vector<Vertex> vertices_;
+  std::map<std::string_view, uint32_t> vertexByName_;  // Views into graph_.
+  std::vector<Subtask> subtasks_;
+  std::map<AllocationId, Slot> slots_;
+  std::map<uint32_t, std::string> failureMessages_;  // Latest failure of each subtask that failed.
+  std::vector<Transition> transitions_;
+  std::optional<Failure> failure_;
+  std::optional<dispatcher::JobEnd> ended_;
+  uint32_t restartDelays_ = 0;  // Subtasks in kRestartDelay.
+  uint32_t finishedVertices_ = 0;
+  bool anyRunning_ = false;
+  bool firstRunningTaken_ = false;
+  int64_t startedAtMs_ = 0;
+  int64_t restartDelayMs_ = 0;  // Restart delays granted, left out of the net runtime.
+};
+
+}  // namespace regent::jobmaster

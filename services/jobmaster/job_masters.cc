@@ -1,0 +1,707 @@
+// The JobMasters of one term: the RPC glue around each job's ExecutionGraph (the
+// JobMasterGateway workers call, submitTask / cancelTask / freeSlot / heartbeat calls to workers,
+// restart and heartbeat timers, event lines, counters).
+#include "services/jobmaster/job_masters.h"
+
+#include <spdlog/spdlog.h>
+
+#include <kj/debug.h>
+#include <kj/vector.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/event_line.h"
+#include "common/task_errors.h"
+#include "conf/values.h"
+#include "rpc/call_deadline.h"
+#include "rpc/failure.h"
+#include "rpc/wire_ids.h"
+#include "services/jobmaster/execution_graph.h"
+
+namespace regent::jobmaster {
+
+namespace {
+
+using wire::ExecutionState;
+
+Profile profileOf(wire::ResourceProfile::Reader profile) {
+  return Profile{profile.getCpuMillis(), profile.getMemoryBytes()};
+}
+
+bool sameNeeds(const std::vector<Requirement>& a, const std::vector<Requirement>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].profile != b[i].profile || a[i].count != b[i].count) return false;
+  }
+  return true;
+}
+
+std::string describeException(const kj::Exception& exception) {
+  return exception.getDescription().cStr();
+}
+
+}  // namespace
+
+void JobMasterCounters::observeSubmitToRunning(double seconds) {
+  for (size_t i = 0; i < kSubmitToRunningBounds.size(); ++i) {
+    if (seconds <= kSubmitToRunningBounds[i]) ++submitToRunningBuckets[i];
+  }
+  submitToRunningSum += seconds;
+  ++submitToRunningCount;
+}
+
+// ---- One job's JobMaster ----------------------------------------------------------------------
+
+// Loop-thread only. Owned by JobMasters; destroying it cancels its timers and calls, and its
+// served gateway answers DISCONNECTED from then on.
+class JobMasters::JobMaster final {
+ public:
+  JobMaster(JobMasters& owner, JobId job, wire::JobGraph::Reader graph);
+  ~JobMaster() noexcept;
+
+  // Serves the gateway, registers with the ResourceManager, starts heartbeats; the first
+  // declaration and the RUNNING state follow from the event loop (never inside start()).
+  void start();
+  wire::JobMasterGateway::Client gateway() { return gateway_; }
+  bool reachable() const { return !releasing_ && !execution_.ended(); }
+  const ExecutionGraph& execution() const { return execution_; }
+  MonoTime monoNow() const { return owner_.monoNow(); }
+
+  // JobRunner::release: resolves once attempts ended (or the bound passed), slots are freed and
+  // the JobMaster is disconnected from the ResourceManager. The caller then destroys it.
+  kj::Promise<void> release(const std::string& cause);
+
+  // Gateway handlers.
+  void offerSlots(wire::JobMasterGateway::OfferSlotsParams::Reader params,
+                  wire::JobMasterGateway::OfferSlotsResults::Builder results);
+  void updateTaskExecutionState(wire::TaskExecutionState::Reader state,
+                                wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results);
+  void heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
+                 wire::JobMasterGateway::HeartbeatResults::Builder results);
+  void disconnect(const ResourceId& worker, const std::string& cause,
+                  wire::JobMasterGateway::DisconnectResults::Builder results);
+
+ private:
+  struct Worker {
+    wire::TaskExecutorGateway::Client client;
+    MonoTime lastHeard;
+  };
+
+  int64_t nowMs() const { return owner_.wallNow(); }
+  void queueSettle();
+  // Applies what the ExecutionGraph decided: deployments, surplus slots, the declaration, the
+  // restart timer, the job's state (last: the listener may call back into the runner).
+  void settle();
+  void deploy(const Deployment& deployment);
+  void deployFailed(const Deployment& deployment, const std::string& message);
+  void cancelOnWorker(wire::TaskExecutorGateway::Client client, const AttemptId& attempt,
+                      const ResourceId& worker, std::function<void()> onFailure);
+  kj::Promise<void> freeOnWorker(const HeldSlot& slot, const std::string& cause);
+  void declare();
+  void armRestartTimer();
+  void reportState();
+  void loseWorker(const ResourceId& worker, const std::string& message);
+  // Event lines and counters for the attempts' changes since the last call.
+  void drainTransitions();
+  // During release: fulfils the wait once no attempt is live.
+  void checkDrained();
+  kj::Promise<void> heartbeatLoop();
+  void heartbeatRound();
+  void event(EventLine& line) const { owner_.event(line); }
+
+  JobMasters& owner_;
+  const JobId job_;
+  const wire::JobGraph::Reader graph_;
+  ExecutionGraph execution_;
+  // Cleared on destruction: the gateway servers the term keeps answer DISCONNECTED then.
+  std::shared_ptr<JobMaster*> link_ = std::make_shared<JobMaster*>(this);
+  wire::JobMasterGateway::Client gateway_ = nullptr;  // Set by start().
+  std::map<ResourceId, Worker> workers_;
+  std::vector<Requirement> declared_;
+  bool declaredOnce_ = false;
+  wire::JobState reportedState_ = wire::JobState::CREATED;
+  bool endReported_ = false;
+  bool releasing_ = false;
+  bool settleQueued_ = false;
+  std::optional<MonoTime> restartArmedAt_;
+  kj::Maybe<kj::Promise<void>> restartTimer_;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
+  TaskFailureLogger errorLogger_{"job master"};
+  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+};
+
+// The JobMasterGateway of one JobMaster, as the term serves it (fenced there). Holds no
+// reference to the JobMaster beyond the link it clears when it goes.
+class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
+ public:
+  Gateway(JobId job, std::shared_ptr<JobMaster*> link) : job_(job), link_(std::move(link)) {}
+
+ protected:
+  kj::Promise<void> offerSlots(OfferSlotsContext context) override {
+    master().offerSlots(context.getParams(), context.getResults());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> updateTaskExecutionState(UpdateTaskExecutionStateContext context) override {
+    master().updateTaskExecutionState(context.getParams().getState(), context.getResults());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> heartbeat(HeartbeatContext context) override {
+    master().heartbeat(context.getParams(), context.getResults());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> disconnect(DisconnectContext context) override {
+    auto params = context.getParams();
+    auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+    master().disconnect(worker, params.getCause().cStr(), context.getResults());
+    return kj::READY_NOW;
+  }
+
+ private:
+  JobMaster& master() {
+    if (*link_ == nullptr) {
+      kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "the JobMaster of this job was released",
+                                           job_.toHex()));
+    }
+    return **link_;
+  }
+
+  const JobId job_;
+  const std::shared_ptr<JobMaster*> link_;
+};
+
+// ---- JobMaster --------------------------------------------------------------------------------
+
+JobMasters::JobMaster::JobMaster(JobMasters& owner, JobId job, wire::JobGraph::Reader graph)
+    : owner_(owner),
+      job_(job),
+      graph_(graph),
+      execution_(job, graph, RestartStrategy::fromGraph(graph), owner.wallNow()) {}
+
+JobMasters::JobMaster::~JobMaster() noexcept { *link_ = nullptr; }
+
+void JobMasters::JobMaster::start() {
+  gateway_ = owner_.serve_(kj::heap<Gateway>(job_, link_));
+  owner_.resourceManager_.registerJobMaster(job_, gateway_);
+  tasks_.add(heartbeatLoop());
+  queueSettle();
+}
+
+void JobMasters::JobMaster::queueSettle() {
+  if (settleQueued_) return;
+  settleQueued_ = true;
+  tasks_.add(kj::evalLater([this] { settle(); }));
+}
+
+void JobMasters::JobMaster::settle() {
+  settleQueued_ = false;
+  if (releasing_) return;
+  execution_.restartDue(monoNow());
+  const std::vector<Deployment> deployments = execution_.schedule(nowMs());
+  drainTransitions();
+  for (const Deployment& deployment : deployments) deploy(deployment);
+  for (const HeldSlot& slot : execution_.takeSurplusSlots()) {
+    tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more"));
+  }
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    it = execution_.holdsSlotsOn(it->first) ? std::next(it) : workers_.erase(it);
+  }
+  declare();
+  armRestartTimer();
+  reportState();
+}
+
+void JobMasters::JobMaster::deploy(const Deployment& deployment) {
+  auto worker = workers_.find(deployment.worker);
+  if (worker == workers_.end()) {
+    deployFailed(deployment, "worker " + deployment.worker.toHex() + " holds no slot of the job");
+    return;
+  }
+  const auto vertex = execution_.vertexReader(execution_.vertexOf(deployment.subtask));
+  auto request = worker->second.client.submitTaskRequest();
+  request.setEpoch(owner_.epoch_);
+  auto out = request.initDeployment();
+  wire::setWireId(out.initJobId(), job_);
+  out.setJobName(graph_.getName());
+  wire::setWireId(out.initAttemptId(), deployment.attempt);
+  wire::setWireId(out.initAllocationId(), deployment.allocation);
+  out.setVertexName(vertex.getName());
+  out.setSubtaskIndex(execution_.indexInVertex(deployment.subtask));
+  out.setParallelism(vertex.getParallelism());
+  out.setAttemptNumber(deployment.attemptNumber);
+  out.setCommand(vertex.getCommand());
+  out.setResources(vertex.getResources());
+  tasks_.add(rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                               "TaskExecutorGateway.submitTask", request.send())
+                 .then(
+                     [this, deployment](auto response) {
+                       if (response.hasFailure()) {
+                         deployFailed(deployment,
+                                      "worker " + deployment.worker.toHex() +
+                                          " refused submitTask: " +
+                                          rpc::CallFailure::from(response.getFailure()).describe());
+                         return;
+                       }
+                       ++owner_.counters_.attemptsStarted;
+                       if (deployment.restart) ++owner_.counters_.attemptsRestarted;
+                       const auto vertex =
+                           execution_.vertexReader(execution_.vertexOf(deployment.subtask));
+                       EventLine line("attempt deployed");
+                       line.field("epoch", owner_.epoch_)
+                           .field("job", job_.toHex())
+                           .field("vertex", vertex.getName().cStr())
+                           .field("subtask", execution_.indexInVertex(deployment.subtask))
+                           .field("attempt", deployment.attempt.toHex())
+                           .field("attempt_number", deployment.attemptNumber)
+                           .field("resource_id", deployment.worker.toHex());
+                       event(line);
+                     },
+                     [this, deployment](kj::Exception&& exception) {
+                       deployFailed(deployment, "submitTask to worker " +
+                                                    deployment.worker.toHex() +
+                                                    " failed: " + describeException(exception));
+                     }));
+}
+
+void JobMasters::JobMaster::deployFailed(const Deployment& deployment,
+                                         const std::string& message) {
+  execution_.deployFailed(deployment.subtask, deployment.attempt, message, monoNow(), nowMs());
+  drainTransitions();
+  checkDrained();
+  queueSettle();
+}
+
+void JobMasters::JobMaster::cancelOnWorker(wire::TaskExecutorGateway::Client client,
+                                           const AttemptId& attempt, const ResourceId& worker,
+                                           std::function<void()> onFailure) {
+  auto request = client.cancelTaskRequest();
+  request.setEpoch(owner_.epoch_);
+  wire::setWireId(request.initAttemptId(), attempt);
+  tasks_.add(rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                               "TaskExecutorGateway.cancelTask", request.send())
+                 .then(
+                     [attempt, worker, onFailure](auto response) {
+                       if (!response.hasFailure()) return;
+                       spdlog::info("cancelTask of attempt {} on worker {}: {}", attempt.toHex(),
+                                    worker.toHex(), response.getFailure().getMessage().cStr());
+                       if (onFailure) onFailure();
+                     },
+                     [attempt, worker, onFailure](kj::Exception&& exception) {
+                       spdlog::warn("cancelTask of attempt {} on worker {} failed: {}",
+                                    attempt.toHex(), worker.toHex(),
+                                    describeException(exception));
+                       if (onFailure) onFailure();
+                     }));
+}
+
+kj::Promise<void> JobMasters::JobMaster::freeOnWorker(const HeldSlot& slot,
+                                                      const std::string& cause) {
+  auto worker = workers_.find(slot.worker);
+  if (worker == workers_.end()) return kj::READY_NOW;
+  auto request = worker->second.client.freeSlotRequest();
+  request.setEpoch(owner_.epoch_);
+  wire::setWireId(request.initAllocationId(), slot.allocation);
+  request.setCause(cause);
+  return rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                           "TaskExecutorGateway.freeSlot", request.send())
+      .then(
+          [slot](auto response) {
+            if (response.hasFailure()) {
+              spdlog::warn("freeSlot of allocation {} on worker {} refused: {}",
+                           slot.allocation.toHex(), slot.worker.toHex(),
+                           response.getFailure().getMessage().cStr());
+            }
+          },
+          [slot](kj::Exception&& exception) {
+            spdlog::warn("freeSlot of allocation {} on worker {} failed: {}",
+                         slot.allocation.toHex(), slot.worker.toHex(),
+                         describeException(exception));
+          });
+}
+
+void JobMasters::JobMaster::declare() {
+  const std::vector<Requirement> needs = execution_.requirements();
+  if (declaredOnce_ && sameNeeds(needs, declared_)) return;
+  declared_ = needs;
+  declaredOnce_ = true;
+  if (auto failure = owner_.resourceManager_.declareRequiredResources(job_, needs)) {
+    spdlog::warn("job {}: declaring its required slots failed: {}", job_.toHex(),
+                 failure->field.empty() ? failure->message
+                                        : failure->field + ": " + failure->message);
+  }
+}
+
+void JobMasters::JobMaster::armRestartTimer() {
+  const std::optional<MonoTime> next = execution_.nextRestartAt();
+  if (next == restartArmedAt_) return;
+  restartArmedAt_ = next;
+  restartTimer_ = nullptr;
+  if (!next) return;
+  const auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - monoNow());
+  restartTimer_ = owner_.timer_.afterDelay(std::max<int64_t>(0, delay.count()) * kj::NANOSECONDS)
+                      .then([this] {
+                        // Not settle() here: it may arm this timer again, destroying the
+                        // promise whose continuation runs now.
+                        restartArmedAt_.reset();
+                        queueSettle();
+                      })
+                      .eagerlyEvaluate([this](kj::Exception&& exception) {
+                        errorLogger_.taskFailed(kj::mv(exception));
+                      });
+}
+
+void JobMasters::JobMaster::reportState() {
+  dispatcher::JobRunnerListener* listener = owner_.listener_;
+  const wire::JobState state = execution_.state();
+  if (execution_.ended()) {
+    if (endReported_) return;
+    endReported_ = true;
+    const dispatcher::JobEnd end = *execution_.end();
+    if (end.state == wire::JobState::FAILED) {
+      EventLine line("job state");
+      line.field("epoch", owner_.epoch_)
+          .field("job", job_.toHex())
+          .field("state", "FAILING")
+          .field("restarts", end.restarts);
+      event(line);
+      if (listener) listener->jobStateChanged(job_, wire::JobState::FAILING, nowMs());
+    }
+    if (listener) listener->jobEnded(job_, end);
+    return;
+  }
+  if (state == reportedState_) return;
+  reportedState_ = state;
+  EventLine line("job state");
+  line.field("epoch", owner_.epoch_)
+      .field("job", job_.toHex())
+      .field("state", wire::enumNameUpper(state))
+      .field("restarts", execution_.restarts());
+  event(line);
+  if (listener) listener->jobStateChanged(job_, state, nowMs());
+}
+
+void JobMasters::JobMaster::drainTransitions() {
+  for (const Transition& transition : execution_.takeTransitions()) {
+    switch (transition.state) {
+      case ExecutionState::RUNNING:
+      case ExecutionState::FINISHED:
+      case ExecutionState::FAILED:
+      case ExecutionState::CANCELED:
+        break;
+      default:
+        continue;
+    }
+    if (transition.state == ExecutionState::FAILED) ++owner_.counters_.attemptsFailed;
+    const auto vertex = execution_.vertexReader(execution_.vertexOf(transition.subtask));
+    EventLine line("attempt state");
+    line.field("epoch", owner_.epoch_)
+        .field("job", job_.toHex())
+        .field("vertex", vertex.getName().cStr())
+        .field("subtask", execution_.indexInVertex(transition.subtask))
+        .field("attempt", transition.attempt.toHex())
+        .field("state", wire::enumNameUpper(transition.state))
+        .field("exit_code", transition.exitCode)
+        .field("signal", transition.termSignal);
+    if (transition.state == ExecutionState::FAILED) {
+      line.quotedField("message", execution_.failureMessage(transition.subtask));
+    }
+    event(line);
+  }
+}
+
+void JobMasters::JobMaster::checkDrained() {
+  KJ_IF_MAYBE(fulfiller, drained_) {
+    if (execution_.liveAttempts().empty()) {
+      (*fulfiller)->fulfill();
+      drained_ = nullptr;
+    }
+  }
+}
+
+void JobMasters::JobMaster::loseWorker(const ResourceId& worker, const std::string& message) {
+  execution_.workerLost(worker, message, monoNow(), nowMs());
+  workers_.erase(worker);
+  drainTransitions();
+  checkDrained();
+  queueSettle();
+}
+
+kj::Promise<void> JobMasters::JobMaster::heartbeatLoop() {
+  return owner_.timer_.afterDelay(owner_.options_.heartbeatInterval.count() * kj::MILLISECONDS)
+      .then([this] {
+        heartbeatRound();
+        return heartbeatLoop();
+      });
+}
+
+void JobMasters::JobMaster::heartbeatRound() {
+  const MonoTime now = monoNow();
+  std::vector<ResourceId> silent;
+  for (auto& [id, worker] : workers_) {
+    if (now - worker.lastHeard > owner_.options_.heartbeatTimeout) {
+      silent.push_back(id);
+      continue;
+    }
+    auto request = worker.client.heartbeatRequest();
+    request.setEpoch(owner_.epoch_);
+    wire::setWireId(request.initSender().initJobMaster(), job_);
+    tasks_.add(rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                                 "TaskExecutorGateway.heartbeat", request.send())
+                   .then([](auto) {},
+                         [id = id](kj::Exception&& exception) {
+                           spdlog::debug("heartbeat to worker {} failed: {}", id.toHex(),
+                                         describeException(exception));
+                         }));
+  }
+  for (const ResourceId& id : silent) {
+    loseWorker(id, "worker " + id.toHex() + " lost: no heartbeat for " +
+                       formatDuration(owner_.options_.heartbeatTimeout));
+  }
+}
+
+void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams::Reader params,
+                                       wire::JobMasterGateway::OfferSlotsResults::Builder results) {
+  const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+  if (!owner_.resourceManager_.workerAddress(worker)) {
+    rpc::failures::notRegistered(results.initFailure(), worker,
+                                 "worker " + worker.toHex() +
+                                     " is not registered with the ResourceManager");
+    return;
+  }
+  const auto slots = params.getSlots();
+  std::vector<OfferedSlot> offers;
+  offers.reserve(slots.size());
+  for (auto slot : slots) {
+    offers.push_back(OfferedSlot{wire::idFromWire<AllocationId>(slot.getAllocationId()),
+                                 profileOf(slot.getProfile())});
+  }
+  std::vector<bool> accepted(offers.size(), false);
+  if (!releasing_) accepted = execution_.offerSlots(worker, offers);
+  size_t count = 0;
+  for (bool yes : accepted) count += yes ? 1 : 0;
+  auto out = results.initAccepted(static_cast<unsigned>(count));
+  unsigned next = 0;
+  for (size_t i = 0; i < offers.size(); ++i) {
+    if (accepted[i]) wire::setWireId(out[next++], offers[i].allocation);
+  }
+  auto client = params.getTaskExecutor();
+  if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow()});
+  // Attempts still running in the offered slots (the previous term's): this JobMaster knows
+  // none of them, so they stop and their subtasks run afresh.
+  for (auto slot : slots) {
+    for (auto running : slot.getRunningAttempts()) {
+      const auto attempt = wire::idFromWire<AttemptId>(running.getAttemptId());
+      const auto vertex = running.getVertexName();
+      if (execution_.isLatestAttempt({vertex.cStr(), vertex.size()}, running.getSubtaskIndex(),
+                                     attempt)) {
+        continue;
+      }
+      spdlog::info("job {}: cancelling attempt {} offered running in allocation {} of worker {}",
+                   job_.toHex(), attempt.toHex(),
+                   wire::idFromWire<AllocationId>(slot.getAllocationId()).toHex(), worker.toHex());
+      cancelOnWorker(client, attempt, worker, nullptr);
+    }
+  }
+  if (count > 0) queueSettle();
+}
+
+void JobMasters::JobMaster::updateTaskExecutionState(
+    wire::TaskExecutionState::Reader state,
+    wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results) {
+  const auto attempt = wire::idFromWire<AttemptId>(state.getAttemptId());
+  const auto vertex = state.getVertexName();
+  const auto message = state.getFailureMessage();
+  AttemptReport report;
+  report.attempt = attempt;
+  report.vertex = {vertex.cStr(), vertex.size()};
+  report.subtaskIndex = state.getSubtaskIndex();
+  report.state = state.getState();
+  report.pid = state.getPid();
+  report.exitCode = state.getExitCode();
+  report.termSignal = state.getTermSignal();
+  report.failureMessage = {message.cStr(), message.size()};
+  report.startedAtMs = state.getStartedAtMs();
+  report.endedAtMs = state.getEndedAtMs();
+  const bool otherJob = state.hasJobId() && wire::idFromWire<JobId>(state.getJobId()) != job_;
+  const ExecutionGraph::Update outcome =
+      otherJob ? ExecutionGraph::Update::kUnknown : execution_.update(report, monoNow(), nowMs());
+  if (outcome == ExecutionGraph::Update::kUnknown) {
+    rpc::failures::notFound(results.initFailure(), attempt,
+                            "attempt " + attempt.toHex() + " is not known to the JobMaster of job " +
+                                job_.toHex());
+    return;
+  }
+  if (outcome == ExecutionGraph::Update::kRepeated) return;
+  if (execution_.takeFirstRunning()) {
+    const int64_t submittedAtMs = graph_.getSubmittedAtMs();
+    owner_.counters_.observeSubmitToRunning(
+        static_cast<double>(std::max<int64_t>(0, nowMs() - submittedAtMs)) / 1000.0);
+  }
+  drainTransitions();
+  checkDrained();
+  queueSettle();
+}
+
+void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
+                                      wire::JobMasterGateway::HeartbeatResults::Builder results) {
+  const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+  auto known = workers_.find(worker);
+  if (known == workers_.end()) {
+    rpc::failures::notRegistered(results.initFailure(), worker,
+                                 "worker " + worker.toHex() + " holds no slot of job " +
+                                     job_.toHex() + " known to its JobMaster");
+    return;
+  }
+  known->second.lastHeard = monoNow();
+  // Attempts the worker holds for this job that are no subtask's latest attempt (a submitTask
+  // that timed out here but reached the worker, say) are stopped. Attempts missing from the list
+  // are left to their own updates: an ended attempt's terminal update may still be on its way.
+  const auto listed = params.getPayload().getDeployedAttempts();
+  if (listed.size() == 0) return;
+  std::vector<AttemptId> attempts;
+  attempts.reserve(listed.size());
+  for (auto attempt : listed) attempts.push_back(wire::idFromWire<AttemptId>(attempt));
+  for (const AttemptId& attempt : execution_.unknownAmong(attempts)) {
+    spdlog::info("job {}: cancelling attempt {} that worker {} runs and the JobMaster does not know",
+                 job_.toHex(), attempt.toHex(), worker.toHex());
+    cancelOnWorker(known->second.client, attempt, worker, nullptr);
+  }
+}
+
+void JobMasters::JobMaster::disconnect(const ResourceId& worker, const std::string& cause,
+                                       wire::JobMasterGateway::DisconnectResults::Builder results) {
+  if (workers_.count(worker) == 0) {
+    rpc::failures::notRegistered(results.initFailure(), worker,
+                                 "worker " + worker.toHex() + " holds no slot of job " +
+                                     job_.toHex() + " known to its JobMaster");
+    return;
+  }
+  loseWorker(worker, "worker " + worker.toHex() + " disconnected: " + cause);
+}
+
+kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
+  releasing_ = true;
+  restartTimer_ = nullptr;
+  restartArmedAt_.reset();
+  for (const auto& live : execution_.liveAttempts()) {
+    auto worker = workers_.find(live.worker);
+    if (worker == workers_.end()) {
+      execution_.abandon(live.subtask, live.attempt, nowMs());
+      continue;
+    }
+    cancelOnWorker(worker->second.client, live.attempt, live.worker,
+                   [this, subtask = live.subtask, attempt = live.attempt] {
+                     execution_.abandon(subtask, attempt, nowMs());
+                     drainTransitions();
+                     checkDrained();
+                   });
+  }
+  drainTransitions();
+  kj::Promise<void> drained = kj::READY_NOW;
+  if (!execution_.liveAttempts().empty()) {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    drained_ = kj::mv(paf.fulfiller);
+    const Duration bound = owner_.options_.heartbeatTimeout;
+    drained = paf.promise.exclusiveJoin(
+        owner_.timer_.afterDelay(bound.count() * kj::MILLISECONDS).then([this, bound] {
+          spdlog::warn("job {}: {} attempts did not end within {} of their cancellation; "
+                       "releasing the job anyway",
+                       job_.toHex(), execution_.liveAttempts().size(), formatDuration(bound));
+        }));
+  }
+  return drained.then([this, cause] {
+    kj::Vector<kj::Promise<void>> frees;
+    for (const HeldSlot& slot : execution_.heldSlots()) frees.add(freeOnWorker(slot, cause));
+    return kj::joinPromises(frees.releaseAsArray());
+  }).then([this, cause] {
+    owner_.resourceManager_.disconnectJobMaster(job_, cause);
+  });
+}
+
+// ---- JobMasters -------------------------------------------------------------------------------
+
+JobMasters::JobMasters(kj::Timer& timer, uint64_t epoch,
+                       resourcemanager::JobMasterPort& resourceManager, Serve serve,
+                       JobMasterCounters& counters, JobMasterOptions options)
+    : timer_(timer),
+      epoch_(epoch),
+      resourceManager_(resourceManager),
+      serve_(std::move(serve)),
+      counters_(counters),
+      options_(std::move(options)) {}
+
+JobMasters::~JobMasters() noexcept {
+  releases_.cancel("the term's JobMasters are gone");
+  jobs_.clear();
+}
+
+void JobMasters::setListener(dispatcher::JobRunnerListener& listener) { listener_ = &listener; }
+
+void JobMasters::start(JobId job, wire::JobGraph::Reader graph) {
+  if (jobs_.count(job) != 0) {
+    spdlog::warn("job {}: start() for a job already running in this term; ignored", job.toHex());
+    return;
+  }
+  auto master = kj::heap<JobMaster>(*this, job, graph);
+  JobMaster& started = *master;
+  jobs_.emplace(job, kj::mv(master));
+  started.start();
+}
+
+kj::Promise<void> JobMasters::release(JobId job, const std::string& cause) {
+  auto found = jobs_.find(job);
+  if (found == jobs_.end()) {
+    resourceManager_.disconnectJobMaster(job, cause);
+    return kj::READY_NOW;
+  }
+  return releases_.wrap(found->second->release(cause).then([this, job] { jobs_.erase(job); }));
+}
+
+bool JobMasters::describe(JobId job, wire::JobStatus::Builder status) const {
+  auto found = jobs_.find(job);
+  if (found == jobs_.end()) return false;
+  found->second->execution().describe(status, monoNow(), resourceManager_);
+  return true;
+}
+
+bool JobMasters::counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const {
+  auto found = jobs_.find(job);
+  if (found == jobs_.end()) return false;
+  found->second->execution().counts(tasks);
+  restarts = found->second->execution().restarts();
+  return true;
+}
+
+kj::Maybe<wire::JobMasterGateway::Client> JobMasters::gateway(JobId job) {
+  auto found = jobs_.find(job);
+  if (found == jobs_.end() || !found->second->reachable()) return nullptr;
+  return found->second->gateway();
+}
+
+size_t JobMasters::size() const { return jobs_.size(); }
+
+size_t JobMasters::heldBytesForTests() const {
+  size_t bytes = sizeof(*this);
+  for (const auto& [job, master] : jobs_) {
+    bytes += sizeof(JobMaster) + 48 + master->execution().heldBytes();
+  }
+  return bytes;
+}
+
+MonoTime JobMasters::monoNow() const {
+  const int64_t nanos = (timer_.now() - kj::origin<kj::TimePoint>()) / kj::NANOSECONDS;
+  return MonoTime(std::chrono::duration_cast<MonoTime::duration>(std::chrono::nanoseconds(nanos)));
+}
+
+int64_t JobMasters::wallNow() const { return options_.nowMs ? options_.nowMs() : wallClockMillis(); }
+
+void JobMasters::event(EventLine& line) const {
+  if (!options_.logEvents) return;
+  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
+  spdlog::info("{}", line.str());
+}
+
+}  // namespace regent::jobmaster

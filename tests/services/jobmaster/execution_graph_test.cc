@@ -1,0 +1,446 @@
+// The JobMaster's scheduling logic on a fake clock: DAG order, requirement counts as vertices
+// become runnable and finish, slot acceptance and reuse, restarts of a failed subtask in its
+// freed slot, give-up, worker loss, idempotent and out-of-order reports, unknown attempts,
+// what jobs status shows, and the memory a subtask costs.
+#include "services/jobmaster/execution_graph.h"
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "tests/services/jobmaster/fake_job_master_port_test_util.h"
+#include "tests/services/jobmaster/job_graph_builder_test_util.h"
+
+namespace regent::jobmaster {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeJobMasterPort;
+using testing::JobGraphBuilder;
+using testing::kGiB;
+using wire::ExecutionState;
+
+const Profile kOneCpu{1000, kGiB};
+
+class ExecutionGraphTest : public ::testing::Test {
+ protected:
+  void start(JobGraphBuilder& builder) {
+    graph_ = std::make_unique<ExecutionGraph>(builder.job(), builder.graph(),
+                                              RestartStrategy::fromGraph(builder.graph()), nowMs_);
+  }
+  ExecutionGraph& graph() { return *graph_; }
+
+  void advance(Duration by) {
+    now_ += by;
+    nowMs_ += by.count();
+  }
+
+  // Offers `count` one-cpu slots of `worker`; returns the accepted allocations.
+  std::vector<AllocationId> offer(const ResourceId& worker, size_t count,
+                                  Profile profile = kOneCpu) {
+    std::vector<OfferedSlot> offers;
+    for (size_t i = 0; i < count; ++i) offers.push_back(OfferedSlot{AllocationId::random(), profile});
+    const std::vector<bool> accepted = graph().offerSlots(worker, offers);
+    std::vector<AllocationId> out;
+    for (size_t i = 0; i < offers.size(); ++i) {
+      if (accepted[i]) out.push_back(offers[i].allocation);
+    }
+    return out;
+  }
+
+  ExecutionGraph::Update report(const Deployment& deployment, ExecutionState state,
+                                int32_t exitCode = 0, std::string_view message = {}) {
+    AttemptReport report;
+    report.attempt = deployment.attempt;
+    const uint32_t vertex = graph().vertexOf(deployment.subtask);
+    names_.push_back(graph().vertexReader(vertex).getName().cStr());
+    report.vertex = names_.back();
+    report.subtaskIndex = graph().indexInVertex(deployment.subtask);
+    report.state = state;
+    report.exitCode = exitCode;
+    report.failureMessage = message;
+    report.pid = 4242;
+    return graph().update(report, now_, nowMs_);
+  }
+  // RUNNING, then `end`.
+  void run(const Deployment& deployment, ExecutionState end, int32_t exitCode = 0) {
+    ASSERT_EQ(report(deployment, ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+    ASSERT_EQ(report(deployment, end, exitCode), ExecutionGraph::Update::kApplied);
+  }
+
+  std::vector<std::pair<uint32_t, uint32_t>> needs() const {
+    std::vector<std::pair<uint32_t, uint32_t>> out;
+    for (const auto& need : graph_->requirements()) out.emplace_back(need.profile.cpuMillis, need.count);
+    return out;
+  }
+  std::string vertexOf(const Deployment& deployment) {
+    return graph().vertexReader(graph().vertexOf(deployment.subtask)).getName().cStr();
+  }
+
+  MonoTime now_ = MonoTime() + 1h;
+  int64_t nowMs_ = 1'700'000'000'000;
+  std::unique_ptr<ExecutionGraph> graph_;
+  std::deque<std::string> names_;
+  const ResourceId workerA_ = ResourceId::random();
+  const ResourceId workerB_ = ResourceId::random();
+};
+
+TEST_F(ExecutionGraphTest, DownstreamDeploysOnlyAfterEveryUpstreamSubtaskFinished) {
+  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}, 500}, {"c", 1, {"a", "b"}}});
+  start(builder);
+  // Only a is runnable: two one-cpu slots.
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  EXPECT_EQ(graph().state(), wire::JobState::CREATED);
+  EXPECT_EQ(offer(workerA_, 4).size(), 2u);
+  auto first = graph().schedule(nowMs_);
+  EXPECT_EQ(graph().state(), wire::JobState::CREATED);  // Until an attempt runs.
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(vertexOf(first[0]), "a");
+  EXPECT_EQ(vertexOf(first[1]), "a");
+  EXPECT_EQ(first[0].attemptNumber, 0u);
+  EXPECT_FALSE(first[0].restart);
+
+  run(first[0], ExecutionState::FINISHED);
+  // b waits for a[1]; a needs one slot more, the freed one is surplus.
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 1}}));
+  EXPECT_EQ(graph().takeSurplusSlots().size(), 1u);
+
+  run(first[1], ExecutionState::FINISHED);
+  // Now b (half a cpu) is runnable, c is not (it waits for b too).
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{500, 1}}));
+  EXPECT_EQ(graph().takeSurplusSlots().size(), 0u);  // The slot of a[1] serves b.
+  auto second = graph().schedule(nowMs_);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(vertexOf(second[0]), "b");
+  EXPECT_EQ(second[0].allocation, first[1].allocation);  // Slot reuse.
+
+  run(second[0], ExecutionState::FINISHED);
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 1}}));
+  auto third = graph().schedule(nowMs_);
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(vertexOf(third[0]), "c");
+  EXPECT_FALSE(graph().ended());
+  run(third[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(graph().ended());
+  EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+  EXPECT_EQ(graph().end()->restarts, 0u);
+  EXPECT_TRUE(needs().empty());
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());
+}
+
+TEST_F(ExecutionGraphTest, SlotsBeyondTheNeedOrTooSmallAreNotAccepted) {
+  JobGraphBuilder builder({{"a", 2, {}, 2000}});
+  start(builder);
+  EXPECT_TRUE(offer(workerA_, 2, kOneCpu).empty());  // One cpu does not fit two.
+  const auto accepted = offer(workerA_, 3, Profile{4000, 4 * kGiB});
+  EXPECT_EQ(accepted.size(), 2u);
+  // The same allocation offered again (a retried offer) is accepted again, and held once.
+  std::vector<OfferedSlot> again{OfferedSlot{accepted[0], Profile{4000, 4 * kGiB}}};
+  EXPECT_EQ(graph().offerSlots(workerA_, again), std::vector<bool>{true});
+  EXPECT_EQ(graph().heldSlots().size(), 2u);
+}
+
+TEST_F(ExecutionGraphTest, AFailedSubtaskRestartsInItsFreedSlotAfterTheDelay) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(2, 1000);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto first = graph().schedule(nowMs_);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(report(first[0], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  ASSERT_EQ(report(first[0], ExecutionState::FAILED, 1, "exited with code 1"),
+            ExecutionGraph::Update::kApplied);
+  EXPECT_EQ(graph().state(), wire::JobState::RESTARTING);
+  EXPECT_EQ(graph().restarts(), 1u);
+  EXPECT_EQ(graph().nextRestartAt(), now_ + 1s);
+  EXPECT_TRUE(graph().takeSurplusSlots().empty());  // The restart will need the slot.
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 1}}));
+
+  advance(999ms);
+  graph().restartDue(now_);
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());
+  advance(1ms);
+  graph().restartDue(now_);
+  EXPECT_EQ(graph().state(), wire::JobState::RUNNING);
+  auto second = graph().schedule(nowMs_);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].allocation, first[0].allocation);
+  EXPECT_EQ(second[0].attemptNumber, 1u);
+  EXPECT_TRUE(second[0].restart);
+  EXPECT_NE(second[0].attempt, first[0].attempt);
+  // The old attempt is not the subtask's any more.
+  EXPECT_EQ(report(first[0], ExecutionState::FAILED), ExecutionGraph::Update::kUnknown);
+  run(second[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(graph().ended());
+  EXPECT_EQ(graph().end()->state, wire::JobState::FINISHED);
+  EXPECT_EQ(graph().end()->restarts, 1u);
+  // Net runtime leaves the restart delay out.
+  EXPECT_EQ(graph().end()->netRuntimeMs, 0u);
+}
+
+TEST_F(ExecutionGraphTest, GivingUpFailsTheJobWithItsRootCauseAndDeploysNothingMore) {
+  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}});
+  builder.fixedDelay(1, 0);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 2).size(), 2u);
+  auto first = graph().schedule(nowMs_);
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(report(first[0], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  ASSERT_EQ(report(first[0], ExecutionState::FAILED, 3, "exited with code 3"),
+            ExecutionGraph::Update::kApplied);
+  graph().restartDue(now_);
+  auto second = graph().schedule(nowMs_);
+  ASSERT_EQ(second.size(), 1u);
+  advance(5s);
+  ASSERT_EQ(report(second[0], ExecutionState::FAILED, 4, "exited with code 4"),
+            ExecutionGraph::Update::kApplied);
+  ASSERT_TRUE(graph().ended());
+  const dispatcher::JobEnd& end = *graph().end();
+  EXPECT_EQ(end.state, wire::JobState::FAILED);
+  EXPECT_EQ(end.restarts, 1u);
+  EXPECT_EQ(end.failureMessage,
+            "exited with code 4 (restart strategy fixed-delay allows 1 restarts)");
+  EXPECT_EQ(end.failureVertex, "a");
+  EXPECT_EQ(end.failureSubtask, graph().indexInVertex(second[0].subtask));
+  EXPECT_EQ(end.failureAttempt, second[0].attempt);
+  EXPECT_EQ(end.failureExitCode, 4);
+  EXPECT_EQ(end.failureAtMs, nowMs_);
+  EXPECT_EQ(graph().state(), wire::JobState::FAILED);
+
+  // Nothing deploys or restarts any more; the other attempt still reports.
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());
+  EXPECT_TRUE(needs().empty());
+  EXPECT_EQ(graph().nextRestartAt(), std::nullopt);
+  EXPECT_TRUE(offer(workerB_, 1).empty());
+  EXPECT_EQ(graph().liveAttempts().size(), 1u);
+  ASSERT_EQ(report(first[1], ExecutionState::FAILED, 9), ExecutionGraph::Update::kApplied);
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());
+  EXPECT_EQ(graph().end()->failureExitCode, 4);  // The root cause stays.
+  EXPECT_TRUE(graph().liveAttempts().empty());
+}
+
+TEST_F(ExecutionGraphTest, ALostWorkersAttemptsFailAndRestartElsewhere) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(5, 0);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  ASSERT_EQ(offer(workerB_, 1).size(), 1u);
+  auto first = graph().schedule(nowMs_);
+  ASSERT_EQ(first.size(), 2u);
+  const Deployment onA = first[0].worker == workerA_ ? first[0] : first[1];
+  const Deployment onB = first[0].worker == workerA_ ? first[1] : first[0];
+  ASSERT_EQ(report(onA, ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  graph().takeTransitions();
+
+  const auto dropped = graph().workerLost(workerA_, "worker lost: no heartbeat for 10s", now_,
+                                          nowMs_);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].allocation, onA.allocation);
+  EXPECT_FALSE(graph().holdsSlotsOn(workerA_));
+  const auto transitions = graph().takeTransitions();
+  ASSERT_EQ(transitions.size(), 1u);
+  EXPECT_EQ(transitions[0].attempt, onA.attempt);
+  EXPECT_EQ(transitions[0].state, ExecutionState::FAILED);
+  EXPECT_EQ(graph().failureMessage(onA.subtask), "worker lost: no heartbeat for 10s");
+  EXPECT_EQ(graph().restarts(), 1u);
+
+  graph().restartDue(now_);
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());  // No free slot: B's runs onB.
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  ASSERT_EQ(offer(workerB_, 2).size(), 1u);
+  auto again = graph().schedule(nowMs_);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].subtask, onA.subtask);
+  EXPECT_EQ(again[0].worker, workerB_);
+  EXPECT_EQ(again[0].attemptNumber, 1u);
+  // The lost attempt reported late is unknown: the worker cancels it.
+  EXPECT_EQ(report(onA, ExecutionState::FINISHED), ExecutionGraph::Update::kUnknown);
+  run(onB, ExecutionState::FINISHED);
+  run(again[0], ExecutionState::FINISHED);
+  EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+}
+
+TEST_F(ExecutionGraphTest, ReportsAreIdempotentAndNeverMoveBackwards) {
+  JobGraphBuilder builder({{"a", 1}});
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  graph().takeTransitions();
+  EXPECT_EQ(report(deployed[0], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  EXPECT_EQ(report(deployed[0], ExecutionState::RUNNING), ExecutionGraph::Update::kRepeated);
+  EXPECT_EQ(report(deployed[0], ExecutionState::DEPLOYING), ExecutionGraph::Update::kRepeated);
+  EXPECT_TRUE(graph().takeFirstRunning());
+  EXPECT_FALSE(graph().takeFirstRunning());
+  EXPECT_EQ(report(deployed[0], ExecutionState::FINISHED), ExecutionGraph::Update::kApplied);
+  EXPECT_EQ(report(deployed[0], ExecutionState::FINISHED), ExecutionGraph::Update::kRepeated);
+  EXPECT_EQ(report(deployed[0], ExecutionState::FAILED, 1), ExecutionGraph::Update::kRepeated);
+  EXPECT_EQ(report(deployed[0], ExecutionState::RUNNING), ExecutionGraph::Update::kRepeated);
+  const auto transitions = graph().takeTransitions();
+  ASSERT_EQ(transitions.size(), 2u);
+  EXPECT_EQ(transitions[0].state, ExecutionState::RUNNING);
+  EXPECT_EQ(transitions[1].state, ExecutionState::FINISHED);
+  EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+}
+
+TEST_F(ExecutionGraphTest, AFinishedReportBeforeRunningFinishesTheSubtask) {
+  JobGraphBuilder builder({{"a", 1}});
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  EXPECT_EQ(report(deployed[0], ExecutionState::FINISHED), ExecutionGraph::Update::kApplied);
+  EXPECT_EQ(report(deployed[0], ExecutionState::RUNNING), ExecutionGraph::Update::kRepeated);
+  EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+}
+
+TEST_F(ExecutionGraphTest, UnknownAttemptsAreUnknown) {
+  JobGraphBuilder builder({{"a", 2}});
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 2).size(), 2u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 2u);
+  AttemptReport stranger;
+  stranger.attempt = AttemptId::random();
+  stranger.vertex = "a";
+  stranger.state = ExecutionState::RUNNING;
+  EXPECT_EQ(graph().update(stranger, now_, nowMs_), ExecutionGraph::Update::kUnknown);
+  stranger.attempt = deployed[0].attempt;
+  stranger.vertex = "nope";
+  EXPECT_EQ(graph().update(stranger, now_, nowMs_), ExecutionGraph::Update::kUnknown);
+  stranger.vertex = "a";
+  stranger.subtaskIndex = 7;
+  EXPECT_EQ(graph().update(stranger, now_, nowMs_), ExecutionGraph::Update::kUnknown);
+  stranger.subtaskIndex = graph().indexInVertex(deployed[1].subtask);  // Another's attempt id.
+  EXPECT_EQ(graph().update(stranger, now_, nowMs_), ExecutionGraph::Update::kUnknown);
+  EXPECT_TRUE(graph().takeTransitions().size() == 2u);  // Only the two DEPLOYING.
+}
+
+TEST_F(ExecutionGraphTest, AFailedSubmitFailsTheAttemptUnlessItAlreadyRuns) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 100);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 2).size(), 2u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 2u);
+  ASSERT_EQ(report(deployed[1], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  graph().deployFailed(deployed[0].subtask, deployed[0].attempt, "submitTask timed out", now_,
+                       nowMs_);
+  graph().deployFailed(deployed[1].subtask, deployed[1].attempt, "submitTask timed out", now_,
+                       nowMs_);
+  EXPECT_EQ(graph().failureMessage(deployed[0].subtask), "submitTask timed out");
+  EXPECT_EQ(graph().failureMessage(deployed[1].subtask), "");
+  EXPECT_EQ(graph().restarts(), 1u);
+  EXPECT_EQ(graph().state(), wire::JobState::RESTARTING);
+}
+
+TEST_F(ExecutionGraphTest, ACancelNobodyAskedForRestartsTheSubtask) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  run(deployed[0], ExecutionState::CANCELED);
+  EXPECT_EQ(graph().restarts(), 1u);
+  graph().restartDue(now_);
+  EXPECT_EQ(graph().schedule(nowMs_).size(), 1u);
+}
+
+TEST_F(ExecutionGraphTest, AbandonedAttemptsEndCanceledWithoutRestart) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 0);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  graph().abandon(deployed[0].subtask, deployed[0].attempt, nowMs_);
+  EXPECT_TRUE(graph().liveAttempts().empty());
+  EXPECT_EQ(graph().restarts(), 0u);
+}
+
+TEST_F(ExecutionGraphTest, StatusShowsEachSubtaskAndWhyItWaits) {
+  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}});
+  builder.fixedDelay(1, 1200);
+  start(builder);
+  FakeJobMasterPort port;
+  port.counts.total = 8;
+  port.counts.free = 0;
+  port.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  ASSERT_EQ(report(deployed[0], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  graph().describe(status, now_, port);
+  EXPECT_EQ(status.getState(), wire::JobState::RUNNING);
+  EXPECT_EQ(status.getTasks().getTotal(), 3u);
+  EXPECT_EQ(status.getTasks().getRunning(), 1u);
+  EXPECT_EQ(status.getTasks().getPending(), 2u);
+  ASSERT_EQ(status.getVertices().size(), 2u);
+  auto a = status.getVertices()[0];
+  EXPECT_EQ(std::string(a.getName().cStr()), "a");
+  ASSERT_EQ(a.getSubtasks().size(), 2u);
+  const uint32_t running = graph().indexInVertex(deployed[0].subtask);
+  auto live = a.getSubtasks()[running];
+  EXPECT_EQ(live.getAttempts(), 1u);
+  ASSERT_TRUE(live.hasAttempt());
+  EXPECT_EQ(live.getAttempt().getState(), ExecutionState::RUNNING);
+  EXPECT_EQ(live.getAttempt().getPid(), 4242u);
+  EXPECT_EQ(wire::idFromWire<AttemptId>(live.getAttempt().getAttemptId()), deployed[0].attempt);
+  EXPECT_EQ(std::string(live.getHost().cStr()), "host-a");
+  EXPECT_EQ(std::string(live.getHttpAddress().cStr()), "host-a:8082");
+  EXPECT_EQ(std::string(live.getWaitingReason().cStr()), "");
+  auto waiting = a.getSubtasks()[1 - running];
+  EXPECT_FALSE(waiting.hasAttempt());
+  EXPECT_EQ(std::string(waiting.getWaitingReason().cStr()),
+            "waiting for a slot (cpu=1.000 memory=1GiB): 0 of 8 slots free");
+  EXPECT_EQ(std::string(status.getVertices()[1].getSubtasks()[0].getWaitingReason().cStr()),
+            "waiting for upstream vertex a");
+  EXPECT_EQ(std::string(status.getWaitingReason().cStr()),
+            "1 subtask waits for slots of cpu=1.000 memory=1GiB; the cluster has 0 free of 8");
+  EXPECT_FALSE(status.hasFailure());
+
+  ASSERT_EQ(report(deployed[0], ExecutionState::FAILED, 2, "exited with code 2"),
+            ExecutionGraph::Update::kApplied);
+  advance(200ms);
+  capnp::MallocMessageBuilder again;
+  auto restarting = again.initRoot<wire::JobStatus>();
+  graph().describe(restarting, now_, port);
+  EXPECT_EQ(restarting.getState(), wire::JobState::RESTARTING);
+  EXPECT_EQ(restarting.getRestarts(), 1u);
+  auto failed = restarting.getVertices()[0].getSubtasks()[running];
+  EXPECT_EQ(std::string(failed.getWaitingReason().cStr()), "restarting in 1.0s");
+  EXPECT_EQ(std::string(failed.getLastFailure().cStr()), "exited with code 2");
+  EXPECT_EQ(std::string(failed.getAttempt().getFailureMessage().cStr()), "exited with code 2");
+  EXPECT_EQ(failed.getAttempt().getExitCode(), 2);
+  ASSERT_TRUE(restarting.hasFailure());
+  EXPECT_EQ(std::string(restarting.getFailure().getMessage().cStr()), "exited with code 2");
+  EXPECT_EQ(std::string(restarting.getFailure().getVertexName().cStr()), "a");
+
+  capnp::MallocMessageBuilder countsMessage;
+  auto counts = countsMessage.initRoot<wire::TaskCounts>();
+  graph().counts(counts);
+  EXPECT_EQ(counts.getTotal(), 3u);
+  EXPECT_EQ(counts.getFailed(), 1u);
+  EXPECT_EQ(counts.getPending(), 2u);
+}
+
+TEST_F(ExecutionGraphTest, ASubtaskCostsLittleMemory) {
+  std::vector<testing::VertexSpec> vertices;
+  for (int i = 0; i < 10; ++i) vertices.push_back({"v" + std::to_string(i), 1000});
+  JobGraphBuilder builder(vertices);
+  start(builder);
+  EXPECT_EQ(graph().subtaskCount(), 10000u);
+  // One fixed-size record per subtask, nothing per subtask on the heap besides it.
+  EXPECT_LT(graph().heldBytes() / graph().subtaskCount(), 128u);
+}
+
+}  // namespace
+}  // namespace regent::jobmaster

@@ -1,0 +1,54 @@
+// A fake ResourceManager as JobMasters reach it (resourcemanager::JobMasterPort): records
+// registrations, declarations and disconnections, and answers workerAddress / slotCounts from
+// what the test sets.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/resourcemanager/job_master_port.h"
+
+namespace regent::jobmaster::testing {
+
+class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
+ public:
+  void registerJobMaster(const JobId& job, wire::JobMasterGateway::Client gateway) override {
+    registered.push_back(job);
+    gateways.insert_or_assign(job, gateway);
+  }
+  std::optional<resourcemanager::SlotFailure> declareRequiredResources(
+      const JobId& job, const std::vector<resourcemanager::Requirement>& needs) override {
+    declarations[job].push_back(needs);
+    return std::nullopt;
+  }
+  void disconnectJobMaster(const JobId& job, const std::string& cause) override {
+    disconnected.emplace_back(job, cause);
+  }
+  std::optional<resourcemanager::WorkerAddress> workerAddress(
+      const ResourceId& worker) const override {
+    auto found = workers.find(worker);
+    if (found == workers.end()) return std::nullopt;
+    return found->second;
+  }
+  resourcemanager::SlotCounts slotCounts() const override { return counts; }
+
+  // The job's latest declaration as (cpuMillis, count) pairs; empty when none was made.
+  std::vector<std::pair<uint32_t, uint32_t>> latest(const JobId& job) const {
+    std::vector<std::pair<uint32_t, uint32_t>> out;
+    auto found = declarations.find(job);
+    if (found == declarations.end() || found->second.empty()) return out;
+    for (const auto& need : found->second.back()) out.emplace_back(need.profile.cpuMillis, need.count);
+    return out;
+  }
+
+  std::vector<JobId> registered;
+  std::map<JobId, wire::JobMasterGateway::Client> gateways;
+  std::map<JobId, std::vector<std::vector<resourcemanager::Requirement>>> declarations;
+  std::vector<std::pair<JobId, std::string>> disconnected;
+  std::map<ResourceId, resourcemanager::WorkerAddress> workers;
+  resourcemanager::SlotCounts counts;
+};
+
+}  // namespace regent::jobmaster::testing

@@ -1,0 +1,603 @@
+// The JobMasters through each JobMaster's gateway (behind the fenced endpoint, as the term serves
+// it), with fake workers' TaskExecutorGateways that record submitTask / cancelTask / freeSlot /
+// heartbeat, a fake ResourceManager (JobMasterPort), a fake Dispatcher (JobRunnerListener) and a
+// kj::TimerImpl advanced by hand.
+#include "services/jobmaster/job_masters.h"
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+#include <kj/debug.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/event_line.h"
+#include "common/event_loop.h"
+#include "rpc/fenced_endpoint.h"
+#include "rpc/wire_ids.h"
+#include "tests/services/jobmaster/fake_job_master_port_test_util.h"
+#include "tests/services/jobmaster/job_graph_builder_test_util.h"
+
+namespace regent::jobmaster {
+namespace {
+
+using testing::FakeJobMasterPort;
+using testing::JobGraphBuilder;
+using testing::kGiB;
+using wire::ExecutionState;
+using wire::JobMasterGateway;
+using wire::TaskExecutorGateway;
+
+constexpr uint64_t kEpoch = 9;
+
+// What a fake worker was called with, and how it answers.
+struct FakeWorker {
+  enum class Mode { kAnswers, kRefuses, kSilent, kDisconnected };
+  Mode submitMode = Mode::kAnswers;
+
+  struct Submitted {
+    AttemptId attempt;
+    AllocationId allocation;
+    std::string vertex;
+    uint32_t subtask;
+    uint32_t attemptNumber;
+    std::string argv0;
+  };
+  std::vector<Submitted> submitted;
+  std::vector<AttemptId> cancelled;
+  std::vector<AllocationId> freed;
+  size_t heartbeats = 0;
+};
+
+class FakeTaskExecutor final : public TaskExecutorGateway::Server {
+ public:
+  explicit FakeTaskExecutor(FakeWorker& state) : state_(state) {}
+
+  kj::Promise<void> submitTask(SubmitTaskContext context) override {
+    EXPECT_EQ(context.getParams().getEpoch(), kEpoch);
+    auto deployment = context.getParams().getDeployment();
+    state_.submitted.push_back(FakeWorker::Submitted{
+        wire::idFromWire<AttemptId>(deployment.getAttemptId()),
+        wire::idFromWire<AllocationId>(deployment.getAllocationId()),
+        deployment.getVertexName().cStr(), deployment.getSubtaskIndex(),
+        deployment.getAttemptNumber(), deployment.getCommand().getArgv()[0].cStr()});
+    switch (state_.submitMode) {
+      case FakeWorker::Mode::kAnswers:
+        return kj::READY_NOW;
+      case FakeWorker::Mode::kRefuses: {
+        auto failure = context.getResults().initFailure();
+        failure.setMessage("allocation not held for this job");
+        failure.initNotFound();
+        return kj::READY_NOW;
+      }
+      case FakeWorker::Mode::kSilent:
+        return kj::NEVER_DONE;
+      case FakeWorker::Mode::kDisconnected:
+        return KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone");
+    }
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> cancelTask(CancelTaskContext context) override {
+    state_.cancelled.push_back(wire::idFromWire<AttemptId>(context.getParams().getAttemptId()));
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> freeSlot(FreeSlotContext context) override {
+    state_.freed.push_back(wire::idFromWire<AllocationId>(context.getParams().getAllocationId()));
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> heartbeat(HeartbeatContext context) override {
+    EXPECT_TRUE(context.getParams().getSender().isJobMaster());
+    ++state_.heartbeats;
+    return kj::READY_NOW;
+  }
+
+ private:
+  FakeWorker& state_;
+};
+
+// The Dispatcher's side: what the runner told it.
+struct FakeListener final : public dispatcher::JobRunnerListener {
+  void jobStateChanged(JobId job, wire::JobState state, int64_t) override {
+    states.emplace_back(job, state);
+  }
+  void jobEnded(JobId job, const dispatcher::JobEnd& end) override { ended.emplace_back(job, end); }
+  std::vector<std::pair<JobId, wire::JobState>> states;
+  std::vector<std::pair<JobId, dispatcher::JobEnd>> ended;
+};
+
+class JobMastersTest : public ::testing::Test {
+ protected:
+  JobMastersTest() {
+    JobMasterOptions options;
+    options.heartbeatInterval = Duration(2000);
+    options.heartbeatTimeout = Duration(10000);
+    options.callTimeout = Duration(1000);
+    options.nowMs = [this] { return nowMs_; };
+    port_.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
+    port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
+    masters_ = std::make_unique<JobMasters>(
+        timer_, kEpoch, port_,
+        [this](kj::Own<JobMasterGateway::Server> server) {
+          return rpc::fencedEndpoint<JobMasterGateway>(kj::mv(server), kEpoch, fencing_);
+        },
+        counters_, options);
+    masters_->setListener(listener_);
+  }
+  ~JobMastersTest() noexcept override { masters_ = nullptr; }
+
+  void settle() { loop_.waitScope().poll(); }
+  void advance(Duration by) {
+    nowMs_ += by.count();
+    timer_.advanceTo(timer_.now() + by.count() * kj::MILLISECONDS);
+    settle();
+  }
+
+  JobId start(JobGraphBuilder& builder) {
+    masters_->start(builder.job(), builder.graph());
+    settle();
+    return builder.job();
+  }
+
+  // The gateway the JobMaster registered with the ResourceManager: what workers keep calling,
+  // also after the job ended (masters_->gateway() then answers nullptr).
+  JobMasterGateway::Client gateway(const JobId& job) {
+    auto found = port_.gateways.find(job);
+    KJ_REQUIRE(found != port_.gateways.end(), "no JobMaster registered for the job");
+    return found->second;
+  }
+
+  struct RunningAttempt {
+    AttemptId attempt;
+    std::string vertex;
+    uint32_t subtask = 0;
+  };
+  // Offers `count` one-cpu slots of `worker`; returns the accepted allocations.
+  std::vector<AllocationId> offer(const JobId& job, const ResourceId& worker, FakeWorker& fake,
+                                  uint32_t count, std::vector<RunningAttempt> running = {}) {
+    auto response = offerCall(job, worker, fake, count, running);
+    KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
+    std::vector<AllocationId> accepted;
+    for (auto id : response.getAccepted()) accepted.push_back(wire::idFromWire<AllocationId>(id));
+    settle();
+    return accepted;
+  }
+  capnp::Response<JobMasterGateway::OfferSlotsResults> offerCall(
+      const JobId& job, const ResourceId& worker, FakeWorker& fake, uint32_t count,
+      const std::vector<RunningAttempt>& running = {}) {
+    auto request = gateway(job).offerSlotsRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), worker);
+    request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+    auto slots = request.initSlots(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      wire::setWireId(slots[i].initAllocationId(), AllocationId::random());
+      slots[i].setSlotIndex(i);
+      slots[i].initProfile().setCpuMillis(1000);
+      slots[i].getProfile().setMemoryBytes(kGiB);
+      if (i == 0 && !running.empty()) {
+        auto attempts = slots[i].initRunningAttempts(static_cast<unsigned>(running.size()));
+        for (unsigned r = 0; r < running.size(); ++r) {
+          wire::setWireId(attempts[r].initAttemptId(), running[r].attempt);
+          wire::setWireId(attempts[r].initJobId(), job);
+          attempts[r].setVertexName(running[r].vertex);
+          attempts[r].setSubtaskIndex(running[r].subtask);
+          attempts[r].setState(ExecutionState::RUNNING);
+        }
+      }
+    }
+    return loop_.run(request.send());
+  }
+
+  capnp::Response<JobMasterGateway::UpdateTaskExecutionStateResults> update(
+      const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
+      int32_t exitCode = 0, const std::string& message = "") {
+    auto request = gateway(job).updateTaskExecutionStateRequest();
+    request.setEpoch(kEpoch);
+    auto out = request.initState();
+    wire::setWireId(out.initAttemptId(), attempt.attempt);
+    wire::setWireId(out.initJobId(), job);
+    wire::setWireId(out.initAllocationId(), attempt.allocation);
+    out.setVertexName(attempt.vertex);
+    out.setSubtaskIndex(attempt.subtask);
+    out.setAttemptNumber(attempt.attemptNumber);
+    out.setState(state);
+    out.setPid(777);
+    out.setExitCode(exitCode);
+    out.setFailureMessage(message);
+    auto response = loop_.run(request.send());
+    settle();
+    return response;
+  }
+  void expectApplied(const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
+                     int32_t exitCode = 0, const std::string& message = "") {
+    auto response = update(job, attempt, state, exitCode, message);
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  }
+
+  void workerHeartbeat(const JobId& job, const ResourceId& worker) {
+    auto request = gateway(job).heartbeatRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), worker);
+    request.initPayload();
+    auto response = loop_.run(request.send());
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  }
+
+  EventLoop loop_;
+  kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  int64_t nowMs_ = 1'700'000'000'000;
+  rpc::FencingCounters fencing_;
+  FakeJobMasterPort port_;
+  JobMasterCounters counters_;
+  FakeListener listener_;
+  std::unique_ptr<JobMasters> masters_;
+  const ResourceId workerA_ = ResourceId::random();
+  const ResourceId workerB_ = ResourceId::random();
+};
+
+TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
+  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}}, JobId::random(), nowMs_ - 30);
+  const JobId job = start(builder);
+  ASSERT_EQ(port_.registered, std::vector<JobId>{job});
+  EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  EXPECT_TRUE(listener_.states.empty());  // CREATED until an attempt runs.
+
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 3).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  EXPECT_EQ(worker.submitted[0].vertex, "a");
+  EXPECT_EQ(worker.submitted[0].argv0, "/bin/echo");
+  EXPECT_EQ(counters_.attemptsStarted, 2u);
+
+  EXPECT_TRUE(listener_.states.empty());
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  ASSERT_EQ(listener_.states.size(), 1u);
+  EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
+  EXPECT_EQ(counters_.submitToRunningCount, 1u);
+  EXPECT_NEAR(counters_.submitToRunningSum, 0.03, 1e-9);
+  EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);  // 0.02s < 0.03s
+  EXPECT_EQ(counters_.submitToRunningBuckets[3], 1u);  // 0.03s <= 0.05s
+  EXPECT_EQ(counters_.submitToRunningBuckets[11], 1u);  // Cumulative.
+  expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
+  EXPECT_EQ(counters_.submitToRunningCount, 1u);  // Once per job.
+  expectApplied(job, worker.submitted[0], ExecutionState::FINISHED);
+  EXPECT_EQ(worker.freed.size(), 1u);  // a[0]'s slot: b is not runnable yet.
+  expectApplied(job, worker.submitted[1], ExecutionState::FINISHED);
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  EXPECT_EQ(worker.submitted[2].vertex, "b");
+  EXPECT_EQ(worker.submitted[2].allocation, worker.submitted[1].allocation);
+  EXPECT_TRUE(listener_.ended.empty());
+  expectApplied(job, worker.submitted[2], ExecutionState::RUNNING);
+  expectApplied(job, worker.submitted[2], ExecutionState::FINISHED);
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  EXPECT_TRUE(port_.latest(job).empty());  // Needs nothing any more.
+  EXPECT_EQ(masters_->gateway(job), nullptr);
+
+  auto released = masters_->release(job, "job finished");
+  settle();
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  released.wait(loop_.waitScope());
+  EXPECT_TRUE(worker.cancelled.empty());
+  EXPECT_EQ(worker.freed.size(), 2u);
+  EXPECT_EQ(worker.freed[1], worker.submitted[2].allocation);
+  ASSERT_EQ(port_.disconnected.size(), 1u);
+  EXPECT_EQ(port_.disconnected[0].second, "job finished");
+  EXPECT_EQ(masters_->size(), 0u);
+  capnp::MallocMessageBuilder message;
+  EXPECT_FALSE(masters_->describe(job, message.initRoot<wire::JobStatus>()));
+}
+
+TEST_F(JobMastersTest, AServedGatewayAnswersDisconnectedAfterRelease) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  auto client = gateway(job);
+  auto released = masters_->release(job, "cancelled");
+  released.wait(loop_.waitScope());
+  auto request = client.heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.initPayload();
+  try {
+    loop_.run(request.send());
+    ADD_FAILURE() << "a released JobMaster answered";
+  } catch (const kj::Exception& exception) {
+    EXPECT_EQ(exception.getType(), kj::Exception::Type::DISCONNECTED);
+  }
+}
+
+TEST_F(JobMastersTest, OffersOfAnUnregisteredWorkerAreRefused) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  auto response = offerCall(job, ResourceId::random(), worker, 1);
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isNotRegistered());
+  EXPECT_TRUE(worker.submitted.empty());
+}
+
+TEST_F(JobMastersTest, AnUnknownAttemptIsNotFound) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker::Submitted stranger{AttemptId::random(), AllocationId::random(), "a", 0, 0, ""};
+  auto response = update(job, stranger, ExecutionState::RUNNING);
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isNotFound());
+}
+
+TEST_F(JobMastersTest, ARefusedSubmitFailsTheAttemptAndTheStrategyRestartsIt) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(2, 500);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  worker.submitMode = FakeWorker::Mode::kRefuses;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  settle();
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  EXPECT_EQ(counters_.attemptsStarted, 0u);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RESTARTING);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  const std::string lastFailure = status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr();
+  EXPECT_NE(lastFailure.find("refused submitTask"), std::string::npos) << lastFailure;
+  EXPECT_NE(lastFailure.find("allocation not held"), std::string::npos) << lastFailure;
+
+  worker.submitMode = FakeWorker::Mode::kAnswers;
+  advance(Duration(499));
+  EXPECT_EQ(worker.submitted.size(), 1u);
+  advance(Duration(1));
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  EXPECT_EQ(worker.submitted[1].attemptNumber, 1u);
+  EXPECT_EQ(worker.submitted[1].allocation, worker.submitted[0].allocation);
+  EXPECT_EQ(counters_.attemptsStarted, 1u);
+  EXPECT_EQ(counters_.attemptsRestarted, 1u);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
+}
+
+TEST_F(JobMastersTest, RestartsAtDifferentTimesEachRunWhenTheirDelayEnds) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1);
+  advance(Duration(500));
+  expectApplied(job, worker.submitted[1], ExecutionState::FAILED, 1);
+  advance(Duration(499));
+  EXPECT_EQ(worker.submitted.size(), 2u);
+  advance(Duration(1));  // The first delay ends; the timer is armed again for the second.
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  EXPECT_EQ(worker.submitted[2].subtask, worker.submitted[0].subtask);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RESTARTING);
+  advance(Duration(499));
+  EXPECT_EQ(worker.submitted.size(), 3u);
+  advance(Duration(1));
+  ASSERT_EQ(worker.submitted.size(), 4u);
+  EXPECT_EQ(worker.submitted[3].subtask, worker.submitted[1].subtask);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
+}
+
+TEST_F(JobMastersTest, ASubmitThatTimesOutFailsTheAttempt) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  worker.submitMode = FakeWorker::Mode::kSilent;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  EXPECT_TRUE(listener_.ended.empty());
+  advance(Duration(1000));
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  const dispatcher::JobEnd& end = listener_.ended[0].second;
+  EXPECT_EQ(end.state, wire::JobState::FAILED);
+  EXPECT_NE(end.failureMessage.find("timed out"), std::string::npos) << end.failureMessage;
+  EXPECT_EQ(end.failureVertex, "a");
+}
+
+TEST_F(JobMastersTest, GivingUpEndsTheJobFailedAndDeploysNothingMore) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1, "exited with code 1");
+  advance(Duration(0));
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  expectApplied(job, worker.submitted[2], ExecutionState::FAILED, 1, "exited with code 1");
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FAILED);
+  EXPECT_EQ(listener_.ended[0].second.restarts, 1u);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::FAILING);
+  advance(Duration(5000));
+  EXPECT_EQ(worker.submitted.size(), 3u);
+  EXPECT_EQ(listener_.ended.size(), 1u);
+
+  // release cancels the attempt still running and waits for its end.
+  auto released = masters_->release(job, "job failed");
+  settle();
+  ASSERT_EQ(worker.cancelled, std::vector<AttemptId>{worker.submitted[1].attempt});
+  EXPECT_FALSE(released.poll(loop_.waitScope()));
+  EXPECT_TRUE(port_.disconnected.empty());
+  expectApplied(job, worker.submitted[1], ExecutionState::CANCELED);
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  released.wait(loop_.waitScope());
+  EXPECT_EQ(worker.freed.size(), 2u);
+  EXPECT_EQ(port_.disconnected.size(), 1u);
+}
+
+TEST_F(JobMastersTest, ReleaseGoesOnWhenCancelledAttemptsDoNotEndInTime) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  auto released = masters_->release(job, "cancelled");
+  settle();
+  EXPECT_EQ(worker.cancelled.size(), 1u);
+  advance(Duration(9999));
+  EXPECT_FALSE(released.poll(loop_.waitScope()));
+  advance(Duration(1));
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  released.wait(loop_.waitScope());
+  EXPECT_EQ(worker.freed.size(), 1u);
+  EXPECT_EQ(port_.disconnected.size(), 1u);
+}
+
+TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker silent;
+  ASSERT_EQ(offer(job, workerA_, silent, 1).size(), 1u);
+  expectApplied(job, silent.submitted[0], ExecutionState::RUNNING);
+  // Heartbeats go out every interval; answering them keeps the worker.
+  for (int i = 0; i < 8; ++i) {
+    advance(Duration(2000));
+    workerHeartbeat(job, workerA_);
+  }
+  EXPECT_GE(silent.heartbeats, 8u);
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  // Silent for more than heartbeat.timeout: its attempt fails and restarts elsewhere.
+  advance(Duration(10000));
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  advance(Duration(2000));
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()),
+            "worker " + workerA_.toHex() + " lost: no heartbeat for 10s");
+  // The worker's heartbeats are refused now: it offers its slots again.
+  auto request = gateway(job).heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.initPayload();
+  EXPECT_TRUE(loop_.run(request.send()).getFailure().isNotRegistered());
+
+  FakeWorker other;
+  ASSERT_EQ(offer(job, workerB_, other, 1).size(), 1u);
+  ASSERT_EQ(other.submitted.size(), 1u);
+  EXPECT_EQ(other.submitted[0].attemptNumber, 1u);
+}
+
+TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancelled) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  worker.submitMode = FakeWorker::Mode::kSilent;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  advance(Duration(1000));  // submitTask timed out: that attempt failed, a new one deploys.
+  worker.submitMode = FakeWorker::Mode::kAnswers;
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  // ... but the first one reached the worker, which lists both.
+  auto request = gateway(job).heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  auto listed = request.initPayload().initDeployedAttempts(2);
+  wire::setWireId(listed[0], worker.submitted[0].attempt);
+  wire::setWireId(listed[1], worker.submitted[1].attempt);
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{worker.submitted[0].attempt});
+}
+
+TEST_F(JobMastersTest, AWorkerThatDisconnectsFailsItsAttemptsAtOnce) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto request = gateway(job).disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setCause("SIGTERM");
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.failureMessage,
+            "worker " + workerA_.toHex() + " disconnected: SIGTERM (no restart strategy)");
+}
+
+TEST_F(JobMastersTest, AnOfferWithRunningAttemptsCancelsThemAndDeploysAfresh) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  const AttemptId previousTerms = AttemptId::random();
+  ASSERT_EQ(offer(job, workerA_, worker, 1, {{previousTerms, "a", 0}}).size(), 1u);
+  settle();
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{previousTerms});
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_NE(worker.submitted[0].attempt, previousTerms);
+  EXPECT_EQ(worker.submitted[0].attemptNumber, 0u);
+}
+
+TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
+
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 1000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);  // Repeated: no line.
+  expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 3, "exited with code 3");
+
+  auto linesOf = [&](std::string_view event) {
+    std::vector<EventFields> found;
+    std::istringstream lines(log.str());
+    for (std::string line; std::getline(lines, line);) {
+      if (auto fields = parseEventLine(line, event)) found.push_back(*fields);
+    }
+    return found;
+  };
+  const auto deployed = linesOf("attempt deployed");
+  ASSERT_EQ(deployed.size(), 1u) << log.str();
+  EXPECT_EQ(deployed[0].getUint("epoch"), kEpoch);
+  EXPECT_EQ(deployed[0].get("job"), job.toHex());
+  EXPECT_EQ(deployed[0].get("vertex"), "a");
+  EXPECT_EQ(deployed[0].getUint("subtask"), 0u);
+  EXPECT_EQ(deployed[0].get("attempt"), worker.submitted[0].attempt.toHex());
+  EXPECT_EQ(deployed[0].getUint("attempt_number"), 0u);
+  EXPECT_EQ(deployed[0].get("resource_id"), workerA_.toHex());
+  EXPECT_TRUE(deployed[0].get("mono_us"));
+  EXPECT_TRUE(deployed[0].get("wall_ms"));
+  const auto states = linesOf("attempt state");
+  ASSERT_EQ(states.size(), 2u) << log.str();
+  EXPECT_EQ(states[0].get("state"), "RUNNING");
+  EXPECT_EQ(states[0].get("message"), std::nullopt);
+  EXPECT_EQ(states[1].get("state"), "FAILED");
+  EXPECT_EQ(states[1].getInt("exit_code"), 3);
+  EXPECT_EQ(states[1].getInt("signal"), 0);
+  EXPECT_EQ(states[1].get("message"), "exited with code 3");
+  const auto jobStates = linesOf("job state");
+  ASSERT_EQ(jobStates.size(), 2u) << log.str();
+  EXPECT_EQ(jobStates[0].get("state"), "RUNNING");
+  EXPECT_EQ(jobStates[0].getUint("restarts"), 0u);
+  EXPECT_EQ(jobStates[1].get("state"), "RESTARTING");
+  EXPECT_EQ(jobStates[1].getUint("restarts"), 1u);
+  advance(Duration(1000));
+  EXPECT_EQ(linesOf("job state").back().get("state"), "RUNNING");
+  EXPECT_EQ(linesOf("attempt deployed").size(), 2u);
+}
+
+TEST_F(JobMastersTest, HeldBytesGrowByLittleMoreThanASmallRecordPerSubtask) {
+  const size_t before = masters_->heldBytesForTests();
+  JobGraphBuilder builder({{"a", 10000}});
+  start(builder);
+  const size_t perSubtask = (masters_->heldBytesForTests() - before) / 10000;
+  EXPECT_LT(perSubtask, 128u);
+}
+
+}  // namespace
+}  // namespace regent::jobmaster
