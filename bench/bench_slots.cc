@@ -131,7 +131,8 @@ class LoadGenerator final {
       auto& client = clients_.emplace_back(kj::heap<client::LeaderClient>(
           network_, loop_.timer(), leaders_.view(), clientOptions_));
       executors_.emplace_back(
-          kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *client, std::move(worker)));
+          kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *client, /*runner=*/nullptr,
+                                               std::move(worker)));
     }
     for (auto& executor : executors_) executor->start();
     client::LeaderClientOptions jobMasterOptions = clientOptions_;

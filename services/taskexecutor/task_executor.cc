@@ -1,5 +1,6 @@
-// TaskExecutor (see task_executor.h): the slots, the gateway behind the epoch gate, and the
-// registration loop with the leader's ResourceManager.
+// TaskExecutor (see task_executor.h): the slots, the gateway behind the epoch gate, the
+// registration loop with the leader's ResourceManager, and the jobs on the worker (offers,
+// attempts, their updates, the JobMasters' heartbeats).
 #include "services/taskexecutor/task_executor.h"
 
 #include <kj/debug.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "common/event_line.h"
@@ -61,8 +63,7 @@ class TaskExecutor::SharedGate final : public rpc::EpochRule {
 };
 
 // The TaskExecutorGateway's handlers. Epochs were judged by the endpoint before any of these
-// runs. submitTask / cancelTask come with the JobMaster: the endpoint answers them "not
-// implemented by this process".
+// runs.
 class TaskExecutor::Gateway final : public wire::TaskExecutorGateway::Server {
  public:
   explicit Gateway(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
@@ -72,16 +73,34 @@ class TaskExecutor::Gateway final : public wire::TaskExecutorGateway::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> submitTask(SubmitTaskContext context) override {
+    auto params = context.getParams();
+    owner().submitTask(params.getEpoch(), params.getDeployment(), context.getResults());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> cancelTask(CancelTaskContext context) override {
+    owner().cancelTask(wire::idFromWire<AttemptId>(context.getParams().getAttemptId()),
+                       context.getResults());
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> freeSlot(FreeSlotContext context) override {
-    owner().freeSlot(wire::idFromWire<AllocationId>(context.getParams().getAllocationId()));
+    auto params = context.getParams();
+    owner().freeSlot(wire::idFromWire<AllocationId>(params.getAllocationId()),
+                     params.getCause().cStr());
     return kj::READY_NOW;
   }
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
-    auto sender = context.getParams().getSender();
-    // JobMaster heartbeats come with the JobMaster: it will be answered with
-    // JobMasterGateway.heartbeat; until then it succeeds and nothing is called back.
-    if (sender.isResourceManager()) owner().answerHeartbeat();
+    auto params = context.getParams();
+    auto sender = params.getSender();
+    if (sender.isResourceManager()) {
+      owner().answerHeartbeat();
+    } else {
+      owner().answerJobMasterHeartbeat(wire::idFromWire<JobId>(sender.getJobMaster()),
+                                       params.getEpoch());
+    }
     return kj::READY_NOW;
   }
 
@@ -89,7 +108,8 @@ class TaskExecutor::Gateway final : public wire::TaskExecutorGateway::Server {
     auto params = context.getParams();
     auto sender = params.getSender();
     if (sender.isJobMaster()) {
-      owner().freeJob(wire::idFromWire<JobId>(sender.getJobMaster()));
+      owner().freeJob(wire::idFromWire<JobId>(sender.getJobMaster()),
+                      std::string("the JobMaster disconnected: ") + params.getCause().cStr());
     } else {
       owner().lose(std::string("the resource manager disconnected this worker: ") +
                    params.getCause().cStr());
@@ -115,6 +135,23 @@ struct TaskExecutor::Registered {
   RegistrationId registrationId;
   uint64_t heartbeatTimeoutMs = 0;
   wire::ResourceManagerGateway::Client resourceManager{nullptr};
+  wire::MasterBootstrap::Client bootstrap{nullptr};
+};
+
+struct TaskExecutor::JobLink {
+  JobLink(const TaskExecutorOptions& options)
+      : offerBackoff(options.registrationInitial, options.registrationMax, options.jitter),
+        updateBackoff(options.registrationInitial, options.registrationMax, options.jitter) {}
+
+  // The job's JobMaster as reached in `gatewayEpoch`.
+  kj::Maybe<wire::JobMasterGateway::Client> gateway;
+  uint64_t gatewayEpoch = 0;
+  std::deque<PendingUpdate> updates;  // In the order the runner reported them.
+  bool delivering = false;            // deliverLoop() runs.
+  bool offering = false;              // offerLoop() runs.
+  bool offerScheduled = false;        // offerLoop() starts after this turn.
+  ExponentialBackoff offerBackoff;
+  ExponentialBackoff updateBackoff;
 };
 
 namespace {
@@ -147,12 +184,52 @@ std::string describeException(const kj::Exception& exception) {
   return exception.getDescription().cStr();
 }
 
+// What the worker does after a JobMaster call (or MasterBootstrap.jobMaster) failed.
+enum class Reaction {
+  kRetry,          // The leadership moved or is busy, the link was lost: again after a backoff.
+  kUnknown,        // notFound: the job (or the attempt) is unknown to the term.
+  kNotRegistered,  // The worker is not registered (yet) with the term's ResourceManager.
+  kGiveUp,         // A refusal retrying cannot fix.
+};
+
+Reaction reactionTo(const rpc::CallFailure& failure) {
+  if (failure.which == wire::Failure::NOT_FOUND) return Reaction::kUnknown;
+  if (failure.which == wire::Failure::NOT_REGISTERED) return Reaction::kNotRegistered;
+  return failure.action() == rpc::FailureAction::kFatal ? Reaction::kGiveUp : Reaction::kRetry;
+}
+
+Reaction reactionTo(const kj::Exception& exception) {
+  return rpc::classify(exception) == rpc::FailureAction::kFatal ? Reaction::kGiveUp
+                                                                 : Reaction::kRetry;
+}
+
+wire::ExecutionState executionState(TaskPhase phase) {
+  switch (phase) {
+    case TaskPhase::kRunning:
+      return wire::ExecutionState::RUNNING;
+    case TaskPhase::kFinished:
+      return wire::ExecutionState::FINISHED;
+    case TaskPhase::kFailed:
+      return wire::ExecutionState::FAILED;
+    case TaskPhase::kCanceled:
+      return wire::ExecutionState::CANCELED;
+  }
+  return wire::ExecutionState::FAILED;
+}
+
+Duration waitBefore(ExponentialBackoff& backoff, Duration retryAfter, Duration max) {
+  const Duration next = backoff.next();
+  if (retryAfter > next) return retryAfter < max ? retryAfter : max;
+  return next;
+}
+
 }  // namespace
 
-TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders,
+TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner* runner,
                            TaskExecutorOptions options)
     : timer_(timer),
       leaders_(leaders),
+      runner_(runner),
       options_(std::move(options)),
       shared_(std::make_shared<Shared>(this)),
       gateway_(nullptr),
@@ -161,7 +238,7 @@ TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders,
   shared_->resourceId = options_.resourceId.toHex();
   shared_->logEvents = options_.logEvents;
   slots_.reserve(options_.slots);
-  for (uint32_t i = 0; i < options_.slots; ++i) slots_.push_back(SlotState{i, {}, {}});
+  for (uint32_t i = 0; i < options_.slots; ++i) slots_.push_back(SlotState{i, {}, {}, 0});
   gateway_ = rpc::fencedEndpoint<wire::TaskExecutorGateway>(
       kj::heap<Gateway>(shared_), kj::heap<SharedGate>(shared_), shared_->fencing);
 }
@@ -207,6 +284,7 @@ kj::Promise<void> TaskExecutor::registerLoop() {
           ++counters_.resourceManagerLost;
         }
         resourceManager_ = nullptr;
+        bootstrap_ = nullptr;
         lastRegistrationError_ = describeException(exception);
         const Duration wait = options_.registrationMax;
         spdlog::error("task executor {}: registration failed: {} (trying again in {} ms)",
@@ -230,6 +308,7 @@ kj::Promise<void> TaskExecutor::registerRound() {
           return watchRegistration().then([this](std::string reason) {
             registered_ = false;
             resourceManager_ = nullptr;
+            bootstrap_ = nullptr;
             ++counters_.resourceManagerLost;
             logEvent(EventLine("resource manager lost")
                          .field("resource_id", options_.resourceId.toHex())
@@ -270,8 +349,8 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
   request.setEpoch(epoch);
   return leaders_.deadline()
       .send(kj::mv(request))
-      .then([this, epoch, leaderId = leader.masterId](
-                capnp::Response<wire::MasterBootstrap::ResourceManagerResults> response)
+      .then([this, epoch, leaderId = leader.masterId, bootstrap](
+                capnp::Response<wire::MasterBootstrap::ResourceManagerResults> response) mutable
                 -> kj::Promise<Outcome> {
         if (response.hasFailure()) return refused(response.getFailure());
         auto resourceManager = response.getResourceManager();
@@ -298,7 +377,7 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
         registration.setTaskExecutor(gateway_);
         return leaders_.deadline()
             .send(kj::mv(registration))
-            .then([this, epoch, leaderId, resourceManager](
+            .then([this, epoch, leaderId, resourceManager, bootstrap](
                       capnp::Response<wire::ResourceManagerGateway::RegisterTaskExecutorResults>
                           registered) mutable -> kj::Promise<Outcome> {
               if (registered.hasFailure()) return refused(registered.getFailure());
@@ -309,11 +388,13 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
               done.registrationId = wire::idFromWire<RegistrationId>(success.getRegistrationId());
               done.heartbeatTimeoutMs = success.getHeartbeatTimeoutMs();
               done.resourceManager = resourceManager;
+              done.bootstrap = bootstrap;
               // The registration's epoch raises the gate: a deposed leader is refused from now.
               shared_->gate.observe(epoch);
               // Heartbeats the ResourceManager sends before the report is accepted are answered
               // through this gateway already.
               resourceManager_ = resourceManager;
+              bootstrap_ = bootstrap;
               registeredEpoch_ = epoch;
               // Held from here: a disconnect() before the report is answered still tells the
               // ResourceManager, which keeps the registration until then.
@@ -330,6 +411,7 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
                                 reported) mutable -> Outcome {
                     if (reported.hasFailure()) {
                       resourceManager_ = nullptr;
+                      bootstrap_ = nullptr;
                       registrationId_.reset();
                       return refused(reported.getFailure());
                     }
@@ -353,6 +435,7 @@ void TaskExecutor::onRegistered(Registered&& registered) {
   targetEpoch_ = registered.epoch;
   registrationId_ = registered.registrationId;
   resourceManager_ = registered.resourceManager;
+  bootstrap_ = registered.bootstrap;
   heartbeatTimeoutMs_ = registered.heartbeatTimeoutMs;
   lastHeartbeat_ = timer_.now();
   lastRegistrationError_.clear();
@@ -364,6 +447,7 @@ void TaskExecutor::onRegistered(Registered&& registered) {
                .field("leader", registered.leaderId)
                .field("attempts", attemptsThisRound_));
   attemptsThisRound_ = 0;
+  onJobsRegistered(registered.epoch);
 }
 
 kj::Promise<std::string> TaskExecutor::watchRegistration() {
@@ -489,7 +573,39 @@ void TaskExecutor::fillReport(wire::SlotReport::Builder report) const {
     profile.setMemoryBytes(options_.slotProfile.memoryBytes);
     if (slot.allocation) wire::setWireId(status.initAllocationId(), *slot.allocation);
     if (slot.job) wire::setWireId(status.initJobId(), *slot.job);
+    if (!slot.allocation || attempts_.empty()) continue;
+    std::vector<const AttemptRecord*> running;
+    for (const auto& [id, record] : attempts_) {
+      if (record.allocation == *slot.allocation) running.push_back(&record);
+    }
+    auto list = status.initRunningAttempts(static_cast<unsigned>(running.size()));
+    for (size_t j = 0; j < running.size(); ++j) {
+      fillAttempt(list[static_cast<unsigned>(j)], *running[j]);
+    }
   }
+}
+
+void TaskExecutor::fillAttempt(wire::TaskExecutionState::Builder state,
+                               const AttemptRecord& record) const {
+  wire::setWireId(state.initAttemptId(), record.attempt);
+  wire::setWireId(state.initJobId(), record.job);
+  wire::setWireId(state.initAllocationId(), record.allocation);
+  state.setVertexName(record.vertex);
+  state.setSubtaskIndex(record.subtask);
+  state.setAttemptNumber(record.attemptNumber);
+  const TaskUpdate& latest = record.latest;
+  // Accepted but not spawned yet: deploying.
+  state.setState(record.started || latest.phase != TaskPhase::kRunning
+                     ? executionState(latest.phase)
+                     : wire::ExecutionState::DEPLOYING);
+  state.setPid(latest.phase == TaskPhase::kRunning ? latest.pid : 0);
+  state.setExitCode(latest.exitCode);
+  state.setTermSignal(latest.termSignal);
+  if (latest.phase == TaskPhase::kFailed) state.setFailureMessage(latest.message);
+  state.setStartedAtMs(latest.startedAtMs);
+  state.setEndedAtMs(latest.endedAtMs);
+  state.setStateChangedAtMs(latest.phase == TaskPhase::kRunning ? latest.startedAtMs
+                                                                : latest.endedAtMs);
 }
 
 void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,
@@ -515,28 +631,525 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
             ", not to allocation " + allocation.toHex());
     return;
   }
-  // Offering the slot to the job's JobMaster (JobMasterGateway.offerSlots) comes with the
-  // JobMaster; until then the allocation is recorded and reported.
+  if (slot.allocation == allocation) return;  // Repeated: offered (or being offered) already.
   slot.allocation = allocation;
   slot.job = job;
+  slot.acceptedEpoch = 0;
+  scheduleOffer(job);
 }
 
-void TaskExecutor::freeSlot(const AllocationId& allocation) {
-  for (SlotState& slot : slots_) {
-    if (slot.allocation == allocation) {
-      slot.allocation.reset();
-      slot.job.reset();
+// ---- Jobs on the worker -----------------------------------------------------------------------
+
+TaskExecutor::JobLink& TaskExecutor::link(const JobId& job) {
+  auto found = jobs_.find(job);
+  if (found == jobs_.end()) found = jobs_.emplace(job, kj::heap<JobLink>(options_)).first;
+  return *found->second;
+}
+
+void TaskExecutor::forgetIfIdle(const JobId& job) {
+  auto found = jobs_.find(job);
+  if (found == jobs_.end()) return;
+  const JobLink& held = *found->second;
+  if (held.delivering || held.offering || held.offerScheduled || !held.updates.empty()) return;
+  for (const SlotState& slot : slots_) {
+    if (slot.job == job) return;
+  }
+  for (const auto& [id, record] : attempts_) {
+    if (record.job == job) return;
+  }
+  jobs_.erase(found);
+}
+
+bool TaskExecutor::epochStands(uint64_t epoch) const {
+  return !stopping_ && registered_ && registeredEpoch_ == epoch &&
+         shared_->gate.highest() == epoch && bootstrap_ != nullptr;
+}
+
+void TaskExecutor::onJobsRegistered(uint64_t epoch) {
+  for (auto& [job, held] : jobs_) {
+    if (held->gatewayEpoch != epoch) held->gateway = nullptr;
+  }
+  std::set<JobId> toOffer;
+  for (const SlotState& slot : slots_) {
+    if (slot.allocation && slot.job && slot.acceptedEpoch != epoch) toOffer.insert(*slot.job);
+  }
+  for (const JobId& job : toOffer) scheduleOffer(job);
+  std::vector<JobId> waiting;
+  for (const auto& [job, held] : jobs_) {
+    if (!held->updates.empty()) waiting.push_back(job);
+  }
+  for (const JobId& job : waiting) kickDelivery(job);
+}
+
+kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> TaskExecutor::jobMaster(
+    const JobId& job, uint64_t epoch) {
+  using Outcome = rpc::Attempt<wire::JobMasterGateway::Client>;
+  JobLink& held = link(job);
+  KJ_IF_MAYBE (gateway, held.gateway) {
+    if (held.gatewayEpoch == epoch) return Outcome(*gateway);
+  }
+  if (!epochStands(epoch)) {
+    rpc::CallFailure failure;
+    failure.which = wire::Failure::UNAVAILABLE;
+    failure.message = "not registered with the leader of epoch " + std::to_string(epoch);
+    return Outcome(std::move(failure));
+  }
+  auto request = KJ_ASSERT_NONNULL(bootstrap_).jobMasterRequest();
+  request.setEpoch(epoch);
+  wire::setWireId(request.initJobId(), job);
+  return leaders_.deadline()
+      .send(kj::mv(request))
+      .then([this, job, epoch](capnp::Response<wire::MasterBootstrap::JobMasterResults> response)
+                -> Outcome {
+        if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+        wire::JobMasterGateway::Client gateway = response.getJobMaster();
+        auto found = jobs_.find(job);
+        if (found != jobs_.end() && epochStands(epoch)) {
+          found->second->gateway = gateway;
+          found->second->gatewayEpoch = epoch;
+        }
+        return Outcome(kj::mv(gateway));
+      });
+}
+
+void TaskExecutor::scheduleOffer(const JobId& job) {
+  if (runner_ == nullptr) return;  // Runs no tasks: the allocation is only recorded, reported.
+  JobLink& held = link(job);
+  // A running offer looks for slots allocated meanwhile when it is done.
+  if (held.offerScheduled || held.offering) return;
+  held.offerScheduled = true;
+  // After this turn, so that the slots requestSlot allocates to the job together go together.
+  tasks_.add(kj::evalLater([this, job]() {
+    link(job).offerScheduled = false;
+    return offerLoop(job, registeredEpoch_);
+  }));
+}
+
+kj::Promise<void> TaskExecutor::offerLoop(JobId job, uint64_t epoch) {
+  JobLink& held = link(job);
+  std::vector<std::pair<uint32_t, AllocationId>> offered;
+  if (epochStands(epoch)) {
+    for (const SlotState& slot : slots_) {
+      if (slot.job == job && slot.allocation && slot.acceptedEpoch != epoch) {
+        offered.emplace_back(slot.index, *slot.allocation);
+      }
     }
+  }
+  if (offered.empty()) {
+    held.offering = false;
+    forgetIfIdle(job);
+    return kj::READY_NOW;
+  }
+  held.offering = true;
+
+  // The offered slots that still hold their allocation.
+  auto stillHeld = [this, offered]() {
+    std::vector<SlotState*> slots;
+    for (const auto& [index, allocation] : offered) {
+      if (slots_[index].allocation == allocation) slots.push_back(&slots_[index]);
+    }
+    return slots;
+  };
+  // After a failure: again after the backoff, or the slots freed.
+  auto failed = [this, job, epoch, stillHeld](Reaction reaction, const std::string& why,
+                                              Duration retryAfter) -> kj::Promise<void> {
+    JobLink& held = link(job);
+    held.gateway = nullptr;  // Asked again next time.
+    if (reaction == Reaction::kRetry || reaction == Reaction::kNotRegistered) {
+      const Duration wait = waitBefore(held.offerBackoff, retryAfter, options_.registrationMax);
+      spdlog::debug("task executor {}: offering slots to job {} failed: {} (again in {} ms)",
+                    options_.resourceId.toHex(), job.toHex(), why, wait.count());
+      return timer_.afterDelay(wait.count() * kj::MILLISECONDS).then([this, job, epoch]() {
+        return offerLoop(job, epoch);
+      });
+    }
+    const std::string cause = reaction == Reaction::kUnknown
+                                  ? "job " + job.toHex() + " is unknown to the leader: " + why
+                                  : "the JobMaster of job " + job.toHex() +
+                                        " refused the slot offer: " + why;
+    spdlog::warn("task executor {}: freeing {} slot(s): {}", options_.resourceId.toHex(),
+                 stillHeld().size(), cause);
+    for (SlotState* slot : stillHeld()) releaseSlot(*slot, cause);
+    return offerLoop(job, epoch);
+  };
+
+  return jobMaster(job, epoch)
+      .then([this, job, epoch, offered, stillHeld,
+             failed](rpc::Attempt<wire::JobMasterGateway::Client> reached) -> kj::Promise<void> {
+        if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
+          return failed(reactionTo(*failure), failure->describe(), failure->retryAfter);
+        }
+        auto request = std::get<wire::JobMasterGateway::Client>(reached).offerSlotsRequest();
+        request.setEpoch(epoch);
+        wire::setWireId(request.initResourceId(), options_.resourceId);
+        request.setTaskExecutor(gateway_);
+        std::vector<SlotState*> slots = stillHeld();
+        auto list = request.initSlots(static_cast<unsigned>(slots.size()));
+        for (size_t i = 0; i < slots.size(); ++i) {
+          auto offer = list[static_cast<unsigned>(i)];
+          const SlotState& slot = *slots[i];
+          wire::setWireId(offer.initAllocationId(), *slot.allocation);
+          offer.setSlotIndex(slot.index);
+          auto profile = offer.initProfile();
+          profile.setCpuMillis(options_.slotProfile.cpuMillis);
+          profile.setMemoryBytes(options_.slotProfile.memoryBytes);
+          std::vector<const AttemptRecord*> running;
+          for (const auto& [id, record] : attempts_) {
+            if (record.allocation == *slot.allocation) running.push_back(&record);
+          }
+          auto attempts = offer.initRunningAttempts(static_cast<unsigned>(running.size()));
+          for (size_t j = 0; j < running.size(); ++j) {
+            fillAttempt(attempts[static_cast<unsigned>(j)], *running[j]);
+          }
+        }
+        return leaders_.deadline()
+            .send(kj::mv(request))
+            .then(
+                [this, job, epoch, stillHeld, failed](
+                    capnp::Response<wire::JobMasterGateway::OfferSlotsResults> response)
+                    -> kj::Promise<void> {
+                  if (response.hasFailure()) {
+                    auto failure = rpc::CallFailure::from(response.getFailure());
+                    return failed(reactionTo(failure), failure.describe(), failure.retryAfter);
+                  }
+                  std::set<AllocationId> accepted;
+                  for (auto id : response.getAccepted()) {
+                    accepted.insert(wire::idFromWire<AllocationId>(id));
+                  }
+                  link(job).offerBackoff.reset();
+                  for (SlotState* slot : stillHeld()) {
+                    if (accepted.count(*slot->allocation) != 0) {
+                      if (epochStands(epoch)) slot->acceptedEpoch = epoch;
+                    } else {
+                      releaseSlot(*slot, "the JobMaster of job " + job.toHex() +
+                                             " did not accept the slot");
+                    }
+                  }
+                  return offerLoop(job, epoch);
+                },
+                [failed](kj::Exception&& exception) {
+                  return failed(reactionTo(exception), describeException(exception),
+                                Duration(0));
+                });
+      });
+}
+
+void TaskExecutor::releaseSlot(SlotState& slot, const std::string& cause) {
+  if (!slot.allocation) return;
+  const AllocationId allocation = *slot.allocation;
+  const std::optional<JobId> job = slot.job;
+  if (runner_ != nullptr) {
+    std::vector<AttemptId> cancel;
+    for (const auto& [id, record] : attempts_) {
+      if (record.allocation == allocation) cancel.push_back(id);
+    }
+    for (const AttemptId& attempt : cancel) runner_->cancel(attempt);
+  }
+  slot.allocation.reset();
+  slot.job.reset();
+  slot.acceptedEpoch = 0;
+  spdlog::debug("task executor {}: slot {} (allocation {}) freed: {}",
+                options_.resourceId.toHex(), slot.index, allocation.toHex(), cause);
+  if (job) forgetIfIdle(*job);
+}
+
+void TaskExecutor::freeSlot(const AllocationId& allocation, const std::string& cause) {
+  for (SlotState& slot : slots_) {
+    if (slot.allocation == allocation) releaseSlot(slot, cause);
   }
 }
 
-void TaskExecutor::freeJob(const JobId& job) {
+void TaskExecutor::freeJob(const JobId& job, const std::string& cause) {
   for (SlotState& slot : slots_) {
-    if (slot.job == job) {
-      slot.allocation.reset();
-      slot.job.reset();
-    }
+    if (slot.job == job) releaseSlot(slot, cause);
   }
+  // Attempts whose slot was freed before they ended.
+  if (runner_ == nullptr) return;
+  std::vector<AttemptId> cancel;
+  for (const auto& [id, record] : attempts_) {
+    if (record.job == job) cancel.push_back(id);
+  }
+  for (const AttemptId& attempt : cancel) runner_->cancel(attempt);
+}
+
+void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deployment,
+                              wire::TaskExecutorGateway::SubmitTaskResults::Builder results) {
+  if (runner_ == nullptr) {
+    rpc::failures::failedPrecondition(results.initFailure(), "this worker runs no tasks");
+    return;
+  }
+  const auto job = wire::idFromWire<JobId>(deployment.getJobId());
+  const auto attempt = wire::idFromWire<AttemptId>(deployment.getAttemptId());
+  const auto allocation = wire::idFromWire<AllocationId>(deployment.getAllocationId());
+  // Repeated: accepted before (running, or ended and still known to the runner).
+  if (attempts_.count(attempt) != 0 || runner_->latest(attempt)) return;
+  const bool held = std::any_of(slots_.begin(), slots_.end(), [&](const SlotState& slot) {
+    return slot.allocation == allocation && slot.job == job;
+  });
+  if (!held) {
+    rpc::failures::notFound(results.initFailure(), allocation,
+                            "allocation " + allocation.toHex() + " is not held for job " +
+                                job.toHex() + " on worker " + options_.resourceId.toHex());
+    return;
+  }
+  auto command = deployment.getCommand();
+  if (command.getArgv().size() == 0) {
+    rpc::failures::invalidArgument(results.initFailure(), "deployment.command.argv",
+                                   "is empty",
+                                   "the command of vertex " +
+                                       std::string(deployment.getVertexName().cStr()) +
+                                       " has no argv");
+    return;
+  }
+  TaskSpec spec;
+  spec.attempt = attempt;
+  spec.job = job;
+  for (auto arg : command.getArgv()) spec.argv.emplace_back(arg.cStr());
+  for (auto var : command.getEnv()) {
+    spec.env.push_back(std::string(var.getName().cStr()) + "=" + var.getValue().cStr());
+  }
+  spec.workingDir = command.getWorkingDir().cStr();
+
+  AttemptRecord record;
+  record.attempt = attempt;
+  record.job = job;
+  record.allocation = allocation;
+  record.vertex = deployment.getVertexName().cStr();
+  record.subtask = deployment.getSubtaskIndex();
+  record.attemptNumber = deployment.getAttemptNumber();
+  record.latest.attempt = attempt;
+  attempts_.emplace(attempt, std::move(record));
+  // The runner calls back later (never from inside start); after this object is gone the
+  // callbacks find no owner.
+  Status started = runner_->start(spec, [shared = shared_](const TaskUpdate& update) {
+    if (shared->owner != nullptr) shared->owner->onTaskUpdate(update);
+  });
+  if (!started.ok()) {
+    attempts_.erase(attempt);
+    rpc::failures::failedPrecondition(results.initFailure(), started.error().message);
+    return;
+  }
+  spdlog::debug("task executor {}: attempt {} of job {} accepted in epoch {}",
+                options_.resourceId.toHex(), attempt.toHex(), job.toHex(), epoch);
+}
+
+void TaskExecutor::cancelTask(const AttemptId& attempt,
+                              wire::TaskExecutorGateway::CancelTaskResults::Builder results) {
+  if (runner_ != nullptr) {
+    if (attempts_.count(attempt) != 0) {
+      runner_->cancel(attempt);
+      return;
+    }
+    if (runner_->latest(attempt)) return;  // Already ended.
+  }
+  rpc::failures::notFound(results.initFailure(), attempt,
+                          "no attempt " + attempt.toHex() + " on worker " +
+                              options_.resourceId.toHex());
+}
+
+void TaskExecutor::onTaskUpdate(const TaskUpdate& update) {
+  auto found = attempts_.find(update.attempt);
+  if (found == attempts_.end()) return;
+  AttemptRecord& record = found->second;
+  record.latest = update;
+  const std::string state = phaseName(update.phase);
+  if (update.phase == TaskPhase::kRunning) {
+    record.started = true;
+    ++counters_.tasksStarted;
+    logEvent(EventLine("task started")
+                 .field("resource_id", options_.resourceId.toHex())
+                 .field("job", record.job.toHex())
+                 .field("attempt", record.attempt.toHex())
+                 .field("pid", uint64_t{update.pid}));
+  } else {
+    if (update.phase == TaskPhase::kFinished) ++counters_.tasksFinished;
+    if (update.phase == TaskPhase::kFailed) ++counters_.tasksFailed;
+    if (update.phase == TaskPhase::kCanceled) ++counters_.tasksCanceled;
+    EventLine line("task ended");
+    line.field("resource_id", options_.resourceId.toHex())
+        .field("job", record.job.toHex())
+        .field("attempt", record.attempt.toHex())
+        .field("state", state)
+        .field("exit_code", int64_t{update.exitCode})
+        .field("signal", int64_t{update.termSignal});
+    if (update.phase == TaskPhase::kFailed) line.quotedField("message", update.message);
+    logEvent(std::move(line));
+  }
+  const JobId job = record.job;
+  PendingUpdate pending{shared_->gate.highest(), record};
+  if (update.phase != TaskPhase::kRunning) attempts_.erase(found);
+  link(job).updates.push_back(std::move(pending));
+  kickDelivery(job);
+}
+
+void TaskExecutor::kickDelivery(const JobId& job) {
+  JobLink& held = link(job);
+  if (held.delivering) return;
+  held.delivering = true;
+  tasks_.add(deliverLoop(job));
+}
+
+kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
+  JobLink& held = link(job);
+  // What belongs to a leader that is gone cannot be delivered to it (buffering across a leader
+  // change is not done): dropped.
+  while (!held.updates.empty() && held.updates.front().epoch < shared_->gate.highest()) {
+    const PendingUpdate& dropped = held.updates.front();
+    ++counters_.updatesDropped;
+    spdlog::warn("task executor {}: dropping the {} update of attempt {} (job {}): the leader of "
+                 "epoch {} it belongs to is gone (epoch {} seen)",
+                 options_.resourceId.toHex(), phaseName(dropped.record.latest.phase),
+                 dropped.record.attempt.toHex(), job.toHex(), dropped.epoch,
+                 shared_->gate.highest());
+    held.updates.pop_front();
+  }
+  if (held.updates.empty() || !epochStands(held.updates.front().epoch)) {
+    // Nothing left, or waiting for the registration with that epoch (onJobsRegistered).
+    held.delivering = false;
+    forgetIfIdle(job);
+    return kj::READY_NOW;
+  }
+  const uint64_t epoch = held.updates.front().epoch;
+  auto retry = [this, job](Duration retryAfter, const std::string& why) -> kj::Promise<void> {
+    JobLink& held = link(job);
+    held.gateway = nullptr;
+    const Duration wait = waitBefore(held.updateBackoff, retryAfter, options_.registrationMax);
+    spdlog::debug("task executor {}: an attempt update of job {} failed: {} (again in {} ms)",
+                  options_.resourceId.toHex(), job.toHex(), why, wait.count());
+    return timer_.afterDelay(wait.count() * kj::MILLISECONDS).then([this, job]() {
+      return deliverLoop(job);
+    });
+  };
+  // The front update is settled: the next one.
+  auto next = [this, job]() -> kj::Promise<void> {
+    JobLink& held = link(job);
+    if (!held.updates.empty()) held.updates.pop_front();
+    return deliverLoop(job);
+  };
+  return jobMaster(job, epoch)
+      .then([this, job, epoch, retry,
+             next](rpc::Attempt<wire::JobMasterGateway::Client> reached) -> kj::Promise<void> {
+        if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
+          const Reaction reaction = reactionTo(*failure);
+          if (reaction == Reaction::kUnknown) {
+            // The job is unknown to the term: its attempts are cancelled, its slots freed.
+            spdlog::warn("task executor {}: job {} is unknown to the leader: {}; cancelling its "
+                         "attempts and freeing its slots",
+                         options_.resourceId.toHex(), job.toHex(), failure->describe());
+            freeJob(job, "job unknown to the leader: " + failure->describe());
+            return next();
+          }
+          if (reaction == Reaction::kGiveUp) {
+            spdlog::error("task executor {}: cannot reach the JobMaster of job {}: {}",
+                          options_.resourceId.toHex(), job.toHex(), failure->describe());
+            return next();
+          }
+          return retry(failure->retryAfter, failure->describe());
+        }
+        const PendingUpdate& front = link(job).updates.front();
+        const AttemptId attempt = front.record.attempt;
+        auto request =
+            std::get<wire::JobMasterGateway::Client>(reached).updateTaskExecutionStateRequest();
+        request.setEpoch(epoch);
+        fillAttempt(request.initState(), front.record);
+        return leaders_.deadline()
+            .send(kj::mv(request))
+            .then(
+                [this, job, attempt, retry, next](
+                    capnp::Response<wire::JobMasterGateway::UpdateTaskExecutionStateResults>
+                        response) -> kj::Promise<void> {
+                  if (!response.hasFailure()) {
+                    link(job).updateBackoff.reset();
+                    return next();
+                  }
+                  auto failure = rpc::CallFailure::from(response.getFailure());
+                  switch (reactionTo(failure)) {
+                    case Reaction::kUnknown:
+                      spdlog::warn("task executor {}: the JobMaster of job {} does not know "
+                                   "attempt {}: cancelling it ({})",
+                                   options_.resourceId.toHex(), job.toHex(), attempt.toHex(),
+                                   failure.describe());
+                      if (runner_ != nullptr && attempts_.count(attempt) != 0) {
+                        runner_->cancel(attempt);
+                      }
+                      return next();
+                    case Reaction::kGiveUp:
+                      spdlog::error("task executor {}: the JobMaster of job {} refused the "
+                                    "update of attempt {}: {}",
+                                    options_.resourceId.toHex(), job.toHex(), attempt.toHex(),
+                                    failure.describe());
+                      return next();
+                    case Reaction::kRetry:
+                    case Reaction::kNotRegistered:
+                      break;
+                  }
+                  return retry(failure.retryAfter, failure.describe());
+                },
+                [this, job, retry, next](kj::Exception&& exception) -> kj::Promise<void> {
+                  if (reactionTo(exception) == Reaction::kGiveUp) {
+                    spdlog::error("task executor {}: an attempt update of job {} failed: {}",
+                                  options_.resourceId.toHex(), job.toHex(),
+                                  describeException(exception));
+                    return next();
+                  }
+                  return retry(Duration(0), describeException(exception));
+                });
+      });
+}
+
+void TaskExecutor::answerJobMasterHeartbeat(const JobId& job, uint64_t epoch) {
+  if (!epochStands(epoch)) return;  // Registering with that leader first.
+  tasks_.add(jobMaster(job, epoch).then([this, job, epoch](
+                                            rpc::Attempt<wire::JobMasterGateway::Client> reached)
+                                            -> kj::Promise<void> {
+    if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
+      spdlog::debug("task executor {}: cannot answer the heartbeat of job {}: {}",
+                    options_.resourceId.toHex(), job.toHex(), failure->describe());
+      forgetIfIdle(job);
+      return kj::READY_NOW;
+    }
+    // Every attempt of the job held here: running, or ended with its update still on the way.
+    std::set<AttemptId> held;
+    for (const auto& [id, record] : attempts_) {
+      if (record.job == job) held.insert(id);
+    }
+    auto found = jobs_.find(job);
+    if (found != jobs_.end()) {
+      for (const PendingUpdate& pending : found->second->updates) {
+        held.insert(pending.record.attempt);
+      }
+    }
+    auto request = std::get<wire::JobMasterGateway::Client>(reached).heartbeatRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initResourceId(), options_.resourceId);
+    auto list = request.initPayload().initDeployedAttempts(static_cast<unsigned>(held.size()));
+    unsigned i = 0;
+    for (const AttemptId& attempt : held) wire::setWireId(list[i++], attempt);
+    return leaders_.deadline()
+        .send(kj::mv(request))
+        .then(
+            [this, job, epoch](capnp::Response<wire::JobMasterGateway::HeartbeatResults> response) {
+              if (!response.hasFailure()) return;
+              auto failure = rpc::CallFailure::from(response.getFailure());
+              if (failure.which == wire::Failure::NOT_REGISTERED && epochStands(epoch)) {
+                // The JobMaster does not hold this worker's slots: offer them again.
+                for (SlotState& slot : slots_) {
+                  if (slot.job == job) slot.acceptedEpoch = 0;
+                }
+                scheduleOffer(job);
+                return;
+              }
+              spdlog::debug("task executor {}: the JobMaster heartbeat of job {} was refused: {}",
+                            options_.resourceId.toHex(), job.toHex(), failure.describe());
+            },
+            [this, job](kj::Exception&& exception) {
+              auto found = jobs_.find(job);
+              if (found != jobs_.end()) found->second->gateway = nullptr;
+              spdlog::debug("task executor {}: the JobMaster heartbeat of job {} failed: {}",
+                            options_.resourceId.toHex(), job.toHex(),
+                            describeException(exception));
+            });
+  }));
 }
 
 kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
@@ -554,6 +1167,7 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
                  .quotedField("cause", cause));
   };
   registered_ = false;
+  bootstrap_ = nullptr;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager = kj::mv(resourceManager_);
   resourceManager_ = nullptr;
   KJ_IF_MAYBE (gateway, resourceManager) {

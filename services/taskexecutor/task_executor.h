@@ -1,16 +1,20 @@
 // The TaskExecutor: a worker's slots, its TaskExecutorGateway behind the epoch gate (fencing
-// layer 2, docs/wire.md), and its registration with the leader's ResourceManager: register,
-// report every slot, answer heartbeats, and register again whenever the leader changes, a
-// higher epoch calls, the ResourceManager goes silent or forgets the registration. regent-worker
-// runs one (services/worker/); the slot-rebuild benchmark runs thousands in one process, each
-// with its own LeaderClient and so its own RPC connection.
+// layer 2, docs/wire.md), its registration with the leader's ResourceManager (register, report
+// every slot, answer heartbeats, and register again whenever the leader changes, a higher epoch
+// calls, the ResourceManager goes silent or forgets the registration), and the jobs on the
+// worker (docs/workers.md, "Jobs on a worker"): slots offered to each job's JobMaster, subtask
+// attempts run through a TaskRunner, their states reported to the JobMaster. regent-worker runs
+// one (services/worker/); the slot-rebuild benchmark runs thousands in one process, each with
+// its own LeaderClient and so its own RPC connection, and no TaskRunner.
 #pragma once
 
 #include <kj/async.h>
 #include <kj/timer.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +28,7 @@
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/taskexecutor/task_runner.h"
 
 namespace regent::taskexecutor {
 
@@ -63,6 +68,8 @@ struct SlotState {
   uint32_t index = 0;
   std::optional<AllocationId> allocation;
   std::optional<JobId> job;
+  // The epoch whose JobMaster accepted the slot (offerSlots); 0 while not accepted by any.
+  uint64_t acceptedEpoch = 0;
 };
 
 // Counts since the process started, for the worker's /metrics.
@@ -72,6 +79,11 @@ struct TaskExecutorCounters {
   uint64_t resourceManagerLost = 0;    // Heartbeat silence, disconnect, notRegistered, lost link.
   uint64_t heartbeatsAnswered = 0;     // ResourceManagerGateway.heartbeat calls made.
   uint64_t leaderChanges = 0;          // Registrations prompted by a new leader or higher epoch.
+  uint64_t tasksStarted = 0;           // Attempts whose process runs (the RUNNING update).
+  uint64_t tasksFinished = 0;          // Attempts ended by phase.
+  uint64_t tasksFailed = 0;
+  uint64_t tasksCanceled = 0;
+  uint64_t updatesDropped = 0;         // Attempt updates dropped when the leader changed.
 };
 
 // Loop-thread only. `timer` and `leaders` must outlive it; `leaders` is used by nothing else
@@ -105,9 +117,36 @@ struct TaskExecutorCounters {
 // any handler runs, counted in fencingCounters() and logged ("epoch gate refused", the first ten
 // and then one in a hundred). The master may hold the gateway after this object is destroyed;
 // its calls then fail DISCONNECTED.
+//
+// Jobs (docs/workers.md, "Jobs on a worker"). Every JobMaster call goes through the
+// MasterBootstrap of the leader registered with (MasterBootstrap.jobMaster(epoch, job), cached
+// per job and epoch) and carries the registered epoch:
+// - Offers: the slots requestSlot allocates to one job in one turn are offered together
+//   (offerSlots, with this worker's gateway). unavailable, notRegistered, OVERLOADED and lost
+//   connections are retried with ExponentialBackoff(registrationInitial, registrationMax) while
+//   the slot stays allocated and the epoch stays; notFound (the job is unknown to the term) and
+//   any other refusal free the slots; slots missing from `accepted` are freed. Registered with a
+//   new epoch, every allocated slot is offered again to its job's new JobMaster, with the
+//   attempts running in it.
+// - Attempts: submitTask starts the attempt through the TaskRunner (notFound when the
+//   allocation is not held for the job, invalidArgument for an empty argv, failedPrecondition
+//   without a TaskRunner); cancelTask, freeSlot and disconnect(jobMaster) cancel through it.
+//   Each update the runner reports is logged ("task started" / "task ended") and delivered with
+//   updateTaskExecutionState, one at a time and in order per job, retried with the backoff while
+//   the epoch it was produced in stays. An update whose leader is gone (a higher epoch seen) is
+//   dropped with a log line: buffering across a leader change is not done. notFound → the
+//   attempt is cancelled.
+// - Heartbeats: a JobMaster's TaskExecutorGateway.heartbeat is answered asynchronously with
+//   JobMasterGateway.heartbeat listing the job's attempts this worker holds (running, or ended
+//   with their last update not delivered yet); notRegistered makes it offer the job's slots again.
 class TaskExecutor final {
  public:
-  TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskExecutorOptions options);
+  // `runner` must outlive this object; its update callbacks are ignored once this object is
+  // gone. Null for the slot benchmark's simulated workers, which run no tasks: they offer no
+  // slots (an allocation is recorded and reported only) and answer submitTask
+  // failedPrecondition.
+  TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner* runner,
+               TaskExecutorOptions options);
   ~TaskExecutor() noexcept;
   TaskExecutor(const TaskExecutor&) = delete;
   TaskExecutor& operator=(const TaskExecutor&) = delete;
@@ -134,6 +173,8 @@ class TaskExecutor final {
   const std::string& lastRegistrationError() const { return lastRegistrationError_; }
 
   const std::vector<SlotState>& slots() const { return slots_; }
+  // Attempts accepted by submitTask and not ended yet.
+  size_t tasksRunning() const { return attempts_.size(); }
   const TaskExecutorOptions& options() const { return options_; }
   const TaskExecutorCounters& counters() const { return counters_; }
   // Calls that reached the gateway, and the epoch gate's refusals, by method.
@@ -174,11 +215,61 @@ class TaskExecutor final {
   // Gateway requests (behind the epoch gate).
   void requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,
                    wire::TaskExecutorGateway::RequestSlotResults::Builder results);
-  void freeSlot(const AllocationId& allocation);
-  void freeJob(const JobId& job);
+  void submitTask(uint64_t epoch, wire::TaskDeployment::Reader deployment,
+                  wire::TaskExecutorGateway::SubmitTaskResults::Builder results);
+  void cancelTask(const AttemptId& attempt,
+                  wire::TaskExecutorGateway::CancelTaskResults::Builder results);
+  // Cancels the allocation's attempts, then frees its slot.
+  void freeSlot(const AllocationId& allocation, const std::string& cause);
+  // Cancels the job's attempts, then frees its slots.
+  void freeJob(const JobId& job, const std::string& cause);
+  void answerJobMasterHeartbeat(const JobId& job, uint64_t epoch);
+
+  // One attempt as the worker holds it while it runs, and as it reports it.
+  struct AttemptRecord {
+    AttemptId attempt;
+    JobId job;
+    AllocationId allocation;
+    std::string vertex;
+    uint32_t subtask = 0;
+    uint32_t attemptNumber = 0;
+    TaskUpdate latest;  // Phase kRunning until the terminal update.
+    bool started = false;  // The runner reported kRunning.
+  };
+  // An update on its way to the JobMaster of `epoch`.
+  struct PendingUpdate {
+    uint64_t epoch = 0;
+    AttemptRecord record;
+  };
+  // What the worker keeps per job it holds slots or attempts of.
+  struct JobLink;
+
+  JobLink& link(const JobId& job);
+  // Forgets the job's link once nothing of the job is left on the worker.
+  void forgetIfIdle(const JobId& job);
+  // Offers the job's allocated slots not accepted in the registered epoch (after this turn's
+  // requestSlot calls); one offer per job at a time.
+  void scheduleOffer(const JobId& job);
+  kj::Promise<void> offerLoop(JobId job, uint64_t epoch);
+  // Delivers the job's pending updates in order; one loop per job at a time.
+  void kickDelivery(const JobId& job);
+  kj::Promise<void> deliverLoop(JobId job);
+  // The job's JobMaster in `epoch` (cached), through the registered leader's bootstrap.
+  kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> jobMaster(const JobId& job,
+                                                                      uint64_t epoch);
+  // Whether the leader registered with is still the one of `epoch`.
+  bool epochStands(uint64_t epoch) const;
+  void onTaskUpdate(const TaskUpdate& update);
+  // Frees the slot at `index` locally (its attempts cancelled).
+  void releaseSlot(SlotState& slot, const std::string& cause);
+  void fillAttempt(wire::TaskExecutionState::Builder state, const AttemptRecord& record) const;
+  // Registered with `epoch`: offers every slot not accepted there, drops what belongs to older
+  // epochs, delivers what waited.
+  void onJobsRegistered(uint64_t epoch);
 
   kj::Timer& timer_;
   client::LeaderClient& leaders_;
+  TaskRunner* const runner_;  // Null: runs no tasks.
   const TaskExecutorOptions options_;
   std::vector<SlotState> slots_;
   TaskExecutorCounters counters_;
@@ -194,6 +285,10 @@ class TaskExecutor final {
   uint64_t targetEpoch_ = 0;  // The epoch of the leader being registered with (or registered).
   std::optional<RegistrationId> registrationId_;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager_;
+  // The registered leader's bootstrap, through which the JobMasters are reached.
+  kj::Maybe<wire::MasterBootstrap::Client> bootstrap_;
+  std::map<AttemptId, AttemptRecord> attempts_;  // Accepted and not ended.
+  std::map<JobId, kj::Own<JobLink>> jobs_;
   uint64_t heartbeatTimeoutMs_ = 0;
   kj::TimePoint lastHeartbeat_;
   uint64_t round_ = 0;              // Registrations so far; a watch of an older one is stale.

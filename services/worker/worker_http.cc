@@ -1,8 +1,16 @@
 // WorkerHttpRoutes (see worker_http.h).
 #include "services/worker/worker_http.h"
 
+#include <fcntl.h>
 #include <kj/debug.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -11,11 +19,109 @@ namespace {
 
 constexpr const char* kText = "text/plain; charset=utf-8";
 constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
+constexpr const char* kOctets = "application/octet-stream";
+constexpr std::string_view kAttemptsPrefix = "/v1/attempts/";
+
+bool parseUint(std::string_view text, uint64_t& out) {
+  if (text.empty()) return false;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+bool equalsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// What the read of one output file came to (on the thread pool).
+struct OutputRead {
+  enum class Outcome { kRead, kMissing, kUnsatisfiable, kError } outcome = Outcome::kRead;
+  uint64_t size = 0;
+  uint64_t first = 0;
+  bool partial = false;  // 206: a Range was asked, or the file is larger than one chunk.
+  std::string bytes;
+  std::string error;
+};
+
+// Blocking: opens `path`, decides the range against its size, reads it.
+OutputRead readOutput(const std::string& path, std::optional<ByteRange> range) {
+  OutputRead read;
+  // The task user owns the attempt's directory and may replace the file: a link is not
+  // followed, and anything but a regular file (a FIFO would block the read) is refused.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    read.outcome = errno == ENOENT ? OutputRead::Outcome::kMissing : OutputRead::Outcome::kError;
+    read.error = "cannot open " + path + ": " + std::strerror(errno);
+    return read;
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    read.outcome = OutputRead::Outcome::kError;
+    read.error = path + " is not a regular file";
+    ::close(fd);
+    return read;
+  }
+  read.size = static_cast<uint64_t>(info.st_size);
+  uint64_t last = 0;  // Inclusive; meaningful when the range is not empty.
+  if (range) {
+    if (range->first >= read.size) {
+      read.outcome = OutputRead::Outcome::kUnsatisfiable;
+      ::close(fd);
+      return read;
+    }
+    read.first = range->first;
+    last = std::min(range->last.value_or(read.size - 1), read.size - 1);
+    read.partial = true;
+  } else {
+    read.partial = read.size > kMaxOutputChunk;
+    last = read.size == 0 ? 0 : read.size - 1;
+  }
+  if (read.size > 0) last = std::min(last, read.first + kMaxOutputChunk - 1);
+  const uint64_t length = read.size == 0 ? 0 : last - read.first + 1;
+  read.bytes.resize(length);
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, read.bytes.data() + done, length - done,
+                              static_cast<off_t>(read.first + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      read.outcome = OutputRead::Outcome::kError;
+      read.error = "cannot read " + path + ": " + std::strerror(errno);
+      ::close(fd);
+      return read;
+    }
+    if (n == 0) break;  // Truncated meanwhile: what there is.
+    done += static_cast<uint64_t>(n);
+  }
+  read.bytes.resize(done);
+  ::close(fd);
+  return read;
+}
 
 }  // namespace
 
-WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, const kj::HttpHeaderTable& headerTable)
+std::optional<ByteRange> parseByteRange(std::string_view header) {
+  constexpr std::string_view kBytes = "bytes=";
+  if (header.substr(0, kBytes.size()) != kBytes) return std::nullopt;
+  header.remove_prefix(kBytes.size());
+  const size_t dash = header.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  ByteRange range;
+  if (!parseUint(header.substr(0, dash), range.first)) return std::nullopt;
+  const std::string_view last = header.substr(dash + 1);
+  if (last.empty()) return range;
+  uint64_t value = 0;
+  if (!parseUint(last, value) || value < range.first) return std::nullopt;
+  range.last = value;
+  return range;
+}
+
+WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop,
+                                   const kj::HttpHeaderTable& headerTable)
     : host_(host),
+      loop_(loop),
       headerTable_(headerTable),
       allow_(KJ_REQUIRE_NONNULL(headerTable.stringToId("Allow"),
                                 "the header table must come from HttpRoutes::makeHeaderTable()")) {}
@@ -24,16 +130,18 @@ kj::Promise<void> WorkerHttpRoutes::request(kj::HttpMethod method, kj::StringPtr
                                             const kj::HttpHeaders& headers, kj::AsyncInputStream&,
                                             Response& response) {
   return http::serveRoute(url, headers, closeRequested_, [&](const std::string& path) {
-    return route(method, path, response);
+    return route(method, path, headers, response);
   });
 }
 
-kj::Promise<void> WorkerHttpRoutes::reply(Response& response, uint status,
-                                          kj::StringPtr statusText, kj::StringPtr contentType,
-                                          std::string body) {
+kj::Promise<void> WorkerHttpRoutes::reply(
+    Response& response, uint status, kj::StringPtr statusText, kj::StringPtr contentType,
+    std::string body, const std::vector<std::pair<std::string, std::string>>& extra) {
   kj::HttpHeaders headers(headerTable_);
   headers.set(kj::HttpHeaderId::CONTENT_TYPE, contentType);
   if (status == 405) headers.set(allow_, "GET");
+  // The names and values live in `extra` until send() has written the head.
+  for (const auto& [name, value] : extra) headers.add(name, value);
   auto stream = response.send(status, statusText, headers, uint64_t(body.size()));
   auto text = kj::heap<std::string>(std::move(body));
   auto written = stream->write(text->data(), text->size());
@@ -41,8 +149,9 @@ kj::Promise<void> WorkerHttpRoutes::reply(Response& response, uint status,
 }
 
 kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::string& path,
-                                          Response& response) {
-  if (path != "/healthz" && path != "/readyz" && path != "/metrics") {
+                                          const kj::HttpHeaders& headers, Response& response) {
+  const bool attempts = path.compare(0, kAttemptsPrefix.size(), kAttemptsPrefix) == 0;
+  if (path != "/healthz" && path != "/readyz" && path != "/metrics" && !attempts) {
     return reply(response, 404, "Not Found", kText,
                  "no such endpoint: " + http::echoablePath(path) + "\n");
   }
@@ -51,6 +160,7 @@ kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::stri
                  path + " answers GET only, not " + kj::str(method).cStr() + "\n");
   }
   if (path == "/healthz") return reply(response, 200, "OK", kText, "ok\n");
+  if (attempts) return attemptOutput(path, headers, response);
   if (path == "/readyz") {
     if (auto reason = host_.notReadyReason()) {
       return reply(response, 503, "Service Unavailable", kText, "not ready: " + *reason + "\n");
@@ -60,6 +170,62 @@ kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::stri
                      std::to_string(host_.registeredEpoch()) + "\n");
   }
   return reply(response, 200, "OK", kPrometheus, metrics());
+}
+
+kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
+                                                  const kj::HttpHeaders& headers,
+                                                  Response& response) {
+  // <prefix><32 hex digits>/stdout|stderr
+  const std::string_view rest = std::string_view(path).substr(kAttemptsPrefix.size());
+  const size_t slash = rest.find('/');
+  const std::string_view name = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (slash == std::string_view::npos || (name != "stdout" && name != "stderr")) {
+    return reply(response, 404, "Not Found", kText,
+                 "no such endpoint: " + http::echoablePath(path) +
+                     " (expected /v1/attempts/<attempt id>/stdout or /stderr)\n");
+  }
+  const std::optional<AttemptId> attempt = AttemptId::fromHex(rest.substr(0, slash));
+  if (!attempt) {
+    return reply(response, 404, "Not Found", kText,
+                 "not an attempt id: " + http::echoablePath(std::string(rest.substr(0, slash))) +
+                     " (expected 32 hex digits)\n");
+  }
+  const OutputStream stream = name == "stdout" ? OutputStream::kStdout : OutputStream::kStderr;
+  std::optional<AttemptOutput> output = host_.attemptOutput(*attempt, stream);
+  if (!output) {
+    return reply(response, 404, "Not Found", kText,
+                 "no attempt " + attempt->toHex() +
+                     " on this worker (unknown, or its output was pruned)\n");
+  }
+  std::optional<ByteRange> range;
+  headers.forEach([&](kj::StringPtr header, kj::StringPtr value) {
+    if (equalsIgnoringCase(header.cStr(), "Range")) range = parseByteRange(value.cStr());
+  });
+  return loop_.runBlocking([file = output->path, range]() { return readOutput(file, range); })
+      .then([this, &response, attempt = *attempt, state = output->state](OutputRead read) {
+        std::vector<std::pair<std::string, std::string>> extra{{"X-Regent-Attempt-State", state}};
+        switch (read.outcome) {
+          case OutputRead::Outcome::kMissing:
+            return reply(response, 404, "Not Found", kText,
+                         "no attempt " + attempt.toHex() +
+                             " on this worker (unknown, or its output was pruned)\n",
+                         extra);
+          case OutputRead::Outcome::kError:
+            return reply(response, 500, "Internal Server Error", kText, read.error + "\n", extra);
+          case OutputRead::Outcome::kUnsatisfiable:
+            extra.emplace_back("Content-Range", "bytes */" + std::to_string(read.size));
+            return reply(response, 416, "Range Not Satisfiable", kText,
+                         "the output is " + std::to_string(read.size) + " bytes long\n", extra);
+          case OutputRead::Outcome::kRead:
+            break;
+        }
+        if (!read.partial) return reply(response, 200, "OK", kOctets, std::move(read.bytes), extra);
+        const uint64_t last = read.first + read.bytes.size() - (read.bytes.empty() ? 0 : 1);
+        extra.emplace_back("Content-Range", "bytes " + std::to_string(read.first) + "-" +
+                                                std::to_string(last) + "/" +
+                                                std::to_string(read.size));
+        return reply(response, 206, "Partial Content", kOctets, std::move(read.bytes), extra);
+      });
 }
 
 std::string WorkerHttpRoutes::metrics() const {
@@ -98,6 +264,19 @@ std::string WorkerHttpRoutes::metrics() const {
     out << "regent_worker_epoch_gate_refusals_total{method=\""
         << http::escapeLabelValue(method) << "\"} " << count << '\n';
   }
+  http::writeMetricFamily(out, "regent_worker_tasks_running", "gauge",
+                          "Subtask attempts accepted by this worker and not ended.");
+  out << "regent_worker_tasks_running " << host_.tasksRunning() << '\n';
+  http::writeMetricFamily(out, "regent_worker_tasks_started_total", "counter",
+                          "Subtask attempts whose process this worker started.");
+  out << "regent_worker_tasks_started_total " << counters.tasksStarted << '\n';
+  http::writeMetricFamily(out, "regent_worker_tasks_ended_total", "counter",
+                          "Subtask attempts ended on this worker, by state (finished, failed, "
+                          "canceled).");
+  out << "regent_worker_tasks_ended_total{state=\"finished\"} " << counters.tasksFinished << '\n';
+  out << "regent_worker_tasks_ended_total{state=\"failed\"} " << counters.tasksFailed << '\n';
+  out << "regent_worker_tasks_ended_total{state=\"canceled\"} " << counters.tasksCanceled
+      << '\n';
   return out.str();
 }
 

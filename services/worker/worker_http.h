@@ -1,6 +1,6 @@
 // The HTTP endpoints a worker serves on worker.http.bind (docs/workers.md): health, readiness
-// (registered with the current leader) and Prometheus metrics, on the listener of
-// services/http/http_server.h.
+// (registered with the current leader), Prometheus metrics, and the output of its subtask
+// attempts (ranged reads, for regentctl jobs logs), on the listener of services/http/http_server.h.
 #pragma once
 
 #include <kj/compat/http.h>
@@ -8,13 +8,37 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "common/event_loop.h"
+#include "common/ids.h"
 #include "rpc/fenced_endpoint.h"
 #include "services/http/http_server.h"
 #include "services/taskexecutor/task_executor.h"
 
 namespace regent::worker {
+
+enum class OutputStream { kStdout, kStderr };
+
+// Where an attempt's output is and the state it is in.
+struct AttemptOutput {
+  std::string path;   // The file (may be missing, when pruned since).
+  std::string state;  // "RUNNING", "FINISHED", "FAILED", "CANCELED" (taskexecutor::phaseName).
+};
+
+// The most one response of /v1/attempts carries.
+inline constexpr uint64_t kMaxOutputChunk = 1 << 20;
+
+// A Range request header's "bytes=N-" or "bytes=N-M" (M >= N): first and last byte (nullopt:
+// to the end). nullopt for any other value, which the endpoint ignores (RFC 9110: it answers the
+// whole representation).
+struct ByteRange {
+  uint64_t first = 0;
+  std::optional<uint64_t> last;
+};
+std::optional<ByteRange> parseByteRange(std::string_view header);
 
 // What the endpoints ask of their worker. Loop-thread only; called while a request is served.
 class WorkerHttpHost {
@@ -30,6 +54,12 @@ class WorkerHttpHost {
   virtual const std::vector<taskexecutor::SlotState>& slots() const = 0;
   // The TaskExecutorGateway's calls and the epoch gate's refusals, by method.
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
+  // Attempts accepted and not ended (TaskExecutor::tasksRunning()).
+  virtual size_t tasksRunning() const = 0;
+  // The attempt's output file and state (running, or ended and retained), or nullopt when the
+  // worker does not know the attempt or has pruned it.
+  virtual std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
+                                                     OutputStream stream) const = 0;
 };
 
 // The routes:
@@ -39,13 +69,24 @@ class WorkerHttpHost {
 //                 regent_worker_epoch_highest, regent_worker_registrations_total,
 //                 regent_worker_registration_attempts_total,
 //                 regent_worker_resource_manager_lost_total, regent_worker_slots{state},
-//                 regent_worker_epoch_gate_refusals_total{method}
+//                 regent_worker_epoch_gate_refusals_total{method}, regent_worker_tasks_running,
+//                 regent_worker_tasks_started_total, regent_worker_tasks_ended_total{state}
+//   GET /v1/attempts/<attempt id hex>/stdout, .../stderr
+//                 The attempt's output file, application/octet-stream, at most kMaxOutputChunk
+//                 bytes per response. No Range: 200 with the whole file when it is at most
+//                 kMaxOutputChunk, else 206 with its first kMaxOutputChunk bytes. "Range: bytes=N-"
+//                 or "bytes=N-M": 206 with "Content-Range: bytes N-L/SIZE" (L cut to the file's
+//                 end and to kMaxOutputChunk bytes); N >= SIZE: 416 with "Content-Range:
+//                 bytes */SIZE". Every answer carries "X-Regent-Attempt-State" (RUNNING, FINISHED,
+//                 FAILED, CANCELED). An unknown or pruned attempt (or a malformed id): 404 with a
+//                 one-line text. The file is read on the loop's thread pool (runBlocking), opened
+//                 without following a link; one that is a link or not a regular file: 500.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
-// `host` and `headerTable` must outlive the routes; `headerTable` must come from
+// `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
 // http::HttpRoutes::makeHeaderTable().
 class WorkerHttpRoutes final : public http::HttpRouteSet {
  public:
-  WorkerHttpRoutes(WorkerHttpHost& host, const kj::HttpHeaderTable& headerTable);
+  WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop, const kj::HttpHeaderTable& headerTable);
 
   kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
                             const kj::HttpHeaders& headers, kj::AsyncInputStream& requestBody,
@@ -53,12 +94,18 @@ class WorkerHttpRoutes final : public http::HttpRouteSet {
   bool closeRequested() const override { return closeRequested_; }
 
  private:
-  kj::Promise<void> route(kj::HttpMethod method, const std::string& path, Response& response);
+  kj::Promise<void> route(kj::HttpMethod method, const std::string& path,
+                          const kj::HttpHeaders& headers, Response& response);
+  kj::Promise<void> attemptOutput(const std::string& path, const kj::HttpHeaders& headers,
+                                  Response& response);
   std::string metrics() const;
+  // `extra`: further headers (name, value) of the reply.
   kj::Promise<void> reply(Response& response, uint status, kj::StringPtr statusText,
-                          kj::StringPtr contentType, std::string body);
+                          kj::StringPtr contentType, std::string body,
+                          const std::vector<std::pair<std::string, std::string>>& extra = {});
 
   WorkerHttpHost& host_;
+  EventLoop& loop_;
   const kj::HttpHeaderTable& headerTable_;
   kj::HttpHeaderId allow_;
   bool closeRequested_ = false;

@@ -26,9 +26,12 @@ constexpr const char* kDescription =
     "It offers worker.slots slots of worker.slot-cpu cores and worker.slot-memory each, finds the "
     "leading master through ZooKeeper (or the one master of ha.mode=standalone), registers with "
     "its ResourceManager, reports its slots and answers heartbeats, and registers again with "
-    "every new leader. Its resource id lives in worker.data-dir. It serves HTTP (/healthz, "
-    "/readyz, /metrics) on worker.http.bind, and disconnects and exits on SIGTERM, SIGINT or "
-    "SIGQUIT (a second one exits at once); SIGHUP is ignored (no configuration reload).";
+    "every new leader. It offers the slots allocated to a job to the job's JobMaster and runs the "
+    "subtask attempts it is given as child processes (as worker.task-user when root), their "
+    "output under worker.data-dir. Its resource id lives in worker.data-dir. It serves HTTP "
+    "(/healthz, /readyz, /metrics, /v1/attempts/<id>/stdout|stderr) on worker.http.bind, and "
+    "kills its tasks, disconnects and exits on SIGTERM, SIGINT or SIGQUIT (a second one exits at "
+    "once); SIGHUP is ignored (no configuration reload).";
 
 }  // namespace
 
@@ -47,9 +50,20 @@ int main(int argc, char** argv) {
   // Configuration the worker alone checks, before anything is created: exit 2 naming the option.
   auto profile = worker::slotProfileFrom(config);
   auto credential = worker::workerCredentialFrom(config);
-  if (!profile.ok() || !credential.ok()) {
-    spdlog::error("{}", profile.ok() ? credential.error().message : profile.error().message);
+  // The task user reads the user database: here, before the loop runs.
+  auto taskUser = worker::taskUserFrom(config);
+  if (!profile.ok() || !credential.ok() || !taskUser.ok()) {
+    spdlog::error("{}", !profile.ok()      ? profile.error().message
+                        : !credential.ok() ? credential.error().message
+                                           : taskUser.error().message);
     return processMain.exit("", worker::kExitUsage);
+  }
+  if (taskUser.value().uid) {
+    spdlog::info("tasks run as user {} (uid {}, gid {})", taskUser.value().name,
+                 *taskUser.value().uid, taskUser.value().gid.value_or(0));
+  } else {
+    spdlog::info("tasks run as the worker's own user (worker.task-user applies to a worker "
+                 "running as root only)");
   }
 
   // The data directory's file work blocks: it runs here, before the loop does.
@@ -78,7 +92,8 @@ int main(int argc, char** argv) {
   int code = worker::kExitFailure;
   try {
     EventLoop loop;
-    auto process = worker::WorkerProcess::create(loop, config, std::move(dataDir).value());
+    auto process = worker::WorkerProcess::create(loop, config, std::move(dataDir).value(),
+                                                 taskUser.value());
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {

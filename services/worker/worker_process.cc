@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -47,8 +48,26 @@ std::string workerHostName(const Config& config) {
   return advertised.empty() ? localHostName() : advertised;
 }
 
+Result<taskexecutor::TaskUser> taskUserFrom(const Config& config) {
+  return taskexecutor::resolveTaskUser(config.getString("worker.task-user"),
+                                       config.getBool("worker.task-allow-root"), ::geteuid());
+}
+
+taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
+                                                      const taskexecutor::TaskUser& user) {
+  taskexecutor::TaskRunnerOptions options;
+  options.attemptsDir = (std::filesystem::path(config.getString("worker.data-dir")) / "attempts")
+                            .string();
+  options.uid = user.uid;
+  options.gid = user.gid;
+  options.cancelTimeout = config.getDuration("worker.task-cancel-timeout");
+  options.retainAttempts = static_cast<size_t>(config.getInt("worker.attempts.retain"));
+  return options;
+}
+
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
-    EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir) {
+    EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir,
+    const taskexecutor::TaskUser& taskUser) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
   auto profile = slotProfileFrom(config);
@@ -78,6 +97,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   worker->leaders_ =
       kj::heap<client::LeaderClient>(worker->rpcNetwork_->network(), loop.timer(),
                                      std::move(retrieval).value(), std::move(options));
+  worker->taskRunner_ = kj::heap<taskexecutor::TaskRunner>(
+      loop, loop.timer(), taskRunnerOptionsFrom(config, taskUser));
   return worker;
 }
 
@@ -105,7 +126,7 @@ kj::Promise<int> WorkerProcess::run() {
           loop_.io().getNetwork(), loop_.timer(), config_.getString("worker.http.bind"),
           "worker.http.bind",
           [this](const kj::HttpHeaderTable& headerTable) -> kj::Own<http::HttpRouteSet> {
-            return kj::heap<WorkerHttpRoutes>(*this, headerTable);
+            return kj::heap<WorkerHttpRoutes>(*this, loop_, headerTable);
           })
           .then([this](Result<kj::Own<http::HttpServer>>&& listening) {
             if (!listening.ok()) {
@@ -137,7 +158,8 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.slotProfile = slotProfile_;
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
-  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, kj::mv(options));
+  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_,
+                                                       taskRunner_.get(), kj::mv(options));
   taskExecutor_->start();
 }
 
@@ -169,15 +191,23 @@ void WorkerProcess::onStopSignal(int signum) {
     std::_Exit(code);
   }
   stopping_ = true;
-  spdlog::info("{} received: disconnecting from the ResourceManager, then exiting",
+  spdlog::info("{} received: killing the running tasks, disconnecting from the ResourceManager, "
+               "then exiting",
                stopSignalName(signum));
-  if (!taskExecutor_) {  // Not registering yet: nothing to disconnect.
-    exit_->fulfill(int(kExitStopped));
-    return;
-  }
-  tasks_.add(taskExecutor_->disconnect("worker stopping").then([this]() {
-    exit_->fulfill(int(kExitStopped));
-  }));
+  const size_t running = taskRunner_->runningCount();
+  tasks_.add(taskRunner_->killAll()
+                 .then([this, running]() -> kj::Promise<void> {
+                   spdlog::info("{}", EventLine("tasks killed")
+                                          .field("resource_id", resourceId().toHex())
+                                          .field("count", uint64_t{running})
+                                          .field("mono_us", monotonicMicros())
+                                          .field("wall_ms", wallClockMillis())
+                                          .str());
+                   // Not registering yet: nothing to disconnect.
+                   if (!taskExecutor_) return kj::READY_NOW;
+                   return taskExecutor_->disconnect("worker stopping");
+                 })
+                 .then([this]() { exit_->fulfill(int(kExitStopped)); }));
 }
 
 std::optional<std::string> WorkerProcess::notReadyReason() const {
@@ -214,6 +244,19 @@ const std::vector<taskexecutor::SlotState>& WorkerProcess::slots() const {
 
 const rpc::FencingCounters& WorkerProcess::fencingCounters() const {
   return taskExecutor_ ? taskExecutor_->fencingCounters() : noFencing_;
+}
+
+size_t WorkerProcess::tasksRunning() const {
+  return taskExecutor_ ? taskExecutor_->tasksRunning() : 0;
+}
+
+std::optional<AttemptOutput> WorkerProcess::attemptOutput(const AttemptId& attempt,
+                                                          OutputStream stream) const {
+  auto latest = taskRunner_->latest(attempt);
+  auto path = stream == OutputStream::kStdout ? taskRunner_->stdoutPath(attempt)
+                                              : taskRunner_->stderrPath(attempt);
+  if (!latest || !path) return std::nullopt;
+  return AttemptOutput{.path = *path, .state = taskexecutor::phaseName(latest->phase)};
 }
 
 }  // namespace regent::worker

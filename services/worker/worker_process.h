@@ -1,7 +1,8 @@
 // The regent-worker process, its composition root (docs/workers.md): the data directory's
 // identity, the HA services and leader retrieval (reader identity), the follow-the-leader client
-// that carries the worker's RPC connection, one TaskExecutor, the worker's HTTP endpoints on
-// worker.http.bind, and the signals (SIGTERM, SIGINT, SIGQUIT disconnect and stop).
+// that carries the worker's RPC connection, the TaskRunner of its tasks, one TaskExecutor, the
+// worker's HTTP endpoints on worker.http.bind, and the signals (SIGTERM, SIGINT, SIGQUIT kill
+// the tasks, disconnect and stop).
 #pragma once
 
 #include <kj/async.h>
@@ -21,6 +22,7 @@
 #include "rpc/rpc_tls.h"
 #include "services/http/http_server.h"
 #include "services/taskexecutor/task_executor.h"
+#include "services/taskexecutor/task_runner.h"
 #include "services/worker/worker_data_dir.h"
 #include "services/worker/worker_http.h"
 
@@ -50,27 +52,40 @@ Result<std::optional<rpc::ClientCredential>> workerCredentialFrom(const Config& 
 // The host name a worker registers with: worker.advertised-host, or the local host name.
 std::string workerHostName(const Config& config);
 
+// worker.task-user / worker.task-allow-root for this process's effective user (resolveTaskUser):
+// an error names the option. Reads the user database: call before the loop runs.
+Result<taskexecutor::TaskUser> taskUserFrom(const Config& config);
+
+// The TaskRunner's options: <worker.data-dir>/attempts, `user`, worker.task-cancel-timeout,
+// worker.attempts.retain.
+taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
+                                                      const taskexecutor::TaskUser& user);
+
 // One worker. Thread-safety: loop-thread only. Lifetime: `loop` and `config` must outlive it.
-// Destroying it destroys the TaskExecutor (its calls cancelled), then the leader client (its
-// connection closed), then the HA services, and last the data directory (its lock released).
+// Destroying it destroys the TaskExecutor (its calls cancelled), then the TaskRunner (tasks still
+// running are killed), then the leader client (its connection closed), then the HA services, and
+// last the data directory (its lock released).
 class WorkerProcess final : public WorkerHttpHost {
  public:
   // Builds the RPC network (rpc.tls.*), the HA services (reader identity) and the leader
-  // retrieval, and the leader client over them. Fails (fatal) only on what retrying cannot fix:
-  // bad TLS files, options the ZooKeeper client rejects, an unusable credential. An unreachable
-  // ZooKeeper or master is not a failure: the worker keeps trying.
+  // retrieval, the leader client over them, and the TaskRunner running tasks as `taskUser`
+  // (taskUserFrom). Fails (fatal) only on what retrying cannot fix: bad TLS files, options the
+  // ZooKeeper client rejects, an unusable credential. An unreachable ZooKeeper or master is not
+  // a failure: the worker keeps trying.
   static Result<std::unique_ptr<WorkerProcess>> create(EventLoop& loop, const Config& config,
-                                                       std::unique_ptr<WorkerDataDir> dataDir);
+                                                       std::unique_ptr<WorkerDataDir> dataDir,
+                                                       const taskexecutor::TaskUser& taskUser);
   ~WorkerProcess() noexcept override;
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   // Watches the signals, listens on worker.http.bind, then creates the TaskExecutor (advertising
   // the bound HTTP address) and starts registering. Resolves with kExitFailure if the HTTP
-  // server cannot listen (logged as an error). SIGTERM, SIGINT and SIGQUIT call
+  // server cannot listen (logged as an error). SIGTERM, SIGINT and SIGQUIT kill the running tasks
+  // (TaskRunner::killAll, then the "tasks killed" line), call
   // TaskExecutor::disconnect("worker stopping") and then resolve with kExitStopped; a second one
   // while that runs ends the process at once with 128 + the signal number (after logging "worker
-  // exiting"). SIGHUP is logged and ignored. Call once.
+  // exiting"; the tasks die with it, by their PDEATHSIG). SIGHUP is logged and ignored. Call once.
   kj::Promise<int> run();
 
   const ResourceId& resourceId() const { return dataDir_->resourceId(); }
@@ -82,6 +97,9 @@ class WorkerProcess final : public WorkerHttpHost {
   const taskexecutor::TaskExecutorCounters& counters() const override;
   const std::vector<taskexecutor::SlotState>& slots() const override;
   const rpc::FencingCounters& fencingCounters() const override;
+  size_t tasksRunning() const override;
+  std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
+                                             OutputStream stream) const override;
 
  private:
   WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
@@ -99,6 +117,7 @@ class WorkerProcess final : public WorkerHttpHost {
   std::unique_ptr<ha::HaServices> ha_;
   kj::Own<rpc::RpcNetwork> rpcNetwork_;        // rpc.tls.*; outlives the leader client.
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
+  kj::Own<taskexecutor::TaskRunner> taskRunner_;      // Outlives the TaskExecutor.
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
   kj::Own<http::HttpServer> httpServer_;
   kj::Own<kj::PromiseFulfiller<int>> exit_;

@@ -2,9 +2,11 @@
 // profile), its data directory (the same resource id after a restart, a second worker refused
 // naming both), its signals (SIGTERM exits 0 with the exiting line last), its HTTP endpoints
 // without a master, and its registration with a real regent-master over real ZooKeeper and with
-// a standalone master.
+// a standalone master; a bad worker.task-user refused at start.
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
+
+#include <unistd.h>
 
 #include <csignal>
 #include <memory>
@@ -121,6 +123,34 @@ TEST_F(WorkerProcessTest, AnInvalidSlotProfileExits2NamingTheOption) {
     EXPECT_NE(lastLine(output).find("worker exiting resource_id=? code=2"), std::string::npos)
         << output;
   }
+}
+
+// The task user is resolved at start (this test runs as root, where it applies): an unknown user,
+// or root without worker.task-allow-root, exits 2 naming the option before anything starts.
+TEST_F(WorkerProcessTest, ABadTaskUserExits2NamingTheOption) {
+  if (::geteuid() != 0) GTEST_SKIP() << "worker.task-user applies to a worker running as root";
+  for (const std::vector<std::string>& sets :
+       std::vector<std::vector<std::string>>{{"worker.task-user=no-such-user-regent"},
+                                             {"worker.task-user=root"}}) {
+    auto worker = startWorker(sets);
+    ASSERT_OK(worker);
+    auto exit = worker.value()->waitForExit(kExitTimeout);
+    ASSERT_TRUE(exit) << sets[0];
+    EXPECT_TRUE(exit->exited() && exit->exitCode == 2) << sets[0] << ": " << exit->describe();
+    const std::string output = worker.value()->output();
+    EXPECT_NE(output.find("worker.task-user"), std::string::npos) << sets[0] << ":\n" << output;
+    EXPECT_EQ(output.find("worker starting"), std::string::npos) << output;
+    EXPECT_NE(lastLine(output).find("worker exiting resource_id=? code=2"), std::string::npos)
+        << output;
+  }
+  // Told explicitly, root is accepted.
+  auto worker = startWorker({"worker.task-user=root", "worker.task-allow-root=true"});
+  ASSERT_OK(worker);
+  waitForHttp(*worker.value());  // Its signal handlers are installed by then.
+  ASSERT_OK(worker.value()->terminate());
+  auto exit = worker.value()->waitForExit(kExitTimeout);
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->exited() && exit->exitCode == 0) << exit->describe();
 }
 
 TEST_F(WorkerProcessTest, ASecondWorkerOnTheSameDataDirExits1NamingBothWorkers) {

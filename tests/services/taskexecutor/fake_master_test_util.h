@@ -1,7 +1,8 @@
 // A fake leading master for worker-side tests: a MasterBootstrap whose leaderInfo names itself as
-// the leader of `epoch`, and whose resourceManager(epoch) hands out a ResourceManagerGateway that
-// records every call (registrations with the worker's gateway capability, slot reports,
-// heartbeats, disconnects) in a shared FakeMasterState the test reads and scripts.
+// the leader of `epoch`, whose resourceManager(epoch) hands out a ResourceManagerGateway and whose
+// jobMaster(epoch, job) a JobMasterGateway, both recording every call (registrations with the
+// worker's gateway capability, slot reports, heartbeats, disconnects, slot offers, attempt
+// updates, JobMaster heartbeats) in a shared FakeMasterState the test reads and scripts.
 #pragma once
 
 #include <capnp/capability.h>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,7 @@ struct ReportedSlot {
   uint32_t index = 0;
   std::optional<AllocationId> allocation;
   std::optional<JobId> job;
+  std::vector<AttemptId> running;  // runningAttempts.
 };
 
 struct FakeRegistration {
@@ -43,6 +46,68 @@ struct FakeReport {
   ResourceId resourceId;
   std::optional<RegistrationId> registrationId;  // As the call names it; nullopt: unset.
   std::vector<ReportedSlot> slots;
+};
+
+// One attempt as a worker reports it (an update, or a running attempt in an offer or report).
+struct FakeAttemptState {
+  AttemptId attempt;
+  JobId job;
+  AllocationId allocation;
+  std::string vertex;
+  uint32_t subtask = 0;
+  uint32_t attemptNumber = 0;
+  wire::ExecutionState state = wire::ExecutionState::CREATED;
+  uint32_t pid = 0;
+  int32_t exitCode = 0;
+  int32_t termSignal = 0;
+  std::string failureMessage;
+  int64_t startedAtMs = 0;
+  int64_t endedAtMs = 0;
+};
+
+inline FakeAttemptState readAttempt(wire::TaskExecutionState::Reader state) {
+  FakeAttemptState out;
+  out.attempt = wire::idFromWire<AttemptId>(state.getAttemptId());
+  out.job = wire::idFromWire<JobId>(state.getJobId());
+  out.allocation = wire::idFromWire<AllocationId>(state.getAllocationId());
+  out.vertex = state.getVertexName().cStr();
+  out.subtask = state.getSubtaskIndex();
+  out.attemptNumber = state.getAttemptNumber();
+  out.state = state.getState();
+  out.pid = state.getPid();
+  out.exitCode = state.getExitCode();
+  out.termSignal = state.getTermSignal();
+  out.failureMessage = state.getFailureMessage().cStr();
+  out.startedAtMs = state.getStartedAtMs();
+  out.endedAtMs = state.getEndedAtMs();
+  return out;
+}
+
+struct FakeSlotOffer {
+  AllocationId allocation;
+  uint32_t slotIndex = 0;
+  std::vector<FakeAttemptState> running;
+};
+
+struct FakeOffer {
+  uint64_t epoch = 0;
+  JobId job;
+  ResourceId resourceId;
+  std::vector<FakeSlotOffer> slots;
+  wire::TaskExecutorGateway::Client taskExecutor{nullptr};
+};
+
+struct FakeUpdate {
+  uint64_t epoch = 0;
+  JobId jobMaster;  // The JobMaster called.
+  FakeAttemptState state;
+};
+
+struct FakeJobMasterHeartbeat {
+  uint64_t epoch = 0;
+  JobId job;
+  ResourceId resourceId;
+  std::vector<AttemptId> deployed;
 };
 
 struct FakeMasterState {
@@ -78,6 +143,19 @@ struct FakeMasterState {
   std::vector<std::pair<uint64_t, std::string>> disconnects;  // (epoch, cause).
   std::vector<std::optional<RegistrationId>> disconnectRegistrations;  // As each names it.
 
+  // MasterBootstrap.jobMaster: jobs answered notFound; the next this many calls answered
+  // unavailable.
+  std::set<JobId> unknownJobs;
+  int jobMasterUnavailable = 0;
+  // offerSlots: accept every offered slot (else none).
+  bool acceptOffers = true;
+  // updateTaskExecutionState: attempts answered notFound.
+  std::set<AttemptId> unknownAttempts;
+  std::vector<std::pair<uint64_t, JobId>> jobMasterCalls;  // (epoch, job).
+  std::vector<FakeOffer> offers;
+  std::vector<FakeUpdate> updates;
+  std::vector<FakeJobMasterHeartbeat> jobMasterHeartbeats;
+
   // The TaskExecutorGateway of the latest registration.
   wire::TaskExecutorGateway::Client taskExecutor() {
     return registrations.back().taskExecutor;
@@ -94,6 +172,9 @@ inline FakeReport readReport(uint64_t epoch, wire::SlotReport::Reader report) {
     reported.allocation =
         wire::idFromWireIfSet<AllocationId>(slot.hasAllocationId(), slot.getAllocationId());
     reported.job = wire::idFromWireIfSet<JobId>(slot.hasJobId(), slot.getJobId());
+    for (auto running : slot.getRunningAttempts()) {
+      reported.running.push_back(wire::idFromWire<AttemptId>(running.getAttemptId()));
+    }
     out.slots.push_back(reported);
   }
   return out;
@@ -179,6 +260,65 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
   std::shared_ptr<FakeMasterState> state_;
 };
 
+// The JobMaster of one job: records offers, updates and heartbeats.
+class FakeJobMaster final : public wire::JobMasterGateway::Server {
+ public:
+  FakeJobMaster(std::shared_ptr<FakeMasterState> state, JobId job)
+      : state_(std::move(state)), job_(job) {}
+
+  kj::Promise<void> offerSlots(OfferSlotsContext context) override {
+    auto params = context.getParams();
+    FakeOffer offer;
+    offer.epoch = params.getEpoch();
+    offer.job = job_;
+    offer.resourceId = wire::idFromWire<ResourceId>(params.getResourceId());
+    offer.taskExecutor = params.getTaskExecutor();
+    for (auto slot : params.getSlots()) {
+      FakeSlotOffer offered;
+      offered.allocation = wire::idFromWire<AllocationId>(slot.getAllocationId());
+      offered.slotIndex = slot.getSlotIndex();
+      for (auto running : slot.getRunningAttempts()) offered.running.push_back(readAttempt(running));
+      offer.slots.push_back(std::move(offered));
+    }
+    if (state_->acceptOffers) {
+      auto accepted = context.getResults().initAccepted(static_cast<unsigned>(offer.slots.size()));
+      for (unsigned i = 0; i < offer.slots.size(); ++i) {
+        wire::setWireId(accepted[i], offer.slots[i].allocation);
+      }
+    }
+    state_->offers.push_back(std::move(offer));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> updateTaskExecutionState(UpdateTaskExecutionStateContext context) override {
+    auto params = context.getParams();
+    FakeUpdate update{params.getEpoch(), job_, readAttempt(params.getState())};
+    const AttemptId attempt = update.state.attempt;
+    state_->updates.push_back(std::move(update));
+    if (state_->unknownAttempts.count(attempt) != 0) {
+      rpc::failures::notFound(context.getResults().initFailure(), attempt, "unknown attempt");
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> heartbeat(HeartbeatContext context) override {
+    auto params = context.getParams();
+    FakeJobMasterHeartbeat heartbeat;
+    heartbeat.epoch = params.getEpoch();
+    heartbeat.job = job_;
+    heartbeat.resourceId = wire::idFromWire<ResourceId>(params.getResourceId());
+    for (auto id : params.getPayload().getDeployedAttempts()) {
+      heartbeat.deployed.push_back(wire::idFromWire<AttemptId>(id));
+    }
+    state_->jobMasterHeartbeats.push_back(std::move(heartbeat));
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::shared_ptr<FakeMasterState> state_;
+  JobId job_;
+};
+
 class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
  public:
   explicit FakeMasterBootstrap(std::shared_ptr<FakeMasterState> state) : state_(std::move(state)) {}
@@ -212,6 +352,27 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
       return kj::READY_NOW;
     }
     results.setResourceManager(kj::heap<FakeResourceManager>(state_));
+    return kj::READY_NOW;
+  }
+
+  // The current epoch only; notFound for the unknown jobs, unavailable while scripted.
+  kj::Promise<void> jobMaster(JobMasterContext context) override {
+    auto params = context.getParams();
+    const uint64_t epoch = params.getEpoch();
+    const auto job = wire::idFromWire<JobId>(params.getJobId());
+    state_->jobMasterCalls.emplace_back(epoch, job);
+    auto results = context.getResults();
+    if (epoch != state_->epoch) {
+      rpc::failures::fencing(results.initFailure(), state_->epoch, epoch,
+                             "this master serves epoch " + std::to_string(state_->epoch));
+    } else if (state_->unknownJobs.count(job) != 0) {
+      rpc::failures::notFound(results.initFailure(), job, "no job " + job.toHex());
+    } else if (state_->jobMasterUnavailable > 0) {
+      --state_->jobMasterUnavailable;
+      rpc::failures::unavailable(results.initFailure(), 0, "the JobMaster is not started yet");
+    } else {
+      results.setJobMaster(kj::heap<FakeJobMaster>(state_, job));
+    }
     return kj::READY_NOW;
   }
 

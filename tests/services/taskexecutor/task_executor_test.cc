@@ -3,7 +3,11 @@
 // after silence, notRegistered, a higher epoch; its epoch gate refuses lower epochs before any
 // handler runs; requestSlot / freeSlot / disconnect(jobMaster) keep the slots; allocations
 // survive registering again; disconnect() calls ResourceManagerGateway.disconnect once; the
-// event lines of docs/operations.md.
+// event lines of docs/operations.md. Jobs: allocated slots are offered to the job's JobMaster
+// (freed when the job is unknown or the offer declined, retried while it is unavailable,
+// offered again with their running attempts to a new epoch); submitTask runs a real process
+// through a real TaskRunner, its updates arrive in order; cancelTask, freeSlot and a notFound
+// update cancel it; a JobMaster heartbeat is answered with the attempts held.
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
@@ -23,13 +27,16 @@
 #include "common/event_loop.h"
 #include "rpc/rpc_server.h"
 #include "rpc/wire_ids.h"
+#include "services/taskexecutor/task_runner.h"
 #include "tests/client/hand_retrieval_test_util.h"
 #include "tests/common/logging_test_util.h"
+#include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/services/taskexecutor/fake_master_test_util.h"
 
 namespace regent::taskexecutor {
 namespace {
 
+using testing::FakeAttemptState;
 using testing::FakeMasterBootstrap;
 using testing::HandRetrieval;
 using testing::FakeMasterState;
@@ -40,6 +47,8 @@ const JobId kJob(1, 1);
 const JobId kOtherJob(2, 2);
 const AllocationId kAllocation(10, 1);
 const AllocationId kOtherAllocation(10, 2);
+const AttemptId kAttempt(20, 1);
+const AttemptId kOtherAttempt(20, 2);
 
 class TaskExecutorTest : public DefaultLoggerTest {
  protected:
@@ -110,9 +119,18 @@ class TaskExecutorTest : public DefaultLoggerTest {
   }
 
   TaskExecutor& startWith(TaskExecutorOptions with) {
-    executor_ = kj::heap<TaskExecutor>(loop_.timer(), *leaders_, std::move(with));
+    executor_ = kj::heap<TaskExecutor>(loop_.timer(), *leaders_, runner_.get(), std::move(with));
     executor_->start();
     return *executor_;
+  }
+
+  // Tasks run through a real TaskRunner (regent-task-shim next to the test binary), their
+  // attempts under a temporary directory. Call before start().
+  void withRunner() {
+    TaskRunnerOptions options;
+    options.attemptsDir = attemptsDir_.path() + "/attempts";
+    options.cancelTimeout = Duration(2000);
+    runner_ = kj::heap<TaskRunner>(loop_, loop_.timer(), std::move(options));
   }
 
   TaskExecutor& startRegistered(TaskExecutorOptions with) {
@@ -159,6 +177,57 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
+  std::optional<rpc::CallFailure> submitTask(uint64_t epoch, AttemptId attempt,
+                                             AllocationId allocation,
+                                             std::vector<std::string> argv, JobId job = kJob) {
+    auto request = master_->taskExecutor().submitTaskRequest();
+    request.setEpoch(epoch);
+    auto deployment = request.initDeployment();
+    wire::setWireId(deployment.initJobId(), job);
+    wire::setWireId(deployment.initAttemptId(), attempt);
+    wire::setWireId(deployment.initAllocationId(), allocation);
+    deployment.setVertexName("v");
+    deployment.setSubtaskIndex(1);
+    deployment.setParallelism(2);
+    deployment.setAttemptNumber(3);
+    auto list = deployment.initCommand().initArgv(static_cast<unsigned>(argv.size()));
+    for (unsigned i = 0; i < argv.size(); ++i) list.set(i, argv[i]);
+    return failureOf(loop_.run(request.send()));
+  }
+
+  std::optional<rpc::CallFailure> cancelTask(uint64_t epoch, AttemptId attempt) {
+    auto request = master_->taskExecutor().cancelTaskRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initAttemptId(), attempt);
+    return failureOf(loop_.run(request.send()));
+  }
+
+  std::optional<rpc::CallFailure> jobMasterHeartbeat(uint64_t epoch, JobId job) {
+    auto request = master_->taskExecutor().heartbeatRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initSender().initJobMaster(), job);
+    return failureOf(loop_.run(request.send()));
+  }
+
+  // The updates the fake JobMasters received for `attempt`, in order.
+  std::vector<FakeAttemptState> updatesOf(AttemptId attempt) const {
+    std::vector<FakeAttemptState> out;
+    for (const auto& update : master_->updates) {
+      if (update.state.attempt == attempt) out.push_back(update.state);
+    }
+    return out;
+  }
+
+  // Registered, with slot `index` allocated to kJob as `allocation` and accepted.
+  TaskExecutor& startWithAcceptedSlot(uint32_t index, AllocationId allocation) {
+    withRunner();
+    TaskExecutor& executor = startRegistered(options(2));
+    EXPECT_FALSE(requestSlot(master_->epoch, index, kJob, allocation));
+    waitFor([&] { return executor.slots()[index].acceptedEpoch == master_->epoch; },
+            "the slot accepted");
+    return executor;
+  }
+
   std::optional<rpc::CallFailure> resourceManagerHeartbeat(uint64_t epoch) {
     auto request = master_->taskExecutor().heartbeatRequest();
     request.setEpoch(epoch);
@@ -193,6 +262,8 @@ class TaskExecutorTest : public DefaultLoggerTest {
   std::shared_ptr<std::optional<Error>> readError_ = std::make_shared<std::optional<Error>>();
   HandRetrieval* retrieval_ = nullptr;  // Owned by leaders_.
   kj::Own<client::LeaderClient> leaders_;
+  testing::TempDir attemptsDir_{"task-executor-test"};
+  kj::Own<TaskRunner> runner_;      // Outlives the executor.
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };
 
@@ -433,21 +504,261 @@ TEST_F(TaskExecutorTest, RequestSlotAndFreeSlotKeepOneAllocationPerSlot) {
   EXPECT_TRUE(executor.registered()) << "a JobMaster's disconnect is not the ResourceManager's";
 }
 
-TEST_F(TaskExecutorTest, AJobMasterHeartbeatSucceedsAndSubmitTaskIsNotImplemented) {
+// The slot benchmark's simulated workers: no TaskRunner, so no offers and no tasks.
+TEST_F(TaskExecutorTest, WithoutATaskRunnerItOffersNoSlotsAndRunsNoTasks) {
   TaskExecutor& executor = startRegistered(options(1));
-  auto heartbeat = master_->taskExecutor().heartbeatRequest();
-  heartbeat.setEpoch(1);
-  wire::setWireId(heartbeat.initSender().initJobMaster(), kJob);
-  EXPECT_FALSE(loop_.run(heartbeat.send()).hasFailure());
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
   EXPECT_EQ(executor.counters().heartbeatsAnswered, 0u);
-
-  auto submit = master_->taskExecutor().submitTaskRequest();
-  submit.setEpoch(1);
-  auto refused = failureOf(loop_.run(submit.send()));
+  auto refused = submitTask(1, kAttempt, kAllocation, {"true"});
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->which, wire::Failure::FAILED_PRECONDITION);
-  EXPECT_NE(refused->message.find("not implemented by this process"), std::string::npos)
-      << refused->message;
+  EXPECT_EQ(refused->message, "this worker runs no tasks");
+  loop_.run(loop_.timer().afterDelay(20 * kj::MILLISECONDS));
+  EXPECT_TRUE(master_->offers.empty());
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
+}
+
+TEST_F(TaskExecutorTest, AnAllocatedSlotIsOfferedToTheJobsJobMaster) {
+  withRunner();
+  master_->epoch = 4;
+  TaskExecutor& executor = startRegistered(options(3));
+  ASSERT_FALSE(requestSlot(4, 2, kJob, kAllocation));
+  waitFor([&] { return executor.slots()[2].acceptedEpoch == 4; }, "the slot accepted");
+  ASSERT_EQ(master_->offers.size(), 1u);
+  const auto& offer = master_->offers[0];
+  EXPECT_EQ(offer.epoch, 4u);
+  EXPECT_EQ(offer.job, kJob);
+  EXPECT_EQ(offer.resourceId, kWorker);
+  ASSERT_EQ(offer.slots.size(), 1u);
+  EXPECT_EQ(offer.slots[0].allocation, kAllocation);
+  EXPECT_EQ(offer.slots[0].slotIndex, 2u);
+  EXPECT_TRUE(offer.slots[0].running.empty());
+  ASSERT_EQ(master_->jobMasterCalls.size(), 1u);
+  EXPECT_EQ(master_->jobMasterCalls[0], std::make_pair(uint64_t{4}, kJob));
+  // The same allocation again is not offered again.
+  ASSERT_FALSE(requestSlot(4, 2, kJob, kAllocation));
+  loop_.run(loop_.timer().afterDelay(20 * kj::MILLISECONDS));
+  EXPECT_EQ(master_->offers.size(), 1u);
+}
+
+TEST_F(TaskExecutorTest, TheSlotsOfAJobAllocatedTogetherAreOfferedTogether) {
+  withRunner();
+  TaskExecutor& executor = startRegistered(options(3));
+  auto first = master_->taskExecutor().requestSlotRequest();
+  auto second = master_->taskExecutor().requestSlotRequest();
+  int index = 0;
+  for (auto* request : {&first, &second}) {
+    request->setEpoch(1);
+    auto slotId = request->initSlotId();
+    wire::setWireId(slotId.initResourceId(), kWorker);
+    slotId.setSlotIndex(index);
+    wire::setWireId(request->initJobId(), kJob);
+    wire::setWireId(request->initAllocationId(), index == 0 ? kAllocation : kOtherAllocation);
+    ++index;
+  }
+  auto both = kj::joinPromises(kj::arr(first.send().ignoreResult(), second.send().ignoreResult()));
+  loop_.run(kj::mv(both));
+  waitFor([&] { return executor.slots()[1].acceptedEpoch == 1 &&
+                       executor.slots()[0].acceptedEpoch == 1; },
+          "both slots accepted");
+  size_t offered = 0;
+  for (const auto& offer : master_->offers) offered += offer.slots.size();
+  EXPECT_EQ(offered, 2u) << "each slot offered once";
+}
+
+TEST_F(TaskExecutorTest, ASlotOfAJobUnknownToTheLeaderIsFreed) {
+  withRunner();
+  master_->unknownJobs.insert(kJob);
+  TaskExecutor& executor = startRegistered(options(2));
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  waitFor([&] { return !executor.slots()[0].allocation; }, "the slot freed");
+  EXPECT_TRUE(master_->offers.empty());
+  EXPECT_FALSE(executor.slots()[0].job);
+}
+
+TEST_F(TaskExecutorTest, ASlotTheJobMasterDoesNotAcceptIsFreed) {
+  withRunner();
+  master_->acceptOffers = false;
+  TaskExecutor& executor = startRegistered(options(2));
+  ASSERT_FALSE(requestSlot(1, 1, kJob, kAllocation));
+  waitFor([&] { return !executor.slots()[1].allocation; }, "the slot freed");
+  EXPECT_EQ(master_->offers.size(), 1u);
+}
+
+TEST_F(TaskExecutorTest, AnUnavailableJobMasterIsAskedAgainUntilTheOfferIsAccepted) {
+  withRunner();
+  master_->jobMasterUnavailable = 2;
+  TaskExecutor& executor = startRegistered(options(1));
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  waitFor([&] { return executor.slots()[0].acceptedEpoch == 1; }, "the slot accepted");
+  EXPECT_EQ(master_->jobMasterCalls.size(), 3u);
+  EXPECT_EQ(master_->offers.size(), 1u);
+}
+
+TEST_F(TaskExecutorTest, SubmitTaskRunsTheProcessAndItsUpdatesArriveInOrder) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}));
+  EXPECT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}))
+      << "the same attempt again succeeds";
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FINISHED");
+  auto updates = updatesOf(kAttempt);
+  EXPECT_EQ(updates[0].state, wire::ExecutionState::RUNNING);
+  EXPECT_GT(updates[0].pid, 0u);
+  EXPECT_GT(updates[0].startedAtMs, 0);
+  EXPECT_EQ(updates[0].job, kJob);
+  EXPECT_EQ(updates[0].allocation, kAllocation);
+  EXPECT_EQ(updates[0].vertex, "v");
+  EXPECT_EQ(updates[0].subtask, 1u);
+  EXPECT_EQ(updates[0].attemptNumber, 3u);
+  EXPECT_EQ(updates[1].state, wire::ExecutionState::FINISHED);
+  EXPECT_EQ(updates[1].exitCode, 0);
+  EXPECT_GE(updates[1].endedAtMs, updates[0].startedAtMs);
+  EXPECT_EQ(master_->updates[0].epoch, 1u);
+  EXPECT_EQ(executor.counters().tasksStarted, 1u);
+  EXPECT_EQ(executor.counters().tasksFinished, 1u);
+  EXPECT_EQ(executor.tasksRunning(), 0u);
+}
+
+TEST_F(TaskExecutorTest, AFailingTaskIsReportedFailedWithItsExitCode) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 3"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
+  auto ended = updatesOf(kAttempt)[1];
+  EXPECT_EQ(ended.state, wire::ExecutionState::FAILED);
+  EXPECT_EQ(ended.exitCode, 3);
+  EXPECT_FALSE(ended.failureMessage.empty());
+  EXPECT_EQ(executor.counters().tasksFailed, 1u);
+}
+
+TEST_F(TaskExecutorTest, SubmitTaskRefusesAnAllocationNotHeldForTheJobAndAnEmptyCommand) {
+  startWithAcceptedSlot(0, kAllocation);
+  auto notHeld = submitTask(1, kAttempt, kOtherAllocation, {"true"});
+  ASSERT_TRUE(notHeld);
+  EXPECT_EQ(notHeld->which, wire::Failure::NOT_FOUND);
+  EXPECT_NE(notHeld->message.find(kOtherAllocation.toHex()), std::string::npos);
+  auto otherJob = submitTask(1, kAttempt, kAllocation, {"true"}, kOtherJob);
+  ASSERT_TRUE(otherJob);
+  EXPECT_EQ(otherJob->which, wire::Failure::NOT_FOUND);
+  auto empty = submitTask(1, kAttempt, kAllocation, {});
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->which, wire::Failure::INVALID_ARGUMENT);
+  EXPECT_EQ(empty->field, "deployment.command.argv");
+  loop_.run(loop_.timer().afterDelay(20 * kj::MILLISECONDS));
+  EXPECT_TRUE(master_->updates.empty()) << "nothing ran";
+}
+
+TEST_F(TaskExecutorTest, CancelTaskEndsTheAttemptCanceled) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  EXPECT_EQ(executor.tasksRunning(), 1u);
+  EXPECT_FALSE(cancelTask(1, kAttempt));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
+  EXPECT_FALSE(cancelTask(1, kAttempt)) << "an ended attempt cancels successfully";
+  auto unknown = cancelTask(1, kOtherAttempt);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->which, wire::Failure::NOT_FOUND);
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation) << "the slot stays allocated";
+}
+
+TEST_F(TaskExecutorTest, FreeSlotCancelsTheAttemptsInTheSlot) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  EXPECT_FALSE(freeSlot(1, kAllocation));
+  EXPECT_FALSE(executor.slots()[0].allocation);
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
+}
+
+TEST_F(TaskExecutorTest, AJobMastersDisconnectCancelsTheJobsAttemptsAndFreesItsSlots) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  EXPECT_FALSE(disconnectJobMaster(1, kJob));
+  EXPECT_FALSE(executor.slots()[0].allocation);
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
+}
+
+TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
+  master_->unknownAttempts.insert(kAttempt);
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING, then CANCELED");
+  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
+  EXPECT_EQ(executor.tasksRunning(), 0u);
+  EXPECT_EQ(executor.counters().tasksCanceled, 1u);
+}
+
+TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
+  startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
+  waitFor([&] { return master_->jobMasterHeartbeats.size() == 1; }, "the heartbeat answer");
+  const auto& heartbeat = master_->jobMasterHeartbeats[0];
+  EXPECT_EQ(heartbeat.epoch, 1u);
+  EXPECT_EQ(heartbeat.job, kJob);
+  EXPECT_EQ(heartbeat.resourceId, kWorker);
+  EXPECT_EQ(heartbeat.deployed, std::vector<AttemptId>{kAttempt});
+  // The ResourceManager's report lists the attempt in its slot.
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return !master_->heartbeats.empty(); }, "the report");
+  EXPECT_EQ(master_->heartbeats.back().slots[0].running, std::vector<AttemptId>{kAttempt});
+}
+
+TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
+  std::ostringstream log;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  withRunner();
+  auto with = options(1);
+  with.logEvents = true;
+  TaskExecutor& executor = startRegistered(std::move(with));
+  ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+  waitFor([&] { return executor.slots()[0].acceptedEpoch == 1; }, "the slot accepted");
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
+
+  auto started = eventIn(log.str(), "task started");
+  ASSERT_TRUE(started) << log.str();
+  EXPECT_EQ(started->get("resource_id"), kWorker.toHex());
+  EXPECT_EQ(started->get("job"), kJob.toHex());
+  EXPECT_EQ(started->get("attempt"), kAttempt.toHex());
+  EXPECT_EQ(started->getUint("pid"), updatesOf(kAttempt)[0].pid);
+  EXPECT_TRUE(started->getInt("mono_us"));
+  auto ended = eventIn(log.str(), "task ended");
+  ASSERT_TRUE(ended) << log.str();
+  EXPECT_EQ(ended->get("attempt"), kAttempt.toHex());
+  EXPECT_EQ(ended->get("state"), "FAILED");
+  EXPECT_EQ(ended->getInt("exit_code"), 4);
+  EXPECT_EQ(ended->getInt("signal"), 0);
+  EXPECT_EQ(ended->get("message"), updatesOf(kAttempt)[1].failureMessage);
+  EXPECT_TRUE(ended->getInt("wall_ms"));
+}
+
+TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunningAttempts) {
+  TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  master_->epoch = 2;
+  EXPECT_FALSE(resourceManagerHeartbeat(2));
+  waitFor([&] { return executor.slots()[1].acceptedEpoch == 2; }, "the offer to epoch 2");
+  const auto& offer = master_->offers.back();
+  EXPECT_EQ(offer.epoch, 2u);
+  ASSERT_EQ(offer.slots.size(), 1u);
+  EXPECT_EQ(offer.slots[0].allocation, kAllocation);
+  ASSERT_EQ(offer.slots[0].running.size(), 1u);
+  EXPECT_EQ(offer.slots[0].running[0].attempt, kAttempt);
+  EXPECT_EQ(offer.slots[0].running[0].state, wire::ExecutionState::RUNNING);
+  EXPECT_EQ(master_->slotReports.back().slots[1].running, std::vector<AttemptId>{kAttempt});
+  // The new JobMaster cancels it; the update goes to the JobMaster of epoch 2.
+  EXPECT_FALSE(cancelTask(2, kAttempt));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  EXPECT_EQ(master_->updates.back().epoch, 2u);
 }
 
 TEST_F(TaskExecutorTest, TheResourceManagersDisconnectMakesItRegisterAgain) {

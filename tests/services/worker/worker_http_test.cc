@@ -1,16 +1,21 @@
 // The worker's HTTP routes against a fake worker, in process (no socket): health, readiness with
-// its reason, 404/405 like a master's, and /metrics parsed strictly.
+// its reason, 404/405 like a master's, /metrics parsed strictly, and the attempts' output
+// (200, 206 ranges, 416, 404, the state header, the 1 MiB cap).
 #include "services/worker/worker_http.h"
 
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
 #include <kj/debug.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/event_loop.h"
+#include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/services/http/prometheus_text_test_util.h"
 
 namespace regent::worker {
@@ -24,6 +29,15 @@ class FakeWorker final : public WorkerHttpHost {
   const taskexecutor::TaskExecutorCounters& counters() const override { return taskCounters; }
   const std::vector<taskexecutor::SlotState>& slots() const override { return slotStates; }
   const rpc::FencingCounters& fencingCounters() const override { return fencing; }
+  size_t tasksRunning() const override { return running; }
+  std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
+                                             OutputStream stream) const override {
+    auto found = outputs.find(attempt);
+    if (found == outputs.end()) return std::nullopt;
+    AttemptOutput output = found->second;
+    output.path += stream == OutputStream::kStdout ? "/stdout" : "/stderr";
+    return output;
+  }
 
   std::optional<std::string> reason = std::string("no leader known");
   uint64_t epoch = 0;
@@ -31,6 +45,8 @@ class FakeWorker final : public WorkerHttpHost {
   taskexecutor::TaskExecutorCounters taskCounters;
   std::vector<taskexecutor::SlotState> slotStates;
   rpc::FencingCounters fencing;
+  size_t running = 0;
+  std::map<AttemptId, AttemptOutput> outputs;  // path: the attempt's directory.
 };
 
 struct Reply {
@@ -38,15 +54,19 @@ struct Reply {
   std::string body;
   std::string allow;
   std::string contentType;
+  std::string contentRange;
+  std::string attemptState;
 };
 
 class WorkerHttpTest : public ::testing::Test {
  protected:
   ~WorkerHttpTest() noexcept override = default;
 
-  Reply fetch(const std::string& path, kj::HttpMethod method = kj::HttpMethod::GET) {
+  Reply fetch(const std::string& path, kj::HttpMethod method = kj::HttpMethod::GET,
+              const std::string& range = "") {
     auto client = kj::newHttpClient(routes_);
     kj::HttpHeaders headers(*table_);
+    if (!range.empty()) headers.add("Range", range);
     auto response =
         loop_.run(client->request(method, kj::StringPtr(path.c_str()), headers).response);
     Reply reply;
@@ -58,14 +78,35 @@ class WorkerHttpTest : public ::testing::Test {
     KJ_IF_MAYBE (type, response.headers->get(kj::HttpHeaderId::CONTENT_TYPE)) {
       reply.contentType = type->cStr();
     }
+    response.headers->forEach([&](kj::StringPtr name, kj::StringPtr value) {
+      if (name == "Content-Range") reply.contentRange = value.cStr();
+      if (name == "X-Regent-Attempt-State") reply.attemptState = value.cStr();
+    });
     return reply;
+  }
+
+  // An attempt whose stdout holds `out` and whose stderr holds `err`.
+  void addAttempt(const AttemptId& attempt, const std::string& state, const std::string& out,
+                  const std::string& err = "") {
+    const std::string dir = dir_.path() + "/" + attempt.toHex();
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/stdout", std::ios::binary) << out;
+    std::ofstream(dir + "/stderr", std::ios::binary) << err;
+    worker_.outputs[attempt] = AttemptOutput{.path = dir, .state = state};
+  }
+
+  static std::string url(const AttemptId& attempt, const std::string& stream = "stdout") {
+    return "/v1/attempts/" + attempt.toHex() + "/" + stream;
   }
 
   EventLoop loop_;
   FakeWorker worker_;
+  regent::testing::TempDir dir_{"worker-http-test"};
   kj::Own<kj::HttpHeaderTable> table_ = http::HttpRoutes::makeHeaderTable();
-  WorkerHttpRoutes routes_{worker_, *table_};
+  WorkerHttpRoutes routes_{worker_, loop_, *table_};
 };
+
+const AttemptId kAttempt(7, 7);
 
 TEST_F(WorkerHttpTest, HealthzAnswersOkWhateverTheRegistration) {
   Reply reply = fetch("/healthz");
@@ -143,6 +184,137 @@ TEST_F(WorkerHttpTest, MetricsParseAsPrometheusTextWithEveryWorkerFamily) {
   worker_.reason = "no leader known";
   parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
   EXPECT_EQ(parsed.samples.at("regent_worker_registered"), 0);
+}
+
+TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
+  worker_.running = 2;
+  worker_.taskCounters.tasksStarted = 5;
+  worker_.taskCounters.tasksFinished = 1;
+  worker_.taskCounters.tasksFailed = 1;
+  worker_.taskCounters.tasksCanceled = 1;
+  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_running"), 2);
+  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_started_total"), 5);
+  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"finished\"}"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"failed\"}"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"canceled\"}"), 1);
+  EXPECT_EQ(parsed.types.at("regent_worker_tasks_ended_total"), "counter");
+  EXPECT_EQ(parsed.types.at("regent_worker_tasks_running"), "gauge");
+}
+
+TEST_F(WorkerHttpTest, AnAttemptsOutputIsServedWholeWithItsState) {
+  addAttempt(kAttempt, "RUNNING", "hello\n", "oops\n");
+  Reply out = fetch(url(kAttempt));
+  EXPECT_EQ(out.status, 200u);
+  EXPECT_EQ(out.body, "hello\n");
+  EXPECT_EQ(out.attemptState, "RUNNING");
+  EXPECT_EQ(out.contentType, "application/octet-stream");
+  EXPECT_EQ(out.contentRange, "");
+  Reply err = fetch(url(kAttempt, "stderr"));
+  EXPECT_EQ(err.status, 200u);
+  EXPECT_EQ(err.body, "oops\n");
+
+  addAttempt(kAttempt, "FINISHED", "");
+  Reply empty = fetch(url(kAttempt));
+  EXPECT_EQ(empty.status, 200u);
+  EXPECT_EQ(empty.body, "");
+  EXPECT_EQ(empty.attemptState, "FINISHED");
+}
+
+TEST_F(WorkerHttpTest, ARangeIsAnswered206WithItsContentRange) {
+  addAttempt(kAttempt, "FAILED", "0123456789");
+  Reply tail = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=4-");
+  EXPECT_EQ(tail.status, 206u);
+  EXPECT_EQ(tail.body, "456789");
+  EXPECT_EQ(tail.contentRange, "bytes 4-9/10");
+  EXPECT_EQ(tail.attemptState, "FAILED");
+  Reply middle = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=2-5");
+  EXPECT_EQ(middle.status, 206u);
+  EXPECT_EQ(middle.body, "2345");
+  EXPECT_EQ(middle.contentRange, "bytes 2-5/10");
+  Reply beyond = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=8-100");
+  EXPECT_EQ(beyond.status, 206u);
+  EXPECT_EQ(beyond.body, "89");
+  EXPECT_EQ(beyond.contentRange, "bytes 8-9/10");
+}
+
+TEST_F(WorkerHttpTest, ARangeFromTheEndOnIs416WithTheSize) {
+  addAttempt(kAttempt, "RUNNING", "0123456789");
+  Reply atEnd = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=10-");
+  EXPECT_EQ(atEnd.status, 416u);
+  EXPECT_EQ(atEnd.contentRange, "bytes */10");
+  EXPECT_EQ(atEnd.attemptState, "RUNNING");
+  addAttempt(kAttempt, "RUNNING", "");
+  Reply emptyFile = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=0-");
+  EXPECT_EQ(emptyFile.status, 416u);
+  EXPECT_EQ(emptyFile.contentRange, "bytes */0");
+}
+
+TEST_F(WorkerHttpTest, NoResponseCarriesMoreThanOneMebibyte) {
+  std::string big(kMaxOutputChunk + 10, 'x');
+  big[kMaxOutputChunk] = 'y';
+  addAttempt(kAttempt, "FINISHED", big);
+  const std::string size = std::to_string(big.size());
+  Reply whole = fetch(url(kAttempt));
+  EXPECT_EQ(whole.status, 206u);
+  EXPECT_EQ(whole.body.size(), kMaxOutputChunk);
+  EXPECT_EQ(whole.contentRange, "bytes 0-1048575/" + size);
+  Reply ranged = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=5-");
+  EXPECT_EQ(ranged.status, 206u);
+  EXPECT_EQ(ranged.body.size(), kMaxOutputChunk);
+  EXPECT_EQ(ranged.contentRange, "bytes 5-1048580/" + size);
+  Reply rest = fetch(url(kAttempt), kj::HttpMethod::GET, "bytes=1048576-");
+  EXPECT_EQ(rest.status, 206u);
+  EXPECT_EQ(rest.body, "yxxxxxxxxx");
+  EXPECT_EQ(rest.contentRange, "bytes 1048576-1048585/" + size);
+}
+
+TEST_F(WorkerHttpTest, AnUnknownOrPrunedAttemptIs404) {
+  Reply unknown = fetch(url(kAttempt));
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(unknown.body,
+            "no attempt " + kAttempt.toHex() +
+                " on this worker (unknown, or its output was pruned)\n");
+  // Known, but its directory removed since.
+  worker_.outputs[kAttempt] = AttemptOutput{.path = dir_.path() + "/gone", .state = "FINISHED"};
+  Reply pruned = fetch(url(kAttempt));
+  EXPECT_EQ(pruned.status, 404u);
+  EXPECT_EQ(pruned.attemptState, "FINISHED");
+  Reply malformed = fetch("/v1/attempts/xyz/stdout");
+  EXPECT_EQ(malformed.status, 404u);
+  EXPECT_NE(malformed.body.find("not an attempt id"), std::string::npos) << malformed.body;
+  Reply wrongStream = fetch("/v1/attempts/" + kAttempt.toHex() + "/stdin");
+  EXPECT_EQ(wrongStream.status, 404u);
+  Reply post = fetch(url(kAttempt), kj::HttpMethod::POST);
+  EXPECT_EQ(post.status, 405u);
+}
+
+// The task user owns its attempt's directory: a link put in place of an output file is not
+// followed.
+TEST_F(WorkerHttpTest, AnOutputFileReplacedByALinkIsNotFollowed) {
+  addAttempt(kAttempt, "FINISHED", "out");
+  const std::string secret = dir_.path() + "/secret";
+  std::ofstream(secret) << "not for the task";
+  const std::string stdoutPath = dir_.path() + "/" + kAttempt.toHex() + "/stdout";
+  std::filesystem::remove(stdoutPath);
+  std::filesystem::create_symlink(secret, stdoutPath);
+  Reply reply = fetch(url(kAttempt));
+  EXPECT_EQ(reply.status, 500u);
+  EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
+}
+
+TEST(ParseByteRange, AcceptsFromAndFromToOnly) {
+  auto from = parseByteRange("bytes=5-");
+  ASSERT_TRUE(from);
+  EXPECT_EQ(from->first, 5u);
+  EXPECT_FALSE(from->last);
+  auto fromTo = parseByteRange("bytes=5-9");
+  ASSERT_TRUE(fromTo);
+  EXPECT_EQ(fromTo->last, 9u);
+  for (const char* bad : {"bytes=-5", "bytes=9-5", "items=0-", "bytes=a-", "bytes=0-1,4-5", ""}) {
+    EXPECT_FALSE(parseByteRange(bad)) << bad;
+  }
 }
 
 }  // namespace
