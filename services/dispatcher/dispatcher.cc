@@ -1,5 +1,6 @@
-// The Dispatcher: recovery at the start of a term, submission (validate, persist, accept),
-// cancellation (dirty result, JobGraph removed, result clean), and the jobs it keeps in memory.
+// The Dispatcher: recovery at the start of a term, submission (validate, persist, accept, run),
+// the end of a job (dirty result, release on the runner, JobGraph removed, result clean), and the
+// jobs it keeps in memory.
 #include "services/dispatcher/dispatcher.h"
 
 #include <capnp/message.h>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/time.h"
 #include "rpc/wire_ids.h"
 
 namespace regent::dispatcher {
@@ -81,12 +83,15 @@ bool sameGraph(wire::JobGraph::Reader a, wire::JobGraph::Reader b) {
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
-                       size_t retainClean, std::function<int64_t()> nowMs)
+                       size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner)
     : epoch_(epoch),
       stores_(stores),
       limits_(std::move(limits)),
       retainClean_(retainClean),
-      nowMs_(std::move(nowMs)) {}
+      nowMs_(std::move(nowMs)),
+      runner_(runner) {
+  if (runner_ != nullptr) runner_->setListener(*this);
+}
 
 Dispatcher::~Dispatcher() noexcept = default;
 
@@ -194,6 +199,8 @@ kj::Promise<Status> Dispatcher::recover() {
                         recovered_ = true;
                         spdlog::info("dispatcher recovered epoch={} jobs={}", epoch_,
                                      active_.size());
+                        // Every job without a result runs again in this term.
+                        for (auto& [id, job] : active_) start(id, job);
                         return Status();
                       });
                 });
@@ -270,16 +277,30 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
         ActiveJob job;
         job.graph = kj::mv(accepted);
         job.stateChangedAtMs = nowMs_();
-        active_.emplace(id, kj::mv(job));
+        auto added = active_.emplace(id, kj::mv(job)).first;
         spdlog::info("dispatcher accepted job {} epoch={}", id.toHex(), epoch_);
+        start(id, added->second);
         return JobOutcome();
       }));
 }
 
+void Dispatcher::start(JobId id, ActiveJob& job) {
+  if (runner_ == nullptr || job.started) return;
+  job.started = true;
+  runner_->start(id, readOnly<wire::JobGraph>(job.graph));
+}
+
+void Dispatcher::event(EventLine& line) const {
+  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
+  spdlog::info("{}", line.str());
+}
+
 kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   auto found = active_.find(id);
-  // Already being cancelled: a repeated cancel succeeds without a second write.
-  if (found != active_.end() && found->second.state == wire::JobState::CANCELLING) {
+  // Already being cancelled, or ended by its runner and being stored: the job is ending anyway,
+  // and a repeated cancel succeeds without a second write.
+  if (found != active_.end() &&
+      (found->second.state == wire::JobState::CANCELLING || found->second.ending)) {
     return JobOutcome();
   }
   if (inFlight_.count(id) > 0) {  // Its submission is being persisted.
@@ -299,6 +320,7 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
     return JobOutcome(failure(JobFailure::Kind::kNotFound, "no job " + id.toHex(), id));
   }
   ActiveJob& job = found->second;
+  const wire::JobState previous = job.state;
   job.state = wire::JobState::CANCELLING;
   job.stateChangedAtMs = nowMs_();
   auto graph = readOnly<wire::JobGraph>(job.graph);
@@ -309,31 +331,128 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   result.setState(wire::JobState::CANCELED);
   result.setSubmittedAtMs(graph.getSubmittedAtMs());
   result.setEndedAtMs(nowMs_());
-  auto ended = flatCopy(result.asReader());
+  if (job.started) {
+    capnp::MallocMessageBuilder scratch;
+    uint32_t restarts = 0;
+    if (runner_->counts(id, scratch.initRoot<wire::TaskCounts>(), restarts)) {
+      result.setRestarts(restarts);
+    }
+  }
+  return endJob(id, flatCopy(result.asReader()), "job canceled", previous)
+      .then([this, id](JobOutcome&& outcome) {
+        if (!outcome) spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
+        return kj::mv(outcome);
+      });
+}
+
+void Dispatcher::jobStateChanged(JobId id, wire::JobState state, int64_t atMs) {
+  auto found = active_.find(id);
+  if (found == active_.end() || found->second.ending ||
+      found->second.state == wire::JobState::CANCELLING) {
+    return;  // Its end decides.
+  }
+  found->second.state = state;
+  found->second.stateChangedAtMs = atMs;
+}
+
+void Dispatcher::jobEnded(JobId id, const JobEnd& end) {
+  auto found = active_.find(id);
+  if (found == active_.end() || found->second.ending ||
+      found->second.state == wire::JobState::CANCELLING) {
+    return;  // Unknown, or already ending (a cancel's CANCELED wins).
+  }
+  ActiveJob& job = found->second;
+  const wire::JobState previous = job.state;
+  job.ending = true;
+  if (end.state == wire::JobState::FAILED) {
+    job.state = wire::JobState::FAILING;
+    job.stateChangedAtMs = nowMs_();
+  }
+  auto graph = readOnly<wire::JobGraph>(job.graph);
+  capnp::MallocMessageBuilder message;
+  auto result = message.initRoot<wire::JobResult>();
+  result.setJobId(graph.getJobId());
+  result.setJobName(graph.getName());
+  result.setState(end.state);
+  result.setSubmittedAtMs(graph.getSubmittedAtMs());
+  result.setEndedAtMs(nowMs_());
+  result.setNetRuntimeMs(end.netRuntimeMs);
+  result.setRestarts(end.restarts);
+  if (end.state == wire::JobState::FAILED || !end.failureMessage.empty()) {
+    auto failed = result.initFailure();
+    failed.setMessage(end.failureMessage);
+    failed.setVertexName(end.failureVertex);
+    failed.setSubtaskIndex(end.failureSubtask);
+    if (!end.failureAttempt.isZero()) wire::setWireId(failed.initAttemptId(), end.failureAttempt);
+    failed.setExitCode(end.failureExitCode);
+    failed.setAtMs(end.failureAtMs);
+  }
+  const std::string cause = "job " + wire::enumNameUpper(end.state) +
+                            (end.failureMessage.empty() ? "" : ": " + end.failureMessage);
+  tasks_.add(endJob(id, flatCopy(result.asReader()), cause, previous).ignoreResult());
+}
+
+kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> result,
+                                           std::string cause, wire::JobState previous) {
   inFlight_.insert(id);
-  auto dirty = stores_.jobResults().createDirty(result.asReader());
+  cleaning_.insert(id);
+  auto dirty = stores_.jobResults().createDirty(readOnly<wire::JobResult>(result));
   return canceler_.wrap(dirty.then(
-      [this, id, ended = kj::mv(ended)](store::StoreResult<void>&& dirty) mutable
-      -> kj::Promise<JobOutcome> {
+      [this, id, result = kj::mv(result), cause = std::move(cause), previous](
+          store::StoreResult<void>&& dirty) mutable -> JobOutcome {
+        auto found = active_.find(id);
+        const auto ended = readOnly<wire::JobResult>(result);
         if (!dirty.ok()) {
           inFlight_.erase(id);
-          auto job = active_.find(id);
-          if (job != active_.end()) job->second.state = wire::JobState::CREATED;
-          return JobOutcome(storeFailure(dirty.error()));
+          cleaning_.erase(id);
+          if (found != active_.end()) {
+            found->second.state = previous;
+            found->second.ending = false;
+          }
+          spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; the job "
+                       "stays active in this term and runs again under the next leader",
+                       wire::enumNameUpper(ended.getState()), id.toHex(), dirty.error().message);
+          return storeFailure(dirty.error());
         }
         // From here the job is over: a new leader finishes a cleanup left half done.
-        active_.erase(id);
-        addEnded(id, readOnly<wire::JobResult>(ended), false);
-        return finishCleanup(id, true).then([this, id](Status&& cleaned) {
-          inFlight_.erase(id);
-          if (!cleaned.ok()) {
-            spdlog::warn("dispatcher: job {} canceled; cleanup left to the next leader: {}",
-                         id.toHex(), cleaned.error().message);
-          }
-          spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
-          return JobOutcome();
-        });
+        kj::Array<capnp::word> graph;
+        bool started = false;
+        if (found != active_.end()) {
+          graph = kj::mv(found->second.graph);
+          started = found->second.started;
+          active_.erase(found);
+        }
+        addEnded(id, ended, false);
+        EventLine line("job ended");
+        line.field("epoch", epoch_)
+            .field("job", id.toHex())
+            .field("state", wire::enumNameUpper(ended.getState()))
+            .field("restarts", uint64_t{ended.getRestarts()});
+        event(line);
+        releaseAndClean(id, kj::mv(graph), started, cause, ended.getState());
+        return JobOutcome();
       }));
+}
+
+void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started,
+                                 std::string cause, wire::JobState state) {
+  kj::Promise<void> released = kj::READY_NOW;
+  // The runner may read the graph until its release resolved.
+  if (started) released = runner_->release(id, cause).attach(kj::mv(graph));
+  tasks_.add(released.then([this, id]() { return finishCleanup(id, true); })
+                 .then([this, id, state](Status&& cleaned) {
+                   inFlight_.erase(id);
+                   cleaning_.erase(id);
+                   if (!cleaned.ok()) {
+                     spdlog::warn("dispatcher: job {} ended; cleanup left to the next leader: {}",
+                                  id.toHex(), cleaned.error().message);
+                     return;
+                   }
+                   EventLine line("job clean");
+                   line.field("epoch", epoch_).field("job", id.toHex()).field("state",
+                                                                              wire::enumNameUpper(state));
+                   event(line);
+                 }));
 }
 
 kj::Promise<JobOutcome> Dispatcher::removeCorrupt(JobId id) {
@@ -399,6 +518,7 @@ JobView Dispatcher::viewOf(JobId id, const ActiveJob& job) const {
   view.state = job.state;
   view.stateChangedAtMs = job.stateChangedAtMs;
   view.graph = readOnly<wire::JobGraph>(job.graph);
+  if (job.started) view.runner = runner_;
   return view;
 }
 
@@ -433,6 +553,15 @@ void Dispatcher::forEachJob(const std::function<void(const JobView&)>& visit) co
 JobCounts Dispatcher::counts() const {
   JobCounts counts;
   counts.active = static_cast<uint32_t>(active_.size());
+  for (const auto& [id, job] : active_) {
+    switch (job.state) {
+      case wire::JobState::RUNNING: ++counts.running; break;
+      case wire::JobState::RESTARTING: ++counts.restarting; break;
+      case wire::JobState::FAILING: ++counts.failing; break;
+      case wire::JobState::CANCELLING: ++counts.cancelling; break;
+      default: ++counts.created; break;
+    }
+  }
   for (const auto& [id, job] : ended_) {
     switch (readOnly<wire::JobResult>(job.result).getState()) {
       case wire::JobState::FINISHED: ++counts.finished; break;

@@ -2,8 +2,10 @@
 // docs/stores.md). It recovers every stored JobGraph and job result when the term starts, then
 // validates, persists and accepts submissions, and cancels jobs through the dirty -> clean
 // protocol. It is the only writer of its term's stores, so it answers every read (list, status,
-// counts) from memory. Jobs do not run yet (no JobMaster): a recovered or submitted job stays
-// CREATED. The wire side is DispatcherGatewayServer (services/dispatcher/dispatcher_gateway.h).
+// counts) from memory. Accepted jobs run on its JobRunner (the term's JobMasters), which tells it
+// their live states and their end; the Dispatcher then writes the result and cleans up (docs/
+// jobgraph.md, "How a job runs and ends"). Without a runner a job stays CREATED. The wire side is
+// DispatcherGatewayServer (services/dispatcher/dispatcher_gateway.h).
 #pragma once
 
 #include <capnp/message.h>
@@ -19,9 +21,12 @@
 #include <utility>
 
 #include "common/ids.h"
+#include "common/event_line.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "services/dispatcher/job_graph_validation.h"
+#include "services/dispatcher/job_runner.h"
 #include "store/store_services.h"
 
 namespace regent::dispatcher {
@@ -61,28 +66,44 @@ struct JobView {
   kj::Maybe<wire::JobGraph::Reader> graph;
   kj::Maybe<wire::JobResult::Reader> result;
   kj::Maybe<const std::string&> corruptReason;
+  // The runner running the job (its live detail: JobRunner::describe / counts); null when the
+  // job is not running (ended, corrupt, or no runner).
+  const JobRunner* runner = nullptr;
 };
 
-// Jobs by state, for the overview and /metrics.
+// Jobs by state, for the overview and /metrics (regent_jobs{state}).
 struct JobCounts {
-  uint32_t active = 0;  // CREATED or CANCELLING.
+  uint32_t active = 0;  // Not terminal: the sum of the live states below.
+  uint32_t created = 0;
+  uint32_t running = 0;
+  uint32_t restarting = 0;
+  uint32_t failing = 0;      // Ended by its runner; its result is being stored.
+  uint32_t cancelling = 0;
   uint32_t finished = 0;
   uint32_t canceled = 0;
   uint32_t failed = 0;
 };
 
 // One term's Dispatcher. Loop-thread only. `stores` must outlive it; destroying it cancels its
-// store operations in flight (their promises reject). It knows nothing of epochs or readiness:
-// the term's gateway (LeadershipTerm::serve) checks both before any call reaches it.
+// store operations in flight (their promises reject) and the cleanups it runs in the background.
+// It knows nothing of epochs or readiness: the term's gateway (LeadershipTerm::serve) checks both
+// before any call reaches it.
+//
+// With a JobRunner (`runner`, which must outlive it): recover() starts every recovered job that
+// has no result, submit() starts a job once its JobGraph is persisted, and the runner's
+// jobEnded() ends the job as cancel() does: dirty result, JobRunner::release, JobGraph removed,
+// result clean. A store failure on the way is logged and the rest is left to the next leader
+// (which finishes a dirty result's cleanup, or runs a job without a result again).
 //
 // Memory: each job's graph and each ended job's result is kept as one flat, canonical Cap'n
 // Proto buffer of its own size. Ended results are bounded like the store's retention: every dirty
 // one, and at most `retainClean` (`store.job-results.retain`) clean ones, the oldest dropped first.
-class Dispatcher final {
+class Dispatcher final : public JobRunnerListener {
  public:
-  // `nowMs` gives Unix milliseconds (injected for tests).
+  // `nowMs` gives Unix milliseconds (injected for tests). `runner` may be null (jobs stay
+  // CREATED); the Dispatcher sets itself as its listener.
   Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
-             size_t retainClean, std::function<int64_t()> nowMs);
+             size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner = nullptr);
   ~Dispatcher() noexcept;
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -90,7 +111,8 @@ class Dispatcher final {
   // Reads every JobGraph and job result, replacing what an earlier failed attempt read (it may
   // be called again after a failure; not while a call of it is running). A job with a result
   // (dirty or clean) ended in an earlier term: a dirty result's cleanup is finished (its JobGraph
-  // removed, the result marked clean) and the job is never re-run. Every other job is CREATED.
+  // removed, the result marked clean) and the job is never re-run. Every other job is CREATED
+  // and, once everything is read, started on the runner.
   // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id
   // (other corrupt records are logged and skipped). A retryable error when the store cannot be
   // read.
@@ -99,13 +121,15 @@ class Dispatcher final {
   bool recovered() const { return recovered_; }
 
   // Validates `graph` (read only during the call), persists it with submittedAtMs set, then
-  // accepts it. Resubmitting the same graph under the same id succeeds again. A job id whose
+  // accepts it and starts it on the runner. Resubmitting the same graph under the same id succeeds again. A job id whose
   // stored record is corrupt is refused (kFailedPrecondition, naming the job and
   // removeCorrupt): the record is never silently replaced.
   kj::Promise<JobOutcome> submit(wire::JobGraph::Reader graph);
-  // Writes a dirty CANCELED result, removes the JobGraph, marks the result clean; resolves once
-  // the dirty result is stored. Cancelling a job already cancelling succeeds. A corrupt job is
-  // refused (kFailedPrecondition).
+  // Writes a dirty CANCELED result and resolves once it is stored; then, in the background,
+  // releases the job on the runner (its attempts cancelled, its slots freed), removes the
+  // JobGraph and marks the result clean. Cancelling a job already cancelling succeeds, and so
+  // does cancelling a job its runner ended whose result is not stored yet (the runner's end
+  // wins). A corrupt job is refused (kFailedPrecondition).
   kj::Promise<JobOutcome> cancel(JobId id);
   // Removes the JobGraph record of `id` only if it is corrupt: the record is read again first
   // and removed only when it still does not decode, so a healthy job is never removed
@@ -125,12 +149,23 @@ class Dispatcher final {
 
   // Bytes of the flat buffers held (graphs and results), for the memory benchmark and tests.
   size_t heldBytesForTests() const;
+  // Jobs whose end is being stored, or whose release and cleanup still run in the background.
+  size_t cleanupsRunning() const { return cleaning_.size(); }
+
+  // JobRunnerListener (the runner's reports). jobStateChanged sets a running job's live state
+  // (not while it is being cancelled). jobEnded writes the dirty result (restarts, net runtime,
+  // failure from `end`; logs "job ended"), then releases, removes the JobGraph and marks the
+  // result clean (logs "job clean"). A job being cancelled keeps its CANCELED end.
+  void jobStateChanged(JobId job, wire::JobState state, int64_t atMs) override;
+  void jobEnded(JobId job, const JobEnd& end) override;
 
  private:
   struct ActiveJob {
     kj::Array<capnp::word> graph;  // Canonical, as persisted (submittedAtMs set).
     wire::JobState state = wire::JobState::CREATED;
     int64_t stateChangedAtMs = 0;
+    bool started = false;  // Given to the runner (the graph stays until release resolved).
+    bool ending = false;   // Its runner reported its end; the result is being stored.
   };
   struct EndedJob {
     kj::Array<capnp::word> result;  // Canonical.
@@ -140,6 +175,17 @@ class Dispatcher final {
 
   // Finishes the cleanup of a job that ended: JobGraph removed, result marked clean.
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
+  void start(JobId id, ActiveJob& job);
+  // Writes `result` dirty for active job `id` (already in FAILING or CANCELLING); once stored the
+  // job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. Resolves with
+  // the store's failure, if any: the job then stays active, back in `previous`.
+  kj::Promise<JobOutcome> endJob(JobId id, kj::Array<capnp::word> result, std::string cause,
+                                 wire::JobState previous);
+  // In the background: release on the runner (when it was started; `graph` is kept until the
+  // release resolved), JobGraph removed, result clean, "job clean" logged.
+  void releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started, std::string cause,
+                       wire::JobState state);
+  void event(EventLine& line) const;
   void addEnded(JobId id, wire::JobResult::Reader result, bool clean);
   void markCleanInMemory(JobId id);
   void pruneClean();
@@ -152,6 +198,7 @@ class Dispatcher final {
   const JobGraphLimits limits_;
   const size_t retainClean_;
   const std::function<int64_t()> nowMs_;
+  JobRunner* const runner_;
   bool recovered_ = false;
   std::map<JobId, ActiveJob> active_;
   std::map<JobId, EndedJob> ended_;
@@ -160,7 +207,10 @@ class Dispatcher final {
   // Stored JobGraph records that do not decode, by job id: why. Kept until removeCorrupt.
   std::map<JobId, std::string> corrupt_;
   std::set<JobId> inFlight_;  // Submissions, cancellations or removals being persisted.
+  std::set<JobId> cleaning_;  // From endJob() until the cleanup is done or failed.
   kj::Canceler canceler_;
+  TaskFailureLogger errorLogger_{"dispatcher"};
+  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 
 }  // namespace regent::dispatcher

@@ -33,7 +33,7 @@ void toWire(const JobFailure& outcome, wire::Failure::Builder failure) {
   failure.setMessage(outcome.message);
 }
 
-void toWire(const JobView& job, wire::JobStatus::Builder status) {
+void toWire(const JobView& job, wire::JobStatus::Builder status, JobDetail detail) {
   KJ_IF_MAYBE (reason, job.corruptReason) {
     wire::setWireId(status.initJobId(), job.id);
     status.setState(wire::JobState::CORRUPT);
@@ -57,6 +57,27 @@ void toWire(const JobView& job, wire::JobStatus::Builder status) {
   status.setState(job.state);
   status.setSubmittedAtMs(graph.getSubmittedAtMs());
   status.setStateChangedAtMs(job.stateChangedAtMs);
+  if (job.runner != nullptr) {
+    // The live detail comes from the runner; the state is the Dispatcher's (it alone knows a
+    // job being cancelled or whose end is being stored).
+    if (detail == JobDetail::kSubtasks && job.runner->describe(job.id, status)) {
+      status.setState(job.state);
+      status.setStateChangedAtMs(job.stateChangedAtMs);
+      return;
+    }
+    uint32_t restarts = 0;
+    if (detail == JobDetail::kCounts && job.runner->counts(job.id, status.initTasks(), restarts)) {
+      status.setRestarts(restarts);
+      // Per vertex only the size: listJobs carries the counts of the whole job.
+      auto vertices = status.initVertices(graph.getVertices().size());
+      for (uint32_t i = 0; i < graph.getVertices().size(); ++i) {
+        vertices[i].setName(graph.getVertices()[i].getName());
+        vertices[i].setParallelism(graph.getVertices()[i].getParallelism());
+        vertices[i].initTasks().setTotal(graph.getVertices()[i].getParallelism());
+      }
+      return;
+    }
+  }
   uint32_t total = 0;
   auto vertices = status.initVertices(graph.getVertices().size());
   for (uint32_t i = 0; i < graph.getVertices().size(); ++i) {
@@ -103,7 +124,7 @@ kj::Promise<void> DispatcherGatewayServer::listJobs(ListJobsContext context) {
   auto jobs = context.getResults().initJobs(static_cast<uint32_t>(dispatcher_.jobCount()));
   uint32_t i = 0;
   dispatcher_.forEachJob([&](const JobView& job) {
-    toWire(job, jobs[i++]);
+    toWire(job, jobs[i++], JobDetail::kCounts);
   });
   return kj::READY_NOW;
 }
@@ -112,7 +133,7 @@ kj::Promise<void> DispatcherGatewayServer::jobStatus(JobStatusContext context) {
   const JobId id = wire::idFromWire<JobId>(context.getParams().getJobId());
   auto results = context.getResults();
   KJ_IF_MAYBE (job, dispatcher_.job(id)) {
-    toWire(*job, results.initStatus());
+    toWire(*job, results.initStatus(), JobDetail::kSubtasks);
     KJ_IF_MAYBE (result, job->result) results.setResult(*result);
   } else {
     toWire(JobFailure{JobFailure::Kind::kNotFound, "no job " + id.toHex(), id},
@@ -131,7 +152,7 @@ kj::Promise<void> DispatcherGatewayServer::removeCorruptJob(RemoveCorruptJobCont
 kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContext context) {
   const JobCounts counts = dispatcher_.counts();
   auto overview = context.getResults().initOverview();
-  overview.setJobsRunning(counts.active);
+  overview.setJobsRunning(counts.active);  // Every job not terminal.
   overview.setJobsFinished(counts.finished);
   overview.setJobsCanceled(counts.canceled);
   overview.setJobsFailed(counts.failed);

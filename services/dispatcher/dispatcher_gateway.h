@@ -18,10 +18,18 @@ namespace regent::dispatcher {
 // `outcome` as the wire's Failure.
 void toWire(const JobFailure& outcome, wire::Failure::Builder failure);
 
-// Fills a JobStatus from what the Dispatcher knows of a job: a job of this term has every
+// How much of a running job's live detail toWire() asks its runner for.
+enum class JobDetail {
+  kCounts,    // listJobs, /v1/jobs: task counts and restarts of the whole job (JobRunner::counts).
+  kSubtasks,  // jobStatus, /v1/jobs/<id>: every vertex and subtask (JobRunner::describe).
+};
+
+// Fills a JobStatus from what the Dispatcher knows of a job: a job its runner runs carries the
+// runner's detail (`detail`) with the Dispatcher's state; a job not (yet) running has every
 // subtask pending; an ended job carries its result's state, times and failure; a corrupt one
 // only its id, state CORRUPT and the reason.
-void toWire(const JobView& job, wire::JobStatus::Builder status);
+void toWire(const JobView& job, wire::JobStatus::Builder status,
+            JobDetail detail = JobDetail::kCounts);
 
 // The term's registered workers and their slots as inspection reads them
 // (DispatcherGateway.listTaskExecutors and clusterOverview, /v1/workers, /metrics): the term's

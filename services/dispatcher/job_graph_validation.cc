@@ -427,6 +427,16 @@ std::optional<JobGraphViolation> check(const GraphView& graph, const JobGraphLim
   for (size_t i = 0; i < graph.vertices.size(); ++i) {
     if (auto bad = checkVertex(graph, i, byName, limits)) return bad;
   }
+  // What one JobMaster tracks: every subtask of every vertex.
+  uint64_t subtasks = 0;
+  for (const auto& vertex : graph.vertices) subtasks += vertex.parallelism;
+  if (subtasks > limits.maxTotalSubtasks) {
+    return violation("vertices", "hold " + std::to_string(subtasks) +
+                                     " subtasks in total (the sum of their parallelism), more "
+                                     "than the limit of " +
+                                     std::to_string(limits.maxTotalSubtasks) +
+                                     " (jobmaster.max-subtasks)");
+  }
   if (auto cycle = findCycle(graph, byName)) return cycle;
 
   return checkRestartStrategy(graph.restart, limits);

@@ -50,8 +50,8 @@ struct JobGraphViolation {
 
 // The first rule `graph` breaks, or nullopt if it breaks none. Rules are checked in a fixed
 // order, so the answer is deterministic: job_id, name, the vertex count, then each vertex in
-// list order (name, parallelism, command, resources, upstream), then cycles, then the restart
-// strategy. The full list of rules and messages is in docs/jobgraph.md.
+// list order (name, parallelism, command, resources, upstream), then the total of subtasks, then
+// cycles, then the restart strategy. The full list of rules and messages is in docs/jobgraph.md.
 //
 // Never throws for a malformed message (bad pointers, missing NUL terminators, traversal limit
 // exceeded): that is reported as a violation with an empty field. Reads each part of the graph

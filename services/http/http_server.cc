@@ -194,7 +194,9 @@ kj::Promise<void> HttpRoutes::route(kj::HttpMethod method, const std::string& pa
                                     Response& response) {
   static const char* const kRoutes[] = {"/healthz", "/readyz", "/v1/leader", "/v1/jobs",
                                         "/v1/workers", "/metrics"};
-  bool known = false;
+  static const std::string kJobPrefix = "/v1/jobs/";
+  bool known = path.rfind(kJobPrefix, 0) == 0 && path.size() > kJobPrefix.size() &&
+               path.find('/', kJobPrefix.size()) == std::string::npos;  // /v1/jobs/<id>
   for (const char* route : kRoutes) known = known || path == route;
   if (!known) {
     return reply(response, 404, "Not Found", kText,
@@ -234,6 +236,7 @@ kj::Promise<void> HttpRoutes::route(kj::HttpMethod method, const std::string& pa
   }
 
   if (path == "/v1/jobs") return jobs(response);
+  if (path.rfind("/v1/jobs/", 0) == 0) return job(response, path);
   if (path == "/v1/workers") return workers(response);
   return metrics(response);
 }
@@ -295,6 +298,117 @@ kj::Promise<void> HttpRoutes::jobs(Response& response) {
                    "\n");
 }
 
+namespace {
+
+std::string textOf(capnp::Text::Reader text) {
+  return sanitizeUtf8(std::string_view(text.begin(), text.size()));
+}
+
+nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
+  return {{"total", tasks.getTotal()},         {"pending", tasks.getPending()},
+          {"running", tasks.getRunning()},     {"finished", tasks.getFinished()},
+          {"canceling", tasks.getCanceling()}, {"canceled", tasks.getCanceled()},
+          {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
+}
+
+nlohmann::json subtaskJson(wire::SubtaskStatus::Reader subtask) {
+  nlohmann::json json{{"index", subtask.getIndex()},
+                      {"attempts", subtask.getAttempts()},
+                      {"host", textOf(subtask.getHost())},
+                      {"http_address", textOf(subtask.getHttpAddress())},
+                      {"last_failure", textOf(subtask.getLastFailure())},
+                      {"waiting_reason", textOf(subtask.getWaitingReason())},
+                      {"resource_id", nullptr},
+                      {"attempt", nullptr}};
+  if (subtask.hasResourceId()) {
+    json["resource_id"] = wire::idFromWire<ResourceId>(subtask.getResourceId()).toHex();
+  }
+  if (subtask.hasAttempt()) {
+    auto attempt = subtask.getAttempt();
+    json["attempt"] = {{"attempt_id", wire::idFromWire<AttemptId>(attempt.getAttemptId()).toHex()},
+                       {"attempt_number", attempt.getAttemptNumber()},
+                       {"state", wire::enumNameUpper(attempt.getState())},
+                       {"pid", attempt.getPid()},
+                       {"exit_code", attempt.getExitCode()},
+                       {"signal", attempt.getTermSignal()},
+                       {"failure_message", textOf(attempt.getFailureMessage())},
+                       {"started_at_ms", attempt.getStartedAtMs()},
+                       {"ended_at_ms", attempt.getEndedAtMs()}};
+  }
+  return json;
+}
+
+// One job in full: what jobStatus answers, as JSON.
+nlohmann::json jobDetailJson(wire::JobStatus::Reader job) {
+  nlohmann::json json{{"job_id", wire::idFromWire<JobId>(job.getJobId()).toHex()},
+                      {"name", textOf(job.getName())},
+                      {"state", wire::enumNameUpper(job.getState())},
+                      {"submitted_at_ms", job.getSubmittedAtMs()},
+                      {"state_changed_at_ms", job.getStateChangedAtMs()},
+                      {"ended_at_ms", job.getEndedAtMs()},
+                      {"restarts", job.getRestarts()},
+                      {"tasks", taskCountsJson(job.getTasks())},
+                      {"waiting_reason", textOf(job.getWaitingReason())},
+                      {"failure", nullptr}};
+  nlohmann::json vertices = nlohmann::json::array();
+  for (auto vertex : job.getVertices()) {
+    nlohmann::json subtasks = nlohmann::json::array();
+    for (auto subtask : vertex.getSubtasks()) subtasks.push_back(subtaskJson(subtask));
+    vertices.push_back({{"name", textOf(vertex.getName())},
+                        {"parallelism", vertex.getParallelism()},
+                        {"tasks", taskCountsJson(vertex.getTasks())},
+                        {"subtasks", subtasks}});
+  }
+  json["vertices"] = vertices;
+  if (job.hasFailure()) {
+    auto failure = job.getFailure();
+    json["failure"] = {{"message", textOf(failure.getMessage())},
+                       {"vertex", textOf(failure.getVertexName())},
+                       {"subtask_index", failure.getSubtaskIndex()},
+                       {"exit_code", failure.getExitCode()},
+                       {"at_ms", failure.getAtMs()}};
+  }
+  if (job.getState() == wire::JobState::CORRUPT) {
+    json["corrupt_reason"] = textOf(job.getCorruptReason());
+  }
+  return json;
+}
+
+}  // namespace
+
+kj::Promise<void> HttpRoutes::job(Response& response, const std::string& path) {
+  KJ_IF_MAYBE (redirected, notLeading(response, path)) return kj::mv(*redirected);
+  const uint64_t epoch = host_.leadingEpoch();
+  const dispatcher::Dispatcher* leading = nullptr;
+  KJ_IF_MAYBE (found, host_.leaderDispatcher()) {
+    leading = found;
+  }
+  if (leading == nullptr) {
+    return reply(response, 503, "Service Unavailable", kJson,
+                 errorJson("RECOVERING",
+                           "leader of epoch " + std::to_string(epoch) + " is still recovering"));
+  }
+  const std::string idText = path.substr(std::string("/v1/jobs/").size());
+  const std::optional<JobId> id = JobId::fromHex(idText);
+  if (!id) {
+    return reply(response, 400, "Bad Request", kJson,
+                 errorJson("INVALID_ARGUMENT", "not a job id (32 hex digits): " +
+                                                   echoablePath(idText)));
+  }
+  capnp::MallocMessageBuilder scratch;
+  auto status = scratch.initRoot<wire::JobStatus>();
+  KJ_IF_MAYBE (view, leading->job(*id)) {
+    dispatcher::toWire(*view, status, dispatcher::JobDetail::kSubtasks);
+  } else {
+    return reply(response, 404, "Not Found", kJson,
+                 errorJson("NOT_FOUND", "no job " + id->toHex()));
+  }
+  return reply(response, 200, "OK", kJson,
+               nlohmann::json{{"epoch", epoch}, {"job", jobDetailJson(status.asReader())}}.dump(
+                   -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   "\n");
+}
+
 kj::Promise<void> HttpRoutes::workers(Response& response) {
   KJ_IF_MAYBE (redirected, notLeading(response, "/v1/workers")) return kj::mv(*redirected);
   const uint64_t epoch = host_.leadingEpoch();
@@ -324,6 +438,32 @@ kj::Promise<void> HttpRoutes::workers(Response& response) {
 }
 
 namespace {
+
+// The JobMasters' families, over every term this process led.
+void writeJobMasterMetrics(std::ostringstream& out, const jobmaster::JobMasterCounters& counts) {
+  family(out, "regent_attempts_started_total", "counter",
+         "Subtask attempts deployed (submitTask accepted by a worker), over every term this "
+         "process led.");
+  out << "regent_attempts_started_total " << counts.attemptsStarted << '\n';
+  family(out, "regent_attempts_failed_total", "counter",
+         "Subtask attempts that reached FAILED, over every term this process led.");
+  out << "regent_attempts_failed_total " << counts.attemptsFailed << '\n';
+  family(out, "regent_attempts_restarted_total", "counter",
+         "Subtask attempts deployed again after a failure (restart strategy), over every term "
+         "this process led.");
+  out << "regent_attempts_restarted_total " << counts.attemptsRestarted << '\n';
+  family(out, "regent_job_submit_to_running_seconds", "histogram",
+         "Time from a job's submission to its first attempt RUNNING, per job and term.");
+  for (size_t i = 0; i < counts.kSubmitToRunningBounds.size(); ++i) {
+    out << "regent_job_submit_to_running_seconds_bucket{le=\""
+        << counts.kSubmitToRunningBounds[i] << "\"} " << counts.submitToRunningBuckets[i]
+        << '\n';
+  }
+  out << "regent_job_submit_to_running_seconds_bucket{le=\"+Inf\"} "
+      << counts.submitToRunningCount << '\n';
+  out << "regent_job_submit_to_running_seconds_sum " << counts.submitToRunningSum << '\n';
+  out << "regent_job_submit_to_running_seconds_count " << counts.submitToRunningCount << '\n';
+}
 
 // The RPC authentication families (docs/security.md).
 void writeAuthMetrics(std::ostringstream& out, const rpc::AuthCounters& auth) {
@@ -427,6 +567,9 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
          "Workers the leader removed after heartbeat.timeout of silence, over every term this "
          "process led.");
   out << "regent_worker_heartbeat_timeouts_total " << host_.workerHeartbeatTimeouts() << '\n';
+  if (const jobmaster::JobMasterCounters* jobMasters = host_.jobMasterCounters()) {
+    writeJobMasterMetrics(out, *jobMasters);
+  }
   family(out, "regent_rpc_calls_total", "counter",
          "RPC calls that reached the leader's fenced gateways, by method.");
   for (const auto& [method, count] : host_.fencingCounters().calls()) {

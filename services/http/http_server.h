@@ -22,6 +22,7 @@
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
+#include "services/jobmaster/job_masters.h"
 
 namespace regent::http {
 
@@ -59,6 +60,9 @@ class HttpHost {
   }
   // Workers removed for heartbeat silence since the process started, over every term it led.
   virtual uint64_t workerHeartbeatTimeouts() const { return 0; }
+  // The JobMasters' attempt counts and submit-to-running histogram over every term the process
+  // led, or nullptr for a host without JobMasters (the default: no samples).
+  virtual const jobmaster::JobMasterCounters* jobMasterCounters() const { return nullptr; }
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
   // The RPC authentication outcomes (rpc/auth_roles.h), or nullptr when the host counts none.
   virtual const rpc::AuthCounters* authCounters() const { return nullptr; }
@@ -126,6 +130,8 @@ class HttpRoutes final : public HttpRouteSet {
 
  private:
   kj::Promise<void> jobs(Response& response);
+  // /v1/jobs/<id>: one job with its vertices and subtasks (`path` is the whole path).
+  kj::Promise<void> job(Response& response, const std::string& path);
   kj::Promise<void> workers(Response& response);
   // The 307 to the leader's `path`, or the 503 when no other master is known to lead; nullptr
   // when this master leads.

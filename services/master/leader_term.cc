@@ -52,12 +52,14 @@ class ResourceManagerTaskExecutors final : public dispatcher::TaskExecutorView {
 
 LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
                        resourcemanager::ResourceManagerCounters& resourceManagerCounters,
+                       jobmaster::JobMasterCounters& jobMasterCounters,
                        store::StoreServices& storeServices, store::StoreTerm storeTerm,
                        LeaderTermOptions options)
     : timer_(timer),
       epoch_(epoch),
       capabilities_(epoch, counters),
       resourceManagerCounters_(resourceManagerCounters),
+      jobMasterCounters_(jobMasterCounters),
       storeServices_(storeServices),
       storeTerm_(std::move(storeTerm)),
       options_(std::move(options)),
@@ -89,8 +91,18 @@ kj::Promise<void> LeaderTerm::openStores() {
               .then([this]() { return openStores(); });
         }
         stores_ = kj::mv(opened).value();
-        dispatcher_ = kj::heap<dispatcher::Dispatcher>(
-            epoch_, *stores_, options_.limits, options_.retainCleanResults, options_.nowMs);
+        // Each JobMaster's gateway is a capability of the term: fenced, revoked with it. It
+        // serves at once; MasterBootstrap.jobMaster hands it out only once the term is ready.
+        jobMasters_ = kj::heap<jobmaster::JobMasters>(
+            timer_, epoch_, *resourceManager_,
+            [this](kj::Own<wire::JobMasterGateway::Server> server) {
+              return capabilities_.serve<wire::JobMasterGateway>(
+                  kj::mv(server), rpc::LeadershipTerm::Readiness::kImmediately);
+            },
+            jobMasterCounters_, options_.jobMaster);
+        dispatcher_ = kj::heap<dispatcher::Dispatcher>(epoch_, *stores_, options_.limits,
+                                                       options_.retainCleanResults,
+                                                       options_.nowMs, jobMasters_.get());
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(
             kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get(),
                                                           options_.describeLeader));
@@ -123,6 +135,14 @@ kj::Maybe<const dispatcher::Dispatcher&> LeaderTerm::dispatcher() const {
 
 kj::Maybe<wire::ResourceManagerGateway::Client> LeaderTerm::resourceManagerGateway() {
   return resourceManagerGateway_;
+}
+
+LeaderTerm::JobMasterLookup LeaderTerm::jobMaster(const JobId& job) {
+  JobMasterLookup lookup;
+  if (!ready() || jobMasters_.get() == nullptr) return lookup;
+  lookup.ready = true;
+  lookup.gateway = jobMasters_->gateway(job);
+  return lookup;
 }
 
 kj::Maybe<const dispatcher::TaskExecutorView&> LeaderTerm::taskExecutors() const {

@@ -1,8 +1,9 @@
 // The leader term: the one component that owns everything living for one leadership term of a
 // master (docs/architecture.md): the term's capabilities (rpc::LeadershipTerm), its stores, the
-// Dispatcher and its gateway, the ResourceManager (with its SlotManager) and its gateway, and the
-// work that recovers them. A new leader-side service (the JobMasters) becomes a member here, with
-// its gateway made by the term's serve(); the process only creates and destroys terms.
+// Dispatcher and its gateway, the ResourceManager (with its SlotManager) and its gateway, the
+// JobMasters (one per running job, each gateway made by the term's serve()), and the work that
+// recovers them. A new leader-side service becomes a member here; the process only creates and
+// destroys terms.
 #pragma once
 
 #include <kj/async.h>
@@ -20,6 +21,7 @@
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 #include "services/dispatcher/job_graph_validation.h"
+#include "services/jobmaster/job_masters.h"
 #include "services/resourcemanager/resource_manager.h"
 #include "store/store_services.h"
 
@@ -35,6 +37,8 @@ struct LeaderTermOptions {
   std::function<int64_t()> nowMs;  // Unix milliseconds, for the Dispatcher.
   // heartbeat.interval, heartbeat.timeout, rpc.call-timeout.
   resourcemanager::ResourceManagerOptions resourceManager;
+  // The same three, for the JobMasters' calls to workers.
+  jobmaster::JobMasterOptions jobMaster;
   // Fills clusterOverview's `leader` (the master's record of this term); null: left unset.
   dispatcher::DispatcherGatewayServer::DescribeLeader describeLeader;
 };
@@ -44,22 +48,25 @@ struct LeaderTermOptions {
 // Lifecycle: construct when leadership is granted, call start() once, destroy when it is
 // revoked. start() first creates the ResourceManager, whose gateway serves at once (workers
 // register and report while the Dispatcher recovers, so the slot table rebuilds in parallel with
-// recovery), then opens the stores and recovers the Dispatcher. While the term is not ready the
-// Dispatcher's gateway answers `unavailable` (the term's serve() guard); start() makes it ready
-// once the Dispatcher recovered.
+// recovery), then opens the stores, creates the JobMasters and the Dispatcher that runs its jobs
+// on them, and recovers the Dispatcher (which starts a JobMaster for every recovered job without
+// a result). While the term is not ready the Dispatcher's gateway answers `unavailable` (the
+// term's serve() guard) and jobMaster() says not ready; start() makes it ready once the
+// Dispatcher recovered.
 //
 // Destruction ends everything of the term in a fixed order: the capabilities are revoked (every
 // gateway handler still running is dropped, later calls are fenced, calls to workers through
 // capabilities they handed over fail), then the term's own work is cancelled (start() rejects),
-// then the gateways and services go (the Dispatcher, then the ResourceManager with its heartbeat
-// loop and calls to workers), and the stores are closed last. `timer`, `storeServices`,
-// `counters` and `resourceManagerCounters` must outlive the term.
+// then the gateways and services go (the Dispatcher's gateway, the JobMasters with their timers
+// and calls to workers, the Dispatcher, then the ResourceManager with its heartbeat loop and
+// calls to workers), and the stores are closed last. `timer`, `storeServices`, `counters`,
+// `resourceManagerCounters` and `jobMasterCounters` must outlive the term.
 class LeaderTerm final {
  public:
   LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
              resourcemanager::ResourceManagerCounters& resourceManagerCounters,
-             store::StoreServices& storeServices, store::StoreTerm storeTerm,
-             LeaderTermOptions options);
+             jobmaster::JobMasterCounters& jobMasterCounters, store::StoreServices& storeServices,
+             store::StoreTerm storeTerm, LeaderTermOptions options);
   ~LeaderTerm() noexcept;
   LeaderTerm(const LeaderTerm&) = delete;
   LeaderTerm& operator=(const LeaderTerm&) = delete;
@@ -94,6 +101,13 @@ class LeaderTerm final {
   // The registered workers for in-process reads (/v1/workers, /metrics); null until start().
   kj::Maybe<const dispatcher::TaskExecutorView&> taskExecutors() const;
 
+  // MasterBootstrap.jobMaster: how this term answers for `job`.
+  struct JobMasterLookup {
+    bool ready = false;  // False while the term recovers: no answer for any job yet.
+    kj::Maybe<wire::JobMasterGateway::Client> gateway;  // Null: this term runs no such job.
+  };
+  JobMasterLookup jobMaster(const JobId& job);
+
  private:
   kj::Promise<void> openStores();
   kj::Promise<void> recover();
@@ -104,6 +118,7 @@ class LeaderTerm final {
   const uint64_t epoch_;
   rpc::LeadershipTerm capabilities_;  // Revoked first (destructor), destroyed last.
   resourcemanager::ResourceManagerCounters& resourceManagerCounters_;
+  jobmaster::JobMasterCounters& jobMasterCounters_;
   store::StoreServices& storeServices_;
   const store::StoreTerm storeTerm_;
   const LeaderTermOptions options_;
@@ -115,6 +130,8 @@ class LeaderTerm final {
   kj::Own<dispatcher::TaskExecutorView> taskExecutors_;  // Reads resourceManager_.
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway_;
   kj::Own<dispatcher::Dispatcher> dispatcher_;
+  // Destroyed before the Dispatcher it reports to (its releases in flight are cancelled first).
+  kj::Own<jobmaster::JobMasters> jobMasters_;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway_;
   kj::Canceler canceler_;  // The term's own work (start()); cancelled first.
 };

@@ -1,4 +1,4 @@
-// MasterBootstrap: leaderInfo, handOver, dispatcher and resourceManager, answered from the
+// MasterBootstrap: leaderInfo, handOver, dispatcher, resourceManager and jobMaster, answered from the
 // master's own view, its epoch rule, and the authentication of a connection.
 #include "services/master/master_bootstrap.h"
 
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "rpc/failure.h"
+#include "rpc/wire_ids.h"
 
 namespace regent::master {
 
@@ -184,6 +185,28 @@ kj::Promise<void> MasterBootstrapServer::resourceManager(ResourceManagerContext 
     rpc::failures::unavailable(context.getResults().initFailure(), rpc::kNotReadyRetryMs,
                                "the leader of epoch " + std::to_string(epoch) +
                                    " has not started its resource manager yet; retry shortly");
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> MasterBootstrapServer::jobMaster(JobMasterContext context) {
+  auto params = context.getParams();
+  const uint64_t epoch = params.getEpoch();
+  const auto job = wire::idFromWire<JobId>(params.getJobId());
+  auto results = context.getResults();
+  LeaderTerm::JobMasterLookup lookup = host_.jobMaster(job);
+  if (!lookup.ready) {
+    rpc::failures::unavailable(results.initFailure(), rpc::kNotReadyRetryMs,
+                               "the leader of epoch " + std::to_string(epoch) +
+                                   " is still recovering its jobs; retry shortly");
+    return kj::READY_NOW;
+  }
+  KJ_IF_MAYBE (gateway, lookup.gateway) {
+    results.setJobMaster(kj::mv(*gateway));
+  } else {
+    rpc::failures::notFound(results.initFailure(), job,
+                            "job " + job.toHex() + " is not running under the leader of epoch " +
+                                std::to_string(epoch));
   }
   return kj::READY_NOW;
 }

@@ -1,7 +1,7 @@
 // MasterBootstrap (rpc/schema/gateways.capnp): the unfenced capability every master serves,
 // leader or standby. It says who leads as this master believes, hands over on request, hands
-// out the current term's fenced Dispatcher and ResourceManager gateways, and authenticates the
-// connection when the master requires it (docs/security.md).
+// out the current term's fenced Dispatcher, ResourceManager and JobMaster gateways, and
+// authenticates the connection when the master requires it (docs/security.md).
 #pragma once
 
 #include <kj/async.h>
@@ -15,6 +15,7 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_server.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/master/leader_term.h"
 
 namespace regent::master {
 
@@ -34,6 +35,10 @@ class MasterBootstrapHost {
   virtual kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() {
     return nullptr;
   }
+  // The current term's gateway of `job`'s JobMaster (LeaderTerm::jobMaster): not ready while
+  // the term's stores open or it recovers (and always for a host that runs no JobMasters, the
+  // default); ready without a gateway when the term runs no JobMaster for `job`.
+  virtual LeaderTerm::JobMasterLookup jobMaster(const JobId&) { return {}; }
   // Graceful hand-over without exiting; resolves ok once the `leader` node is gone, with an
   // error saying what happened when the hand-over did not apply (LeaderElection::handOver).
   virtual kj::Promise<Status> handOverForCaller() = 0;
@@ -76,6 +81,9 @@ class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
   kj::Promise<void> handOver(HandOverContext context) override;
   kj::Promise<void> dispatcher(DispatcherContext context) override;
   kj::Promise<void> resourceManager(ResourceManagerContext context) override;
+  // notFound for a job the term runs no JobMaster for (unknown, ended, released); unavailable
+  // while the term is not ready.
+  kj::Promise<void> jobMaster(JobMasterContext context) override;
   kj::Promise<void> authChallenge(AuthChallengeContext context) override;
   kj::Promise<void> authenticate(AuthenticateContext context) override;
 
@@ -96,7 +104,7 @@ wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
 // (rpc.auth-tls.*-names; the gate is marked authenticated at once), or to no role at all:
 // leaderInfo, authChallenge and authenticate only, everything else refused with
 // `unauthenticated`. A successful authenticate marks `peer.gate` and answers a bootstrap
-// restricted to the proven role; the Dispatcher and ResourceManager gateways it hands out are
+// restricted to the proven role; the Dispatcher, ResourceManager and JobMaster gateways it hands out are
 // restricted the same way and still revoked with their term. `host`, `fencingCounters`, `settings` and `authCounters` must
 // outlive the connection and every capability handed out on it.
 wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,

@@ -254,6 +254,11 @@ kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGa
   return term_->resourceManagerGateway();
 }
 
+LeaderTerm::JobMasterLookup MasterProcess::jobMaster(const JobId& job) {
+  if (!term_) return {};
+  return term_->jobMaster(job);
+}
+
 kj::Maybe<const dispatcher::TaskExecutorView&> MasterProcess::leaderTaskExecutors() const {
   if (!term_) return nullptr;
   return term_->taskExecutors();
@@ -311,12 +316,16 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.resourceManager.heartbeatInterval = config_.getDuration("heartbeat.interval");
   options.resourceManager.heartbeatTimeout = config_.getDuration("heartbeat.timeout");
   options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");
+  options.jobMaster.heartbeatInterval = options.resourceManager.heartbeatInterval;
+  options.jobMaster.heartbeatTimeout = options.resourceManager.heartbeatTimeout;
+  options.jobMaster.callTimeout = options.resourceManager.callTimeout;
+  options.limits.maxTotalSubtasks = static_cast<uint32_t>(config_.getInt("jobmaster.max-subtasks"));
   options.describeLeader = [this](wire::LeaderInfo::Builder out) {
     if (auto leader = knownLeader()) toWire(*leader, out);
   };
   // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
   term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, resourceManagerCounters_,
-                               *stores_, fence, kj::mv(options));
+                               jobMasterCounters_, *stores_, fence, kj::mv(options));
   tasks_.add(term_->start()
                  .then([this, epoch]() { return election_->markServing(epoch); })
                  .then(

@@ -120,6 +120,7 @@ class MasterProcess final : public leader::LeaderContender,
   uint64_t leadingEpoch() const override;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override;
+  LeaderTerm::JobMasterLookup jobMaster(const JobId& job) override;
   kj::Promise<Status> handOverForCaller() override;
   // http::HttpHost.
   bool serving() const override;
@@ -128,6 +129,9 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override;
   uint64_t workerHeartbeatTimeouts() const override {
     return resourceManagerCounters_.heartbeatTimeouts;
+  }
+  const jobmaster::JobMasterCounters* jobMasterCounters() const override {
+    return &jobMasterCounters_;
   }
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
   const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
@@ -153,6 +157,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::unique_ptr<store::StoreServices> stores_;
   rpc::FencingCounters fencingCounters_;
   resourcemanager::ResourceManagerCounters resourceManagerCounters_;  // Across terms.
+  jobmaster::JobMasterCounters jobMasterCounters_;                    // Across terms.
   rpc::ServerAuthSettings authSettings_;  // Read by every connection's bootstrap.
   rpc::AuthCounters authCounters_;
   kj::Own<leader::LeaderRetrieval> retrieval_;

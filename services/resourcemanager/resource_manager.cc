@@ -198,8 +198,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                      "jobId: missing or zero");
       return kj::READY_NOW;
     }
-    rm_.slots_.registerJob(job);
-    rm_.jobMasters_.insert_or_assign(job, params.getJobMaster());
+    rm_.registerJobMaster(job, params.getJobMaster());
     return kj::READY_NOW;
   }
 
@@ -212,7 +211,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
       needs.push_back(
           Requirement{fromWire(requirement.getProfile()), requirement.getNumberOfRequiredSlots()});
     }
-    if (auto failure = rm_.slots_.declare(job, needs)) {
+    if (auto failure = rm_.declareRequiredResources(job, needs)) {
       auto out = context.getResults().initFailure();
       if (failure->error == SlotError::kNotRegistered) {
         rpc::failures::notRegistered(out, job, failure->message);
@@ -222,7 +221,6 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
       }
       return kj::READY_NOW;
     }
-    rm_.matchAndRequest();
     return kj::READY_NOW;
   }
 
@@ -235,12 +233,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
           "the JobMaster of job " + job.toHex() + " is not registered with this ResourceManager");
       return kj::READY_NOW;
     }
-    const std::string cause = params.getCause();
-    for (const SlotRelease& release : rm_.slots_.disconnectJob(job)) {
-      rm_.freeOnWorker(release, cause);
-    }
-    rm_.jobMasters_.erase(job);
-    rm_.matchAndRequest();
+    rm_.disconnectJobMaster(job, params.getCause());
     return kj::READY_NOW;
   }
 
@@ -451,6 +444,41 @@ void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& 
   EventLine line("worker removed");
   line.field("epoch", epoch_).field("resource_id", worker.toHex()).quotedField("reason", reason);
   event(spdlog::level::info, line);
+}
+
+void ResourceManager::registerJobMaster(const JobId& job,
+                                        wire::JobMasterGateway::Client gateway) {
+  slots_.registerJob(job);
+  jobMasters_.insert_or_assign(job, kj::mv(gateway));
+}
+
+std::optional<SlotFailure> ResourceManager::declareRequiredResources(
+    const JobId& job, const std::vector<Requirement>& needs) {
+  if (auto failure = slots_.declare(job, needs)) return failure;
+  matchLater();
+  return std::nullopt;
+}
+
+void ResourceManager::disconnectJobMaster(const JobId& job, const std::string& cause) {
+  if (!slots_.jobRegistered(job)) return;
+  for (const SlotRelease& release : slots_.disconnectJob(job)) freeOnWorker(release, cause);
+  jobMasters_.erase(job);
+  matchLater();
+}
+
+std::optional<WorkerAddress> ResourceManager::workerAddress(const ResourceId& worker) const {
+  const Worker* found = slots_.worker(worker);
+  if (found == nullptr) return std::nullopt;
+  return WorkerAddress{found->registration.host, found->registration.httpAddress};
+}
+
+void ResourceManager::matchLater() {
+  if (matchScheduled_) return;
+  matchScheduled_ = true;
+  tasks_.add(kj::evalLater([this]() {
+    matchScheduled_ = false;
+    matchAndRequest();
+  }));
 }
 
 void ResourceManager::matchAndRequest() {

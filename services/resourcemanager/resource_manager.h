@@ -12,12 +12,15 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/event_line.h"
 #include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/resourcemanager/job_master_port.h"
 #include "services/resourcemanager/slot_manager.h"
 
 namespace regent::resourcemanager {
@@ -44,7 +47,11 @@ struct ResourceManagerCounters {
 // Loop-thread only. `timer` and `counters` must outlive it. Destroying it cancels its heartbeat
 // loop and every call it has in flight to workers; it calls nothing on destruction (the term is
 // over: the next leader's workers re-register there).
-class ResourceManager final {
+//
+// The term's JobMasters reach it in process as a JobMasterPort: the same operations as the
+// gateway's JobMaster methods, with the matching they cause deferred to a later turn of the loop
+// (one match for every change made in the same turn).
+class ResourceManager final : public JobMasterPort {
  public:
   ResourceManager(kj::Timer& timer, uint64_t epoch, ResourceManagerCounters& counters,
                   ResourceManagerOptions options);
@@ -84,6 +91,14 @@ class ResourceManager final {
   const SlotManager& slotManager() const { return slots_; }
   SlotCounts counts() const { return slots_.counts(); }
 
+  // JobMasterPort.
+  void registerJobMaster(const JobId& job, wire::JobMasterGateway::Client gateway) override;
+  std::optional<SlotFailure> declareRequiredResources(const JobId& job,
+                                                      const std::vector<Requirement>& needs) override;
+  void disconnectJobMaster(const JobId& job, const std::string& cause) override;
+  std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const override;
+  SlotCounts slotCounts() const override { return slots_.counts(); }
+
   // Every registered worker with its latest slot report, for DispatcherGateway.listTaskExecutors
   // (regentctl workers / slots) and /v1/workers; in resource id order. `out` was initialised
   // with counts().workers entries (fewer: the first ones only). The running attempts of a slot
@@ -107,6 +122,8 @@ class ResourceManager final {
   void forgetWorker(const ResourceId& worker, const std::string& reason, bool tellWorker);
   // Runs SlotManager::match() and sends requestSlot for each decision.
   void matchAndRequest();
+  // matchAndRequest() in a later turn, once for every call made before it runs.
+  void matchLater();
   void freeOnWorker(const SlotRelease& release, const std::string& cause);
   // `call` bounded by callTimeout, named `method` in the timeout error.
   template <typename T>
@@ -118,8 +135,9 @@ class ResourceManager final {
   const ResourceManagerOptions options_;
   SlotManager slots_;
   std::map<ResourceId, kj::Own<Connection>> connections_;
-  // JobMasters registered in this term; their gateways are used by the JobMaster issue.
+  // JobMasters registered in this term, by job: the gateways workers' offers reach.
   std::map<JobId, wire::JobMasterGateway::Client> jobMasters_;
+  bool matchScheduled_ = false;
   TaskFailureLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

@@ -1,13 +1,16 @@
 // The Dispatcher over the stores on a memory backend (tests/store/fake_stores_test_util.h),
 // called through its gateway served by the term as regentctl will: recovery, persist-before-accept,
 // validation, idempotent submission, cancellation through dirty -> clean, a dirty result found at
-// recovery never re-run, reads served from memory, and ended results bounded like the store's.
+// recovery never re-run, reads served from memory, and ended results bounded like the store's;
+// with a fake JobRunner: jobs start after they are persisted, and end through dirty result ->
+// release -> JobGraph removed -> clean result.
 #include "services/dispatcher/dispatcher.h"
 
 #include <gtest/gtest.h>
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +55,78 @@ class FakeTaskExecutors final : public TaskExecutorView {
   AllocationId allocation = AllocationId::random();
 };
 
+// A JobRunner that records what the Dispatcher asks of it, with what the store held at the time
+// ("start <job> graph=stored", "release <job> result=stored graph=stored"), and answers reads
+// with fixed live detail. release() waits while `holdReleases`, until releaseAll().
+class FakeJobRunner final : public JobRunner {
+ public:
+  explicit FakeJobRunner(const store::testing::FakeStoreBackend& backend) : backend_(backend) {}
+  ~FakeJobRunner() noexcept override {}
+
+  void setListener(JobRunnerListener& listener) override { this->listener = &listener; }
+  void start(JobId job, wire::JobGraph::Reader graph) override {
+    calls.push_back("start " + job.toHex() + " graph=" + stored(store::RecordFamily::kJobGraphs, job));
+    running[job] = std::string(graph.getName().cStr());  // The graph is readable.
+  }
+  kj::Promise<void> release(JobId job, const std::string& cause) override {
+    calls.push_back("release " + job.toHex() + " result=" +
+                    stored(store::RecordFamily::kJobResults, job) +
+                    " graph=" + stored(store::RecordFamily::kJobGraphs, job));
+    causes.push_back(cause);
+    if (!running.count(job)) ADD_FAILURE() << "released a job that was not started";
+    if (!holdReleases) {
+      running.erase(job);
+      return kj::READY_NOW;
+    }
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    held.add(kj::mv(paf.fulfiller));
+    return paf.promise.then([this, job]() { running.erase(job); });
+  }
+  bool describe(JobId job, wire::JobStatus::Builder status) const override {
+    if (!running.count(job)) return false;
+    status.setState(wire::JobState::RUNNING);
+    status.setRestarts(3);
+    status.setWaitingReason("waiting for 1 slot");
+    status.initTasks().setTotal(2);
+    status.getTasks().setRunning(1);
+    status.getTasks().setPending(1);
+    auto vertex = status.initVertices(1)[0];
+    vertex.setName("work");
+    vertex.setParallelism(2);
+    auto subtasks = vertex.initSubtasks(2);
+    subtasks[0].setIndex(0);
+    subtasks[0].setHost("worker-a");
+    subtasks[1].setIndex(1);
+    subtasks[1].setWaitingReason("no free slot");
+    return true;
+  }
+  bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override {
+    if (!running.count(job)) return false;
+    tasks.setTotal(2);
+    tasks.setRunning(2);
+    restarts = 3;
+    return true;
+  }
+  void releaseAll() {
+    holdReleases = false;
+    auto fulfillers = kj::mv(held);
+    for (auto& fulfiller : fulfillers) fulfiller->fulfill();
+  }
+
+  JobRunnerListener* listener = nullptr;
+  std::vector<std::string> calls;
+  std::vector<std::string> causes;
+  std::map<JobId, std::string> running;  // Started, not released: the job's name.
+  bool holdReleases = false;
+
+ private:
+  std::string stored(store::RecordFamily family, const JobId& job) const {
+    return backend_.raw(family, job.toHex()) ? "stored" : "none";
+  }
+  const store::testing::FakeStoreBackend& backend_;
+  kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> held;
+};
+
 class DispatcherTest : public ::testing::Test {
  protected:
   ~DispatcherTest() noexcept override = default;
@@ -61,12 +136,13 @@ class DispatcherTest : public ::testing::Test {
   // Starts the next term: its stores, a Dispatcher, and its gateway served by the term (not
   // ready until recover()).
   void startTerm(size_t retain = 1000, const TaskExecutorView* taskExecutors = nullptr,
-                 DispatcherGatewayServer::DescribeLeader describeLeader = {}) {
+                 DispatcherGatewayServer::DescribeLeader describeLeader = {},
+                 JobRunner* runner = nullptr) {
     endTerm();
     ++epoch_;
     stores_ = backend_.openTerm(retain);
     dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{}, retain,
-                                       [this] { return ++clockMs_; });
+                                       [this] { return ++clockMs_; }, runner);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(
         kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors, kj::mv(describeLeader)));
@@ -94,11 +170,30 @@ class DispatcherTest : public ::testing::Test {
     return loop_.run(request.send());
   }
 
+  // cancelJob, then the cleanup that follows in the background.
   capnp::Response<DispatcherGateway::CancelJobResults> cancel(const JobId& id) {
     auto request = gateway_.cancelJobRequest();
     request.setEpoch(epoch_);
     wire::setWireId(request.initJobId(), id);
-    return loop_.run(request.send());
+    auto response = loop_.run(request.send());
+    settle();
+    return response;
+  }
+
+  // Runs the loop until the Dispatcher's background cleanups are done (the memory store answers
+  // within a few turns; a cleanup waiting on a held release or held writes never settles).
+  void settle() {
+    for (int turn = 0; turn < 1000 && dispatcher_->cleanupsRunning() > 0; ++turn) {
+      loop_.run(kj::evalLast([] {}));
+    }
+    ASSERT_EQ(dispatcher_->cleanupsRunning(), 0u);
+  }
+
+  // The stored result of `id`: "none", "dirty" or "clean".
+  std::string storedResult(const JobId& id) {
+    auto result = loop_.run(stores_->jobResults().get(id));
+    if (!result.ok()) return "none";
+    return result.value().get().getClean() ? "clean" : "dirty";
   }
 
   capnp::Response<DispatcherGateway::JobStatusResults> status(const JobId& id) {
@@ -495,6 +590,215 @@ TEST_F(DispatcherTest, ARecoveryThatCouldNotReadTheStoreCanBeRetried) {
   EXPECT_FALSE(dispatcher_->recovered());
   recover();
   EXPECT_EQ(listedNames(), std::vector<std::string>{"kept:created"});
+}
+
+TEST_F(DispatcherTest, ASubmittedJobStartsOnTheRunnerOnlyAfterItsJobGraphIsPersisted) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  EXPECT_EQ(runner.listener, dispatcher_.get());
+  const JobId id = JobId::random();
+  auto graph = jobGraph(id, "runs");
+  ASSERT_FALSE(submit(*graph).hasFailure());
+  EXPECT_EQ(runner.calls, std::vector<std::string>{"start " + id.toHex() + " graph=stored"});
+  // A retried submission does not start it twice.
+  ASSERT_FALSE(submit(*graph).hasFailure());
+  EXPECT_EQ(runner.calls.size(), 1u);
+
+  // A submission the store refuses starts nothing.
+  backend_.fenced = true;
+  ASSERT_TRUE(submit(*jobGraph(JobId::random(), "refused")).hasFailure());
+  EXPECT_EQ(runner.calls.size(), 1u);
+}
+
+TEST_F(DispatcherTest, LiveStatesAndDetailOfARunningJobComeFromTheRunner) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "live")).hasFailure());
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"live:created"});
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"live:running"});
+  EXPECT_EQ(dispatcher_->counts().running, 1u);
+  runner.listener->jobStateChanged(id, wire::JobState::RESTARTING, 43);
+  EXPECT_EQ(dispatcher_->counts().restarting, 1u);
+  EXPECT_EQ(dispatcher_->counts().active, 1u);
+
+  auto detail = status(id);
+  ASSERT_FALSE(detail.hasFailure());
+  auto job = detail.getStatus();
+  EXPECT_EQ(job.getState(), wire::JobState::RESTARTING);
+  EXPECT_EQ(job.getStateChangedAtMs(), 43);
+  EXPECT_EQ(std::string(job.getName().cStr()), "live");
+  EXPECT_EQ(job.getRestarts(), 3u);
+  EXPECT_EQ(std::string(job.getWaitingReason().cStr()), "waiting for 1 slot");
+  ASSERT_EQ(job.getVertices().size(), 1u);
+  ASSERT_EQ(job.getVertices()[0].getSubtasks().size(), 2u);
+  EXPECT_EQ(std::string(job.getVertices()[0].getSubtasks()[0].getHost().cStr()), "worker-a");
+
+  auto request = gateway_.listJobsRequest();
+  request.setEpoch(epoch_);
+  auto listed = loop_.run(request.send());
+  ASSERT_EQ(listed.getJobs().size(), 1u);
+  EXPECT_EQ(listed.getJobs()[0].getTasks().getRunning(), 2u);
+  EXPECT_EQ(listed.getJobs()[0].getRestarts(), 3u);
+  ASSERT_EQ(listed.getJobs()[0].getVertices().size(), 1u);
+  EXPECT_EQ(listed.getJobs()[0].getVertices()[0].getSubtasks().size(), 0u);
+}
+
+TEST_F(DispatcherTest, AnEndedJobGetsADirtyResultThenIsReleasedThenLosesItsGraphThenIsClean) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "ends")).hasFailure());
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
+  runner.holdReleases = true;
+  JobEnd end;
+  end.state = wire::JobState::FAILED;
+  end.restarts = 2;
+  end.netRuntimeMs = 1234;
+  end.failureMessage = "exit code 1";
+  end.failureVertex = "work";
+  end.failureSubtask = 1;
+  end.failureAttempt = AttemptId::random();
+  end.failureExitCode = 1;
+  end.failureAtMs = 77;
+  runner.listener->jobEnded(id, end);
+  loop_.run(kj::evalLast([] {}));
+
+  // The dirty result is stored before the release, and the graph is still there.
+  ASSERT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(runner.calls[1], "release " + id.toHex() + " result=stored graph=stored");
+  EXPECT_EQ(runner.causes[0], "job FAILED: exit code 1");
+  EXPECT_EQ(storedResult(id), "dirty");
+  EXPECT_EQ(storedGraphs(), 1u);
+  EXPECT_EQ(dispatcher_->cleanupsRunning(), 1u);
+  auto ended = status(id);
+  EXPECT_EQ(ended.getStatus().getState(), wire::JobState::FAILED);
+  EXPECT_FALSE(ended.getResult().getClean());
+
+  // Only once released: the graph goes, then the result is clean.
+  runner.releaseAll();
+  settle();
+  EXPECT_EQ(storedGraphs(), 0u);
+  EXPECT_EQ(storedResult(id), "clean");
+  auto statusResponse = status(id);
+  auto result = statusResponse.getResult();
+  EXPECT_TRUE(result.getClean());
+  EXPECT_EQ(result.getState(), wire::JobState::FAILED);
+  EXPECT_EQ(result.getRestarts(), 2u);
+  EXPECT_EQ(result.getNetRuntimeMs(), 1234u);
+  EXPECT_EQ(std::string(result.getFailure().getMessage().cStr()), "exit code 1");
+  EXPECT_EQ(std::string(result.getFailure().getVertexName().cStr()), "work");
+  EXPECT_EQ(result.getFailure().getSubtaskIndex(), 1u);
+  EXPECT_EQ(wire::idFromWire<AttemptId>(result.getFailure().getAttemptId()), end.failureAttempt);
+  EXPECT_EQ(result.getFailure().getExitCode(), 1);
+  EXPECT_EQ(dispatcher_->counts().failed, 1u);
+
+  // A later report about the ended job changes nothing, and it is not started by the next term.
+  runner.listener->jobEnded(id, JobEnd{});
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 50);
+  settle();
+  EXPECT_EQ(runner.calls.size(), 2u);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  EXPECT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"ends:failed"});
+}
+
+TEST_F(DispatcherTest, AFinishedJobsResultCarriesNoFailure) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "done")).hasFailure());
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  runner.listener->jobEnded(id, end);
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(storedGraphs(), 0u);
+  auto statusResponse = status(id);
+  auto result = statusResponse.getResult();
+  EXPECT_EQ(result.getState(), wire::JobState::FINISHED);
+  EXPECT_FALSE(result.hasFailure());
+}
+
+TEST_F(DispatcherTest, CancelAnswersOnceTheDirtyResultIsStoredThenReleasesAndCleansUp) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "canceled")).hasFailure());
+  runner.holdReleases = true;
+  auto request = gateway_.cancelJobRequest();
+  request.setEpoch(epoch_);
+  wire::setWireId(request.initJobId(), id);
+  auto response = loop_.run(request.send());
+  ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  // Answered while the release still runs: the result is dirty, the graph still stored.
+  loop_.run(kj::evalLast([] {}));
+  ASSERT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(runner.calls[1], "release " + id.toHex() + " result=stored graph=stored");
+  EXPECT_EQ(runner.causes[0], "job canceled");
+  EXPECT_EQ(storedResult(id), "dirty");
+  // The runner's own end reported meanwhile is ignored: the job was cancelled.
+  runner.listener->jobEnded(id, JobEnd{});
+  runner.releaseAll();
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(storedGraphs(), 0u);
+  auto statusResponse = status(id);
+  auto result = statusResponse.getResult();
+  EXPECT_EQ(result.getState(), wire::JobState::CANCELED);
+  EXPECT_EQ(result.getRestarts(), 3u);  // The runner's count when cancelled.
+  EXPECT_EQ(runner.calls.size(), 2u);
+}
+
+TEST_F(DispatcherTest, ADirtyResultThatCannotBeStoredLeavesTheJobActiveAndCancellable) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "stuck")).hasFailure());
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
+  backend_.fenced = true;
+  runner.listener->jobEnded(id, JobEnd{});
+  loop_.run(kj::evalLast([] {}));
+  EXPECT_EQ(storedResult(id), "none");
+  EXPECT_EQ(runner.calls.size(), 1u);  // Not released: nothing of the end is stored.
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"stuck:running"});
+  backend_.fenced = false;
+  ASSERT_FALSE(cancel(id).hasFailure());
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(runner.calls.size(), 2u);
+}
+
+TEST_F(DispatcherTest, RecoveryStartsEveryJobWithoutAResultAndNeverOneWithADirtyResult) {
+  startTerm();
+  recover();
+  const JobId unfinished = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(unfinished, "unfinished")).hasFailure());
+  const JobId ended = JobId::random();
+  auto endedGraph = jobGraph(ended, "ended");
+  ASSERT_TRUE(loop_.run(stores_->jobGraphs().put(endedGraph->getRoot<wire::JobGraph>())).ok());
+  capnp::MallocMessageBuilder message;
+  auto result = message.initRoot<wire::JobResult>();
+  wire::setWireId(result.initJobId(), ended);
+  result.setJobName("ended");
+  result.setState(wire::JobState::FINISHED);
+  result.setEndedAtMs(5);
+  ASSERT_TRUE(loop_.run(stores_->jobResults().createDirty(result.asReader())).ok());
+
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  auto recovered = loop_.run(dispatcher_->recover());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  EXPECT_EQ(runner.calls, std::vector<std::string>{"start " + unfinished.toHex() + " graph=stored"});
+  EXPECT_EQ(runner.running.at(unfinished), "unfinished");
+  EXPECT_EQ(storedResult(ended), "clean");
 }
 
 }  // namespace

@@ -137,6 +137,20 @@ TEST(JobGraphValidation, ParallelismIsLimited) {
             violation("vertices[0].parallelism", "must be in 1..10000, got 10001"));
 }
 
+TEST(JobGraphValidation, TheTotalOfSubtasksIsLimitedNamingTheTotalAndTheOption) {
+  JobGraphLimits limits;
+  limits.maxTotalSubtasks = 10;
+  EXPECT_EQ(check(job({vertex("a", ", parallelism: 6"), vertex("b", ", parallelism: 4")}), limits),
+            std::nullopt);
+  EXPECT_EQ(check(job({vertex("a", ", parallelism: 6"), vertex("b", ", parallelism: 5")}), limits),
+            violation("vertices", "hold 11 subtasks in total (the sum of their parallelism), more "
+                                  "than the limit of 10 (jobmaster.max-subtasks)"));
+  // The default: two vertices at the largest parallelism are twice the default total.
+  EXPECT_EQ(check(job({vertex("a", ", parallelism: 10000"), vertex("b", ", parallelism: 10000")})),
+            violation("vertices", "hold 20000 subtasks in total (the sum of their parallelism), "
+                                  "more than the limit of 10000 (jobmaster.max-subtasks)"));
+}
+
 TEST(JobGraphValidation, ACommandNeedsArguments) {
   EXPECT_EQ(
       check(job({"{name: v, command: {argv: []}}"})),

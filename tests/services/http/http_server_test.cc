@@ -113,6 +113,7 @@ class FakeHost final : public HttpHost {
     return *workers;
   }
   uint64_t workerHeartbeatTimeouts() const override { return heartbeatTimeouts; }
+  const jobmaster::JobMasterCounters* jobMasterCounters() const override { return jobMasters; }
 
   leader::ContenderInfo self_;
   std::optional<leader::LeaderInfo> leader;
@@ -123,6 +124,7 @@ class FakeHost final : public HttpHost {
   bool ready = false;
   const LeaderWorkers* workers = nullptr;
   uint64_t heartbeatTimeouts = 0;
+  const jobmaster::JobMasterCounters* jobMasters = nullptr;
   rpc::FencingCounters counters;
   std::optional<RpcTransportCounts> transport;
 };
@@ -278,6 +280,43 @@ TEST_F(HttpServerTest, JobsOnTheLeaderAreReadFromItsDispatcherWithoutAStoreRead)
   EXPECT_TRUE(host_.counters.calls().empty());  // No RPC either.
 }
 
+TEST_F(HttpServerTest, OneJobOnTheLeaderCarriesItsVerticesAndItsResult) {
+  lead(7, true);
+  Reply reply = fetch("/v1/jobs/" + JobId(0x1234, 1).toHex());
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  auto json = nlohmann::json::parse(reply.body);
+  EXPECT_EQ(json["epoch"], 7);
+  EXPECT_EQ(json["job"]["job_id"], JobId(0x1234, 1).toHex());
+  EXPECT_EQ(json["job"]["state"], "CREATED");
+  ASSERT_EQ(json["job"]["vertices"].size(), 1u);
+  EXPECT_EQ(json["job"]["vertices"][0]["name"], "work");
+  EXPECT_EQ(json["job"]["vertices"][0]["tasks"]["pending"], 1);
+  EXPECT_TRUE(json["job"]["vertices"][0]["subtasks"].empty());
+  EXPECT_EQ(json["job"]["tasks"]["total"], 1);
+
+  auto canceled = nlohmann::json::parse(fetch("/v1/jobs/" + JobId(0x1234, 3).toHex()).body);
+  EXPECT_EQ(canceled["job"]["state"], "CANCELED");
+  EXPECT_GT(canceled["job"]["ended_at_ms"], 0);
+
+  Reply unknown = fetch("/v1/jobs/" + JobId(0x99, 9).toHex());
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(nlohmann::json::parse(unknown.body)["message"], "no job " + JobId(0x99, 9).toHex());
+  Reply bad = fetch("/v1/jobs/xyz");
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_EQ(nlohmann::json::parse(bad.body)["message"], "not a job id (32 hex digits): xyz");
+
+  // A standby redirects to the same job on the leader.
+  host_.epoch = 0;
+  leader::LeaderInfo other;
+  other.epoch = 8;
+  other.masterId = "other";
+  other.httpAddress = "10.0.0.2:8081";
+  host_.leader = other;
+  Reply redirected = fetch("/v1/jobs/" + JobId(0x1234, 1).toHex());
+  EXPECT_EQ(redirected.status, 307u);
+  EXPECT_EQ(redirected.location, "http://10.0.0.2:8081/v1/jobs/" + JobId(0x1234, 1).toHex());
+}
+
 TEST_F(HttpServerTest, JobsOnTheLeaderAnswer503WhileTheTermRecovers) {
   lead(7, false);
   host_.ready = false;
@@ -359,7 +398,7 @@ TEST_F(HttpServerTest, WorkersOnAStandbyRedirectToTheLeaderAndWithoutALeaderAnsw
 
 TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405) {
   EXPECT_EQ(fetch("/nope").status, 404u);
-  EXPECT_EQ(fetch("/v1/jobs/extra").status, 404u);
+  EXPECT_EQ(fetch("/v1/jobs/extra/more").status, 404u);  // /v1/jobs/<id> has no sub-paths.
   Reply post = fetch("/healthz", kj::HttpMethod::POST);
   EXPECT_EQ(post.status, 405u);
   EXPECT_EQ(post.allow, "GET");
@@ -478,6 +517,46 @@ TEST_F(HttpServerTest, WorkerHeartbeatTimeoutsAreTheProcessCountAlsoOnAStandby) 
   auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
   ASSERT_EQ(parsed.error, "");
   EXPECT_EQ(parsed.samples.at("regent_worker_heartbeat_timeouts_total"), 4);
+}
+
+TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistogram) {
+  jobmaster::JobMasterCounters counters;
+  counters.attemptsStarted = 9;
+  counters.attemptsFailed = 3;
+  counters.attemptsRestarted = 2;
+  counters.observeSubmitToRunning(0.015);
+  counters.observeSubmitToRunning(3);
+  host_.jobMasters = &counters;
+  Reply reply = fetch("/metrics");
+  ASSERT_EQ(reply.status, 200u);
+  auto parsed = regent::testing::parsePrometheusText(reply.body);
+  ASSERT_EQ(parsed.error, "") << reply.body;
+  EXPECT_EQ(parsed.samples.at("regent_attempts_started_total"), 9);
+  EXPECT_EQ(parsed.samples.at("regent_attempts_failed_total"), 3);
+  EXPECT_EQ(parsed.samples.at("regent_attempts_restarted_total"), 2);
+  for (const char* family : {"regent_attempts_started_total", "regent_attempts_failed_total",
+                             "regent_attempts_restarted_total"}) {
+    EXPECT_EQ(parsed.types.at(family), "counter") << family;
+    EXPECT_FALSE(parsed.helps[family].empty()) << family;
+  }
+  const std::string histogram = "regent_job_submit_to_running_seconds";
+  EXPECT_EQ(parsed.types.at(histogram), "histogram");
+  EXPECT_FALSE(parsed.helps[histogram].empty());
+  // Cumulative: 15 ms falls in every bucket from 20 ms on, 3 s from 5 s on.
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"0.01\"}"), 0);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"0.02\"}"), 1);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"2.5\"}"), 1);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"5\"}"), 2);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"30\"}"), 2);
+  EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"+Inf\"}"), 2);
+  EXPECT_DOUBLE_EQ(parsed.samples.at(histogram + "_sum"), 3.015);
+  EXPECT_EQ(parsed.samples.at(histogram + "_count"), 2);
+
+  // A host without JobMasters has none of these families.
+  host_.jobMasters = nullptr;
+  auto none = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  EXPECT_EQ(none.types.count(histogram), 0u);
+  EXPECT_EQ(none.types.count("regent_attempts_started_total"), 0u);
 }
 
 TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {

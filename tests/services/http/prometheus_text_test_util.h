@@ -129,8 +129,22 @@ inline PrometheusText parsePrometheusText(const std::string& text) {
       return fail("timestamp '" + timestamp + "' is not an integer");
     }
     if (!extra.empty()) return fail("trailing text '" + extra + "'");
-    if (!parsed.types.count(name)) return fail("sample of " + name + " before its TYPE line");
-    familiesWithSamples.insert(name);
+    // A histogram's samples carry the family's name with a suffix.
+    std::string familyName = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string ending(suffix);
+      if (parsed.types.count(name) == 0 && name.size() > ending.size() &&
+          name.compare(name.size() - ending.size(), ending.size(), ending) == 0) {
+        const std::string stripped = name.substr(0, name.size() - ending.size());
+        if (parsed.types.count(stripped) && parsed.types.at(stripped) == "histogram") {
+          familyName = stripped;
+        }
+      }
+    }
+    if (!parsed.types.count(familyName)) {
+      return fail("sample of " + name + " before its TYPE line");
+    }
+    familiesWithSamples.insert(familyName);
     if (!parsed.samples.emplace(name + labels, value).second) {
       return fail("series " + name + labels + " twice");
     }

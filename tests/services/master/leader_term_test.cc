@@ -1,6 +1,7 @@
 // The leader term on memory stores and a fake clock: recovery retried with backoff, a revoke
 // during recovery, the Dispatcher's gateway serving only after recovery, and the
-// ResourceManager's serving workers from the start.
+// ResourceManager's serving workers from the start, and a job's JobMaster reachable once the term
+// is ready, for the jobs it runs, recovered ones included.
 #include "services/master/leader_term.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "common/event_loop.h"
 #include "rpc/wire_ids.h"
+#include "tests/fixtures/job_graph_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
 
 namespace regent::master {
@@ -30,7 +32,8 @@ class LeaderTermTest : public ::testing::Test {
     LeaderTermOptions options;
     options.jitter = [] { return 0.0; };
     options.nowMs = [] { return int64_t{1700000000000}; };
-    term_ = kj::heap<LeaderTerm>(timer_, 4, counters_, resourceManagerCounters_, services_,
+    term_ = kj::heap<LeaderTerm>(timer_, 4, counters_, resourceManagerCounters_,
+                                 jobMasterCounters_, services_,
                                  store::StoreTerm{4, "latch/m-0000000001"}, kj::mv(options));
     started_ = term_->start()
                    .then([this]() { startDone_ = true; },
@@ -77,6 +80,7 @@ class LeaderTermTest : public ::testing::Test {
   store::testing::FakeStoreServices services_{backend_};
   rpc::FencingCounters counters_;
   resourcemanager::ResourceManagerCounters resourceManagerCounters_;
+  jobmaster::JobMasterCounters jobMasterCounters_;
   kj::Own<LeaderTerm> term_;
   kj::Promise<void> started_ = nullptr;
   bool startDone_ = false;
@@ -212,6 +216,44 @@ TEST_F(LeaderTermTest, TheDispatcherListsTheWorkersOfTheTermOnceRecovered) {
   auto overview = dispatcher.clusterOverviewRequest();
   overview.setEpoch(4);
   EXPECT_EQ(loop_.run(overview.send()).getOverview().getTaskExecutors(), 1u);
+}
+
+TEST_F(LeaderTermTest, AJobsJobMasterIsReachableOnceTheTermIsReadyAndOnlyForJobsItRuns) {
+  // A job stored by an earlier term, without a result: this term runs it again.
+  const JobId recovered = JobId::random();
+  auto graph = testing::makeJobGraph(recovered, {.name = "recovered", .submittedAtMs = 5});
+  {
+    auto stores = backend_.openTerm();
+    ASSERT_TRUE(loop_.run(stores->jobGraphs().put(graph->getRoot<wire::JobGraph>())).ok());
+  }
+  backend_.failReads = 1;  // The first recovery fails: the term is not ready for a while.
+  grant();
+  ASSERT_FALSE(term_->ready());
+  EXPECT_FALSE(term_->jobMaster(recovered).ready);
+
+  advance(1 * kj::SECONDS);
+  ASSERT_TRUE(startDone_) << startFailure_;
+  auto found = term_->jobMaster(recovered);
+  EXPECT_TRUE(found.ready);
+  EXPECT_TRUE(found.gateway != nullptr) << "the recovered job got a JobMaster";
+  auto unknown = term_->jobMaster(JobId::random());
+  EXPECT_TRUE(unknown.ready);
+  EXPECT_TRUE(unknown.gateway == nullptr);
+
+  // A job submitted in this term gets one too; its JobMaster's gateway is fenced by the term.
+  DispatcherGateway::Client dispatcher = KJ_ASSERT_NONNULL(term_->dispatcherGateway());
+  const JobId submitted = JobId::random();
+  auto request = dispatcher.submitJobRequest();
+  request.setEpoch(4);
+  testing::fillJobGraph(request.initJobGraph(), submitted, {.name = "submitted"});
+  auto response = loop_.run(request.send());
+  ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  auto jobMaster = KJ_ASSERT_NONNULL(term_->jobMaster(submitted).gateway);
+  auto stale = jobMaster.updateTaskExecutionStateRequest();
+  stale.setEpoch(3);
+  auto refused = loop_.run(stale.send());
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isFencing()) << refused.getFailure().getMessage().cStr();
 }
 
 }  // namespace

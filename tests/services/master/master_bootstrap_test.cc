@@ -1,13 +1,16 @@
 // MasterBootstrap behind its fenced endpoint: a standby answers notLeader naming the leader, a
 // leader refuses another epoch, and both checks run before any handler; the ResourceManager
-// gateway is handed out as soon as the term has one, before the term is ready.
+// gateway is handed out as soon as the term has one, before the term is ready; a job's JobMaster
+// only once the term is ready, and notFound for a job the term does not run.
 #include "services/master/master_bootstrap.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "common/event_loop.h"
+#include "rpc/wire_ids.h"
 
 namespace regent::master {
 namespace {
@@ -23,6 +26,13 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override {
     return resourceManager;
   }
+  LeaderTerm::JobMasterLookup jobMaster(const JobId& job) override {
+    asked.push_back(job);
+    LeaderTerm::JobMasterLookup lookup;
+    lookup.ready = termReady;
+    if (termReady && job == runningJob) lookup.gateway = jobMasterGateway;
+    return lookup;
+  }
   kj::Promise<Status> handOverForCaller() override {
     ++handOvers;
     return handOverOutcome;
@@ -34,6 +44,23 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   int handOvers = 0;
   Status handOverOutcome;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager;
+  bool termReady = false;
+  JobId runningJob = JobId::random();
+  wire::JobMasterGateway::Client jobMasterGateway = nullptr;
+  std::vector<JobId> asked;
+};
+
+// Counts the worker heartbeats that reached it.
+class CountingJobMaster final : public wire::JobMasterGateway::Server {
+ public:
+  explicit CountingJobMaster(int& reached) : reached_(reached) {}
+  kj::Promise<void> heartbeat(HeartbeatContext) override {
+    ++reached_;
+    return kj::READY_NOW;
+  }
+
+ private:
+  int& reached_;
 };
 
 // Counts the worker calls that reached it.
@@ -168,6 +195,49 @@ TEST_F(MasterBootstrapTest, TheResourceManagerIsHandedOutByTheLeaderOnlyForItsEp
   EXPECT_FALSE(loop_.run(heartbeat.send()).hasFailure());
   EXPECT_EQ(reached, 1);
   EXPECT_FALSE(term.ready());
+}
+
+TEST_F(MasterBootstrapTest, AJobMasterIsHandedOutOnlyByAReadyTermAndOnlyForAJobItRuns) {
+  auto jobMaster = [&](uint64_t epoch, const JobId& job) {
+    auto request = bootstrap_.jobMasterRequest();
+    request.setEpoch(epoch);
+    wire::setWireId(request.initJobId(), job);
+    return loop_.run(request.send());
+  };
+  // A standby, and a leader called with another epoch, refuse before the host is asked.
+  auto standby = jobMaster(3, host_.runningJob);
+  ASSERT_TRUE(standby.hasFailure());
+  EXPECT_TRUE(standby.getFailure().isNotLeader());
+  host_.epoch = 5;
+  auto stale = jobMaster(4, host_.runningJob);
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isFencing());
+  EXPECT_TRUE(host_.asked.empty());
+
+  // Recovering: unavailable, so that a worker keeps its slots and asks again.
+  auto recovering = jobMaster(5, host_.runningJob);
+  ASSERT_TRUE(recovering.hasFailure());
+  ASSERT_TRUE(recovering.getFailure().isUnavailable());
+  EXPECT_EQ(std::string(recovering.getFailure().getMessage().cStr()),
+            "the leader of epoch 5 is still recovering its jobs; retry shortly");
+
+  int reached = 0;
+  host_.jobMasterGateway = kj::heap<CountingJobMaster>(reached);
+  host_.termReady = true;
+  const JobId other = JobId::random();
+  auto unknown = jobMaster(5, other);
+  ASSERT_TRUE(unknown.hasFailure());
+  ASSERT_TRUE(unknown.getFailure().isNotFound());
+  EXPECT_EQ(std::string(unknown.getFailure().getMessage().cStr()),
+            "job " + other.toHex() + " is not running under the leader of epoch 5");
+
+  auto found = jobMaster(5, host_.runningJob);
+  ASSERT_FALSE(found.hasFailure()) << found.getFailure().getMessage().cStr();
+  auto heartbeat = found.getJobMaster().heartbeatRequest();
+  heartbeat.setEpoch(5);
+  loop_.run(heartbeat.send());
+  EXPECT_EQ(reached, 1);
+  EXPECT_EQ(host_.asked, (std::vector<JobId>{host_.runningJob, other, host_.runningJob}));
 }
 
 }  // namespace

@@ -612,6 +612,44 @@ TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorke
   EXPECT_TRUE(unknown.getFailure().isNotRegistered());
 }
 
+// A JobMaster's gateway that answers nothing (the ResourceManager only keeps it).
+class SilentJobMaster final : public wire::JobMasterGateway::Server {};
+
+TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterTheCall) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random(), .host = "host-a"};
+  registerAndReport(who, fake);
+  JobMasterPort& port = *manager_;
+  const JobId job = JobId::random();
+  EXPECT_EQ(port.declareRequiredResources(job, {Requirement{Profile{1000, kGiB}, 1}})->error,
+            SlotError::kNotRegistered);
+  port.registerJobMaster(job, kj::heap<SilentJobMaster>());
+  EXPECT_EQ(port.declareRequiredResources(job, {Requirement{Profile{1000, kGiB}, 2}}),
+            std::nullopt);
+  EXPECT_EQ(port.slotCounts().allocated, 0u) << "matched inside the call";
+  settle();
+  ASSERT_EQ(fake.requested.size(), 2u);
+  EXPECT_EQ(port.slotCounts().allocated, 2u);
+
+  auto address = port.workerAddress(who.id);
+  ASSERT_TRUE(address.has_value());
+  EXPECT_EQ(address->host, "host-a");
+  EXPECT_EQ(address->httpAddress, "host-a:8082");
+  EXPECT_FALSE(port.workerAddress(ResourceId::random()).has_value());
+
+  auto unfit = port.declareRequiredResources(job, {Requirement{Profile{64000, kGiB}, 1}});
+  ASSERT_TRUE(unfit.has_value());
+  EXPECT_EQ(unfit->error, SlotError::kInvalidArgument);
+
+  port.disconnectJobMaster(job, "job finished");
+  settle();
+  EXPECT_EQ(fake.freed.size(), 2u);
+  EXPECT_EQ(port.slotCounts().allocated, 0u);
+  port.disconnectJobMaster(job, "again");  // Unknown now: nothing.
+  settle();
+  EXPECT_EQ(fake.freed.size(), 2u);
+}
+
 TEST_F(ResourceManagerTest, ARequirementNoWorkerCanFitIsInvalidArgument) {
   FakeWorker fake;
   registerAndReport(WorkerIdentity{.id = ResourceId::random()}, fake);
