@@ -26,6 +26,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;     // ZooKeeper unreachable, a read failed (e.g. no auth).
 inline constexpr int kExitUsage = 2;     // Bad command line or configuration.
 inline constexpr int kExitNoLeader = 3;  // `leader`: no master leads.
+// `jobs ...`: the request was refused or is invalid (an invalid JobGraph, an unknown job, a job
+// id taken by another graph, a job already ended or corrupt, a graph too large; `jobs logs`: no
+// such vertex or subtask, no attempt yet, output pruned); `failover`: no other master took over.
+inline constexpr int kExitRefused = 4;
 
 struct InspectorOutput {
   std::ostream& out;  // Answers: the leader, the table, JSON lines.

@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "cli/job_status_output.h"
 #include "cli/regentctl_output.h"
 #include "common/ids.h"
 #include "common/utf8.h"
@@ -37,42 +38,6 @@ namespace {
 
 constexpr Duration kBackoffInitial{50};
 constexpr Duration kBackoffMax{1000};
-
-std::string timeOrDash(int64_t unixMillis) {
-  return unixMillis == 0 ? "-" : formatUtcMillis(unixMillis);
-}
-
-nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
-  return {{"total", tasks.getTotal()},         {"pending", tasks.getPending()},
-          {"running", tasks.getRunning()},     {"finished", tasks.getFinished()},
-          {"canceling", tasks.getCanceling()}, {"canceled", tasks.getCanceled()},
-          {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
-}
-
-// Text a master sent (a job's name, a failure message) for a JSON value: invalid UTF-8 replaced
-// by U+FFFD, so that one bad record stored before validation existed cannot break a listing.
-std::string jsonText(capnp::Text::Reader text) {
-  return sanitizeUtf8(std::string_view(text.begin(), text.size()));
-}
-
-// The same for a terminal: also control and bidirectional override characters escaped.
-std::string shownText(capnp::Text::Reader text) {
-  return printableUtf8(std::string_view(text.begin(), text.size()));
-}
-
-// Every JSON line regentctl prints; text is sanitized already, "replace" is the last guard.
-std::string dumpJson(const nlohmann::json& json) {
-  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string taskCountsText(wire::TaskCounts::Reader tasks) {
-  std::ostringstream text;
-  text << tasks.getTotal() << " total, " << tasks.getPending() << " pending, "
-       << tasks.getRunning() << " running, " << tasks.getFinished() << " finished, "
-       << tasks.getCanceling() << " canceling, " << tasks.getCanceled() << " canceled, "
-       << tasks.getFailed() << " failed, " << tasks.getReconciling() << " reconciling";
-  return text.str();
-}
 
 // What a submitJob call adds to the JobGraph's own message: the segment table, the RPC
 // Message and Call structs, the params struct with the epoch, and an empty cap table; a few
@@ -395,12 +360,11 @@ kj::Promise<int> JobCommands::list() {
           });
           if (output_.json) {
             for (const Row& row : rows) {
-              output_.out << dumpJson({{"job_id", row.id},
+              output_.out << jsonLine({{"job_id", row.id},
                                        {"name", row.name},
                                        {"state", row.state},
                                        {"submitted_at", row.submitted},
-                                       {"submitted_at_ms", row.submittedAtMs}})
-                          << "\n";
+                                       {"submitted_at_ms", row.submittedAtMs}});
             }
             output_.out << std::flush;
             return kExitOk;
@@ -448,66 +412,49 @@ kj::Promise<int> JobCommands::status(std::string jobId) {
         .then([this](capnp::Response<wire::DispatcherGateway::JobStatusResults> response)
                   -> rpc::Attempt<int> {
           if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
-          auto status = response.getStatus();
-          nlohmann::json json{{"job_id", wire::idFromWire<JobId>(status.getJobId()).toHex()},
-                              {"name", jsonText(status.getName())},
-                              {"state", wire::enumNameUpper(status.getState())},
-                              {"submitted_at", timeOrDash(status.getSubmittedAtMs())},
-                              {"submitted_at_ms", status.getSubmittedAtMs()},
-                              {"state_changed_at_ms", status.getStateChangedAtMs()},
-                              {"ended_at_ms", status.getEndedAtMs()},
-                              {"restarts", status.getRestarts()},
-                              {"tasks", taskCountsJson(status.getTasks())}};
-          if (status.getState() == wire::JobState::CORRUPT) {
-            json["corrupt_reason"] = jsonText(status.getCorruptReason());
-          }
-          std::ostringstream text;
-          text << "job id:         " << wire::idFromWire<JobId>(status.getJobId()).toHex() << "\n"
-               << "name:           " << shownText(status.getName()) << "\n"
-               << "state:          " << wire::enumNameUpper(status.getState()) << "\n"
-               << "submitted at:   " << timeOrDash(status.getSubmittedAtMs()) << "\n"
-               << "state changed:  " << timeOrDash(status.getStateChangedAtMs()) << "\n"
-               << "ended at:       " << timeOrDash(status.getEndedAtMs()) << "\n"
-               << "restarts:       " << status.getRestarts() << "\n"
-               << "tasks:          " << taskCountsText(status.getTasks()) << "\n";
-          if (status.getState() == wire::JobState::CORRUPT) {
-            text << "corrupt:        " << shownText(status.getCorruptReason()) << "\n"
-                 << "                the stored JobGraph record is left in place; remove it with "
-                    "regentctl jobs remove-corrupt "
-                 << wire::idFromWire<JobId>(status.getJobId()).toHex() << "\n";
-          }
-          nlohmann::json vertices = nlohmann::json::array();
-          for (auto vertex : status.getVertices()) {
-            vertices.push_back({{"name", jsonText(vertex.getName())},
-                                {"parallelism", vertex.getParallelism()},
-                                {"tasks", taskCountsJson(vertex.getTasks())}});
-            text << "vertex " << shownText(vertex.getName()) << ": parallelism "
-                 << vertex.getParallelism() << ", " << taskCountsText(vertex.getTasks())
-                 << "\n";
-          }
-          json["vertices"] = vertices;
-          if (status.hasFailure()) {
-            auto failure = status.getFailure();
-            json["failure"] = {{"message", jsonText(failure.getMessage())},
-                               {"vertex", jsonText(failure.getVertexName())},
-                               {"subtask_index", failure.getSubtaskIndex()},
-                               {"exit_code", failure.getExitCode()},
-                               {"at_ms", failure.getAtMs()}};
-            text << "failure:        " << shownText(failure.getMessage()) << "\n";
-          }
-          if (response.hasResult()) {
-            auto result = response.getResult();
-            json["result"] = {{"state", wire::enumNameUpper(result.getState())},
-                              {"clean", result.getClean()},
-                              {"ended_at_ms", result.getEndedAtMs()},
-                              {"net_runtime_ms", result.getNetRuntimeMs()}};
-            text << "result:         " << wire::enumNameUpper(result.getState())
-                 << (result.getClean() ? "" : " (cleanup not yet confirmed)") << "\n";
-          }
-          output_.out << (output_.json ? dumpJson(json) + "\n" : text.str()) << std::flush;
+          output_.out << (output_.json ? jobStatusJson(response) : jobStatusText(response))
+                      << std::flush;
           return kExitOk;
         });
   });
+}
+
+kj::Promise<int> JobCommands::logs(std::string jobId, LogsRequest request) {
+  auto id = jobIdArgument(jobId);
+  if (!id) return kExitUsage;
+  auto found = kj::heap<std::optional<AttemptOutputSource>>();
+  auto& source = *found;
+  return withDispatcher([this, id = *id, request, &source](wire::DispatcherGateway::Client gateway,
+                                                          uint64_t epoch) {
+           auto call = gateway.jobStatusRequest();
+           call.setEpoch(epoch);
+           wire::setWireId(call.initJobId(), id);
+           return client_->deadline().send(kj::mv(call)).then(
+               [this, request, &source](
+                   capnp::Response<wire::DispatcherGateway::JobStatusResults> response)
+                   -> rpc::Attempt<int> {
+                 if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+                 auto located =
+                     findAttemptOutput(response.getStatus(), request.vertex, request.subtask);
+                 if (!located.ok()) {
+                   output_.err << "regentctl: " << located.error().message << std::endl;
+                   return kExitRefused;
+                 }
+                 source = std::move(located).value();
+                 return kExitOk;
+               });
+         })
+      .then([this, request, &source](int exitCode) -> kj::Promise<int> {
+        if (exitCode != kExitOk || !source) return exitCode;
+        outputReader_ = kj::heap<AttemptOutputReader>(loop_.io().getNetwork(), loop_.timer(),
+                                                      output_.out, output_.err);
+        AttemptOutputOptions options;
+        options.stderrStream = request.stderrStream;
+        options.follow = request.follow;
+        options.requestTimeout = config_.getDuration("rpc.call-timeout");
+        return outputReader_->read(*source, options);
+      })
+      .attach(kj::mv(found));
 }
 
 kj::Promise<int> JobCommands::cancel(std::string jobId) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/attempt_output.h"
 #include "cli/cluster_inspector.h"
 #include "client/leader_client.h"
 #include "common/event_loop.h"
@@ -28,10 +29,13 @@ class Config;
 
 namespace regent::cli {
 
-// `jobs ...`: the request was refused or is invalid (an invalid JobGraph, an unknown job, a job
-// id taken by another graph, a job already ended or corrupt, a graph too large); `failover`: no
-// other master took over. docs/operations.md.
-inline constexpr int kExitRefused = 4;
+// What `jobs logs` reads: which subtask's output, which stream, and whether to follow it.
+struct LogsRequest {
+  std::string vertex;
+  uint32_t subtask = 0;
+  bool stderrStream = false;
+  bool follow = false;
+};
 
 // regentctl's message when it has no way to reach a master (ha.mode standalone and no
 // cli.master); create() fails with it before anything connects.
@@ -80,6 +84,15 @@ class JobCommands final {
   // record is corrupt shows state CORRUPT and why (exit kExitOk). A malformed id is kExitUsage;
   // an unknown one kExitRefused.
   kj::Promise<int> status(std::string jobId);
+  // `jobs logs ID --vertex V [--subtask N] [--stderr] [--follow]`: asks the leader for the job's
+  // status (jobStatus, following the leadership like the other jobs commands), finds the
+  // subtask's latest attempt and its worker's HTTP address (cli/attempt_output.h,
+  // findAttemptOutput; what it refuses prints its message and resolves kExitRefused), then reads
+  // the attempt's stdout (or stderr) from that worker with an AttemptOutputReader, each HTTP
+  // exchange bounded by rpc.call-timeout, and writes the bytes as they are to the output stream
+  // (--json changes nothing). The output is read once the leader answered: --timeout does not
+  // bound it, so --follow runs until the attempt ended and its output is read to the end.
+  kj::Promise<int> logs(std::string jobId, LogsRequest request);
   // `jobs remove-corrupt ID`: removes the JobGraph record of a CORRUPT job
   // (DispatcherGateway.removeCorruptJob); prints "removed the corrupt JobGraph record of <id>"
   // ({"job_id":...,"removed":true}). A healthy job's record is refused (kExitRefused).
@@ -132,6 +145,7 @@ class JobCommands final {
   std::unique_ptr<ha::HaServices> ha_;  // Null with cli.master.
   kj::Own<rpc::RpcNetwork> rpcNetwork_;  // rpc.tls.*; outlives the client.
   kj::Own<client::LeaderClient> client_;
+  kj::Own<AttemptOutputReader> outputReader_;  // `jobs logs`, once the attempt is found.
 };
 
 }  // namespace regent::cli

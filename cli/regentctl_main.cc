@@ -25,12 +25,12 @@ namespace {
 constexpr const char* kDescription =
     "regentctl: inspects a regent cluster through ZooKeeper and manages its jobs through the "
     "leader (found in ZooKeeper, or through the master given with --master).\n"
-    "Exit codes: 0 done, 1 ZooKeeper or the leader unreachable, a read failed, or --timeout "
-    "passed, 2 bad usage, configuration or FILE, or no way to reach a master (jobs, workers, "
+    "Exit codes: 0 done, 1 ZooKeeper, the leader or (jobs logs) the worker unreachable, a read "
+    "failed, or --timeout passed, 2 bad usage, configuration or FILE, or no way to reach a master (jobs, workers, "
     "slots, failover), 3 no master leads (leader; jobs, workers, slots and failover when "
     "--timeout passed without a leader), 4 invalid JobGraph or request refused (jobs: "
-    "unknown job, job id taken, job already ended or corrupt, graph or FILE too large; "
-    "failover: no other master took over).";
+    "unknown job, job id taken, job already ended or corrupt, graph or FILE too large; logs: "
+    "no such vertex or subtask, no attempt yet, output pruned; failover: no other master took over).";
 
 // "leader, masters, jobs, failover": the commands `parent` offers.
 std::string commandNames(const CLI::App& parent) {
@@ -125,6 +125,17 @@ int main(int argc, char** argv) {
       "remove the stored JobGraph record of a CORRUPT job (one that does not decode); a healthy "
       "job's record is refused");
   removeCorruptCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  // After the others: the jobs subcommand list in messages extends the earlier one.
+  CLI::App* logsCommand = jobsCommand->add_subcommand(
+      "logs",
+      "print the stdout (or stderr) of a subtask's latest attempt, read from its worker");
+  logsCommand->add_option("ID", jobId, "job id (32 hex digits)")->required();
+  cli::LogsRequest logs;
+  logsCommand->add_option("--vertex", logs.vertex, "the vertex's name")->required();
+  logsCommand->add_option("--subtask", logs.subtask, "the subtask's index (default 0)");
+  logsCommand->add_flag("--stderr", logs.stderrStream, "print stderr instead of stdout");
+  logsCommand->add_flag("--follow", logs.follow,
+                        "keep printing new output until the attempt has ended");
   CLI::App* failoverCommand = app.add_subcommand(
       "failover", "ask the leader to hand over and wait until another term begins");
   // Listed after failover: the subcommand list in messages and --help extends the earlier one
@@ -178,6 +189,7 @@ int main(int argc, char** argv) {
       if (submitCommand->parsed()) return loop.run(commands.submit(jobFile));
       if (listCommand->parsed()) return loop.run(commands.list());
       if (statusCommand->parsed()) return loop.run(commands.status(jobId));
+      if (logsCommand->parsed()) return loop.run(commands.logs(jobId, logs));
       if (cancelCommand->parsed()) return loop.run(commands.cancel(jobId));
       if (removeCorruptCommand->parsed()) return loop.run(commands.removeCorrupt(jobId));
       if (failoverCommand->parsed()) return loop.run(commands.failover());

@@ -21,7 +21,8 @@ const char* roleOf(const leader::ContenderEntry& contender) {
   return contender.leader ? "LEADER" : "STANDBY";
 }
 
-// Rows of cells as columns padded to their widest cell, two spaces apart.
+}  // namespace
+
 std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   for (const auto& row : rows) {
@@ -40,8 +41,6 @@ std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-}  // namespace
-
 std::string formatUtcMillis(int64_t unixMillis) {
   int64_t seconds = unixMillis / 1000;
   int64_t millis = unixMillis % 1000;
@@ -56,6 +55,22 @@ std::string formatUtcMillis(int64_t unixMillis) {
   const size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
   std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(millis));
   return text;
+}
+
+std::string timeOrDash(int64_t unixMillis) {
+  return unixMillis == 0 ? "-" : formatUtcMillis(unixMillis);
+}
+
+std::string jsonText(capnp::Text::Reader text) {
+  return sanitizeUtf8(std::string_view(text.begin(), text.size()));
+}
+
+std::string shownText(capnp::Text::Reader text) {
+  return printableUtf8(std::string_view(text.begin(), text.size()));
+}
+
+std::string jsonLine(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string leaderText(const leader::LeaderInfo& leader) {
@@ -133,14 +148,6 @@ std::string contenderJson(const leader::ContenderEntry& contender) {
 
 namespace {
 
-std::string shown(capnp::Text::Reader text) {
-  return printableUtf8(std::string_view(text.begin(), text.size()));
-}
-
-std::string dumpJsonLine(const nlohmann::json& json) {
-  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
 std::string ageText(int64_t thenMillis, int64_t nowMillis) {
   if (thenMillis == 0) return "-";
   const int64_t age = std::max<int64_t>(0, nowMillis - thenMillis);
@@ -174,7 +181,7 @@ std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, in
       free = std::to_string(count);
     }
     rows.push_back({wire::idFromWire<ResourceId>(registration.getResourceId()).toHex(),
-                    shown(registration.getHost()), shown(registration.getHttpAddress()),
+                    shownText(registration.getHost()), shownText(registration.getHttpAddress()),
                     std::to_string(registration.getNumberOfSlots()), free,
                     worker.getRegisteredAtMs() == 0 ? "-"
                                                     : formatUtcMillis(worker.getRegisteredAtMs()),
@@ -203,7 +210,7 @@ std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
 
 std::string workersJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
   std::string out;
-  for (auto worker : workers) out += dumpJsonLine(dispatcher::taskExecutorJson(worker));
+  for (auto worker : workers) out += jsonLine(dispatcher::taskExecutorJson(worker));
   return out;
 }
 
@@ -215,7 +222,7 @@ std::string slotsJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers) 
       nlohmann::json json = dispatcher::slotJson(slot, false);
       json["resource_id"] = owner["resource_id"];
       json["host"] = owner["host"];
-      out += dumpJsonLine(json);
+      out += jsonLine(json);
     }
   }
   return out;

@@ -1,8 +1,13 @@
 // How regentctl prints leaders, contenders, workers and slots: aligned text for people, one JSON
-// object per line for machines (the shapes are documented in docs/operations.md).
+// object per line for machines (the shapes are documented in docs/operations.md), and the text
+// helpers every regentctl output uses.
 #pragma once
 
+#include <capnp/common.h>
+#include <capnp/blob.h>
+
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +20,19 @@ namespace regent::cli {
 
 // "2026-11-21T10:47:49.123Z" (ISO-8601, UTC, milliseconds).
 std::string formatUtcMillis(int64_t unixMillis);
+// formatUtcMillis, or "-" for 0 (a time not reached yet).
+std::string timeOrDash(int64_t unixMillis);
+
+// Text a master sent (a job's name, a failure message) for a JSON value: invalid UTF-8 replaced
+// by U+FFFD, so that one bad record stored before validation existed cannot break a listing.
+std::string jsonText(capnp::Text::Reader text);
+// The same for a terminal: also control and bidirectional override characters escaped.
+std::string shownText(capnp::Text::Reader text);
+// One JSON object as one line with its newline; text is sanitized already, invalid UTF-8 that
+// slipped through is replaced as the last guard.
+std::string jsonLine(const nlohmann::json& json);
+// Rows of cells as lines of columns padded to their widest cell, two spaces apart.
+std::string alignColumns(const std::vector<std::vector<std::string>>& rows);
 
 // `regentctl leader`: one "name: value" line per field, values aligned.
 std::string leaderText(const leader::LeaderInfo& leader);

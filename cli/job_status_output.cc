@@ -1,0 +1,209 @@
+// Text and JSON rendering of `regentctl jobs status` (see job_status_output.h).
+#include "cli/job_status_output.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/regentctl_output.h"
+#include "common/ids.h"
+#include "rpc/wire_ids.h"
+
+namespace regent::cli {
+namespace {
+
+// How many hex digits of an attempt id the table shows: enough to tell a job's attempts apart.
+constexpr size_t kShortAttemptId = 8;
+
+nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
+  return {{"total", tasks.getTotal()},         {"pending", tasks.getPending()},
+          {"running", tasks.getRunning()},     {"finished", tasks.getFinished()},
+          {"canceling", tasks.getCanceling()}, {"canceled", tasks.getCanceled()},
+          {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
+}
+
+std::string taskCountsText(wire::TaskCounts::Reader tasks) {
+  std::ostringstream text;
+  text << tasks.getTotal() << " total, " << tasks.getPending() << " pending, "
+       << tasks.getRunning() << " running, " << tasks.getFinished() << " finished, "
+       << tasks.getCanceling() << " canceling, " << tasks.getCanceled() << " canceled, "
+       << tasks.getFailed() << " failed, " << tasks.getReconciling() << " reconciling";
+  return text.str();
+}
+
+// JSON text, or null for an empty text (a reason or address the master did not set).
+nlohmann::json jsonTextOrNull(capnp::Text::Reader text) {
+  if (text.size() == 0) return nullptr;
+  return jsonText(text);
+}
+
+bool terminal(wire::ExecutionState state) {
+  return state == wire::ExecutionState::FINISHED || state == wire::ExecutionState::FAILED ||
+         state == wire::ExecutionState::CANCELED;
+}
+
+// The EXIT cell: "signal 9" for a process killed by a signal, the exit code once the attempt
+// ended, "-" while it has not.
+std::string exitText(wire::TaskExecutionState::Reader attempt) {
+  if (attempt.getTermSignal() != 0) return "signal " + std::to_string(attempt.getTermSignal());
+  if (!terminal(attempt.getState())) return "-";
+  return std::to_string(attempt.getExitCode());
+}
+
+nlohmann::json attemptJson(wire::TaskExecutionState::Reader attempt) {
+  return {{"attempt_id", wire::idFromWire<AttemptId>(attempt.getAttemptId()).toHex()},
+          {"attempt_number", attempt.getAttemptNumber()},
+          {"state", wire::enumNameUpper(attempt.getState())},
+          {"pid", attempt.getPid()},
+          {"exit_code", attempt.getExitCode()},
+          {"signal", attempt.getTermSignal()},
+          {"failure_message", jsonTextOrNull(attempt.getFailureMessage())},
+          {"started_at", timeOrDash(attempt.getStartedAtMs())},
+          {"started_at_ms", attempt.getStartedAtMs()},
+          {"ended_at", timeOrDash(attempt.getEndedAtMs())},
+          {"ended_at_ms", attempt.getEndedAtMs()},
+          {"state_changed_at_ms", attempt.getStateChangedAtMs()}};
+}
+
+nlohmann::json subtaskJson(wire::SubtaskStatus::Reader subtask) {
+  auto resourceId =
+      wire::idFromWireIfSet<ResourceId>(subtask.hasResourceId(), subtask.getResourceId());
+  return {{"index", subtask.getIndex()},
+          {"attempts", subtask.getAttempts()},
+          {"attempt", subtask.hasAttempt() ? attemptJson(subtask.getAttempt()) : nullptr},
+          {"resource_id", resourceId ? nlohmann::json(resourceId->toHex()) : nullptr},
+          {"host", jsonTextOrNull(subtask.getHost())},
+          {"http_address", jsonTextOrNull(subtask.getHttpAddress())},
+          {"last_failure", jsonTextOrNull(subtask.getLastFailure())},
+          {"waiting_reason", jsonTextOrNull(subtask.getWaitingReason())}};
+}
+
+// A vertex's subtask table, indented under its vertex line, with each subtask's last failure and
+// waiting reason on indented lines below its row.
+std::string subtasksText(capnp::List<wire::SubtaskStatus>::Reader subtasks) {
+  std::vector<std::vector<std::string>> rows{
+      {"SUBTASK", "ATTEMPT", "#", "HOST", "STATE", "EXIT", "STARTED", "ENDED"}};
+  for (auto subtask : subtasks) {
+    std::vector<std::string> row{std::to_string(subtask.getIndex())};
+    if (subtask.hasAttempt()) {
+      auto attempt = subtask.getAttempt();
+      row.push_back(wire::idFromWire<AttemptId>(attempt.getAttemptId())
+                        .toHex()
+                        .substr(0, kShortAttemptId));
+      row.push_back(std::to_string(attempt.getAttemptNumber()));
+      row.push_back(subtask.getHost().size() == 0 ? "-" : shownText(subtask.getHost()));
+      row.push_back(wire::enumNameUpper(attempt.getState()));
+      row.push_back(exitText(attempt));
+      row.push_back(timeOrDash(attempt.getStartedAtMs()));
+      row.push_back(timeOrDash(attempt.getEndedAtMs()));
+    } else {
+      row.insert(row.end(), {"-", "-", "-", "-", "-", "-", "-"});
+    }
+    rows.push_back(std::move(row));
+  }
+  std::istringstream table(alignColumns(rows));
+  std::string text;
+  std::string line;
+  std::getline(table, line);
+  text += "  " + line + "\n";
+  // Detail lines start under ATTEMPT: the indent, SUBTASK (the widest cell of that column: no
+  // index has 7 digits) and the two spaces between columns.
+  const std::string detailIndent(2 + 7 + 2, ' ');
+  for (auto subtask : subtasks) {
+    std::getline(table, line);
+    text += "  " + line + "\n";
+    if (subtask.getLastFailure().size() > 0) {
+      text += detailIndent + "last failure: " + shownText(subtask.getLastFailure()) + "\n";
+    }
+    if (subtask.getWaitingReason().size() > 0) {
+      text += detailIndent + "waiting: " + shownText(subtask.getWaitingReason()) + "\n";
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string jobStatusText(wire::DispatcherGateway::JobStatusResults::Reader answer) {
+  auto status = answer.getStatus();
+  const std::string jobId = wire::idFromWire<JobId>(status.getJobId()).toHex();
+  std::ostringstream text;
+  text << "job id:         " << jobId << "\n"
+       << "name:           " << shownText(status.getName()) << "\n"
+       << "state:          " << wire::enumNameUpper(status.getState()) << "\n"
+       << "submitted at:   " << timeOrDash(status.getSubmittedAtMs()) << "\n"
+       << "state changed:  " << timeOrDash(status.getStateChangedAtMs()) << "\n"
+       << "ended at:       " << timeOrDash(status.getEndedAtMs()) << "\n"
+       << "restarts:       " << status.getRestarts() << "\n"
+       << "tasks:          " << taskCountsText(status.getTasks()) << "\n";
+  if (status.getWaitingReason().size() > 0) {
+    text << "waiting:        " << shownText(status.getWaitingReason()) << "\n";
+  }
+  if (status.getState() == wire::JobState::CORRUPT) {
+    text << "corrupt:        " << shownText(status.getCorruptReason()) << "\n"
+         << "                the stored JobGraph record is left in place; remove it with "
+            "regentctl jobs remove-corrupt "
+         << jobId << "\n";
+  }
+  for (auto vertex : status.getVertices()) {
+    text << "vertex " << shownText(vertex.getName()) << ": parallelism "
+         << vertex.getParallelism() << ", " << taskCountsText(vertex.getTasks()) << "\n";
+    if (vertex.getSubtasks().size() > 0) text << subtasksText(vertex.getSubtasks());
+  }
+  if (status.hasFailure()) {
+    text << "failure:        " << shownText(status.getFailure().getMessage()) << "\n";
+  }
+  if (answer.hasResult()) {
+    auto result = answer.getResult();
+    text << "result:         " << wire::enumNameUpper(result.getState())
+         << (result.getClean() ? "" : " (cleanup not yet confirmed)") << "\n";
+  }
+  return text.str();
+}
+
+std::string jobStatusJson(wire::DispatcherGateway::JobStatusResults::Reader answer) {
+  auto status = answer.getStatus();
+  nlohmann::json json{{"job_id", wire::idFromWire<JobId>(status.getJobId()).toHex()},
+                      {"name", jsonText(status.getName())},
+                      {"state", wire::enumNameUpper(status.getState())},
+                      {"submitted_at", timeOrDash(status.getSubmittedAtMs())},
+                      {"submitted_at_ms", status.getSubmittedAtMs()},
+                      {"state_changed_at_ms", status.getStateChangedAtMs()},
+                      {"ended_at_ms", status.getEndedAtMs()},
+                      {"restarts", status.getRestarts()},
+                      {"tasks", taskCountsJson(status.getTasks())},
+                      {"waiting_reason", jsonTextOrNull(status.getWaitingReason())}};
+  if (status.getState() == wire::JobState::CORRUPT) {
+    json["corrupt_reason"] = jsonText(status.getCorruptReason());
+  }
+  nlohmann::json vertices = nlohmann::json::array();
+  for (auto vertex : status.getVertices()) {
+    nlohmann::json subtasks = nlohmann::json::array();
+    for (auto subtask : vertex.getSubtasks()) subtasks.push_back(subtaskJson(subtask));
+    vertices.push_back({{"name", jsonText(vertex.getName())},
+                        {"parallelism", vertex.getParallelism()},
+                        {"tasks", taskCountsJson(vertex.getTasks())},
+                        {"subtasks", std::move(subtasks)}});
+  }
+  json["vertices"] = std::move(vertices);
+  if (status.hasFailure()) {
+    auto failure = status.getFailure();
+    json["failure"] = {{"message", jsonText(failure.getMessage())},
+                       {"vertex", jsonText(failure.getVertexName())},
+                       {"subtask_index", failure.getSubtaskIndex()},
+                       {"exit_code", failure.getExitCode()},
+                       {"at_ms", failure.getAtMs()}};
+  }
+  if (answer.hasResult()) {
+    auto result = answer.getResult();
+    json["result"] = {{"state", wire::enumNameUpper(result.getState())},
+                      {"clean", result.getClean()},
+                      {"ended_at_ms", result.getEndedAtMs()},
+                      {"net_runtime_ms", result.getNetRuntimeMs()}};
+  }
+  return jsonLine(json);
+}
+
+}  // namespace regent::cli

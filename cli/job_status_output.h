@@ -1,0 +1,28 @@
+// How `regentctl jobs status` prints one job: its fields, its vertices and, per vertex, each
+// subtask with its latest attempt (docs/operations.md shows both shapes).
+#pragma once
+
+#include <string>
+
+#include "rpc/schema/gateways.capnp.h"
+
+namespace regent::cli {
+
+// The text for people: one "name: value" line per job field (a "waiting:" line when the job says
+// why subtasks wait), then per vertex a line with its counts and a table of its subtasks (when
+// the master sent them; an ended job has none): SUBTASK, ATTEMPT (the first 8 hex digits of the
+// latest attempt's id), # (its attempt number, 0 for the first), HOST (its worker), STATE, EXIT
+// (the exit code, "signal N", or "-" while it runs), STARTED, ENDED (ISO times, "-" when not
+// reached). Under a subtask's row, indented, its "last failure:" and "waiting:" lines when set.
+// Then "failure:" and "result:" when present. Text from the master is shown with control
+// characters escaped.
+std::string jobStatusText(wire::DispatcherGateway::JobStatusResults::Reader answer);
+
+// The same as one JSON object on one line (with its newline). Vertices carry "subtasks": index,
+// attempts, resource_id, host, http_address, last_failure, waiting_reason (null when unset) and
+// "attempt" (null before the first): attempt_id, attempt_number, state, pid, exit_code, signal,
+// failure_message, started_at, started_at_ms, ended_at, ended_at_ms, state_changed_at_ms. The
+// job carries "waiting_reason" (null when nothing waits).
+std::string jobStatusJson(wire::DispatcherGateway::JobStatusResults::Reader answer);
+
+}  // namespace regent::cli
