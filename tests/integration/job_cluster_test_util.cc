@@ -251,6 +251,11 @@ Status JobCluster::followLeader(uint64_t epoch) {
 Result<size_t> JobCluster::addWorker() {
   auto slot = workers_->startWorker();
   if (!slot.ok()) return slot.error();
+  // The directory holding the workers' data directories was made private (mkdtemp, 0700); as
+  // /var/lib would, let the task user through it to its attempt's directory (the worker makes
+  // its own data directory traversable, not what lies above it).
+  const std::string& dataDir = workers_->dataDir(slot.value());
+  ::chmod(dataDir.substr(0, dataDir.rfind('/')).c_str(), 0711);
   auto registered = workers_->waitForRegistered(slot.value(), epoch_, kStartTimeout);
   if (!registered.ok()) return registered.error();
   return slot.value();
