@@ -1,6 +1,8 @@
 // Jobs through worker faults and a short cluster, on real processes: a worker SIGKILLed while it
 // runs a subtask takes the task's processes with it (no orphan), the JobMaster fails the attempt
-// after heartbeat.timeout and restarts it on the other worker, and the job finishes; a job that
+// after heartbeat.timeout and restarts it on the other worker, and the job finishes; a worker
+// stopped with SIGTERM kills its tasks before it disconnects, and the subtask runs again on the
+// other worker; a job that
 // needs more slots than the cluster has free waits, with the reason in `jobs status`, and runs
 // once a worker joins.
 #include <gtest/gtest.h>
@@ -26,24 +28,27 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// A job of one subtask whose first run records its pid and its child's in $DIR/pids and waits
+// for ten minutes; a later run (the restart) finds the marker and finishes at once.
+std::string survivorJob(const std::string& dir) {
+  return "name: survivor\nvertices:\n  - name: work\n    command:\n      argv:\n"
+         "        - /bin/sh\n        - -c\n        - |\n"
+         "          if [ -e \"$DIR/first\" ]; then exit 0; fi\n"
+         "          touch \"$DIR/first\"\n"
+         "          sleep 600 &\n"
+         "          echo $$ >> \"$DIR/pids\"\n"
+         "          echo $! >> \"$DIR/pids\"\n"
+         "          wait\n"
+         "      env:\n        DIR: " + dir + "\n"
+         "restart_strategy:\n  type: fixed-delay\n  attempts: 3\n  delay: 100ms\n";
+}
+
 TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsewhere) {
   auto started = JobCluster::start("jobs-worker-kill", {.workers = 2, .slotsPerWorker = 1});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
-  // The first run records its pid and its child's and waits for ten minutes; a later run (the
-  // restart) finds the marker and finishes at once.
   const std::string dir = cluster.taskDir();
-  auto job = cluster.submit(
-      "name: survivor\nvertices:\n  - name: work\n    command:\n      argv:\n"
-      "        - /bin/sh\n        - -c\n        - |\n"
-      "          if [ -e \"$DIR/first\" ]; then exit 0; fi\n"
-      "          touch \"$DIR/first\"\n"
-      "          sleep 600 &\n"
-      "          echo $$ >> \"$DIR/pids\"\n"
-      "          echo $! >> \"$DIR/pids\"\n"
-      "          wait\n"
-      "      env:\n        DIR: " + dir + "\n"
-      "restart_strategy:\n  type: fixed-delay\n  attempts: 3\n  delay: 100ms\n");
+  auto job = cluster.submit(survivorJob(dir));
   ASSERT_OK(job);
   const std::string id = job.value();
 
@@ -97,6 +102,61 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
   EXPECT_EQ(textField(status.value(), "state"), "FINISHED") << status.value().dump();
   ASSERT_TRUE(status.value().contains("result")) << status.value().dump();
   EXPECT_EQ(status.value()["result"].value("clean", false), true) << status.value().dump();
+}
+
+TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewhere) {
+  auto started = JobCluster::start("jobs-worker-term", {.workers = 2, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string dir = cluster.taskDir();
+  auto job = cluster.submit(survivorJob(dir));
+  ASSERT_OK(job);
+  const std::string id = job.value();
+  auto first = cluster.waitForJobEvent(
+      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
+      kTimeout);
+  ASSERT_OK(first);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        pids = readPids(dir + "/pids");
+        return pids.size() == 2;
+      },
+      kTimeout, Duration(50)))
+      << cluster.describe();
+  const auto victim = cluster.workerSlotOf(first.value().resourceId);
+  ASSERT_TRUE(victim) << first.value().describe();
+  const size_t survivor = 1 - *victim;
+
+  // SIGTERM: the worker kills its tasks, then disconnects, then exits 0.
+  ASSERT_OK(cluster.workers().process(*victim).terminate());
+  auto exit = cluster.workers().process(*victim).waitForExit(kTimeout);
+  ASSERT_TRUE(exit) << cluster.describe();
+  EXPECT_EQ(exit->exitCode, 0) << exit->describe();
+  const auto alive = waitForProcessesGone(pids, kTimeout);
+  EXPECT_TRUE(alive.empty()) << "left behind by the stopped worker: "
+                             << ::testing::PrintToString(alive);
+  const std::string output = cluster.workers().process(*victim).output();
+  const size_t ended = output.find("task ended resource_id=");
+  const size_t disconnected = output.find("worker disconnected");
+  EXPECT_NE(ended, std::string::npos) << output;
+  EXPECT_NE(disconnected, std::string::npos) << output;
+  EXPECT_LT(ended, disconnected) << "the worker disconnected before its task ended:\n" << output;
+
+  // Its attempt fails on the master and runs again on the other worker; the job finishes.
+  auto failed = cluster.waitForJobEvent(
+      [&](const JobEvent& e) {
+        return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
+               (e.state == "FAILED" || e.state == "CANCELED");
+      },
+      kTimeout);
+  ASSERT_OK(failed);
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
+  EXPECT_EQ(deployed[1].resourceId, cluster.workers().resourceId(survivor));
 }
 
 TEST(JobsFaults, AJobNeedingMoreSlotsThanFreeWaitsThenRunsWhenAWorkerJoins) {

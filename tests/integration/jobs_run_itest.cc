@@ -1,7 +1,9 @@
 // Jobs run end to end on real processes: a three-vertex DAG submitted with regentctl runs its
 // subtasks on real workers in dependency order, finishes, and ends through the dirty -> clean
-// result protocol (JobGraph removed from ZooKeeper, result clean, slots free again); `jobs logs`
-// prints an attempt's output and `--follow` streams it while the attempt still runs.
+// result protocol (JobGraph removed from ZooKeeper, result clean, slots free again); a task runs
+// as the task user with its environment, in its working directory or its attempt's own; a job
+// over jobmaster.max-subtasks is refused; `jobs logs` prints an attempt's output and `--follow`
+// streams it while the attempt still runs.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -180,6 +182,62 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
   }
   EXPECT_EQ(startedTotal, 9);
   EXPECT_EQ(endedTotal, 9);
+}
+
+TEST(JobsRun, ATaskRunsAsTheTaskUserWithItsEnvironmentAndWorkingDirectory) {
+  auto started = JobCluster::start("jobs-task-env", {.workers = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  // "here" runs in the test's directory, "default" in its attempt's own directory; both record
+  // where they ran, an environment variable and who they ran as.
+  const std::string dir = cluster.taskDir();
+  auto vertex = [&](const std::string& name, const std::string& workingDir) {
+    return "  - name: " + name +
+           "\n    command:\n      argv: [/bin/sh, -c, 'echo \"$(pwd) $GREETING $(id -un)\" > "
+           "\"$OUT\"']\n      env:\n        GREETING: hello-" + name + "\n        OUT: " + dir +
+           "/" + name + "\n" + (workingDir.empty() ? "" : "      working_dir: " + workingDir + "\n");
+  };
+  auto job = cluster.submit("name: env\nvertices:\n" + vertex("here", dir) + vertex("default", ""));
+  ASSERT_OK(job);
+  auto clean = cluster.waitForJobClean(job.value(), kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+
+  auto read = [&](const std::string& name) {
+    std::ifstream in(dir + "/" + name);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  // The tests run as root, so the tasks run as worker.task-user, nobody.
+  EXPECT_EQ(read("here"), dir + " hello-here nobody");
+  std::string attempt;
+  for (const JobEvent& event : cluster.jobEventsOf(job.value(), JobKind::kAttemptDeployed)) {
+    if (event.vertex == "default") attempt = event.attempt;
+  }
+  ASSERT_FALSE(attempt.empty()) << cluster.describe();
+  EXPECT_EQ(read("default"), cluster.workers().dataDir(0) + "/attempts/" + attempt +
+                                 " hello-default nobody");
+}
+
+TEST(JobsRun, AJobOverTheSubtaskLimitIsRefusedNamingTheTotalAndTheOption) {
+  auto started =
+      JobCluster::start("jobs-limit", {.workers = 0, .masterSet = {"jobmaster.max-subtasks=4"}});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string path = cluster.writeFile(
+      "wide.yaml",
+      "name: wide\nvertices:\n  - name: a\n    parallelism: 3\n    command:\n"
+      "      argv: [/bin/true]\n  - name: b\n    parallelism: 2\n    command:\n"
+      "      argv: [/bin/true]\n");
+  CtlResult refused = cluster.ctl({"jobs", "submit", path});
+  EXPECT_EQ(refused.exit.exitCode, 4) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "vertices")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "5 subtasks")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "jobmaster.max-subtasks")) << refused.output;
+  auto jobs = cluster.listJobs();
+  ASSERT_OK(jobs);
+  EXPECT_TRUE(jobs.value().empty());
 }
 
 TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
