@@ -64,15 +64,18 @@ std::string ensureAttemptsDir(const std::string& attemptsDir, bool otherUser) {
   if (::mkdir(attemptsDir.c_str(), 0711) != 0 && errno != EEXIST) {
     std::error_code error;
     fs::create_directories(attemptsDir, error);
-    if (error) return "cannot create the attempts directory " + attemptsDir + ": " + error.message();
+    if (error) {
+      return "cannot create the attempts directory " + attemptsDir + ": " + error.message();
+    }
     ::chmod(attemptsDir.c_str(), 0711);
   }
-  if (otherUser) {
-    const std::string parent = fs::path(attemptsDir).parent_path().string();
+  if (!otherUser) return {};
+  // Both, also when they already existed: a umask of 077 or a data directory made 0700.
+  for (const std::string& path : {attemptsDir, fs::path(attemptsDir).parent_path().string()}) {
     struct stat info {};
-    if (!parent.empty() && ::stat(parent.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0 &&
-        ::chmod(parent.c_str(), (info.st_mode & 07777) | S_IXOTH) != 0) {
-      return "cannot let the task user traverse " + parent + " (chmod o+x): " + errnoText(errno);
+    if (!path.empty() && ::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0 &&
+        ::chmod(path.c_str(), (info.st_mode & 07777) | S_IXOTH) != 0) {
+      return "cannot let the task user traverse " + path + " (chmod o+x): " + errnoText(errno);
     }
   }
   return {};
@@ -99,10 +102,14 @@ std::string prepareAttemptDir(const std::string& attemptsDir, const std::string&
 
 const char* phaseName(TaskPhase phase) {
   switch (phase) {
-    case TaskPhase::kRunning: return "RUNNING";
-    case TaskPhase::kFinished: return "FINISHED";
-    case TaskPhase::kFailed: return "FAILED";
-    case TaskPhase::kCanceled: return "CANCELED";
+    case TaskPhase::kRunning:
+      return "RUNNING";
+    case TaskPhase::kFinished:
+      return "FINISHED";
+    case TaskPhase::kFailed:
+      return "FAILED";
+    case TaskPhase::kCanceled:
+      return "CANCELED";
   }
   return "UNKNOWN";
 }
@@ -132,8 +139,8 @@ Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t 
     buffer.resize(buffer.size() * 2);
   }
   if (rc != 0) {
-    return Error::fatal("worker.task-user \"" + user + "\": cannot read the user database: " +
-                        errnoText(rc));
+    return Error::fatal("worker.task-user \"" + user +
+                        "\": cannot read the user database: " + errnoText(rc));
   }
   if (found == nullptr) return Error::fatal("worker.task-user \"" + user + "\": no such user");
   if (found->pw_uid == 0 && !allowRoot) {
@@ -155,15 +162,15 @@ struct TaskRunner::Attempt {
 
   bool ended = false;
   bool cancelRequested = false;
-  std::string startFailure;               // What kept the command from starting, if anything.
-  std::unique_ptr<ChildProcess> shim;     // Set from spawn until the shim's exit is seen.
-  pid_t pgid = 0;                         // The shim's pid, 0 before spawn.
-  bool groupGone = false;                 // Never signal the group again once true.
-  kj::Maybe<kj::TimePoint> termSentAt;    // SIGTERM went to the group.
-  kj::Maybe<kj::TimePoint> killSentAt;    // SIGKILL went to the group.
-  kj::Maybe<kj::Promise<void>> killTimer; // SIGKILL after the cancel timeout.
+  std::string startFailure;                // What kept the command from starting, if anything.
+  std::unique_ptr<ChildProcess> shim;      // Set from spawn until the shim's exit is seen.
+  pid_t pgid = 0;                          // The shim's pid, 0 before spawn.
+  bool groupGone = false;                  // Never signal the group again once true.
+  kj::Maybe<kj::TimePoint> termSentAt;     // SIGTERM went to the group.
+  kj::Maybe<kj::TimePoint> killSentAt;     // SIGKILL went to the group.
+  kj::Maybe<kj::Promise<void>> killTimer;  // SIGKILL after the cancel timeout.
   ChildExit exit;
-  int64_t endedAtMs = 0;                  // When the shim's exit was seen.
+  int64_t endedAtMs = 0;  // When the shim's exit was seen.
 
   std::string stdoutPath() const { return dir + "/stdout"; }
   std::string stderrPath() const { return dir + "/stderr"; }
@@ -173,6 +180,14 @@ struct TaskRunner::State {
   State(EventLoop& loop, kj::Timer& timer, TaskRunnerOptions options)
       : loop(loop), timer(timer), options(std::move(options)) {
     if (this->options.shimPath.empty()) this->options.shimPath = defaultShimPath();
+    // The shim changes into the attempt's directory from the worker's working directory, which
+    // the task user may not be allowed to enter: give it the whole path.
+    std::error_code error;
+    fs::path absolute = fs::absolute(this->options.attemptsDir, error);
+    if (!error) this->options.attemptsDir = absolute.lexically_normal().string();
+    while (this->options.attemptsDir.size() > 1 && this->options.attemptsDir.back() == '/') {
+      this->options.attemptsDir.pop_back();
+    }
     if (!this->options.nowMs) this->options.nowMs = [] { return wallClockMillis(); };
   }
 
@@ -181,8 +196,8 @@ struct TaskRunner::State {
   TaskRunnerOptions options;
   TaskFailureLogger errorLogger{"task runner"};
   std::map<AttemptId, std::unique_ptr<Attempt>> attempts;
-  std::deque<AttemptId> ended;      // Ended attempts still on disk, oldest first.
-  std::deque<std::string> strays;   // Attempt directories of earlier runs, oldest first.
+  std::deque<AttemptId> ended;     // Ended attempts still on disk, oldest first.
+  std::deque<std::string> strays;  // Attempt directories of earlier runs, oldest first.
   size_t running = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idleWaiters;
   kj::TaskSet tasks{errorLogger};  // Declared last: cancelled first.
@@ -195,11 +210,9 @@ struct TaskRunner::State {
   }
 
   void launch(Attempt& a) {
-    tasks.add(loop
-                  .runBlocking([attemptsDir = options.attemptsDir, dir = a.dir,
-                                uid = options.uid, gid = options.gid] {
-                    return prepareAttemptDir(attemptsDir, dir, uid, gid);
-                  })
+    tasks.add(loop.runBlocking(
+                      [attemptsDir = options.attemptsDir, dir = a.dir, uid = options.uid,
+                       gid = options.gid] { return prepareAttemptDir(attemptsDir, dir, uid, gid); })
                   .then([this, &a](std::string problem) -> kj::Promise<void> {
                     if (!problem.empty()) a.startFailure = problem;
                     if (!a.startFailure.empty() || a.cancelRequested) {
@@ -207,13 +220,29 @@ struct TaskRunner::State {
                       return kj::READY_NOW;
                     }
                     return spawn(a);
+                  })
+                  .catch_([this, &a](kj::Exception&& exception) {
+                    // A bug or a resource failure (no socket, thread pool gone): the attempt must
+                    // still end, and nothing of it may keep running.
+                    if (a.ended) return;
+                    spdlog::error("task runner: attempt {} failed in the worker: {}", a.id.toHex(),
+                                  exception.getDescription().cStr());
+                    signalGroup(a, SIGKILL);
+                    a.groupGone = true;
+                    if (a.startFailure.empty()) {
+                      a.startFailure =
+                          std::string("the worker failed: ") + exception.getDescription().cStr();
+                    }
+                    finish(a);
                   }));
   }
 
   kj::Promise<void> spawn(Attempt& a) {
     auto status = loop.io().newTwoWayPipe();
     int shimEnd = -1;
-    KJ_IF_MAYBE(fd, status.ends[1]->getFd()) { shimEnd = *fd; }
+    KJ_IF_MAYBE (fd, status.ends[1]->getFd()) {
+      shimEnd = *fd;
+    }
     KJ_REQUIRE(shimEnd >= 0, "the status socket has no file descriptor");
     // Put at fd 3 in the shim: the status socket.
     std::vector<std::string> argv = {options.shimPath, "--parent-pid", std::to_string(::getpid()),
@@ -232,6 +261,9 @@ struct TaskRunner::State {
                                             .gid = options.gid,
                                             .extraFds = {shimEnd}});
     status.ends[1] = nullptr;  // The shim holds the only other end now.
+    // Kept for as long as the attempt is retained: only what the accessors need.
+    a.argv = {};
+    a.env = {};
     if (!child.ok()) {
       a.startFailure = child.error().message;
       finish(a);
@@ -266,7 +298,8 @@ struct TaskRunner::State {
   // SIGKILL to the group, once.
   void killGroup(Attempt& a) {
     if (a.killSentAt != nullptr) return;
-    spdlog::debug("attempt {}: group {} outlived the cancel timeout; SIGKILL", a.id.toHex(), a.pgid);
+    spdlog::debug("attempt {}: group {} outlived the cancel timeout; SIGKILL", a.id.toHex(),
+                  a.pgid);
     signalGroup(a, SIGKILL);
     a.killSentAt = timer.now();
   }
@@ -282,7 +315,7 @@ struct TaskRunner::State {
     }
     const kj::TimePoint now = timer.now();
     kj::TimePoint next = now + kGroupPollInterval;
-    KJ_IF_MAYBE(killedAt, a.killSentAt) {
+    KJ_IF_MAYBE (killedAt, a.killSentAt) {
       if (now >= *killedAt + kKillSettle) {
         // Never signal this id again: it may be reused once the zombies are reaped.
         a.groupGone = true;
@@ -291,11 +324,11 @@ struct TaskRunner::State {
       next = std::min(next, *killedAt + kKillSettle);
     } else {
       kj::TimePoint termSentAt = now;
-      KJ_IF_MAYBE(at, a.termSentAt) {
+      KJ_IF_MAYBE (at, a.termSentAt) {
         termSentAt = *at;
       } else {
-        spdlog::debug("attempt {}: the command left processes in group {}; SIGTERM",
-                      a.id.toHex(), a.pgid);
+        spdlog::debug("attempt {}: the command left processes in group {}; SIGTERM", a.id.toHex(),
+                      a.pgid);
         signalGroup(a, SIGTERM);
         a.termSentAt = now;
       }
@@ -313,7 +346,11 @@ struct TaskRunner::State {
     a.latest = update;
     // A copy: the callback may start or cancel attempts.
     OnUpdate onUpdate = a.onUpdate;
-    if (onUpdate) onUpdate(update);
+    if (!onUpdate) return;
+    KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] { onUpdate(update); })) {
+      spdlog::error("attempt {}: the update callback failed: {}", a.id.toHex(),
+                    exception->getDescription().cStr());
+    }
   }
 
   void finish(Attempt& a) {
@@ -378,8 +415,7 @@ struct TaskRunner::State {
   // Attempt directories left by an earlier run of the worker count as ended, older than any of
   // this run's.
   void adoptStrayDirectories() {
-    tasks.add(loop
-                  .runBlocking([attemptsDir = options.attemptsDir,
+    tasks.add(loop.runBlocking([attemptsDir = options.attemptsDir,
                                 otherUser = options.uid && *options.uid != ::geteuid()] {
                     std::vector<std::pair<fs::file_time_type, std::string>> found;
                     std::string problem = ensureAttemptsDir(attemptsDir, otherUser);
@@ -456,14 +492,14 @@ void TaskRunner::cancel(const AttemptId& attempt) {
   a.cancelRequested = true;
   s.signalGroup(a, SIGTERM);
   a.termSentAt = s.timer.now();
-  a.killTimer = s.timer.afterDelay(s.cancelTimeout())
-                    .then([&s, &a] {
-                      if (!a.groupGone && groupAlive(a.pgid)) s.killGroup(a);
-                    })
-                    .eagerlyEvaluate([](kj::Exception&& e) {
-                      spdlog::error("task runner: cancel timer failed: {}",
-                                    e.getDescription().cStr());
-                    });
+  a.killTimer =
+      s.timer.afterDelay(s.cancelTimeout())
+          .then([&s, &a] {
+            if (!a.groupGone && groupAlive(a.pgid)) s.killGroup(a);
+          })
+          .eagerlyEvaluate([](kj::Exception&& e) {
+            spdlog::error("task runner: cancel timer failed: {}", e.getDescription().cStr());
+          });
 }
 
 kj::Promise<void> TaskRunner::killAll() {

@@ -88,7 +88,16 @@ struct TaskUpdate {
 };
 
 // Loop-thread only. `loop` and `timer` must outlive it. Destroying it kills every group still
-// running (SIGKILL) without waiting; use killAll() first for an orderly exit.
+// running (SIGKILL) without waiting, and reports nothing more; use killAll() first for an orderly
+// exit. `onUpdate` callbacks may call start() and cancel() but must not destroy the runner; an
+// exception they throw is logged and dropped.
+//
+// A terminal update comes once the attempt's group is empty or got SIGKILL (at most
+// cancelTimeout after the command ended, when it left processes behind that ignore SIGTERM).
+//
+// WARNING: PR_SET_PDEATHSIG fires when the *thread* that spawned the shim ends, so the runner
+// must live on a thread that lasts as long as the process (the worker's loop thread does). A
+// process that leaves the group (setsid, setpgid) escapes cancel and PDEATHSIG alike.
 class TaskRunner final {
  public:
   using OnUpdate = std::function<void(const TaskUpdate&)>;

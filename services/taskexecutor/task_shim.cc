@@ -46,7 +46,8 @@ void ignoreForSelf(int) {}
   if (statusFd >= 0 && write(statusFd, line, length) < 0) {
     // Nobody to tell there: stderr below is the last resort.
   }
-  if (write(STDERR_FILENO, "regent-task-shim: ", 18) < 0 || write(STDERR_FILENO, line, length) < 0) {
+  if (write(STDERR_FILENO, "regent-task-shim: ", 18) < 0 ||
+      write(STDERR_FILENO, line, length) < 0) {
     // The output file is gone; the status descriptor carried the line already.
   }
   _exit(kExitCannotRun);

@@ -292,7 +292,8 @@ TEST(ChildProcess, ExtraFdsArriveAsFdThreeOnwardAndStdinIsDevNull) {
   for (int i = 0; i < 2; ++i) {
     char buffer[16] = {};
     ssize_t n = ::read(pipes[i][0], buffer, sizeof buffer);
-    EXPECT_EQ(std::string(buffer, n > 0 ? static_cast<size_t>(n) : 0), i == 0 ? "three\n" : "four\n");
+    EXPECT_EQ(std::string(buffer, n > 0 ? static_cast<size_t>(n) : 0),
+              i == 0 ? "three\n" : "four\n");
     ::close(pipes[i][0]);
   }
 }

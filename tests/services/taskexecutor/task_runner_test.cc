@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -131,8 +132,11 @@ class TaskRunnerTest : public ::testing::Test {
       if (update.phase != TaskPhase::kRunning) o->ended->fulfill();
     });
     EXPECT_TRUE(status.ok()) << status.error().message;
-    if (ended != nullptr) *ended = kj::mv(paf.promise);
-    else endings_.push_back(kj::mv(paf.promise));
+    if (ended != nullptr) {
+      *ended = kj::mv(paf.promise);
+    } else {
+      endings_.push_back(kj::mv(paf.promise));
+    }
     return spec.attempt;
   }
 
@@ -150,7 +154,7 @@ class TaskRunnerTest : public ::testing::Test {
 
   bool awaitRunning(const AttemptId& id) {
     return runLoopUntil(
-        loop_, [&] { return !observed_[id]->updates.empty(); }, kBound) &&
+               loop_, [&] { return !observed_[id]->updates.empty(); }, kBound) &&
            observed_[id]->updates.front().phase == TaskPhase::kRunning;
   }
 
@@ -205,8 +209,8 @@ TEST_F(TaskRunnerTest, ACommandKilledByASignalFailsNamingTheSignal) {
     ASSERT_EQ(updates.size(), 2u);
     EXPECT_EQ(updates[1].phase, TaskPhase::kFailed);
     EXPECT_EQ(updates[1].termSignal, signum);
-    EXPECT_EQ(updates[1].message, "killed by signal " + std::to_string(signum) + " (" +
-                                      ::sigdescr_np(signum) + ")");
+    EXPECT_EQ(updates[1].message,
+              "killed by signal " + std::to_string(signum) + " (" + ::sigdescr_np(signum) + ")");
   }
 }
 
@@ -215,7 +219,8 @@ TEST_F(TaskRunnerTest, AMissingBinaryFailsNamingThePathAndErrnoWithoutRunning) {
   auto updates = run({"/no/such/binary", "arg"});
   ASSERT_EQ(updates.size(), 1u) << "no kRunning before the failure";
   EXPECT_EQ(updates[0].phase, TaskPhase::kFailed);
-  EXPECT_EQ(updates[0].message, "cannot execute /no/such/binary: No such file or directory (errno 2)");
+  EXPECT_EQ(updates[0].message,
+            "cannot execute /no/such/binary: No such file or directory (errno 2)");
 }
 
 TEST_F(TaskRunnerTest, ANonExecutableFileFailsNamingThePathAndErrnoWithoutRunning) {
@@ -234,7 +239,8 @@ TEST_F(TaskRunnerTest, AMissingWorkingDirectoryFailsNamingItWithoutRunning) {
   auto updates = run(TaskSpec{.argv = {"true"}, .workingDir = "/no/such/dir"});
   ASSERT_EQ(updates.size(), 1u) << "no kRunning before the failure";
   EXPECT_EQ(updates[0].phase, TaskPhase::kFailed);
-  EXPECT_EQ(updates[0].message, "working directory /no/such/dir: No such file or directory (errno 2)");
+  EXPECT_EQ(updates[0].message,
+            "working directory /no/such/dir: No such file or directory (errno 2)");
 }
 
 TEST_F(TaskRunnerTest, ABadCommandLeavesTheRunnerServing) {
@@ -262,6 +268,14 @@ TEST_F(TaskRunnerTest, TheDefaultWorkingDirectoryIsTheAttemptsDirectory) {
   EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), attemptDir(spec.attempt) + "\n");
 }
 
+TEST_F(TaskRunnerTest, ARelativeAttemptsDirectoryIsTakenFromTheWorkersWorkingDirectory) {
+  makeRunner({.attemptsDir = fs::relative(attemptsDir(), fs::current_path()).string() + "/"});
+  TaskSpec spec{.attempt = AttemptId::random(), .argv = {"pwd"}};
+  ASSERT_EQ(run(spec).back().phase, TaskPhase::kFinished);
+  EXPECT_EQ(*runner_->stdoutPath(spec.attempt), attemptDir(spec.attempt) + "/stdout");
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), attemptDir(spec.attempt) + "\n");
+}
+
 TEST_F(TaskRunnerTest, OutputIsCapturedInTheAttemptsFilesAndTheCommandSeesNoExtraDescriptors) {
   makeRunner();
   TaskSpec spec{.attempt = AttemptId::random(),
@@ -283,8 +297,9 @@ TEST_F(TaskRunnerTest, StartFailureIsAlsoWrittenToTheAttemptsStderr) {
   makeRunner();
   TaskSpec spec{.attempt = AttemptId::random(), .argv = {"/no/such/binary"}};
   run(spec);
-  EXPECT_EQ(readFile(*runner_->stderrPath(spec.attempt)),
-            "regent-task-shim: cannot execute /no/such/binary: No such file or directory (errno 2)\n");
+  EXPECT_EQ(
+      readFile(*runner_->stderrPath(spec.attempt)),
+      "regent-task-shim: cannot execute /no/such/binary: No such file or directory (errno 2)\n");
 }
 
 TEST_F(TaskRunnerTest, AKnownAttemptIsRefused) {
@@ -296,12 +311,43 @@ TEST_F(TaskRunnerTest, AKnownAttemptIsRefused) {
   EXPECT_NE(again.error().message.find(spec.attempt.toHex()), std::string::npos);
 }
 
+TEST_F(TaskRunnerTest, AnUpdateCallbackThatThrowsDoesNotStopTheAttempt) {
+  makeRunner();
+  std::vector<TaskPhase> phases;
+  ASSERT_TRUE(runner_
+                  ->start({.attempt = AttemptId::random(), .argv = {"true"}},
+                          [&](const TaskUpdate& update) {
+                            phases.push_back(update.phase);
+                            if (update.phase == TaskPhase::kRunning) {
+                              throw std::runtime_error("callback failure");
+                            }
+                          })
+                  .ok());
+  EXPECT_TRUE(runLoopUntil(
+      loop_, [&] { return phases.size() == 2; }, kBound));
+  EXPECT_EQ(phases, (std::vector<TaskPhase>{TaskPhase::kRunning, TaskPhase::kFinished}));
+}
+
+// SIGHUP is also the shim's parent-death signal: one sent by the task to its own group while the
+// worker lives must not make the shim kill the group.
+TEST_F(TaskRunnerTest, ASighupFromTheTaskItselfDoesNotKillTheGroup) {
+  makeRunner();
+  TaskSpec spec{.attempt = AttemptId::random(),
+                .argv = {"sh", "-c", "trap '' HUP; kill -HUP 0; echo survived"}};
+  auto updates = run(spec);
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[1].phase, TaskPhase::kFinished) << updates[1].message;
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), "survived\n");
+}
+
 // The task's child ignores SIGTERM: SIGTERM ends the task's shell, the child outlives it until
 // the cancel timeout's SIGKILL, and only then is the attempt CANCELED.
 TEST_F(TaskRunnerTest, CancelKillsTheWholeGroupIncludingAChildThatIgnoresSigterm) {
   makeRunner();
-  AttemptId id = start(
-      {.argv = {"sh", "-c", "(trap '' TERM; exec sleep 1000) & echo $! > child.pid; wait"}});
+  // The child writes its pid once it ignores SIGTERM.
+  AttemptId id =
+      start({.argv = {"sh", "-c",
+                      "sh -c 'trap \"\" TERM; echo $$ > child.pid; exec sleep 1000' & wait"}});
   ASSERT_TRUE(awaitRunning(id));
   const pid_t child = awaitPidFile(loop_, attemptDir(id) + "/child.pid");
   ASSERT_GT(child, 0);
@@ -339,11 +385,12 @@ TEST_F(TaskRunnerTest, CancelBeforeTheSpawnEndsCanceledWithoutRunning) {
 
 TEST_F(TaskRunnerTest, WhatAFinishedTaskLeftInItsGroupIsKilledBeforeItEnds) {
   makeRunner();
-  // One leftover obeys SIGTERM, the other ignores it and needs SIGKILL.
-  AttemptId id = start(
-      {.argv = {"sh", "-c",
-                "sleep 1000 & echo $! > obeys.pid; (trap '' TERM; exec sleep 1000) & "
-                "echo $! > ignores.pid; exit 0"}});
+  // One leftover obeys SIGTERM, the other ignores it and needs SIGKILL; the task exits once the
+  // second one ignores SIGTERM.
+  AttemptId id = start({.argv = {"sh", "-c",
+                                 "sleep 1000 & echo $! > obeys.pid; "
+                                 "sh -c 'trap \"\" TERM; echo $$ > ignores.pid; exec sleep 1000' & "
+                                 "until [ -s ignores.pid ]; do sleep 0.01; done; exit 0"}});
   awaitEnd(id);
   ASSERT_EQ(updates(id).size(), 2u);
   EXPECT_EQ(updates(id)[1].phase, TaskPhase::kFinished);
@@ -359,9 +406,11 @@ TEST_F(TaskRunnerTest, KillAllCancelsEveryRunningAttemptAndResolvesWhenTheyEnded
   makeRunner();
   std::vector<AttemptId> ids = {
       start({.argv = {"sleep", "1000"}}),
-      start({.argv = {"sh", "-c", "trap '' TERM; sleep 1000 & wait; wait"}}),
+      start({.argv = {"sh", "-c", "trap '' TERM; sleep 1000 & echo $! > ignores.pid; wait; wait"}}),
       start({.argv = {"sh", "-c", "sleep 1000"}})};
   for (const auto& id : ids) ASSERT_TRUE(awaitRunning(id));
+  // Only once the second one ignores SIGTERM does killAll need SIGKILL for it.
+  ASSERT_GT(awaitPidFile(loop_, attemptDir(ids[1]) + "/ignores.pid"), 0);
   EXPECT_EQ(runner_->runningCount(), 3u);
   runLoopBounded(loop_, runner_->killAll(), kBound, "killAll");
   EXPECT_EQ(runner_->runningCount(), 0u);
@@ -379,7 +428,8 @@ TEST_F(TaskRunnerTest, DestroyingTheRunnerKillsWhatStillRuns) {
   ASSERT_TRUE(awaitRunning(id));
   const auto pgid = static_cast<pid_t>(updates(id)[0].pid);
   runner_ = nullptr;
-  EXPECT_TRUE(runLoopUntil(loop_, [&] { return !groupLive(pgid); }, kBound));
+  EXPECT_TRUE(runLoopUntil(
+      loop_, [&] { return !groupLive(pgid); }, kBound));
   EXPECT_EQ(updates(id).size(), 1u) << "no update after the runner is gone";
 }
 
@@ -396,7 +446,8 @@ TEST_F(TaskRunnerTest, RetentionKeepsTheNewestEndedAttemptsAndNeverARunningOne) 
   for (int i = 0; i < 2; ++i) {
     EXPECT_FALSE(runner_->latest(ended[i])) << i;
     EXPECT_FALSE(runner_->stdoutPath(ended[i])) << i;
-    EXPECT_TRUE(runLoopUntil(loop_, [&] { return !fs::exists(attemptDir(ended[i])); }, kBound));
+    EXPECT_TRUE(runLoopUntil(
+        loop_, [&] { return !fs::exists(attemptDir(ended[i])); }, kBound));
   }
   for (int i = 2; i < 4; ++i) {
     EXPECT_TRUE(runner_->latest(ended[i])) << i;
@@ -427,15 +478,18 @@ TEST_F(TaskRunnerTest, AsRootTasksRunAsTheTaskUserInADirectoryTheyOwn) {
   auto user = resolveTaskUser("nobody", false, 0);
   ASSERT_TRUE(user.ok()) << user.error().message;
   ASSERT_TRUE(user.value().uid && *user.value().uid != 0);
+  // An attempts directory left private by an earlier run (umask 077) is made traversable too.
+  fs::create_directory(attemptsDir());
+  ASSERT_EQ(::chmod(attemptsDir().c_str(), 0700), 0);
   makeRunner({.uid = user.value().uid, .gid = user.value().gid});
   TaskSpec spec{.attempt = AttemptId::random(),
                 .argv = {"sh", "-c", "id -u; id -G; echo written > here; cat here"}};
   auto updates = run(spec);
   ASSERT_EQ(updates.back().phase, TaskPhase::kFinished)
       << readFile(*runner_->stderrPath(spec.attempt));
-  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)),
-            std::to_string(*user.value().uid) + "\n" + std::to_string(*user.value().gid) +
-                "\nwritten\n");
+  EXPECT_EQ(
+      readFile(*runner_->stdoutPath(spec.attempt)),
+      std::to_string(*user.value().uid) + "\n" + std::to_string(*user.value().gid) + "\nwritten\n");
   struct stat info {};
   ASSERT_EQ(::stat(attemptDir(spec.attempt).c_str(), &info), 0);
   EXPECT_EQ(info.st_uid, *user.value().uid);
@@ -486,8 +540,7 @@ TEST(ResolveTaskUser, AnEmptyUserIsRefusedAsRoot) {
 TEST(TaskShim, KillsItsGroupWhenItsParentDies) {
   TempDir dir("task-shim-test");
   const std::string shim = REGENT_BIN_DIR "/regent-task-shim";
-  const std::string script =
-      "echo $$ > main.pid; (exec sleep 1000) & echo $! > child.pid; wait";
+  const std::string script = "echo $$ > main.pid; (exec sleep 1000) & echo $! > child.pid; wait";
   // Everything the forked processes need, prepared before fork.
   std::string cwd = dir.path();
   char parentPid[32] = "";
@@ -506,8 +559,8 @@ TEST(TaskShim, KillsItsGroupWhenItsParentDies) {
     parentPid[n] = '\0';
     if (::fork() == 0) {
       ::setsid();
-      const char* argv[] = {shim.c_str(), "--parent-pid", parentPid, "--cwd", cwd.c_str(), "--",
-                            "/bin/sh", "-c", script.c_str(), nullptr};
+      const char* argv[] = {shim.c_str(), "--parent-pid", parentPid, "--cwd",        cwd.c_str(),
+                            "--",         "/bin/sh",      "-c",      script.c_str(), nullptr};
       ::execv(shim.c_str(), const_cast<char* const*>(argv));
       ::_exit(127);
     }
