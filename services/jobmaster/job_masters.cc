@@ -67,7 +67,7 @@ class JobMasters::JobMaster final {
   // declaration and the RUNNING state follow from the event loop (never inside start()).
   void start();
   wire::JobMasterGateway::Client gateway() { return gateway_; }
-  bool reachable() const { return !releasing_ && !execution_.ended(); }
+  bool releasing() const { return releasing_; }
   const ExecutionGraph& execution() const { return execution_; }
   MonoTime monoNow() const { return owner_.monoNow(); }
 
@@ -657,6 +657,11 @@ kj::Promise<void> JobMasters::release(JobId job, const std::string& cause) {
     resourceManager_.disconnectJobMaster(job, cause);
     return kj::READY_NOW;
   }
+  if (found->second->releasing()) {
+    // The first release() still runs and drops the JobMaster when done.
+    spdlog::warn("job {}: release() while its release runs; nothing more to do", job.toHex());
+    return kj::READY_NOW;
+  }
   return releases_.wrap(found->second->release(cause).then([this, job] { jobs_.erase(job); }));
 }
 
@@ -677,7 +682,7 @@ bool JobMasters::counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& re
 
 kj::Maybe<wire::JobMasterGateway::Client> JobMasters::gateway(JobId job) {
   auto found = jobs_.find(job);
-  if (found == jobs_.end() || !found->second->reachable()) return nullptr;
+  if (found == jobs_.end()) return nullptr;
   return found->second->gateway();
 }
 

@@ -100,7 +100,9 @@ class JobMasters final : public dispatcher::JobRunner {
   // only.
   //
   // MasterBootstrap.jobMaster: the gateway of `job`'s JobMaster, or nullptr when this term runs
-  // no JobMaster for it (unknown, ended, or released).
+  // no JobMaster for it (unknown, or released). A job that ended keeps its gateway until
+  // release() completes: its workers still report the ends of the attempts release() cancels
+  // (its offers are refused: nothing is accepted).
   kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job);
   size_t size() const;
 

@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <iterator>
+#include <map>
+#include <random>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -440,6 +444,107 @@ TEST_F(ExecutionGraphTest, ASubtaskCostsLittleMemory) {
   EXPECT_EQ(graph().subtaskCount(), 10000u);
   // One fixed-size record per subtask, nothing per subtask on the heap besides it.
   EXPECT_LT(graph().heldBytes() / graph().subtaskCount(), 128u);
+}
+
+}  // namespace
+}  // namespace regent::jobmaster
+
+namespace regent::jobmaster {
+namespace {
+
+// Seeded random runs: slots offered by several workers, attempts that run, finish or fail,
+// workers lost, restart delays passing, in random order. After every step: no subtask of a
+// vertex deploys before every upstream subtask finished, a slot holds at most one live attempt,
+// a subtask has at most one, nothing deploys once the job ended; and every run ends.
+TEST(ExecutionGraphRandom, InvariantsHoldUnderRandomEvents) {
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 random(seed);
+    auto chance = [&](int percent) { return static_cast<int>(random() % 100) < percent; };
+    testing::JobGraphBuilder builder(
+        {{"a", 3}, {"b", 2, {"a"}}, {"c", 2, {"a"}}, {"d", 1, {"b", "c"}}});
+    builder.fixedDelay(1000, 50);
+    MonoTime now = MonoTime() + std::chrono::hours(1);
+    int64_t nowMs = 1'000'000;
+    ExecutionGraph graph(builder.job(), builder.graph(),
+                         RestartStrategy::fromGraph(builder.graph()), nowMs);
+    std::vector<ResourceId> workers{ResourceId::random(), ResourceId::random(),
+                                    ResourceId::random()};
+    std::map<AttemptId, Deployment> live;  // As the workers see them.
+    std::set<uint32_t> finished;
+    std::map<std::string, std::vector<std::string>> upstream{
+        {"a", {}}, {"b", {"a"}}, {"c", {"a"}}, {"d", {"b", "c"}}};
+    std::map<std::string, uint32_t> parallelism{{"a", 3}, {"b", 2}, {"c", 2}, {"d", 1}};
+    auto vertexName = [&](uint32_t subtask) {
+      return std::string(graph.vertexReader(graph.vertexOf(subtask)).getName().cStr());
+    };
+    auto finishedOf = [&](const std::string& vertex) {
+      uint32_t count = 0;
+      for (uint32_t subtask : finished) count += vertexName(subtask) == vertex ? 1 : 0;
+      return count;
+    };
+    std::deque<std::string> names;
+    auto send = [&](const Deployment& deployment, ExecutionState state) {
+      AttemptReport report;
+      report.attempt = deployment.attempt;
+      names.push_back(vertexName(deployment.subtask));
+      report.vertex = names.back();
+      report.subtaskIndex = graph.indexInVertex(deployment.subtask);
+      report.state = state;
+      report.exitCode = state == ExecutionState::FAILED ? 1 : 0;
+      return graph.update(report, now, nowMs);
+    };
+
+    int steps = 0;
+    for (; steps < 5000 && !graph.ended(); ++steps) {
+      const int action = static_cast<int>(random() % 100);
+      if (action < 25) {
+        const ResourceId& worker = workers[random() % workers.size()];
+        std::vector<OfferedSlot> offers(1 + random() % 2,
+                                        OfferedSlot{AllocationId::random(), Profile{1000, kGiB}});
+        for (auto& offer : offers) offer.allocation = AllocationId::random();
+        graph.offerSlots(worker, offers);
+      } else if (action < 70 && !live.empty()) {
+        auto it = live.begin();
+        std::advance(it, random() % live.size());
+        const Deployment deployment = it->second;
+        const ExecutionState state = chance(75) ? ExecutionState::FINISHED : ExecutionState::FAILED;
+        if (chance(50)) send(deployment, ExecutionState::RUNNING);
+        ASSERT_EQ(send(deployment, state), ExecutionGraph::Update::kApplied);
+        EXPECT_EQ(send(deployment, state), ExecutionGraph::Update::kRepeated);
+        if (state == ExecutionState::FINISHED) finished.insert(deployment.subtask);
+        live.erase(it);
+      } else if (action < 75) {
+        const ResourceId worker = workers[random() % workers.size()];
+        graph.workerLost(worker, "lost", now, nowMs);
+        for (auto it = live.begin(); it != live.end();) {
+          it = it->second.worker == worker ? live.erase(it) : std::next(it);
+        }
+      } else {
+        now += std::chrono::milliseconds(random() % 100);
+        nowMs += 100;
+        graph.restartDue(now);
+      }
+      graph.takeSurplusSlots();
+      for (const Deployment& deployment : graph.schedule(nowMs)) {
+        const std::string vertex = vertexName(deployment.subtask);
+        for (const std::string& up : upstream[vertex]) {
+          ASSERT_EQ(finishedOf(up), parallelism[up]) << vertex << " deployed before " << up;
+        }
+        for (const auto& [attempt, other] : live) {
+          ASSERT_NE(other.allocation, deployment.allocation) << "two attempts in one slot";
+          ASSERT_NE(other.subtask, deployment.subtask) << "two live attempts of one subtask";
+        }
+        ASSERT_EQ(finished.count(deployment.subtask), 0u) << "a finished subtask ran again";
+        live.emplace(deployment.attempt, deployment);
+      }
+      EXPECT_EQ(graph.liveAttempts().size(), live.size());
+    }
+    ASSERT_TRUE(graph.ended()) << "no end after " << steps << " steps";
+    EXPECT_EQ(graph.state(), wire::JobState::FINISHED);
+    EXPECT_EQ(finished.size(), graph.subtaskCount());
+    EXPECT_TRUE(graph.schedule(nowMs).empty());
+  }
 }
 
 }  // namespace
