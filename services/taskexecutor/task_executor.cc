@@ -1007,6 +1007,13 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
     // Nothing left, or waiting for the registration with that epoch (onJobsRegistered).
     held.delivering = false;
     forgetIfIdle(job);
+    const bool pending = std::any_of(jobs_.begin(), jobs_.end(), [](const auto& entry) {
+      return !entry.second->updates.empty();
+    });
+    if (!pending) {
+      for (auto& waiter : flushed_) waiter->fulfill();
+      flushed_.clear();
+    }
     return kj::READY_NOW;
   }
   const uint64_t epoch = held.updates.front().epoch;
@@ -1150,6 +1157,16 @@ void TaskExecutor::answerJobMasterHeartbeat(const JobId& job, uint64_t epoch) {
                             describeException(exception));
             });
   }));
+}
+
+kj::Promise<void> TaskExecutor::flushUpdates(Duration bound) {
+  const bool pending = std::any_of(jobs_.begin(), jobs_.end(), [](const auto& entry) {
+    return !entry.second->updates.empty();
+  });
+  if (!pending) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  flushed_.push_back(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise).exclusiveJoin(timer_.afterDelay(bound.count() * kj::MILLISECONDS));
 }
 
 kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {

@@ -160,6 +160,10 @@ class TaskExecutor final {
   // Logs "worker disconnected" when done; later calls resolve at once and do nothing.
   kj::Promise<void> disconnect(const std::string& cause);
 
+  // Resolves once no attempt update waits to be delivered (the worker's stop: after the tasks
+  // were killed, so that their JobMasters learn how they ended), or after `bound`. Never rejects.
+  kj::Promise<void> flushUpdates(Duration bound);
+
   // Registered, with its slot report accepted, with the leader of registeredEpoch(), and no
   // sign since that the registration is gone. /readyz.
   bool registered() const;
@@ -297,6 +301,8 @@ class TaskExecutor final {
   // The kind of the master's last refusal of an attempt (nullopt: it did not refuse).
   std::optional<wire::Failure::Which> lastRefusal_;
   kj::Own<kj::PromiseFulfiller<std::string>> lost_;
+  // flushUpdates() callers, told when no update waits any more.
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> flushed_;
   TaskFailureLogger errorLogger_{"task executor"};
   kj::Maybe<kj::Promise<void>> loop_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.

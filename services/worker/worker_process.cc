@@ -205,7 +205,9 @@ void WorkerProcess::onStopSignal(int signum) {
                                           .str());
                    // Not registering yet: nothing to disconnect.
                    if (!taskExecutor_) return kj::READY_NOW;
-                   return taskExecutor_->disconnect("worker stopping");
+                   // The JobMasters learn how the tasks ended before the worker leaves.
+                   return taskExecutor_->flushUpdates(config_.getDuration("rpc.call-timeout"))
+                       .then([this]() { return taskExecutor_->disconnect("worker stopping"); });
                  })
                  .then([this]() { exit_->fulfill(int(kExitStopped)); }));
 }

@@ -82,8 +82,9 @@ class WorkerProcess final : public WorkerHttpHost {
   // Watches the signals, listens on worker.http.bind, then creates the TaskExecutor (advertising
   // the bound HTTP address) and starts registering. Resolves with kExitFailure if the HTTP
   // server cannot listen (logged as an error). SIGTERM, SIGINT and SIGQUIT kill the running tasks
-  // (TaskRunner::killAll, then the "tasks killed" line), call
-  // TaskExecutor::disconnect("worker stopping") and then resolve with kExitStopped; a second one
+  // (TaskRunner::killAll, then the "tasks killed" line), deliver their last updates (bounded by
+  // rpc.call-timeout), call TaskExecutor::disconnect("worker stopping") and then resolve with
+  // kExitStopped; a second one
   // while that runs ends the process at once with 128 + the signal number (after logging "worker
   // exiting"; the tasks die with it, by their PDEATHSIG). SIGHUP is logged and ignored. Call once.
   kj::Promise<int> run();

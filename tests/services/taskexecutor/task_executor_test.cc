@@ -710,6 +710,18 @@ TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
   EXPECT_EQ(master_->heartbeats.back().slots[0].running, std::vector<AttemptId>{kAttempt});
 }
 
+// The worker's stop: its tasks killed, their CANCELED updates delivered before it leaves.
+TEST_F(TaskExecutorTest, FlushUpdatesResolvesOnceTheKilledTasksUpdatesAreDelivered) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  loop_.run(runner_->killAll());
+  loop_.run(executor.flushUpdates(Duration(10000)));
+  ASSERT_EQ(updatesOf(kAttempt).size(), 2u);
+  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
+  loop_.run(executor.flushUpdates(Duration(10000)));  // Nothing pending: at once.
+}
+
 TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
   std::ostringstream log;
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
