@@ -247,16 +247,17 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
     return JobOutcome(failure(JobFailure::Kind::kAlreadyExists,
                               "job " + id.toHex() + " exists with a different JobGraph", id));
   }
+  // A job that already ended keeps its id for good while its result is kept (also while its
+  // cleanup still runs).
+  if (ended_.count(id) > 0) {
+    return JobOutcome(failure(JobFailure::Kind::kAlreadyExists,
+                              "job " + id.toHex() + " already ended; submit it with a new id", id));
+  }
   if (inFlight_.count(id) > 0) {
     JobFailure busy = failure(JobFailure::Kind::kUnavailable,
                               "job " + id.toHex() + " is being submitted or cancelled; retry shortly");
     busy.retryAfterMs = kBusyRetryMs;
     return JobOutcome(kj::mv(busy));
-  }
-  // A job that already ended keeps its id for good while its result is kept.
-  if (ended_.count(id) > 0) {
-    return JobOutcome(failure(JobFailure::Kind::kAlreadyExists,
-                              "job " + id.toHex() + " already ended; submit it with a new id", id));
   }
 
   kj::Array<capnp::word> accepted;
@@ -302,6 +303,10 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   if (found != active_.end() &&
       (found->second.state == wire::JobState::CANCELLING || found->second.ending)) {
     return JobOutcome();
+  }
+  if (found == active_.end() && ended_.count(id) > 0) {  // Also while its cleanup still runs.
+    return JobOutcome(
+        failure(JobFailure::Kind::kFailedPrecondition, "job " + id.toHex() + " already ended", id));
   }
   if (inFlight_.count(id) > 0) {  // Its submission is being persisted.
     JobFailure busy = failure(JobFailure::Kind::kUnavailable,

@@ -744,7 +744,19 @@ TEST_F(DispatcherTest, CancelAnswersOnceTheDirtyResultIsStoredThenReleasesAndCle
   EXPECT_EQ(runner.calls[1], "release " + id.toHex() + " result=stored graph=stored");
   EXPECT_EQ(runner.causes[0], "job canceled");
   EXPECT_EQ(storedResult(id), "dirty");
-  // The runner's own end reported meanwhile is ignored: the job was cancelled.
+  // Meanwhile the job is over: cancelling or submitting it again is refused as ended, and the
+  // runner's own end is ignored.
+  auto again = gateway_.cancelJobRequest();
+  again.setEpoch(epoch_);
+  wire::setWireId(again.initJobId(), id);
+  auto repeated = loop_.run(again.send());
+  ASSERT_TRUE(repeated.hasFailure());
+  EXPECT_TRUE(repeated.getFailure().isFailedPrecondition())
+      << repeated.getFailure().getMessage().cStr();
+  auto resubmitted = submit(*jobGraph(id, "canceled"));
+  ASSERT_TRUE(resubmitted.hasFailure());
+  EXPECT_TRUE(resubmitted.getFailure().isAlreadyExists())
+      << resubmitted.getFailure().getMessage().cStr();
   runner.listener->jobEnded(id, JobEnd{});
   runner.releaseAll();
   settle();
