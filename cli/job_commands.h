@@ -1,7 +1,8 @@
-// What regentctl's jobs commands (submit, list, status, cancel), workers, slots and failover do,
-// on the event loop: find the leader (in ZooKeeper, or by asking the master given with
-// --master), call its Dispatcher over Cap'n Proto RPC with the leader's epoch, and follow the leadership (fencing,
-// notLeader, unavailable, lost connections) until --timeout.
+// What regentctl's jobs commands (submit, list, status, logs, cancel, remove-corrupt), workers,
+// slots and failover do, on the event loop: find the leader (in ZooKeeper, or by asking the
+// master given with --master), call its Dispatcher over Cap'n Proto RPC with the leader's epoch,
+// and follow the leadership (fencing, notLeader, unavailable, lost connections) until --timeout;
+// `jobs logs` then reads from the worker that ran the attempt.
 #pragma once
 
 #include <kj/async.h>
@@ -80,9 +81,10 @@ class JobCommands final {
   kj::Promise<int> submit(std::string path);
   // `jobs list`: a table JOB ID, NAME, STATE, SUBMITTED (or one JSON object per job).
   kj::Promise<int> list();
-  // `jobs status ID`: the job's fields, and its result once it ended; a job whose stored
-  // record is corrupt shows state CORRUPT and why (exit kExitOk). A malformed id is kExitUsage;
-  // an unknown one kExitRefused.
+  // `jobs status ID`: the job's fields, each vertex with a table of its subtasks' latest
+  // attempts, and its result once it ended (cli/job_status_output.h); a job whose stored record
+  // is corrupt shows state CORRUPT and why (exit kExitOk). A malformed id is kExitUsage; an
+  // unknown one kExitRefused.
   kj::Promise<int> status(std::string jobId);
   // `jobs logs ID --vertex V [--subtask N] [--stderr] [--follow]`: asks the leader for the job's
   // status (jobStatus, following the leadership like the other jobs commands), finds the
