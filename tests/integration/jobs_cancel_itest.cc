@@ -1,10 +1,13 @@
 // `regentctl jobs cancel` really stops a job on real processes: a task whose shell and child both
 // ignore SIGTERM are killed as a group after worker.task-cancel-timeout, the job ends CANCELED
-// through the dirty -> clean protocol, and nothing of it is left on any worker.
+// through the dirty -> clean protocol, and nothing of it is left on any worker; a job cancelled
+// while it waits for slots leaves no requirement behind; a job cancelled during a restart delay
+// is not restarted.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +92,97 @@ TEST(JobsCancel, CancelKillsTheWholeGroupOfATaskIgnoringSigtermAndTheJobIsCancel
   ASSERT_OK(graphStored);
   EXPECT_FALSE(graphStored.value());
   ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+}
+
+TEST(JobsCancel, AJobCancelledWhileItWaitsForSlotsTakesNoSlotOfAWorkerThatJoinsLater) {
+  auto started = JobCluster::start("jobs-cancel-waiting", {.workers = 1, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  // "busy" holds the only slot until the file `go` appears (bounded); "waiting" needs a slot too.
+  const std::string dir = cluster.taskDir();
+  auto busy = cluster.submit(
+      "name: busy\nvertices:\n  - name: busy\n    command:\n      argv:\n        - /bin/sh\n"
+      "        - -c\n        - |\n"
+      "          n=0\n"
+      "          while [ ! -e \"$DIR/go\" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done\n"
+      "      env:\n        DIR: " + dir + "\n");
+  ASSERT_OK(busy);
+  ASSERT_OK(cluster.waitForJobEvent(
+      [&](const JobEvent& e) {
+        return e.kind == JobKind::kAttemptState && e.job == busy.value() && e.state == "RUNNING";
+      },
+      kTimeout));
+  auto waiting = cluster.submit(
+      "name: waiting\nvertices:\n  - name: waiting\n    command:\n      argv: [/bin/true]\n");
+  ASSERT_OK(waiting);
+  ASSERT_OK(cluster.waitForStatus(
+      waiting.value(),
+      [](const nlohmann::json& s) { return !textField(s, "waiting_reason").empty(); }, kTimeout));
+
+  auto canceled = cluster.ctl({"jobs", "cancel", waiting.value()});
+  ASSERT_EQ(canceled.exit.exitCode, 0) << canceled.output;
+  auto clean = cluster.waitForJobClean(waiting.value(), kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "CANCELED");
+
+  // A worker joins after the cancel: its slot stays free (the cancelled job's requirement was
+  // withdrawn), while "busy" keeps its own.
+  auto joined = cluster.addWorker();
+  ASSERT_OK(joined);
+  const std::string joinedId = cluster.workers().resourceId(joined.value());
+  auto table = cluster.regentctl().waitForTable(
+      [&](const SlotTable& t) { return t.size() == 2 && countState(t, "ALLOCATED") == 1; },
+      kTimeout);
+  ASSERT_OK(table);
+  for (const SlotRow& row : table.value()) {
+    if (row.resourceId == joinedId) {
+      EXPECT_EQ(row.state, "FREE") << describeTable(table.value());
+    }
+    EXPECT_NE(row.jobId, waiting.value()) << describeTable(table.value());
+  }
+  EXPECT_TRUE(cluster.jobEventsOf(waiting.value(), JobKind::kAttemptDeployed).empty());
+
+  std::ofstream(dir + "/go") << "";
+  auto busyClean = cluster.waitForJobClean(busy.value(), kTimeout);
+  ASSERT_OK(busyClean);
+  EXPECT_EQ(busyClean.value().state, "FINISHED");
+  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  EXPECT_TRUE(cluster.jobEventsOf(waiting.value(), JobKind::kAttemptDeployed).empty());
+}
+
+TEST(JobsCancel, AJobCancelledWhileARestartDelayRunsIsNotRestarted) {
+  auto started = JobCluster::start("jobs-cancel-restarting", {.workers = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  // The subtask fails at once; its restart waits for a delay far longer than the test.
+  auto job = cluster.submit(
+      "name: failing\nvertices:\n  - name: failing\n    command:\n      argv: [/bin/false]\n"
+      "restart_strategy:\n  type: fixed-delay\n  attempts: 5\n  delay: 1h\n");
+  ASSERT_OK(job);
+  const std::string id = job.value();
+  auto restarting = cluster.waitForStatus(
+      id, [](const nlohmann::json& s) { return textField(s, "state") == "RESTARTING"; }, kTimeout);
+  ASSERT_OK(restarting);
+  // jobs status says why nothing runs: the failure and the restart delay.
+  ASSERT_TRUE(restarting.value().contains("failure")) << restarting.value().dump();
+  EXPECT_FALSE(textField(restarting.value()["failure"], "message").empty())
+      << restarting.value().dump();
+  EXPECT_FALSE(textField(restarting.value(), "waiting_reason").empty()) << restarting.value().dump();
+  const nlohmann::json* subtask = subtaskStatus(restarting.value(), "failing", 0);
+  ASSERT_NE(subtask, nullptr) << restarting.value().dump();
+  EXPECT_FALSE(textField(*subtask, "last_failure").empty()) << subtask->dump();
+
+  auto canceled = cluster.ctl({"jobs", "cancel", id});
+  ASSERT_EQ(canceled.exit.exitCode, 0) << canceled.output;
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "CANCELED");
+  EXPECT_EQ(cluster.jobEventsOf(id, JobKind::kAttemptDeployed).size(), 1u) << cluster.describe();
+  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  auto status = cluster.status(id);
+  ASSERT_OK(status);
+  EXPECT_EQ(textField(status.value(), "state"), "CANCELED") << status.value().dump();
+  EXPECT_EQ(status.value().value("restarts", 0), 1) << status.value().dump();
 }
 
 }  // namespace

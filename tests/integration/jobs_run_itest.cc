@@ -281,8 +281,19 @@ TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
                      << follow.output() << cluster.describe();
   EXPECT_FALSE(contains(follow.output(), "line-6")) << follow.output();
 
-  // Meanwhile (the task waits for `seen`): the output so far at once, stderr on its own, and a
-  // vertex the job does not have refused, naming the one it has.
+  // Meanwhile (the task waits for `seen`): jobs status names the running attempt and the worker
+  // serving its output; the output so far at once, stderr on its own, and a vertex the job does
+  // not have refused, naming the one it has.
+  auto status = cluster.status(id);
+  ASSERT_OK(status);
+  const nlohmann::json* subtask = subtaskStatus(status.value(), "talk", 0);
+  ASSERT_NE(subtask, nullptr) << status.value().dump();
+  EXPECT_EQ(textField(*subtask, "http_address"), cluster.workers().httpAddress(0))
+      << subtask->dump();
+  EXPECT_EQ(textField(*subtask, "resource_id"), cluster.workers().resourceId(0)) << subtask->dump();
+  ASSERT_TRUE(subtask->contains("attempt") && (*subtask)["attempt"].is_object()) << subtask->dump();
+  EXPECT_EQ(textField((*subtask)["attempt"], "state"), "RUNNING") << subtask->dump();
+  EXPECT_NE((*subtask)["attempt"].value("pid", 0), 0) << subtask->dump();
   std::string firstHalf;
   for (int i = 1; i <= 5; ++i) firstHalf += "line-" + std::to_string(i) + "\n";
   CtlResult logs = cluster.ctl({"jobs", "logs", id, "--vertex", "talk"});
