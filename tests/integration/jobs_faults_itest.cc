@@ -2,7 +2,8 @@
 // runs a subtask takes the task's processes with it (no orphan), the JobMaster fails the attempt
 // after heartbeat.timeout and restarts it on the other worker, and the job finishes; a worker
 // stopped with SIGTERM kills its tasks before it disconnects, and the subtask runs again on the
-// other worker; a job that
+// other worker; a worker paused past heartbeat.timeout has its attempt replaced, and cancelled
+// once it wakes up; a job that
 // needs more slots than the cluster has free waits, with the reason in `jobs status`, and runs
 // once a worker joins.
 #include <gtest/gtest.h>
@@ -157,6 +158,59 @@ TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewh
   const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
   ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
   EXPECT_EQ(deployed[1].resourceId, cluster.workers().resourceId(survivor));
+}
+
+TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakesUp) {
+  auto started = JobCluster::start("jobs-worker-pause", {.workers = 2, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string dir = cluster.taskDir();
+  auto job = cluster.submit(survivorJob(dir));
+  ASSERT_OK(job);
+  const std::string id = job.value();
+  auto first = cluster.waitForJobEvent(
+      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
+      kTimeout);
+  ASSERT_OK(first);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        pids = readPids(dir + "/pids");
+        return pids.size() == 2;
+      },
+      kTimeout, Duration(50)))
+      << cluster.describe();
+  const auto paused = cluster.workerSlotOf(first.value().resourceId);
+  ASSERT_TRUE(paused) << first.value().describe();
+
+  // Paused past heartbeat.timeout: the attempt fails and runs again on the other worker, and
+  // the job finishes while the paused worker's task still runs (a pause stops only the worker).
+  ASSERT_OK(cluster.workers().process(*paused).pause());
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  const bool resumed = cluster.workers().process(*paused).resume().ok();
+  ASSERT_TRUE(resumed);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
+  EXPECT_NE(deployed[1].resourceId, first.value().resourceId);
+
+  // Woken up, the worker learns that nobody wants its attempt any more: it is cancelled, its
+  // processes go, and every slot ends free.
+  auto ended = cluster.waitForTaskEvent(
+      [&](const TaskEvent& e) {
+        return e.kind == TaskEvent::Kind::kEnded && e.attempt == first.value().attempt;
+      },
+      kTimeout);
+  ASSERT_OK(ended);
+  EXPECT_EQ(ended.value().state, "CANCELED") << ended.value().describe();
+  const auto alive = waitForProcessesGone(pids, kTimeout);
+  EXPECT_TRUE(alive.empty()) << "still running after the worker woke up: "
+                             << ::testing::PrintToString(alive);
+  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  auto running = cluster.tasksRunning(*paused);
+  ASSERT_OK(running);
+  EXPECT_EQ(running.value(), 0);
 }
 
 TEST(JobsFaults, AJobNeedingMoreSlotsThanFreeWaitsThenRunsWhenAWorkerJoins) {
