@@ -162,7 +162,7 @@ std::map<Profile, uint32_t> ExecutionGraph::unservedNeeds() const {
 std::vector<bool> ExecutionGraph::offerSlots(const ResourceId& worker,
                                              const std::vector<OfferedSlot>& offers) {
   std::vector<bool> accepted(offers.size(), false);
-  if (ended_) return accepted;
+  if (frozen()) return accepted;
   auto needs = unservedNeeds();
   for (size_t i = 0; i < offers.size(); ++i) {
     const OfferedSlot& offer = offers[i];
@@ -184,7 +184,7 @@ std::vector<bool> ExecutionGraph::offerSlots(const ResourceId& worker,
 
 std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
   std::vector<Deployment> out;
-  if (ended_) return out;
+  if (frozen()) return out;
   std::vector<std::map<AllocationId, Slot>::iterator> free;
   for (auto it = slots_.begin(); it != slots_.end(); ++it) {
     if (!it->second.subtask) free.push_back(it);
@@ -224,7 +224,7 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
 
 std::vector<HeldSlot> ExecutionGraph::takeSurplusSlots() {
   std::vector<HeldSlot> surplus;
-  if (ended_) return surplus;
+  if (frozen()) return surplus;
   std::map<Profile, uint32_t> needs;
   for (const Vertex& vertex : vertices_) {
     if (vertex.runnable() && vertex.waiting + vertex.restarting > 0) {
@@ -252,7 +252,7 @@ std::vector<HeldSlot> ExecutionGraph::takeSurplusSlots() {
 
 std::vector<Requirement> ExecutionGraph::requirements() const {
   std::vector<Requirement> out;
-  if (ended_) return out;
+  if (frozen()) return out;
   std::map<Profile, uint32_t> counts;
   for (const Vertex& vertex : vertices_) {
     if (vertex.runnable() && vertex.finished < vertex.parallelism) {
@@ -326,9 +326,8 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
       setState(index, report.state, nowMs);
       std::string message(report.failureMessage);
       if (message.empty()) {
-        message = report.termSignal != 0
-                      ? "killed by signal " + std::to_string(report.termSignal)
-                      : "exited with code " + std::to_string(report.exitCode);
+        message = report.termSignal != 0 ? "killed by signal " + std::to_string(report.termSignal)
+                                         : "exited with code " + std::to_string(report.exitCode);
       }
       failed(index, message, report.exitCode, now, nowMs);
       break;
@@ -336,7 +335,7 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
     case ExecutionState::CANCELED:
       subtask.endedAtMs = report.endedAtMs != 0 ? report.endedAtMs : nowMs;
       setState(index, report.state, nowMs);
-      if (ended_) {
+      if (frozen()) {
         releaseSlot(index);
         setPhase(index, Phase::kStopped);
       } else {
@@ -394,6 +393,16 @@ void ExecutionGraph::abandon(uint32_t index, const AttemptId& attempt, int64_t n
   setPhase(index, Phase::kStopped);
 }
 
+void ExecutionGraph::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // Nothing waits for a slot or a restart any more.
+  for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+    const Phase phase = subtasks_[index].phase;
+    if (phase == Phase::kWaiting || phase == Phase::kRestartDelay) setPhase(index, Phase::kStopped);
+  }
+}
+
 std::vector<Transition> ExecutionGraph::takeTransitions() {
   std::vector<Transition> out;
   out.swap(transitions_);
@@ -405,11 +414,13 @@ void ExecutionGraph::failed(uint32_t index, const std::string& message, int32_t 
   Subtask& subtask = subtasks_[index];
   releaseSlot(index);
   failureMessages_[index] = message;
-  failure_ = Failure{message, index, subtask.attempt, exitCode, nowMs};
-  if (ended_) {
+  if (frozen()) {
+    // A failure while the job is released or after it ended: no restart, and the job's root
+    // cause stays.
     setPhase(index, Phase::kStopped);
     return;
   }
+  failure_ = Failure{message, index, subtask.attempt, exitCode, nowMs};
   const std::optional<Duration> delay = strategy_.onFailure(now);
   if (!delay) {
     setPhase(index, Phase::kStopped);
@@ -436,7 +447,8 @@ void ExecutionGraph::endJob(wire::JobState state, int64_t nowMs) {
   dispatcher::JobEnd end;
   end.state = state;
   end.restarts = strategy_.restarts();
-  end.netRuntimeMs = static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
+  end.netRuntimeMs =
+      static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
   if (state == wire::JobState::FAILED && failure_) {
     end.failureMessage = failure_->message;
     end.failureVertex = viewOf(vertexReader(vertexOf(failure_->subtask)).getName());
@@ -446,11 +458,7 @@ void ExecutionGraph::endJob(wire::JobState state, int64_t nowMs) {
     end.failureAtMs = failure_->atMs;
   }
   ended_ = end;
-  // Nothing waits for a slot or a restart any more.
-  for (uint32_t index = 0; index < subtasks_.size(); ++index) {
-    const Phase phase = subtasks_[index].phase;
-    if (phase == Phase::kWaiting || phase == Phase::kRestartDelay) setPhase(index, Phase::kStopped);
-  }
+  stop();
 }
 
 // ---- Restarts ---------------------------------------------------------------------------------
@@ -546,20 +554,20 @@ std::string ExecutionGraph::waitingReason(uint32_t index, MonoTime now,
   const Vertex& vertex = vertices_[vertexOf(index)];
   if (subtask.phase == Phase::kRestartDelay) {
     return "restarting in " + seconds(std::max(Duration(0), std::chrono::duration_cast<Duration>(
-                                                                 subtask.restartAt - now)));
+                                                                subtask.restartAt - now)));
   }
   if (subtask.phase != Phase::kWaiting) return {};
   if (!vertex.runnable()) {
     for (uint32_t upstream : vertex.upstream) {
       const Vertex& u = vertices_[upstream];
       if (u.finished < u.parallelism) {
-        return "waiting for upstream vertex " + std::string(viewOf(vertexReader(upstream).getName()));
+        return "waiting for upstream vertex " +
+               std::string(viewOf(vertexReader(upstream).getName()));
       }
     }
   }
   return "waiting for a slot (" + resourcemanager::describe(vertex.profile) +
-         "): " + std::to_string(slots.free) + " of " + std::to_string(slots.total) +
-         " slots free";
+         "): " + std::to_string(slots.free) + " of " + std::to_string(slots.total) + " slots free";
 }
 
 void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
@@ -679,8 +687,8 @@ void ExecutionGraph::counts(wire::TaskCounts::Builder tasks) const {
 size_t ExecutionGraph::heldBytes() const {
   size_t bytes = sizeof(*this) + subtasks_.capacity() * sizeof(Subtask);
   for (const Vertex& vertex : vertices_) {
-    bytes += sizeof(Vertex) + (vertex.upstream.capacity() + vertex.downstream.capacity()) *
-                                  sizeof(uint32_t);
+    bytes += sizeof(Vertex) +
+             (vertex.upstream.capacity() + vertex.downstream.capacity()) * sizeof(uint32_t);
   }
   constexpr size_t kNode = 32;  // A std::map node's links and colour.
   bytes += vertexByName_.size() * (kNode + sizeof(std::pair<std::string_view, uint32_t>));

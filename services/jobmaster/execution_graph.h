@@ -117,6 +117,11 @@ class ExecutionGraph final {
   // are dropped and returned (to free, best effort).
   std::vector<HeldSlot> workerLost(const ResourceId& worker, const std::string& message,
                                    MonoTime now, int64_t nowMs);
+  // The job is being released (cancelled, or ended and cleaned up): from now on nothing is
+  // accepted, deployed or restarted, requirements are empty, and attempts that end (CANCELED or
+  // FAILED) just stop. The job's state stays what it was.
+  void stop();
+  bool stopped() const { return stopped_; }
   // Marks a live attempt CANCELED without a worker's word (release: the worker does not know
   // it or cannot be reached). Never restarts.
   void abandon(uint32_t subtask, const AttemptId& attempt, int64_t nowMs);
@@ -157,7 +162,9 @@ class ExecutionGraph final {
   size_t subtaskCount() const { return subtasks_.size(); }
   uint32_t vertexOf(uint32_t subtask) const;
   uint32_t indexInVertex(uint32_t subtask) const;
-  wire::JobVertex::Reader vertexReader(uint32_t vertex) const { return graph_.getVertices()[vertex]; }
+  wire::JobVertex::Reader vertexReader(uint32_t vertex) const {
+    return graph_.getVertices()[vertex];
+  }
   AttemptId attemptOf(uint32_t subtask) const { return subtasks_[subtask].attempt; }
   // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex`.
   bool isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
@@ -191,7 +198,7 @@ class ExecutionGraph final {
     kLive,          // The latest attempt is DEPLOYING, RUNNING or CANCELING.
     kRestartDelay,  // The latest attempt FAILED; a new one waits for restartAt.
     kFinished,
-    kStopped,       // Ended without finishing (the job ended).
+    kStopped,  // Ended without finishing (the job ended).
   };
   struct Subtask {
     AttemptId attempt;        // The latest attempt; zero before the first.
@@ -255,6 +262,9 @@ class ExecutionGraph final {
   uint32_t restartDelays_ = 0;  // Subtasks in kRestartDelay.
   uint32_t finishedVertices_ = 0;
   bool anyRunning_ = false;
+  bool stopped_ = false;  // stop() was called.
+  // Nothing is deployed or restarted any more.
+  bool frozen() const { return ended_.has_value() || stopped_; }
   bool firstRunningTaken_ = false;
   int64_t startedAtMs_ = 0;
   int64_t restartDelayMs_ = 0;  // Restart delays granted, left out of the net runtime.

@@ -3,10 +3,9 @@
 // restart and heartbeat timers, event lines, counters).
 #include "services/jobmaster/job_masters.h"
 
-#include <spdlog/spdlog.h>
-
 #include <kj/debug.h>
 #include <kj/vector.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <functional>
@@ -64,7 +63,7 @@ class JobMasters::JobMaster final {
   ~JobMaster() noexcept;
 
   // Serves the gateway, registers with the ResourceManager, starts heartbeats; the first
-  // declaration and the RUNNING state follow from the event loop (never inside start()).
+  // declaration follows from the event loop (never inside start()).
   void start();
   wire::JobMasterGateway::Client gateway() { return gateway_; }
   bool releasing() const { return releasing_; }
@@ -78,8 +77,9 @@ class JobMasters::JobMaster final {
   // Gateway handlers.
   void offerSlots(wire::JobMasterGateway::OfferSlotsParams::Reader params,
                   wire::JobMasterGateway::OfferSlotsResults::Builder results);
-  void updateTaskExecutionState(wire::TaskExecutionState::Reader state,
-                                wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results);
+  void updateTaskExecutionState(
+      wire::TaskExecutionState::Reader state,
+      wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results);
   void heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
                  wire::JobMasterGateway::HeartbeatResults::Builder results);
   void disconnect(const ResourceId& worker, const std::string& cause,
@@ -128,10 +128,10 @@ class JobMasters::JobMaster final {
   bool releasing_ = false;
   bool settleQueued_ = false;
   std::optional<MonoTime> restartArmedAt_;
-  kj::Maybe<kj::Promise<void>> restartTimer_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
   TaskFailureLogger errorLogger_{"job master"};
-  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+  kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
+  kj::TaskSet tasks_{errorLogger_};            // Declared last: cancelled first.
 };
 
 // The JobMasterGateway of one JobMaster, as the term serves it (fenced there). Holds no
@@ -163,8 +163,8 @@ class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
  private:
   JobMaster& master() {
     if (*link_ == nullptr) {
-      kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "the JobMaster of this job was released",
-                                           job_.toHex()));
+      kj::throwFatalException(
+          KJ_EXCEPTION(DISCONNECTED, "the JobMaster of this job was released", job_.toHex()));
     }
     return **link_;
   }
@@ -234,40 +234,38 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
   out.setAttemptNumber(deployment.attemptNumber);
   out.setCommand(vertex.getCommand());
   out.setResources(vertex.getResources());
-  tasks_.add(rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
-                               "TaskExecutorGateway.submitTask", request.send())
-                 .then(
-                     [this, deployment](auto response) {
-                       if (response.hasFailure()) {
-                         deployFailed(deployment,
-                                      "worker " + deployment.worker.toHex() +
-                                          " refused submitTask: " +
-                                          rpc::CallFailure::from(response.getFailure()).describe());
-                         return;
-                       }
-                       ++owner_.counters_.attemptsStarted;
-                       if (deployment.restart) ++owner_.counters_.attemptsRestarted;
-                       const auto vertex =
-                           execution_.vertexReader(execution_.vertexOf(deployment.subtask));
-                       EventLine line("attempt deployed");
-                       line.field("epoch", owner_.epoch_)
-                           .field("job", job_.toHex())
-                           .field("vertex", vertex.getName().cStr())
-                           .field("subtask", execution_.indexInVertex(deployment.subtask))
-                           .field("attempt", deployment.attempt.toHex())
-                           .field("attempt_number", deployment.attemptNumber)
-                           .field("resource_id", deployment.worker.toHex());
-                       event(line);
-                     },
-                     [this, deployment](kj::Exception&& exception) {
-                       deployFailed(deployment, "submitTask to worker " +
-                                                    deployment.worker.toHex() +
-                                                    " failed: " + describeException(exception));
-                     }));
+  tasks_.add(
+      rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                        "TaskExecutorGateway.submitTask", request.send())
+          .then(
+              [this, deployment](auto response) {
+                if (response.hasFailure()) {
+                  deployFailed(deployment,
+                               "worker " + deployment.worker.toHex() + " refused submitTask: " +
+                                   rpc::CallFailure::from(response.getFailure()).describe());
+                  return;
+                }
+                ++owner_.counters_.attemptsStarted;
+                if (deployment.restart) ++owner_.counters_.attemptsRestarted;
+                const auto vertex =
+                    execution_.vertexReader(execution_.vertexOf(deployment.subtask));
+                EventLine line("attempt deployed");
+                line.field("epoch", owner_.epoch_)
+                    .field("job", job_.toHex())
+                    .field("vertex", vertex.getName().cStr())
+                    .field("subtask", execution_.indexInVertex(deployment.subtask))
+                    .field("attempt", deployment.attempt.toHex())
+                    .field("attempt_number", deployment.attemptNumber)
+                    .field("resource_id", deployment.worker.toHex());
+                event(line);
+              },
+              [this, deployment](kj::Exception&& exception) {
+                deployFailed(deployment, "submitTask to worker " + deployment.worker.toHex() +
+                                             " failed: " + describeException(exception));
+              }));
 }
 
-void JobMasters::JobMaster::deployFailed(const Deployment& deployment,
-                                         const std::string& message) {
+void JobMasters::JobMaster::deployFailed(const Deployment& deployment, const std::string& message) {
   execution_.deployFailed(deployment.subtask, deployment.attempt, message, monoNow(), nowMs());
   drainTransitions();
   checkDrained();
@@ -291,8 +289,7 @@ void JobMasters::JobMaster::cancelOnWorker(wire::TaskExecutorGateway::Client cli
                      },
                      [attempt, worker, onFailure](kj::Exception&& exception) {
                        spdlog::warn("cancelTask of attempt {} on worker {} failed: {}",
-                                    attempt.toHex(), worker.toHex(),
-                                    describeException(exception));
+                                    attempt.toHex(), worker.toHex(), describeException(exception));
                        if (onFailure) onFailure();
                      }));
 }
@@ -328,9 +325,9 @@ void JobMasters::JobMaster::declare() {
   declared_ = needs;
   declaredOnce_ = true;
   if (auto failure = owner_.resourceManager_.declareRequiredResources(job_, needs)) {
-    spdlog::warn("job {}: declaring its required slots failed: {}", job_.toHex(),
-                 failure->field.empty() ? failure->message
-                                        : failure->field + ": " + failure->message);
+    spdlog::warn(
+        "job {}: declaring its required slots failed: {}", job_.toHex(),
+        failure->field.empty() ? failure->message : failure->field + ": " + failure->message);
   }
 }
 
@@ -413,7 +410,7 @@ void JobMasters::JobMaster::drainTransitions() {
 }
 
 void JobMasters::JobMaster::checkDrained() {
-  KJ_IF_MAYBE(fulfiller, drained_) {
+  KJ_IF_MAYBE (fulfiller, drained_) {
     if (execution_.liveAttempts().empty()) {
       (*fulfiller)->fulfill();
       drained_ = nullptr;
@@ -466,9 +463,9 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
                                        wire::JobMasterGateway::OfferSlotsResults::Builder results) {
   const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
   if (!owner_.resourceManager_.workerAddress(worker)) {
-    rpc::failures::notRegistered(results.initFailure(), worker,
-                                 "worker " + worker.toHex() +
-                                     " is not registered with the ResourceManager");
+    rpc::failures::notRegistered(
+        results.initFailure(), worker,
+        "worker " + worker.toHex() + " is not registered with the ResourceManager");
     return;
   }
   const auto slots = params.getSlots();
@@ -529,9 +526,9 @@ void JobMasters::JobMaster::updateTaskExecutionState(
   const ExecutionGraph::Update outcome =
       otherJob ? ExecutionGraph::Update::kUnknown : execution_.update(report, monoNow(), nowMs());
   if (outcome == ExecutionGraph::Update::kUnknown) {
-    rpc::failures::notFound(results.initFailure(), attempt,
-                            "attempt " + attempt.toHex() + " is not known to the JobMaster of job " +
-                                job_.toHex());
+    rpc::failures::notFound(
+        results.initFailure(), attempt,
+        "attempt " + attempt.toHex() + " is not known to the JobMaster of job " + job_.toHex());
     return;
   }
   if (outcome == ExecutionGraph::Update::kRepeated) return;
@@ -565,8 +562,9 @@ void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::R
   attempts.reserve(listed.size());
   for (auto attempt : listed) attempts.push_back(wire::idFromWire<AttemptId>(attempt));
   for (const AttemptId& attempt : execution_.unknownAmong(attempts)) {
-    spdlog::info("job {}: cancelling attempt {} that worker {} runs and the JobMaster does not know",
-                 job_.toHex(), attempt.toHex(), worker.toHex());
+    spdlog::info(
+        "job {}: cancelling attempt {} that worker {} runs and the JobMaster does not know",
+        job_.toHex(), attempt.toHex(), worker.toHex());
     cancelOnWorker(known->second.client, attempt, worker, nullptr);
   }
 }
@@ -584,6 +582,7 @@ void JobMasters::JobMaster::disconnect(const ResourceId& worker, const std::stri
 
 kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
   releasing_ = true;
+  execution_.stop();
   restartTimer_ = nullptr;
   restartArmedAt_.reset();
   for (const auto& live : execution_.liveAttempts()) {
@@ -607,18 +606,19 @@ kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
     const Duration bound = owner_.options_.heartbeatTimeout;
     drained = paf.promise.exclusiveJoin(
         owner_.timer_.afterDelay(bound.count() * kj::MILLISECONDS).then([this, bound] {
-          spdlog::warn("job {}: {} attempts did not end within {} of their cancellation; "
-                       "releasing the job anyway",
-                       job_.toHex(), execution_.liveAttempts().size(), formatDuration(bound));
+          spdlog::warn(
+              "job {}: {} attempts did not end within {} of their cancellation; "
+              "releasing the job anyway",
+              job_.toHex(), execution_.liveAttempts().size(), formatDuration(bound));
         }));
   }
-  return drained.then([this, cause] {
-    kj::Vector<kj::Promise<void>> frees;
-    for (const HeldSlot& slot : execution_.heldSlots()) frees.add(freeOnWorker(slot, cause));
-    return kj::joinPromises(frees.releaseAsArray());
-  }).then([this, cause] {
-    owner_.resourceManager_.disconnectJobMaster(job_, cause);
-  });
+  return drained
+      .then([this, cause] {
+        kj::Vector<kj::Promise<void>> frees;
+        for (const HeldSlot& slot : execution_.heldSlots()) frees.add(freeOnWorker(slot, cause));
+        return kj::joinPromises(frees.releaseAsArray());
+      })
+      .then([this, cause] { owner_.resourceManager_.disconnectJobMaster(job_, cause); });
 }
 
 // ---- JobMasters -------------------------------------------------------------------------------
@@ -701,7 +701,9 @@ MonoTime JobMasters::monoNow() const {
   return MonoTime(std::chrono::duration_cast<MonoTime::duration>(std::chrono::nanoseconds(nanos)));
 }
 
-int64_t JobMasters::wallNow() const { return options_.nowMs ? options_.nowMs() : wallClockMillis(); }
+int64_t JobMasters::wallNow() const {
+  return options_.nowMs ? options_.nowMs() : wallClockMillis();
+}
 
 void JobMasters::event(EventLine& line) const {
   if (!options_.logEvents) return;

@@ -1,13 +1,15 @@
-// The JobMasters of one leadership term (docs/jobgraph.md, "How a job runs"): one JobMaster per
-// running job, started by the Dispatcher (dispatcher::JobRunner) right after the JobGraph is
-// persisted. A JobMaster registers with the ResourceManager, declares the slots its runnable
-// subtasks need, accepts the slots workers offer (JobMasterGateway.offerSlots), deploys subtask
-// attempts (TaskExecutorGateway.submitTask), follows their states
+// The JobMasters of one leadership term (docs/jobgraph.md, "How a job runs and ends"): one
+// JobMaster per running job, started by the Dispatcher (dispatcher::JobRunner) right after the
+// JobGraph is persisted. A JobMaster registers with the ResourceManager, declares the slots its
+// runnable subtasks need, accepts the slots workers offer (JobMasterGateway.offerSlots), deploys
+// subtask attempts (TaskExecutorGateway.submitTask), follows their states
 // (updateTaskExecutionState, idempotent by attempt id and state), restarts failed subtasks by
 // the job's restart strategy, heartbeats the workers holding its slots and fails the attempts of
 // a worker silent for heartbeat.timeout, and reports the job's end to the Dispatcher.
 //
-// A vertex is runnable once every subtask of every upstream vertex FINISHED. After a failover
+// A vertex is runnable once every subtask of every upstream vertex FINISHED. A job is CREATED
+// until an attempt first runs, then RUNNING, RESTARTING while a restart delay runs
+// (JobRunnerListener::jobStateChanged, the `job state` event line). After a failover
 // the new term's JobMaster starts the job again from its JobGraph: attempts a worker still runs
 // for it (offered with the slot) are cancelled, and the subtasks run again.
 //
@@ -19,7 +21,8 @@
 //   repeats and states older than the known one change nothing. The job's first RUNNING feeds
 //   JobMasterCounters' submit-to-running histogram.
 // - heartbeat: notRegistered for a worker holding none of the job's slots (it offers them
-//   again); attempts it lists that the JobMaster does not know are cancelled.
+//   again); attempts it lists that the JobMaster does not know are cancelled (attempts it does
+//   not list are left to their own updates: an ended attempt's update may still be on its way).
 // - disconnect: the worker's attempts FAIL at once and its slots leave the job.
 // A submitTask that is refused, times out (callTimeout) or loses its connection fails its
 // attempt with a message naming why; failures go to the restart strategy (restart_strategy.h),

@@ -28,7 +28,8 @@ RestartStrategy RestartStrategy::fromWire(wire::RestartStrategy::Reader strategy
       auto exponential = strategy.getExponentialDelay();
       out.kind_ = Kind::kExponentialDelay;
       out.initialDelay_ = Duration(exponential.getInitialDelayMs());
-      out.maxDelay_ = Duration(std::max(exponential.getMaxDelayMs(), exponential.getInitialDelayMs()));
+      out.maxDelay_ =
+          Duration(std::max(exponential.getMaxDelayMs(), exponential.getInitialDelayMs()));
       out.multiplier_ = std::max(1.0, exponential.getMultiplier());
       out.resetAfter_ = Duration(exponential.getResetAfterMs());
       out.attempts_ = exponential.getAttempts();

@@ -10,9 +10,9 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
-#include <memory>
 #include <string>
 
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
@@ -46,7 +46,8 @@ class ExecutionGraphTest : public ::testing::Test {
   std::vector<AllocationId> offer(const ResourceId& worker, size_t count,
                                   Profile profile = kOneCpu) {
     std::vector<OfferedSlot> offers;
-    for (size_t i = 0; i < count; ++i) offers.push_back(OfferedSlot{AllocationId::random(), profile});
+    for (size_t i = 0; i < count; ++i)
+      offers.push_back(OfferedSlot{AllocationId::random(), profile});
     const std::vector<bool> accepted = graph().offerSlots(worker, offers);
     std::vector<AllocationId> out;
     for (size_t i = 0; i < offers.size(); ++i) {
@@ -77,7 +78,8 @@ class ExecutionGraphTest : public ::testing::Test {
 
   std::vector<std::pair<uint32_t, uint32_t>> needs() const {
     std::vector<std::pair<uint32_t, uint32_t>> out;
-    for (const auto& need : graph_->requirements()) out.emplace_back(need.profile.cpuMillis, need.count);
+    for (const auto& need : graph_->requirements())
+      out.emplace_back(need.profile.cpuMillis, need.count);
     return out;
   }
   std::string vertexOf(const Deployment& deployment) {
@@ -240,8 +242,8 @@ TEST_F(ExecutionGraphTest, ALostWorkersAttemptsFailAndRestartElsewhere) {
   ASSERT_EQ(report(onA, ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
   graph().takeTransitions();
 
-  const auto dropped = graph().workerLost(workerA_, "worker lost: no heartbeat for 10s", now_,
-                                          nowMs_);
+  const auto dropped =
+      graph().workerLost(workerA_, "worker lost: no heartbeat for 10s", now_, nowMs_);
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0].allocation, onA.allocation);
   EXPECT_FALSE(graph().holdsSlotsOn(workerA_));

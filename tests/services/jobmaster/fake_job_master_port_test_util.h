@@ -39,7 +39,8 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
     std::vector<std::pair<uint32_t, uint32_t>> out;
     auto found = declarations.find(job);
     if (found == declarations.end() || found->second.empty()) return out;
-    for (const auto& need : found->second.back()) out.emplace_back(need.profile.cpuMillis, need.count);
+    for (const auto& need : found->second.back())
+      out.emplace_back(need.profile.cpuMillis, need.count);
     return out;
   }
 

@@ -259,8 +259,8 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);
   EXPECT_NEAR(counters_.submitToRunningSum, 0.03, 1e-9);
-  EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);  // 0.02s < 0.03s
-  EXPECT_EQ(counters_.submitToRunningBuckets[3], 1u);  // 0.03s <= 0.05s
+  EXPECT_EQ(counters_.submitToRunningBuckets[2], 0u);   // 0.02s < 0.03s
+  EXPECT_EQ(counters_.submitToRunningBuckets[3], 1u);   // 0.03s <= 0.05s
   EXPECT_EQ(counters_.submitToRunningBuckets[11], 1u);  // Cumulative.
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);  // Once per job.
@@ -275,7 +275,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   expectApplied(job, worker.submitted[2], ExecutionState::FINISHED);
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
-  EXPECT_TRUE(port_.latest(job).empty());  // Needs nothing any more.
+  EXPECT_TRUE(port_.latest(job).empty());      // Needs nothing any more.
   EXPECT_NE(masters_->gateway(job), nullptr);  // Until released.
 
   auto released = masters_->release(job, "job finished");
@@ -430,6 +430,38 @@ TEST_F(JobMastersTest, GivingUpEndsTheJobFailedAndDeploysNothingMore) {
   released.wait(loop_.waitScope());
   EXPECT_EQ(worker.freed.size(), 2u);
   EXPECT_EQ(port_.disconnected.size(), 1u);
+}
+
+TEST_F(JobMastersTest, AttemptsEndingWhileARunningJobIsReleasedAreNotRestarted) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
+  // The job is cancelled: the Dispatcher releases it while it runs.
+  auto released = masters_->release(job, "cancelled by an operator");
+  settle();
+  ASSERT_EQ(worker.cancelled.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::CANCELED);
+  {
+    capnp::MallocMessageBuilder message;
+    auto status = message.initRoot<wire::JobStatus>();
+    ASSERT_TRUE(masters_->describe(job, status));
+    EXPECT_EQ(status.getRestarts(), 0u);
+    EXPECT_NE(status.getState(), wire::JobState::RESTARTING);
+    EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getWaitingReason().cStr()), "");
+  }
+  // A task killed by the cancel may also report FAILED (signal 15).
+  expectApplied(job, worker.submitted[1], ExecutionState::FAILED, 0, "killed by signal 15");
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  released.wait(loop_.waitScope());
+  advance(Duration(1000));
+  EXPECT_EQ(worker.submitted.size(), 2u);
+  EXPECT_EQ(counters_.attemptsRestarted, 0u);
+  EXPECT_TRUE(listener_.ended.empty());  // A cancel's end is the Dispatcher's.
+  for (const auto& [id, state] : listener_.states) EXPECT_EQ(state, wire::JobState::RUNNING);
 }
 
 TEST_F(JobMastersTest, ReleaseGoesOnWhenCancelledAttemptsDoNotEndInTime) {

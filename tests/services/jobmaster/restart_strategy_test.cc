@@ -16,9 +16,7 @@ MonoTime at(Duration offset) { return MonoTime() + offset; }
 class RestartStrategyTest : public ::testing::Test {
  protected:
   ~RestartStrategyTest() noexcept override {}
-  wire::RestartStrategy::Builder strategy() {
-    return message_.getRoot<wire::RestartStrategy>();
-  }
+  wire::RestartStrategy::Builder strategy() { return message_.getRoot<wire::RestartStrategy>(); }
   capnp::MallocMessageBuilder message_;
 };
 
