@@ -77,6 +77,16 @@ int main(int argc, char** argv) {
     return processMain.exit(
         "", dataDir.error().isRetryable() ? worker::kExitFailure : worker::kExitUsage);
   }
+  if (taskUser.value().uid) {
+    const auto blocked =
+        worker::untraversableAbove(dataDirPath, *taskUser.value().uid, *taskUser.value().gid);
+    if (blocked) {
+      spdlog::warn("worker.task-user {} cannot traverse {} above worker.data-dir {}: every task "
+                   "will fail to enter its working directory (give the directory o+x, or move "
+                   "the data directory)",
+                   taskUser.value().name, *blocked, dataDirPath);
+    }
+  }
   const std::string resourceId = dataDir.value()->resourceId().toHex();
   spdlog::info("{}", EventLine("worker starting")
                          .field("resource_id", resourceId)

@@ -3,6 +3,7 @@
 #include "services/worker/worker_process.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -51,6 +52,21 @@ std::string workerHostName(const Config& config) {
 Result<taskexecutor::TaskUser> taskUserFrom(const Config& config) {
   return taskexecutor::resolveTaskUser(config.getString("worker.task-user"),
                                        config.getBool("worker.task-allow-root"), ::geteuid());
+}
+
+std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t uid, gid_t gid) {
+  std::error_code error;
+  const std::filesystem::path dir = std::filesystem::weakly_canonical(dataDir, error);
+  if (error) return std::nullopt;
+  for (std::filesystem::path above = dir.parent_path(); !above.empty();
+       above = above.parent_path()) {
+    struct stat info {};
+    if (::stat(above.c_str(), &info) != 0) return std::nullopt;
+    const mode_t bit = info.st_uid == uid ? S_IXUSR : info.st_gid == gid ? S_IXGRP : S_IXOTH;
+    if ((info.st_mode & bit) == 0) return above.string();
+    if (above == above.root_path()) break;
+  }
+  return std::nullopt;
 }
 
 taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <kj/async.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,13 @@ std::string workerHostName(const Config& config);
 // worker.task-user / worker.task-allow-root for this process's effective user (resolveTaskUser):
 // an error names the option. Reads the user database: call before the loop runs.
 Result<taskexecutor::TaskUser> taskUserFrom(const Config& config);
+
+// The first directory above `dataDir` (an existing directory) that a process of `uid` / `gid`
+// (no supplementary groups) may not traverse by its mode bits, or nullopt when it reaches
+// `dataDir`. The worker makes its data directory itself traversable (docs/workers.md, "Tasks");
+// a directory above it that is not leaves every task as that user failing. ACLs are not read.
+// Blocking (stat): call before the loop runs.
+std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t uid, gid_t gid);
 
 // The TaskRunner's options: <worker.data-dir>/attempts, `user`, worker.task-cancel-timeout,
 // worker.attempts.retain.
