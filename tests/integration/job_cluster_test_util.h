@@ -1,0 +1,210 @@
+// Multi-process test helpers for jobs that run: one real regent-master and real regent-worker
+// processes on the shared ZooKeeper server, regentctl to submit, inspect and cancel jobs, the
+// job and attempt event lines of the master and the task event lines of workers
+// (docs/operations.md) parsed, the job stores as ZooKeeper holds them, and the processes a task
+// left behind. Builds on master_cluster_test_util.h and worker_cluster_test_util.h.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/event_loop.h"
+#include "common/result.h"
+#include "common/time.h"
+#include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/worker_cluster_test_util.h"
+
+namespace regent::testing {
+
+// ---- Event lines ------------------------------------------------------------------------------
+
+// One job or attempt event line of a master (its JobMasters and Dispatcher).
+struct JobEvent {
+  enum class Kind {
+    kAttemptDeployed,  // attempt deployed epoch=E job=J vertex=V subtask=I attempt=A
+                       //   attempt_number=N resource_id=R
+    kAttemptState,     // attempt state epoch=E job=J vertex=V subtask=I attempt=A state=S
+                       //   exit_code=C signal=S [message=".."]
+    kJobState,         // job state epoch=E job=J state=S restarts=N
+    kJobEnded,         // job ended epoch=E job=J state=S restarts=N
+    kJobClean,         // job clean epoch=E job=J state=S
+  };
+  Kind kind = Kind::kJobState;
+  uint64_t epoch = 0;
+  std::string job;
+  std::string state;          // kAttemptState, kJob*.
+  std::string vertex;         // kAttempt*.
+  uint32_t subtask = 0;       // kAttempt*.
+  std::string attempt;        // kAttempt*.
+  uint32_t attemptNumber = 0;  // kAttemptDeployed.
+  std::string resourceId;      // kAttemptDeployed.
+  int exitCode = 0;            // kAttemptState.
+  int signal = 0;              // kAttemptState.
+  std::string message;         // kAttemptState, FAILED.
+  uint32_t restarts = 0;       // kJobState, kJobEnded.
+  std::string describe() const;
+};
+
+// One task event line of a worker.
+struct TaskEvent {
+  enum class Kind {
+    kStarted,  // task started resource_id=R job=J attempt=A pid=P
+    kEnded,    // task ended resource_id=R job=J attempt=A state=S exit_code=C signal=S [message=".."]
+  };
+  Kind kind = Kind::kStarted;
+  std::string resourceId;
+  std::string job;
+  std::string attempt;
+  int64_t pid = 0;      // kStarted.
+  std::string state;    // kEnded.
+  int exitCode = 0;     // kEnded.
+  int signal = 0;       // kEnded.
+  std::string message;  // kEnded, FAILED.
+  std::string describe() const;
+};
+
+// Parse one output line (text, or JSON log format through its "msg"); nullopt if it is not such
+// an event line.
+std::optional<JobEvent> parseJobEventLine(const std::string& line);
+std::optional<TaskEvent> parseTaskEventLine(const std::string& line);
+// Every such event of `output`, in order (complete lines only).
+std::vector<JobEvent> parseJobEvents(const std::string& output);
+std::vector<TaskEvent> parseTaskEvents(const std::string& output);
+
+// ---- Processes a task left ----------------------------------------------------------------------
+
+// True when no process `pid` exists, or only its zombie does (an orphan reparented to an init
+// that has not reaped it yet runs nothing any more).
+bool processGone(pid_t pid);
+// Waits until every pid of `pids` is gone; returns those still alive after `timeout`.
+std::vector<pid_t> waitForProcessesGone(const std::vector<pid_t>& pids, Duration timeout);
+// The whole numbers of `path`, one per line (a task's pid file); empty when it cannot be read.
+std::vector<pid_t> readPids(const std::string& path);
+
+// ---- A cluster that runs jobs -------------------------------------------------------------------
+
+struct JobClusterOptions {
+  size_t masters = 1;
+  size_t workers = 2;
+  uint32_t slotsPerWorker = 2;
+  std::vector<std::string> masterSet;  // "key=value" added to every master's settings.
+  std::vector<std::string> workerSet;  // "key=value" added to every worker's settings.
+};
+
+// A cancel timeout short enough that the tests wait for it in well under a second.
+inline constexpr const char* kTestTaskCancelTimeout = "worker.task-cancel-timeout=500ms";
+
+// regent-master processes (one leading) and regent-worker processes (workerTestMasters / workerTestWorkers,
+// plus kTestTaskCancelTimeout) on the shared ZooKeeper server, in a cluster of its own, and
+// regentctl for it. Not thread-safe; use from the test's main thread, which it gives an EventLoop
+// (for HTTP to the workers): a test holding one makes no other.
+class JobCluster final {
+ public:
+  // Starts the masters, waits until the first leader serves, starts `options.workers` workers
+  // and waits until each registered with it. `name` prefixes the cluster id.
+  static Result<std::unique_ptr<JobCluster>> start(const std::string& name,
+                                                   JobClusterOptions options = {});
+  ~JobCluster();
+
+  MasterCluster& masters() { return *masters_; }
+  WorkerCluster& workers() { return *workers_; }
+  Regentctl& regentctl() { return *regentctl_; }
+  size_t leader() const { return leader_; }
+  uint64_t epoch() const { return epoch_; }
+  const std::string& clusterId() const { return clusterId_; }
+
+  // Waits until a master serves as the leader of `epoch` and every running worker registered
+  // with it; from then on leader() and epoch() are that master's, and the job events read are
+  // its own.
+  Status followLeader(uint64_t epoch);
+  // Starts one more worker and waits until it registered with the leader; returns its slot.
+  Result<size_t> addWorker();
+  // The worker slot whose current run has resource id `resourceId`.
+  std::optional<size_t> workerSlotOf(const std::string& resourceId);
+
+  // A directory the tasks may write to. Tests run as root and tasks then run as
+  // worker.task-user (nobody), so it is world-writable (mode 1777).
+  const std::string& taskDir() const { return taskDir_.path(); }
+  // Writes `text` to `name` in the test's own directory; returns the path.
+  std::string writeFile(const std::string& name, const std::string& text);
+
+  // regentctl with this cluster's --zk and --cluster-id, then `args` (regentctlChecked).
+  CtlResult ctl(const std::vector<std::string>& args);
+  // `regentctl jobs submit` of a job file holding `yaml`; returns the job id (hex).
+  Result<std::string> submit(const std::string& yaml);
+  // `regentctl --json jobs status <job>`, parsed.
+  Result<nlohmann::json> status(const std::string& job);
+  // Polls status() until `done` holds for it; returns the last status, or fails after `timeout`
+  // naming the last one.
+  Result<nlohmann::json> waitForStatus(const std::string& job,
+                                       const std::function<bool(const nlohmann::json&)>& done,
+                                       Duration timeout);
+  // `regentctl --json jobs list`: job id -> state.
+  Result<std::map<std::string, std::string>> listJobs();
+
+  // The leader's job events (its current run), and waiting for one.
+  std::vector<JobEvent> jobEvents();
+  Result<JobEvent> waitForJobEvent(const std::function<bool(const JobEvent&)>& match,
+                                   Duration timeout);
+  // Waits for "job clean" of `job`: the job's end to end completion.
+  Result<JobEvent> waitForJobClean(const std::string& job, Duration timeout);
+  // The leader's events of `job` of `kind`, in order.
+  std::vector<JobEvent> jobEventsOf(const std::string& job, JobEvent::Kind kind);
+
+  // A worker's task events (its current run), and waiting for one on any worker.
+  std::vector<TaskEvent> taskEvents(size_t worker);
+  Result<TaskEvent> waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,
+                                     Duration timeout);
+
+  // Whether ZooKeeper holds the job's JobGraph (`jobgraphs/<job>`) or JobResult
+  // (`job-results/<job>`) under the cluster's root.
+  Result<bool> jobGraphStored(const std::string& job);
+  Result<bool> jobResultStored(const std::string& job);
+
+  // Waits until `regentctl workers --json` lists every slot of every running worker FREE.
+  Result<SlotTable> waitForAllSlotsFree(Duration timeout);
+  // regent_worker_tasks_running of the worker's /metrics.
+  Result<double> tasksRunning(size_t worker);
+  // The /metrics text of the leader and of a worker.
+  Result<std::string> masterMetrics();
+  Result<std::string> workerMetrics(size_t worker);
+
+  // Every process's output tail, for failure messages.
+  std::string describe();
+
+ private:
+  JobCluster(std::string clusterId, std::string quorum, JobClusterOptions options);
+  Result<bool> nodeExists(const std::string& relativePath);
+
+  const std::string clusterId_;
+  const std::string quorum_;
+  const JobClusterOptions options_;
+  std::unique_ptr<MasterCluster> masters_;
+  std::unique_ptr<WorkerCluster> workers_;
+  std::unique_ptr<Regentctl> regentctl_;
+  size_t leader_ = 0;
+  uint64_t epoch_ = 0;
+  EventLoop loop_;
+  TempDir dir_{"regent-jobs"};
+  TempDir taskDir_{"regent-tasks"};
+  int files_ = 0;
+};
+
+// The status's vertex named `vertex` (`jobs status --json`), or null.
+const nlohmann::json* vertexStatus(const nlohmann::json& status, const std::string& vertex);
+// The subtask `index` of `vertex`, or null.
+const nlohmann::json* subtaskStatus(const nlohmann::json& status, const std::string& vertex,
+                                    uint32_t index);
+// A text field of `object` ("" when absent or not text).
+std::string textField(const nlohmann::json& object, const char* key);
+
+}  // namespace regent::testing

@@ -1,0 +1,66 @@
+// The jobs itests' readers of event lines (job_cluster_test_util.h), on the lines as
+// docs/operations.md writes them, in text and JSON log format; and the leftover-process check.
+#include "tests/integration/job_cluster_test_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace regent::testing {
+namespace {
+
+TEST(JobEventLines, ReadsAttemptAndJobLinesOfTheMaster) {
+  const std::string output =
+      "[2026-11-24 05:00:00.000] [master] [info] attempt deployed epoch=3 job=ab vertex=a "
+      "subtask=1 attempt=cd attempt_number=2 resource_id=ef mono_us=1 wall_ms=2\n"
+      "attempt state epoch=3 job=ab vertex=a subtask=1 attempt=cd state=FAILED exit_code=1 "
+      "signal=0 message=\"exited with code 1\" mono_us=1 wall_ms=2\n"
+      "job state epoch=3 job=ab state=RESTARTING restarts=1 mono_us=1 wall_ms=2\n"
+      "worker registered epoch=3 resource_id=ef registration_id=1 host=h pid=1 slots=2\n"
+      "{\"msg\":\"job ended epoch=3 job=ab state=FAILED restarts=1 mono_us=1 wall_ms=2\"}\n"
+      "job clean epoch=3 job=ab state=FAILED mono_us=1 wall_ms=2\n"
+      "job state epoch=3 job=ab";  // Incomplete: not read.
+  const auto events = parseJobEvents(output);
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[0].kind, JobEvent::Kind::kAttemptDeployed);
+  EXPECT_EQ(events[0].subtask, 1u);
+  EXPECT_EQ(events[0].attemptNumber, 2u);
+  EXPECT_EQ(events[0].resourceId, "ef");
+  EXPECT_EQ(events[1].kind, JobEvent::Kind::kAttemptState);
+  EXPECT_EQ(events[1].state, "FAILED");
+  EXPECT_EQ(events[1].exitCode, 1);
+  EXPECT_EQ(events[1].message, "exited with code 1");
+  EXPECT_EQ(events[2].kind, JobEvent::Kind::kJobState);
+  EXPECT_EQ(events[2].restarts, 1u);
+  EXPECT_EQ(events[3].kind, JobEvent::Kind::kJobEnded);
+  EXPECT_EQ(events[3].state, "FAILED");
+  EXPECT_EQ(events[4].kind, JobEvent::Kind::kJobClean);
+  EXPECT_EQ(events[4].job, "ab");
+}
+
+TEST(TaskEventLines, ReadsTaskLinesOfAWorker) {
+  const auto events = parseTaskEvents(
+      "task started resource_id=r job=j attempt=a pid=42 mono_us=1 wall_ms=2\n"
+      "task ended resource_id=r job=j attempt=a state=CANCELED exit_code=0 signal=9 mono_us=1 "
+      "wall_ms=2\n"
+      "task started resource_id=r job=j attempt=a mono_us=1 wall_ms=2\n");  // No pid: skipped.
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].pid, 42);
+  EXPECT_EQ(events[1].state, "CANCELED");
+  EXPECT_EQ(events[1].signal, 9);
+}
+
+TEST(LeftoverProcesses, ARunningProcessIsNotGoneAnEndedOneIs) {
+  EXPECT_FALSE(processGone(::getpid()));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: only its zombie is left, which counts as gone.
+  EXPECT_TRUE(waitForProcessesGone({child}, Duration(10000)).empty());
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(processGone(child));
+}
+
+}  // namespace
+}  // namespace regent::testing

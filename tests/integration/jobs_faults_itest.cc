@@ -1,0 +1,275 @@
+// Jobs through worker faults and a short cluster, on real processes: a worker SIGKILLed while it
+// runs a subtask takes the task's processes with it (no orphan), the JobMaster fails the attempt
+// after heartbeat.timeout and restarts it on the other worker, and the job finishes; a worker
+// stopped with SIGTERM kills its tasks before it disconnects, and the subtask runs again on the
+// other worker; a worker paused past heartbeat.timeout has its attempt replaced, and cancelled
+// once it wakes up; a job that
+// needs more slots than the cluster has free waits, with the reason in `jobs status`, and runs
+// once a worker joins.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/fixtures/wait_test_util.h"
+#include "tests/integration/job_cluster_test_util.h"
+
+namespace regent::testing {
+namespace {
+
+using JobKind = JobEvent::Kind;
+
+// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
+// a claim about speed.
+constexpr Duration kTimeout{60000};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A job of one subtask whose first run records its pid and its child's in $DIR/pids and waits
+// for ten minutes; a later run (the restart) finds the marker and finishes at once.
+std::string survivorJob(const std::string& dir) {
+  return "name: survivor\nvertices:\n  - name: work\n    command:\n      argv:\n"
+         "        - /bin/sh\n        - -c\n        - |\n"
+         "          if [ -e \"$DIR/first\" ]; then exit 0; fi\n"
+         "          touch \"$DIR/first\"\n"
+         "          sleep 600 &\n"
+         "          echo $$ >> \"$DIR/pids\"\n"
+         "          echo $! >> \"$DIR/pids\"\n"
+         "          wait\n"
+         "      env:\n        DIR: " + dir + "\n"
+         "restart_strategy:\n  type: fixed-delay\n  attempts: 3\n  delay: 100ms\n";
+}
+
+TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsewhere) {
+  auto started = JobCluster::start("jobs-worker-kill", {.workers = 2, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string dir = cluster.taskDir();
+  auto job = cluster.submit(survivorJob(dir));
+  ASSERT_OK(job);
+  const std::string id = job.value();
+
+  auto first = cluster.waitForJobEvent(
+      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
+      kTimeout);
+  ASSERT_OK(first);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        pids = readPids(dir + "/pids");
+        return pids.size() == 2;
+      },
+      kTimeout, Duration(50)))
+      << cluster.describe();
+  const auto victim = cluster.workerSlotOf(first.value().resourceId);
+  ASSERT_TRUE(victim) << first.value().describe();
+  const size_t survivor = 1 - *victim;
+
+  ASSERT_OK(cluster.workers().kill(*victim));
+  // The task's shell and its child died with their worker.
+  const auto alive = waitForProcessesGone(pids, kTimeout);
+  EXPECT_TRUE(alive.empty()) << "orphans of the killed worker: "
+                             << ::testing::PrintToString(alive);
+
+  // The JobMaster fails the attempt once the worker is silent for heartbeat.timeout, naming it.
+  auto failed = cluster.waitForJobEvent(
+      [&](const JobEvent& e) {
+        return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
+               e.state == "FAILED";
+      },
+      kTimeout);
+  ASSERT_OK(failed);
+  EXPECT_TRUE(contains(failed.value().message, first.value().resourceId))
+      << failed.value().describe();
+  EXPECT_TRUE(contains(failed.value().message, "lost")) << failed.value().describe();
+
+  // The restart runs on the other worker and the job finishes.
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
+  EXPECT_EQ(deployed[1].attemptNumber, 1u);
+  EXPECT_EQ(deployed[1].resourceId, cluster.workers().resourceId(survivor));
+  const auto ended = cluster.jobEventsOf(id, JobKind::kJobEnded);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].restarts, 1u);
+  auto status = cluster.status(id);
+  ASSERT_OK(status);
+  EXPECT_EQ(textField(status.value(), "state"), "FINISHED") << status.value().dump();
+  ASSERT_TRUE(status.value().contains("result")) << status.value().dump();
+  EXPECT_EQ(status.value()["result"].value("clean", false), true) << status.value().dump();
+}
+
+TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewhere) {
+  auto started = JobCluster::start("jobs-worker-term", {.workers = 2, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string dir = cluster.taskDir();
+  auto job = cluster.submit(survivorJob(dir));
+  ASSERT_OK(job);
+  const std::string id = job.value();
+  auto first = cluster.waitForJobEvent(
+      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
+      kTimeout);
+  ASSERT_OK(first);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        pids = readPids(dir + "/pids");
+        return pids.size() == 2;
+      },
+      kTimeout, Duration(50)))
+      << cluster.describe();
+  const auto victim = cluster.workerSlotOf(first.value().resourceId);
+  ASSERT_TRUE(victim) << first.value().describe();
+  const size_t survivor = 1 - *victim;
+
+  // SIGTERM: the worker kills its tasks, then disconnects, then exits 0.
+  ASSERT_OK(cluster.workers().process(*victim).terminate());
+  auto exit = cluster.workers().process(*victim).waitForExit(kTimeout);
+  ASSERT_TRUE(exit) << cluster.describe();
+  EXPECT_EQ(exit->exitCode, 0) << exit->describe();
+  const auto alive = waitForProcessesGone(pids, kTimeout);
+  EXPECT_TRUE(alive.empty()) << "left behind by the stopped worker: "
+                             << ::testing::PrintToString(alive);
+  const std::string output = cluster.workers().process(*victim).output();
+  const size_t ended = output.find("task ended resource_id=");
+  const size_t disconnected = output.find("worker disconnected");
+  EXPECT_NE(ended, std::string::npos) << output;
+  EXPECT_NE(disconnected, std::string::npos) << output;
+  EXPECT_LT(ended, disconnected) << "the worker disconnected before its task ended:\n" << output;
+
+  // Its attempt fails on the master and runs again on the other worker; the job finishes.
+  auto failed = cluster.waitForJobEvent(
+      [&](const JobEvent& e) {
+        return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
+               (e.state == "FAILED" || e.state == "CANCELED");
+      },
+      kTimeout);
+  ASSERT_OK(failed);
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
+  EXPECT_EQ(deployed[1].resourceId, cluster.workers().resourceId(survivor));
+}
+
+TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakesUp) {
+  auto started = JobCluster::start("jobs-worker-pause", {.workers = 2, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string dir = cluster.taskDir();
+  auto job = cluster.submit(survivorJob(dir));
+  ASSERT_OK(job);
+  const std::string id = job.value();
+  auto first = cluster.waitForJobEvent(
+      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
+      kTimeout);
+  ASSERT_OK(first);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        pids = readPids(dir + "/pids");
+        return pids.size() == 2;
+      },
+      kTimeout, Duration(50)))
+      << cluster.describe();
+  const auto paused = cluster.workerSlotOf(first.value().resourceId);
+  ASSERT_TRUE(paused) << first.value().describe();
+
+  // Paused past heartbeat.timeout: the attempt fails and runs again on the other worker, and
+  // the job finishes while the paused worker's task still runs (a pause stops only the worker).
+  ASSERT_OK(cluster.workers().process(*paused).pause());
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  const bool resumed = cluster.workers().process(*paused).resume().ok();
+  ASSERT_TRUE(resumed);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
+  EXPECT_NE(deployed[1].resourceId, first.value().resourceId);
+
+  // Woken up, the worker learns that nobody wants its attempt any more: it is cancelled, its
+  // processes go, and every slot ends free.
+  auto ended = cluster.waitForTaskEvent(
+      [&](const TaskEvent& e) {
+        return e.kind == TaskEvent::Kind::kEnded && e.attempt == first.value().attempt;
+      },
+      kTimeout);
+  ASSERT_OK(ended);
+  EXPECT_EQ(ended.value().state, "CANCELED") << ended.value().describe();
+  const auto alive = waitForProcessesGone(pids, kTimeout);
+  EXPECT_TRUE(alive.empty()) << "still running after the worker woke up: "
+                             << ::testing::PrintToString(alive);
+  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  auto running = cluster.tasksRunning(*paused);
+  ASSERT_OK(running);
+  EXPECT_EQ(running.value(), 0);
+}
+
+TEST(JobsFaults, AJobNeedingMoreSlotsThanFreeWaitsThenRunsWhenAWorkerJoins) {
+  auto started = JobCluster::start("jobs-waiting", {.workers = 1, .slotsPerWorker = 2});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  // Three subtasks on a cluster of two slots; each runs until the file `go` appears (bounded), so
+  // the third cannot take a slot the first two free.
+  const std::string dir = cluster.taskDir();
+  auto job = cluster.submit(
+      "name: wide\nvertices:\n  - name: wide\n    parallelism: 3\n    command:\n      argv:\n"
+      "        - /bin/sh\n        - -c\n        - |\n"
+      "          echo $$ >> \"$DIR/started\"\n"
+      "          n=0\n"
+      "          while [ ! -e \"$DIR/go\" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done\n"
+      "          [ -e \"$DIR/go\" ]\n"
+      "      env:\n        DIR: " + dir + "\n");
+  ASSERT_OK(job);
+  const std::string id = job.value();
+
+  // Two run, one waits, and jobs status says why (for the job and for the waiting subtask).
+  auto waiting = cluster.waitForStatus(
+      id,
+      [](const nlohmann::json& s) {
+        return textField(s, "state") == "RUNNING" && s.contains("tasks") &&
+               s["tasks"].value("running", 0) == 2 && !textField(s, "waiting_reason").empty();
+      },
+      kTimeout);
+  ASSERT_OK(waiting);
+  const nlohmann::json& status = waiting.value();
+  size_t subtasksWaiting = 0;
+  for (uint32_t index = 0; index < 3; ++index) {
+    const nlohmann::json* subtask = subtaskStatus(status, "wide", index);
+    ASSERT_NE(subtask, nullptr) << status.dump();
+    if (!textField(*subtask, "waiting_reason").empty()) ++subtasksWaiting;
+  }
+  EXPECT_EQ(subtasksWaiting, 1u) << status.dump();
+  EXPECT_EQ(readPids(dir + "/started").size(), 2u);
+  // `jobs status` shows it to a person too.
+  CtlResult text = cluster.ctl({"jobs", "status", id});
+  EXPECT_EQ(text.exit.exitCode, 0) << text.output;
+  EXPECT_TRUE(contains(text.output, textField(status, "waiting_reason"))) << text.output;
+
+  // A worker joins: the third subtask runs on it while the first two still run.
+  auto joined = cluster.addWorker();
+  ASSERT_OK(joined);
+  ASSERT_TRUE(waitUntil([&] { return readPids(dir + "/started").size() == 3; }, kTimeout,
+                        Duration(50)))
+      << cluster.describe();
+  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_EQ(deployed.size(), 3u) << cluster.describe();
+  EXPECT_EQ(deployed[2].resourceId, cluster.workers().resourceId(joined.value()));
+
+  std::ofstream(dir + "/go") << "";
+  auto clean = cluster.waitForJobClean(id, kTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED");
+  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+}
+
+}  // namespace
+}  // namespace regent::testing
