@@ -173,8 +173,9 @@ class SlotManager final {
   // and only toward a requirement its profile fits. Returns at once when nothing that could
   // change its outcome happened since the last call (a heartbeat that repeats the table changes
   // nothing), so the ResourceManager runs it after every report. It scans the workers' slots
-  // for free ones: fine while requirements are rare (no JobMaster registers yet); matching for
-  // many JobMasters will want an index of free slots by profile.
+  // for free ones on every call that has unmet requirements: cheap at the size
+  // scripts/bench.sh jobs measures (128 slots); thousands of workers with many waiting jobs will
+  // want an index of free slots by profile.
   std::vector<SlotRequest> match();
   // The worker accepted requestSlot: the slot is allocated for good. When the worker registered
   // again meanwhile and its report listed the slot free, the slot (free in the current
