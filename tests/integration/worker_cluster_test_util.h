@@ -221,6 +221,14 @@ class Regentctl final {
   TempDir dir_;
 };
 
+// Submits (`regentctl jobs submit`) a job of one vertex "hold" of `parallelism` subtasks, each
+// needing `cpu` cores and `memory` and sleeping ten minutes: the job holds that many slots of
+// the cluster until the test stops its workers (a task ends with its worker). Tasks run as
+// worker.task-user (nobody) when the tests run as root; WorkerCluster lets it reach its data
+// directories. Returns the job's id; fails unless regentctl exits 0.
+Result<JobId> submitSlotHoldingJob(Regentctl& regentctl, uint32_t parallelism,
+                                   const std::string& cpu, const std::string& memory);
+
 // Slots of `table` in `state`.
 size_t countState(const SlotTable& table, const std::string& state);
 // Distinct resource ids of `table`.
