@@ -87,7 +87,9 @@ TEST_F(WorkerBadInput, ARequirementNoWorkerCanFitIsInvalidAndAllocatesNothing) {
       [](const SlotTable& t) { return countState(t, "ALLOCATED") == 1; }, kTimeout);
   ASSERT_OK(allocated);
   for (const SlotRow& row : allocated.value()) {
-    if (row.state == "ALLOCATED") EXPECT_EQ(row.jobId, submitted.value().toHex()) << row.describe();
+    if (row.state == "ALLOCATED") {
+      EXPECT_EQ(row.jobId, submitted.value().toHex()) << row.describe();
+    }
   }
 }
 
