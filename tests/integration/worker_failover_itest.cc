@@ -124,7 +124,7 @@ class WorkerFailover : public ::testing::Test {
   void expectEverySubtaskRunning(size_t slot, uint64_t epoch) {
     const std::regex running("attempt state epoch=" + std::to_string(epoch) +
                              " job=" + job_.toHex() +
-                             " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ " + "state=RUNNING ");
+                             " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ state=RUNNING ");
     std::set<std::string> subtasks;
     const bool all = waitUntil(
         [&] {
