@@ -2,11 +2,10 @@
 // requirement no worker can fit is answered invalidArgument and allocates nothing, a slot
 // report with a registration id the leader never issued is answered notRegistered and changes
 // nothing, a report naming a slot the worker did not register is answered invalidArgument and
-// changes nothing, and the leader keeps serving both callers afterwards (a requirement that only waits
-// for free slots stays pending and is served when a worker registers); a second live worker claiming
-// the resource id of another is refused, with both named.
+// changes nothing, and the leader keeps serving both callers afterwards (a requirement that only
+// waits for free slots stays pending and is served when a worker registers); a second live worker
+// claiming the resource id of another is refused, with both named.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
@@ -81,21 +80,24 @@ TEST_F(WorkerBadInput, ARequirementNoWorkerCanFitIsInvalidAndAllocatesNothing) {
   ASSERT_OK(table);
   EXPECT_EQ(describeTable(table.value()), describeTable(before_));
 
-  // The leader keeps serving: a requirement that fits is allocated.
-  auto fits = caller_->declare(job, 500, uint64_t{64} << 20, 1);
-  ASSERT_FALSE(fits) << fits->message;
+  // The leader keeps serving: a job submitted now gets a slot, which its JobMaster keeps.
+  auto submitted = submitSlotHoldingJob(*regentctl_, 1, "0.5", "64MiB");
+  ASSERT_OK(submitted);
   auto allocated = regentctl_->waitForTable(
       [](const SlotTable& t) { return countState(t, "ALLOCATED") == 1; }, kTimeout);
   ASSERT_OK(allocated);
+  for (const SlotRow& row : allocated.value()) {
+    if (row.state == "ALLOCATED") {
+      EXPECT_EQ(row.jobId, submitted.value().toHex()) << row.describe();
+    }
+  }
 }
 
 TEST_F(WorkerBadInput, ARequirementThatOnlyWaitsForSlotsStaysPendingUntilAWorkerRegisters) {
-  const JobId job = JobId::random();
-  auto registered = caller_->registerJobMaster(job);
-  ASSERT_FALSE(registered) << registered->message;
-  // One more slot than the one worker has: not invalid, it waits.
-  auto declared = caller_->declare(job, 500, uint64_t{64} << 20, kSlotsPerWorker + 1);
-  ASSERT_FALSE(declared) << declared->message;
+  // A job of one more subtask than the one worker has slots: its JobMaster's requirement is not
+  // invalid, it waits.
+  auto job = submitSlotHoldingJob(*regentctl_, kSlotsPerWorker + 1, "0.5", "64MiB");
+  ASSERT_OK(job);
   ASSERT_OK(regentctl_->waitForTable(
       [](const SlotTable& t) { return countState(t, "ALLOCATED") == kSlotsPerWorker; }, kTimeout));
 
@@ -110,7 +112,7 @@ TEST_F(WorkerBadInput, ARequirementThatOnlyWaitsForSlotsStaysPendingUntilAWorker
   ASSERT_OK(table);
   for (const SlotRow& row : table.value()) {
     if (row.state == "ALLOCATED") {
-      EXPECT_EQ(row.jobId, job.toHex()) << row.describe();
+      EXPECT_EQ(row.jobId, job.value().toHex()) << row.describe();
     }
   }
 }
@@ -181,8 +183,8 @@ TEST_F(WorkerBadInput, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth
   EXPECT_NE(refused.value().reason.find("pid " + twinPid), std::string::npos)
       << refused.value().reason;
   // The refused worker is told why, and keeps running (the other one may stop).
-  ASSERT_OK(workers_->process(twin.value())
-                .waitForLine(std::regex("pid " + firstPid + "\\b"), kTimeout));
+  ASSERT_OK(
+      workers_->process(twin.value()).waitForLine(std::regex("pid " + firstPid + "\\b"), kTimeout));
   EXPECT_TRUE(workers_->process(twin.value()).running()) << workers_->describe();
 
   // The first worker keeps its one entry.

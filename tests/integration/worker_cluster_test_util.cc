@@ -4,8 +4,10 @@
 
 #include <kj/compat/http.h>
 #include <kj/debug.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -176,7 +178,11 @@ WorkerClusterOptions workerTestWorkers(const std::string& quorum, const std::str
 // ---- Workers ----------------------------------------------------------------------------------
 
 WorkerCluster::WorkerCluster(WorkerClusterOptions options)
-    : options_(std::move(options)), dir_("regent-workers") {}
+    : options_(std::move(options)), dir_("regent-workers") {
+  // Tasks run as worker.task-user (nobody) when the tests run as root: let it through this
+  // private directory to its attempt's directory inside a worker's data directory.
+  ::chmod(dir_.path().c_str(), 0711);
+}
 
 WorkerCluster::~WorkerCluster() = default;
 
@@ -435,6 +441,24 @@ Result<SlotTable> Regentctl::waitForTable(const std::function<bool(const SlotTab
                       std::to_string(timeout.count()) + " ms; last table:\n" +
                       (last ? describeTable(*last) : std::string("  (none)\n")) +
                       "last regentctl error: " + lastError);
+}
+
+Result<JobId> submitSlotHoldingJob(Regentctl& regentctl, uint32_t parallelism,
+                                   const std::string& cpu, const std::string& memory) {
+  const JobId job = JobId::random();
+  const std::string file = regentctl.dir() + "/job-" + job.toHex() + ".yaml";
+  std::ofstream(file) << "job_id: " << job.toHex() << "\nname: hold-slots\nvertices:\n"
+                      << "  - name: hold\n    parallelism: " << parallelism << "\n"
+                      << "    command:\n      argv: [sleep, \"600\"]\n"
+                      << "    resources:\n      cpu: " << cpu << "\n      memory: " << memory
+                      << "\n";
+  auto submitted = regentctl.run({"jobs", "submit", file});
+  if (!submitted.ok()) return submitted.error();
+  if (!submitted.value().exit.exited() || submitted.value().exit.exitCode != 0) {
+    return Error::fatal("regentctl jobs submit: " + submitted.value().exit.describe() + "\n" +
+                        submitted.value().output);
+  }
+  return job;
 }
 
 size_t countState(const SlotTable& table, const std::string& state) {

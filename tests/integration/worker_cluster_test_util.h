@@ -1,8 +1,8 @@
 // Multi-process test helpers for workers: real regent-worker processes in numbered slots (each
 // with its own worker.data-dir, kept across restarts), their event lines and the masters'
 // worker event lines (docs/operations.md) parsed, the leader's slot table as regentctl reports
-// it, a worker's /metrics, and a test-side JobMaster that declares requirements to the
-// leader's ResourceManager over real RPC. Builds on master_cluster_test_util.h.
+// it, a worker's /metrics, jobs submitted to hold slots, and the ResourceManager's JobMaster
+// methods called over real RPC (for bad input). Builds on master_cluster_test_util.h.
 #pragma once
 
 #include <cstdint>
@@ -221,6 +221,14 @@ class Regentctl final {
   TempDir dir_;
 };
 
+// Submits (`regentctl jobs submit`) a job of one vertex "hold" of `parallelism` subtasks, each
+// needing `cpu` cores and `memory` and sleeping ten minutes: the job holds that many slots of
+// the cluster until the test stops its workers (a task ends with its worker). Tasks run as
+// worker.task-user (nobody) when the tests run as root; WorkerCluster lets it reach its data
+// directories. Returns the job's id; fails unless regentctl exits 0.
+Result<JobId> submitSlotHoldingJob(Regentctl& regentctl, uint32_t parallelism,
+                                   const std::string& cpu, const std::string& memory);
+
 // Slots of `table` in `state`.
 size_t countState(const SlotTable& table, const std::string& state);
 // Distinct resource ids of `table`.
@@ -247,9 +255,10 @@ struct CallFailure {
 };
 
 // One RPC connection to a master, and its ResourceManagerGateway for one epoch; its calls run
-// on `loop`, which must outlive it. The test's JobMaster (registerJobMaster +
-// declareRequiredResources with its own JobMasterGateway, which answers nothing: offering slots
-// comes with the JobMaster) and the calls bad-input tests make.
+// on `loop`, which must outlive it: the calls bad-input tests make. Its registerJobMaster hands
+// over a JobMasterGateway that answers nothing, and the leader's term runs no such job: a worker
+// frees a slot allocated to it (MasterBootstrap.jobMaster answers notFound), so a test that
+// needs slots held submits a job (submitSlotHoldingJob).
 class ResourceManagerCaller final {
  public:
   // Connects to `rpcAddress` and obtains MasterBootstrap.resourceManager(epoch).

@@ -1,8 +1,9 @@
 // The slot table survives every kind of failover: three real masters and three real workers,
-// slots allocated through a JobMaster's declareRequiredResources, then the leader SIGKILLed,
+// every slot held by the subtasks of one submitted job (long sleeps), then the leader SIGKILLed,
 // handing over (regentctl failover) or SIGSTOPped past its ZooKeeper session. Every worker
-// registers with the new leader, whose slot table (regentctl workers --json) equals the old one:
-// same workers, same slots, same allocation ids. A stopped leader that wakes up is refused by
+// registers with the new leader, whose slot table (regentctl workers --json) settles on the old
+// one: same workers, same slots, same allocation ids, same job (the new leader's JobMaster takes
+// the offered slots and runs new attempts in them). A stopped leader that wakes up is refused by
 // the workers' epoch gate and changes nothing on them. A worker paused through the failover is
 // missing from the new table until it registers, then brings its allocations back.
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <set>
 #include <string>
 
 #include "tests/fixtures/wait_test_util.h"
@@ -26,7 +29,9 @@ constexpr Duration kStartTimeout{60000};
 constexpr Duration kFailoverTimeout{45000};
 constexpr size_t kWorkers = 3;
 constexpr uint32_t kSlotsPerWorker = 2;
-constexpr uint32_t kAllocated = 4;
+// Every slot: the new leader's JobMaster may declare its requirement before every worker has
+// reported its allocations, and a free slot would then be allocated in place of an offered one.
+constexpr uint32_t kAllocated = kWorkers * kSlotsPerWorker;
 
 class WorkerFailover : public ::testing::Test {
  protected:
@@ -49,8 +54,8 @@ class WorkerFailover : public ::testing::Test {
     regentctl_ = std::make_unique<Regentctl>(quorum_, clusterId);
   }
 
-  // Three masters, three workers registered with the first leader, and kAllocated of the six
-  // slots allocated to one job; returns the leader's slot table then.
+  // Three masters, three workers registered with the first leader, and the six slots held by
+  // the subtasks of one job; returns the leader's slot table then.
   SlotTable startAndAllocate() {
     EXPECT_OK(masters_->startMasters(3));
     auto leader = masters_->waitForGrant(1, kStartTimeout);
@@ -91,18 +96,11 @@ class WorkerFailover : public ::testing::Test {
       EXPECT_EQ(slotLines.value(), kWorkers * kSlotsPerWorker);
     }
 
-    // A JobMaster of the leader's term declares kAllocated slots of half a core each.
-    auto address = masterRpcAddress(*masters_, leader_);
-    EXPECT_OK(address);
-    if (!address.ok()) return {};
-    auto caller = ResourceManagerCaller::connect(loop_, address.value(), epoch_);
-    EXPECT_OK(caller);
-    if (!caller.ok()) return {};
-    jobMaster_ = std::move(caller).value();
-    auto registered = jobMaster_->registerJobMaster(job_);
-    EXPECT_FALSE(registered) << registered->message;
-    auto declared = jobMaster_->declare(job_, 500, uint64_t{128} << 20, kAllocated);
-    EXPECT_FALSE(declared) << declared->message;
+    // A job of kAllocated subtasks of half a core each, each running until the test ends.
+    auto job = submitSlotHoldingJob(*regentctl_, kAllocated, "0.5", "128MiB");
+    EXPECT_OK(job);
+    if (!job.ok()) return {};
+    job_ = job.value();
 
     auto table = regentctl_->waitForTable(
         [&](const SlotTable& t) {
@@ -117,7 +115,30 @@ class WorkerFailover : public ::testing::Test {
       EXPECT_FALSE(row.allocationId.empty()) << row.describe();
     }
     EXPECT_EQ(resourceIds(table.value()).size(), kWorkers);
+    expectEverySubtaskRunning(leader_, epoch_);
     return table.value();
+  }
+
+  // Waits until the master in `slot` logged every subtask of the job RUNNING in `epoch` (its
+  // "attempt state" lines): the JobMaster of that term runs an attempt in each held slot.
+  void expectEverySubtaskRunning(size_t slot, uint64_t epoch) {
+    const std::regex running("attempt state epoch=" + std::to_string(epoch) +
+                             " job=" + job_.toHex() +
+                             " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ state=RUNNING ");
+    std::set<std::string> subtasks;
+    const bool all = waitUntil(
+        [&] {
+          const std::string output = masters_->process(slot).output();
+          for (auto it = std::sregex_iterator(output.begin(), output.end(), running);
+               it != std::sregex_iterator(); ++it) {
+            subtasks.insert((*it)[1].str());
+          }
+          return subtasks.size() == kAllocated;
+        },
+        kFailoverTimeout, Duration(100));
+    EXPECT_TRUE(all) << subtasks.size() << " of " << kAllocated << " subtasks RUNNING in epoch "
+                     << epoch << "\n"
+                     << masters_->describe() << workers_->describe();
   }
 
   // Every worker registers with the leader of `epoch`, whose table becomes `before`, and whose
@@ -138,10 +159,12 @@ class WorkerFailover : public ::testing::Test {
         },
         kFailoverTimeout);
     EXPECT_OK(reported);
-    auto after = regentctl_->waitForTable([&](const SlotTable& t) { return t == before; },
-                                    kFailoverTimeout);
+    auto after =
+        regentctl_->waitForTable([&](const SlotTable& t) { return t == before; }, kFailoverTimeout);
     ASSERT_OK(after);
     EXPECT_EQ(describeTable(after.value()), describeTable(before));
+    // The new leader's JobMaster took the offered slots and runs new attempts in them.
+    expectEverySubtaskRunning(leader.value(), epoch);
   }
 
   // The refusals every worker's epoch gate counted (regent_worker_epoch_gate_refusals_total).
@@ -150,8 +173,8 @@ class WorkerFailover : public ::testing::Test {
     for (size_t w = 0; w < kWorkers; ++w) {
       auto metrics = httpGetText(loop_, workers_->httpAddress(w), "/metrics");
       if (!metrics.ok()) continue;
-      sum += metricSum(metrics.value().second, "regent_worker_epoch_gate_refusals_total")
-                 .value_or(0);
+      sum +=
+          metricSum(metrics.value().second, "regent_worker_epoch_gate_refusals_total").value_or(0);
     }
     return sum;
   }
@@ -161,11 +184,10 @@ class WorkerFailover : public ::testing::Test {
     std::vector<double> allocated;
     for (size_t w = 0; w < kWorkers; ++w) {
       auto metrics = httpGetText(loop_, workers_->httpAddress(w), "/metrics");
-      allocated.push_back(
-          metrics.ok() ? metricValue(metrics.value().second, "regent_worker_slots",
-                                     "state=\"allocated\"")
-                             .value_or(-1)
-                       : -1);
+      allocated.push_back(metrics.ok() ? metricValue(metrics.value().second, "regent_worker_slots",
+                                                     "state=\"allocated\"")
+                                             .value_or(-1)
+                                       : -1);
     }
     return allocated;
   }
@@ -175,13 +197,13 @@ class WorkerFailover : public ::testing::Test {
   std::unique_ptr<MasterCluster> masters_;
   std::unique_ptr<WorkerCluster> workers_;
   std::unique_ptr<Regentctl> regentctl_;
-  std::unique_ptr<ResourceManagerCaller> jobMaster_;
-  const JobId job_ = JobId::random();
+  JobId job_;
   size_t leader_ = 0;
   uint64_t epoch_ = 0;
 };
 
-TEST_F(WorkerFailover, AfterTheLeaderIsKilledEveryWorkerRegistersWithTheNextWhoseSlotTableIsTheSame) {
+TEST_F(WorkerFailover,
+       AfterTheLeaderIsKilledEveryWorkerRegistersWithTheNextWhoseSlotTableIsTheSame) {
   const SlotTable before = startAndAllocate();
   if (HasFailure()) return;
   ASSERT_OK(masters_->kill(leader_));
@@ -279,9 +301,10 @@ TEST_F(WorkerFailover, AWorkerPausedThroughTheFailoverIsMissingUntilItRegistersW
 
   ASSERT_OK(workers_->process(paused).resume());
   ASSERT_OK(workers_->waitForRegistered(paused, epoch_ + 1, kFailoverTimeout));
-  auto after = regentctl_->waitForTable([&](const SlotTable& t) { return t == before; },
-                                        kFailoverTimeout);
+  auto after =
+      regentctl_->waitForTable([&](const SlotTable& t) { return t == before; }, kFailoverTimeout);
   ASSERT_OK(after);
+  expectEverySubtaskRunning(next.value(), epoch_ + 1);
 }
 
 }  // namespace

@@ -204,8 +204,8 @@ TEST_F(WorkerFaults, AWorkerCutFromTheLeaderReconnectsWithBackoffToOneRegistrati
     EXPECT_EQ(waitForRemoval(master, w), "heartbeat timeout") << masters_->describe();
   }
   // They keep trying, with backoff (the proxy accepts and closes each attempt).
-  EXPECT_TRUE(waitUntil([&] { return proxy.value()->acceptedCount() >= acceptedAtCut + 4; },
-                        kTimeout))
+  EXPECT_TRUE(
+      waitUntil([&] { return proxy.value()->acceptedCount() >= acceptedAtCut + 4; }, kTimeout))
       << "accepted " << proxy.value()->acceptedCount() - acceptedAtCut << " attempts while cut";
   proxy.value()->resume();
 
@@ -234,19 +234,21 @@ TEST_F(WorkerFaults, WorkersCutFromZooKeeperKeepTheirSlotsAndRegisterOnceTheyLea
   if (HasFailure()) return;
   waitForWorkers({0, 1});
 
-  // Two of the four slots allocated, so that "keep their slots" has something to keep.
-  auto address = masterRpcAddress(*masters_, first.value());
-  ASSERT_OK(address);
-  auto jobMaster = ResourceManagerCaller::connect(loop_, address.value(), epoch_);
-  ASSERT_OK(jobMaster);
-  const JobId job = JobId::random();
-  auto registered = jobMaster.value()->registerJobMaster(job);
-  ASSERT_FALSE(registered) << registered->message;
-  auto declared = jobMaster.value()->declare(job, 500, uint64_t{64} << 20, 2);
-  ASSERT_FALSE(declared) << declared->message;
+  // Every slot held by a running job, so that "keep their slots" has something to keep (and the
+  // new leader's JobMaster, declaring before the workers are back, finds no free slot to take
+  // in place of theirs).
+  constexpr uint32_t kAllocated = 2 * kSlotsPerWorker;
+  auto job = submitSlotHoldingJob(*regentctl_, kAllocated, "0.5", "64MiB");
+  ASSERT_OK(job);
   auto before = regentctl_->waitForTable(
-      [](const SlotTable& t) { return countState(t, "ALLOCATED") == 2; }, kTimeout);
+      [&](const SlotTable& t) {
+        return t.size() == kAllocated && countState(t, "ALLOCATED") == kAllocated;
+      },
+      kTimeout);
   ASSERT_OK(before);
+  for (const SlotRow& row : before.value()) {
+    EXPECT_EQ(row.jobId, job.value().toHex()) << row.describe();
+  }
 
   // The workers lose ZooKeeper, then their leader.
   zkProxy.value()->cut();
@@ -275,12 +277,12 @@ TEST_F(WorkerFaults, WorkersCutFromZooKeeperKeepTheirSlotsAndRegisterOnceTheyLea
         metricValue(metrics.value().second, "regent_worker_slots", "state=\"allocated\"")
             .value_or(-100);
   }
-  EXPECT_EQ(allocatedWhileCut, 2);
+  EXPECT_EQ(allocatedWhileCut, kAllocated);
   for (size_t w = 0; w < 2; ++w) {
     auto ready = httpGetText(loop_, workers_->httpAddress(w), "/readyz");
     ASSERT_OK(ready);
-    EXPECT_EQ(ready.value().first, 503u) << "worker " << w << " ready without a leader: "
-                                         << ready.value().second;
+    EXPECT_EQ(ready.value().first, 503u)
+        << "worker " << w << " ready without a leader: " << ready.value().second;
   }
 
   zkProxy.value()->resume();
