@@ -195,7 +195,10 @@ struct JobFailure {
 
 struct JobStatus {
   # A job as the Dispatcher reports it (listJobs, jobStatus). Terminal jobs come from the
-  # JobResultStore and carry no vertex detail.
+  # JobResultStore; one that ended under the current leader also carries its last tasks and
+  # vertices (subtasks in jobStatus only) while its result is kept in memory
+  # (store.job-results.retain). Terminal jobs that ended under an earlier leader carry no vertex
+  # detail (it is not persisted).
   jobId @0 :JobId;
   name @1 :Text;
   state @2 :JobState;

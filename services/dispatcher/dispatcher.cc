@@ -291,6 +291,13 @@ void Dispatcher::start(JobId id, ActiveJob& job) {
   runner_->start(id, readOnly<wire::JobGraph>(job.graph));
 }
 
+kj::Array<capnp::word> Dispatcher::describeOnRunner(JobId id) const {
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  if (!runner_->describe(id, status)) return nullptr;
+  return flatCopy(status.asReader());
+}
+
 void Dispatcher::event(EventLine& line) const {
   line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
   spdlog::info("{}", line.str());
@@ -422,12 +429,16 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         // From here the job is over: a new leader finishes a cleanup left half done.
         kj::Array<capnp::word> graph;
         bool started = false;
+        kj::Array<capnp::word> detail;
         if (found != active_.end()) {
-          graph = kj::mv(found->second.graph);
           started = found->second.started;
+          // Before release: the runner still holds the job's attempts as they are.
+          if (started) detail = describeOnRunner(id);
+          graph = kj::mv(found->second.graph);
           active_.erase(found);
         }
         addEnded(id, ended, false);
+        ended_.at(id).detail = kj::mv(detail);
         EventLine line("job ended");
         line.field("epoch", epoch_)
             .field("job", id.toHex())
@@ -441,10 +452,19 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
 
 void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started,
                                  std::string cause, wire::JobState state) {
-  kj::Promise<void> released = kj::READY_NOW;
+  kj::Promise<kj::Array<capnp::word>> released = kj::Array<capnp::word>();
   // The runner may read the graph until its release resolved.
   if (started) released = runner_->release(id, cause).attach(kj::mv(graph));
-  tasks_.add(released.then([this, id]() { return finishCleanup(id, true); })
+  tasks_.add(released
+                 .then([this, id](kj::Array<capnp::word>&& finalDetail) {
+                   // The cancelled attempts in their final states. The job is dirty until
+                   // finishCleanup(), so it cannot have been pruned.
+                   auto ended = ended_.find(id);
+                   if (ended != ended_.end() && finalDetail.size() > 0) {
+                     ended->second.detail = kj::mv(finalDetail);
+                   }
+                   return finishCleanup(id, true);
+                 })
                  .then([this, id, state](Status&& cleaned) {
                    inFlight_.erase(id);
                    cleaning_.erase(id);
@@ -534,6 +554,7 @@ JobView Dispatcher::viewOf(JobId id, const EndedJob& job) const {
   view.state = result.getState();
   view.stateChangedAtMs = result.getEndedAtMs();
   view.result = result;
+  if (job.detail.size() > 0) view.detail = readOnly<wire::JobStatus>(job.detail);
   return view;
 }
 
@@ -581,7 +602,9 @@ JobCounts Dispatcher::counts() const {
 size_t Dispatcher::heldBytesForTests() const {
   size_t bytes = 0;
   for (const auto& [id, job] : active_) bytes += job.graph.asBytes().size();
-  for (const auto& [id, job] : ended_) bytes += job.result.asBytes().size();
+  for (const auto& [id, job] : ended_) {
+    bytes += job.result.asBytes().size() + job.detail.asBytes().size();
+  }
   return bytes;
 }
 

@@ -68,19 +68,16 @@ class FakeJobRunner final : public JobRunner {
     calls.push_back("start " + job.toHex() + " graph=" + stored(store::RecordFamily::kJobGraphs, job));
     running[job] = std::string(graph.getName().cStr());  // The graph is readable.
   }
-  kj::Promise<void> release(JobId job, const std::string& cause) override {
+  kj::Promise<kj::Array<capnp::word>> release(JobId job, const std::string& cause) override {
     calls.push_back("release " + job.toHex() + " result=" +
                     stored(store::RecordFamily::kJobResults, job) +
                     " graph=" + stored(store::RecordFamily::kJobGraphs, job));
     causes.push_back(cause);
     if (!running.count(job)) ADD_FAILURE() << "released a job that was not started";
-    if (!holdReleases) {
-      running.erase(job);
-      return kj::READY_NOW;
-    }
+    if (!holdReleases) return forget(job);
     auto paf = kj::newPromiseAndFulfiller<void>();
     held.add(kj::mv(paf.fulfiller));
-    return paf.promise.then([this, job]() { running.erase(job); });
+    return paf.promise.then([this, job]() { return forget(job); });
   }
   bool describe(JobId job, wire::JobStatus::Builder status) const override {
     if (!running.count(job)) return false;
@@ -96,6 +93,8 @@ class FakeJobRunner final : public JobRunner {
     auto subtasks = vertex.initSubtasks(2);
     subtasks[0].setIndex(0);
     subtasks[0].setHost("worker-a");
+    subtasks[0].setHttpAddress("worker-a:8081");
+    subtasks[0].initAttempt().setState(attemptState);
     subtasks[1].setIndex(1);
     subtasks[1].setWaitingReason("no free slot");
     return true;
@@ -114,12 +113,20 @@ class FakeJobRunner final : public JobRunner {
   }
 
   JobRunnerListener* listener = nullptr;
+  wire::ExecutionState attemptState = wire::ExecutionState::RUNNING;  // Of subtask 0.
   std::vector<std::string> calls;
   std::vector<std::string> causes;
   std::map<JobId, std::string> running;  // Started, not released: the job's name.
   bool holdReleases = false;
 
  private:
+  // As JobMasters does: the final detail, then the job is forgotten.
+  kj::Array<capnp::word> forget(JobId job) {
+    capnp::MallocMessageBuilder message;
+    describe(job, message.initRoot<wire::JobStatus>());
+    running.erase(job);
+    return capnp::canonicalize(message.getRoot<wire::JobStatus>().asReader());
+  }
   std::string stored(store::RecordFamily family, const JobId& job) const {
     return backend_.raw(family, job.toHex()) ? "stored" : "none";
   }
@@ -767,6 +774,92 @@ TEST_F(DispatcherTest, CancelAnswersOnceTheDirtyResultIsStoredThenReleasesAndCle
   EXPECT_EQ(result.getState(), wire::JobState::CANCELED);
   EXPECT_EQ(result.getRestarts(), 3u);  // The runner's count when cancelled.
   EXPECT_EQ(runner.calls.size(), 2u);
+}
+
+TEST_F(DispatcherTest, AFinishedJobKeepsItsSubtasksAndWhereTheirOutputIsWhileItsResultIsKept) {
+  FakeJobRunner runner(backend_);
+  startTerm(1, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "dag")).hasFailure());
+  runner.attemptState = wire::ExecutionState::FINISHED;
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  runner.listener->jobEnded(id, end);
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_TRUE(runner.running.empty()) << "released";
+
+  auto response = status(id);
+  auto job = response.getStatus();
+  EXPECT_EQ(job.getState(), wire::JobState::FINISHED);
+  EXPECT_TRUE(response.getResult().getClean());
+  EXPECT_EQ(job.getTasks().getTotal(), 2u);
+  ASSERT_EQ(job.getVertices().size(), 1u);
+  EXPECT_EQ(std::string(job.getVertices()[0].getName().cStr()), "work");
+  ASSERT_EQ(job.getVertices()[0].getSubtasks().size(), 2u);
+  auto subtask = job.getVertices()[0].getSubtasks()[0];
+  EXPECT_EQ(std::string(subtask.getHttpAddress().cStr()), "worker-a:8081");
+  EXPECT_EQ(subtask.getAttempt().getState(), wire::ExecutionState::FINISHED);
+
+  // listJobs: the counts and the vertices, not every subtask.
+  auto request = gateway_.listJobsRequest();
+  request.setEpoch(epoch_);
+  auto listed = loop_.run(request.send());
+  ASSERT_EQ(listed.getJobs().size(), 1u);
+  EXPECT_EQ(listed.getJobs()[0].getTasks().getTotal(), 2u);
+  ASSERT_EQ(listed.getJobs()[0].getVertices().size(), 1u);
+  EXPECT_EQ(listed.getJobs()[0].getVertices()[0].getSubtasks().size(), 0u);
+
+  // The detail goes with the result when retention drops it (retain = 1 clean result).
+  const size_t withOneDetail = dispatcher_->heldBytesForTests();
+  const JobId next = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(next, "next")).hasFailure());
+  runner.listener->jobEnded(next, end);
+  settle();
+  EXPECT_TRUE(dispatcher_->job(id) == nullptr);
+  EXPECT_EQ(dispatcher_->heldBytesForTests(), withOneDetail);
+
+  // Not persisted: the next term knows the result only.
+  startTerm(1, nullptr, {}, &runner);
+  recover();
+  auto recovered = status(next);
+  EXPECT_EQ(recovered.getStatus().getState(), wire::JobState::FINISHED);
+  EXPECT_EQ(recovered.getStatus().getVertices().size(), 0u);
+}
+
+TEST_F(DispatcherTest, ACancelledJobsSubtasksShowTheirStateAtCancelThenTheirFinalOneOnceReleased) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "cancelled")).hasFailure());
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
+  runner.holdReleases = true;
+  auto request = gateway_.cancelJobRequest();
+  request.setEpoch(epoch_);
+  wire::setWireId(request.initJobId(), id);
+  ASSERT_FALSE(loop_.run(request.send()).hasFailure());
+  loop_.run(kj::evalLast([] {}));
+  ASSERT_EQ(runner.calls.size(), 2u) << "released";
+
+  // While the release runs: the attempts as they were when the job was cancelled.
+  auto during = status(id);
+  EXPECT_EQ(during.getStatus().getState(), wire::JobState::CANCELED);
+  ASSERT_EQ(during.getStatus().getVertices().size(), 1u);
+  ASSERT_EQ(during.getStatus().getVertices()[0].getSubtasks().size(), 2u);
+  EXPECT_EQ(during.getStatus().getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+            wire::ExecutionState::RUNNING);
+
+  // The cancelled attempt's end arrives; the release resolves with it.
+  runner.attemptState = wire::ExecutionState::CANCELED;
+  runner.releaseAll();
+  settle();
+  auto after = status(id);
+  EXPECT_TRUE(after.getResult().getClean());
+  ASSERT_EQ(after.getStatus().getVertices().size(), 1u);
+  EXPECT_EQ(after.getStatus().getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+            wire::ExecutionState::CANCELED);
 }
 
 TEST_F(DispatcherTest, ADirtyResultThatCannotBeStoredLeavesTheJobActiveAndCancellable) {
