@@ -100,7 +100,8 @@ struct JobCounts {
 //
 // Memory: each job's graph and each ended job's result is kept as one flat, canonical Cap'n
 // Proto buffer of its own size, and so is the detail of a job that ended in this term (its
-// runner's describe(), so that jobStatus keeps showing its subtasks and where their output is).
+// runner's describe(), so that jobStatus keeps showing its subtasks and where their output is;
+// it grows with the job's subtasks, at most `jobmaster.max-subtasks`).
 // Ended jobs are bounded like the store's retention: every dirty one, and at most `retainClean`
 // (`store.job-results.retain`) clean ones, the oldest dropped first (with its detail). Details are
 // not persisted: a job that ended under an earlier leader has none.

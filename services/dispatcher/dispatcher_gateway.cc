@@ -49,18 +49,11 @@ void toWire(const JobView& job, wire::JobStatus::Builder status, JobDetail detai
     status.setEndedAtMs(result->getEndedAtMs());
     status.setRestarts(result->getRestarts());
     if (result->hasFailure()) status.setFailure(result->getFailure());
-    // What the runner last knew of its attempts, when the job ended in this term.
+    // jobStatus: what the runner last knew of its attempts, when the job ended in this term.
     KJ_IF_MAYBE (last, job.detail) {
-      status.setTasks(last->getTasks());
       if (detail == JobDetail::kSubtasks) {
+        status.setTasks(last->getTasks());
         status.setVertices(last->getVertices());
-        return;
-      }
-      auto vertices = status.initVertices(last->getVertices().size());
-      for (uint32_t i = 0; i < vertices.size(); ++i) {
-        vertices[i].setName(last->getVertices()[i].getName());
-        vertices[i].setParallelism(last->getVertices()[i].getParallelism());
-        vertices[i].setTasks(last->getVertices()[i].getTasks());
       }
     }
     return;
