@@ -83,11 +83,13 @@ bool sameGraph(wire::JobGraph::Reader a, wire::JobGraph::Reader b) {
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
-                       size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner)
+                       size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner,
+                       size_t endedDetailBudgetBytes)
     : epoch_(epoch),
       stores_(stores),
       limits_(std::move(limits)),
       retainClean_(retainClean),
+      endedDetailBudgetBytes_(endedDetailBudgetBytes),
       nowMs_(std::move(nowMs)),
       runner_(runner) {
   if (runner_ != nullptr) runner_->setListener(*this);
@@ -100,7 +102,7 @@ void Dispatcher::addEnded(JobId id, wire::JobResult::Reader result, bool clean) 
   if (previous != ended_.end()) {
     endedByAge_.erase({previous->second.endedAtMs, id});
     cleanByAge_.erase({previous->second.endedAtMs, id});
-    ended_.erase(previous);
+    eraseEnded(previous);
   }
   EndedJob job;
   job.result = flatCopy(result);
@@ -129,8 +131,25 @@ void Dispatcher::pruneClean() {
   while (cleanByAge_.size() > retainClean_) {
     auto oldest = cleanByAge_.begin();
     endedByAge_.erase(*oldest);
-    ended_.erase(oldest->second);
+    eraseEnded(ended_.find(oldest->second));
     cleanByAge_.erase(oldest);
+  }
+}
+
+void Dispatcher::eraseEnded(std::map<JobId, EndedJob>::iterator ended) {
+  detailBytes_ -= ended->second.detail.asBytes().size();
+  ended_.erase(ended);
+}
+
+void Dispatcher::setDetail(EndedJob& job, kj::Array<capnp::word> detail) {
+  detailBytes_ -= job.detail.asBytes().size();
+  job.detail = kj::mv(detail);
+  detailBytes_ += job.detail.asBytes().size();
+  for (auto it = endedByAge_.begin();
+       it != endedByAge_.end() && detailBytes_ > endedDetailBudgetBytes_; ++it) {
+    EndedJob& oldest = ended_.at(it->second);
+    detailBytes_ -= oldest.detail.asBytes().size();
+    oldest.detail = nullptr;
   }
 }
 
@@ -138,6 +157,7 @@ kj::Promise<Status> Dispatcher::recover() {
   recovered_ = false;
   active_.clear();
   ended_.clear();
+  detailBytes_ = 0;
   endedByAge_.clear();
   cleanByAge_.clear();
   corrupt_.clear();
@@ -438,7 +458,7 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
           active_.erase(found);
         }
         addEnded(id, ended, false);
-        ended_.at(id).detail = kj::mv(detail);
+        setDetail(ended_.at(id), kj::mv(detail));
         EventLine line("job ended");
         line.field("epoch", epoch_)
             .field("job", id.toHex())
@@ -461,7 +481,7 @@ void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool st
                    // finishCleanup(), so it cannot have been pruned.
                    auto ended = ended_.find(id);
                    if (ended != ended_.end() && finalDetail.size() > 0) {
-                     ended->second.detail = kj::mv(finalDetail);
+                     setDetail(ended->second, kj::mv(finalDetail));
                    }
                    return finishCleanup(id, true);
                  })

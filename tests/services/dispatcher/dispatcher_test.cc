@@ -149,7 +149,7 @@ class DispatcherTest : public ::testing::Test {
     ++epoch_;
     stores_ = backend_.openTerm(retain);
     dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{}, retain,
-                                       [this] { return ++clockMs_; }, runner);
+                                       [this] { return ++clockMs_; }, runner, detailBudget_);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(
         kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors, kj::mv(describeLeader)));
@@ -240,6 +240,7 @@ class DispatcherTest : public ::testing::Test {
   store::testing::FakeStoreBackend backend_;
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;
+  size_t detailBudget_ = Dispatcher::kEndedDetailBudgetBytes;
   rpc::FencingCounters counters_;
   kj::Own<store::LeaderStores> stores_;
   kj::Own<Dispatcher> dispatcher_;
@@ -824,6 +825,40 @@ TEST_F(DispatcherTest, AFinishedJobKeepsItsSubtasksAndWhereTheirOutputIsWhileIts
   auto recovered = status(next);
   EXPECT_EQ(recovered.getStatus().getState(), wire::JobState::FINISHED);
   EXPECT_EQ(recovered.getStatus().getVertices().size(), 0u);
+}
+
+TEST_F(DispatcherTest, EndedJobsDetailsAreBoundedTogetherTheOldestDroppedFirst) {
+  FakeJobRunner runner(backend_);
+  runner.attemptState = wire::ExecutionState::FINISHED;
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  // One detail's size, with room for it but not for two.
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  ASSERT_FALSE(submit(*jobGraph(JobId::random(), "measure")).hasFailure());
+  runner.listener->jobEnded(runner.running.begin()->first, end);
+  settle();
+  const size_t oneDetail = dispatcher_->detailBytesForTests();
+  ASSERT_GT(oneDetail, 0u);
+  detailBudget_ = oneDetail + oneDetail / 2;
+
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  EXPECT_EQ(dispatcher_->detailBytesForTests(), 0u) << "details are not recovered";
+  const JobId older = JobId::random();
+  const JobId newer = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(older, "older")).hasFailure());
+  ASSERT_FALSE(submit(*jobGraph(newer, "newer")).hasFailure());
+  runner.listener->jobEnded(older, end);
+  settle();
+  runner.listener->jobEnded(newer, end);
+  settle();
+  EXPECT_EQ(dispatcher_->detailBytesForTests(), oneDetail);
+  EXPECT_EQ(status(newer).getStatus().getVertices().size(), 1u);
+  auto dropped = status(older);
+  EXPECT_EQ(dropped.getStatus().getVertices().size(), 0u);
+  EXPECT_EQ(dropped.getStatus().getState(), wire::JobState::FINISHED) << "the result stays";
+  EXPECT_TRUE(dropped.getResult().getClean());
 }
 
 TEST_F(DispatcherTest, ACancelledJobsSubtasksShowTheirStateAtCancelThenTheirFinalOneOnceReleased) {
