@@ -6,12 +6,12 @@
 // worker's slots are free again. The full scenarios (DAGs, restarts, cancel,
 // lost workers, logs) are in the jobs itests.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 

@@ -463,8 +463,7 @@ TEST_F(JobMastersTest, AttemptsEndingWhileARunningJobIsReleasedAreNotRestarted) 
   ASSERT_EQ(last.getVertices()[0].getSubtasks().size(), 2u);
   EXPECT_EQ(last.getVertices()[0].getSubtasks()[0].getAttempt().getState(),
             ExecutionState::CANCELED);
-  EXPECT_EQ(last.getVertices()[0].getSubtasks()[1].getAttempt().getState(),
-            ExecutionState::FAILED);
+  EXPECT_EQ(last.getVertices()[0].getSubtasks()[1].getAttempt().getState(), ExecutionState::FAILED);
   advance(Duration(1000));
   EXPECT_EQ(worker.submitted.size(), 2u);
   EXPECT_EQ(counters_.attemptsRestarted, 0u);

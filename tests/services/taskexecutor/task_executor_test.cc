@@ -180,10 +180,9 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
-  std::optional<rpc::CallFailure> submitTask(uint64_t epoch, AttemptId attempt,
-                                             AllocationId allocation,
-                                             std::vector<std::string> argv, JobId job = kJob,
-                                             std::vector<std::pair<std::string, std::string>> env = {}) {
+  std::optional<rpc::CallFailure> submitTask(
+      uint64_t epoch, AttemptId attempt, AllocationId allocation, std::vector<std::string> argv,
+      JobId job = kJob, std::vector<std::pair<std::string, std::string>> env = {}) {
     auto request = master_->taskExecutor().submitTaskRequest();
     request.setEpoch(epoch);
     auto deployment = request.initDeployment();
