@@ -195,7 +195,10 @@ struct JobFailure {
 
 struct JobStatus {
   # A job as the Dispatcher reports it (listJobs, jobStatus). Terminal jobs come from the
-  # JobResultStore and carry no vertex detail.
+  # JobResultStore and carry no vertex detail, except in jobStatus for a job that ended under
+  # the current leader while its result is kept in memory (store.job-results.retain): then its
+  # last tasks, vertices and subtasks too. That detail is not persisted: terminal jobs that ended
+  # under an earlier leader carry no vertex detail.
   jobId @0 :JobId;
   name @1 :Text;
   state @2 :JobState;

@@ -83,11 +83,13 @@ bool sameGraph(wire::JobGraph::Reader a, wire::JobGraph::Reader b) {
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
-                       size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner)
+                       size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner,
+                       size_t endedDetailBudgetBytes)
     : epoch_(epoch),
       stores_(stores),
       limits_(std::move(limits)),
       retainClean_(retainClean),
+      endedDetailBudgetBytes_(endedDetailBudgetBytes),
       nowMs_(std::move(nowMs)),
       runner_(runner) {
   if (runner_ != nullptr) runner_->setListener(*this);
@@ -100,7 +102,7 @@ void Dispatcher::addEnded(JobId id, wire::JobResult::Reader result, bool clean) 
   if (previous != ended_.end()) {
     endedByAge_.erase({previous->second.endedAtMs, id});
     cleanByAge_.erase({previous->second.endedAtMs, id});
-    ended_.erase(previous);
+    eraseEnded(previous);
   }
   EndedJob job;
   job.result = flatCopy(result);
@@ -129,8 +131,25 @@ void Dispatcher::pruneClean() {
   while (cleanByAge_.size() > retainClean_) {
     auto oldest = cleanByAge_.begin();
     endedByAge_.erase(*oldest);
-    ended_.erase(oldest->second);
+    eraseEnded(ended_.find(oldest->second));
     cleanByAge_.erase(oldest);
+  }
+}
+
+void Dispatcher::eraseEnded(std::map<JobId, EndedJob>::iterator ended) {
+  detailBytes_ -= ended->second.detail.asBytes().size();
+  ended_.erase(ended);
+}
+
+void Dispatcher::setDetail(EndedJob& job, kj::Array<capnp::word> detail) {
+  detailBytes_ -= job.detail.asBytes().size();
+  job.detail = kj::mv(detail);
+  detailBytes_ += job.detail.asBytes().size();
+  for (auto it = endedByAge_.begin();
+       it != endedByAge_.end() && detailBytes_ > endedDetailBudgetBytes_; ++it) {
+    EndedJob& oldest = ended_.at(it->second);
+    detailBytes_ -= oldest.detail.asBytes().size();
+    oldest.detail = nullptr;
   }
 }
 
@@ -138,6 +157,7 @@ kj::Promise<Status> Dispatcher::recover() {
   recovered_ = false;
   active_.clear();
   ended_.clear();
+  detailBytes_ = 0;
   endedByAge_.clear();
   cleanByAge_.clear();
   corrupt_.clear();
@@ -291,6 +311,13 @@ void Dispatcher::start(JobId id, ActiveJob& job) {
   runner_->start(id, readOnly<wire::JobGraph>(job.graph));
 }
 
+kj::Array<capnp::word> Dispatcher::describeOnRunner(JobId id) const {
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  if (!runner_->describe(id, status)) return nullptr;
+  return flatCopy(status.asReader());
+}
+
 void Dispatcher::event(EventLine& line) const {
   line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
   spdlog::info("{}", line.str());
@@ -422,12 +449,16 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         // From here the job is over: a new leader finishes a cleanup left half done.
         kj::Array<capnp::word> graph;
         bool started = false;
+        kj::Array<capnp::word> detail;
         if (found != active_.end()) {
-          graph = kj::mv(found->second.graph);
           started = found->second.started;
+          // Before release: the runner still holds the job's attempts as they are.
+          if (started) detail = describeOnRunner(id);
+          graph = kj::mv(found->second.graph);
           active_.erase(found);
         }
         addEnded(id, ended, false);
+        setDetail(ended_.at(id), kj::mv(detail));
         EventLine line("job ended");
         line.field("epoch", epoch_)
             .field("job", id.toHex())
@@ -441,10 +472,19 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
 
 void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started,
                                  std::string cause, wire::JobState state) {
-  kj::Promise<void> released = kj::READY_NOW;
+  kj::Promise<kj::Array<capnp::word>> released = kj::Array<capnp::word>();
   // The runner may read the graph until its release resolved.
   if (started) released = runner_->release(id, cause).attach(kj::mv(graph));
-  tasks_.add(released.then([this, id]() { return finishCleanup(id, true); })
+  tasks_.add(released
+                 .then([this, id](kj::Array<capnp::word>&& finalDetail) {
+                   // The cancelled attempts in their final states. The job is dirty until
+                   // finishCleanup(), so it cannot have been pruned.
+                   auto ended = ended_.find(id);
+                   if (ended != ended_.end() && finalDetail.size() > 0) {
+                     setDetail(ended->second, kj::mv(finalDetail));
+                   }
+                   return finishCleanup(id, true);
+                 })
                  .then([this, id, state](Status&& cleaned) {
                    inFlight_.erase(id);
                    cleaning_.erase(id);
@@ -534,6 +574,7 @@ JobView Dispatcher::viewOf(JobId id, const EndedJob& job) const {
   view.state = result.getState();
   view.stateChangedAtMs = result.getEndedAtMs();
   view.result = result;
+  if (job.detail.size() > 0) view.detail = readOnly<wire::JobStatus>(job.detail);
   return view;
 }
 
@@ -581,7 +622,9 @@ JobCounts Dispatcher::counts() const {
 size_t Dispatcher::heldBytesForTests() const {
   size_t bytes = 0;
   for (const auto& [id, job] : active_) bytes += job.graph.asBytes().size();
-  for (const auto& [id, job] : ended_) bytes += job.result.asBytes().size();
+  for (const auto& [id, job] : ended_) {
+    bytes += job.result.asBytes().size() + job.detail.asBytes().size();
+  }
   return bytes;
 }
 

@@ -65,6 +65,9 @@ struct JobView {
   int64_t stateChangedAtMs = 0;
   kj::Maybe<wire::JobGraph::Reader> graph;
   kj::Maybe<wire::JobResult::Reader> result;
+  // An ended job's last detail from its runner (vertices, subtasks, task counts), when it ran in
+  // this term: taken when its result was stored, replaced by the final one once released.
+  kj::Maybe<wire::JobStatus::Reader> detail;
   kj::Maybe<const std::string&> corruptReason;
   // The runner running the job (its live detail: JobRunner::describe / counts); null when the
   // job is not running (ended, corrupt, or no runner).
@@ -96,14 +99,24 @@ struct JobCounts {
 // (which finishes a dirty result's cleanup, or runs a job without a result again).
 //
 // Memory: each job's graph and each ended job's result is kept as one flat, canonical Cap'n
-// Proto buffer of its own size. Ended results are bounded like the store's retention: every dirty
-// one, and at most `retainClean` (`store.job-results.retain`) clean ones, the oldest dropped first.
+// Proto buffer of its own size, and so is the detail of a job that ended in this term (its
+// runner's describe(), so that jobStatus keeps showing its subtasks and where their output is).
+// A detail grows with the job's subtasks, so the details together are bounded apart:
+// `endedDetailBudgetBytes`, the oldest ended jobs' details dropped first (their results stay).
+// Ended jobs are bounded like the store's retention: every dirty one, and at most `retainClean`
+// (`store.job-results.retain`) clean ones, the oldest dropped first (with its detail). Details are
+// not persisted: a job that ended under an earlier leader has none.
 class Dispatcher final : public JobRunnerListener {
  public:
+  // Enough for the detail of a few dozen jobs at `jobmaster.max-subtasks` (10,000 subtasks are
+  // about 2-3 MB), or of every retained job of a few subtasks.
+  static constexpr size_t kEndedDetailBudgetBytes = size_t{64} << 20;
+
   // `nowMs` gives Unix milliseconds (injected for tests). `runner` may be null (jobs stay
   // CREATED); the Dispatcher sets itself as its listener.
   Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
-             size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner = nullptr);
+             size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner = nullptr,
+             size_t endedDetailBudgetBytes = kEndedDetailBudgetBytes);
   ~Dispatcher() noexcept;
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -147,14 +160,18 @@ class Dispatcher final : public JobRunnerListener {
   // Jobs known in this term, for metrics: not terminal.
   size_t activeJobCount() const { return active_.size(); }
 
-  // Bytes of the flat buffers held (graphs and results), for the memory benchmark and tests.
+  // Bytes of the flat buffers held (graphs, results, ended jobs' details), for the memory
+  // benchmark and tests.
   size_t heldBytesForTests() const;
+  // Bytes of the ended jobs' details alone.
+  size_t detailBytesForTests() const { return detailBytes_; }
   // Jobs whose end is being stored, or whose release and cleanup still run in the background.
   size_t cleanupsRunning() const { return cleaning_.size(); }
 
   // JobRunnerListener (the runner's reports). jobStateChanged sets a running job's live state
   // (not while it is being cancelled). jobEnded writes the dirty result (restarts, net runtime,
-  // failure from `end`; logs "job ended"), then releases, removes the JobGraph and marks the
+  // failure from `end`; logs "job ended"), keeps the runner's detail of the job, then releases
+  // (keeping the final detail release() resolves with), removes the JobGraph and marks the
   // result clean (logs "job clean"). A job being cancelled keeps its CANCELED end.
   void jobStateChanged(JobId job, wire::JobState state, int64_t atMs) override;
   void jobEnded(JobId job, const JobEnd& end) override;
@@ -169,6 +186,7 @@ class Dispatcher final : public JobRunnerListener {
   };
   struct EndedJob {
     kj::Array<capnp::word> result;  // Canonical.
+    kj::Array<capnp::word> detail;  // Canonical JobStatus from the runner; empty when none.
     bool clean = false;
     int64_t endedAtMs = 0;
   };
@@ -185,8 +203,13 @@ class Dispatcher final : public JobRunnerListener {
   // release resolved), JobGraph removed, result clean, "job clean" logged.
   void releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started, std::string cause,
                        wire::JobState state);
+  // The runner's describe() of `id` as a flat message; empty when it does not run `id`.
+  kj::Array<capnp::word> describeOnRunner(JobId id) const;
   void event(EventLine& line) const;
   void addEnded(JobId id, wire::JobResult::Reader result, bool clean);
+  // Replaces the detail of ended job `job`, then drops the oldest details beyond the budget.
+  void setDetail(EndedJob& job, kj::Array<capnp::word> detail);
+  void eraseEnded(std::map<JobId, EndedJob>::iterator ended);
   void markCleanInMemory(JobId id);
   void pruneClean();
   JobView viewOf(JobId id, const ActiveJob& job) const;
@@ -197,6 +220,8 @@ class Dispatcher final : public JobRunnerListener {
   store::LeaderStores& stores_;
   const JobGraphLimits limits_;
   const size_t retainClean_;
+  const size_t endedDetailBudgetBytes_;
+  size_t detailBytes_ = 0;  // Of every ended job's detail.
   const std::function<int64_t()> nowMs_;
   JobRunner* const runner_;
   bool recovered_ = false;

@@ -49,6 +49,13 @@ void toWire(const JobView& job, wire::JobStatus::Builder status, JobDetail detai
     status.setEndedAtMs(result->getEndedAtMs());
     status.setRestarts(result->getRestarts());
     if (result->hasFailure()) status.setFailure(result->getFailure());
+    // jobStatus: what the runner last knew of its attempts, when the job ended in this term.
+    KJ_IF_MAYBE (last, job.detail) {
+      if (detail == JobDetail::kSubtasks) {
+        status.setTasks(last->getTasks());
+        status.setVertices(last->getVertices());
+      }
+    }
     return;
   }
   auto graph = KJ_ASSERT_NONNULL(job.graph);

@@ -26,8 +26,9 @@ enum class JobDetail {
 
 // Fills a JobStatus from what the Dispatcher knows of a job: a job its runner runs carries the
 // runner's detail (`detail`) with the Dispatcher's state; a job not (yet) running has every
-// subtask pending; an ended job carries its result's state, times and failure; a corrupt one
-// only its id, state CORRUPT and the reason.
+// subtask pending; an ended job carries its result's state, times and failure, and, for kSubtasks
+// when it ended in this term, its runner's last task counts, vertices and subtasks;
+// a corrupt one only its id, state CORRUPT and the reason.
 void toWire(const JobView& job, wire::JobStatus::Builder status,
             JobDetail detail = JobDetail::kCounts);
 

@@ -9,6 +9,8 @@
 // result clean. cancel goes the same way, the Dispatcher deciding the end itself.
 #pragma once
 
+#include <capnp/common.h>
+#include <kj/array.h>
 #include <kj/async.h>
 
 #include <cstdint>
@@ -55,11 +57,14 @@ class JobRunner {
   // Starts running `job` (validated and persisted). `graph` (canonical, submittedAtMs set) stays
   // valid until release() resolves or the runner is destroyed. Called once per job per term.
   virtual void start(JobId job, wire::JobGraph::Reader graph) = 0;
-  // The job is over (its dirty result is stored): cancel its attempts (bounded by the workers'
-  // cancel timeout plus the call timeout), free its slots, disconnect its JobMaster from the
-  // ResourceManager, and forget the job. Resolves when done; never rejects (what could not be
-  // done is logged: the workers' own heartbeats and the next leader clean up the rest).
-  virtual kj::Promise<void> release(JobId job, const std::string& cause) = 0;
+  // The job is over (its dirty result is stored): cancel its attempts and wait for their ends
+  // (at most `heartbeat.timeout`), free its slots (each freeSlot bounded by `rpc.call-timeout`),
+  // disconnect its JobMaster from the ResourceManager, and forget the job. Resolves when done
+  // with the job's final detail: what describe() fills just before the job is forgotten (the
+  // cancelled attempts in their final states), as one flat canonical JobStatus message; an empty
+  // array when the runner does not run `job`. Never rejects (what could not be done is logged:
+  // the workers' own heartbeats and the next leader clean up the rest).
+  virtual kj::Promise<kj::Array<capnp::word>> release(JobId job, const std::string& cause) = 0;
   // Live detail of a running job for jobStatus: fills `status` (state, tasks, vertices with
   // their subtasks, failure, restarts, waitingReason); false when the runner does not run `job`.
   virtual bool describe(JobId job, wire::JobStatus::Builder status) const = 0;

@@ -3,6 +3,7 @@
 // restart and heartbeat timers, event lines, counters).
 #include "services/jobmaster/job_masters.h"
 
+#include <capnp/message.h>
 #include <kj/debug.h>
 #include <kj/vector.h>
 #include <spdlog/spdlog.h>
@@ -651,18 +652,24 @@ void JobMasters::start(JobId job, wire::JobGraph::Reader graph) {
   started.start();
 }
 
-kj::Promise<void> JobMasters::release(JobId job, const std::string& cause) {
+kj::Promise<kj::Array<capnp::word>> JobMasters::release(JobId job, const std::string& cause) {
   auto found = jobs_.find(job);
   if (found == jobs_.end()) {
     resourceManager_.disconnectJobMaster(job, cause);
-    return kj::READY_NOW;
+    return kj::Array<capnp::word>();
   }
   if (found->second->releasing()) {
     // The first release() still runs and drops the JobMaster when done.
     spdlog::warn("job {}: release() while its release runs; nothing more to do", job.toHex());
-    return kj::READY_NOW;
+    return kj::Array<capnp::word>();
   }
-  return releases_.wrap(found->second->release(cause).then([this, job] { jobs_.erase(job); }));
+  return releases_.wrap(found->second->release(cause).then([this, job] {
+    // The final detail (the cancelled attempts' ends) for the Dispatcher to keep.
+    capnp::MallocMessageBuilder message;
+    describe(job, message.initRoot<wire::JobStatus>());
+    jobs_.erase(job);
+    return capnp::canonicalize(message.getRoot<wire::JobStatus>().asReader());
+  }));
 }
 
 bool JobMasters::describe(JobId job, wire::JobStatus::Builder status) const {

@@ -91,14 +91,14 @@ class JobMasters final : public dispatcher::JobRunner {
   // dispatcher::JobRunner.
   void setListener(dispatcher::JobRunnerListener& listener) override;
   void start(JobId job, wire::JobGraph::Reader graph) override;
-  kj::Promise<void> release(JobId job, const std::string& cause) override;
+  kj::Promise<kj::Array<capnp::word>> release(JobId job, const std::string& cause) override;
   bool describe(JobId job, wire::JobStatus::Builder status) const override;
   bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override;
 
   // release(): cancels the live attempts (cancelTask), waits for their terminal updates at most
   // heartbeatTimeout (then logs and goes on; an attempt whose cancelTask fails counts as ended),
   // frees every held slot (freeSlot, each bounded by callTimeout), calls disconnectJobMaster and
-  // drops the JobMaster: its served gateway throws DISCONNECTED from then on. Updates keep being
+  // drops the JobMaster (resolving with its describe() taken just before): its served gateway throws DISCONNECTED from then on. Updates keep being
   // applied while it runs; nothing is deployed or restarted. Unknown jobs: disconnectJobMaster
   // only.
   //

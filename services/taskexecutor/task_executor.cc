@@ -905,6 +905,16 @@ void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deplo
   spec.attempt = attempt;
   spec.job = job;
   for (auto arg : command.getArgv()) spec.argv.emplace_back(arg.cStr());
+  // Who the task is (docs/jobgraph.md, "Command"); the JobGraph's env comes later and wins.
+  spec.env = {
+      "REGENT_JOB_ID=" + job.toHex(),
+      std::string("REGENT_JOB_NAME=") + deployment.getJobName().cStr(),
+      std::string("REGENT_VERTEX=") + deployment.getVertexName().cStr(),
+      "REGENT_SUBTASK_INDEX=" + std::to_string(deployment.getSubtaskIndex()),
+      "REGENT_PARALLELISM=" + std::to_string(deployment.getParallelism()),
+      "REGENT_ATTEMPT_ID=" + attempt.toHex(),
+      "REGENT_ATTEMPT_NUMBER=" + std::to_string(deployment.getAttemptNumber()),
+  };
   for (auto var : command.getEnv()) {
     spec.env.push_back(std::string(var.getName().cStr()) + "=" + var.getValue().cStr());
   }

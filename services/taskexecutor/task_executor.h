@@ -130,7 +130,9 @@ struct TaskExecutorCounters {
 //   attempts running in it.
 // - Attempts: submitTask starts the attempt through the TaskRunner (notFound when the
 //   allocation is not held for the job, invalidArgument for an empty argv, failedPrecondition
-//   without a TaskRunner); cancelTask, freeSlot and disconnect(jobMaster) cancel through it.
+//   without a TaskRunner), its environment the worker's plus REGENT_JOB_ID, REGENT_JOB_NAME,
+//   REGENT_VERTEX, REGENT_SUBTASK_INDEX, REGENT_PARALLELISM, REGENT_ATTEMPT_ID and
+//   REGENT_ATTEMPT_NUMBER, then the command's own env (which wins); cancelTask, freeSlot and disconnect(jobMaster) cancel through it.
 //   Each update the runner reports is logged ("task started" / "task ended") and delivered with
 //   updateTaskExecutionState, one at a time and in order per job, retried with the backoff while
 //   the epoch it was produced in stays. An update whose leader is gone (a higher epoch seen) is

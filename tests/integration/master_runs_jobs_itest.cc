@@ -2,7 +2,8 @@
 // regent-worker, `regentctl jobs submit` of one vertex of two subtasks running `true`. The
 // master logs `job ended ... state=FINISHED` (dirty result stored), then `job clean` (attempts
 // released, slots freed, JobGraph removed, result clean); `regentctl jobs status` then says
-// FINISHED and the worker's slots are free again. The full scenarios (DAGs, restarts, cancel,
+// FINISHED, still with its subtasks (their final attempts and output addresses), and the
+// worker's slots are free again. The full scenarios (DAGs, restarts, cancel,
 // lost workers, logs) are in the jobs itests.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
@@ -79,6 +81,17 @@ TEST(MasterRunsJobs, ASubmittedOneVertexJobRunsOnAWorkerToFinishedAndIsCleanedUp
   auto status = regentctl.run({"jobs", "status", job.toHex()});
   ASSERT_OK(status);
   EXPECT_NE(status.value().output.find("FINISHED"), std::string::npos) << status.value().output;
+  // The ended job keeps its subtasks: their final attempts and where their output is.
+  auto json = regentctl.run({"jobs", "status", job.toHex(), "--json"});
+  ASSERT_OK(json);
+  const auto detail = nlohmann::json::parse(json.value().output, nullptr, false);
+  ASSERT_FALSE(detail.is_discarded()) << json.value().output;
+  ASSERT_EQ(detail["vertices"].size(), 1u) << json.value().output;
+  ASSERT_EQ(detail["vertices"][0]["subtasks"].size(), 2u) << json.value().output;
+  for (const auto& subtask : detail["vertices"][0]["subtasks"]) {
+    EXPECT_EQ(subtask["attempt"]["state"], "FINISHED") << json.value().output;
+    EXPECT_FALSE(subtask["http_address"].get<std::string>().empty()) << json.value().output;
+  }
   auto table = regentctl.waitForTable(
       [](const SlotTable& t) { return !t.empty() && countState(t, "FREE") == t.size(); },
       kJobTimeout);

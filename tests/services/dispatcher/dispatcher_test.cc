@@ -68,19 +68,16 @@ class FakeJobRunner final : public JobRunner {
     calls.push_back("start " + job.toHex() + " graph=" + stored(store::RecordFamily::kJobGraphs, job));
     running[job] = std::string(graph.getName().cStr());  // The graph is readable.
   }
-  kj::Promise<void> release(JobId job, const std::string& cause) override {
+  kj::Promise<kj::Array<capnp::word>> release(JobId job, const std::string& cause) override {
     calls.push_back("release " + job.toHex() + " result=" +
                     stored(store::RecordFamily::kJobResults, job) +
                     " graph=" + stored(store::RecordFamily::kJobGraphs, job));
     causes.push_back(cause);
     if (!running.count(job)) ADD_FAILURE() << "released a job that was not started";
-    if (!holdReleases) {
-      running.erase(job);
-      return kj::READY_NOW;
-    }
+    if (!holdReleases) return forget(job);
     auto paf = kj::newPromiseAndFulfiller<void>();
     held.add(kj::mv(paf.fulfiller));
-    return paf.promise.then([this, job]() { running.erase(job); });
+    return paf.promise.then([this, job]() { return forget(job); });
   }
   bool describe(JobId job, wire::JobStatus::Builder status) const override {
     if (!running.count(job)) return false;
@@ -96,6 +93,8 @@ class FakeJobRunner final : public JobRunner {
     auto subtasks = vertex.initSubtasks(2);
     subtasks[0].setIndex(0);
     subtasks[0].setHost("worker-a");
+    subtasks[0].setHttpAddress("worker-a:8081");
+    subtasks[0].initAttempt().setState(attemptState);
     subtasks[1].setIndex(1);
     subtasks[1].setWaitingReason("no free slot");
     return true;
@@ -114,12 +113,20 @@ class FakeJobRunner final : public JobRunner {
   }
 
   JobRunnerListener* listener = nullptr;
+  wire::ExecutionState attemptState = wire::ExecutionState::RUNNING;  // Of subtask 0.
   std::vector<std::string> calls;
   std::vector<std::string> causes;
   std::map<JobId, std::string> running;  // Started, not released: the job's name.
   bool holdReleases = false;
 
  private:
+  // As JobMasters does: the final detail, then the job is forgotten.
+  kj::Array<capnp::word> forget(JobId job) {
+    capnp::MallocMessageBuilder message;
+    describe(job, message.initRoot<wire::JobStatus>());
+    running.erase(job);
+    return capnp::canonicalize(message.getRoot<wire::JobStatus>().asReader());
+  }
   std::string stored(store::RecordFamily family, const JobId& job) const {
     return backend_.raw(family, job.toHex()) ? "stored" : "none";
   }
@@ -142,7 +149,7 @@ class DispatcherTest : public ::testing::Test {
     ++epoch_;
     stores_ = backend_.openTerm(retain);
     dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{}, retain,
-                                       [this] { return ++clockMs_; }, runner);
+                                       [this] { return ++clockMs_; }, runner, detailBudget_);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(
         kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors, kj::mv(describeLeader)));
@@ -233,6 +240,7 @@ class DispatcherTest : public ::testing::Test {
   store::testing::FakeStoreBackend backend_;
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;
+  size_t detailBudget_ = Dispatcher::kEndedDetailBudgetBytes;
   rpc::FencingCounters counters_;
   kj::Own<store::LeaderStores> stores_;
   kj::Own<Dispatcher> dispatcher_;
@@ -767,6 +775,124 @@ TEST_F(DispatcherTest, CancelAnswersOnceTheDirtyResultIsStoredThenReleasesAndCle
   EXPECT_EQ(result.getState(), wire::JobState::CANCELED);
   EXPECT_EQ(result.getRestarts(), 3u);  // The runner's count when cancelled.
   EXPECT_EQ(runner.calls.size(), 2u);
+}
+
+TEST_F(DispatcherTest, AFinishedJobKeepsItsSubtasksAndWhereTheirOutputIsWhileItsResultIsKept) {
+  FakeJobRunner runner(backend_);
+  startTerm(1, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "dag")).hasFailure());
+  runner.attemptState = wire::ExecutionState::FINISHED;
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  runner.listener->jobEnded(id, end);
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_TRUE(runner.running.empty()) << "released";
+
+  auto response = status(id);
+  auto job = response.getStatus();
+  EXPECT_EQ(job.getState(), wire::JobState::FINISHED);
+  EXPECT_TRUE(response.getResult().getClean());
+  EXPECT_EQ(job.getTasks().getTotal(), 2u);
+  ASSERT_EQ(job.getVertices().size(), 1u);
+  EXPECT_EQ(std::string(job.getVertices()[0].getName().cStr()), "work");
+  ASSERT_EQ(job.getVertices()[0].getSubtasks().size(), 2u);
+  auto subtask = job.getVertices()[0].getSubtasks()[0];
+  EXPECT_EQ(std::string(subtask.getHttpAddress().cStr()), "worker-a:8081");
+  EXPECT_EQ(subtask.getAttempt().getState(), wire::ExecutionState::FINISHED);
+
+  // listJobs stays a list of results for ended jobs.
+  auto request = gateway_.listJobsRequest();
+  request.setEpoch(epoch_);
+  auto listed = loop_.run(request.send());
+  ASSERT_EQ(listed.getJobs().size(), 1u);
+  EXPECT_EQ(listed.getJobs()[0].getVertices().size(), 0u);
+
+  // The detail goes with the result when retention drops it (retain = 1 clean result).
+  const size_t withOneDetail = dispatcher_->heldBytesForTests();
+  const JobId next = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(next, "next")).hasFailure());
+  runner.listener->jobEnded(next, end);
+  settle();
+  EXPECT_TRUE(dispatcher_->job(id) == nullptr);
+  EXPECT_EQ(dispatcher_->heldBytesForTests(), withOneDetail);
+
+  // Not persisted: the next term knows the result only.
+  startTerm(1, nullptr, {}, &runner);
+  recover();
+  auto recovered = status(next);
+  EXPECT_EQ(recovered.getStatus().getState(), wire::JobState::FINISHED);
+  EXPECT_EQ(recovered.getStatus().getVertices().size(), 0u);
+}
+
+TEST_F(DispatcherTest, EndedJobsDetailsAreBoundedTogetherTheOldestDroppedFirst) {
+  FakeJobRunner runner(backend_);
+  runner.attemptState = wire::ExecutionState::FINISHED;
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  // One detail's size, with room for it but not for two.
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  ASSERT_FALSE(submit(*jobGraph(JobId::random(), "measure")).hasFailure());
+  runner.listener->jobEnded(runner.running.begin()->first, end);
+  settle();
+  const size_t oneDetail = dispatcher_->detailBytesForTests();
+  ASSERT_GT(oneDetail, 0u);
+  detailBudget_ = oneDetail + oneDetail / 2;
+
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  EXPECT_EQ(dispatcher_->detailBytesForTests(), 0u) << "details are not recovered";
+  const JobId older = JobId::random();
+  const JobId newer = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(older, "older")).hasFailure());
+  ASSERT_FALSE(submit(*jobGraph(newer, "newer")).hasFailure());
+  runner.listener->jobEnded(older, end);
+  settle();
+  runner.listener->jobEnded(newer, end);
+  settle();
+  EXPECT_EQ(dispatcher_->detailBytesForTests(), oneDetail);
+  EXPECT_EQ(status(newer).getStatus().getVertices().size(), 1u);
+  auto dropped = status(older);
+  EXPECT_EQ(dropped.getStatus().getVertices().size(), 0u);
+  EXPECT_EQ(dropped.getStatus().getState(), wire::JobState::FINISHED) << "the result stays";
+  EXPECT_TRUE(dropped.getResult().getClean());
+}
+
+TEST_F(DispatcherTest, ACancelledJobsSubtasksShowTheirStateAtCancelThenTheirFinalOneOnceReleased) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "cancelled")).hasFailure());
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
+  runner.holdReleases = true;
+  auto request = gateway_.cancelJobRequest();
+  request.setEpoch(epoch_);
+  wire::setWireId(request.initJobId(), id);
+  ASSERT_FALSE(loop_.run(request.send()).hasFailure());
+  loop_.run(kj::evalLast([] {}));
+  ASSERT_EQ(runner.calls.size(), 2u) << "released";
+
+  // While the release runs: the attempts as they were when the job was cancelled.
+  auto during = status(id);
+  EXPECT_EQ(during.getStatus().getState(), wire::JobState::CANCELED);
+  ASSERT_EQ(during.getStatus().getVertices().size(), 1u);
+  ASSERT_EQ(during.getStatus().getVertices()[0].getSubtasks().size(), 2u);
+  EXPECT_EQ(during.getStatus().getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+            wire::ExecutionState::RUNNING);
+
+  // The cancelled attempt's end arrives; the release resolves with it.
+  runner.attemptState = wire::ExecutionState::CANCELED;
+  runner.releaseAll();
+  settle();
+  auto after = status(id);
+  EXPECT_TRUE(after.getResult().getClean());
+  ASSERT_EQ(after.getStatus().getVertices().size(), 1u);
+  EXPECT_EQ(after.getStatus().getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+            wire::ExecutionState::CANCELED);
 }
 
 TEST_F(DispatcherTest, ADirtyResultThatCannotBeStoredLeavesTheJobActiveAndCancellable) {

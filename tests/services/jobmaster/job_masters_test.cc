@@ -456,7 +456,14 @@ TEST_F(JobMastersTest, AttemptsEndingWhileARunningJobIsReleasedAreNotRestarted) 
   // A task killed by the cancel may also report FAILED (signal 15).
   expectApplied(job, worker.submitted[1], ExecutionState::FAILED, 0, "killed by signal 15");
   ASSERT_TRUE(released.poll(loop_.waitScope()));
-  released.wait(loop_.waitScope());
+  // It resolves with the job's final detail: the attempts in the states they ended in.
+  auto finalDetail = released.wait(loop_.waitScope());
+  ASSERT_GT(finalDetail.size(), 0u);
+  auto last = capnp::readMessageUnchecked<wire::JobStatus>(finalDetail.begin());
+  ASSERT_EQ(last.getVertices()[0].getSubtasks().size(), 2u);
+  EXPECT_EQ(last.getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+            ExecutionState::CANCELED);
+  EXPECT_EQ(last.getVertices()[0].getSubtasks()[1].getAttempt().getState(), ExecutionState::FAILED);
   advance(Duration(1000));
   EXPECT_EQ(worker.submitted.size(), 2u);
   EXPECT_EQ(counters_.attemptsRestarted, 0u);

@@ -15,12 +15,15 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/event_line.h"
@@ -177,13 +180,14 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
-  std::optional<rpc::CallFailure> submitTask(uint64_t epoch, AttemptId attempt,
-                                             AllocationId allocation,
-                                             std::vector<std::string> argv, JobId job = kJob) {
+  std::optional<rpc::CallFailure> submitTask(
+      uint64_t epoch, AttemptId attempt, AllocationId allocation, std::vector<std::string> argv,
+      JobId job = kJob, std::vector<std::pair<std::string, std::string>> env = {}) {
     auto request = master_->taskExecutor().submitTaskRequest();
     request.setEpoch(epoch);
     auto deployment = request.initDeployment();
     wire::setWireId(deployment.initJobId(), job);
+    deployment.setJobName("nightly report");
     wire::setWireId(deployment.initAttemptId(), attempt);
     wire::setWireId(deployment.initAllocationId(), allocation);
     deployment.setVertexName("v");
@@ -192,6 +196,11 @@ class TaskExecutorTest : public DefaultLoggerTest {
     deployment.setAttemptNumber(3);
     auto list = deployment.initCommand().initArgv(static_cast<unsigned>(argv.size()));
     for (unsigned i = 0; i < argv.size(); ++i) list.set(i, argv[i]);
+    auto vars = deployment.getCommand().initEnv(static_cast<unsigned>(env.size()));
+    for (unsigned i = 0; i < env.size(); ++i) {
+      vars[i].setName(env[i].first);
+      vars[i].setValue(env[i].second);
+    }
     return failureOf(loop_.run(request.send()));
   }
 
@@ -618,6 +627,32 @@ TEST_F(TaskExecutorTest, SubmitTaskRunsTheProcessAndItsUpdatesArriveInOrder) {
   EXPECT_EQ(executor.counters().tasksStarted, 1u);
   EXPECT_EQ(executor.counters().tasksFinished, 1u);
   EXPECT_EQ(executor.tasksRunning(), 0u);
+}
+
+TEST_F(TaskExecutorTest, ATaskLearnsItsJobVertexSubtaskAndAttemptFromItsEnvironment) {
+  startWithAcceptedSlot(0, kAllocation);
+  testing::TempDir out("task-env");
+  const std::string file = out.path() + "/env";
+  // The JobGraph's env wins over the worker's REGENT_* variables.
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "env > " + file}, kJob,
+                          {{"REGENT_VERTEX", "from-the-graph"}, {"OWN", "1"}}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FINISHED");
+  ASSERT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::FINISHED);
+  std::ifstream lines(file);
+  std::map<std::string, std::string> env;
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  EXPECT_EQ(env["REGENT_JOB_ID"], kJob.toHex());
+  EXPECT_EQ(env["REGENT_JOB_NAME"], "nightly report");
+  EXPECT_EQ(env["REGENT_VERTEX"], "from-the-graph");
+  EXPECT_EQ(env["REGENT_SUBTASK_INDEX"], "1");
+  EXPECT_EQ(env["REGENT_PARALLELISM"], "2");
+  EXPECT_EQ(env["REGENT_ATTEMPT_ID"], kAttempt.toHex());
+  EXPECT_EQ(env["REGENT_ATTEMPT_NUMBER"], "3");
+  EXPECT_EQ(env["OWN"], "1");
 }
 
 TEST_F(TaskExecutorTest, AFailingTaskIsReportedFailedWithItsExitCode) {
