@@ -84,8 +84,9 @@ Result<AttemptOutputSource> findAttemptOutput(wire::JobStatus::Reader status,
   if (vertices.size() == 0) {
     if (endedJob(status.getState())) {
       return Error::fatal("job " + job + " has ended (" + state +
-                          "): the master keeps no subtask detail of an ended job, so the output "
-                          "of its attempts cannot be located");
+                          "): the leader has no subtask detail of it (the job ended under an "
+                          "earlier leader, or its detail was dropped by retention), so the "
+                          "output of its attempts cannot be located");
     }
     return Error::fatal("job " + job + " (" + state + ") has no vertices to read output from");
   }
