@@ -114,8 +114,9 @@ TEST_F(FindAttemptOutputTest, AnEndedJobHasNoSubtaskDetailToFindOutputIn) {
   auto found = findAttemptOutput(status.asReader(), "a", 0);
   ASSERT_FALSE(found.ok());
   EXPECT_EQ(found.error().message,
-            "job 00000000000000100000000000000001 has ended (FINISHED): the master keeps no "
-            "subtask detail of an ended job, so the output of its attempts cannot be located");
+            "job 00000000000000100000000000000001 has ended (FINISHED): the leader has no subtask "
+            "detail of it (the job ended under an earlier leader, or its detail was dropped by "
+            "retention), so the output of its attempts cannot be located");
 }
 
 // ---- AttemptOutputReader against a fake worker ---------------------------------------------
