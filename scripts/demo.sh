@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The local demo (README command one): a ZooKeeper server on loopback, three regent masters
-# electing a leader, two workers registering their slots, jobs submitted, the leader killed and
-# replaced (the jobs still listed, the slot table rebuilt from the workers' reports),
-# `regentctl failover`, then a graceful hand-over. Everything it
+# electing a leader, two workers registering their slots, jobs run on them (a DAG whose output
+# `regentctl jobs logs` shows, a flaky task restarted by its strategy, long-running jobs), the
+# leader killed and replaced (the jobs still listed and run, the slot table rebuilt from the
+# workers' reports), `regentctl failover`, a graceful hand-over, then a cancel. Everything it
 # starts is stopped, and its temporary directory removed, when it ends (even on Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +26,20 @@ worker_pids=()
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
-  # Workers and masters first (SIGTERM: workers disconnect, masters hand over, all exit), then
-  # ZooKeeper; SIGKILL for whatever is still running after 5 s. The shell's "Killed" notes are
+  # Workers, then masters (SIGTERM: workers stop their tasks and disconnect, masters hand over,
+  # all exit), then ZooKeeper; SIGKILL for whatever is still running after 5 s. The shell's "Killed" notes are
   # not news here.
   {
     local pid
-    for pid in "${worker_pids[@]}" "${master_pids[@]}"; do kill -TERM "$pid" || true; done
+    # Workers first, while a leader still takes their tasks' last updates and their goodbye.
+    for pid in "${worker_pids[@]}"; do kill -TERM "$pid" || true; done
+    for _ in $(seq 100); do
+      local alive=0
+      for pid in "${worker_pids[@]}"; do kill -0 "$pid" && alive=1; done
+      [ "$alive" = 0 ] && break
+      sleep 0.1
+    done
+    for pid in "${master_pids[@]}"; do kill -TERM "$pid" || true; done
     [ -n "$zk_pid" ] && { kill -TERM "$zk_pid" || true; }
     for _ in $(seq 50); do
       local alive=0
@@ -182,10 +191,78 @@ wait_for_workers 2
 say "\$ regentctl workers"
 ctl workers
 say "\$ regentctl slots"
-ctl slots > "$work/slots-before.txt"
-cat "$work/slots-before.txt"
+ctl slots
 
-say "Submitting three jobs to the leader. Each JobGraph is validated, stored in ZooKeeper, then accepted."
+# Tasks run as an unprivileged user (worker.task-user, `nobody` by default) when the demo runs as
+# root: they must be able to enter the demo's directory to reach their own under the workers'
+# data directories, and the jobs below share files through $shared.
+chmod 755 "$work"
+shared="$work/shared"
+mkdir -p "$shared"
+chmod 1777 "$shared"
+
+# The state of job $1 as `regentctl jobs list` shows it (empty when not listed).
+job_state() { ctl --json jobs list 2>/dev/null | grep "\"$1\"" | json_field state; }
+# Polls (at most $3 s) until job $1 is in state $2.
+wait_for_job() {
+  for _ in $(seq $(($3 * 5))); do
+    [ "$(job_state "$1")" = "$2" ] && return 0
+    sleep 0.2
+  done
+  echo "demo: job $1 is $(job_state "$1"), not $2, after $3 s" >&2
+  return 1
+}
+
+say "Running a small DAG: split (2 subtasks) -> count (2) -> sum (1). Each vertex starts only after every subtask upstream finished; the workers run the commands, as user nobody when the demo runs as root."
+cat >"$work/sum.yaml" <<YAML
+name: sum-of-1-to-1000
+vertices:
+  - name: split
+    parallelism: 2
+    command:
+      argv: [/bin/sh, -c, 'seq 1 1000 | awk -v i="\$REGENT_SUBTASK_INDEX" "NR % 2 == i" > "$shared/part-\$REGENT_SUBTASK_INDEX"; echo "split \$REGENT_SUBTASK_INDEX wrote \$(wc -l < "$shared/part-\$REGENT_SUBTASK_INDEX") numbers"']
+    resources: {cpu: 0.5, memory: 64MiB}
+  - name: count
+    parallelism: 2
+    command:
+      argv: [/bin/sh, -c, 'awk "{ s += \\\$1 } END { print s }" "$shared/part-\$REGENT_SUBTASK_INDEX" > "$shared/sum-\$REGENT_SUBTASK_INDEX"; echo "count \$REGENT_SUBTASK_INDEX: \$(cat "$shared/sum-\$REGENT_SUBTASK_INDEX")"']
+    resources: {cpu: 0.5, memory: 64MiB}
+    upstream: [split]
+  - name: sum
+    command:
+      argv: [/bin/sh, -c, 'echo "sum of 1..1000 = \$((\$(cat "$shared"/sum-* | paste -sd+)))"']
+    resources: {cpu: 0.5, memory: 64MiB}
+    upstream: [count]
+YAML
+sum_job=$(ctl jobs submit "$work/sum.yaml")
+step "\$ regentctl jobs submit sum.yaml   ->   $sum_job"
+wait_for_job "$sum_job" FINISHED 60
+say "\$ regentctl jobs status $sum_job"
+ctl jobs status "$sum_job"
+say "\$ regentctl jobs logs $sum_job --vertex sum   (the output, read from the worker that ran it)"
+ctl jobs logs "$sum_job" --vertex sum
+
+say "A flaky job: its one task fails twice (exit 1), then succeeds. Its fixed-delay restart strategy allows 3 restarts."
+cat >"$work/flaky.yaml" <<YAML
+name: flaky
+vertices:
+  - name: try
+    command:
+      argv: [/bin/sh, -c, 'n=\$((\$(cat "$shared/tries" 2>/dev/null || echo 0) + 1)); echo \$n > "$shared/tries"; echo "try \$n"; [ \$n -ge 3 ]']
+    resources: {cpu: 0.5, memory: 64MiB}
+restart_strategy:
+  type: fixed-delay
+  attempts: 3
+  delay: 500ms
+YAML
+flaky_job=$(ctl jobs submit "$work/flaky.yaml")
+step "\$ regentctl jobs submit flaky.yaml   ->   $flaky_job"
+wait_for_job "$flaky_job" FINISHED 60
+say "\$ regentctl jobs status $flaky_job   (two restarts, the last failure kept)"
+ctl jobs status "$flaky_job"
+
+say "Submitting three long-running jobs (extract: 2 subtasks sleeping 20 s, then load). They hold slots through the failovers below."
+long_jobs=()
 for name in wordcount etl-nightly report; do
   cat >"$work/$name.yaml" <<YAML
 name: $name
@@ -193,17 +270,30 @@ vertices:
   - name: extract
     parallelism: 2
     command:
-      argv: [sleep, "30"]
+      argv: [sleep, "20"]
+    resources: {cpu: 0.5, memory: 64MiB}
   - name: load
     parallelism: 1
     command:
-      argv: [sleep, "5"]
+      argv: [sleep, "2"]
+    resources: {cpu: 0.5, memory: 64MiB}
     upstream: [extract]
 YAML
-  step "\$ regentctl jobs submit $name.yaml   ->   $(ctl jobs submit "$work/$name.yaml")"
+  id=$(ctl jobs submit "$work/$name.yaml")
+  long_jobs+=("$id")
+  step "\$ regentctl jobs submit $name.yaml   ->   $id"
+done
+for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
+# Until every extract subtask holds its slot (6 allocated), so the table is settled.
+for _ in $(seq 150); do
+  [ "$(ctl --json slots 2>/dev/null | grep -c '"ALLOCATED"')" -ge 6 ] && break
+  sleep 0.2
 done
 say "\$ regentctl jobs list"
 ctl jobs list
+say "\$ regentctl slots"
+ctl slots > "$work/slots-before.txt"
+cat "$work/slots-before.txt"
 
 say "Killing the leader (pid $leader_pid) with SIGKILL: no goodbye, as if its machine died."
 killed_at=$(now_ms)
@@ -217,8 +307,10 @@ leader_pid=$(json_field pid <<<"$leader")
 say "\$ regentctl leader"
 ctl leader
 step "The epoch went up by one, to $epoch."
+for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list   (the new leader recovered every job from ZooKeeper)"
 ctl jobs list
+step "The ended jobs keep their results; each unfinished job got a new JobMaster, which starts it again from its JobGraph in the slots the workers still hold (the same allocations); the old attempts are cancelled."
 
 say "The workers noticed the new leader in ZooKeeper and registered with it; its slot table is rebuilt from their reports alone."
 wait_for_workers 2
@@ -250,6 +342,7 @@ ctl failover
 leader=$(wait_for_leader_after "$epoch")
 epoch=$(json_field epoch <<<"$leader")
 leader_pid=$(json_field pid <<<"$leader")
+for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list"
 ctl jobs list
 
@@ -269,10 +362,27 @@ done
 say "\$ regentctl leader"
 ctl leader
 
+for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list"
 ctl jobs list
 
 say "\$ regentctl workers   (the workers followed every leader)"
 ctl workers
 
-say "Done: one leader at a time, a crash survived, two hand-overs, the jobs listed by every leader, and the workers' slots rebuilt by each. Stopping everything the demo started."
+say "\$ regentctl jobs cancel ${long_jobs[0]}   (its processes are stopped on the workers: SIGTERM to each task's process group)"
+# Its attempts cancelled at the failovers above are already in the workers' logs: count them.
+canceled_lines() { cat "$work"/worker-*.log | grep "task ended .*job=${long_jobs[0]} .*state=CANCELED" || true; }
+before=$(canceled_lines | wc -l)
+ctl jobs cancel "${long_jobs[0]}"
+wait_for_job "${long_jobs[0]}" CANCELED 30
+# The cancel returns once the CANCELED result is stored; the workers then stop the tasks.
+for _ in $(seq 100); do
+  [ "$(canceled_lines | wc -l)" -ge $((before + 2)) ] && break
+  sleep 0.2
+done
+step "What the workers logged for its two running tasks:"
+canceled_lines | tail -n +$((before + 1)) | sed 's/^/    /'
+say "\$ regentctl jobs list"
+ctl jobs list
+
+say "Done: jobs run on the workers (a DAG in order, a flaky task restarted by its strategy), one leader at a time, a crash survived, two hand-overs, the jobs carried on by every leader, the workers' slots rebuilt by each, and a cancel that stopped a job's processes. Stopping everything the demo started."
