@@ -273,9 +273,9 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
                   // The connection the worker's slots were offered on is gone: none of them can
                   // be deployed into any more. The worker is lost at once, as after
                   // heartbeat.timeout (its live attempts, this one included, fail).
-                  loseWorker(deployment.worker, "worker " + deployment.worker.toHex() +
-                                                    " lost: submitTask failed: " +
-                                                    describeException(exception));
+                  loseWorker(deployment.worker,
+                             "worker " + deployment.worker.toHex() +
+                                 " lost: submitTask failed: " + describeException(exception));
                   return;
                 }
                 deployFailed(deployment, why);
@@ -471,8 +471,23 @@ void JobMasters::JobMaster::heartbeatRound() {
                          }));
   }
   for (const ResourceId& id : silent) {
-    loseWorker(id, "worker " + id.toHex() + " lost: no heartbeat for " +
-                       formatDuration(owner_.options_.heartbeatTimeout));
+    const std::string message = "worker " + id.toHex() + " lost: no heartbeat for " +
+                                formatDuration(owner_.options_.heartbeatTimeout);
+    // Told, best effort: a worker that was only paused reads this once it wakes up, cancels the
+    // job's attempts and frees its slots. No JobMaster heartbeat reaches it any more, so while
+    // its registration with the ResourceManager stands it would not learn otherwise.
+    auto request = workers_.at(id).client.disconnectRequest();
+    request.setEpoch(owner_.epoch_);
+    wire::setWireId(request.initSender().initJobMaster(), job_);
+    request.setCause(message);
+    tasks_.add(rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                                 "TaskExecutorGateway.disconnect", request.send())
+                   .then([](auto) {},
+                         [id](kj::Exception&& exception) {
+                           spdlog::debug("disconnect of lost worker {} failed: {}", id.toHex(),
+                                         describeException(exception));
+                         }));
+    loseWorker(id, message);
   }
 }
 

@@ -5,7 +5,9 @@
 // subtask attempts (TaskExecutorGateway.submitTask), follows their states
 // (updateTaskExecutionState, idempotent by attempt id and state), restarts failed subtasks by
 // the job's restart strategy, heartbeats the workers holding its slots and fails the attempts of
-// a worker silent for heartbeat.timeout, and reports the job's end to the Dispatcher.
+// a worker silent for heartbeat.timeout (and tells it, best effort, with
+// TaskExecutorGateway.disconnect: a paused worker frees the job's slots once it wakes up), and
+// reports the job's end to the Dispatcher.
 //
 // A vertex is runnable once every subtask of every upstream vertex FINISHED. A job is CREATED
 // until an attempt first runs, then RUNNING, RESTARTING while a restart delay runs

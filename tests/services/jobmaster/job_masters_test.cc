@@ -51,6 +51,7 @@ struct FakeWorker {
   std::vector<AttemptId> cancelled;
   std::vector<AllocationId> freed;
   size_t heartbeats = 0;
+  std::vector<std::string> disconnects;  // Causes.
 };
 
 class FakeTaskExecutor final : public TaskExecutorGateway::Server {
@@ -92,6 +93,11 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     EXPECT_TRUE(context.getParams().getSender().isJobMaster());
     ++state_.heartbeats;
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> disconnect(DisconnectContext context) override {
+    EXPECT_TRUE(context.getParams().getSender().isJobMaster());
+    state_.disconnects.push_back(context.getParams().getCause().cStr());
     return kj::READY_NOW;
   }
 
@@ -537,6 +543,9 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   ASSERT_TRUE(masters_->describe(job, status));
   EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()),
             "worker " + workerA_.toHex() + " lost: no heartbeat for 10s");
+  // It is told (a paused worker reads it when it wakes up, and frees the job's slots).
+  EXPECT_EQ(silent.disconnects,
+            std::vector<std::string>{"worker " + workerA_.toHex() + " lost: no heartbeat for 10s"});
   // The worker's heartbeats are refused now: it offers its slots again.
   auto request = gateway(job).heartbeatRequest();
   request.setEpoch(kEpoch);
