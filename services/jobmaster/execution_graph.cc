@@ -654,14 +654,14 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
   if (!reason.empty()) status.setWaitingReason(reason);
 }
 
-bool ExecutionGraph::isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
-                                     const AttemptId& attempt) const {
+bool ExecutionGraph::isLiveAttempt(std::string_view vertex, uint32_t subtaskIndex,
+                                   const AttemptId& attempt) const {
   auto found = vertexByName_.find(vertex);
   if (found == vertexByName_.end()) return false;
   const Vertex& v = vertices_[found->second];
   if (subtaskIndex >= v.parallelism) return false;
   const Subtask& subtask = subtasks_[v.first + subtaskIndex];
-  return subtask.attempts > 0 && subtask.attempt == attempt;
+  return subtask.attempts > 0 && subtask.attempt == attempt && subtask.phase == Phase::kLive;
 }
 
 std::vector<AttemptId> ExecutionGraph::unknownAmong(const std::vector<AttemptId>& attempts) const {

@@ -166,9 +166,11 @@ class ExecutionGraph final {
     return graph_.getVertices()[vertex];
   }
   AttemptId attemptOf(uint32_t subtask) const { return subtasks_[subtask].attempt; }
-  // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex`.
-  bool isLatestAttempt(std::string_view vertex, uint32_t subtaskIndex,
-                       const AttemptId& attempt) const;
+  // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex` and
+  // still live (DEPLOYING, RUNNING, CANCELING). An attempt the JobMaster failed (its worker was
+  // lost, say) is not live any more, even before the subtask's next attempt is deployed.
+  bool isLiveAttempt(std::string_view vertex, uint32_t subtaskIndex,
+                     const AttemptId& attempt) const;
   // Those of `attempts` that are no subtask's latest attempt (a worker's heartbeat lists them:
   // the worker runs what this JobMaster does not know, or no longer wants).
   std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;

@@ -90,6 +90,9 @@ class JobMasters::JobMaster final {
   struct Worker {
     wire::TaskExecutorGateway::Client client;
     MonoTime lastHeard;
+    // Which offer handed over `client`: a call that lost its connection takes the worker away
+    // only while no later offer (a new connection) replaced the client it went through.
+    uint64_t link = 0;
   };
 
   int64_t nowMs() const { return owner_.wallNow(); }
@@ -122,6 +125,7 @@ class JobMasters::JobMaster final {
   std::shared_ptr<JobMaster*> link_ = std::make_shared<JobMaster*>(this);
   wire::JobMasterGateway::Client gateway_ = nullptr;  // Set by start().
   std::map<ResourceId, Worker> workers_;
+  uint64_t nextLink_ = 0;  // Worker::link of the latest offer.
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
   wire::JobState reportedState_ = wire::JobState::CREATED;
@@ -222,6 +226,7 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
     return;
   }
   const auto vertex = execution_.vertexReader(execution_.vertexOf(deployment.subtask));
+  const uint64_t link = worker->second.link;
   auto request = worker->second.client.submitTaskRequest();
   request.setEpoch(owner_.epoch_);
   auto out = request.initDeployment();
@@ -260,9 +265,21 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
                     .field("resource_id", deployment.worker.toHex());
                 event(line);
               },
-              [this, deployment](kj::Exception&& exception) {
-                deployFailed(deployment, "submitTask to worker " + deployment.worker.toHex() +
-                                             " failed: " + describeException(exception));
+              [this, deployment, link](kj::Exception&& exception) {
+                const std::string why = "submitTask to worker " + deployment.worker.toHex() +
+                                        " failed: " + describeException(exception);
+                auto worker = workers_.find(deployment.worker);
+                if (exception.getType() == kj::Exception::Type::DISCONNECTED &&
+                    worker != workers_.end() && worker->second.link == link) {
+                  // The connection the worker's slots were offered on is gone: none of them can
+                  // be deployed into any more. The worker is lost at once, as after
+                  // heartbeat.timeout (its live attempts, this one included, fail).
+                  loseWorker(deployment.worker,
+                             "worker " + deployment.worker.toHex() +
+                                 " lost: submitTask failed: " + describeException(exception));
+                  return;
+                }
+                deployFailed(deployment, why);
               }));
 }
 
@@ -455,8 +472,23 @@ void JobMasters::JobMaster::heartbeatRound() {
                          }));
   }
   for (const ResourceId& id : silent) {
-    loseWorker(id, "worker " + id.toHex() + " lost: no heartbeat for " +
-                       formatDuration(owner_.options_.heartbeatTimeout));
+    const std::string message = "worker " + id.toHex() + " lost: no heartbeat for " +
+                                formatDuration(owner_.options_.heartbeatTimeout);
+    // Told, best effort: a worker that was only paused reads this once it wakes up, cancels the
+    // job's attempts and frees its slots. No JobMaster heartbeat reaches it any more, so while
+    // its registration with the ResourceManager stands it would not learn otherwise.
+    auto request = workers_.at(id).client.disconnectRequest();
+    request.setEpoch(owner_.epoch_);
+    wire::setWireId(request.initSender().initJobMaster(), job_);
+    request.setCause(message);
+    tasks_.add(rpc::withDeadline(owner_.timer_, owner_.options_.callTimeout,
+                                 "TaskExecutorGateway.disconnect", request.send())
+                   .then([](auto) {},
+                         [id](kj::Exception&& exception) {
+                           spdlog::debug("disconnect of lost worker {} failed: {}", id.toHex(),
+                                         describeException(exception));
+                         }));
+    loseWorker(id, message);
   }
 }
 
@@ -486,15 +518,17 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     if (accepted[i]) wire::setWireId(out[next++], offers[i].allocation);
   }
   auto client = params.getTaskExecutor();
-  if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow()});
-  // Attempts still running in the offered slots (the previous term's): this JobMaster knows
-  // none of them, so they stop and their subtasks run afresh.
+  if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow(), ++nextLink_});
+  // Attempts still running in the offered slots that this JobMaster does not follow as live:
+  // the previous term's, or one it failed when it lost the worker (a worker that was paused past
+  // heartbeat.timeout offers its slots again once it registers again). They stop; their
+  // subtasks run afresh.
   for (auto slot : slots) {
     for (auto running : slot.getRunningAttempts()) {
       const auto attempt = wire::idFromWire<AttemptId>(running.getAttemptId());
       const auto vertex = running.getVertexName();
-      if (execution_.isLatestAttempt({vertex.cStr(), vertex.size()}, running.getSubtaskIndex(),
-                                     attempt)) {
+      if (execution_.isLiveAttempt({vertex.cStr(), vertex.size()}, running.getSubtaskIndex(),
+                                   attempt)) {
         continue;
       }
       spdlog::info("job {}: cancelling attempt {} offered running in allocation {} of worker {}",

@@ -5,7 +5,9 @@
 // subtask attempts (TaskExecutorGateway.submitTask), follows their states
 // (updateTaskExecutionState, idempotent by attempt id and state), restarts failed subtasks by
 // the job's restart strategy, heartbeats the workers holding its slots and fails the attempts of
-// a worker silent for heartbeat.timeout, and reports the job's end to the Dispatcher.
+// a worker silent for heartbeat.timeout (and tells it, best effort, with
+// TaskExecutorGateway.disconnect: a paused worker frees the job's slots once it wakes up), and
+// reports the job's end to the Dispatcher.
 //
 // A vertex is runnable once every subtask of every upstream vertex FINISHED. A job is CREATED
 // until an attempt first runs, then RUNNING, RESTARTING while a restart delay runs
@@ -16,7 +18,8 @@
 // The gateway a JobMaster serves (workers call it):
 // - offerSlots: notRegistered unless JobMasterPort::workerAddress knows the worker; accepts the
 //   slots a waiting subtask of a runnable vertex fits (the rest the worker frees); cancels the
-//   offered running attempts it does not know; deploys in a later turn.
+//   offered running attempts that are not a subtask's live attempt (unknown to it, or failed
+//   when it lost the worker); deploys in a later turn.
 // - updateTaskExecutionState: notFound for an attempt that is no subtask's latest attempt;
 //   repeats and states older than the known one change nothing. The job's first RUNNING feeds
 //   JobMasterCounters' submit-to-running histogram.
@@ -24,9 +27,12 @@
 //   again); attempts it lists that the JobMaster does not know are cancelled (attempts it does
 //   not list are left to their own updates: an ended attempt's update may still be on its way).
 // - disconnect: the worker's attempts FAIL at once and its slots leave the job.
-// A submitTask that is refused, times out (callTimeout) or loses its connection fails its
-// attempt with a message naming why; failures go to the restart strategy (restart_strategy.h),
-// scheduling decisions to the ExecutionGraph (execution_graph.h).
+// A submitTask that is refused (a Failure) or times out (callTimeout) fails its attempt with a
+// message naming why. One that loses its connection (DISCONNECTED) loses the worker, as
+// heartbeat.timeout does: its live attempts fail and its slots leave the job, so no restart is
+// deployed into a slot that cannot be reached. Failures, a lost worker's included, go to the
+// restart strategy (restart_strategy.h), scheduling decisions to the ExecutionGraph
+// (execution_graph.h).
 #pragma once
 
 #include <kj/async.h>

@@ -4,6 +4,7 @@
 #include "services/taskexecutor/task_executor.h"
 
 #include <kj/debug.h>
+#include <kj/vector.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -447,7 +448,7 @@ void TaskExecutor::onRegistered(Registered&& registered) {
                .field("leader", registered.leaderId)
                .field("attempts", attemptsThisRound_));
   attemptsThisRound_ = 0;
-  onJobsRegistered(registered.epoch);
+  onJobsRegistered();
 }
 
 kj::Promise<std::string> TaskExecutor::watchRegistration() {
@@ -665,13 +666,20 @@ bool TaskExecutor::epochStands(uint64_t epoch) const {
          shared_->gate.highest() == epoch && bootstrap_ != nullptr;
 }
 
-void TaskExecutor::onJobsRegistered(uint64_t epoch) {
-  for (auto& [job, held] : jobs_) {
-    if (held->gatewayEpoch != epoch) held->gateway = nullptr;
-  }
+void TaskExecutor::onJobsRegistered() {
+  // Asked again through this registration's bootstrap: a JobMaster reached before may be gone
+  // (released while this worker was away) even when the epoch is the same.
+  for (auto& [job, held] : jobs_) held->gateway = nullptr;
+  // Every allocated slot, also one accepted in this epoch already: registering again in the
+  // same epoch means the ResourceManager dropped this worker (a pause past heartbeat.timeout,
+  // say), and the JobMaster may have dropped it too, failed its attempts, or ended. The offer
+  // tells the JobMaster what runs here; it cancels what it no longer wants, and a job the leader
+  // no longer runs (notFound) has its slots freed.
   std::set<JobId> toOffer;
-  for (const SlotState& slot : slots_) {
-    if (slot.allocation && slot.job && slot.acceptedEpoch != epoch) toOffer.insert(*slot.job);
+  for (SlotState& slot : slots_) {
+    if (!slot.allocation || !slot.job) continue;
+    slot.acceptedEpoch = 0;
+    toOffer.insert(*slot.job);
   }
   for (const JobId& job : toOffer) scheduleOffer(job);
   std::vector<JobId> waiting;
@@ -736,6 +744,11 @@ kj::Promise<void> TaskExecutor::offerLoop(JobId job, uint64_t epoch) {
     }
   }
   if (offered.empty()) {
+    // Registered in another epoch meanwhile: that registration's offer (onJobsRegistered) found
+    // this loop running and left the slots to it.
+    if (epoch != registeredEpoch_ && epochStands(registeredEpoch_)) {
+      return offerLoop(job, registeredEpoch_);
+    }
     held.offering = false;
     forgetIfIdle(job);
     return kj::READY_NOW;
@@ -1179,8 +1192,64 @@ kj::Promise<void> TaskExecutor::flushUpdates(Duration bound) {
   return kj::mv(paf.promise).exclusiveJoin(timer_.afterDelay(bound.count() * kj::MILLISECONDS));
 }
 
+kj::Promise<void> TaskExecutor::disconnectJobMasters(const std::string& cause) {
+  if (runner_ == nullptr || !epochStands(registeredEpoch_)) return kj::READY_NOW;
+  const uint64_t epoch = registeredEpoch_;
+  std::set<JobId> jobs;
+  for (const SlotState& slot : slots_) {
+    if (slot.allocation && slot.job) jobs.insert(*slot.job);
+  }
+  if (jobs.empty()) return kj::READY_NOW;
+  kj::Vector<kj::Promise<void>> calls;
+  for (const JobId& job : jobs) {
+    calls.add(
+        jobMaster(job, epoch)
+            .then([this, job, epoch, cause](
+                      rpc::Attempt<wire::JobMasterGateway::Client> reached) -> kj::Promise<void> {
+              if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
+                spdlog::info(
+                    "task executor {}: not telling the JobMaster of job {} that the "
+                    "worker leaves: {}",
+                    options_.resourceId.toHex(), job.toHex(), failure->describe());
+                return kj::READY_NOW;
+              }
+              auto request = std::get<wire::JobMasterGateway::Client>(reached).disconnectRequest();
+              request.setEpoch(epoch);
+              wire::setWireId(request.initResourceId(), options_.resourceId);
+              request.setCause(cause);
+              return leaders_.deadline()
+                  .send(kj::mv(request))
+                  .then([this,
+                         job](capnp::Response<wire::JobMasterGateway::DisconnectResults> response) {
+                    if (!response.hasFailure()) return;
+                    spdlog::info(
+                        "task executor {}: the JobMaster of job {} refused the "
+                        "disconnect: {}",
+                        options_.resourceId.toHex(), job.toHex(),
+                        rpc::CallFailure::from(response.getFailure()).describe());
+                  });
+            })
+            .catch_([this, job](kj::Exception&& exception) {
+              spdlog::warn(
+                  "task executor {}: disconnecting from the JobMaster of job {} failed: "
+                  "{}",
+                  options_.resourceId.toHex(), job.toHex(), describeException(exception));
+            }));
+  }
+  const Duration bound = leaders_.deadline().timeout();
+  return kj::joinPromises(calls.releaseAsArray())
+      .exclusiveJoin(timer_.afterDelay(bound.count() * kj::MILLISECONDS).then([this, bound] {
+        spdlog::warn(
+            "task executor {}: the JobMasters did not answer the disconnect within {} "
+            "ms; leaving anyway",
+            options_.resourceId.toHex(), bound.count());
+      }));
+}
+
 kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   if (stopping_) return kj::READY_NOW;
+  // The JobMasters first, while the registration still stands to reach them.
+  kj::Promise<void> jobMasters = disconnectJobMasters(cause);
   stopping_ = true;
   loop_ = nullptr;  // No registering again.
   // Registered, or registerTaskExecutor accepted and the report not answered yet: either way
@@ -1197,8 +1266,12 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   bootstrap_ = nullptr;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager = kj::mv(resourceManager_);
   resourceManager_ = nullptr;
-  KJ_IF_MAYBE (gateway, resourceManager) {
-    if (held) {
+  if (!held) {
+    return jobMasters.then(kj::mv(logged));
+  }
+  return jobMasters.then([this, resourceManager = kj::mv(resourceManager), epoch, cause,
+                          logged]() mutable -> kj::Promise<void> {
+    KJ_IF_MAYBE (gateway, resourceManager) {
       auto request = gateway->disconnectRequest();
       request.setEpoch(epoch);
       wire::setWireId(request.initResourceId(), options_.resourceId);
@@ -1220,9 +1293,9 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
               })
           .then(kj::mv(logged));
     }
-  }
-  logged();
-  return kj::READY_NOW;
+    logged();
+    return kj::READY_NOW;
+  });
 }
 
 }  // namespace regent::taskexecutor

@@ -125,9 +125,11 @@ struct TaskExecutorCounters {
 //   (offerSlots, with this worker's gateway). unavailable, notRegistered, OVERLOADED and lost
 //   connections are retried with ExponentialBackoff(registrationInitial, registrationMax) while
 //   the slot stays allocated and the epoch stays; notFound (the job is unknown to the term) and
-//   any other refusal free the slots; slots missing from `accepted` are freed. Registered with a
-//   new epoch, every allocated slot is offered again to its job's new JobMaster, with the
-//   attempts running in it.
+//   any other refusal free the slots; slots missing from `accepted` are freed. After every
+//   registration (a new epoch, or the same one after the ResourceManager dropped this worker),
+//   every allocated slot is offered again to its job's JobMaster, with the attempts running in
+//   it: the JobMaster cancels those it does not follow, and a job the leader no longer runs
+//   (notFound) has its slots freed and its attempts cancelled.
 // - Attempts: submitTask starts the attempt through the TaskRunner (notFound when the
 //   allocation is not held for the job, invalidArgument for an empty argv, failedPrecondition
 //   without a TaskRunner), its environment the worker's plus REGENT_JOB_ID, REGENT_JOB_NAME,
@@ -156,10 +158,13 @@ class TaskExecutor final {
   // Starts registering (and keeps registered from then on). Call once.
   void start();
 
-  // Clean shutdown (SIGTERM): stops registering again, and when registered (or once
-  // registerTaskExecutor was accepted, before the slot report's answer) calls
-  // ResourceManagerGateway.disconnect once, bounded by the RPC call timeout. Never rejects.
-  // Logs "worker disconnected" when done; later calls resolve at once and do nothing.
+  // Clean shutdown (SIGTERM; after the tasks were killed and flushUpdates()): stops registering
+  // again; when registered, first calls JobMasterGateway.disconnect(epoch, resourceId, cause) of
+  // every job holding slots here (together, bounded by the RPC call timeout), so that each
+  // JobMaster drops this worker's slots at once instead of after heartbeat.timeout; then, when
+  // registered (or once registerTaskExecutor was accepted, before the slot report's answer),
+  // calls ResourceManagerGateway.disconnect once, bounded by the RPC call timeout. Never
+  // rejects. Logs "worker disconnected" when done; later calls resolve at once and do nothing.
   kj::Promise<void> disconnect(const std::string& cause);
 
   // Resolves once no attempt update waits to be delivered (the worker's stop: after the tasks
@@ -230,6 +235,9 @@ class TaskExecutor final {
   // Cancels the job's attempts, then frees its slots.
   void freeJob(const JobId& job, const std::string& cause);
   void answerJobMasterHeartbeat(const JobId& job, uint64_t epoch);
+  // disconnect(): JobMasterGateway.disconnect of every job holding slots here, while the
+  // registration stands. Resolves when all answered, or after the call timeout; never rejects.
+  kj::Promise<void> disconnectJobMasters(const std::string& cause);
 
   // One attempt as the worker holds it while it runs, and as it reports it.
   struct AttemptRecord {
@@ -269,9 +277,9 @@ class TaskExecutor final {
   // Frees the slot at `index` locally (its attempts cancelled).
   void releaseSlot(SlotState& slot, const std::string& cause);
   void fillAttempt(wire::TaskExecutionState::Builder state, const AttemptRecord& record) const;
-  // Registered with `epoch`: offers every slot not accepted there, drops what belongs to older
-  // epochs, delivers what waited.
-  void onJobsRegistered(uint64_t epoch);
+  // Registered (a new epoch or the same one again): offers every allocated slot again, asks for
+  // the JobMasters afresh, delivers what waited.
+  void onJobsRegistered();
 
   kj::Timer& timer_;
   client::LeaderClient& leaders_;

@@ -51,6 +51,7 @@ struct FakeWorker {
   std::vector<AttemptId> cancelled;
   std::vector<AllocationId> freed;
   size_t heartbeats = 0;
+  std::vector<std::string> disconnects;  // Causes.
 };
 
 class FakeTaskExecutor final : public TaskExecutorGateway::Server {
@@ -92,6 +93,11 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     EXPECT_TRUE(context.getParams().getSender().isJobMaster());
     ++state_.heartbeats;
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> disconnect(DisconnectContext context) override {
+    EXPECT_TRUE(context.getParams().getSender().isJobMaster());
+    state_.disconnects.push_back(context.getParams().getCause().cStr());
     return kj::READY_NOW;
   }
 
@@ -361,6 +367,34 @@ TEST_F(JobMastersTest, ARefusedSubmitFailsTheAttemptAndTheStrategyRestartsIt) {
   EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
 }
 
+TEST_F(JobMastersTest, ASubmitToAWorkerThatIsGoneTakesItsSlotsAwayAndTheRestartRunsElsewhere) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 100);
+  const JobId job = start(builder);
+  FakeWorker gone;
+  gone.submitMode = FakeWorker::Mode::kDisconnected;
+  ASSERT_EQ(offer(job, workerA_, gone, 1).size(), 1u);
+  settle();
+  ASSERT_EQ(gone.submitted.size(), 1u);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  const std::string lastFailure = status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr();
+  EXPECT_NE(lastFailure.find("worker " + workerA_.toHex() + " lost"), std::string::npos)
+      << lastFailure;
+  // The unreachable worker's slot left the job: the restart is never deployed into it, and the
+  // job declares the slot it needs again.
+  advance(Duration(1000));
+  EXPECT_EQ(gone.submitted.size(), 1u);
+  EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 1}}));
+  FakeWorker other;
+  ASSERT_EQ(offer(job, workerB_, other, 1).size(), 1u);
+  ASSERT_EQ(other.submitted.size(), 1u);
+  EXPECT_EQ(other.submitted[0].attemptNumber, 1u);
+  EXPECT_TRUE(listener_.ended.empty());
+}
+
 TEST_F(JobMastersTest, RestartsAtDifferentTimesEachRunWhenTheirDelayEnds) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(3, 1000);
@@ -516,6 +550,9 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   ASSERT_TRUE(masters_->describe(job, status));
   EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()),
             "worker " + workerA_.toHex() + " lost: no heartbeat for 10s");
+  // It is told (a paused worker reads it when it wakes up, and frees the job's slots).
+  EXPECT_EQ(silent.disconnects,
+            std::vector<std::string>{"worker " + workerA_.toHex() + " lost: no heartbeat for 10s"});
   // The worker's heartbeats are refused now: it offers its slots again.
   auto request = gateway(job).heartbeatRequest();
   request.setEpoch(kEpoch);
@@ -578,6 +615,29 @@ TEST_F(JobMastersTest, AnOfferWithRunningAttemptsCancelsThemAndDeploysAfresh) {
   ASSERT_EQ(worker.submitted.size(), 1u);
   EXPECT_NE(worker.submitted[0].attempt, previousTerms);
   EXPECT_EQ(worker.submitted[0].attemptNumber, 0u);
+}
+
+TEST_F(JobMastersTest, AnAttemptOfALostWorkerOfferedAgainIsCancelled) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 5000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  // Lost (here by its disconnect): the attempt FAILED and waits for its restart delay.
+  auto request = gateway(job).disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setCause("paused");
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  // The worker comes back and offers its slot with the attempt still running in it: the
+  // JobMaster failed that attempt, so it is cancelled.
+  offer(job, workerA_, worker, 1, {{worker.submitted[0].attempt, "a", 0}});
+  settle();
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{worker.submitted[0].attempt});
 }
 
 TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {

@@ -2,7 +2,8 @@
 // the leader of `epoch`, whose resourceManager(epoch) hands out a ResourceManagerGateway and whose
 // jobMaster(epoch, job) a JobMasterGateway, both recording every call (registrations with the
 // worker's gateway capability, slot reports, heartbeats, disconnects, slot offers, attempt
-// updates, JobMaster heartbeats) in a shared FakeMasterState the test reads and scripts.
+// updates, JobMaster heartbeats and disconnects) in a shared FakeMasterState the test reads and
+// scripts.
 #pragma once
 
 #include <capnp/capability.h>
@@ -110,6 +111,13 @@ struct FakeJobMasterHeartbeat {
   std::vector<AttemptId> deployed;
 };
 
+struct FakeJobMasterDisconnect {
+  uint64_t epoch = 0;
+  JobId job;
+  ResourceId resourceId;
+  std::string cause;
+};
+
 struct FakeMasterState {
   uint64_t epoch = 1;
   std::string masterId = "fake-master";
@@ -155,6 +163,9 @@ struct FakeMasterState {
   std::vector<FakeOffer> offers;
   std::vector<FakeUpdate> updates;
   std::vector<FakeJobMasterHeartbeat> jobMasterHeartbeats;
+  std::vector<FakeJobMasterDisconnect> jobMasterDisconnects;  // JobMasterGateway.disconnect.
+  // For each ResourceManagerGateway.disconnect: the JobMasterGateway.disconnect calls before it.
+  std::vector<size_t> jobMasterDisconnectsBeforeResourceManager;
 
   // The TaskExecutorGateway of the latest registration.
   wire::TaskExecutorGateway::Client taskExecutor() {
@@ -251,6 +262,8 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
   kj::Promise<void> disconnect(DisconnectContext context) override {
     auto params = context.getParams();
     state_->disconnects.emplace_back(params.getEpoch(), params.getCause().cStr());
+    state_->jobMasterDisconnectsBeforeResourceManager.push_back(
+        state_->jobMasterDisconnects.size());
     state_->disconnectRegistrations.push_back(wire::idFromWireIfSet<RegistrationId>(
         params.hasRegistrationId(), params.getRegistrationId()));
     return kj::READY_NOW;
@@ -311,6 +324,14 @@ class FakeJobMaster final : public wire::JobMasterGateway::Server {
       heartbeat.deployed.push_back(wire::idFromWire<AttemptId>(id));
     }
     state_->jobMasterHeartbeats.push_back(std::move(heartbeat));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> disconnect(DisconnectContext context) override {
+    auto params = context.getParams();
+    state_->jobMasterDisconnects.push_back(FakeJobMasterDisconnect{
+        params.getEpoch(), job_, wire::idFromWire<ResourceId>(params.getResourceId()),
+        params.getCause().cStr()});
     return kj::READY_NOW;
   }
 

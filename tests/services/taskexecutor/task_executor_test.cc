@@ -757,6 +757,55 @@ TEST_F(TaskExecutorTest, FlushUpdatesResolvesOnceTheKilledTasksUpdatesAreDeliver
   loop_.run(executor.flushUpdates(Duration(10000)));  // Nothing pending: at once.
 }
 
+// The worker's stop: after its tasks' updates, it tells each job's JobMaster it leaves (the
+// JobMaster drops its slots at once), and only then the ResourceManager.
+TEST_F(TaskExecutorTest, AStoppingWorkerDisconnectsFromItsJobMastersBeforeTheResourceManager) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  loop_.run(executor.disconnect("worker stopping"));
+  ASSERT_EQ(master_->jobMasterDisconnects.size(), 1u);
+  EXPECT_EQ(master_->jobMasterDisconnects[0].epoch, 1u);
+  EXPECT_EQ(master_->jobMasterDisconnects[0].job, kJob);
+  EXPECT_EQ(master_->jobMasterDisconnects[0].resourceId, kWorker);
+  EXPECT_EQ(master_->jobMasterDisconnects[0].cause, "worker stopping");
+  ASSERT_EQ(master_->disconnects.size(), 1u);
+  EXPECT_EQ(master_->jobMasterDisconnectsBeforeResourceManager, std::vector<size_t>{1});
+}
+
+// Registered again in the same epoch (the ResourceManager dropped the worker, say after a pause
+// past heartbeat.timeout): every allocated slot is offered again with its running attempts, so
+// that the JobMaster cancels what it no longer wants.
+TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsAgain) {
+  TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  const size_t offers = master_->offers.size();
+  master_->notRegisteredOnce = true;
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return master_->registrations.size() == 2 && executor.registered(); },
+          "the second registration");
+  waitFor([&] { return master_->offers.size() == offers + 1; }, "the slot offered again");
+  const auto& offer = master_->offers.back();
+  EXPECT_EQ(offer.epoch, 1u);
+  ASSERT_EQ(offer.slots.size(), 1u);
+  EXPECT_EQ(offer.slots[0].allocation, kAllocation);
+  ASSERT_EQ(offer.slots[0].running.size(), 1u);
+  EXPECT_EQ(offer.slots[0].running[0].attempt, kAttempt);
+}
+
+// ... and when the leader no longer runs the job (it ended while the worker was away), the slot
+// is freed and the attempt still running in it cancelled.
+TEST_F(TaskExecutorTest, RegisteredAgainItFreesTheSlotsOfAJobTheLeaderNoLongerRuns) {
+  TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  master_->unknownJobs.insert(kJob);
+  master_->notRegisteredOnce = true;
+  EXPECT_FALSE(resourceManagerHeartbeat(1));
+  waitFor([&] { return !executor.slots()[1].allocation; }, "the slot freed");
+  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt cancelled");
+  EXPECT_EQ(runner_->latest(kAttempt)->phase, TaskPhase::kCanceled);
+}
+
 TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
   std::ostringstream log;
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
