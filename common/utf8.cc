@@ -55,6 +55,22 @@ std::optional<size_t> firstInvalidUtf8(std::string_view text) {
   return std::nullopt;
 }
 
+std::string truncateUtf8(std::string_view text, size_t maxBytes) {
+  if (text.size() <= maxBytes) return std::string(text);
+  static constexpr std::string_view kEllipsis = "\u2026";
+  const size_t budget = maxBytes > kEllipsis.size() ? maxBytes - kEllipsis.size() : 0;
+  size_t end = 0;
+  while (end < text.size()) {
+    const Utf8Step step = decodeUtf8At(text, end);
+    const size_t length = step.valid ? step.length : 1;
+    if (end + length > budget) break;
+    end += length;
+  }
+  std::string out(text.substr(0, end));
+  if (maxBytes >= kEllipsis.size()) out += kEllipsis;
+  return out;
+}
+
 std::string sanitizeUtf8(std::string_view text) {
   if (isValidUtf8(text)) return std::string(text);
   std::string out;

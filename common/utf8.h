@@ -20,6 +20,12 @@ inline bool isValidUtf8(std::string_view text) { return !firstInvalidUtf8(text).
 // browsers and nlohmann::json's "replace" do) replaced by U+FFFD; valid text is returned as is.
 std::string sanitizeUtf8(std::string_view text);
 
+// At most `maxBytes` bytes of `text`, cut at a code point boundary (a multi-byte character is
+// never split), with "…" (3 bytes, counted in maxBytes) appended when something was cut.
+// Invalid bytes count as one byte each and are kept as they are. For messages from outside that
+// must stay bounded (a worker's failure message).
+std::string truncateUtf8(std::string_view text, size_t maxBytes);
+
 // One step of decoding `text` at byte `offset` (< text.size()): when `valid`, the code point
 // there and its length in bytes; otherwise `length` is the length of the maximal invalid
 // subpart there (at least 1) and `codePoint` is 0.

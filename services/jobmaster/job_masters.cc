@@ -16,6 +16,7 @@
 
 #include "common/event_line.h"
 #include "common/task_errors.h"
+#include "common/utf8.h"
 #include "conf/values.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
@@ -25,6 +26,9 @@
 namespace regent::jobmaster {
 
 namespace {
+
+// The longest failure message kept from a worker's report (bytes of UTF-8).
+constexpr size_t kMaxFailureMessageBytes = 4096;
 
 using wire::ExecutionState;
 
@@ -128,6 +132,7 @@ class JobMasters::JobMaster final {
   uint64_t nextLink_ = 0;  // Worker::link of the latest offer.
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
+  bool declareRetryArmed_ = false;  // A refused declaration is tried again after an interval.
   wire::JobState reportedState_ = wire::JobState::CREATED;
   bool endReported_ = false;
   bool releasing_ = false;
@@ -344,8 +349,21 @@ void JobMasters::JobMaster::declare() {
   declaredOnce_ = true;
   if (auto failure = owner_.resourceManager_.declareRequiredResources(job_, needs)) {
     spdlog::warn(
-        "job {}: declaring its required slots failed: {}", job_.toHex(),
-        failure->field.empty() ? failure->message : failure->field + ": " + failure->message);
+        "job {}: declaring its required slots failed: {}; declaring again in {}", job_.toHex(),
+        failure->field.empty() ? failure->message : failure->field + ": " + failure->message,
+        formatDuration(owner_.options_.heartbeatInterval));
+    // Refused (no registered worker fits yet, e.g. right after a failover): the ResourceManager
+    // holds no requirement for the job, so declare again later even if the needs stay the same.
+    declaredOnce_ = false;
+    if (!declareRetryArmed_) {
+      declareRetryArmed_ = true;
+      tasks_.add(owner_.timer_
+                     .afterDelay(owner_.options_.heartbeatInterval.count() * kj::MILLISECONDS)
+                     .then([this] {
+                       declareRetryArmed_ = false;
+                       queueSettle();
+                     }));
+    }
   }
 }
 
@@ -554,7 +572,11 @@ void JobMasters::JobMaster::updateTaskExecutionState(
   report.pid = state.getPid();
   report.exitCode = state.getExitCode();
   report.termSignal = state.getTermSignal();
-  report.failureMessage = {message.cStr(), message.size()};
+  // A worker's message is kept per failed subtask and in the JobResult: bounded, so that one
+  // report cannot make the result too large to store.
+  const std::string boundedMessage =
+      truncateUtf8(std::string_view(message.cStr(), message.size()), kMaxFailureMessageBytes);
+  report.failureMessage = boundedMessage;
   report.startedAtMs = state.getStartedAtMs();
   report.endedAtMs = state.getEndedAtMs();
   const bool otherJob = state.hasJobId() && wire::idFromWire<JobId>(state.getJobId()) != job_;
@@ -567,7 +589,7 @@ void JobMasters::JobMaster::updateTaskExecutionState(
     return;
   }
   if (outcome == ExecutionGraph::Update::kRepeated) return;
-  if (execution_.takeFirstRunning()) {
+  if (execution_.takeFirstRunning() && graph_.getSubmittedAtMs() >= owner_.termStartedAtMs_) {
     const int64_t submittedAtMs = graph_.getSubmittedAtMs();
     owner_.counters_.observeSubmitToRunning(
         static_cast<double>(std::max<int64_t>(0, nowMs() - submittedAtMs)) / 1000.0);
@@ -666,7 +688,9 @@ JobMasters::JobMasters(kj::Timer& timer, uint64_t epoch,
       resourceManager_(resourceManager),
       serve_(std::move(serve)),
       counters_(counters),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  termStartedAtMs_ = wallNow();
+}
 
 JobMasters::~JobMasters() noexcept {
   releases_.cancel("the term's JobMasters are gone");

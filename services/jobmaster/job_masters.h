@@ -125,6 +125,9 @@ class JobMasters final : public dispatcher::JobRunner {
 
   MonoTime monoNow() const;
   int64_t wallNow() const;
+  // Unix ms this term's JobMasters were created: the submit-to-running histogram observes only
+  // jobs submitted since (a job recovered from an earlier term would count the failover).
+  int64_t termStartedAtMs_ = 0;
   // Logs `line` with mono_us and wall_ms when options.logEvents.
   void event(EventLine& line) const;
   kj::Timer& timer_;

@@ -66,5 +66,14 @@ TEST(Utf8, PrintableEscapesControlsAndBidiAndReplacesInvalidBytes) {
   EXPECT_EQ(printableUtf8("bad\xff"), "bad\xef\xbf\xbd");
 }
 
+TEST(Utf8, TruncateKeepsShortTextAndCutsLongTextAtACodePointWithAnEllipsis) {
+  EXPECT_EQ(truncateUtf8("short", 16), "short");
+  EXPECT_EQ(truncateUtf8("abcdefghij", 8), "abcde\u2026");
+  // "é" is two bytes: with room for 4 bytes of text, "aé" + "é" would need 5, so 3 are kept.
+  EXPECT_EQ(truncateUtf8("a\u00e9\u00e9\u00e9\u00e9", 7), "a\u00e9\u2026");
+  EXPECT_LE(truncateUtf8(std::string(10000, 'x'), 4096).size(), 4096u);
+  EXPECT_TRUE(isValidUtf8(truncateUtf8("\u00e9\u00e9\u00e9\u00e9\u00e9", 8)));
+}
+
 }  // namespace
 }  // namespace regent

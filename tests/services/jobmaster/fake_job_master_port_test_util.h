@@ -21,6 +21,12 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
   std::optional<resourcemanager::SlotFailure> declareRequiredResources(
       const JobId& job, const std::vector<resourcemanager::Requirement>& needs) override {
     declarations[job].push_back(needs);
+    if (refuseDeclarations > 0) {
+      --refuseDeclarations;
+      return resourcemanager::SlotFailure{resourcemanager::SlotError::kInvalidArgument,
+                                          "no registered worker offers a slot that fits",
+                                          "requirements[0].profile"};
+    }
     return std::nullopt;
   }
   void disconnectJobMaster(const JobId& job, const std::string& cause) override {
@@ -33,6 +39,10 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
     return found->second;
   }
   resourcemanager::SlotCounts slotCounts() const override { return counts; }
+
+  // The next this many declarations are refused (invalidArgument), as when no registered worker
+  // fits yet.
+  int refuseDeclarations = 0;
 
   // The job's latest declaration as (cpuMillis, count) pairs; empty when none was made.
   std::vector<std::pair<uint32_t, uint32_t>> latest(const JobId& job) const {

@@ -246,7 +246,8 @@ class JobMastersTest : public ::testing::Test {
 };
 
 TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
-  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}}, JobId::random(), nowMs_ - 30);
+  // Submitted in this term: the JobMasters were created at nowMs_.
+  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}}, JobId::random(), nowMs_);
   const JobId job = start(builder);
   ASSERT_EQ(port_.registered, std::vector<JobId>{job});
   EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
@@ -260,6 +261,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(counters_.attemptsStarted, 2u);
 
   EXPECT_TRUE(listener_.states.empty());
+  advance(Duration(30));
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   ASSERT_EQ(listener_.states.size(), 1u);
   EXPECT_EQ(listener_.states[0].second, wire::JobState::RUNNING);
@@ -297,6 +299,28 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(masters_->gateway(job), nullptr);
   capnp::MallocMessageBuilder message;
   EXPECT_FALSE(masters_->describe(job, message.initRoot<wire::JobStatus>()));
+}
+
+TEST_F(JobMastersTest, ARefusedDeclarationIsMadeAgainAfterAHeartbeatInterval) {
+  port_.refuseDeclarations = 1;
+  JobGraphBuilder builder({{"a", 2}}, JobId::random(), nowMs_);
+  const JobId job = start(builder);
+  ASSERT_EQ(port_.declarations[job].size(), 1u);  // Refused: the ResourceManager holds nothing.
+  advance(Duration(2000));
+  ASSERT_EQ(port_.declarations[job].size(), 2u);  // The same needs, declared again.
+  EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  advance(Duration(2000));
+  EXPECT_EQ(port_.declarations[job].size(), 2u);  // Accepted: not repeated.
+}
+
+TEST_F(JobMastersTest, AJobRecoveredFromAnEarlierTermIsNotObservedInTheSubmitToRunningHistogram) {
+  JobGraphBuilder builder({{"a", 1}}, JobId::random(), nowMs_ - 3'600'000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  EXPECT_EQ(counters_.submitToRunningCount, 0u);
 }
 
 TEST_F(JobMastersTest, AServedGatewayAnswersDisconnectedAfterRelease) {
