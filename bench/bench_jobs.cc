@@ -671,6 +671,12 @@ class JobsBench final {
          formatFixed(ms(lastAcceptedUs - firstSubmitUs), 0) + " ms; ended " + ended + "; " +
          std::to_string(toRunning.size()) + " jobs logged a RUNNING attempt");
     notePhases("under load", client.jobs());
+    // A failed or canceled job is no throughput: the numbers would flatter a broken run.
+    if (states.size() != 1 || states.count("FINISHED") == 0) {
+      return Error::fatal("not every job ended FINISHED (ended " + ended +
+                          "): no throughput is reported; the master's log ends with:\n" +
+                          master_->outputTail(3000));
+    }
     // Where the CPU went meanwhile (two cores: 2 x the elapsed time is all there is), and how long
     // each process waited for one (the other work on the machine).
     std::string cpu = "CPU used (waited for a CPU) during the run, " +

@@ -194,7 +194,7 @@ class MasterSide {
       rpc::FencingCounters counters;
       rpc::LeadershipTerm term(1, counters);
       auto dispatcher = kj::heap<dispatcher::Dispatcher>(
-          1, *stores.value(), dispatcher::JobGraphLimits{}, 1000,
+          1, *stores.value(), loop.timer(), dispatcher::JobGraphLimits{}, 1000,
           [] { return int64_t{1700000000000}; });
       auto recovered = loop.run(dispatcher->recover());
       KJ_REQUIRE(recovered.ok(), recovered.error().message);

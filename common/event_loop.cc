@@ -397,7 +397,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
       stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
       stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&state->pipes[i]);
     } else if (!paths[i]->empty()) {
-      fileFds[i] = ::open(paths[i]->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      // Created new, never through a link: the directory may belong to another user (a task
+      // user), who must not point the parent's open at a file of its choosing.
+      fileFds[i] = ::open(paths[i]->c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
       if (fileFds[i] < 0) {
         std::string message = "cannot open " + *paths[i] + ": " + std::strerror(errno);
         if (fileFds[0] >= 0) ::close(fileFds[0]);

@@ -385,8 +385,9 @@ std::vector<OptionSpec> buildRegistry() {
                                 return host.empty() || isValidHost(host);
                               }}),
       option("worker.http.bind", kString, "0.0.0.0:8082",
-             "Address a worker's HTTP server (health, readiness, metrics) listens on; port 0 "
-             "picks a free port.",
+             "Address a worker's HTTP server (health, readiness, metrics, and the stdout and "
+             "stderr of its tasks at /v1/attempts/<id>/stdout|stderr, unauthenticated: bind it "
+             "to a private network) listens on; port 0 picks a free port.",
              hostPort(false, true)),
       option("worker.task-user", kString, "nobody",
              "Workers running as root: the unprivileged user tasks run as (its uid, primary gid, "

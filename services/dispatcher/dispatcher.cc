@@ -20,6 +20,9 @@ namespace regent::dispatcher {
 namespace {
 
 constexpr uint64_t kBusyRetryMs = 500;
+// The retries of a runner's dirty result while the store is unavailable.
+constexpr Duration kDirtyRetryInitial = std::chrono::milliseconds(200);
+constexpr Duration kDirtyRetryMax = std::chrono::seconds(10);
 
 JobFailure failure(JobFailure::Kind kind, std::string message, JobId job = JobId()) {
   JobFailure failed{kind, std::move(message)};
@@ -46,7 +49,14 @@ JobFailure storeFailure(const store::StoreError& error) {
 }
 
 // The refusal of a call on a job whose stored record is corrupt: what it is and what to do.
-JobFailure corruptFailure(JobId id, const std::string& reason) {
+JobFailure corruptFailure(JobId id, const std::string& reason, bool resultRecord) {
+  if (resultRecord) {
+    return failure(JobFailure::Kind::kFailedPrecondition,
+                   "job " + id.toHex() + " is CORRUPT: " + reason +
+                       "; it ended and never runs again, and its records are left in place for "
+                       "an operator",
+                   id);
+  }
   return failure(JobFailure::Kind::kFailedPrecondition,
                  "job " + id.toHex() + " is CORRUPT: its stored JobGraph record does not decode (" +
                      reason + "); it is left in place and not replaced; remove it with "
@@ -82,11 +92,13 @@ bool sameGraph(wire::JobGraph::Reader a, wire::JobGraph::Reader b) {
 
 }  // namespace
 
-Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
+Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer,
+                       JobGraphLimits limits,
                        size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner,
                        size_t endedDetailBudgetBytes)
     : epoch_(epoch),
       stores_(stores),
+      timer_(timer),
       limits_(std::move(limits)),
       retainClean_(retainClean),
       endedDetailBudgetBytes_(endedDetailBudgetBytes),
@@ -161,6 +173,7 @@ kj::Promise<Status> Dispatcher::recover() {
   endedByAge_.clear();
   cleanByAge_.clear();
   corrupt_.clear();
+  corruptResults_.clear();
   return canceler_.wrap(
       stores_.jobResults().listAll().then(
           [this](store::StoreResult<store::JobResults>&& results) -> kj::Promise<Status> {
@@ -171,6 +184,16 @@ kj::Promise<Status> Dispatcher::recover() {
             for (auto& result : results.value().results) {
               addEnded(wire::idFromWire<JobId>(result.get().getJobId()), result.get(),
                        result.get().getClean());
+            }
+            // A job with a result never runs again, even when that result does not decode.
+            for (const store::CorruptRecord& record : results.value().corrupt) {
+              const std::optional<JobId> id = JobId::fromHex(record.key);
+              if (!id) continue;  // Not a job id: the store logged it.
+              corrupt_[*id] = "its stored job result record does not decode (" + record.reason + ")";
+              corruptResults_.insert(*id);
+              spdlog::warn("dispatcher: job {} is CORRUPT (its job result record does not decode: "
+                           "{}); it is never run again and its records are left in place",
+                           id->toHex(), record.reason);
             }
             return stores_.jobGraphs().recoverAll().then(
                 [this](store::StoreResult<store::RecoveredJobGraphs>&& graphs)
@@ -183,6 +206,7 @@ kj::Promise<Status> Dispatcher::recover() {
                   std::set<JobId> withGraph;
                   for (auto& graph : graphs.value().graphs) {
                     const JobId id = wire::idFromWire<JobId>(graph.get().getJobId());
+                    if (corruptResults_.count(id) > 0) continue;  // Ended: never started.
                     auto endedJob = ended_.find(id);
                     if (endedJob != ended_.end()) {
                       // The job ended in an earlier term: finish its cleanup, never re-run it.
@@ -199,7 +223,7 @@ kj::Promise<Status> Dispatcher::recover() {
                     const std::optional<JobId> id = JobId::fromHex(record.key);
                     // A key that is not a job id cannot be named by one (the store logged it);
                     // an ended job's record is removed by its cleanup.
-                    if (!id || ended_.count(*id) > 0) continue;
+                    if (!id || ended_.count(*id) > 0 || corrupt_.count(*id) > 0) continue;
                     corrupt_[*id] = record.reason;
                     spdlog::warn(
                         "dispatcher: job {} is CORRUPT (its JobGraph record does not decode: {}); "
@@ -257,7 +281,7 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
   }
   const JobId id = wire::idFromWire<JobId>(graph.getJobId());
   if (auto corrupt = corrupt_.find(id); corrupt != corrupt_.end()) {
-    return JobOutcome(corruptFailure(id, corrupt->second));
+    return JobOutcome(corruptFailure(id, corrupt->second, corruptResults_.count(id) > 0));
   }
   auto existing = active_.find(id);
   if (existing != active_.end()) {
@@ -343,7 +367,7 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   }
   if (found == active_.end()) {
     if (auto corrupt = corrupt_.find(id); corrupt != corrupt_.end()) {
-      return JobOutcome(corruptFailure(id, corrupt->second));
+      return JobOutcome(corruptFailure(id, corrupt->second, corruptResults_.count(id) > 0));
     }
     if (ended_.count(id) > 0) {
       return JobOutcome(
@@ -370,7 +394,8 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
       result.setRestarts(restarts);
     }
   }
-  return endJob(id, flatCopy(result.asReader()), "job canceled", previous)
+  // No retry: the caller learns the failure and may cancel again.
+  return endJob(id, flatCopy(result.asReader()), "job canceled", previous, false)
       .then([this, id](JobOutcome&& outcome) {
         if (!outcome) spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
         return kj::mv(outcome);
@@ -389,9 +414,11 @@ void Dispatcher::jobStateChanged(JobId id, wire::JobState state, int64_t atMs) {
 
 void Dispatcher::jobEnded(JobId id, const JobEnd& end) {
   auto found = active_.find(id);
-  if (found == active_.end() || found->second.ending ||
-      found->second.state == wire::JobState::CANCELLING) {
-    return;  // Unknown, or already ending (a cancel's CANCELED wins).
+  if (found == active_.end() || found->second.ending) return;  // Unknown, or already ending.
+  if (found->second.state == wire::JobState::CANCELLING) {
+    // A cancel's CANCELED wins once stored; kept in case that write fails.
+    found->second.endDuringCancel = end;
+    return;
   }
   ActiveJob& job = found->second;
   const wire::JobState previous = job.state;
@@ -421,14 +448,38 @@ void Dispatcher::jobEnded(JobId id, const JobEnd& end) {
   }
   const std::string cause = "job " + wire::enumNameUpper(end.state) +
                             (end.failureMessage.empty() ? "" : ": " + end.failureMessage);
-  tasks_.add(endJob(id, flatCopy(result.asReader()), cause, previous).ignoreResult());
+  tasks_.add(endJob(id, flatCopy(result.asReader()), cause, previous, true).ignoreResult());
+}
+
+kj::Promise<store::StoreResult<void>> Dispatcher::storeDirty(JobId id,
+                                                             wire::JobResult::Reader result,
+                                                             bool retry,
+                                                             ExponentialBackoff backoff) {
+  return stores_.jobResults().createDirty(result).then(
+      [this, id, result, retry, backoff](store::StoreResult<void>&& dirty) mutable
+      -> kj::Promise<store::StoreResult<void>> {
+        if (dirty.ok() || !retry || dirty.error().code != store::StoreErrorCode::kUnavailable) {
+          return kj::mv(dirty);
+        }
+        const Duration delay = backoff.next();
+        spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; retrying in "
+                     "{} ms",
+                     wire::enumNameUpper(result.getState()), id.toHex(), dirty.error().message,
+                     delay.count());
+        return timer_.afterDelay(delay.count() * kj::MILLISECONDS)
+            .then([this, id, result, backoff]() mutable {
+              return storeDirty(id, result, true, backoff);
+            });
+      });
 }
 
 kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> result,
-                                           std::string cause, wire::JobState previous) {
+                                           std::string cause, wire::JobState previous,
+                                           bool retry) {
   inFlight_.insert(id);
   cleaning_.insert(id);
-  auto dirty = stores_.jobResults().createDirty(readOnly<wire::JobResult>(result));
+  auto dirty = storeDirty(id, readOnly<wire::JobResult>(result), retry,
+                          ExponentialBackoff(kDirtyRetryInitial, kDirtyRetryMax));
   return canceler_.wrap(dirty.then(
       [this, id, result = kj::mv(result), cause = std::move(cause), previous](
           store::StoreResult<void>&& dirty) mutable -> JobOutcome {
@@ -437,13 +488,27 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         if (!dirty.ok()) {
           inFlight_.erase(id);
           cleaning_.erase(id);
+          std::optional<JobEnd> endDuringCancel;
           if (found != active_.end()) {
             found->second.state = previous;
             found->second.ending = false;
+            endDuringCancel = std::exchange(found->second.endDuringCancel, std::nullopt);
           }
-          spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; the job "
-                       "stays active in this term and runs again under the next leader",
-                       wire::enumNameUpper(ended.getState()), id.toHex(), dirty.error().message);
+          if (endDuringCancel) {
+            spdlog::warn("dispatcher: the CANCELED result of job {} could not be stored: {}; the "
+                         "job ends as its runner reported meanwhile ({})",
+                         id.toHex(), dirty.error().message,
+                         wire::enumNameUpper(endDuringCancel->state));
+            jobEnded(id, *endDuringCancel);
+          } else if (dirty.error().code == store::StoreErrorCode::kFenced) {
+            spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; this term "
+                         "is over, and the next leader runs the job again from its JobGraph",
+                         wire::enumNameUpper(ended.getState()), id.toHex(), dirty.error().message);
+          } else {
+            spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; the job "
+                         "stays active",
+                         wire::enumNameUpper(ended.getState()), id.toHex(), dirty.error().message);
+          }
           return storeFailure(dirty.error());
         }
         // From here the job is over: a new leader finishes a cleanup left half done.
@@ -511,6 +576,13 @@ kj::Promise<JobOutcome> Dispatcher::removeCorrupt(JobId id) {
     return JobOutcome(failure(JobFailure::Kind::kFailedPrecondition,
                               "job " + id.toHex() + " is not corrupt; only a JobGraph record that "
                               "does not decode can be removed (cancel a job instead)",
+                              id));
+  }
+  if (corruptResults_.count(id) > 0) {
+    return JobOutcome(failure(JobFailure::Kind::kFailedPrecondition,
+                              "job " + id.toHex() + " is CORRUPT because its job result record "
+                              "does not decode; only a JobGraph record that does not decode can "
+                              "be removed, and a job with a result never runs again",
                               id));
   }
   // Read the record again: only what still does not decode is removed.

@@ -11,6 +11,7 @@
 #include <capnp/message.h>
 #include <kj/array.h>
 #include <kj/async.h>
+#include <kj/timer.h>
 
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,7 @@
 #include <string>
 #include <utility>
 
+#include "common/backoff.h"
 #include "common/ids.h"
 #include "common/event_line.h"
 #include "common/result.h"
@@ -95,8 +97,11 @@ struct JobCounts {
 // With a JobRunner (`runner`, which must outlive it): recover() starts every recovered job that
 // has no result, submit() starts a job once its JobGraph is persisted, and the runner's
 // jobEnded() ends the job as cancel() does: dirty result, JobRunner::release, JobGraph removed,
-// result clean. A store failure on the way is logged and the rest is left to the next leader
-// (which finishes a dirty result's cleanup, or runs a job without a result again).
+// result clean. The runner's end is final (its JobMaster runs nothing more), so its dirty result
+// is written again with backoff on `timer` while the store is unavailable, the job staying
+// "ending"; only a fenced store (this term is over) stops it, and the next leader runs the job
+// again from its JobGraph. A failure later on the way is logged and the rest is left to the next
+// leader (which finishes a dirty result's cleanup).
 //
 // Memory: each job's graph and each ended job's result is kept as one flat, canonical Cap'n
 // Proto buffer of its own size, and so is the detail of a job that ended in this term (its
@@ -112,9 +117,10 @@ class Dispatcher final : public JobRunnerListener {
   // about 2-3 MB), or of every retained job of a few subtasks.
   static constexpr size_t kEndedDetailBudgetBytes = size_t{64} << 20;
 
-  // `nowMs` gives Unix milliseconds (injected for tests). `runner` may be null (jobs stay
-  // CREATED); the Dispatcher sets itself as its listener.
-  Dispatcher(uint64_t epoch, store::LeaderStores& stores, JobGraphLimits limits,
+  // `nowMs` gives Unix milliseconds (injected for tests); `timer` (must outlive it) paces the
+  // retries of a runner's dirty result. `runner` may be null (jobs stay CREATED); the Dispatcher
+  // sets itself as its listener.
+  Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer, JobGraphLimits limits,
              size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner = nullptr,
              size_t endedDetailBudgetBytes = kEndedDetailBudgetBytes);
   ~Dispatcher() noexcept;
@@ -126,9 +132,10 @@ class Dispatcher final : public JobRunnerListener {
   // (dirty or clean) ended in an earlier term: a dirty result's cleanup is finished (its JobGraph
   // removed, the result marked clean) and the job is never re-run. Every other job is CREATED
   // and, once everything is read, started on the runner.
-  // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id
-  // (other corrupt records are logged and skipped). A retryable error when the store cannot be
-  // read.
+  // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id, and
+  // so is a job whose result record does not decode (it ended: it is never started, and
+  // removeCorrupt refuses it); other corrupt records are logged and skipped. A retryable error
+  // when the store cannot be read.
   // Logs "dispatcher recovered epoch=E jobs=N" on success.
   kj::Promise<Status> recover();
   bool recovered() const { return recovered_; }
@@ -172,7 +179,8 @@ class Dispatcher final : public JobRunnerListener {
   // (not while it is being cancelled). jobEnded writes the dirty result (restarts, net runtime,
   // failure from `end`; logs "job ended"), keeps the runner's detail of the job, then releases
   // (keeping the final detail release() resolves with), removes the JobGraph and marks the
-  // result clean (logs "job clean"). A job being cancelled keeps its CANCELED end.
+  // result clean (logs "job clean"). A job being cancelled keeps its CANCELED end; if the
+  // cancel's dirty write then fails, the job ends with the runner's end instead.
   void jobStateChanged(JobId job, wire::JobState state, int64_t atMs) override;
   void jobEnded(JobId job, const JobEnd& end) override;
 
@@ -183,6 +191,9 @@ class Dispatcher final : public JobRunnerListener {
     int64_t stateChangedAtMs = 0;
     bool started = false;  // Given to the runner (the graph stays until release resolved).
     bool ending = false;   // Its runner reported its end; the result is being stored.
+    // The runner's end, reported while a cancel's result was being stored: the job's end if
+    // that write fails.
+    std::optional<JobEnd> endDuringCancel;
   };
   struct EndedJob {
     kj::Array<capnp::word> result;  // Canonical.
@@ -194,11 +205,15 @@ class Dispatcher final : public JobRunnerListener {
   // Finishes the cleanup of a job that ended: JobGraph removed, result marked clean.
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
   void start(JobId id, ActiveJob& job);
-  // Writes `result` dirty for active job `id` (already in FAILING or CANCELLING); once stored the
-  // job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. Resolves with
-  // the store's failure, if any: the job then stays active, back in `previous`.
+  // Writes `result` dirty for active job `id` (already ending or CANCELLING); once stored the
+  // job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. With `retry`,
+  // an unavailable store is tried again with backoff. Resolves with the store's failure, if any:
+  // the job then stays active, back in `previous` (and ends with endDuringCancel if it has one).
   kj::Promise<JobOutcome> endJob(JobId id, kj::Array<capnp::word> result, std::string cause,
-                                 wire::JobState previous);
+                                 wire::JobState previous, bool retry);
+  // createDirty(result), again after a backoff delay while it fails kUnavailable and `retry`.
+  kj::Promise<store::StoreResult<void>> storeDirty(JobId id, wire::JobResult::Reader result,
+                                                   bool retry, ExponentialBackoff backoff);
   // In the background: release on the runner (when it was started; `graph` is kept until the
   // release resolved), JobGraph removed, result clean, "job clean" logged.
   void releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started, std::string cause,
@@ -218,6 +233,7 @@ class Dispatcher final : public JobRunnerListener {
 
   const uint64_t epoch_;
   store::LeaderStores& stores_;
+  kj::Timer& timer_;
   const JobGraphLimits limits_;
   const size_t retainClean_;
   const size_t endedDetailBudgetBytes_;
@@ -231,6 +247,8 @@ class Dispatcher final : public JobRunnerListener {
   std::set<std::pair<int64_t, JobId>> cleanByAge_;  // The clean ones.
   // Stored JobGraph records that do not decode, by job id: why. Kept until removeCorrupt.
   std::map<JobId, std::string> corrupt_;
+  // The ids in corrupt_ because their job result record does not decode: ended, never started.
+  std::set<JobId> corruptResults_;
   std::set<JobId> inFlight_;  // Submissions, cancellations or removals being persisted.
   std::set<JobId> cleaning_;  // From endJob() until the cleanup is done or failed.
   kj::Canceler canceler_;

@@ -100,7 +100,7 @@ kj::Promise<void> LeaderTerm::openStores() {
                   kj::mv(server), rpc::LeadershipTerm::Readiness::kImmediately);
             },
             jobMasterCounters_, options_.jobMaster);
-        dispatcher_ = kj::heap<dispatcher::Dispatcher>(epoch_, *stores_, options_.limits,
+        dispatcher_ = kj::heap<dispatcher::Dispatcher>(epoch_, *stores_, timer_, options_.limits,
                                                        options_.retainCleanResults,
                                                        options_.nowMs, jobMasters_.get());
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(

@@ -616,6 +616,11 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
   const auto resourceId = wire::idFromWire<ResourceId>(slotId.getResourceId());
   const auto job = wire::idFromWire<JobId>(params.getJobId());
   const auto allocation = wire::idFromWire<AllocationId>(params.getAllocationId());
+  if (stopping_ || (runner_ != nullptr && runner_->stopping())) {
+    rpc::failures::unavailable(results.initFailure(), 0,
+                               "worker " + options_.resourceId.toHex() + " is stopping");
+    return;
+  }
   if (resourceId != options_.resourceId || index >= slots_.size()) {
     rpc::failures::notFoundSlot(
         results.initFailure(), resourceId, index,
@@ -889,6 +894,11 @@ void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deplo
                               wire::TaskExecutorGateway::SubmitTaskResults::Builder results) {
   if (runner_ == nullptr) {
     rpc::failures::failedPrecondition(results.initFailure(), "this worker runs no tasks");
+    return;
+  }
+  if (stopping_ || runner_->stopping()) {
+    rpc::failures::unavailable(results.initFailure(), 0,
+                               "worker " + options_.resourceId.toHex() + " is stopping");
     return;
   }
   const auto job = wire::idFromWire<JobId>(deployment.getJobId());

@@ -200,6 +200,7 @@ struct TaskRunner::State {
   std::deque<std::string> strays;  // Attempt directories of earlier runs, oldest first.
   size_t running = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idleWaiters;
+  bool stopping = false;  // killAll() was called: no attempt starts any more.
   kj::TaskSet tasks{errorLogger};  // Declared last: cancelled first.
 
   kj::Duration cancelTimeout() const { return options.cancelTimeout.count() * kj::MILLISECONDS; }
@@ -456,6 +457,10 @@ TaskRunner::~TaskRunner() noexcept {
 
 Status TaskRunner::start(const TaskSpec& spec, OnUpdate onUpdate) {
   State& s = *state_;
+  if (s.stopping) {
+    return Error::fatal("the worker is stopping: its tasks are being killed, attempt " +
+                        spec.attempt.toHex() + " is not started");
+  }
   if (s.attempts.count(spec.attempt) != 0) {
     return Error::fatal("attempt " + spec.attempt.toHex() + " is already known to this worker");
   }
@@ -504,6 +509,7 @@ void TaskRunner::cancel(const AttemptId& attempt) {
 
 kj::Promise<void> TaskRunner::killAll() {
   State& s = *state_;
+  s.stopping = true;
   for (auto& [id, attempt] : s.attempts) cancel(id);
   if (s.running == 0) return kj::READY_NOW;
   auto idle = kj::newPromiseAndFulfiller<void>();
@@ -517,6 +523,8 @@ bool TaskRunner::running(const AttemptId& attempt) const {
 }
 
 size_t TaskRunner::runningCount() const { return state_->running; }
+
+bool TaskRunner::stopping() const { return state_->stopping; }
 
 std::optional<std::string> TaskRunner::stdoutPath(const AttemptId& attempt) const {
   auto it = state_->attempts.find(attempt);

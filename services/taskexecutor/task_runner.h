@@ -111,14 +111,16 @@ class TaskRunner final {
   // called (later, never from inside start) for kRunning and the terminal phase; a spawn that
   // fails at once still reports kFailed through `onUpdate` (never an Error here), so every
   // accepted attempt ends with exactly one terminal update. Error only when `spec.attempt` is
-  // already known (running or ended and retained).
+  // already known (running or ended and retained), or after killAll() (the worker is stopping).
   Status start(const TaskSpec& spec, OnUpdate onUpdate);
   // Cancels a running attempt (SIGTERM, SIGKILL after cancelTimeout); its terminal update is
   // kCanceled (or the phase it reached first). No-op for ended or unknown attempts.
   void cancel(const AttemptId& attempt);
   // Cancels every running attempt and resolves once all their shims exited (bounded by
-  // cancelTimeout plus a second). For the worker's exit.
+  // cancelTimeout plus a second). For the worker's exit: from then on start() refuses.
   kj::Promise<void> killAll();
+  // Whether killAll() was called.
+  bool stopping() const;
 
   bool running(const AttemptId& attempt) const;
   size_t runningCount() const;

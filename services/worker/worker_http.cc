@@ -37,7 +37,8 @@ bool equalsIgnoringCase(std::string_view a, std::string_view b) {
 
 // What the read of one output file came to (on the thread pool).
 struct OutputRead {
-  enum class Outcome { kRead, kMissing, kUnsatisfiable, kError } outcome = Outcome::kRead;
+  // kRefused: the path is not the file the worker created (a link, or not its own).
+  enum class Outcome { kRead, kMissing, kUnsatisfiable, kRefused, kError } outcome = Outcome::kRead;
   uint64_t size = 0;
   uint64_t first = 0;
   bool partial = false;  // 206: a Range was asked, or the file is larger than one chunk.
@@ -48,18 +49,41 @@ struct OutputRead {
 // Blocking: opens `path`, decides the range against its size, reads it.
 OutputRead readOutput(const std::string& path, std::optional<ByteRange> range) {
   OutputRead read;
-  // The task user owns the attempt's directory and may replace the file: a link is not
-  // followed, and anything but a regular file (a FIFO would block the read) is refused.
+  // The task user owns the attempt's directory and may replace the file: a symbolic link is not
+  // followed, and only the file the worker created is served: a regular file (a FIFO would
+  // block the read) owned by the worker's user with no other name (a hard link the task user
+  // made to a file it may not read has a second one).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
-    read.outcome = errno == ENOENT ? OutputRead::Outcome::kMissing : OutputRead::Outcome::kError;
-    read.error = "cannot open " + path + ": " + std::strerror(errno);
+    const int error = errno;
+    read.outcome = error == ENOENT   ? OutputRead::Outcome::kMissing
+                   : error == ELOOP ? OutputRead::Outcome::kRefused
+                                    : OutputRead::Outcome::kError;
+    read.error = error == ELOOP ? path + " is a symbolic link, not the output file the worker "
+                                         "created; refused"
+                                : "cannot open " + path + ": " + std::strerror(error);
     return read;
   }
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  if (::fstat(fd, &info) != 0) {
     read.outcome = OutputRead::Outcome::kError;
-    read.error = path + " is not a regular file";
+    read.error = "cannot stat " + path + ": " + std::strerror(errno);
+    ::close(fd);
+    return read;
+  }
+  std::string refused;
+  if (!S_ISREG(info.st_mode)) {
+    refused = path + " is not a regular file";
+  } else if (info.st_nlink != 1) {
+    refused = path + " has " + std::to_string(info.st_nlink) +
+              " links (a file the worker created has one)";
+  } else if (info.st_uid != ::geteuid()) {
+    refused = path + " is owned by uid " + std::to_string(info.st_uid) +
+              ", not by the worker's uid " + std::to_string(::geteuid());
+  }
+  if (!refused.empty()) {
+    read.outcome = OutputRead::Outcome::kRefused;
+    read.error = refused + "; refused";
     ::close(fd);
     return read;
   }
@@ -210,6 +234,8 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
                          "no attempt " + attempt.toHex() +
                              " on this worker (unknown, or its output was pruned)\n",
                          extra);
+          case OutputRead::Outcome::kRefused:
+            return reply(response, 403, "Forbidden", kText, read.error + "\n", extra);
           case OutputRead::Outcome::kError:
             return reply(response, 500, "Internal Server Error", kText, read.error + "\n", extra);
           case OutputRead::Outcome::kUnsatisfiable:

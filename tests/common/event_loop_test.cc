@@ -197,6 +197,29 @@ TEST(ChildProcess, WritesOutputToFilesWhenNotCapturing) {
   ::unlink(errPath.c_str());
 }
 
+TEST(ChildProcess, NeverOpensItsOutputFilesThroughALinkOrOverAnExistingFile) {
+  EventLoop loop;
+  std::string target = tempPath("target.log"), outPath = tempPath("linked-out.log");
+  ::unlink(outPath.c_str());
+  std::ofstream(target) << "kept";
+  ASSERT_EQ(::symlink(target.c_str(), outPath.c_str()), 0);
+  auto linked = ChildProcess::spawn(loop, {.argv = {"/bin/sh", "-c", "echo written"},
+                                           .captureOutput = false,
+                                           .stdoutPath = outPath});
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.error().message.find(outPath), std::string::npos) << linked.error().message;
+  ::unlink(outPath.c_str());
+  // An existing regular file is not appended to either.
+  auto existing = ChildProcess::spawn(loop, {.argv = {"/bin/sh", "-c", "echo written"},
+                                             .captureOutput = false,
+                                             .stdoutPath = target});
+  ASSERT_FALSE(existing.ok());
+  std::stringstream kept;
+  kept << std::ifstream(target).rdbuf();
+  EXPECT_EQ(kept.str(), "kept");
+  ::unlink(target.c_str());
+}
+
 TEST(ChildProcess, RunsInTheGivenWorkingDirectory) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"pwd"}, .cwd = "/usr"});

@@ -2,7 +2,7 @@
 // the real JobGraphStore and JobResultStore (store/packed_stores.cc: encoding, validation,
 // retention) over a memory RecordStore, the backend seam, so nothing of the stores is written
 // twice. The backend outlives terms like a real one, counts reads, and injects faults: failing
-// reads, fenced writes, writes held until released.
+// reads, failing writes, fenced writes, writes held until released.
 #pragma once
 
 #include <kj/async.h>
@@ -26,6 +26,8 @@ class FakeStoreBackend final {
   size_t reads = 0;
   // The next `failReads` reads fail kUnavailable.
   size_t failReads = 0;
+  // The next `failWrites` writes fail kUnavailable and change nothing.
+  size_t failWrites = 0;
   // While true, writes fail kFenced and change nothing.
   bool fenced = false;
   // While true, writes wait (not applied) until releaseWrites().
@@ -61,6 +63,12 @@ class FakeStoreBackend final {
     held_.add(kj::mv(paf.fulfiller));
     return kj::mv(paf.promise);
   }
+  std::optional<StoreError> writeFault() {
+    if (fenced) return StoreError::fenced("fenced (fake)");
+    if (failWrites == 0) return std::nullopt;
+    --failWrites;
+    return StoreError::unavailable("injected write failure");
+  }
   std::optional<StoreError> readFault() {
     ++reads;
     if (failReads == 0) return std::nullopt;
@@ -85,7 +93,7 @@ class FakeRecordStore final : public RecordStore {
     return backend_.writeTurn().then(
         [this, family, key = std::move(key), bytes = std::move(bytes)]() mutable
         -> StoreResult<void> {
-          if (backend_.fenced) return StoreError::fenced("fenced (fake)");
+          if (auto fault = backend_.writeFault()) return *fault;
           backend_.records_[family][key] = std::move(bytes);
           return StoreResult<void>();
         });
@@ -100,7 +108,7 @@ class FakeRecordStore final : public RecordStore {
   }
   kj::Promise<StoreResult<bool>> remove(RecordFamily family, std::string key) override {
     return backend_.writeTurn().then([this, family, key = std::move(key)]() -> StoreResult<bool> {
-      if (backend_.fenced) return StoreError::fenced("fenced (fake)");
+      if (auto fault = backend_.writeFault()) return *fault;
       return backend_.records_[family].erase(key) > 0;
     });
   }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <kj/debug.h>
+#include <kj/timer.h>
 
 #include <algorithm>
 #include <map>
@@ -148,7 +149,7 @@ class DispatcherTest : public ::testing::Test {
     endTerm();
     ++epoch_;
     stores_ = backend_.openTerm(retain);
-    dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, JobGraphLimits{}, retain,
+    dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, timer_, JobGraphLimits{}, retain,
                                        [this] { return ++clockMs_; }, runner, detailBudget_);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(
@@ -237,6 +238,8 @@ class DispatcherTest : public ::testing::Test {
   }
 
   EventLoop loop_;
+  // Paces the Dispatcher's retries; moved by hand.
+  kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
   store::testing::FakeStoreBackend backend_;
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;
@@ -912,6 +915,83 @@ TEST_F(DispatcherTest, ADirtyResultThatCannotBeStoredLeavesTheJobActiveAndCancel
   ASSERT_FALSE(cancel(id).hasFailure());
   EXPECT_EQ(storedResult(id), "clean");
   EXPECT_EQ(runner.calls.size(), 2u);
+}
+
+TEST_F(DispatcherTest, ARunnersEndWhoseDirtyWriteFailsIsWrittenAgainUntilStored) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "retried")).hasFailure());
+  runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
+  backend_.failWrites = 1;
+  runner.listener->jobEnded(id, JobEnd{});
+  loop_.run(kj::evalLast([] {}));
+  // The write failed; the job stays ending (its JobMaster runs nothing more) until it is stored.
+  EXPECT_EQ(storedResult(id), "none");
+  EXPECT_EQ(dispatcher_->cleanupsRunning(), 1u);
+  EXPECT_EQ(runner.calls.size(), 1u);
+
+  timer_.advanceTo(timer_.now() + 10 * kj::SECONDS);
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"retried:finished"});
+  ASSERT_EQ(runner.calls.size(), 2u);  // Released: its slots are freed.
+}
+
+TEST_F(DispatcherTest, AnEndReportedDuringACancelWhoseWriteFailsEndsTheJob) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "ends-while-cancelled")).hasFailure());
+  backend_.holdWrites = true;
+  auto request = gateway_.cancelJobRequest();
+  request.setEpoch(epoch_);
+  wire::setWireId(request.initJobId(), id);
+  auto cancelled = request.send();
+  loop_.run(kj::evalLast([] {}));
+  JobEnd end;
+  end.state = wire::JobState::FAILED;
+  end.failureMessage = "exit code 3";
+  runner.listener->jobEnded(id, end);  // While the CANCELED result is being written.
+  backend_.failWrites = 1;
+  backend_.releaseWrites();
+  auto response = loop_.run(kj::mv(cancelled));
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isUnavailable());
+
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"ends-while-cancelled:failed"});
+  EXPECT_EQ(runner.calls.size(), 2u);
+}
+
+TEST_F(DispatcherTest, AJobWhoseResultRecordIsCorruptIsListedCorruptAndNeverRunAgain) {
+  startTerm();
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "ended-corrupt")).hasFailure());
+  backend_.putRaw(store::RecordFamily::kJobResults, id.toHex(), kGarbage);
+
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  EXPECT_TRUE(runner.calls.empty());
+  auto shown = status(id);
+  ASSERT_FALSE(shown.hasFailure()) << shown.getFailure().getMessage().cStr();
+  EXPECT_EQ(shown.getStatus().getState(), wire::JobState::CORRUPT);
+  const std::string reason = shown.getStatus().getCorruptReason().cStr();
+  EXPECT_NE(reason.find("job result record does not decode"), std::string::npos) << reason;
+  EXPECT_EQ(listedNames(), std::vector<std::string>{":corrupt"});
+  auto refused = submit(*jobGraph(id, "again"));
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isFailedPrecondition());
+  EXPECT_TRUE(cancel(id).getFailure().isFailedPrecondition());
+  EXPECT_TRUE(removeCorrupt(loop_, gateway_, epoch_, id).getFailure().isFailedPrecondition());
+  EXPECT_TRUE(runner.calls.empty());
+  EXPECT_EQ(backend_.raw(store::RecordFamily::kJobResults, id.toHex()), kGarbage);
+  EXPECT_EQ(storedGraphs(), 1u);
 }
 
 TEST_F(DispatcherTest, RecoveryStartsEveryJobWithoutAResultAndNeverOneWithADirtyResult) {

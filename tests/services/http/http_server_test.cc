@@ -28,7 +28,7 @@ class LeaderJobs final {
  public:
   explicit LeaderJobs(EventLoop& loop) {
     stores_ = backend.openTerm();
-    dispatcher = kj::heap<dispatcher::Dispatcher>(7, *stores_, dispatcher::JobGraphLimits{}, 1000,
+    dispatcher = kj::heap<dispatcher::Dispatcher>(7, *stores_, loop.timer(), dispatcher::JobGraphLimits{}, 1000,
                                                   [this] { return clockMs_++; });
     KJ_REQUIRE(loop.run(dispatcher->recover()).ok());
     for (uint64_t i = 0; i < 3; ++i) {

@@ -629,6 +629,20 @@ TEST_F(TaskExecutorTest, SubmitTaskRunsTheProcessAndItsUpdatesArriveInOrder) {
   EXPECT_EQ(executor.tasksRunning(), 0u);
 }
 
+TEST_F(TaskExecutorTest, AWorkerKillingItsTasksToStopAnswersUnavailableToNewSlotsAndTasks) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  loop_.run(runner_->killAll());  // As the worker does first when it stops.
+  auto task = submitTask(master_->epoch, kAttempt, kAllocation, {"true"});
+  ASSERT_TRUE(task);
+  EXPECT_EQ(task->which, wire::Failure::UNAVAILABLE) << task->message;
+  EXPECT_NE(task->message.find("stopping"), std::string::npos) << task->message;
+  auto slot = requestSlot(master_->epoch, 1, kJob, kOtherAllocation);
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(slot->which, wire::Failure::UNAVAILABLE) << slot->message;
+  EXPECT_FALSE(executor.slots()[1].allocation);
+  EXPECT_EQ(executor.counters().tasksStarted, 0u);
+}
+
 TEST_F(TaskExecutorTest, ATaskLearnsItsJobVertexSubtaskAndAttemptFromItsEnvironment) {
   startWithAcceptedSlot(0, kAllocation);
   testing::TempDir out("task-env");

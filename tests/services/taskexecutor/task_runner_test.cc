@@ -311,6 +311,22 @@ TEST_F(TaskRunnerTest, AKnownAttemptIsRefused) {
   EXPECT_NE(again.error().message.find(spec.attempt.toHex()), std::string::npos);
 }
 
+TEST_F(TaskRunnerTest, NoAttemptStartsAfterKillAll) {
+  makeRunner();
+  runLoopBounded(loop_, runner_->killAll(), kBound, "killAll");
+  EXPECT_TRUE(runner_->stopping());
+  const AttemptId attempt = AttemptId::random();
+  bool updated = false;
+  auto refused = runner_->start(TaskSpec{.attempt = attempt, .argv = {"true"}},
+                                [&](const TaskUpdate&) { updated = true; });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("stopping"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find(attempt.toHex()), std::string::npos);
+  loop_.run(kj::evalLast([] {}));
+  EXPECT_FALSE(updated);
+  EXPECT_EQ(runner_->runningCount(), 0u);
+}
+
 TEST_F(TaskRunnerTest, AnUpdateCallbackThatThrowsDoesNotStopTheAttempt) {
   makeRunner();
   std::vector<TaskPhase> phases;

@@ -300,7 +300,22 @@ TEST_F(WorkerHttpTest, AnOutputFileReplacedByALinkIsNotFollowed) {
   std::filesystem::remove(stdoutPath);
   std::filesystem::create_symlink(secret, stdoutPath);
   Reply reply = fetch(url(kAttempt));
-  EXPECT_EQ(reply.status, 500u);
+  EXPECT_EQ(reply.status, 403u);
+  EXPECT_NE(reply.body.find("symbolic link"), std::string::npos) << reply.body;
+  EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
+}
+
+// A hard link has the target's owner and contents: it is refused by its second name.
+TEST_F(WorkerHttpTest, AnOutputFileReplacedByAHardLinkIsRefused) {
+  addAttempt(kAttempt, "FINISHED", "out");
+  const std::string secret = dir_.path() + "/secret";
+  std::ofstream(secret) << "not for the task";
+  const std::string stdoutPath = dir_.path() + "/" + kAttempt.toHex() + "/stdout";
+  std::filesystem::remove(stdoutPath);
+  std::filesystem::create_hard_link(secret, stdoutPath);
+  Reply reply = fetch(url(kAttempt));
+  EXPECT_EQ(reply.status, 403u);
+  EXPECT_NE(reply.body.find("2 links"), std::string::npos) << reply.body;
   EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
 }
 
