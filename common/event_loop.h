@@ -112,7 +112,9 @@ struct SpawnOptions {
   std::vector<std::string> env;
   std::string cwd;                // Empty: the parent's working directory.
   // Capture stdout and stderr in memory (returned in ChildExit); otherwise they go to the files
-  // named below, or are inherited when those are empty.
+  // named below, or are inherited when those are empty. The files are created by the spawn and
+  // must not exist yet (O_EXCL), and a symbolic link in their place is refused (O_NOFOLLOW): the
+  // directory may belong to the less trusted user the child runs as.
   bool captureOutput = true;
   std::string stdoutPath;
   std::string stderrPath;
