@@ -207,4 +207,13 @@ const nlohmann::json* subtaskStatus(const nlohmann::json& status, const std::str
 // A text field of `object` ("" when absent or not text).
 std::string textField(const nlohmann::json& object, const char* key);
 
+// The bound of every wait in the jobs itests. Generous: ASan builds and parallel tests on two
+// cores are slow; none of these waits is a claim about speed.
+constexpr Duration kJobsTimeout{60000};
+
+// Whether `text` holds `part` (for regentctl output and messages).
+inline bool containsText(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace regent::testing

@@ -4,7 +4,6 @@
 // while it waits for slots leaves no requirement behind; a job cancelled during a restart delay
 // is not restarted.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
@@ -21,10 +20,6 @@ namespace {
 using JobKind = JobEvent::Kind;
 using TaskKind = TaskEvent::Kind;
 
-// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
-// a claim about speed.
-constexpr Duration kTimeout{60000};
-
 TEST(JobsCancel, CancelKillsTheWholeGroupOfATaskIgnoringSigtermAndTheJobIsCanceled) {
   auto started = JobCluster::start("jobs-cancel");
   ASSERT_OK(started);
@@ -40,7 +35,8 @@ TEST(JobsCancel, CancelKillsTheWholeGroupOfATaskIgnoringSigtermAndTheJobIsCancel
       "          echo $$ >> \"$PIDS\"\n"
       "          echo $! >> \"$PIDS\"\n"
       "          wait\n"
-      "      env:\n        PIDS: " + pidsPath + "\n");
+      "      env:\n        PIDS: " +
+      pidsPath + "\n");
   ASSERT_OK(job);
   const std::string id = job.value();
 
@@ -50,19 +46,20 @@ TEST(JobsCancel, CancelKillsTheWholeGroupOfATaskIgnoringSigtermAndTheJobIsCancel
         pids = readPids(pidsPath);
         return pids.size() == 4;
       },
-      kTimeout, Duration(50)))
-      << "the tasks did not record their pids in " << pidsPath << "\n" << cluster.describe();
+      kJobsTimeout, Duration(50)))
+      << "the tasks did not record their pids in " << pidsPath << "\n"
+      << cluster.describe();
   for (pid_t pid : pids) EXPECT_FALSE(processGone(pid)) << pid;
 
   auto canceled = cluster.ctl({"jobs", "cancel", id});
   ASSERT_EQ(canceled.exit.exitCode, 0) << canceled.output;
 
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "CANCELED");
   // Every process of both groups is gone: SIGTERM did nothing, SIGKILL after the cancel timeout
   // ended them all, the child as well as the shell.
-  const auto alive = waitForProcessesGone(pids, kTimeout);
+  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
   EXPECT_TRUE(alive.empty()) << "still running: " << ::testing::PrintToString(alive);
 
   // The workers say so: both tasks ended CANCELED by SIGKILL, none runs.
@@ -91,7 +88,7 @@ TEST(JobsCancel, CancelKillsTheWholeGroupOfATaskIgnoringSigtermAndTheJobIsCancel
   auto graphStored = cluster.jobGraphStored(id);
   ASSERT_OK(graphStored);
   EXPECT_FALSE(graphStored.value());
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 }
 
 TEST(JobsCancel, AJobCancelledWhileItWaitsForSlotsTakesNoSlotOfAWorkerThatJoinsLater) {
@@ -105,23 +102,25 @@ TEST(JobsCancel, AJobCancelledWhileItWaitsForSlotsTakesNoSlotOfAWorkerThatJoinsL
       "        - -c\n        - |\n"
       "          n=0\n"
       "          while [ ! -e \"$DIR/go\" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done\n"
-      "      env:\n        DIR: " + dir + "\n");
+      "      env:\n        DIR: " +
+      dir + "\n");
   ASSERT_OK(busy);
   ASSERT_OK(cluster.waitForJobEvent(
       [&](const JobEvent& e) {
         return e.kind == JobKind::kAttemptState && e.job == busy.value() && e.state == "RUNNING";
       },
-      kTimeout));
+      kJobsTimeout));
   auto waiting = cluster.submit(
       "name: waiting\nvertices:\n  - name: waiting\n    command:\n      argv: [/bin/true]\n");
   ASSERT_OK(waiting);
   ASSERT_OK(cluster.waitForStatus(
       waiting.value(),
-      [](const nlohmann::json& s) { return !textField(s, "waiting_reason").empty(); }, kTimeout));
+      [](const nlohmann::json& s) { return !textField(s, "waiting_reason").empty(); },
+      kJobsTimeout));
 
   auto canceled = cluster.ctl({"jobs", "cancel", waiting.value()});
   ASSERT_EQ(canceled.exit.exitCode, 0) << canceled.output;
-  auto clean = cluster.waitForJobClean(waiting.value(), kTimeout);
+  auto clean = cluster.waitForJobClean(waiting.value(), kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "CANCELED");
 
@@ -132,7 +131,7 @@ TEST(JobsCancel, AJobCancelledWhileItWaitsForSlotsTakesNoSlotOfAWorkerThatJoinsL
   const std::string joinedId = cluster.workers().resourceId(joined.value());
   auto table = cluster.regentctl().waitForTable(
       [&](const SlotTable& t) { return t.size() == 2 && countState(t, "ALLOCATED") == 1; },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(table);
   for (const SlotRow& row : table.value()) {
     if (row.resourceId == joinedId) {
@@ -143,10 +142,10 @@ TEST(JobsCancel, AJobCancelledWhileItWaitsForSlotsTakesNoSlotOfAWorkerThatJoinsL
   EXPECT_TRUE(cluster.jobEventsOf(waiting.value(), JobKind::kAttemptDeployed).empty());
 
   std::ofstream(dir + "/go") << "";
-  auto busyClean = cluster.waitForJobClean(busy.value(), kTimeout);
+  auto busyClean = cluster.waitForJobClean(busy.value(), kJobsTimeout);
   ASSERT_OK(busyClean);
   EXPECT_EQ(busyClean.value().state, "FINISHED");
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
   EXPECT_TRUE(cluster.jobEventsOf(waiting.value(), JobKind::kAttemptDeployed).empty());
 }
 
@@ -161,24 +160,26 @@ TEST(JobsCancel, AJobCancelledWhileARestartDelayRunsIsNotRestarted) {
   ASSERT_OK(job);
   const std::string id = job.value();
   auto restarting = cluster.waitForStatus(
-      id, [](const nlohmann::json& s) { return textField(s, "state") == "RESTARTING"; }, kTimeout);
+      id, [](const nlohmann::json& s) { return textField(s, "state") == "RESTARTING"; },
+      kJobsTimeout);
   ASSERT_OK(restarting);
   // jobs status says why nothing runs: the failure and the restart delay.
   ASSERT_TRUE(restarting.value().contains("failure")) << restarting.value().dump();
   EXPECT_FALSE(textField(restarting.value()["failure"], "message").empty())
       << restarting.value().dump();
-  EXPECT_FALSE(textField(restarting.value(), "waiting_reason").empty()) << restarting.value().dump();
+  EXPECT_FALSE(textField(restarting.value(), "waiting_reason").empty())
+      << restarting.value().dump();
   const nlohmann::json* subtask = subtaskStatus(restarting.value(), "failing", 0);
   ASSERT_NE(subtask, nullptr) << restarting.value().dump();
   EXPECT_FALSE(textField(*subtask, "last_failure").empty()) << subtask->dump();
 
   auto canceled = cluster.ctl({"jobs", "cancel", id});
   ASSERT_EQ(canceled.exit.exitCode, 0) << canceled.output;
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "CANCELED");
   EXPECT_EQ(cluster.jobEventsOf(id, JobKind::kAttemptDeployed).size(), 1u) << cluster.describe();
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
   auto status = cluster.status(id);
   ASSERT_OK(status);
   EXPECT_EQ(textField(status.value(), "state"), "CANCELED") << status.value().dump();

@@ -19,10 +19,6 @@ namespace {
 using JobKind = JobEvent::Kind;
 using TaskKind = TaskEvent::Kind;
 
-// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
-// a claim about speed.
-constexpr Duration kTimeout{60000};
-
 TEST(JobsFailover, TheNextLeaderCancelsTheAttemptsOfTheEarlierTermAndRunsTheJobAgain) {
   auto started = JobCluster::start("jobs-failover", {.masters = 2, .workers = 1});
   ASSERT_OK(started);
@@ -40,7 +36,8 @@ TEST(JobsFailover, TheNextLeaderCancelsTheAttemptsOfTheEarlierTermAndRunsTheJobA
       "          echo $$ >> \"$DIR/pids\"\n"
       "          echo $! >> \"$DIR/pids\"\n"
       "          wait\n"
-      "      env:\n        DIR: " + dir + "\n");
+      "      env:\n        DIR: " +
+      dir + "\n");
   ASSERT_OK(job);
   const std::string id = job.value();
   std::vector<pid_t> pids;
@@ -49,10 +46,11 @@ TEST(JobsFailover, TheNextLeaderCancelsTheAttemptsOfTheEarlierTermAndRunsTheJobA
         pids = readPids(dir + "/pids");
         return pids.size() == 2;
       },
-      kTimeout, Duration(50)))
+      kJobsTimeout, Duration(50)))
       << cluster.describe();
   auto firstTask = cluster.waitForTaskEvent(
-      [&](const TaskEvent& e) { return e.kind == TaskKind::kStarted && e.job == id; }, kTimeout);
+      [&](const TaskEvent& e) { return e.kind == TaskKind::kStarted && e.job == id; },
+      kJobsTimeout);
   ASSERT_OK(firstTask);
 
   CtlResult failover = cluster.ctl({"failover"});
@@ -64,14 +62,14 @@ TEST(JobsFailover, TheNextLeaderCancelsTheAttemptsOfTheEarlierTermAndRunsTheJobA
       [&](const TaskEvent& e) {
         return e.kind == TaskKind::kEnded && e.attempt == firstTask.value().attempt;
       },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(canceled);
   EXPECT_EQ(canceled.value().state, "CANCELED") << canceled.value().describe();
-  const auto alive = waitForProcessesGone(pids, kTimeout);
+  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
   EXPECT_TRUE(alive.empty()) << "still running: " << ::testing::PrintToString(alive);
 
   // The new leader runs the subtask again, and the job ends in its term.
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
   EXPECT_EQ(clean.value().epoch, firstEpoch + 1);
@@ -86,7 +84,7 @@ TEST(JobsFailover, TheNextLeaderCancelsTheAttemptsOfTheEarlierTermAndRunsTheJobA
   auto graphStored = cluster.jobGraphStored(id);
   ASSERT_OK(graphStored);
   EXPECT_FALSE(graphStored.value());
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 }
 
 }  // namespace

@@ -21,14 +21,6 @@ namespace {
 
 using JobKind = JobEvent::Kind;
 
-// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
-// a claim about speed.
-constexpr Duration kTimeout{60000};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // A job of one subtask whose first run records its pid and its child's in $DIR/pids and waits
 // for ten minutes; a later run (the restart) finds the marker and finishes at once.
 std::string survivorJob(const std::string& dir) {
@@ -40,7 +32,9 @@ std::string survivorJob(const std::string& dir) {
          "          echo $$ >> \"$DIR/pids\"\n"
          "          echo $! >> \"$DIR/pids\"\n"
          "          wait\n"
-         "      env:\n        DIR: " + dir + "\n"
+         "      env:\n        DIR: " +
+         dir +
+         "\n"
          "restart_strategy:\n  type: fixed-delay\n  attempts: 3\n  delay: 100ms\n";
 }
 
@@ -55,7 +49,7 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
 
   auto first = cluster.waitForJobEvent(
       [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(first);
   std::vector<pid_t> pids;
   ASSERT_TRUE(waitUntil(
@@ -63,7 +57,7 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
         pids = readPids(dir + "/pids");
         return pids.size() == 2;
       },
-      kTimeout, Duration(50)))
+      kJobsTimeout, Duration(50)))
       << cluster.describe();
   const auto victim = cluster.workerSlotOf(first.value().resourceId);
   ASSERT_TRUE(victim) << first.value().describe();
@@ -71,9 +65,8 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
 
   ASSERT_OK(cluster.workers().kill(*victim));
   // The task's shell and its child died with their worker.
-  const auto alive = waitForProcessesGone(pids, kTimeout);
-  EXPECT_TRUE(alive.empty()) << "orphans of the killed worker: "
-                             << ::testing::PrintToString(alive);
+  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
+  EXPECT_TRUE(alive.empty()) << "orphans of the killed worker: " << ::testing::PrintToString(alive);
 
   // The JobMaster fails the attempt once the worker is silent for heartbeat.timeout, naming it.
   auto failed = cluster.waitForJobEvent(
@@ -81,14 +74,14 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
         return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
                e.state == "FAILED";
       },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(failed);
-  EXPECT_TRUE(contains(failed.value().message, first.value().resourceId))
+  EXPECT_TRUE(containsText(failed.value().message, first.value().resourceId))
       << failed.value().describe();
-  EXPECT_TRUE(contains(failed.value().message, "lost")) << failed.value().describe();
+  EXPECT_TRUE(containsText(failed.value().message, "lost")) << failed.value().describe();
 
   // The restart runs on the other worker and the job finishes.
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
   const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
@@ -115,7 +108,7 @@ TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewh
   const std::string id = job.value();
   auto first = cluster.waitForJobEvent(
       [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(first);
   std::vector<pid_t> pids;
   ASSERT_TRUE(waitUntil(
@@ -123,7 +116,7 @@ TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewh
         pids = readPids(dir + "/pids");
         return pids.size() == 2;
       },
-      kTimeout, Duration(50)))
+      kJobsTimeout, Duration(50)))
       << cluster.describe();
   const auto victim = cluster.workerSlotOf(first.value().resourceId);
   ASSERT_TRUE(victim) << first.value().describe();
@@ -131,10 +124,10 @@ TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewh
 
   // SIGTERM: the worker kills its tasks, then disconnects, then exits 0.
   ASSERT_OK(cluster.workers().process(*victim).terminate());
-  auto exit = cluster.workers().process(*victim).waitForExit(kTimeout);
+  auto exit = cluster.workers().process(*victim).waitForExit(kJobsTimeout);
   ASSERT_TRUE(exit) << cluster.describe();
   EXPECT_EQ(exit->exitCode, 0) << exit->describe();
-  const auto alive = waitForProcessesGone(pids, kTimeout);
+  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
   EXPECT_TRUE(alive.empty()) << "left behind by the stopped worker: "
                              << ::testing::PrintToString(alive);
   const std::string output = cluster.workers().process(*victim).output();
@@ -150,9 +143,9 @@ TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewh
         return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
                (e.state == "FAILED" || e.state == "CANCELED");
       },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(failed);
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
   const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
@@ -170,7 +163,7 @@ TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakes
   const std::string id = job.value();
   auto first = cluster.waitForJobEvent(
       [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(first);
   std::vector<pid_t> pids;
   ASSERT_TRUE(waitUntil(
@@ -178,7 +171,7 @@ TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakes
         pids = readPids(dir + "/pids");
         return pids.size() == 2;
       },
-      kTimeout, Duration(50)))
+      kJobsTimeout, Duration(50)))
       << cluster.describe();
   const auto paused = cluster.workerSlotOf(first.value().resourceId);
   ASSERT_TRUE(paused) << first.value().describe();
@@ -186,7 +179,7 @@ TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakes
   // Paused past heartbeat.timeout: the attempt fails and runs again on the other worker, and
   // the job finishes while the paused worker's task still runs (a pause stops only the worker).
   ASSERT_OK(cluster.workers().process(*paused).pause());
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   const bool resumed = cluster.workers().process(*paused).resume().ok();
   ASSERT_TRUE(resumed);
   ASSERT_OK(clean);
@@ -201,13 +194,13 @@ TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakes
       [&](const TaskEvent& e) {
         return e.kind == TaskEvent::Kind::kEnded && e.attempt == first.value().attempt;
       },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(ended);
   EXPECT_EQ(ended.value().state, "CANCELED") << ended.value().describe();
-  const auto alive = waitForProcessesGone(pids, kTimeout);
+  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
   EXPECT_TRUE(alive.empty()) << "still running after the worker woke up: "
                              << ::testing::PrintToString(alive);
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
   auto running = cluster.tasksRunning(*paused);
   ASSERT_OK(running);
   EXPECT_EQ(running.value(), 0);
@@ -227,7 +220,8 @@ TEST(JobsFaults, AJobNeedingMoreSlotsThanFreeWaitsThenRunsWhenAWorkerJoins) {
       "          n=0\n"
       "          while [ ! -e \"$DIR/go\" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done\n"
       "          [ -e \"$DIR/go\" ]\n"
-      "      env:\n        DIR: " + dir + "\n");
+      "      env:\n        DIR: " +
+      dir + "\n");
   ASSERT_OK(job);
   const std::string id = job.value();
 
@@ -238,7 +232,7 @@ TEST(JobsFaults, AJobNeedingMoreSlotsThanFreeWaitsThenRunsWhenAWorkerJoins) {
         return textField(s, "state") == "RUNNING" && s.contains("tasks") &&
                s["tasks"].value("running", 0) == 2 && !textField(s, "waiting_reason").empty();
       },
-      kTimeout);
+      kJobsTimeout);
   ASSERT_OK(waiting);
   const nlohmann::json& status = waiting.value();
   size_t subtasksWaiting = 0;
@@ -252,23 +246,23 @@ TEST(JobsFaults, AJobNeedingMoreSlotsThanFreeWaitsThenRunsWhenAWorkerJoins) {
   // `jobs status` shows it to a person too.
   CtlResult text = cluster.ctl({"jobs", "status", id});
   EXPECT_EQ(text.exit.exitCode, 0) << text.output;
-  EXPECT_TRUE(contains(text.output, textField(status, "waiting_reason"))) << text.output;
+  EXPECT_TRUE(containsText(text.output, textField(status, "waiting_reason"))) << text.output;
 
   // A worker joins: the third subtask runs on it while the first two still run.
   auto joined = cluster.addWorker();
   ASSERT_OK(joined);
-  ASSERT_TRUE(waitUntil([&] { return readPids(dir + "/started").size() == 3; }, kTimeout,
-                        Duration(50)))
+  ASSERT_TRUE(
+      waitUntil([&] { return readPids(dir + "/started").size() == 3; }, kJobsTimeout, Duration(50)))
       << cluster.describe();
   const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
   ASSERT_EQ(deployed.size(), 3u) << cluster.describe();
   EXPECT_EQ(deployed[2].resourceId, cluster.workers().resourceId(joined.value()));
 
   std::ofstream(dir + "/go") << "";
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 }
 
 }  // namespace

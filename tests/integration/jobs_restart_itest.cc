@@ -4,7 +4,6 @@
 // that is not executable, a working directory that does not exist) fail their attempts with a
 // message naming the problem, the strategy applies, and the worker goes on serving.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
@@ -22,14 +21,6 @@ namespace {
 using JobKind = JobEvent::Kind;
 using TaskKind = TaskEvent::Kind;
 
-// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
-// a claim about speed.
-constexpr Duration kTimeout{60000};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // A job with vertex "flaky": it counts its runs in $DIR/count and exits 1 on the first two, 0
 // from the third on; with `sleepers` > 0 also vertex "sleeper", whose subtasks record their pid
 // in $DIR/sleepers and run for ten minutes, and each run of "flaky" first waits (bounded) until
@@ -45,12 +36,14 @@ std::string flakyJob(const std::string& dir, uint32_t restartAttempts, int sleep
       "          n=$((n+1))\n"
       "          echo $n > \"$DIR/count\"\n"
       "          [ $n -ge 3 ]\n"
-      "      env:\n        DIR: " + dir + "\n        SLEEPERS: \"" + std::to_string(sleepers) +
-      "\"\n";
+      "      env:\n        DIR: " +
+      dir + "\n        SLEEPERS: \"" + std::to_string(sleepers) + "\"\n";
   if (sleepers > 0) {
     yaml += "  - name: sleeper\n    parallelism: " + std::to_string(sleepers) +
-            "\n    command:\n      argv: [/bin/sh, -c, 'echo $$ >> \"$DIR/sleepers\"; exec sleep 600']\n"
-            "      env:\n        DIR: " + dir + "\n";
+            "\n    command:\n      argv: [/bin/sh, -c, 'echo $$ >> \"$DIR/sleepers\"; exec sleep "
+            "600']\n"
+            "      env:\n        DIR: " +
+            dir + "\n";
   }
   yaml += "restart_strategy:\n  type: fixed-delay\n  attempts: " + std::to_string(restartAttempts) +
           "\n  delay: 200ms\n";
@@ -75,7 +68,7 @@ TEST(JobsRestart, ASubtaskFailingTwiceIsRestartedByFixedDelayAndTheJobFinishes) 
   ASSERT_OK(job);
   const std::string id = job.value();
 
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
   const auto ended = cluster.jobEventsOf(id, JobKind::kJobEnded);
@@ -99,7 +92,7 @@ TEST(JobsRestart, ASubtaskFailingTwiceIsRestartedByFixedDelayAndTheJobFinishes) 
     terminal.push_back(event.state);
     if (event.state == "FAILED") {
       EXPECT_EQ(event.exitCode, 1) << event.describe();
-      EXPECT_TRUE(contains(event.message, "1")) << event.describe();
+      EXPECT_TRUE(containsText(event.message, "1")) << event.describe();
     }
   }
   EXPECT_EQ(terminal, (std::vector<std::string>{"FAILED", "FAILED", "FINISHED"}));
@@ -116,12 +109,13 @@ TEST(JobsRestart, ASubtaskFailingTwiceIsRestartedByFixedDelayAndTheJobFinishes) 
   EXPECT_EQ(status.value().value("restarts", 0), 2) << status.value().dump();
   ASSERT_TRUE(status.value().contains("result")) << status.value().dump();
   EXPECT_EQ(status.value()["result"].value("clean", false), true) << status.value().dump();
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 
   // Three attempts started, two failed, two were restarts.
   auto metrics = cluster.masterMetrics();
   ASSERT_OK(metrics);
-  EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_started_total", ""), 3) << metrics.value();
+  EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_started_total", ""), 3)
+      << metrics.value();
   EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_failed_total", ""), 2) << metrics.value();
   EXPECT_EQ(metricValue(metrics.value(), "regent_attempts_restarted_total", ""), 2)
       << metrics.value();
@@ -135,7 +129,7 @@ TEST(JobsRestart, WithOneRestartAllowedTheJobFailsAndItsOtherAttemptsAreCancelle
   ASSERT_OK(job);
   const std::string id = job.value();
 
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FAILED");
   const auto ended = cluster.jobEventsOf(id, JobKind::kJobEnded);
@@ -172,7 +166,7 @@ TEST(JobsRestart, WithOneRestartAllowedTheJobFailsAndItsOtherAttemptsAreCancelle
   EXPECT_EQ(canceledTasks, 2u) << cluster.describe();
   const auto pids = readPids(cluster.taskDir() + "/sleepers");
   EXPECT_EQ(pids.size(), 2u);
-  EXPECT_TRUE(waitForProcessesGone(pids, kTimeout).empty());
+  EXPECT_TRUE(waitForProcessesGone(pids, kJobsTimeout).empty());
 
   // The result names the root cause: the flaky subtask's exit code.
   auto status = cluster.status(id);
@@ -187,7 +181,7 @@ TEST(JobsRestart, WithOneRestartAllowedTheJobFailsAndItsOtherAttemptsAreCancelle
   auto graphStored = cluster.jobGraphStored(id);
   ASSERT_OK(graphStored);
   EXPECT_FALSE(graphStored.value());
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 }
 
 TEST(JobsRestart, ACommandThatCannotStartFailsNamingTheProblemAndTheWorkerKeepsServing) {
@@ -202,8 +196,8 @@ TEST(JobsRestart, ACommandThatCannotStartFailsNamingTheProblemAndTheWorkerKeepsS
 
   struct Case {
     std::string name;
-    std::string command;   // The command map's body.
-    std::string named;     // What the failure message must name.
+    std::string command;  // The command map's body.
+    std::string named;    // What the failure message must name.
   };
   const std::vector<Case> cases = {
       {"missing-binary", "      argv: [" + missingBinary + "]\n", missingBinary},
@@ -224,7 +218,7 @@ TEST(JobsRestart, ACommandThatCannotStartFailsNamingTheProblemAndTheWorkerKeepsS
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].name);
     const std::string& id = ids[i];
-    auto clean = cluster.waitForJobClean(id, kTimeout);
+    auto clean = cluster.waitForJobClean(id, kJobsTimeout);
     ASSERT_OK(clean);
     EXPECT_EQ(clean.value().state, "FAILED");
     // The strategy applied: a second attempt after the first failed, then the job failed.
@@ -238,22 +232,23 @@ TEST(JobsRestart, ACommandThatCannotStartFailsNamingTheProblemAndTheWorkerKeepsS
     for (const JobEvent& event : attemptStates(cluster, id, "work")) {
       if (event.state != "FAILED") continue;
       ++failed;
-      EXPECT_TRUE(contains(event.message, cases[i].named)) << event.describe();
+      EXPECT_TRUE(containsText(event.message, cases[i].named)) << event.describe();
     }
     EXPECT_EQ(failed, 2u) << cluster.describe();
     // The worker's line says it too.
     auto taskEnded = cluster.waitForTaskEvent(
-        [&](const TaskEvent& e) { return e.kind == TaskKind::kEnded && e.job == id; }, kTimeout);
+        [&](const TaskEvent& e) { return e.kind == TaskKind::kEnded && e.job == id; },
+        kJobsTimeout);
     ASSERT_OK(taskEnded);
     EXPECT_EQ(taskEnded.value().state, "FAILED");
-    EXPECT_TRUE(contains(taskEnded.value().message, cases[i].named))
+    EXPECT_TRUE(containsText(taskEnded.value().message, cases[i].named))
         << taskEnded.value().describe();
     // And so does the job's result.
     auto status = cluster.status(id);
     ASSERT_OK(status);
     EXPECT_EQ(textField(status.value(), "state"), "FAILED") << status.value().dump();
     ASSERT_TRUE(status.value().contains("failure")) << status.value().dump();
-    EXPECT_TRUE(contains(textField(status.value()["failure"], "message"), cases[i].named))
+    EXPECT_TRUE(containsText(textField(status.value()["failure"], "message"), cases[i].named))
         << status.value().dump();
   }
 
@@ -262,11 +257,11 @@ TEST(JobsRestart, ACommandThatCannotStartFailsNamingTheProblemAndTheWorkerKeepsS
       "name: good\nvertices:\n  - name: work\n    parallelism: 3\n    command:\n"
       "      argv: [/bin/true]\n");
   ASSERT_OK(good);
-  auto clean = cluster.waitForJobClean(good.value(), kTimeout);
+  auto clean = cluster.waitForJobClean(good.value(), kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
   EXPECT_TRUE(cluster.workers().process(0).running());
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 }
 
 }  // namespace

@@ -22,14 +22,6 @@ namespace {
 using JobKind = JobEvent::Kind;
 using TaskKind = TaskEvent::Kind;
 
-// Generous bounds: ASan builds and parallel tests on two cores are slow; none of these waits is
-// a claim about speed.
-constexpr Duration kTimeout{60000};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // One line a DAG task appended to the shared log: "<vertex> start|end <unix ns> <pid>".
 struct LogLine {
   std::string vertex;
@@ -58,10 +50,15 @@ std::string dagVertex(const std::string& name, int parallelism, const std::strin
                       const std::string& log) {
   std::string vertex = "  - name: " + name + "\n    parallelism: " + std::to_string(parallelism) +
                        "\n    command:\n      argv:\n        - /bin/sh\n        - -c\n        - |\n"
-                       "          echo \"" + name + " start $(date +%s%N) $$\" >> \"$LOG\"\n"
+                       "          echo \"" +
+                       name +
+                       " start $(date +%s%N) $$\" >> \"$LOG\"\n"
                        "          sleep 0.3\n"
-                       "          echo \"" + name + " end $(date +%s%N) $$\" >> \"$LOG\"\n"
-                       "      env:\n        LOG: " + log + "\n";
+                       "          echo \"" +
+                       name +
+                       " end $(date +%s%N) $$\" >> \"$LOG\"\n"
+                       "      env:\n        LOG: " +
+                       log + "\n";
   if (!upstream.empty()) vertex += "    upstream: [" + upstream + "]\n";
   return vertex;
 }
@@ -78,7 +75,7 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
   ASSERT_OK(job);
   const std::string id = job.value();
 
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
   const auto ended = cluster.jobEventsOf(id, JobKind::kJobEnded);
@@ -107,8 +104,8 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
     EXPECT_EQ(starts[vertex], count) << vertex << "\n" << shown;
     EXPECT_EQ(ends[vertex], count) << vertex << "\n" << shown;
   }
-  const std::vector<std::pair<std::string, std::string>> edges = {{"a", "b"}, {"a", "c"},
-                                                                    {"b", "c"}};
+  const std::vector<std::pair<std::string, std::string>> edges = {
+      {"a", "b"}, {"a", "c"}, {"b", "c"}};
   for (const auto& [up, down] : edges) {
     ASSERT_TRUE(lastEnd.count(up) && firstStart.count(down)) << shown;
     EXPECT_LT(lastEnd[up], firstStart[down])
@@ -158,7 +155,7 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
   auto resultStored = cluster.jobResultStored(id);
   ASSERT_OK(resultStored);
   EXPECT_TRUE(resultStored.value());
-  ASSERT_OK(cluster.waitForAllSlotsFree(kTimeout));
+  ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 
   // The metrics count the same: nine attempts started and none failed, one job finished and its
   // submit-to-running latency observed once; nine tasks started and ended on the workers.
@@ -194,12 +191,13 @@ TEST(JobsRun, ATaskRunsAsTheTaskUserWithItsEnvironmentAndWorkingDirectory) {
   auto vertex = [&](const std::string& name, const std::string& workingDir) {
     return "  - name: " + name +
            "\n    command:\n      argv: [/bin/sh, -c, 'echo \"$(pwd) $GREETING $(id -un)\" > "
-           "\"$OUT\"']\n      env:\n        GREETING: hello-" + name + "\n        OUT: " + dir +
-           "/" + name + "\n" + (workingDir.empty() ? "" : "      working_dir: " + workingDir + "\n");
+           "\"$OUT\"']\n      env:\n        GREETING: hello-" +
+           name + "\n        OUT: " + dir + "/" + name + "\n" +
+           (workingDir.empty() ? "" : "      working_dir: " + workingDir + "\n");
   };
   auto job = cluster.submit("name: env\nvertices:\n" + vertex("here", dir) + vertex("default", ""));
   ASSERT_OK(job);
-  auto clean = cluster.waitForJobClean(job.value(), kTimeout);
+  auto clean = cluster.waitForJobClean(job.value(), kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
 
@@ -216,8 +214,8 @@ TEST(JobsRun, ATaskRunsAsTheTaskUserWithItsEnvironmentAndWorkingDirectory) {
     if (event.vertex == "default") attempt = event.attempt;
   }
   ASSERT_FALSE(attempt.empty()) << cluster.describe();
-  EXPECT_EQ(read("default"), cluster.workers().dataDir(0) + "/attempts/" + attempt +
-                                 " hello-default nobody");
+  EXPECT_EQ(read("default"),
+            cluster.workers().dataDir(0) + "/attempts/" + attempt + " hello-default nobody");
 }
 
 TEST(JobsRun, AJobOverTheSubtaskLimitIsRefusedNamingTheTotalAndTheOption) {
@@ -225,16 +223,16 @@ TEST(JobsRun, AJobOverTheSubtaskLimitIsRefusedNamingTheTotalAndTheOption) {
       JobCluster::start("jobs-limit", {.workers = 0, .masterSet = {"jobmaster.max-subtasks=4"}});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
-  const std::string path = cluster.writeFile(
-      "wide.yaml",
-      "name: wide\nvertices:\n  - name: a\n    parallelism: 3\n    command:\n"
-      "      argv: [/bin/true]\n  - name: b\n    parallelism: 2\n    command:\n"
-      "      argv: [/bin/true]\n");
+  const std::string path =
+      cluster.writeFile("wide.yaml",
+                        "name: wide\nvertices:\n  - name: a\n    parallelism: 3\n    command:\n"
+                        "      argv: [/bin/true]\n  - name: b\n    parallelism: 2\n    command:\n"
+                        "      argv: [/bin/true]\n");
   CtlResult refused = cluster.ctl({"jobs", "submit", path});
   EXPECT_EQ(refused.exit.exitCode, 4) << refused.output;
-  EXPECT_TRUE(contains(refused.output, "vertices")) << refused.output;
-  EXPECT_TRUE(contains(refused.output, "5 subtasks")) << refused.output;
-  EXPECT_TRUE(contains(refused.output, "jobmaster.max-subtasks")) << refused.output;
+  EXPECT_TRUE(containsText(refused.output, "vertices")) << refused.output;
+  EXPECT_TRUE(containsText(refused.output, "5 subtasks")) << refused.output;
+  EXPECT_TRUE(containsText(refused.output, "jobmaster.max-subtasks")) << refused.output;
   auto jobs = cluster.listJobs();
   ASSERT_OK(jobs);
   EXPECT_TRUE(jobs.value().empty());
@@ -259,27 +257,28 @@ TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
       "          if [ -e \"$SEEN\" ]; then waited=seen; else waited=timeout; fi\n"
       "          for i in 6 7 8 9 10; do echo \"line-$i\"; sleep 0.05; done\n"
       "          echo \"waited: $waited\"\n"
-      "      env:\n        SEEN: " + seen + "\n");
+      "      env:\n        SEEN: " +
+      seen + "\n");
   ASSERT_OK(job);
   const std::string id = job.value();
   ASSERT_OK(cluster.waitForJobEvent(
       [&](const JobEvent& e) {
         return e.kind == JobKind::kAttemptState && e.job == id && e.state == "RUNNING";
       },
-      kTimeout));
+      kJobsTimeout));
 
-  auto follower = startRegentctl(cluster.regentctl().dir(),
-                                 {"--zk", sharedServer().connectString(), "--cluster-id",
-                                  cluster.clusterId(), "--timeout", "30s", "jobs", "logs", id,
-                                  "--vertex", "talk", "--follow"});
+  auto follower =
+      startRegentctl(cluster.regentctl().dir(),
+                     {"--zk", sharedServer().connectString(), "--cluster-id", cluster.clusterId(),
+                      "--timeout", "30s", "jobs", "logs", id, "--vertex", "talk", "--follow"});
   ASSERT_OK(follower);
   ProcessHarness& follow = *follower.value();
-  const bool early = waitUntil([&] { return contains(follow.output(), "line-5\n"); }, kTimeout,
-                               Duration(50));
+  const bool early = waitUntil([&] { return containsText(follow.output(), "line-5\n"); },
+                               kJobsTimeout, Duration(50));
   if (!early) std::ofstream(seen) << "";  // Let the task end, so nothing is left waiting.
   ASSERT_TRUE(early) << "jobs logs --follow printed no line of a running attempt:\n"
                      << follow.output() << cluster.describe();
-  EXPECT_FALSE(contains(follow.output(), "line-6")) << follow.output();
+  EXPECT_FALSE(containsText(follow.output(), "line-6")) << follow.output();
 
   // Meanwhile (the task waits for `seen`): jobs status names the running attempt and the worker
   // serving its output; the output so far at once, stderr on its own, and a vertex the job does
@@ -304,10 +303,10 @@ TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
   EXPECT_EQ(errors.output, "to stderr\n");
   CtlResult unknown = cluster.ctl({"jobs", "logs", id, "--vertex", "nope"});
   EXPECT_NE(unknown.exit.exitCode, 0) << unknown.output;
-  EXPECT_TRUE(contains(unknown.output, "talk")) << unknown.output;
+  EXPECT_TRUE(containsText(unknown.output, "talk")) << unknown.output;
 
   std::ofstream(seen) << "";
-  auto exit = follow.waitForExit(kTimeout);
+  auto exit = follow.waitForExit(kJobsTimeout);
   ASSERT_TRUE(exit) << "jobs logs --follow did not end after the attempt ended:\n"
                     << follow.output();
   EXPECT_EQ(exit->exitCode, 0) << exit->describe() << "\n" << follow.output();
@@ -316,7 +315,7 @@ TEST(JobsRun, LogsPrintsAnAttemptsOutputAndFollowStreamsItWhileItRuns) {
   expected += "waited: seen\n";
   EXPECT_EQ(follow.output(), expected);
 
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
 }
@@ -330,7 +329,7 @@ TEST(JobsRun, LogsOfAFinishedJobStayReadable) {
       "      argv: [/bin/sh, -c, 'echo hello; echo oops >&2']\n");
   ASSERT_OK(job);
   const std::string id = job.value();
-  auto clean = cluster.waitForJobClean(id, kTimeout);
+  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
 
