@@ -403,6 +403,12 @@ std::vector<OptionSpec> buildRegistry() {
              "Number of ended attempts whose directories (output files, default working "
              "directory) a worker keeps under worker.data-dir; older ones are removed.",
              intRange(0, 1000000)),
+      option("worker.update-buffer.max", kInt, "10000",
+             "Number of attempt state changes a worker keeps while it cannot deliver them to "
+             "their JobMaster (no leader, or a new leader whose JobMaster it has not reached "
+             "yet); over it the oldest are dropped with a warning, and their attempts are "
+             "failed by the next JobMaster at jobmaster.reconciliation-timeout.",
+             intRange(1, 10000000)),
       option("cluster.registration.initial-timeout", kDuration, "100ms",
              "Workers: the first wait before registering with the leader again after a failed "
              "attempt; later waits double, with jitter, up to "

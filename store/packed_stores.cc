@@ -153,7 +153,12 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
 }
 
 const char* recordKindName(RecordFamily family) {
-  return family == RecordFamily::kJobGraphs ? "JobGraph" : "JobResult";
+  switch (family) {
+    case RecordFamily::kJobGraphs: return "JobGraph";
+    case RecordFamily::kJobResults: return "JobResult";
+    case RecordFamily::kJobProgress: return "JobProgress";
+  }
+  return "record";
 }
 
 // kCorrupt with the record named, for get().
@@ -273,6 +278,48 @@ class PackedJobGraphStore final : public JobGraphStore {
                                     RecordFamily::kJobGraphs, kj::mv(records).value());
                                 return RecoveredJobGraphs{kj::mv(decoded.messages),
                                                           kj::mv(decoded.corrupt)};
+                              }));
+  }
+
+ private:
+  RecordStore& records_;
+  kj::Canceler canceler_;
+};
+
+// ---- JobProgress -------------------------------------------------------------------------
+
+class PackedJobProgressStore final : public JobProgressStore {
+ public:
+  explicit PackedJobProgressStore(RecordStore& records) : records_(records) {}
+  ~PackedJobProgressStore() noexcept override = default;
+
+  kj::Promise<StoreResult<void>> put(wire::JobProgress::Reader progress) override {
+    capnp::MallocMessageBuilder builder;
+    StoreResult<void> copied = copyInto(builder, progress, "the job progress");
+    if (!copied.ok()) return readyError(copied.error());
+    auto root = builder.getRoot<wire::JobProgress>().asReader();
+    const std::optional<JobId> id = wire::idFromWireIfSet<JobId>(root.hasJobId(), root.getJobId());
+    if (!id) return readyError(StoreError::invalid("the job progress has no job id (jobId)"));
+    StoreResult<std::string> packed =
+        pack(builder, "the progress record of " + describeJob(*id, ""), records_);
+    if (!packed.ok()) return readyError(packed.error());
+    return canceler_.wrap(
+        records_.put(RecordFamily::kJobProgress, id->toHex(), kj::mv(packed).value()));
+  }
+
+  kj::Promise<StoreResult<bool>> remove(JobId id) override {
+    return canceler_.wrap(records_.remove(RecordFamily::kJobProgress, id.toHex()));
+  }
+
+  kj::Promise<StoreResult<RecoveredJobProgress>> recoverAll() override {
+    return canceler_.wrap(records_.readAll(RecordFamily::kJobProgress)
+                              .then([](StoreResult<std::vector<Record>>&& records)
+                                        -> StoreResult<RecoveredJobProgress> {
+                                if (!records.ok()) return records.error();
+                                auto decoded = decodeAll<wire::JobProgress>(
+                                    RecordFamily::kJobProgress, kj::mv(records).value());
+                                return RecoveredJobProgress{kj::mv(decoded.messages),
+                                                            kj::mv(decoded.corrupt)};
                               }));
   }
 
@@ -550,16 +597,21 @@ class PackedJobResultStore final : public JobResultStore {
 class PackedLeaderStores final : public LeaderStores {
  public:
   PackedLeaderStores(kj::Own<RecordStore> records, size_t retain)
-      : records_(kj::mv(records)), jobGraphs_(*records_), jobResults_(*records_, retain) {}
+      : records_(kj::mv(records)),
+        jobGraphs_(*records_),
+        jobResults_(*records_, retain),
+        jobProgress_(*records_) {}
   ~PackedLeaderStores() noexcept override = default;
 
   JobGraphStore& jobGraphs() override { return jobGraphs_; }
   JobResultStore& jobResults() override { return jobResults_; }
+  JobProgressStore& jobProgress() override { return jobProgress_; }
 
  private:
   kj::Own<RecordStore> records_;  // Declared first: destroyed after the stores above it.
   PackedJobGraphStore jobGraphs_;
   PackedJobResultStore jobResults_;
+  PackedJobProgressStore jobProgress_;
 };
 
 }  // namespace

@@ -16,10 +16,10 @@
 
 namespace regent::store {
 
-// The two kinds of records; each is one ZooKeeper folder or one RocksDB column family.
-enum class RecordFamily { kJobGraphs, kJobResults };
+// The kinds of records; each is one ZooKeeper folder or one RocksDB column family.
+enum class RecordFamily { kJobGraphs, kJobResults, kJobProgress };
 
-// "jobgraphs", "job-results": the ZooKeeper folder and the RocksDB column family name.
+// "jobgraphs", "job-results", "job-progress": the ZooKeeper folder and the RocksDB column family name.
 const char* recordFamilyName(RecordFamily family);
 
 // "jobgraphs/<key>": the record's ZooKeeper path under the cluster root, and its name in messages.

@@ -50,6 +50,7 @@ struct OpenDb {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::ColumnFamilyHandle* jobGraphs = nullptr;
   rocksdb::ColumnFamilyHandle* jobResults = nullptr;
+  rocksdb::ColumnFamilyHandle* jobProgress = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
 
   OpenDb() = default;
@@ -58,7 +59,12 @@ struct OpenDb {
   ~OpenDb() { closeNow(); }
 
   rocksdb::ColumnFamilyHandle* family(RecordFamily family) const {
-    return family == RecordFamily::kJobGraphs ? jobGraphs : jobResults;
+    switch (family) {
+      case RecordFamily::kJobGraphs: return jobGraphs;
+      case RecordFamily::kJobResults: return jobResults;
+      case RecordFamily::kJobProgress: return jobProgress;
+    }
+    return nullptr;
   }
 
   rocksdb::Status closeNow() {
@@ -204,7 +210,8 @@ OpenAttempt openOnPool(const std::string& path) {
   }
   for (const char* required : {rocksdb::kDefaultColumnFamilyName.c_str(),
                                recordFamilyName(RecordFamily::kJobGraphs),
-                               recordFamilyName(RecordFamily::kJobResults), kMetaFamily}) {
+                               recordFamilyName(RecordFamily::kJobResults),
+                               recordFamilyName(RecordFamily::kJobProgress), kMetaFamily}) {
     if (std::find(names.begin(), names.end(), required) == names.end()) names.emplace_back(required);
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
@@ -226,6 +233,7 @@ OpenAttempt openOnPool(const std::string& path) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == recordFamilyName(RecordFamily::kJobGraphs)) db->jobGraphs = db->handles[i];
     if (names[i] == recordFamilyName(RecordFamily::kJobResults)) db->jobResults = db->handles[i];
+    if (names[i] == recordFamilyName(RecordFamily::kJobProgress)) db->jobProgress = db->handles[i];
     if (names[i] == kMetaFamily) db->meta = db->handles[i];
   }
   writeOwnerFile(path);

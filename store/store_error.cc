@@ -8,6 +8,7 @@ const char* recordFamilyName(RecordFamily family) {
   switch (family) {
     case RecordFamily::kJobGraphs: return "jobgraphs";
     case RecordFamily::kJobResults: return "job-results";
+    case RecordFamily::kJobProgress: return "job-progress";
   }
   return "unknown";
 }

@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "store/job_graph_store.h"
+#include "store/job_progress_store.h"
 #include "store/job_result_store.h"
 #include "store/record_store.h"
 
@@ -37,6 +38,7 @@ class LeaderStores {
   virtual ~LeaderStores() noexcept(false) = default;
   virtual JobGraphStore& jobGraphs() = 0;
   virtual JobResultStore& jobResults() = 0;
+  virtual JobProgressStore& jobProgress() = 0;
 };
 
 // One per process. Loop-thread only. Must outlive every LeaderStores it opened.

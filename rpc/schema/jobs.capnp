@@ -228,3 +228,28 @@ struct JobResult {
   restarts @7 :UInt32;
   failure @8 :JobFailure;               # null unless failed
 }
+
+struct JobProgress {
+  # What one job's JobMaster has done so far, as the JobProgressStore keeps it (ZooKeeper
+  # `job-progress/<jobId>`). Written before an attempt is deployed (so every attempt a worker may
+  # run is in it) and before an attempt's terminal state is acknowledged to its worker (so a
+  # finished subtask is never run again). A new leader's JobMaster starts from it in RECONCILING:
+  # it adopts the live attempts workers report, and fails those nobody reports within
+  # jobmaster.reconciliation-timeout (docs/jobgraph.md, "Failover"). Removed with the JobGraph.
+  jobId @0 :JobId;
+  epoch @1 :UInt64;                     # the term that wrote it
+  writtenAtMs @2 :Int64;                # Unix ms
+  restarts @3 :UInt32;                  # restarts the job's strategy granted so far
+  startedAtMs @4 :Int64;                # Unix ms the job first started (its net runtime)
+  restartDelayMs @5 :Int64;             # restart delays so far, left out of the net runtime
+  subtasks @6 :List(SubtaskProgress);   # only subtasks that had an attempt, by ascending index
+}
+
+struct SubtaskProgress {
+  # The latest attempt of one subtask.
+  subtask @0 :UInt32;                   # global index: vertices in JobGraph order, then index
+  attemptId @1 :AttemptId;
+  attemptNumber @2 :UInt32;             # 0 for the first attempt
+  state @3 :ExecutionState;             # deploying or running: live (to adopt); finished;
+                                        # failed or canceled: to run again
+}

@@ -332,7 +332,7 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
 void Dispatcher::start(JobId id, ActiveJob& job) {
   if (runner_ == nullptr || job.started) return;
   job.started = true;
-  runner_->start(id, readOnly<wire::JobGraph>(job.graph));
+  runner_->start(id, readOnly<wire::JobGraph>(job.graph), nullptr);
 }
 
 kj::Array<capnp::word> Dispatcher::describeOnRunner(JobId id) const {

@@ -1,7 +1,9 @@
 // What the Dispatcher needs from whatever runs its jobs (the term's JobMasters,
-// services/jobmaster/), and what it is told back. The Dispatcher stays the only writer of the
-// stores: a runner never writes a JobResult or removes a JobGraph; it reports that a job reached
-// a terminal state and releases the job's work on workers when the Dispatcher asks.
+// services/jobmaster/), and what it is told back. The Dispatcher writes the JobGraphs and the
+// JobResults: a runner never writes a JobResult or removes a JobGraph; it reports that a job
+// reached a terminal state and releases the job's work on workers when the Dispatcher asks. The
+// one record a runner writes is each job's progress (store::JobProgressStore, wire::JobProgress),
+// which the Dispatcher reads at recovery, hands to start(), and removes with the JobGraph.
 //
 // Ending a job (docs/jobgraph.md, "How a job ends"): the runner reports jobEnded(); the
 // Dispatcher writes the dirty JobResult, then calls release() (attempts cancelled, slots freed,
@@ -56,7 +58,13 @@ class JobRunner {
   virtual void setListener(JobRunnerListener& listener) = 0;
   // Starts running `job` (validated and persisted). `graph` (canonical, submittedAtMs set) stays
   // valid until release() resolves or the runner is destroyed. Called once per job per term.
-  virtual void start(JobId job, wire::JobGraph::Reader graph) = 0;
+  // `recovered`: the job's progress record as an earlier term left it (recovery only; none for a
+  // job submitted in this term, or when the record is missing or corrupt), valid during the
+  // call only. With it the job starts RECONCILING (docs/jobgraph.md, "Failover"): its finished
+  // subtasks stay finished, its live attempts are waited for (adopted when a worker offers them),
+  // and nothing is deployed until reconciliation ends.
+  virtual void start(JobId job, wire::JobGraph::Reader graph,
+                     kj::Maybe<wire::JobProgress::Reader> recovered) = 0;
   // The job is over (its dirty result is stored): cancel its attempts and wait for their ends
   // (at most `heartbeat.timeout`), free its slots (each freeSlot bounded by `rpc.call-timeout`),
   // disconnect its JobMaster from the ResourceManager, and forget the job. Resolves when done

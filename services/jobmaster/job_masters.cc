@@ -681,11 +681,13 @@ kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
 // ---- JobMasters -------------------------------------------------------------------------------
 
 JobMasters::JobMasters(kj::Timer& timer, uint64_t epoch,
-                       resourcemanager::JobMasterPort& resourceManager, Serve serve,
+                       resourcemanager::JobMasterPort& resourceManager,
+                       store::JobProgressStore& progress, Serve serve,
                        JobMasterCounters& counters, JobMasterOptions options)
     : timer_(timer),
       epoch_(epoch),
       resourceManager_(resourceManager),
+      progress_(progress),
       serve_(std::move(serve)),
       counters_(counters),
       options_(std::move(options)) {
@@ -699,7 +701,9 @@ JobMasters::~JobMasters() noexcept {
 
 void JobMasters::setListener(dispatcher::JobRunnerListener& listener) { listener_ = &listener; }
 
-void JobMasters::start(JobId job, wire::JobGraph::Reader graph) {
+void JobMasters::start(JobId job, wire::JobGraph::Reader graph,
+                       kj::Maybe<wire::JobProgress::Reader> recovered) {
+  (void)recovered;  // Contract only: reconciliation comes with wip/jm.
   if (jobs_.count(job) != 0) {
     spdlog::warn("job {}: start() for a job already running in this term; ignored", job.toHex());
     return;

@@ -51,6 +51,7 @@
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/job_runner.h"
 #include "services/resourcemanager/job_master_port.h"
+#include "store/job_progress_store.h"
 
 namespace regent::jobmaster {
 
@@ -58,6 +59,9 @@ struct JobMasterOptions {
   Duration heartbeatInterval{2000};  // heartbeat.interval: JobMaster -> worker heartbeats.
   Duration heartbeatTimeout{10000};  // heartbeat.timeout: a silent worker's attempts fail.
   Duration callTimeout{10000};       // rpc.call-timeout: each call to a worker.
+  // jobmaster.reconciliation-timeout: how long a recovered job waits for workers to report the
+  // live attempts of its progress record before failing the unreported ones.
+  Duration reconciliationTimeout{30000};
   std::function<int64_t()> nowMs;    // Unix ms; null: wallClockMillis().
   // Log the event lines (docs/operations.md); benchmarks and tests read them.
   bool logEvents = true;
@@ -88,15 +92,19 @@ class JobMasters final : public dispatcher::JobRunner {
   using Serve =
       std::function<wire::JobMasterGateway::Client(kj::Own<wire::JobMasterGateway::Server>)>;
 
+  // `progress` (the term's JobProgressStore) receives each job's progress record: before any
+  // attempt is deployed, and before an attempt's terminal state is acknowledged to its worker.
   JobMasters(kj::Timer& timer, uint64_t epoch, resourcemanager::JobMasterPort& resourceManager,
-             Serve serve, JobMasterCounters& counters, JobMasterOptions options);
+             store::JobProgressStore& progress, Serve serve, JobMasterCounters& counters,
+             JobMasterOptions options);
   ~JobMasters() noexcept override;
   JobMasters(const JobMasters&) = delete;
   JobMasters& operator=(const JobMasters&) = delete;
 
   // dispatcher::JobRunner.
   void setListener(dispatcher::JobRunnerListener& listener) override;
-  void start(JobId job, wire::JobGraph::Reader graph) override;
+  void start(JobId job, wire::JobGraph::Reader graph,
+             kj::Maybe<wire::JobProgress::Reader> recovered) override;
   kj::Promise<kj::Array<capnp::word>> release(JobId job, const std::string& cause) override;
   bool describe(JobId job, wire::JobStatus::Builder status) const override;
   bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override;
@@ -133,6 +141,7 @@ class JobMasters final : public dispatcher::JobRunner {
   kj::Timer& timer_;
   const uint64_t epoch_;
   resourcemanager::JobMasterPort& resourceManager_;
+  store::JobProgressStore& progress_;
   const Serve serve_;
   JobMasterCounters& counters_;
   const JobMasterOptions options_;

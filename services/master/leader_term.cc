@@ -94,7 +94,7 @@ kj::Promise<void> LeaderTerm::openStores() {
         // Each JobMaster's gateway is a capability of the term: fenced, revoked with it. It
         // serves at once; MasterBootstrap.jobMaster hands it out only once the term is ready.
         jobMasters_ = kj::heap<jobmaster::JobMasters>(
-            timer_, epoch_, *resourceManager_,
+            timer_, epoch_, *resourceManager_, stores_->jobProgress(),
             [this](kj::Own<wire::JobMasterGateway::Server> server) {
               return capabilities_.serve<wire::JobMasterGateway>(
                   kj::mv(server), rpc::LeadershipTerm::Readiness::kImmediately);

@@ -319,6 +319,7 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.jobMaster.heartbeatInterval = options.resourceManager.heartbeatInterval;
   options.jobMaster.heartbeatTimeout = options.resourceManager.heartbeatTimeout;
   options.jobMaster.callTimeout = options.resourceManager.callTimeout;
+  options.jobMaster.reconciliationTimeout = config_.getDuration("jobmaster.reconciliation-timeout");
   options.limits.maxTotalSubtasks = static_cast<uint32_t>(config_.getInt("jobmaster.max-subtasks"));
   options.describeLeader = [this](wire::LeaderInfo::Builder out) {
     if (auto leader = knownLeader()) toWire(*leader, out);

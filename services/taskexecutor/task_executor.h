@@ -59,6 +59,10 @@ struct TaskExecutorOptions {
   // (rather than failing on a closed connection). Passed to the LeaderClient by the process.
   Duration previousLeaderLinger{30000};
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+  // worker.update-buffer.max: attempt state changes kept while they cannot be delivered (no
+  // leader, or the new leader's JobMaster not reached yet); over it the oldest are dropped with
+  // a warning (counted in updatesDropped).
+  size_t updateBufferMax = 10000;
   // Log event lines (docs/operations.md); the benchmark's simulated workers log none.
   bool logEvents = true;
 };
@@ -83,7 +87,7 @@ struct TaskExecutorCounters {
   uint64_t tasksFinished = 0;          // Attempts ended by phase.
   uint64_t tasksFailed = 0;
   uint64_t tasksCanceled = 0;
-  uint64_t updatesDropped = 0;         // Attempt updates dropped when the leader changed.
+  uint64_t updatesDropped = 0;         // Attempt updates dropped: worker.update-buffer.max hit.
 };
 
 // Loop-thread only. `timer` and `leaders` must outlive it; `leaders` is used by nothing else

@@ -174,6 +174,7 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.slotProfile = slotProfile_;
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
+  options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));
   taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_,
                                                        taskRunner_.get(), kj::mv(options));
   taskExecutor_->start();

@@ -82,6 +82,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "worker.task-allow-root",
                                             "worker.task-cancel-timeout",
                                             "worker.attempts.retain",
+                                            "worker.update-buffer.max",
                                             "cluster.registration.initial-timeout",
                                             "cluster.registration.max-timeout",
                                             "log.level",

@@ -65,7 +65,8 @@ class FakeJobRunner final : public JobRunner {
   ~FakeJobRunner() noexcept override {}
 
   void setListener(JobRunnerListener& listener) override { this->listener = &listener; }
-  void start(JobId job, wire::JobGraph::Reader graph) override {
+  void start(JobId job, wire::JobGraph::Reader graph,
+             kj::Maybe<wire::JobProgress::Reader>) override {
     calls.push_back("start " + job.toHex() + " graph=" + stored(store::RecordFamily::kJobGraphs, job));
     running[job] = std::string(graph.getName().cStr());  // The graph is readable.
   }

@@ -21,6 +21,7 @@
 #include "rpc/wire_ids.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
+#include "tests/store/fake_stores_test_util.h"
 
 namespace regent::jobmaster {
 namespace {
@@ -126,7 +127,7 @@ class JobMastersTest : public ::testing::Test {
     port_.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
     port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
     masters_ = std::make_unique<JobMasters>(
-        timer_, kEpoch, port_,
+        timer_, kEpoch, port_, stores_->jobProgress(),
         [this](kj::Own<JobMasterGateway::Server> server) {
           return rpc::fencedEndpoint<JobMasterGateway>(kj::mv(server), kEpoch, fencing_);
         },
@@ -143,7 +144,7 @@ class JobMastersTest : public ::testing::Test {
   }
 
   JobId start(JobGraphBuilder& builder) {
-    masters_->start(builder.job(), builder.graph());
+    masters_->start(builder.job(), builder.graph(), nullptr);
     settle();
     return builder.job();
   }
@@ -238,6 +239,8 @@ class JobMastersTest : public ::testing::Test {
   int64_t nowMs_ = 1'700'000'000'000;
   rpc::FencingCounters fencing_;
   FakeJobMasterPort port_;
+  store::testing::FakeStoreBackend backend_;
+  kj::Own<store::LeaderStores> stores_ = backend_.openTerm();
   JobMasterCounters counters_;
   FakeListener listener_;
   std::unique_ptr<JobMasters> masters_;
