@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The local demo (README command one): a ZooKeeper server on loopback, three regent masters
 # electing a leader, two workers registering their slots, jobs run on them (a DAG whose output
-# `regentctl jobs logs` shows, a flaky task restarted by its strategy, long-running jobs), the
-# leader killed and replaced (the jobs still listed and run, the slot table rebuilt from the
-# workers' reports), `regentctl failover`, a graceful hand-over, then a cancel. Everything it
+# `regentctl jobs logs` shows, a flaky task restarted by its strategy, long-running jobs and a
+# counter), the leader killed and replaced (the jobs still listed, their running tasks adopted:
+# same attempts, same processes; the slot table rebuilt from the workers' reports), `regentctl
+# failover`, a graceful hand-over, the counter stopped and finished, then a cancel. Everything it
 # starts is stopped, and its temporary directory removed, when it ends (even on Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -261,7 +262,7 @@ wait_for_job "$flaky_job" FINISHED 60
 say "\$ regentctl jobs status $flaky_job   (two restarts, the last failure kept)"
 ctl jobs status "$flaky_job"
 
-say "Submitting three long-running jobs (extract: 2 subtasks sleeping 20 s, then load). They hold slots through the failovers below."
+say "Submitting three long-running jobs (extract: 2 subtasks sleeping 60 s, then load). They hold slots through the failovers below."
 long_jobs=()
 for name in wordcount etl-nightly report; do
   cat >"$work/$name.yaml" <<YAML
@@ -270,7 +271,7 @@ vertices:
   - name: extract
     parallelism: 2
     command:
-      argv: [sleep, "20"]
+      argv: [sleep, "60"]
     resources: {cpu: 0.5, memory: 64MiB}
   - name: load
     parallelism: 1
@@ -283,12 +284,58 @@ YAML
   long_jobs+=("$id")
   step "\$ regentctl jobs submit $name.yaml   ->   $id"
 done
-for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
-# Until every extract subtask holds its slot (6 allocated), so the table is settled.
+
+say "And a job that counts: two tasks, each printing the next number every half second until a stop file appears. Its processes keep running through every failover below."
+cat >"$work/counter.yaml" <<YAML
+name: counter
+vertices:
+  - name: count
+    parallelism: 2
+    command:
+      argv: [sh, -c, 'i=0; while [ ! -e "\$0" ]; do i=\$((i+1)); echo "count \$i"; sleep 0.5; done; echo "stopped at \$i"', "$shared/counter-stop"]
+    resources: {cpu: 0.5, memory: 64MiB}
+YAML
+counter_job=$(ctl jobs submit "$work/counter.yaml")
+step "\$ regentctl jobs submit counter.yaml   ->   $counter_job"
+for id in "${long_jobs[@]}" "$counter_job"; do wait_for_job "$id" RUNNING 30; done
+# Until every extract and count subtask holds its slot (8 allocated), so the table is settled.
 for _ in $(seq 150); do
-  [ "$(ctl --json slots 2>/dev/null | grep -c '"ALLOCATED"')" -ge 6 ] && break
+  [ "$(ctl --json slots 2>/dev/null | grep -c '"ALLOCATED"')" -ge 8 ] && break
   sleep 0.2
 done
+# The counter's attempts as "attempt-id pid" lines, one per running subtask.
+counter_attempts() {
+  ctl --json jobs status "$counter_job" | grep -o '"attempt_id":"[0-9a-f]*"\|"pid":[0-9]*' | sed 's/.*://; s/"//g' | paste -d' ' - -
+}
+# Polls (at most 30 s) until both count tasks run.
+for _ in $(seq 150); do
+  [ "$(counter_attempts | awk '$2 > 0' | wc -l)" -eq 2 ] && break
+  sleep 0.2
+done
+counter_attempts >"$work/counter-before.txt"
+step "The counter's attempts (attempt id, pid):"
+sed 's/^/    /' "$work/counter-before.txt"
+# Prints whether the counter still runs the same attempts in the same processes.
+same_counter() {
+  counter_attempts >"$work/counter-now.txt"
+  if diff -q "$work/counter-before.txt" "$work/counter-now.txt" >/dev/null; then
+    step "The counter runs the same attempts in the same processes:"
+  else
+    step "The counter's attempts changed:"
+  fi
+  sed 's/^/    /' "$work/counter-now.txt"
+  while read -r _ pid; do
+    kill -0 "$pid" 2>/dev/null && step "pid $pid is alive." || step "pid $pid is gone."
+  done <"$work/counter-now.txt"
+}
+# The new leader's "job reconciled" event line for the counter job (epoch $1).
+show_reconciled() {
+  for i in 1 2 3; do
+    if grep -q "leadership granted epoch=$1 " "$work/master-$i.log"; then
+      grep "job reconciled job=$counter_job " "$work/master-$i.log" | tail -n 1 | sed 's/^.*\(job reconciled\)/    \1/'
+    fi
+  done
+}
 say "\$ regentctl jobs list"
 ctl jobs list
 say "\$ regentctl slots"
@@ -310,7 +357,9 @@ step "The epoch went up by one, to $epoch."
 for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list   (the new leader recovered every job from ZooKeeper)"
 ctl jobs list
-step "The ended jobs keep their results; each unfinished job got a new JobMaster, which starts it again from its JobGraph in the slots the workers still hold (the same allocations); the old attempts are cancelled."
+step "The ended jobs keep their results. Each unfinished job got a new JobMaster, which read what the last one had done (its progress record) and adopted the attempts the workers offered with their slots: nothing was restarted."
+show_reconciled "$epoch"
+same_counter
 
 say "The workers noticed the new leader in ZooKeeper and registered with it; its slot table is rebuilt from their reports alone."
 wait_for_workers 2
@@ -345,6 +394,7 @@ leader_pid=$(json_field pid <<<"$leader")
 for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list"
 ctl jobs list
+same_counter
 
 say "Stopping the new leader (pid $leader_pid) with SIGTERM: it hands over on purpose."
 term_at=$(now_ms)
@@ -365,12 +415,22 @@ ctl leader
 for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list"
 ctl jobs list
+show_reconciled "$epoch"
+same_counter
 
 say "\$ regentctl workers   (the workers followed every leader)"
 ctl workers
 
+say "Creating the counter's stop file: its tasks print where they stopped and exit 0."
+touch "$shared/counter-stop"
+wait_for_job "$counter_job" FINISHED 30
+say "\$ regentctl jobs logs $counter_job --vertex count --subtask 0 | tail -n 3   (one process counted through three leaders)"
+ctl jobs logs "$counter_job" --vertex count --subtask 0 | tail -n 3
+say "\$ regentctl jobs status $counter_job"
+ctl jobs status "$counter_job"
+
 say "\$ regentctl jobs cancel ${long_jobs[0]}   (its processes are stopped on the workers: SIGTERM to each task's process group)"
-# Its attempts cancelled at the failovers above are already in the workers' logs: count them.
+# Only the lines logged after the cancel count.
 canceled_lines() { cat "$work"/worker-*.log | grep "task ended .*job=${long_jobs[0]} .*state=CANCELED" || true; }
 before=$(canceled_lines | wc -l)
 ctl jobs cancel "${long_jobs[0]}"
@@ -385,4 +445,4 @@ canceled_lines | tail -n +$((before + 1)) | sed 's/^/    /'
 say "\$ regentctl jobs list"
 ctl jobs list
 
-say "Done: jobs run on the workers (a DAG in order, a flaky task restarted by its strategy), one leader at a time, a crash survived, two hand-overs, the jobs carried on by every leader, the workers' slots rebuilt by each, and a cancel that stopped a job's processes. Stopping everything the demo started."
+say "Done: jobs run on the workers (a DAG in order, a flaky task restarted by its strategy), one leader at a time, a crash survived, two hand-overs, the running tasks adopted by every leader (same processes, nothing restarted), the workers' slots rebuilt by each, and a cancel that stopped a job's processes. Stopping everything the demo started."
