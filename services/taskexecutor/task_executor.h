@@ -291,7 +291,8 @@ class TaskExecutor final {
   // Queues `record` as the job's next update, first dropping the oldest queued one when the
   // queue is at options.updateBufferMax.
   void queueUpdate(const JobId& job, const AttemptRecord& record);
-  void dropOldestUpdate();
+  // Returns the job whose update was dropped (nullopt: none was queued).
+  std::optional<JobId> dropOldestUpdate();
   // Tells the flushUpdates() callers when no update waits any more.
   void notifyIfFlushed();
   // The leader does not know the job (notFound): its attempts cancelled, its slots freed, its

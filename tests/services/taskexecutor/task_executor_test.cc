@@ -1126,6 +1126,32 @@ TEST_F(TaskExecutorTest, AJobTheNextLeaderDoesNotKnowIsCancelledFreedAndItsUpdat
   leaders_ = nullptr;
 }
 
+// A job that holds no slot here any more has nothing to offer: its waiting updates go to the
+// next leader's JobMaster as soon as the worker is registered with it.
+TEST_F(TaskExecutorTest, AJobWithNoSlotLeftHasItsWaitingUpdatesDeliveredToTheNextLeaderAtOnce) {
+  auto next = listenNext();
+  master_->updatesUnavailable = 1000000;  // The deposed leader takes no update any more.
+  TaskExecutor& executor = startFollowingWithSlots(options(2));
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return !updatesOf(kAttempt).empty(); }, "RUNNING sent");
+  EXPECT_FALSE(freeSlot(1, kAllocation));  // Cancels the attempt.
+  EXPECT_FALSE(freeSlot(1, kOtherAllocation));
+  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt cancelled");
+  loseTheLeader(executor);
+  ASSERT_GE(executor.updatesQueued(), 1u);
+
+  announce(*next);
+  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+          "the waiting updates delivered to epoch 2");
+  EXPECT_TRUE(next->offers.empty());
+  auto delivered = updatesOf(kAttempt, *next);
+  ASSERT_FALSE(delivered.empty());
+  EXPECT_EQ(delivered.back().state, wire::ExecutionState::CANCELED);
+  EXPECT_EQ(next->updates.back().epoch, 2u);
+  executor_ = nullptr;
+  leaders_ = nullptr;
+}
+
 // worker.update-buffer.max: the oldest queued update goes, with a warning naming the option.
 TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarning) {
   std::ostringstream log;
