@@ -894,6 +894,17 @@ TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) 
   ASSERT_EQ(listener_.states.size(), 1u);
   EXPECT_EQ(listener_.states[0].second, wire::JobState::RECONCILING);
   EXPECT_TRUE(port_.declarations[job].empty());  // Nothing declared while reconciling.
+  {
+    capnp::MallocMessageBuilder message;
+    auto status = message.initRoot<wire::JobStatus>();
+    ASSERT_TRUE(masters_->describe(job, status));
+    EXPECT_EQ(std::string(status.getWaitingReason().cStr()),
+              "reconciling after a failover: 2 running attempts not reported by a worker yet; "
+              "nothing is deployed until then");
+    EXPECT_EQ(status.getTasks().getReconciling(), 2u);
+    EXPECT_EQ(status.getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+              ExecutionState::RECONCILING);
+  }
 
   FakeWorker first;
   ASSERT_EQ(offer(job, workerA_, first, 1, {{x, "a", 0}}).size(), 1u);
