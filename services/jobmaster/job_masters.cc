@@ -777,7 +777,6 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
         AttemptReport report = reportOf(running, message);
         if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
           adopted.push_back(Adopted{*index, report, std::move(message)});
-          adopted.back().report.failureMessage = adopted.back().message;
           adoptedIds.push_back(report.attempt);
         }
       }
@@ -807,7 +806,10 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     event(line);
     // An attempt that ended while no leader listened: its end counts now (its worker delivers
     // the terminal update after the offer; that one is then a repeat).
-    if (terminalState(entry.report.state)) execution_.update(entry.report, monoNow(), nowMs());
+    if (terminalState(entry.report.state)) {
+      entry.report.failureMessage = entry.message;  // The view reportOf() made moved with it.
+      execution_.update(entry.report, monoNow(), nowMs());
+    }
   }
   // Attempts in the offered slots that this JobMaster does not follow as live: unknown to it,
   // superseded by a later attempt, of a finished subtask, failed at the end of reconciliation,
