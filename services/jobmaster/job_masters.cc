@@ -336,8 +336,11 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
     putsFenced_ = true;
     pendingDeploys_.clear();
   } else if (!putsClosed_) {
-    spdlog::warn("job {}: storing its progress record failed: {}; trying again in {}", job_.toHex(),
-                 result.error().message, formatDuration(putRetryDelay_));
+    // kUnavailable is expected to pass; anything else (kTooLarge) is logged as an error, and
+    // tried again the same way: the job deploys and acknowledges nothing until a put succeeds.
+    const auto level = result.error().retryable() ? spdlog::level::warn : spdlog::level::err;
+    spdlog::log(level, "job {}: storing its progress record failed: {}; trying again in {}",
+                job_.toHex(), result.error().message, formatDuration(putRetryDelay_));
     putRetryArmed_ = true;
     tasks_.add(owner_.timer_.afterDelay(putRetryDelay_.count() * kj::MILLISECONDS).then([this] {
       putRetryArmed_ = false;

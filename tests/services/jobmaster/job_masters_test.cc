@@ -1098,6 +1098,11 @@ TEST_F(JobMastersTest, AnAttemptNobodyReportsFailsAtTheReconciliationTimeoutAndR
 }
 
 TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
   JobGraphBuilder builder({{"a", 3}});
   const JobId job = startRecovered(builder,
                                    {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
@@ -1116,6 +1121,17 @@ TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsD
   EXPECT_EQ(worker.submitted[1].subtask, 2u);
   EXPECT_EQ(worker.submitted[1].attemptNumber, 0u);
   EXPECT_EQ(counters_.attemptsRestarted, 1u);  // a[1]; a[2] runs for the first time.
+  std::vector<EventFields> reconciled;
+  std::istringstream lines(log.str());
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(parseEventLine(line, "job reconciling").has_value()) << line;
+    if (auto fields = parseEventLine(line, "job reconciled")) reconciled.push_back(*fields);
+  }
+  ASSERT_EQ(reconciled.size(), 1u) << log.str();
+  EXPECT_EQ(reconciled[0].getUint("adopted"), 0u);
+  EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
+  EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
+  EXPECT_EQ(reconciled[0].get("timed_out"), "false");
 }
 
 TEST_F(JobMastersTest, ReleaseWhileReconcilingAbandonsTheUnreportedAndCancelsTheAdopted) {
