@@ -1,11 +1,13 @@
 // The Dispatcher: the leader's job front door for one leadership term (docs/jobgraph.md,
-// docs/stores.md). It recovers every stored JobGraph and job result when the term starts, then
-// validates, persists and accepts submissions, and cancels jobs through the dirty -> clean
-// protocol. It is the only writer of its term's stores, so it answers every read (list, status,
-// counts) from memory. Accepted jobs run on its JobRunner (the term's JobMasters), which tells it
-// their live states and their end; the Dispatcher then writes the result and cleans up (docs/
-// jobgraph.md, "How a job runs and ends"). Without a runner a job stays CREATED. The wire side is
-// DispatcherGatewayServer (services/dispatcher/dispatcher_gateway.h).
+// docs/stores.md). It recovers every stored JobGraph, job result and job progress record when the
+// term starts, then validates, persists and accepts submissions, and cancels jobs through the
+// dirty -> clean protocol. It is the only writer of its term's JobGraphs and job results (the
+// JobMasters write only their jobs' progress records, which it reads at recovery and removes with
+// the JobGraph), so it answers every read (list, status, counts) from memory. Accepted jobs run on
+// its JobRunner (the term's JobMasters), which tells it their live states and their end; the
+// Dispatcher then writes the result and cleans up (docs/jobgraph.md, "How a job runs and ends").
+// Without a runner a job stays CREATED. The wire side is DispatcherGatewayServer
+// (services/dispatcher/dispatcher_gateway.h).
 #pragma once
 
 #include <capnp/message.h>
@@ -80,6 +82,7 @@ struct JobView {
 struct JobCounts {
   uint32_t active = 0;  // Not terminal: the sum of the live states below.
   uint32_t created = 0;
+  uint32_t reconciling = 0;  // Recovered; waiting for workers to report its attempts.
   uint32_t running = 0;
   uint32_t restarting = 0;
   uint32_t failing = 0;      // Ended by its runner; its result is being stored.
@@ -97,11 +100,11 @@ struct JobCounts {
 // With a JobRunner (`runner`, which must outlive it): recover() starts every recovered job that
 // has no result, submit() starts a job once its JobGraph is persisted, and the runner's
 // jobEnded() ends the job as cancel() does: dirty result, JobRunner::release, JobGraph removed,
-// result clean. The runner's end is final (its JobMaster runs nothing more), so its dirty result
-// is written again with backoff on `timer` while the store is unavailable, the job staying
-// "ending"; only a fenced store (this term is over) stops it, and the next leader runs the job
-// again from its JobGraph. A failure later on the way is logged and the rest is left to the next
-// leader (which finishes a dirty result's cleanup).
+// progress record removed, result clean. The runner's end is final (its JobMaster runs nothing
+// more), so its dirty result is written again with backoff on `timer` while the store is
+// unavailable, the job staying "ending"; only a fenced store (this term is over) stops it, and the
+// next leader runs the job on from its JobGraph and progress record. A failure later on the way
+// is logged and the rest is left to the next leader (which finishes a dirty result's cleanup).
 //
 // Memory: each job's graph and each ended job's result is kept as one flat, canonical Cap'n
 // Proto buffer of its own size, and so is the detail of a job that ended in this term (its
@@ -127,11 +130,17 @@ class Dispatcher final : public JobRunnerListener {
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
 
-  // Reads every JobGraph and job result, replacing what an earlier failed attempt read (it may
-  // be called again after a failure; not while a call of it is running). A job with a result
-  // (dirty or clean) ended in an earlier term: a dirty result's cleanup is finished (its JobGraph
-  // removed, the result marked clean) and the job is never re-run. Every other job is CREATED
-  // and, once everything is read, started on the runner.
+  // Reads every JobGraph, job result and progress record, replacing what an earlier failed
+  // attempt read (it may be called again after a failure; not while a call of it is running). A
+  // job with a result (dirty or clean) ended in an earlier term: a dirty result's cleanup is
+  // finished (its JobGraph and progress record removed, the result marked clean) and the job is
+  // never re-run. Every other job is CREATED and, once everything is read, started on the runner
+  // with its progress record (JobRunner::start), or with none when it has none or its record is
+  // corrupt: does not decode, or does not fit the job's JobGraph (a subtask index beyond its
+  // subtasks or out of order, no attempt id, an unknown state; logged as an error naming the job
+  // and why). Progress records of jobs that have no
+  // JobGraph, or have a clean result, are removed in the background (best effort, logged); those
+  // of CORRUPT jobs are left in place with their other records.
   // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id, and
   // so is a job whose result record does not decode (it ended: it is never started, and
   // removeCorrupt refuses it); other corrupt records are logged and skipped. A retryable error
@@ -153,8 +162,9 @@ class Dispatcher final : public JobRunnerListener {
   kj::Promise<JobOutcome> cancel(JobId id);
   // Removes the JobGraph record of `id` only if it is corrupt: the record is read again first
   // and removed only when it still does not decode, so a healthy job is never removed
-  // (kFailedPrecondition). kNotFound when no record is stored under `id`; kUnavailable when the
-  // store cannot be used or the job is being submitted or cancelled. Logs the removal.
+  // (kFailedPrecondition); its progress record, if any, is removed before it. kNotFound when no
+  // record is stored under `id`; kUnavailable when the store cannot be used or the job is being
+  // submitted or cancelled. Logs the removal.
   kj::Promise<JobOutcome> removeCorrupt(JobId id);
 
   // Reads, from memory, no store access.
@@ -178,8 +188,8 @@ class Dispatcher final : public JobRunnerListener {
   // JobRunnerListener (the runner's reports). jobStateChanged sets a running job's live state
   // (not while it is being cancelled). jobEnded writes the dirty result (restarts, net runtime,
   // failure from `end`; logs "job ended"), keeps the runner's detail of the job, then releases
-  // (keeping the final detail release() resolves with), removes the JobGraph and marks the
-  // result clean (logs "job clean"). A job being cancelled keeps its CANCELED end; if the
+  // (keeping the final detail release() resolves with), removes the JobGraph and the progress
+  // record and marks the result clean (logs "job clean"). A job being cancelled keeps its CANCELED end; if the
   // cancel's dirty write then fails, the job ends with the runner's end instead.
   void jobStateChanged(JobId job, wire::JobState state, int64_t atMs) override;
   void jobEnded(JobId job, const JobEnd& end) override;
@@ -187,6 +197,9 @@ class Dispatcher final : public JobRunnerListener {
  private:
   struct ActiveJob {
     kj::Array<capnp::word> graph;  // Canonical, as persisted (submittedAtMs set).
+    // The job's progress record as recovered (canonical), handed to the runner by start() and
+    // dropped then; empty when there is none (submitted in this term, missing or corrupt).
+    kj::Array<capnp::word> progress;
     wire::JobState state = wire::JobState::CREATED;
     int64_t stateChangedAtMs = 0;
     bool started = false;  // Given to the runner (the graph stays until release resolved).
@@ -202,8 +215,20 @@ class Dispatcher final : public JobRunnerListener {
     int64_t endedAtMs = 0;
   };
 
-  // Finishes the cleanup of a job that ended: JobGraph removed, result marked clean.
+  // Finishes the cleanup of a job that ended: JobGraph removed, progress record removed, result
+  // marked clean (when `dirty`).
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
+  // Marks the dirty result of `id` clean, in the store then in memory.
+  kj::Promise<Status> markClean(JobId id);
+  // At recovery, after the JobGraphs and results: hands each active job its progress record and
+  // removes, in the background, the records of jobs that have no JobGraph or have a result
+  // (`cleaned`: the ended jobs whose finishCleanup() removes it anyway).
+  void adoptProgress(store::RecoveredJobProgress& progress, const std::set<JobId>& cleaned);
+  // The error log of a recovered progress record the job starts without.
+  void logCorruptProgress(JobId id, const std::string& reason) const;
+  // Removes the progress record of `id`, a job that has no JobGraph or has a result; best effort
+  // (logged). The id is in flight meanwhile, so it cannot be submitted until the removal settled.
+  void removeOrphanProgress(JobId id, const std::string& why);
   void start(JobId id, ActiveJob& job);
   // Writes `result` dirty for active job `id` (already ending or CANCELLING); once stored the
   // job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. With `retry`,
@@ -215,7 +240,7 @@ class Dispatcher final : public JobRunnerListener {
   kj::Promise<store::StoreResult<void>> storeDirty(JobId id, wire::JobResult::Reader result,
                                                    bool retry, ExponentialBackoff backoff);
   // In the background: release on the runner (when it was started; `graph` is kept until the
-  // release resolved), JobGraph removed, result clean, "job clean" logged.
+  // release resolved), JobGraph and progress record removed, result clean, "job clean" logged.
   void releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started, std::string cause,
                        wire::JobState state);
   // The runner's describe() of `id` as a flat message; empty when it does not run `id`.
