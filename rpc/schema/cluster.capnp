@@ -59,7 +59,9 @@ struct SlotReport {
 
 struct SlotOffer {
   # A slot allocated to a job, offered by its worker to that job's JobMaster. After a failover
-  # the offer carries the attempts still running in it, which the new JobMaster adopts.
+  # the offer carries the attempts in it, which the new JobMaster adopts: those still running,
+  # and those that ended while their terminal update is still queued on the worker (with that
+  # terminal state).
   allocationId @0 :AllocationId;
   slotIndex @1 :UInt32;
   profile @2 :ResourceProfile;

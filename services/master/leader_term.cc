@@ -80,7 +80,16 @@ kj::Promise<void> LeaderTerm::start() {
   resourceManager_->start();
   return canceler_.wrap(openStores().then([this]() { return recover(); }).then([this]() {
     capabilities_.markReady();
+    auto waiters = kj::mv(readyWaiters_);
+    for (auto& waiter : waiters) waiter->fulfill();
   }));
+}
+
+kj::Promise<void> LeaderTerm::whenReady() {
+  if (ready()) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  readyWaiters_.push_back(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
 }
 
 kj::Promise<void> LeaderTerm::openStores() {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/backoff.h"
 #include "common/time.h"
@@ -82,6 +83,8 @@ class LeaderTerm final {
   uint64_t epoch() const { return epoch_; }
   // start() resolved: recovery done, the gateways serve.
   bool ready() const { return capabilities_.ready(); }
+  // Resolves once ready() (at once when it is); rejects when the term is destroyed first.
+  kj::Promise<void> whenReady();
 
   // SERVING was published for this term (the process publishes it once start() resolved).
   bool serving() const { return serving_; }
@@ -133,6 +136,8 @@ class LeaderTerm final {
   // Destroyed before the Dispatcher it reports to (its releases in flight are cancelled first).
   kj::Own<jobmaster::JobMasters> jobMasters_;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway_;
+  // whenReady() callers, told when start() resolves (dropped, so rejected, with the term).
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> readyWaiters_;
   kj::Canceler canceler_;  // The term's own work (start()); cancelled first.
 };
 

@@ -190,16 +190,37 @@ kj::Promise<void> MasterBootstrapServer::resourceManager(ResourceManagerContext 
 }
 
 kj::Promise<void> MasterBootstrapServer::jobMaster(JobMasterContext context) {
+  const auto job = wire::idFromWire<JobId>(context.getParams().getJobId());
+  LeaderTerm::JobMasterLookup lookup = host_.jobMaster(job);
+  if (lookup.ready) {
+    answerJobMaster(context, kj::mv(lookup));
+    return kj::READY_NOW;
+  }
+  // Right after a grant the workers ask before the Dispatcher recovered: answer once it has.
+  return host_.whenTermReady().then([this, context, job]() mutable {
+    const uint64_t epoch = context.getParams().getEpoch();
+    if (host_.leadingEpoch() != epoch) {
+      // The term the caller asked for ended while the call waited.
+      rpc::failures::unavailable(context.getResults().initFailure(), rpc::kNotReadyRetryMs,
+                                 "the leader of epoch " + std::to_string(epoch) +
+                                     " no longer leads; find the leader again");
+      return;
+    }
+    answerJobMaster(context, host_.jobMaster(job));
+  });
+}
+
+void MasterBootstrapServer::answerJobMaster(JobMasterContext& context,
+                                            LeaderTerm::JobMasterLookup lookup) {
   auto params = context.getParams();
   const uint64_t epoch = params.getEpoch();
   const auto job = wire::idFromWire<JobId>(params.getJobId());
   auto results = context.getResults();
-  LeaderTerm::JobMasterLookup lookup = host_.jobMaster(job);
   if (!lookup.ready) {
     rpc::failures::unavailable(results.initFailure(), rpc::kNotReadyRetryMs,
                                "the leader of epoch " + std::to_string(epoch) +
                                    " is still recovering its jobs; retry shortly");
-    return kj::READY_NOW;
+    return;
   }
   KJ_IF_MAYBE (gateway, lookup.gateway) {
     results.setJobMaster(kj::mv(*gateway));
@@ -208,7 +229,6 @@ kj::Promise<void> MasterBootstrapServer::jobMaster(JobMasterContext context) {
                             "job " + job.toHex() + " is not running under the leader of epoch " +
                                 std::to_string(epoch));
   }
-  return kj::READY_NOW;
 }
 
 }  // namespace regent::master

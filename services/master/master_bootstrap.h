@@ -39,6 +39,12 @@ class MasterBootstrapHost {
   // the term's stores open or it recovers (and always for a host that runs no JobMasters, the
   // default); ready without a gateway when the term runs no JobMaster for `job`.
   virtual LeaderTerm::JobMasterLookup jobMaster(const JobId&) { return {}; }
+  // Resolves when the current term is ready (LeaderTerm::whenReady), when it ends, or after a
+  // bound the host chooses (MasterProcess: kJobMasterReadyWait), whichever comes first; never
+  // rejects. MasterBootstrap.jobMaster waits on it instead of answering `unavailable` at once, so
+  // that the workers' offers after a failover reach the JobMasters the moment recovery ends
+  // rather than after a retry delay. The default resolves at once.
+  virtual kj::Promise<void> whenTermReady() { return kj::READY_NOW; }
   // Graceful hand-over without exiting; resolves ok once the `leader` node is gone, with an
   // error saying what happened when the hand-over did not apply (LeaderElection::handOver).
   virtual kj::Promise<Status> handOverForCaller() = 0;
@@ -81,13 +87,16 @@ class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
   kj::Promise<void> handOver(HandOverContext context) override;
   kj::Promise<void> dispatcher(DispatcherContext context) override;
   kj::Promise<void> resourceManager(ResourceManagerContext context) override;
-  // notFound for a job the term runs no JobMaster for (unknown, ended, released); unavailable
-  // while the term is not ready.
+  // notFound for a job the term runs no JobMaster for (unknown, ended, released). While the
+  // term is not ready the answer waits for host.whenTermReady(); unavailable when the term is
+  // still not ready then, or no longer leads the caller's epoch.
   kj::Promise<void> jobMaster(JobMasterContext context) override;
   kj::Promise<void> authChallenge(AuthChallengeContext context) override;
   kj::Promise<void> authenticate(AuthenticateContext context) override;
 
  private:
+  // Fills jobMaster's results from `lookup` (host.jobMaster() of the caller's job).
+  void answerJobMaster(JobMasterContext& context, LeaderTerm::JobMasterLookup lookup);
   MasterBootstrapHost& host_;
   kj::Maybe<ConnectionAuth> auth_;
 };

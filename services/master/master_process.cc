@@ -254,6 +254,16 @@ kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGa
   return term_->resourceManagerGateway();
 }
 
+kj::Promise<void> MasterProcess::whenTermReady() {
+  // Below the workers' RPC call timeout, so that a recovery taking longer is answered
+  // `unavailable` (retried) rather than timing out.
+  constexpr Duration kJobMasterReadyWait{1000};
+  if (term_.get() == nullptr) return kj::READY_NOW;
+  return term_->whenReady()
+      .catch_([](kj::Exception&&) {})  // The term ended first.
+      .exclusiveJoin(loop_.timer().afterDelay(kJobMasterReadyWait.count() * kj::MILLISECONDS));
+}
+
 LeaderTerm::JobMasterLookup MasterProcess::jobMaster(const JobId& job) {
   if (!term_) return {};
   return term_->jobMaster(job);

@@ -121,6 +121,8 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override;
   LeaderTerm::JobMasterLookup jobMaster(const JobId& job) override;
+  // The current term's whenReady(), at most kJobMasterReadyWait; at once without a term.
+  kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
   // http::HttpHost.
   bool serving() const override;

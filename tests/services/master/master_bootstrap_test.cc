@@ -33,6 +33,18 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
     if (termReady && job == runningJob) lookup.gateway = jobMasterGateway;
     return lookup;
   }
+  // Waits while `holdReady`, until readyNow(); resolves at once otherwise.
+  kj::Promise<void> whenTermReady() override {
+    if (!holdReady) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    readyWaiters.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+  void readyNow() {
+    termReady = true;
+    for (auto& waiter : readyWaiters) waiter->fulfill();
+    readyWaiters.clear();
+  }
   kj::Promise<Status> handOverForCaller() override {
     ++handOvers;
     return handOverOutcome;
@@ -48,6 +60,8 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   JobId runningJob = JobId::random();
   wire::JobMasterGateway::Client jobMasterGateway = nullptr;
   std::vector<JobId> asked;
+  bool holdReady = false;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> readyWaiters;
 };
 
 // Counts the worker heartbeats that reached it.
@@ -214,7 +228,8 @@ TEST_F(MasterBootstrapTest, AJobMasterIsHandedOutOnlyByAReadyTermAndOnlyForAJobI
   EXPECT_TRUE(stale.getFailure().isFencing());
   EXPECT_TRUE(host_.asked.empty());
 
-  // Recovering: unavailable, so that a worker keeps its slots and asks again.
+  // Still recovering once the host's wait is over: unavailable, so that a worker keeps its
+  // slots and asks again.
   auto recovering = jobMaster(5, host_.runningJob);
   ASSERT_TRUE(recovering.hasFailure());
   ASSERT_TRUE(recovering.getFailure().isUnavailable());
@@ -237,7 +252,48 @@ TEST_F(MasterBootstrapTest, AJobMasterIsHandedOutOnlyByAReadyTermAndOnlyForAJobI
   heartbeat.setEpoch(5);
   loop_.run(heartbeat.send());
   EXPECT_EQ(reached, 1);
-  EXPECT_EQ(host_.asked, (std::vector<JobId>{host_.runningJob, other, host_.runningJob}));
+  // The recovering call asked before and after the wait.
+  EXPECT_EQ(host_.asked, (std::vector<JobId>{host_.runningJob, host_.runningJob, other,
+                                             host_.runningJob}));
+}
+
+TEST_F(MasterBootstrapTest, AJobMasterAskedForDuringRecoveryIsHandedOutOnceTheTermIsReady) {
+  host_.epoch = 5;
+  host_.holdReady = true;
+  int reached = 0;
+  host_.jobMasterGateway = kj::heap<CountingJobMaster>(reached);
+  auto request = bootstrap_.jobMasterRequest();
+  request.setEpoch(5);
+  wire::setWireId(request.initJobId(), host_.runningJob);
+  auto answer = request.send();
+  loop_.waitScope().poll();
+  EXPECT_FALSE(answer.poll(loop_.waitScope()));  // Waits for the term.
+  ASSERT_EQ(host_.readyWaiters.size(), 1u);
+
+  host_.readyNow();
+  auto found = answer.wait(loop_.waitScope());
+  ASSERT_FALSE(found.hasFailure()) << found.getFailure().getMessage().cStr();
+  auto heartbeat = found.getJobMaster().heartbeatRequest();
+  heartbeat.setEpoch(5);
+  loop_.run(heartbeat.send());
+  EXPECT_EQ(reached, 1);
+}
+
+TEST_F(MasterBootstrapTest, AJobMasterCallThatWaitedOutATermThatEndedIsUnavailable) {
+  host_.epoch = 5;
+  host_.holdReady = true;
+  auto request = bootstrap_.jobMasterRequest();
+  request.setEpoch(5);
+  wire::setWireId(request.initJobId(), host_.runningJob);
+  auto answer = request.send();
+  loop_.waitScope().poll();
+  host_.epoch = 0;  // Deposed while the call waited.
+  host_.readyNow();
+  auto ended = answer.wait(loop_.waitScope());
+  ASSERT_TRUE(ended.hasFailure());
+  ASSERT_TRUE(ended.getFailure().isUnavailable());
+  EXPECT_EQ(std::string(ended.getFailure().getMessage().cStr()),
+            "the leader of epoch 5 no longer leads; find the leader again");
 }
 
 }  // namespace
