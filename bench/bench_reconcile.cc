@@ -393,7 +393,9 @@ class ReconcileBench final {
                           std::to_string(reconciled.size()) + " of " +
                           std::to_string(jobs_.size()) + " jobs within " +
                           std::to_string(options_.reconcileTimeout.count()) +
-                          " ms of its grant (" + name + "); its log ends with:\n" +
+                          " ms of its grant (" + name + "), and " +
+                          std::to_string(result.deployed) +
+                          " \"attempt deployed\" lines after it; its log ends with:\n" +
                           master.process->outputTail(3000));
     }
     for (const auto& [job, fields] : reconciled) {
