@@ -124,7 +124,13 @@ struct CaseResult {
   uint64_t adopted = 0, ended = 0, unreported = 0, timedOut = 0;
   uint64_t deployed = 0;      // "attempt deployed" of the new leader after its grant.
   uint64_t tasksStarted = 0;  // "task started" of the workers after the failover began.
+  uint64_t expected = 0;      // The sum of expected= of the new leader's "job reconciling".
   std::vector<double> msAfterGrant;
+  std::vector<double> adoptedMsAfterGrant;  // Each "attempt adopted" of the new leader.
+  // From the old leader's departure to the last "job reconciled": CPU used and time waited for a
+  // CPU by the new leader and by all workers together; the load average at the end.
+  SchedTimes leaderCpu, workersCpu;
+  std::string loadAverage;
 };
 
 class ReconcileBench final {
@@ -347,6 +353,17 @@ class ReconcileBench final {
     return starts;
   }
 
+  // CPU used and waited for, summed over the workers (not their tasks).
+  SchedTimes workersSchedTimes() {
+    SchedTimes sum;
+    for (LoggedProcess& worker : workers_) {
+      const SchedTimes times = procSchedTimes(worker.process->pid()).value_or(SchedTimes{});
+      sum.cpuMs += times.cpuMs;
+      sum.waitMs += times.waitMs;
+    }
+    return sum;
+  }
+
   // One failover (`name` kill or handover) and what the new leader logged until every job was
   // reconciled.
   Result<CaseResult> runCase(const std::string& name) {
@@ -354,6 +371,11 @@ class ReconcileBench final {
     const Leader old = leader_;
     std::vector<size_t> workerLines;
     for (LoggedProcess& worker : workers_) workerLines.push_back(worker.read());
+    std::vector<SchedTimes> mastersBefore;
+    for (LoggedProcess& master : masters_) {
+      mastersBefore.push_back(procSchedTimes(master.process->pid()).value_or(SchedTimes{}));
+    }
+    const SchedTimes workersBefore = workersSchedTimes();
     result.leftUs = monotonicMicros();
     if (name == "kill") {
       if (Status killed = masters_[old.index].process->kill(); !killed.ok()) return killed.error();
@@ -381,6 +403,13 @@ class ReconcileBench final {
       for (; scanned < master.lines.size(); ++scanned) {
         const std::string& line = master.lines[scanned];
         if (parseEventLine(line, "attempt deployed")) ++result.deployed;
+        if (auto adopted = parseEventLine(line, "attempt adopted")) {
+          result.adoptedMsAfterGrant.push_back(
+              ms(adopted->getInt("mono_us").value_or(result.grantUs) - result.grantUs));
+        }
+        if (auto reconciling = parseEventLine(line, "job reconciling")) {
+          result.expected += static_cast<uint64_t>(reconciling->getInt("expected").value_or(0));
+        }
         auto fields = parseEventLine(line, "job reconciled");
         if (!fields) continue;
         const std::string job = fields->get("job").value_or("");
@@ -408,6 +437,14 @@ class ReconcileBench final {
       if (fields.get("timed_out") == "true") ++result.timedOut;
     }
     result.tasksStarted = workerTaskStartsSince(workerLines);
+    const SchedTimes leaderNow =
+        procSchedTimes(master.process->pid()).value_or(mastersBefore[leader_.index]);
+    result.leaderCpu = {.cpuMs = leaderNow.cpuMs - mastersBefore[leader_.index].cpuMs,
+                        .waitMs = leaderNow.waitMs - mastersBefore[leader_.index].waitMs};
+    const SchedTimes workersNow = workersSchedTimes();
+    result.workersCpu = {.cpuMs = workersNow.cpuMs - workersBefore.cpuMs,
+                         .waitMs = workersNow.waitMs - workersBefore.waitMs};
+    result.loadAverage = loadAverage();
 
     if (name == "kill") {
       // Three masters again for the next case: the killed one comes back as a standby.
@@ -420,13 +457,23 @@ class ReconcileBench final {
   bool report(const std::string& name, const CaseResult& result) {
     const uint64_t attempts = static_cast<uint64_t>(submitted_) * options_.parallelism;
     const uint64_t restarted = std::max(result.deployed, result.tasksStarted);
+    const Summary adopted = summarize(result.adoptedMsAfterGrant);
     note(name + " with " + std::to_string(submitted_) + " jobs: old leader gone -> grant " +
          formatFixed(ms(result.grantUs - result.leftUs), 0) + " ms (" +
-         (name == "kill" ? "session expiry first" : "regentctl failover") + "); ended=" +
-         std::to_string(result.ended) + " unreported=" + std::to_string(result.unreported) +
-         " jobs_timed_out=" + std::to_string(result.timedOut) + "; attempt deployed after the grant " +
-         std::to_string(result.deployed) + ", task started on the workers since " +
-         std::to_string(result.tasksStarted));
+         (name == "kill" ? "session expiry first" : "regentctl failover") + "); expected=" +
+         std::to_string(result.expected) + " ended=" + std::to_string(result.ended) +
+         " unreported=" + std::to_string(result.unreported) +
+         " jobs_timed_out=" + std::to_string(result.timedOut) + "; " + std::to_string(adopted.n) +
+         " \"attempt adopted\" lines, the first " + formatFixed(adopted.min, 1) +
+         " ms and the last " + formatFixed(adopted.max, 1) + " ms after the grant; " +
+         std::to_string(result.deployed) + " \"attempt deployed\" after the grant, " +
+         std::to_string(result.tasksStarted) + " \"task started\" on the workers since the " +
+         name);
+    note(name + ": from the old leader's departure to the last \"job reconciled\" the new leader "
+         "used " + formatFixed(result.leaderCpu.cpuMs, 0) + " ms of CPU (waited " +
+         formatFixed(result.leaderCpu.waitMs, 0) + " ms for one), the workers " +
+         formatFixed(result.workersCpu.cpuMs, 0) + " ms (waited " +
+         formatFixed(result.workersCpu.waitMs, 0) + " ms); load average " + result.loadAverage);
     std::printf("reconcile case=%s adopted=%llu restarted=%llu ms_after_grant %s\n", name.c_str(),
                 static_cast<unsigned long long>(result.adopted),
                 static_cast<unsigned long long>(restarted),
