@@ -23,10 +23,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -52,7 +54,6 @@ namespace {
 using testing::ProcessHarness;
 using testing::ProcessOptions;
 using testing::TempDir;
-using testing::waitUntil;
 using testing::ZooKeeperServer;
 using testing::ZooKeeperServerOptions;
 
@@ -78,6 +79,25 @@ struct BenchOptions {
 };
 
 double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
+
+// The signal (SIGINT, SIGTERM, SIGHUP) that asked the benchmark to stop, 0 if none: every wait
+// then ends at once, and the run fails through its usual path, which stops what it started.
+volatile sig_atomic_t gStopSignal = 0;
+
+void onStopSignal(int signum) { gStopSignal = signum; }
+
+void installStopHandlers() {
+  struct sigaction action {};
+  action.sa_handler = onStopSignal;
+  sigemptyset(&action.sa_mask);
+  for (const int signum : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signum, &action, nullptr);
+}
+
+// testing::waitUntil, ended early (false) by a stop signal.
+bool waitUntil(const std::function<bool()>& condition, Duration timeout, Duration interval) {
+  return testing::waitUntil([&] { return gStopSignal != 0 || condition(); }, timeout, interval) &&
+         gStopSignal == 0;
+}
 
 std::vector<std::string> withSets(std::string binary, const std::vector<std::string>& sets) {
   std::vector<std::string> argv = {std::move(binary)};
@@ -151,6 +171,7 @@ class ReconcileBench final {
     for (const int jobs : options_.jobs) {
       if (Status submitted = submitUpTo(jobs); !submitted.ok()) return submitted;
       for (const std::string& name : options_.cases) {
+        if (gStopSignal != 0) return Error::fatal("stopped");
         auto result = runCase(name);
         if (!result.ok()) return result.error();
         if (!report(name, result.value())) allChecked = false;
@@ -294,6 +315,7 @@ class ReconcileBench final {
       return {};
     };
     for (int index = submitted_; index < total; ++index) {
+      if (gStopSignal != 0) return Error::fatal("stopped");
       const JobId job = JobId::random();
       const std::string file = dir_ + "/job-" + std::to_string(index) + ".yaml";
       std::ofstream(file) << jobSpec(job, index, options_.parallelism);
@@ -535,13 +557,20 @@ int run(const BenchOptions& options) {
     if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
   }
   spdlog::set_level(spdlog::level::warn);
+  installStopHandlers();
   auto server = ZooKeeperServer::start(ZooKeeperServerOptions{.tickTime = Duration(500)});
   if (!server.ok()) return fail("ZooKeeper did not start: " + server.error().message);
   TempDir dir("regent-bench-reconcile");
   // The workers' data directories live here; their tasks run as an unprivileged user.
   ::chmod(dir.path().c_str(), 0755);
   ReconcileBench bench(options, server.value()->connectString(), dir.path());
-  if (Status done = bench.run(); !done.ok()) return fail(done.error().message);
+  if (Status done = bench.run(); !done.ok()) {
+    if (gStopSignal != 0) {
+      return fail("stopped by signal " + std::to_string(gStopSignal) +
+                  "; stopping the workers, their tasks, the masters and ZooKeeper");
+    }
+    return fail(done.error().message);
+  }
   return 0;
 }
 
