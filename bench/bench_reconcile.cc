@@ -122,8 +122,8 @@ struct LoggedProcess {
 };
 
 Result<LoggedProcess> startLogged(std::vector<std::string> argv, const std::string& logPath) {
-  auto process = ProcessHarness::start(ProcessOptions{.argv = std::move(argv),
-                                                      .outputPath = logPath});
+  auto process =
+      ProcessHarness::start(ProcessOptions{.argv = std::move(argv), .outputPath = logPath});
   if (!process.ok()) return process.error();
   return LoggedProcess{.process = std::move(process).value(),
                        .tail = std::make_unique<LogTail>(logPath),
@@ -178,8 +178,10 @@ class ReconcileBench final {
       }
     }
     if (!allChecked) {
-      return Error::fatal("not every attempt was adopted without a restart (see the lines above); "
-                          "logs in " + dir_ + " (kept with KEEP_TEST_TMP=1)");
+      return Error::fatal(
+          "not every attempt was adopted without a restart (see the lines above); "
+          "logs in " +
+          dir_ + " (kept with KEEP_TEST_TMP=1)");
     }
     return {};
   }
@@ -242,7 +244,8 @@ class ReconcileBench final {
     if (!master.ok()) return Error::fatal("regent-master: " + master.error().message);
     if (masters_.size() <= static_cast<size_t>(index)) masters_.resize(index + 1);
     masters_[index] = std::move(master).value();
-    auto contending = masters_[index].process->waitForLine(std::regex("contending "), kStartTimeout);
+    auto contending =
+        masters_[index].process->waitForLine(std::regex("contending "), kStartTimeout);
     if (!contending.ok()) {
       return Error::fatal("regent-master " + std::to_string(index) +
                           " did not contend: " + contending.error().message);
@@ -319,7 +322,8 @@ class ReconcileBench final {
       const JobId job = JobId::random();
       const std::string file = dir_ + "/job-" + std::to_string(index) + ".yaml";
       std::ofstream(file) << jobSpec(job, index, options_.parallelism);
-      auto ctl = startCtl({"jobs", "submit", file}, dir_ + "/submit-" + std::to_string(index) + ".log");
+      auto ctl =
+          startCtl({"jobs", "submit", file}, dir_ + "/submit-" + std::to_string(index) + ".log");
       if (!ctl.ok()) return Error::fatal("regentctl: " + ctl.error().message);
       running.emplace_back(std::move(ctl).value(), job.toHex());
       jobs_.insert(job.toHex());
@@ -405,7 +409,8 @@ class ReconcileBench final {
         return Error::fatal("the killed leader did not exit");
       }
     } else {
-      auto ctl = startCtl({"failover"}, dir_ + "/failover-" + std::to_string(++failovers_) + ".log");
+      auto ctl =
+          startCtl({"failover"}, dir_ + "/failover-" + std::to_string(++failovers_) + ".log");
       if (!ctl.ok()) return Error::fatal("regentctl: " + ctl.error().message);
       if (Status done = waitForCtl(*ctl.value(), "failover"); !done.ok()) return done.error();
     }
@@ -443,9 +448,8 @@ class ReconcileBench final {
       return Error::fatal("the new leader logged \"job reconciled\" for " +
                           std::to_string(reconciled.size()) + " of " +
                           std::to_string(jobs_.size()) + " jobs within " +
-                          std::to_string(options_.reconcileTimeout.count()) +
-                          " ms of its grant (" + name + "), and " +
-                          std::to_string(result.deployed) +
+                          std::to_string(options_.reconcileTimeout.count()) + " ms of its grant (" +
+                          name + "), and " + std::to_string(result.deployed) +
                           " \"attempt deployed\" lines after it; its log ends with:\n" +
                           master.process->outputTail(3000));
     }
@@ -470,7 +474,8 @@ class ReconcileBench final {
 
     if (name == "kill") {
       // Three masters again for the next case: the killed one comes back as a standby.
-      if (Status started = startMaster(static_cast<int>(old.index)); !started.ok()) return started.error();
+      if (Status started = startMaster(static_cast<int>(old.index)); !started.ok())
+        return started.error();
     }
     return result;
   }
@@ -491,8 +496,10 @@ class ReconcileBench final {
          std::to_string(result.deployed) + " \"attempt deployed\" after the grant, " +
          std::to_string(result.tasksStarted) + " \"task started\" on the workers since the " +
          name);
-    note(name + ": from the old leader's departure to the last \"job reconciled\" the new leader "
-         "used " + formatFixed(result.leaderCpu.cpuMs, 0) + " ms of CPU (waited " +
+    note(name +
+         ": from the old leader's departure to the last \"job reconciled\" the new leader "
+         "used " +
+         formatFixed(result.leaderCpu.cpuMs, 0) + " ms of CPU (waited " +
          formatFixed(result.leaderCpu.waitMs, 0) + " ms for one), the workers " +
          formatFixed(result.workersCpu.cpuMs, 0) + " ms (waited " +
          formatFixed(result.workersCpu.waitMs, 0) + " ms); load average " + result.loadAverage);
