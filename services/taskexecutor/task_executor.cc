@@ -1059,6 +1059,7 @@ size_t TaskExecutor::updatesQueued() const {
 
 void TaskExecutor::queueUpdate(const JobId& job, const AttemptRecord& record) {
   const size_t max = std::max<size_t>(options_.updateBufferMax, 1);
+  std::optional<JobId> dropped;
   if (updatesQueued() >= max) {
     // A terminal update supersedes its attempt's queued RUNNING update, which changes nothing
     // once the terminal state is known: that one goes first, silently.
@@ -1074,12 +1075,13 @@ void TaskExecutor::queueUpdate(const JobId& job, const AttemptRecord& record) {
         }
       }
     }
-    if (!superseded) dropOldestUpdate();
+    if (!superseded) dropped = dropOldestUpdate();
   }
   link(job).updates.push_back(PendingUpdate{++updateSeq_, record});
+  if (dropped && *dropped != job) forgetIfIdle(*dropped);
 }
 
-void TaskExecutor::dropOldestUpdate() {
+std::optional<JobId> TaskExecutor::dropOldestUpdate() {
   JobLink* oldest = nullptr;
   for (auto& [job, held] : jobs_) {
     if (held->updates.empty()) continue;
@@ -1087,7 +1089,7 @@ void TaskExecutor::dropOldestUpdate() {
       oldest = held.get();
     }
   }
-  if (oldest == nullptr) return;
+  if (oldest == nullptr) return std::nullopt;
   // An update in flight may still arrive; its answer no longer pops anything (deliverLoop
   // matches the front by seq).
   const AttemptRecord dropped = oldest->updates.front().record;
@@ -1108,7 +1110,7 @@ void TaskExecutor::dropOldestUpdate() {
                                             "oldest is dropped"),
              /*warn=*/true);
   }
-  forgetIfIdle(dropped.job);
+  return dropped.job;
 }
 
 void TaskExecutor::notifyIfFlushed() {
