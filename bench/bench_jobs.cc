@@ -386,30 +386,6 @@ std::vector<std::string> withSets(std::string binary, const std::vector<std::str
 
 double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
 
-// Time a process's threads ran, and waited runnable for a CPU (what a machine shared with other
-// work costs in latency), summed over its threads from /proc/<pid>/task/*/schedstat, in ms.
-// Threads that ended meanwhile are not counted. nullopt if the process is gone.
-struct SchedTimes {
-  double cpuMs = 0;
-  double waitMs = 0;
-};
-
-std::optional<SchedTimes> procSchedTimes(pid_t pid) {
-  std::error_code error;
-  std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", error);
-  if (error) return std::nullopt;
-  SchedTimes times;
-  for (const auto& task : tasks) {
-    std::ifstream in(task.path() / "schedstat");
-    uint64_t cpuNs = 0, waitNs = 0;
-    if (in >> cpuNs >> waitNs) {
-      times.cpuMs += static_cast<double>(cpuNs) / 1e6;
-      times.waitMs += static_cast<double>(waitNs) / 1e6;
-    }
-  }
-  return times;
-}
-
 // The first process whose command line holds `text`, other than this one; nullopt if none.
 std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
   std::error_code error;
@@ -715,13 +691,6 @@ class JobsBench final {
                 static_cast<long long>(workerRss->kb));
     std::fflush(stdout);
     return {};
-  }
-
-  static std::string loadAverage() {
-    std::ifstream in("/proc/loadavg");
-    std::string one;
-    in >> one;
-    return in ? one : "?";
   }
 
   // The master, the workers, and the ZooKeeper server when found, for CPU readings.

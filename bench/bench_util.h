@@ -1,6 +1,7 @@
 // What every benchmark prints its numbers with: one percentile definition (the median is its
 // 50th), a min/median/max summary, fixed-decimal formatting, "# " notes, /proc readings of a
-// process (its settled resident set, its CPU time), and the new lines of a growing log file.
+// process (its settled resident set, its CPU time, its time waiting for a CPU) and of the
+// machine's load average, and the new lines of a growing log file.
 // Header-only; benchmarks print numbers and never assert timings.
 #pragma once
 
@@ -152,6 +153,38 @@ inline std::optional<double> procCpuMs(pid_t pid) {
     if (number == 15) stime = std::stoll(field);
   }
   return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Time a process's threads ran, and waited runnable for a CPU (what a machine shared with other
+// work costs in latency), summed over its threads from /proc/<pid>/task/*/schedstat, in ms.
+// Threads that ended meanwhile are not counted. nullopt if the process is gone.
+struct SchedTimes {
+  double cpuMs = 0;
+  double waitMs = 0;
+};
+
+inline std::optional<SchedTimes> procSchedTimes(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", error);
+  if (error) return std::nullopt;
+  SchedTimes times;
+  for (const auto& task : tasks) {
+    std::ifstream in(task.path() / "schedstat");
+    uint64_t cpuNs = 0, waitNs = 0;
+    if (in >> cpuNs >> waitNs) {
+      times.cpuMs += static_cast<double>(cpuNs) / 1e6;
+      times.waitMs += static_cast<double>(waitNs) / 1e6;
+    }
+  }
+  return times;
+}
+
+// The machine's load average over the last minute, as /proc/loadavg prints it ("?" unreadable).
+inline std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  in >> one;
+  return in ? one : "?";
 }
 
 // The directory of the running benchmark binary (where the build puts regent-master too), or
