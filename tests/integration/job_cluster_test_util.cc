@@ -533,6 +533,16 @@ Result<TaskEvent> JobCluster::waitForTaskEvent(const std::function<bool(const Ta
   return *found;
 }
 
+std::vector<TaskEvent> JobCluster::taskEventsOf(const std::string& job, TaskEvent::Kind kind) {
+  std::vector<TaskEvent> matching;
+  for (size_t w = 0; w < workers_->size(); ++w) {
+    for (TaskEvent& event : taskEvents(w)) {
+      if (event.job == job && event.kind == kind) matching.push_back(std::move(event));
+    }
+  }
+  return matching;
+}
+
 Result<bool> JobCluster::nodeExists(const std::string& relativePath) {
   auto client = ZooKeeperTestClient::connect(quorum_);
   if (!client.ok()) return client.error();

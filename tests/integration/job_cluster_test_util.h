@@ -218,6 +218,8 @@ class JobCluster final {
   std::vector<TaskEvent> taskEvents(size_t worker);
   Result<TaskEvent> waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,
                                      Duration timeout);
+  // The task events of `job` of `kind` on every worker (current runs), worker by worker.
+  std::vector<TaskEvent> taskEventsOf(const std::string& job, TaskEvent::Kind kind);
 
   // Whether ZooKeeper holds the job's JobGraph (`jobgraphs/<job>`) or JobResult
   // (`job-results/<job>`) under the cluster's root.

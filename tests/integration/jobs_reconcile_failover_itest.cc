@@ -51,12 +51,8 @@ void submitAndRun(JobCluster& cluster, RunningJob& running) {
 std::vector<TaskEvent> tasksEnded(JobCluster& cluster, const std::string& job,
                                   const std::string& state) {
   std::vector<TaskEvent> ended;
-  for (size_t w = 0; w < cluster.workers().size(); ++w) {
-    for (TaskEvent& event : cluster.taskEvents(w)) {
-      if (event.kind == TaskKind::kEnded && event.job == job && event.state == state) {
-        ended.push_back(std::move(event));
-      }
-    }
+  for (TaskEvent& event : cluster.taskEventsOf(job, TaskKind::kEnded)) {
+    if (event.state == state) ended.push_back(std::move(event));
   }
   return ended;
 }
