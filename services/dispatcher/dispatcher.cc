@@ -202,16 +202,13 @@ kj::Promise<Status> Dispatcher::recover() {
                     return Status(Error::retryable("cannot read the JobGraphs: " +
                                                    graphs.error().message));
                   }
-                  kj::Vector<kj::Promise<Status>> cleanups;
-                  std::set<JobId> withGraph;
+                  std::set<JobId> withGraph;  // Ended jobs whose JobGraph is still stored.
                   for (auto& graph : graphs.value().graphs) {
                     const JobId id = wire::idFromWire<JobId>(graph.get().getJobId());
                     if (corruptResults_.count(id) > 0) continue;  // Ended: never started.
-                    auto endedJob = ended_.find(id);
-                    if (endedJob != ended_.end()) {
+                    if (ended_.count(id) > 0) {
                       // The job ended in an earlier term: finish its cleanup, never re-run it.
                       withGraph.insert(id);
-                      cleanups.add(finishCleanup(id, !endedJob->second.clean));
                       continue;
                     }
                     ActiveJob job;
@@ -230,25 +227,88 @@ kj::Promise<Status> Dispatcher::recover() {
                         "it is left in place; remove it with regentctl jobs remove-corrupt {}",
                         id->toHex(), record.reason, id->toHex());
                   }
-                  for (auto& [id, job] : ended_) {
-                    if (!job.clean && withGraph.count(id) == 0) {
-                      cleanups.add(finishCleanup(id, true));
-                    }
-                  }
-                  return kj::joinPromises(cleanups.releaseAsArray())
-                      .then([this](kj::Array<Status>&& done) -> Status {
-                        for (auto& status : done) {
-                          if (!status.ok()) return status;
+                  return stores_.jobProgress().recoverAll().then(
+                      [this, withGraph = std::move(withGraph)](
+                          store::StoreResult<store::RecoveredJobProgress>&& progress)
+                          -> kj::Promise<Status> {
+                        if (!progress.ok()) {
+                          return Status(Error::retryable("cannot read the job progress records: " +
+                                                         progress.error().message));
                         }
-                        recovered_ = true;
-                        spdlog::info("dispatcher recovered epoch={} jobs={}", epoch_,
-                                     active_.size());
-                        // Every job without a result runs again in this term.
-                        for (auto& [id, job] : active_) start(id, job);
-                        return Status();
+                        kj::Vector<kj::Promise<Status>> cleanups;
+                        std::set<JobId> cleaned;  // Ended jobs whose cleanup runs now.
+                        for (auto& [id, job] : ended_) {
+                          if (withGraph.count(id) > 0 || !job.clean) {
+                            cleaned.insert(id);
+                            cleanups.add(finishCleanup(id, !job.clean));
+                          }
+                        }
+                        adoptProgress(progress.value(), cleaned);
+                        return kj::joinPromises(cleanups.releaseAsArray())
+                            .then([this](kj::Array<Status>&& done) -> Status {
+                              for (auto& status : done) {
+                                if (!status.ok()) return status;
+                              }
+                              recovered_ = true;
+                              spdlog::info("dispatcher recovered epoch={} jobs={}", epoch_,
+                                           active_.size());
+                              // Every job without a result runs again in this term.
+                              for (auto& [id, job] : active_) start(id, job);
+                              return Status();
+                            });
                       });
                 });
           }));
+}
+
+void Dispatcher::adoptProgress(store::RecoveredJobProgress& progress,
+                               const std::set<JobId>& cleaned) {
+  // Whose record is it: a job to run (kept for start()), an ended job whose cleanup removes it,
+  // a CORRUPT job (left in place with its other records), or nobody's (removed).
+  const auto orphanReason = [this, &cleaned](JobId id) -> std::optional<std::string> {
+    if (active_.count(id) > 0 || cleaned.count(id) > 0 || corrupt_.count(id) > 0) {
+      return std::nullopt;
+    }
+    if (ended_.count(id) > 0) return std::string("the job has a result");
+    return std::string("the job has no JobGraph");
+  };
+  for (auto& record : progress.records) {
+    const JobId id = wire::idFromWire<JobId>(record.get().getJobId());
+    auto active = active_.find(id);
+    if (active != active_.end()) {
+      active->second.progress = flatCopy(record.get());
+    } else if (auto why = orphanReason(id)) {
+      removeOrphanProgress(id, *why);
+    }
+  }
+  for (const store::CorruptRecord& record : progress.corrupt) {
+    const std::optional<JobId> id = JobId::fromHex(record.key);
+    if (!id) continue;  // Not a job id: the store logged it.
+    if (active_.count(*id) > 0) {
+      spdlog::error("dispatcher: the progress record of job {} does not decode ({}); the job "
+                    "starts without it: its attempts still running are not adopted, and its "
+                    "JobMaster's first write replaces the record",
+                    id->toHex(), record.reason);
+    } else if (auto why = orphanReason(*id)) {
+      removeOrphanProgress(*id, *why);
+    }
+  }
+}
+
+void Dispatcher::removeOrphanProgress(JobId id, const std::string& why) {
+  const bool submittable = ended_.count(id) == 0;
+  if (submittable) inFlight_.insert(id);
+  tasks_.add(stores_.jobProgress().remove(id).then(
+      [this, id, why, submittable](store::StoreResult<bool>&& removed) {
+        if (submittable) inFlight_.erase(id);
+        if (removed.ok()) {
+          spdlog::info("dispatcher removed the progress record of job {} ({})", id.toHex(), why);
+        } else {
+          spdlog::warn("dispatcher: cannot remove the progress record of job {} ({}): {}; the "
+                       "next leader tries again",
+                       id.toHex(), why, removed.error().message);
+        }
+      }));
 }
 
 kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool dirty) {
@@ -258,17 +318,31 @@ kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool dirty) {
           return Status(Error::retryable("cannot remove the JobGraph of ended job " +
                                          id.toHex() + ": " + removed.error().message));
         }
-        if (!dirty) return Status();
-        spdlog::info("dispatcher finished the cleanup of job {} (dirty result)", id.toHex());
-        return stores_.jobResults().markClean(id).then(
-            [this, id](store::StoreResult<void>&& clean) -> Status {
-              if (!clean.ok()) {
-                return Error::retryable("cannot mark the result of job " + id.toHex() +
-                                        " clean: " + clean.error().message);
+        // After the JobGraph and before the result is clean: a record this leaves behind (the
+        // removal failed) is removed by the next leader, which finishes the cleanup again.
+        return stores_.jobProgress().remove(id).then(
+            [this, id, dirty](store::StoreResult<bool>&& progressRemoved) -> kj::Promise<Status> {
+              if (!progressRemoved.ok()) {
+                return Status(Error::retryable("cannot remove the progress record of ended job " +
+                                               id.toHex() + ": " +
+                                               progressRemoved.error().message));
               }
-              markCleanInMemory(id);
-              return Status();
+              if (!dirty) return Status();
+              return markClean(id);
             });
+      });
+}
+
+kj::Promise<Status> Dispatcher::markClean(JobId id) {
+  spdlog::info("dispatcher finished the cleanup of job {} (dirty result)", id.toHex());
+  return stores_.jobResults().markClean(id).then(
+      [this, id](store::StoreResult<void>&& clean) -> Status {
+        if (!clean.ok()) {
+          return Error::retryable("cannot mark the result of job " + id.toHex() +
+                                  " clean: " + clean.error().message);
+        }
+        markCleanInMemory(id);
+        return Status();
       });
 }
 
@@ -332,7 +406,10 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
 void Dispatcher::start(JobId id, ActiveJob& job) {
   if (runner_ == nullptr || job.started) return;
   job.started = true;
-  runner_->start(id, readOnly<wire::JobGraph>(job.graph), nullptr);
+  kj::Maybe<wire::JobProgress::Reader> recovered;
+  if (job.progress.size() > 0) recovered = readOnly<wire::JobProgress>(job.progress);
+  runner_->start(id, readOnly<wire::JobGraph>(job.graph), recovered);
+  job.progress = nullptr;  // The runner copied what it needs during the call.
 }
 
 kj::Array<capnp::word> Dispatcher::describeOnRunner(JobId id) const {
@@ -609,8 +686,16 @@ kj::Promise<JobOutcome> Dispatcher::removeCorrupt(JobId id) {
           return JobOutcome(storeFailure(record.error()));
         }
         const std::string reason = record.error().message;
-        return stores_.jobGraphs().remove(id).then(
-            [this, id, reason](store::StoreResult<bool>&& removed) -> JobOutcome {
+        // Its progress record first: the id is free once the JobGraph is gone, and a job
+        // submitted again under it must not inherit the old job's progress.
+        return stores_.jobProgress()
+            .remove(id)
+            .then([this, id](store::StoreResult<bool>&& progressRemoved)
+                      -> kj::Promise<store::StoreResult<bool>> {
+              if (!progressRemoved.ok()) return kj::mv(progressRemoved);
+              return stores_.jobGraphs().remove(id);
+            })
+            .then([this, id, reason](store::StoreResult<bool>&& removed) -> JobOutcome {
               inFlight_.erase(id);
               if (!removed.ok()) return storeFailure(removed.error());
               corrupt_.erase(id);
@@ -673,6 +758,7 @@ JobCounts Dispatcher::counts() const {
   counts.active = static_cast<uint32_t>(active_.size());
   for (const auto& [id, job] : active_) {
     switch (job.state) {
+      case wire::JobState::RECONCILING: ++counts.reconciling; break;
       case wire::JobState::RUNNING: ++counts.running; break;
       case wire::JobState::RESTARTING: ++counts.restarting; break;
       case wire::JobState::FAILING: ++counts.failing; break;

@@ -80,6 +80,7 @@ struct JobView {
 struct JobCounts {
   uint32_t active = 0;  // Not terminal: the sum of the live states below.
   uint32_t created = 0;
+  uint32_t reconciling = 0;  // Recovered; waiting for workers to report its attempts.
   uint32_t running = 0;
   uint32_t restarting = 0;
   uint32_t failing = 0;      // Ended by its runner; its result is being stored.
@@ -127,11 +128,15 @@ class Dispatcher final : public JobRunnerListener {
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
 
-  // Reads every JobGraph and job result, replacing what an earlier failed attempt read (it may
-  // be called again after a failure; not while a call of it is running). A job with a result
-  // (dirty or clean) ended in an earlier term: a dirty result's cleanup is finished (its JobGraph
-  // removed, the result marked clean) and the job is never re-run. Every other job is CREATED
-  // and, once everything is read, started on the runner.
+  // Reads every JobGraph, job result and progress record, replacing what an earlier failed
+  // attempt read (it may be called again after a failure; not while a call of it is running). A
+  // job with a result (dirty or clean) ended in an earlier term: a dirty result's cleanup is
+  // finished (its JobGraph and progress record removed, the result marked clean) and the job is
+  // never re-run. Every other job is CREATED and, once everything is read, started on the runner
+  // with its progress record (JobRunner::start), or with none when it has none or its record does
+  // not decode (logged as an error naming the job and why). Progress records of jobs that have no
+  // JobGraph, or have a clean result, are removed in the background (best effort, logged); those
+  // of CORRUPT jobs are left in place with their other records.
   // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id, and
   // so is a job whose result record does not decode (it ended: it is never started, and
   // removeCorrupt refuses it); other corrupt records are logged and skipped. A retryable error
@@ -153,8 +158,9 @@ class Dispatcher final : public JobRunnerListener {
   kj::Promise<JobOutcome> cancel(JobId id);
   // Removes the JobGraph record of `id` only if it is corrupt: the record is read again first
   // and removed only when it still does not decode, so a healthy job is never removed
-  // (kFailedPrecondition). kNotFound when no record is stored under `id`; kUnavailable when the
-  // store cannot be used or the job is being submitted or cancelled. Logs the removal.
+  // (kFailedPrecondition); its progress record, if any, is removed before it. kNotFound when no
+  // record is stored under `id`; kUnavailable when the store cannot be used or the job is being
+  // submitted or cancelled. Logs the removal.
   kj::Promise<JobOutcome> removeCorrupt(JobId id);
 
   // Reads, from memory, no store access.
@@ -187,6 +193,9 @@ class Dispatcher final : public JobRunnerListener {
  private:
   struct ActiveJob {
     kj::Array<capnp::word> graph;  // Canonical, as persisted (submittedAtMs set).
+    // The job's progress record as recovered (canonical), handed to the runner by start() and
+    // dropped then; empty when there is none (submitted in this term, missing or corrupt).
+    kj::Array<capnp::word> progress;
     wire::JobState state = wire::JobState::CREATED;
     int64_t stateChangedAtMs = 0;
     bool started = false;  // Given to the runner (the graph stays until release resolved).
@@ -202,8 +211,18 @@ class Dispatcher final : public JobRunnerListener {
     int64_t endedAtMs = 0;
   };
 
-  // Finishes the cleanup of a job that ended: JobGraph removed, result marked clean.
+  // Finishes the cleanup of a job that ended: JobGraph removed, progress record removed, result
+  // marked clean (when `dirty`).
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
+  // Marks the dirty result of `id` clean, in the store then in memory.
+  kj::Promise<Status> markClean(JobId id);
+  // At recovery, after the JobGraphs and results: hands each active job its progress record and
+  // removes, in the background, the records of jobs that have no JobGraph or have a result
+  // (`cleaned`: the ended jobs whose finishCleanup() removes it anyway).
+  void adoptProgress(store::RecoveredJobProgress& progress, const std::set<JobId>& cleaned);
+  // Removes the progress record of `id`, a job that has no JobGraph or has a result; best effort
+  // (logged). The id is in flight meanwhile, so it cannot be submitted until the removal settled.
+  void removeOrphanProgress(JobId id, const std::string& why);
   void start(JobId id, ActiveJob& job);
   // Writes `result` dirty for active job `id` (already ending or CANCELLING); once stored the
   // job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. With `retry`,

@@ -452,6 +452,14 @@ void writeJobMasterMetrics(std::ostringstream& out, const jobmaster::JobMasterCo
          "Subtask attempts deployed again after a failure (restart strategy), over every term "
          "this process led.");
   out << "regent_attempts_restarted_total " << counts.attemptsRestarted << '\n';
+  family(out, "regent_attempts_adopted_total", "counter",
+         "Attempts of an earlier term that a worker offered after a failover and this process's "
+         "JobMaster adopted, over every term this process led.");
+  out << "regent_attempts_adopted_total " << counts.attemptsAdopted << '\n';
+  family(out, "regent_job_reconciliation_timeouts_total", "counter",
+         "Recovered jobs that left RECONCILING by jobmaster.reconciliation-timeout, over every "
+         "term this process led.");
+  out << "regent_job_reconciliation_timeouts_total " << counts.reconciliationTimeouts << '\n';
   family(out, "regent_job_submit_to_running_seconds", "histogram",
          "Time from a job's submission to its first attempt RUNNING, per job and term.");
   for (size_t i = 0; i < counts.kSubmitToRunningBounds.size(); ++i) {

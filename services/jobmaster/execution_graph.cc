@@ -138,6 +138,128 @@ uint32_t ExecutionGraph::indexInVertex(uint32_t subtask) const {
   return subtask - vertices_[vertexOf(subtask)].first;
 }
 
+// ---- Failover ---------------------------------------------------------------------------------
+
+uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t nowMs) {
+  strategy_.restoreRestarts(progress.getRestarts());
+  if (progress.getStartedAtMs() > 0) startedAtMs_ = progress.getStartedAtMs();
+  restartDelayMs_ = std::max<int64_t>(0, progress.getRestartDelayMs());
+  uint32_t expected = 0;
+  for (auto entry : progress.getSubtasks()) {
+    const uint32_t index = entry.getSubtask();
+    if (index >= subtasks_.size() || !entry.hasAttemptId()) continue;
+    Subtask& subtask = subtasks_[index];
+    if (subtask.attempts > 0) continue;  // Listed twice: the first entry stands.
+    subtask.attempt = wire::idFromWire<AttemptId>(entry.getAttemptId());
+    subtask.attempts = entry.getAttemptNumber() + 1;
+    subtask.stateChangedAtMs = nowMs;
+    switch (entry.getState()) {
+      case ExecutionState::FINISHED:
+        subtask.state = ExecutionState::FINISHED;
+        finished(index, nowMs);
+        break;
+      case ExecutionState::FAILED:
+      case ExecutionState::CANCELED:
+        // Runs again once reconciliation ends: the strategy granted its restart already.
+        subtask.state = entry.getState();
+        break;
+      default:
+        subtask.state = ExecutionState::RECONCILING;
+        setPhase(index, Phase::kExpected);
+        ++expected;
+        break;
+    }
+  }
+  if (strategy_.restarts() > 0) anyRunning_ = true;
+  reconciling_ = expected > 0 && !frozen();
+  return expected;
+}
+
+std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const OfferedSlot& slot,
+                                              const AttemptReport& report, int64_t nowMs) {
+  if (frozen()) return std::nullopt;
+  auto vertex = vertexByName_.find(report.vertex);
+  if (vertex == vertexByName_.end()) return std::nullopt;
+  const Vertex& v = vertices_[vertex->second];
+  if (report.subtaskIndex >= v.parallelism) return std::nullopt;
+  const uint32_t index = v.first + report.subtaskIndex;
+  Subtask& subtask = subtasks_[index];
+  if (subtask.phase != Phase::kExpected || subtask.attempt != report.attempt) return std::nullopt;
+  auto held = slots_.find(slot.allocation);
+  if (held != slots_.end() && held->second.subtask) return std::nullopt;  // Serves another.
+  if (held == slots_.end()) {
+    held = slots_.emplace(slot.allocation, Slot{worker, slot.profile, std::nullopt}).first;
+  }
+  held->second.worker = worker;
+  held->second.subtask = index;
+  subtask.worker = worker;
+  subtask.allocation = slot.allocation;
+  subtask.pid = report.pid;
+  subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
+  ++reconciliation_.adopted;
+  setPhase(index, Phase::kLive);
+  if (subtask.state != ExecutionState::RUNNING) {
+    anyRunning_ = true;
+    setState(index, ExecutionState::RUNNING, nowMs);
+  }
+  return index;
+}
+
+ExecutionGraph::Reconciliation ExecutionGraph::endReconciliation(const std::string& message,
+                                                                 MonoTime now, int64_t nowMs) {
+  if (!reconciling_) return reconciliation_;
+  reconciling_ = false;
+  for (uint32_t index = 0; index < subtasks_.size() && expectedLeft_ > 0; ++index) {
+    Subtask& subtask = subtasks_[index];
+    if (subtask.phase != Phase::kExpected) continue;
+    ++reconciliation_.unreported;
+    subtask.endedAtMs = nowMs;
+    setState(index, ExecutionState::FAILED, nowMs);
+    failed(index, message, 0, now, nowMs);
+  }
+  return reconciliation_;
+}
+
+void ExecutionGraph::fillProgress(wire::JobProgress::Builder out, uint64_t epoch,
+                                  int64_t nowMs) const {
+  wire::setWireId(out.initJobId(), job_);
+  out.setEpoch(epoch);
+  out.setWrittenAtMs(nowMs);
+  out.setRestarts(strategy_.restarts());
+  out.setStartedAtMs(startedAtMs_);
+  out.setRestartDelayMs(restartDelayMs_);
+  uint32_t count = 0;
+  for (const Subtask& subtask : subtasks_) count += subtask.attempts > 0 ? 1 : 0;
+  auto list = out.initSubtasks(count);
+  uint32_t next = 0;
+  for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+    const Subtask& subtask = subtasks_[index];
+    if (subtask.attempts == 0) continue;
+    auto entry = list[next++];
+    entry.setSubtask(index);
+    wire::setWireId(entry.initAttemptId(), subtask.attempt);
+    entry.setAttemptNumber(subtask.attempts - 1);
+    switch (subtask.state) {
+      case ExecutionState::FINISHED:
+      case ExecutionState::FAILED:
+      case ExecutionState::CANCELED:
+      case ExecutionState::DEPLOYING:
+      case ExecutionState::RUNNING:
+        entry.setState(subtask.state);
+        break;
+      default:  // RECONCILING, CANCELING: still live on some worker.
+        entry.setState(ExecutionState::RUNNING);
+        break;
+    }
+  }
+}
+
+bool ExecutionGraph::awaitsDeploy(uint32_t index, const AttemptId& attempt) const {
+  const Subtask& subtask = subtasks_[index];
+  return subtask.attempt == attempt && subtask.phase == Phase::kLive &&
+         subtask.state == ExecutionState::DEPLOYING;
+}
+
 // ---- Slots and deployment ---------------------------------------------------------------------
 
 std::map<Profile, uint32_t> ExecutionGraph::unservedNeeds() const {
@@ -184,7 +306,7 @@ std::vector<bool> ExecutionGraph::offerSlots(const ResourceId& worker,
 
 std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
   std::vector<Deployment> out;
-  if (frozen()) return out;
+  if (frozen() || reconciling_) return out;
   std::vector<std::map<AllocationId, Slot>::iterator> free;
   for (auto it = slots_.begin(); it != slots_.end(); ++it) {
     if (!it->second.subtask) free.push_back(it);
@@ -252,7 +374,7 @@ std::vector<HeldSlot> ExecutionGraph::takeSurplusSlots() {
 
 std::vector<Requirement> ExecutionGraph::requirements() const {
   std::vector<Requirement> out;
-  if (frozen()) return out;
+  if (frozen() || reconciling_) return out;
   std::map<Profile, uint32_t> counts;
   for (const Vertex& vertex : vertices_) {
     if (vertex.runnable() && vertex.finished < vertex.parallelism) {
@@ -269,6 +391,7 @@ void ExecutionGraph::setState(uint32_t index, ExecutionState state, int64_t nowM
   Subtask& subtask = subtasks_[index];
   subtask.state = state;
   subtask.stateChangedAtMs = nowMs;
+  if (state == ExecutionState::DEPLOYING || terminal(state)) ++version_;
   transitions_.push_back(
       Transition{index, subtask.attempt, state, subtask.exitCode, subtask.termSignal});
 }
@@ -281,6 +404,8 @@ void ExecutionGraph::setPhase(uint32_t index, Phase phase) {
     --vertex.restarting;
     --restartDelays_;
   }
+  if (subtask.phase == Phase::kExpected) --expectedLeft_;
+  if (phase == Phase::kExpected) ++expectedLeft_;
   subtask.phase = phase;
   if (phase == Phase::kWaiting) ++vertex.waiting;
   if (phase == Phase::kRestartDelay) {
@@ -306,6 +431,7 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
   if (terminal(subtask.state) || rank(report.state) <= rank(subtask.state)) {
     return Update::kRepeated;
   }
+  if (subtask.phase == Phase::kExpected && terminal(report.state)) ++reconciliation_.ended;
   switch (report.state) {
     case ExecutionState::RUNNING:
       subtask.pid = report.pid;
@@ -386,7 +512,10 @@ std::vector<HeldSlot> ExecutionGraph::workerLost(const ResourceId& worker,
 
 void ExecutionGraph::abandon(uint32_t index, const AttemptId& attempt, int64_t nowMs) {
   Subtask& subtask = subtasks_[index];
-  if (subtask.attempt != attempt || subtask.phase != Phase::kLive) return;
+  if (subtask.attempt != attempt ||
+      (subtask.phase != Phase::kLive && subtask.phase != Phase::kExpected)) {
+    return;
+  }
   subtask.endedAtMs = nowMs;
   setState(index, ExecutionState::CANCELED, nowMs);
   releaseSlot(index);
@@ -488,6 +617,7 @@ void ExecutionGraph::restartDue(MonoTime now) {
 
 wire::JobState ExecutionGraph::state() const {
   if (ended_) return ended_->state;
+  if (reconciling_) return wire::JobState::RECONCILING;
   if (restartDelays_ > 0) return wire::JobState::RESTARTING;
   // CREATED until an attempt first runs (docs/jobgraph.md, "How a job runs and ends").
   return anyRunning_ || strategy_.restarts() > 0 ? wire::JobState::RUNNING
@@ -507,6 +637,13 @@ std::vector<ExecutionGraph::LiveAttempt> ExecutionGraph::liveAttempts() const {
     const Subtask& subtask = subtasks_[*slot.subtask];
     if (subtask.phase == Phase::kLive) {
       out.push_back(LiveAttempt{*slot.subtask, subtask.attempt, subtask.worker});
+    }
+  }
+  if (expectedLeft_ == 0) return out;
+  for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+    // No worker known yet: a zero ResourceId.
+    if (subtasks_[index].phase == Phase::kExpected) {
+      out.push_back(LiveAttempt{index, subtasks_[index].attempt, ResourceId()});
     }
   }
   return out;
@@ -661,7 +798,8 @@ bool ExecutionGraph::isLiveAttempt(std::string_view vertex, uint32_t subtaskInde
   const Vertex& v = vertices_[found->second];
   if (subtaskIndex >= v.parallelism) return false;
   const Subtask& subtask = subtasks_[v.first + subtaskIndex];
-  return subtask.attempts > 0 && subtask.attempt == attempt && subtask.phase == Phase::kLive;
+  return subtask.attempts > 0 && subtask.attempt == attempt &&
+         (subtask.phase == Phase::kLive || subtask.phase == Phase::kExpected);
 }
 
 std::vector<AttemptId> ExecutionGraph::unknownAmong(const std::vector<AttemptId>& attempts) const {

@@ -89,6 +89,43 @@ class ExecutionGraph final {
   ExecutionGraph(JobId job, wire::JobGraph::Reader graph, RestartStrategy strategy,
                  int64_t startedAtMs);
 
+  // ---- Failover (docs/jobgraph.md, "Failover") -------------------------------------------------
+  // Starts from the progress record an earlier term wrote: FINISHED subtasks stay finished
+  // (their downstream vertices runnable accordingly), live ones (DEPLOYING / RUNNING) become
+  // expected attempts in RECONCILING, FAILED / CANCELED ones wait to run again (attempt numbers
+  // continue); restarts, start time and restart delays are restored. Call once, right after
+  // construction. Entries naming no subtask of this graph are skipped. Returns the number of
+  // expected attempts; with none the job does not reconcile at all.
+  uint32_t recover(wire::JobProgress::Reader progress, int64_t nowMs);
+  // While reconciling nothing is deployed and no requirement is stated; the job is RECONCILING.
+  bool reconciling() const { return reconciling_; }
+  // Expected attempts not yet accounted for (adopted, or reported terminal).
+  uint32_t expectedLeft() const { return expectedLeft_; }
+  // A worker offers `attempt` running in `slot`: adopted when it is the expected attempt of its
+  // subtask (the slot is held for it, the attempt is live on `worker` with `report`'s pid and
+  // state RUNNING; a terminal state in `report` is applied with update() by the caller). Returns
+  // the subtask's global index when adopted.
+  std::optional<uint32_t> adopt(const ResourceId& worker, const OfferedSlot& slot,
+                                const AttemptReport& report, int64_t nowMs);
+  struct Reconciliation {
+    uint32_t adopted = 0;     // Expected attempts a worker offered.
+    uint32_t ended = 0;       // Expected attempts reported terminal without being adopted.
+    uint32_t unreported = 0;  // Expected attempts failed at the end with `message`.
+  };
+  // Leaves RECONCILING: expected attempts nobody reported FAIL with `message` (to the restart
+  // strategy); from now on the job schedules normally. No-op when not reconciling.
+  Reconciliation endReconciliation(const std::string& message, MonoTime now, int64_t nowMs);
+
+  // ---- The progress record --------------------------------------------------------------------
+  // Moves on every change the progress record must hold (a new attempt, a terminal state, a
+  // restart granted).
+  uint64_t version() const { return version_; }
+  // The record of everything so far (the latest attempt of every subtask that had one).
+  void fillProgress(wire::JobProgress::Builder out, uint64_t epoch, int64_t nowMs) const;
+  // Whether `attempt` is still `subtask`'s latest attempt and waits in DEPLOYING for its
+  // submitTask.
+  bool awaitsDeploy(uint32_t subtask, const AttemptId& attempt) const;
+
   // ---- Slots and deployment -------------------------------------------------------------------
   // Accepts the offered slots a subtask of a runnable vertex needs (a slot fits the subtask's
   // profile and no slot already held serves it); returns one flag per offer. A slot the job
@@ -166,6 +203,8 @@ class ExecutionGraph final {
     return graph_.getVertices()[vertex];
   }
   AttemptId attemptOf(uint32_t subtask) const { return subtasks_[subtask].attempt; }
+  // The latest attempt's number (0 for the first); meaningful once the subtask had one.
+  uint32_t attemptNumberOf(uint32_t subtask) const { return subtasks_[subtask].attempts - 1; }
   // Whether `attempt` is the latest attempt of subtask `subtaskIndex` of vertex `vertex` and
   // still live (DEPLOYING, RUNNING, CANCELING). An attempt the JobMaster failed (its worker was
   // lost, say) is not live any more, even before the subtask's next attempt is deployed.
@@ -201,6 +240,7 @@ class ExecutionGraph final {
     kRestartDelay,  // The latest attempt FAILED; a new one waits for restartAt.
     kFinished,
     kStopped,  // Ended without finishing (the job ended).
+    kExpected,  // Recovered live attempt (RECONCILING) no worker accounted for yet.
   };
   struct Subtask {
     AttemptId attempt;        // The latest attempt; zero before the first.
@@ -265,6 +305,10 @@ class ExecutionGraph final {
   uint32_t finishedVertices_ = 0;
   bool anyRunning_ = false;
   bool stopped_ = false;  // stop() was called.
+  bool reconciling_ = false;
+  uint32_t expectedLeft_ = 0;  // Subtasks in kExpected.
+  Reconciliation reconciliation_;
+  uint64_t version_ = 0;
   // Nothing is deployed or restarted any more.
   bool frozen() const { return ended_.has_value() || stopped_; }
   bool firstRunningTaken_ = false;

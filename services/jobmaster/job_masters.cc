@@ -48,6 +48,36 @@ std::string describeException(const kj::Exception& exception) {
   return exception.getDescription().cStr();
 }
 
+bool terminalState(ExecutionState state) {
+  return state == ExecutionState::FINISHED || state == ExecutionState::FAILED ||
+         state == ExecutionState::CANCELED;
+}
+
+// The first delay before a failed progress put is tried again; it doubles up to
+// heartbeat.interval.
+constexpr Duration kFirstPutRetryDelay{100};
+
+// `state` as an AttemptReport; `message` keeps the bounded failure message the report views.
+AttemptReport reportOf(wire::TaskExecutionState::Reader state, std::string& message) {
+  const auto vertex = state.getVertexName();
+  const auto failure = state.getFailureMessage();
+  AttemptReport report;
+  report.attempt = wire::idFromWire<AttemptId>(state.getAttemptId());
+  report.vertex = {vertex.cStr(), vertex.size()};
+  report.subtaskIndex = state.getSubtaskIndex();
+  report.state = state.getState();
+  report.pid = state.getPid();
+  report.exitCode = state.getExitCode();
+  report.termSignal = state.getTermSignal();
+  // A worker's message is kept per failed subtask and in the JobResult: bounded, so that one
+  // report cannot make the result too large to store.
+  message = truncateUtf8(std::string_view(failure.cStr(), failure.size()), kMaxFailureMessageBytes);
+  report.failureMessage = message;
+  report.startedAtMs = state.getStartedAtMs();
+  report.endedAtMs = state.getEndedAtMs();
+  return report;
+}
+
 }  // namespace
 
 void JobMasterCounters::observeSubmitToRunning(double seconds) {
@@ -64,11 +94,15 @@ void JobMasterCounters::observeSubmitToRunning(double seconds) {
 // served gateway answers DISCONNECTED from then on.
 class JobMasters::JobMaster final {
  public:
-  JobMaster(JobMasters& owner, JobId job, wire::JobGraph::Reader graph);
+  // With `recovered` (an earlier term's progress record) the job starts from it and reconciles
+  // (ExecutionGraph::recover).
+  JobMaster(JobMasters& owner, JobId job, wire::JobGraph::Reader graph,
+            kj::Maybe<wire::JobProgress::Reader> recovered);
   ~JobMaster() noexcept;
 
-  // Serves the gateway, registers with the ResourceManager, starts heartbeats; the first
-  // declaration follows from the event loop (never inside start()).
+  // Serves the gateway, registers with the ResourceManager, starts heartbeats and, for a
+  // reconciling job, the reconciliation timer; the first declaration and the first state report
+  // follow from the event loop (never inside start()).
   void start();
   wire::JobMasterGateway::Client gateway() { return gateway_; }
   bool releasing() const { return releasing_; }
@@ -82,7 +116,9 @@ class JobMasters::JobMaster final {
   // Gateway handlers.
   void offerSlots(wire::JobMasterGateway::OfferSlotsParams::Reader params,
                   wire::JobMasterGateway::OfferSlotsResults::Builder results);
-  void updateTaskExecutionState(
+  // Resolves at once, or for a terminal state once a progress put that includes it settled
+  // (failing: `unavailable` in `results`, which must stay valid until then).
+  kj::Promise<void> updateTaskExecutionState(
       wire::TaskExecutionState::Reader state,
       wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results);
   void heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
@@ -121,6 +157,25 @@ class JobMasters::JobMaster final {
   void heartbeatRound();
   void event(EventLine& line) const { owner_.event(line); }
 
+  // ---- The progress record (write-ahead) ----
+  // Starts a put of the progress record when it changed since the last stored one, none is in
+  // flight, no retry delay runs, and the term and the release allow it.
+  void maybePut();
+  void putSettled(uint64_t version, const store::StoreResult<void>& result);
+  // Resolves true once a put including everything so far succeeded; false when that put failed
+  // or the term is over (the caller answers `unavailable`).
+  kj::Promise<bool> persisted();
+  // Release: no put starts any more; resolves once the one in flight settled. Waiting
+  // acknowledgements resolve true (the job is over) and deployments still waiting are dropped.
+  kj::Promise<void> closePuts();
+  // Deploys the deployments whose version is stored.
+  void deployPersisted();
+
+  // ---- Reconciliation ----
+  // Ends RECONCILING once every expected attempt is accounted for.
+  void checkReconciled();
+  void endReconciliation(bool timedOut);
+
   JobMasters& owner_;
   const JobId job_;
   const wire::JobGraph::Reader graph_;
@@ -139,6 +194,29 @@ class JobMasters::JobMaster final {
   bool settleQueued_ = false;
   std::optional<MonoTime> restartArmedAt_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
+  // Recovered from a progress record: logs `job reconciled` when reconciliation ends.
+  const bool recovered_;
+  uint32_t expected_ = 0;  // Expected attempts at recovery.
+  // The progress record: the ExecutionGraph's version the last successful put held; one put at
+  // a time; a failed put is tried again after putRetryDelay_ (doubling, capped at
+  // heartbeat.interval).
+  uint64_t persistedVersion_ = 0;
+  bool putInFlight_ = false;
+  bool putRetryArmed_ = false;
+  bool putsFenced_ = false;  // kFenced: the term is over; nothing is written or deployed.
+  bool putsClosed_ = false;  // release() ends: no put starts.
+  Duration putRetryDelay_ = kFirstPutRetryDelay;
+  struct PendingDeploy {
+    Deployment deployment;
+    uint64_t version;  // Deployed once a put of this version succeeded.
+  };
+  std::vector<PendingDeploy> pendingDeploys_;
+  struct PendingAck {
+    uint64_t version;
+    kj::Own<kj::PromiseFulfiller<bool>> fulfiller;
+  };
+  std::vector<PendingAck> pendingAcks_;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> putDrained_;  // closePuts() waits.
   TaskFailureLogger errorLogger_{"job master"};
   kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
   kj::TaskSet tasks_{errorLogger_};            // Declared last: cancelled first.
@@ -156,8 +234,8 @@ class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> updateTaskExecutionState(UpdateTaskExecutionStateContext context) override {
-    master().updateTaskExecutionState(context.getParams().getState(), context.getResults());
-    return kj::READY_NOW;
+    return master().updateTaskExecutionState(context.getParams().getState(),
+                                             context.getResults());
   }
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     master().heartbeat(context.getParams(), context.getResults());
@@ -185,11 +263,17 @@ class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
 
 // ---- JobMaster --------------------------------------------------------------------------------
 
-JobMasters::JobMaster::JobMaster(JobMasters& owner, JobId job, wire::JobGraph::Reader graph)
+JobMasters::JobMaster::JobMaster(JobMasters& owner, JobId job, wire::JobGraph::Reader graph,
+                                 kj::Maybe<wire::JobProgress::Reader> recovered)
     : owner_(owner),
       job_(job),
       graph_(graph),
-      execution_(job, graph, RestartStrategy::fromGraph(graph), owner.wallNow()) {}
+      execution_(job, graph, RestartStrategy::fromGraph(graph), owner.wallNow()),
+      recovered_(recovered != nullptr) {
+  KJ_IF_MAYBE (progress, recovered) {
+    expected_ = execution_.recover(*progress, owner.wallNow());
+  }
+}
 
 JobMasters::JobMaster::~JobMaster() noexcept { *link_ = nullptr; }
 
@@ -197,6 +281,152 @@ void JobMasters::JobMaster::start() {
   gateway_ = owner_.serve_(kj::heap<Gateway>(job_, link_));
   owner_.resourceManager_.registerJobMaster(job_, gateway_);
   tasks_.add(heartbeatLoop());
+  if (execution_.reconciling()) {
+    EventLine line("job reconciling");
+    line.field("job", job_.toHex()).field("expected", expected_);
+    event(line);
+    tasks_.add(owner_.timer_
+                   .afterDelay(owner_.options_.reconciliationTimeout.count() * kj::MILLISECONDS)
+                   .then([this] {
+                     if (execution_.reconciling() && !releasing_) endReconciliation(true);
+                   }));
+  } else if (recovered_) {
+    EventLine line("job reconciled");
+    line.field("job", job_.toHex())
+        .field("adopted", 0)
+        .field("ended", 0)
+        .field("unreported", 0)
+        .field("timed_out", "false");
+    event(line);
+  }
+  queueSettle();
+}
+
+// ---- The progress record ----------------------------------------------------------------------
+
+void JobMasters::JobMaster::maybePut() {
+  if (putInFlight_ || putRetryArmed_ || putsFenced_ || putsClosed_) return;
+  const uint64_t version = execution_.version();
+  if (version <= persistedVersion_) return;
+  capnp::MallocMessageBuilder message;
+  auto progress = message.initRoot<wire::JobProgress>();
+  execution_.fillProgress(progress, owner_.epoch_, nowMs());
+  putInFlight_ = true;
+  // put() encodes the record before it returns: the message may go with this scope.
+  tasks_.add(owner_.progress_.put(progress.asReader())
+                 .then([this, version](store::StoreResult<void> result) {
+                   putSettled(version, result);
+                 },
+                       [this, version](kj::Exception&& exception) {
+                         putSettled(version, store::StoreError::unavailable(
+                                                 "put failed: " + describeException(exception)));
+                       }));
+}
+
+void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResult<void>& result) {
+  putInFlight_ = false;
+  if (result.ok()) {
+    persistedVersion_ = std::max(persistedVersion_, version);
+    putRetryDelay_ = kFirstPutRetryDelay;
+  } else if (result.error().code == store::StoreErrorCode::kFenced) {
+    if (!putsFenced_) {
+      spdlog::warn("job {}: its progress record is fenced ({}); the term is over, nothing more "
+                   "is deployed",
+                   job_.toHex(), result.error().message);
+    }
+    putsFenced_ = true;
+    pendingDeploys_.clear();
+  } else if (!putsClosed_) {
+    spdlog::warn("job {}: storing its progress record failed: {}; trying again in {}",
+                 job_.toHex(), result.error().message, formatDuration(putRetryDelay_));
+    putRetryArmed_ = true;
+    tasks_.add(owner_.timer_.afterDelay(putRetryDelay_.count() * kj::MILLISECONDS).then([this] {
+      putRetryArmed_ = false;
+      maybePut();
+    }));
+    putRetryDelay_ = std::min(putRetryDelay_ * 2, owner_.options_.heartbeatInterval);
+  }
+  // Acknowledgements the settled put decided: stored, or failed (the worker delivers again).
+  const bool stored = result.ok();
+  for (auto it = pendingAcks_.begin(); it != pendingAcks_.end();) {
+    if (putsFenced_ || it->version <= version) {
+      it->fulfiller->fulfill(stored && it->version <= persistedVersion_);
+      it = pendingAcks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  KJ_IF_MAYBE (fulfiller, putDrained_) {
+    (*fulfiller)->fulfill();
+    putDrained_ = nullptr;
+    return;
+  }
+  deployPersisted();
+  maybePut();
+}
+
+kj::Promise<bool> JobMasters::JobMaster::persisted() {
+  if (putsClosed_) return true;
+  if (putsFenced_) return false;
+  const uint64_t version = execution_.version();
+  if (version <= persistedVersion_) return true;
+  auto paf = kj::newPromiseAndFulfiller<bool>();
+  pendingAcks_.push_back(PendingAck{version, kj::mv(paf.fulfiller)});
+  maybePut();
+  return kj::mv(paf.promise);
+}
+
+kj::Promise<void> JobMasters::JobMaster::closePuts() {
+  putsClosed_ = true;
+  pendingDeploys_.clear();
+  for (PendingAck& ack : pendingAcks_) ack.fulfiller->fulfill(true);
+  pendingAcks_.clear();
+  if (!putInFlight_) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  putDrained_ = kj::mv(paf.fulfiller);
+  return kj::mv(paf.promise);
+}
+
+void JobMasters::JobMaster::deployPersisted() {
+  if (releasing_) return;
+  std::vector<Deployment> ready;
+  for (auto it = pendingDeploys_.begin(); it != pendingDeploys_.end();) {
+    if (it->version <= persistedVersion_) {
+      ready.push_back(it->deployment);
+      it = pendingDeploys_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const Deployment& deployment : ready) {
+    // A worker lost meanwhile failed the attempt: it is not sent.
+    if (execution_.awaitsDeploy(deployment.subtask, deployment.attempt)) deploy(deployment);
+  }
+}
+
+// ---- Reconciliation ---------------------------------------------------------------------------
+
+void JobMasters::JobMaster::checkReconciled() {
+  if (execution_.reconciling() && execution_.expectedLeft() == 0 && !releasing_) {
+    endReconciliation(false);
+  }
+}
+
+void JobMasters::JobMaster::endReconciliation(bool timedOut) {
+  const std::string message =
+      "not reported by any worker within jobmaster.reconciliation-timeout (" +
+      formatDuration(owner_.options_.reconciliationTimeout) + ") after the failover";
+  const ExecutionGraph::Reconciliation outcome =
+      execution_.endReconciliation(message, monoNow(), nowMs());
+  if (timedOut) ++owner_.counters_.reconciliationTimeouts;
+  drainTransitions();
+  EventLine line("job reconciled");
+  line.field("job", job_.toHex())
+      .field("adopted", outcome.adopted)
+      .field("ended", outcome.ended)
+      .field("unreported", outcome.unreported)
+      .field("timed_out", timedOut ? "true" : "false");
+  event(line);
   queueSettle();
 }
 
@@ -212,14 +442,20 @@ void JobMasters::JobMaster::settle() {
   execution_.restartDue(monoNow());
   const std::vector<Deployment> deployments = execution_.schedule(nowMs());
   drainTransitions();
-  for (const Deployment& deployment : deployments) deploy(deployment);
+  // Write-ahead: each new attempt is deployed once a put holding it succeeded.
+  for (const Deployment& deployment : deployments) {
+    pendingDeploys_.push_back(PendingDeploy{deployment, execution_.version()});
+  }
+  maybePut();
   for (const HeldSlot& slot : execution_.takeSurplusSlots()) {
     tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more"));
   }
   for (auto it = workers_.begin(); it != workers_.end();) {
     it = execution_.holdsSlotsOn(it->first) ? std::next(it) : workers_.erase(it);
   }
-  declare();
+  // While reconciling no requirement is declared: the ResourceManager keeps the job's reported
+  // allocations, and new slots would be refused for attempts whose worker has not come back.
+  if (!execution_.reconciling()) declare();
   armRestartTimer();
   reportState();
 }
@@ -526,6 +762,28 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     offers.push_back(OfferedSlot{wire::idFromWire<AllocationId>(slot.getAllocationId()),
                                  profileOf(slot.getProfile())});
   }
+  // Adoption: an offered attempt that is the expected attempt of its subtask (a recovered job
+  // reconciling) keeps running under this JobMaster, in the slot it runs in.
+  struct Adopted {
+    uint32_t subtask;
+    AttemptReport report;
+    std::string message;
+  };
+  std::vector<Adopted> adopted;
+  std::vector<AttemptId> adoptedIds;
+  if (!releasing_ && execution_.reconciling()) {
+    for (unsigned i = 0; i < slots.size(); ++i) {
+      for (auto running : slots[i].getRunningAttempts()) {
+        std::string message;
+        AttemptReport report = reportOf(running, message);
+        if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
+          adopted.push_back(Adopted{*index, report, std::move(message)});
+          adopted.back().report.failureMessage = adopted.back().message;
+          adoptedIds.push_back(report.attempt);
+        }
+      }
+    }
+  }
   std::vector<bool> accepted(offers.size(), false);
   if (!releasing_) accepted = execution_.offerSlots(worker, offers);
   size_t count = 0;
@@ -537,14 +795,31 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   }
   auto client = params.getTaskExecutor();
   if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow(), ++nextLink_});
-  // Attempts still running in the offered slots that this JobMaster does not follow as live:
-  // the previous term's, or one it failed when it lost the worker (a worker that was paused past
-  // heartbeat.timeout offers its slots again once it registers again). They stop; their
-  // subtasks run afresh.
+  for (Adopted& entry : adopted) {
+    ++owner_.counters_.attemptsAdopted;
+    EventLine line("attempt adopted");
+    line.field("job", job_.toHex())
+        .field("vertex", std::string(entry.report.vertex))
+        .field("subtask", entry.report.subtaskIndex)
+        .field("attempt", entry.report.attempt.toHex())
+        .field("attempt_number", execution_.attemptNumberOf(entry.subtask))
+        .field("worker", worker.toHex())
+        .field("pid", entry.report.pid);
+    event(line);
+    // An attempt that ended while no leader listened: its end counts now (its worker delivers
+    // the terminal update after the offer; that one is then a repeat).
+    if (terminalState(entry.report.state)) execution_.update(entry.report, monoNow(), nowMs());
+  }
+  // Attempts in the offered slots that this JobMaster does not follow as live: unknown to it,
+  // superseded by a later attempt, of a finished subtask, failed at the end of reconciliation,
+  // or failed when it lost the worker (a worker paused past heartbeat.timeout offers its slots
+  // again once it registers again). They stop. Attempts that ended need no cancelling.
   for (auto slot : slots) {
     for (auto running : slot.getRunningAttempts()) {
       const auto attempt = wire::idFromWire<AttemptId>(running.getAttemptId());
       const auto vertex = running.getVertexName();
+      if (terminalState(running.getState())) continue;
+      if (std::find(adoptedIds.begin(), adoptedIds.end(), attempt) != adoptedIds.end()) continue;
       if (execution_.isLiveAttempt({vertex.cStr(), vertex.size()}, running.getSubtaskIndex(),
                                    attempt)) {
         continue;
@@ -555,30 +830,17 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
       cancelOnWorker(client, attempt, worker, nullptr);
     }
   }
+  drainTransitions();
+  checkReconciled();
   if (count > 0) queueSettle();
 }
 
-void JobMasters::JobMaster::updateTaskExecutionState(
+kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
     wire::TaskExecutionState::Reader state,
     wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results) {
-  const auto attempt = wire::idFromWire<AttemptId>(state.getAttemptId());
-  const auto vertex = state.getVertexName();
-  const auto message = state.getFailureMessage();
-  AttemptReport report;
-  report.attempt = attempt;
-  report.vertex = {vertex.cStr(), vertex.size()};
-  report.subtaskIndex = state.getSubtaskIndex();
-  report.state = state.getState();
-  report.pid = state.getPid();
-  report.exitCode = state.getExitCode();
-  report.termSignal = state.getTermSignal();
-  // A worker's message is kept per failed subtask and in the JobResult: bounded, so that one
-  // report cannot make the result too large to store.
-  const std::string boundedMessage =
-      truncateUtf8(std::string_view(message.cStr(), message.size()), kMaxFailureMessageBytes);
-  report.failureMessage = boundedMessage;
-  report.startedAtMs = state.getStartedAtMs();
-  report.endedAtMs = state.getEndedAtMs();
+  std::string boundedMessage;
+  const AttemptReport report = reportOf(state, boundedMessage);
+  const AttemptId attempt = report.attempt;
   const bool otherJob = state.hasJobId() && wire::idFromWire<JobId>(state.getJobId()) != job_;
   const ExecutionGraph::Update outcome =
       otherJob ? ExecutionGraph::Update::kUnknown : execution_.update(report, monoNow(), nowMs());
@@ -586,17 +848,29 @@ void JobMasters::JobMaster::updateTaskExecutionState(
     rpc::failures::notFound(
         results.initFailure(), attempt,
         "attempt " + attempt.toHex() + " is not known to the JobMaster of job " + job_.toHex());
-    return;
+    return kj::READY_NOW;
   }
-  if (outcome == ExecutionGraph::Update::kRepeated) return;
-  if (execution_.takeFirstRunning() && graph_.getSubmittedAtMs() >= owner_.termStartedAtMs_) {
-    const int64_t submittedAtMs = graph_.getSubmittedAtMs();
-    owner_.counters_.observeSubmitToRunning(
-        static_cast<double>(std::max<int64_t>(0, nowMs() - submittedAtMs)) / 1000.0);
+  if (outcome == ExecutionGraph::Update::kApplied) {
+    if (execution_.takeFirstRunning() && graph_.getSubmittedAtMs() >= owner_.termStartedAtMs_) {
+      const int64_t submittedAtMs = graph_.getSubmittedAtMs();
+      owner_.counters_.observeSubmitToRunning(
+          static_cast<double>(std::max<int64_t>(0, nowMs() - submittedAtMs)) / 1000.0);
+    }
+    drainTransitions();
+    checkDrained();
+    checkReconciled();
+    queueSettle();
   }
-  drainTransitions();
-  checkDrained();
-  queueSettle();
+  if (!terminalState(report.state)) return kj::READY_NOW;
+  // A terminal state is acknowledged once the progress record holds it (a repeat too: the first
+  // delivery's put may still be in flight, or have failed).
+  return persisted().then([this, results, attempt](bool stored) mutable {
+    if (stored) return;
+    rpc::failures::unavailable(results.initFailure(), 0,
+                               "the progress of job " + job_.toHex() +
+                                   " could not be stored; deliver the state of attempt " +
+                                   attempt.toHex() + " again");
+  });
 }
 
 void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
@@ -642,6 +916,11 @@ kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
   execution_.stop();
   restartTimer_ = nullptr;
   restartArmedAt_.reset();
+  // Deployments still waiting for their put are never sent: their attempts end here.
+  for (const PendingDeploy& pending : pendingDeploys_) {
+    execution_.abandon(pending.deployment.subtask, pending.deployment.attempt, nowMs());
+  }
+  pendingDeploys_.clear();
   for (const auto& live : execution_.liveAttempts()) {
     auto worker = workers_.find(live.worker);
     if (worker == workers_.end()) {
@@ -675,7 +954,10 @@ kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
         for (const HeldSlot& slot : execution_.heldSlots()) frees.add(freeOnWorker(slot, cause));
         return kj::joinPromises(frees.releaseAsArray());
       })
-      .then([this, cause] { owner_.resourceManager_.disconnectJobMaster(job_, cause); });
+      .then([this, cause] { owner_.resourceManager_.disconnectJobMaster(job_, cause); })
+      // Last: the Dispatcher removes the progress record once this resolves, and a put after
+      // that would store it again.
+      .then([this] { return closePuts(); });
 }
 
 // ---- JobMasters -------------------------------------------------------------------------------
@@ -703,12 +985,11 @@ void JobMasters::setListener(dispatcher::JobRunnerListener& listener) { listener
 
 void JobMasters::start(JobId job, wire::JobGraph::Reader graph,
                        kj::Maybe<wire::JobProgress::Reader> recovered) {
-  (void)recovered;  // Contract only: reconciliation comes with wip/jm.
   if (jobs_.count(job) != 0) {
     spdlog::warn("job {}: start() for a job already running in this term; ignored", job.toHex());
     return;
   }
-  auto master = kj::heap<JobMaster>(*this, job, graph);
+  auto master = kj::heap<JobMaster>(*this, job, graph, recovered);
   JobMaster& started = *master;
   jobs_.emplace(job, kj::mv(master));
   started.start();

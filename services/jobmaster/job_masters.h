@@ -72,6 +72,12 @@ struct JobMasterCounters {
   uint64_t attemptsStarted = 0;    // regent_attempts_started_total: submitTask accepted.
   uint64_t attemptsFailed = 0;     // regent_attempts_failed_total: reached FAILED.
   uint64_t attemptsRestarted = 0;  // regent_attempts_restarted_total: attempts after a failure.
+  // regent_attempts_adopted_total: attempts of an earlier term a worker offered and this term's
+  // JobMaster adopted (docs/jobgraph.md, "Failover").
+  uint64_t attemptsAdopted = 0;
+  // regent_job_reconciliation_timeouts_total: recovered jobs that left RECONCILING by
+  // jobmaster.reconciliation-timeout (some expected attempt was not reported).
+  uint64_t reconciliationTimeouts = 0;
   // regent_job_submit_to_running_seconds: JobGraph submittedAtMs -> its first attempt RUNNING
   // (per job and term), cumulative buckets in seconds plus sum and count.
   static constexpr std::array<double, 12> kSubmitToRunningBounds = {

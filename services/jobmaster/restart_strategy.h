@@ -29,6 +29,9 @@ class RestartStrategy final {
 
   // Restarts granted so far, across the whole job.
   uint32_t restarts() const { return restarts_; }
+  // A job recovered after a failover continues the count an earlier term left in its progress
+  // record (the failure history of the rate and delay strategies starts afresh).
+  void restoreRestarts(uint32_t restarts) { restarts_ = restarts; }
   Kind kind() const { return kind_; }
   // Why the strategy gave up, for the job's failure ("restart strategy fixed-delay allows 2
   // restarts"); meaningful after onFailure returned nullopt.

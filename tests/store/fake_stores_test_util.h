@@ -1,11 +1,13 @@
 // In-memory stores for unit tests of the services above them (the Dispatcher, the leader term):
-// the real JobGraphStore and JobResultStore (store/packed_stores.cc: encoding, validation,
-// retention) over a memory RecordStore, the backend seam, so nothing of the stores is written
-// twice. The backend outlives terms like a real one, counts reads, and injects faults: failing
-// reads, failing writes, fenced writes, writes held until released.
+// the real JobGraphStore, JobResultStore and JobProgressStore (store/packed_stores.cc: encoding,
+// validation, retention) over a memory RecordStore, the backend seam, so nothing of the stores is
+// written twice. The backend outlives terms like a real one, counts reads, and injects faults:
+// failing reads (all, or of one family), failing writes, fenced writes, writes held until
+// released (all, or one at a time).
 #pragma once
 
 #include <kj/async.h>
+#include <kj/debug.h>
 #include <kj/vector.h>
 
 #include <map>
@@ -26,6 +28,8 @@ class FakeStoreBackend final {
   size_t reads = 0;
   // The next `failReads` reads fail kUnavailable.
   size_t failReads = 0;
+  // The next reads of one family fail kUnavailable: how many, by family.
+  std::map<RecordFamily, size_t> failReadsOf;
   // The next `failWrites` writes fail kUnavailable and change nothing.
   size_t failWrites = 0;
   // While true, writes fail kFenced and change nothing.
@@ -51,6 +55,17 @@ class FakeStoreBackend final {
     auto held = kj::mv(held_);
     for (auto& fulfiller : held) fulfiller->fulfill();
   }
+  // Writes waiting while holdWrites.
+  size_t heldWrites() const { return held_.size(); }
+  // Applies the oldest held write only (in a later turn of the loop); later ones stay held.
+  void releaseOneWrite() {
+    KJ_REQUIRE(!held_.empty(), "no write is held");
+    auto first = kj::mv(held_[0]);
+    kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> rest;
+    for (size_t i = 1; i < held_.size(); ++i) rest.add(kj::mv(held_[i]));
+    held_ = kj::mv(rest);
+    first->fulfill();
+  }
 
   // The stores of one term over this backend. The backend must outlive them.
   kj::Own<LeaderStores> openTerm(size_t retain = 1000);
@@ -69,8 +84,13 @@ class FakeStoreBackend final {
     --failWrites;
     return StoreError::unavailable("injected write failure");
   }
-  std::optional<StoreError> readFault() {
+  std::optional<StoreError> readFault(RecordFamily family) {
     ++reads;
+    if (auto of = failReadsOf.find(family); of != failReadsOf.end() && of->second > 0) {
+      --of->second;
+      return StoreError::unavailable(std::string("injected read failure of ") +
+                                     recordFamilyName(family));
+    }
     if (failReads == 0) return std::nullopt;
     --failReads;
     return StoreError::unavailable("injected read failure");
@@ -101,7 +121,7 @@ class FakeRecordStore final : public RecordStore {
   kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,
                                                            std::string key) override {
     using R = StoreResult<std::optional<std::string>>;
-    if (auto fault = backend_.readFault()) return R(*fault);
+    if (auto fault = backend_.readFault(family)) return R(*fault);
     auto& records = backend_.records_[family];
     auto found = records.find(key);
     return R(found == records.end() ? std::nullopt : std::optional<std::string>(found->second));
@@ -114,14 +134,14 @@ class FakeRecordStore final : public RecordStore {
   }
   kj::Promise<StoreResult<std::vector<std::string>>> listKeys(RecordFamily family) override {
     using R = StoreResult<std::vector<std::string>>;
-    if (auto fault = backend_.readFault()) return R(*fault);
+    if (auto fault = backend_.readFault(family)) return R(*fault);
     std::vector<std::string> keys;
     for (auto& [key, bytes] : backend_.records_[family]) keys.push_back(key);
     return R(std::move(keys));
   }
   kj::Promise<StoreResult<std::vector<Record>>> readAll(RecordFamily family) override {
     using R = StoreResult<std::vector<Record>>;
-    if (auto fault = backend_.readFault()) return R(*fault);
+    if (auto fault = backend_.readFault(family)) return R(*fault);
     std::vector<Record> all;
     for (auto& [key, bytes] : backend_.records_[family]) all.push_back(Record{key, bytes});
     return R(std::move(all));

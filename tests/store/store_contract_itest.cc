@@ -60,6 +60,32 @@ wire::JobResult::Reader resultOf(capnp::MallocMessageBuilder& message) {
   return message.getRoot<wire::JobResult>().asReader();
 }
 
+// A JobMaster's progress record: `subtasks` subtasks, each with an attempt of its own (the
+// attempt ids are random, so the record packs as a real one does), subtask 0 finished.
+kj::Own<capnp::MallocMessageBuilder> makeProgress(JobId id, uint32_t subtasks,
+                                                  uint32_t restarts = 0) {
+  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  auto progress = message->initRoot<wire::JobProgress>();
+  wire::setWireId(progress.initJobId(), id);
+  progress.setEpoch(7);
+  progress.setWrittenAtMs(1700000000000);
+  progress.setRestarts(restarts);
+  progress.setStartedAtMs(1700000000000 - 5000);
+  progress.setRestartDelayMs(250);
+  auto list = progress.initSubtasks(subtasks);
+  for (uint32_t i = 0; i < subtasks; ++i) {
+    list[i].setSubtask(i);
+    wire::setWireId(list[i].initAttemptId(), AttemptId::random());
+    list[i].setAttemptNumber(restarts);
+    list[i].setState(i == 0 ? wire::ExecutionState::FINISHED : wire::ExecutionState::RUNNING);
+  }
+  return message;
+}
+
+wire::JobProgress::Reader progressOf(capnp::MallocMessageBuilder& message) {
+  return message.getRoot<wire::JobProgress>().asReader();
+}
+
 // ---- Backends ------------------------------------------------------------------------------
 
 class StoreContractTest : public ::testing::TestWithParam<std::string> {
@@ -207,6 +233,18 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
 
   JobGraphStore& graphs() { return stores_->jobGraphs(); }
   JobResultStore& results() { return stores_->jobResults(); }
+  JobProgressStore& progress() { return stores_->jobProgress(); }
+
+  // The job ids of every progress record that decodes, in the order recoverAll() gives them.
+  std::vector<JobId> recoveredProgressIds() {
+    auto recovered = run(progress().recoverAll());
+    KJ_REQUIRE(recovered.ok(), recovered.error().message);
+    std::vector<JobId> ids;
+    for (auto& record : recovered.value().records) {
+      ids.push_back(wire::idFromWire<JobId>(record.get().getJobId()));
+    }
+    return ids;
+  }
 
   template <typename T>
   T run(kj::Promise<T>&& promise) {
@@ -639,6 +677,214 @@ TEST_P(StoreContractTest, CorruptResultsAreReportedSkippedAndNeverPruned) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all.value().results.size(), 1u);
   EXPECT_TRUE(readRaw(RecordFamily::kJobResults, garbage.toHex()).has_value());
+}
+
+// ---- JobProgress ---------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, AProgressRecordIsReplacedByItsNextPutRecoveredAndRemoved) {
+  openTerm();
+  EXPECT_TRUE(recoveredProgressIds().empty());
+  std::vector<JobId> ids{JobId::random(), JobId::random(), JobId::random()};
+  for (const JobId& id : ids) {
+    auto record = makeProgress(id, 2);
+    auto put = run(progress().put(progressOf(*record)));
+    ASSERT_TRUE(put.ok()) << put.error().message;
+  }
+  auto replacement = makeProgress(ids[1], 3, 2);
+  ASSERT_TRUE(run(progress().put(progressOf(*replacement))).ok());
+
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(recoveredProgressIds(), ids);  // Sorted by job id.
+  auto recovered = run(progress().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  EXPECT_TRUE(recovered.value().corrupt.empty());
+  for (auto& record : recovered.value().records) {
+    if (wire::idFromWire<JobId>(record.get().getJobId()) != wire::idFromWire<JobId>(
+                                                               progressOf(*replacement).getJobId())) {
+      continue;
+    }
+    // What was put last, field for field.
+    EXPECT_EQ(capnp::canonicalize(record.get()).asBytes(),
+              capnp::canonicalize(progressOf(*replacement)).asBytes());
+  }
+
+  const JobId removed = ids[0];
+  auto first = run(progress().remove(removed));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(first.value());
+  auto again = run(progress().remove(removed));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_FALSE(again.value());
+  EXPECT_EQ(recoveredProgressIds(), (std::vector<JobId>{ids[1], ids[2]}));
+
+  openTerm();  // The next term reads what this one left.
+  EXPECT_EQ(recoveredProgressIds(), (std::vector<JobId>{ids[1], ids[2]}));
+}
+
+TEST_P(StoreContractTest, AProgressRecordWithoutAJobIdIsInvalidAndNothingIsWritten) {
+  openTerm();
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::JobProgress>().initSubtasks(1)[0].setSubtask(0);
+  auto put = run(progress().put(message.getRoot<wire::JobProgress>().asReader()));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, StoreErrorCode::kInvalid);
+  EXPECT_NE(put.error().message.find("jobId"), std::string::npos) << put.error().message;
+  EXPECT_TRUE(recoveredProgressIds().empty());
+}
+
+TEST_P(StoreContractTest, AProgressRecordOfTheMostSubtasksAJobMayHaveFitsUnderTheDefaultLimits) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto record = makeProgress(id, 10000);  // jobmaster.max-subtasks' default.
+  auto put = run(progress().put(progressOf(*record)));
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  auto recovered = run(progress().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().records.size(), 1u);
+  EXPECT_EQ(recovered.value().records[0].get().getSubtasks().size(), 10000u);
+  // docs/stores.md gives the size per subtask: at most 32 bytes, packed.
+  EXPECT_LE(recovered.value().records[0].packed().size(), 10000u * 32);
+}
+
+TEST_P(StoreContractTest, AProgressRecordOverTheLimitIsRefusedNamingTheJobAndNothingIsWritten) {
+  openTerm({"store.zookeeper.max-payload=64KiB", "store.rocksdb.max-payload=64KiB"});
+  const JobId id = JobId::random();
+  auto fits = makeProgress(id, 100);
+  ASSERT_TRUE(run(progress().put(progressOf(*fits))).ok());
+
+  auto tooLarge = makeProgress(id, 5000);
+  auto put = run(progress().put(progressOf(*tooLarge)));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, StoreErrorCode::kTooLarge);
+  const std::string& message = put.error().message;
+  EXPECT_NE(message.find(id.toHex()), std::string::npos) << message;
+  EXPECT_NE(message.find("progress"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(64 * 1024)), std::string::npos) << message;
+
+  // The record that fitted stays, and a new job's record too large is not written either.
+  auto recovered = run(progress().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().records.size(), 1u);
+  EXPECT_EQ(recovered.value().records[0].get().getSubtasks().size(), 100u);
+  auto fresh = makeProgress(JobId::random(), 5000);
+  ASSERT_FALSE(run(progress().put(progressOf(*fresh))).ok());
+  EXPECT_EQ(recoveredProgressIds(), std::vector<JobId>{id});
+}
+
+TEST_P(StoreContractTest, ANewTermFencesTheProgressWritesOfTheTermBeforeIt) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto written = makeProgress(id, 2, 1);
+  ASSERT_TRUE(run(progress().put(progressOf(*written))).ok());
+
+  openNextTerm();
+  JobProgressStore& stale = previous_->jobProgress();
+  auto late = makeProgress(id, 2, 5);
+  auto put = run(stale.put(progressOf(*late)));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().code, StoreErrorCode::kFenced) << put.error().message;
+  auto fresh = makeProgress(JobId::random(), 1);
+  auto created = run(stale.put(progressOf(*fresh)));
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.error().code, StoreErrorCode::kFenced) << created.error().message;
+  auto removed = run(stale.remove(id));
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.error().code, StoreErrorCode::kFenced) << removed.error().message;
+
+  // Unchanged: the record the old term wrote while it led, and nothing else.
+  auto recovered = run(progress().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().records.size(), 1u);
+  EXPECT_EQ(recovered.value().records[0].get().getRestarts(), 1u);
+  // The new term writes.
+  ASSERT_TRUE(run(progress().put(progressOf(*late))).ok());
+  auto now = run(progress().recoverAll());
+  ASSERT_TRUE(now.ok());
+  ASSERT_EQ(now.value().records.size(), 1u);
+  EXPECT_EQ(now.value().records[0].get().getRestarts(), 5u);
+}
+
+TEST_P(StoreContractTest, CorruptProgressRecordsAreReportedSkippedAndLeftInPlace) {
+  openTerm();
+  const JobId good = JobId::random();
+  auto record = makeProgress(good, 2);
+  ASSERT_TRUE(run(progress().put(progressOf(*record))).ok());
+  const JobId garbage = JobId::random();
+  const JobId impostor = JobId::random();
+  auto others = makeProgress(JobId::random(), 1);
+  const std::string otherPacked = [&] {
+    // Another job's packed record, read back through a term of its own.
+    const JobId other = wire::idFromWire<JobId>(progressOf(*others).getJobId());
+    KJ_REQUIRE(run(progress().put(progressOf(*others))).ok());
+    auto all = run(progress().recoverAll());
+    KJ_REQUIRE(all.ok());
+    std::string packed;
+    for (auto& stored : all.value().records) {
+      if (wire::idFromWire<JobId>(stored.get().getJobId()) == other) packed = stored.packed();
+    }
+    KJ_REQUIRE(run(progress().remove(other)).ok());
+    return packed;
+  }();
+  ASSERT_FALSE(otherPacked.empty());
+  writeRaw(RecordFamily::kJobProgress, garbage.toHex(), "\x01\x02 not cap'n proto \xff\xff\xff");
+  writeRaw(RecordFamily::kJobProgress, impostor.toHex(), otherPacked);
+  openTerm();
+
+  auto recovered = run(progress().recoverAll());
+  ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+  ASSERT_EQ(recovered.value().records.size(), 1u);
+  EXPECT_EQ(wire::idFromWire<JobId>(recovered.value().records[0].get().getJobId()), good);
+  std::map<std::string, std::string> corrupt;
+  for (auto& bad : recovered.value().corrupt) corrupt[bad.key] = bad.reason;
+  ASSERT_EQ(corrupt.size(), 2u);
+  EXPECT_TRUE(corrupt.count(garbage.toHex()));
+  EXPECT_NE(corrupt[impostor.toHex()].find("carries job id"), std::string::npos)
+      << corrupt[impostor.toHex()];
+  EXPECT_TRUE(readRaw(RecordFamily::kJobProgress, garbage.toHex()).has_value());
+
+  // A corrupt record is replaced by its job's next put, and removed like any other.
+  openTerm();
+  auto replacement = makeProgress(garbage, 1);
+  ASSERT_TRUE(run(progress().put(progressOf(*replacement))).ok());
+  auto removed = run(progress().remove(impostor));
+  ASSERT_TRUE(removed.ok()) << removed.error().message;
+  EXPECT_TRUE(removed.value());
+  auto after = run(progress().recoverAll());
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after.value().corrupt.empty());
+  EXPECT_EQ(after.value().records.size(), 2u);
+}
+
+TEST_P(StoreContractTest, AStoreWrittenBeforeTheProgressRecordsExistedOpensAndGainsThem) {
+  openTerm();
+  const JobId id = JobId::random();
+  putGraph(id, "older");
+  // What an earlier version left: no job-progress folder / column family.
+  endTerm();
+  services_.reset();
+  const std::string family = recordFamilyName(RecordFamily::kJobProgress);
+  if (zooKeeperBackend()) {
+    auto removed = loop_.run(zk_->remove(family));
+    ASSERT_TRUE(removed.ok()) << ha::zkCodeName(removed.code);
+  } else {
+    withRawDatabase([](rocksdb::DB& db, rocksdb::ColumnFamilyHandle& handle) {
+      const rocksdb::Status dropped = db.DropColumnFamily(&handle);
+      KJ_REQUIRE(dropped.ok(), dropped.ToString());
+    }, family);
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir_.path() + "/store", &names)
+                    .ok());
+    ASSERT_EQ(std::count(names.begin(), names.end(), family), 0);
+  }
+
+  openTerm();
+  EXPECT_TRUE(recoveredProgressIds().empty());
+  auto graph = run(graphs().get(id));
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  auto record = makeProgress(id, 2);
+  ASSERT_TRUE(run(progress().put(progressOf(*record))).ok());
+  openTerm();
+  EXPECT_EQ(recoveredProgressIds(), std::vector<JobId>{id});
 }
 
 TEST_P(StoreContractTest, AutoPicksTheBackendThatFollowsTheHaMode) {

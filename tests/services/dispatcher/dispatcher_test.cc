@@ -57,7 +57,8 @@ class FakeTaskExecutors final : public TaskExecutorView {
 };
 
 // A JobRunner that records what the Dispatcher asks of it, with what the store held at the time
-// ("start <job> graph=stored", "release <job> result=stored graph=stored"), and answers reads
+// and the recovered progress it was given ("start <job> graph=stored progress=<subtasks>|none",
+// "release <job> result=stored graph=stored"), and answers reads
 // with fixed live detail. release() waits while `holdReleases`, until releaseAll().
 class FakeJobRunner final : public JobRunner {
  public:
@@ -66,8 +67,15 @@ class FakeJobRunner final : public JobRunner {
 
   void setListener(JobRunnerListener& listener) override { this->listener = &listener; }
   void start(JobId job, wire::JobGraph::Reader graph,
-             kj::Maybe<wire::JobProgress::Reader>) override {
-    calls.push_back("start " + job.toHex() + " graph=" + stored(store::RecordFamily::kJobGraphs, job));
+             kj::Maybe<wire::JobProgress::Reader> recovered) override {
+    std::string progress = "none";
+    KJ_IF_MAYBE (record, recovered) {
+      progress = std::to_string(record->getSubtasks().size());
+      recoveredRestarts[job] = record->getRestarts();  // The record is readable.
+    }
+    calls.push_back("start " + job.toHex() +
+                    " graph=" + stored(store::RecordFamily::kJobGraphs, job) +
+                    " progress=" + progress);
     running[job] = std::string(graph.getName().cStr());  // The graph is readable.
   }
   kj::Promise<kj::Array<capnp::word>> release(JobId job, const std::string& cause) override {
@@ -119,6 +127,7 @@ class FakeJobRunner final : public JobRunner {
   std::vector<std::string> calls;
   std::vector<std::string> causes;
   std::map<JobId, std::string> running;  // Started, not released: the job's name.
+  std::map<JobId, uint32_t> recoveredRestarts;  // Of the progress records start() was given.
   bool holdReleases = false;
 
  private:
@@ -224,6 +233,40 @@ class DispatcherTest : public ::testing::Test {
     }
     std::sort(names.begin(), names.end());
     return names;
+  }
+
+  // Whether a progress record (decoding or not) is stored for `id`.
+  bool storedProgress(const JobId& id) {
+    return backend_.raw(store::RecordFamily::kJobProgress, id.toHex()).has_value();
+  }
+
+  void putProgress(const JobId& id, uint32_t subtasks, uint32_t restarts = 1) {
+    auto record = progressRecord(id, subtasks, restarts);
+    auto put = loop_.run(stores_->jobProgress().put(record->getRoot<wire::JobProgress>()));
+    KJ_REQUIRE(put.ok(), put.error().message);
+  }
+
+  // A recovered job as its JobMaster left it: subtask 0 finished, the others running.
+  static kj::Own<capnp::MallocMessageBuilder> progressRecord(const JobId& id, uint32_t subtasks,
+                                                             uint32_t restarts) {
+    auto message = kj::heap<capnp::MallocMessageBuilder>();
+    auto progress = message->initRoot<wire::JobProgress>();
+    wire::setWireId(progress.initJobId(), id);
+    progress.setEpoch(1);
+    progress.setRestarts(restarts);
+    auto list = progress.initSubtasks(subtasks);
+    for (uint32_t i = 0; i < subtasks; ++i) {
+      list[i].setSubtask(i);
+      wire::setWireId(list[i].initAttemptId(), AttemptId::random());
+      list[i].setState(i == 0 ? wire::ExecutionState::FINISHED : wire::ExecutionState::RUNNING);
+    }
+    return message;
+  }
+
+  // Runs the turns of the loop that work already queued needs (the memory store answers in a
+  // few; held writes stay held).
+  void drain() {
+    for (int turn = 0; turn < 50; ++turn) loop_.run(kj::evalLast([] {}));
   }
 
   size_t storedGraphs() {
@@ -612,7 +655,8 @@ TEST_F(DispatcherTest, ASubmittedJobStartsOnTheRunnerOnlyAfterItsJobGraphIsPersi
   const JobId id = JobId::random();
   auto graph = jobGraph(id, "runs");
   ASSERT_FALSE(submit(*graph).hasFailure());
-  EXPECT_EQ(runner.calls, std::vector<std::string>{"start " + id.toHex() + " graph=stored"});
+  EXPECT_EQ(runner.calls,
+            std::vector<std::string>{"start " + id.toHex() + " graph=stored progress=none"});
   // A retried submission does not start it twice.
   ASSERT_FALSE(submit(*graph).hasFailure());
   EXPECT_EQ(runner.calls.size(), 1u);
@@ -1015,9 +1059,271 @@ TEST_F(DispatcherTest, RecoveryStartsEveryJobWithoutAResultAndNeverOneWithADirty
   startTerm(1000, nullptr, {}, &runner);
   auto recovered = loop_.run(dispatcher_->recover());
   ASSERT_TRUE(recovered.ok()) << recovered.error().message;
-  EXPECT_EQ(runner.calls, std::vector<std::string>{"start " + unfinished.toHex() + " graph=stored"});
+  EXPECT_EQ(runner.calls, std::vector<std::string>{"start " + unfinished.toHex() +
+                                                   " graph=stored progress=none"});
   EXPECT_EQ(runner.running.at(unfinished), "unfinished");
   EXPECT_EQ(storedResult(ended), "clean");
+}
+
+TEST_F(DispatcherTest, ARecoveredJobStartsWithItsProgressRecordAndOneWithoutARecordWithNone) {
+  startTerm();
+  recover();
+  const JobId deployed = JobId::random();
+  const JobId waiting = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(deployed, "deployed")).hasFailure());
+  ASSERT_FALSE(submit(*jobGraph(waiting, "waiting")).hasFailure());
+  putProgress(deployed, 2, 4);
+
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  std::vector<std::string> expected{"start " + deployed.toHex() + " graph=stored progress=2",
+                                    "start " + waiting.toHex() + " graph=stored progress=none"};
+  std::sort(expected.begin(), expected.end());
+  std::vector<std::string> calls = runner.calls;
+  std::sort(calls.begin(), calls.end());
+  EXPECT_EQ(calls, expected);
+  EXPECT_EQ(runner.recoveredRestarts.at(deployed), 4u);
+  // The record stays: its job's JobMaster replaces it from now on.
+  EXPECT_TRUE(storedProgress(deployed));
+
+  // A job submitted in this term starts without one.
+  const JobId fresh = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(fresh, "fresh")).hasFailure());
+  EXPECT_EQ(runner.calls.back(), "start " + fresh.toHex() + " graph=stored progress=none");
+}
+
+TEST_F(DispatcherTest, AJobWhoseProgressRecordIsCorruptStartsWithoutItAndTheRecordIsLeft) {
+  startTerm();
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "garbled")).hasFailure());
+  backend_.putRaw(store::RecordFamily::kJobProgress, id.toHex(), kGarbage);
+
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  EXPECT_EQ(runner.calls,
+            std::vector<std::string>{"start " + id.toHex() + " graph=stored progress=none"});
+  drain();
+  // Its JobMaster's first write replaces it.
+  EXPECT_EQ(backend_.raw(store::RecordFamily::kJobProgress, id.toHex()), kGarbage);
+}
+
+TEST_F(DispatcherTest, ProgressRecordsOfJobsWithoutAJobGraphOrWithAResultAreRemovedAtRecovery) {
+  startTerm();
+  recover();
+  const JobId running = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(running, "running")).hasFailure());
+  putProgress(running, 2);
+  const JobId noGraph = JobId::random();
+  putProgress(noGraph, 2);
+  const JobId garbledNoGraph = JobId::random();
+  backend_.putRaw(store::RecordFamily::kJobProgress, garbledNoGraph.toHex(), kGarbage);
+  // Ended with a clean result, its JobGraph gone, its record left behind.
+  const JobId clean = JobId::random();
+  capnp::MallocMessageBuilder message;
+  auto result = message.initRoot<wire::JobResult>();
+  wire::setWireId(result.initJobId(), clean);
+  result.setJobName("clean");
+  result.setState(wire::JobState::FINISHED);
+  result.setEndedAtMs(5);
+  ASSERT_TRUE(loop_.run(stores_->jobResults().createDirty(result.asReader())).ok());
+  ASSERT_TRUE(loop_.run(stores_->jobResults().markClean(clean)).ok());
+  putProgress(clean, 1);
+
+  startTerm();
+  backend_.holdWrites = true;
+  recover();  // Does not wait for the removals.
+  EXPECT_EQ(backend_.heldWrites(), 3u);
+  // An id whose record is being removed cannot be submitted meanwhile: its JobMaster's first
+  // write could be removed.
+  auto busy = submit(*jobGraph(noGraph, "reused"));
+  ASSERT_TRUE(busy.hasFailure());
+  EXPECT_TRUE(busy.getFailure().isUnavailable());
+  backend_.releaseWrites();
+  drain();
+  EXPECT_TRUE(storedProgress(running));
+  EXPECT_FALSE(storedProgress(noGraph));
+  EXPECT_FALSE(storedProgress(garbledNoGraph));
+  EXPECT_FALSE(storedProgress(clean));
+  EXPECT_FALSE(submit(*jobGraph(noGraph, "reused")).hasFailure());
+}
+
+TEST_F(DispatcherTest, AFailedRemovalOfAnOrphanProgressRecordIsLeftToTheNextLeader) {
+  startTerm();
+  recover();
+  const JobId noGraph = JobId::random();
+  putProgress(noGraph, 1);
+
+  startTerm();
+  backend_.failWrites = 1;
+  recover();
+  drain();
+  EXPECT_TRUE(storedProgress(noGraph));
+  startTerm();
+  recover();
+  drain();
+  EXPECT_FALSE(storedProgress(noGraph));
+}
+
+TEST_F(DispatcherTest, ARecoveryThatCannotReadTheProgressRecordsFailsRetryablyAndCanBeRetried) {
+  startTerm();
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "kept")).hasFailure());
+  putProgress(id, 2);
+
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  backend_.failReadsOf[store::RecordFamily::kJobProgress] = 1;
+  auto failed = loop_.run(dispatcher_->recover());
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(failed.error().isRetryable());
+  EXPECT_NE(failed.error().message.find("progress"), std::string::npos) << failed.error().message;
+  EXPECT_FALSE(dispatcher_->recovered());
+  EXPECT_TRUE(runner.calls.empty());  // Nothing starts without its progress.
+  recover();
+  EXPECT_EQ(runner.calls,
+            std::vector<std::string>{"start " + id.toHex() + " graph=stored progress=2"});
+}
+
+TEST_F(DispatcherTest, AnEndedJobsProgressRecordIsRemovedAfterItsJobGraphAndBeforeItsResultIsClean) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "ends")).hasFailure());
+  putProgress(id, 2);
+  runner.holdReleases = true;
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  runner.listener->jobEnded(id, end);
+  drain();
+  ASSERT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(storedResult(id), "dirty");
+
+  backend_.holdWrites = true;
+  runner.releaseAll();
+  drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The JobGraph's removal.
+  EXPECT_EQ(storedGraphs(), 1u);
+  EXPECT_TRUE(storedProgress(id));
+  backend_.releaseOneWrite();
+  drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The progress record's removal.
+  EXPECT_EQ(storedGraphs(), 0u);
+  EXPECT_TRUE(storedProgress(id));
+  EXPECT_EQ(storedResult(id), "dirty");
+  backend_.releaseOneWrite();
+  drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The result marked clean.
+  EXPECT_FALSE(storedProgress(id));
+  EXPECT_EQ(storedResult(id), "dirty");
+  backend_.releaseWrites();
+  settle();
+  EXPECT_EQ(storedResult(id), "clean");
+}
+
+TEST_F(DispatcherTest, AProgressRecordThatCouldNotBeRemovedIsRemovedByTheNextLeadersCleanup) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "ends")).hasFailure());
+  putProgress(id, 2);
+  backend_.holdWrites = true;
+  JobEnd end;
+  end.state = wire::JobState::FINISHED;
+  runner.listener->jobEnded(id, end);
+  drain();
+  backend_.releaseOneWrite();  // The dirty result.
+  drain();
+  backend_.releaseOneWrite();  // The JobGraph's removal.
+  drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);
+  backend_.failWrites = 1;  // The progress record's removal fails.
+  backend_.releaseWrites();
+  settle();
+  EXPECT_EQ(storedGraphs(), 0u);
+  EXPECT_TRUE(storedProgress(id));
+  EXPECT_EQ(storedResult(id), "dirty");  // Left to the next leader.
+
+  // The next leader finishes the cleanup; while the record cannot be removed its recovery fails
+  // retryably, and the result stays dirty.
+  startTerm(1000, nullptr, {}, &runner);
+  backend_.holdWrites = true;
+  auto recovering = dispatcher_->recover().eagerlyEvaluate(nullptr);
+  drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The JobGraph's removal (none is stored).
+  backend_.releaseOneWrite();
+  drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The progress record's removal.
+  backend_.failWrites = 1;
+  backend_.releaseWrites();
+  auto failed = loop_.run(kj::mv(recovering));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(failed.error().isRetryable());
+  EXPECT_NE(failed.error().message.find("progress record of ended job " + id.toHex()),
+            std::string::npos)
+      << failed.error().message;
+  EXPECT_EQ(storedResult(id), "dirty");
+  recover();
+  EXPECT_FALSE(storedProgress(id));
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(runner.calls.size(), 2u);  // Never started again.
+}
+
+TEST_F(DispatcherTest, ACancelledJobsProgressRecordIsRemovedWithItsJobGraph) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "cancelled")).hasFailure());
+  putProgress(id, 2);
+  auto response = cancel(id);
+  ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  EXPECT_EQ(storedGraphs(), 0u);
+  EXPECT_FALSE(storedProgress(id));
+  EXPECT_EQ(storedResult(id), "clean");
+}
+
+TEST_F(DispatcherTest, ACorruptJobKeepsItsProgressRecordUntilRemoveCorruptRemovesBoth) {
+  startTerm();
+  recover();
+  const JobId id = JobId::random();
+  backend_.putRaw(store::RecordFamily::kJobGraphs, id.toHex(), kGarbage);
+  putProgress(id, 2);
+
+  startTerm();
+  recover();
+  drain();
+  EXPECT_TRUE(storedProgress(id));  // Left in place with its JobGraph record.
+
+  // Its progress record cannot be removed: the JobGraph record stays, and so does the refusal.
+  backend_.failWrites = 1;
+  auto refused = removeCorrupt(loop_, gateway_, epoch_, id);
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isUnavailable());
+  EXPECT_TRUE(backend_.raw(store::RecordFamily::kJobGraphs, id.toHex()).has_value());
+
+  auto removed = removeCorrupt(loop_, gateway_, epoch_, id);
+  ASSERT_FALSE(removed.hasFailure()) << removed.getFailure().getMessage().cStr();
+  EXPECT_FALSE(storedProgress(id));
+  EXPECT_FALSE(backend_.raw(store::RecordFamily::kJobGraphs, id.toHex()).has_value());
+}
+
+TEST_F(DispatcherTest, AReconcilingJobIsListedAndCountedReconciling) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "adopting")).hasFailure());
+  runner.listener->jobStateChanged(id, wire::JobState::RECONCILING, 42);
+  EXPECT_EQ(listedNames(), std::vector<std::string>{"adopting:reconciling"});
+  EXPECT_EQ(dispatcher_->counts().reconciling, 1u);
+  EXPECT_EQ(dispatcher_->counts().created, 0u);
+  EXPECT_EQ(dispatcher_->counts().active, 1u);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "rpc/wire_ids.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
 
@@ -436,6 +437,132 @@ TEST_F(ExecutionGraphTest, StatusShowsEachSubtaskAndWhyItWaits) {
   EXPECT_EQ(counts.getTotal(), 3u);
   EXPECT_EQ(counts.getFailed(), 1u);
   EXPECT_EQ(counts.getPending(), 2u);
+}
+
+TEST_F(ExecutionGraphTest, TheVersionMovesOnlyOnChangesTheProgressRecordHolds) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  start(builder);
+  EXPECT_EQ(graph().version(), 0u);
+  ASSERT_EQ(offer(workerA_, 2).size(), 2u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 2u);
+  const uint64_t afterDeploy = graph().version();
+  EXPECT_GT(afterDeploy, 0u);
+  ASSERT_EQ(report(deployed[0], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  EXPECT_EQ(graph().version(), afterDeploy);  // RUNNING is not written.
+  ASSERT_EQ(report(deployed[0], ExecutionState::FINISHED), ExecutionGraph::Update::kApplied);
+  const uint64_t afterFinish = graph().version();
+  EXPECT_GT(afterFinish, afterDeploy);
+  ASSERT_EQ(report(deployed[0], ExecutionState::FINISHED), ExecutionGraph::Update::kRepeated);
+  EXPECT_EQ(graph().version(), afterFinish);
+  ASSERT_EQ(report(deployed[1], ExecutionState::FAILED, 1), ExecutionGraph::Update::kApplied);
+  EXPECT_GT(graph().version(), afterFinish);
+}
+
+TEST_F(ExecutionGraphTest, ARecoveredGraphContinuesFromTheProgressRecordAndReconciles) {
+  JobGraphBuilder builder({{"a", 3}, {"b", 1, {"a"}}});
+  builder.fixedDelay(5, 1000);
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 3).size(), 3u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 3u);
+  run(deployed[0], ExecutionState::FINISHED);
+  run(deployed[1], ExecutionState::FAILED, 1);  // A restart granted; a[1] waits.
+  ASSERT_EQ(report(deployed[2], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+  capnp::MallocMessageBuilder message;
+  auto progress = message.initRoot<wire::JobProgress>();
+  graph().fillProgress(progress, 7, nowMs_);
+  EXPECT_EQ(progress.getEpoch(), 7u);
+  EXPECT_EQ(progress.getRestarts(), 1u);
+  EXPECT_EQ(progress.getStartedAtMs(), 1'700'000'000'000);
+  EXPECT_EQ(progress.getRestartDelayMs(), 1000);
+  ASSERT_EQ(progress.getSubtasks().size(), 3u);
+  EXPECT_EQ(progress.getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(progress.getSubtasks()[1].getState(), ExecutionState::FAILED);
+  EXPECT_EQ(progress.getSubtasks()[2].getState(), ExecutionState::RUNNING);
+
+  // The next term's graph.
+  advance(10s);
+  start(builder);
+  EXPECT_EQ(graph().recover(progress.asReader(), nowMs_), 1u);
+  EXPECT_TRUE(graph().reconciling());
+  EXPECT_EQ(graph().state(), wire::JobState::RECONCILING);
+  EXPECT_EQ(graph().restarts(), 1u);
+  EXPECT_TRUE(needs().empty());  // Nothing declared while reconciling.
+  EXPECT_EQ(offer(workerA_, 2).size(), 1u);  // a[1] could use one.
+  EXPECT_TRUE(graph().schedule(nowMs_).empty());
+  capnp::MallocMessageBuilder countsMessage;
+  auto counts = countsMessage.initRoot<wire::TaskCounts>();
+  graph().counts(counts);
+  EXPECT_EQ(counts.getFinished(), 1u);
+  EXPECT_EQ(counts.getFailed(), 1u);
+  EXPECT_EQ(counts.getReconciling(), 1u);
+  // The expected attempt is a live attempt; an offer of another one is not adopted.
+  EXPECT_TRUE(graph().isLiveAttempt("a", 2, deployed[2].attempt));
+  names_.push_back("a");
+  AttemptReport stale;
+  stale.attempt = AttemptId::random();
+  stale.vertex = names_.back();
+  stale.subtaskIndex = 2;
+  stale.state = ExecutionState::RUNNING;
+  EXPECT_FALSE(graph().adopt(workerB_, OfferedSlot{AllocationId::random(), kOneCpu}, stale,
+                             nowMs_));
+  AttemptReport offered = stale;
+  offered.attempt = deployed[2].attempt;
+  offered.pid = 99;
+  const AllocationId slot = AllocationId::random();
+  EXPECT_EQ(graph().adopt(workerB_, OfferedSlot{slot, kOneCpu}, offered, nowMs_), 2u);
+  EXPECT_EQ(graph().expectedLeft(), 0u);
+  const auto outcome = graph().endReconciliation("unreported", now_, nowMs_);
+  EXPECT_EQ(outcome.adopted, 1u);
+  EXPECT_EQ(outcome.unreported, 0u);
+  EXPECT_FALSE(graph().reconciling());
+  EXPECT_EQ(graph().state(), wire::JobState::RUNNING);
+  // a[1] runs again with the next attempt number; a[0] never again.
+  auto again = graph().schedule(nowMs_);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].subtask, 1u);
+  EXPECT_EQ(again[0].attemptNumber, 1u);
+  EXPECT_TRUE(again[0].restart);
+  // The adopted attempt is followed as the term's own.
+  ASSERT_EQ(report(Deployment{2, deployed[2].attempt, 0, slot, workerB_, false},
+                   ExecutionState::FINISHED),
+            ExecutionGraph::Update::kApplied);
+}
+
+TEST_F(ExecutionGraphTest, EndingReconciliationFailsTheUnreportedAttempts) {
+  JobGraphBuilder builder({{"a", 2}});
+  start(builder);  // No restart strategy: the failure ends the job.
+  capnp::MallocMessageBuilder message;
+  auto progress = message.initRoot<wire::JobProgress>();
+  auto list = progress.initSubtasks(3);
+  const AttemptId first = AttemptId::random();
+  list[0].setSubtask(0);
+  wire::setWireId(list[0].initAttemptId(), first);
+  list[0].setState(ExecutionState::DEPLOYING);
+  list[1].setSubtask(1);
+  wire::setWireId(list[1].initAttemptId(), AttemptId::random());
+  list[1].setState(ExecutionState::RUNNING);
+  list[2].setSubtask(7);  // No such subtask: skipped.
+  wire::setWireId(list[2].initAttemptId(), AttemptId::random());
+  EXPECT_EQ(graph().recover(progress.asReader(), nowMs_), 2u);
+  names_.push_back("a");
+  AttemptReport ended;
+  ended.attempt = first;
+  ended.vertex = names_.back();
+  ended.state = ExecutionState::FINISHED;
+  EXPECT_EQ(graph().update(ended, now_, nowMs_), ExecutionGraph::Update::kApplied);
+  EXPECT_EQ(graph().expectedLeft(), 1u);
+  const uint64_t before = graph().version();
+  const auto outcome = graph().endReconciliation("nobody reported it", now_, nowMs_);
+  EXPECT_EQ(outcome.adopted, 0u);
+  EXPECT_EQ(outcome.ended, 1u);
+  EXPECT_EQ(outcome.unreported, 1u);
+  EXPECT_GT(graph().version(), before);
+  ASSERT_TRUE(graph().ended());
+  EXPECT_EQ(graph().state(), wire::JobState::FAILED);
+  EXPECT_EQ(graph().failureMessage(1).substr(0, 18), "nobody reported it");
 }
 
 TEST_F(ExecutionGraphTest, ASubtaskCostsLittleMemory) {

@@ -161,6 +161,8 @@ class JobMastersTest : public ::testing::Test {
     AttemptId attempt;
     std::string vertex;
     uint32_t subtask = 0;
+    ExecutionState state = ExecutionState::RUNNING;
+    uint32_t pid = 4242;
   };
   // Offers `count` one-cpu slots of `worker`; returns the accepted allocations.
   std::vector<AllocationId> offer(const JobId& job, const ResourceId& worker, FakeWorker& fake,
@@ -192,7 +194,8 @@ class JobMastersTest : public ::testing::Test {
           wire::setWireId(attempts[r].initJobId(), job);
           attempts[r].setVertexName(running[r].vertex);
           attempts[r].setSubtaskIndex(running[r].subtask);
-          attempts[r].setState(ExecutionState::RUNNING);
+          attempts[r].setState(running[r].state);
+          attempts[r].setPid(running[r].pid);
         }
       }
     }
@@ -202,6 +205,14 @@ class JobMastersTest : public ::testing::Test {
   capnp::Response<JobMasterGateway::UpdateTaskExecutionStateResults> update(
       const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
       int32_t exitCode = 0, const std::string& message = "") {
+    auto response = loop_.run(updateRequest(job, attempt, state, exitCode, message).send());
+    settle();
+    return response;
+  }
+  capnp::Request<JobMasterGateway::UpdateTaskExecutionStateParams,
+                 JobMasterGateway::UpdateTaskExecutionStateResults>
+  updateRequest(const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
+                int32_t exitCode = 0, const std::string& message = "") {
     auto request = gateway(job).updateTaskExecutionStateRequest();
     request.setEpoch(kEpoch);
     auto out = request.initState();
@@ -215,9 +226,52 @@ class JobMastersTest : public ::testing::Test {
     out.setPid(777);
     out.setExitCode(exitCode);
     out.setFailureMessage(message);
-    auto response = loop_.run(request.send());
+    return request;
+  }
+
+  // Starts `builder`'s job as a new leader does after a failover, from a progress record with
+  // `entries` (global subtask index, attempt, attempt number, state).
+  struct Entry {
+    uint32_t subtask;
+    AttemptId attempt;
+    uint32_t attemptNumber;
+    ExecutionState state;
+  };
+  JobId startRecovered(JobGraphBuilder& builder, const std::vector<Entry>& entries,
+                       uint32_t restarts = 0) {
+    capnp::MallocMessageBuilder message;
+    auto progress = message.initRoot<wire::JobProgress>();
+    wire::setWireId(progress.initJobId(), builder.job());
+    progress.setEpoch(kEpoch - 1);
+    progress.setRestarts(restarts);
+    progress.setStartedAtMs(nowMs_ - 60'000);
+    auto list = progress.initSubtasks(static_cast<unsigned>(entries.size()));
+    for (unsigned i = 0; i < entries.size(); ++i) {
+      list[i].setSubtask(entries[i].subtask);
+      wire::setWireId(list[i].initAttemptId(), entries[i].attempt);
+      list[i].setAttemptNumber(entries[i].attemptNumber);
+      list[i].setState(entries[i].state);
+    }
+    masters_->start(builder.job(), builder.graph(), progress.asReader());
     settle();
-    return response;
+    return builder.job();
+  }
+  // The stored progress record of `job` (the only one the tests' store holds).
+  store::JobProgressMessage storedProgress(const JobId& job) {
+    auto recovered = loop_.run(stores_->jobProgress().recoverAll());
+    KJ_REQUIRE(recovered.ok(), recovered.error().message);
+    for (auto& record : recovered.value().records) {
+      if (wire::idFromWire<JobId>(record.get().getJobId()) == job) {
+        return kj::mv(record);
+      }
+    }
+    KJ_FAIL_REQUIRE("no progress record stored for the job");
+  }
+  wire::JobState stateOf(const JobId& job) {
+    capnp::MallocMessageBuilder message;
+    auto status = message.initRoot<wire::JobStatus>();
+    KJ_REQUIRE(masters_->describe(job, status));
+    return status.getState();
   }
   void expectApplied(const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
                      int32_t exitCode = 0, const std::string& message = "") {
@@ -631,7 +685,9 @@ TEST_F(JobMastersTest, AWorkerThatDisconnectsFailsItsAttemptsAtOnce) {
             "worker " + workerA_.toHex() + " disconnected: SIGTERM (no restart strategy)");
 }
 
-TEST_F(JobMastersTest, AnOfferWithRunningAttemptsCancelsThemAndDeploysAfresh) {
+TEST_F(JobMastersTest, AnOfferedAttemptOfAJobStartedWithoutProgressIsCancelled) {
+  // No progress record: no attempt of the job was ever deployed by the write-ahead rule, so an
+  // offered one is unknown and stops; the subtask runs afresh.
   JobGraphBuilder builder({{"a", 1}});
   const JobId job = start(builder);
   FakeWorker worker;
@@ -719,6 +775,327 @@ TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {
   advance(Duration(1000));
   EXPECT_EQ(linesOf("job state").back().get("state"), "RUNNING");
   EXPECT_EQ(linesOf("attempt deployed").size(), 2u);
+}
+
+// ---- The progress record (write-ahead) ---------------------------------------------------------
+
+TEST_F(JobMastersTest, AnAttemptIsDeployedOnlyOnceAPutHoldingItSucceeded) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  backend_.holdWrites = true;
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  settle();
+  EXPECT_TRUE(worker.submitted.empty());  // The put holding the attempt has not succeeded.
+  backend_.releaseWrites();
+  settle();
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  const auto stored = storedProgress(job);
+  ASSERT_EQ(stored.get().getSubtasks().size(), 1u);
+  const auto entry = stored.get().getSubtasks()[0];
+  EXPECT_EQ(entry.getSubtask(), 0u);
+  EXPECT_EQ(wire::idFromWire<AttemptId>(entry.getAttemptId()), worker.submitted[0].attempt);
+  EXPECT_EQ(entry.getState(), ExecutionState::DEPLOYING);
+  EXPECT_EQ(stored.get().getEpoch(), kEpoch);
+}
+
+TEST_F(JobMastersTest, AFinishedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  backend_.holdWrites = true;
+  auto answer = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
+  settle();
+  EXPECT_FALSE(answer.poll(loop_.waitScope()));
+  backend_.releaseWrites();
+  settle();
+  ASSERT_TRUE(answer.poll(loop_.waitScope()));
+  auto response = answer.wait(loop_.waitScope());
+  EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+}
+
+TEST_F(JobMastersTest, ATerminalUpdateWhosePutFailsIsAnsweredUnavailableAndAcceptedWhenRepeated) {
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  backend_.failWrites = 1;
+  auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isUnavailable());
+  // The worker delivers again; the put is retried after its backoff and succeeds.
+  auto again = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
+  settle();
+  EXPECT_FALSE(again.poll(loop_.waitScope()));
+  advance(Duration(100));
+  ASSERT_TRUE(again.poll(loop_.waitScope()));
+  auto repeated = again.wait(loop_.waitScope());
+  EXPECT_FALSE(repeated.hasFailure()) << repeated.getFailure().getMessage().cStr();
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+}
+
+TEST_F(JobMastersTest, AFencedPutDeploysNothing) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  backend_.fenced = true;
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  advance(Duration(5000));
+  EXPECT_TRUE(worker.submitted.empty());
+}
+
+TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  backend_.holdWrites = true;
+  auto finished = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
+  settle();  // The put holding a[0]'s end is in flight.
+  auto released = masters_->release(job, "job cancelled");
+  settle();
+  ASSERT_EQ(worker.cancelled, std::vector<AttemptId>{worker.submitted[1].attempt});
+  auto canceled = updateRequest(job, worker.submitted[1], ExecutionState::CANCELED).send();
+  settle();
+  EXPECT_FALSE(released.poll(loop_.waitScope()));  // The put is still in flight.
+  backend_.releaseWrites();
+  settle();
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  released.wait(loop_.waitScope());
+  EXPECT_FALSE(finished.wait(loop_.waitScope()).hasFailure());
+  EXPECT_FALSE(canceled.wait(loop_.waitScope()).hasFailure());
+  // No put followed the release: the record is the one in flight (a[1] still DEPLOYING).
+  const auto stored = storedProgress(job);
+  EXPECT_EQ(stored.get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(stored.get().getSubtasks()[1].getState(), ExecutionState::DEPLOYING);
+}
+
+// ---- Failover: reconciliation -----------------------------------------------------------------
+
+TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) {
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
+
+  JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}});
+  const AttemptId x = AttemptId::random();
+  const AttemptId y = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, x, 2, ExecutionState::RUNNING}, {1, y, 0, ExecutionState::DEPLOYING}}, 2);
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+  ASSERT_EQ(listener_.states.size(), 1u);
+  EXPECT_EQ(listener_.states[0].second, wire::JobState::RECONCILING);
+  EXPECT_TRUE(port_.declarations[job].empty());  // Nothing declared while reconciling.
+
+  FakeWorker first;
+  ASSERT_EQ(offer(job, workerA_, first, 1, {{x, "a", 0}}).size(), 1u);
+  EXPECT_TRUE(first.submitted.empty());
+  EXPECT_TRUE(first.cancelled.empty());
+  EXPECT_EQ(counters_.attemptsAdopted, 1u);
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);  // y is not accounted for yet.
+
+  FakeWorker second;
+  ASSERT_EQ(offer(job, workerB_, second, 1, {{y, "a", 1}}).size(), 1u);
+  EXPECT_EQ(counters_.attemptsAdopted, 2u);
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
+  EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
+  EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  EXPECT_TRUE(first.submitted.empty());
+  EXPECT_TRUE(second.submitted.empty());
+
+  // The adopted attempts are followed like the term's own: their ends run b, once.
+  expectApplied(job, FakeWorker::Submitted{x, {}, "a", 0, 2, ""}, ExecutionState::FINISHED);
+  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FINISHED);
+  const size_t submitted = first.submitted.size() + second.submitted.size();
+  ASSERT_EQ(submitted, 1u);
+  const auto& b = first.submitted.empty() ? second.submitted[0] : first.submitted[0];
+  EXPECT_EQ(b.vertex, "b");
+  EXPECT_EQ(b.attemptNumber, 0u);
+  advance(Duration(2000));
+  EXPECT_GT(first.heartbeats + second.heartbeats, 0u);
+
+  auto linesOf = [&](std::string_view event) {
+    std::vector<EventFields> found;
+    std::istringstream lines(log.str());
+    for (std::string line; std::getline(lines, line);) {
+      if (auto fields = parseEventLine(line, event)) found.push_back(*fields);
+    }
+    return found;
+  };
+  const auto reconciling = linesOf("job reconciling");
+  ASSERT_EQ(reconciling.size(), 1u) << log.str();
+  EXPECT_EQ(reconciling[0].get("job"), job.toHex());
+  EXPECT_EQ(reconciling[0].getUint("expected"), 2u);
+  const auto adopted = linesOf("attempt adopted");
+  ASSERT_EQ(adopted.size(), 2u) << log.str();
+  EXPECT_EQ(adopted[0].get("vertex"), "a");
+  EXPECT_EQ(adopted[0].getUint("subtask"), 0u);
+  EXPECT_EQ(adopted[0].get("attempt"), x.toHex());
+  EXPECT_EQ(adopted[0].getUint("attempt_number"), 2u);
+  EXPECT_EQ(adopted[0].get("worker"), workerA_.toHex());
+  EXPECT_EQ(adopted[0].getUint("pid"), 4242u);
+  EXPECT_TRUE(adopted[0].get("mono_us"));
+  EXPECT_TRUE(adopted[0].get("wall_ms"));
+  const auto reconciled = linesOf("job reconciled");
+  ASSERT_EQ(reconciled.size(), 1u) << log.str();
+  EXPECT_EQ(reconciled[0].getUint("adopted"), 2u);
+  EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
+  EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
+  EXPECT_EQ(reconciled[0].get("timed_out"), "false");
+}
+
+TEST_F(JobMastersTest, AnOfferedAttemptThatIsNotTheExpectedOneIsCancelled) {
+  JobGraphBuilder builder({{"a", 1}});
+  const AttemptId expected = AttemptId::random();
+  const AttemptId superseded = AttemptId::random();
+  const JobId job = startRecovered(builder, {{0, expected, 1, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  offer(job, workerA_, worker, 1, {{superseded, "a", 0}});
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{superseded});
+  EXPECT_TRUE(worker.submitted.empty());
+  EXPECT_EQ(counters_.attemptsAdopted, 0u);
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+}
+
+TEST_F(JobMastersTest, AFinishReportedWhileReconcilingRunsTheDownstreamOnceAfterTheEnd) {
+  JobGraphBuilder builder({{"a", 1}, {"b", 1, {"a"}}, {"c", 1}});
+  const AttemptId a = AttemptId::random();
+  const AttemptId c = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, a, 0, ExecutionState::RUNNING}, {2, c, 0, ExecutionState::RUNNING}});
+  // a's worker holds no slot of it any more and delivers its end directly.
+  expectApplied(job, FakeWorker::Submitted{a, {}, "a", 0, 0, ""}, ExecutionState::FINISHED);
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);  // c is not accounted for.
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);  // b could use it.
+  EXPECT_TRUE(worker.submitted.empty());                   // Not while reconciling.
+  FakeWorker other;
+  ASSERT_EQ(offer(job, workerB_, other, 1, {{c, "c", 0}}).size(), 1u);
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(worker.submitted[0].vertex, "b");
+  EXPECT_TRUE(other.submitted.empty());
+  advance(Duration(30000));  // The reconciliation timeout passing later changes nothing.
+  EXPECT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(counters_.reconciliationTimeouts, 0u);
+}
+
+TEST_F(JobMastersTest, AFailureReportedWhileReconcilingIsRestartedOnceAfterTheEnd) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const AttemptId x = AttemptId::random();
+  const AttemptId y = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, x, 0, ExecutionState::RUNNING}, {1, y, 0, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1, {{x, "a", 0}}).size(), 1u);
+  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FAILED, 1);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  // y's end accounted for it: the job leaves RECONCILING and restarts a[1] after its delay.
+  ASSERT_EQ(offer(job, workerB_, worker, 1).size(), 1u);
+  advance(Duration(1000));
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(worker.submitted[0].subtask, 1u);
+  EXPECT_EQ(worker.submitted[0].attemptNumber, 1u);
+  EXPECT_EQ(counters_.attemptsRestarted, 1u);
+  uint32_t restarts = 0;
+  capnp::MallocMessageBuilder message;
+  ASSERT_TRUE(masters_->counts(job, message.initRoot<wire::TaskCounts>(), restarts));
+  EXPECT_EQ(restarts, 1u);
+}
+
+TEST_F(JobMastersTest, AFailureWhileOthersAreStillExpectedWaitsForTheEndToRestart) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const AttemptId x = AttemptId::random();
+  const AttemptId y = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, x, 0, ExecutionState::RUNNING}, {1, y, 0, ExecutionState::RUNNING}});
+  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FAILED, 1);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerB_, worker, 1).size(), 1u);
+  advance(Duration(5000));  // Past the restart delay: still reconciling (x), nothing deployed.
+  EXPECT_TRUE(worker.submitted.empty());
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+  offer(job, workerA_, worker, 1, {{x, "a", 0}});
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(worker.submitted[0].subtask, 1u);
+}
+
+TEST_F(JobMastersTest, AnAttemptNobodyReportsFailsAtTheReconciliationTimeoutAndRestarts) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 1000);
+  const AttemptId lost = AttemptId::random();
+  const JobId job = startRecovered(builder, {{0, lost, 0, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 0u);  // Nothing waits for a slot yet.
+  advance(Duration(29999));
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+  advance(Duration(1));
+  EXPECT_EQ(counters_.reconciliationTimeouts, 1u);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  EXPECT_EQ(status.getState(), wire::JobState::RESTARTING);
+  EXPECT_EQ(std::string(status.getFailure().getMessage().cStr()),
+            "not reported by any worker within jobmaster.reconciliation-timeout (30s) after the "
+            "failover");
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  advance(Duration(1000));
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(worker.submitted[0].attemptNumber, 1u);
+  // The lost attempt, offered late, is cancelled.
+  offer(job, workerB_, worker, 1, {{lost, "a", 0}});
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{lost});
+}
+
+TEST_F(JobMastersTest, FinishedSubtasksOfTheRecordAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {
+  JobGraphBuilder builder({{"a", 3}});
+  const JobId job = startRecovered(builder, {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
+                                             {1, AttemptId::random(), 4, ExecutionState::FAILED}},
+                                   1);
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
+  for (const auto& [id, state] : listener_.states) {
+    EXPECT_NE(state, wire::JobState::RECONCILING);
+  }
+  EXPECT_EQ(port_.latest(job), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 3).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  EXPECT_EQ(worker.submitted[0].subtask, 1u);
+  EXPECT_EQ(worker.submitted[0].attemptNumber, 5u);
+  EXPECT_EQ(worker.submitted[1].subtask, 2u);
+  EXPECT_EQ(worker.submitted[1].attemptNumber, 0u);
+  EXPECT_EQ(counters_.attemptsRestarted, 1u);  // a[1]; a[2] runs for the first time.
+}
+
+TEST_F(JobMastersTest, ReleaseWhileReconcilingAbandonsTheUnreportedAndCancelsTheAdopted) {
+  JobGraphBuilder builder({{"a", 2}});
+  const AttemptId x = AttemptId::random();
+  const AttemptId y = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, x, 0, ExecutionState::RUNNING}, {1, y, 0, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1, {{x, "a", 0}}).size(), 1u);
+  auto released = masters_->release(job, "job cancelled");
+  settle();
+  EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{x});
+  EXPECT_FALSE(released.poll(loop_.waitScope()));
+  expectApplied(job, FakeWorker::Submitted{x, {}, "a", 0, 0, ""}, ExecutionState::CANCELED);
+  ASSERT_TRUE(released.poll(loop_.waitScope()));
+  auto detail = released.wait(loop_.waitScope());
+  const auto status = capnp::readMessageUnchecked<wire::JobStatus>(detail.begin());
+  EXPECT_EQ(status.getTasks().getCanceled(), 2u);
+  EXPECT_EQ(worker.freed.size(), 1u);
 }
 
 TEST_F(JobMastersTest, HeldBytesGrowByLittleMoreThanASmallRecordPerSubtask) {
