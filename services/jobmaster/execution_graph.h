@@ -239,7 +239,7 @@ class ExecutionGraph final {
     kLive,          // The latest attempt is DEPLOYING, RUNNING or CANCELING.
     kRestartDelay,  // The latest attempt FAILED; a new one waits for restartAt.
     kFinished,
-    kStopped,  // Ended without finishing (the job ended).
+    kStopped,   // Ended without finishing (the job ended).
     kExpected,  // Recovered live attempt (RECONCILING) no worker accounted for yet.
   };
   struct Subtask {

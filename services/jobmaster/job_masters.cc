@@ -234,8 +234,7 @@ class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> updateTaskExecutionState(UpdateTaskExecutionStateContext context) override {
-    return master().updateTaskExecutionState(context.getParams().getState(),
-                                             context.getResults());
+    return master().updateTaskExecutionState(context.getParams().getState(), context.getResults());
   }
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     master().heartbeat(context.getParams(), context.getResults());
@@ -285,11 +284,11 @@ void JobMasters::JobMaster::start() {
     EventLine line("job reconciling");
     line.field("job", job_.toHex()).field("expected", expected_);
     event(line);
-    tasks_.add(owner_.timer_
-                   .afterDelay(owner_.options_.reconciliationTimeout.count() * kj::MILLISECONDS)
-                   .then([this] {
-                     if (execution_.reconciling() && !releasing_) endReconciliation(true);
-                   }));
+    tasks_.add(
+        owner_.timer_.afterDelay(owner_.options_.reconciliationTimeout.count() * kj::MILLISECONDS)
+            .then([this] {
+              if (execution_.reconciling() && !releasing_) endReconciliation(true);
+            }));
   } else if (recovered_) {
     EventLine line("job reconciled");
     line.field("job", job_.toHex())
@@ -313,14 +312,13 @@ void JobMasters::JobMaster::maybePut() {
   execution_.fillProgress(progress, owner_.epoch_, nowMs());
   putInFlight_ = true;
   // put() encodes the record before it returns: the message may go with this scope.
-  tasks_.add(owner_.progress_.put(progress.asReader())
-                 .then([this, version](store::StoreResult<void> result) {
-                   putSettled(version, result);
-                 },
-                       [this, version](kj::Exception&& exception) {
-                         putSettled(version, store::StoreError::unavailable(
-                                                 "put failed: " + describeException(exception)));
-                       }));
+  tasks_.add(
+      owner_.progress_.put(progress.asReader())
+          .then([this, version](store::StoreResult<void> result) { putSettled(version, result); },
+                [this, version](kj::Exception&& exception) {
+                  putSettled(version, store::StoreError::unavailable("put failed: " +
+                                                                     describeException(exception)));
+                }));
 }
 
 void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResult<void>& result) {
@@ -330,15 +328,16 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
     putRetryDelay_ = kFirstPutRetryDelay;
   } else if (result.error().code == store::StoreErrorCode::kFenced) {
     if (!putsFenced_) {
-      spdlog::warn("job {}: its progress record is fenced ({}); the term is over, nothing more "
-                   "is deployed",
-                   job_.toHex(), result.error().message);
+      spdlog::warn(
+          "job {}: its progress record is fenced ({}); the term is over, nothing more "
+          "is deployed",
+          job_.toHex(), result.error().message);
     }
     putsFenced_ = true;
     pendingDeploys_.clear();
   } else if (!putsClosed_) {
-    spdlog::warn("job {}: storing its progress record failed: {}; trying again in {}",
-                 job_.toHex(), result.error().message, formatDuration(putRetryDelay_));
+    spdlog::warn("job {}: storing its progress record failed: {}; trying again in {}", job_.toHex(),
+                 result.error().message, formatDuration(putRetryDelay_));
     putRetryArmed_ = true;
     tasks_.add(owner_.timer_.afterDelay(putRetryDelay_.count() * kj::MILLISECONDS).then([this] {
       putRetryArmed_ = false;

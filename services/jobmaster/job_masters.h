@@ -11,17 +11,34 @@
 //
 // A vertex is runnable once every subtask of every upstream vertex FINISHED. A job is CREATED
 // until an attempt first runs, then RUNNING, RESTARTING while a restart delay runs
-// (JobRunnerListener::jobStateChanged, the `job state` event line). After a failover
-// the new term's JobMaster starts the job again from its JobGraph: attempts a worker still runs
-// for it (offered with the slot) are cancelled, and the subtasks run again.
+// (JobRunnerListener::jobStateChanged, the `job state` event line).
+//
+// The progress record (docs/jobgraph.md, "Failover"): each JobMaster writes its job's
+// wire::JobProgress to the term's JobProgressStore ahead of what workers act on. A new attempt
+// is deployed only once a put holding it succeeded; a terminal state (FINISHED, FAILED,
+// CANCELED) is applied at once but answered only once a put holding it succeeded (`unavailable`
+// when that put failed or the store is fenced: the worker delivers it again). One put per job is
+// in flight; changes made meanwhile go into the next. kUnavailable: tried again after 100 ms,
+// doubling up to heartbeatInterval. kFenced: nothing is written or deployed any more.
+//
+// After a failover (start() with the record an earlier term wrote) the job starts RECONCILING
+// when the record names live attempts: FINISHED subtasks stay finished, FAILED / CANCELED ones
+// wait to run again, live ones are expected. While RECONCILING nothing is deployed and nothing
+// is declared. An offered attempt that is its subtask's expected attempt is adopted (same
+// attempt id, the slot held for it, its worker heartbeated). Reconciliation ends once every
+// expected attempt is adopted or reported ended, or at reconciliationTimeout: the unreported
+// ones FAIL (to the restart strategy); then the job declares and deploys normally. Event lines
+// `job reconciling`, `attempt adopted`, `job reconciled` (docs/operations.md).
 //
 // The gateway a JobMaster serves (workers call it):
-// - offerSlots: notRegistered unless JobMasterPort::workerAddress knows the worker; accepts the
-//   slots a waiting subtask of a runnable vertex fits (the rest the worker frees); cancels the
-//   offered running attempts that are not a subtask's live attempt (unknown to it, or failed
-//   when it lost the worker); deploys in a later turn.
+// - offerSlots: notRegistered unless JobMasterPort::workerAddress knows the worker; adopts the
+//   expected attempts it carries (their slots accepted); accepts the slots a waiting subtask of
+//   a runnable vertex fits (the rest the worker frees); cancels the offered running attempts
+//   that are not a subtask's live attempt (unknown to it, superseded, or failed when it lost the
+//   worker or at the end of reconciliation); deploys in a later turn, after the put.
 // - updateTaskExecutionState: notFound for an attempt that is no subtask's latest attempt;
-//   repeats and states older than the known one change nothing. The job's first RUNNING feeds
+//   repeats and states older than the known one change nothing (a repeated terminal state is
+//   answered, like the first, once the record holds it). The job's first RUNNING feeds
 //   JobMasterCounters' submit-to-running histogram.
 // - heartbeat: notRegistered for a worker holding none of the job's slots (it offers them
 //   again); attempts it lists that the JobMaster does not know are cancelled (attempts it does
@@ -88,9 +105,9 @@ struct JobMasterCounters {
   void observeSubmitToRunning(double seconds);
 };
 
-// One term's JobMasters. Loop-thread only. `timer`, `resourceManager` and `counters` must
-// outlive it. Destroying it drops every JobMaster: its timers and calls in flight are cancelled,
-// nothing is called on workers (the next leader takes over).
+// One term's JobMasters. Loop-thread only. `timer`, `resourceManager`, `progress` and `counters`
+// must outlive it. Destroying it drops every JobMaster: its timers, calls and puts in flight are
+// cancelled, nothing is called on workers (the next leader takes over).
 class JobMasters final : public dispatcher::JobRunner {
  public:
   // Serves one JobMaster's gateway as a capability of the term (rpc::LeadershipTerm::serve,
@@ -115,12 +132,16 @@ class JobMasters final : public dispatcher::JobRunner {
   bool describe(JobId job, wire::JobStatus::Builder status) const override;
   bool counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& restarts) const override;
 
-  // release(): cancels the live attempts (cancelTask), waits for their terminal updates at most
-  // heartbeatTimeout (then logs and goes on; an attempt whose cancelTask fails counts as ended),
-  // frees every held slot (freeSlot, each bounded by callTimeout), calls disconnectJobMaster and
-  // drops the JobMaster (resolving with its describe() taken just before): its served gateway throws DISCONNECTED from then on. Updates keep being
-  // applied while it runs; nothing is deployed or restarted. Unknown jobs: disconnectJobMaster
-  // only.
+  // release(): cancels the live attempts (cancelTask; expected attempts not reported yet are
+  // marked CANCELED without a worker's word, and deployments still waiting for their put are
+  // never sent), waits for their terminal updates at most heartbeatTimeout (then logs and goes
+  // on; an attempt whose cancelTask fails counts as ended), frees every held slot (freeSlot,
+  // each bounded by callTimeout), calls disconnectJobMaster, waits for the job's progress put in
+  // flight (none starts after: the Dispatcher removes the record once this resolves; terminal
+  // updates still waiting for a put are answered), and drops the JobMaster (resolving with its
+  // describe() taken just before): its served gateway throws DISCONNECTED from then on. Updates
+  // keep being applied while it runs; nothing is deployed or restarted. Unknown jobs:
+  // disconnectJobMaster only.
   //
   // MasterBootstrap.jobMaster: the gateway of `job`'s JobMaster, or nullptr when this term runs
   // no JobMaster for it (unknown, or released). A job that ended keeps its gateway until

@@ -148,6 +148,14 @@ struct TaskExecutor::JobLink {
   kj::Maybe<wire::JobMasterGateway::Client> gateway;
   uint64_t gatewayEpoch = 0;
   std::deque<PendingUpdate> updates;  // In the order the runner reported them.
+  // The registration (round_) whose offer of the job's slots was answered, or in which the job
+  // held no slot: its updates go from then on.
+  uint64_t offeredRound = 0;
+  // The registration in which the leader answered notFound for the job: its later updates are
+  // dropped (its attempts are being cancelled).
+  std::optional<uint64_t> unknownRound;
+  // backoffWait() callers, woken early by the next registration.
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> wakers;
   bool delivering = false;            // deliverLoop() runs.
   bool offering = false;              // offerLoop() runs.
   bool offerScheduled = false;        // offerLoop() starts after this turn.
@@ -686,12 +694,17 @@ void TaskExecutor::onJobsRegistered() {
     slot.acceptedEpoch = 0;
     toOffer.insert(*slot.job);
   }
+  // Loops waiting out a backoff try at once, against this registration.
+  for (auto& [job, held] : jobs_) wakeJob(*held);
   for (const JobId& job : toOffer) scheduleOffer(job);
-  std::vector<JobId> waiting;
+  // The queued updates of a job holding slots here wait for the answer to its offer (offerLoop
+  // marks it offered): the JobMaster learns the attempts from the offer, then how they went on.
+  // A job holding no slot here any more has nothing to offer: its updates go at once.
+  std::vector<JobId> slotless;
   for (const auto& [job, held] : jobs_) {
-    if (!held->updates.empty()) waiting.push_back(job);
+    if (toOffer.count(job) == 0 || runner_ == nullptr) slotless.push_back(job);
   }
-  for (const JobId& job : waiting) kickDelivery(job);
+  for (const JobId& job : slotless) markOffered(job);
 }
 
 kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> TaskExecutor::jobMaster(
@@ -755,6 +768,8 @@ kj::Promise<void> TaskExecutor::offerLoop(JobId job, uint64_t epoch) {
       return offerLoop(job, registeredEpoch_);
     }
     held.offering = false;
+    // Every slot of the job accepted in this registration, or freed: its updates may go.
+    if (epochStands(epoch)) markOffered(job);
     forgetIfIdle(job);
     return kj::READY_NOW;
   }
@@ -777,14 +792,14 @@ kj::Promise<void> TaskExecutor::offerLoop(JobId job, uint64_t epoch) {
       const Duration wait = waitBefore(held.offerBackoff, retryAfter, options_.registrationMax);
       spdlog::debug("task executor {}: offering slots to job {} failed: {} (again in {} ms)",
                     options_.resourceId.toHex(), job.toHex(), why, wait.count());
-      return timer_.afterDelay(wait.count() * kj::MILLISECONDS).then([this, job, epoch]() {
-        return offerLoop(job, epoch);
-      });
+      return backoffWait(job, wait).then([this, job, epoch]() { return offerLoop(job, epoch); });
     }
-    const std::string cause = reaction == Reaction::kUnknown
-                                  ? "job " + job.toHex() + " is unknown to the leader: " + why
-                                  : "the JobMaster of job " + job.toHex() +
-                                        " refused the slot offer: " + why;
+    if (reaction == Reaction::kUnknown) {
+      jobUnknown(job, why);
+      return offerLoop(job, epoch);
+    }
+    const std::string cause =
+        "the JobMaster of job " + job.toHex() + " refused the slot offer: " + why;
     spdlog::warn("task executor {}: freeing {} slot(s): {}", options_.resourceId.toHex(),
                  stillHeld().size(), cause);
     for (SlotState* slot : stillHeld()) releaseSlot(*slot, cause);
@@ -811,19 +826,31 @@ kj::Promise<void> TaskExecutor::offerLoop(JobId job, uint64_t epoch) {
           auto profile = offer.initProfile();
           profile.setCpuMillis(options_.slotProfile.cpuMillis);
           profile.setMemoryBytes(options_.slotProfile.memoryBytes);
-          std::vector<const AttemptRecord*> running;
+          // Every attempt in the slot: running (its current state), or ended with its
+          // terminal update still queued (that state; the update follows the offer's answer).
+          std::map<AttemptId, const AttemptRecord*> inSlot;
           for (const auto& [id, record] : attempts_) {
-            if (record.allocation == *slot.allocation) running.push_back(&record);
+            if (record.allocation == *slot.allocation) inSlot.emplace(id, &record);
           }
-          auto attempts = offer.initRunningAttempts(static_cast<unsigned>(running.size()));
-          for (size_t j = 0; j < running.size(); ++j) {
-            fillAttempt(attempts[static_cast<unsigned>(j)], *running[j]);
+          for (const PendingUpdate& pending : link(job).updates) {
+            const AttemptRecord& record = pending.record;
+            if (record.allocation == *slot.allocation &&
+                record.latest.phase != TaskPhase::kRunning &&
+                attempts_.count(record.attempt) == 0) {
+              inSlot[record.attempt] = &record;
+            }
           }
+          auto attempts = offer.initRunningAttempts(static_cast<unsigned>(inSlot.size()));
+          unsigned j = 0;
+          for (const auto& [id, record] : inSlot) fillAttempt(attempts[j++], *record);
         }
+        // An answer arriving after a newer registration (same epoch) no longer counts: that
+        // registration wants its own offer answered.
+        const uint64_t round = round_;
         return leaders_.deadline()
             .send(kj::mv(request))
             .then(
-                [this, job, epoch, stillHeld, failed](
+                [this, job, epoch, round, stillHeld, failed](
                     capnp::Response<wire::JobMasterGateway::OfferSlotsResults> response)
                     -> kj::Promise<void> {
                   if (response.hasFailure()) {
@@ -837,7 +864,7 @@ kj::Promise<void> TaskExecutor::offerLoop(JobId job, uint64_t epoch) {
                   link(job).offerBackoff.reset();
                   for (SlotState* slot : stillHeld()) {
                     if (accepted.count(*slot->allocation) != 0) {
-                      if (epochStands(epoch)) slot->acceptedEpoch = epoch;
+                      if (epochStands(epoch) && round == round_) slot->acceptedEpoch = epoch;
                     } else {
                       releaseSlot(*slot, "the JobMaster of job " + job.toHex() +
                                              " did not accept the slot");
@@ -1009,10 +1036,122 @@ void TaskExecutor::onTaskUpdate(const TaskUpdate& update) {
     logEvent(std::move(line));
   }
   const JobId job = record.job;
-  PendingUpdate pending{shared_->gate.highest(), record};
+  const AttemptRecord queued = record;
   if (update.phase != TaskPhase::kRunning) attempts_.erase(found);
-  link(job).updates.push_back(std::move(pending));
+  const JobLink& held = link(job);
+  if (held.unknownRound == round_) {
+    // The leader does not know the job: nobody to tell (its attempts are being cancelled).
+    spdlog::debug("task executor {}: not delivering the {} update of attempt {}: job {} is "
+                  "unknown to the leader",
+                  options_.resourceId.toHex(), state, queued.attempt.toHex(), job.toHex());
+    forgetIfIdle(job);
+    return;
+  }
+  queueUpdate(job, queued);
   kickDelivery(job);
+}
+
+size_t TaskExecutor::updatesQueued() const {
+  size_t queued = 0;
+  for (const auto& [job, held] : jobs_) queued += held->updates.size();
+  return queued;
+}
+
+void TaskExecutor::queueUpdate(const JobId& job, const AttemptRecord& record) {
+  const size_t max = std::max<size_t>(options_.updateBufferMax, 1);
+  std::optional<JobId> dropped;
+  if (updatesQueued() >= max) {
+    // A terminal update supersedes its attempt's queued RUNNING update, which changes nothing
+    // once the terminal state is known: that one goes first, silently.
+    bool superseded = false;
+    if (record.latest.phase != TaskPhase::kRunning) {
+      std::deque<PendingUpdate>& updates = link(job).updates;
+      for (auto it = updates.rbegin(); it != updates.rend(); ++it) {
+        if (it->record.attempt == record.attempt &&
+            it->record.latest.phase == TaskPhase::kRunning) {
+          updates.erase(std::next(it).base());
+          superseded = true;
+          break;
+        }
+      }
+    }
+    if (!superseded) dropped = dropOldestUpdate();
+  }
+  link(job).updates.push_back(PendingUpdate{++updateSeq_, record});
+  if (dropped && *dropped != job) forgetIfIdle(*dropped);
+}
+
+std::optional<JobId> TaskExecutor::dropOldestUpdate() {
+  JobLink* oldest = nullptr;
+  for (auto& [job, held] : jobs_) {
+    if (held->updates.empty()) continue;
+    if (oldest == nullptr || held->updates.front().seq < oldest->updates.front().seq) {
+      oldest = held.get();
+    }
+  }
+  if (oldest == nullptr) return std::nullopt;
+  // An update in flight may still arrive; its answer no longer pops anything (deliverLoop
+  // matches the front by seq).
+  const AttemptRecord dropped = oldest->updates.front().record;
+  oldest->updates.pop_front();
+  const uint64_t n = ++counters_.updatesDropped;
+  if (n <= 10 || n % 100 == 0) {
+    logEvent(EventLine("updates dropped")
+                 .field("resource_id", options_.resourceId.toHex())
+                 .field("job", dropped.job.toHex())
+                 .field("attempt", dropped.attempt.toHex())
+                 .field("vertex", dropped.vertex)
+                 .field("subtask", uint64_t{dropped.subtask})
+                 .field("state", phaseName(dropped.latest.phase))
+                 .field("dropped", n)
+                 .quotedField("reason", "worker.update-buffer.max (" +
+                                            std::to_string(options_.updateBufferMax) +
+                                            ") attempt updates wait for their JobMaster; the "
+                                            "oldest is dropped"),
+             /*warn=*/true);
+  }
+  return dropped.job;
+}
+
+void TaskExecutor::notifyIfFlushed() {
+  if (flushed_.empty() || updatesQueued() != 0) return;
+  for (auto& waiter : flushed_) waiter->fulfill();
+  flushed_.clear();
+}
+
+void TaskExecutor::jobUnknown(const JobId& job, const std::string& why) {
+  JobLink& held = link(job);
+  const size_t dropped = held.updates.size();
+  held.updates.clear();
+  held.unknownRound = round_;
+  spdlog::warn("task executor {}: job {} is unknown to the leader ({}); cancelling its "
+               "attempts, freeing its slots, dropping its {} queued update(s)",
+               options_.resourceId.toHex(), job.toHex(), why, dropped);
+  freeJob(job, "job " + job.toHex() + " is unknown to the leader: " + why);
+  notifyIfFlushed();
+}
+
+kj::Promise<void> TaskExecutor::backoffWait(const JobId& job, Duration wait) {
+  JobLink& held = link(job);
+  // Those whose wait ended by its timer.
+  std::erase_if(held.wakers,
+                [](kj::Own<kj::PromiseFulfiller<void>>& waker) { return !waker->isWaiting(); });
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  held.wakers.push_back(kj::mv(paf.fulfiller));
+  return timer_.afterDelay(wait.count() * kj::MILLISECONDS).exclusiveJoin(kj::mv(paf.promise));
+}
+
+void TaskExecutor::wakeJob(JobLink& held) {
+  for (kj::Own<kj::PromiseFulfiller<void>>& waker : held.wakers) waker->fulfill();
+  held.wakers.clear();
+  held.offerBackoff.reset();
+  held.updateBackoff.reset();
+}
+
+void TaskExecutor::markOffered(const JobId& job) {
+  JobLink& held = link(job);
+  held.offeredRound = round_;
+  if (!held.updates.empty()) kickDelivery(job);
 }
 
 void TaskExecutor::kickDelivery(const JobId& job) {
@@ -1024,46 +1163,29 @@ void TaskExecutor::kickDelivery(const JobId& job) {
 
 kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
   JobLink& held = link(job);
-  // What belongs to a leader that is gone cannot be delivered to it (buffering across a leader
-  // change is not done): dropped.
-  while (!held.updates.empty() && held.updates.front().epoch < shared_->gate.highest()) {
-    const PendingUpdate& dropped = held.updates.front();
-    ++counters_.updatesDropped;
-    spdlog::warn("task executor {}: dropping the {} update of attempt {} (job {}): the leader of "
-                 "epoch {} it belongs to is gone (epoch {} seen)",
-                 options_.resourceId.toHex(), phaseName(dropped.record.latest.phase),
-                 dropped.record.attempt.toHex(), job.toHex(), dropped.epoch,
-                 shared_->gate.highest());
-    held.updates.pop_front();
-  }
-  if (held.updates.empty() || !epochStands(held.updates.front().epoch)) {
-    // Nothing left, or waiting for the registration with that epoch (onJobsRegistered).
+  const uint64_t epoch = registeredEpoch_;
+  if (held.updates.empty() || !epochStands(epoch) || held.offeredRound != round_) {
+    // Nothing left, or waiting: for a registration (onJobsRegistered), or for the answer to the
+    // job's offer in this one (markOffered).
     held.delivering = false;
     forgetIfIdle(job);
-    const bool pending = std::any_of(jobs_.begin(), jobs_.end(), [](const auto& entry) {
-      return !entry.second->updates.empty();
-    });
-    if (!pending) {
-      for (auto& waiter : flushed_) waiter->fulfill();
-      flushed_.clear();
-    }
+    notifyIfFlushed();
     return kj::READY_NOW;
   }
-  const uint64_t epoch = held.updates.front().epoch;
+  const uint64_t seq = held.updates.front().seq;
   auto retry = [this, job](Duration retryAfter, const std::string& why) -> kj::Promise<void> {
     JobLink& held = link(job);
     held.gateway = nullptr;
     const Duration wait = waitBefore(held.updateBackoff, retryAfter, options_.registrationMax);
     spdlog::debug("task executor {}: an attempt update of job {} failed: {} (again in {} ms)",
                   options_.resourceId.toHex(), job.toHex(), why, wait.count());
-    return timer_.afterDelay(wait.count() * kj::MILLISECONDS).then([this, job]() {
-      return deliverLoop(job);
-    });
+    return backoffWait(job, wait).then([this, job]() { return deliverLoop(job); });
   };
-  // The front update is settled: the next one.
-  auto next = [this, job]() -> kj::Promise<void> {
+  // The update sent is settled: the next one. (It is no longer the front when the bound
+  // dropped it meanwhile.)
+  auto next = [this, job, seq]() -> kj::Promise<void> {
     JobLink& held = link(job);
-    if (!held.updates.empty()) held.updates.pop_front();
+    if (!held.updates.empty() && held.updates.front().seq == seq) held.updates.pop_front();
     return deliverLoop(job);
   };
   return jobMaster(job, epoch)
@@ -1072,12 +1194,8 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
         if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
           const Reaction reaction = reactionTo(*failure);
           if (reaction == Reaction::kUnknown) {
-            // The job is unknown to the term: its attempts are cancelled, its slots freed.
-            spdlog::warn("task executor {}: job {} is unknown to the leader: {}; cancelling its "
-                         "attempts and freeing its slots",
-                         options_.resourceId.toHex(), job.toHex(), failure->describe());
-            freeJob(job, "job unknown to the leader: " + failure->describe());
-            return next();
+            jobUnknown(job, failure->describe());
+            return deliverLoop(job);
           }
           if (reaction == Reaction::kGiveUp) {
             spdlog::error("task executor {}: cannot reach the JobMaster of job {}: {}",
@@ -1086,21 +1204,32 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
           }
           return retry(failure->retryAfter, failure->describe());
         }
-        const PendingUpdate& front = link(job).updates.front();
+        JobLink& held = link(job);
+        if (held.updates.empty()) return deliverLoop(job);  // Dropped meanwhile.
+        const PendingUpdate& front = held.updates.front();
         const AttemptId attempt = front.record.attempt;
+        const uint64_t sent = front.seq;
         auto request =
             std::get<wire::JobMasterGateway::Client>(reached).updateTaskExecutionStateRequest();
         request.setEpoch(epoch);
         fillAttempt(request.initState(), front.record);
+        // What is sent is the front now (the bound may have dropped the one `next` names).
+        auto settled = [this, job, sent]() -> kj::Promise<void> {
+          JobLink& held = link(job);
+          if (!held.updates.empty() && held.updates.front().seq == sent) {
+            held.updates.pop_front();
+          }
+          return deliverLoop(job);
+        };
         return leaders_.deadline()
             .send(kj::mv(request))
             .then(
-                [this, job, attempt, retry, next](
+                [this, job, attempt, retry, settled](
                     capnp::Response<wire::JobMasterGateway::UpdateTaskExecutionStateResults>
                         response) -> kj::Promise<void> {
                   if (!response.hasFailure()) {
                     link(job).updateBackoff.reset();
-                    return next();
+                    return settled();
                   }
                   auto failure = rpc::CallFailure::from(response.getFailure());
                   switch (reactionTo(failure)) {
@@ -1112,25 +1241,25 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
                       if (runner_ != nullptr && attempts_.count(attempt) != 0) {
                         runner_->cancel(attempt);
                       }
-                      return next();
+                      return settled();
                     case Reaction::kGiveUp:
                       spdlog::error("task executor {}: the JobMaster of job {} refused the "
                                     "update of attempt {}: {}",
                                     options_.resourceId.toHex(), job.toHex(), attempt.toHex(),
                                     failure.describe());
-                      return next();
+                      return settled();
                     case Reaction::kRetry:
                     case Reaction::kNotRegistered:
                       break;
                   }
                   return retry(failure.retryAfter, failure.describe());
                 },
-                [this, job, retry, next](kj::Exception&& exception) -> kj::Promise<void> {
+                [this, job, retry, settled](kj::Exception&& exception) -> kj::Promise<void> {
                   if (reactionTo(exception) == Reaction::kGiveUp) {
                     spdlog::error("task executor {}: an attempt update of job {} failed: {}",
                                   options_.resourceId.toHex(), job.toHex(),
                                   describeException(exception));
-                    return next();
+                    return settled();
                   }
                   return retry(Duration(0), describeException(exception));
                 });

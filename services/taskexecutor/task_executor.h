@@ -128,22 +128,35 @@ struct TaskExecutorCounters {
 // - Offers: the slots requestSlot allocates to one job in one turn are offered together
 //   (offerSlots, with this worker's gateway). unavailable, notRegistered, OVERLOADED and lost
 //   connections are retried with ExponentialBackoff(registrationInitial, registrationMax) while
-//   the slot stays allocated and the epoch stays; notFound (the job is unknown to the term) and
-//   any other refusal free the slots; slots missing from `accepted` are freed. After every
-//   registration (a new epoch, or the same one after the ResourceManager dropped this worker),
-//   every allocated slot is offered again to its job's JobMaster, with the attempts running in
-//   it: the JobMaster cancels those it does not follow, and a job the leader no longer runs
-//   (notFound) has its slots freed and its attempts cancelled.
+//   the slot stays allocated, re-targeted to the epoch registered with by then; notFound (the
+//   job is unknown to the term) cancels the job's attempts, frees its slots and drops its queued
+//   updates (one log line); any other refusal frees the slots; slots missing from `accepted` are
+//   freed. After every registration (a new epoch, or the same one after the ResourceManager
+//   dropped this worker), every allocated slot is offered again to its job's JobMaster, with
+//   every attempt in it: the running ones with their current state (DEPLOYING, or RUNNING with
+//   pid and start time) and the ended ones whose terminal update is still queued (with that
+//   state). The JobMaster adopts those it expects and cancels the others.
 // - Attempts: submitTask starts the attempt through the TaskRunner (notFound when the
 //   allocation is not held for the job, invalidArgument for an empty argv, failedPrecondition
 //   without a TaskRunner), its environment the worker's plus REGENT_JOB_ID, REGENT_JOB_NAME,
 //   REGENT_VERTEX, REGENT_SUBTASK_INDEX, REGENT_PARALLELISM, REGENT_ATTEMPT_ID and
-//   REGENT_ATTEMPT_NUMBER, then the command's own env (which wins); cancelTask, freeSlot and disconnect(jobMaster) cancel through it.
-//   Each update the runner reports is logged ("task started" / "task ended") and delivered with
-//   updateTaskExecutionState, one at a time and in order per job, retried with the backoff while
-//   the epoch it was produced in stays. An update whose leader is gone (a higher epoch seen) is
-//   dropped with a log line: buffering across a leader change is not done. notFound → the
-//   attempt is cancelled.
+//   REGENT_ATTEMPT_NUMBER, then the command's own env (which wins); cancelTask, freeSlot and
+//   disconnect(jobMaster) cancel through it.
+// - Updates: each update the runner reports is logged ("task started" / "task ended") and queued
+//   per job, in order; the queue survives leader changes (in memory only: a worker that restarts
+//   has lost its tasks with it). It is delivered with updateTaskExecutionState to the JobMaster
+//   of the epoch registered with, one at a time per job: update N+1 is sent only once N was
+//   answered. After every registration a job's queue waits until that registration's offer of
+//   the job's slots was answered (a job holding no slot here any more: at once), so that the
+//   JobMaster knows the attempts before their updates. unavailable, notRegistered, lost
+//   connections and timeouts are retried with the backoff (cut short by the next registration),
+//   re-targeted when the epoch changes. notFound for the job (MasterBootstrap.jobMaster) is
+//   handled as for an offer; notFound for the attempt cancels it and drops its update. Bound:
+//   over options.updateBufferMax queued updates (all jobs together) the oldest is dropped with
+//   an "updates dropped" warning naming worker.update-buffer.max, the attempt, the job and the
+//   state (the first ten, then one in a hundred), counted in updatesDropped; a RUNNING update
+//   followed by a later queued state of the same attempt goes first, silently (it changes
+//   nothing).
 // - Heartbeats: a JobMaster's TaskExecutorGateway.heartbeat is answered asynchronously with
 //   JobMasterGateway.heartbeat listing the job's attempts this worker holds (running, or ended
 //   with their last update not delivered yet); notRegistered makes it offer the job's slots again.
@@ -190,6 +203,8 @@ class TaskExecutor final {
   const std::vector<SlotState>& slots() const { return slots_; }
   // Attempts accepted by submitTask and not ended yet.
   size_t tasksRunning() const { return attempts_.size(); }
+  // Attempt updates waiting to be delivered (all jobs; at most options.updateBufferMax).
+  size_t updatesQueued() const;
   const TaskExecutorOptions& options() const { return options_; }
   const TaskExecutorCounters& counters() const { return counters_; }
   // Calls that reached the gateway, and the epoch gate's refusals, by method.
@@ -254,9 +269,9 @@ class TaskExecutor final {
     TaskUpdate latest;  // Phase kRunning until the terminal update.
     bool started = false;  // The runner reported kRunning.
   };
-  // An update on its way to the JobMaster of `epoch`.
+  // An update on its way to the job's JobMaster; `seq` orders the updates of every job.
   struct PendingUpdate {
-    uint64_t epoch = 0;
+    uint64_t seq = 0;
     AttemptRecord record;
   };
   // What the worker keeps per job it holds slots or attempts of.
@@ -269,9 +284,26 @@ class TaskExecutor final {
   // requestSlot calls); one offer per job at a time.
   void scheduleOffer(const JobId& job);
   kj::Promise<void> offerLoop(JobId job, uint64_t epoch);
-  // Delivers the job's pending updates in order; one loop per job at a time.
+  // Delivers the job's pending updates in order, once its offer in this registration was
+  // answered; one loop per job at a time.
   void kickDelivery(const JobId& job);
   kj::Promise<void> deliverLoop(JobId job);
+  // Queues `record` as the job's next update, first dropping the oldest queued one when the
+  // queue is at options.updateBufferMax.
+  void queueUpdate(const JobId& job, const AttemptRecord& record);
+  // Returns the job whose update was dropped (nullopt: none was queued).
+  std::optional<JobId> dropOldestUpdate();
+  // Tells the flushUpdates() callers when no update waits any more.
+  void notifyIfFlushed();
+  // The leader does not know the job (notFound): its attempts cancelled, its slots freed, its
+  // queued updates dropped; the job's updates produced later in this registration too.
+  void jobUnknown(const JobId& job, const std::string& why);
+  // Waits `wait`, or less when the next registration wakes the job's loops (wakeJob).
+  kj::Promise<void> backoffWait(const JobId& job, Duration wait);
+  void wakeJob(JobLink& held);
+  // The job's offer in the current registration was answered (or it holds no slot here): its
+  // updates may go.
+  void markOffered(const JobId& job);
   // The job's JobMaster in `epoch` (cached), through the registered leader's bootstrap.
   kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> jobMaster(const JobId& job,
                                                                       uint64_t epoch);
@@ -311,6 +343,8 @@ class TaskExecutor final {
   kj::TimePoint lastHeartbeat_;
   uint64_t round_ = 0;              // Registrations so far; a watch of an older one is stale.
   uint64_t attemptsThisRound_ = 0;  // Attempts since the last registration.
+  uint64_t updateSeq_ = 0;          // The last PendingUpdate::seq given.
+  uint64_t dropWarnings_ = 0;       // "updates dropped" warnings due so far (1 in 100 logged).
   std::string lastRegistrationError_;
   // The kind of the master's last refusal of an attempt (nullopt: it did not refuse).
   std::optional<wire::Failure::Which> lastRefusal_;

@@ -303,6 +303,10 @@ std::string WorkerHttpRoutes::metrics() const {
   out << "regent_worker_tasks_ended_total{state=\"failed\"} " << counters.tasksFailed << '\n';
   out << "regent_worker_tasks_ended_total{state=\"canceled\"} " << counters.tasksCanceled
       << '\n';
+  http::writeMetricFamily(out, "regent_worker_updates_dropped_total", "counter",
+                          "Attempt updates this worker dropped because worker.update-buffer.max "
+                          "updates were waiting for their JobMasters.");
+  out << "regent_worker_updates_dropped_total " << counters.updatesDropped << '\n';
   return out.str();
 }
 

@@ -158,6 +158,31 @@ void storedRecordSeeds() {
     throw std::runtime_error("markClean failed");
   }
   writeSeed("stored_records", "jobresult-clean", 1, stored(store::RecordFamily::kJobResults));
+
+  // A job three subtasks in: one finished, one running, one failed (to run again).
+  capnp::MallocMessageBuilder progress;
+  auto record = progress.initRoot<wire::JobProgress>();
+  wire::setWireId(record.initJobId(), id);
+  record.setEpoch(4);
+  record.setWrittenAtMs(1795000030000);
+  record.setRestarts(1);
+  record.setStartedAtMs(1795000000000);
+  record.setRestartDelayMs(1000);
+  auto subtasks = record.initSubtasks(3);
+  const wire::ExecutionState states[] = {wire::ExecutionState::FINISHED,
+                                         wire::ExecutionState::RUNNING,
+                                         wire::ExecutionState::FAILED};
+  for (uint32_t i = 0; i < 3; ++i) {
+    subtasks[i].setSubtask(i * 2);
+    wire::setWireId(subtasks[i].initAttemptId(), *AttemptId::fromHex(std::string(31, 'a') +
+                                                                      static_cast<char>('0' + i)));
+    subtasks[i].setAttemptNumber(i == 2 ? 1 : 0);
+    subtasks[i].setState(states[i]);
+  }
+  if (!stores->jobProgress().put(record.asReader()).wait(waitScope).ok()) {
+    throw std::runtime_error("put of the job progress failed");
+  }
+  writeSeed("stored_records", "jobprogress", 2, stored(store::RecordFamily::kJobProgress));
 }
 
 void rpcFramingSeeds() {

@@ -1,11 +1,12 @@
-// Fuzz target: decoding of every stored record (packed Cap'n Proto JobGraph and JobResult), the
+// Fuzz target: decoding of every stored record (packed Cap'n Proto JobGraph, JobResult and
+// JobProgress), the
 // way a new leader reads them on recovery and the Dispatcher reads one job, through the real
 // stores (store/packed_stores.cc) over a one-record backend. Anyone who can write the cluster's
 // ZooKeeper nodes or the RocksDB directory controls these bytes: a bad record must be reported
 // as corrupt, naming its job, and never crash the reader.
 //
-// Input: one selector byte (even: a JobGraph record, odd: a JobResult record), then the record's
-// bytes, stored under the job id kKey (the seeds carry that id; fuzz-seed-generator writes them).
+// Input: one selector byte (modulo 3 — 0: a JobGraph record, 1: a JobResult record, 2: a
+// JobProgress record), then the record's bytes, stored under the job id kKey (the seeds carry that id; fuzz-seed-generator writes them).
 #include <kj/async.h>
 
 #include <cstddef>
@@ -70,23 +71,43 @@ void fuzzJobResult(JobResultStore& results, kj::WaitScope& waitScope) {
   if (!cleaned.ok() && cleaned.error().code != StoreErrorCode::kTooLarge) std::abort();
 }
 
+void fuzzJobProgress(JobProgressStore& progress, kj::WaitScope& waitScope) {
+  auto recovered = progress.recoverAll().wait(waitScope);
+  if (!recovered.ok()) std::abort();
+  if (recovered.value().records.size() + recovered.value().corrupt.size() != 1) std::abort();
+  if (recovered.value().records.empty()) {
+    if (recovered.value().corrupt.front().key != kKey) std::abort();
+    return;
+  }
+  // What a new JobMaster reads of a recovered record, then its first write replacing it.
+  const auto record = recovered.value().records.front().get();
+  for (auto subtask : record.getSubtasks()) {
+    (void)subtask.getSubtask();
+    (void)subtask.getAttemptId().getHi();
+    (void)subtask.getState();
+  }
+  auto replaced = progress.put(record).wait(waitScope);
+  if (!replaced.ok() && replaced.error().code != StoreErrorCode::kTooLarge) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const bool jobGraph = data[0] % 2 == 0;
+  const RecordFamily families[] = {RecordFamily::kJobGraphs, RecordFamily::kJobResults,
+                                   RecordFamily::kJobProgress};
+  const RecordFamily family = families[data[0] % 3];
   kj::EventLoop loop;
   kj::WaitScope waitScope(loop);
 
   auto backend = kj::heap<testing::MemoryRecordStore>();
   testing::MemoryRecordStore& records = *backend;
-  records.records[jobGraph ? RecordFamily::kJobGraphs : RecordFamily::kJobResults][kKey] =
-      std::string(reinterpret_cast<const char*>(data + 1), size - 1);
+  records.records[family][kKey] = std::string(reinterpret_cast<const char*>(data + 1), size - 1);
   auto stores = makeLeaderStores(kj::mv(backend), /*retain=*/10);
-  if (jobGraph) {
-    fuzzJobGraph(stores->jobGraphs(), waitScope);
-  } else {
-    fuzzJobResult(stores->jobResults(), waitScope);
+  switch (family) {
+    case RecordFamily::kJobGraphs: fuzzJobGraph(stores->jobGraphs(), waitScope); break;
+    case RecordFamily::kJobResults: fuzzJobResult(stores->jobResults(), waitScope); break;
+    case RecordFamily::kJobProgress: fuzzJobProgress(stores->jobProgress(), waitScope); break;
   }
   return 0;
 }

@@ -489,7 +489,7 @@ TEST_F(ExecutionGraphTest, ARecoveredGraphContinuesFromTheProgressRecordAndRecon
   EXPECT_TRUE(graph().reconciling());
   EXPECT_EQ(graph().state(), wire::JobState::RECONCILING);
   EXPECT_EQ(graph().restarts(), 1u);
-  EXPECT_TRUE(needs().empty());  // Nothing declared while reconciling.
+  EXPECT_TRUE(needs().empty());              // Nothing declared while reconciling.
   EXPECT_EQ(offer(workerA_, 2).size(), 1u);  // a[1] could use one.
   EXPECT_TRUE(graph().schedule(nowMs_).empty());
   capnp::MallocMessageBuilder countsMessage;
@@ -506,8 +506,8 @@ TEST_F(ExecutionGraphTest, ARecoveredGraphContinuesFromTheProgressRecordAndRecon
   stale.vertex = names_.back();
   stale.subtaskIndex = 2;
   stale.state = ExecutionState::RUNNING;
-  EXPECT_FALSE(graph().adopt(workerB_, OfferedSlot{AllocationId::random(), kOneCpu}, stale,
-                             nowMs_));
+  EXPECT_FALSE(
+      graph().adopt(workerB_, OfferedSlot{AllocationId::random(), kOneCpu}, stale, nowMs_));
   AttemptReport offered = stale;
   offered.attempt = deployed[2].attempt;
   offered.pid = 99;

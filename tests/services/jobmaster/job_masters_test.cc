@@ -976,7 +976,7 @@ TEST_F(JobMastersTest, AFinishReportedWhileReconcilingRunsTheDownstreamOnceAfter
   EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);  // c is not accounted for.
   FakeWorker worker;
   ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);  // b could use it.
-  EXPECT_TRUE(worker.submitted.empty());                   // Not while reconciling.
+  EXPECT_TRUE(worker.submitted.empty());                  // Not while reconciling.
   FakeWorker other;
   ASSERT_EQ(offer(job, workerB_, other, 1, {{c, "c", 0}}).size(), 1u);
   EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
@@ -1058,10 +1058,11 @@ TEST_F(JobMastersTest, AnAttemptNobodyReportsFailsAtTheReconciliationTimeoutAndR
   EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{lost});
 }
 
-TEST_F(JobMastersTest, FinishedSubtasksOfTheRecordAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {
+TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {
   JobGraphBuilder builder({{"a", 3}});
-  const JobId job = startRecovered(builder, {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
-                                             {1, AttemptId::random(), 4, ExecutionState::FAILED}},
+  const JobId job = startRecovered(builder,
+                                   {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
+                                    {1, AttemptId::random(), 4, ExecutionState::FAILED}},
                                    1);
   EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
   for (const auto& [id, state] : listener_.states) {

@@ -96,6 +96,7 @@ struct FakeOffer {
   ResourceId resourceId;
   std::vector<FakeSlotOffer> slots;
   wire::TaskExecutorGateway::Client taskExecutor{nullptr};
+  size_t updatesBefore = 0;  // FakeMasterState::updates received before this offer.
 };
 
 struct FakeUpdate {
@@ -157,8 +158,10 @@ struct FakeMasterState {
   int jobMasterUnavailable = 0;
   // offerSlots: accept every offered slot (else none).
   bool acceptOffers = true;
-  // updateTaskExecutionState: attempts answered notFound.
+  // updateTaskExecutionState: attempts answered notFound; the next this many calls answered
+  // unavailable (recorded all the same).
   std::set<AttemptId> unknownAttempts;
+  int updatesUnavailable = 0;
   std::vector<std::pair<uint64_t, JobId>> jobMasterCalls;  // (epoch, job).
   std::vector<FakeOffer> offers;
   std::vector<FakeUpdate> updates;
@@ -286,6 +289,7 @@ class FakeJobMaster final : public wire::JobMasterGateway::Server {
     offer.job = job_;
     offer.resourceId = wire::idFromWire<ResourceId>(params.getResourceId());
     offer.taskExecutor = params.getTaskExecutor();
+    offer.updatesBefore = state_->updates.size();
     for (auto slot : params.getSlots()) {
       FakeSlotOffer offered;
       offered.allocation = wire::idFromWire<AllocationId>(slot.getAllocationId());
@@ -310,6 +314,10 @@ class FakeJobMaster final : public wire::JobMasterGateway::Server {
     state_->updates.push_back(std::move(update));
     if (state_->unknownAttempts.count(attempt) != 0) {
       rpc::failures::notFound(context.getResults().initFailure(), attempt, "unknown attempt");
+    } else if (state_->updatesUnavailable > 0) {
+      --state_->updatesUnavailable;
+      rpc::failures::unavailable(context.getResults().initFailure(), 0,
+                                 "the update is not persisted yet");
     }
     return kj::READY_NOW;
   }

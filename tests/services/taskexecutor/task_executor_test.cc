@@ -23,6 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,7 @@ const AllocationId kAllocation(10, 1);
 const AllocationId kOtherAllocation(10, 2);
 const AttemptId kAttempt(20, 1);
 const AttemptId kOtherAttempt(20, 2);
+const AttemptId kThirdAttempt(20, 3);
 
 class TaskExecutorTest : public DefaultLoggerTest {
  protected:
@@ -220,11 +222,64 @@ class TaskExecutorTest : public DefaultLoggerTest {
 
   // The updates the fake JobMasters received for `attempt`, in order.
   std::vector<FakeAttemptState> updatesOf(AttemptId attempt) const {
+    return updatesOf(attempt, *master_);
+  }
+  static std::vector<FakeAttemptState> updatesOf(AttemptId attempt,
+                                                 const FakeMasterState& master) {
     std::vector<FakeAttemptState> out;
-    for (const auto& update : master_->updates) {
+    for (const auto& update : master.updates) {
       if (update.state.attempt == attempt) out.push_back(update.state);
     }
     return out;
+  }
+
+  // A command that runs until `trigger(name)` is called: the test decides when it ends.
+  std::vector<std::string> untilTriggered(const std::string& name, int exitCode = 0) const {
+    const std::string file = attemptsDir_.path() + "/" + name;
+    return {"sh", "-c",
+            "while [ ! -e '" + file + "' ]; do sleep 0.01; done; exit " +
+                std::to_string(exitCode)};
+  }
+  void trigger(const std::string& name) const {
+    std::ofstream(attemptsDir_.path() + "/" + name) << "go\n";
+  }
+
+  // The next leader (epoch 2, "next-master"), listening; not announced yet.
+  std::shared_ptr<FakeMasterState> listenNext() {
+    auto next = std::make_shared<FakeMasterState>();
+    next->masterId = "next-master";
+    next->epoch = 2;
+    nextServer_ = listen(next);
+    return next;
+  }
+
+  // Registered with master_ (epoch 1) through the leader record, with slot 0 allocated to kJob
+  // as kAllocation and slot 1 as kOtherAllocation, both accepted.
+  TaskExecutor& startFollowingWithSlots(TaskExecutorOptions with) {
+    withRunner();
+    *current_ = leaderOf(*master_);
+    TaskExecutor& executor = startFollowing(std::move(with));
+    waitFor([&] { return executor.registered(); }, "the registration with the first leader");
+    EXPECT_FALSE(requestSlot(1, 0, kJob, kAllocation));
+    EXPECT_FALSE(requestSlot(1, 1, kJob, kOtherAllocation));
+    waitFor([&] { return executor.slots()[0].acceptedEpoch == 1 &&
+                         executor.slots()[1].acceptedEpoch == 1; },
+            "both slots accepted");
+    return executor;
+  }
+
+  // The leader of epoch 1 is gone and no leader is known; a call of the next term (epoch 2)
+  // reached the worker first, so it no longer delivers anything to epoch 1.
+  void loseTheLeader(TaskExecutor& executor) {
+    *current_ = std::nullopt;
+    EXPECT_FALSE(jobMasterHeartbeat(2, kJob));
+    waitFor([&] { return !executor.registered(); }, "the registration with epoch 1 gone");
+  }
+
+  // The leader record names `next`.
+  void announce(const FakeMasterState& next) {
+    *current_ = leaderOf(next);
+    retrieval_->announce();
   }
 
   // Registered, with slot `index` allocated to kJob as `allocation` and accepted.
@@ -272,6 +327,7 @@ class TaskExecutorTest : public DefaultLoggerTest {
   HandRetrieval* retrieval_ = nullptr;  // Owned by leaders_.
   kj::Own<client::LeaderClient> leaders_;
   testing::TempDir attemptsDir_{"task-executor-test"};
+  kj::Own<rpc::RpcServer> nextServer_;  // listenNext(); outlives the executor.
   kj::Own<TaskRunner> runner_;      // Outlives the executor.
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };
@@ -962,6 +1018,255 @@ TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
   EXPECT_FALSE(resourceManagerHeartbeat(1));
   EXPECT_EQ(master_->registrations.size(), 1u);
   EXPECT_TRUE(master_->heartbeats.empty());
+}
+
+}  // namespace
+}  // namespace regent::taskexecutor
+
+namespace regent::taskexecutor {
+namespace {
+
+// The offered attempt `attempt` in `offer`, or nullopt.
+std::optional<FakeAttemptState> offeredAttempt(const testing::FakeOffer& offer,
+                                               AttemptId attempt) {
+  for (const auto& slot : offer.slots) {
+    for (const auto& running : slot.running) {
+      if (running.attempt == attempt) return running;
+    }
+  }
+  return std::nullopt;
+}
+
+// No leader for a while: what ended meanwhile is kept, the next leader's JobMaster is offered
+// the slots with every attempt in them (the running one with its pid, the ended ones with their
+// terminal state), and only then gets the updates, in order, once each.
+TEST_F(TaskExecutorTest, UpdatesOfALeaderlessGapReachTheNextLeaderAfterTheOfferInOrderOnce) {
+  auto next = listenNext();
+  TaskExecutor& executor = startFollowingWithSlots(options(2));
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  ASSERT_FALSE(submitTask(1, kOtherAttempt, kOtherAllocation, untilTriggered("first")));
+  ASSERT_FALSE(submitTask(1, kThirdAttempt, kOtherAllocation, untilTriggered("second", 3)));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1 && updatesOf(kOtherAttempt).size() == 1 &&
+                       updatesOf(kThirdAttempt).size() == 1 && executor.updatesQueued() == 0; },
+          "three attempts RUNNING, delivered");
+  const uint32_t pid = updatesOf(kAttempt)[0].pid;
+
+  loseTheLeader(executor);
+  trigger("first");
+  waitFor([&] { return executor.tasksRunning() == 2; }, "the second attempt ended");
+  trigger("second");
+  waitFor([&] { return executor.tasksRunning() == 1; }, "the third attempt ended");
+  EXPECT_EQ(executor.updatesQueued(), 2u);
+  EXPECT_EQ(master_->updates.size(), 3u) << "nothing more reached the deposed leader";
+
+  announce(*next);
+  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+          "the updates delivered to epoch 2");
+  ASSERT_EQ(next->offers.size(), 1u);
+  const auto& offer = next->offers[0];
+  EXPECT_EQ(offer.epoch, 2u);
+  EXPECT_EQ(offer.updatesBefore, 0u) << "the offer was answered before any update went";
+  ASSERT_EQ(offer.slots.size(), 2u);
+  auto running = offeredAttempt(offer, kAttempt);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->state, wire::ExecutionState::RUNNING);
+  EXPECT_EQ(running->pid, pid);
+  EXPECT_EQ(running->allocation, kAllocation);
+  auto finished = offeredAttempt(offer, kOtherAttempt);
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(finished->state, wire::ExecutionState::FINISHED);
+  EXPECT_EQ(finished->allocation, kOtherAllocation);
+  auto failed = offeredAttempt(offer, kThirdAttempt);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->state, wire::ExecutionState::FAILED);
+  EXPECT_EQ(failed->exitCode, 3);
+
+  ASSERT_EQ(next->updates.size(), 2u);
+  EXPECT_EQ(next->updates[0].epoch, 2u);
+  EXPECT_EQ(next->updates[0].state.attempt, kOtherAttempt);
+  EXPECT_EQ(next->updates[0].state.state, wire::ExecutionState::FINISHED);
+  EXPECT_EQ(next->updates[1].state.attempt, kThirdAttempt);
+  EXPECT_EQ(next->updates[1].state.state, wire::ExecutionState::FAILED);
+  EXPECT_EQ(executor.counters().updatesDropped, 0u);
+  // The running attempt was not touched: its next update goes to epoch 2.
+  EXPECT_FALSE(cancelTask(2, kAttempt));
+  waitFor([&] { return updatesOf(kAttempt, *next).size() == 1; }, "CANCELED to epoch 2");
+  EXPECT_EQ(updatesOf(kAttempt, *next)[0].state, wire::ExecutionState::CANCELED);
+  executor_ = nullptr;  // Before the next master's server goes.
+  leaders_ = nullptr;
+}
+
+// The next leader does not know the job (it ended, or was cancelled, just before the failover):
+// its attempts are cancelled, its slots freed, its queued updates dropped.
+TEST_F(TaskExecutorTest, AJobTheNextLeaderDoesNotKnowIsCancelledFreedAndItsUpdatesDropped) {
+  auto next = listenNext();
+  next->unknownJobs.insert(kJob);
+  TaskExecutor& executor = startFollowingWithSlots(options(2));
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  ASSERT_FALSE(submitTask(1, kOtherAttempt, kOtherAllocation, untilTriggered("end")));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1 && updatesOf(kOtherAttempt).size() == 1 &&
+                       executor.updatesQueued() == 0; },
+          "both RUNNING, delivered");
+  loseTheLeader(executor);
+  trigger("end");
+  waitFor([&] { return executor.tasksRunning() == 1; }, "the second attempt ended");
+  EXPECT_EQ(executor.updatesQueued(), 1u);
+
+  announce(*next);
+  waitFor([&] { return executor.registeredEpoch() == 2 && executor.tasksRunning() == 0 &&
+                       !executor.slots()[0].allocation && !executor.slots()[1].allocation; },
+          "the attempt cancelled and the slots freed");
+  EXPECT_EQ(runner_->latest(kAttempt)->phase, TaskPhase::kCanceled);
+  EXPECT_EQ(executor.updatesQueued(), 0u) << "the FINISHED and CANCELED updates dropped";
+  EXPECT_TRUE(next->updates.empty());
+  EXPECT_TRUE(next->offers.empty());
+  EXPECT_EQ(executor.counters().updatesDropped, 0u) << "not the bound";
+  loop_.run(executor.flushUpdates(Duration(10000)));  // Nothing waits.
+  executor_ = nullptr;
+  leaders_ = nullptr;
+}
+
+// A job that holds no slot here any more has nothing to offer: its waiting updates go to the
+// next leader's JobMaster as soon as the worker is registered with it.
+TEST_F(TaskExecutorTest, AJobWithNoSlotLeftHasItsWaitingUpdatesDeliveredToTheNextLeaderAtOnce) {
+  auto next = listenNext();
+  master_->updatesUnavailable = 1000000;  // The deposed leader takes no update any more.
+  TaskExecutor& executor = startFollowingWithSlots(options(2));
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return !updatesOf(kAttempt).empty(); }, "RUNNING sent");
+  EXPECT_FALSE(freeSlot(1, kAllocation));  // Cancels the attempt.
+  EXPECT_FALSE(freeSlot(1, kOtherAllocation));
+  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt cancelled");
+  loseTheLeader(executor);
+  ASSERT_GE(executor.updatesQueued(), 1u);
+
+  announce(*next);
+  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+          "the waiting updates delivered to epoch 2");
+  EXPECT_TRUE(next->offers.empty());
+  auto delivered = updatesOf(kAttempt, *next);
+  ASSERT_FALSE(delivered.empty());
+  EXPECT_EQ(delivered.back().state, wire::ExecutionState::CANCELED);
+  EXPECT_EQ(next->updates.back().epoch, 2u);
+  executor_ = nullptr;
+  leaders_ = nullptr;
+}
+
+// worker.update-buffer.max: the oldest queued update goes, with a warning naming the option.
+TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarning) {
+  std::ostringstream log;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  auto next = listenNext();
+  auto with = options(2);
+  with.updateBufferMax = 2;
+  with.logEvents = true;
+  TaskExecutor& executor = startFollowingWithSlots(std::move(with));
+  // One after the other, so that no more than two updates ever wait while the leader stands.
+  const std::vector<std::tuple<AttemptId, AllocationId, std::vector<std::string>>> attempts = {
+      {kAttempt, kAllocation, untilTriggered("first")},
+      {kOtherAttempt, kAllocation, untilTriggered("second")},
+      {kThirdAttempt, kOtherAllocation, untilTriggered("third", 5)}};
+  for (const auto& [attempt, allocation, argv] : attempts) {
+    ASSERT_FALSE(submitTask(1, attempt, allocation, argv));
+    waitFor([&] { return updatesOf(attempt).size() == 1 && executor.updatesQueued() == 0; },
+            "RUNNING delivered");
+  }
+  loseTheLeader(executor);
+  trigger("first");
+  waitFor([&] { return executor.tasksRunning() == 2; }, "the first attempt ended");
+  trigger("second");
+  waitFor([&] { return executor.tasksRunning() == 1; }, "the second attempt ended");
+  EXPECT_EQ(executor.counters().updatesDropped, 0u);
+  trigger("third");
+  waitFor([&] { return executor.tasksRunning() == 0; }, "the third attempt ended");
+  EXPECT_EQ(executor.counters().updatesDropped, 1u);
+  EXPECT_EQ(executor.updatesQueued(), 2u);
+  auto dropped = eventIn(log.str(), "updates dropped");
+  ASSERT_TRUE(dropped) << log.str();
+  EXPECT_EQ(dropped->get("attempt"), kAttempt.toHex());
+  EXPECT_EQ(dropped->get("job"), kJob.toHex());
+  EXPECT_EQ(dropped->get("state"), "FINISHED");
+  EXPECT_EQ(dropped->getInt("dropped"), 1);
+  ASSERT_TRUE(dropped->get("reason"));
+  EXPECT_NE(dropped->get("reason")->find("worker.update-buffer.max (2)"), std::string::npos)
+      << *dropped->get("reason");
+  EXPECT_TRUE(dropped->getInt("mono_us"));
+
+  announce(*next);
+  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+          "the two kept updates delivered");
+  ASSERT_EQ(next->updates.size(), 2u);
+  EXPECT_EQ(next->updates[0].state.attempt, kOtherAttempt);
+  EXPECT_EQ(next->updates[1].state.attempt, kThirdAttempt);
+  EXPECT_EQ(next->updates[1].state.exitCode, 5);
+  EXPECT_FALSE(offeredAttempt(next->offers.at(0), kAttempt)) << "its state is lost";
+  executor_ = nullptr;
+  leaders_ = nullptr;
+}
+
+// At the bound, a terminal update replaces its attempt's RUNNING update still queued: that one
+// changes nothing once the end is known, so it goes silently and nothing is counted.
+TEST_F(TaskExecutorTest, AtTheBoundATerminalUpdateReplacesItsQueuedRunningUpdateSilently) {
+  auto with = options(2);
+  with.updateBufferMax = 1;
+  master_->updatesUnavailable = 1000000;  // Nothing is delivered: the RUNNING update waits.
+  TaskExecutor& executor = startFollowingWithSlots(std::move(with));
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, untilTriggered("end")));
+  waitFor([&] { return updatesOf(kAttempt).size() >= 2; }, "RUNNING refused twice");
+  EXPECT_EQ(executor.updatesQueued(), 1u);
+  trigger("end");
+  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt ended");
+  EXPECT_EQ(executor.updatesQueued(), 1u);
+  EXPECT_EQ(executor.counters().updatesDropped, 0u);
+  master_->updatesUnavailable = 0;
+  waitFor([&] { return executor.updatesQueued() == 0; }, "the FINISHED update delivered");
+  EXPECT_EQ(updatesOf(kAttempt).back().state, wire::ExecutionState::FINISHED);
+}
+
+// The JobMaster answers a terminal update only once it persisted it; until then `unavailable`,
+// and the worker sends the same update again, the next one only after.
+TEST_F(TaskExecutorTest, AnUpdateAnsweredUnavailableIsSentAgainUntilDeliveredThenTheNext) {
+  master_->updatesUnavailable = 2;
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"true"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 4 && executor.updatesQueued() == 0; },
+          "RUNNING three times, FINISHED, all answered");
+  auto updates = updatesOf(kAttempt);
+  EXPECT_EQ(updates[0].state, wire::ExecutionState::RUNNING);
+  EXPECT_EQ(updates[1].state, wire::ExecutionState::RUNNING);
+  EXPECT_EQ(updates[2].state, wire::ExecutionState::RUNNING);
+  EXPECT_EQ(updates[3].state, wire::ExecutionState::FINISHED);
+  EXPECT_EQ(executor.counters().updatesDropped, 0u);
+}
+
+// Fencing: once the worker saw epoch 2, the deposed leader (epoch 1) can neither cancel, free
+// nor deploy anything; the running attempt and its slot stay.
+TEST_F(TaskExecutorTest, AfterAHigherEpochTheDeposedLeaderCannotCancelFreeOrDeploy) {
+  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  master_->epoch = 2;
+  EXPECT_FALSE(jobMasterHeartbeat(2, kJob));
+  ASSERT_EQ(executor.highestEpoch(), 2u);
+
+  auto cancel = cancelTask(1, kAttempt);
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->which, wire::Failure::FENCING);
+  auto free = freeSlot(1, kAllocation);
+  ASSERT_TRUE(free);
+  EXPECT_EQ(free->which, wire::Failure::FENCING);
+  auto submit = submitTask(1, kOtherAttempt, kAllocation, {"sleep", "30"});
+  ASSERT_TRUE(submit);
+  EXPECT_EQ(submit->which, wire::Failure::FENCING);
+
+  EXPECT_EQ(executor.tasksRunning(), 1u);
+  EXPECT_EQ(runner_->latest(kAttempt)->phase, TaskPhase::kRunning);
+  EXPECT_FALSE(runner_->latest(kOtherAttempt));
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
+  EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.cancelTask"), 1u);
+  EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.freeSlot"), 1u);
+  EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.submitTask"), 1u);
 }
 
 }  // namespace

@@ -192,6 +192,7 @@ TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
   worker_.taskCounters.tasksFinished = 1;
   worker_.taskCounters.tasksFailed = 1;
   worker_.taskCounters.tasksCanceled = 1;
+  worker_.taskCounters.updatesDropped = 7;
   auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
   ASSERT_EQ(parsed.error, "");
   EXPECT_EQ(parsed.samples.at("regent_worker_tasks_running"), 2);
@@ -199,6 +200,8 @@ TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
   EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"finished\"}"), 1);
   EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"failed\"}"), 1);
   EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"canceled\"}"), 1);
+  EXPECT_EQ(parsed.samples.at("regent_worker_updates_dropped_total"), 7);
+  EXPECT_EQ(parsed.types.at("regent_worker_updates_dropped_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_ended_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_running"), "gauge");
 }
