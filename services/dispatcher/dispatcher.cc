@@ -1,6 +1,6 @@
 // The Dispatcher: recovery at the start of a term, submission (validate, persist, accept, run),
-// the end of a job (dirty result, release on the runner, JobGraph removed, result clean), and the
-// jobs it keeps in memory.
+// the end of a job (dirty result, release on the runner, JobGraph and progress record removed,
+// result clean), and the jobs it keeps in memory.
 #include "services/dispatcher/dispatcher.h"
 
 #include <capnp/message.h>
@@ -579,7 +579,8 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
             jobEnded(id, *endDuringCancel);
           } else if (dirty.error().code == store::StoreErrorCode::kFenced) {
             spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; this term "
-                         "is over, and the next leader runs the job again from its JobGraph",
+                         "is over, and the next leader runs the job on from its JobGraph and "
+                         "progress record",
                          wire::enumNameUpper(ended.getState()), id.toHex(), dirty.error().message);
           } else {
             spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; the job "
@@ -779,7 +780,9 @@ JobCounts Dispatcher::counts() const {
 
 size_t Dispatcher::heldBytesForTests() const {
   size_t bytes = 0;
-  for (const auto& [id, job] : active_) bytes += job.graph.asBytes().size();
+  for (const auto& [id, job] : active_) {
+    bytes += job.graph.asBytes().size() + job.progress.asBytes().size();
+  }
   for (const auto& [id, job] : ended_) {
     bytes += job.result.asBytes().size() + job.detail.asBytes().size();
   }

@@ -1,11 +1,13 @@
 // The Dispatcher: the leader's job front door for one leadership term (docs/jobgraph.md,
-// docs/stores.md). It recovers every stored JobGraph and job result when the term starts, then
-// validates, persists and accepts submissions, and cancels jobs through the dirty -> clean
-// protocol. It is the only writer of its term's stores, so it answers every read (list, status,
-// counts) from memory. Accepted jobs run on its JobRunner (the term's JobMasters), which tells it
-// their live states and their end; the Dispatcher then writes the result and cleans up (docs/
-// jobgraph.md, "How a job runs and ends"). Without a runner a job stays CREATED. The wire side is
-// DispatcherGatewayServer (services/dispatcher/dispatcher_gateway.h).
+// docs/stores.md). It recovers every stored JobGraph, job result and job progress record when the
+// term starts, then validates, persists and accepts submissions, and cancels jobs through the
+// dirty -> clean protocol. It is the only writer of its term's JobGraphs and job results (the
+// JobMasters write only their jobs' progress records, which it reads at recovery and removes with
+// the JobGraph), so it answers every read (list, status, counts) from memory. Accepted jobs run on
+// its JobRunner (the term's JobMasters), which tells it their live states and their end; the
+// Dispatcher then writes the result and cleans up (docs/jobgraph.md, "How a job runs and ends").
+// Without a runner a job stays CREATED. The wire side is DispatcherGatewayServer
+// (services/dispatcher/dispatcher_gateway.h).
 #pragma once
 
 #include <capnp/message.h>
@@ -98,11 +100,11 @@ struct JobCounts {
 // With a JobRunner (`runner`, which must outlive it): recover() starts every recovered job that
 // has no result, submit() starts a job once its JobGraph is persisted, and the runner's
 // jobEnded() ends the job as cancel() does: dirty result, JobRunner::release, JobGraph removed,
-// result clean. The runner's end is final (its JobMaster runs nothing more), so its dirty result
-// is written again with backoff on `timer` while the store is unavailable, the job staying
-// "ending"; only a fenced store (this term is over) stops it, and the next leader runs the job
-// again from its JobGraph. A failure later on the way is logged and the rest is left to the next
-// leader (which finishes a dirty result's cleanup).
+// progress record removed, result clean. The runner's end is final (its JobMaster runs nothing
+// more), so its dirty result is written again with backoff on `timer` while the store is
+// unavailable, the job staying "ending"; only a fenced store (this term is over) stops it, and the
+// next leader runs the job on from its JobGraph and progress record. A failure later on the way
+// is logged and the rest is left to the next leader (which finishes a dirty result's cleanup).
 //
 // Memory: each job's graph and each ended job's result is kept as one flat, canonical Cap'n
 // Proto buffer of its own size, and so is the detail of a job that ended in this term (its
@@ -184,8 +186,8 @@ class Dispatcher final : public JobRunnerListener {
   // JobRunnerListener (the runner's reports). jobStateChanged sets a running job's live state
   // (not while it is being cancelled). jobEnded writes the dirty result (restarts, net runtime,
   // failure from `end`; logs "job ended"), keeps the runner's detail of the job, then releases
-  // (keeping the final detail release() resolves with), removes the JobGraph and marks the
-  // result clean (logs "job clean"). A job being cancelled keeps its CANCELED end; if the
+  // (keeping the final detail release() resolves with), removes the JobGraph and the progress
+  // record and marks the result clean (logs "job clean"). A job being cancelled keeps its CANCELED end; if the
   // cancel's dirty write then fails, the job ends with the runner's end instead.
   void jobStateChanged(JobId job, wire::JobState state, int64_t atMs) override;
   void jobEnded(JobId job, const JobEnd& end) override;
@@ -234,7 +236,7 @@ class Dispatcher final : public JobRunnerListener {
   kj::Promise<store::StoreResult<void>> storeDirty(JobId id, wire::JobResult::Reader result,
                                                    bool retry, ExponentialBackoff backoff);
   // In the background: release on the runner (when it was started; `graph` is kept until the
-  // release resolved), JobGraph removed, result clean, "job clean" logged.
+  // release resolved), JobGraph and progress record removed, result clean, "job clean" logged.
   void releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started, std::string cause,
                        wire::JobState state);
   // The runner's describe() of `id` as a flat message; empty when it does not run `id`.

@@ -156,6 +156,7 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
     switch (entry.getState()) {
       case ExecutionState::FINISHED:
         subtask.state = ExecutionState::FINISHED;
+        anyRunning_ = true;  // The job ran before the failover.
         finished(index, nowMs);
         break;
       case ExecutionState::FAILED:
@@ -164,6 +165,7 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
         subtask.state = entry.getState();
         break;
       default:
+        if (entry.getState() == ExecutionState::RUNNING) anyRunning_ = true;
         subtask.state = ExecutionState::RECONCILING;
         setPhase(index, Phase::kExpected);
         ++expected;
@@ -689,6 +691,10 @@ std::string ExecutionGraph::waitingReason(uint32_t index, MonoTime now,
                                           const resourcemanager::SlotCounts& slots) const {
   const Subtask& subtask = subtasks_[index];
   const Vertex& vertex = vertices_[vertexOf(index)];
+  if (subtask.phase == Phase::kExpected) {
+    return "reconciling: waiting for a worker to report attempt " + subtask.attempt.toHex() +
+           " after the failover";
+  }
   if (subtask.phase == Phase::kRestartDelay) {
     return "restarting in " + seconds(std::max(Duration(0), std::chrono::duration_cast<Duration>(
                                                                 subtask.restartAt - now)));
@@ -773,13 +779,20 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
     if (vertex.runnable() && vertex.waiting > 0) waiting[vertex.profile] += vertex.waiting;
   }
   std::string reason;
-  for (const auto& [profile, count] : waiting) {
-    if (!reason.empty()) reason += ", ";
-    reason += std::to_string(count) + (count == 1 ? " subtask waits" : " subtasks wait") +
-              " for slots of " + resourcemanager::describe(profile);
+  if (reconciling_ && !ended_) {
+    reason = "reconciling after a failover: " + std::to_string(expectedLeft_) +
+             (expectedLeft_ == 1 ? " running attempt" : " running attempts") +
+             " not reported by a worker yet; nothing is deployed until then";
   }
-  if (!reason.empty()) {
-    reason += "; the cluster has " + std::to_string(slots.free) + " free of " +
+  std::string forSlots;
+  for (const auto& [profile, count] : waiting) {
+    if (!forSlots.empty()) forSlots += ", ";
+    forSlots += std::to_string(count) + (count == 1 ? " subtask waits" : " subtasks wait") +
+                " for slots of " + resourcemanager::describe(profile);
+  }
+  if (!forSlots.empty()) {
+    if (!reason.empty()) reason += "; ";
+    reason += forSlots + "; the cluster has " + std::to_string(slots.free) + " free of " +
               std::to_string(slots.total);
   }
   if (const auto next = nextRestartAt()) {

@@ -336,8 +336,11 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
     putsFenced_ = true;
     pendingDeploys_.clear();
   } else if (!putsClosed_) {
-    spdlog::warn("job {}: storing its progress record failed: {}; trying again in {}", job_.toHex(),
-                 result.error().message, formatDuration(putRetryDelay_));
+    // kUnavailable is expected to pass; anything else (kTooLarge) is logged as an error, and
+    // tried again the same way: the job deploys and acknowledges nothing until a put succeeds.
+    const auto level = result.error().retryable() ? spdlog::level::warn : spdlog::level::err;
+    spdlog::log(level, "job {}: storing its progress record failed: {}; trying again in {}",
+                job_.toHex(), result.error().message, formatDuration(putRetryDelay_));
     putRetryArmed_ = true;
     tasks_.add(owner_.timer_.afterDelay(putRetryDelay_.count() * kj::MILLISECONDS).then([this] {
       putRetryArmed_ = false;
@@ -777,7 +780,6 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
         AttemptReport report = reportOf(running, message);
         if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
           adopted.push_back(Adopted{*index, report, std::move(message)});
-          adopted.back().report.failureMessage = adopted.back().message;
           adoptedIds.push_back(report.attempt);
         }
       }
@@ -807,7 +809,10 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     event(line);
     // An attempt that ended while no leader listened: its end counts now (its worker delivers
     // the terminal update after the offer; that one is then a repeat).
-    if (terminalState(entry.report.state)) execution_.update(entry.report, monoNow(), nowMs());
+    if (terminalState(entry.report.state)) {
+      entry.report.failureMessage = entry.message;  // The view reportOf() made moved with it.
+      execution_.update(entry.report, monoNow(), nowMs());
+    }
   }
   // Attempts in the offered slots that this JobMaster does not follow as live: unknown to it,
   // superseded by a later attempt, of a finished subtask, failed at the end of reconciliation,

@@ -344,7 +344,6 @@ class TaskExecutor final {
   uint64_t round_ = 0;              // Registrations so far; a watch of an older one is stale.
   uint64_t attemptsThisRound_ = 0;  // Attempts since the last registration.
   uint64_t updateSeq_ = 0;          // The last PendingUpdate::seq given.
-  uint64_t dropWarnings_ = 0;       // "updates dropped" warnings due so far (1 in 100 logged).
   std::string lastRegistrationError_;
   // The kind of the master's last refusal of an attempt (nullopt: it did not refuse).
   std::optional<wire::Failure::Which> lastRefusal_;

@@ -1135,7 +1135,7 @@ TEST_F(DispatcherTest, ProgressRecordsOfJobsWithoutAJobGraphOrWithAResultAreRemo
   startTerm();
   backend_.holdWrites = true;
   recover();  // Does not wait for the removals.
-  EXPECT_EQ(backend_.heldWrites(), 3u);
+  ASSERT_EQ(backend_.heldWrites(), 3u);
   // An id whose record is being removed cannot be submitted meanwhile: its JobMaster's first
   // write could be removed.
   auto busy = submit(*jobGraph(noGraph, "reused"));

@@ -524,6 +524,8 @@ TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistog
   counters.attemptsStarted = 9;
   counters.attemptsFailed = 3;
   counters.attemptsRestarted = 2;
+  counters.attemptsAdopted = 5;
+  counters.reconciliationTimeouts = 1;
   counters.observeSubmitToRunning(0.015);
   counters.observeSubmitToRunning(3);
   host_.jobMasters = &counters;
@@ -534,8 +536,11 @@ TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistog
   EXPECT_EQ(parsed.samples.at("regent_attempts_started_total"), 9);
   EXPECT_EQ(parsed.samples.at("regent_attempts_failed_total"), 3);
   EXPECT_EQ(parsed.samples.at("regent_attempts_restarted_total"), 2);
+  EXPECT_EQ(parsed.samples.at("regent_attempts_adopted_total"), 5);
+  EXPECT_EQ(parsed.samples.at("regent_job_reconciliation_timeouts_total"), 1);
   for (const char* family : {"regent_attempts_started_total", "regent_attempts_failed_total",
-                             "regent_attempts_restarted_total"}) {
+                             "regent_attempts_restarted_total", "regent_attempts_adopted_total",
+                             "regent_job_reconciliation_timeouts_total"}) {
     EXPECT_EQ(parsed.types.at(family), "counter") << family;
     EXPECT_FALSE(parsed.helps[family].empty()) << family;
   }

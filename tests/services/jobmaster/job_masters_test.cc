@@ -10,6 +10,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -187,15 +188,20 @@ class JobMastersTest : public ::testing::Test {
       slots[i].setSlotIndex(i);
       slots[i].initProfile().setCpuMillis(1000);
       slots[i].getProfile().setMemoryBytes(kGiB);
-      if (i == 0 && !running.empty()) {
-        auto attempts = slots[i].initRunningAttempts(static_cast<unsigned>(running.size()));
-        for (unsigned r = 0; r < running.size(); ++r) {
-          wire::setWireId(attempts[r].initAttemptId(), running[r].attempt);
+      // Attempt r runs in slot r (the last slot takes the rest).
+      std::vector<const RunningAttempt*> inSlot;
+      for (size_t r = 0; r < running.size(); ++r) {
+        if (std::min<size_t>(r, count - 1) == i) inSlot.push_back(&running[r]);
+      }
+      if (!inSlot.empty()) {
+        auto attempts = slots[i].initRunningAttempts(static_cast<unsigned>(inSlot.size()));
+        for (unsigned r = 0; r < inSlot.size(); ++r) {
+          wire::setWireId(attempts[r].initAttemptId(), inSlot[r]->attempt);
           wire::setWireId(attempts[r].initJobId(), job);
-          attempts[r].setVertexName(running[r].vertex);
-          attempts[r].setSubtaskIndex(running[r].subtask);
-          attempts[r].setState(running[r].state);
-          attempts[r].setPid(running[r].pid);
+          attempts[r].setVertexName(inSlot[r]->vertex);
+          attempts[r].setSubtaskIndex(inSlot[r]->subtask);
+          attempts[r].setState(inSlot[r]->state);
+          attempts[r].setPid(inSlot[r]->pid);
         }
       }
     }
@@ -894,6 +900,17 @@ TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) 
   ASSERT_EQ(listener_.states.size(), 1u);
   EXPECT_EQ(listener_.states[0].second, wire::JobState::RECONCILING);
   EXPECT_TRUE(port_.declarations[job].empty());  // Nothing declared while reconciling.
+  {
+    capnp::MallocMessageBuilder message;
+    auto status = message.initRoot<wire::JobStatus>();
+    ASSERT_TRUE(masters_->describe(job, status));
+    EXPECT_EQ(std::string(status.getWaitingReason().cStr()),
+              "reconciling after a failover: 2 running attempts not reported by a worker yet; "
+              "nothing is deployed until then");
+    EXPECT_EQ(status.getTasks().getReconciling(), 2u);
+    EXPECT_EQ(status.getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+              ExecutionState::RECONCILING);
+  }
 
   FakeWorker first;
   ASSERT_EQ(offer(job, workerA_, first, 1, {{x, "a", 0}}).size(), 1u);
@@ -950,6 +967,28 @@ TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) 
   EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
   EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
   EXPECT_EQ(reconciled[0].get("timed_out"), "false");
+}
+
+TEST_F(JobMastersTest, AnExpectedAttemptOfferedAfterItEndedIsAdoptedWithItsEnd) {
+  JobGraphBuilder builder({{"a", 2}});
+  const AttemptId x = AttemptId::random();
+  const AttemptId y = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, x, 0, ExecutionState::RUNNING}, {1, y, 0, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  offer(job, workerA_, worker, 2,
+        {{x, "a", 0, ExecutionState::FINISHED}, {y, "a", 1, ExecutionState::RUNNING}});
+  EXPECT_EQ(counters_.attemptsAdopted, 2u);
+  EXPECT_TRUE(worker.cancelled.empty());  // An attempt that ended needs no cancelling.
+  EXPECT_TRUE(worker.submitted.empty());
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
+  // The worker's queued update of x follows its offer: a repeat, answered once stored.
+  expectApplied(job, FakeWorker::Submitted{x, {}, "a", 0, 0, ""}, ExecutionState::FINISHED);
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FINISHED);
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  EXPECT_TRUE(worker.submitted.empty());  // Nothing ran twice.
 }
 
 TEST_F(JobMastersTest, AnOfferedAttemptThatIsNotTheExpectedOneIsCancelled) {
@@ -1059,6 +1098,11 @@ TEST_F(JobMastersTest, AnAttemptNobodyReportsFailsAtTheReconciliationTimeoutAndR
 }
 
 TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {
+  std::ostringstream log;
+  const auto original = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  KJ_DEFER(spdlog::set_default_logger(original));
   JobGraphBuilder builder({{"a", 3}});
   const JobId job = startRecovered(builder,
                                    {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
@@ -1077,6 +1121,17 @@ TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsD
   EXPECT_EQ(worker.submitted[1].subtask, 2u);
   EXPECT_EQ(worker.submitted[1].attemptNumber, 0u);
   EXPECT_EQ(counters_.attemptsRestarted, 1u);  // a[1]; a[2] runs for the first time.
+  std::vector<EventFields> reconciled;
+  std::istringstream lines(log.str());
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(parseEventLine(line, "job reconciling").has_value()) << line;
+    if (auto fields = parseEventLine(line, "job reconciled")) reconciled.push_back(*fields);
+  }
+  ASSERT_EQ(reconciled.size(), 1u) << log.str();
+  EXPECT_EQ(reconciled[0].getUint("adopted"), 0u);
+  EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
+  EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
+  EXPECT_EQ(reconciled[0].get("timed_out"), "false");
 }
 
 TEST_F(JobMastersTest, ReleaseWhileReconcilingAbandonsTheUnreportedAndCancelsTheAdopted) {

@@ -7,7 +7,12 @@
 // (freed when the job is unknown or the offer declined, retried while it is unavailable,
 // offered again with their running attempts to a new epoch); submitTask runs a real process
 // through a real TaskRunner, its updates arrive in order; cancelTask, freeSlot and a notFound
-// update cancel it; a JobMaster heartbeat is answered with the attempts held.
+// update cancel it; a JobMaster heartbeat is answered with the attempts held. Across a leader
+// change: updates produced while no leader is reachable are kept and reach the next leader's
+// JobMaster after the answer to the offer (which lists the running and the ended attempts), in
+// order and once; a job the next leader does not know is cancelled, freed and its updates
+// dropped; worker.update-buffer.max drops the oldest update with a warning; `unavailable`
+// answers are retried; a deposed leader can change nothing.
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
@@ -244,12 +249,13 @@ class TaskExecutorTest : public DefaultLoggerTest {
     std::ofstream(attemptsDir_.path() + "/" + name) << "go\n";
   }
 
-  // The next leader (epoch 2, "next-master"), listening; not announced yet.
-  std::shared_ptr<FakeMasterState> listenNext() {
+  // Another leader (epoch 2, "next-master", unless told), listening; not announced yet.
+  std::shared_ptr<FakeMasterState> listenNext(uint64_t epoch = 2,
+                                              const std::string& masterId = "next-master") {
     auto next = std::make_shared<FakeMasterState>();
-    next->masterId = "next-master";
-    next->epoch = 2;
-    nextServer_ = listen(next);
+    next->masterId = masterId;
+    next->epoch = epoch;
+    nextServers_.push_back(listen(next));
     return next;
   }
 
@@ -327,7 +333,7 @@ class TaskExecutorTest : public DefaultLoggerTest {
   HandRetrieval* retrieval_ = nullptr;  // Owned by leaders_.
   kj::Own<client::LeaderClient> leaders_;
   testing::TempDir attemptsDir_{"task-executor-test"};
-  kj::Own<rpc::RpcServer> nextServer_;  // listenNext(); outlives the executor.
+  std::vector<kj::Own<rpc::RpcServer>> nextServers_;  // listenNext(); outlive the executor.
   kj::Own<TaskRunner> runner_;      // Outlives the executor.
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };
@@ -1122,6 +1128,40 @@ TEST_F(TaskExecutorTest, AJobTheNextLeaderDoesNotKnowIsCancelledFreedAndItsUpdat
   EXPECT_TRUE(next->offers.empty());
   EXPECT_EQ(executor.counters().updatesDropped, 0u) << "not the bound";
   loop_.run(executor.flushUpdates(Duration(10000)));  // Nothing waits.
+  executor_ = nullptr;
+  leaders_ = nullptr;
+}
+
+// Two failovers in quick succession: an update the second leader did not take yet (it answers
+// `unavailable`) follows the worker to the third, after the offer, once.
+TEST_F(TaskExecutorTest, AnUpdateOneLeaderDidNotTakeFollowsTheWorkerToTheNextLeader) {
+  auto next = listenNext();
+  next->updatesUnavailable = 1000000;
+  auto third = listenNext(3, "third-master");
+  TaskExecutor& executor = startFollowingWithSlots(options(2));
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, untilTriggered("end")));
+  waitFor([&] { return updatesOf(kAttempt).size() == 1 && executor.updatesQueued() == 0; },
+          "RUNNING delivered");
+  loseTheLeader(executor);
+  trigger("end");
+  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt ended");
+
+  announce(*next);
+  waitFor([&] { return !updatesOf(kAttempt, *next).empty(); }, "FINISHED refused by epoch 2");
+  EXPECT_EQ(executor.updatesQueued(), 1u);
+
+  announce(*third);
+  waitFor([&] { return executor.registeredEpoch() == 3 && executor.updatesQueued() == 0; },
+          "the update delivered to epoch 3");
+  ASSERT_EQ(third->offers.size(), 1u);
+  EXPECT_EQ(third->offers[0].updatesBefore, 0u);
+  auto offered = offeredAttempt(third->offers[0], kAttempt);
+  ASSERT_TRUE(offered);
+  EXPECT_EQ(offered->state, wire::ExecutionState::FINISHED);
+  ASSERT_EQ(third->updates.size(), 1u);
+  EXPECT_EQ(third->updates[0].epoch, 3u);
+  EXPECT_EQ(third->updates[0].state.attempt, kAttempt);
+  EXPECT_EQ(third->updates[0].state.state, wire::ExecutionState::FINISHED);
   executor_ = nullptr;
   leaders_ = nullptr;
 }
