@@ -245,17 +245,17 @@ std::string markedJob(const std::string& name, const std::string& dir,
                       const std::string& restartStrategy) {
   std::string yaml = "name: " + name + "\nvertices:\n";
   for (const MarkedVertex& vertex : vertices) {
-    yaml += "  - name: " + vertex.name + "\n    parallelism: " +
-            std::to_string(vertex.parallelism) +
-            "\n    command:\n      argv:\n"
-            "        - /bin/sh\n        - -c\n        - |\n"
-            "          m=\"$DIR/$REGENT_VERTEX-$REGENT_SUBTASK_INDEX\"\n"
-            "          echo \"$$ $REGENT_ATTEMPT_ID $REGENT_ATTEMPT_NUMBER\" >> \"$m\"\n"
-            "          w=0\n"
-            "          while [ ! -e \"$m.go\" ] && [ $w -lt 6000 ]; do sleep 0.1; w=$((w+1)); done\n"
-            "          [ ! -e \"$m.fail-$REGENT_ATTEMPT_NUMBER\" ]\n"
-            "      env:\n        DIR: " +
-            dir + "\n";
+    yaml +=
+        "  - name: " + vertex.name + "\n    parallelism: " + std::to_string(vertex.parallelism) +
+        "\n    command:\n      argv:\n"
+        "        - /bin/sh\n        - -c\n        - |\n"
+        "          m=\"$DIR/$REGENT_VERTEX-$REGENT_SUBTASK_INDEX\"\n"
+        "          echo \"$$ $REGENT_ATTEMPT_ID $REGENT_ATTEMPT_NUMBER\" >> \"$m\"\n"
+        "          w=0\n"
+        "          while [ ! -e \"$m.go\" ] && [ $w -lt 6000 ]; do sleep 0.1; w=$((w+1)); done\n"
+        "          [ ! -e \"$m.fail-$REGENT_ATTEMPT_NUMBER\" ]\n"
+        "      env:\n        DIR: " +
+        dir + "\n";
     if (!vertex.upstream.empty()) {
       yaml += "    upstream: [";
       for (size_t i = 0; i < vertex.upstream.size(); ++i) {
@@ -633,12 +633,9 @@ const nlohmann::json* subtaskStatus(const nlohmann::json& status, const std::str
   return nullptr;
 }
 
-Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(JobCluster& cluster,
-                                                           const std::string& job,
-                                                           const std::string& vertex,
-                                                           uint32_t parallelism,
-                                                           const std::string& state,
-                                                           Duration timeout) {
+Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(
+    JobCluster& cluster, const std::string& job, const std::string& vertex, uint32_t parallelism,
+    const std::string& state, Duration timeout) {
   auto attemptOf = [&](const nlohmann::json& status, uint32_t index) -> const nlohmann::json* {
     const nlohmann::json* subtask = subtaskStatus(status, vertex, index);
     if (subtask == nullptr || !subtask->contains("attempt")) return nullptr;

@@ -262,12 +262,9 @@ const nlohmann::json* subtaskStatus(const nlohmann::json& status, const std::str
                                     uint32_t index);
 // Polls `jobs status` of `job` until each of the first `parallelism` subtasks of `vertex` shows
 // an attempt in `state`; returns those attempts ("attempt" of each subtask, by index).
-Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(JobCluster& cluster,
-                                                           const std::string& job,
-                                                           const std::string& vertex,
-                                                           uint32_t parallelism,
-                                                           const std::string& state,
-                                                           Duration timeout);
+Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(
+    JobCluster& cluster, const std::string& job, const std::string& vertex, uint32_t parallelism,
+    const std::string& state, Duration timeout);
 // A text field of `object` ("" when absent or not text).
 std::string textField(const nlohmann::json& object, const char* key);
 

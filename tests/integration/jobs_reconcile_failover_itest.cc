@@ -80,12 +80,13 @@ void expectAdoptedThenFinished(JobCluster& cluster, const RunningJob& running) {
   }
 
   // `jobs status` of the new leader: the same attempts, RUNNING, with the same pids.
-  auto now = waitForSubtaskAttempts(cluster, running.id, kVertex, kParallelism, "RUNNING",
-                                    kJobsTimeout);
+  auto now =
+      waitForSubtaskAttempts(cluster, running.id, kVertex, kParallelism, "RUNNING", kJobsTimeout);
   ASSERT_OK(now);
   for (uint32_t i = 0; i < kParallelism; ++i) {
     EXPECT_EQ(textField(now.value()[i], "attempt_id"), running.markers[i].attempt);
-    EXPECT_EQ(now.value()[i].value("pid", int64_t{-1}), running.attempts[i].value("pid", int64_t{-2}));
+    EXPECT_EQ(now.value()[i].value("pid", int64_t{-1}),
+              running.attempts[i].value("pid", int64_t{-2}));
     EXPECT_EQ(now.value()[i].value("attempt_number", -1), 0);
     // Started once, and the process of that start still runs.
     const auto markers = readMarkers(dir, kVertex, i);
@@ -110,8 +111,7 @@ void expectAdoptedThenFinished(JobCluster& cluster, const RunningJob& running) {
     EXPECT_EQ(readMarkers(dir, kVertex, i).size(), 1u) << "subtask " << i << " started again";
   }
   EXPECT_TRUE(tasksEnded(cluster, running.id, "CANCELED").empty()) << cluster.describe();
-  EXPECT_EQ(tasksEnded(cluster, running.id, "FINISHED").size(), kParallelism)
-      << cluster.describe();
+  EXPECT_EQ(tasksEnded(cluster, running.id, "FINISHED").size(), kParallelism) << cluster.describe();
 
   auto status = cluster.status(running.id);
   ASSERT_OK(status);

@@ -30,9 +30,8 @@ struct SpreadJob {
 };
 
 void submitSpread(JobCluster& cluster, SpreadJob& job, const std::string& restartStrategy) {
-  auto submitted =
-      cluster.submit(markedJob("spread", cluster.taskDir(), {{kVertex, kParallelism, {}}},
-                               restartStrategy));
+  auto submitted = cluster.submit(
+      markedJob("spread", cluster.taskDir(), {{kVertex, kParallelism, {}}}, restartStrategy));
   ASSERT_OK(submitted);
   job.id = submitted.value();
   for (uint32_t i = 0; i < kParallelism; ++i) {
@@ -56,12 +55,11 @@ void submitSpread(JobCluster& cluster, SpreadJob& job, const std::string& restar
 
 TEST(JobsReconcileFaults, AnAttemptOfAWorkerThatDoesNotComeBackFailsAtTheTimeoutAndRunsElsewhere) {
   // A short reconciliation timeout: the test waits for it once.
-  auto started = JobCluster::start(
-      "reconcile-lost-worker",
-      {.masters = 2,
-       .workers = 3,
-       .slotsPerWorker = 1,
-       .masterSet = {"jobmaster.reconciliation-timeout=3s"}});
+  auto started = JobCluster::start("reconcile-lost-worker",
+                                   {.masters = 2,
+                                    .workers = 3,
+                                    .slotsPerWorker = 1,
+                                    .masterSet = {"jobmaster.reconciliation-timeout=3s"}});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
   const std::string dir = cluster.taskDir();
@@ -99,8 +97,8 @@ TEST(JobsReconcileFaults, AnAttemptOfAWorkerThatDoesNotComeBackFailsAtTheTimeout
   auto again = waitForMarkers(dir, kVertex, 0, 2, kJobsTimeout);
   ASSERT_OK(again);
   EXPECT_EQ(again.value()[1].attemptNumber, 1u) << again.value()[1].describe();
-  auto rerun = waitForSubtaskAttempts(cluster, job.id, kVertex, kParallelism, "RUNNING",
-                                      kJobsTimeout);
+  auto rerun =
+      waitForSubtaskAttempts(cluster, job.id, kVertex, kParallelism, "RUNNING", kJobsTimeout);
   ASSERT_OK(rerun);
   EXPECT_EQ(textField(rerun.value()[0], "attempt_id"), again.value()[1].attempt);
   EXPECT_EQ(textField(rerun.value()[1], "attempt_id"), job.markers[1].attempt);
@@ -124,8 +122,8 @@ TEST(JobsReconcileFaults, AnAttemptOfAWorkerThatDoesNotComeBackFailsAtTheTimeout
 }
 
 TEST(JobsReconcileFaults, TwoFailoversInQuickSuccessionRestartNothing) {
-  auto started = JobCluster::start("reconcile-twice",
-                                   {.masters = 3, .workers = 2, .slotsPerWorker = 1});
+  auto started =
+      JobCluster::start("reconcile-twice", {.masters = 3, .workers = 2, .slotsPerWorker = 1});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
   const std::string dir = cluster.taskDir();
@@ -141,9 +139,7 @@ TEST(JobsReconcileFaults, TwoFailoversInQuickSuccessionRestartNothing) {
   ASSERT_OK(cluster.masters().kill(cluster.leader()));
   ASSERT_OK(cluster.followLeader(firstEpoch + 1, {stopped}));
   auto reconciling = cluster.waitForJobEvent(
-      [&](const JobEvent& e) {
-        return e.kind == JobKind::kJobReconciling && e.job == job.id;
-      },
+      [&](const JobEvent& e) { return e.kind == JobKind::kJobReconciling && e.job == job.id; },
       kJobsTimeout);
   ASSERT_OK(reconciling);
   EXPECT_EQ(reconciling.value().expected, kParallelism) << reconciling.value().describe();
@@ -180,8 +176,7 @@ TEST(JobsReconcileFaults, TwoFailoversInQuickSuccessionRestartNothing) {
   const auto ended = cluster.jobEventsOf(job.id, JobKind::kJobEnded);
   ASSERT_EQ(ended.size(), 1u) << cluster.describe();
   EXPECT_EQ(ended[0].restarts, 0u);
-  EXPECT_TRUE(cluster.jobEventsOf(job.id, JobKind::kAttemptDeployed).empty())
-      << cluster.describe();
+  EXPECT_TRUE(cluster.jobEventsOf(job.id, JobKind::kAttemptDeployed).empty()) << cluster.describe();
   for (uint32_t i = 0; i < kParallelism; ++i) {
     EXPECT_EQ(readMarkers(dir, kVertex, i).size(), 1u) << "subtask " << i << " started again";
   }

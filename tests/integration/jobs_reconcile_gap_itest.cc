@@ -181,7 +181,9 @@ TEST(JobsReconcileGap, AJobCancelledJustBeforeTheFailoverStaysCanceled) {
   // when the new one does not know the job), its processes gone, every slot free.
   for (const TaskMarker& marker : markers) {
     auto ended = cluster.waitForTaskEvent(
-        [&](const TaskEvent& e) { return e.kind == TaskKind::kEnded && e.attempt == marker.attempt; },
+        [&](const TaskEvent& e) {
+          return e.kind == TaskKind::kEnded && e.attempt == marker.attempt;
+        },
         kJobsTimeout);
     ASSERT_OK(ended);
     EXPECT_EQ(ended.value().state, "CANCELED") << ended.value().describe();

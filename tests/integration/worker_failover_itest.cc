@@ -4,8 +4,8 @@
 // registers with the new leader, whose slot table (regentctl workers --json) settles on the old
 // one: same workers, same slots, same allocation ids, same job (the new leader's JobMaster adopts
 // the attempts running in the offered slots, docs/jobgraph.md). A stopped leader that wakes up
-// is refused by the workers' epoch gate and changes nothing on them. A worker paused through the failover is
-// missing from the new table until it registers, then brings its allocations back.
+// is refused by the workers' epoch gate and changes nothing on them. A worker paused through the
+// failover is missing from the new table until it registers, then brings its allocations back.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -142,11 +142,11 @@ class WorkerFailover : public ::testing::Test {
   // Every subtask of the job logged RUNNING in `epoch` (its "attempt state" lines): the
   // JobMaster of that term runs an attempt in each held slot.
   void expectEverySubtaskRunning(size_t slot, uint64_t epoch) {
-    expectEverySubtask(slot,
-                       std::regex("attempt state epoch=" + std::to_string(epoch) +
-                                  " job=" + job_.toHex() +
-                                  " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ state=RUNNING "),
-                       "RUNNING", epoch);
+    expectEverySubtask(
+        slot,
+        std::regex("attempt state epoch=" + std::to_string(epoch) + " job=" + job_.toHex() +
+                   " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ state=RUNNING "),
+        "RUNNING", epoch);
   }
 
   // Every subtask's running attempt adopted by the JobMaster of `epoch` ("attempt adopted
