@@ -90,6 +90,33 @@ bool sameGraph(wire::JobGraph::Reader a, wire::JobGraph::Reader b) {
   return left.asBytes() == right.asBytes();
 }
 
+// Why a recovered progress record cannot be the progress of `graph` (its subtasks, by global
+// index: the vertices in order, then the subtask index), nullopt when it can. The store checked
+// that it decodes; this checks what a JobMaster relies on when it starts from it.
+std::optional<std::string> progressMisfit(wire::JobGraph::Reader graph,
+                                          wire::JobProgress::Reader progress) {
+  uint64_t total = 0;
+  for (auto vertex : graph.getVertices()) total += vertex.getParallelism();
+  int64_t previous = -1;
+  for (auto subtask : progress.getSubtasks()) {
+    const uint32_t index = subtask.getSubtask();
+    const std::string named = "subtask " + std::to_string(index);
+    if (index >= total) {
+      return named + " is beyond the job's " + std::to_string(total) + " subtasks";
+    }
+    if (static_cast<int64_t>(index) <= previous) return named + " is out of order or repeated";
+    previous = index;
+    const std::optional<AttemptId> attempt =
+        wire::idFromWireIfSet<AttemptId>(subtask.hasAttemptId(), subtask.getAttemptId());
+    if (!attempt || attempt->isZero()) return named + " has no attempt id";
+    const auto state = static_cast<uint16_t>(subtask.getState());
+    if (state > static_cast<uint16_t>(wire::ExecutionState::RECONCILING)) {
+      return named + " has an unknown state (" + std::to_string(state) + ")";
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer,
@@ -276,7 +303,12 @@ void Dispatcher::adoptProgress(store::RecoveredJobProgress& progress,
     const JobId id = wire::idFromWire<JobId>(record.get().getJobId());
     auto active = active_.find(id);
     if (active != active_.end()) {
-      active->second.progress = flatCopy(record.get());
+      if (auto misfit =
+              progressMisfit(readOnly<wire::JobGraph>(active->second.graph), record.get())) {
+        logCorruptProgress(id, "it does not fit the job's JobGraph: " + *misfit);
+      } else {
+        active->second.progress = flatCopy(record.get());
+      }
     } else if (auto why = orphanReason(id)) {
       removeOrphanProgress(id, *why);
     }
@@ -285,14 +317,18 @@ void Dispatcher::adoptProgress(store::RecoveredJobProgress& progress,
     const std::optional<JobId> id = JobId::fromHex(record.key);
     if (!id) continue;  // Not a job id: the store logged it.
     if (active_.count(*id) > 0) {
-      spdlog::error("dispatcher: the progress record of job {} does not decode ({}); the job "
-                    "starts without it: its attempts still running are not adopted, and its "
-                    "JobMaster's first write replaces the record",
-                    id->toHex(), record.reason);
+      logCorruptProgress(*id, "it does not decode: " + record.reason);
     } else if (auto why = orphanReason(*id)) {
       removeOrphanProgress(*id, *why);
     }
   }
+}
+
+void Dispatcher::logCorruptProgress(JobId id, const std::string& reason) const {
+  spdlog::error("dispatcher: the progress record of job {} is corrupt ({}); the job starts "
+                "without it: its attempts still running are not adopted, and its JobMaster's "
+                "first write replaces the record",
+                id.toHex(), reason);
 }
 
 void Dispatcher::removeOrphanProgress(JobId id, const std::string& why) {

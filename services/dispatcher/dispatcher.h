@@ -135,8 +135,10 @@ class Dispatcher final : public JobRunnerListener {
   // job with a result (dirty or clean) ended in an earlier term: a dirty result's cleanup is
   // finished (its JobGraph and progress record removed, the result marked clean) and the job is
   // never re-run. Every other job is CREATED and, once everything is read, started on the runner
-  // with its progress record (JobRunner::start), or with none when it has none or its record does
-  // not decode (logged as an error naming the job and why). Progress records of jobs that have no
+  // with its progress record (JobRunner::start), or with none when it has none or its record is
+  // corrupt: does not decode, or does not fit the job's JobGraph (a subtask index beyond its
+  // subtasks or out of order, no attempt id, an unknown state; logged as an error naming the job
+  // and why). Progress records of jobs that have no
   // JobGraph, or have a clean result, are removed in the background (best effort, logged); those
   // of CORRUPT jobs are left in place with their other records.
   // A JobGraph record that does not decode is logged and kept as a CORRUPT job under its id, and
@@ -222,6 +224,8 @@ class Dispatcher final : public JobRunnerListener {
   // removes, in the background, the records of jobs that have no JobGraph or have a result
   // (`cleaned`: the ended jobs whose finishCleanup() removes it anyway).
   void adoptProgress(store::RecoveredJobProgress& progress, const std::set<JobId>& cleaned);
+  // The error log of a recovered progress record the job starts without.
+  void logCorruptProgress(JobId id, const std::string& reason) const;
   // Removes the progress record of `id`, a job that has no JobGraph or has a result; best effort
   // (logged). The id is in flight meanwhile, so it cannot be submitted until the removal settled.
   void removeOrphanProgress(JobId id, const std::string& why);

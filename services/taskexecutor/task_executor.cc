@@ -686,8 +686,8 @@ void TaskExecutor::onJobsRegistered() {
   // Every allocated slot, also one accepted in this epoch already: registering again in the
   // same epoch means the ResourceManager dropped this worker (a pause past heartbeat.timeout,
   // say), and the JobMaster may have dropped it too, failed its attempts, or ended. The offer
-  // tells the JobMaster what runs here; it cancels what it no longer wants, and a job the leader
-  // no longer runs (notFound) has its slots freed.
+  // tells the JobMaster what runs (and what ended) here; it adopts what it expects and cancels
+  // the rest, and a job the leader no longer runs (notFound) is cancelled here (jobUnknown).
   std::set<JobId> toOffer;
   for (SlotState& slot : slots_) {
     if (!slot.allocation || !slot.job) continue;

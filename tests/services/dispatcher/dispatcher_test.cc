@@ -11,6 +11,7 @@
 #include <kj/timer.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -1324,6 +1325,43 @@ TEST_F(DispatcherTest, AReconcilingJobIsListedAndCountedReconciling) {
   EXPECT_EQ(dispatcher_->counts().reconciling, 1u);
   EXPECT_EQ(dispatcher_->counts().created, 0u);
   EXPECT_EQ(dispatcher_->counts().active, 1u);
+}
+
+TEST_F(DispatcherTest, AProgressRecordThatDoesNotFitItsJobGraphIsIgnoredAndTheJobStartsWithout) {
+  startTerm();
+  recover();
+  // Each job has one vertex of parallelism 2: subtasks 0 and 1.
+  const JobId beyond = JobId::random();
+  const JobId repeated = JobId::random();
+  const JobId noAttempt = JobId::random();
+  const JobId unknownState = JobId::random();
+  for (const JobId& id : {beyond, repeated, noAttempt, unknownState}) {
+    ASSERT_FALSE(submit(*jobGraph(id, "misfit")).hasFailure());
+  }
+  auto put = [&](const JobId& id, const std::function<void(wire::JobProgress::Builder)>& change) {
+    auto record = progressRecord(id, 2, 1);
+    change(record->getRoot<wire::JobProgress>());
+    ASSERT_TRUE(
+        loop_.run(stores_->jobProgress().put(record->getRoot<wire::JobProgress>())).ok());
+  };
+  put(beyond, [](wire::JobProgress::Builder p) { p.getSubtasks()[1].setSubtask(2); });
+  put(repeated, [](wire::JobProgress::Builder p) { p.getSubtasks()[1].setSubtask(0); });
+  put(noAttempt, [](wire::JobProgress::Builder p) {
+    p.getSubtasks()[0].disownAttemptId();
+  });
+  put(unknownState, [](wire::JobProgress::Builder p) {
+    p.getSubtasks()[1].setState(static_cast<wire::ExecutionState>(99));
+  });
+
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  ASSERT_EQ(runner.calls.size(), 4u);
+  for (const std::string& call : runner.calls) {
+    EXPECT_NE(call.find(" progress=none"), std::string::npos) << call;
+  }
+  drain();
+  EXPECT_TRUE(storedProgress(beyond));  // Left for its JobMaster's first write to replace.
 }
 
 }  // namespace

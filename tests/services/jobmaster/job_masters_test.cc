@@ -855,6 +855,26 @@ TEST_F(JobMastersTest, AFencedPutDeploysNothing) {
   EXPECT_TRUE(worker.submitted.empty());
 }
 
+TEST_F(JobMastersTest, AfterAFencedPutTerminalUpdatesAreAnsweredUnavailableAndNothingIsDeployed) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  backend_.fenced = true;  // The term is over.
+  auto failed = update(job, worker.submitted[0], ExecutionState::FAILED, 1);
+  ASSERT_TRUE(failed.hasFailure());
+  EXPECT_TRUE(failed.getFailure().isUnavailable());  // The worker delivers to the next leader.
+  auto again = update(job, worker.submitted[0], ExecutionState::FAILED, 1);
+  ASSERT_TRUE(again.hasFailure());
+  EXPECT_TRUE(again.getFailure().isUnavailable());
+  advance(Duration(5000));  // Past the restart delay: the restart is not deployed.
+  EXPECT_EQ(worker.submitted.size(), 2u);
+  // RUNNING is not written: answered at once.
+  expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
+}
+
 TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
   JobGraphBuilder builder({{"a", 2}});
   const JobId job = start(builder);
