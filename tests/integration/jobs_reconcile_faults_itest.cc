@@ -151,6 +151,13 @@ TEST(JobsReconcileFaults, TwoFailoversInQuickSuccessionRestartNothing) {
       kJobsTimeout);
   ASSERT_OK(adopted);
   ASSERT_TRUE(cluster.jobEventsOf(job.id, JobKind::kJobReconciled).empty()) << cluster.describe();
+  // Still reconciling (subtask 0 unreported): `jobs list` and `jobs status` say so.
+  auto jobs = cluster.listJobs();
+  ASSERT_OK(jobs);
+  EXPECT_EQ(jobs.value()[job.id], "RECONCILING");
+  auto status = cluster.status(job.id);
+  ASSERT_OK(status);
+  EXPECT_EQ(textField(status.value(), "state"), "RECONCILING") << status.value().dump();
   ASSERT_OK(cluster.masters().kill(cluster.leader()));
 
   ASSERT_OK(cluster.followLeader(firstEpoch + 2, {stopped}));
