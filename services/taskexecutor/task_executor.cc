@@ -735,6 +735,15 @@ kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> TaskExecutor::jobMaste
           found->second->gatewayEpoch = epoch;
         }
         return Outcome(kj::mv(gateway));
+      })
+      .catch_([](kj::Exception&& exception) -> Outcome {
+        // The leader went away with the call in flight (DISCONNECTED), or it timed out: a
+        // failure the callers retry, not an exception that would end their loop with its flag
+        // (JobLink::delivering, offering) still set.
+        rpc::CallFailure failure;
+        failure.which = wire::Failure::UNAVAILABLE;
+        failure.message = "MasterBootstrap.jobMaster: " + describeException(exception);
+        return Outcome(std::move(failure));
       });
 }
 

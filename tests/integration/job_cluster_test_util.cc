@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <fstream>
@@ -29,13 +30,24 @@ std::string quoted(const std::string& text) { return "\"" + text + "\""; }
 
 std::string JobEvent::describe() const {
   static constexpr const char* kNames[] = {"attempt deployed", "attempt state", "job state",
-                                           "job ended", "job clean"};
+                                           "job ended",        "job clean",     "job reconciling",
+                                           "attempt adopted",  "job reconciled"};
   std::string out = std::string(kNames[static_cast<int>(kind)]) + " job=" + job;
   if (!vertex.empty()) {
     out += " vertex=" + vertex + " subtask=" + std::to_string(subtask) + " attempt=" + attempt;
   }
   if (kind == Kind::kAttemptDeployed) {
     out += " attempt_number=" + std::to_string(attemptNumber) + " resource_id=" + resourceId;
+  }
+  if (kind == Kind::kAttemptAdopted) {
+    out += " attempt_number=" + std::to_string(attemptNumber) + " worker=" + resourceId +
+           " pid=" + std::to_string(pid);
+  }
+  if (kind == Kind::kJobReconciling) out += " expected=" + std::to_string(expected);
+  if (kind == Kind::kJobReconciled) {
+    out += " adopted=" + std::to_string(adopted) + " ended=" + std::to_string(ended) +
+           " unreported=" + std::to_string(unreported) +
+           " timed_out=" + (timedOut ? "true" : "false");
   }
   if (!state.empty()) out += " state=" + state;
   if (kind == Kind::kAttemptState) {
@@ -66,12 +78,18 @@ std::optional<JobEvent> parseJobEventLine(const std::string& line) {
       {Kind::kJobState, "job state"},
       {Kind::kJobEnded, "job ended"},
       {Kind::kJobClean, "job clean"},
+      {Kind::kJobReconciling, "job reconciling"},
+      {Kind::kAttemptAdopted, "attempt adopted"},
+      {Kind::kJobReconciled, "job reconciled"},
   };
   auto fill = [](JobEvent& event, const EventFields& fields) {
+    const bool epochOptional = event.kind == Kind::kJobReconciling ||
+                               event.kind == Kind::kAttemptAdopted ||
+                               event.kind == Kind::kJobReconciled;
     auto epoch = fields.getUint("epoch");
     auto job = fields.get("job");
-    if (!epoch || !job) return false;
-    event.epoch = *epoch;
+    if ((!epoch && !epochOptional) || !job) return false;
+    event.epoch = epoch.value_or(0);
     event.job = *job;
     event.state = fields.get("state").value_or("");
     switch (event.kind) {
@@ -101,6 +119,41 @@ std::optional<JobEvent> parseJobEventLine(const std::string& line) {
         return !event.state.empty();
       case Kind::kJobClean:
         return !event.state.empty();
+      case Kind::kJobReconciling: {
+        auto expected = fields.getUint("expected");
+        if (!expected) return false;
+        event.expected = static_cast<uint32_t>(*expected);
+        return true;
+      }
+      case Kind::kAttemptAdopted: {
+        auto vertex = fields.get("vertex");
+        auto subtask = fields.getUint("subtask");
+        auto attempt = fields.get("attempt");
+        auto pid = fields.getInt("pid");
+        if (!vertex || !subtask || !attempt || !pid) return false;
+        event.vertex = *vertex;
+        event.subtask = static_cast<uint32_t>(*subtask);
+        event.attempt = *attempt;
+        event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
+        event.resourceId = fields.get("worker").value_or("");
+        event.pid = *pid;
+        return true;
+      }
+      case Kind::kJobReconciled: {
+        auto adopted = fields.getUint("adopted");
+        auto ended = fields.getUint("ended");
+        auto unreported = fields.getUint("unreported");
+        auto timedOut = fields.get("timed_out");
+        if (!adopted || !ended || !unreported || !timedOut ||
+            (*timedOut != "true" && *timedOut != "false")) {
+          return false;
+        }
+        event.adopted = static_cast<uint32_t>(*adopted);
+        event.ended = static_cast<uint32_t>(*ended);
+        event.unreported = static_cast<uint32_t>(*unreported);
+        event.timedOut = *timedOut == "true";
+        return true;
+      }
     }
     return false;
   };
@@ -185,6 +238,89 @@ std::vector<pid_t> readPids(const std::string& path) {
   return pids;
 }
 
+// ---- Marked tasks -------------------------------------------------------------------------------
+
+std::string markedJob(const std::string& name, const std::string& dir,
+                      const std::vector<MarkedVertex>& vertices,
+                      const std::string& restartStrategy) {
+  std::string yaml = "name: " + name + "\nvertices:\n";
+  for (const MarkedVertex& vertex : vertices) {
+    yaml +=
+        "  - name: " + vertex.name + "\n    parallelism: " + std::to_string(vertex.parallelism) +
+        "\n    command:\n      argv:\n"
+        "        - /bin/sh\n        - -c\n        - |\n"
+        "          m=\"$DIR/$REGENT_VERTEX-$REGENT_SUBTASK_INDEX\"\n"
+        "          echo \"$$ $REGENT_ATTEMPT_ID $REGENT_ATTEMPT_NUMBER\" >> \"$m\"\n"
+        "          w=0\n"
+        "          while [ ! -e \"$m.go\" ] && [ $w -lt 6000 ]; do sleep 0.1; w=$((w+1)); done\n"
+        "          [ ! -e \"$m.fail-$REGENT_ATTEMPT_NUMBER\" ]\n"
+        "      env:\n        DIR: " +
+        dir + "\n";
+    if (!vertex.upstream.empty()) {
+      yaml += "    upstream: [";
+      for (size_t i = 0; i < vertex.upstream.size(); ++i) {
+        yaml += (i == 0 ? "" : ", ") + vertex.upstream[i];
+      }
+      yaml += "]\n";
+    }
+  }
+  if (!restartStrategy.empty()) yaml += "restart_strategy:\n" + restartStrategy;
+  return yaml;
+}
+
+std::string TaskMarker::describe() const {
+  return "pid=" + std::to_string(pid) + " attempt=" + attempt +
+         " attempt_number=" + std::to_string(attemptNumber);
+}
+
+std::string markerPath(const std::string& dir, const std::string& vertex, uint32_t subtask) {
+  return dir + "/" + vertex + "-" + std::to_string(subtask);
+}
+
+std::vector<TaskMarker> readMarkers(const std::string& dir, const std::string& vertex,
+                                    uint32_t subtask) {
+  std::vector<TaskMarker> markers;
+  std::ifstream in(markerPath(dir, vertex, subtask));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    TaskMarker marker;
+    long pid = 0;
+    if (fields >> pid >> marker.attempt >> marker.attemptNumber && pid > 0) {
+      marker.pid = static_cast<pid_t>(pid);
+      markers.push_back(std::move(marker));
+    }
+  }
+  return markers;
+}
+
+Result<std::vector<TaskMarker>> waitForMarkers(const std::string& dir, const std::string& vertex,
+                                               uint32_t subtask, size_t count, Duration timeout) {
+  std::vector<TaskMarker> markers;
+  const bool held = waitUntil(
+      [&] {
+        markers = readMarkers(dir, vertex, subtask);
+        return markers.size() >= count;
+      },
+      timeout, kPollInterval);
+  if (held) return markers;
+  std::string text;
+  for (const TaskMarker& marker : markers) text += "\n  " + marker.describe();
+  return Error::fatal(markerPath(dir, vertex, subtask) + " holds " +
+                      std::to_string(markers.size()) + " starts, not " + std::to_string(count) +
+                      ", after " + std::to_string(timeout.count()) + " ms:" + text);
+}
+
+void letSubtaskEnd(const std::string& dir, const std::string& vertex, uint32_t subtask) {
+  std::ofstream(markerPath(dir, vertex, subtask) + ".go") << "go\n";
+}
+
+void failAttemptNumber(const std::string& dir, const std::string& vertex, uint32_t subtask,
+                       uint32_t attemptNumber) {
+  std::ofstream(markerPath(dir, vertex, subtask) + ".fail-" + std::to_string(attemptNumber))
+      << "fail\n";
+}
+
 // ---- A cluster that runs jobs -------------------------------------------------------------------
 
 JobCluster::JobCluster(std::string clusterId, std::string quorum, JobClusterOptions options)
@@ -230,7 +366,7 @@ Result<std::unique_ptr<JobCluster>> JobCluster::start(const std::string& name,
   return cluster;
 }
 
-Status JobCluster::followLeader(uint64_t epoch) {
+Status JobCluster::followLeader(uint64_t epoch, const std::vector<size_t>& notWaitingFor) {
   auto leader = masters_->waitForGrant(epoch, kStartTimeout);
   if (!leader.ok()) return leader.error();
   auto serving = masters_->waitForEvent(
@@ -242,6 +378,7 @@ Status JobCluster::followLeader(uint64_t epoch) {
   epoch_ = epoch;
   for (size_t w = 0; w < workers_->size(); ++w) {
     if (!workers_->process(w).running()) continue;
+    if (std::find(notWaitingFor.begin(), notWaitingFor.end(), w) != notWaitingFor.end()) continue;
     auto registered = workers_->waitForRegistered(w, epoch, kStartTimeout);
     if (!registered.ok()) return registered.error();
   }
@@ -360,6 +497,12 @@ Result<JobEvent> JobCluster::waitForJobClean(const std::string& job, Duration ti
       timeout);
 }
 
+Result<JobEvent> JobCluster::waitForJobReconciled(const std::string& job, Duration timeout) {
+  return waitForJobEvent(
+      [&](const JobEvent& e) { return e.kind == JobEvent::Kind::kJobReconciled && e.job == job; },
+      timeout);
+}
+
 std::vector<JobEvent> JobCluster::jobEventsOf(const std::string& job, JobEvent::Kind kind) {
   std::vector<JobEvent> matching;
   for (JobEvent& event : jobEvents()) {
@@ -388,6 +531,16 @@ Result<TaskEvent> JobCluster::waitForTaskEvent(const std::function<bool(const Ta
                         std::to_string(timeout.count()) + " ms\n" + describe());
   }
   return *found;
+}
+
+std::vector<TaskEvent> JobCluster::taskEventsOf(const std::string& job, TaskEvent::Kind kind) {
+  std::vector<TaskEvent> matching;
+  for (size_t w = 0; w < workers_->size(); ++w) {
+    for (TaskEvent& event : taskEvents(w)) {
+      if (event.job == job && event.kind == kind) matching.push_back(std::move(event));
+    }
+  }
+  return matching;
 }
 
 Result<bool> JobCluster::nodeExists(const std::string& relativePath) {
@@ -478,6 +631,31 @@ const nlohmann::json* subtaskStatus(const nlohmann::json& status, const std::str
     }
   }
   return nullptr;
+}
+
+Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(
+    JobCluster& cluster, const std::string& job, const std::string& vertex, uint32_t parallelism,
+    const std::string& state, Duration timeout) {
+  auto attemptOf = [&](const nlohmann::json& status, uint32_t index) -> const nlohmann::json* {
+    const nlohmann::json* subtask = subtaskStatus(status, vertex, index);
+    if (subtask == nullptr || !subtask->contains("attempt")) return nullptr;
+    const nlohmann::json& attempt = (*subtask)["attempt"];
+    return attempt.is_object() ? &attempt : nullptr;
+  };
+  auto status = cluster.waitForStatus(
+      job,
+      [&](const nlohmann::json& s) {
+        for (uint32_t i = 0; i < parallelism; ++i) {
+          const nlohmann::json* attempt = attemptOf(s, i);
+          if (attempt == nullptr || textField(*attempt, "state") != state) return false;
+        }
+        return true;
+      },
+      timeout);
+  if (!status.ok()) return status.error();
+  std::vector<nlohmann::json> attempts;
+  for (uint32_t i = 0; i < parallelism; ++i) attempts.push_back(*attemptOf(status.value(), i));
+  return attempts;
 }
 
 std::string textField(const nlohmann::json& object, const char* key) {

@@ -37,6 +37,11 @@ struct JobEvent {
     kJobState,         // job state epoch=E job=J state=S restarts=N
     kJobEnded,         // job ended epoch=E job=J state=S restarts=N
     kJobClean,         // job clean epoch=E job=J state=S
+    // After a failover (docs/jobgraph.md); the epoch is read when the line carries one.
+    kJobReconciling,  // job reconciling job=J expected=N
+    kAttemptAdopted,  // attempt adopted job=J vertex=V subtask=I attempt=A attempt_number=N
+                      //   worker=R pid=P
+    kJobReconciled,   // job reconciled job=J adopted=N ended=N unreported=N timed_out=B
   };
   Kind kind = Kind::kJobState;
   uint64_t epoch = 0;
@@ -45,12 +50,18 @@ struct JobEvent {
   std::string vertex;         // kAttempt*.
   uint32_t subtask = 0;       // kAttempt*.
   std::string attempt;        // kAttempt*.
-  uint32_t attemptNumber = 0;  // kAttemptDeployed.
-  std::string resourceId;      // kAttemptDeployed.
+  uint32_t attemptNumber = 0;  // kAttemptDeployed, kAttemptAdopted.
+  std::string resourceId;      // kAttemptDeployed, kAttemptAdopted (its worker=).
+  int64_t pid = 0;             // kAttemptAdopted.
   int exitCode = 0;            // kAttemptState.
   int signal = 0;              // kAttemptState.
   std::string message;         // kAttemptState, FAILED.
   uint32_t restarts = 0;       // kJobState, kJobEnded.
+  uint32_t expected = 0;       // kJobReconciling.
+  uint32_t adopted = 0;        // kJobReconciled.
+  uint32_t ended = 0;          // kJobReconciled.
+  uint32_t unreported = 0;     // kJobReconciled.
+  bool timedOut = false;       // kJobReconciled.
   std::string describe() const;
 };
 
@@ -90,6 +101,47 @@ std::vector<pid_t> waitForProcessesGone(const std::vector<pid_t>& pids, Duration
 // The whole numbers of `path`, one per line (a task's pid file); empty when it cannot be read.
 std::vector<pid_t> readPids(const std::string& path);
 
+// ---- Marked tasks -------------------------------------------------------------------------------
+// The reconciliation tests follow each start of a subtask from the task's own marker file: every
+// attempt of subtask I of vertex V appends "<pid> <attempt id> <attempt number>" to
+// `<dir>/V-I` when it starts, then runs until the file `<dir>/V-I.go` exists (bounded: ten
+// minutes) and exits 1 if `<dir>/V-I.fail-<attempt number>` exists, else 0. The pid is the
+// task's shell, alive while the attempt runs.
+
+struct MarkedVertex {
+  std::string name;
+  uint32_t parallelism = 1;
+  std::vector<std::string> upstream;
+};
+
+// A job file of `vertices`, each running the marked task with DIR=`dir`; `restartStrategy` is
+// the job's `restart_strategy:` block ("" for none).
+std::string markedJob(const std::string& name, const std::string& dir,
+                      const std::vector<MarkedVertex>& vertices,
+                      const std::string& restartStrategy = "");
+
+// One start of a marked task.
+struct TaskMarker {
+  pid_t pid = 0;
+  std::string attempt;
+  uint32_t attemptNumber = 0;
+  std::string describe() const;
+};
+
+std::string markerPath(const std::string& dir, const std::string& vertex, uint32_t subtask);
+// The starts of subtask `subtask` of `vertex` so far, in order; malformed lines are skipped.
+std::vector<TaskMarker> readMarkers(const std::string& dir, const std::string& vertex,
+                                    uint32_t subtask);
+// Waits until the subtask's marker file holds at least `count` starts; returns them all, or
+// fails after `timeout` naming what it holds.
+Result<std::vector<TaskMarker>> waitForMarkers(const std::string& dir, const std::string& vertex,
+                                               uint32_t subtask, size_t count, Duration timeout);
+// Lets every attempt of the subtask end (creates its go file), and makes its attempt
+// `attemptNumber` exit 1 instead of 0 (creates that fail file; call it before the go file).
+void letSubtaskEnd(const std::string& dir, const std::string& vertex, uint32_t subtask);
+void failAttemptNumber(const std::string& dir, const std::string& vertex, uint32_t subtask,
+                       uint32_t attemptNumber);
+
 // ---- A cluster that runs jobs -------------------------------------------------------------------
 
 struct JobClusterOptions {
@@ -124,8 +176,8 @@ class JobCluster final {
 
   // Waits until a master serves as the leader of `epoch` and every running worker registered
   // with it; from then on leader() and epoch() are that master's, and the job events read are
-  // its own.
-  Status followLeader(uint64_t epoch);
+  // its own. Workers in `notWaitingFor` (stopped ones) are not waited for.
+  Status followLeader(uint64_t epoch, const std::vector<size_t>& notWaitingFor = {});
   // Starts one more worker and waits until it registered with the leader; returns its slot.
   Result<size_t> addWorker();
   // The worker slot whose current run has resource id `resourceId`.
@@ -157,6 +209,8 @@ class JobCluster final {
                                    Duration timeout);
   // Waits for "job clean" of `job`: the job's end to end completion.
   Result<JobEvent> waitForJobClean(const std::string& job, Duration timeout);
+  // Waits for "job reconciled" of `job`: its JobMaster left RECONCILING after a failover.
+  Result<JobEvent> waitForJobReconciled(const std::string& job, Duration timeout);
   // The leader's events of `job` of `kind`, in order.
   std::vector<JobEvent> jobEventsOf(const std::string& job, JobEvent::Kind kind);
 
@@ -164,6 +218,8 @@ class JobCluster final {
   std::vector<TaskEvent> taskEvents(size_t worker);
   Result<TaskEvent> waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,
                                      Duration timeout);
+  // The task events of `job` of `kind` on every worker (current runs), worker by worker.
+  std::vector<TaskEvent> taskEventsOf(const std::string& job, TaskEvent::Kind kind);
 
   // Whether ZooKeeper holds the job's JobGraph (`jobgraphs/<job>`) or JobResult
   // (`job-results/<job>`) under the cluster's root.
@@ -204,6 +260,11 @@ const nlohmann::json* vertexStatus(const nlohmann::json& status, const std::stri
 // The subtask `index` of `vertex`, or null.
 const nlohmann::json* subtaskStatus(const nlohmann::json& status, const std::string& vertex,
                                     uint32_t index);
+// Polls `jobs status` of `job` until each of the first `parallelism` subtasks of `vertex` shows
+// an attempt in `state`; returns those attempts ("attempt" of each subtask, by index).
+Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(
+    JobCluster& cluster, const std::string& job, const std::string& vertex, uint32_t parallelism,
+    const std::string& state, Duration timeout);
 // A text field of `object` ("" when absent or not text).
 std::string textField(const nlohmann::json& object, const char* key);
 

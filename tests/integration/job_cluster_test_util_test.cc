@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+
 namespace regent::testing {
 namespace {
 
@@ -36,6 +38,40 @@ TEST(JobEventLines, ReadsAttemptAndJobLinesOfTheMaster) {
   EXPECT_EQ(events[3].state, "FAILED");
   EXPECT_EQ(events[4].kind, JobEvent::Kind::kJobClean);
   EXPECT_EQ(events[4].job, "ab");
+}
+
+TEST(JobEventLines, ReadsTheReconciliationLinesOfTheMaster) {
+  const auto events = parseJobEvents(
+      "job reconciling job=ab expected=2 mono_us=1 wall_ms=2\n"
+      "attempt adopted epoch=4 job=ab vertex=a subtask=1 attempt=cd attempt_number=3 worker=ef "
+      "pid=77 mono_us=1 wall_ms=2\n"
+      "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=true mono_us=1 wall_ms=2\n"
+      "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=maybe\n"  // Not a bool.
+      "attempt adopted job=ab vertex=a subtask=1 attempt=cd worker=ef\n");      // No pid.
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, JobEvent::Kind::kJobReconciling);
+  EXPECT_EQ(events[0].expected, 2u);
+  EXPECT_EQ(events[1].kind, JobEvent::Kind::kAttemptAdopted);
+  EXPECT_EQ(events[1].epoch, 4u);
+  EXPECT_EQ(events[1].subtask, 1u);
+  EXPECT_EQ(events[1].attemptNumber, 3u);
+  EXPECT_EQ(events[1].resourceId, "ef");
+  EXPECT_EQ(events[1].pid, 77);
+  EXPECT_EQ(events[2].kind, JobEvent::Kind::kJobReconciled);
+  EXPECT_EQ(events[2].adopted, 1u);
+  EXPECT_EQ(events[2].unreported, 1u);
+  EXPECT_TRUE(events[2].timedOut);
+}
+
+TEST(TaskMarkers, ReadsTheStartsATaskAppended) {
+  TempDir dir("regent-markers");
+  std::ofstream(markerPath(dir.path(), "v", 1)) << "42 ab 0\nbroken\n43 cd 1\n";
+  const auto markers = readMarkers(dir.path(), "v", 1);
+  ASSERT_EQ(markers.size(), 2u);
+  EXPECT_EQ(markers[0].pid, 42);
+  EXPECT_EQ(markers[0].attempt, "ab");
+  EXPECT_EQ(markers[1].attemptNumber, 1u);
+  EXPECT_TRUE(readMarkers(dir.path(), "v", 0).empty());
 }
 
 TEST(TaskEventLines, ReadsTaskLinesOfAWorker) {

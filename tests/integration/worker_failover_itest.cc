@@ -2,10 +2,10 @@
 // every slot held by the subtasks of one submitted job (long sleeps), then the leader SIGKILLed,
 // handing over (regentctl failover) or SIGSTOPped past its ZooKeeper session. Every worker
 // registers with the new leader, whose slot table (regentctl workers --json) settles on the old
-// one: same workers, same slots, same allocation ids, same job (the new leader's JobMaster takes
-// the offered slots and runs new attempts in them). A stopped leader that wakes up is refused by
-// the workers' epoch gate and changes nothing on them. A worker paused through the failover is
-// missing from the new table until it registers, then brings its allocations back.
+// one: same workers, same slots, same allocation ids, same job (the new leader's JobMaster adopts
+// the attempts running in the offered slots, docs/jobgraph.md). A stopped leader that wakes up
+// is refused by the workers' epoch gate and changes nothing on them. A worker paused through the
+// failover is missing from the new table until it registers, then brings its allocations back.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,26 +119,43 @@ class WorkerFailover : public ::testing::Test {
     return table.value();
   }
 
-  // Waits until the master in `slot` logged every subtask of the job RUNNING in `epoch` (its
-  // "attempt state" lines): the JobMaster of that term runs an attempt in each held slot.
-  void expectEverySubtaskRunning(size_t slot, uint64_t epoch) {
-    const std::regex running("attempt state epoch=" + std::to_string(epoch) +
-                             " job=" + job_.toHex() +
-                             " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ state=RUNNING ");
+  // Waits until the master in `slot` logged each subtask of the job in a line `pattern` matches
+  // (its group 1 the subtask index).
+  void expectEverySubtask(size_t slot, const std::regex& pattern, const std::string& what,
+                          uint64_t epoch) {
     std::set<std::string> subtasks;
     const bool all = waitUntil(
         [&] {
           const std::string output = masters_->process(slot).output();
-          for (auto it = std::sregex_iterator(output.begin(), output.end(), running);
+          for (auto it = std::sregex_iterator(output.begin(), output.end(), pattern);
                it != std::sregex_iterator(); ++it) {
             subtasks.insert((*it)[1].str());
           }
           return subtasks.size() == kAllocated;
         },
         kFailoverTimeout, Duration(100));
-    EXPECT_TRUE(all) << subtasks.size() << " of " << kAllocated << " subtasks RUNNING in epoch "
-                     << epoch << "\n"
+    EXPECT_TRUE(all) << subtasks.size() << " of " << kAllocated << " subtasks " << what
+                     << " in epoch " << epoch << "\n"
                      << masters_->describe() << workers_->describe();
+  }
+
+  // Every subtask of the job logged RUNNING in `epoch` (its "attempt state" lines): the
+  // JobMaster of that term runs an attempt in each held slot.
+  void expectEverySubtaskRunning(size_t slot, uint64_t epoch) {
+    expectEverySubtask(
+        slot,
+        std::regex("attempt state epoch=" + std::to_string(epoch) + " job=" + job_.toHex() +
+                   " vertex=hold subtask=(\\d+) attempt=[0-9a-f]+ state=RUNNING "),
+        "RUNNING", epoch);
+  }
+
+  // Every subtask's running attempt adopted by the JobMaster of `epoch` ("attempt adopted
+  // [epoch=E ]job=J vertex=V subtask=I ...", docs/operations.md): the same attempts run on.
+  void expectEverySubtaskAdopted(size_t slot, uint64_t epoch) {
+    expectEverySubtask(slot,
+                       std::regex("attempt adopted (?:epoch=" + std::to_string(epoch) +
+                                  " )?job=" + job_.toHex() + " vertex=hold subtask=(\\d+) "),
+                       "adopted", epoch);
   }
 
   // Every worker registers with the leader of `epoch`, whose table becomes `before`, and whose
@@ -163,8 +180,8 @@ class WorkerFailover : public ::testing::Test {
         regentctl_->waitForTable([&](const SlotTable& t) { return t == before; }, kFailoverTimeout);
     ASSERT_OK(after);
     EXPECT_EQ(describeTable(after.value()), describeTable(before));
-    // The new leader's JobMaster took the offered slots and runs new attempts in them.
-    expectEverySubtaskRunning(leader.value(), epoch);
+    // The new leader's JobMaster adopted the attempts running in the offered slots.
+    expectEverySubtaskAdopted(leader.value(), epoch);
   }
 
   // The refusals every worker's epoch gate counted (regent_worker_epoch_gate_refusals_total).
@@ -304,7 +321,7 @@ TEST_F(WorkerFailover, AWorkerPausedThroughTheFailoverIsMissingUntilItRegistersW
   auto after =
       regentctl_->waitForTable([&](const SlotTable& t) { return t == before; }, kFailoverTimeout);
   ASSERT_OK(after);
-  expectEverySubtaskRunning(next.value(), epoch_ + 1);
+  expectEverySubtaskAdopted(next.value(), epoch_ + 1);
 }
 
 }  // namespace
