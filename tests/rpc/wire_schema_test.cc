@@ -28,8 +28,8 @@ std::map<uint64_t, capnp::StructSchema> compiledStructs() {
   std::map<uint64_t, capnp::StructSchema> out;
   std::map<uint64_t, bool> visited;
   capnp::Schema roots[] = {capnp::Schema::from<MasterBootstrap>(), capnp::Schema::from<JobGraph>(),
-                           capnp::Schema::from<JobResult>(), capnp::Schema::from<LeaderInfo>(),
-                           capnp::Schema::from<ContenderInfo>()};
+                           capnp::Schema::from<JobResult>(), capnp::Schema::from<JobProgress>(),
+                           capnp::Schema::from<LeaderInfo>(), capnp::Schema::from<ContenderInfo>()};
   for (capnp::Schema root : roots) {
     collectStructs(root, out, visited);
   }
@@ -68,6 +68,8 @@ TEST(WireSchema, EnumeratesEveryStructIncludingNestedAndMethodStructs) {
                            "TaskExecutionState",
                            "JobStatus",
                            "JobResult",
+                           "JobProgress",
+                           "SubtaskProgress",
                            "SlotStatus",
                            "SlotReport",
                            "SlotOffer",
