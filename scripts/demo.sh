@@ -328,13 +328,22 @@ same_counter() {
     kill -0 "$pid" 2>/dev/null && step "pid $pid is alive." || step "pid $pid is gone."
   done <"$work/counter-now.txt"
 }
-# The new leader's "job reconciled" event line for the counter job (epoch $1).
+# The "job reconciled" event line the leader of epoch $1 logged for the counter job (polls at
+# most 10 s for it).
 show_reconciled() {
-  for i in 1 2 3; do
-    if grep -q "leadership granted epoch=$1 " "$work/master-$i.log"; then
-      grep "job reconciled job=$counter_job " "$work/master-$i.log" | tail -n 1 | sed 's/^.*\(job reconciled\)/    \1/'
-    fi
+  local i line
+  for _ in $(seq 50); do
+    for i in 1 2 3; do
+      # The lines after that leader's grant in its log.
+      line=$(sed -n "/leadership granted epoch=$1 /,\$p" "$work/master-$i.log" | grep "job reconciled job=$counter_job " | head -n 1 || true)
+      if [ -n "$line" ]; then
+        sed 's/^.*\(job reconciled\)/    \1/' <<<"$line"
+        return 0
+      fi
+    done
+    sleep 0.2
   done
+  step "(no job reconciled line from the leader of epoch $1)"
 }
 say "\$ regentctl jobs list"
 ctl jobs list
@@ -394,6 +403,7 @@ leader_pid=$(json_field pid <<<"$leader")
 for id in "${long_jobs[@]}"; do wait_for_job "$id" RUNNING 30; done
 say "\$ regentctl jobs list"
 ctl jobs list
+show_reconciled "$epoch"
 same_counter
 
 say "Stopping the new leader (pid $leader_pid) with SIGTERM: it hands over on purpose."
@@ -401,6 +411,7 @@ term_at=$(now_ms)
 kill -TERM "$leader_pid"
 leader=$(wait_for_leader_after "$epoch")
 step "The last standby was elected $(($(json_field elected_at_ms <<<"$leader") - term_at)) ms after the SIGTERM: no session timeout to wait for."
+epoch=$(json_field epoch <<<"$leader")
 code=0
 wait "$leader_pid" || code=$?
 step "The old leader exited with code $code. What it logged:"
