@@ -87,6 +87,12 @@ kj::Promise<void> LeaderTerm::start() {
 
 kj::Promise<void> LeaderTerm::whenReady() {
   if (ready()) return kj::READY_NOW;
+  // Callers that stopped waiting (MasterProcess::whenTermReady gives up after its bound) leave
+  // their fulfillers behind: drop those first, so a recovery that keeps failing while workers
+  // keep asking holds one per caller still waiting, not one per call ever made.
+  std::erase_if(readyWaiters_, [](kj::Own<kj::PromiseFulfiller<void>>& waiter) {
+    return !waiter->isWaiting();
+  });
   auto paf = kj::newPromiseAndFulfiller<void>();
   readyWaiters_.push_back(kj::mv(paf.fulfiller));
   return kj::mv(paf.promise);

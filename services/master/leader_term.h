@@ -83,8 +83,10 @@ class LeaderTerm final {
   uint64_t epoch() const { return epoch_; }
   // start() resolved: recovery done, the gateways serve.
   bool ready() const { return capabilities_.ready(); }
-  // Resolves once ready() (at once when it is); rejects when the term is destroyed first.
+  // Resolves once ready() (at once when it is); rejects when the term is destroyed first. Holds
+  // one fulfiller per caller still waiting (those of dropped promises are pruned on each call).
   kj::Promise<void> whenReady();
+  size_t readyWaitersForTests() const { return readyWaiters_.size(); }
 
   // SERVING was published for this term (the process publishes it once start() resolved).
   bool serving() const { return serving_; }

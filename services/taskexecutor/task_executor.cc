@@ -739,7 +739,8 @@ kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> TaskExecutor::jobMaste
       .catch_([](kj::Exception&& exception) -> Outcome {
         // The leader went away with the call in flight (DISCONNECTED), or it timed out: a
         // failure the callers retry, not an exception that would end their loop with its flag
-        // (JobLink::delivering, offering) still set.
+        // (JobLink::delivering, offering) still set. Any other exception is retried too: giving
+        // up would mean freeing the job's slots, so cancelling tasks that may be running fine.
         rpc::CallFailure failure;
         failure.which = wire::Failure::UNAVAILABLE;
         failure.message = "MasterBootstrap.jobMaster: " + describeException(exception);

@@ -131,6 +131,26 @@ TEST_F(LeaderTermTest, OpeningAndRecoveryAreRetriedAfterTheBackoffDelay) {
   EXPECT_EQ(services_.opens, 3u);  // The recovery retry reuses the term's stores.
 }
 
+TEST_F(LeaderTermTest, WhenReadyResolvesOnceRecoveredAndKeepsNoFulfillerOfADroppedWait) {
+  backend_.failReads = 1;  // The first recovery fails; the retry after 1 s succeeds.
+  grant();
+  ASSERT_FALSE(term_->ready());
+  // Callers that gave up (their promise dropped) leave nothing behind once someone asks again.
+  for (int i = 0; i < 100; ++i) (void)term_->whenReady();
+  bool resolved = false;
+  auto waiting = term_->whenReady().then([&] { resolved = true; }).eagerlyEvaluate(nullptr);
+  EXPECT_EQ(term_->readyWaitersForTests(), 1u);
+  settle();
+  EXPECT_FALSE(resolved);
+
+  advance(1 * kj::SECONDS);
+  EXPECT_TRUE(term_->ready());
+  EXPECT_TRUE(resolved);
+  bool atOnce = false;
+  term_->whenReady().then([&] { atOnce = true; }).wait(loop_.waitScope());
+  EXPECT_TRUE(atOnce);
+}
+
 TEST_F(LeaderTermTest, EndingTheTermDuringRecoveryCancelsItsStartAndFencesItsGateway) {
   backend_.failReads = 1000;  // Recovery never succeeds.
   grant();
