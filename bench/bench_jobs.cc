@@ -375,17 +375,6 @@ Result<std::unique_ptr<ProcessHarness>> startProcess(std::vector<std::string> ar
   return ProcessHarness::start(ProcessOptions{.argv = std::move(argv), .outputPath = logPath});
 }
 
-std::vector<std::string> withSets(std::string binary, const std::vector<std::string>& sets) {
-  std::vector<std::string> argv = {std::move(binary)};
-  for (const auto& set : sets) {
-    argv.push_back("--set");
-    argv.push_back(set);
-  }
-  return argv;
-}
-
-double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
-
 // The first process whose command line holds `text`, other than this one; nullopt if none.
 std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
   std::error_code error;
@@ -470,14 +459,7 @@ class JobsBench final {
       std::filesystem::create_directories(data);
       // Tasks run as worker.task-user (nobody by default) in directories under the data dir.
       ::chmod(data.c_str(), 0755);
-      std::vector<std::string> sets = {
-          "ha.zookeeper.quorum=" + quorum_,
-          "cluster-id=" + clusterId_,
-          "worker.data-dir=" + data,
-          "worker.http.bind=127.0.0.1:0",
-          "worker.slots=" + std::to_string(options_.slots),
-          "log.level=info",
-      };
+      std::vector<std::string> sets = workerSettings(quorum_, clusterId_, data, options_.slots);
       sets.insert(sets.end(), options_.workerSets.begin(), options_.workerSets.end());
       auto worker = startProcess(withSets(options_.binDir + "/regent-worker", sets),
                                  dir_ + "/worker-" + std::to_string(i) + ".log");
@@ -485,11 +467,8 @@ class JobsBench final {
       workers_.push_back(std::move(worker).value());
     }
     for (size_t i = 0; i < workers_.size(); ++i) {
-      auto registered = workers_[i]->waitForLine(std::regex("worker registered "), kStartTimeout);
-      if (!registered.ok()) {
-        return Error::fatal("regent-worker " + std::to_string(i) +
-                            " did not register: " + registered.error().message);
-      }
+      Status registered = waitForWorkerRegistered(*workers_[i], i, kStartTimeout);
+      if (!registered.ok()) return registered;
     }
     note("1 regent-master, " + std::to_string(options_.workers) + " regent-worker x " +
          std::to_string(options_.slots) + " slots registered; logs in " + dir_ +
@@ -711,14 +690,10 @@ class JobsBench final {
 };
 
 int run(const BenchOptions& options) {
-  auto fail = [](const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench_jobs: %s\n", what.c_str());
-    return 1;
-  };
-  for (const char* name : {"regent-master", "regent-worker"}) {
-    const std::string binary = options.binDir + "/" + name;
-    if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
+  auto fail = [](const std::string& what) { return reportFailure("bench_jobs", what); };
+  if (Status present = requireBinaries(options.binDir, {"regent-master", "regent-worker"});
+      !present.ok()) {
+    return fail(present.error().message);
   }
   spdlog::set_level(spdlog::level::warn);
   auto server = ZooKeeperServer::start(ZooKeeperServerOptions{.tickTime = Duration(500)});

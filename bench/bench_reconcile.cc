@@ -78,8 +78,6 @@ struct BenchOptions {
   std::string binDir;
 };
 
-double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
-
 // The signal (SIGINT, SIGTERM, SIGHUP) that asked the benchmark to stop, 0 if none: every wait
 // then ends at once, and the run fails through its usual path, which stops what it started.
 volatile sig_atomic_t gStopSignal = 0;
@@ -97,15 +95,6 @@ void installStopHandlers() {
 bool waitUntil(const std::function<bool()>& condition, Duration timeout, Duration interval) {
   return testing::waitUntil([&] { return gStopSignal != 0 || condition(); }, timeout, interval) &&
          gStopSignal == 0;
-}
-
-std::vector<std::string> withSets(std::string binary, const std::vector<std::string>& sets) {
-  std::vector<std::string> argv = {std::move(binary)};
-  for (const auto& set : sets) {
-    argv.push_back("--set");
-    argv.push_back(set);
-  }
-  return argv;
 }
 
 // One started process and every complete line of its current run's log read so far.
@@ -202,15 +191,8 @@ class ReconcileBench final {
       // Run as root, the workers run their tasks as worker.task-user (nobody by default) in
       // directories under the data directory.
       ::chmod(data.c_str(), 0755);
-      std::vector<std::string> sets = {
-          "ha.zookeeper.quorum=" + quorum_,
-          "cluster-id=" + clusterId_,
-          "worker.data-dir=" + data,
-          "worker.http.bind=127.0.0.1:0",
-          "worker.slots=" + std::to_string(options_.slots),
-          "worker.task-cancel-timeout=1s",
-          "log.level=info",
-      };
+      std::vector<std::string> sets = workerSettings(quorum_, clusterId_, data, options_.slots);
+      sets.push_back("worker.task-cancel-timeout=1s");
       sets.insert(sets.end(), options_.workerSets.begin(), options_.workerSets.end());
       auto worker = startLogged(withSets(options_.binDir + "/regent-worker", sets),
                                 dir_ + "/worker-" + std::to_string(i) + ".log");
@@ -218,12 +200,8 @@ class ReconcileBench final {
       workers_.push_back(std::move(worker).value());
     }
     for (size_t i = 0; i < workers_.size(); ++i) {
-      auto registered =
-          workers_[i].process->waitForLine(std::regex("worker registered "), kStartTimeout);
-      if (!registered.ok()) {
-        return Error::fatal("regent-worker " + std::to_string(i) +
-                            " did not register: " + registered.error().message);
-      }
+      Status registered = waitForWorkerRegistered(*workers_[i].process, i, kStartTimeout);
+      if (!registered.ok()) return registered;
     }
     note("3 regent-master (ZooKeeper store), " + std::to_string(options_.workers) +
          " regent-worker x " + std::to_string(options_.slots) + " slots; logs in " + dir_ +
@@ -554,14 +532,11 @@ class ReconcileBench final {
 };
 
 int run(const BenchOptions& options) {
-  auto fail = [](const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench_reconcile: %s\n", what.c_str());
-    return 1;
-  };
-  for (const char* name : {"regent-master", "regent-worker", "regentctl", "regent-task-shim"}) {
-    const std::string binary = options.binDir + "/" + name;
-    if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
+  auto fail = [](const std::string& what) { return reportFailure("bench_reconcile", what); };
+  if (Status present = requireBinaries(
+          options.binDir, {"regent-master", "regent-worker", "regentctl", "regent-task-shim"});
+      !present.ok()) {
+    return fail(present.error().message);
   }
   spdlog::set_level(spdlog::level::warn);
   installStopHandlers();
