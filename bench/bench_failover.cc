@@ -53,7 +53,7 @@ struct BenchOptions {
   Duration sessionTimeout{2000};
   std::string logLevel = "info";
   std::vector<std::string> masterSets;  // Extra --set key=value for every master.
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // The whole-number field `key` of the event line `event` in `line`, if both are there.
@@ -532,7 +532,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   int64_t sessionTimeoutMs = options.sessionTimeout.count();
   int64_t killJitterMs = options.killJitter.count();
   options.seed = std::random_device{}();

@@ -83,7 +83,7 @@ struct BenchOptions {
   // (0: skip that step).
   int idleJobs = 20;
   std::vector<std::string> masterSets, workerSets;
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // What the master's event lines said about one job (mono_us of each event, 0 = not yet).
@@ -711,7 +711,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   CLI::App app{
       "Jobs benchmark: one regent-master and real regent-worker processes over a real ZooKeeper "
       "server; submits small jobs (one vertex running /bin/true) with a bounded number in "

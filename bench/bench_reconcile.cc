@@ -75,7 +75,7 @@ struct BenchOptions {
   // still reports its numbers.
   Duration reconcileTimeout{120000};
   std::vector<std::string> masterSets, workerSets;
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // The signal (SIGINT, SIGTERM, SIGHUP) that asked the benchmark to stop, 0 if none: every wait
@@ -561,7 +561,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   int64_t reconcileTimeoutMs = options.reconcileTimeout.count();
   CLI::App app{
       "Reconciliation benchmark: a real ZooKeeper server, three regent-master processes and real "

@@ -347,7 +347,7 @@ struct BenchOptions {
   // the leader suspends its term.
   Duration sessionTimeout{6000};
   std::vector<std::string> masterSets;
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // One master: its process (restarted after a crash) and what its log said so far.
@@ -788,7 +788,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   regent::bench::GeneratorOptions generator;
   bool generate = false;
   std::string workersText = "100,1000,5000";

@@ -32,11 +32,9 @@ void submitAndRun(JobCluster& cluster, RunningJob& running) {
   auto job = cluster.submit(markedJob("survivor", cluster.taskDir(), {{kVertex, kParallelism}}));
   ASSERT_OK(job);
   running.id = job.value();
-  for (uint32_t i = 0; i < kParallelism; ++i) {
-    auto markers = waitForMarkers(cluster.taskDir(), kVertex, i, 1, kJobsTimeout);
-    ASSERT_OK(markers);
-    running.markers.push_back(markers.value()[0]);
-  }
+  auto markers = waitForFirstStarts(cluster.taskDir(), kVertex, kParallelism, kJobsTimeout);
+  ASSERT_OK(markers);
+  running.markers = markers.value();
   auto attempts =
       waitForSubtaskAttempts(cluster, running.id, kVertex, kParallelism, "RUNNING", kJobsTimeout);
   ASSERT_OK(attempts);
