@@ -23,9 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -383,10 +381,7 @@ std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
     if (pid == ::getpid()) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    const std::string commandLine((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
-    if (commandLine.find(text) != std::string::npos) return pid;
+    if (procCommandLine(pid).find(text) != std::string::npos) return pid;
   }
   return std::nullopt;
 }
@@ -455,11 +450,8 @@ class JobsBench final {
       return Error::fatal("regent-master did not serve: " + serving.error().message);
     }
     for (int i = 0; i < options_.workers; ++i) {
-      const std::string data = dir_ + "/worker-" + std::to_string(i);
-      std::filesystem::create_directories(data);
-      // Tasks run as worker.task-user (nobody by default) in directories under the data dir.
-      ::chmod(data.c_str(), 0755);
-      std::vector<std::string> sets = workerSettings(quorum_, clusterId_, data, options_.slots);
+      std::vector<std::string> sets =
+          workerSettings(quorum_, clusterId_, makeWorkerDataDir(dir_, i), options_.slots);
       sets.insert(sets.end(), options_.workerSets.begin(), options_.workerSets.end());
       auto worker = startProcess(withSets(options_.binDir + "/regent-worker", sets),
                                  dir_ + "/worker-" + std::to_string(i) + ".log");

@@ -26,10 +26,8 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -186,12 +184,8 @@ class ReconcileBench final {
     }
     leader_ = *findLeader(0);
     for (int i = 0; i < options_.workers; ++i) {
-      const std::string data = dir_ + "/worker-" + std::to_string(i);
-      std::filesystem::create_directories(data);
-      // Run as root, the workers run their tasks as worker.task-user (nobody by default) in
-      // directories under the data directory.
-      ::chmod(data.c_str(), 0755);
-      std::vector<std::string> sets = workerSettings(quorum_, clusterId_, data, options_.slots);
+      std::vector<std::string> sets =
+          workerSettings(quorum_, clusterId_, makeWorkerDataDir(dir_, i), options_.slots);
       sets.push_back("worker.task-cancel-timeout=1s");
       sets.insert(sets.end(), options_.workerSets.begin(), options_.workerSets.end());
       auto worker = startLogged(withSets(options_.binDir + "/regent-worker", sets),
@@ -506,9 +500,7 @@ class ReconcileBench final {
     for (LoggedProcess& worker : workers_) (void)worker.process->waitForExit(kStopTimeout);
     workers_.clear();
     for (const int64_t pid : taskPids) {
-      std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-      const std::string commandLine((std::istreambuf_iterator<char>(in)),
-                                    std::istreambuf_iterator<char>());
+      const std::string commandLine = procCommandLine(static_cast<pid_t>(pid));
       if (commandLine.find("sleep") == std::string::npos &&
           commandLine.find("regent-task-shim") == std::string::npos) {
         continue;  // Gone (or the pid is another process's by now).

@@ -7,6 +7,7 @@
 // Header-only; benchmarks print numbers and never assert timings.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -193,6 +194,13 @@ inline std::string loadAverage() {
   return in ? one : "?";
 }
 
+// The command line of process `pid` as /proc/<pid>/cmdline holds it (arguments NUL-separated);
+// empty if the process is gone.
+inline std::string procCommandLine(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // The directory of the running benchmark binary (where the build puts regent-master too), or
 // "." if /proc/self/exe cannot be read.
 inline std::string thisExecutableDir() {
@@ -226,6 +234,16 @@ inline std::vector<std::string> withSets(std::string binary, const std::vector<s
   return argv;
 }
 
+// Creates `<dir>/worker-<index>`, the data directory of worker `index`, and returns its path. It
+// is mode 0755: run as root, a worker runs its tasks as worker.task-user (nobody by default) in
+// directories under it.
+inline std::string makeWorkerDataDir(const std::string& dir, int index) {
+  const std::string data = dir + "/worker-" + std::to_string(index);
+  std::filesystem::create_directories(data);
+  ::chmod(data.c_str(), 0755);
+  return data;
+}
+
 // The settings of a benchmark's regent-worker: ZooKeeper `quorum`, `clusterId`, its data
 // directory `dataDir`, `slots` slots, an HTTP port of its own, log.level=info. Callers append
 // their own (later settings of the same key win).
@@ -233,9 +251,12 @@ inline std::vector<std::string> workerSettings(const std::string& quorum,
                                                const std::string& clusterId,
                                                const std::string& dataDir, int slots) {
   return {
-      "ha.zookeeper.quorum=" + quorum,    "cluster-id=" + clusterId,
-      "worker.data-dir=" + dataDir,       "worker.http.bind=127.0.0.1:0",
-      "worker.slots=" + std::to_string(slots), "log.level=info",
+      "ha.zookeeper.quorum=" + quorum,
+      "cluster-id=" + clusterId,
+      "worker.data-dir=" + dataDir,
+      "worker.http.bind=127.0.0.1:0",
+      "worker.slots=" + std::to_string(slots),
+      "log.level=info",
   };
 }
 
