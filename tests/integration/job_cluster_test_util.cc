@@ -312,8 +312,8 @@ Result<std::vector<TaskMarker>> waitForMarkers(const std::string& dir, const std
 }
 
 Result<std::vector<TaskMarker>> waitForFirstStarts(const std::string& dir,
-                                                   const std::string& vertex,
-                                                   uint32_t parallelism, Duration timeout) {
+                                                   const std::string& vertex, uint32_t parallelism,
+                                                   Duration timeout) {
   std::vector<TaskMarker> firsts;
   for (uint32_t i = 0; i < parallelism; ++i) {
     auto markers = waitForMarkers(dir, vertex, i, 1, timeout);
