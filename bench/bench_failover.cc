@@ -53,7 +53,7 @@ struct BenchOptions {
   Duration sessionTimeout{2000};
   std::string logLevel = "info";
   std::vector<std::string> masterSets;  // Extra --set key=value for every master.
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // The whole-number field `key` of the event line `event` in `line`, if both are there.
@@ -415,15 +415,12 @@ Result<int64_t> idleStandbyRssKb(Group& masters, size_t leader) {
 }
 
 int run(const BenchOptions& options) {
-  auto fail = [](const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench_failover: %s\n", what.c_str());
-    return 1;
-  };
+  auto fail = [](const std::string& what) { return reportFailure("bench_failover", what); };
   const std::string masterBinary = options.binDir + "/regent-master";
   const std::string baselineBinary = options.binDir + "/zk-election-baseline";
-  for (const auto& binary : {masterBinary, baselineBinary}) {
-    if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
+  if (Status present = requireBinaries(options.binDir, {"regent-master", "zk-election-baseline"});
+      !present.ok()) {
+    return fail(present.error().message);
   }
 
   ZooKeeperServerOptions zkOptions;
@@ -457,13 +454,8 @@ int run(const BenchOptions& options) {
         "log.level=" + options.logLevel,
     };
     sets.insert(sets.end(), options.masterSets.begin(), options.masterSets.end());
-    std::vector<std::string> argv = {masterBinary};
-    for (const auto& set : sets) {
-      argv.push_back("--set");
-      argv.push_back(set);
-    }
     masters.push_back(std::make_unique<Contender>(
-        "master-" + std::to_string(i), std::move(argv),
+        "master-" + std::to_string(i), withSets(masterBinary, sets),
         logs.path() + "/master-" + std::to_string(i) + ".log", masterKind()));
   }
   if (Status started = startAll(masters); !started.ok()) return fail(started.error().message);
@@ -540,7 +532,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   int64_t sessionTimeoutMs = options.sessionTimeout.count();
   int64_t killJitterMs = options.killJitter.count();
   options.seed = std::random_device{}();

@@ -23,9 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,7 +81,7 @@ struct BenchOptions {
   // (0: skip that step).
   int idleJobs = 20;
   std::vector<std::string> masterSets, workerSets;
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // What the master's event lines said about one job (mono_us of each event, 0 = not yet).
@@ -375,17 +373,6 @@ Result<std::unique_ptr<ProcessHarness>> startProcess(std::vector<std::string> ar
   return ProcessHarness::start(ProcessOptions{.argv = std::move(argv), .outputPath = logPath});
 }
 
-std::vector<std::string> withSets(std::string binary, const std::vector<std::string>& sets) {
-  std::vector<std::string> argv = {std::move(binary)};
-  for (const auto& set : sets) {
-    argv.push_back("--set");
-    argv.push_back(set);
-  }
-  return argv;
-}
-
-double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
-
 // The first process whose command line holds `text`, other than this one; nullopt if none.
 std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
   std::error_code error;
@@ -394,10 +381,7 @@ std::optional<pid_t> pidWithCommandLineContaining(const std::string& text) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
     if (pid == ::getpid()) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    const std::string commandLine((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
-    if (commandLine.find(text) != std::string::npos) return pid;
+    if (procCommandLine(pid).find(text) != std::string::npos) return pid;
   }
   return std::nullopt;
 }
@@ -466,18 +450,8 @@ class JobsBench final {
       return Error::fatal("regent-master did not serve: " + serving.error().message);
     }
     for (int i = 0; i < options_.workers; ++i) {
-      const std::string data = dir_ + "/worker-" + std::to_string(i);
-      std::filesystem::create_directories(data);
-      // Tasks run as worker.task-user (nobody by default) in directories under the data dir.
-      ::chmod(data.c_str(), 0755);
-      std::vector<std::string> sets = {
-          "ha.zookeeper.quorum=" + quorum_,
-          "cluster-id=" + clusterId_,
-          "worker.data-dir=" + data,
-          "worker.http.bind=127.0.0.1:0",
-          "worker.slots=" + std::to_string(options_.slots),
-          "log.level=info",
-      };
+      std::vector<std::string> sets =
+          workerSettings(quorum_, clusterId_, makeWorkerDataDir(dir_, i), options_.slots);
       sets.insert(sets.end(), options_.workerSets.begin(), options_.workerSets.end());
       auto worker = startProcess(withSets(options_.binDir + "/regent-worker", sets),
                                  dir_ + "/worker-" + std::to_string(i) + ".log");
@@ -485,11 +459,8 @@ class JobsBench final {
       workers_.push_back(std::move(worker).value());
     }
     for (size_t i = 0; i < workers_.size(); ++i) {
-      auto registered = workers_[i]->waitForLine(std::regex("worker registered "), kStartTimeout);
-      if (!registered.ok()) {
-        return Error::fatal("regent-worker " + std::to_string(i) +
-                            " did not register: " + registered.error().message);
-      }
+      Status registered = waitForWorkerRegistered(*workers_[i], i, kStartTimeout);
+      if (!registered.ok()) return registered;
     }
     note("1 regent-master, " + std::to_string(options_.workers) + " regent-worker x " +
          std::to_string(options_.slots) + " slots registered; logs in " + dir_ +
@@ -711,14 +682,10 @@ class JobsBench final {
 };
 
 int run(const BenchOptions& options) {
-  auto fail = [](const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench_jobs: %s\n", what.c_str());
-    return 1;
-  };
-  for (const char* name : {"regent-master", "regent-worker"}) {
-    const std::string binary = options.binDir + "/" + name;
-    if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
+  auto fail = [](const std::string& what) { return reportFailure("bench_jobs", what); };
+  if (Status present = requireBinaries(options.binDir, {"regent-master", "regent-worker"});
+      !present.ok()) {
+    return fail(present.error().message);
   }
   spdlog::set_level(spdlog::level::warn);
   auto server = ZooKeeperServer::start(ZooKeeperServerOptions{.tickTime = Duration(500)});
@@ -736,7 +703,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   CLI::App app{
       "Jobs benchmark: one regent-master and real regent-worker processes over a real ZooKeeper "
       "server; submits small jobs (one vertex running /bin/true) with a bounded number in "

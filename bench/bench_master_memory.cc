@@ -75,14 +75,10 @@ void fillStore(const std::string& path, size_t count) {
 
 // Starts a standalone master on `dir`'s store, waits until it serves, and returns its VmRSS.
 uint64_t servingMasterRssKb(const BenchOptions& options, const std::string& dir) {
-  std::vector<std::string> argv = {options.master};
-  for (const std::string& set :
-       std::vector<std::string>{"ha.mode=standalone", "store.rocksdb.path=" + dir + "/store",
-        "ha.standalone.epoch-file=" + dir + "/epoch", std::string("rpc.bind=127.0.0.1:0"),
-        std::string("http.bind=127.0.0.1:0")}) {
-    argv.push_back("--set");
-    argv.push_back(set);
-  }
+  const std::vector<std::string> argv =
+      withSets(options.master, {"ha.mode=standalone", "store.rocksdb.path=" + dir + "/store",
+                                "ha.standalone.epoch-file=" + dir + "/epoch",
+                                "rpc.bind=127.0.0.1:0", "http.bind=127.0.0.1:0"});
   auto master = testing::ProcessHarness::start(
       testing::ProcessOptions{.argv = argv, .outputPath = dir + "/master.log"});
   KJ_REQUIRE(master.ok(), master.error().message);

@@ -26,10 +26,8 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,10 +73,8 @@ struct BenchOptions {
   // still reports its numbers.
   Duration reconcileTimeout{120000};
   std::vector<std::string> masterSets, workerSets;
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
-
-double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
 
 // The signal (SIGINT, SIGTERM, SIGHUP) that asked the benchmark to stop, 0 if none: every wait
 // then ends at once, and the run fails through its usual path, which stops what it started.
@@ -97,15 +93,6 @@ void installStopHandlers() {
 bool waitUntil(const std::function<bool()>& condition, Duration timeout, Duration interval) {
   return testing::waitUntil([&] { return gStopSignal != 0 || condition(); }, timeout, interval) &&
          gStopSignal == 0;
-}
-
-std::vector<std::string> withSets(std::string binary, const std::vector<std::string>& sets) {
-  std::vector<std::string> argv = {std::move(binary)};
-  for (const auto& set : sets) {
-    argv.push_back("--set");
-    argv.push_back(set);
-  }
-  return argv;
 }
 
 // One started process and every complete line of its current run's log read so far.
@@ -197,20 +184,9 @@ class ReconcileBench final {
     }
     leader_ = *findLeader(0);
     for (int i = 0; i < options_.workers; ++i) {
-      const std::string data = dir_ + "/worker-" + std::to_string(i);
-      std::filesystem::create_directories(data);
-      // Run as root, the workers run their tasks as worker.task-user (nobody by default) in
-      // directories under the data directory.
-      ::chmod(data.c_str(), 0755);
-      std::vector<std::string> sets = {
-          "ha.zookeeper.quorum=" + quorum_,
-          "cluster-id=" + clusterId_,
-          "worker.data-dir=" + data,
-          "worker.http.bind=127.0.0.1:0",
-          "worker.slots=" + std::to_string(options_.slots),
-          "worker.task-cancel-timeout=1s",
-          "log.level=info",
-      };
+      std::vector<std::string> sets =
+          workerSettings(quorum_, clusterId_, makeWorkerDataDir(dir_, i), options_.slots);
+      sets.push_back("worker.task-cancel-timeout=1s");
       sets.insert(sets.end(), options_.workerSets.begin(), options_.workerSets.end());
       auto worker = startLogged(withSets(options_.binDir + "/regent-worker", sets),
                                 dir_ + "/worker-" + std::to_string(i) + ".log");
@@ -218,12 +194,8 @@ class ReconcileBench final {
       workers_.push_back(std::move(worker).value());
     }
     for (size_t i = 0; i < workers_.size(); ++i) {
-      auto registered =
-          workers_[i].process->waitForLine(std::regex("worker registered "), kStartTimeout);
-      if (!registered.ok()) {
-        return Error::fatal("regent-worker " + std::to_string(i) +
-                            " did not register: " + registered.error().message);
-      }
+      Status registered = waitForWorkerRegistered(*workers_[i].process, i, kStartTimeout);
+      if (!registered.ok()) return registered;
     }
     note("3 regent-master (ZooKeeper store), " + std::to_string(options_.workers) +
          " regent-worker x " + std::to_string(options_.slots) + " slots; logs in " + dir_ +
@@ -528,9 +500,7 @@ class ReconcileBench final {
     for (LoggedProcess& worker : workers_) (void)worker.process->waitForExit(kStopTimeout);
     workers_.clear();
     for (const int64_t pid : taskPids) {
-      std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-      const std::string commandLine((std::istreambuf_iterator<char>(in)),
-                                    std::istreambuf_iterator<char>());
+      const std::string commandLine = procCommandLine(static_cast<pid_t>(pid));
       if (commandLine.find("sleep") == std::string::npos &&
           commandLine.find("regent-task-shim") == std::string::npos) {
         continue;  // Gone (or the pid is another process's by now).
@@ -554,14 +524,11 @@ class ReconcileBench final {
 };
 
 int run(const BenchOptions& options) {
-  auto fail = [](const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench_reconcile: %s\n", what.c_str());
-    return 1;
-  };
-  for (const char* name : {"regent-master", "regent-worker", "regentctl", "regent-task-shim"}) {
-    const std::string binary = options.binDir + "/" + name;
-    if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
+  auto fail = [](const std::string& what) { return reportFailure("bench_reconcile", what); };
+  if (Status present = requireBinaries(
+          options.binDir, {"regent-master", "regent-worker", "regentctl", "regent-task-shim"});
+      !present.ok()) {
+    return fail(present.error().message);
   }
   spdlog::set_level(spdlog::level::warn);
   installStopHandlers();
@@ -586,7 +553,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   int64_t reconcileTimeoutMs = options.reconcileTimeout.count();
   CLI::App app{
       "Reconciliation benchmark: a real ZooKeeper server, three regent-master processes and real "

@@ -347,7 +347,7 @@ struct BenchOptions {
   // the leader suspends its term.
   Duration sessionTimeout{6000};
   std::vector<std::string> masterSets;
-  std::string binDir;
+  std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
 
 // One master: its process (restarted after a crash) and what its log said so far.
@@ -495,7 +495,6 @@ class SlotsBench final {
       master.label = "master-" + std::to_string(i);
       master.logPath = logDir_ + "/" + std::to_string(workers) + "-master-" + std::to_string(i) + ".log";
       master.wholeTarget = static_cast<uint64_t>(workers);
-      master.argv = {options_.binDir + "/regent-master"};
       std::vector<std::string> sets = {
           "ha.zookeeper.quorum=" + quorum_,
           "cluster-id=" + clusterId,
@@ -509,10 +508,7 @@ class SlotsBench final {
           "log.level=info",
       };
       sets.insert(sets.end(), options_.masterSets.begin(), options_.masterSets.end());
-      for (const auto& set : sets) {
-        master.argv.push_back("--set");
-        master.argv.push_back(set);
-      }
+      master.argv = withSets(options_.binDir + "/regent-master", sets);
       cluster.masters.push_back(std::move(master));
     }
     for (auto& master : cluster.masters) {
@@ -731,14 +727,9 @@ class SlotsBench final {
   // The resident set of one real regent-worker registered with the cluster and idle.
   Result<int64_t> idleWorkerRssKb(const std::string& clusterId, int workers) {
     TempDir data("regent-bench-worker");
-    std::vector<std::string> argv = {options_.binDir + "/regent-worker"};
-    for (const std::string& set : std::vector<std::string>{
-             "ha.zookeeper.quorum=" + quorum_, "cluster-id=" + clusterId,
-          "worker.data-dir=" + data.path(), "worker.http.bind=127.0.0.1:0",
-             "worker.slots=" + std::to_string(options_.slots), "log.level=info"}) {
-      argv.push_back("--set");
-      argv.push_back(set);
-    }
+    std::vector<std::string> argv =
+        withSets(options_.binDir + "/regent-worker",
+                 workerSettings(quorum_, clusterId, data.path(), options_.slots));
     auto worker = startProcess(argv,
                                logDir_ + "/" + std::to_string(workers) + "-regent-worker.log",
                                "worker", workerSecret_);
@@ -768,14 +759,11 @@ class SlotsBench final {
 };
 
 int run(const BenchOptions& options) {
-  auto fail = [](const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench_slots: %s\n", what.c_str());
-    return 1;
-  };
-  for (const char* name : {"regent-master", "regentctl", "regent-worker", "bench_slots"}) {
-    const std::string binary = options.binDir + "/" + name;
-    if (::access(binary.c_str(), X_OK) != 0) return fail(binary + " is missing; build it first");
+  auto fail = [](const std::string& what) { return reportFailure("bench_slots", what); };
+  if (Status present = requireBinaries(
+          options.binDir, {"regent-master", "regentctl", "regent-worker", "bench_slots"});
+      !present.ok()) {
+    return fail(present.error().message);
   }
   ZooKeeperServerOptions zkOptions;
   zkOptions.tickTime = Duration(500);
@@ -800,7 +788,6 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   regent::bench::BenchOptions options;
-  options.binDir = regent::bench::thisExecutableDir();
   regent::bench::GeneratorOptions generator;
   bool generate = false;
   std::string workersText = "100,1000,5000";

@@ -1,10 +1,13 @@
 // What every benchmark prints its numbers with: one percentile definition (the median is its
 // 50th), a min/median/max summary, fixed-decimal formatting, "# " notes, /proc readings of a
 // process (its settled resident set, its CPU time, its time waiting for a CPU) and of the
-// machine's load average, and the new lines of a growing log file.
+// machine's load average, and the new lines of a growing log file; and what every benchmark
+// that starts regent processes shares: its binaries' check, their `--set` command lines, the
+// worker settings, the wait for a worker's registration and the failure line.
 // Header-only; benchmarks print numbers and never assert timings.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -14,13 +17,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "common/time.h"
+#include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/wait_test_util.h"
 
 namespace regent::bench {
@@ -187,12 +194,90 @@ inline std::string loadAverage() {
   return in ? one : "?";
 }
 
+// The command line of process `pid` as /proc/<pid>/cmdline holds it (arguments NUL-separated);
+// empty if the process is gone.
+inline std::string procCommandLine(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // The directory of the running benchmark binary (where the build puts regent-master too), or
 // "." if /proc/self/exe cannot be read.
 inline std::string thisExecutableDir() {
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   return error ? std::string(".") : self.parent_path().string();
+}
+
+// Microseconds as fractional milliseconds.
+inline double ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
+
+// Ok if each of `names` is an executable file in `binDir`; else an error naming the first one
+// that is not ("<binDir>/<name> is missing; build it first").
+inline Status requireBinaries(const std::string& binDir, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const std::string binary = binDir + "/" + name;
+    if (::access(binary.c_str(), X_OK) != 0) {
+      return Error::fatal(binary + " is missing; build it first");
+    }
+  }
+  return {};
+}
+
+// The command line of `binary` with `--set <key=value>` for each of `sets`, in order.
+inline std::vector<std::string> withSets(std::string binary, const std::vector<std::string>& sets) {
+  std::vector<std::string> argv = {std::move(binary)};
+  for (const auto& set : sets) {
+    argv.push_back("--set");
+    argv.push_back(set);
+  }
+  return argv;
+}
+
+// Creates `<dir>/worker-<index>`, the data directory of worker `index`, and returns its path. It
+// is mode 0755: run as root, a worker runs its tasks as worker.task-user (nobody by default) in
+// directories under it.
+inline std::string makeWorkerDataDir(const std::string& dir, int index) {
+  const std::string data = dir + "/worker-" + std::to_string(index);
+  std::filesystem::create_directories(data);
+  ::chmod(data.c_str(), 0755);
+  return data;
+}
+
+// The settings of a benchmark's regent-worker: ZooKeeper `quorum`, `clusterId`, its data
+// directory `dataDir`, `slots` slots, an HTTP port of its own, log.level=info. Callers append
+// their own (later settings of the same key win).
+inline std::vector<std::string> workerSettings(const std::string& quorum,
+                                               const std::string& clusterId,
+                                               const std::string& dataDir, int slots) {
+  return {
+      "ha.zookeeper.quorum=" + quorum,
+      "cluster-id=" + clusterId,
+      "worker.data-dir=" + dataDir,
+      "worker.http.bind=127.0.0.1:0",
+      "worker.slots=" + std::to_string(slots),
+      "log.level=info",
+  };
+}
+
+// Waits until worker number `index` (as the error names it) logs that it registered with the
+// leader; fails after `timeout`.
+inline Status waitForWorkerRegistered(testing::ProcessHarness& worker, size_t index,
+                                      Duration timeout) {
+  auto registered = worker.waitForLine(std::regex("worker registered "), timeout);
+  if (!registered.ok()) {
+    return Error::fatal("regent-worker " + std::to_string(index) +
+                        " did not register: " + registered.error().message);
+  }
+  return {};
+}
+
+// Prints "<bench>: <what>" to stderr after flushing the numbers printed so far; returns 1, the
+// exit status of a failed run.
+inline int reportFailure(const char* bench, const std::string& what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s: %s\n", bench, what.c_str());
+  return 1;
 }
 
 }  // namespace regent::bench

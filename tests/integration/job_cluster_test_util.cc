@@ -311,6 +311,18 @@ Result<std::vector<TaskMarker>> waitForMarkers(const std::string& dir, const std
                       ", after " + std::to_string(timeout.count()) + " ms:" + text);
 }
 
+Result<std::vector<TaskMarker>> waitForFirstStarts(const std::string& dir,
+                                                   const std::string& vertex, uint32_t parallelism,
+                                                   Duration timeout) {
+  std::vector<TaskMarker> firsts;
+  for (uint32_t i = 0; i < parallelism; ++i) {
+    auto markers = waitForMarkers(dir, vertex, i, 1, timeout);
+    if (!markers.ok()) return markers.error();
+    firsts.push_back(markers.value()[0]);
+  }
+  return firsts;
+}
+
 void letSubtaskEnd(const std::string& dir, const std::string& vertex, uint32_t subtask) {
   std::ofstream(markerPath(dir, vertex, subtask) + ".go") << "go\n";
 }

@@ -136,6 +136,12 @@ std::vector<TaskMarker> readMarkers(const std::string& dir, const std::string& v
 // fails after `timeout` naming what it holds.
 Result<std::vector<TaskMarker>> waitForMarkers(const std::string& dir, const std::string& vertex,
                                                uint32_t subtask, size_t count, Duration timeout);
+// Waits until each of the first `parallelism` subtasks of `vertex` started at least once; returns
+// the first start of each, by subtask index, or fails (as waitForMarkers) at the first subtask
+// that did not start within `timeout` (each subtask waits up to `timeout`).
+Result<std::vector<TaskMarker>> waitForFirstStarts(const std::string& dir,
+                                                   const std::string& vertex, uint32_t parallelism,
+                                                   Duration timeout);
 // Lets every attempt of the subtask end (creates its go file), and makes its attempt
 // `attemptNumber` exit 1 instead of 0 (creates that fail file; call it before the go file).
 void letSubtaskEnd(const std::string& dir, const std::string& vertex, uint32_t subtask);

@@ -6,6 +6,7 @@
 // term without a restart. A leader woken from SIGSTOP cancels and deploys nothing.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,9 @@ void submitAndRun(JobCluster& cluster, RunningJob& running) {
   auto job = cluster.submit(markedJob("survivor", cluster.taskDir(), {{kVertex, kParallelism}}));
   ASSERT_OK(job);
   running.id = job.value();
-  for (uint32_t i = 0; i < kParallelism; ++i) {
-    auto markers = waitForMarkers(cluster.taskDir(), kVertex, i, 1, kJobsTimeout);
-    ASSERT_OK(markers);
-    running.markers.push_back(markers.value()[0]);
-  }
+  auto markers = waitForFirstStarts(cluster.taskDir(), kVertex, kParallelism, kJobsTimeout);
+  ASSERT_OK(markers);
+  running.markers = markers.value();
   auto attempts =
       waitForSubtaskAttempts(cluster, running.id, kVertex, kParallelism, "RUNNING", kJobsTimeout);
   ASSERT_OK(attempts);
@@ -129,13 +128,27 @@ void expectAdoptedThenFinished(JobCluster& cluster, const RunningJob& running) {
   ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
 }
 
-TEST(JobsReconcileFailover, AfterTheLeaderIsKilledTheNextOneAdoptsTheRunningAttempts) {
-  auto started = JobCluster::start("reconcile-kill", {.masters = 2, .workers = 2});
-  ASSERT_OK(started);
-  JobCluster& cluster = *started.value();
-  RunningJob running;
-  submitAndRun(cluster, running);
+// Each test runs the job (submitAndRun) on two masters and two workers of its own, then fails
+// the leader over in its own way.
+class JobsReconcileFailover : public ::testing::Test {
+ protected:
+  // Starts the cluster (its id prefixed by `name`) into cluster_ and runs the job into running_.
+  void startRunning(const std::string& name) {
+    auto started = JobCluster::start(name, {.masters = 2, .workers = 2});
+    ASSERT_OK(started);
+    cluster_ = std::move(started).value();
+    submitAndRun(*cluster_, running_);
+  }
+
+  std::unique_ptr<JobCluster> cluster_;
+  RunningJob running_;
+};
+
+TEST_F(JobsReconcileFailover, AfterTheLeaderIsKilledTheNextOneAdoptsTheRunningAttempts) {
+  startRunning("reconcile-kill");
   if (HasFatalFailure()) return;
+  JobCluster& cluster = *cluster_;
+  const RunningJob& running = running_;
 
   const uint64_t firstEpoch = cluster.epoch();
   ASSERT_OK(cluster.masters().kill(cluster.leader()));
@@ -143,13 +156,11 @@ TEST(JobsReconcileFailover, AfterTheLeaderIsKilledTheNextOneAdoptsTheRunningAtte
   expectAdoptedThenFinished(cluster, running);
 }
 
-TEST(JobsReconcileFailover, ALeaderStoppedPastItsSessionChangesNothingWhenItWakes) {
-  auto started = JobCluster::start("reconcile-stop", {.masters = 2, .workers = 2});
-  ASSERT_OK(started);
-  JobCluster& cluster = *started.value();
-  RunningJob running;
-  submitAndRun(cluster, running);
+TEST_F(JobsReconcileFailover, ALeaderStoppedPastItsSessionChangesNothingWhenItWakes) {
+  startRunning("reconcile-stop");
   if (HasFatalFailure()) return;
+  JobCluster& cluster = *cluster_;
+  const RunningJob& running = running_;
 
   const uint64_t firstEpoch = cluster.epoch();
   const size_t stopped = cluster.leader();
@@ -175,13 +186,11 @@ TEST(JobsReconcileFailover, ALeaderStoppedPastItsSessionChangesNothingWhenItWake
   expectAdoptedThenFinished(cluster, running);
 }
 
-TEST(JobsReconcileFailover, AfterAHandOverTheNextLeaderAdoptsTheRunningAttempts) {
-  auto started = JobCluster::start("reconcile-handover", {.masters = 2, .workers = 2});
-  ASSERT_OK(started);
-  JobCluster& cluster = *started.value();
-  RunningJob running;
-  submitAndRun(cluster, running);
+TEST_F(JobsReconcileFailover, AfterAHandOverTheNextLeaderAdoptsTheRunningAttempts) {
+  startRunning("reconcile-handover");
   if (HasFatalFailure()) return;
+  JobCluster& cluster = *cluster_;
+  const RunningJob& running = running_;
 
   const uint64_t firstEpoch = cluster.epoch();
   CtlResult failover = cluster.ctl({"failover"});

@@ -34,11 +34,9 @@ void submitSpread(JobCluster& cluster, SpreadJob& job, const std::string& restar
       markedJob("spread", cluster.taskDir(), {{kVertex, kParallelism, {}}}, restartStrategy));
   ASSERT_OK(submitted);
   job.id = submitted.value();
-  for (uint32_t i = 0; i < kParallelism; ++i) {
-    auto markers = waitForMarkers(cluster.taskDir(), kVertex, i, 1, kJobsTimeout);
-    ASSERT_OK(markers);
-    job.markers.push_back(markers.value()[0]);
-  }
+  auto markers = waitForFirstStarts(cluster.taskDir(), kVertex, kParallelism, kJobsTimeout);
+  ASSERT_OK(markers);
+  job.markers = markers.value();
   ASSERT_OK(
       waitForSubtaskAttempts(cluster, job.id, kVertex, kParallelism, "RUNNING", kJobsTimeout));
   auto status = cluster.status(job.id);

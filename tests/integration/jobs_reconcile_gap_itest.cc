@@ -47,6 +47,17 @@ void failOverThrough(JobCluster& cluster, const std::string& attempt, const std:
   ASSERT_OK(cluster.followLeader(firstEpoch + 1));
 }
 
+// Waits for the next leader's "job reconciled" line of `id`, whose JobMaster expected one attempt
+// and heard of it (adopted, or its end reported): nothing left unreported, no timeout.
+void expectOneAttemptReconciled(JobCluster& cluster, const std::string& id) {
+  auto reconciled = cluster.waitForJobReconciled(id, kJobsTimeout);
+  ASSERT_OK(reconciled);
+  EXPECT_EQ(reconciled.value().adopted + reconciled.value().ended, 1u)
+      << reconciled.value().describe();
+  EXPECT_EQ(reconciled.value().unreported, 0u) << reconciled.value().describe();
+  EXPECT_FALSE(reconciled.value().timedOut) << reconciled.value().describe();
+}
+
 TEST(JobsReconcileGap, ASubtaskFinishedWithoutALeaderCountsOnceAndItsDownstreamStartsOnce) {
   auto started = JobCluster::start("reconcile-gap-finish", {.masters = 1, .workers = 2});
   ASSERT_OK(started);
@@ -64,12 +75,8 @@ TEST(JobsReconcileGap, ASubtaskFinishedWithoutALeaderCountsOnceAndItsDownstreamS
   if (HasFatalFailure()) return;
 
   // The new JobMaster expected a's attempt and heard of its end: nothing left unreported.
-  auto reconciled = cluster.waitForJobReconciled(id, kJobsTimeout);
-  ASSERT_OK(reconciled);
-  EXPECT_EQ(reconciled.value().adopted + reconciled.value().ended, 1u)
-      << reconciled.value().describe();
-  EXPECT_EQ(reconciled.value().unreported, 0u) << reconciled.value().describe();
-  EXPECT_FALSE(reconciled.value().timedOut) << reconciled.value().describe();
+  expectOneAttemptReconciled(cluster, id);
+  if (HasFatalFailure()) return;
 
   // b starts once, after a, and the job finishes.
   auto b = waitForMarkers(dir, "b", 0, 1, kJobsTimeout);
@@ -126,12 +133,8 @@ TEST(JobsReconcileGap, ASubtaskFailedWithoutALeaderIsRestartedOnceByItsStrategy)
   });
   if (HasFatalFailure()) return;
 
-  auto reconciled = cluster.waitForJobReconciled(id, kJobsTimeout);
-  ASSERT_OK(reconciled);
-  EXPECT_EQ(reconciled.value().adopted + reconciled.value().ended, 1u)
-      << reconciled.value().describe();
-  EXPECT_EQ(reconciled.value().unreported, 0u) << reconciled.value().describe();
-  EXPECT_FALSE(reconciled.value().timedOut) << reconciled.value().describe();
+  expectOneAttemptReconciled(cluster, id);
+  if (HasFatalFailure()) return;
 
   auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
@@ -161,12 +164,9 @@ TEST(JobsReconcileGap, AJobCancelledJustBeforeTheFailoverStaysCanceled) {
   auto job = cluster.submit(markedJob("cancelled", dir, {{"work", kParallelism, {}}}));
   ASSERT_OK(job);
   const std::string id = job.value();
-  std::vector<TaskMarker> markers;
-  for (uint32_t i = 0; i < kParallelism; ++i) {
-    auto start = waitForMarkers(dir, "work", i, 1, kJobsTimeout);
-    ASSERT_OK(start);
-    markers.push_back(start.value()[0]);
-  }
+  auto starts = waitForFirstStarts(dir, "work", kParallelism, kJobsTimeout);
+  ASSERT_OK(starts);
+  const std::vector<TaskMarker> markers = starts.value();
   ASSERT_OK(waitForSubtaskAttempts(cluster, id, "work", kParallelism, "RUNNING", kJobsTimeout));
 
   // `jobs cancel` answers once the CANCELED result is stored; the leader dies right after,

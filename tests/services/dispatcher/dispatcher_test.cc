@@ -247,6 +247,29 @@ class DispatcherTest : public ::testing::Test {
     KJ_REQUIRE(put.ok(), put.error().message);
   }
 
+  // Submits a job named `name`, then stores a progress record of `subtasks` subtasks for it as
+  // its JobMaster would (see progressRecord); returns its id.
+  JobId submitWithProgress(const std::string& name, uint32_t subtasks) {
+    const JobId id = JobId::random();
+    auto submitted = submit(*jobGraph(id, name));
+    KJ_REQUIRE(!submitted.hasFailure(), submitted.getFailure().getMessage().cStr());
+    putProgress(id, subtasks);
+    return id;
+  }
+
+  // Stores a dirty FINISHED result named `name` for `id` directly, as a leader that ended the
+  // job and then died before its cleanup left it.
+  void putDirtyFinishedResult(const JobId& id, const std::string& name) {
+    capnp::MallocMessageBuilder message;
+    auto result = message.initRoot<wire::JobResult>();
+    wire::setWireId(result.initJobId(), id);
+    result.setJobName(name);
+    result.setState(wire::JobState::FINISHED);
+    result.setEndedAtMs(5);
+    auto created = loop_.run(stores_->jobResults().createDirty(result.asReader()));
+    KJ_REQUIRE(created.ok(), created.error().message);
+  }
+
   // A recovered job as its JobMaster left it: subtask 0 finished, the others running.
   static kj::Own<capnp::MallocMessageBuilder> progressRecord(const JobId& id, uint32_t subtasks,
                                                              uint32_t restarts) {
@@ -495,13 +518,7 @@ TEST_F(DispatcherTest, ADirtyResultFoundAtRecoveryIsCleanedUpAndItsJobIsNotRerun
   const JobId id = JobId::random();
   auto graph = jobGraph(id, "ended-while-failing-over");
   ASSERT_TRUE(loop_.run(stores_->jobGraphs().put(graph->getRoot<wire::JobGraph>())).ok());
-  capnp::MallocMessageBuilder message;
-  auto result = message.initRoot<wire::JobResult>();
-  wire::setWireId(result.initJobId(), id);
-  result.setJobName("ended-while-failing-over");
-  result.setState(wire::JobState::FINISHED);
-  result.setEndedAtMs(5);
-  ASSERT_TRUE(loop_.run(stores_->jobResults().createDirty(result.asReader())).ok());
+  putDirtyFinishedResult(id, "ended-while-failing-over");
 
   startTerm();  // The previous leader died between the dirty result and its cleanup.
   recover();
@@ -1048,13 +1065,7 @@ TEST_F(DispatcherTest, RecoveryStartsEveryJobWithoutAResultAndNeverOneWithADirty
   const JobId ended = JobId::random();
   auto endedGraph = jobGraph(ended, "ended");
   ASSERT_TRUE(loop_.run(stores_->jobGraphs().put(endedGraph->getRoot<wire::JobGraph>())).ok());
-  capnp::MallocMessageBuilder message;
-  auto result = message.initRoot<wire::JobResult>();
-  wire::setWireId(result.initJobId(), ended);
-  result.setJobName("ended");
-  result.setState(wire::JobState::FINISHED);
-  result.setEndedAtMs(5);
-  ASSERT_TRUE(loop_.run(stores_->jobResults().createDirty(result.asReader())).ok());
+  putDirtyFinishedResult(ended, "ended");
 
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
@@ -1114,22 +1125,14 @@ TEST_F(DispatcherTest, AJobWhoseProgressRecordIsCorruptStartsWithoutItAndTheReco
 TEST_F(DispatcherTest, ProgressRecordsOfJobsWithoutAJobGraphOrWithAResultAreRemovedAtRecovery) {
   startTerm();
   recover();
-  const JobId running = JobId::random();
-  ASSERT_FALSE(submit(*jobGraph(running, "running")).hasFailure());
-  putProgress(running, 2);
+  const JobId running = submitWithProgress("running", 2);
   const JobId noGraph = JobId::random();
   putProgress(noGraph, 2);
   const JobId garbledNoGraph = JobId::random();
   backend_.putRaw(store::RecordFamily::kJobProgress, garbledNoGraph.toHex(), kGarbage);
   // Ended with a clean result, its JobGraph gone, its record left behind.
   const JobId clean = JobId::random();
-  capnp::MallocMessageBuilder message;
-  auto result = message.initRoot<wire::JobResult>();
-  wire::setWireId(result.initJobId(), clean);
-  result.setJobName("clean");
-  result.setState(wire::JobState::FINISHED);
-  result.setEndedAtMs(5);
-  ASSERT_TRUE(loop_.run(stores_->jobResults().createDirty(result.asReader())).ok());
+  putDirtyFinishedResult(clean, "clean");
   ASSERT_TRUE(loop_.run(stores_->jobResults().markClean(clean)).ok());
   putProgress(clean, 1);
 
@@ -1171,9 +1174,7 @@ TEST_F(DispatcherTest, AFailedRemovalOfAnOrphanProgressRecordIsLeftToTheNextLead
 TEST_F(DispatcherTest, ARecoveryThatCannotReadTheProgressRecordsFailsRetryablyAndCanBeRetried) {
   startTerm();
   recover();
-  const JobId id = JobId::random();
-  ASSERT_FALSE(submit(*jobGraph(id, "kept")).hasFailure());
-  putProgress(id, 2);
+  const JobId id = submitWithProgress("kept", 2);
 
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
@@ -1193,13 +1194,9 @@ TEST_F(DispatcherTest, AnEndedJobsProgressRecordIsRemovedAfterItsJobGraphAndBefo
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
   recover();
-  const JobId id = JobId::random();
-  ASSERT_FALSE(submit(*jobGraph(id, "ends")).hasFailure());
-  putProgress(id, 2);
+  const JobId id = submitWithProgress("ends", 2);
   runner.holdReleases = true;
-  JobEnd end;
-  end.state = wire::JobState::FINISHED;
-  runner.listener->jobEnded(id, end);
+  runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
   drain();
   ASSERT_EQ(runner.calls.size(), 2u);
   EXPECT_EQ(storedResult(id), "dirty");
@@ -1230,13 +1227,9 @@ TEST_F(DispatcherTest, AProgressRecordThatCouldNotBeRemovedIsRemovedByTheNextLea
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
   recover();
-  const JobId id = JobId::random();
-  ASSERT_FALSE(submit(*jobGraph(id, "ends")).hasFailure());
-  putProgress(id, 2);
+  const JobId id = submitWithProgress("ends", 2);
   backend_.holdWrites = true;
-  JobEnd end;
-  end.state = wire::JobState::FINISHED;
-  runner.listener->jobEnded(id, end);
+  runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
   drain();
   backend_.releaseOneWrite();  // The dirty result.
   drain();
@@ -1279,9 +1272,7 @@ TEST_F(DispatcherTest, ACancelledJobsProgressRecordIsRemovedWithItsJobGraph) {
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
   recover();
-  const JobId id = JobId::random();
-  ASSERT_FALSE(submit(*jobGraph(id, "cancelled")).hasFailure());
-  putProgress(id, 2);
+  const JobId id = submitWithProgress("cancelled", 2);
   auto response = cancel(id);
   ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   EXPECT_EQ(storedGraphs(), 0u);

@@ -313,6 +313,13 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
+  // Sends the default logger's lines to log_ for the rest of the test (DefaultLoggerTest puts
+  // the original logger back in TearDown).
+  void captureLog() {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log_)));
+  }
+
   // The first line of `log` that is the event `event`, parsed.
   static std::optional<EventFields> eventIn(const std::string& log, std::string_view event) {
     std::istringstream lines(log);
@@ -323,6 +330,7 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return std::nullopt;
   }
 
+  std::ostringstream log_;  // captureLog().
   EventLoop loop_;
   std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
   kj::Own<rpc::RpcServer> server_;
@@ -500,9 +508,7 @@ TEST_F(TaskExecutorTest, ANewLeaderIsRegisteredWithAndTheDeposedLeadersCallsMeet
 }
 
 TEST_F(TaskExecutorTest, LogsItsEventLines) {
-  std::ostringstream log;
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  captureLog();
   auto with = options(1);
   with.logEvents = true;
   TaskExecutor& executor = startRegistered(std::move(with));
@@ -514,8 +520,8 @@ TEST_F(TaskExecutorTest, LogsItsEventLines) {
   loop_.run(executor.disconnect("SIGTERM"));
 
   const std::string worker = kWorker.toHex();
-  auto registered = eventIn(log.str(), "worker registered");
-  ASSERT_TRUE(registered) << log.str();
+  auto registered = eventIn(log_.str(), "worker registered");
+  ASSERT_TRUE(registered) << log_.str();
   EXPECT_EQ(registered->get("resource_id"), worker);
   EXPECT_EQ(registered->getUint("epoch"), 1u);
   EXPECT_EQ(registered->get("registration_id"), master_->registrations[0].registrationId.toHex());
@@ -524,21 +530,21 @@ TEST_F(TaskExecutorTest, LogsItsEventLines) {
   EXPECT_TRUE(registered->getInt("mono_us"));
   EXPECT_TRUE(registered->getInt("wall_ms"));
 
-  auto refused = eventIn(log.str(), "epoch gate refused");
-  ASSERT_TRUE(refused) << log.str();
+  auto refused = eventIn(log_.str(), "epoch gate refused");
+  ASSERT_TRUE(refused) << log_.str();
   EXPECT_EQ(refused->get("resource_id"), worker);
   EXPECT_EQ(refused->get("method"), "TaskExecutorGateway.requestSlot");
   EXPECT_EQ(refused->getUint("received"), 0u);
   EXPECT_EQ(refused->getUint("highest"), 1u);
 
-  auto lost = eventIn(log.str(), "resource manager lost");
-  ASSERT_TRUE(lost) << log.str();
+  auto lost = eventIn(log_.str(), "resource manager lost");
+  ASSERT_TRUE(lost) << log_.str();
   EXPECT_EQ(lost->get("resource_id"), worker);
   EXPECT_EQ(lost->getUint("epoch"), 1u);
   EXPECT_NE(lost->get("reason")->find("does not know this registration"), std::string::npos);
 
-  auto disconnected = eventIn(log.str(), "worker disconnected");
-  ASSERT_TRUE(disconnected) << log.str();
+  auto disconnected = eventIn(log_.str(), "worker disconnected");
+  ASSERT_TRUE(disconnected) << log_.str();
   EXPECT_EQ(disconnected->getUint("epoch"), 1u);
   EXPECT_EQ(disconnected->get("cause"), "SIGTERM");
   EXPECT_TRUE(disconnected->getInt("wall_ms"));
@@ -883,9 +889,7 @@ TEST_F(TaskExecutorTest, RegisteredAgainItFreesTheSlotsOfAJobTheLeaderNoLongerRu
 }
 
 TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
-  std::ostringstream log;
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  captureLog();
   withRunner();
   auto with = options(1);
   with.logEvents = true;
@@ -895,15 +899,15 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
   waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
 
-  auto started = eventIn(log.str(), "task started");
-  ASSERT_TRUE(started) << log.str();
+  auto started = eventIn(log_.str(), "task started");
+  ASSERT_TRUE(started) << log_.str();
   EXPECT_EQ(started->get("resource_id"), kWorker.toHex());
   EXPECT_EQ(started->get("job"), kJob.toHex());
   EXPECT_EQ(started->get("attempt"), kAttempt.toHex());
   EXPECT_EQ(started->getUint("pid"), updatesOf(kAttempt)[0].pid);
   EXPECT_TRUE(started->getInt("mono_us"));
-  auto ended = eventIn(log.str(), "task ended");
-  ASSERT_TRUE(ended) << log.str();
+  auto ended = eventIn(log_.str(), "task ended");
+  ASSERT_TRUE(ended) << log_.str();
   EXPECT_EQ(ended->get("attempt"), kAttempt.toHex());
   EXPECT_EQ(ended->get("state"), "FAILED");
   EXPECT_EQ(ended->getInt("exit_code"), 4);
@@ -1194,9 +1198,7 @@ TEST_F(TaskExecutorTest, AJobWithNoSlotLeftHasItsWaitingUpdatesDeliveredToTheNex
 
 // worker.update-buffer.max: the oldest queued update goes, with a warning naming the option.
 TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarning) {
-  std::ostringstream log;
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  captureLog();
   auto next = listenNext();
   auto with = options(2);
   with.updateBufferMax = 2;
@@ -1222,8 +1224,8 @@ TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarn
   waitFor([&] { return executor.tasksRunning() == 0; }, "the third attempt ended");
   EXPECT_EQ(executor.counters().updatesDropped, 1u);
   EXPECT_EQ(executor.updatesQueued(), 2u);
-  auto dropped = eventIn(log.str(), "updates dropped");
-  ASSERT_TRUE(dropped) << log.str();
+  auto dropped = eventIn(log_.str(), "updates dropped");
+  ASSERT_TRUE(dropped) << log_.str();
   EXPECT_EQ(dropped->get("attempt"), kAttempt.toHex());
   EXPECT_EQ(dropped->get("job"), kJob.toHex());
   EXPECT_EQ(dropped->get("state"), "FINISHED");
