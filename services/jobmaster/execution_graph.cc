@@ -187,23 +187,29 @@ std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const Of
   const uint32_t index = v.first + report.subtaskIndex;
   Subtask& subtask = subtasks_[index];
   if (subtask.phase != Phase::kExpected || subtask.attempt != report.attempt) return std::nullopt;
+  // An attempt that ended needs no slot: it is adopted even when a live attempt holds the one it
+  // ran in (the caller applies its end, which frees nothing of the other's).
+  const bool ended = terminal(report.state);
   auto held = slots_.find(slot.allocation);
-  if (held != slots_.end() && held->second.subtask) return std::nullopt;  // Serves another.
+  if (held != slots_.end() && held->second.subtask && !ended) return std::nullopt;  // Serves another.
   if (held == slots_.end()) {
     held = slots_.emplace(slot.allocation, Slot{worker, slot.profile, std::nullopt}).first;
   }
   held->second.worker = worker;
-  held->second.subtask = index;
+  if (!held->second.subtask) held->second.subtask = index;
   subtask.worker = worker;
   subtask.allocation = slot.allocation;
-  subtask.pid = report.pid;
-  subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
   ++reconciliation_.adopted;
   setPhase(index, Phase::kLive);
-  if (subtask.state != ExecutionState::RUNNING) {
-    anyRunning_ = true;
-    setState(index, ExecutionState::RUNNING, nowMs);
+  if (report.state == ExecutionState::DEPLOYING) {
+    // Not started on the worker yet: its RUNNING update, queued behind the offer, brings the pid.
+    setState(index, ExecutionState::DEPLOYING, nowMs);
+    return index;
   }
+  subtask.pid = report.pid;
+  subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
+  anyRunning_ = true;
+  setState(index, ExecutionState::RUNNING, nowMs);
   return index;
 }
 
@@ -486,6 +492,15 @@ void ExecutionGraph::deployFailed(uint32_t index, const AttemptId& attempt,
       subtask.state != ExecutionState::DEPLOYING) {
     return;
   }
+  subtask.endedAtMs = nowMs;
+  setState(index, ExecutionState::FAILED, nowMs);
+  failed(index, message, 0, now, nowMs);
+}
+
+void ExecutionGraph::attemptLost(uint32_t index, const AttemptId& attempt,
+                                 const std::string& message, MonoTime now, int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  if (subtask.attempt != attempt || subtask.phase != Phase::kLive) return;
   subtask.endedAtMs = nowMs;
   setState(index, ExecutionState::FAILED, nowMs);
   failed(index, message, 0, now, nowMs);

@@ -150,6 +150,10 @@ class ExecutionGraph final {
   // `message` unless a worker already reported it RUNNING or later.
   void deployFailed(uint32_t subtask, const AttemptId& attempt, const std::string& message,
                     MonoTime now, int64_t nowMs);
+  // `attempt`'s worker no longer lists it in its heartbeats: the attempt FAILS with `message`
+  // (to the restart strategy) while it is `subtask`'s latest attempt and live.
+  void attemptLost(uint32_t subtask, const AttemptId& attempt, const std::string& message,
+                   MonoTime now, int64_t nowMs);
   // `worker` is gone (silent, disconnected): its live attempts FAIL with `message`, its slots
   // are dropped and returned (to free, best effort).
   std::vector<HeldSlot> workerLost(const ResourceId& worker, const std::string& message,
