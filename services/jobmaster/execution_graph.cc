@@ -173,6 +173,30 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
     }
   }
   if (strategy_.restarts() > 0) anyRunning_ = true;
+  if (progress.getEnded() == wire::JobState::FAILED && !frozen()) {
+    // The earlier term's strategy gave up and the leader died before the Dispatcher stored the
+    // result: the job ends failed again, with the same root cause; nothing runs or is adopted
+    // (workers' attempts of it are cancelled when offered).
+    for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+      Subtask& subtask = subtasks_[index];
+      if (subtask.phase != Phase::kExpected) continue;
+      subtask.state = ExecutionState::CANCELED;
+      setPhase(index, Phase::kStopped);
+    }
+    const auto failure = progress.getFailure();
+    uint32_t index = 0;
+    auto vertex = vertexByName_.find(viewOf(failure.getVertexName()));
+    if (vertex != vertexByName_.end() &&
+        failure.getSubtaskIndex() < vertices_[vertex->second].parallelism) {
+      index = vertices_[vertex->second].first + failure.getSubtaskIndex();
+    }
+    const AttemptId attempt =
+        failure.hasAttemptId() ? wire::idFromWire<AttemptId>(failure.getAttemptId()) : AttemptId();
+    failure_ = Failure{failure.getMessage().cStr(), index, attempt, failure.getExitCode(),
+                       failure.getAtMs()};
+    endJob(wire::JobState::FAILED, failure.getAtMs() != 0 ? failure.getAtMs() : nowMs);
+    return 0;
+  }
   reconciling_ = expected > 0 && !frozen();
   return expected;
 }
@@ -236,6 +260,19 @@ void ExecutionGraph::fillProgress(wire::JobProgress::Builder out, uint64_t epoch
   out.setRestarts(strategy_.restarts());
   out.setStartedAtMs(startedAtMs_);
   out.setRestartDelayMs(restartDelayMs_);
+  if (ended_ && ended_->state == wire::JobState::FAILED) {
+    // The strategy gave up: the next leader must end the job too, not run it again.
+    out.setEnded(wire::JobState::FAILED);
+    auto failure = out.initFailure();
+    failure.setMessage(ended_->failureMessage);
+    failure.setVertexName(ended_->failureVertex);
+    failure.setSubtaskIndex(ended_->failureSubtask);
+    if (!ended_->failureAttempt.isZero()) {
+      wire::setWireId(failure.initAttemptId(), ended_->failureAttempt);
+    }
+    failure.setExitCode(ended_->failureExitCode);
+    failure.setAtMs(ended_->failureAtMs);
+  }
   uint32_t count = 0;
   for (const Subtask& subtask : subtasks_) count += subtask.attempts > 0 ? 1 : 0;
   auto list = out.initSubtasks(count);

@@ -1296,5 +1296,65 @@ TEST_F(JobMastersTest, ALiveAttemptMissingFromTwoHeartbeatsOfItsWorkerFailsAndRe
   EXPECT_EQ(counters_.attemptsFailed, 1u);
 }
 
+TEST_F(JobMastersTest, AJobWhoseStrategyGaveUpEndsFailedAgainAfterAFailoverAndRunsNothing) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1, "exited with code 1");
+  advance(Duration(0));
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  expectApplied(job, worker.submitted[2], ExecutionState::FAILED, 3, "exited with code 3");
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  const dispatcher::JobEnd first = listener_.ended[0].second;
+  ASSERT_EQ(first.state, wire::JobState::FAILED);
+  // The record acknowledged with the last failure says the strategy gave up.
+  {
+    const auto stored = storedProgress(job);
+    EXPECT_EQ(stored.get().getEnded(), wire::JobState::FAILED);
+    EXPECT_EQ(std::string(stored.get().getFailure().getMessage().cStr()), first.failureMessage);
+  }
+  auto released = masters_->release(job, "job failed");
+  settle();
+  expectApplied(job, worker.submitted[1], ExecutionState::CANCELED);
+  released.wait(loop_.waitScope());
+
+  // The leader died before the Dispatcher stored the result: the next one starts the job from
+  // the record, which ends it failed with the same root cause; nothing runs again.
+  listener_.ended.clear();
+  listener_.states.clear();
+  const auto stored = storedProgress(job);
+  masters_->start(job, builder.graph(), stored.get());
+  EXPECT_TRUE(listener_.ended.empty());  // Told a turn later, never from inside start().
+  settle();
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  const dispatcher::JobEnd& again = listener_.ended[0].second;
+  EXPECT_EQ(again.state, wire::JobState::FAILED);
+  EXPECT_EQ(again.failureMessage, first.failureMessage);
+  EXPECT_EQ(again.failureVertex, "a");
+  EXPECT_EQ(again.failureSubtask, first.failureSubtask);
+  EXPECT_EQ(again.failureAttempt, first.failureAttempt);
+  EXPECT_EQ(again.failureExitCode, 3);
+  EXPECT_EQ(again.failureAtMs, first.failureAtMs);
+  EXPECT_EQ(again.restarts, 1u);
+  for (const auto& [id, state] : listener_.states) EXPECT_NE(state, wire::JobState::RECONCILING);
+  FakeWorker next;
+  EXPECT_TRUE(offer(job, workerB_, next, 1).empty());
+  EXPECT_TRUE(next.submitted.empty());
+  EXPECT_EQ(worker.submitted.size(), 3u);
+}
+
+TEST_F(JobMastersTest, ARecordInWhichEverySubtaskFinishedEndsTheJobFinishedAtOnce) {
+  JobGraphBuilder builder({{"a", 1}, {"b", 1, {"a"}}});
+  const JobId job = startRecovered(builder, {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
+                                             {1, AttemptId::random(), 0, ExecutionState::FINISHED}});
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  FakeWorker worker;
+  EXPECT_TRUE(offer(job, workerA_, worker, 1).empty());
+  EXPECT_TRUE(worker.submitted.empty());
+}
+
 }  // namespace
 }  // namespace regent::jobmaster
