@@ -376,6 +376,7 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
   }
   deployPersisted();
   maybePut();
+  if (execution_.ended() && !endReported_) queueSettle();  // A FAILED end waits for this put.
 }
 
 kj::Promise<bool> JobMasters::JobMaster::persisted() {
@@ -643,8 +644,16 @@ void JobMasters::JobMaster::reportState() {
   const wire::JobState state = execution_.state();
   if (execution_.ended()) {
     if (endReported_) return;
-    endReported_ = true;
     const dispatcher::JobEnd end = *execution_.end();
+    if (end.state == wire::JobState::FAILED && !putsFenced_ &&
+        execution_.version() > persistedVersion_) {
+      // Told once a put saying the strategy gave up succeeded (putSettled settles again): the
+      // Dispatcher stores the result next, and a leader dying before the record says so would
+      // leave the next one to run the job again.
+      maybePut();
+      return;
+    }
+    endReported_ = true;
     if (end.state == wire::JobState::FAILED) {
       EventLine line("job state");
       line.field("epoch", owner_.epoch_)

@@ -47,8 +47,10 @@
 //   delivers, and a terminal update is applied on receipt, so its end was lost).
 // Heartbeat rounds that come later than heartbeatTimeout (the process was paused, or the loop
 // blocked) refresh every worker instead of losing them: the silence was the JobMaster's own.
-// A record written after the restart strategy gave up (JobProgress.ended FAILED) ends the job
-// FAILED at once with the stored root cause (jobEnded a turn later); nothing runs or is adopted.
+// A FAILED end is reported to the Dispatcher only once a put holding it (JobProgress.ended)
+// succeeded, or the store is fenced. A record written after the restart strategy gave up ends
+// the job FAILED at once with the stored root cause (jobEnded a turn later); nothing runs or is
+// adopted.
 // - disconnect: the worker's attempts FAIL at once and its slots leave the job.
 // A submitTask that is refused (a Failure) or times out (callTimeout) fails its attempt with a
 // message naming why. One that loses its connection (DISCONNECTED) loses the worker, as

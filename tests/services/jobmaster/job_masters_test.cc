@@ -1356,5 +1356,27 @@ TEST_F(JobMastersTest, ARecordInWhichEverySubtaskFinishedEndsTheJobFinishedAtOnc
   EXPECT_TRUE(worker.submitted.empty());
 }
 
+TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveUpIsStored) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  backend_.holdWrites = true;
+  auto request = gateway(job).disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setCause("SIGTERM");
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  // The Dispatcher would store the result; a leader dying before the record says the job failed
+  // would leave the next one to run it again.
+  EXPECT_TRUE(listener_.ended.empty());
+  backend_.releaseWrites();
+  settle();
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FAILED);
+  EXPECT_EQ(storedProgress(job).get().getEnded(), wire::JobState::FAILED);
+}
+
 }  // namespace
 }  // namespace regent::jobmaster
