@@ -219,6 +219,10 @@ class ExecutionGraph final {
   // lost, say) is not live any more, even before the subtask's next attempt is deployed.
   bool isLiveAttempt(std::string_view vertex, uint32_t subtaskIndex,
                      const AttemptId& attempt) const;
+  // Whether `attempt` is `subtask`'s latest attempt and live on its worker (not expected).
+  bool isLive(uint32_t subtask, const AttemptId& attempt) const {
+    return subtasks_[subtask].attempt == attempt && subtasks_[subtask].phase == Phase::kLive;
+  }
   // Those of `attempts` that are no subtask's latest attempt (a worker's heartbeat lists them:
   // the worker runs what this JobMaster does not know, or no longer wants).
   std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;

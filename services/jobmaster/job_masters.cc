@@ -190,9 +190,15 @@ class JobMasters::JobMaster final {
   std::shared_ptr<JobMaster*> link_ = std::make_shared<JobMaster*>(this);
   wire::JobMasterGateway::Client gateway_ = nullptr;  // Set by start().
   std::map<ResourceId, Worker> workers_;
-  // Live attempts a worker has (its submitTask was accepted, or it was adopted), with the number
-  // of that worker's heartbeats in a row that did not list them; at two the attempt fails.
-  std::map<AttemptId, uint32_t> unlisted_;
+  // Per worker, the live attempts it has (its submitTask was accepted, or it was adopted) with
+  // their subtask and the number of its heartbeats in a row that did not list them; at
+  // kHeartbeatsMissedToFail the attempt fails. Entries of attempts no longer live are dropped at
+  // the worker's next heartbeat, or with the worker.
+  struct Unlisted {
+    uint32_t subtask = 0;
+    uint32_t misses = 0;
+  };
+  std::map<ResourceId, std::map<AttemptId, Unlisted>> unlisted_;
   MonoTime lastRound_{};  // When the last heartbeat round ran (start() for the first).
   uint64_t nextLink_ = 0;  // Worker::link of the latest offer.
   std::vector<Requirement> declared_;
@@ -506,8 +512,9 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
                                    rpc::CallFailure::from(response.getFailure()).describe());
                   return;
                 }
-                if (execution_.attemptOf(deployment.subtask) == deployment.attempt) {
-                  unlisted_.emplace(deployment.attempt, 0);
+                if (execution_.isLive(deployment.subtask, deployment.attempt)) {
+                  unlisted_[deployment.worker].emplace(deployment.attempt,
+                                                       Unlisted{deployment.subtask, 0});
                 }
                 ++owner_.counters_.attemptsStarted;
                 if (deployment.restart) ++owner_.counters_.attemptsRestarted;
@@ -718,6 +725,7 @@ void JobMasters::JobMaster::checkDrained() {
 void JobMasters::JobMaster::loseWorker(const ResourceId& worker, const std::string& message) {
   execution_.workerLost(worker, message, monoNow(), nowMs());
   workers_.erase(worker);
+  unlisted_.erase(worker);
   drainTransitions();
   checkDrained();
   queueSettle();
@@ -838,7 +846,9 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow(), ++nextLink_});
   for (Adopted& entry : adopted) {
     ++owner_.counters_.attemptsAdopted;
-    if (!terminalState(entry.report.state)) unlisted_.emplace(entry.report.attempt, 0);
+    if (!terminalState(entry.report.state)) {
+      unlisted_[worker].emplace(entry.report.attempt, Unlisted{entry.subtask, 0});
+    }
     EventLine line("attempt adopted");
     line.field("job", job_.toHex())
         .field("vertex", std::string(entry.report.vertex))
@@ -946,27 +956,31 @@ void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::R
   // update it still holds, and a terminal update is applied here on receipt, so the worker lost
   // the attempt's end (its update buffer overflowed, say). One miss is allowed: a heartbeat may
   // overtake the submitTask's answer. Attempts whose submitTask is in flight are not counted.
-  std::map<AttemptId, uint32_t> stillLive;
-  std::vector<ExecutionGraph::LiveAttempt> lost;
-  for (const auto& live : execution_.liveAttempts()) {
-    auto tracked = unlisted_.find(live.attempt);
-    if (tracked == unlisted_.end()) continue;
-    uint32_t misses = tracked->second;
-    if (live.worker == worker) {
-      const bool present = std::find(attempts.begin(), attempts.end(), live.attempt) !=
-                           attempts.end();
-      misses = present ? 0 : misses + 1;
-      if (misses >= kHeartbeatsMissedToFail) {
-        lost.push_back(live);
-        continue;
-      }
+  auto tracked = unlisted_.find(worker);
+  if (tracked == unlisted_.end()) return;
+  std::sort(attempts.begin(), attempts.end());
+  std::vector<std::pair<AttemptId, uint32_t>> lost;  // (attempt, subtask)
+  auto& held = tracked->second;
+  for (auto it = held.begin(); it != held.end();) {
+    const AttemptId& attempt = it->first;
+    Unlisted& entry = it->second;
+    if (!execution_.isLive(entry.subtask, attempt)) {
+      it = held.erase(it);  // Ended, or failed otherwise: nothing to watch.
+      continue;
     }
-    stillLive.emplace(live.attempt, misses);
+    entry.misses =
+        std::binary_search(attempts.begin(), attempts.end(), attempt) ? 0 : entry.misses + 1;
+    if (entry.misses >= kHeartbeatsMissedToFail) {
+      lost.emplace_back(attempt, entry.subtask);
+      it = held.erase(it);
+      continue;
+    }
+    ++it;
   }
-  unlisted_.swap(stillLive);  // Attempts no longer live leave the map.
+  if (held.empty()) unlisted_.erase(tracked);
   if (lost.empty()) return;
-  for (const auto& attempt : lost) {
-    execution_.attemptLost(attempt.subtask, attempt.attempt,
+  for (const auto& [attempt, subtask] : lost) {
+    execution_.attemptLost(subtask, attempt,
                            "worker " + worker.toHex() +
                                " no longer reports the attempt in its heartbeats (missing from " +
                                std::to_string(kHeartbeatsMissedToFail) + " in a row)",
