@@ -243,6 +243,10 @@ struct JobProgress {
   startedAtMs @4 :Int64;                # Unix ms the job first started (its net runtime)
   restartDelayMs @5 :Int64;             # restart delays so far, left out of the net runtime
   subtasks @6 :List(SubtaskProgress);   # only subtasks that had an attempt, by ascending index
+  ended @7 :JobState;                   # failed once the restart strategy gave up (the Dispatcher
+                                        # may not have stored the result yet): the next leader
+                                        # ends the job failed at once; created otherwise
+  failure @8 :JobFailure;               # the root cause when ended is failed; null otherwise
 }
 
 struct SubtaskProgress {

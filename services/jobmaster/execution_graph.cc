@@ -173,6 +173,30 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
     }
   }
   if (strategy_.restarts() > 0) anyRunning_ = true;
+  if (progress.getEnded() == wire::JobState::FAILED && !frozen()) {
+    // The earlier term's strategy gave up and the leader died before the Dispatcher stored the
+    // result: the job ends failed again, with the same root cause; nothing runs or is adopted
+    // (workers' attempts of it are cancelled when offered).
+    for (uint32_t index = 0; index < subtasks_.size(); ++index) {
+      Subtask& subtask = subtasks_[index];
+      if (subtask.phase != Phase::kExpected) continue;
+      subtask.state = ExecutionState::CANCELED;
+      setPhase(index, Phase::kStopped);
+    }
+    const auto failure = progress.getFailure();
+    uint32_t index = 0;
+    auto vertex = vertexByName_.find(viewOf(failure.getVertexName()));
+    if (vertex != vertexByName_.end() &&
+        failure.getSubtaskIndex() < vertices_[vertex->second].parallelism) {
+      index = vertices_[vertex->second].first + failure.getSubtaskIndex();
+    }
+    const AttemptId attempt =
+        failure.hasAttemptId() ? wire::idFromWire<AttemptId>(failure.getAttemptId()) : AttemptId();
+    failure_ = Failure{failure.getMessage().cStr(), index, attempt, failure.getExitCode(),
+                       failure.getAtMs()};
+    endJob(wire::JobState::FAILED, failure.getAtMs() != 0 ? failure.getAtMs() : nowMs);
+    return 0;
+  }
   reconciling_ = expected > 0 && !frozen();
   return expected;
 }
@@ -187,23 +211,29 @@ std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const Of
   const uint32_t index = v.first + report.subtaskIndex;
   Subtask& subtask = subtasks_[index];
   if (subtask.phase != Phase::kExpected || subtask.attempt != report.attempt) return std::nullopt;
+  // An attempt that ended needs no slot: it is adopted even when a live attempt holds the one it
+  // ran in (the caller applies its end, which frees nothing of the other's).
+  const bool ended = terminal(report.state);
   auto held = slots_.find(slot.allocation);
-  if (held != slots_.end() && held->second.subtask) return std::nullopt;  // Serves another.
+  if (held != slots_.end() && held->second.subtask && !ended) return std::nullopt;  // Serves another.
   if (held == slots_.end()) {
     held = slots_.emplace(slot.allocation, Slot{worker, slot.profile, std::nullopt}).first;
   }
   held->second.worker = worker;
-  held->second.subtask = index;
+  if (!held->second.subtask) held->second.subtask = index;
   subtask.worker = worker;
   subtask.allocation = slot.allocation;
-  subtask.pid = report.pid;
-  subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
   ++reconciliation_.adopted;
   setPhase(index, Phase::kLive);
-  if (subtask.state != ExecutionState::RUNNING) {
-    anyRunning_ = true;
-    setState(index, ExecutionState::RUNNING, nowMs);
+  if (report.state == ExecutionState::DEPLOYING) {
+    // Not started on the worker yet: its RUNNING update, queued behind the offer, brings the pid.
+    setState(index, ExecutionState::DEPLOYING, nowMs);
+    return index;
   }
+  subtask.pid = report.pid;
+  subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
+  anyRunning_ = true;
+  setState(index, ExecutionState::RUNNING, nowMs);
   return index;
 }
 
@@ -230,6 +260,19 @@ void ExecutionGraph::fillProgress(wire::JobProgress::Builder out, uint64_t epoch
   out.setRestarts(strategy_.restarts());
   out.setStartedAtMs(startedAtMs_);
   out.setRestartDelayMs(restartDelayMs_);
+  if (ended_ && ended_->state == wire::JobState::FAILED) {
+    // The strategy gave up: the next leader must end the job too, not run it again.
+    out.setEnded(wire::JobState::FAILED);
+    auto failure = out.initFailure();
+    failure.setMessage(ended_->failureMessage);
+    failure.setVertexName(ended_->failureVertex);
+    failure.setSubtaskIndex(ended_->failureSubtask);
+    if (!ended_->failureAttempt.isZero()) {
+      wire::setWireId(failure.initAttemptId(), ended_->failureAttempt);
+    }
+    failure.setExitCode(ended_->failureExitCode);
+    failure.setAtMs(ended_->failureAtMs);
+  }
   uint32_t count = 0;
   for (const Subtask& subtask : subtasks_) count += subtask.attempts > 0 ? 1 : 0;
   auto list = out.initSubtasks(count);
@@ -486,6 +529,15 @@ void ExecutionGraph::deployFailed(uint32_t index, const AttemptId& attempt,
       subtask.state != ExecutionState::DEPLOYING) {
     return;
   }
+  subtask.endedAtMs = nowMs;
+  setState(index, ExecutionState::FAILED, nowMs);
+  failed(index, message, 0, now, nowMs);
+}
+
+void ExecutionGraph::attemptLost(uint32_t index, const AttemptId& attempt,
+                                 const std::string& message, MonoTime now, int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  if (subtask.attempt != attempt || subtask.phase != Phase::kLive) return;
   subtask.endedAtMs = nowMs;
   setState(index, ExecutionState::FAILED, nowMs);
   failed(index, message, 0, now, nowMs);

@@ -95,16 +95,21 @@ class ExecutionGraph final {
   // expected attempts in RECONCILING, FAILED / CANCELED ones wait to run again (attempt numbers
   // continue); restarts, start time and restart delays are restored. Call once, right after
   // construction. Entries naming no subtask of this graph are skipped. Returns the number of
-  // expected attempts; with none the job does not reconcile at all.
+  // expected attempts; with none the job does not reconcile at all. A record that says the
+  // strategy gave up (ended FAILED) ends the job FAILED at once with its stored root cause; live
+  // entries then count as CANCELED (their workers' offers are cancelled) and 0 is returned.
   uint32_t recover(wire::JobProgress::Reader progress, int64_t nowMs);
   // While reconciling nothing is deployed and no requirement is stated; the job is RECONCILING.
   bool reconciling() const { return reconciling_; }
   // Expected attempts not yet accounted for (adopted, or reported terminal).
   uint32_t expectedLeft() const { return expectedLeft_; }
   // A worker offers `attempt` running in `slot`: adopted when it is the expected attempt of its
-  // subtask (the slot is held for it, the attempt is live on `worker` with `report`'s pid and
-  // state RUNNING; a terminal state in `report` is applied with update() by the caller). Returns
-  // the subtask's global index when adopted.
+  // subtask (the slot is held for it, the attempt is live on `worker`: DEPLOYING when `report`
+  // says so, the later RUNNING update bringing the pid; RUNNING with `report`'s pid otherwise; a
+  // terminal state in `report` is applied with update() by the caller). A live attempt is not
+  // adopted into a slot that serves another subtask; one that ended is (it takes no slot), so
+  // callers adopt the live attempts of an offer first. Returns the subtask's global index when
+  // adopted.
   std::optional<uint32_t> adopt(const ResourceId& worker, const OfferedSlot& slot,
                                 const AttemptReport& report, int64_t nowMs);
   struct Reconciliation {
@@ -150,6 +155,10 @@ class ExecutionGraph final {
   // `message` unless a worker already reported it RUNNING or later.
   void deployFailed(uint32_t subtask, const AttemptId& attempt, const std::string& message,
                     MonoTime now, int64_t nowMs);
+  // `attempt`'s worker no longer lists it in its heartbeats: the attempt FAILS with `message`
+  // (to the restart strategy) while it is `subtask`'s latest attempt and live.
+  void attemptLost(uint32_t subtask, const AttemptId& attempt, const std::string& message,
+                   MonoTime now, int64_t nowMs);
   // `worker` is gone (silent, disconnected): its live attempts FAIL with `message`, its slots
   // are dropped and returned (to free, best effort).
   std::vector<HeldSlot> workerLost(const ResourceId& worker, const std::string& message,
@@ -210,6 +219,10 @@ class ExecutionGraph final {
   // lost, say) is not live any more, even before the subtask's next attempt is deployed.
   bool isLiveAttempt(std::string_view vertex, uint32_t subtaskIndex,
                      const AttemptId& attempt) const;
+  // Whether `attempt` is `subtask`'s latest attempt and live on its worker (not expected).
+  bool isLive(uint32_t subtask, const AttemptId& attempt) const {
+    return subtasks_[subtask].attempt == attempt && subtasks_[subtask].phase == Phase::kLive;
+  }
   // Those of `attempts` that are no subtask's latest attempt (a worker's heartbeat lists them:
   // the worker runs what this JobMaster does not know, or no longer wants).
   std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;

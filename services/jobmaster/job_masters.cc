@@ -57,6 +57,9 @@ bool terminalState(ExecutionState state) {
 // heartbeat.interval.
 constexpr Duration kFirstPutRetryDelay{100};
 
+// A live attempt missing from this many heartbeats of its worker in a row fails.
+constexpr uint32_t kHeartbeatsMissedToFail = 2;
+
 // `state` as an AttemptReport; `message` keeps the bounded failure message the report views.
 AttemptReport reportOf(wire::TaskExecutionState::Reader state, std::string& message) {
   const auto vertex = state.getVertexName();
@@ -154,6 +157,9 @@ class JobMasters::JobMaster final {
   // During release: fulfils the wait once no attempt is live.
   void checkDrained();
   kj::Promise<void> heartbeatLoop();
+  // Sends heartbeats to the job's workers and loses those silent past heartbeat.timeout, unless
+  // the round itself is late by more than heartbeat.timeout (this process was paused): then every
+  // worker counts as heard now.
   void heartbeatRound();
   void event(EventLine& line) const { owner_.event(line); }
 
@@ -184,6 +190,16 @@ class JobMasters::JobMaster final {
   std::shared_ptr<JobMaster*> link_ = std::make_shared<JobMaster*>(this);
   wire::JobMasterGateway::Client gateway_ = nullptr;  // Set by start().
   std::map<ResourceId, Worker> workers_;
+  // Per worker, the live attempts it has (its submitTask was accepted, or it was adopted) with
+  // their subtask and the number of its heartbeats in a row that did not list them; at
+  // kHeartbeatsMissedToFail the attempt fails. Entries of attempts no longer live are dropped at
+  // the worker's next heartbeat, or with the worker.
+  struct Unlisted {
+    uint32_t subtask = 0;
+    uint32_t misses = 0;
+  };
+  std::map<ResourceId, std::map<AttemptId, Unlisted>> unlisted_;
+  MonoTime lastRound_{};  // When the last heartbeat round ran (start() for the first).
   uint64_t nextLink_ = 0;  // Worker::link of the latest offer.
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
@@ -279,6 +295,7 @@ JobMasters::JobMaster::~JobMaster() noexcept { *link_ = nullptr; }
 void JobMasters::JobMaster::start() {
   gateway_ = owner_.serve_(kj::heap<Gateway>(job_, link_));
   owner_.resourceManager_.registerJobMaster(job_, gateway_);
+  lastRound_ = monoNow();
   tasks_.add(heartbeatLoop());
   if (execution_.reconciling()) {
     EventLine line("job reconciling");
@@ -365,6 +382,7 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
   }
   deployPersisted();
   maybePut();
+  if (execution_.ended() && !endReported_) queueSettle();  // A FAILED end waits for this put.
 }
 
 kj::Promise<bool> JobMasters::JobMaster::persisted() {
@@ -493,6 +511,10 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
                                "worker " + deployment.worker.toHex() + " refused submitTask: " +
                                    rpc::CallFailure::from(response.getFailure()).describe());
                   return;
+                }
+                if (execution_.isLive(deployment.subtask, deployment.attempt)) {
+                  unlisted_[deployment.worker].emplace(deployment.attempt,
+                                                       Unlisted{deployment.subtask, 0});
                 }
                 ++owner_.counters_.attemptsStarted;
                 if (deployment.restart) ++owner_.counters_.attemptsRestarted;
@@ -629,8 +651,16 @@ void JobMasters::JobMaster::reportState() {
   const wire::JobState state = execution_.state();
   if (execution_.ended()) {
     if (endReported_) return;
-    endReported_ = true;
     const dispatcher::JobEnd end = *execution_.end();
+    if (end.state == wire::JobState::FAILED && !putsFenced_ &&
+        execution_.version() > persistedVersion_) {
+      // Told once a put saying the strategy gave up succeeded (putSettled settles again): the
+      // Dispatcher stores the result next, and a leader dying before the record says so would
+      // leave the next one to run the job again.
+      maybePut();
+      return;
+    }
+    endReported_ = true;
     if (end.state == wire::JobState::FAILED) {
       EventLine line("job state");
       line.field("epoch", owner_.epoch_)
@@ -695,6 +725,7 @@ void JobMasters::JobMaster::checkDrained() {
 void JobMasters::JobMaster::loseWorker(const ResourceId& worker, const std::string& message) {
   execution_.workerLost(worker, message, monoNow(), nowMs());
   workers_.erase(worker);
+  unlisted_.erase(worker);
   drainTransitions();
   checkDrained();
   queueSettle();
@@ -710,6 +741,18 @@ kj::Promise<void> JobMasters::JobMaster::heartbeatLoop() {
 
 void JobMasters::JobMaster::heartbeatRound() {
   const MonoTime now = monoNow();
+  const Duration late = std::chrono::duration_cast<Duration>(now - lastRound_);
+  lastRound_ = now;
+  if (late > owner_.options_.heartbeatTimeout) {
+    // This round comes long after the last one: the process was paused (SIGSTOP) or the loop
+    // blocked. The workers' silence meanwhile is this JobMaster's own: declaring them lost would
+    // tell them to cancel the job's attempts (a worker that has not seen the next term yet would
+    // obey), so each worker's heartbeat.timeout starts over now.
+    spdlog::warn("job {}: heartbeat rounds were late by {} ms (paused?); not counting it as "
+                 "silence of its {} workers",
+                 job_.toHex(), (late - owner_.options_.heartbeatInterval).count(), workers_.size());
+    for (auto& [id, worker] : workers_) worker.lastHeard = now;
+  }
   std::vector<ResourceId> silent;
   for (auto& [id, worker] : workers_) {
     if (now - worker.lastHeard > owner_.options_.heartbeatTimeout) {
@@ -774,13 +817,18 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   std::vector<Adopted> adopted;
   std::vector<AttemptId> adoptedIds;
   if (!releasing_ && execution_.reconciling()) {
-    for (unsigned i = 0; i < slots.size(); ++i) {
-      for (auto running : slots[i].getRunningAttempts()) {
-        std::string message;
-        AttemptReport report = reportOf(running, message);
-        if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
-          adopted.push_back(Adopted{*index, report, std::move(message)});
-          adoptedIds.push_back(report.attempt);
+    // Live attempts first: each takes the slot it runs in, which an attempt that ended in the
+    // same slot must not hold it against.
+    for (const bool ended : {false, true}) {
+      for (unsigned i = 0; i < slots.size(); ++i) {
+        for (auto running : slots[i].getRunningAttempts()) {
+          if (terminalState(running.getState()) != ended) continue;
+          std::string message;
+          AttemptReport report = reportOf(running, message);
+          if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
+            adopted.push_back(Adopted{*index, report, std::move(message)});
+            adoptedIds.push_back(report.attempt);
+          }
         }
       }
     }
@@ -798,6 +846,9 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow(), ++nextLink_});
   for (Adopted& entry : adopted) {
     ++owner_.counters_.attemptsAdopted;
+    if (!terminalState(entry.report.state)) {
+      unlisted_[worker].emplace(entry.report.attempt, Unlisted{entry.subtask, 0});
+    }
     EventLine line("attempt adopted");
     line.field("job", job_.toHex())
         .field("vertex", std::string(entry.report.vertex))
@@ -888,20 +939,56 @@ void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::R
     return;
   }
   known->second.lastHeard = monoNow();
-  // Attempts the worker holds for this job that are no subtask's latest attempt (a submitTask
-  // that timed out here but reached the worker, say) are stopped. Attempts missing from the list
-  // are left to their own updates: an ended attempt's terminal update may still be on its way.
   const auto listed = params.getPayload().getDeployedAttempts();
-  if (listed.size() == 0) return;
   std::vector<AttemptId> attempts;
   attempts.reserve(listed.size());
   for (auto attempt : listed) attempts.push_back(wire::idFromWire<AttemptId>(attempt));
+  // Attempts the worker holds for this job that are no subtask's latest attempt (a submitTask
+  // that timed out here but reached the worker, say) are stopped.
   for (const AttemptId& attempt : execution_.unknownAmong(attempts)) {
     spdlog::info(
         "job {}: cancelling attempt {} that worker {} runs and the JobMaster does not know",
         job_.toHex(), attempt.toHex(), worker.toHex());
     cancelOnWorker(known->second.client, attempt, worker, nullptr);
   }
+  // Live attempts the worker has (submitTask accepted, or adopted) and did not list in two
+  // heartbeats in a row fail: the worker lists the attempts it runs and those whose terminal
+  // update it still holds, and a terminal update is applied here on receipt, so the worker lost
+  // the attempt's end (its update buffer overflowed, say). One miss is allowed: a heartbeat may
+  // overtake the submitTask's answer. Attempts whose submitTask is in flight are not counted.
+  auto tracked = unlisted_.find(worker);
+  if (tracked == unlisted_.end()) return;
+  std::sort(attempts.begin(), attempts.end());
+  std::vector<std::pair<AttemptId, uint32_t>> lost;  // (attempt, subtask)
+  auto& held = tracked->second;
+  for (auto it = held.begin(); it != held.end();) {
+    const AttemptId& attempt = it->first;
+    Unlisted& entry = it->second;
+    if (!execution_.isLive(entry.subtask, attempt)) {
+      it = held.erase(it);  // Ended, or failed otherwise: nothing to watch.
+      continue;
+    }
+    entry.misses =
+        std::binary_search(attempts.begin(), attempts.end(), attempt) ? 0 : entry.misses + 1;
+    if (entry.misses >= kHeartbeatsMissedToFail) {
+      lost.emplace_back(attempt, entry.subtask);
+      it = held.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  if (held.empty()) unlisted_.erase(tracked);
+  if (lost.empty()) return;
+  for (const auto& [attempt, subtask] : lost) {
+    execution_.attemptLost(subtask, attempt,
+                           "worker " + worker.toHex() +
+                               " no longer reports the attempt in its heartbeats (missing from " +
+                               std::to_string(kHeartbeatsMissedToFail) + " in a row)",
+                           monoNow(), nowMs());
+  }
+  drainTransitions();
+  checkDrained();
+  queueSettle();
 }
 
 void JobMasters::JobMaster::disconnect(const ResourceId& worker, const std::string& cause,

@@ -41,8 +41,16 @@
 //   answered, like the first, once the record holds it). The job's first RUNNING feeds
 //   JobMasterCounters' submit-to-running histogram.
 // - heartbeat: notRegistered for a worker holding none of the job's slots (it offers them
-//   again); attempts it lists that the JobMaster does not know are cancelled (attempts it does
-//   not list are left to their own updates: an ended attempt's update may still be on its way).
+//   again); attempts it lists that the JobMaster does not know are cancelled; a live attempt
+//   whose submitTask was accepted (or that was adopted) and that two heartbeats of its worker in
+//   a row do not list FAILS (the worker lists the attempts it runs and those whose end it still
+//   delivers, and a terminal update is applied on receipt, so its end was lost).
+// Heartbeat rounds that come later than heartbeatTimeout (the process was paused, or the loop
+// blocked) refresh every worker instead of losing them: the silence was the JobMaster's own.
+// A FAILED end is reported to the Dispatcher only once a put holding it (JobProgress.ended)
+// succeeded, or the store is fenced. A record written after the restart strategy gave up ends
+// the job FAILED at once with the stored root cause (jobEnded a turn later); nothing runs or is
+// adopted.
 // - disconnect: the worker's attempts FAIL at once and its slots leave the job.
 // A submitTask that is refused (a Failure) or times out (callTimeout) fails its attempt with a
 // message naming why. One that loses its connection (DISCONNECTED) loses the worker, as

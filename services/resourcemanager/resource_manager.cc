@@ -361,7 +361,10 @@ kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer
   return kj::heap<Gateway>(*this);
 }
 
-void ResourceManager::start() { tasks_.add(heartbeatLoop()); }
+void ResourceManager::start() {
+  lastRound_ = monoNow();
+  tasks_.add(heartbeatLoop());
+}
 
 MonoTime ResourceManager::monoNow() const {
   const int64_t nanos = (timer_.now() - kj::origin<kj::TimePoint>()) / kj::NANOSECONDS;
@@ -416,7 +419,18 @@ void ResourceManager::heartbeatRound() {
                                        exception.getDescription().cStr());
                        }));
   }
-  for (const ResourceId& id : slots_.expire(monoNow(), options_.heartbeatTimeout)) {
+  const MonoTime now = monoNow();
+  const Duration late = std::chrono::duration_cast<Duration>(now - lastRound_);
+  lastRound_ = now;
+  if (late > options_.heartbeatTimeout) {
+    // The process was paused (SIGSTOP) or the loop blocked: the workers' silence meanwhile is
+    // this master's own. Removing them would tell them to leave; each timeout starts over now.
+    spdlog::warn("heartbeat rounds were late by {} ms (paused?); not counting it as silence of "
+                 "{} workers",
+                 (late - options_.heartbeatInterval).count(), connections_.size());
+    slots_.refreshAll(now);
+  }
+  for (const ResourceId& id : slots_.expire(now, options_.heartbeatTimeout)) {
     ++counters_.heartbeatTimeouts;
     forgetWorker(id, "heartbeat timeout", true);
   }

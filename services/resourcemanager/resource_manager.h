@@ -115,7 +115,9 @@ class ResourceManager final : public JobMasterPort {
   void refusedEvent(const ResourceId& worker, const std::string& reason) const;
   int64_t wallNow() const;
   kj::Promise<void> heartbeatLoop();
-  // One heartbeat round: a heartbeat call to every worker, then the expiry of silent ones.
+  // One heartbeat round: a heartbeat call to every worker, then the expiry of silent ones. A
+  // round later than heartbeatTimeout after the previous one (the process was paused, or the
+  // loop blocked) counts every worker as heard instead: the silence was the master's own.
   void heartbeatRound();
   // Removes a worker the SlotManager already dropped: its connection, the event line, and (when
   // `tellWorker`) TaskExecutorGateway.disconnect with `reason`, best effort.
@@ -135,6 +137,7 @@ class ResourceManager final : public JobMasterPort {
   const ResourceManagerOptions options_;
   SlotManager slots_;
   std::map<ResourceId, kj::Own<Connection>> connections_;
+  MonoTime lastRound_{};  // When the last heartbeat round ran (start() for the first).
   // JobMasters registered in this term, by job: the gateways workers' offers reach.
   std::map<JobId, wire::JobMasterGateway::Client> jobMasters_;
   bool matchScheduled_ = false;

@@ -230,6 +230,10 @@ std::vector<ResourceId> SlotManager::expire(MonoTime now, Duration timeout) {
   return expired;
 }
 
+void SlotManager::refreshAll(MonoTime now) {
+  for (auto& [id, worker] : workers_) worker.lastHeard = now;
+}
+
 void SlotManager::registerJob(const JobId& job) { jobs_.try_emplace(job); }
 
 bool SlotManager::jobRegistered(const JobId& job) const { return jobs_.count(job) != 0; }

@@ -153,6 +153,8 @@ class SlotManager final {
   bool removeWorker(const ResourceId& worker);
   // Workers not heard of for longer than `timeout` at `now`, removed; in no particular order.
   std::vector<ResourceId> expire(MonoTime now, Duration timeout);
+  // Every worker counts as heard at `now` (the caller's own rounds were late: a paused process).
+  void refreshAll(MonoTime now);
 
   // JobMasters.
   void registerJob(const JobId& job);

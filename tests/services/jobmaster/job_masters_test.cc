@@ -285,11 +285,14 @@ class JobMastersTest : public ::testing::Test {
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   }
 
-  void workerHeartbeat(const JobId& job, const ResourceId& worker) {
+  // A heartbeat of `worker` listing `attempts` (those it runs, or whose end it still delivers).
+  void workerHeartbeat(const JobId& job, const ResourceId& worker,
+                       const std::vector<AttemptId>& attempts = {}) {
     auto request = gateway(job).heartbeatRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), worker);
-    request.initPayload();
+    auto listed = request.initPayload().initDeployedAttempts(static_cast<unsigned>(attempts.size()));
+    for (unsigned i = 0; i < attempts.size(); ++i) wire::setWireId(listed[i], attempts[i]);
     auto response = loop_.run(request.send());
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   }
@@ -623,7 +626,7 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   // Heartbeats go out every interval; answering them keeps the worker.
   for (int i = 0; i < 8; ++i) {
     advance(Duration(2000));
-    workerHeartbeat(job, workerA_);
+    workerHeartbeat(job, workerA_, {silent.submitted[0].attempt});
   }
   EXPECT_GE(silent.heartbeats, 8u);
   EXPECT_EQ(counters_.attemptsFailed, 0u);
@@ -1180,6 +1183,199 @@ TEST_F(JobMastersTest, HeldBytesGrowByLittleMoreThanASmallRecordPerSubtask) {
   start(builder);
   const size_t perSubtask = (masters_->heldBytesForTests() - before) / 10000;
   EXPECT_LT(perSubtask, 128u);
+}
+
+// ---- Review findings --------------------------------------------------------------------------
+
+TEST_F(JobMastersTest, AnAttemptAdoptedWhileDeployingTakesItsPidFromTheLaterRunningUpdate) {
+  JobGraphBuilder builder({{"a", 1}});
+  const AttemptId x = AttemptId::random();
+  const JobId job = startRecovered(builder, {{0, x, 0, ExecutionState::DEPLOYING}});
+  FakeWorker worker;
+  // The worker had not started the attempt yet: it offers it DEPLOYING, without a pid.
+  offer(job, workerA_, worker, 1, {{x, "a", 0, ExecutionState::DEPLOYING, 0}});
+  EXPECT_EQ(counters_.attemptsAdopted, 1u);
+  auto response = update(job, FakeWorker::Submitted{x, {}, "a", 0, 0, ""}, ExecutionState::RUNNING);
+  EXPECT_FALSE(response.hasFailure());
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  auto attempt = status.getVertices()[0].getSubtasks()[0].getAttempt();
+  EXPECT_EQ(attempt.getState(), ExecutionState::RUNNING);
+  EXPECT_EQ(attempt.getPid(), 777u);  // updateRequest's pid.
+  EXPECT_NE(attempt.getStartedAtMs(), 0);
+}
+
+TEST_F(JobMastersTest, AnEndedAndALiveExpectedAttemptInOneSlotAreBothAdopted) {
+  JobGraphBuilder builder({{"a", 2}});
+  const AttemptId x = AttemptId::random();
+  const AttemptId y = AttemptId::random();
+  const JobId job = startRecovered(
+      builder, {{0, x, 0, ExecutionState::RUNNING}, {1, y, 0, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  // One slot lists both: x ended in it, y runs in it.
+  offer(job, workerA_, worker, 1,
+        {{x, "a", 0, ExecutionState::FINISHED}, {y, "a", 1, ExecutionState::RUNNING}});
+  EXPECT_EQ(counters_.attemptsAdopted, 2u);
+  EXPECT_TRUE(worker.cancelled.empty());
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);  // Nothing left to wait for.
+  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FINISHED);
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+}
+
+TEST_F(JobMastersTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  advance(Duration(2000));
+  workerHeartbeat(job, workerA_, {worker.submitted[0].attempt});
+  // The JobMaster's process was stopped (or its loop blocked) for longer than heartbeat.timeout:
+  // the next round runs late, and the worker's silence is the JobMaster's own.
+  advance(Duration(15000));
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  EXPECT_TRUE(worker.disconnects.empty());
+  EXPECT_TRUE(worker.cancelled.empty());
+  // Rounds on time again: the worker is heard and stays.
+  advance(Duration(2000));
+  workerHeartbeat(job, workerA_, {worker.submitted[0].attempt});
+  advance(Duration(2000));
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  // Real silence afterwards still loses it.
+  for (int i = 0; i < 6; ++i) advance(Duration(2000));
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+}
+
+TEST_F(JobMastersTest, ALiveAttemptMissingFromTwoHeartbeatsOfItsWorkerFailsAndRestarts) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
+  auto beat = [&](std::vector<AttemptId> listed) {
+    auto request = gateway(job).heartbeatRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), workerA_);
+    auto out = request.initPayload().initDeployedAttempts(static_cast<unsigned>(listed.size()));
+    for (unsigned i = 0; i < listed.size(); ++i) wire::setWireId(out[i], listed[i]);
+    auto response = loop_.run(request.send());
+    EXPECT_FALSE(response.hasFailure());
+    settle();
+  };
+  const AttemptId kept = worker.submitted[0].attempt;
+  const AttemptId dropped = worker.submitted[1].attempt;
+  beat({kept, dropped});
+  beat({kept});  // Once missing: its terminal update may still be on its way.
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  beat({kept, dropped});  // Listed again: the count starts over.
+  beat({kept});
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  worker.submitMode = FakeWorker::Mode::kSilent;  // The restart's submitTask stays in flight.
+  beat({kept});  // Missing from two heartbeats in a row: its worker no longer runs it.
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[1].getLastFailure().cStr()),
+            "worker " + workerA_.toHex() +
+                " no longer reports the attempt in its heartbeats (missing from 2 in a row)");
+  // The strategy restarts it.
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  EXPECT_EQ(worker.submitted[2].subtask, 1u);
+  EXPECT_EQ(worker.submitted[2].attemptNumber, 1u);
+  // An attempt whose submitTask is still in flight is not counted.
+  beat({kept});
+  beat({kept});
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+}
+
+TEST_F(JobMastersTest, AJobWhoseStrategyGaveUpEndsFailedAgainAfterAFailoverAndRunsNothing) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(1, 0);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1, "exited with code 1");
+  advance(Duration(0));
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  expectApplied(job, worker.submitted[2], ExecutionState::FAILED, 3, "exited with code 3");
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  const dispatcher::JobEnd first = listener_.ended[0].second;
+  ASSERT_EQ(first.state, wire::JobState::FAILED);
+  // The record acknowledged with the last failure says the strategy gave up.
+  {
+    const auto stored = storedProgress(job);
+    EXPECT_EQ(stored.get().getEnded(), wire::JobState::FAILED);
+    EXPECT_EQ(std::string(stored.get().getFailure().getMessage().cStr()), first.failureMessage);
+  }
+  auto released = masters_->release(job, "job failed");
+  settle();
+  expectApplied(job, worker.submitted[1], ExecutionState::CANCELED);
+  released.wait(loop_.waitScope());
+
+  // The leader died before the Dispatcher stored the result: the next one starts the job from
+  // the record, which ends it failed with the same root cause; nothing runs again.
+  listener_.ended.clear();
+  listener_.states.clear();
+  const auto stored = storedProgress(job);
+  masters_->start(job, builder.graph(), stored.get());
+  EXPECT_TRUE(listener_.ended.empty());  // Told a turn later, never from inside start().
+  settle();
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  const dispatcher::JobEnd& again = listener_.ended[0].second;
+  EXPECT_EQ(again.state, wire::JobState::FAILED);
+  EXPECT_EQ(again.failureMessage, first.failureMessage);
+  EXPECT_EQ(again.failureVertex, "a");
+  EXPECT_EQ(again.failureSubtask, first.failureSubtask);
+  EXPECT_EQ(again.failureAttempt, first.failureAttempt);
+  EXPECT_EQ(again.failureExitCode, 3);
+  EXPECT_EQ(again.failureAtMs, first.failureAtMs);
+  EXPECT_EQ(again.restarts, 1u);
+  for (const auto& [id, state] : listener_.states) EXPECT_NE(state, wire::JobState::RECONCILING);
+  FakeWorker next;
+  EXPECT_TRUE(offer(job, workerB_, next, 1).empty());
+  EXPECT_TRUE(next.submitted.empty());
+  EXPECT_EQ(worker.submitted.size(), 3u);
+}
+
+TEST_F(JobMastersTest, ARecordInWhichEverySubtaskFinishedEndsTheJobFinishedAtOnce) {
+  JobGraphBuilder builder({{"a", 1}, {"b", 1, {"a"}}});
+  const JobId job = startRecovered(builder, {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
+                                             {1, AttemptId::random(), 0, ExecutionState::FINISHED}});
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  FakeWorker worker;
+  EXPECT_TRUE(offer(job, workerA_, worker, 1).empty());
+  EXPECT_TRUE(worker.submitted.empty());
+}
+
+TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveUpIsStored) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  backend_.holdWrites = true;
+  auto request = gateway(job).disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setCause("SIGTERM");
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  // The Dispatcher would store the result; a leader dying before the record says the job failed
+  // would leave the next one to run it again.
+  EXPECT_TRUE(listener_.ended.empty());
+  backend_.releaseWrites();
+  settle();
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FAILED);
+  EXPECT_EQ(storedProgress(job).get().getEnded(), wire::JobState::FAILED);
 }
 
 }  // namespace

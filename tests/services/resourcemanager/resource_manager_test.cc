@@ -384,6 +384,30 @@ TEST_F(ResourceManagerTest, AWorkerSilentForTheHeartbeatTimeoutIsRemovedCountedA
   EXPECT_EQ(fake.heartbeats, heartbeats) << "a removed worker is not heartbeated";
 }
 
+TEST_F(ResourceManagerTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
+  FakeWorker fake;
+  const WorkerIdentity who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  manager_->start();
+  advance(Duration(2000));
+  ASSERT_FALSE(heartbeat(who).hasFailure());  // Heard at t=2s.
+  // The ResourceManager's process was stopped for longer than heartbeat.timeout: its next round
+  // runs late, and the worker's silence meanwhile is its own.
+  advance(Duration(15000));
+  EXPECT_EQ(manager_->counts().workers, 1u);
+  EXPECT_EQ(counters_.heartbeatTimeouts, 0u);
+  EXPECT_TRUE(fake.disconnects.empty());
+  // Rounds on time again: the worker is heard and stays.
+  advance(Duration(2000));
+  ASSERT_FALSE(heartbeat(who).hasFailure());
+  advance(Duration(2000));
+  EXPECT_EQ(manager_->counts().workers, 1u);
+  // Real silence afterwards still removes it.
+  for (int i = 0; i < 5; ++i) advance(Duration(2000));
+  EXPECT_EQ(manager_->counts().workers, 0u);
+  EXPECT_EQ(counters_.heartbeatTimeouts, 1u);
+}
+
 TEST_F(ResourceManagerTest, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth) {
   FakeWorker holder;
   FakeWorker claimant;
