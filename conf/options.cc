@@ -406,8 +406,9 @@ std::vector<OptionSpec> buildRegistry() {
       option("worker.update-buffer.max", kInt, "10000",
              "Number of attempt state changes a worker keeps while it cannot deliver them to "
              "their JobMaster (no leader, or a new leader whose JobMaster it has not reached "
-             "yet); over it the oldest are dropped with a warning, and their attempts are "
-             "failed by the next JobMaster at jobmaster.reconciliation-timeout.",
+             "yet); over it the oldest are dropped with a warning, and the JobMaster fails "
+             "their attempts (after a failover at jobmaster.reconciliation-timeout, otherwise "
+             "once the worker's heartbeats stop listing them).",
              intRange(1, 10000000)),
       option("cluster.registration.initial-timeout", kDuration, "100ms",
              "Workers: the first wait before registering with the leader again after a failed "
