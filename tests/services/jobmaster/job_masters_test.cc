@@ -7,12 +7,9 @@
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <kj/debug.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +17,7 @@
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
+#include "tests/common/logging_test_util.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
@@ -117,7 +115,7 @@ struct FakeListener final : public dispatcher::JobRunnerListener {
   std::vector<std::pair<JobId, dispatcher::JobEnd>> ended;
 };
 
-class JobMastersTest : public ::testing::Test {
+class JobMastersTest : public DefaultLoggerTest {
  protected:
   JobMastersTest() {
     JobMasterOptions options;
@@ -733,11 +731,7 @@ TEST_F(JobMastersTest, AnAttemptOfALostWorkerOfferedAgainIsCancelled) {
 }
 
 TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {
-  std::ostringstream log;
-  const auto original = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
-  KJ_DEFER(spdlog::set_default_logger(original));
+  captureLog();
 
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(1, 1000);
@@ -748,16 +742,8 @@ TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);  // Repeated: no line.
   expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 3, "exited with code 3");
 
-  auto linesOf = [&](std::string_view event) {
-    std::vector<EventFields> found;
-    std::istringstream lines(log.str());
-    for (std::string line; std::getline(lines, line);) {
-      if (auto fields = parseEventLine(line, event)) found.push_back(*fields);
-    }
-    return found;
-  };
-  const auto deployed = linesOf("attempt deployed");
-  ASSERT_EQ(deployed.size(), 1u) << log.str();
+  const auto deployed = capturedEvents("attempt deployed");
+  ASSERT_EQ(deployed.size(), 1u) << capturedLog();
   EXPECT_EQ(deployed[0].getUint("epoch"), kEpoch);
   EXPECT_EQ(deployed[0].get("job"), job.toHex());
   EXPECT_EQ(deployed[0].get("vertex"), "a");
@@ -767,23 +753,23 @@ TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {
   EXPECT_EQ(deployed[0].get("resource_id"), workerA_.toHex());
   EXPECT_TRUE(deployed[0].get("mono_us"));
   EXPECT_TRUE(deployed[0].get("wall_ms"));
-  const auto states = linesOf("attempt state");
-  ASSERT_EQ(states.size(), 2u) << log.str();
+  const auto states = capturedEvents("attempt state");
+  ASSERT_EQ(states.size(), 2u) << capturedLog();
   EXPECT_EQ(states[0].get("state"), "RUNNING");
   EXPECT_EQ(states[0].get("message"), std::nullopt);
   EXPECT_EQ(states[1].get("state"), "FAILED");
   EXPECT_EQ(states[1].getInt("exit_code"), 3);
   EXPECT_EQ(states[1].getInt("signal"), 0);
   EXPECT_EQ(states[1].get("message"), "exited with code 3");
-  const auto jobStates = linesOf("job state");
-  ASSERT_EQ(jobStates.size(), 2u) << log.str();
+  const auto jobStates = capturedEvents("job state");
+  ASSERT_EQ(jobStates.size(), 2u) << capturedLog();
   EXPECT_EQ(jobStates[0].get("state"), "RUNNING");
   EXPECT_EQ(jobStates[0].getUint("restarts"), 0u);
   EXPECT_EQ(jobStates[1].get("state"), "RESTARTING");
   EXPECT_EQ(jobStates[1].getUint("restarts"), 1u);
   advance(Duration(1000));
-  EXPECT_EQ(linesOf("job state").back().get("state"), "RUNNING");
-  EXPECT_EQ(linesOf("attempt deployed").size(), 2u);
+  EXPECT_EQ(capturedEvents("job state").back().get("state"), "RUNNING");
+  EXPECT_EQ(capturedEvents("attempt deployed").size(), 2u);
 }
 
 // ---- The progress record (write-ahead) ---------------------------------------------------------
@@ -908,11 +894,7 @@ TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
 // ---- Failover: reconciliation -----------------------------------------------------------------
 
 TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) {
-  std::ostringstream log;
-  const auto original = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
-  KJ_DEFER(spdlog::set_default_logger(original));
+  captureLog();
 
   JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}}});
   const AttemptId x = AttemptId::random();
@@ -962,20 +944,12 @@ TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) 
   advance(Duration(2000));
   EXPECT_GT(first.heartbeats + second.heartbeats, 0u);
 
-  auto linesOf = [&](std::string_view event) {
-    std::vector<EventFields> found;
-    std::istringstream lines(log.str());
-    for (std::string line; std::getline(lines, line);) {
-      if (auto fields = parseEventLine(line, event)) found.push_back(*fields);
-    }
-    return found;
-  };
-  const auto reconciling = linesOf("job reconciling");
-  ASSERT_EQ(reconciling.size(), 1u) << log.str();
+  const auto reconciling = capturedEvents("job reconciling");
+  ASSERT_EQ(reconciling.size(), 1u) << capturedLog();
   EXPECT_EQ(reconciling[0].get("job"), job.toHex());
   EXPECT_EQ(reconciling[0].getUint("expected"), 2u);
-  const auto adopted = linesOf("attempt adopted");
-  ASSERT_EQ(adopted.size(), 2u) << log.str();
+  const auto adopted = capturedEvents("attempt adopted");
+  ASSERT_EQ(adopted.size(), 2u) << capturedLog();
   EXPECT_EQ(adopted[0].get("vertex"), "a");
   EXPECT_EQ(adopted[0].getUint("subtask"), 0u);
   EXPECT_EQ(adopted[0].get("attempt"), x.toHex());
@@ -984,8 +958,8 @@ TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) 
   EXPECT_EQ(adopted[0].getUint("pid"), 4242u);
   EXPECT_TRUE(adopted[0].get("mono_us"));
   EXPECT_TRUE(adopted[0].get("wall_ms"));
-  const auto reconciled = linesOf("job reconciled");
-  ASSERT_EQ(reconciled.size(), 1u) << log.str();
+  const auto reconciled = capturedEvents("job reconciled");
+  ASSERT_EQ(reconciled.size(), 1u) << capturedLog();
   EXPECT_EQ(reconciled[0].getUint("adopted"), 2u);
   EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
   EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
@@ -1121,11 +1095,7 @@ TEST_F(JobMastersTest, AnAttemptNobodyReportsFailsAtTheReconciliationTimeoutAndR
 }
 
 TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {
-  std::ostringstream log;
-  const auto original = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
-  KJ_DEFER(spdlog::set_default_logger(original));
+  captureLog();
   JobGraphBuilder builder({{"a", 3}});
   const JobId job = startRecovered(builder,
                                    {{0, AttemptId::random(), 0, ExecutionState::FINISHED},
@@ -1144,13 +1114,9 @@ TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsD
   EXPECT_EQ(worker.submitted[1].subtask, 2u);
   EXPECT_EQ(worker.submitted[1].attemptNumber, 0u);
   EXPECT_EQ(counters_.attemptsRestarted, 1u);  // a[1]; a[2] runs for the first time.
-  std::vector<EventFields> reconciled;
-  std::istringstream lines(log.str());
-  for (std::string line; std::getline(lines, line);) {
-    EXPECT_FALSE(parseEventLine(line, "job reconciling").has_value()) << line;
-    if (auto fields = parseEventLine(line, "job reconciled")) reconciled.push_back(*fields);
-  }
-  ASSERT_EQ(reconciled.size(), 1u) << log.str();
+  EXPECT_TRUE(capturedEvents("job reconciling").empty()) << capturedLog();
+  const auto reconciled = capturedEvents("job reconciled");
+  ASSERT_EQ(reconciled.size(), 1u) << capturedLog();
   EXPECT_EQ(reconciled[0].getUint("adopted"), 0u);
   EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
   EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);

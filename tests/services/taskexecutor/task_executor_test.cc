@@ -16,8 +16,6 @@
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <fstream>
@@ -25,7 +23,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -313,24 +310,6 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
-  // Sends the default logger's lines to log_ for the rest of the test (DefaultLoggerTest puts
-  // the original logger back in TearDown).
-  void captureLog() {
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-        "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(log_)));
-  }
-
-  // The first line of `log` that is the event `event`, parsed.
-  static std::optional<EventFields> eventIn(const std::string& log, std::string_view event) {
-    std::istringstream lines(log);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (auto fields = parseEventLine(line, event)) return fields;
-    }
-    return std::nullopt;
-  }
-
-  std::ostringstream log_;  // captureLog().
   EventLoop loop_;
   std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
   kj::Own<rpc::RpcServer> server_;
@@ -520,8 +499,8 @@ TEST_F(TaskExecutorTest, LogsItsEventLines) {
   loop_.run(executor.disconnect("SIGTERM"));
 
   const std::string worker = kWorker.toHex();
-  auto registered = eventIn(log_.str(), "worker registered");
-  ASSERT_TRUE(registered) << log_.str();
+  auto registered = capturedEvent("worker registered");
+  ASSERT_TRUE(registered) << capturedLog();
   EXPECT_EQ(registered->get("resource_id"), worker);
   EXPECT_EQ(registered->getUint("epoch"), 1u);
   EXPECT_EQ(registered->get("registration_id"), master_->registrations[0].registrationId.toHex());
@@ -530,21 +509,21 @@ TEST_F(TaskExecutorTest, LogsItsEventLines) {
   EXPECT_TRUE(registered->getInt("mono_us"));
   EXPECT_TRUE(registered->getInt("wall_ms"));
 
-  auto refused = eventIn(log_.str(), "epoch gate refused");
-  ASSERT_TRUE(refused) << log_.str();
+  auto refused = capturedEvent("epoch gate refused");
+  ASSERT_TRUE(refused) << capturedLog();
   EXPECT_EQ(refused->get("resource_id"), worker);
   EXPECT_EQ(refused->get("method"), "TaskExecutorGateway.requestSlot");
   EXPECT_EQ(refused->getUint("received"), 0u);
   EXPECT_EQ(refused->getUint("highest"), 1u);
 
-  auto lost = eventIn(log_.str(), "resource manager lost");
-  ASSERT_TRUE(lost) << log_.str();
+  auto lost = capturedEvent("resource manager lost");
+  ASSERT_TRUE(lost) << capturedLog();
   EXPECT_EQ(lost->get("resource_id"), worker);
   EXPECT_EQ(lost->getUint("epoch"), 1u);
   EXPECT_NE(lost->get("reason")->find("does not know this registration"), std::string::npos);
 
-  auto disconnected = eventIn(log_.str(), "worker disconnected");
-  ASSERT_TRUE(disconnected) << log_.str();
+  auto disconnected = capturedEvent("worker disconnected");
+  ASSERT_TRUE(disconnected) << capturedLog();
   EXPECT_EQ(disconnected->getUint("epoch"), 1u);
   EXPECT_EQ(disconnected->get("cause"), "SIGTERM");
   EXPECT_TRUE(disconnected->getInt("wall_ms"));
@@ -899,15 +878,15 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
   waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
 
-  auto started = eventIn(log_.str(), "task started");
-  ASSERT_TRUE(started) << log_.str();
+  auto started = capturedEvent("task started");
+  ASSERT_TRUE(started) << capturedLog();
   EXPECT_EQ(started->get("resource_id"), kWorker.toHex());
   EXPECT_EQ(started->get("job"), kJob.toHex());
   EXPECT_EQ(started->get("attempt"), kAttempt.toHex());
   EXPECT_EQ(started->getUint("pid"), updatesOf(kAttempt)[0].pid);
   EXPECT_TRUE(started->getInt("mono_us"));
-  auto ended = eventIn(log_.str(), "task ended");
-  ASSERT_TRUE(ended) << log_.str();
+  auto ended = capturedEvent("task ended");
+  ASSERT_TRUE(ended) << capturedLog();
   EXPECT_EQ(ended->get("attempt"), kAttempt.toHex());
   EXPECT_EQ(ended->get("state"), "FAILED");
   EXPECT_EQ(ended->getInt("exit_code"), 4);
@@ -1224,8 +1203,8 @@ TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarn
   waitFor([&] { return executor.tasksRunning() == 0; }, "the third attempt ended");
   EXPECT_EQ(executor.counters().updatesDropped, 1u);
   EXPECT_EQ(executor.updatesQueued(), 2u);
-  auto dropped = eventIn(log_.str(), "updates dropped");
-  ASSERT_TRUE(dropped) << log_.str();
+  auto dropped = capturedEvent("updates dropped");
+  ASSERT_TRUE(dropped) << capturedLog();
   EXPECT_EQ(dropped->get("attempt"), kAttempt.toHex());
   EXPECT_EQ(dropped->get("job"), kJob.toHex());
   EXPECT_EQ(dropped->get("state"), "FINISHED");
