@@ -12,9 +12,9 @@
 #                                        registry access: starts a private dockerd in a network
 #                                        namespace of its own, makes the base images with
 #                                        debootstrap, runs the demo, then stops the daemon and
-#                                        removes the namespace. Its images are cached in
-#                                        /var/cache/regent-compose (REGENT_COMPOSE_CACHE is not
-#                                        read: pass --cache DIR); --purge-cache removes it.
+#                                        removes the namespace. Its images stay cached in
+#                                        /var/cache/regent-compose (or --cache DIR) for the
+#                                        next run; --purge-cache removes that directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -116,6 +116,10 @@ cleanup() {
   local status=$?
   trap - EXIT INT TERM
   set +e +o pipefail
+  if [ "$composed" = 1 ] && [ "$status" != 0 ]; then
+    echo "compose-demo: failed; the last lines of each container's log:" >&2
+    compose logs --no-color --tail 30 >&2
+  fi
   if [ "$composed" = 1 ]; then
     say "Removing the containers, the network and the volumes (docker-compose down -v)."
     compose down -v --remove-orphans --timeout 10 2>&1 | sed 's/^/  /' || true
@@ -161,6 +165,9 @@ trap 'exit 143' TERM
 if [ "$isolated" = 1 ]; then
   addresses_before=$(ip -br addr; ip route)
   mkdir -p "$cache/docker" && touch "$cache/.regent-compose-cache"
+  # One daemon per data root: a second run waits for nothing, it stops here.
+  exec 9>"$cache/.lock"
+  flock -n 9 || die "another scripts/compose-demo.sh --isolated is using $cache"
   netns=regent-compose-$$
   say "Starting a private dockerd in network namespace $netns (its bridges and container addresses exist only there)."
   ip netns add "$netns"
@@ -258,6 +265,11 @@ wait_for_health() {
 wait_for_health 120
 step "All $(compose ps -q | wc -l) containers healthy $((($(now_ms) - up_started) / 1000)) s after up."
 compose ps | sed 's/^/  /'
+# master-1's HTTP port is published on the host's loopback (inside the namespace, --isolated).
+in_host_net() {
+  if [ "$isolated" = 1 ]; then nsenter --net="/var/run/netns/$netns" "$@"; else "$@"; fi
+}
+step "master-1's HTTP port, published on 127.0.0.1:8081: GET /healthz answers $(in_host_net docker/regent-healthcheck 127.0.0.1:8081)."
 
 # --- regentctl in a container ----------------------------------------------------------------------
 
