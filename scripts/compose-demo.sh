@@ -58,14 +58,34 @@ scripts/install-deps.sh
 if [ "$isolated" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || die "--isolated starts dockerd in a network namespace: run it as root"
   missing=()
-  for package in docker.io docker-compose debootstrap iproute2 util-linux python3; do
+  packages=(docker.io docker-compose debootstrap iproute2 util-linux python3)
+  # dockerd confines containers with AppArmor when the kernel has it on, and needs its parser.
+  [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ] && packages+=(apparmor)
+  for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
       missing+=("$package")
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    say "Installing ${missing[*]} (no daemon is started: Debian's policy-rc.d, if any, is respected)."
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+    # Installing docker.io must not start its daemon here, in the machine's own network
+    # namespace (it would create docker0 and its addresses): a policy-rc.d that refuses every
+    # service start, for the length of the install, unless one is in place already.
+    say "Installing ${missing[*]}, with service starts refused (policy-rc.d): no daemon starts in this namespace."
+    before_install=$(ip -br addr 2>/dev/null; ip route 2>/dev/null)
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\n# compose-demo.sh: no service starts while it installs docker.io\nexit 101\n' >"$policy"
+      chmod 755 "$policy"
+      own_policy=1
+    fi
+    install_status=0
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
       { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"; }
+    } || install_status=$?
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
+    [ "$install_status" = 0 ] || die "apt-get install ${missing[*]} failed"
+    [ "$(ip -br addr 2>/dev/null; ip route 2>/dev/null)" = "$before_install" ] ||
+      die "installing ${missing[*]} changed this machine's interfaces (a Docker daemon started?): check ip -br addr"
   fi
 fi
 # Debian's docker.io puts its client in /usr/bin; a newer one earlier in PATH works too.
