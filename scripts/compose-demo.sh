@@ -99,7 +99,9 @@ else
 fi
 
 say "Building the release binaries the image copies (quick when already built)."
+build_started=$(now_ms)
 scripts/build.sh --release regent-master regent-worker regent-task-shim regentctl
+step "Release binaries ready in $((($(now_ms) - build_started) / 1000)) s."
 
 # --- Cleanup -----------------------------------------------------------------------------------
 
@@ -241,9 +243,11 @@ while True:
     rm -rf "$root"
   }
   say "Preparing the base images."
+  bases_started=$(now_ms)
   make_base regent-base:bookworm \
     libcapnp-0.9.2,libfmt9,librocksdb7.8,libspdlog1.10,libssl3,libuv1,libyaml-cpp0.7,libzookeeper-st2
   make_base regent-zookeeper-base:bookworm zookeeper,default-jre-headless
+  step "Base images ready in $((($(now_ms) - bases_started) / 1000)) s."
   export BASE_IMAGE=regent-base:bookworm ZOOKEEPER_BASE_IMAGE=regent-zookeeper-base:bookworm
 fi
 
