@@ -423,6 +423,13 @@ else
   die "the job's attempts changed across the failover: $(cat "$work/attempts-before") -> $(cat "$work/attempts-after")"
 fi
 sed 's/^/    /' "$work/attempts-after"
+# Each task's user, read from /proc in the worker container that runs it (the HOST column of
+# `jobs status` is that container's host name, its id).
+# (Each subtask's attempt, with its pid, comes before its host: the JSON keys are sorted.)
+ctl --json jobs status "$job" | grep -o '"pid":[0-9]*\|"host":"[0-9a-f]*"' | sed 's/.*://; s/"//g' | paste -d' ' - - |
+  while read -r pid host; do
+    step "pid $pid runs in worker container $host as user $(docker exec "$host" stat -c %U "/proc/$pid")."
+  done
 say "\$ regentctl jobs logs $job --vertex tick | tail -n 3   (the ticks go on)"
 ctl jobs logs "$job" --vertex tick | tail -n 3
 
