@@ -116,6 +116,27 @@ TEST(ComposeFile, ConfigPrintsTheProject) {
   EXPECT_GT(project.value()["services"].size(), 0u);
 }
 
+// The variables the file interpolates, and compose's own, set in the caller's environment: the
+// normalized project still has the file's defaults, and regentctl stays out of `up`.
+TEST(ComposeFile, CallerEnvironmentDoesNotLeakIn) {
+  const std::vector<std::pair<std::string, std::string>> leaked{
+      {"BASE_IMAGE", "leaked:base"},
+      {"ZOOKEEPER_BASE_IMAGE", "leaked:zookeeper"},
+      {"USER_ID", "0"},
+      {"COMPOSE_PROFILES", "tools"},
+      {"COMPOSE_PROJECT_NAME", "leaked"},
+      {"COMPOSE_FILE", "/nonexistent.yml"}};
+  for (const auto& [name, value] : leaked) ::setenv(name.c_str(), value.c_str(), 1);
+  const auto project = normalizedComposeProject(kSourceDir + "/docker-compose.yml");
+  for (const auto& [name, value] : leaked) ::unsetenv(name.c_str());
+  ASSERT_TRUE(project.ok()) << project.error().message;
+  const YAML::Node services = project.value()["services"];
+  EXPECT_EQ(services["master-1"]["build"]["args"]["BASE"].as<std::string>(),
+            "debian:bookworm-slim");
+  EXPECT_EQ(services["master-1"]["build"]["args"]["USER_ID"].as<std::string>(), "10001");
+  EXPECT_EQ(services["zk-1"]["build"]["args"]["BASE"].as<std::string>(), "debian:bookworm-slim");
+}
+
 TEST(ComposeFile, TopologyIsThreeZooKeepersThreeMastersTwoWorkersAndAToolOnOneNetwork) {
   ASSERT_PROJECT(project);
   EXPECT_EQ(describeProblems(checkTopology(project.value())), "");
