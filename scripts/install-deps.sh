@@ -13,6 +13,8 @@ packages=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   # tests: GoogleTest, and the real ZooKeeper server (Java) the fixtures start
   libgtest-dev libgmock-dev zookeeper default-jre-headless
+  # tests: the compose tool (no daemon), for `docker-compose config` in compose_file_test
+  docker-compose
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-14-dev)

@@ -1,0 +1,409 @@
+// docker-compose.yml and the images it builds, checked without a Docker daemon: the compose tool
+// normalizes the file (`docker-compose config`), each test runs one check of compose_checks.h on
+// the result, and the mutation tests feed the same checks broken copies to prove that they object,
+// naming the service and the field.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+
+#include "tests/docker/compose_checks.h"
+#include "tests/fixtures/temp_dir_test_util.h"
+
+namespace regent::testing {
+namespace {
+
+const std::string kSourceDir = REGENT_SOURCE_DIR;
+const std::string kBinDir = REGENT_BIN_DIR;
+constexpr Duration kScriptTimeout{60000};
+
+std::string readSource(const std::string& relative) {
+  std::ifstream in(kSourceDir + "/" + relative, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + relative);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The repository's docker-compose.yml as `docker-compose config` prints it, loaded once.
+const Result<YAML::Node>& repositoryProject() {
+  static const Result<YAML::Node> project =
+      normalizedComposeProject(kSourceDir + "/docker-compose.yml");
+  return project;
+}
+
+// The secret files docker/make-secrets.sh writes: it runs on a copy of itself in a temporary
+// directory, and the names are what it left in secrets/ there.
+std::vector<std::string> secretsMakeSecretsWrites() {
+  TempDir dir("compose-file-test-secrets");
+  std::filesystem::create_directory(dir.path() + "/docker");
+  const std::string script = dir.path() + "/docker/make-secrets.sh";
+  std::filesystem::copy_file(kSourceDir + "/docker/make-secrets.sh", script);
+  auto bash = findOnPath("bash");
+  if (!bash.ok()) throw std::runtime_error(bash.error().message);
+  const char* path = std::getenv("PATH");
+  auto run =
+      runWithEnvironment({bash.value(), script},
+                         {std::string("PATH=") + (path != nullptr ? path : "")}, kScriptTimeout);
+  if (!run.ok()) throw std::runtime_error(run.error().message);
+  if (!run.value().exit.exited() || run.value().exit.exitCode != 0) {
+    throw std::runtime_error("docker/make-secrets.sh ended with " + run.value().exit.describe() +
+                             ": " + run.value().err);
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/docker/secrets")) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Problems checkRepositorySecrets(const YAML::Node& project) {
+  static const std::vector<std::string> names = secretsMakeSecretsWrites();
+  return checkSecrets(project, kSourceDir + "/docker/secrets", names);
+}
+
+Problems checkEnvironmentWithBuiltBinaries(const YAML::Node& project) {
+  return checkRegentEnvironment(project, kBinDir);
+}
+
+// docker/Dockerfile and docker/*.Dockerfile, by path relative to the repository.
+std::map<std::string, std::string> repositoryDockerfiles() {
+  std::map<std::string, std::string> dockerfiles;
+  for (const auto& entry : std::filesystem::directory_iterator(kSourceDir + "/docker")) {
+    const std::string name = entry.path().filename().string();
+    if (name == "Dockerfile" || name.ends_with(".Dockerfile")) {
+      dockerfiles["docker/" + name] = readSource("docker/" + name);
+    }
+  }
+  return dockerfiles;
+}
+
+Problems checkImages(const std::map<std::string, std::string>& dockerfiles,
+                     const std::string& dockerignore) {
+  Problems problems;
+  for (const auto& [name, text] : dockerfiles) {
+    for (auto& problem : checkDockerfile(name, text)) problems.push_back(std::move(problem));
+  }
+  for (auto& problem : checkDockerignore(dockerfiles, dockerignore)) {
+    problems.push_back(std::move(problem));
+  }
+  return problems;
+}
+
+// Expects one of `problems` to hold every text of `expected`.
+void expectProblemHolding(const Problems& problems, const std::vector<std::string>& expected) {
+  const bool found = std::any_of(problems.begin(), problems.end(), [&](const std::string& p) {
+    return std::all_of(expected.begin(), expected.end(),
+                       [&](const std::string& text) { return p.find(text) != std::string::npos; });
+  });
+  EXPECT_TRUE(found) << "no problem holds all of:\n"
+                     << describeProblems(expected) << "\nthe problems:\n"
+                     << describeProblems(problems);
+}
+
+#define ASSERT_PROJECT(project)                            \
+  const Result<YAML::Node>& project = repositoryProject(); \
+  ASSERT_TRUE(project.ok()) << project.error().message
+
+TEST(ComposeFile, ConfigPrintsTheProject) {
+  ASSERT_PROJECT(project);
+  EXPECT_GT(project.value()["services"].size(), 0u);
+}
+
+// The variables the file interpolates, and compose's own, set in the caller's environment: the
+// normalized project still has the file's defaults, and regentctl stays out of `up`.
+TEST(ComposeFile, CallerEnvironmentDoesNotLeakIn) {
+  const std::vector<std::pair<std::string, std::string>> leaked{
+      {"BASE_IMAGE", "leaked:base"},
+      {"ZOOKEEPER_BASE_IMAGE", "leaked:zookeeper"},
+      {"USER_ID", "0"},
+      {"COMPOSE_PROFILES", "tools"},
+      {"COMPOSE_PROJECT_NAME", "leaked"},
+      {"COMPOSE_FILE", "/nonexistent.yml"}};
+  for (const auto& [name, value] : leaked) ::setenv(name.c_str(), value.c_str(), 1);
+  const auto project = normalizedComposeProject(kSourceDir + "/docker-compose.yml");
+  for (const auto& [name, value] : leaked) ::unsetenv(name.c_str());
+  ASSERT_TRUE(project.ok()) << project.error().message;
+  const YAML::Node services = project.value()["services"];
+  EXPECT_EQ(services["master-1"]["build"]["args"]["BASE"].as<std::string>(),
+            "debian:bookworm-slim");
+  EXPECT_EQ(services["master-1"]["build"]["args"]["USER_ID"].as<std::string>(), "10001");
+  EXPECT_EQ(services["zk-1"]["build"]["args"]["BASE"].as<std::string>(), "debian:bookworm-slim");
+}
+
+TEST(ComposeFile, TopologyIsThreeZooKeepersThreeMastersTwoWorkersAndAToolOnOneNetwork) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkTopology(project.value())), "");
+}
+
+TEST(ComposeFile, ZooKeeperServersAgreeOnTheEnsembleAndRegentUsesIt) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkZooKeeperEnsemble(project.value())), "");
+}
+
+TEST(ComposeFile, MastersWaitForHealthyZooKeeperAndTheWorkerForHealthyMasters) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkDependencies(project.value())), "");
+}
+
+TEST(ComposeFile, OnlyMasterOnePublishesAPortOnLoopback) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkPorts(project.value())), "");
+}
+
+TEST(ComposeFile, RpcRequiresAuthenticationWithSecretsTheServicesMount) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkRepositorySecrets(project.value())), "");
+}
+
+TEST(ComposeFile, SecretFilesAreIgnoredByGit) {
+  std::istringstream in(readSource(".gitignore"));
+  bool ignored = false;
+  for (std::string line; std::getline(in, line);) {
+    ignored = ignored || line == "/docker/secrets/" || line == "docker/secrets/" ||
+              line == "/docker/secrets" || line == "docker/secrets";
+  }
+  EXPECT_TRUE(ignored) << ".gitignore: no line /docker/secrets/; docker/make-secrets.sh writes "
+                          "the RPC secrets there";
+}
+
+TEST(ComposeFile, EveryRegentVariableIsAcceptedByTheBinaryItsServiceRuns) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkEnvironmentWithBuiltBinaries(project.value())), "");
+}
+
+TEST(ComposeImages, DockerfilesHaveAHealthcheckAndAnUnprivilegedUser) {
+  const auto dockerfiles = repositoryDockerfiles();
+  ASSERT_TRUE(dockerfiles.contains("docker/Dockerfile"));
+  ASSERT_TRUE(dockerfiles.contains("docker/zookeeper.Dockerfile"));
+  for (const auto& [name, text] : dockerfiles) {
+    EXPECT_EQ(describeProblems(checkDockerfile(name, text)), "");
+  }
+}
+
+TEST(ComposeImages, DockerignoreIncludesEveryFileTheImagesCopy) {
+  const auto dockerfiles = repositoryDockerfiles();
+  for (const auto& [name, text] : dockerfiles) {
+    EXPECT_FALSE(contextSources(text).empty()) << name << " copies nothing from the context";
+  }
+  EXPECT_EQ(describeProblems(checkDockerignore(dockerfiles, readSource(".dockerignore"))), "");
+}
+
+TEST(ComposeImages, ScriptsPassBashSyntaxCheck) {
+  std::vector<std::string> scripts{kSourceDir + "/scripts/compose-demo.sh"};
+  for (const auto& entry : std::filesystem::directory_iterator(kSourceDir + "/docker")) {
+    std::ifstream in(entry.path());
+    std::string first;
+    std::getline(in, first);
+    if (first.starts_with("#!")) scripts.push_back(entry.path().string());
+  }
+  ASSERT_GE(scripts.size(), 4u) << "expected compose-demo.sh and docker/'s three scripts";
+  for (const auto& script : scripts) EXPECT_EQ(describeProblems(checkShellSyntax(script)), "");
+}
+
+TEST(ComposeImages, ShellSyntaxCheckNamesTheFileAndTheError) {
+  TempDir dir("compose-file-test-script");
+  const std::string script = dir.path() + "/broken.sh";
+  std::ofstream(script) << "#!/bin/bash\nif true; then\n  echo unterminated\n";
+  const std::string problems = describeProblems(checkShellSyntax(script));
+  EXPECT_NE(problems.find(script + ": bash -n ended with exit code 2"), std::string::npos)
+      << problems;
+  EXPECT_NE(problems.find("syntax error"), std::string::npos) << problems;
+}
+
+// Mutations of the normalized project: each goes through `docker-compose config` again, so the
+// tool accepts it, and the check must report a problem holding every `expected` text.
+struct ComposeMutation {
+  std::string name;
+  std::function<void(YAML::Node&)> mutate;
+  std::function<Problems(const YAML::Node&)> check;
+  std::vector<std::string> expected;
+};
+
+YAML::Node environmentOfService(YAML::Node& project, const std::string& service) {
+  return project["services"][service]["environment"];
+}
+
+const std::vector<ComposeMutation> kComposeMutations{
+    {"MasterWithoutAuthentication",
+     [](YAML::Node& p) { environmentOfService(p, "master-2")["REGENT_RPC_AUTH"] = "none"; },
+     checkRepositorySecrets,
+     {"service master-2: environment REGENT_RPC_AUTH is none"}},
+    {"MisspeltMasterVariable",
+     [](YAML::Node& p) {
+       auto environment = environmentOfService(p, "master-3");
+       environment["REGENT_HA_ZOOKEEPER_QUORM"] = environment["REGENT_HA_ZOOKEEPER_QUORUM"];
+       environment.remove("REGENT_HA_ZOOKEEPER_QUORUM");
+     },
+     checkEnvironmentWithBuiltBinaries,
+     {"service master-3: regent-master --print-config", "exit code 2",
+      "unknown key from env REGENT_HA_ZOOKEEPER_QUORM"}},
+    {"BadWorkerValue",
+     [](YAML::Node& p) { environmentOfService(p, "worker")["REGENT_WORKER_SLOTS"] = "four"; },
+     checkEnvironmentWithBuiltBinaries,
+     {"service worker: regent-worker --print-config", "bad value \"four\" for worker.slots"}},
+    {"MisspeltToolVariable",
+     [](YAML::Node& p) {
+       environmentOfService(p, "regentctl")["REGENT_RPC_CREDENTIAL_ROLL"] = "x";
+     },
+     checkEnvironmentWithBuiltBinaries,
+     {"service regentctl:", "REGENT_RPC_CREDENTIAL_ROLL"}},
+    {"MasterNotWaitingForZk2",
+     [](YAML::Node& p) { p["services"]["master-2"]["depends_on"].remove("zk-2"); },
+     checkDependencies,
+     {"service master-2: depends_on lacks zk-2"}},
+    {"WorkerWaitingForAStartedMaster",
+     [](YAML::Node& p) {
+       p["services"]["worker"]["depends_on"]["master-3"]["condition"] = "service_started";
+     },
+     checkDependencies,
+     {"service worker: depends_on master-3 has condition service_started"}},
+    {"SecondPublishedPort",
+     [](YAML::Node& p) { p["services"]["master-2"]["ports"].push_back("127.0.0.1:8082:8081"); },
+     checkPorts,
+     {"service master-2: ports 127.0.0.1:8082:8081"}},
+    {"PortOnEveryInterface",
+     [](YAML::Node& p) { p["services"]["master-1"]["ports"][0] = "8081:8081"; },
+     checkPorts,
+     {"service master-1: port", "bound to every interface"}},
+    {"DuplicateZooKeeperId",
+     [](YAML::Node& p) { environmentOfService(p, "zk-3")["ZOO_MY_ID"] = "2"; },
+     checkZooKeeperEnsemble,
+     {"service zk-3: environment ZOO_MY_ID 2 is also zk-2's"}},
+    {"ZooKeeperServersWithSwappedIds",
+     [](YAML::Node& p) {
+       for (const char* zk : {"zk-1", "zk-2", "zk-3"}) {
+         environmentOfService(p, zk)["ZOO_SERVERS"] = "1=zk-1 2=zk-3 3=zk-2";
+       }
+     },
+     checkZooKeeperEnsemble,
+     {"ZOO_SERVERS", "gives zk-3 the id 2, but zk-3's ZOO_MY_ID is 3"}},
+    {"QuorumMissingAServer",
+     [](YAML::Node& p) {
+       environmentOfService(p, "worker")["REGENT_HA_ZOOKEEPER_QUORUM"] = "zk-1:2181,zk-2:2181";
+     },
+     checkZooKeeperEnsemble,
+     {"service worker: environment REGENT_HA_ZOOKEEPER_QUORUM is \"zk-1:2181,zk-2:2181\""}},
+    {"ToolStartedByUp",
+     [](YAML::Node& p) { p["services"]["regentctl"].remove("profiles"); },
+     checkTopology,
+     {"service regentctl: profiles is empty"}},
+    {"OneWorker",
+     [](YAML::Node& p) { p["services"]["worker"]["scale"] = 1; },
+     checkTopology,
+     {"service worker: scale is \"1\", expected 2"}},
+    {"SecondNetwork",
+     [](YAML::Node& p) {
+       p["networks"]["outside"] = YAML::Node(YAML::NodeType::Map);
+       p["services"]["zk-1"]["networks"]["outside"] = YAML::Node(YAML::NodeType::Null);
+     },
+     checkTopology,
+     {"networks: 2 declared (outside, regent)"}},
+    {"WorkerSecretNotMounted",
+     [](YAML::Node& p) { p["services"]["worker"].remove("secrets"); },
+     checkRepositorySecrets,
+     {"service worker: environment REGENT_RPC_CREDENTIAL_SECRET_FILE is "
+      "\"/run/secrets/regent-worker\", but the service mounts no secret there"}},
+    {"SecretFromOutsideDockerSecrets",
+     [](YAML::Node& p) { p["secrets"]["regent-reader"]["file"] = "/etc/hostname"; },
+     checkRepositorySecrets,
+     {"secrets.regent-reader: file is \"/etc/hostname\""}},
+};
+
+void PrintTo(const ComposeMutation& mutation, std::ostream* out) { *out << mutation.name; }
+
+class ComposeMutationTest : public ::testing::TestWithParam<ComposeMutation> {};
+
+TEST_P(ComposeMutationTest, CheckNamesTheServiceAndTheField) {
+  ASSERT_PROJECT(project);
+  YAML::Node mutated = YAML::Clone(project.value());
+  GetParam().mutate(mutated);
+  TempDir dir("compose-file-test-mutation");
+  const std::string file = dir.path() + "/docker-compose.yml";
+  // yaml-cpp writes the version 3.9 unquoted, a number, which compose refuses: quote it.
+  std::ofstream(file) << std::regex_replace(YAML::Dump(mutated),
+                                            std::regex("\nversion: ([0-9.]+)\n"),
+                                            "\nversion: '$1'\n")
+                      << "\n";
+  const auto normalized = normalizedComposeProject(file);
+  ASSERT_TRUE(normalized.ok()) << normalized.error().message;
+
+  expectProblemHolding(GetParam().check(normalized.value()), GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(ComposeFileMutations, ComposeMutationTest,
+                         ::testing::ValuesIn(kComposeMutations),
+                         [](const auto& info) { return info.param.name; });
+
+// Mutations of the images' files (a regular expression replaced in one file): checkImages must
+// report a problem holding every `expected` text.
+struct ImageMutation {
+  std::string name;
+  std::string file;  // Relative to the repository: a Dockerfile or .dockerignore.
+  std::string pattern;
+  std::string replacement;
+  std::vector<std::string> expected;
+};
+
+const std::vector<ImageMutation> kImageMutations{
+    {"NoHealthcheck",
+     "docker/Dockerfile",
+     "HEALTHCHECK[^\n]*\n",
+     "",
+     {"docker/Dockerfile: no HEALTHCHECK"}},
+    {"HealthcheckNone",
+     "docker/zookeeper.Dockerfile",
+     "HEALTHCHECK[^\n]*\n",
+     "HEALTHCHECK NONE\n",
+     {"docker/zookeeper.Dockerfile: no HEALTHCHECK"}},
+    {"RootUser",
+     "docker/zookeeper.Dockerfile",
+     "USER zookeeper",
+     "USER root",
+     {"docker/zookeeper.Dockerfile: USER root is root"}},
+    {"NoUser", "docker/Dockerfile", "USER regent\n", "", {"docker/Dockerfile: no USER"}},
+    {"CopiedScriptLeftOut",
+     ".dockerignore",
+     "!docker/regent-healthcheck\n",
+     "",
+     {".dockerignore: leaves out docker/regent-healthcheck, which docker/Dockerfile copies"}},
+    {"NewCopiedFileLeftOut",
+     "docker/zookeeper.Dockerfile",
+     "COPY docker/zookeeper-server",
+     "COPY docker/zookeeper-server docker/zoo.cfg",
+     {".dockerignore: leaves out docker/zoo.cfg, which docker/zookeeper.Dockerfile copies"}},
+    {"NotExcludingEverything",
+     ".dockerignore",
+     "\n\\*\n",
+     "\n",
+     {".dockerignore: the first pattern is \"!build-release/bin/regent-master\""}},
+};
+
+void PrintTo(const ImageMutation& mutation, std::ostream* out) { *out << mutation.name; }
+
+class ImageMutationTest : public ::testing::TestWithParam<ImageMutation> {};
+
+TEST_P(ImageMutationTest, CheckNamesTheFileAndTheField) {
+  auto dockerfiles = repositoryDockerfiles();
+  std::string dockerignore = readSource(".dockerignore");
+  std::string& text =
+      GetParam().file == ".dockerignore" ? dockerignore : dockerfiles.at(GetParam().file);
+  const std::string original = text;
+  text = std::regex_replace(text, std::regex(GetParam().pattern), GetParam().replacement);
+  ASSERT_NE(text, original) << GetParam().pattern << " no longer matches " << GetParam().file;
+
+  expectProblemHolding(checkImages(dockerfiles, dockerignore), GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(ComposeImageMutations, ImageMutationTest,
+                         ::testing::ValuesIn(kImageMutations),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace regent::testing
