@@ -1,4 +1,4 @@
-// The checks compose_file_test runs on docker-compose.yml (as `docker-compose config` normalizes
+// The checks compose_file_itest runs on docker-compose.yml (as `docker-compose config` normalizes
 // it) and on the images' build files, without a Docker daemon. Each check takes its input as a
 // value, so the tests can feed it mutated copies and see that it objects. A check returns its
 // problems, one sentence each naming the service (or file) and the field; none means it passed.
