@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Makes the RPC role secrets docker-compose.yml mounts (docs/docker.md): docker/secrets/admin,
-# reader and worker, 32 random bytes each (base64), mode 600 in a mode 700 directory. Existing
-# files are kept, so running it again changes nothing; --force makes new ones.
+# Makes the secrets docker-compose.yml mounts (docs/docker.md, "Secrets"), in docker/secrets/
+# (mode 700; every file mode 600):
+#   admin, reader, worker    the RPC roles' shared secrets, 32 random bytes each (base64)
+#   zookeeper-writer.yaml    the masters' ZooKeeper digest credentials, as a regent config file:
+#                            ha.zookeeper.auth (they write) and ha.zookeeper.read-auth (they
+#                            grant it read access)
+#   zookeeper-reader.yaml    ha.zookeeper.read-auth alone, for workers and regentctl
+# Existing files are kept, so running it again changes nothing; --force makes new ones.
 # The containers' user `regent` (uid USER_ID, default 10001) must be able to read them: run as
 # root, the files are given to that uid; otherwise they stay yours, and the image must be built
 # with USER_ID set to your uid (scripts/compose-demo.sh does that).
@@ -18,12 +23,18 @@ esac
 uid=${USER_ID:-10001}
 (umask 077 && mkdir -p secrets)
 chmod 700 secrets
-for role in admin reader worker; do
-  file=secrets/$role
+
+random_text() { head -c 48 /dev/urandom | base64 | tr -d '\n+/=' | cut -c1-32; }
+
+# Writes $1 (under secrets/) from stdin, unless it exists and --force was not given.
+write_secret() {
+  local file=secrets/$1
   if [ "$force" = 1 ] || [ ! -s "$file" ]; then
-    (umask 077 && head -c 32 /dev/urandom | base64 >"$file.new")
+    (umask 077 && cat >"$file.new")
     mv -f "$file.new" "$file"
     echo "make-secrets: wrote docker/$file"
+  else
+    cat >/dev/null
   fi
   chmod 600 "$file"
   if [ "$(id -u)" -eq 0 ]; then
@@ -32,4 +43,23 @@ for role in admin reader worker; do
     echo "make-secrets: docker/$file belongs to uid $(stat -c %u "$file"), not USER_ID=$uid:" \
       "build the image with USER_ID=$(stat -c %u "$file") so its user can read it" >&2
   fi
+}
+
+for role in admin reader worker; do
+  head -c 32 /dev/urandom | base64 | write_secret "$role"
 done
+
+# The reader's credential is in both files: it is made once, or read back from the writer's
+# file when that one is kept.
+if [ "$force" = 1 ] || [ ! -s secrets/zookeeper-writer.yaml ]; then
+  read_auth="reader:$(random_text)"
+  printf '# ZooKeeper digest credentials of the masters (docs/security.md, "ZooKeeper").\nha.zookeeper.auth: "regent:%s"\nha.zookeeper.read-auth: "%s"\n' \
+    "$(random_text)" "$read_auth" | write_secret zookeeper-writer.yaml
+else
+  write_secret zookeeper-writer.yaml </dev/null
+  read_auth=$(sed -n 's/^ha.zookeeper.read-auth: "\(.*\)"$/\1/p' secrets/zookeeper-writer.yaml)
+  [ -n "$read_auth" ] || { echo "make-secrets: docker/secrets/zookeeper-writer.yaml has no ha.zookeeper.read-auth line; run with --force" >&2; exit 1; }
+fi
+if [ "$force" = 1 ]; then rm -f secrets/zookeeper-reader.yaml; fi
+printf '# ZooKeeper read credential of workers and regentctl (docs/security.md, "ZooKeeper").\nha.zookeeper.read-auth: "%s"\n' \
+  "$read_auth" | write_secret zookeeper-reader.yaml
