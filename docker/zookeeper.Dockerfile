@@ -5,18 +5,13 @@
 ARG BASE=debian:bookworm-slim
 
 FROM ${BASE}
-RUN set -eu; \
-    missing=""; \
-    for package in zookeeper default-jre-headless; do \
-      dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
-        || missing="$missing $package"; \
-    done; \
-    if [ -n "$missing" ]; then \
-      apt-get update -q; \
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing; \
-      rm -rf /var/lib/apt/lists/*; \
-    fi; \
-    install -d -o zookeeper -g zookeeper /var/lib/zookeeper/data
+# Debian's ZooKeeper and a Java runtime (docker/packages/zookeeper), only what the base lacks.
+# (The JRE's packages expect the manual directories a slim image leaves out.)
+COPY docker/install-packages docker/packages/zookeeper /tmp/regent-build/
+RUN mkdir -p /usr/share/man/man1 \
+    && /tmp/regent-build/install-packages --clean -f /tmp/regent-build/zookeeper \
+    && rm -rf /tmp/regent-build \
+    && install -d -o zookeeper -g zookeeper /var/lib/zookeeper/data
 COPY docker/zookeeper-server /usr/local/bin/
 USER zookeeper
 WORKDIR /var/lib/zookeeper

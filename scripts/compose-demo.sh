@@ -6,170 +6,153 @@
 # the job is still listed and its tasks still run, same attempts), starts the killed master
 # again (it rejoins as a standby), then removes everything it created (`down -v`, the secrets).
 #
-#   scripts/compose-demo.sh              against the Docker daemon you have (docker-compose, or
-#                                        the `docker compose` plugin)
-#   scripts/compose-demo.sh --isolated   as root on a machine without a Docker daemon or
+#   scripts/compose-demo.sh              against the Docker daemon you have (the `docker
+#                                        compose` plugin, or Debian's docker-compose 1.29)
+#   scripts/compose-demo.sh --isolated [--cache DIR] [--mirror URL]
+#                                        as root on a machine without a Docker daemon or
 #                                        registry access: starts a private dockerd in a network
 #                                        namespace of its own, makes the base images with
-#                                        debootstrap, runs the demo, then stops the daemon and
-#                                        removes the namespace. Its images stay cached in
-#                                        /var/cache/regent-compose (or --cache DIR) for the
-#                                        next run; --purge-cache removes that directory.
+#                                        debootstrap from URL (default deb.debian.org), runs the
+#                                        demo, then stops the daemon and removes the namespace.
+#                                        Its images stay cached in /var/cache/regent-compose (or
+#                                        DIR) for the next run.
+#   scripts/compose-demo.sh --purge-cache [--cache DIR]   removes that cache.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-repo=$PWD
 
 usage() {
-  echo "usage: scripts/compose-demo.sh [--isolated [--cache DIR]] | --purge-cache [--cache DIR]" >&2
+  echo "usage: scripts/compose-demo.sh [--isolated [--cache DIR] [--mirror URL]]" >&2
+  echo "       scripts/compose-demo.sh --purge-cache [--cache DIR]" >&2
   exit 2
 }
 isolated=0
 purge=0
 cache=/var/cache/regent-compose
+cache_given=0
+mirror=http://deb.debian.org/debian
+mirror_given=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --isolated) isolated=1 ;;
     --purge-cache) purge=1 ;;
-    --cache) [ $# -ge 2 ] || usage; cache=$2; shift ;;
+    # Relative to where the script was started, before it changes directory.
+    --cache) [ $# -ge 2 ] || usage; cache=$(realpath -m -- "$2"); cache_given=1; shift ;;
+    --mirror) [ $# -ge 2 ] || usage; mirror=$2; mirror_given=1; shift ;;
     *) usage ;;
   esac
   shift
 done
+[ "$isolated" = 1 ] && [ "$purge" = 1 ] && usage
+[ "$cache_given" = 1 ] && [ "$isolated" = 0 ] && [ "$purge" = 0 ] && usage
+[ "$mirror_given" = 1 ] && [ "$isolated" = 0 ] && usage
+cd "$(dirname "$0")/.."
+repo=$PWD
 
 say() { printf '\n%s\n' "$*"; }
 step() { printf '  %s\n' "$*"; }
 die() { echo "compose-demo: $*" >&2; exit 1; }
 now_ms() { date +%s%3N; }
 started_ms=$(now_ms)
+if [ "$isolated" = 1 ] || [ "$purge" = 1 ]; then
+  [ "$(id -u)" -eq 0 ] || die "--isolated and --purge-cache need root (network namespaces, dockerd)"
+fi
+
+# Takes the cache's lock (fd 9; dockerd inherits it, so the lock lasts as long as the daemon).
+lock_cache() {
+  mkdir -p "$cache" && touch "$cache/.regent-compose-cache"
+  exec 9>"$cache/.lock"
+  flock -n 9 || die "another scripts/compose-demo.sh --isolated, or a dockerd a killed one left (pgrep -af 'dockerd --data-root $cache/docker'), is using $cache"
+}
 
 if [ "$purge" = 1 ]; then
-  [ "$isolated" = 0 ] || usage
   [ -d "$cache" ] || { echo "compose-demo: no cache at $cache"; exit 0; }
   [ -e "$cache/.regent-compose-cache" ] || die "$cache is not a cache this script made; not removing it"
+  lock_cache
   rm -rf "$cache"
   echo "compose-demo: removed $cache"
   exit 0
 fi
 
-# --- What it needs -----------------------------------------------------------------------------
-
-say "Checking the Debian packages regent needs (installs the missing ones)."
-scripts/install-deps.sh
-if [ "$isolated" = 1 ]; then
-  [ "$(id -u)" -eq 0 ] || die "--isolated starts dockerd in a network namespace: run it as root"
-  missing=()
-  packages=(docker.io docker-compose debootstrap iproute2 util-linux python3)
-  # dockerd confines containers with AppArmor when the kernel has it on, and needs its parser.
-  [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ] && packages+=(apparmor)
-  for package in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
-      missing+=("$package")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    # Installing docker.io must not start its daemon here, in the machine's own network
-    # namespace (it would create docker0 and its addresses): a policy-rc.d that refuses every
-    # service start, for the length of the install, unless one is in place already.
-    say "Installing ${missing[*]}, with service starts refused (policy-rc.d): no daemon starts in this namespace."
-    before_install=$(ip -br addr 2>/dev/null; ip route 2>/dev/null)
-    policy=/usr/sbin/policy-rc.d
-    own_policy=0
-    if [ ! -e "$policy" ]; then
-      printf '#!/bin/sh\n# compose-demo.sh: no service starts while it installs docker.io\nexit 101\n' >"$policy"
-      chmod 755 "$policy"
-      own_policy=1
-    fi
-    install_status=0
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
-      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"; }
-    } || install_status=$?
-    if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
-    [ "$install_status" = 0 ] || die "apt-get install ${missing[*]} failed"
-    [ "$(ip -br addr 2>/dev/null; ip route 2>/dev/null)" = "$before_install" ] ||
-      die "installing ${missing[*]} changed this machine's interfaces (a Docker daemon started?): check ip -br addr"
-  fi
-fi
-# Debian's docker.io puts its client in /usr/bin; a newer one earlier in PATH works too.
-command -v docker >/dev/null || die "no docker client: install Docker (Debian: apt-get install docker.io)"
-if command -v docker-compose >/dev/null; then
-  compose_cmd=(docker-compose)
-elif docker compose version >/dev/null 2>&1; then
-  compose_cmd=(docker compose)
-else
-  die "neither docker-compose nor the docker compose plugin: install one (Debian: apt-get install docker-compose)"
-fi
-
-say "Building the release binaries the image copies (quick when already built)."
-build_started=$(now_ms)
-scripts/build.sh --release regent-master regent-worker regent-task-shim regentctl
-step "Release binaries ready in $((($(now_ms) - build_started) / 1000)) s."
-
-# --- Cleanup -----------------------------------------------------------------------------------
+# --- Cleanup, armed before anything is changed -----------------------------------------------------
 
 project=regent-demo
-# docker-compose 1.x builds through the docker client unless told not to; its own builder is
-# quieter (no "legacy builder is deprecated" notes from newer clients).
-export COMPOSE_DOCKER_CLI_BUILD=0
-compose() { "${compose_cmd[@]}" -p "$project" -f "$repo/docker-compose.yml" "$@"; }
 work=$(mktemp -d -t regent-compose-XXXXXX)
 netns=""
 dockerd_pid=""
 dns_pid=""
+policy_file=""
 composed=0
 made_secrets=0
-addresses_before=""
+host_network_before=""
+container_pids=()
+
+# The machine's own network state, compared before and after an isolated run.
+host_network() { ip -br addr; ip route; ip -6 route; ip rule; }
 
 stop_dockerd() {
   [ -n "$dockerd_pid" ] || return 0
-  kill -TERM "$dockerd_pid" 2>/dev/null || true
-  # dockerd stops its containerd and waits for its containers; 30 s, then SIGKILL.
+  kill -TERM "$dockerd_pid" 2>/dev/null
+  # dockerd stops its containers and its containerd; 30 s, then SIGKILL.
   for _ in $(seq 300); do
     kill -0 "$dockerd_pid" 2>/dev/null || break
     sleep 0.1
   done
-  kill -KILL "$dockerd_pid" 2>/dev/null || true
-  wait "$dockerd_pid" 2>/dev/null || true
-  # Anything dockerd left mounted under its directories (after a SIGKILL) is unmounted.
-  findmnt -rn -o TARGET | grep -E "^($cache/docker|$work)/" | sort -r |
-    while read -r target; do umount -l "$target" 2>/dev/null; done
+  kill -KILL "$dockerd_pid" 2>/dev/null
+  wait "$dockerd_pid" 2>/dev/null
   dockerd_pid=""
+  # Anything left mounted under its directories (after a SIGKILL) or under the work directory
+  # (a base image's /proc) is unmounted, deepest first.
+  findmnt -rn -o TARGET | awk -v a="$cache/docker/" -v b="$work/" \
+    'index($0, a) == 1 || index($0, b) == 1' | sort -r |
+    while read -r target; do umount -l "$target" 2>/dev/null; done
 }
 
 cleanup() {
   local status=$?
-  trap - EXIT INT TERM
+  trap - EXIT
+  # A second Ctrl-C must not cut the cleanup short.
+  trap '' INT TERM
   set +e +o pipefail
+  if [ -n "$policy_file" ]; then rm -f "$policy_file"; fi
   if [ "$composed" = 1 ] && [ "$status" != 0 ]; then
     echo "compose-demo: failed; the last lines of each container's log:" >&2
     compose logs --no-color --tail 30 >&2
   fi
   if [ "$composed" = 1 ]; then
+    # The containers' processes, to check they are gone once the daemon stopped.
+    local id pid
+    for id in $(compose ps -a -q 2>/dev/null); do
+      pid=$(docker inspect -f '{{.State.Pid}}' "$id" 2>/dev/null)
+      [ -n "$pid" ] && [ "$pid" != 0 ] && container_pids+=("$pid")
+    done
     say "Removing the containers, the network and the volumes (docker-compose down -v)."
-    compose down -v --remove-orphans --timeout 10 2>&1 | sed 's/^/  /' || true
+    compose down -v --remove-orphans --timeout 10 2>&1 | sed 's/^/  /'
   fi
   if [ "$made_secrets" = 1 ]; then rm -rf "$repo/docker/secrets"; fi
   if [ "$isolated" = 1 ]; then
     stop_dockerd
     [ -n "$dns_pid" ] && { kill -TERM "$dns_pid" 2>/dev/null; wait "$dns_pid" 2>/dev/null; }
+    local left=""
+    for pid in "${container_pids[@]}"; do kill -0 "$pid" 2>/dev/null && left+="$pid "; done
     if [ -n "$netns" ]; then
-      # Whatever still runs in the namespace (nothing, once dockerd stopped its containers) is
-      # named and killed, so nothing outlives the demo.
-      local left
-      left=$(ip netns pids "$netns" 2>/dev/null | tr '\n' ' ')
-      if [ -n "$left" ]; then
-        echo "compose-demo: still running in $netns, killed: $left" >&2
-        kill -KILL $left 2>/dev/null
-        [ "$status" = 0 ] && status=1
-      fi
+      left+=$(ip netns pids "$netns" 2>/dev/null | tr '\n' ' ')
       ip netns del "$netns" 2>/dev/null
     fi
-    local after
-    after=$(ip -br addr; ip route)
-    if [ "$after" = "$addresses_before" ]; then
-      step "The machine's interfaces, addresses and routes are as before (ip -br addr, ip route)."
-    else
-      echo "compose-demo: the machine's interfaces, addresses or routes changed:" >&2
-      diff <(printf '%s\n' "$addresses_before") <(printf '%s\n' "$after") >&2 || true
+    # Nothing, normally: whatever still runs is named, killed, and fails the run.
+    if [ -n "$left" ]; then
+      echo "compose-demo: still running after the daemon stopped, killed: $left" >&2
+      kill -KILL $left 2>/dev/null
       [ "$status" = 0 ] && status=1
+    fi
+    if [ -n "$host_network_before" ]; then
+      local after
+      after=$(host_network)
+      if [ "$after" = "$host_network_before" ]; then
+        step "The machine's interfaces, addresses, routes and rules are as before (ip -br addr, ip route, ip -6 route, ip rule)."
+      else
+        echo "compose-demo: the machine's interfaces, addresses, routes or rules changed:" >&2
+        diff <(printf '%s\n' "$host_network_before") <(printf '%s\n' "$after") >&2
+        [ "$status" = 0 ] && status=1
+      fi
     fi
   fi
   rm -rf "$work"
@@ -182,14 +165,67 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# --- What it needs -----------------------------------------------------------------------------
+
+if [ "$isolated" = 1 ]; then host_network_before=$(host_network); fi
+say "Checking the Debian packages regent needs (installs the missing ones)."
+scripts/install-deps.sh
+if [ "$isolated" = 1 ]; then
+  packages=(docker.io docker-compose debootstrap iproute2 util-linux python3)
+  # dockerd confines containers with AppArmor when the kernel has it on, and needs its parser.
+  [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ] && packages+=(apparmor)
+  had_docker=0
+  dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q "install ok installed" && had_docker=1
+  # Installing docker.io must not start its daemon here, in the machine's own network namespace
+  # (it would create docker0 and its addresses): while it installs, a policy-rc.d refuses every
+  # service start (unless one is in place already; the cleanup removes ours even on Ctrl-C).
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy_file=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\n# scripts/compose-demo.sh --isolated: no service starts while it installs\nexit 101\n' >"$policy_file"
+    chmod 755 "$policy_file"
+  fi
+  docker/install-packages "${packages[@]}"
+  if [ -n "$policy_file" ]; then rm -f "$policy_file"; policy_file=""; fi
+  # Nor at the next boot: docker.io enables its units; a machine that had no Docker before
+  # keeps having none in its own namespace.
+  if [ "$had_docker" = 0 ] && [ -d /run/systemd/system ]; then
+    systemctl disable --quiet docker.service docker.socket containerd.service 2>/dev/null || true
+    step "Installed docker.io with its systemd units disabled: no daemon runs in this namespace, now or after a reboot."
+  fi
+  [ "$(host_network)" = "$host_network_before" ] ||
+    die "installing ${packages[*]} changed this machine's network (a Docker daemon started?): check ip -br addr"
+fi
+# Debian's docker.io puts its client in /usr/bin; a newer one earlier in PATH works too.
+command -v docker >/dev/null || die "no docker client: install Docker (Debian: apt-get install docker.io)"
+# The compose plugin (v2) when the client has it; Debian's docker-compose 1.29 otherwise.
+if docker compose version >/dev/null 2>&1; then
+  compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null; then
+  compose_cmd=(docker-compose)
+  # 1.x builds through the docker client unless told not to; its own builder is quieter (no
+  # "legacy builder is deprecated" notes from newer clients).
+  export COMPOSE_DOCKER_CLI_BUILD=0
+else
+  die "neither the docker compose plugin nor docker-compose: install one (Debian: apt-get install docker-compose)"
+fi
+compose() { "${compose_cmd[@]}" -p "$project" -f "$repo/docker-compose.yml" "$@"; }
+
+say "Building the release binaries the image copies (quick when already built)."
+build_started=$(now_ms)
+scripts/build.sh --release regent-master regent-worker regent-task-shim regentctl
+step "Release binaries ready in $((($(now_ms) - build_started) / 1000)) s."
+
 # --- The private daemon (--isolated) -------------------------------------------------------------
 
 if [ "$isolated" = 1 ]; then
-  addresses_before=$(ip -br addr; ip route)
-  mkdir -p "$cache/docker" && touch "$cache/.regent-compose-cache"
-  # One daemon per data root: a second run waits for nothing, it stops here.
-  exec 9>"$cache/.lock"
-  flock -n 9 || die "another scripts/compose-demo.sh --isolated is using $cache"
+  lock_cache
+  mkdir -p "$cache/docker"
+  # Namespaces of earlier runs that were killed (their pid gone, nothing inside) are removed.
+  for stale in $(ip netns list | awk '$1 ~ /^regent-compose-[0-9]+$/ {print $1}'); do
+    if ! kill -0 "${stale#regent-compose-}" 2>/dev/null && [ -z "$(ip netns pids "$stale")" ]; then
+      ip netns del "$stale" && step "Removed network namespace $stale, left by a run that was killed."
+    fi
+  done
   netns=regent-compose-$$
   say "Starting a private dockerd in network namespace $netns (its bridges and container addresses exist only there)."
   ip netns add "$netns"
@@ -201,7 +237,9 @@ if [ "$isolated" = 1 ]; then
   # address that exists only in the namespace, gives that answer to every query.
   dns_address=198.18.0.53
   ip netns exec "$netns" ip addr add "$dns_address/32" dev lo
-  nsenter --net="/var/run/netns/$netns" python3 -c '
+  # setsid: the daemons are not in the terminal's process group, so a Ctrl-C reaches only this
+  # script, whose cleanup then stops them in order.
+  setsid nsenter --net="/var/run/netns/$netns" python3 -c '
 import socket, sys
 server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 server.bind((sys.argv[1], 53))
@@ -211,10 +249,19 @@ while True:
         server.sendto(query[:2] + bytes([0x80 | (query[2] & 1), 0x83]) + query[4:6] + bytes(6) + query[12:], peer)
 ' "$dns_address" >"$work/dns.log" 2>&1 &
   dns_pid=$!
+  for _ in $(seq 100); do
+    ip netns exec "$netns" ss -Hlun | grep -q "$dns_address:53 " && break
+    kill -0 "$dns_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  ip netns exec "$netns" ss -Hlun | grep -q "$dns_address:53 " ||
+    { cat "$work/dns.log" >&2; die "the DNS responder is not listening on $dns_address:53"; }
   # nsenter, not `ip netns exec`: the latter remounts /sys, and dockerd then finds no cgroups.
-  nsenter --net="/var/run/netns/$netns" dockerd --data-root "$cache/docker" --dns "$dns_address" \
-    --exec-root "$work/exec" -H "unix://$work/docker.sock" --pidfile "$work/dockerd.pid" \
-    >"$work/dockerd.log" 2>&1 &
+  # Its own containerd namespaces, in case the machine runs a containerd of its own.
+  setsid nsenter --net="/var/run/netns/$netns" dockerd --data-root "$cache/docker" \
+    --dns "$dns_address" --exec-root "$work/exec" -H "unix://$work/docker.sock" \
+    --pidfile "$work/dockerd.pid" --containerd-namespace regent-compose \
+    --containerd-plugins-namespace regent-compose-plugins >"$work/dockerd.log" 2>&1 &
   dockerd_pid=$!
   export DOCKER_HOST="unix://$work/docker.sock"
   for _ in $(seq 600); do
@@ -225,28 +272,40 @@ while True:
   docker version >/dev/null 2>&1 || { tail -n 20 "$work/dockerd.log" >&2; die "dockerd did not answer within 60 s"; }
   step "dockerd pid $dockerd_pid, socket $work/docker.sock, images in $cache/docker."
 
-  # Base images: Debian 12 made with debootstrap from the mirror the machine reaches, holding
-  # the packages the Dockerfiles would otherwise apt-get (nothing in the namespace reaches a
-  # network). Made once; later runs find them in the cache.
-  make_base() { # tag, packages (comma-separated)
-    if docker image inspect "$1" >/dev/null 2>&1; then
-      step "base image $1: cached."
+  # Base images: Debian 12 made with debootstrap from the mirror (the machine reaches it; nothing
+  # in the namespace does), brought up to date from bookworm-updates and bookworm-security, with
+  # the packages the Dockerfiles would otherwise apt-get. Made again once a week, for the
+  # security updates; in between, later runs find them in the cache.
+  make_base() { # tag, package list file
+    local created
+    if created=$(docker image inspect -f '{{.Created}}' "$1" 2>/dev/null) &&
+      [ $(($(date +%s) - $(date -d "$created" +%s))) -lt $((7 * 24 * 3600)) ]; then
+      step "base image $1: cached (made $created)."
       return 0
     fi
-    step "base image $1: debootstrap bookworm (minbase + $2), then docker import."
+    local packages
+    packages=$(sed 's/#.*//' "$2" | xargs | tr ' ' ',')
+    step "base image $1: debootstrap bookworm from $mirror (minbase + $packages), security updates, docker import."
     local root="$work/rootfs"
     rm -rf "$root"
-    debootstrap --variant=minbase --include="$2" bookworm "$root" http://deb.debian.org/debian \
+    debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" \
       >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
-    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+    printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb http://deb.debian.org/debian-security bookworm-security main\n' \
+      "$mirror" "$mirror" >"$root/etc/apt/sources.list"
+    # Java's package scripts need /proc; the cleanup unmounts it if this is cut short.
+    mount -t proc proc "$root/proc"
+    { chroot "$root" apt-get update -q && DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get upgrade -y -q &&
+      chroot "$root" apt-get clean; } >"$work/upgrade.log" 2>&1 ||
+      { umount "$root/proc"; tail -n 20 "$work/upgrade.log" >&2; die "updating $1 failed"; }
+    umount "$root/proc"
+    rm -rf "$root"/var/lib/apt/lists/*
     tar -C "$root" -c . | docker import - "$1" >/dev/null
     rm -rf "$root"
   }
   say "Preparing the base images."
   bases_started=$(now_ms)
-  make_base regent-base:bookworm \
-    libcapnp-0.9.2,libfmt9,librocksdb7.8,libspdlog1.10,libssl3,libuv1,libyaml-cpp0.7,libzookeeper-st2
-  make_base regent-zookeeper-base:bookworm zookeeper,default-jre-headless
+  make_base regent-base:bookworm docker/packages/regent
+  make_base regent-zookeeper-base:bookworm docker/packages/zookeeper
   step "Base images ready in $((($(now_ms) - bases_started) / 1000)) s."
   export BASE_IMAGE=regent-base:bookworm ZOOKEEPER_BASE_IMAGE=regent-zookeeper-base:bookworm
 fi
@@ -257,7 +316,7 @@ fi
 # root, otherwise the caller's own uid.
 if [ "$(id -u)" -eq 0 ]; then export USER_ID=10001; else export USER_ID; USER_ID=$(id -u); fi
 if [ ! -d docker/secrets ]; then made_secrets=1; fi
-say "Making the RPC role secrets (docker/make-secrets.sh): admin, reader, worker."
+say "Making the secrets (docker/make-secrets.sh): the RPC roles' (admin, reader, worker) and the ZooKeeper credentials (masters write, workers and regentctl read)."
 docker/make-secrets.sh | sed 's/^/  /'
 
 say "Building the images regent:compose and regent-zookeeper:compose (docker-compose build)."
@@ -265,19 +324,22 @@ build_started=$(now_ms)
 compose build --quiet 2>&1 | sed 's/^/  /'
 step "Built in $((($(now_ms) - build_started) / 1000)) s."
 
-say "Starting the ensemble, the masters and the workers (docker-compose up -d): masters wait for a healthy ZooKeeper, workers for healthy masters."
 composed=1
+# What a run that was cut short left of the project (a private daemon restarts such containers
+# when it starts on the cache again) goes first.
+compose down -v --remove-orphans --timeout 10 >/dev/null 2>&1
+say "Starting the ensemble, the masters and the workers (docker-compose up -d): masters wait for a healthy ZooKeeper, workers for healthy masters."
 up_started=$(now_ms)
 compose up -d 2>&1 | sed 's/^/  /'
 
-# Polls (at most $1 s) until every container of the project is healthy.
+# Polls (at most $1 s) until every container of the project, running or not, is healthy.
 wait_for_health() {
   local ids id health unhealthy
   for _ in $(seq $(($1 * 2))); do
     unhealthy=0
-    ids=$(compose ps -q)
+    ids=$(compose ps -a -q) || ids=""
     for id in $ids; do
-      health=$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id")
+      health=$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id") || health=""
       [ "$health" = healthy ] || unhealthy=1
     done
     [ -n "$ids" ] && [ "$unhealthy" = 0 ] && return 0
@@ -287,13 +349,15 @@ wait_for_health() {
   die "not every container was healthy within $1 s"
 }
 wait_for_health 120
-step "All $(compose ps -q | wc -l) containers healthy $((($(now_ms) - up_started) / 1000)) s after up."
+step "All $(compose ps -a -q | wc -l) containers healthy $((($(now_ms) - up_started) / 1000)) s after up."
 compose ps | sed 's/^/  /'
 # master-1's HTTP port is published on the host's loopback (inside the namespace, --isolated).
 in_host_net() {
   if [ "$isolated" = 1 ]; then nsenter --net="/var/run/netns/$netns" "$@"; else "$@"; fi
 }
-step "master-1's HTTP port, published on 127.0.0.1:8081: GET /healthz answers $(in_host_net docker/regent-healthcheck 127.0.0.1:8081)."
+published=$(in_host_net docker/regent-healthcheck 127.0.0.1:8081) ||
+  die "master-1's HTTP port is not published on 127.0.0.1:8081"
+step "master-1's HTTP port, published on 127.0.0.1:8081: GET /healthz answers $published."
 
 # --- regentctl in a container ----------------------------------------------------------------------
 
@@ -305,7 +369,12 @@ ctl() {
   return "$status"
 }
 json_field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
-container_of() { compose ps -q "$1"; }
+# A service's container, running or not (`ps -q` alone lists running ones only in compose v2).
+container_of() {
+  local id
+  id=$(compose ps -a -q "$1") && [ -n "$id" ] || die "no container for service $1"
+  printf '%s\n' "$id"
+}
 
 # Polls `regentctl leader` (at most 60 s) until a leader with an epoch above $1 serves; prints
 # its JSON line.
@@ -332,7 +401,7 @@ say "\$ regentctl leader"
 ctl leader
 
 for _ in $(seq 60); do
-  [ "$(ctl --json workers 2>/dev/null | grep -c '"resource_id"')" -ge 2 ] && break
+  [ "$(ctl --json workers 2>/dev/null | grep -c '"resource_id"' || true)" -ge 2 ] && break
   sleep 0.5
 done
 say "\$ regentctl workers   (each worker container registered its 4 slots with the leader)"
@@ -350,13 +419,26 @@ vertices:
 YAML
 )
 step "\$ regentctl jobs submit -   ->   $job"
-attempts() { ctl --json jobs status "$job" | grep -o '"attempt_id":"[0-9a-f]*"\|"pid":[0-9]*' | sed 's/.*://; s/"//g' | paste -d' ' - -; }
-for _ in $(seq 60); do
-  [ "$(attempts | awk '$2 > 0' | wc -l)" -eq 2 ] && break
-  sleep 0.5
-done
-[ "$(attempts | awk '$2 > 0' | wc -l)" -eq 2 ] || die "the job's two tasks did not start within 30 s"
-attempts >"$work/attempts-before"
+# One line per subtask with an attempt: "attempt-id pid host" (pid 0 until it runs). The JSON
+# keys come sorted, so in each subtask its attempt (attempt_id, then pid) precedes its host.
+# Prints nothing when regentctl fails.
+attempts() {
+  { ctl --json jobs status "$job" 2>/dev/null || true; } |
+    grep -o '"attempt_id":"[0-9a-f]*"\|"pid":[0-9]*\|"host":[^,}]*' |
+    awk -F: '{ v = $2; gsub(/"/, "", v) }
+             $1 == "\"attempt_id\"" { a = v } $1 == "\"pid\"" { p = v }
+             $1 == "\"host\"" { if (a != "") print a, p, v; a = ""; p = "" }' || true
+}
+# Polls (at most 30 s) until both tasks run; leaves their lines in $1.
+wait_for_running_attempts() {
+  for _ in $(seq 60); do
+    attempts >"$1"
+    [ "$(awk '$2 > 0' "$1" | wc -l)" -eq 2 ] && return 0
+    sleep 0.5
+  done
+  die "the job's two tasks did not run within 30 s: $(cat "$1")"
+}
+wait_for_running_attempts "$work/attempts-before"
 say "\$ regentctl jobs list"
 ctl jobs list
 say "\$ regentctl jobs status $job"
@@ -374,7 +456,8 @@ done
 [ -n "$follower" ] || die "no ZooKeeper server reports itself a follower"
 say "Killing ZooKeeper server $follower (a follower; two of three still make a quorum): docker kill."
 killed_ms=$(now_ms)
-docker kill "$(container_of "$follower")" >/dev/null
+follower_id=$(container_of "$follower")
+docker kill "$follower_id" >/dev/null
 # Watches the leader for 8 s, twice the masters' session timeout: a session on the killed server
 # that failed to move to another would have expired by then, and the leader changed.
 checks=0
@@ -389,7 +472,7 @@ ctl leader
 say "\$ regentctl jobs list"
 ctl jobs list
 say "Starting $follower again (docker start): it rejoins the ensemble."
-docker start "$(container_of "$follower")" >/dev/null
+docker start "$follower_id" >/dev/null
 wait_for_health 60
 
 # --- The leader's container killed -----------------------------------------------------------------
@@ -398,7 +481,8 @@ leader_service=$(json_field rpc_address <<<"$leader")
 leader_service=${leader_service%%:*}
 say "Killing the leader's container: docker kill $leader_service (epoch $epoch)."
 killed_ms=$(now_ms)
-docker kill "$(container_of "$leader_service")" >/dev/null
+leader_id=$(container_of "$leader_service")
+docker kill "$leader_id" >/dev/null
 new_leader=$(wait_for_leader_after "$epoch")
 new_epoch=$(json_field epoch <<<"$new_leader")
 step "A standby leads with epoch $new_epoch, $((($(now_ms) - killed_ms) / 1000)) s after the kill (the killed master's ZooKeeper session expires after its 4 s timeout first)."
@@ -410,31 +494,26 @@ say "\$ regentctl workers   (both workers registered again with the new leader, 
 ctl workers
 say "\$ regentctl jobs list   (the new leader recovered the job from ZooKeeper)"
 ctl jobs list
-for _ in $(seq 60); do
-  attempts >"$work/attempts-after"
-  [ "$(awk '$2 > 0' "$work/attempts-after" | wc -l)" -eq 2 ] && break
-  sleep 0.5
-done
+wait_for_running_attempts "$work/attempts-after"
 say "\$ regentctl jobs status $job"
 ctl jobs status "$job"
 if diff -q "$work/attempts-before" "$work/attempts-after" >/dev/null; then
-  step "The job's tasks still run: the same attempts in the same processes (attempt id, pid):"
+  step "The job's tasks still run: the same attempts in the same processes (attempt id, pid, worker container):"
 else
   die "the job's attempts changed across the failover: $(cat "$work/attempts-before") -> $(cat "$work/attempts-after")"
 fi
 sed 's/^/    /' "$work/attempts-after"
-# Each task's user, read from /proc in the worker container that runs it (the HOST column of
-# `jobs status` is that container's host name, its id).
-# (Each subtask's attempt, with its pid, comes before its host: the JSON keys are sorted.)
-ctl --json jobs status "$job" | grep -o '"pid":[0-9]*\|"host":"[0-9a-f]*"' | sed 's/.*://; s/"//g' | paste -d' ' - - |
-  while read -r pid host; do
-    step "pid $pid runs in worker container $host as user $(docker exec "$host" stat -c %U "/proc/$pid")."
-  done
+# Each task's user, read from /proc in the worker container that runs it (a worker's host is
+# its container's host name, the container's id).
+while read -r _ pid host; do
+  user=$(docker exec "$host" stat -c %U "/proc/$pid") || die "pid $pid is not running in container $host"
+  step "pid $pid runs in worker container $host as user $user."
+done <"$work/attempts-after"
 say "\$ regentctl jobs logs $job --vertex tick | tail -n 3   (the ticks go on)"
 ctl jobs logs "$job" --vertex tick | tail -n 3
 
 say "Starting the killed master again (docker start $leader_service): it joins as a standby."
-docker start "$(container_of "$leader_service")" >/dev/null
+docker start "$leader_id" >/dev/null
 wait_for_health 60
 say "\$ regentctl masters"
 ctl masters
