@@ -509,6 +509,17 @@ while read -r _ pid host; do
   user=$(docker exec "$host" stat -c %U "/proc/$pid") || die "pid $pid is not running in container $host"
   step "pid $pid runs in worker container $host as user $user."
 done <"$work/attempts-after"
+# What a task can reach, tried as user nobody in that container: not the worker's secret, and
+# not the cluster's nodes in ZooKeeper (their ACL wants the credentials tasks do not have).
+read -r _ _ host <"$work/attempts-after"
+if docker exec -u nobody "$host" cat /run/secrets/regent-worker >/dev/null 2>&1; then
+  die "user nobody can read the worker's secret in $host"
+fi
+if refused=$(docker exec -u nobody "$host" regentctl --zk zk-1:2181,zk-2:2181,zk-3:2181 \
+  --cluster-id compose masters 2>&1); then
+  die "a ZooKeeper client without credentials read the cluster's nodes: $refused"
+fi
+step "As user nobody in $host, like its tasks: the worker's secret is unreadable, and ZooKeeper refuses the cluster's nodes to a client without the credential (regentctl: ${refused#regentctl: })."
 say "\$ regentctl jobs logs $job --vertex tick | tail -n 3   (the ticks go on)"
 ctl jobs logs "$job" --vertex tick | tail -n 3
 
