@@ -113,7 +113,8 @@ cleanup() {
   trap '' INT TERM
   set +e +o pipefail
   if [ -n "$policy_file" ]; then rm -f "$policy_file"; fi
-  if [ "$composed" = 1 ] && [ "$status" != 0 ]; then
+  # After a failure (not an interrupt): what the containers said last.
+  if [ "$composed" = 1 ] && [ "$status" != 0 ] && [ "$status" != 130 ] && [ "$status" != 143 ]; then
     echo "compose-demo: failed; the last lines of each container's log:" >&2
     compose logs --no-color --tail 30 >&2
   fi
