@@ -47,10 +47,9 @@ done
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-say() { printf '\n%s\n' "$*"; }
-step() { printf '  %s\n' "$*"; }
+# say, step, now_ms, json_field, wait_for_leader_after
+source scripts/lib/demo-common.sh
 die() { echo "compose-demo: $*" >&2; exit 1; }
-now_ms() { date +%s%3N; }
 started_ms=$(now_ms)
 if [ "$isolated" = 1 ] || [ "$purge" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || die "--isolated and --purge-cache need root (network namespaces, dockerd)"
@@ -369,7 +368,6 @@ ctl() {
   grep -v -e '^Creating .*_run' -e '^ *$' -e '^\[+\]' -e 'Container .* Creat' "$work/ctl.err" >&2 || true
   return "$status"
 }
-json_field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 # A service's container, running or not (`ps -q` alone lists running ones only in compose v2).
 container_of() {
   local id
@@ -377,24 +375,7 @@ container_of() {
   printf '%s\n' "$id"
 }
 
-# Polls `regentctl leader` (at most 60 s) until a leader with an epoch above $1 serves; prints
-# its JSON line.
-wait_for_leader_after() {
-  local line epoch
-  for _ in $(seq 120); do
-    if line=$(ctl --json leader 2>/dev/null); then
-      epoch=$(json_field epoch <<<"$line")
-      if [ "${epoch:-0}" -gt "$1" ] && [ "$(json_field status <<<"$line")" = SERVING ]; then
-        printf '%s\n' "$line"
-        return 0
-      fi
-    fi
-    sleep 0.5
-  done
-  die "no leader with an epoch above $1 within 60 s"
-}
-
-leader=$(wait_for_leader_after 0)
+leader=$(wait_for_leader_after 0 60) || die "no leader"
 epoch=$(json_field epoch <<<"$leader")
 say "\$ regentctl masters   (run as: docker-compose run --rm regentctl masters)"
 ctl masters
@@ -484,7 +465,7 @@ say "Killing the leader's container: docker kill $leader_service (epoch $epoch).
 killed_ms=$(now_ms)
 leader_id=$(container_of "$leader_service")
 docker kill "$leader_id" >/dev/null
-new_leader=$(wait_for_leader_after "$epoch")
+new_leader=$(wait_for_leader_after "$epoch" 60) || die "no new leader after the kill"
 new_epoch=$(json_field epoch <<<"$new_leader")
 step "A standby leads with epoch $new_epoch, $((($(now_ms) - killed_ms) / 1000)) s after the kill (the killed master's ZooKeeper session expires after its 4 s timeout first)."
 say "\$ regentctl leader"

@@ -9,9 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-say() { printf '\n%s\n' "$*"; }
-step() { printf '  %s\n' "$*"; }
-now_ms() { date +%s%3N; }
+# say, step, now_ms, json_field, wait_for_leader_after
+source scripts/lib/demo-common.sh
 
 say "Checking the Debian packages regent needs (installs the missing ones)."
 scripts/install-deps.sh
@@ -121,25 +120,6 @@ step "ZooKeeper answers on 127.0.0.1:$zk_port."
 
 cluster=demo
 ctl() { "$bin/regentctl" --zk "127.0.0.1:$zk_port" --cluster-id "$cluster" "$@"; }
-json_field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
-
-# Polls `regentctl leader` (at most 30 s) until a leader with an epoch above $1 serves; prints
-# its JSON line.
-wait_for_leader_after() {
-  local line epoch
-  for _ in $(seq 150); do
-    if line=$(ctl --json leader 2>/dev/null); then
-      epoch=$(json_field epoch <<<"$line")
-      if [ "${epoch:-0}" -gt "$1" ] && [ "$(json_field status <<<"$line")" = SERVING ]; then
-        printf '%s\n' "$line"
-        return 0
-      fi
-    fi
-    sleep 0.2
-  done
-  echo "demo: no new leader within 30 s" >&2
-  return 1
-}
 
 say "Starting three masters. Each joins the leader election in ZooKeeper; the first one in line leads."
 for i in 1 2 3; do
