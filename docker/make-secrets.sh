@@ -53,6 +53,8 @@ done
 # file when that one is kept.
 if [ "$force" = 1 ] || [ ! -s secrets/zookeeper-writer.yaml ]; then
   read_auth="reader:$(random_text)"
+  # A reader file kept from before would hold another credential.
+  rm -f secrets/zookeeper-reader.yaml
   printf '# ZooKeeper digest credentials of the masters (docs/security.md, "ZooKeeper").\nha.zookeeper.auth: "regent:%s"\nha.zookeeper.read-auth: "%s"\n' \
     "$(random_text)" "$read_auth" | write_secret zookeeper-writer.yaml
 else
@@ -60,6 +62,5 @@ else
   read_auth=$(sed -n 's/^ha.zookeeper.read-auth: "\(.*\)"$/\1/p' secrets/zookeeper-writer.yaml)
   [ -n "$read_auth" ] || { echo "make-secrets: docker/secrets/zookeeper-writer.yaml has no ha.zookeeper.read-auth line; run with --force" >&2; exit 1; }
 fi
-if [ "$force" = 1 ]; then rm -f secrets/zookeeper-reader.yaml; fi
 printf '# ZooKeeper read credential of workers and regentctl (docs/security.md, "ZooKeeper").\nha.zookeeper.read-auth: "%s"\n' \
   "$read_auth" | write_secret zookeeper-reader.yaml
