@@ -191,8 +191,7 @@ std::map<std::string, std::string> mountedSecrets(const YAML::Node& service) {
     const YAML::Node mount = secrets[i];
     const std::string source = mount.IsMap() ? scalar(mount["source"]) : scalar(mount);
     const std::string target = mount.IsMap() ? scalar(mount["target"]) : "";
-    mounted[target.starts_with("/") ? target
-                                    : kSecretsMount + (target.empty() ? source : target)] =
+    mounted[target.starts_with("/") ? target : kSecretsMount + (target.empty() ? source : target)] =
         source;
   }
   return mounted;
@@ -749,8 +748,7 @@ Problems checkZooKeeperCredentials(const YAML::Node& project, const SecretFiles&
     }
     auto values = configFileValues(file->second);
     if (!values.ok()) {
-      problems.push_back("service " + name + ": secret " + secret + ": " +
-                         values.error().message);
+      problems.push_back("service " + name + ": secret " + secret + ": " + values.error().message);
       return std::nullopt;
     }
     return std::move(values).value();
@@ -959,7 +957,8 @@ Problems checkRegentEnvironment(const YAML::Node& project, const std::string& bi
     }
     const auto printed = printedConfig(run.value().out);
     if (configFile.empty()) {
-      problems.push_back(what + ": no --config, so the ZooKeeper credentials come from no config "
+      problems.push_back(what +
+                         ": no --config, so the ZooKeeper credentials come from no config "
                          "file");
       continue;
     }

@@ -225,17 +225,17 @@ TEST(ComposeFile, PrintConfigShowingAPasswordIsAProblem) {
   TempDir binDir("compose-file-test-bin");
   for (const char* binary : {"regent-master", "regent-worker"}) {
     const std::string path = binDir.path() + "/" + binary;
-    std::ofstream(path) << R"(#!/bin/sh
-while [ $# -gt 0 ]; do [ "$1" = --config ] && config=$2; shift; done
+    std::ofstream(path) << "#!/bin/sh\nsed=" << sed.value() << "\n"
+                        << R"(while [ $# -gt 0 ]; do [ "$1" = --config ] && config=$2; shift; done
 for key in ha.zookeeper.auth ha.zookeeper.read-auth; do
-  echo "$key $()" << sed.value() << R"( -n "s/^$key: \"\(.*\)\"\$/\1/p" "$config") file $config"
+  echo "$key $("$sed" -n "s/^$key: \"\(.*\)\"\$/\1/p" "$config") file $config"
 done
 )";
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   }
   const YAML::Node& p = project.value();
-  const Problems problems = checkRegentEnvironment(
-      p, binDir.path(), secretHostFiles(p, madeSecrets().secretsDir));
+  const Problems problems =
+      checkRegentEnvironment(p, binDir.path(), secretHostFiles(p, madeSecrets().secretsDir));
   expectProblemHolding(problems, {"service master-1: regent-master --config",
                                   "printed the password of ha.zookeeper.auth of secret "
                                   "regent-zookeeper-writer"});
@@ -308,8 +308,7 @@ const std::vector<ComposeMutation> kComposeMutations{
      },
      checkEnvironmentWithBuiltBinaries,
      {"service master-3: regent-master --config ", "zookeeper-writer.yaml --print-config",
-      "exit code 2",
-      "unknown key from env REGENT_HA_ZOOKEEPER_QUORM"}},
+      "exit code 2", "unknown key from env REGENT_HA_ZOOKEEPER_QUORM"}},
     {"BadWorkerValue",
      [](YAML::Node& p) { environmentOfService(p, "worker")["REGENT_WORKER_SLOTS"] = "four"; },
      checkEnvironmentWithBuiltBinaries,
@@ -406,16 +405,12 @@ const std::vector<ComposeMutation> kComposeMutations{
      checkPrivileges,
      {"service zk-3: security_opt is none, expected no-new-privileges:true"}},
     {"MasterWithoutConfig",
-     [](YAML::Node& p) {
-       p["services"]["master-3"]["command"] = YAML::Load("[regent-master]");
-     },
+     [](YAML::Node& p) { p["services"]["master-3"]["command"] = YAML::Load("[regent-master]"); },
      checkMadeCredentials,
      {"service master-3: entrypoint/command has no --config, expected one --config "
       "/run/secrets/<secret> setting ha.zookeeper.auth and ha.zookeeper.read-auth"}},
     {"MasterWithoutConfigPrintsDefaults",
-     [](YAML::Node& p) {
-       p["services"]["master-3"]["command"] = YAML::Load("[regent-master]");
-     },
+     [](YAML::Node& p) { p["services"]["master-3"]["command"] = YAML::Load("[regent-master]"); },
      checkEnvironmentWithBuiltBinaries,
      {"service master-3: regent-master --print-config", "no --config"}},
     {"WorkerWithTheWriterFile",
@@ -429,14 +424,14 @@ const std::vector<ComposeMutation> kComposeMutations{
      {"service worker: --config /run/secrets/regent-zookeeper-writer (secret "
       "regent-zookeeper-writer) sets ha.zookeeper.auth, the masters' write credential"}},
     {"ToolMountingTheWriterFile",
-     [](YAML::Node& p) { p["services"]["regentctl"]["secrets"].push_back("regent-zookeeper-writer"); },
+     [](YAML::Node& p) {
+       p["services"]["regentctl"]["secrets"].push_back("regent-zookeeper-writer");
+     },
      checkMadeCredentials,
      {"service regentctl: secrets mounts regent-zookeeper-writer, whose file sets "
       "ha.zookeeper.auth"}},
     {"WorkerConfigNotMounted",
-     [](YAML::Node& p) {
-       p["services"]["worker"]["secrets"] = YAML::Load("[regent-worker]");
-     },
+     [](YAML::Node& p) { p["services"]["worker"]["secrets"] = YAML::Load("[regent-worker]"); },
      checkMadeCredentials,
      {"service worker: --config is \"/run/secrets/regent-zookeeper-reader\", but the service "
       "mounts no secret there"}},
@@ -459,7 +454,8 @@ const std::vector<ComposeMutation> kComposeMutations{
        environmentOfService(p, "master-1")["REGENT_HA_ZOOKEEPER_AUTH"] = "regent:x";
      },
      checkEnvironmentWithBuiltBinaries,
-     {"service master-1: regent-master --config", "shows ha.zookeeper.auth with source env "
+     {"service master-1: regent-master --config",
+      "shows ha.zookeeper.auth with source env "
       "REGENT_HA_ZOOKEEPER_AUTH, expected file"}},
 };
 
@@ -549,10 +545,9 @@ TEST_P(SecretFileMutationTest, CheckNamesTheServiceAndTheKey) {
   ASSERT_TRUE(in) << "docker/make-secrets.sh wrote no " << GetParam().file;
   std::ostringstream original;
   original << in.rdbuf();
-  const std::string text = std::regex_replace(original.str(), std::regex(GetParam().pattern),
-                                              GetParam().replacement);
-  ASSERT_NE(text, original.str()) << GetParam().pattern << " no longer matches "
-                                  << GetParam().file;
+  const std::string text =
+      std::regex_replace(original.str(), std::regex(GetParam().pattern), GetParam().replacement);
+  ASSERT_NE(text, original.str()) << GetParam().pattern << " no longer matches " << GetParam().file;
   std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
 
   expectProblemHolding(GetParam().check(project.value(), dir.path()), GetParam().expected);
