@@ -909,9 +909,7 @@ Problems checkRegentEnvironment(const YAML::Node& project, const std::string& bi
     // Secret paths become the secret's file on this host.
     const auto mounted = mountedSecrets(entry.second);
     std::string unmounted;
-    std::string configFile;
-    for (size_t i = 0; i < args.size(); ++i) {
-      std::string& arg = args[i];
+    for (std::string& arg : args) {
       const auto at = arg.find(kSecretsMount);
       if (at != 0 && !(arg.starts_with("--") && at != std::string::npos && arg[at - 1] == '=')) {
         continue;
@@ -923,9 +921,9 @@ Problems checkRegentEnvironment(const YAML::Node& project, const std::string& bi
         break;
       }
       arg = arg.substr(0, at) + secretFiles.at(secret->second);
-      if (arg.starts_with("--config=")) configFile = arg.substr(9);
-      if (i > 0 && args[i - 1] == "--config") configFile = arg;
     }
+    const auto configs = optionValues(args, "--config");
+    const std::string configFile = configs.empty() ? "" : configs.back();
     const std::string what = "service " + name + ": " + found->second +
                              (args.empty() ? "" : " " + join(args, " ")) +
                              " --print-config with the service's environment";

@@ -435,6 +435,11 @@ const std::vector<ComposeMutation> kComposeMutations{
      checkMadeCredentials,
      {"service worker: --config is \"/run/secrets/regent-zookeeper-reader\", but the service "
       "mounts no secret there"}},
+    {"WorkerConfigNotMountedIsNotRun",
+     [](YAML::Node& p) { p["services"]["worker"]["secrets"] = YAML::Load("[regent-worker]"); },
+     checkEnvironmentWithBuiltBinaries,
+     {"service worker: entrypoint/command names /run/secrets/regent-zookeeper-reader, which is "
+      "no secret the service mounts"}},
     {"CredentialInEnvironment",
      [](YAML::Node& p) {
        environmentOfService(p, "regentctl")["REGENT_HA_ZOOKEEPER_READ_AUTH"] = "reader:x";
