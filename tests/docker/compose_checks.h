@@ -101,15 +101,16 @@ Problems checkZooKeeperCredentials(const YAML::Node& project, const SecretFiles&
 // Every service that sets REGENT_* variables runs its real command line through the binary:
 // `<binDir>/<binary> ARGS --print-config`, ARGS its entrypoint's and command's arguments after
 // the program, each /run/secrets/<path> the service mounts replaced by the host file of that
-// secret (`secretFiles`), with exactly its environment. The binary must accept it (exit 0; a
-// problem carries its message), show ha.zookeeper.auth (masters) and ha.zookeeper.read-auth
-// (every regent service) with the source "file <its --config>" and masked ("user:****"), leave
-// ha.zookeeper.auth at its default in worker and regentctl, and print no password of a
-// credential in `secretFiles`. regent-master and regent-worker check their own services;
-// regentctl has no --print-config and, once its configuration loads, goes on to reach ZooKeeper,
-// so the regentctl service is checked by regent-worker, which loads the same option registry
-// (conf/options.cc) the same way: of its arguments only --config and --set (with their values)
-// are passed, as its own options and its subcommand are not regent-worker's.
+// secret (`secretFiles`; a path no mounted secret is at is a problem, and nothing runs), with
+// exactly its environment. The binary must accept it (exit 0; a problem carries its message),
+// show ha.zookeeper.auth (masters) and ha.zookeeper.read-auth (every regent service) with the
+// source "file <its --config>" and masked ("user:****"), leave ha.zookeeper.auth at its default
+// in worker and regentctl, and print no password of a credential in `secretFiles`.
+// regent-master and regent-worker check their own services; regentctl has no --print-config
+// and, once its configuration loads, goes on to reach ZooKeeper, so the regentctl service is
+// checked by regent-worker, which loads the same option registry (conf/options.cc) the same
+// way: of its arguments only --config and --set (with their values) are passed, as its own
+// options and its subcommand are not regent-worker's.
 Problems checkRegentEnvironment(const YAML::Node& project, const std::string& binDir,
                                 const SecretFiles& secretFiles);
 
