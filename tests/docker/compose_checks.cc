@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 
 #include "tests/fixtures/temp_dir_test_util.h"
@@ -22,6 +24,14 @@ constexpr const char* kWorker = "worker";
 constexpr const char* kRegentctl = "regentctl";
 constexpr const char* kQuorum = "zk-1:2181,zk-2:2181,zk-3:2181";
 constexpr const char* kSecretsMount = "/run/secrets/";
+constexpr const char* kWriteAuthKey = "ha.zookeeper.auth";
+constexpr const char* kReadAuthKey = "ha.zookeeper.read-auth";
+const std::vector<std::string> kCredentialVariables{"REGENT_HA_ZOOKEEPER_AUTH",
+                                                    "REGENT_HA_ZOOKEEPER_READ_AUTH"};
+// What the worker needs to run its tasks as nobody: change the owner of their directories, read
+// and write them, signal the tasks and switch user and group.
+const std::vector<std::string> kWorkerCapabilities{"CHOWN", "DAC_OVERRIDE", "FOWNER",
+                                                   "KILL",  "SETGID",       "SETUID"};
 constexpr Duration kCommandTimeout{60000};
 
 std::string readWhole(const std::string& path) {
@@ -173,6 +183,89 @@ bool includedByDockerignore(const std::vector<std::string>& rules, const std::st
   return !excluded;
 }
 
+// A service's secret mounts: path in the container -> secret.
+std::map<std::string, std::string> mountedSecrets(const YAML::Node& service) {
+  std::map<std::string, std::string> mounted;
+  const YAML::Node secrets = service["secrets"];
+  for (size_t i = 0; secrets && secrets.IsSequence() && i < secrets.size(); ++i) {
+    const YAML::Node mount = secrets[i];
+    const std::string source = mount.IsMap() ? scalar(mount["source"]) : scalar(mount);
+    const std::string target = mount.IsMap() ? scalar(mount["target"]) : "";
+    mounted[target.starts_with("/") ? target : kSecretsMount + (target.empty() ? source : target)] =
+        source;
+  }
+  return mounted;
+}
+
+// The values of `option` in `args`, written "--option value" or "--option=value".
+std::vector<std::string> optionValues(const std::vector<std::string>& args,
+                                      const std::string& option) {
+  std::vector<std::string> values;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == option && i + 1 < args.size()) {
+      values.push_back(args[++i]);
+    } else if (args[i].starts_with(option + "=")) {
+      values.push_back(args[i].substr(option.size() + 1));
+    }
+  }
+  return values;
+}
+
+// A regent config file's keys (nested mappings joined with dots, as the binaries read them) and
+// scalar values; an error naming the file when it cannot be read or is no mapping.
+Result<std::map<std::string, std::string>> configFileValues(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& error) {
+    return Error::fatal(path + ": " + error.what());
+  }
+  std::map<std::string, std::string> values;
+  if (root.IsNull()) return values;
+  if (!root.IsMap()) return Error::fatal(path + ": not a YAML mapping of options");
+  std::function<void(const YAML::Node&, const std::string&)> flatten =
+      [&](const YAML::Node& node, const std::string& prefix) {
+        for (const auto& entry : node) {
+          const std::string key = (prefix.empty() ? "" : prefix + ".") + entry.first.Scalar();
+          if (entry.second.IsMap()) {
+            flatten(entry.second, key);
+          } else {
+            values[key] = scalar(entry.second);
+          }
+        }
+      };
+  flatten(root, "");
+  return values;
+}
+
+// The password of a "user:password" credential (all of it without a colon).
+std::string passwordOf(const std::string& credential) {
+  const auto colon = credential.find(':');
+  return colon == std::string::npos ? credential : credential.substr(colon + 1);
+}
+
+// An upper-case capability without the CAP_ prefix docker also accepts.
+std::string capabilityName(const std::string& written) {
+  std::string name = upper(written);
+  return name.starts_with("CAP_") ? name.substr(4) : name;
+}
+
+// --print-config's lines: key -> value and source.
+std::map<std::string, std::pair<std::string, std::string>> printedConfig(const std::string& out) {
+  std::map<std::string, std::pair<std::string, std::string>> printed;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    std::string value;
+    std::string source;
+    fields >> key >> value;
+    std::getline(fields, source);
+    if (!key.empty()) printed[key] = {value, trim(source)};
+  }
+  return printed;
+}
+
 }  // namespace
 
 std::string describeProblems(const Problems& problems) { return join(problems, "\n"); }
@@ -261,6 +354,32 @@ std::string serviceProgram(const YAML::Node& service) {
     }
   }
   return "";
+}
+
+std::vector<std::string> serviceCommandLine(const YAML::Node& service) {
+  std::vector<std::string> line;
+  for (const char* key : {"entrypoint", "command"}) {
+    const YAML::Node node = service[key];
+    if (node && node.IsSequence()) {
+      for (const auto& word : node) line.push_back(scalar(word));
+    } else if (node && node.IsScalar()) {
+      for (auto& word : words(node.Scalar())) line.push_back(std::move(word));
+    }
+  }
+  return line;
+}
+
+SecretFiles secretHostFiles(const YAML::Node& project, const std::string& secretsDir) {
+  SecretFiles files;
+  const YAML::Node declared = project["secrets"];
+  if (!declared || !declared.IsMap()) return files;
+  for (const auto& entry : declared) {
+    const std::string file = scalar(entry.second["file"]);
+    if (file.empty()) continue;
+    files[entry.first.Scalar()] =
+        (std::filesystem::path(secretsDir) / std::filesystem::path(file).filename()).string();
+  }
+  return files;
 }
 
 Problems checkTopology(const YAML::Node& project) {
@@ -514,16 +633,7 @@ Problems checkSecrets(const YAML::Node& project, const std::string& secretsDir,
       return;
     }
     const std::string path = environment[variable];
-    std::map<std::string, std::string> mounted;  // Path in the container -> secret.
-    const YAML::Node secrets = service["secrets"];
-    for (size_t i = 0; secrets && secrets.IsSequence() && i < secrets.size(); ++i) {
-      const YAML::Node mount = secrets[i];
-      const std::string source = mount.IsMap() ? scalar(mount["source"]) : scalar(mount);
-      const std::string target = mount.IsMap() ? scalar(mount["target"]) : "";
-      mounted[target.starts_with("/") ? target
-                                      : kSecretsMount + (target.empty() ? source : target)] =
-          source;
-    }
+    auto mounted = mountedSecrets(service);
     if (!path.starts_with(kSecretsMount)) {
       problems.push_back("service " + name + ": environment " + variable + " is \"" + path +
                          "\", expected " + kSecretsMount + "<secret>");
@@ -565,11 +675,215 @@ Problems checkSecrets(const YAML::Node& project, const std::string& secretsDir,
   return problems;
 }
 
-Problems checkRegentEnvironment(const YAML::Node& project, const std::string& binDir) {
+Problems checkPrivileges(const YAML::Node& project) {
+  Problems problems;
+  std::vector<std::string> workerCapabilities = kWorkerCapabilities;
+  std::sort(workerCapabilities.begin(), workerCapabilities.end());
+  for (const auto& entry : project["services"]) {
+    const std::string name = entry.first.Scalar();
+    const YAML::Node service = entry.second;
+    auto capabilities = [&](const std::string& key) {
+      std::vector<std::string> names;
+      for (const auto& written : namesUnder(service, key)) names.push_back(capabilityName(written));
+      std::sort(names.begin(), names.end());
+      return names;
+    };
+    const auto dropped = capabilities("cap_drop");
+    if (!contains(dropped, "ALL")) {
+      problems.push_back("service " + name + ": cap_drop is " + listed(dropped) +
+                         ", expected ALL (every capability dropped)");
+    }
+    const auto options = namesUnder(service, "security_opt");
+    const bool noNewPrivileges = std::any_of(options.begin(), options.end(), [](const auto& o) {
+      return o == "no-new-privileges" || o == "no-new-privileges:true" ||
+             o == "no-new-privileges=true";
+    });
+    if (!noNewPrivileges) {
+      problems.push_back("service " + name + ": security_opt is " + listed(options) +
+                         ", expected no-new-privileges:true (no setuid program regains "
+                         "privileges)");
+    }
+    if (scalar(service["privileged"]) == "true") {
+      problems.push_back("service " + name + ": privileged is true");
+    }
+    const auto added = capabilities("cap_add");
+    const std::string user = scalar(service["user"]);
+    if (name == kWorker) {
+      if (added != workerCapabilities) {
+        problems.push_back("service worker: cap_add is " + listed(added) + ", expected exactly " +
+                           listed(workerCapabilities) +
+                           " (what it needs to run its tasks as nobody)");
+      }
+      const std::string account = user.substr(0, user.find(':'));
+      if (account != "root" && account != "0") {
+        problems.push_back("service worker: user is " +
+                           (user.empty() ? std::string("not set") : "\"" + user + "\"") +
+                           ", expected root (so that its tasks run as another user, nobody)");
+      }
+      continue;
+    }
+    if (!added.empty()) {
+      problems.push_back("service " + name + ": cap_add is " + listed(added) +
+                         "; only worker adds capabilities");
+    }
+    if (!user.empty()) {
+      problems.push_back("service " + name + ": user is \"" + user +
+                         "\"; only worker sets user (the others run as their image's user)");
+    }
+  }
+  return problems;
+}
+
+Problems checkZooKeeperCredentials(const YAML::Node& project, const SecretFiles& secretFiles) {
+  Problems problems;
+  // The secret file's options, or a problem naming the service, the secret and the file.
+  auto secretValues =
+      [&](const std::string& name,
+          const std::string& secret) -> std::optional<std::map<std::string, std::string>> {
+    const auto file = secretFiles.find(secret);
+    if (file == secretFiles.end()) {
+      problems.push_back("service " + name + ": secret " + secret +
+                         " is not declared under the file's secrets");
+      return std::nullopt;
+    }
+    auto values = configFileValues(file->second);
+    if (!values.ok()) {
+      problems.push_back("service " + name + ": secret " + secret + ": " + values.error().message);
+      return std::nullopt;
+    }
+    return std::move(values).value();
+  };
+
+  struct Credentials {
+    std::string secret;
+    std::string write;
+    std::string read;
+  };
+  std::map<std::string, Credentials> masters;  // Service -> what its --config sets.
+  std::map<std::string, Credentials> clients;  // worker and regentctl.
+  for (const auto& entry : project["services"]) {
+    const std::string name = entry.first.Scalar();
+    const YAML::Node service = entry.second;
+    auto environment = environmentOf(service);
+    for (const auto& variable : kCredentialVariables) {
+      if (environment.contains(variable)) {
+        problems.push_back("service " + name + ": environment " + variable +
+                           " sets a ZooKeeper credential, which `docker inspect` shows; it "
+                           "belongs in a config file mounted as a secret");
+      }
+    }
+    auto commandLine = serviceCommandLine(service);
+    const std::vector<std::string> args(commandLine.begin() + (commandLine.empty() ? 0 : 1),
+                                        commandLine.end());
+    for (const auto& assignment : optionValues(args, "--set")) {
+      const std::string key = trim(assignment.substr(0, assignment.find('=')));
+      if (key == kWriteAuthKey || key == kReadAuthKey) {
+        problems.push_back("service " + name + ": entrypoint/command sets " + key +
+                           " with --set, which `docker inspect` shows; it belongs in a config "
+                           "file mounted as a secret");
+      }
+    }
+
+    const bool master = contains(kMasters, name);
+    if (!master && name != kWorker && name != kRegentctl) continue;
+    const auto mounted = mountedSecrets(service);
+    if (!master) {
+      // Whatever a client mounts, it can read: the write credential must not be among it.
+      for (const auto& [path, secret] : mounted) {
+        if (!secretFiles.contains(secret)) continue;  // checkSecrets reports it.
+        auto values = configFileValues(secretFiles.at(secret));
+        if (values.ok() && !values.value()[kWriteAuthKey].empty()) {
+          problems.push_back("service " + name + ": secrets mounts " + secret +
+                             ", whose file sets ha.zookeeper.auth, the masters' write credential");
+        }
+      }
+    }
+    const auto configs = optionValues(args, "--config");
+    const std::string expected = std::string(master ? "ha.zookeeper.auth and " : "") + kReadAuthKey;
+    if (configs.size() != 1) {
+      problems.push_back("service " + name + ": entrypoint/command has " +
+                         (configs.empty() ? std::string("no --config")
+                                          : std::to_string(configs.size()) + " --config options") +
+                         ", expected one --config " + kSecretsMount + "<secret> setting " +
+                         expected);
+      continue;
+    }
+    const std::string& path = configs.front();
+    if (!path.starts_with(kSecretsMount)) {
+      problems.push_back("service " + name + ": --config is \"" + path + "\", expected " +
+                         kSecretsMount + "<secret> setting " + expected);
+      continue;
+    }
+    if (!mounted.contains(path)) {
+      problems.push_back("service " + name + ": --config is \"" + path +
+                         "\", but the service mounts no secret there (secrets: " +
+                         listed(namesUnder(service, "secrets")) + ")");
+      continue;
+    }
+    const std::string secret = mounted.at(path);
+    auto values = secretValues(name, secret);
+    if (!values) continue;
+    const std::string what = "service " + name + ": --config " + path + " (secret " + secret + ")";
+    Credentials credentials{secret, (*values)[kWriteAuthKey], (*values)[kReadAuthKey]};
+    if (credentials.read.empty()) {
+      problems.push_back(what + " does not set " + kReadAuthKey);
+    }
+    if (master && credentials.write.empty()) {
+      problems.push_back(what + " does not set " + kWriteAuthKey);
+    }
+    if (!master && !credentials.write.empty()) {
+      problems.push_back(what + " sets " + kWriteAuthKey +
+                         ", the masters' write credential; expected " + kReadAuthKey + " alone");
+    }
+    (master ? masters : clients)[name] = std::move(credentials);
+  }
+
+  // Every master the same identity, and every client the read credential the masters grant.
+  if (masters.empty()) return problems;
+  const auto& [first, reference] = *masters.begin();
+  for (const auto& [name, credentials] : masters) {
+    if (!credentials.write.empty() && !reference.write.empty() &&
+        credentials.write != reference.write) {
+      problems.push_back("service " + name + ": " + kWriteAuthKey + " in secret " +
+                         credentials.secret + " differs from " + first + "'s (secret " +
+                         reference.secret + ")");
+    }
+    if (!credentials.read.empty() && !reference.read.empty() &&
+        credentials.read != reference.read) {
+      problems.push_back("service " + name + ": " + kReadAuthKey + " in secret " +
+                         credentials.secret + " differs from " + first + "'s (secret " +
+                         reference.secret + ")");
+    }
+  }
+  for (const auto& [name, credentials] : clients) {
+    if (!credentials.read.empty() && !reference.read.empty() &&
+        credentials.read != reference.read) {
+      problems.push_back("service " + name + ": " + kReadAuthKey + " in secret " +
+                         credentials.secret + " differs from the masters' (" + first +
+                         "'s secret " + reference.secret + "): ZooKeeper would refuse it reads");
+    }
+  }
+  return problems;
+}
+
+Problems checkRegentEnvironment(const YAML::Node& project, const std::string& binDir,
+                                const SecretFiles& secretFiles) {
   Problems problems;
   const std::map<std::string, std::string> checker{{"regent-master", "regent-master"},
                                                    {"regent-worker", "regent-worker"},
                                                    {"regentctl", "regent-worker"}};
+  // The passwords of every ZooKeeper credential in the secret files: --print-config must mask
+  // them.
+  std::map<std::string, std::string> passwords;  // Password -> "<key> of secret <name>".
+  for (const auto& [secret, file] : secretFiles) {
+    auto values = configFileValues(file);
+    if (!values.ok()) continue;  // Not a config file (an RPC secret).
+    for (const char* key : {kWriteAuthKey, kReadAuthKey}) {
+      const std::string password = passwordOf(values.value()[key]);
+      if (!password.empty()) passwords[password] = std::string(key) + " of secret " + secret;
+    }
+  }
+
   for (const auto& entry : project["services"]) {
     const std::string name = entry.first.Scalar();
     const auto environment = environmentOf(entry.second);
@@ -581,18 +895,87 @@ Problems checkRegentEnvironment(const YAML::Node& project, const std::string& bi
                          "\", not regent-master, regent-worker or regentctl");
       continue;
     }
-    const std::string binary = binDir + "/" + found->second;
+    const auto commandLine = serviceCommandLine(entry.second);
+    std::vector<std::string> args(commandLine.begin() + 1, commandLine.end());
+    if (program == "regentctl") {
+      std::vector<std::string> configuring;
+      for (const char* option : {"--config", "--set"}) {
+        for (const auto& value : optionValues(args, option)) {
+          configuring.insert(configuring.end(), {option, value});
+        }
+      }
+      args = std::move(configuring);
+    }
+    // Secret paths become the secret's file on this host.
+    const auto mounted = mountedSecrets(entry.second);
+    std::string unmounted;
+    for (std::string& arg : args) {
+      const auto at = arg.find(kSecretsMount);
+      if (at != 0 && !(arg.starts_with("--") && at != std::string::npos && arg[at - 1] == '=')) {
+        continue;
+      }
+      const std::string path = arg.substr(at);
+      const auto secret = mounted.find(path);
+      if (secret == mounted.end() || !secretFiles.contains(secret->second)) {
+        unmounted = path;
+        break;
+      }
+      arg = arg.substr(0, at) + secretFiles.at(secret->second);
+    }
+    const auto configs = optionValues(args, "--config");
+    const std::string configFile = configs.empty() ? "" : configs.back();
+    const std::string what = "service " + name + ": " + found->second +
+                             (args.empty() ? "" : " " + join(args, " ")) +
+                             " --print-config with the service's environment";
+    if (!unmounted.empty()) {
+      problems.push_back("service " + name + ": entrypoint/command names " + unmounted +
+                         ", which is no secret the service mounts");
+      continue;
+    }
     std::vector<std::string> variables;
     for (const auto& [variable, value] : environment) variables.push_back(variable + "=" + value);
-    auto run = runWithEnvironment({binary, "--print-config"}, variables, kCommandTimeout);
-    const std::string what =
-        "service " + name + ": " + found->second + " --print-config with the service's environment";
+    std::vector<std::string> argv{binDir + "/" + found->second};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--print-config");
+    auto run = runWithEnvironment(argv, variables, kCommandTimeout);
     if (!run.ok()) {
       problems.push_back(what + " did not run: " + run.error().message);
-    } else if (!run.value().exit.exited() || run.value().exit.exitCode != 0) {
+      continue;
+    }
+    if (!run.value().exit.exited() || run.value().exit.exitCode != 0) {
       problems.push_back(what + " ended with " + run.value().exit.describe() + ": " +
                          trim(run.value().err));
+      continue;
     }
+    for (const auto& [password, whose] : passwords) {
+      if (run.value().out.find(password) != std::string::npos ||
+          run.value().err.find(password) != std::string::npos) {
+        problems.push_back(what + " printed the password of " + whose);
+      }
+    }
+    const auto printed = printedConfig(run.value().out);
+    if (configFile.empty()) {
+      problems.push_back(what +
+                         ": no --config, so the ZooKeeper credentials come from no config "
+                         "file");
+      continue;
+    }
+    const std::string fromFile = "file " + configFile;
+    auto expectSource = [&](const std::string& key, const std::string& source) {
+      const auto line = printed.find(key);
+      if (line == printed.end()) {
+        problems.push_back(what + " printed no " + key);
+      } else if (line->second.second != source) {
+        problems.push_back(what + " shows " + key + " with source " + line->second.second +
+                           ", expected " + source);
+      } else if (source != "default" && !line->second.first.ends_with(":****")) {
+        problems.push_back(what + " shows " + key + " as \"" + line->second.first +
+                           "\", expected it masked as user:****");
+      }
+    };
+    const bool master = program == "regent-master";
+    expectSource(kWriteAuthKey, master ? fromFile : "default");
+    expectSource(kReadAuthKey, fromFile);
   }
   return problems;
 }

@@ -49,6 +49,17 @@ Result<YAML::Node> normalizedComposeProject(const std::string& composeFile);
 // is set (the image's own).
 std::string serviceProgram(const YAML::Node& service);
 
+// The command line a service runs: its entrypoint's words, then its command's (each in sequence
+// form, or a string split at whitespace); empty when neither is set.
+std::vector<std::string> serviceCommandLine(const YAML::Node& service);
+
+// Secret name -> the file on this host that holds it: `secretsDir`/<file name of the secret's
+// `file`>, for every secret the project declares. The tests point `secretsDir` at what
+// docker/make-secrets.sh wrote in a temporary directory, so the checks read real secret files
+// without touching the repository's docker/secrets/.
+using SecretFiles = std::map<std::string, std::string>;
+SecretFiles secretHostFiles(const YAML::Node& project, const std::string& secretsDir);
+
 // Services zk-1..3, master-1..3 (regent-master), worker (regent-worker, scale 2) and regentctl
 // (entrypoint regentctl, in a profile, so `up` does not start it; every other service in none);
 // exactly one network declared in the file, not external, and every service on it alone.
@@ -73,13 +84,35 @@ Problems checkPorts(const YAML::Node& project);
 Problems checkSecrets(const YAML::Node& project, const std::string& secretsDir,
                       const std::vector<std::string>& secretNames);
 
-// Every service that sets REGENT_* variables runs `<binDir>/<binary> --print-config` with exactly
-// its environment, and the binary must accept it (exit 0); a problem carries the binary's own
-// message. regent-master and regent-worker check their own services; regentctl has no
-// --print-config and, once its configuration loads, goes on to reach ZooKeeper, so the regentctl
-// service's variables are checked by regent-worker, which loads the same option registry
-// (conf/options.cc) the same way.
-Problems checkRegentEnvironment(const YAML::Node& project, const std::string& binDir);
+// Every service drops ALL capabilities (cap_drop), has security_opt no-new-privileges:true and
+// is not privileged; only worker adds capabilities, exactly CHOWN, DAC_OVERRIDE, FOWNER, KILL,
+// SETGID and SETUID (to run its tasks as another user), and only worker sets user, to root.
+Problems checkPrivileges(const YAML::Node& project);
+
+// The ZooKeeper credentials come from config files mounted as secrets: every master runs with
+// `--config /run/secrets/<secret>` of a secret it mounts whose file (`secretFiles`) sets
+// ha.zookeeper.auth and ha.zookeeper.read-auth, the same for every master; worker and regentctl
+// run with the --config of a mounted secret whose file sets ha.zookeeper.read-auth, equal to the
+// masters', and no ha.zookeeper.auth, and mount no secret whose file sets it. No service sets
+// REGENT_HA_ZOOKEEPER_AUTH or REGENT_HA_ZOOKEEPER_READ_AUTH in its environment (`docker inspect`
+// shows it) or either key with --set. A problem never quotes a credential.
+Problems checkZooKeeperCredentials(const YAML::Node& project, const SecretFiles& secretFiles);
+
+// Every service that sets REGENT_* variables runs its real command line through the binary:
+// `<binDir>/<binary> ARGS --print-config`, ARGS its entrypoint's and command's arguments after
+// the program, each /run/secrets/<path> the service mounts replaced by the host file of that
+// secret (`secretFiles`; a path no mounted secret is at is a problem, and nothing runs), with
+// exactly its environment. The binary must accept it (exit 0; a problem carries its message),
+// show ha.zookeeper.auth (masters) and ha.zookeeper.read-auth (every regent service) with the
+// source "file <its --config>" and masked ("user:****"), leave ha.zookeeper.auth at its default
+// in worker and regentctl, and print no password of a credential in `secretFiles`.
+// regent-master and regent-worker check their own services; regentctl has no --print-config
+// and, once its configuration loads, goes on to reach ZooKeeper, so the regentctl service is
+// checked by regent-worker, which loads the same option registry (conf/options.cc) the same
+// way: of its arguments only --config and --set (with their values) are passed, as its own
+// options and its subcommand are not regent-worker's.
+Problems checkRegentEnvironment(const YAML::Node& project, const std::string& binDir,
+                                const SecretFiles& secretFiles);
 
 // A Dockerfile's final stage has a HEALTHCHECK (not NONE) and runs as a USER that is not root.
 Problems checkDockerfile(const std::string& name, const std::string& text);

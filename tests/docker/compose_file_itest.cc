@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <regex>
 #include <sstream>
 
@@ -37,12 +38,20 @@ const Result<YAML::Node>& repositoryProject() {
   return project;
 }
 
-// The secret files docker/make-secrets.sh writes: it runs on a copy of itself in a temporary
-// directory, and the names are what it left in secrets/ there.
-std::vector<std::string> secretsMakeSecretsWrites() {
-  TempDir dir("compose-file-test-secrets");
-  std::filesystem::create_directory(dir.path() + "/docker");
-  const std::string script = dir.path() + "/docker/make-secrets.sh";
+// What docker/make-secrets.sh wrote: it runs on a copy of itself in a temporary directory, kept
+// for the whole run, so the checks read the very files it makes (the ZooKeeper credentials as
+// config files among them) without touching the repository's docker/secrets/.
+struct MadeSecrets {
+  std::unique_ptr<TempDir> dir;
+  std::string secretsDir;          // dir/docker/secrets.
+  std::vector<std::string> names;  // The files there.
+};
+
+MadeSecrets runMakeSecrets() {
+  MadeSecrets made{std::make_unique<TempDir>("compose-file-test-secrets"), "", {}};
+  const std::string root = made.dir->path();
+  std::filesystem::create_directory(root + "/docker");
+  const std::string script = root + "/docker/make-secrets.sh";
   std::filesystem::copy_file(kSourceDir + "/docker/make-secrets.sh", script);
   auto bash = findOnPath("bash");
   if (!bash.ok()) throw std::runtime_error(bash.error().message);
@@ -55,21 +64,37 @@ std::vector<std::string> secretsMakeSecretsWrites() {
     throw std::runtime_error("docker/make-secrets.sh ended with " + run.value().exit.describe() +
                              ": " + run.value().err);
   }
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/docker/secrets")) {
-    names.push_back(entry.path().filename().string());
+  made.secretsDir = root + "/docker/secrets";
+  for (const auto& entry : std::filesystem::directory_iterator(made.secretsDir)) {
+    made.names.push_back(entry.path().filename().string());
   }
-  std::sort(names.begin(), names.end());
-  return names;
+  std::sort(made.names.begin(), made.names.end());
+  return made;
+}
+
+const MadeSecrets& madeSecrets() {
+  static const MadeSecrets made = runMakeSecrets();
+  return made;
 }
 
 Problems checkRepositorySecrets(const YAML::Node& project) {
-  static const std::vector<std::string> names = secretsMakeSecretsWrites();
-  return checkSecrets(project, kSourceDir + "/docker/secrets", names);
+  return checkSecrets(project, kSourceDir + "/docker/secrets", madeSecrets().names);
+}
+
+Problems checkCredentialsIn(const YAML::Node& project, const std::string& secretsDir) {
+  return checkZooKeeperCredentials(project, secretHostFiles(project, secretsDir));
+}
+
+Problems checkMadeCredentials(const YAML::Node& project) {
+  return checkCredentialsIn(project, madeSecrets().secretsDir);
+}
+
+Problems checkEnvironmentIn(const YAML::Node& project, const std::string& secretsDir) {
+  return checkRegentEnvironment(project, kBinDir, secretHostFiles(project, secretsDir));
 }
 
 Problems checkEnvironmentWithBuiltBinaries(const YAML::Node& project) {
-  return checkRegentEnvironment(project, kBinDir);
+  return checkEnvironmentIn(project, madeSecrets().secretsDir);
 }
 
 // docker/Dockerfile and docker/*.Dockerfile, by path relative to the repository.
@@ -173,9 +198,49 @@ TEST(ComposeFile, SecretFilesAreIgnoredByGit) {
                           "the RPC secrets there";
 }
 
-TEST(ComposeFile, EveryRegentVariableIsAcceptedByTheBinaryItsServiceRuns) {
+TEST(ComposeFile, EveryServiceDropsItsCapabilitiesAndOnlyTheWorkerRunsAsRootWithSix) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkPrivileges(project.value())), "");
+}
+
+TEST(ComposeFile, ZooKeeperCredentialsComeFromConfigFilesMountedAsSecrets) {
+  ASSERT_PROJECT(project);
+  EXPECT_EQ(describeProblems(checkMadeCredentials(project.value())), "");
+}
+
+// Each service's command line, its secret config file loaded, and environment, through the
+// binary's --print-config.
+TEST(ComposeFile, EveryCommandLineAndEnvironmentIsAcceptedByTheBinaryItsServiceRuns) {
   ASSERT_PROJECT(project);
   EXPECT_EQ(describeProblems(checkEnvironmentWithBuiltBinaries(project.value())), "");
+}
+
+// The password check of checkRegentEnvironment, which the real binaries always pass (they mask
+// secrets): stand-ins for regent-master and regent-worker that print the credentials of their
+// --config file as they are.
+TEST(ComposeFile, PrintConfigShowingAPasswordIsAProblem) {
+  ASSERT_PROJECT(project);
+  auto sed = findOnPath("sed");
+  ASSERT_TRUE(sed.ok()) << sed.error().message;
+  TempDir binDir("compose-file-test-bin");
+  for (const char* binary : {"regent-master", "regent-worker"}) {
+    const std::string path = binDir.path() + "/" + binary;
+    std::ofstream(path) << "#!/bin/sh\nsed=" << sed.value() << "\n"
+                        << R"(while [ $# -gt 0 ]; do [ "$1" = --config ] && config=$2; shift; done
+for key in ha.zookeeper.auth ha.zookeeper.read-auth; do
+  echo "$key $("$sed" -n "s/^$key: \"\(.*\)\"\$/\1/p" "$config") file $config"
+done
+)";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+  const YAML::Node& p = project.value();
+  const Problems problems =
+      checkRegentEnvironment(p, binDir.path(), secretHostFiles(p, madeSecrets().secretsDir));
+  expectProblemHolding(problems, {"service master-1: regent-master --config",
+                                  "printed the password of ha.zookeeper.auth of secret "
+                                  "regent-zookeeper-writer"});
+  expectProblemHolding(problems, {"service worker: regent-worker --config",
+                                  "printed the password of ha.zookeeper.read-auth"});
 }
 
 TEST(ComposeImages, DockerfilesHaveAHealthcheckAndAnUnprivilegedUser) {
@@ -242,12 +307,13 @@ const std::vector<ComposeMutation> kComposeMutations{
        environment.remove("REGENT_HA_ZOOKEEPER_QUORUM");
      },
      checkEnvironmentWithBuiltBinaries,
-     {"service master-3: regent-master --print-config", "exit code 2",
-      "unknown key from env REGENT_HA_ZOOKEEPER_QUORM"}},
+     {"service master-3: regent-master --config ", "zookeeper-writer.yaml --print-config",
+      "exit code 2", "unknown key from env REGENT_HA_ZOOKEEPER_QUORM"}},
     {"BadWorkerValue",
      [](YAML::Node& p) { environmentOfService(p, "worker")["REGENT_WORKER_SLOTS"] = "four"; },
      checkEnvironmentWithBuiltBinaries,
-     {"service worker: regent-worker --print-config", "bad value \"four\" for worker.slots"}},
+     {"service worker: regent-worker --config ", "zookeeper-reader.yaml --print-config",
+      "bad value \"four\" for worker.slots"}},
     {"MisspeltToolVariable",
      [](YAML::Node& p) {
        environmentOfService(p, "regentctl")["REGENT_RPC_CREDENTIAL_ROLL"] = "x";
@@ -314,6 +380,88 @@ const std::vector<ComposeMutation> kComposeMutations{
      [](YAML::Node& p) { p["secrets"]["regent-reader"]["file"] = "/etc/hostname"; },
      checkRepositorySecrets,
      {"secrets.regent-reader: file is \"/etc/hostname\""}},
+    {"MasterWithoutCapDrop",
+     [](YAML::Node& p) { p["services"]["master-2"].remove("cap_drop"); },
+     checkPrivileges,
+     {"service master-2: cap_drop is none, expected ALL"}},
+    {"WorkerWithSysAdmin",
+     [](YAML::Node& p) { p["services"]["worker"]["cap_add"].push_back("SYS_ADMIN"); },
+     checkPrivileges,
+     {"service worker: cap_add is", "SYS_ADMIN", "expected exactly CHOWN"}},
+    {"WorkerAsItsImageUser",
+     [](YAML::Node& p) { p["services"]["worker"].remove("user"); },
+     checkPrivileges,
+     {"service worker: user is not set, expected root"}},
+    {"MasterAsRoot",
+     [](YAML::Node& p) { p["services"]["master-1"]["user"] = "root"; },
+     checkPrivileges,
+     {"service master-1: user is \"root\"; only worker sets user"}},
+    {"ToolWithACapability",
+     [](YAML::Node& p) { p["services"]["regentctl"]["cap_add"].push_back("NET_RAW"); },
+     checkPrivileges,
+     {"service regentctl: cap_add is NET_RAW; only worker adds capabilities"}},
+    {"ZooKeeperWithoutNoNewPrivileges",
+     [](YAML::Node& p) { p["services"]["zk-3"].remove("security_opt"); },
+     checkPrivileges,
+     {"service zk-3: security_opt is none, expected no-new-privileges:true"}},
+    {"MasterWithoutConfig",
+     [](YAML::Node& p) { p["services"]["master-3"]["command"] = YAML::Load("[regent-master]"); },
+     checkMadeCredentials,
+     {"service master-3: entrypoint/command has no --config, expected one --config "
+      "/run/secrets/<secret> setting ha.zookeeper.auth and ha.zookeeper.read-auth"}},
+    {"MasterWithoutConfigPrintsDefaults",
+     [](YAML::Node& p) { p["services"]["master-3"]["command"] = YAML::Load("[regent-master]"); },
+     checkEnvironmentWithBuiltBinaries,
+     {"service master-3: regent-master --print-config", "no --config"}},
+    {"WorkerWithTheWriterFile",
+     [](YAML::Node& p) {
+       auto worker = p["services"]["worker"];
+       worker["command"] =
+           YAML::Load("[regent-worker, --config, /run/secrets/regent-zookeeper-writer]");
+       worker["secrets"].push_back("regent-zookeeper-writer");
+     },
+     checkMadeCredentials,
+     {"service worker: --config /run/secrets/regent-zookeeper-writer (secret "
+      "regent-zookeeper-writer) sets ha.zookeeper.auth, the masters' write credential"}},
+    {"ToolMountingTheWriterFile",
+     [](YAML::Node& p) {
+       p["services"]["regentctl"]["secrets"].push_back("regent-zookeeper-writer");
+     },
+     checkMadeCredentials,
+     {"service regentctl: secrets mounts regent-zookeeper-writer, whose file sets "
+      "ha.zookeeper.auth"}},
+    {"WorkerConfigNotMounted",
+     [](YAML::Node& p) { p["services"]["worker"]["secrets"] = YAML::Load("[regent-worker]"); },
+     checkMadeCredentials,
+     {"service worker: --config is \"/run/secrets/regent-zookeeper-reader\", but the service "
+      "mounts no secret there"}},
+    {"WorkerConfigNotMountedIsNotRun",
+     [](YAML::Node& p) { p["services"]["worker"]["secrets"] = YAML::Load("[regent-worker]"); },
+     checkEnvironmentWithBuiltBinaries,
+     {"service worker: entrypoint/command names /run/secrets/regent-zookeeper-reader, which is "
+      "no secret the service mounts"}},
+    {"CredentialInEnvironment",
+     [](YAML::Node& p) {
+       environmentOfService(p, "regentctl")["REGENT_HA_ZOOKEEPER_READ_AUTH"] = "reader:x";
+     },
+     checkMadeCredentials,
+     {"service regentctl: environment REGENT_HA_ZOOKEEPER_READ_AUTH sets a ZooKeeper credential"}},
+    {"CredentialWithSet",
+     [](YAML::Node& p) {
+       p["services"]["master-2"]["command"].push_back("--set");
+       p["services"]["master-2"]["command"].push_back("ha.zookeeper.auth=regent:x");
+     },
+     checkMadeCredentials,
+     {"service master-2: entrypoint/command sets ha.zookeeper.auth with --set"}},
+    // The environment wins over the file: the printed source gives it away.
+    {"CredentialInEnvironmentOverridesTheFile",
+     [](YAML::Node& p) {
+       environmentOfService(p, "master-1")["REGENT_HA_ZOOKEEPER_AUTH"] = "regent:x";
+     },
+     checkEnvironmentWithBuiltBinaries,
+     {"service master-1: regent-master --config",
+      "shows ha.zookeeper.auth with source env "
+      "REGENT_HA_ZOOKEEPER_AUTH, expected file"}},
 };
 
 void PrintTo(const ComposeMutation& mutation, std::ostream* out) { *out << mutation.name; }
@@ -339,6 +487,79 @@ TEST_P(ComposeMutationTest, CheckNamesTheServiceAndTheField) {
 
 INSTANTIATE_TEST_SUITE_P(ComposeFileMutations, ComposeMutationTest,
                          ::testing::ValuesIn(kComposeMutations),
+                         [](const auto& info) { return info.param.name; });
+
+// Mutations of what docker/make-secrets.sh wrote (a regular expression replaced in one file of a
+// copy): the check, reading the copy, must report a problem holding every `expected` text.
+struct SecretFileMutation {
+  std::string name;
+  std::string file;  // In docker/secrets/.
+  std::string pattern;
+  std::string replacement;
+  std::function<Problems(const YAML::Node&, const std::string& secretsDir)> check;
+  std::vector<std::string> expected;
+};
+
+const std::vector<SecretFileMutation> kSecretFileMutations{
+    {"MisspeltReaderKey",
+     "zookeeper-reader.yaml",
+     "ha.zookeeper.read-auth:",
+     "ha.zookeeper.read-auht:",
+     checkEnvironmentIn,
+     {"service worker: regent-worker --config", "exit code 2",
+      "unknown key \"ha.zookeeper.read-auht\" in file"}},
+    {"MisspeltWriterKey",
+     "zookeeper-writer.yaml",
+     "ha.zookeeper.auth:",
+     "ha.zookeeper.auht:",
+     checkEnvironmentIn,
+     {"service master-2: regent-master --config", "unknown key \"ha.zookeeper.auht\""}},
+    {"ReaderWithAnotherCredential",
+     "zookeeper-reader.yaml",
+     "\"reader:[^\"]*\"",
+     "\"reader:another\"",
+     checkCredentialsIn,
+     {"service regentctl: ha.zookeeper.read-auth in secret regent-zookeeper-reader differs from "
+      "the masters'"}},
+    {"WriterWithoutTheWriteCredential",
+     "zookeeper-writer.yaml",
+     "ha.zookeeper.auth:[^\n]*\n",
+     "",
+     checkCredentialsIn,
+     {"service master-1: --config /run/secrets/regent-zookeeper-writer (secret "
+      "regent-zookeeper-writer) does not set ha.zookeeper.auth"}},
+    {"ReaderWithTheWriteCredential",
+     "zookeeper-reader.yaml",
+     "\n$",
+     "\nha.zookeeper.auth: \"regent:x\"\n",
+     checkCredentialsIn,
+     {"service worker: --config /run/secrets/regent-zookeeper-reader (secret "
+      "regent-zookeeper-reader) sets ha.zookeeper.auth"}},
+};
+
+void PrintTo(const SecretFileMutation& mutation, std::ostream* out) { *out << mutation.name; }
+
+class SecretFileMutationTest : public ::testing::TestWithParam<SecretFileMutation> {};
+
+TEST_P(SecretFileMutationTest, CheckNamesTheServiceAndTheKey) {
+  ASSERT_PROJECT(project);
+  TempDir dir("compose-file-test-secret-mutation");
+  std::filesystem::copy(madeSecrets().secretsDir, dir.path());
+  const std::string file = dir.path() + "/" + GetParam().file;
+  std::ifstream in(file, std::ios::binary);
+  ASSERT_TRUE(in) << "docker/make-secrets.sh wrote no " << GetParam().file;
+  std::ostringstream original;
+  original << in.rdbuf();
+  const std::string text =
+      std::regex_replace(original.str(), std::regex(GetParam().pattern), GetParam().replacement);
+  ASSERT_NE(text, original.str()) << GetParam().pattern << " no longer matches " << GetParam().file;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+
+  expectProblemHolding(GetParam().check(project.value(), dir.path()), GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(ComposeSecretFileMutations, SecretFileMutationTest,
+                         ::testing::ValuesIn(kSecretFileMutations),
                          [](const auto& info) { return info.param.name; });
 
 // Mutations of the images' files (a regular expression replaced in one file): checkImages must
