@@ -22,6 +22,10 @@ esac
 
 uid=${USER_ID:-10001}
 (umask 077 && mkdir -p secrets)
+if [ "$(id -u)" -ne 0 ] && [ "$(stat -c %u secrets)" != "$(id -u)" ]; then
+  echo "make-secrets: docker/secrets belongs to uid $(stat -c %u secrets), not you; remove it (as root) or run as root" >&2
+  exit 1
+fi
 chmod 700 secrets
 
 random_text() { head -c 48 /dev/urandom | base64 | tr -d '\n+/=' | cut -c1-32; }
@@ -62,5 +66,9 @@ else
   read_auth=$(sed -n 's/^ha.zookeeper.read-auth: "\(.*\)"$/\1/p' secrets/zookeeper-writer.yaml)
   [ -n "$read_auth" ] || { echo "make-secrets: docker/secrets/zookeeper-writer.yaml has no ha.zookeeper.read-auth line; run with --force" >&2; exit 1; }
 fi
-printf '# ZooKeeper read credential of workers and regentctl (docs/security.md, "ZooKeeper").\nha.zookeeper.read-auth: "%s"\n' \
-  "$read_auth" | write_secret zookeeper-reader.yaml
+# Derived from the writer's file: made again whenever it says something else.
+reader=$(printf '# ZooKeeper read credential of workers and regentctl (docs/security.md, "ZooKeeper").\nha.zookeeper.read-auth: "%s"' "$read_auth")
+if [ -s secrets/zookeeper-reader.yaml ] && [ "$(cat secrets/zookeeper-reader.yaml)" != "$reader" ]; then
+  rm -f secrets/zookeeper-reader.yaml
+fi
+printf '%s\n' "$reader" | write_secret zookeeper-reader.yaml

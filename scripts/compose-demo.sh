@@ -85,7 +85,8 @@ host_network_before=""
 container_pids=()
 
 # The machine's own network state, compared before and after an isolated run.
-host_network() { ip -br addr; ip route; ip -6 route; ip rule; }
+# (Routes learnt from router advertisements count their lifetime down: that part is left out.)
+host_network() { ip -br addr; ip route; ip -6 route | sed 's/ expires [0-9]*sec//'; ip rule; }
 
 stop_dockerd() {
   [ -n "$dockerd_pid" ] || return 0
@@ -164,6 +165,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# Compose v2 would print its progress on stdout, into the values the script reads.
+unset COMPOSE_STATUS_STDOUT
+# One isolated run per cache, from here on: its install (policy-rc.d), build and daemon.
+if [ "$isolated" = 1 ]; then lock_cache; fi
 
 # --- What it needs -----------------------------------------------------------------------------
 
@@ -174,8 +179,10 @@ if [ "$isolated" = 1 ]; then
   packages=(docker.io docker-compose debootstrap iproute2 util-linux python3)
   # dockerd confines containers with AppArmor when the kernel has it on, and needs its parser.
   [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ] && packages+=(apparmor)
-  had_docker=0
-  dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q "install ok installed" && had_docker=1
+  installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+  had_docker=0 had_containerd=0
+  installed docker.io && had_docker=1
+  installed containerd && had_containerd=1
   # Installing docker.io must not start its daemon here, in the machine's own network namespace
   # (it would create docker0 and its addresses): while it installs, a policy-rc.d refuses every
   # service start (unless one is in place already; the cleanup removes ours even on Ctrl-C).
@@ -188,9 +195,15 @@ if [ "$isolated" = 1 ]; then
   if [ -n "$policy_file" ]; then rm -f "$policy_file"; policy_file=""; fi
   # Nor at the next boot: docker.io enables its units; a machine that had no Docker before
   # keeps having none in its own namespace.
-  if [ "$had_docker" = 0 ] && [ -d /run/systemd/system ]; then
-    systemctl disable --quiet docker.service docker.socket containerd.service 2>/dev/null || true
-    step "Installed docker.io with its systemd units disabled: no daemon runs in this namespace, now or after a reboot."
+  # Only the units of packages this run installed: a containerd the machine had stays as it was.
+  if [ -d /run/systemd/system ]; then
+    units=()
+    [ "$had_docker" = 0 ] && units+=(docker.service docker.socket)
+    [ "$had_containerd" = 0 ] && units+=(containerd.service)
+    if [ ${#units[@]} -gt 0 ]; then
+      systemctl disable --quiet "${units[@]}" 2>/dev/null || true
+      step "Disabled ${units[*]}, which the install enabled: no daemon runs in this namespace, now or after a reboot."
+    fi
   fi
   [ "$(host_network)" = "$host_network_before" ] ||
     die "installing ${packages[*]} changed this machine's network (a Docker daemon started?): check ip -br addr"
@@ -218,7 +231,6 @@ step "Release binaries ready in $((($(now_ms) - build_started) / 1000)) s."
 # --- The private daemon (--isolated) -------------------------------------------------------------
 
 if [ "$isolated" = 1 ]; then
-  lock_cache
   mkdir -p "$cache/docker"
   # Namespaces of earlier runs that were killed (their pid gone, nothing inside) are removed.
   for stale in $(ip netns list | awk '$1 ~ /^regent-compose-[0-9]+$/ {print $1}'); do
@@ -315,7 +327,16 @@ fi
 # The image's user must read the secret files: uid 10001 (make-secrets gives them to it) as
 # root, otherwise the caller's own uid.
 if [ "$(id -u)" -eq 0 ]; then export USER_ID=10001; else export USER_ID; USER_ID=$(id -u); fi
-if [ ! -d docker/secrets ]; then made_secrets=1; fi
+if [ ! -d docker/secrets ]; then
+  made_secrets=1
+elif [ -e docker/secrets/admin ]; then
+  # Secrets kept from before: the image's user must be their owner.
+  owner=$(stat -c %u docker/secrets/admin)
+  if [ "$(id -u)" -ne 0 ] && [ "$owner" != "$(id -u)" ]; then
+    die "docker/secrets/ belongs to uid $owner (made as root?); remove it (as root: rm -rf docker/secrets) or run as root"
+  fi
+  USER_ID=$owner
+fi
 say "Making the secrets (docker/make-secrets.sh): the RPC roles' (admin, reader, worker) and the ZooKeeper credentials (masters write, workers and regentctl read)."
 docker/make-secrets.sh | sed 's/^/  /'
 
@@ -382,10 +403,15 @@ ctl masters
 say "\$ regentctl leader"
 ctl leader
 
-for _ in $(seq 60); do
-  [ "$(ctl --json workers 2>/dev/null | grep -c '"resource_id"' || true)" -ge 2 ] && break
-  sleep 0.5
-done
+# Polls (at most 30 s) until both workers are registered with the leader.
+wait_for_workers() {
+  for _ in $(seq 60); do
+    [ "$(ctl --json workers 2>/dev/null | grep -c '"resource_id"' || true)" -ge 2 ] && return 0
+    sleep 0.5
+  done
+  die "fewer than 2 workers registered with the leader within 30 s"
+}
+wait_for_workers
 say "\$ regentctl workers   (each worker container registered its 4 slots with the leader)"
 ctl workers
 
@@ -400,12 +426,13 @@ vertices:
     resources: {cpu: 0.5, memory: 64MiB}
 YAML
 )
+[[ $job =~ ^[0-9a-f]{32}$ ]] || die "regentctl jobs submit printed no job id: $job"
 step "\$ regentctl jobs submit -   ->   $job"
 # One line per subtask with an attempt: "attempt-id pid host" (pid 0 until it runs). The JSON
 # keys come sorted, so in each subtask its attempt (attempt_id, then pid) precedes its host.
 # Prints nothing when regentctl fails.
 attempts() {
-  { ctl --json jobs status "$job" 2>/dev/null || true; } |
+  { ctl --json jobs status "$job" 2>"$work/attempts.err" || true; } |
     grep -o '"attempt_id":"[0-9a-f]*"\|"pid":[0-9]*\|"host":[^,}]*' |
     awk -F: '{ v = $2; gsub(/"/, "", v) }
              $1 == "\"attempt_id\"" { a = v } $1 == "\"pid\"" { p = v }
@@ -418,7 +445,7 @@ wait_for_running_attempts() {
     [ "$(awk '$2 > 0' "$1" | wc -l)" -eq 2 ] && return 0
     sleep 0.5
   done
-  die "the job's two tasks did not run within 30 s: $(cat "$1")"
+  die "the job's two tasks did not run within 30 s: $(cat "$1") $(cat "$work/attempts.err")"
 }
 wait_for_running_attempts "$work/attempts-before"
 say "\$ regentctl jobs list"
@@ -472,6 +499,7 @@ say "\$ regentctl leader"
 ctl leader
 say "\$ regentctl masters"
 ctl masters
+wait_for_workers
 say "\$ regentctl workers   (both workers registered again with the new leader, their slots as before)"
 ctl workers
 say "\$ regentctl jobs list   (the new leader recovered the job from ZooKeeper)"
@@ -501,6 +529,7 @@ if refused=$(docker exec -u nobody "$host" regentctl --zk zk-1:2181,zk-2:2181,zk
   --cluster-id compose masters 2>&1); then
   die "a ZooKeeper client without credentials read the cluster's nodes: $refused"
 fi
+[[ $refused == *ZNOAUTH* ]] || die "regentctl without credentials failed, but not for ZooKeeper's ACL: $refused"
 step "As user nobody in $host, like its tasks: the worker's secret is unreadable, and ZooKeeper refuses the cluster's nodes to a client without the credential (regentctl: ${refused#regentctl: })."
 say "\$ regentctl jobs logs $job --vertex tick | tail -n 3   (the ticks go on)"
 ctl jobs logs "$job" --vertex tick | tail -n 3
