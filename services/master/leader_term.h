@@ -137,10 +137,11 @@ class LeaderTerm final {
   // Destroyed before the Dispatcher it reports to (its releases in flight are cancelled first).
   kj::Own<jobmaster::JobMasters> jobMasters_;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway_;
-  // Fulfilled when start() resolves; whenReady() branches off ready_. Dropped with the term
-  // before that, which rejects the branches still waiting.
+  // Fulfilled when start() resolves; whenReady() branches off ready_, which is built with it
+  // (so declared after it). Dropped with the term before that, which rejects the branches still
+  // waiting.
   kj::Own<kj::PromiseFulfiller<void>> markReady_;
-  kj::ForkedPromise<void> ready_;  // Built with markReady_ (declared before it).
+  kj::ForkedPromise<void> ready_;
   kj::Canceler canceler_;  // The term's own work (start()); cancelled first.
 };
 
