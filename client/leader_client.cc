@@ -130,15 +130,8 @@ kj::Promise<Status> LeaderClient::attemptLoop(std::shared_ptr<Call> call) {
 }
 
 kj::Promise<void> LeaderClient::backoffWait(Duration delay, uint64_t movesBefore) {
-  auto wait = timer_.afterDelay(delay.count() * kj::MILLISECONDS);
-  if (!retrieval_) return wait;
   if (leaderMoves_ != movesBefore) return kj::READY_NOW;  // Moved while the attempt ran.
-  // Waiters whose wait ended on its timer are dropped here, so the list stays as long as the
-  // number of calls in flight.
-  std::erase_if(backoffWaiters_, [](auto& waiter) { return !waiter->isWaiting(); });
-  auto leaderMoved = kj::newPromiseAndFulfiller<void>();
-  backoffWaiters_.push_back(kj::mv(leaderMoved.fulfiller));
-  return wait.exclusiveJoin(kj::mv(leaderMoved.promise));
+  return leaderMoved_.wait(delay);
 }
 
 kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
@@ -344,9 +337,7 @@ void LeaderClient::leaderChanged(const std::optional<leader::LeaderInfo>& leader
   }
   if (leader->epoch != previousEpoch) {
     ++leaderMoves_;
-    for (auto& waiter : std::exchange(backoffWaiters_, {})) {
-      if (waiter->isWaiting()) waiter->fulfill();
-    }
+    leaderMoved_.wakeAll();
   }
 }
 

@@ -19,6 +19,7 @@
 #include "common/result.h"
 #include "common/task_errors.h"
 #include "common/time.h"
+#include "common/wakeable_delay.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
 #include "rpc/auth_config.h"
@@ -191,9 +192,9 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // leaderAbove(): the epoch waited past and who waits.
   uint64_t waitingAbove_ = 0;
   kj::Own<kj::PromiseFulfiller<leader::LeaderInfo>> above_;
-  // Calls waiting out a backoff (following), woken by a leader of another epoch, and how often
+  // Calls waiting out a backoff, woken (following) by a leader of another epoch, and how often
   // the watch reported one.
-  std::vector<kj::Own<kj::PromiseFulfiller<void>>> backoffWaiters_;
+  WakeableDelay leaderMoved_{timer_};
   uint64_t leaderMoves_ = 0;
   kj::Own<rpc::RpcClient> client_;
   // With a master address that does not lead: the connection to it for leaderInfo.

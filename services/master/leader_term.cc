@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "conf/values.h"
@@ -48,6 +49,13 @@ class ResourceManagerTaskExecutors final : public dispatcher::TaskExecutorView {
   const resourcemanager::ResourceManager& resourceManager_;
 };
 
+// A promise forked for its waiters, and in `fulfiller` what resolves it.
+kj::ForkedPromise<void> forkFulfilledBy(kj::Own<kj::PromiseFulfiller<void>>& fulfiller) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  fulfiller = kj::mv(paf.fulfiller);
+  return paf.promise.fork();
+}
+
 }  // namespace
 
 LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
@@ -63,7 +71,8 @@ LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& c
       storeServices_(storeServices),
       storeTerm_(std::move(storeTerm)),
       options_(std::move(options)),
-      backoff_(options_.retryInitial, options_.retryMax, options_.jitter) {}
+      backoff_(options_.retryInitial, options_.retryMax, options_.jitter),
+      ready_(forkFulfilledBy(markReady_)) {}
 
 LeaderTerm::~LeaderTerm() noexcept {
   // Handlers first: they must not run on against the services destroyed below.
@@ -80,22 +89,14 @@ kj::Promise<void> LeaderTerm::start() {
   resourceManager_->start();
   return canceler_.wrap(openStores().then([this]() { return recover(); }).then([this]() {
     capabilities_.markReady();
-    auto waiters = kj::mv(readyWaiters_);
-    for (auto& waiter : waiters) waiter->fulfill();
+    markReady_->fulfill();
   }));
 }
 
-kj::Promise<void> LeaderTerm::whenReady() {
-  if (ready()) return kj::READY_NOW;
-  // Callers that stopped waiting (MasterProcess::whenTermReady gives up after its bound) leave
-  // their fulfillers behind: drop those first, so a recovery that keeps failing while workers
-  // keep asking holds one per caller still waiting, not one per call ever made.
-  std::erase_if(readyWaiters_, [](kj::Own<kj::PromiseFulfiller<void>>& waiter) {
-    return !waiter->isWaiting();
-  });
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  readyWaiters_.push_back(kj::mv(paf.fulfiller));
-  return kj::mv(paf.promise);
+kj::Promise<void> LeaderTerm::whenReady() { return ready_.addBranch(); }
+
+Duration jobMasterReadyWait(Duration callTimeout) {
+  return std::min(callTimeout / 2, Duration(1000));
 }
 
 kj::Promise<void> LeaderTerm::openStores() {

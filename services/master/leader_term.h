@@ -83,10 +83,9 @@ class LeaderTerm final {
   uint64_t epoch() const { return epoch_; }
   // start() resolved: recovery done, the gateways serve.
   bool ready() const { return capabilities_.ready(); }
-  // Resolves once ready() (at once when it is); rejects when the term is destroyed first. Holds
-  // one fulfiller per caller still waiting (those of dropped promises are pruned on each call).
+  // Resolves once ready() (on the next turn when it is); rejects when the term is destroyed
+  // first. A caller that drops the promise leaves nothing behind.
   kj::Promise<void> whenReady();
-  size_t readyWaitersForTests() const { return readyWaiters_.size(); }
 
   // SERVING was published for this term (the process publishes it once start() resolved).
   bool serving() const { return serving_; }
@@ -138,9 +137,17 @@ class LeaderTerm final {
   // Destroyed before the Dispatcher it reports to (its releases in flight are cancelled first).
   kj::Own<jobmaster::JobMasters> jobMasters_;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway_;
-  // whenReady() callers, told when start() resolves (dropped, so rejected, with the term).
-  std::vector<kj::Own<kj::PromiseFulfiller<void>>> readyWaiters_;
+  // Fulfilled when start() resolves; whenReady() branches off ready_, which is built with it
+  // (so declared after it). Dropped with the term before that, which rejects the branches still
+  // waiting.
+  kj::Own<kj::PromiseFulfiller<void>> markReady_;
+  kj::ForkedPromise<void> ready_;
   kj::Canceler canceler_;  // The term's own work (start()); cancelled first.
 };
+
+// How long MasterBootstrap.jobMaster waits for a recovering term (LeaderTerm::whenReady) before
+// answering `unavailable`: half of `callTimeout` (rpc.call-timeout, the same on the workers that
+// ask), so that they get the answer before their call times out, and at most 1 s.
+Duration jobMasterReadyWait(Duration callTimeout);
 
 }  // namespace regent::master

@@ -40,7 +40,7 @@ class MasterBootstrapHost {
   // default); ready without a gateway when the term runs no JobMaster for `job`.
   virtual LeaderTerm::JobMasterLookup jobMaster(const JobId&) { return {}; }
   // Resolves when the current term is ready (LeaderTerm::whenReady), when it ends, or after a
-  // bound the host chooses (MasterProcess: kJobMasterReadyWait), whichever comes first; never
+  // bound the host chooses (MasterProcess: jobMasterReadyWait), whichever comes first; never
   // rejects. MasterBootstrap.jobMaster waits on it instead of answering `unavailable` at once, so
   // that the workers' offers after a failover reach the JobMasters the moment recovery ends
   // rather than after a retry delay. The default resolves at once.

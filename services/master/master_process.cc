@@ -131,7 +131,11 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
 
 MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
                              std::unique_ptr<ha::HaServices> ha)
-    : loop_(loop), config_(config), self_(std::move(self)), ha_(std::move(ha)) {}
+    : loop_(loop),
+      config_(config),
+      jobMasterReadyWait_(jobMasterReadyWait(config.getDuration("rpc.call-timeout"))),
+      self_(std::move(self)),
+      ha_(std::move(ha)) {}
 
 // Members go in reverse order: the term (its stores) before the election and the store services.
 MasterProcess::~MasterProcess() noexcept = default;
@@ -255,13 +259,10 @@ kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGa
 }
 
 kj::Promise<void> MasterProcess::whenTermReady() {
-  // Below the workers' RPC call timeout, so that a recovery taking longer is answered
-  // `unavailable` (retried) rather than timing out.
-  constexpr Duration kJobMasterReadyWait{1000};
   if (term_.get() == nullptr) return kj::READY_NOW;
   return term_->whenReady()
       .catch_([](kj::Exception&&) {})  // The term ended first.
-      .exclusiveJoin(loop_.timer().afterDelay(kJobMasterReadyWait.count() * kj::MILLISECONDS));
+      .exclusiveJoin(loop_.timer().afterDelay(jobMasterReadyWait_.count() * kj::MILLISECONDS));
 }
 
 LeaderTerm::JobMasterLookup MasterProcess::jobMaster(const JobId& job) {

@@ -121,7 +121,7 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override;
   LeaderTerm::JobMasterLookup jobMaster(const JobId& job) override;
-  // The current term's whenReady(), at most kJobMasterReadyWait; at once without a term.
+  // The current term's whenReady(), at most jobMasterReadyWait_; at once without a term.
   kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
   // http::HttpHost.
@@ -154,6 +154,7 @@ class MasterProcess final : public leader::LeaderContender,
 
   EventLoop& loop_;
   const Config& config_;
+  const Duration jobMasterReadyWait_;  // From rpc.call-timeout (jobMasterReadyWait).
   leader::ContenderInfo self_;
   std::unique_ptr<ha::HaServices> ha_;
   std::unique_ptr<store::StoreServices> stores_;

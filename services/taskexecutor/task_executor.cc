@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/event_line.h"
+#include "common/wakeable_delay.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
 
@@ -140,9 +141,10 @@ struct TaskExecutor::Registered {
 };
 
 struct TaskExecutor::JobLink {
-  JobLink(const TaskExecutorOptions& options)
+  JobLink(const TaskExecutorOptions& options, kj::Timer& timer)
       : offerBackoff(options.registrationInitial, options.registrationMax, options.jitter),
-        updateBackoff(options.registrationInitial, options.registrationMax, options.jitter) {}
+        updateBackoff(options.registrationInitial, options.registrationMax, options.jitter),
+        backoffWaits(timer) {}
 
   // The job's JobMaster as reached in `gatewayEpoch`.
   kj::Maybe<wire::JobMasterGateway::Client> gateway;
@@ -154,13 +156,13 @@ struct TaskExecutor::JobLink {
   // The registration in which the leader answered notFound for the job: its later updates are
   // dropped (its attempts are being cancelled).
   std::optional<uint64_t> unknownRound;
-  // backoffWait() callers, woken early by the next registration.
-  std::vector<kj::Own<kj::PromiseFulfiller<void>>> wakers;
   bool delivering = false;            // deliverLoop() runs.
   bool offering = false;              // offerLoop() runs.
   bool offerScheduled = false;        // offerLoop() starts after this turn.
   ExponentialBackoff offerBackoff;
   ExponentialBackoff updateBackoff;
+  // backoffWait() callers, woken early by the next registration (wakeJob).
+  WakeableDelay backoffWaits;
 };
 
 namespace {
@@ -656,7 +658,7 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
 
 TaskExecutor::JobLink& TaskExecutor::link(const JobId& job) {
   auto found = jobs_.find(job);
-  if (found == jobs_.end()) found = jobs_.emplace(job, kj::heap<JobLink>(options_)).first;
+  if (found == jobs_.end()) found = jobs_.emplace(job, kj::heap<JobLink>(options_, timer_)).first;
   return *found->second;
 }
 
@@ -1142,18 +1144,11 @@ void TaskExecutor::jobUnknown(const JobId& job, const std::string& why) {
 }
 
 kj::Promise<void> TaskExecutor::backoffWait(const JobId& job, Duration wait) {
-  JobLink& held = link(job);
-  // Those whose wait ended by its timer.
-  std::erase_if(held.wakers,
-                [](kj::Own<kj::PromiseFulfiller<void>>& waker) { return !waker->isWaiting(); });
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  held.wakers.push_back(kj::mv(paf.fulfiller));
-  return timer_.afterDelay(wait.count() * kj::MILLISECONDS).exclusiveJoin(kj::mv(paf.promise));
+  return link(job).backoffWaits.wait(wait);
 }
 
 void TaskExecutor::wakeJob(JobLink& held) {
-  for (kj::Own<kj::PromiseFulfiller<void>>& waker : held.wakers) waker->fulfill();
-  held.wakers.clear();
+  held.backoffWaits.wakeAll();
   held.offerBackoff.reset();
   held.updateBackoff.reset();
 }
@@ -1191,16 +1186,16 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
                   options_.resourceId.toHex(), job.toHex(), why, wait.count());
     return backoffWait(job, wait).then([this, job]() { return deliverLoop(job); });
   };
-  // The update sent is settled: the next one. (It is no longer the front when the bound
-  // dropped it meanwhile.)
-  auto next = [this, job, seq]() -> kj::Promise<void> {
+  // The update numbered `sent` is settled: the next one. (It is no longer the front when the
+  // bound dropped it meanwhile.)
+  auto settled = [this, job](uint64_t sent) -> kj::Promise<void> {
     JobLink& held = link(job);
-    if (!held.updates.empty() && held.updates.front().seq == seq) held.updates.pop_front();
+    if (!held.updates.empty() && held.updates.front().seq == sent) held.updates.pop_front();
     return deliverLoop(job);
   };
   return jobMaster(job, epoch)
-      .then([this, job, epoch, retry,
-             next](rpc::Attempt<wire::JobMasterGateway::Client> reached) -> kj::Promise<void> {
+      .then([this, job, epoch, seq, retry,
+             settled](rpc::Attempt<wire::JobMasterGateway::Client> reached) -> kj::Promise<void> {
         if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
           const Reaction reaction = reactionTo(*failure);
           if (reaction == Reaction::kUnknown) {
@@ -1210,12 +1205,13 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
           if (reaction == Reaction::kGiveUp) {
             spdlog::error("task executor {}: cannot reach the JobMaster of job {}: {}",
                           options_.resourceId.toHex(), job.toHex(), failure->describe());
-            return next();
+            return settled(seq);
           }
           return retry(failure->retryAfter, failure->describe());
         }
         JobLink& held = link(job);
         if (held.updates.empty()) return deliverLoop(job);  // Dropped meanwhile.
+        // What is sent is the front now (the bound may have dropped the one `seq` names).
         const PendingUpdate& front = held.updates.front();
         const AttemptId attempt = front.record.attempt;
         const uint64_t sent = front.seq;
@@ -1223,23 +1219,15 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
             std::get<wire::JobMasterGateway::Client>(reached).updateTaskExecutionStateRequest();
         request.setEpoch(epoch);
         fillAttempt(request.initState(), front.record);
-        // What is sent is the front now (the bound may have dropped the one `next` names).
-        auto settled = [this, job, sent]() -> kj::Promise<void> {
-          JobLink& held = link(job);
-          if (!held.updates.empty() && held.updates.front().seq == sent) {
-            held.updates.pop_front();
-          }
-          return deliverLoop(job);
-        };
         return leaders_.deadline()
             .send(kj::mv(request))
             .then(
-                [this, job, attempt, retry, settled](
+                [this, job, attempt, sent, retry, settled](
                     capnp::Response<wire::JobMasterGateway::UpdateTaskExecutionStateResults>
                         response) -> kj::Promise<void> {
                   if (!response.hasFailure()) {
                     link(job).updateBackoff.reset();
-                    return settled();
+                    return settled(sent);
                   }
                   auto failure = rpc::CallFailure::from(response.getFailure());
                   switch (reactionTo(failure)) {
@@ -1251,25 +1239,25 @@ kj::Promise<void> TaskExecutor::deliverLoop(JobId job) {
                       if (runner_ != nullptr && attempts_.count(attempt) != 0) {
                         runner_->cancel(attempt);
                       }
-                      return settled();
+                      return settled(sent);
                     case Reaction::kGiveUp:
                       spdlog::error("task executor {}: the JobMaster of job {} refused the "
                                     "update of attempt {}: {}",
                                     options_.resourceId.toHex(), job.toHex(), attempt.toHex(),
                                     failure.describe());
-                      return settled();
+                      return settled(sent);
                     case Reaction::kRetry:
                     case Reaction::kNotRegistered:
                       break;
                   }
                   return retry(failure.retryAfter, failure.describe());
                 },
-                [this, job, retry, settled](kj::Exception&& exception) -> kj::Promise<void> {
+                [this, job, sent, retry, settled](kj::Exception&& exception) -> kj::Promise<void> {
                   if (reactionTo(exception) == Reaction::kGiveUp) {
                     spdlog::error("task executor {}: an attempt update of job {} failed: {}",
                                   options_.resourceId.toHex(), job.toHex(),
                                   describeException(exception));
-                    return settled();
+                    return settled(sent);
                   }
                   return retry(Duration(0), describeException(exception));
                 });

@@ -131,15 +131,15 @@ TEST_F(LeaderTermTest, OpeningAndRecoveryAreRetriedAfterTheBackoffDelay) {
   EXPECT_EQ(services_.opens, 3u);  // The recovery retry reuses the term's stores.
 }
 
-TEST_F(LeaderTermTest, WhenReadyResolvesOnceRecoveredAndKeepsNoFulfillerOfADroppedWait) {
+TEST_F(LeaderTermTest, WhenReadyResolvesOnceRecoveredAlsoAfterOtherCallersGaveUp) {
   backend_.failReads = 1;  // The first recovery fails; the retry after 1 s succeeds.
   grant();
   ASSERT_FALSE(term_->ready());
-  // Callers that gave up (their promise dropped) leave nothing behind once someone asks again.
+  // Callers that gave up (their promise dropped, as MasterProcess::whenTermReady does after its
+  // bound) do not keep a later caller from being told.
   for (int i = 0; i < 100; ++i) (void)term_->whenReady();
   bool resolved = false;
   auto waiting = term_->whenReady().then([&] { resolved = true; }).eagerlyEvaluate(nullptr);
-  EXPECT_EQ(term_->readyWaitersForTests(), 1u);
   settle();
   EXPECT_FALSE(resolved);
 
@@ -157,11 +157,20 @@ TEST_F(LeaderTermTest, EndingTheTermDuringRecoveryCancelsItsStartAndFencesItsGat
   advance(3 * kj::SECONDS);
   DispatcherGateway::Client gateway = KJ_ASSERT_NONNULL(term_->dispatcherGateway());
   ASSERT_FALSE(term_->ready());
+  bool readyResolved = false;
+  std::string readyFailure;
+  auto waitingForReady =
+      term_->whenReady()
+          .then([&] { readyResolved = true; },
+                [&](kj::Exception&& e) { readyFailure = e.getDescription().cStr(); })
+          .eagerlyEvaluate(nullptr);
 
   term_ = nullptr;
   settle();
   EXPECT_FALSE(startDone_);
   EXPECT_NE(startFailure_.find("epoch 4"), std::string::npos) << startFailure_;
+  EXPECT_FALSE(readyResolved);  // A caller still waiting for readiness is told it never comes.
+  EXPECT_NE(readyFailure, "");
   const size_t reads = backend_.reads;
   advance(60 * kj::SECONDS);
   EXPECT_EQ(backend_.reads, reads);  // No retry outlives the term.
@@ -274,6 +283,16 @@ TEST_F(LeaderTermTest, AJobsJobMasterIsReachableOnceTheTermIsReadyAndOnlyForJobs
   auto refused = loop_.run(stale.send());
   ASSERT_TRUE(refused.hasFailure());
   EXPECT_TRUE(refused.getFailure().isFencing()) << refused.getFailure().getMessage().cStr();
+}
+
+// MasterBootstrap.jobMaster must answer a worker before the worker's call times out (the
+// workers run with the same rpc.call-timeout), however short that is configured.
+TEST(JobMasterReadyWait, IsHalfTheCallTimeoutAndAtMostOneSecond) {
+  EXPECT_EQ(jobMasterReadyWait(Duration(10000)), Duration(1000));
+  EXPECT_EQ(jobMasterReadyWait(Duration(2000)), Duration(1000));
+  EXPECT_EQ(jobMasterReadyWait(Duration(1500)), Duration(750));
+  EXPECT_EQ(jobMasterReadyWait(Duration(200)), Duration(100));
+  EXPECT_EQ(jobMasterReadyWait(Duration(1)), Duration(0));  // No wait: answered at once.
 }
 
 }  // namespace
