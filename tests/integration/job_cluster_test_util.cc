@@ -92,16 +92,20 @@ std::optional<JobEvent> parseJobEventLine(const std::string& line) {
     event.epoch = epoch.value_or(0);
     event.job = *job;
     event.state = fields.get("state").value_or("");
+    // Every attempt event names its attempt the same way.
+    if (event.kind == Kind::kAttemptDeployed || event.kind == Kind::kAttemptState ||
+        event.kind == Kind::kAttemptAdopted) {
+      auto vertex = fields.get("vertex");
+      auto subtask = fields.getUint("subtask");
+      auto attempt = fields.get("attempt");
+      if (!vertex || !subtask || !attempt) return false;
+      event.vertex = *vertex;
+      event.subtask = static_cast<uint32_t>(*subtask);
+      event.attempt = *attempt;
+    }
     switch (event.kind) {
       case Kind::kAttemptDeployed:
       case Kind::kAttemptState: {
-        auto vertex = fields.get("vertex");
-        auto subtask = fields.getUint("subtask");
-        auto attempt = fields.get("attempt");
-        if (!vertex || !subtask || !attempt) return false;
-        event.vertex = *vertex;
-        event.subtask = static_cast<uint32_t>(*subtask);
-        event.attempt = *attempt;
         if (event.kind == Kind::kAttemptDeployed) {
           event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
           event.resourceId = fields.get("resource_id").value_or("");
@@ -126,14 +130,8 @@ std::optional<JobEvent> parseJobEventLine(const std::string& line) {
         return true;
       }
       case Kind::kAttemptAdopted: {
-        auto vertex = fields.get("vertex");
-        auto subtask = fields.getUint("subtask");
-        auto attempt = fields.get("attempt");
         auto pid = fields.getInt("pid");
-        if (!vertex || !subtask || !attempt || !pid) return false;
-        event.vertex = *vertex;
-        event.subtask = static_cast<uint32_t>(*subtask);
-        event.attempt = *attempt;
+        if (!pid) return false;
         event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
         event.resourceId = fields.get("worker").value_or("");
         event.pid = *pid;

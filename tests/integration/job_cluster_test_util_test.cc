@@ -47,13 +47,16 @@ TEST(JobEventLines, ReadsTheReconciliationLinesOfTheMaster) {
       "pid=77 mono_us=1 wall_ms=2\n"
       "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=true mono_us=1 wall_ms=2\n"
       "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=maybe\n"  // Not a bool.
-      "attempt adopted job=ab vertex=a subtask=1 attempt=cd worker=ef\n");      // No pid.
+      "attempt adopted job=ab vertex=a subtask=1 attempt=cd worker=ef\n"        // No pid.
+      "attempt adopted job=ab subtask=1 attempt=cd worker=ef pid=77\n");        // No vertex.
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].kind, JobEvent::Kind::kJobReconciling);
   EXPECT_EQ(events[0].expected, 2u);
   EXPECT_EQ(events[1].kind, JobEvent::Kind::kAttemptAdopted);
   EXPECT_EQ(events[1].epoch, 4u);
+  EXPECT_EQ(events[1].vertex, "a");
   EXPECT_EQ(events[1].subtask, 1u);
+  EXPECT_EQ(events[1].attempt, "cd");
   EXPECT_EQ(events[1].attemptNumber, 3u);
   EXPECT_EQ(events[1].resourceId, "ef");
   EXPECT_EQ(events[1].pid, 77);
