@@ -673,4 +673,47 @@ std::string textField(const nlohmann::json& object, const char* key) {
   return object[key].get<std::string>();
 }
 
+Result<RunningJob> submitAndWaitRunning(JobCluster& cluster, const std::string& jobFile,
+                                        const std::string& vertex, uint32_t parallelism,
+                                        Duration timeout) {
+  auto submitted = cluster.submit(jobFile);
+  if (!submitted.ok()) return submitted.error();
+  RunningJob running{.id = submitted.value()};
+  auto markers = waitForFirstStarts(cluster.taskDir(), vertex, parallelism, timeout);
+  if (!markers.ok()) return markers.error();
+  running.markers = std::move(markers.value());
+  auto attempts =
+      waitForSubtaskAttempts(cluster, running.id, vertex, parallelism, "RUNNING", timeout);
+  if (!attempts.ok()) return attempts.error();
+  running.attempts = std::move(attempts.value());
+  return running;
+}
+
+std::string reconciliationMismatch(const JobEvent& reconciled,
+                                   const ExpectedReconciliation& expected) {
+  const bool matches = (!expected.adopted || reconciled.adopted == *expected.adopted) &&
+                       (!expected.adoptedOrEnded ||
+                        reconciled.adopted + reconciled.ended == *expected.adoptedOrEnded) &&
+                       reconciled.unreported == expected.unreported &&
+                       reconciled.timedOut == expected.timedOut;
+  if (matches) return "";
+  std::string wanted;
+  if (expected.adopted) wanted += "adopted=" + std::to_string(*expected.adopted) + " ";
+  if (expected.adoptedOrEnded) {
+    wanted += "adopted+ended=" + std::to_string(*expected.adoptedOrEnded) + " ";
+  }
+  wanted += "unreported=" + std::to_string(expected.unreported) +
+            " timed_out=" + (expected.timedOut ? "true" : "false");
+  return "expected " + wanted + ", got: " + reconciled.describe();
+}
+
+Result<JobEvent> waitForReconciliation(JobCluster& cluster, const std::string& job,
+                                       const ExpectedReconciliation& expected, Duration timeout) {
+  auto reconciled = cluster.waitForJobReconciled(job, timeout);
+  if (!reconciled.ok()) return reconciled.error();
+  const std::string mismatch = reconciliationMismatch(reconciled.value(), expected);
+  if (!mismatch.empty()) return Error::fatal("job " + job + " reconciled otherwise: " + mismatch);
+  return reconciled.value();
+}
+
 }  // namespace regent::testing

@@ -66,6 +66,27 @@ TEST(JobEventLines, ReadsTheReconciliationLinesOfTheMaster) {
   EXPECT_TRUE(events[2].timedOut);
 }
 
+TEST(JobEventLines, AReconciledLineIsComparedOnlyOnTheCountsExpected) {
+  JobEvent reconciled;
+  reconciled.kind = JobEvent::Kind::kJobReconciled;
+  reconciled.adopted = 1;
+  reconciled.ended = 1;
+  reconciled.unreported = 1;
+  reconciled.timedOut = true;
+  EXPECT_EQ(reconciliationMismatch(reconciled, {.unreported = 1, .timedOut = true}), "");
+  EXPECT_EQ(reconciliationMismatch(
+                reconciled, {.adopted = 1, .adoptedOrEnded = 2, .unreported = 1, .timedOut = true}),
+            "");
+  const std::string adopted =
+      reconciliationMismatch(reconciled, {.adopted = 2, .unreported = 1, .timedOut = true});
+  EXPECT_TRUE(containsText(adopted, "adopted=2")) << adopted;
+  EXPECT_NE(
+      reconciliationMismatch(reconciled, {.adoptedOrEnded = 1, .unreported = 1, .timedOut = true}),
+      "");
+  EXPECT_NE(reconciliationMismatch(reconciled, {.timedOut = true}), "");  // unreported=1.
+  EXPECT_NE(reconciliationMismatch(reconciled, {.unreported = 1}), "");   // timed out.
+}
+
 TEST(TaskMarkers, ReadsTheStartsATaskAppended) {
   TempDir dir("regent-markers");
   std::ofstream(markerPath(dir.path(), "v", 1)) << "42 ab 0\nbroken\n43 cd 1\n";
