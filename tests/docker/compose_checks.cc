@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "tests/fixtures/temp_dir_test_util.h"
 
@@ -33,13 +34,6 @@ const std::vector<std::string> kCredentialVariables{"REGENT_HA_ZOOKEEPER_AUTH",
 const std::vector<std::string> kWorkerCapabilities{"CHOWN", "DAC_OVERRIDE", "FOWNER",
                                                    "KILL",  "SETGID",       "SETUID"};
 constexpr Duration kCommandTimeout{60000};
-
-std::string readWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t\r\n");
@@ -269,6 +263,14 @@ std::map<std::string, std::pair<std::string, std::string>> printedConfig(const s
 }  // namespace
 
 std::string describeProblems(const Problems& problems) { return join(problems, "\n"); }
+
+std::string readWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 Result<std::string> findOnPath(const std::string& program) {
   const char* path = std::getenv("PATH");

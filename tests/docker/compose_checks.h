@@ -21,6 +21,10 @@ using Problems = std::vector<std::string>;
 // The problems one per line, or "" when there are none: what a test compares with "".
 std::string describeProblems(const Problems& problems);
 
+// The whole content of the file at `path`, byte for byte. Throws std::runtime_error naming the
+// path when it cannot be opened.
+std::string readWhole(const std::string& path);
+
 // How a command run by runWithEnvironment ended, and what it printed.
 struct CommandOutput {
   ProcessExit exit;

@@ -23,12 +23,9 @@ const std::string kSourceDir = REGENT_SOURCE_DIR;
 const std::string kBinDir = REGENT_BIN_DIR;
 constexpr Duration kScriptTimeout{60000};
 
+// The repository file at `relative` (see readWhole).
 std::string readSource(const std::string& relative) {
-  std::ifstream in(kSourceDir + "/" + relative, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + relative);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return readWhole(kSourceDir + "/" + relative);
 }
 
 // The repository's docker-compose.yml as `docker-compose config` prints it, loaded once.
@@ -546,13 +543,12 @@ TEST_P(SecretFileMutationTest, CheckNamesTheServiceAndTheKey) {
   TempDir dir("compose-file-test-secret-mutation");
   std::filesystem::copy(madeSecrets().secretsDir, dir.path());
   const std::string file = dir.path() + "/" + GetParam().file;
-  std::ifstream in(file, std::ios::binary);
-  ASSERT_TRUE(in) << "docker/make-secrets.sh wrote no " << GetParam().file;
-  std::ostringstream original;
-  original << in.rdbuf();
+  ASSERT_TRUE(std::filesystem::is_regular_file(file))
+      << "docker/make-secrets.sh wrote no " << GetParam().file;
+  const std::string original = readWhole(file);
   const std::string text =
-      std::regex_replace(original.str(), std::regex(GetParam().pattern), GetParam().replacement);
-  ASSERT_NE(text, original.str()) << GetParam().pattern << " no longer matches " << GetParam().file;
+      std::regex_replace(original, std::regex(GetParam().pattern), GetParam().replacement);
+  ASSERT_NE(text, original) << GetParam().pattern << " no longer matches " << GetParam().file;
   std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
 
   expectProblemHolding(GetParam().check(project.value(), dir.path()), GetParam().expected);

@@ -28,6 +28,7 @@
 #include "tests/fuzz/auth_handshake_input_test_util.h"
 #include "tests/fuzz/memory_record_store_test_util.h"
 #include "tests/services/dispatcher/job_graph_test_util.h"
+#include "tests/store/progress_test_util.h"
 
 namespace {
 
@@ -160,25 +161,17 @@ void storedRecordSeeds() {
   writeSeed("stored_records", "jobresult-clean", 1, stored(store::RecordFamily::kJobResults));
 
   // A job three subtasks in: one finished, one running, one failed (to run again).
-  capnp::MallocMessageBuilder progress;
-  auto record = progress.initRoot<wire::JobProgress>();
-  wire::setWireId(record.initJobId(), id);
-  record.setEpoch(4);
+  auto hexAttempt = [](char last) { return *AttemptId::fromHex(std::string(31, 'a') + last); };
+  auto progress =
+      regent::testing::progressRecord(id,
+                                      {{0, hexAttempt('0'), 0, wire::ExecutionState::FINISHED},
+                                       {2, hexAttempt('1'), 0, wire::ExecutionState::RUNNING},
+                                       {4, hexAttempt('2'), 1, wire::ExecutionState::FAILED}},
+                                      1, 4);
+  auto record = progress->getRoot<wire::JobProgress>();
   record.setWrittenAtMs(1795000030000);
-  record.setRestarts(1);
   record.setStartedAtMs(1795000000000);
   record.setRestartDelayMs(1000);
-  auto subtasks = record.initSubtasks(3);
-  const wire::ExecutionState states[] = {wire::ExecutionState::FINISHED,
-                                         wire::ExecutionState::RUNNING,
-                                         wire::ExecutionState::FAILED};
-  for (uint32_t i = 0; i < 3; ++i) {
-    subtasks[i].setSubtask(i * 2);
-    wire::setWireId(subtasks[i].initAttemptId(), *AttemptId::fromHex(std::string(31, 'a') +
-                                                                      static_cast<char>('0' + i)));
-    subtasks[i].setAttemptNumber(i == 2 ? 1 : 0);
-    subtasks[i].setState(states[i]);
-  }
   if (!stores->jobProgress().put(record.asReader()).wait(waitScope).ok()) {
     throw std::runtime_error("put of the job progress failed");
   }

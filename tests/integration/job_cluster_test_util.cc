@@ -92,16 +92,20 @@ std::optional<JobEvent> parseJobEventLine(const std::string& line) {
     event.epoch = epoch.value_or(0);
     event.job = *job;
     event.state = fields.get("state").value_or("");
+    // Every attempt event names its attempt the same way.
+    if (event.kind == Kind::kAttemptDeployed || event.kind == Kind::kAttemptState ||
+        event.kind == Kind::kAttemptAdopted) {
+      auto vertex = fields.get("vertex");
+      auto subtask = fields.getUint("subtask");
+      auto attempt = fields.get("attempt");
+      if (!vertex || !subtask || !attempt) return false;
+      event.vertex = *vertex;
+      event.subtask = static_cast<uint32_t>(*subtask);
+      event.attempt = *attempt;
+    }
     switch (event.kind) {
       case Kind::kAttemptDeployed:
       case Kind::kAttemptState: {
-        auto vertex = fields.get("vertex");
-        auto subtask = fields.getUint("subtask");
-        auto attempt = fields.get("attempt");
-        if (!vertex || !subtask || !attempt) return false;
-        event.vertex = *vertex;
-        event.subtask = static_cast<uint32_t>(*subtask);
-        event.attempt = *attempt;
         if (event.kind == Kind::kAttemptDeployed) {
           event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
           event.resourceId = fields.get("resource_id").value_or("");
@@ -126,14 +130,8 @@ std::optional<JobEvent> parseJobEventLine(const std::string& line) {
         return true;
       }
       case Kind::kAttemptAdopted: {
-        auto vertex = fields.get("vertex");
-        auto subtask = fields.getUint("subtask");
-        auto attempt = fields.get("attempt");
         auto pid = fields.getInt("pid");
-        if (!vertex || !subtask || !attempt || !pid) return false;
-        event.vertex = *vertex;
-        event.subtask = static_cast<uint32_t>(*subtask);
-        event.attempt = *attempt;
+        if (!pid) return false;
         event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
         event.resourceId = fields.get("worker").value_or("");
         event.pid = *pid;
@@ -673,6 +671,49 @@ Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(
 std::string textField(const nlohmann::json& object, const char* key) {
   if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
   return object[key].get<std::string>();
+}
+
+Result<RunningJob> submitAndWaitRunning(JobCluster& cluster, const std::string& jobFile,
+                                        const std::string& vertex, uint32_t parallelism,
+                                        Duration timeout) {
+  auto submitted = cluster.submit(jobFile);
+  if (!submitted.ok()) return submitted.error();
+  RunningJob running{.id = submitted.value()};
+  auto markers = waitForFirstStarts(cluster.taskDir(), vertex, parallelism, timeout);
+  if (!markers.ok()) return markers.error();
+  running.markers = std::move(markers.value());
+  auto attempts =
+      waitForSubtaskAttempts(cluster, running.id, vertex, parallelism, "RUNNING", timeout);
+  if (!attempts.ok()) return attempts.error();
+  running.attempts = std::move(attempts.value());
+  return running;
+}
+
+std::string reconciliationMismatch(const JobEvent& reconciled,
+                                   const ExpectedReconciliation& expected) {
+  const bool matches = (!expected.adopted || reconciled.adopted == *expected.adopted) &&
+                       (!expected.adoptedOrEnded ||
+                        reconciled.adopted + reconciled.ended == *expected.adoptedOrEnded) &&
+                       reconciled.unreported == expected.unreported &&
+                       reconciled.timedOut == expected.timedOut;
+  if (matches) return "";
+  std::string wanted;
+  if (expected.adopted) wanted += "adopted=" + std::to_string(*expected.adopted) + " ";
+  if (expected.adoptedOrEnded) {
+    wanted += "adopted+ended=" + std::to_string(*expected.adoptedOrEnded) + " ";
+  }
+  wanted += "unreported=" + std::to_string(expected.unreported) +
+            " timed_out=" + (expected.timedOut ? "true" : "false");
+  return "expected " + wanted + ", got: " + reconciled.describe();
+}
+
+Result<JobEvent> waitForReconciliation(JobCluster& cluster, const std::string& job,
+                                       const ExpectedReconciliation& expected, Duration timeout) {
+  auto reconciled = cluster.waitForJobReconciled(job, timeout);
+  if (!reconciled.ok()) return reconciled.error();
+  const std::string mismatch = reconciliationMismatch(reconciled.value(), expected);
+  if (!mismatch.empty()) return Error::fatal("job " + job + " reconciled otherwise: " + mismatch);
+  return reconciled.value();
 }
 
 }  // namespace regent::testing

@@ -274,6 +274,36 @@ Result<std::vector<nlohmann::json>> waitForSubtaskAttempts(
 // A text field of `object` ("" when absent or not text).
 std::string textField(const nlohmann::json& object, const char* key);
 
+// A submitted job whose subtasks of one vertex all run, as the leader that ran them saw them.
+struct RunningJob {
+  std::string id;
+  std::vector<TaskMarker> markers;       // The first start of each subtask, by index.
+  std::vector<nlohmann::json> attempts;  // `jobs status` "attempt" of each subtask, by index.
+};
+// Submits `jobFile`, then waits until each of the first `parallelism` subtasks of `vertex` started
+// (its marker) and `jobs status` shows them all RUNNING; fails naming the step that did not
+// happen within `timeout` (each step waits up to `timeout`).
+Result<RunningJob> submitAndWaitRunning(JobCluster& cluster, const std::string& jobFile,
+                                        const std::string& vertex, uint32_t parallelism,
+                                        Duration timeout);
+
+// What a "job reconciled" line should say. `adopted` and `adoptedOrEnded` (the attempts the
+// JobMaster heard of, adopted or their end reported) are checked only when set.
+struct ExpectedReconciliation {
+  std::optional<uint32_t> adopted;
+  std::optional<uint32_t> adoptedOrEnded;
+  uint32_t unreported = 0;
+  bool timedOut = false;
+};
+// How the "job reconciled" line `reconciled` differs from `expected`, naming both; "" when it
+// does not.
+std::string reconciliationMismatch(const JobEvent& reconciled,
+                                   const ExpectedReconciliation& expected);
+// Waits for the "job reconciled" line of `job` and returns it, or fails naming the line when it
+// says otherwise than `expected` (or when none came within `timeout`).
+Result<JobEvent> waitForReconciliation(JobCluster& cluster, const std::string& job,
+                                       const ExpectedReconciliation& expected, Duration timeout);
+
 // The bound of every wait in the jobs itests. Generous: ASan builds and parallel tests on two
 // cores are slow; none of these waits is a claim about speed.
 constexpr Duration kJobsTimeout{60000};

@@ -47,13 +47,16 @@ TEST(JobEventLines, ReadsTheReconciliationLinesOfTheMaster) {
       "pid=77 mono_us=1 wall_ms=2\n"
       "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=true mono_us=1 wall_ms=2\n"
       "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=maybe\n"  // Not a bool.
-      "attempt adopted job=ab vertex=a subtask=1 attempt=cd worker=ef\n");      // No pid.
+      "attempt adopted job=ab vertex=a subtask=1 attempt=cd worker=ef\n"        // No pid.
+      "attempt adopted job=ab subtask=1 attempt=cd worker=ef pid=77\n");        // No vertex.
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].kind, JobEvent::Kind::kJobReconciling);
   EXPECT_EQ(events[0].expected, 2u);
   EXPECT_EQ(events[1].kind, JobEvent::Kind::kAttemptAdopted);
   EXPECT_EQ(events[1].epoch, 4u);
+  EXPECT_EQ(events[1].vertex, "a");
   EXPECT_EQ(events[1].subtask, 1u);
+  EXPECT_EQ(events[1].attempt, "cd");
   EXPECT_EQ(events[1].attemptNumber, 3u);
   EXPECT_EQ(events[1].resourceId, "ef");
   EXPECT_EQ(events[1].pid, 77);
@@ -61,6 +64,27 @@ TEST(JobEventLines, ReadsTheReconciliationLinesOfTheMaster) {
   EXPECT_EQ(events[2].adopted, 1u);
   EXPECT_EQ(events[2].unreported, 1u);
   EXPECT_TRUE(events[2].timedOut);
+}
+
+TEST(JobEventLines, AReconciledLineIsComparedOnlyOnTheCountsExpected) {
+  JobEvent reconciled;
+  reconciled.kind = JobEvent::Kind::kJobReconciled;
+  reconciled.adopted = 1;
+  reconciled.ended = 1;
+  reconciled.unreported = 1;
+  reconciled.timedOut = true;
+  EXPECT_EQ(reconciliationMismatch(reconciled, {.unreported = 1, .timedOut = true}), "");
+  EXPECT_EQ(reconciliationMismatch(
+                reconciled, {.adopted = 1, .adoptedOrEnded = 2, .unreported = 1, .timedOut = true}),
+            "");
+  const std::string adopted =
+      reconciliationMismatch(reconciled, {.adopted = 2, .unreported = 1, .timedOut = true});
+  EXPECT_TRUE(containsText(adopted, "adopted=2")) << adopted;
+  EXPECT_NE(
+      reconciliationMismatch(reconciled, {.adoptedOrEnded = 1, .unreported = 1, .timedOut = true}),
+      "");
+  EXPECT_NE(reconciliationMismatch(reconciled, {.timedOut = true}), "");  // unreported=1.
+  EXPECT_NE(reconciliationMismatch(reconciled, {.unreported = 1}), "");   // timed out.
 }
 
 TEST(TaskMarkers, ReadsTheStartsATaskAppended) {

@@ -22,24 +22,13 @@ using TaskKind = TaskEvent::Kind;
 constexpr uint32_t kParallelism = 2;
 const char* const kVertex = "work";
 
-// A job of two marked subtasks that both run, as the first leader saw them.
-struct RunningJob {
-  std::string id;
-  std::vector<nlohmann::json> attempts;  // jobs status "attempt" per subtask index.
-  std::vector<TaskMarker> markers;       // The one start of each subtask.
-};
-
+// Runs the job of two marked subtasks; the ids `jobs status` shows are those the tasks started.
 void submitAndRun(JobCluster& cluster, RunningJob& running) {
-  auto job = cluster.submit(markedJob("survivor", cluster.taskDir(), {{kVertex, kParallelism}}));
-  ASSERT_OK(job);
-  running.id = job.value();
-  auto markers = waitForFirstStarts(cluster.taskDir(), kVertex, kParallelism, kJobsTimeout);
-  ASSERT_OK(markers);
-  running.markers = markers.value();
-  auto attempts =
-      waitForSubtaskAttempts(cluster, running.id, kVertex, kParallelism, "RUNNING", kJobsTimeout);
-  ASSERT_OK(attempts);
-  running.attempts = attempts.value();
+  auto started = submitAndWaitRunning(
+      cluster, markedJob("survivor", cluster.taskDir(), {{kVertex, kParallelism}}), kVertex,
+      kParallelism, kJobsTimeout);
+  ASSERT_OK(started);
+  running = std::move(started.value());
   for (uint32_t i = 0; i < kParallelism; ++i) {
     ASSERT_EQ(textField(running.attempts[i], "attempt_id"), running.markers[i].attempt)
         << running.attempts[i].dump();
@@ -61,11 +50,7 @@ std::vector<TaskEvent> tasksEnded(JobCluster& cluster, const std::string& job,
 // restart, cleaned up in the new term.
 void expectAdoptedThenFinished(JobCluster& cluster, const RunningJob& running) {
   const std::string dir = cluster.taskDir();
-  auto reconciled = cluster.waitForJobReconciled(running.id, kJobsTimeout);
-  ASSERT_OK(reconciled);
-  EXPECT_EQ(reconciled.value().adopted, kParallelism) << reconciled.value().describe();
-  EXPECT_EQ(reconciled.value().unreported, 0u) << reconciled.value().describe();
-  EXPECT_FALSE(reconciled.value().timedOut) << reconciled.value().describe();
+  ASSERT_OK(waitForReconciliation(cluster, running.id, {.adopted = kParallelism}, kJobsTimeout));
 
   const auto adopted = cluster.jobEventsOf(running.id, JobKind::kAttemptAdopted);
   ASSERT_EQ(adopted.size(), kParallelism) << cluster.describe();

@@ -30,15 +30,13 @@ struct SpreadJob {
 };
 
 void submitSpread(JobCluster& cluster, SpreadJob& job, const std::string& restartStrategy) {
-  auto submitted = cluster.submit(
-      markedJob("spread", cluster.taskDir(), {{kVertex, kParallelism, {}}}, restartStrategy));
-  ASSERT_OK(submitted);
-  job.id = submitted.value();
-  auto markers = waitForFirstStarts(cluster.taskDir(), kVertex, kParallelism, kJobsTimeout);
-  ASSERT_OK(markers);
-  job.markers = markers.value();
-  ASSERT_OK(
-      waitForSubtaskAttempts(cluster, job.id, kVertex, kParallelism, "RUNNING", kJobsTimeout));
+  auto running = submitAndWaitRunning(
+      cluster,
+      markedJob("spread", cluster.taskDir(), {{kVertex, kParallelism, {}}}, restartStrategy),
+      kVertex, kParallelism, kJobsTimeout);
+  ASSERT_OK(running);
+  job.id = running.value().id;
+  job.markers = running.value().markers;
   auto status = cluster.status(job.id);
   ASSERT_OK(status);
   for (uint32_t i = 0; i < kParallelism; ++i) {
@@ -73,11 +71,8 @@ TEST(JobsReconcileFaults, AnAttemptOfAWorkerThatDoesNotComeBackFailsAtTheTimeout
   ASSERT_OK(cluster.workers().kill(lost));
   ASSERT_OK(cluster.followLeader(firstEpoch + 1));
 
-  auto reconciled = cluster.waitForJobReconciled(job.id, kJobsTimeout);
-  ASSERT_OK(reconciled);
-  EXPECT_EQ(reconciled.value().adopted, 1u) << reconciled.value().describe();
-  EXPECT_EQ(reconciled.value().unreported, 1u) << reconciled.value().describe();
-  EXPECT_TRUE(reconciled.value().timedOut) << reconciled.value().describe();
+  ASSERT_OK(waitForReconciliation(
+      cluster, job.id, {.adopted = 1u, .unreported = 1u, .timedOut = true}, kJobsTimeout));
   const auto adopted = cluster.jobEventsOf(job.id, JobKind::kAttemptAdopted);
   ASSERT_EQ(adopted.size(), 1u) << cluster.describe();
   EXPECT_EQ(adopted[0].attempt, job.markers[1].attempt) << adopted[0].describe();
@@ -162,11 +157,7 @@ TEST(JobsReconcileFaults, TwoFailoversInQuickSuccessionRestartNothing) {
   ASSERT_OK(cluster.workers().process(stopped).resume());
   ASSERT_OK(cluster.workers().waitForRegistered(stopped, firstEpoch + 2, kJobsTimeout));
 
-  auto reconciled = cluster.waitForJobReconciled(job.id, kJobsTimeout);
-  ASSERT_OK(reconciled);
-  EXPECT_EQ(reconciled.value().adopted, kParallelism) << reconciled.value().describe();
-  EXPECT_EQ(reconciled.value().unreported, 0u) << reconciled.value().describe();
-  EXPECT_FALSE(reconciled.value().timedOut) << reconciled.value().describe();
+  ASSERT_OK(waitForReconciliation(cluster, job.id, {.adopted = kParallelism}, kJobsTimeout));
   for (uint32_t i = 0; i < kParallelism; ++i) {
     const auto markers = readMarkers(dir, kVertex, i);
     ASSERT_EQ(markers.size(), 1u) << "subtask " << i << " started again";

@@ -50,12 +50,7 @@ void failOverThrough(JobCluster& cluster, const std::string& attempt, const std:
 // Waits for the next leader's "job reconciled" line of `id`, whose JobMaster expected one attempt
 // and heard of it (adopted, or its end reported): nothing left unreported, no timeout.
 void expectOneAttemptReconciled(JobCluster& cluster, const std::string& id) {
-  auto reconciled = cluster.waitForJobReconciled(id, kJobsTimeout);
-  ASSERT_OK(reconciled);
-  EXPECT_EQ(reconciled.value().adopted + reconciled.value().ended, 1u)
-      << reconciled.value().describe();
-  EXPECT_EQ(reconciled.value().unreported, 0u) << reconciled.value().describe();
-  EXPECT_FALSE(reconciled.value().timedOut) << reconciled.value().describe();
+  ASSERT_OK(waitForReconciliation(cluster, id, {.adoptedOrEnded = 1u}, kJobsTimeout));
 }
 
 TEST(JobsReconcileGap, ASubtaskFinishedWithoutALeaderCountsOnceAndItsDownstreamStartsOnce) {
@@ -63,13 +58,11 @@ TEST(JobsReconcileGap, ASubtaskFinishedWithoutALeaderCountsOnceAndItsDownstreamS
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
   const std::string dir = cluster.taskDir();
-  auto job = cluster.submit(markedJob("gap", dir, {{"a", 1, {}}, {"b", 1, {"a"}}}));
+  auto job = submitAndWaitRunning(cluster, markedJob("gap", dir, {{"a", 1, {}}, {"b", 1, {"a"}}}),
+                                  "a", 1, kJobsTimeout);
   ASSERT_OK(job);
-  const std::string id = job.value();
-  auto a = waitForMarkers(dir, "a", 0, 1, kJobsTimeout);
-  ASSERT_OK(a);
-  const TaskMarker first = a.value()[0];
-  ASSERT_OK(waitForSubtaskAttempts(cluster, id, "a", 1, "RUNNING", kJobsTimeout));
+  const std::string id = job.value().id;
+  const TaskMarker first = job.value().markers[0];
 
   failOverThrough(cluster, first.attempt, "FINISHED", [&] { letSubtaskEnd(dir, "a", 0); });
   if (HasFatalFailure()) return;
@@ -117,14 +110,13 @@ TEST(JobsReconcileGap, ASubtaskFailedWithoutALeaderIsRestartedOnceByItsStrategy)
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
   const std::string dir = cluster.taskDir();
-  auto job = cluster.submit(markedJob("gap", dir, {{"work", 1, {}}},
-                                      "  type: fixed-delay\n  attempts: 3\n  delay: 200ms\n"));
+  auto job = submitAndWaitRunning(cluster,
+                                  markedJob("gap", dir, {{"work", 1, {}}},
+                                            "  type: fixed-delay\n  attempts: 3\n  delay: 200ms\n"),
+                                  "work", 1, kJobsTimeout);
   ASSERT_OK(job);
-  const std::string id = job.value();
-  auto work = waitForMarkers(dir, "work", 0, 1, kJobsTimeout);
-  ASSERT_OK(work);
-  const TaskMarker first = work.value()[0];
-  ASSERT_OK(waitForSubtaskAttempts(cluster, id, "work", 1, "RUNNING", kJobsTimeout));
+  const std::string id = job.value().id;
+  const TaskMarker first = job.value().markers[0];
 
   // Attempt 0 exits 1 while no leader exists; attempt 1 (the restart) finishes at once.
   failOverThrough(cluster, first.attempt, "FAILED", [&] {
@@ -161,13 +153,12 @@ TEST(JobsReconcileGap, AJobCancelledJustBeforeTheFailoverStaysCanceled) {
   JobCluster& cluster = *started.value();
   const std::string dir = cluster.taskDir();
   constexpr uint32_t kParallelism = 2;
-  auto job = cluster.submit(markedJob("cancelled", dir, {{"work", kParallelism, {}}}));
+  auto job =
+      submitAndWaitRunning(cluster, markedJob("cancelled", dir, {{"work", kParallelism, {}}}),
+                           "work", kParallelism, kJobsTimeout);
   ASSERT_OK(job);
-  const std::string id = job.value();
-  auto starts = waitForFirstStarts(dir, "work", kParallelism, kJobsTimeout);
-  ASSERT_OK(starts);
-  const std::vector<TaskMarker> markers = starts.value();
-  ASSERT_OK(waitForSubtaskAttempts(cluster, id, "work", kParallelism, "RUNNING", kJobsTimeout));
+  const std::string id = job.value().id;
+  const std::vector<TaskMarker> markers = job.value().markers;
 
   // `jobs cancel` answers once the CANCELED result is stored; the leader dies right after,
   // before or while its JobMaster cancels the attempts.

@@ -23,6 +23,7 @@
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/ha/zookeeper_client_test_util.h"
+#include "tests/store/progress_test_util.h"
 
 namespace regent::store {
 namespace {
@@ -64,21 +65,12 @@ wire::JobResult::Reader resultOf(capnp::MallocMessageBuilder& message) {
 // attempt ids are random, so the record packs as a real one does), subtask 0 finished.
 kj::Own<capnp::MallocMessageBuilder> makeProgress(JobId id, uint32_t subtasks,
                                                   uint32_t restarts = 0) {
-  auto message = kj::heap<capnp::MallocMessageBuilder>();
-  auto progress = message->initRoot<wire::JobProgress>();
-  wire::setWireId(progress.initJobId(), id);
-  progress.setEpoch(7);
+  auto message = regent::testing::progressRecord(
+      id, regent::testing::firstFinishedOthersRunning(subtasks, restarts), restarts, 7);
+  auto progress = message->getRoot<wire::JobProgress>();
   progress.setWrittenAtMs(1700000000000);
-  progress.setRestarts(restarts);
   progress.setStartedAtMs(1700000000000 - 5000);
   progress.setRestartDelayMs(250);
-  auto list = progress.initSubtasks(subtasks);
-  for (uint32_t i = 0; i < subtasks; ++i) {
-    list[i].setSubtask(i);
-    wire::setWireId(list[i].initAttemptId(), AttemptId::random());
-    list[i].setAttemptNumber(restarts);
-    list[i].setState(i == 0 ? wire::ExecutionState::FINISHED : wire::ExecutionState::RUNNING);
-  }
   return message;
 }
 

@@ -22,12 +22,18 @@
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 #include "tests/fixtures/job_graph_test_util.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
+#include "tests/store/progress_test_util.h"
 
 namespace regent::dispatcher {
 namespace {
 
 using wire::DispatcherGateway;
+
+// How long settle() waits for the background cleanups: a deadline far beyond the few loop
+// turns the memory store needs, not a measured duration.
+constexpr Duration kSettleTimeout = std::chrono::seconds(10);
 
 // One vertex "work" running `sleep 1` in two tasks.
 kj::Own<capnp::MallocMessageBuilder> jobGraph(const JobId& id, const std::string& name) {
@@ -200,12 +206,12 @@ class DispatcherTest : public ::testing::Test {
   }
 
   // Runs the loop until the Dispatcher's background cleanups are done (the memory store answers
-  // within a few turns; a cleanup waiting on a held release or held writes never settles).
+  // at once; a cleanup waiting on a held release or held writes never settles, which fails the
+  // test at the deadline).
   void settle() {
-    for (int turn = 0; turn < 1000 && dispatcher_->cleanupsRunning() > 0; ++turn) {
-      loop_.run(kj::evalLast([] {}));
-    }
-    ASSERT_EQ(dispatcher_->cleanupsRunning(), 0u);
+    ASSERT_TRUE(testing::runLoopUntil(
+        loop_, [this] { return dispatcher_->cleanupsRunning() == 0; }, kSettleTimeout))
+        << dispatcher_->cleanupsRunning() << " cleanups still running";
   }
 
   // The stored result of `id`: "none", "dirty" or "clean".
@@ -273,25 +279,11 @@ class DispatcherTest : public ::testing::Test {
   // A recovered job as its JobMaster left it: subtask 0 finished, the others running.
   static kj::Own<capnp::MallocMessageBuilder> progressRecord(const JobId& id, uint32_t subtasks,
                                                              uint32_t restarts) {
-    auto message = kj::heap<capnp::MallocMessageBuilder>();
-    auto progress = message->initRoot<wire::JobProgress>();
-    wire::setWireId(progress.initJobId(), id);
-    progress.setEpoch(1);
-    progress.setRestarts(restarts);
-    auto list = progress.initSubtasks(subtasks);
-    for (uint32_t i = 0; i < subtasks; ++i) {
-      list[i].setSubtask(i);
-      wire::setWireId(list[i].initAttemptId(), AttemptId::random());
-      list[i].setState(i == 0 ? wire::ExecutionState::FINISHED : wire::ExecutionState::RUNNING);
-    }
-    return message;
+    return testing::progressRecord(id, testing::firstFinishedOthersRunning(subtasks), restarts);
   }
 
-  // Runs the turns of the loop that work already queued needs (the memory store answers in a
-  // few; held writes stay held).
-  void drain() {
-    for (int turn = 0; turn < 50; ++turn) loop_.run(kj::evalLast([] {}));
-  }
+  // Runs everything runnable now (the memory store answers at once; held writes stay held).
+  void drain() { loop_.waitScope().poll(); }
 
   size_t storedGraphs() {
     auto ids = loop_.run(stores_->jobGraphs().listIds());

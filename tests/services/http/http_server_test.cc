@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
-#include <kj/timer.h>
 #include <kj/debug.h>
+#include <kj/timer.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +16,7 @@
 #include "common/ids.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/services/http/prometheus_text_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
 
@@ -42,10 +43,10 @@ class LeaderJobs final {
     }
     KJ_REQUIRE(loop.run(dispatcher->cancel(JobId(0x1234, 3))) == std::nullopt);
     // Its cleanup runs on in the background (and reads the results once): let it end first.
-    for (int turn = 0; turn < 1000 && dispatcher->cleanupsRunning() > 0; ++turn) {
-      loop.run(kj::evalLast([] {}));
-    }
-    KJ_REQUIRE(dispatcher->cleanupsRunning() == 0);
+    KJ_REQUIRE(
+        regent::testing::runLoopUntil(
+            loop, [this] { return dispatcher->cleanupsRunning() == 0; }, std::chrono::seconds(10)),
+        "the cancelled job's cleanup did not end", dispatcher->cleanupsRunning());
   }
 
   store::testing::FakeStoreBackend backend;

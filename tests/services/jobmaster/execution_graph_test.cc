@@ -18,6 +18,7 @@
 #include "rpc/wire_ids.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
+#include "tests/store/progress_test_util.h"
 
 namespace regent::jobmaster {
 namespace {
@@ -534,19 +535,13 @@ TEST_F(ExecutionGraphTest, ARecoveredGraphContinuesFromTheProgressRecordAndRecon
 TEST_F(ExecutionGraphTest, EndingReconciliationFailsTheUnreportedAttempts) {
   JobGraphBuilder builder({{"a", 2}});
   start(builder);  // No restart strategy: the failure ends the job.
-  capnp::MallocMessageBuilder message;
-  auto progress = message.initRoot<wire::JobProgress>();
-  auto list = progress.initSubtasks(3);
   const AttemptId first = AttemptId::random();
-  list[0].setSubtask(0);
-  wire::setWireId(list[0].initAttemptId(), first);
-  list[0].setState(ExecutionState::DEPLOYING);
-  list[1].setSubtask(1);
-  wire::setWireId(list[1].initAttemptId(), AttemptId::random());
-  list[1].setState(ExecutionState::RUNNING);
-  list[2].setSubtask(7);  // No such subtask: skipped.
-  wire::setWireId(list[2].initAttemptId(), AttemptId::random());
-  EXPECT_EQ(graph().recover(progress.asReader(), nowMs_), 2u);
+  auto message = regent::testing::progressRecord(
+      JobId::random(), {{0, first, 0, ExecutionState::DEPLOYING},
+                        {1, AttemptId::random(), 0, ExecutionState::RUNNING},
+                        // No such subtask: skipped.
+                        {7, AttemptId::random(), 0, ExecutionState::CREATED}});
+  EXPECT_EQ(graph().recover(message->getRoot<wire::JobProgress>().asReader(), nowMs_), 2u);
   names_.push_back("a");
   AttemptReport ended;
   ended.attempt = first;
