@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/event_line.h"
 #include "common/task_errors.h"
 #include "common/utf8.h"
@@ -53,8 +54,8 @@ bool terminalState(ExecutionState state) {
          state == ExecutionState::CANCELED;
 }
 
-// The first delay before a failed progress put is tried again; it doubles up to
-// heartbeat.interval.
+// The first delay before a failed progress put is tried again; later ones grow (with jitter,
+// common/backoff.h) up to heartbeat.interval.
 constexpr Duration kFirstPutRetryDelay{100};
 
 // A live attempt missing from this many heartbeats of its worker in a row fails.
@@ -199,7 +200,7 @@ class JobMasters::JobMaster final {
     uint32_t misses = 0;
   };
   std::map<ResourceId, std::map<AttemptId, Unlisted>> unlisted_;
-  MonoTime lastRound_{};  // When the last heartbeat round ran (start() for the first).
+  RoundGaps rounds_;  // Heartbeat rounds: a late one means this process was paused.
   uint64_t nextLink_ = 0;  // Worker::link of the latest offer.
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
@@ -214,14 +215,14 @@ class JobMasters::JobMaster final {
   const bool recovered_;
   uint32_t expected_ = 0;  // Expected attempts at recovery.
   // The progress record: the ExecutionGraph's version the last successful put held; one put at
-  // a time; a failed put is tried again after putRetryDelay_ (doubling, capped at
-  // heartbeat.interval).
+  // a time; a failed put is tried again after putRetry_'s next delay (kFirstPutRetryDelay, then
+  // growing with jitter up to heartbeat.interval); a successful put resets it.
   uint64_t persistedVersion_ = 0;
   bool putInFlight_ = false;
   bool putRetryArmed_ = false;
   bool putsFenced_ = false;  // kFenced: the term is over; nothing is written or deployed.
   bool putsClosed_ = false;  // release() ends: no put starts.
-  Duration putRetryDelay_ = kFirstPutRetryDelay;
+  ExponentialBackoff putRetry_;
   struct PendingDeploy {
     Deployment deployment;
     uint64_t version;  // Deployed once a put of this version succeeded.
@@ -284,7 +285,8 @@ JobMasters::JobMaster::JobMaster(JobMasters& owner, JobId job, wire::JobGraph::R
       job_(job),
       graph_(graph),
       execution_(job, graph, RestartStrategy::fromGraph(graph), owner.wallNow()),
-      recovered_(recovered != nullptr) {
+      recovered_(recovered != nullptr),
+      putRetry_(kFirstPutRetryDelay, owner.options_.heartbeatInterval) {
   KJ_IF_MAYBE (progress, recovered) {
     expected_ = execution_.recover(*progress, owner.wallNow());
   }
@@ -295,7 +297,7 @@ JobMasters::JobMaster::~JobMaster() noexcept { *link_ = nullptr; }
 void JobMasters::JobMaster::start() {
   gateway_ = owner_.serve_(kj::heap<Gateway>(job_, link_));
   owner_.resourceManager_.registerJobMaster(job_, gateway_);
-  lastRound_ = monoNow();
+  rounds_.start(monoNow());
   tasks_.add(heartbeatLoop());
   if (execution_.reconciling()) {
     EventLine line("job reconciling");
@@ -342,7 +344,7 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
   putInFlight_ = false;
   if (result.ok()) {
     persistedVersion_ = std::max(persistedVersion_, version);
-    putRetryDelay_ = kFirstPutRetryDelay;
+    putRetry_.reset();
   } else if (result.error().code == store::StoreErrorCode::kFenced) {
     if (!putsFenced_) {
       spdlog::warn(
@@ -356,14 +358,14 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
     // kUnavailable is expected to pass; anything else (kTooLarge) is logged as an error, and
     // tried again the same way: the job deploys and acknowledges nothing until a put succeeds.
     const auto level = result.error().retryable() ? spdlog::level::warn : spdlog::level::err;
+    const Duration delay = putRetry_.next();
     spdlog::log(level, "job {}: storing its progress record failed: {}; trying again in {}",
-                job_.toHex(), result.error().message, formatDuration(putRetryDelay_));
+                job_.toHex(), result.error().message, formatDuration(delay));
     putRetryArmed_ = true;
-    tasks_.add(owner_.timer_.afterDelay(putRetryDelay_.count() * kj::MILLISECONDS).then([this] {
+    tasks_.add(owner_.timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
       putRetryArmed_ = false;
       maybePut();
     }));
-    putRetryDelay_ = std::min(putRetryDelay_ * 2, owner_.options_.heartbeatInterval);
   }
   // Acknowledgements the settled put decided: stored, or failed (the worker delivers again).
   const bool stored = result.ok();
@@ -741,16 +743,15 @@ kj::Promise<void> JobMasters::JobMaster::heartbeatLoop() {
 
 void JobMasters::JobMaster::heartbeatRound() {
   const MonoTime now = monoNow();
-  const Duration late = std::chrono::duration_cast<Duration>(now - lastRound_);
-  lastRound_ = now;
-  if (late > owner_.options_.heartbeatTimeout) {
+  if (rounds_.lateRound(now, owner_.options_.heartbeatTimeout)) {
     // This round comes long after the last one: the process was paused (SIGSTOP) or the loop
     // blocked. The workers' silence meanwhile is this JobMaster's own: declaring them lost would
     // tell them to cancel the job's attempts (a worker that has not seen the next term yet would
     // obey), so each worker's heartbeat.timeout starts over now.
     spdlog::warn("job {}: heartbeat rounds were late by {} ms (paused?); not counting it as "
                  "silence of its {} workers",
-                 job_.toHex(), (late - owner_.options_.heartbeatInterval).count(), workers_.size());
+                 job_.toHex(), (rounds_.lastGap() - owner_.options_.heartbeatInterval).count(),
+                 workers_.size());
     for (auto& [id, worker] : workers_) worker.lastHeard = now;
   }
   std::vector<ResourceId> silent;
