@@ -49,11 +49,6 @@ std::string describeException(const kj::Exception& exception) {
   return exception.getDescription().cStr();
 }
 
-bool terminalState(ExecutionState state) {
-  return state == ExecutionState::FINISHED || state == ExecutionState::FAILED ||
-         state == ExecutionState::CANCELED;
-}
-
 // The first delay before a failed progress put is tried again; later ones grow (with jitter,
 // common/backoff.h) up to heartbeat.interval.
 constexpr Duration kFirstPutRetryDelay{100};
@@ -61,8 +56,9 @@ constexpr Duration kFirstPutRetryDelay{100};
 // A live attempt missing from this many heartbeats of its worker in a row fails.
 constexpr uint32_t kHeartbeatsMissedToFail = 2;
 
-// `state` as an AttemptReport; `message` keeps the bounded failure message the report views.
-AttemptReport reportOf(wire::TaskExecutionState::Reader state, std::string& message) {
+// `state` as an AttemptReport (its vertex views `state`'s text; the failure message is a bounded
+// copy).
+AttemptReport reportOf(wire::TaskExecutionState::Reader state) {
   const auto vertex = state.getVertexName();
   const auto failure = state.getFailureMessage();
   AttemptReport report;
@@ -75,8 +71,8 @@ AttemptReport reportOf(wire::TaskExecutionState::Reader state, std::string& mess
   report.termSignal = state.getTermSignal();
   // A worker's message is kept per failed subtask and in the JobResult: bounded, so that one
   // report cannot make the result too large to store.
-  message = truncateUtf8(std::string_view(failure.cStr(), failure.size()), kMaxFailureMessageBytes);
-  report.failureMessage = message;
+  report.failureMessage =
+      truncateUtf8(std::string_view(failure.cStr(), failure.size()), kMaxFailureMessageBytes);
   report.startedAtMs = state.getStartedAtMs();
   report.endedAtMs = state.getEndedAtMs();
   return report;
@@ -182,6 +178,9 @@ class JobMasters::JobMaster final {
   // Ends RECONCILING once every expected attempt is accounted for.
   void checkReconciled();
   void endReconciliation(bool timedOut);
+  // The `job reconciled` event line of a recovered job (all counts 0 when it had no expected
+  // attempts and so did not reconcile).
+  void reportReconciled(const ExecutionGraph::Reconciliation& outcome, bool timedOut);
 
   JobMasters& owner_;
   const JobId job_;
@@ -309,13 +308,7 @@ void JobMasters::JobMaster::start() {
               if (execution_.reconciling() && !releasing_) endReconciliation(true);
             }));
   } else if (recovered_) {
-    EventLine line("job reconciled");
-    line.field("job", job_.toHex())
-        .field("adopted", 0)
-        .field("ended", 0)
-        .field("unreported", 0)
-        .field("timed_out", "false");
-    event(line);
+    reportReconciled(ExecutionGraph::Reconciliation{}, false);
   }
   queueSettle();
 }
@@ -442,6 +435,12 @@ void JobMasters::JobMaster::endReconciliation(bool timedOut) {
       execution_.endReconciliation(message, monoNow(), nowMs());
   if (timedOut) ++owner_.counters_.reconciliationTimeouts;
   drainTransitions();
+  reportReconciled(outcome, timedOut);
+  queueSettle();
+}
+
+void JobMasters::JobMaster::reportReconciled(const ExecutionGraph::Reconciliation& outcome,
+                                             bool timedOut) {
   EventLine line("job reconciled");
   line.field("job", job_.toHex())
       .field("adopted", outcome.adopted)
@@ -449,7 +448,6 @@ void JobMasters::JobMaster::endReconciliation(bool timedOut) {
       .field("unreported", outcome.unreported)
       .field("timed_out", timedOut ? "true" : "false");
   event(line);
-  queueSettle();
 }
 
 void JobMasters::JobMaster::queueSettle() {
@@ -813,7 +811,6 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   struct Adopted {
     uint32_t subtask;
     AttemptReport report;
-    std::string message;
   };
   std::vector<Adopted> adopted;
   std::vector<AttemptId> adoptedIds;
@@ -823,12 +820,11 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     for (const bool ended : {false, true}) {
       for (unsigned i = 0; i < slots.size(); ++i) {
         for (auto running : slots[i].getRunningAttempts()) {
-          if (terminalState(running.getState()) != ended) continue;
-          std::string message;
-          AttemptReport report = reportOf(running, message);
+          if (isTerminal(running.getState()) != ended) continue;
+          AttemptReport report = reportOf(running);
           if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
-            adopted.push_back(Adopted{*index, report, std::move(message)});
             adoptedIds.push_back(report.attempt);
+            adopted.push_back(Adopted{*index, std::move(report)});
           }
         }
       }
@@ -847,7 +843,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow(), ++nextLink_});
   for (Adopted& entry : adopted) {
     ++owner_.counters_.attemptsAdopted;
-    if (!terminalState(entry.report.state)) {
+    if (!isTerminal(entry.report.state)) {
       unlisted_[worker].emplace(entry.report.attempt, Unlisted{entry.subtask, 0});
     }
     EventLine line("attempt adopted");
@@ -861,8 +857,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     event(line);
     // An attempt that ended while no leader listened: its end counts now (its worker delivers
     // the terminal update after the offer; that one is then a repeat).
-    if (terminalState(entry.report.state)) {
-      entry.report.failureMessage = entry.message;  // The view reportOf() made moved with it.
+    if (isTerminal(entry.report.state)) {
       execution_.update(entry.report, monoNow(), nowMs());
     }
   }
@@ -874,7 +869,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     for (auto running : slot.getRunningAttempts()) {
       const auto attempt = wire::idFromWire<AttemptId>(running.getAttemptId());
       const auto vertex = running.getVertexName();
-      if (terminalState(running.getState())) continue;
+      if (isTerminal(running.getState())) continue;
       if (std::find(adoptedIds.begin(), adoptedIds.end(), attempt) != adoptedIds.end()) continue;
       if (execution_.isLiveAttempt({vertex.cStr(), vertex.size()}, running.getSubtaskIndex(),
                                    attempt)) {
@@ -894,8 +889,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
 kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
     wire::TaskExecutionState::Reader state,
     wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results) {
-  std::string boundedMessage;
-  const AttemptReport report = reportOf(state, boundedMessage);
+  const AttemptReport report = reportOf(state);
   const AttemptId attempt = report.attempt;
   const bool otherJob = state.hasJobId() && wire::idFromWire<JobId>(state.getJobId()) != job_;
   const ExecutionGraph::Update outcome =
@@ -917,7 +911,7 @@ kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
     checkReconciled();
     queueSettle();
   }
-  if (!terminalState(report.state)) return kj::READY_NOW;
+  if (!isTerminal(report.state)) return kj::READY_NOW;
   // A terminal state is acknowledged once the progress record holds it (a repeat too: the first
   // delivery's put may still be in flight, or have failed).
   return persisted().then([this, results, attempt](bool stored) mutable {
