@@ -848,11 +848,13 @@ TEST_F(JobMastersTest, FailedPutsAreRetriedWithinAHeartbeatIntervalAndQuicklyAga
   // Each retry is armed after the previous one failed, so one heartbeat.interval (2 s here) per
   // retry is enough only if no delay grows past it.
   for (int retry = 1; retry <= 5; ++retry) {
+    workerHeartbeat(job, workerA_, {worker.submitted[1].attempt});
     advance(Duration(2000));
     EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED)
         << "retry " << retry;
   }
   EXPECT_EQ(backend_.failWrites, 0u);
+  workerHeartbeat(job, workerA_, {worker.submitted[1].attempt});
   advance(Duration(2000));
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   // The success reset the delays: the next failed put is tried again after the first one.
