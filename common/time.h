@@ -17,4 +17,29 @@ int64_t wallClockMillis();
 // readings of different processes on one host compare.
 int64_t monotonicMicros();
 
+// The times of a periodic round (a heartbeat round) that checks peers for silence, to tell a
+// pause of this process (SIGSTOP, a blocked loop) from silence of its peers: a round that comes
+// more than the peers' timeout after the previous one finds every peer silent only because this
+// process did not run, so its caller refreshes every peer instead of declaring them lost.
+//
+// Owned by the round's loop; not thread-safe.
+class RoundGaps final {
+ public:
+  // The first round's reference: call when the rounds start.
+  void start(MonoTime now) { last_ = now; }
+  // Records a round at `now`; true when it came more than `timeout` after the previous round
+  // (or start()).
+  bool lateRound(MonoTime now, Duration timeout) {
+    gap_ = std::chrono::duration_cast<Duration>(now - last_);
+    last_ = now;
+    return gap_ > timeout;
+  }
+  // The time between the last round lateRound() recorded and the one before it (or start()).
+  Duration lastGap() const { return gap_; }
+
+ private:
+  MonoTime last_{};
+  Duration gap_{0};
+};
+
 }  // namespace regent

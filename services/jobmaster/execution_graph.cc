@@ -35,8 +35,6 @@ int rank(ExecutionState state) {
   return 0;
 }
 
-bool terminal(ExecutionState state) { return rank(state) == 5; }
-
 Profile profileOf(wire::ResourceProfile::Reader profile) {
   return Profile{profile.getCpuMillis(), profile.getMemoryBytes()};
 }
@@ -96,6 +94,8 @@ struct Counts {
 };
 
 }  // namespace
+
+bool isTerminal(ExecutionState state) { return rank(state) == 5; }
 
 ExecutionGraph::ExecutionGraph(JobId job, wire::JobGraph::Reader graph, RestartStrategy strategy,
                                int64_t startedAtMs)
@@ -213,7 +213,7 @@ std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const Of
   if (subtask.phase != Phase::kExpected || subtask.attempt != report.attempt) return std::nullopt;
   // An attempt that ended needs no slot: it is adopted even when a live attempt holds the one it
   // ran in (the caller applies its end, which frees nothing of the other's).
-  const bool ended = terminal(report.state);
+  const bool ended = isTerminal(report.state);
   auto held = slots_.find(slot.allocation);
   if (held != slots_.end() && held->second.subtask && !ended) return std::nullopt;  // Serves another.
   if (held == slots_.end()) {
@@ -436,7 +436,7 @@ void ExecutionGraph::setState(uint32_t index, ExecutionState state, int64_t nowM
   Subtask& subtask = subtasks_[index];
   subtask.state = state;
   subtask.stateChangedAtMs = nowMs;
-  if (state == ExecutionState::DEPLOYING || terminal(state)) ++version_;
+  if (state == ExecutionState::DEPLOYING || isTerminal(state)) ++version_;
   transitions_.push_back(
       Transition{index, subtask.attempt, state, subtask.exitCode, subtask.termSignal});
 }
@@ -473,10 +473,10 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
   const uint32_t index = v.first + report.subtaskIndex;
   Subtask& subtask = subtasks_[index];
   if (subtask.attempts == 0 || subtask.attempt != report.attempt) return Update::kUnknown;
-  if (terminal(subtask.state) || rank(report.state) <= rank(subtask.state)) {
+  if (isTerminal(subtask.state) || rank(report.state) <= rank(subtask.state)) {
     return Update::kRepeated;
   }
-  if (subtask.phase == Phase::kExpected && terminal(report.state)) ++reconciliation_.ended;
+  if (subtask.phase == Phase::kExpected && isTerminal(report.state)) ++reconciliation_.ended;
   switch (report.state) {
     case ExecutionState::RUNNING:
       subtask.pid = report.pid;

@@ -52,6 +52,9 @@ struct HeldSlot {
   ResourceId worker;
 };
 
+// FINISHED, FAILED or CANCELED: an attempt in one of these states never changes again.
+bool isTerminal(wire::ExecutionState state);
+
 // An attempt's state as a worker reports it (wire::TaskExecutionState).
 struct AttemptReport {
   AttemptId attempt;
@@ -61,7 +64,7 @@ struct AttemptReport {
   uint32_t pid = 0;
   int32_t exitCode = 0;
   int32_t termSignal = 0;
-  std::string_view failureMessage;
+  std::string failureMessage;  // Owned: a report outlives the message it was read from.
   int64_t startedAtMs = 0;
   int64_t endedAtMs = 0;
 };

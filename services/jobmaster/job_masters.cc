@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/event_line.h"
 #include "common/task_errors.h"
 #include "common/utf8.h"
@@ -48,20 +49,16 @@ std::string describeException(const kj::Exception& exception) {
   return exception.getDescription().cStr();
 }
 
-bool terminalState(ExecutionState state) {
-  return state == ExecutionState::FINISHED || state == ExecutionState::FAILED ||
-         state == ExecutionState::CANCELED;
-}
-
-// The first delay before a failed progress put is tried again; it doubles up to
-// heartbeat.interval.
+// The first delay before a failed progress put is tried again; later ones grow (with jitter,
+// common/backoff.h) up to heartbeat.interval.
 constexpr Duration kFirstPutRetryDelay{100};
 
 // A live attempt missing from this many heartbeats of its worker in a row fails.
 constexpr uint32_t kHeartbeatsMissedToFail = 2;
 
-// `state` as an AttemptReport; `message` keeps the bounded failure message the report views.
-AttemptReport reportOf(wire::TaskExecutionState::Reader state, std::string& message) {
+// `state` as an AttemptReport (its vertex views `state`'s text; the failure message is a bounded
+// copy).
+AttemptReport reportOf(wire::TaskExecutionState::Reader state) {
   const auto vertex = state.getVertexName();
   const auto failure = state.getFailureMessage();
   AttemptReport report;
@@ -74,8 +71,8 @@ AttemptReport reportOf(wire::TaskExecutionState::Reader state, std::string& mess
   report.termSignal = state.getTermSignal();
   // A worker's message is kept per failed subtask and in the JobResult: bounded, so that one
   // report cannot make the result too large to store.
-  message = truncateUtf8(std::string_view(failure.cStr(), failure.size()), kMaxFailureMessageBytes);
-  report.failureMessage = message;
+  report.failureMessage =
+      truncateUtf8(std::string_view(failure.cStr(), failure.size()), kMaxFailureMessageBytes);
   report.startedAtMs = state.getStartedAtMs();
   report.endedAtMs = state.getEndedAtMs();
   return report;
@@ -181,6 +178,9 @@ class JobMasters::JobMaster final {
   // Ends RECONCILING once every expected attempt is accounted for.
   void checkReconciled();
   void endReconciliation(bool timedOut);
+  // The `job reconciled` event line of a recovered job (all counts 0 when it had no expected
+  // attempts and so did not reconcile).
+  void reportReconciled(const ExecutionGraph::Reconciliation& outcome, bool timedOut);
 
   JobMasters& owner_;
   const JobId job_;
@@ -199,7 +199,7 @@ class JobMasters::JobMaster final {
     uint32_t misses = 0;
   };
   std::map<ResourceId, std::map<AttemptId, Unlisted>> unlisted_;
-  MonoTime lastRound_{};  // When the last heartbeat round ran (start() for the first).
+  RoundGaps rounds_;  // Heartbeat rounds: a late one means this process was paused.
   uint64_t nextLink_ = 0;  // Worker::link of the latest offer.
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
@@ -214,14 +214,14 @@ class JobMasters::JobMaster final {
   const bool recovered_;
   uint32_t expected_ = 0;  // Expected attempts at recovery.
   // The progress record: the ExecutionGraph's version the last successful put held; one put at
-  // a time; a failed put is tried again after putRetryDelay_ (doubling, capped at
-  // heartbeat.interval).
+  // a time; a failed put is tried again after putRetry_'s next delay (kFirstPutRetryDelay, then
+  // growing with jitter up to heartbeat.interval); a successful put resets it.
   uint64_t persistedVersion_ = 0;
   bool putInFlight_ = false;
   bool putRetryArmed_ = false;
   bool putsFenced_ = false;  // kFenced: the term is over; nothing is written or deployed.
   bool putsClosed_ = false;  // release() ends: no put starts.
-  Duration putRetryDelay_ = kFirstPutRetryDelay;
+  ExponentialBackoff putRetry_;
   struct PendingDeploy {
     Deployment deployment;
     uint64_t version;  // Deployed once a put of this version succeeded.
@@ -284,7 +284,8 @@ JobMasters::JobMaster::JobMaster(JobMasters& owner, JobId job, wire::JobGraph::R
       job_(job),
       graph_(graph),
       execution_(job, graph, RestartStrategy::fromGraph(graph), owner.wallNow()),
-      recovered_(recovered != nullptr) {
+      recovered_(recovered != nullptr),
+      putRetry_(kFirstPutRetryDelay, owner.options_.heartbeatInterval) {
   KJ_IF_MAYBE (progress, recovered) {
     expected_ = execution_.recover(*progress, owner.wallNow());
   }
@@ -295,7 +296,7 @@ JobMasters::JobMaster::~JobMaster() noexcept { *link_ = nullptr; }
 void JobMasters::JobMaster::start() {
   gateway_ = owner_.serve_(kj::heap<Gateway>(job_, link_));
   owner_.resourceManager_.registerJobMaster(job_, gateway_);
-  lastRound_ = monoNow();
+  rounds_.start(monoNow());
   tasks_.add(heartbeatLoop());
   if (execution_.reconciling()) {
     EventLine line("job reconciling");
@@ -307,13 +308,7 @@ void JobMasters::JobMaster::start() {
               if (execution_.reconciling() && !releasing_) endReconciliation(true);
             }));
   } else if (recovered_) {
-    EventLine line("job reconciled");
-    line.field("job", job_.toHex())
-        .field("adopted", 0)
-        .field("ended", 0)
-        .field("unreported", 0)
-        .field("timed_out", "false");
-    event(line);
+    reportReconciled(ExecutionGraph::Reconciliation{}, false);
   }
   queueSettle();
 }
@@ -342,7 +337,7 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
   putInFlight_ = false;
   if (result.ok()) {
     persistedVersion_ = std::max(persistedVersion_, version);
-    putRetryDelay_ = kFirstPutRetryDelay;
+    putRetry_.reset();
   } else if (result.error().code == store::StoreErrorCode::kFenced) {
     if (!putsFenced_) {
       spdlog::warn(
@@ -356,14 +351,14 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
     // kUnavailable is expected to pass; anything else (kTooLarge) is logged as an error, and
     // tried again the same way: the job deploys and acknowledges nothing until a put succeeds.
     const auto level = result.error().retryable() ? spdlog::level::warn : spdlog::level::err;
+    const Duration delay = putRetry_.next();
     spdlog::log(level, "job {}: storing its progress record failed: {}; trying again in {}",
-                job_.toHex(), result.error().message, formatDuration(putRetryDelay_));
+                job_.toHex(), result.error().message, formatDuration(delay));
     putRetryArmed_ = true;
-    tasks_.add(owner_.timer_.afterDelay(putRetryDelay_.count() * kj::MILLISECONDS).then([this] {
+    tasks_.add(owner_.timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
       putRetryArmed_ = false;
       maybePut();
     }));
-    putRetryDelay_ = std::min(putRetryDelay_ * 2, owner_.options_.heartbeatInterval);
   }
   // Acknowledgements the settled put decided: stored, or failed (the worker delivers again).
   const bool stored = result.ok();
@@ -440,6 +435,12 @@ void JobMasters::JobMaster::endReconciliation(bool timedOut) {
       execution_.endReconciliation(message, monoNow(), nowMs());
   if (timedOut) ++owner_.counters_.reconciliationTimeouts;
   drainTransitions();
+  reportReconciled(outcome, timedOut);
+  queueSettle();
+}
+
+void JobMasters::JobMaster::reportReconciled(const ExecutionGraph::Reconciliation& outcome,
+                                             bool timedOut) {
   EventLine line("job reconciled");
   line.field("job", job_.toHex())
       .field("adopted", outcome.adopted)
@@ -447,7 +448,6 @@ void JobMasters::JobMaster::endReconciliation(bool timedOut) {
       .field("unreported", outcome.unreported)
       .field("timed_out", timedOut ? "true" : "false");
   event(line);
-  queueSettle();
 }
 
 void JobMasters::JobMaster::queueSettle() {
@@ -741,16 +741,15 @@ kj::Promise<void> JobMasters::JobMaster::heartbeatLoop() {
 
 void JobMasters::JobMaster::heartbeatRound() {
   const MonoTime now = monoNow();
-  const Duration late = std::chrono::duration_cast<Duration>(now - lastRound_);
-  lastRound_ = now;
-  if (late > owner_.options_.heartbeatTimeout) {
+  if (rounds_.lateRound(now, owner_.options_.heartbeatTimeout)) {
     // This round comes long after the last one: the process was paused (SIGSTOP) or the loop
     // blocked. The workers' silence meanwhile is this JobMaster's own: declaring them lost would
     // tell them to cancel the job's attempts (a worker that has not seen the next term yet would
     // obey), so each worker's heartbeat.timeout starts over now.
     spdlog::warn("job {}: heartbeat rounds were late by {} ms (paused?); not counting it as "
                  "silence of its {} workers",
-                 job_.toHex(), (late - owner_.options_.heartbeatInterval).count(), workers_.size());
+                 job_.toHex(), (rounds_.lastGap() - owner_.options_.heartbeatInterval).count(),
+                 workers_.size());
     for (auto& [id, worker] : workers_) worker.lastHeard = now;
   }
   std::vector<ResourceId> silent;
@@ -812,7 +811,6 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   struct Adopted {
     uint32_t subtask;
     AttemptReport report;
-    std::string message;
   };
   std::vector<Adopted> adopted;
   std::vector<AttemptId> adoptedIds;
@@ -822,12 +820,11 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     for (const bool ended : {false, true}) {
       for (unsigned i = 0; i < slots.size(); ++i) {
         for (auto running : slots[i].getRunningAttempts()) {
-          if (terminalState(running.getState()) != ended) continue;
-          std::string message;
-          AttemptReport report = reportOf(running, message);
+          if (isTerminal(running.getState()) != ended) continue;
+          AttemptReport report = reportOf(running);
           if (auto index = execution_.adopt(worker, offers[i], report, nowMs())) {
-            adopted.push_back(Adopted{*index, report, std::move(message)});
             adoptedIds.push_back(report.attempt);
+            adopted.push_back(Adopted{*index, std::move(report)});
           }
         }
       }
@@ -846,7 +843,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
   if (count > 0) workers_.insert_or_assign(worker, Worker{client, monoNow(), ++nextLink_});
   for (Adopted& entry : adopted) {
     ++owner_.counters_.attemptsAdopted;
-    if (!terminalState(entry.report.state)) {
+    if (!isTerminal(entry.report.state)) {
       unlisted_[worker].emplace(entry.report.attempt, Unlisted{entry.subtask, 0});
     }
     EventLine line("attempt adopted");
@@ -860,8 +857,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     event(line);
     // An attempt that ended while no leader listened: its end counts now (its worker delivers
     // the terminal update after the offer; that one is then a repeat).
-    if (terminalState(entry.report.state)) {
-      entry.report.failureMessage = entry.message;  // The view reportOf() made moved with it.
+    if (isTerminal(entry.report.state)) {
       execution_.update(entry.report, monoNow(), nowMs());
     }
   }
@@ -873,7 +869,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     for (auto running : slot.getRunningAttempts()) {
       const auto attempt = wire::idFromWire<AttemptId>(running.getAttemptId());
       const auto vertex = running.getVertexName();
-      if (terminalState(running.getState())) continue;
+      if (isTerminal(running.getState())) continue;
       if (std::find(adoptedIds.begin(), adoptedIds.end(), attempt) != adoptedIds.end()) continue;
       if (execution_.isLiveAttempt({vertex.cStr(), vertex.size()}, running.getSubtaskIndex(),
                                    attempt)) {
@@ -893,8 +889,7 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
 kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
     wire::TaskExecutionState::Reader state,
     wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results) {
-  std::string boundedMessage;
-  const AttemptReport report = reportOf(state, boundedMessage);
+  const AttemptReport report = reportOf(state);
   const AttemptId attempt = report.attempt;
   const bool otherJob = state.hasJobId() && wire::idFromWire<JobId>(state.getJobId()) != job_;
   const ExecutionGraph::Update outcome =
@@ -916,7 +911,7 @@ kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
     checkReconciled();
     queueSettle();
   }
-  if (!terminalState(report.state)) return kj::READY_NOW;
+  if (!isTerminal(report.state)) return kj::READY_NOW;
   // A terminal state is acknowledged once the progress record holds it (a repeat too: the first
   // delivery's put may still be in flight, or have failed).
   return persisted().then([this, results, attempt](bool stored) mutable {

@@ -362,7 +362,7 @@ kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer
 }
 
 void ResourceManager::start() {
-  lastRound_ = monoNow();
+  rounds_.start(monoNow());
   tasks_.add(heartbeatLoop());
 }
 
@@ -420,14 +420,12 @@ void ResourceManager::heartbeatRound() {
                        }));
   }
   const MonoTime now = monoNow();
-  const Duration late = std::chrono::duration_cast<Duration>(now - lastRound_);
-  lastRound_ = now;
-  if (late > options_.heartbeatTimeout) {
+  if (rounds_.lateRound(now, options_.heartbeatTimeout)) {
     // The process was paused (SIGSTOP) or the loop blocked: the workers' silence meanwhile is
     // this master's own. Removing them would tell them to leave; each timeout starts over now.
     spdlog::warn("heartbeat rounds were late by {} ms (paused?); not counting it as silence of "
                  "{} workers",
-                 (late - options_.heartbeatInterval).count(), connections_.size());
+                 (rounds_.lastGap() - options_.heartbeatInterval).count(), connections_.size());
     slots_.refreshAll(now);
   }
   for (const ResourceId& id : slots_.expire(now, options_.heartbeatTimeout)) {

@@ -137,7 +137,7 @@ class ResourceManager final : public JobMasterPort {
   const ResourceManagerOptions options_;
   SlotManager slots_;
   std::map<ResourceId, kj::Own<Connection>> connections_;
-  MonoTime lastRound_{};  // When the last heartbeat round ran (start() for the first).
+  RoundGaps rounds_;  // Heartbeat rounds: a late one means this process was paused.
   // JobMasters registered in this term, by job: the gateways workers' offers reach.
   std::map<JobId, wire::JobMasterGateway::Client> jobMasters_;
   bool matchScheduled_ = false;

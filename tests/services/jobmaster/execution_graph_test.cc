@@ -96,6 +96,18 @@ class ExecutionGraphTest : public ::testing::Test {
   const ResourceId workerB_ = ResourceId::random();
 };
 
+TEST(IsTerminalTest, OnlyFinishedFailedAndCanceledAreTerminal) {
+  for (ExecutionState state : {ExecutionState::FINISHED, ExecutionState::FAILED,
+                               ExecutionState::CANCELED}) {
+    EXPECT_TRUE(isTerminal(state)) << wire::enumNameUpper(state);
+  }
+  for (ExecutionState state :
+       {ExecutionState::CREATED, ExecutionState::SCHEDULED, ExecutionState::RECONCILING,
+        ExecutionState::DEPLOYING, ExecutionState::RUNNING, ExecutionState::CANCELING}) {
+    EXPECT_FALSE(isTerminal(state)) << wire::enumNameUpper(state);
+  }
+}
+
 TEST_F(ExecutionGraphTest, DownstreamDeploysOnlyAfterEveryUpstreamSubtaskFinished) {
   JobGraphBuilder builder({{"a", 2}, {"b", 1, {"a"}, 500}, {"c", 1, {"a", "b"}}});
   start(builder);

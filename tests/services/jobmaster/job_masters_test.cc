@@ -162,6 +162,7 @@ class JobMastersTest : public DefaultLoggerTest {
     uint32_t subtask = 0;
     ExecutionState state = ExecutionState::RUNNING;
     uint32_t pid = 4242;
+    std::string failureMessage;
   };
   // Offers `count` one-cpu slots of `worker`; returns the accepted allocations.
   std::vector<AllocationId> offer(const JobId& job, const ResourceId& worker, FakeWorker& fake,
@@ -200,6 +201,7 @@ class JobMastersTest : public DefaultLoggerTest {
           attempts[r].setSubtaskIndex(inSlot[r]->subtask);
           attempts[r].setState(inSlot[r]->state);
           attempts[r].setPid(inSlot[r]->pid);
+          attempts[r].setFailureMessage(inSlot[r]->failureMessage);
         }
       }
     }
@@ -834,6 +836,36 @@ TEST_F(JobMastersTest, ATerminalUpdateWhosePutFailsIsAnsweredUnavailableAndAccep
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
 }
 
+TEST_F(JobMastersTest, FailedPutsAreRetriedWithinAHeartbeatIntervalAndQuicklyAgainAfterASuccess) {
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  backend_.failWrites = 6;  // The put of the end and its next five retries fail.
+  auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(response.hasFailure());
+  // Each retry is armed after the previous one failed, so one heartbeat.interval (2 s here) per
+  // retry is enough only if no delay grows past it.
+  for (int retry = 1; retry <= 5; ++retry) {
+    workerHeartbeat(job, workerA_, {worker.submitted[1].attempt});
+    advance(Duration(2000));
+    EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED)
+        << "retry " << retry;
+  }
+  EXPECT_EQ(backend_.failWrites, 0u);
+  workerHeartbeat(job, workerA_, {worker.submitted[1].attempt});
+  advance(Duration(2000));
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  // The success reset the delays: the next failed put is tried again after the first one.
+  backend_.failWrites = 1;
+  ASSERT_TRUE(update(job, worker.submitted[1], ExecutionState::FINISHED).hasFailure());
+  advance(Duration(99));
+  EXPECT_NE(storedProgress(job).get().getSubtasks()[1].getState(), ExecutionState::FINISHED);
+  advance(Duration(1));
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[1].getState(), ExecutionState::FINISHED);
+}
+
 TEST_F(JobMastersTest, AFencedPutDeploysNothing) {
   JobGraphBuilder builder({{"a", 1}});
   const JobId job = start(builder);
@@ -986,6 +1018,24 @@ TEST_F(JobMastersTest, AnExpectedAttemptOfferedAfterItEndedIsAdoptedWithItsEnd) 
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_TRUE(worker.submitted.empty());  // Nothing ran twice.
+}
+
+TEST_F(JobMastersTest, AnExpectedAttemptOfferedFailedKeepsItsWorkersFailureMessage) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 1000);
+  const AttemptId x = AttemptId::random();
+  const JobId job = startRecovered(builder, {{0, x, 0, ExecutionState::RUNNING}});
+  FakeWorker worker;
+  // The message is read from the offer; the failure is applied after the adoption, from a copy
+  // kept with the adopted attempt (short: a view into a moved string would dangle).
+  offer(job, workerA_, worker, 1, {{x, "a", 0, ExecutionState::FAILED, 4242, "disk full"}});
+  EXPECT_EQ(counters_.attemptsAdopted, 1u);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()),
+            "disk full");
 }
 
 TEST_F(JobMastersTest, AnOfferedAttemptThatIsNotTheExpectedOneIsCancelled) {
