@@ -21,6 +21,7 @@
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
+#include "tests/store/progress_test_util.h"
 
 namespace regent::jobmaster {
 namespace {
@@ -237,30 +238,24 @@ class JobMastersTest : public DefaultLoggerTest {
 
   // Starts `builder`'s job as a new leader does after a failover, from a progress record with
   // `entries` (global subtask index, attempt, attempt number, state).
-  struct Entry {
-    uint32_t subtask;
-    AttemptId attempt;
-    uint32_t attemptNumber;
-    ExecutionState state;
-  };
-  JobId startRecovered(JobGraphBuilder& builder, const std::vector<Entry>& entries,
+  JobId startRecovered(JobGraphBuilder& builder,
+                       const std::vector<regent::testing::ProgressEntry>& entries,
                        uint32_t restarts = 0) {
-    capnp::MallocMessageBuilder message;
-    auto progress = message.initRoot<wire::JobProgress>();
-    wire::setWireId(progress.initJobId(), builder.job());
-    progress.setEpoch(kEpoch - 1);
-    progress.setRestarts(restarts);
+    auto message = regent::testing::progressRecord(builder.job(), entries, restarts, kEpoch - 1);
+    auto progress = message->getRoot<wire::JobProgress>();
     progress.setStartedAtMs(nowMs_ - 60'000);
-    auto list = progress.initSubtasks(static_cast<unsigned>(entries.size()));
-    for (unsigned i = 0; i < entries.size(); ++i) {
-      list[i].setSubtask(entries[i].subtask);
-      wire::setWireId(list[i].initAttemptId(), entries[i].attempt);
-      list[i].setAttemptNumber(entries[i].attemptNumber);
-      list[i].setState(entries[i].state);
-    }
     masters_->start(builder.job(), builder.graph(), progress.asReader());
     settle();
     return builder.job();
+  }
+  // The one `job reconciled` line logged so far says these counts.
+  void expectReconciled(uint64_t adopted, uint64_t ended, uint64_t unreported, bool timedOut) {
+    const auto reconciled = capturedEvents("job reconciled");
+    ASSERT_EQ(reconciled.size(), 1u) << capturedLog();
+    EXPECT_EQ(reconciled[0].getUint("adopted"), adopted);
+    EXPECT_EQ(reconciled[0].getUint("ended"), ended);
+    EXPECT_EQ(reconciled[0].getUint("unreported"), unreported);
+    EXPECT_EQ(reconciled[0].get("timed_out"), timedOut ? "true" : "false");
   }
   // The stored progress record of `job` (the only one the tests' store holds).
   store::JobProgressMessage storedProgress(const JobId& job) {
@@ -295,6 +290,7 @@ class JobMastersTest : public DefaultLoggerTest {
     for (unsigned i = 0; i < attempts.size(); ++i) wire::setWireId(listed[i], attempts[i]);
     auto response = loop_.run(request.send());
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+    settle();
   }
 
   EventLoop loop_;
@@ -990,12 +986,7 @@ TEST_F(JobMastersTest, ARecoveredJobReconcilesAndAdoptsTheAttemptsWorkersOffer) 
   EXPECT_EQ(adopted[0].getUint("pid"), 4242u);
   EXPECT_TRUE(adopted[0].get("mono_us"));
   EXPECT_TRUE(adopted[0].get("wall_ms"));
-  const auto reconciled = capturedEvents("job reconciled");
-  ASSERT_EQ(reconciled.size(), 1u) << capturedLog();
-  EXPECT_EQ(reconciled[0].getUint("adopted"), 2u);
-  EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
-  EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
-  EXPECT_EQ(reconciled[0].get("timed_out"), "false");
+  expectReconciled(2, 0, 0, false);
 }
 
 TEST_F(JobMastersTest, AnExpectedAttemptOfferedAfterItEndedIsAdoptedWithItsEnd) {
@@ -1165,12 +1156,7 @@ TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsD
   EXPECT_EQ(worker.submitted[1].attemptNumber, 0u);
   EXPECT_EQ(counters_.attemptsRestarted, 1u);  // a[1]; a[2] runs for the first time.
   EXPECT_TRUE(capturedEvents("job reconciling").empty()) << capturedLog();
-  const auto reconciled = capturedEvents("job reconciled");
-  ASSERT_EQ(reconciled.size(), 1u) << capturedLog();
-  EXPECT_EQ(reconciled[0].getUint("adopted"), 0u);
-  EXPECT_EQ(reconciled[0].getUint("ended"), 0u);
-  EXPECT_EQ(reconciled[0].getUint("unreported"), 0u);
-  EXPECT_EQ(reconciled[0].get("timed_out"), "false");
+  expectReconciled(0, 0, 0, false);
 }
 
 TEST_F(JobMastersTest, ReleaseWhileReconcilingAbandonsTheUnreportedAndCancelsTheAdopted) {
@@ -1275,16 +1261,7 @@ TEST_F(JobMastersTest, ALiveAttemptMissingFromTwoHeartbeatsOfItsWorkerFailsAndRe
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
-  auto beat = [&](std::vector<AttemptId> listed) {
-    auto request = gateway(job).heartbeatRequest();
-    request.setEpoch(kEpoch);
-    wire::setWireId(request.initResourceId(), workerA_);
-    auto out = request.initPayload().initDeployedAttempts(static_cast<unsigned>(listed.size()));
-    for (unsigned i = 0; i < listed.size(); ++i) wire::setWireId(out[i], listed[i]);
-    auto response = loop_.run(request.send());
-    EXPECT_FALSE(response.hasFailure());
-    settle();
-  };
+  auto beat = [&](const std::vector<AttemptId>& listed) { workerHeartbeat(job, workerA_, listed); };
   const AttemptId kept = worker.submitted[0].attempt;
   const AttemptId dropped = worker.submitted[1].attempt;
   beat({kept, dropped});
