@@ -22,7 +22,10 @@ constexpr wire::Role kRoles[] = {wire::Role::ADMIN, wire::Role::READER, wire::Ro
 // The secret in `path`, named by `option` in errors: its bytes with one trailing newline (LF or
 // CRLF) dropped, so that `echo secret > file` works. Never logs or returns the contents in an
 // error.
-Result<std::string> readSecretFile(const std::string& option, const std::string& path) {
+// `allowShared`: rpc.auth-secret.allow-shared-files, which lets a secret readable by its group or
+// others through with a warning; refused otherwise.
+Result<std::string> readSecretFile(const std::string& option, const std::string& path,
+                                   bool allowShared) {
   const std::string what = option + " (" + path + ")";
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return Error::fatal("cannot read " + what + ": " + std::strerror(errno));
@@ -49,8 +52,15 @@ Result<std::string> readSecretFile(const std::string& option, const std::string&
                         " bytes; a secret needs at least " + std::to_string(kMinAuthSecretSize));
   }
   if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    spdlog::warn("{} is accessible by its group or others (mode {:o}); chmod 600 it", what,
-                 info.st_mode & 0777);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(info.st_mode & 0777));
+    if (!allowShared) {
+      return Error::fatal(what + " is accessible by its group or others (mode " + mode +
+                          "): chmod 600 it, or set rpc.auth-secret.allow-shared-files: true to "
+                          "accept it");
+    }
+    spdlog::warn("{} is accessible by its group or others (mode {}); accepted because "
+                 "rpc.auth-secret.allow-shared-files is true; chmod 600 it", what, mode);
   }
   return secret;
 }
@@ -86,7 +96,8 @@ Result<ServerAuthSettings> serverAuthFrom(const Config& config) {
     const std::string option = std::string("rpc.auth-secret.") + roleName(role) + "-file";
     const std::string& path = config.getString(option);
     if (path.empty()) continue;
-    auto secret = readSecretFile(option, path);
+    auto secret =
+        readSecretFile(option, path, config.getBool("rpc.auth-secret.allow-shared-files"));
     if (!secret.ok()) return secret.error();
     settings.secrets.emplace(role, std::move(secret).value());
   }
@@ -125,7 +136,8 @@ Result<std::optional<ClientCredential>> clientCredentialFrom(const Config& confi
     return Error::fatal("bad value for rpc.credential.role: expected one of admin, reader, "
                         "worker, got \"" + roleText + "\"");
   }
-  auto secret = readSecretFile("rpc.credential.secret-file", path);
+  auto secret = readSecretFile("rpc.credential.secret-file", path,
+                               config.getBool("rpc.auth-secret.allow-shared-files"));
   if (!secret.ok()) return secret.error();
   return std::optional<ClientCredential>(ClientCredential{*role, std::move(secret).value()});
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/time.h"
@@ -58,7 +59,11 @@ void unavailable(wire::Failure::Builder failure, uint64_t retryAfterMs,
                  const std::string& message);
 // The connection has not authenticated and the call needs a role.
 void unauthenticated(wire::Failure::Builder failure, const std::string& message);
-// The connection holds `held` and the call needs `required`.
+// The connection holds `held` and the call needs `required` (any of `accepted`, which holds
+// `required`; empty: `required` alone).
+void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
+                      const std::vector<wire::Role>& accepted, const std::string& message);
+// The same, for a call only `required` may make.
 void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
                       const std::string& message);
 

@@ -88,6 +88,14 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   if (!credential.ok()) return credential.error();
   auto profile = slotProfileFrom(config);
   if (!profile.ok()) return profile.error();
+  if (!credential.value() && config.getString("rpc.tls.cert").empty()) {
+    spdlog::warn(
+        "RPC authentication is off for this worker (no rpc.credential.* and no client "
+        "certificate): it works for whichever master the leader record names, and a master "
+        "without authentication lets every task this worker runs call it as admin (submit, "
+        "cancel, fail over); configure role secrets on any cluster shared with code you do not "
+        "trust (docs/security.md, \"Without authentication\")");
+  }
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),

@@ -74,45 +74,55 @@ TEST(AuthProof, NoncesAreThirtyTwoFreshBytes) {
   EXPECT_NE(a, b);
 }
 
-std::optional<wire::Role> roleOf(capnp::InterfaceSchema schema, const char* method) {
+MethodAccess accessOf(capnp::InterfaceSchema schema, const char* method) {
   auto found = schema.findMethodByName(method);
   EXPECT_TRUE(found != nullptr) << method;
-  return requiredRole(schema, KJ_ASSERT_NONNULL(found).getIndex());
+  return methodAccess(schema, KJ_ASSERT_NONNULL(found).getIndex());
 }
 
-TEST(AuthRoles, EveryGatewayMethodNeedsTheRoleOfTheTable) {
+// "reader or admin": the roles a method accepts, as a refusal names them.
+std::string acceptedBy(capnp::InterfaceSchema schema, const char* method) {
+  const MethodAccess access = accessOf(schema, method);
+  return access.open ? "anyone" : access.accepted.describeAlternatives();
+}
+
+TEST(AuthRoles, EveryGatewayMethodAcceptsTheRolesOfTheTable) {
   auto bootstrap = capnp::Schema::from<wire::MasterBootstrap>();
-  EXPECT_EQ(roleOf(bootstrap, "leaderInfo"), std::nullopt);
-  EXPECT_EQ(roleOf(bootstrap, "authChallenge"), std::nullopt);
-  EXPECT_EQ(roleOf(bootstrap, "authenticate"), std::nullopt);
-  EXPECT_EQ(roleOf(bootstrap, "dispatcher"), wire::Role::READER);
-  EXPECT_EQ(roleOf(bootstrap, "handOver"), wire::Role::ADMIN);
-  EXPECT_EQ(roleOf(bootstrap, "resourceManager"), wire::Role::WORKER);
-  EXPECT_TRUE(adminMayCall(bootstrap, bootstrap.getMethodByName("resourceManager").getIndex()));
-  EXPECT_FALSE(adminMayCall(bootstrap, bootstrap.getMethodByName("jobMaster").getIndex()));
-  EXPECT_EQ(roleOf(bootstrap, "jobMaster"), wire::Role::WORKER);
+  for (const char* open : {"leaderInfo", "authChallenge", "authenticate"}) {
+    EXPECT_EQ(acceptedBy(bootstrap, open), "anyone") << open;
+  }
+  EXPECT_EQ(acceptedBy(bootstrap, "dispatcher"), "reader or admin");
+  EXPECT_EQ(accessOf(bootstrap, "dispatcher").required, wire::Role::READER);
+  EXPECT_EQ(acceptedBy(bootstrap, "handOver"), "admin");
+  // The one method two unrelated roles may call is an entry of the table, not an exception.
+  EXPECT_EQ(acceptedBy(bootstrap, "resourceManager"), "worker or admin");
+  EXPECT_EQ(accessOf(bootstrap, "resourceManager").required, wire::Role::WORKER);
+  EXPECT_EQ(acceptedBy(bootstrap, "jobMaster"), "worker");
   auto dispatcher = capnp::Schema::from<wire::DispatcherGateway>();
   for (const char* reader : {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors"}) {
-    EXPECT_EQ(roleOf(dispatcher, reader), wire::Role::READER) << reader;
+    EXPECT_EQ(acceptedBy(dispatcher, reader), "reader or admin") << reader;
   }
-  EXPECT_EQ(roleOf(dispatcher, "submitJob"), wire::Role::ADMIN);
-  EXPECT_EQ(roleOf(dispatcher, "cancelJob"), wire::Role::ADMIN);
+  EXPECT_EQ(acceptedBy(dispatcher, "submitJob"), "admin");
+  EXPECT_EQ(acceptedBy(dispatcher, "cancelJob"), "admin");
   // Default deny: a Dispatcher method the table does not name (one added later) needs admin.
-  EXPECT_EQ(requiredRole(dispatcher, 60), wire::Role::ADMIN);
+  EXPECT_EQ(methodAccess(dispatcher, 60).accepted.describeAlternatives(), "admin");
+  EXPECT_EQ(methodAccess(dispatcher, 60).required, wire::Role::ADMIN);
   // A worker's calls; the JobMaster's (it runs inside the leader) and any method added later
   // need admin.
   auto resourceManager = capnp::Schema::from<wire::ResourceManagerGateway>();
   for (const char* worker : {"registerTaskExecutor", "sendSlotReport", "heartbeat", "disconnect"}) {
-    EXPECT_EQ(roleOf(resourceManager, worker), wire::Role::WORKER) << worker;
+    EXPECT_EQ(acceptedBy(resourceManager, worker), "worker") << worker;
   }
   for (const char* admin :
        {"registerJobMaster", "declareRequiredResources", "disconnectJobMaster"}) {
-    EXPECT_EQ(roleOf(resourceManager, admin), wire::Role::ADMIN) << admin;
+    EXPECT_EQ(acceptedBy(resourceManager, admin), "admin") << admin;
   }
-  EXPECT_EQ(requiredRole(resourceManager, 60), wire::Role::ADMIN);
+  EXPECT_EQ(methodAccess(resourceManager, 60).accepted.describeAlternatives(), "admin");
   for (auto method : capnp::Schema::from<wire::JobMasterGateway>().getMethods()) {
-    EXPECT_EQ(requiredRole(capnp::Schema::from<wire::JobMasterGateway>(), method.getIndex()),
-              wire::Role::WORKER);
+    const MethodAccess access =
+        methodAccess(capnp::Schema::from<wire::JobMasterGateway>(), method.getIndex());
+    EXPECT_EQ(access.accepted.describeAlternatives(), "worker");
+    EXPECT_EQ(access.required, wire::Role::WORKER);
   }
 }
 
@@ -202,6 +212,34 @@ TEST_F(AuthConfigTest, AnUnusableSecretFileIsAnErrorNamingTheOptionAndThePath) {
   auto required = serverAuthFrom(load({"rpc.auth=required"}));
   ASSERT_FALSE(required.ok());
   EXPECT_NE(required.error().message.find("no credential"), std::string::npos);
+}
+
+TEST_F(AuthConfigTest, ASecretFileOthersMayReadIsRefusedUnlessExplicitlyAllowed) {
+  for (mode_t mode : {0640, 0604, 0660, 0700 | 0004}) {
+    const std::string path = secretFile("shared", "0123456789abcdef\n");
+    ::chmod(path.c_str(), mode);
+    for (const std::string& option : {std::string("rpc.auth-secret.admin-file"),
+                                      std::string("rpc.credential.secret-file")}) {
+      std::vector<std::string> set = {option + "=" + path};
+      if (option == "rpc.credential.secret-file") set.push_back("rpc.credential.role=admin");
+      const auto loaded = load(set);
+      auto client = clientCredentialFrom(loaded);
+      auto server = serverAuthFrom(loaded);
+      const bool ok = option == "rpc.credential.secret-file" ? client.ok() : server.ok();
+      ASSERT_FALSE(ok) << option << " mode " << std::oct << mode;
+      const std::string message = option == "rpc.credential.secret-file"
+                                      ? client.error().message
+                                      : server.error().message;
+      EXPECT_NE(message.find(option + " (" + path + ")"), std::string::npos) << message;
+      EXPECT_NE(message.find("chmod 600"), std::string::npos) << message;
+      EXPECT_NE(message.find("rpc.auth-secret.allow-shared-files"), std::string::npos);
+      set.push_back("rpc.auth-secret.allow-shared-files=true");
+      const auto allowed = load(set);
+      EXPECT_TRUE(option == "rpc.credential.secret-file" ? clientCredentialFrom(allowed).ok()
+                                                         : serverAuthFrom(allowed).ok())
+          << option;
+    }
+  }
 }
 
 TEST_F(AuthConfigTest, CertificateNamesMapToOneRoleEach) {
