@@ -231,7 +231,8 @@ std::vector<OptionSpec> buildRegistry() {
              autoOrDuration()),
       secretOption("ha.zookeeper.auth", "",
                    "Digest credential user:password for ZooKeeper ACLs; empty means no "
-                   "authentication.",
+                   "authentication. A master that requires RPC authentication refuses to start "
+                   "without it.",
                    digestCredentialOrEmpty()),
       secretOption("ha.zookeeper.read-auth", "",
                    "Digest credential user:password that may read, not change, the cluster's "

@@ -142,6 +142,34 @@ Result<std::optional<ClientCredential>> clientCredentialFrom(const Config& confi
   return std::optional<ClientCredential>(ClientCredential{*role, std::move(secret).value()});
 }
 
+Status checkElectionDataIsProtected(const Config& config, const ServerAuthSettings& settings) {
+  if (!settings.required || config.getString("ha.mode") != "zookeeper") return Status();
+  if (!config.getString("ha.zookeeper.auth").empty()) return Status();
+  return Error::fatal(
+      "RPC authentication is on but the cluster's ZooKeeper nodes are not protected: set "
+      "ha.zookeeper.auth (user:password, the masters' credential: the nodes get an ACL only they "
+      "may write) and ha.zookeeper.read-auth (the credential workers and regentctl read with); "
+      "without them anyone who reaches ZooKeeper can rewrite the leader node and the stores "
+      "(docs/security.md, \"Chain of trust\")");
+}
+
+std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config) {
+  const bool holdsCredential = !config.getString("rpc.credential.role").empty() ||
+                               !config.getString("rpc.tls.cert").empty();
+  if (!holdsCredential || config.getString("ha.mode") != "zookeeper") return std::nullopt;
+  if (!config.getString("cli.master").empty()) return std::nullopt;
+  if (!config.getString("ha.zookeeper.read-auth").empty() ||
+      !config.getString("ha.zookeeper.auth").empty()) {
+    return std::nullopt;
+  }
+  return std::string(
+      "this process holds an RPC credential but no ZooKeeper credential: a cluster with RPC "
+      "authentication protects its ZooKeeper nodes with an ACL, and reading its leader will fail "
+      "with ZNOAUTH; set ha.zookeeper.read-auth to the masters' read credential. Masters that do "
+      "not prove themselves are refused whatever the leader node says (docs/security.md, "
+      "\"Chain of trust\")");
+}
+
 bool isLoopbackHost(std::string_view host) {
   if (host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1") return true;
   // 127.0.0.0/8 as a dotted quad: "127." followed by three decimal octets.

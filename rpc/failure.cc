@@ -171,6 +171,18 @@ FailureAction classify(const kj::Exception& exception) {
   return FailureAction::kFatal;
 }
 
+const char* masterRefusalName(MasterRefusal refusal) {
+  switch (refusal) {
+    case MasterRefusal::kNotChallenged:
+      return "not_challenged";
+    case MasterRefusal::kWrongProof:
+      return "wrong_proof";
+  }
+  return "?";
+}
+
+FailureAction classify(MasterRefusal /*refusal*/) { return FailureAction::kResolveAgain; }
+
 CallFailure CallFailure::from(wire::Failure::Reader failure) {
   CallFailure copy;
   copy.which = failure.which();

@@ -86,6 +86,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
     const taskexecutor::TaskUser& taskUser) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
+  if (auto warning = rpc::unprotectedLeaderNodeWarning(config)) spdlog::warn("{}", *warning);
   auto profile = slotProfileFrom(config);
   if (!profile.ok()) return profile.error();
   if (!credential.value() && config.getString("rpc.tls.cert").empty()) {
@@ -275,6 +276,10 @@ const rpc::FencingCounters& WorkerProcess::fencingCounters() const {
 
 size_t WorkerProcess::tasksRunning() const {
   return taskExecutor_ ? taskExecutor_->tasksRunning() : 0;
+}
+
+uint64_t WorkerProcess::mastersRefused(rpc::MasterRefusal reason) const {
+  return leaders_->mastersRefused(reason);
 }
 
 std::optional<AttemptOutput> WorkerProcess::attemptOutput(const AttemptId& attempt,

@@ -277,5 +277,55 @@ TEST_F(AuthConfigTest, AClientCredentialNeedsBothItsRoleAndItsSecretFile) {
   EXPECT_NE(unknown.error().message.find("rpc.credential.role"), std::string::npos);
 }
 
+TEST_F(AuthConfigTest, AMasterRequiringAuthenticationInZooKeeperModeNeedsTheZooKeeperAcl) {
+  const std::string path = secretFile("admin", "0123456789abcdef\n");
+  auto required = serverAuthFrom(load({"rpc.auth-secret.admin-file=" + path}));
+  ASSERT_TRUE(required.ok());
+  auto open = checkElectionDataIsProtected(load({"rpc.auth-secret.admin-file=" + path}),
+                                           required.value());
+  ASSERT_FALSE(open.ok());
+  EXPECT_FALSE(open.error().isRetryable());
+  EXPECT_NE(open.error().message.find("ha.zookeeper.auth"), std::string::npos);
+  EXPECT_NE(open.error().message.find("ha.zookeeper.read-auth"), std::string::npos);
+
+  EXPECT_TRUE(checkElectionDataIsProtected(
+                  load({"rpc.auth-secret.admin-file=" + path,
+                        "ha.zookeeper.auth=regent:master-secret"}),
+                  required.value())
+                  .ok());
+  // Standalone keeps its election in a local file; without authentication nothing is claimed.
+  EXPECT_TRUE(checkElectionDataIsProtected(
+                  load({"rpc.auth-secret.admin-file=" + path, "ha.mode=standalone"}),
+                  required.value())
+                  .ok());
+  auto off = serverAuthFrom(load({}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(checkElectionDataIsProtected(load({}), off.value()).ok());
+}
+
+TEST_F(AuthConfigTest, AClientWithACredentialButNoZooKeeperCredentialIsWarned) {
+  const std::string path = secretFile("worker", "worker-secret-0123");
+  const std::vector<std::string> credential = {"rpc.credential.role=worker",
+                                               "rpc.credential.secret-file=" + path};
+  auto warning = unprotectedLeaderNodeWarning(load(credential));
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("ha.zookeeper.read-auth"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("ZNOAUTH"), std::string::npos) << *warning;
+
+  auto with = [&](std::string extra) {
+    std::vector<std::string> set = credential;
+    set.push_back(std::move(extra));
+    return unprotectedLeaderNodeWarning(load(set));
+  };
+  EXPECT_FALSE(with("ha.zookeeper.read-auth=viewer:viewer-secret"));
+  EXPECT_FALSE(with("ha.zookeeper.auth=regent:master-secret"));
+  EXPECT_FALSE(with("ha.mode=standalone"));
+  EXPECT_FALSE(with("cli.master=127.0.0.1:6123"));
+  EXPECT_FALSE(unprotectedLeaderNodeWarning(load({}))) << "no credential: nothing to protect";
+  EXPECT_TRUE(unprotectedLeaderNodeWarning(
+      load({"rpc.tls.cert=/etc/regent/client.pem", "rpc.tls.key=/etc/regent/client.key"})))
+      << "a client certificate is a credential too";
+}
+
 }  // namespace
 }  // namespace regent::rpc
