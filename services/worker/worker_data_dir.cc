@@ -182,6 +182,8 @@ Result<std::unique_ptr<WorkerDataDir>> WorkerDataDir::open(const std::string& di
                                                            const DataDirHolder& self,
                                                            std::optional<uid_t> taskUid) {
   const std::string where = "worker.data-dir " + dir;
+  // Tasks running as the worker's own user (worker.task-allow-root) have its rights anyway.
+  if (taskUid && *taskUid == ::geteuid()) taskUid.reset();
   // The directories above first (they decide whether creating it is safe), then the directory.
   if (auto checked = checkDataDirPath(dir, taskUid); !checked.ok()) return checked.error();
   std::error_code error;

@@ -61,7 +61,8 @@ Status checkDataDirPath(const std::string& dir, std::optional<uid_t> taskUid);
 // a lock file left behind by a killed worker holds no one off.
 class WorkerDataDir final {
  public:
-  // Checks the path (checkDataDirPath, for tasks running as `taskUid`); creates `dir` (mode 0700,
+  // Checks the path (checkDataDirPath, for tasks running as `taskUid`; a `taskUid` that is the
+  // worker's own counts as none); creates `dir` (mode 0700,
   // parents too) if missing and checks it again; takes the lock, or fails with a message
   // naming the holder and `self` ("worker.data-dir D is in use by the worker on host H pid P
   // (started T); this worker is host H2 pid P2"); writes `self` into the lock file; then reads
