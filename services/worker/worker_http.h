@@ -47,8 +47,9 @@ std::optional<ByteRange> parseByteRange(std::string_view header);
 class WorkerHttpHost {
  public:
   virtual ~WorkerHttpHost() = default;
-  // nullopt when registered with the current leader (TaskExecutor::registered()); otherwise why
-  // not, for /readyz: no leader known, registering, or the last registration attempt's failure.
+  // nullopt when registered with the current leader (TaskExecutor::registered()) and able to run
+  // tasks; otherwise why not, for /readyz: no leader known, registering, the last registration
+  // attempt's failure, or why attempt directories cannot be created.
   virtual std::optional<std::string> notReadyReason() const = 0;
   // The epoch registered with (0 while not registered) and the epoch gate's highest.
   virtual uint64_t registeredEpoch() const = 0;
