@@ -389,6 +389,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
   }
   int fileFds[2] = {-1, -1};
   const std::string* paths[2] = {&options.stdoutPath, &options.stderrPath};
+  const int givenFds[2] = {options.stdoutFd, options.stderrFd};
   for (int i = 0; i < 2; ++i) {
     if (options.captureOutput) {
       uv_pipe_init(loop.uv(), &state->pipes[i], 0);
@@ -396,6 +397,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
       ++state->openHandles;
       stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
       stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&state->pipes[i]);
+    } else if (givenFds[i] >= 0) {
+      stdio[i + 1].flags = UV_INHERIT_FD;
+      stdio[i + 1].data.fd = givenFds[i];
     } else if (!paths[i]->empty()) {
       // Created new, never through a link: the directory may belong to another user (a task
       // user), who must not point the parent's open at a file of its choosing.

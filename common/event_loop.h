@@ -118,6 +118,10 @@ struct SpawnOptions {
   bool captureOutput = true;
   std::string stdoutPath;
   std::string stderrPath;
+  // Or descriptors the child gets as its stdout / stderr (without captureOutput; they win over
+  // the paths). The caller keeps them, as extraFds.
+  int stdoutFd = -1;
+  int stderrFd = -1;
   // The child calls setsid(): it leads a new session and process group whose id is its pid, so
   // kill(-pid, ...) reaches it and whatever it starts, and it has no controlling terminal.
   bool newSession = false;

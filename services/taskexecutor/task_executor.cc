@@ -631,6 +631,13 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
                                "worker " + options_.resourceId.toHex() + " is stopping");
     return;
   }
+  // A worker that cannot create attempt directories takes no slot: the job goes elsewhere.
+  if (runner_ != nullptr && runner_->unusableReason()) {
+    rpc::failures::unavailable(results.initFailure(), 0,
+                               "worker " + options_.resourceId.toHex() +
+                                   " cannot run tasks: " + *runner_->unusableReason());
+    return;
+  }
   if (resourceId != options_.resourceId || index >= slots_.size()) {
     rpc::failures::notFoundSlot(
         results.initFailure(), resourceId, index,
@@ -938,6 +945,12 @@ void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deplo
   if (stopping_ || runner_->stopping()) {
     rpc::failures::unavailable(results.initFailure(), 0,
                                "worker " + options_.resourceId.toHex() + " is stopping");
+    return;
+  }
+  if (runner_->unusableReason()) {
+    rpc::failures::unavailable(results.initFailure(), 0,
+                               "worker " + options_.resourceId.toHex() +
+                                   " cannot run tasks: " + *runner_->unusableReason());
     return;
   }
   const auto job = wire::idFromWire<JobId>(deployment.getJobId());

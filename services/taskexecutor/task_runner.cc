@@ -4,8 +4,10 @@
 // attempt ends when its process group is empty (or got SIGKILL).
 #include "services/taskexecutor/task_runner.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <kj/debug.h>
+#include <kj/io.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <map>
 #include <system_error>
+#include <tuple>
 
 #include "common/event_loop.h"
 #include "common/task_errors.h"
@@ -57,45 +60,112 @@ std::string trimmed(std::string text) {
   return text;
 }
 
-// Off the loop. The attempts directory (mode 0711: a task can enter its own attempt's directory
-// but not list the others) and, when tasks run as another user, a data directory above it that
-// this user may traverse (o+x, still not listable).
-std::string ensureAttemptsDir(const std::string& attemptsDir, bool otherUser) {
-  if (::mkdir(attemptsDir.c_str(), 0711) != 0 && errno != EEXIST) {
-    std::error_code error;
-    fs::create_directories(attemptsDir, error);
-    if (error) {
-      return "cannot create the attempts directory " + attemptsDir + ": " + error.message();
-    }
-    ::chmod(attemptsDir.c_str(), 0711);
+// How often an unusable runner looks again, and a usable one checks that the directory at the
+// attempts path is still the one it holds.
+constexpr auto kAttemptsCheckInterval = 1 * kj::SECONDS;
+
+using SharedFd = std::shared_ptr<const kj::AutoCloseFd>;
+
+// Off the loop: why the attempts directory cannot take attempt directories, or "". The directory
+// at `attemptsDir` must be the one held (the shim enters it by path); with `probeWrite`, a
+// directory is also made and removed in it.
+std::string checkAttemptsDir(int attemptsFd, const std::string& attemptsDir, bool probeWrite) {
+  struct stat held {}, atPath {};
+  if (::fstat(attemptsFd, &held) != 0) {
+    return "cannot check the attempts directory " + attemptsDir + ": " + errnoText(errno);
   }
-  if (!otherUser) return {};
-  // Both, also when they already existed: a umask of 077 or a data directory made 0700.
-  for (const std::string& path : {attemptsDir, fs::path(attemptsDir).parent_path().string()}) {
-    struct stat info {};
-    if (!path.empty() && ::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0 &&
-        ::chmod(path.c_str(), (info.st_mode & 07777) | S_IXOTH) != 0) {
-      return "cannot let the task user traverse " + path + " (chmod o+x): " + errnoText(errno);
-    }
+  if (::lstat(attemptsDir.c_str(), &atPath) != 0 || !S_ISDIR(atPath.st_mode) ||
+      atPath.st_dev != held.st_dev || atPath.st_ino != held.st_ino) {
+    return "the attempts directory " + attemptsDir +
+           " was replaced or removed (it is not the directory the worker opened at start); "
+           "restart the worker once it is a directory again";
   }
+  if (!probeWrite) return {};
+  const std::string probe = ".probe-" + AttemptId::random().toHex();
+  if (::mkdirat(attemptsFd, probe.c_str(), 0700) != 0) {
+    return "cannot create directories in the attempts directory " + attemptsDir + ": " +
+           errnoText(errno);
+  }
+  ::unlinkat(attemptsFd, probe.c_str(), AT_REMOVEDIR);
   return {};
 }
 
-// Off the loop: the attempt's directory, owned by the task user when there is one. Empty on
-// success, else what went wrong.
-std::string prepareAttemptDir(const std::string& attemptsDir, const std::string& dir,
-                              std::optional<uid_t> uid, std::optional<gid_t> gid) {
-  const bool otherUser = uid && *uid != ::geteuid();
-  std::string problem = ensureAttemptsDir(attemptsDir, otherUser);
-  if (!problem.empty()) return problem;
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return "cannot create the attempt directory " + dir + ": " + errnoText(errno);
+// What preparing an attempt's directory came to (off the loop).
+struct PreparedAttempt {
+  std::string problem;  // "" on success; else the worker cannot create attempt directories.
+  kj::AutoCloseFd stdoutFd;
+  kj::AutoCloseFd stderrFd;
+};
+
+// Off the loop: the attempt's directory `name` in the attempts directory, its output files
+// (created new, never through a link), then the directory handed to the task user when there is
+// one. Everything through descriptors.
+PreparedAttempt prepareAttemptDir(int attemptsFd, const std::string& attemptsDir,
+                                  const std::string& name, std::optional<uid_t> uid,
+                                  std::optional<gid_t> gid) {
+  PreparedAttempt prepared;
+  const std::string dir = attemptsDir + "/" + name;
+  prepared.problem = checkAttemptsDir(attemptsFd, attemptsDir, false);
+  if (!prepared.problem.empty()) return prepared;
+  if (::mkdirat(attemptsFd, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    prepared.problem = "cannot create the attempt directory " + dir + ": " + errnoText(errno);
+    return prepared;
   }
-  if ((uid || gid) && ::chown(dir.c_str(), uid ? *uid : static_cast<uid_t>(-1),
-                              gid ? *gid : static_cast<gid_t>(-1)) != 0) {
-    return "cannot hand the attempt directory " + dir + " to the task user: " + errnoText(errno);
+  const int dirFd = ::openat(attemptsFd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                           O_CLOEXEC);
+  if (dirFd < 0) {
+    prepared.problem = "cannot open the attempt directory " + dir + ": " + errnoText(errno);
+    return prepared;
   }
-  return {};
+  kj::AutoCloseFd attemptDir(dirFd);
+  kj::AutoCloseFd* files[2] = {&prepared.stdoutFd, &prepared.stderrFd};
+  const char* names[2] = {"stdout", "stderr"};
+  for (int i = 0; i < 2; ++i) {
+    const int fd = ::openat(dirFd, names[i],
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      prepared.problem = "cannot create " + dir + "/" + names[i] + ": " + errnoText(errno);
+      return prepared;
+    }
+    *files[i] = kj::AutoCloseFd(fd);
+  }
+  if ((uid || gid) && ::fchown(dirFd, uid ? *uid : static_cast<uid_t>(-1),
+                               gid ? *gid : static_cast<gid_t>(-1)) != 0) {
+    prepared.problem =
+        "cannot hand the attempt directory " + dir + " to the task user: " + errnoText(errno);
+  }
+  return prepared;
+}
+
+// Off the loop: removes `name` in `parentFd` and everything in it, never following a link (what a
+// task left in its directory may be anything, and may change meanwhile). Returns "" or what failed.
+std::string removeTreeAt(int parentFd, const std::string& name, const std::string& path) {
+  if (::unlinkat(parentFd, name.c_str(), 0) == 0 || errno == ENOENT) return {};
+  if (errno != EISDIR && errno != EPERM) return "cannot remove " + path + ": " + errnoText(errno);
+  const int fd = ::openat(parentFd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? "" : "cannot open " + path + ": " + errnoText(errno);
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    return "cannot list " + path + ": " + errnoText(error);
+  }
+  std::vector<std::string> entries;
+  while (struct dirent* entry = ::readdir(dir)) {
+    const std::string entryName = entry->d_name;
+    if (entryName != "." && entryName != "..") entries.push_back(entryName);
+  }
+  std::string problem;
+  for (const std::string& entry : entries) {
+    std::string failed = removeTreeAt(::dirfd(dir), entry, path + "/" + entry);
+    if (problem.empty()) problem = std::move(failed);
+  }
+  ::closedir(dir);
+  if (::unlinkat(parentFd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT &&
+      problem.empty()) {
+    problem = "cannot remove " + path + ": " + errnoText(errno);
+  }
+  return problem;
 }
 
 }  // namespace
@@ -153,7 +223,7 @@ Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t 
 
 struct TaskRunner::Attempt {
   AttemptId id;
-  std::string dir;
+  std::string dir;  // <attemptsDir>/<id hex>, for the shim and messages.
   std::string workingDir;
   std::vector<std::string> argv;
   std::vector<std::string> env;
@@ -171,6 +241,7 @@ struct TaskRunner::Attempt {
   kj::Maybe<kj::Promise<void>> killTimer;  // SIGKILL after the cancel timeout.
   ChildExit exit;
   int64_t endedAtMs = 0;  // When the shim's exit was seen.
+  kj::AutoCloseFd stdoutFd, stderrFd;  // From preparation until the spawn.
 
   std::string stdoutPath() const { return dir + "/stdout"; }
   std::string stderrPath() const { return dir + "/stderr"; }
@@ -189,15 +260,21 @@ struct TaskRunner::State {
       this->options.attemptsDir.pop_back();
     }
     if (!this->options.nowMs) this->options.nowMs = [] { return wallClockMillis(); };
+    KJ_REQUIRE(this->options.attemptsFd >= 0, "the TaskRunner needs the attempts directory open");
+    const int fd = ::fcntl(this->options.attemptsFd, F_DUPFD_CLOEXEC, 0);
+    KJ_REQUIRE(fd >= 0, "cannot duplicate the attempts directory's descriptor", errno);
+    attemptsFd = std::make_shared<const kj::AutoCloseFd>(fd);
   }
 
   EventLoop& loop;
   kj::Timer& timer;
   TaskRunnerOptions options;
+  SharedFd attemptsFd;  // Shared with the work on the thread pool, which may outlive the runner.
   TaskFailureLogger errorLogger{"task runner"};
   std::map<AttemptId, std::unique_ptr<Attempt>> attempts;
   std::deque<AttemptId> ended;     // Ended attempts still on disk, oldest first.
-  std::deque<std::string> strays;  // Attempt directories of earlier runs, oldest first.
+  std::deque<std::string> strays;  // Attempt directories (names) of earlier runs, oldest first.
+  std::optional<std::string> unusable;  // Why attempt directories cannot be created.
   size_t running = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> idleWaiters;
   bool stopping = false;  // killAll() was called: no attempt starts any more.
@@ -211,11 +288,17 @@ struct TaskRunner::State {
   }
 
   void launch(Attempt& a) {
-    tasks.add(loop.runBlocking(
-                      [attemptsDir = options.attemptsDir, dir = a.dir, uid = options.uid,
-                       gid = options.gid] { return prepareAttemptDir(attemptsDir, dir, uid, gid); })
-                  .then([this, &a](std::string problem) -> kj::Promise<void> {
-                    if (!problem.empty()) a.startFailure = problem;
+    tasks.add(loop.runBlocking([fd = attemptsFd, attemptsDir = options.attemptsDir,
+                                name = a.id.toHex(), uid = options.uid, gid = options.gid] {
+                return prepareAttemptDir(fd->get(), attemptsDir, name, uid, gid);
+              })
+                  .then([this, &a](PreparedAttempt prepared) -> kj::Promise<void> {
+                    if (!prepared.problem.empty()) {
+                      a.startFailure = "the worker cannot run tasks: " + prepared.problem;
+                      becomeUnusable(prepared.problem);
+                    }
+                    a.stdoutFd = kj::mv(prepared.stdoutFd);
+                    a.stderrFd = kj::mv(prepared.stderrFd);
                     if (!a.startFailure.empty() || a.cancelRequested) {
                       finish(a);
                       return kj::READY_NOW;
@@ -255,13 +338,15 @@ struct TaskRunner::State {
     auto child = ChildProcess::spawn(loop, {.argv = std::move(argv),
                                             .env = a.env,
                                             .captureOutput = false,
-                                            .stdoutPath = a.stdoutPath(),
-                                            .stderrPath = a.stderrPath(),
+                                            .stdoutFd = a.stdoutFd.get(),
+                                            .stderrFd = a.stderrFd.get(),
                                             .newSession = true,
                                             .uid = options.uid,
                                             .gid = options.gid,
                                             .extraFds = {shimEnd}});
     status.ends[1] = nullptr;  // The shim holds the only other end now.
+    a.stdoutFd = nullptr;      // And its output files.
+    a.stderrFd = nullptr;
     // Kept for as long as the attempt is retained: only what the accessors need.
     a.argv = {};
     a.env = {};
@@ -400,44 +485,85 @@ struct TaskRunner::State {
       auto it = attempts.find(ended.front());
       ended.pop_front();
       if (it == attempts.end()) continue;
-      doomed.push_back(it->second->dir);
+      doomed.push_back(it->second->id.toHex());
       attempts.erase(it);
     }
     if (doomed.empty()) return;
-    tasks.add(loop.runBlocking([doomed = std::move(doomed)] {
-      for (const auto& dir : doomed) {
-        std::error_code error;
-        fs::remove_all(dir, error);
-        if (error) spdlog::warn("cannot remove the attempt directory {}: {}", dir, error.message());
-      }
-    }));
+    tasks.add(loop.runBlocking(
+        [fd = attemptsFd, attemptsDir = options.attemptsDir, doomed = std::move(doomed)] {
+          for (const auto& name : doomed) {
+            std::string problem = removeTreeAt(fd->get(), name, attemptsDir + "/" + name);
+            if (!problem.empty()) spdlog::warn("cannot remove an attempt directory: {}", problem);
+          }
+        }));
+  }
+
+  // Once: logs why, and starts looking again every kAttemptsCheckInterval.
+  void becomeUnusable(const std::string& why) {
+    if (unusable) return;
+    unusable = why;
+    spdlog::error("task runner: {}; this worker takes no more tasks (not ready) until it can "
+                  "create attempt directories again",
+                  why);
+  }
+
+  // Every kAttemptsCheckInterval: a usable runner checks that the directory at the attempts path
+  // is still the one it holds; an unusable one also tries to create a directory in it, and is
+  // usable again when both work.
+  void watchAttemptsDir() {
+    tasks.add(timer.afterDelay(kAttemptsCheckInterval)
+                  .then([this] {
+                    return loop.runBlocking([fd = attemptsFd, attemptsDir = options.attemptsDir,
+                                             probe = unusable.has_value()] {
+                      return checkAttemptsDir(fd->get(), attemptsDir, probe);
+                    });
+                  })
+                  .then([this](std::string problem) {
+                    if (!problem.empty()) {
+                      becomeUnusable(problem);
+                    } else if (unusable) {
+                      spdlog::info("task runner: attempt directories can be created again in {}; "
+                                   "this worker takes tasks again",
+                                   options.attemptsDir);
+                      unusable = std::nullopt;
+                    }
+                    watchAttemptsDir();
+                  }));
   }
 
   // Attempt directories left by an earlier run of the worker count as ended, older than any of
   // this run's.
   void adoptStrayDirectories() {
-    tasks.add(loop.runBlocking([attemptsDir = options.attemptsDir,
-                                otherUser = options.uid && *options.uid != ::geteuid()] {
-                    std::vector<std::pair<fs::file_time_type, std::string>> found;
-                    std::string problem = ensureAttemptsDir(attemptsDir, otherUser);
-                    if (!problem.empty()) spdlog::warn("{}", problem);
-                    std::error_code error;
-                    for (const auto& entry : fs::directory_iterator(attemptsDir, error)) {
-                      std::error_code entryError;
-                      if (!entry.is_directory(entryError) ||
-                          !AttemptId::fromHex(entry.path().filename().string())) {
+    tasks.add(loop.runBlocking([fd = attemptsFd] {
+                    std::vector<std::pair<struct timespec, std::string>> found;
+                    const int listed = ::fcntl(fd->get(), F_DUPFD_CLOEXEC, 0);
+                    DIR* dir = listed >= 0 ? ::fdopendir(listed) : nullptr;
+                    if (dir == nullptr) {
+                      spdlog::warn("cannot list the attempts directory: {}", errnoText(errno));
+                      if (listed >= 0) ::close(listed);
+                      return found;
+                    }
+                    ::rewinddir(dir);
+                    while (struct dirent* entry = ::readdir(dir)) {
+                      struct stat info {};
+                      if (!AttemptId::fromHex(entry->d_name) ||
+                          ::fstatat(fd->get(), entry->d_name, &info, AT_SYMLINK_NOFOLLOW) != 0 ||
+                          !S_ISDIR(info.st_mode)) {
                         continue;
                       }
-                      auto modified = fs::last_write_time(entry.path(), entryError);
-                      found.emplace_back(modified, entry.path().string());
+                      found.emplace_back(info.st_mtim, entry->d_name);
                     }
-                    std::sort(found.begin(), found.end());
+                    ::closedir(dir);
+                    std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
+                      return std::tie(x.first.tv_sec, x.first.tv_nsec, x.second) <
+                             std::tie(y.first.tv_sec, y.first.tv_nsec, y.second);
+                    });
                     return found;
                   })
-                  .then([this](std::vector<std::pair<fs::file_time_type, std::string>> found) {
-                    for (auto& [modified, dir] : found) {
-                      auto id = AttemptId::fromHex(fs::path(dir).filename().string());
-                      if (attempts.count(*id) == 0) strays.push_back(std::move(dir));
+                  .then([this](std::vector<std::pair<struct timespec, std::string>> found) {
+                    for (auto& [modified, name] : found) {
+                      auto id = AttemptId::fromHex(name);
+                      if (attempts.count(*id) == 0) strays.push_back(std::move(name));
                     }
                     prune();
                   }));
@@ -447,6 +573,7 @@ struct TaskRunner::State {
 TaskRunner::TaskRunner(EventLoop& loop, kj::Timer& timer, TaskRunnerOptions options)
     : state_(kj::heap<State>(loop, timer, std::move(options))) {
   state_->adoptStrayDirectories();
+  state_->watchAttemptsDir();
 }
 
 TaskRunner::~TaskRunner() noexcept {
@@ -463,6 +590,10 @@ Status TaskRunner::start(const TaskSpec& spec, OnUpdate onUpdate) {
   }
   if (s.attempts.count(spec.attempt) != 0) {
     return Error::fatal("attempt " + spec.attempt.toHex() + " is already known to this worker");
+  }
+  if (s.unusable) {
+    return Error::fatal("the worker cannot run tasks: " + *s.unusable + "; attempt " +
+                        spec.attempt.toHex() + " is not started");
   }
   auto attempt = std::make_unique<Attempt>();
   Attempt& a = *attempt;
@@ -536,6 +667,10 @@ std::optional<std::string> TaskRunner::stderrPath(const AttemptId& attempt) cons
   auto it = state_->attempts.find(attempt);
   if (it == state_->attempts.end()) return std::nullopt;
   return it->second->stderrPath();
+}
+
+const std::optional<std::string>& TaskRunner::unusableReason() const {
+  return state_->unusable;
 }
 
 std::optional<TaskUpdate> TaskRunner::latest(const AttemptId& attempt) const {

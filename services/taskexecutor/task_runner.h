@@ -15,6 +15,15 @@
 // it is left. When the main process ends on its own, whatever it left in the group gets the same
 // treatment, so nothing of an ended attempt outlives it. Ended attempts' directories beyond
 // worker.attempts.retain are removed, oldest first, off the loop thread.
+//
+// Every file operation under `attempts` goes through the descriptor the runner holds (mkdirat,
+// openat, fchown, unlinkat, fstatat; O_NOFOLLOW / AT_SYMLINK_NOFOLLOW), never by path, so a link
+// put in place of `attempts` or of anything in an attempt's directory redirects none of them. The
+// path is given to the shim alone (its working directory), which runs as the task user. Once the
+// runner cannot create an attempt's directory (the directory at the path is no longer the one
+// held, or mkdir fails), it is unusable: it says why (unusableReason), the worker reports not
+// ready and refuses new work, and it checks again every second until it can (a replaced
+// directory: until the worker restarts).
 #pragma once
 
 #include <kj/async.h>
@@ -40,7 +49,10 @@ class EventLoop;
 namespace regent::taskexecutor {
 
 struct TaskRunnerOptions {
-  std::string attemptsDir;   // <worker.data-dir>/attempts; created if missing.
+  std::string attemptsDir;   // <worker.data-dir>/attempts, for the shim and messages.
+  // The attempts directory, open (O_DIRECTORY, opened without following a link; the worker's data
+  // directory opens it at start). Required; the runner keeps a duplicate.
+  int attemptsFd = -1;
   std::string shimPath;      // regent-task-shim; by default next to the running executable.
   // Set when the worker runs as root: the user tasks run as (worker.task-user, resolved once at
   // start by resolveTaskUser()).
@@ -111,7 +123,8 @@ class TaskRunner final {
   // called (later, never from inside start) for kRunning and the terminal phase; a spawn that
   // fails at once still reports kFailed through `onUpdate` (never an Error here), so every
   // accepted attempt ends with exactly one terminal update. Error only when `spec.attempt` is
-  // already known (running or ended and retained), or after killAll() (the worker is stopping).
+  // already known (running or ended and retained), after killAll() (the worker is stopping), or
+  // while unusable (unusableReason()).
   Status start(const TaskSpec& spec, OnUpdate onUpdate);
   // Cancels a running attempt (SIGTERM, SIGKILL after cancelTimeout); its terminal update is
   // kCanceled (or the phase it reached first). No-op for ended or unknown attempts.
@@ -129,6 +142,8 @@ class TaskRunner final {
   std::optional<std::string> stderrPath(const AttemptId& attempt) const;
   // The attempt's latest update (kRunning while running), or nullopt when unknown or pruned.
   std::optional<TaskUpdate> latest(const AttemptId& attempt) const;
+  // Why the runner cannot start attempts (their directories cannot be created), or nullopt.
+  const std::optional<std::string>& unusableReason() const;
 
  private:
   struct Attempt;

@@ -46,14 +46,28 @@ struct OutputRead {
   std::string error;
 };
 
-// Blocking: opens `path`, decides the range against its size, reads it.
-OutputRead readOutput(const std::string& path, std::optional<ByteRange> range) {
+// Blocking: opens <attempt>/<name> in the attempts directory `attemptsFd` (owned: closed here),
+// decides the range against its size, reads it. `path` names the file in messages.
+OutputRead readOutput(int attemptsFd, const std::string& attempt, const char* name,
+                      const std::string& path, std::optional<ByteRange> range) {
   OutputRead read;
-  // The task user owns the attempt's directory and may replace the file: a symbolic link is not
-  // followed, and only the file the worker created is served: a regular file (a FIFO would
-  // block the read) owned by the worker's user with no other name (a hard link the task user
-  // made to a file it may not read has a second one).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  // The task user owns the attempt's directory and may replace the file (and, where the data
+  // directory is misconfigured, more): nothing is reached by path, no symbolic link is followed,
+  // and only the file the worker created is served: a regular file (a FIFO would block the
+  // read) owned by the worker's user with no other name (a hard link the task user made to a
+  // file it may not read has a second one).
+  int fd = -1;
+  const int dirFd =
+      ::openat(attemptsFd, attempt.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  ::close(attemptsFd);
+  if (dirFd >= 0) {
+    fd = ::openat(dirFd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    const int error = errno;
+    ::close(dirFd);
+    errno = error;
+  } else if (errno == ENOTDIR) {
+    errno = ELOOP;  // The attempt's directory is a link (or a file): not what the worker made.
+  }
   if (fd < 0) {
     const int error = errno;
     read.outcome = error == ENOENT   ? OutputRead::Outcome::kMissing
@@ -225,7 +239,19 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
   headers.forEach([&](kj::StringPtr header, kj::StringPtr value) {
     if (equalsIgnoringCase(header.cStr(), "Range")) range = parseByteRange(value.cStr());
   });
-  return loop_.runBlocking([file = output->path, range]() { return readOutput(file, range); })
+  // A descriptor of its own: the read may outlive the request.
+  const int attemptsFd =
+      output->attemptsFd >= 0 ? ::fcntl(output->attemptsFd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (attemptsFd < 0) {
+    return reply(response, 500, "Internal Server Error", kText,
+                 "cannot reach the attempts directory: " + std::string(std::strerror(errno)) +
+                     "\n");
+  }
+  return loop_.runBlocking([attemptsFd, attempt = attempt->toHex(),
+                            name = stream == OutputStream::kStdout ? "stdout" : "stderr",
+                            file = output->path, range]() {
+           return readOutput(attemptsFd, attempt, name, file, range);
+         })
       .then([this, &response, attempt = *attempt, state = output->state](OutputRead read) {
         std::vector<std::pair<std::string, std::string>> extra{{"X-Regent-Attempt-State", state}};
         switch (read.outcome) {

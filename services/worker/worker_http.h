@@ -25,7 +25,10 @@ enum class OutputStream { kStdout, kStderr };
 
 // Where an attempt's output is and the state it is in.
 struct AttemptOutput {
-  std::string path;   // The file (may be missing, when pruned since).
+  std::string path;   // The file (may be missing, when pruned since), for messages.
+  // The attempts directory holding the attempt's directory (borrowed): the file is opened as
+  // <attempt id>/<stdout|stderr> relative to it, never by `path`.
+  int attemptsFd = -1;
   std::string state;  // "RUNNING", "FINISHED", "FAILED", "CANCELED" (taskexecutor::phaseName).
 };
 
@@ -45,8 +48,9 @@ std::optional<ByteRange> parseByteRange(std::string_view header);
 class WorkerHttpHost {
  public:
   virtual ~WorkerHttpHost() = default;
-  // nullopt when registered with the current leader (TaskExecutor::registered()); otherwise why
-  // not, for /readyz: no leader known, registering, or the last registration attempt's failure.
+  // nullopt when registered with the current leader (TaskExecutor::registered()) and able to run
+  // tasks; otherwise why not, for /readyz: no leader known, registering, the last registration
+  // attempt's failure, or why attempt directories cannot be created.
   virtual std::optional<std::string> notReadyReason() const = 0;
   // The epoch registered with (0 while not registered) and the epoch gate's highest.
   virtual uint64_t registeredEpoch() const = 0;
@@ -85,7 +89,9 @@ class WorkerHttpHost {
 //                 bytes */SIZE". Every answer carries "X-Regent-Attempt-State" (RUNNING, FINISHED,
 //                 FAILED, CANCELED). An unknown or pruned attempt (or a malformed id): 404 with a
 //                 one-line text. The file is read on the loop's thread pool (runBlocking), opened
-//                 without following a link; one that is a link or not a regular file: 500.
+//                 relative to the attempts directory's descriptor without following a link (the
+//                 attempt's directory nor the file); one that is a link, not a regular file,
+//                 not the worker's or linked twice: 403.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
 // `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
 // http::HttpRoutes::makeHeaderTable().

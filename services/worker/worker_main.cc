@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   const std::string host = worker::workerHostName(config);
   const std::string& dataDirPath = config.getString("worker.data-dir");
   auto dataDir = worker::WorkerDataDir::open(
-      dataDirPath, {.host = host, .pid = ::getpid(), .startedAtMs = wallClockMillis()});
+      dataDirPath, {.host = host, .pid = ::getpid(), .startedAtMs = wallClockMillis()},
+      taskUser.value().uid);
   if (!dataDir.ok()) {
     spdlog::error("{}", dataDir.error().message);
     // In use by a live worker: a start-up failure; anything else: an unusable directory.

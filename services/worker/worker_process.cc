@@ -122,8 +122,10 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   worker->leaders_ =
       kj::heap<client::LeaderClient>(worker->rpcNetwork_->network(), loop.timer(),
                                      std::move(retrieval).value(), std::move(options));
-  worker->taskRunner_ = kj::heap<taskexecutor::TaskRunner>(
-      loop, loop.timer(), taskRunnerOptionsFrom(config, taskUser));
+  auto runnerOptions = taskRunnerOptionsFrom(config, taskUser);
+  runnerOptions.attemptsFd = worker->dataDir_->attemptsFd();
+  worker->taskRunner_ =
+      kj::heap<taskexecutor::TaskRunner>(loop, loop.timer(), std::move(runnerOptions));
   return worker;
 }
 
@@ -241,6 +243,9 @@ void WorkerProcess::onStopSignal(int signum) {
 std::optional<std::string> WorkerProcess::notReadyReason() const {
   if (!taskExecutor_) return std::string("starting");
   if (stopping_) return std::string("stopping");
+  if (const auto& unusable = taskRunner_->unusableReason()) {
+    return "cannot run tasks: " + *unusable;
+  }
   if (taskExecutor_->registered()) return std::nullopt;
   if (leaders_->lastObstacleWasNoLeader()) return "no leader known: " + leaders_->lastObstacle();
   const std::string& failed = taskExecutor_->lastRegistrationError();
@@ -288,7 +293,9 @@ std::optional<AttemptOutput> WorkerProcess::attemptOutput(const AttemptId& attem
   auto path = stream == OutputStream::kStdout ? taskRunner_->stdoutPath(attempt)
                                               : taskRunner_->stderrPath(attempt);
   if (!latest || !path) return std::nullopt;
-  return AttemptOutput{.path = *path, .state = taskexecutor::phaseName(latest->phase)};
+  return AttemptOutput{.path = *path,
+                       .attemptsFd = dataDir_->attemptsFd(),
+                       .state = taskexecutor::phaseName(latest->phase)};
 }
 
 }  // namespace regent::worker

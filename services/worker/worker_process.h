@@ -38,7 +38,8 @@ inline constexpr int kExitStopped = 0;       // Stopped by a stop signal (after 
 inline constexpr int kExitFailure = 1;       // Could not start: the data directory is in use,
                                              // the HTTP port cannot be bound, the HA services.
 inline constexpr int kExitUsage = 2;         // Bad command line or configuration, or an
-                                             // unusable data directory (a corrupt resource id).
+                                             // unusable data directory (a corrupt resource id,
+                                             // an unsafe path, `attempts` not a directory).
 inline constexpr int kExitSignalBase = 128;  // + signal number: a second stop signal.
 
 // The slot profile of worker.slot-cpu (cores, to thousandths) and worker.slot-memory. An error
@@ -65,7 +66,7 @@ Result<taskexecutor::TaskUser> taskUserFrom(const Config& config);
 std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t uid, gid_t gid);
 
 // The TaskRunner's options: <worker.data-dir>/attempts, `user`, worker.task-cancel-timeout,
-// worker.attempts.retain.
+// worker.attempts.retain (attemptsFd left to the caller: the open data directory's).
 taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
                                                       const taskexecutor::TaskUser& user);
 

@@ -38,6 +38,7 @@
 #include "tests/client/hand_retrieval_test_util.h"
 #include "tests/common/logging_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
+#include "tests/services/taskexecutor/attempts_dir_test_util.h"
 #include "tests/services/taskexecutor/fake_master_test_util.h"
 
 namespace regent::taskexecutor {
@@ -137,6 +138,8 @@ class TaskExecutorTest : public DefaultLoggerTest {
   void withRunner() {
     TaskRunnerOptions options;
     options.attemptsDir = attemptsDir_.path() + "/attempts";
+    attemptsFd_ = regent::testing::openAttemptsDirForTests(options.attemptsDir);
+    options.attemptsFd = attemptsFd_.get();
     options.cancelTimeout = Duration(2000);
     runner_ = kj::heap<TaskRunner>(loop_, loop_.timer(), std::move(options));
   }
@@ -322,6 +325,7 @@ class TaskExecutorTest : public DefaultLoggerTest {
   kj::Own<client::LeaderClient> leaders_;
   testing::TempDir attemptsDir_{"task-executor-test"};
   std::vector<kj::Own<rpc::RpcServer>> nextServers_;  // listenNext(); outlive the executor.
+  kj::AutoCloseFd attemptsFd_;      // The runner holds its own duplicate.
   kj::Own<TaskRunner> runner_;      // Outlives the executor.
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };

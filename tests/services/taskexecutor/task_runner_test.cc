@@ -28,6 +28,7 @@
 #include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/wait_test_util.h"
+#include "tests/services/taskexecutor/attempts_dir_test_util.h"
 
 namespace regent::taskexecutor {
 namespace {
@@ -107,10 +108,13 @@ struct Observed {
 class TaskRunnerTest : public ::testing::Test {
  protected:
   TaskRunnerTest() : dataDir_("task-runner-test") {}
+  ~TaskRunnerTest() noexcept override = default;
 
   void makeRunner(TaskRunnerOptions options = {}) {
     if (options.attemptsDir.empty()) options.attemptsDir = attemptsDir();
     if (options.cancelTimeout == Duration{5000}) options.cancelTimeout = kShortCancel;
+    attemptsFd_ = regent::testing::openAttemptsDirForTests(attemptsDir());
+    options.attemptsFd = attemptsFd_.get();
     runner_ = std::make_unique<TaskRunner>(loop_, loop_.timer(), std::move(options));
   }
 
@@ -172,6 +176,7 @@ class TaskRunnerTest : public ::testing::Test {
 
   EventLoop loop_;
   TempDir dataDir_;
+  kj::AutoCloseFd attemptsFd_;  // The runner holds its own duplicate.
   std::map<AttemptId, std::shared_ptr<Observed>> observed_;
   std::vector<kj::Promise<void>> endings_;
   std::unique_ptr<TaskRunner> runner_;
@@ -494,9 +499,8 @@ TEST_F(TaskRunnerTest, AsRootTasksRunAsTheTaskUserInADirectoryTheyOwn) {
   auto user = resolveTaskUser("nobody", false, 0);
   ASSERT_TRUE(user.ok()) << user.error().message;
   ASSERT_TRUE(user.value().uid && *user.value().uid != 0);
-  // An attempts directory left private by an earlier run (umask 077) is made traversable too.
-  fs::create_directory(attemptsDir());
-  ASSERT_EQ(::chmod(attemptsDir().c_str(), 0700), 0);
+  // The worker's data directory lets the task user through (WorkerDataDir::open; tested there).
+  ASSERT_EQ(::chmod(dataDir_.path().c_str(), 0711), 0);
   makeRunner({.uid = user.value().uid, .gid = user.value().gid});
   TaskSpec spec{.attempt = AttemptId::random(),
                 .argv = {"sh", "-c", "id -u; id -G; echo written > here; cat here"}};
@@ -509,9 +513,60 @@ TEST_F(TaskRunnerTest, AsRootTasksRunAsTheTaskUserInADirectoryTheyOwn) {
   struct stat info {};
   ASSERT_EQ(::stat(attemptDir(spec.attempt).c_str(), &info), 0);
   EXPECT_EQ(info.st_uid, *user.value().uid);
-  ASSERT_EQ(::stat(dataDir_.path().c_str(), &info), 0);
-  EXPECT_NE(info.st_mode & S_IXOTH, 0u) << "the data directory is traversable by the task user";
-  EXPECT_EQ(info.st_mode & S_IROTH, 0u) << "but not listable";
+}
+
+// A link put in place of `attempts` while an attempt runs (by a task that could write the data
+// directory): the attempt's end prunes its real directory, not the one of the same name the link
+// leads to; the runner becomes unusable, refuses new attempts, and creates nothing there.
+TEST_F(TaskRunnerTest, AnAttemptsDirectoryReplacedByALinkLeadsNothingOutside) {
+  makeRunner({.retainAttempts = 0});
+  const std::string go = dataDir_.path() + "/go";
+  AttemptId running =
+      start(TaskSpec{.argv = {"sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"}});
+  ASSERT_TRUE(awaitRunning(running));
+  TempDir outside("task-runner-outside");
+  const std::string lookalike = outside.path() + "/" + running.toHex();
+  ASSERT_EQ(::mkdir(lookalike.c_str(), 0700), 0);
+  std::ofstream(lookalike + "/precious") << "keep me\n";
+  const std::string moved = dataDir_.path() + "/attempts.moved";
+  ASSERT_EQ(::rename(attemptsDir().c_str(), moved.c_str()), 0);
+  ASSERT_EQ(::symlink(outside.path().c_str(), attemptsDir().c_str()), 0);
+
+  std::ofstream(go) << "go\n";
+  awaitEnd(running);
+  EXPECT_EQ(updates(running).back().phase, TaskPhase::kFinished);
+  EXPECT_TRUE(runLoopUntil(
+      loop_, [&] { return !fs::exists(moved + "/" + running.toHex()); }, kBound))
+      << "the ended attempt's own directory was not pruned";
+  EXPECT_TRUE(fs::exists(lookalike + "/precious")) << "pruned through the link";
+
+  EXPECT_TRUE(runLoopUntil(loop_, [&] { return runner_->unusableReason().has_value(); }, kBound));
+  ASSERT_TRUE(runner_->unusableReason());
+  EXPECT_NE(runner_->unusableReason()->find(attemptsDir() + " was replaced"), std::string::npos)
+      << *runner_->unusableReason();
+  Status refused = runner_->start(TaskSpec{.attempt = AttemptId::random(), .argv = {"true"}},
+                                  [](const TaskUpdate&) {});
+  EXPECT_FALSE(refused.ok());
+  size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(outside.path())) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u) << "something was created through the link";
+}
+
+// A task's attempt directory is its own: a link it leaves there to a directory elsewhere is
+// removed with the attempt, and what it points at is not.
+TEST_F(TaskRunnerTest, PruningRemovesALinkATaskLeftNotWhatItPointsAt) {
+  makeRunner({.retainAttempts = 0});
+  TempDir outside("task-runner-outside");
+  std::ofstream(outside.path() + "/precious") << "keep me\n";
+  TaskSpec spec{.attempt = AttemptId::random(),
+                .argv = {"sh", "-c", "ln -s " + outside.path() + " link && mkdir -p sub/deeper"}};
+  ASSERT_EQ(run(spec).back().phase, TaskPhase::kFinished);
+  EXPECT_TRUE(runLoopUntil(
+      loop_, [&] { return !fs::exists(attemptDir(spec.attempt)); }, kBound));
+  EXPECT_TRUE(fs::exists(outside.path() + "/precious"));
 }
 
 TEST(ResolveTaskUser, AWorkerThatIsNotRootRunsTasksAsItself) {

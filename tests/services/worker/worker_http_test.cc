@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
+#include <fcntl.h>
 #include <kj/debug.h>
+#include <kj/io.h>
 
 #include <array>
 #include <filesystem>
@@ -40,6 +42,7 @@ class FakeWorker final : public WorkerHttpHost {
     if (found == outputs.end()) return std::nullopt;
     AttemptOutput output = found->second;
     output.path += stream == OutputStream::kStdout ? "/stdout" : "/stderr";
+    output.attemptsFd = attemptsFd;
     return output;
   }
 
@@ -52,6 +55,7 @@ class FakeWorker final : public WorkerHttpHost {
   size_t running = 0;
   std::array<uint64_t, rpc::kMasterRefusalCount> refused{};
   std::map<AttemptId, AttemptOutput> outputs;  // path: the attempt's directory.
+  int attemptsFd = -1;  // The directory holding the attempts' directories.
 };
 
 struct Reply {
@@ -107,6 +111,11 @@ class WorkerHttpTest : public ::testing::Test {
   EventLoop loop_;
   FakeWorker worker_;
   regent::testing::TempDir dir_{"worker-http-test"};
+  kj::AutoCloseFd dirFd_{[this] {
+    const int fd = ::open(dir_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    worker_.attemptsFd = fd;
+    return fd;
+  }()};
   kj::Own<kj::HttpHeaderTable> table_ = http::HttpRoutes::makeHeaderTable();
   WorkerHttpRoutes routes_{worker_, loop_, *table_};
 };
@@ -322,6 +331,21 @@ TEST_F(WorkerHttpTest, AnOutputFileReplacedByALinkIsNotFollowed) {
   Reply reply = fetch(url(kAttempt));
   EXPECT_EQ(reply.status, 403u);
   EXPECT_NE(reply.body.find("symbolic link"), std::string::npos) << reply.body;
+  EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
+}
+
+// Where the data directory is misconfigured a task may replace more than its own files: an
+// attempt's directory replaced by a link to a directory holding a file of that name is not
+// followed either.
+TEST_F(WorkerHttpTest, AnAttemptDirectoryReplacedByALinkIsNotFollowed) {
+  addAttempt(kAttempt, "FINISHED", "out");
+  regent::testing::TempDir elsewhere("worker-http-elsewhere");
+  std::ofstream(elsewhere.path() + "/stdout") << "not for the task";
+  const std::string attemptDir = dir_.path() + "/" + kAttempt.toHex();
+  std::filesystem::remove_all(attemptDir);
+  std::filesystem::create_directory_symlink(elsewhere.path(), attemptDir);
+  Reply reply = fetch(url(kAttempt));
+  EXPECT_EQ(reply.status, 403u);
   EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
 }
 
