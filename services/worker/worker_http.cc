@@ -226,8 +226,10 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
     if (equalsIgnoringCase(header.cStr(), "Range")) range = parseByteRange(value.cStr());
   });
   return loop_.runBlocking([file = output->path, range]() { return readOutput(file, range); })
-      .then([this, &response, attempt = *attempt, state = output->state](OutputRead read) {
+      .then([this, &response, attempt = *attempt, state = output->state,
+             problem = output->problem](OutputRead read) {
         std::vector<std::pair<std::string, std::string>> extra{{"X-Regent-Attempt-State", state}};
+        if (!problem.empty()) extra.emplace_back("X-Regent-Output-Problem", problem);
         switch (read.outcome) {
           case OutputRead::Outcome::kMissing:
             return reply(response, 404, "Not Found", kText,

@@ -26,6 +26,9 @@ enum class OutputStream { kStdout, kStderr };
 struct AttemptOutput {
   std::string path;   // The file (may be missing, when pruned since).
   std::string state;  // "RUNNING", "FINISHED", "FAILED", "CANCELED" (taskexecutor::phaseName).
+  // Why this stream is incomplete ("truncated at N bytes (worker.attempt-output.max)"), sent as
+  // X-Regent-Output-Problem; empty when it is whole (or the attempt still runs).
+  std::string problem;
 };
 
 // The most one response of /v1/attempts carries.
