@@ -138,6 +138,7 @@ struct AttemptOutputReader::Answer {
   uint status = 0;
   std::optional<std::string> contentRange;
   std::optional<std::string> attemptState;
+  std::optional<std::string> outputProblem;  // X-Regent-Output-Problem
   kj::Array<kj::byte> body;
 };
 
@@ -148,6 +149,7 @@ AttemptOutputReader::AttemptOutputReader(kj::Network& network, kj::Timer& timer,
   range_ = builder.add("Range");
   contentRange_ = builder.add("Content-Range");
   attemptState_ = builder.add("X-Regent-Attempt-State");
+  outputProblem_ = builder.add("X-Regent-Output-Problem");
   headerTable_ = builder.build();
 }
 
@@ -221,6 +223,9 @@ kj::Promise<AttemptOutputReader::Answer> AttemptOutputReader::get() {
     KJ_IF_MAYBE (state, response.headers->get(attemptState_)) {
       answer.attemptState = std::string(state->cStr());
     }
+    KJ_IF_MAYBE (problem, response.headers->get(outputProblem_)) {
+      answer.outputProblem = std::string(problem->cStr());
+    }
     // One byte over the most a worker sends tells a protocol break from a full answer.
     auto reading = response.body->readAllBytes(kMaxChunkBytes + 1);
     return reading.attach(kj::mv(response.body))
@@ -282,12 +287,20 @@ AttemptOutputReader::Step AttemptOutputReader::take(Answer answer) {
     }
   }
   out_.flush();
+  // The end of what there is: said on stderr when the worker did not keep all of it.
+  auto done = [&] {
+    if (answer.outputProblem) {
+      err_ << "regentctl: the " << stream << " of " << what()
+           << " is incomplete: " << printableUtf8(*answer.outputProblem) << std::endl;
+    }
+    return Step{kExitOk, false};
+  };
   if (!options_.follow) {
     if (!stopAt_) stopAt_ = size;
-    return Step{offset_ >= *stopAt_ ? std::optional<int>(kExitOk) : std::nullopt, false};
+    return offset_ >= *stopAt_ ? done() : Step{std::nullopt, false};
   }
   if (offset_ < size) return Step{std::nullopt, false};
-  if (endedAttempt(*answer.attemptState)) return Step{kExitOk, false};
+  if (endedAttempt(*answer.attemptState)) return done();
   return Step{std::nullopt, true};
 }
 

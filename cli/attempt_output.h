@@ -53,7 +53,10 @@ struct AttemptOutputOptions {
 // as they are, to `out`, flushing after each answer. Without follow it reads up to the size the
 // first answer gave, then resolves kExitOk. With follow it goes on, waiting pollInterval whenever
 // it has read everything, until an answer says (X-Regent-Attempt-State) the attempt ended and its
-// file is read to the end: kExitOk.
+// file is read to the end: kExitOk. When the last answer says the worker did not keep the whole
+// stream (X-Regent-Output-Problem: truncated at worker.attempt-output.max, or a capture that
+// failed), one "regentctl: the stdout of attempt ... is incomplete: ..." line goes to `err`; the
+// exit code stays kExitOk.
 //
 // Failures write one "regentctl: ..." line to `err` and resolve: kExitRefused for a 404 (the
 // worker does not have the attempt's output: pruned by worker.attempts.retain, or the worker lost
@@ -100,6 +103,7 @@ class AttemptOutputReader final {
   kj::HttpHeaderId range_;
   kj::HttpHeaderId contentRange_;
   kj::HttpHeaderId attemptState_;
+  kj::HttpHeaderId outputProblem_;
   AttemptOutputSource source_;
   AttemptOutputOptions options_;
   std::string path_;

@@ -60,6 +60,7 @@ nlohmann::json attemptJson(wire::TaskExecutionState::Reader attempt) {
           {"exit_code", attempt.getExitCode()},
           {"signal", attempt.getTermSignal()},
           {"failure_message", jsonTextOrNull(attempt.getFailureMessage())},
+          {"output_problem", jsonTextOrNull(attempt.getOutputProblem())},
           {"started_at", timeOrDash(attempt.getStartedAtMs())},
           {"started_at_ms", attempt.getStartedAtMs()},
           {"ended_at", timeOrDash(attempt.getEndedAtMs())},
@@ -116,6 +117,10 @@ std::string subtasksText(capnp::List<wire::SubtaskStatus>::Reader subtasks) {
     text += "  " + line + "\n";
     if (subtask.getLastFailure().size() > 0) {
       text += detailIndent + "last failure: " + shownText(subtask.getLastFailure()) + "\n";
+    }
+    if (subtask.hasAttempt() && subtask.getAttempt().getOutputProblem().size() > 0) {
+      text += detailIndent + "output: " + shownText(subtask.getAttempt().getOutputProblem()) +
+              "\n";
     }
     if (subtask.getWaitingReason().size() > 0) {
       text += detailIndent + "waiting: " + shownText(subtask.getWaitingReason()) + "\n";

@@ -350,6 +350,16 @@ struct ChildProcess::State {
   }
 };
 
+namespace {
+
+// A libuv error code (a negated errno) that says the parent ran out of something, not that the
+// program cannot run.
+bool outOfResources(int rc) {
+  return rc == UV_EMFILE || rc == UV_ENFILE || rc == UV_EAGAIN || rc == UV_ENOMEM;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
   if (options.argv.empty()) return Error::fatal("spawn: empty argv");
   for (const auto& extra : options.env) {
@@ -366,9 +376,12 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
   state->fulfiller = kj::mv(paf.fulfiller);
   state->promise = kj::mv(paf.promise);
 
-  // Environment: the parent's, with the extra entries replacing same-named ones.
+  // Environment: the parent's (unless not inherited), with the extra entries replacing
+  // same-named ones.
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  if (options.inheritEnvironment) {
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  }
   for (const auto& extra : options.env) {
     auto name = extra.substr(0, extra.find('=') + 1);
     std::erase_if(env, [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
@@ -406,10 +419,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
       fileFds[i] = ::open(paths[i]->c_str(),
                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
       if (fileFds[i] < 0) {
-        std::string message = "cannot open " + *paths[i] + ": " + std::strerror(errno);
+        const int error = errno;
+        std::string message = "cannot open " + *paths[i] + ": " + std::strerror(error);
         if (fileFds[0] >= 0) ::close(fileFds[0]);
         delete state;
-        return Error::fatal(message);
+        return outOfResources(-error) ? Error::retryable(message) : Error::fatal(message);
       }
       stdio[i + 1].flags = UV_INHERIT_FD;
       stdio[i + 1].data.fd = fileFds[i];
@@ -458,7 +472,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
       for (auto& pipe : state->pipes) state->closeHandle(reinterpret_cast<uv_handle_t*>(&pipe));
     }
     loop.kick();
-    return Error::fatal(message);
+    return outOfResources(rc) ? Error::retryable(message) : Error::fatal(message);
   }
 
   if (options.captureOutput) {

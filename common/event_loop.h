@@ -110,6 +110,9 @@ struct SpawnOptions {
   // Extra "NAME=value" entries added to the parent's environment (later entries win); an entry
   // that is not NAME=value fails the spawn.
   std::vector<std::string> env;
+  // False: the child's environment is `env` alone, nothing of the parent's (a child that must not
+  // see the parent's configuration or secrets).
+  bool inheritEnvironment = true;
   std::string cwd;                // Empty: the parent's working directory.
   // Capture stdout and stderr in memory (returned in ChildExit); otherwise they go to the files
   // named below, or are inherited when those are empty. The files are created by the spawn and
@@ -146,7 +149,9 @@ struct ChildExit {
 // child is still reaped by the loop.
 class ChildProcess final {
  public:
-  // Starts the child. Fails, naming the program and the reason, if it cannot be started.
+  // Starts the child. Fails, naming the program and the reason, if it cannot be started:
+  // retryable when this process ran out of file descriptors, processes or memory (EMFILE,
+  // ENFILE, EAGAIN, ENOMEM), fatal otherwise (no such program, not executable, ...).
   static Result<std::unique_ptr<ChildProcess>> spawn(EventLoop& loop, SpawnOptions options);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;

@@ -378,6 +378,8 @@ Result<Config> loadConfig(const ConfigSources& sources) {
   constexpr std::string_view kPrefix = "REGENT_";
   for (const auto& [variable, text] : sources.environment) {
     if (!std::string_view(variable).starts_with(kPrefix)) continue;
+    // A task's own variables, set by its worker: not configuration.
+    if (std::string_view(variable).starts_with(kTaskVariablePrefix)) continue;
     const OptionSpec* match = nullptr;
     for (const OptionSpec& spec : allOptions()) {
       if (environmentVariableFor(spec.key) == variable) match = &spec;

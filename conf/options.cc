@@ -401,6 +401,26 @@ std::vector<OptionSpec> buildRegistry() {
       option("worker.task-allow-root", kBool, "false",
              "Workers running as root: allow worker.task-user to name root (uid 0). Off, a worker "
              "whose task user is root refuses to start."),
+      option("worker.task-path", kString, "/usr/local/bin:/usr/bin:/bin",
+             "The PATH tasks get, and look their command up in, unless the job's env sets one; "
+             "nothing else of the worker's own environment reaches a task.",
+             OptionConstraint{"colon-separated absolute directories",
+                              "absolute directories separated by ':' such as /usr/bin:/bin",
+                              [](const OptionValue& value) {
+                                const std::string& path = asString(value);
+                                if (path.empty()) return false;
+                                size_t start = 0;
+                                while (start <= path.size()) {
+                                  const size_t end = std::min(path.find(':', start), path.size());
+                                  if (end == start || path[start] != '/') return false;
+                                  start = end + 1;
+                                }
+                                return true;
+                              }}),
+      option("worker.attempt-output.max", kSize, "64MiB",
+             "The most of each of an attempt's output streams (stdout, stderr) a worker keeps; "
+             "beyond it the output is dropped, and the attempt's status and jobs logs say so.",
+             sizeRange(4096, uint64_t{1} << 40, "4KiB", "1TiB")),
       option("worker.task-cancel-timeout", kDuration, "5s",
              "How long a cancelled task's process group gets between SIGTERM and SIGKILL.",
              positiveDuration()),

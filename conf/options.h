@@ -59,6 +59,11 @@ const OptionSpec* findOption(std::string_view key);
 // "REGENT_" + key upper-cased, with '.' and '-' replaced by '_'.
 std::string environmentVariableFor(std::string_view key);
 
+// The prefix of the variables a worker sets for its tasks (REGENT_TASK_ATTEMPT_ID, ...;
+// docs/workers.md, "Environment"). Configuration never reads them, so a program a task runs may
+// load regent's configuration (regentctl); no option's variable starts with it.
+inline constexpr std::string_view kTaskVariablePrefix = "REGENT_TASK_";
+
 // Parses text (surrounding whitespace ignored) as the option's type and checks its constraint.
 // The error message starts with "expected ..." and never contains the text.
 Result<OptionValue> parseOptionValue(const OptionSpec& spec, std::string_view text);

@@ -201,12 +201,12 @@ vertices:
   - name: split
     parallelism: 2
     command:
-      argv: [/bin/sh, -c, 'seq 1 1000 | awk -v i="\$REGENT_SUBTASK_INDEX" "NR % 2 == i" > "$shared/part-\$REGENT_SUBTASK_INDEX"; echo "split \$REGENT_SUBTASK_INDEX wrote \$(wc -l < "$shared/part-\$REGENT_SUBTASK_INDEX") numbers"']
+      argv: [/bin/sh, -c, 'seq 1 1000 | awk -v i="\$REGENT_TASK_SUBTASK_INDEX" "NR % 2 == i" > "$shared/part-\$REGENT_TASK_SUBTASK_INDEX"; echo "split \$REGENT_TASK_SUBTASK_INDEX wrote \$(wc -l < "$shared/part-\$REGENT_TASK_SUBTASK_INDEX") numbers"']
     resources: {cpu: 0.5, memory: 64MiB}
   - name: count
     parallelism: 2
     command:
-      argv: [/bin/sh, -c, 'awk "{ s += \\\$1 } END { print s }" "$shared/part-\$REGENT_SUBTASK_INDEX" > "$shared/sum-\$REGENT_SUBTASK_INDEX"; echo "count \$REGENT_SUBTASK_INDEX: \$(cat "$shared/sum-\$REGENT_SUBTASK_INDEX")"']
+      argv: [/bin/sh, -c, 'awk "{ s += \\\$1 } END { print s }" "$shared/part-\$REGENT_TASK_SUBTASK_INDEX" > "$shared/sum-\$REGENT_TASK_SUBTASK_INDEX"; echo "count \$REGENT_TASK_SUBTASK_INDEX: \$(cat "$shared/sum-\$REGENT_TASK_SUBTASK_INDEX")"']
     resources: {cpu: 0.5, memory: 64MiB}
     upstream: [split]
   - name: sum

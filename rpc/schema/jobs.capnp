@@ -129,6 +129,9 @@ struct TaskExecutionState {
   startedAtMs @11 :Int64;               # Unix ms the process was spawned, 0 = not yet
   stateChangedAtMs @12 :Int64;          # Unix ms of the transition into `state`
   endedAtMs @13 :Int64;                 # Unix ms it reached a terminal state, 0 = not yet
+  outputProblem @14 :Text;              # terminal: why its captured output is incomplete
+                                        # ("stdout truncated at N bytes (worker.attempt-output.max)",
+                                        # a write that failed); empty when whole
 }
 
 # ---- Jobs -----------------------------------------------------------------------------------

@@ -377,6 +377,7 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
       subtask.pid = 0;
       subtask.exitCode = 0;
       subtask.termSignal = 0;
+      outputProblems_.erase(index);
       subtask.startedAtMs = 0;
       subtask.endedAtMs = 0;
       ++subtask.attempts;
@@ -478,6 +479,9 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
     return Update::kRepeated;
   }
   if (subtask.phase == Phase::kExpected && isTerminal(report.state)) ++reconciliation_.ended;
+  if (isTerminal(report.state) && !report.outputProblem.empty()) {
+    outputProblems_[index] = report.outputProblem;
+  }
   switch (report.state) {
     case ExecutionState::RUNNING:
       subtask.pid = report.pid;
@@ -746,6 +750,8 @@ void ExecutionGraph::fillAttempt(uint32_t index, wire::TaskExecutionState::Build
   out.setStartedAtMs(subtask.startedAtMs);
   out.setStateChangedAtMs(subtask.stateChangedAtMs);
   out.setEndedAtMs(subtask.endedAtMs);
+  auto output = outputProblems_.find(index);
+  if (output != outputProblems_.end()) out.setOutputProblem(output->second);
 }
 
 std::string ExecutionGraph::waitingReason(uint32_t index, MonoTime now,
@@ -907,8 +913,10 @@ size_t ExecutionGraph::heldBytes() const {
   constexpr size_t kNode = 32;  // A std::map node's links and colour.
   bytes += vertexByName_.size() * (kNode + sizeof(std::pair<std::string_view, uint32_t>));
   bytes += slots_.size() * (kNode + sizeof(std::pair<AllocationId, Slot>));
-  for (const auto& [index, message] : failureMessages_) {
-    bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();
+  for (const auto* messages : {&failureMessages_, &outputProblems_}) {
+    for (const auto& [index, message] : *messages) {
+      bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();
+    }
   }
   bytes += transitions_.capacity() * sizeof(Transition);
   return bytes;

@@ -65,6 +65,7 @@ struct AttemptReport {
   int32_t exitCode = 0;
   int32_t termSignal = 0;
   std::string failureMessage;  // Owned: a report outlives the message it was read from.
+  std::string outputProblem;   // Owned, bounded: why the attempt's output is incomplete.
   int64_t startedAtMs = 0;
   int64_t endedAtMs = 0;
 };
@@ -320,6 +321,8 @@ class ExecutionGraph final {
   std::vector<Subtask> subtasks_;
   std::map<AllocationId, Slot> slots_;
   std::map<uint32_t, std::string> failureMessages_;  // Latest failure of each subtask that failed.
+  // Why the latest attempt's output is incomplete, for the few subtasks whose output was cut.
+  std::map<uint32_t, std::string> outputProblems_;
   std::vector<Transition> transitions_;
   std::optional<Failure> failure_;
   std::optional<dispatcher::JobEnd> ended_;

@@ -73,6 +73,9 @@ AttemptReport reportOf(wire::TaskExecutionState::Reader state) {
   // report cannot make the result too large to store.
   report.failureMessage =
       truncateUtf8(std::string_view(failure.cStr(), failure.size()), kMaxFailureMessageBytes);
+  const auto output = state.getOutputProblem();
+  report.outputProblem =
+      truncateUtf8(std::string_view(output.cStr(), output.size()), kMaxFailureMessageBytes);
   report.startedAtMs = state.getStartedAtMs();
   report.endedAtMs = state.getEndedAtMs();
   return report;

@@ -14,6 +14,7 @@
 
 #include "common/event_line.h"
 #include "common/wakeable_delay.h"
+#include "conf/options.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
 
@@ -612,7 +613,15 @@ void TaskExecutor::fillAttempt(wire::TaskExecutionState::Builder state,
   state.setPid(latest.phase == TaskPhase::kRunning ? latest.pid : 0);
   state.setExitCode(latest.exitCode);
   state.setTermSignal(latest.termSignal);
-  if (latest.phase == TaskPhase::kFailed) state.setFailureMessage(latest.message);
+  if (latest.phase == TaskPhase::kFailed) {
+    std::string message = latest.message;
+    if (latest.workerFault) {
+      message = "worker " + options_.resourceId.toHex() + " could not start the attempt: " +
+                message + " (a fault of the worker, not of the task)";
+    }
+    state.setFailureMessage(message);
+  }
+  state.setOutputProblem(outputProblems(latest));
   state.setStartedAtMs(latest.startedAtMs);
   state.setEndedAtMs(latest.endedAtMs);
   state.setStateChangedAtMs(latest.phase == TaskPhase::kRunning ? latest.startedAtMs
@@ -980,15 +989,17 @@ void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deplo
   spec.attempt = attempt;
   spec.job = job;
   for (auto arg : command.getArgv()) spec.argv.emplace_back(arg.cStr());
-  // Who the task is (docs/jobgraph.md, "Command"); the JobGraph's env comes later and wins.
+  // Who the task is (docs/jobgraph.md, "Fields"), under the prefix configuration skips; the
+  // JobGraph's env comes later and wins.
+  const std::string prefix(kTaskVariablePrefix);
   spec.env = {
-      "REGENT_JOB_ID=" + job.toHex(),
-      std::string("REGENT_JOB_NAME=") + deployment.getJobName().cStr(),
-      std::string("REGENT_VERTEX=") + deployment.getVertexName().cStr(),
-      "REGENT_SUBTASK_INDEX=" + std::to_string(deployment.getSubtaskIndex()),
-      "REGENT_PARALLELISM=" + std::to_string(deployment.getParallelism()),
-      "REGENT_ATTEMPT_ID=" + attempt.toHex(),
-      "REGENT_ATTEMPT_NUMBER=" + std::to_string(deployment.getAttemptNumber()),
+      prefix + "JOB_ID=" + job.toHex(),
+      prefix + "JOB_NAME=" + deployment.getJobName().cStr(),
+      prefix + "VERTEX=" + deployment.getVertexName().cStr(),
+      prefix + "SUBTASK_INDEX=" + std::to_string(deployment.getSubtaskIndex()),
+      prefix + "PARALLELISM=" + std::to_string(deployment.getParallelism()),
+      prefix + "ATTEMPT_ID=" + attempt.toHex(),
+      prefix + "ATTEMPT_NUMBER=" + std::to_string(deployment.getAttemptNumber()),
   };
   for (auto var : command.getEnv()) {
     spec.env.push_back(std::string(var.getName().cStr()) + "=" + var.getValue().cStr());
@@ -1058,6 +1069,9 @@ void TaskExecutor::onTaskUpdate(const TaskUpdate& update) {
         .field("exit_code", int64_t{update.exitCode})
         .field("signal", int64_t{update.termSignal});
     if (update.phase == TaskPhase::kFailed) line.quotedField("message", update.message);
+    if (update.workerFault) line.field("worker_fault", "true");
+    const std::string output = outputProblems(update);
+    if (!output.empty()) line.quotedField("output", output);
     logEvent(std::move(line));
   }
   const JobId job = record.job;

@@ -143,10 +143,11 @@ struct TaskExecutorCounters {
 //   state). The JobMaster adopts those it expects and cancels the others.
 // - Attempts: submitTask starts the attempt through the TaskRunner (notFound when the
 //   allocation is not held for the job, invalidArgument for an empty argv, failedPrecondition
-//   without a TaskRunner), its environment the worker's plus REGENT_JOB_ID, REGENT_JOB_NAME,
-//   REGENT_VERTEX, REGENT_SUBTASK_INDEX, REGENT_PARALLELISM, REGENT_ATTEMPT_ID and
-//   REGENT_ATTEMPT_NUMBER, then the command's own env (which wins); cancelTask, freeSlot and
-//   disconnect(jobMaster) cancel through it.
+//   without a TaskRunner), its environment the runner's base plus REGENT_TASK_JOB_ID,
+//   REGENT_TASK_JOB_NAME, REGENT_TASK_VERTEX, REGENT_TASK_SUBTASK_INDEX, REGENT_TASK_PARALLELISM,
+//   REGENT_TASK_ATTEMPT_ID and REGENT_TASK_ATTEMPT_NUMBER (conf/options.h, kTaskVariablePrefix),
+//   then the command's own env (which wins); cancelTask, freeSlot and disconnect(jobMaster)
+//   cancel through it.
 // - Updates: each update the runner reports is logged ("task started" / "task ended") and queued
 //   per job, in order; the queue survives leader changes (in memory only: a worker that restarts
 //   has lost its tasks with it). It is delivered with updateTaskExecutionState to the JobMaster

@@ -25,6 +25,7 @@
 
 #include "common/event_loop.h"
 #include "common/task_errors.h"
+#include "common/utf8.h"
 
 namespace regent::taskexecutor {
 namespace {
@@ -168,6 +169,23 @@ std::string removeTreeAt(int parentFd, const std::string& name, const std::strin
   return problem;
 }
 
+// The shim's output report (task_shim.cc, step 4), one line per incomplete stream: "stdout
+// truncated at N bytes", "stderr capture failed after N bytes: ...". Other lines are dropped.
+void applyOutputReport(std::string_view text, TaskUpdate& update) {
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    const std::string_view stream = line.substr(0, space);
+    std::string problem = printableUtf8(line.substr(space + 1));
+    if (problem.starts_with("truncated")) problem += " (worker.attempt-output.max)";
+    if (stream == "stdout") update.stdoutProblem = std::move(problem);
+    if (stream == "stderr") update.stderrProblem = std::move(problem);
+  }
+}
+
 }  // namespace
 
 const char* phaseName(TaskPhase phase) {
@@ -195,8 +213,8 @@ Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t 
     while ((rc = ::getpwuid_r(euid, &entry, buffer.data(), buffer.size(), &found)) == ERANGE) {
       buffer.resize(buffer.size() * 2);
     }
-    return TaskUser{.name = found != nullptr ? std::string(found->pw_name)
-                                             : "uid " + std::to_string(euid)};
+    if (found == nullptr) return TaskUser{.name = "uid " + std::to_string(euid)};
+    return TaskUser{.name = found->pw_name, .home = found->pw_dir};
   }
   if (user.empty()) {
     return Error::fatal(
@@ -218,7 +236,32 @@ Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t 
                         "\" is root (uid 0): tasks would run as root; set worker.task-allow-root "
                         "to true to allow it");
   }
-  return TaskUser{.uid = found->pw_uid, .gid = found->pw_gid, .name = user};
+  return TaskUser{.uid = found->pw_uid, .gid = found->pw_gid, .name = user, .home = found->pw_dir};
+}
+
+std::vector<std::string> taskEnvironment(const TaskUser& user, const std::string& path) {
+  std::vector<std::string> env{"PATH=" + path};
+  if (!user.home.empty()) env.push_back("HOME=" + user.home);
+  // A name made up for an unknown uid ("uid 1000") is no user name.
+  if (!user.name.empty() && user.name.find(' ') == std::string::npos) {
+    env.push_back("USER=" + user.name);
+    env.push_back("LOGNAME=" + user.name);
+  }
+  for (const char* name : {"LANG", "TZ"}) {
+    if (const char* value = ::getenv(name)) env.push_back(std::string(name) + "=" + value);
+  }
+  return env;
+}
+
+std::string outputProblems(const TaskUpdate& update) {
+  std::string text;
+  for (const auto& [stream, problem] :
+       {std::pair<const char*, const std::string*>{"stdout", &update.stdoutProblem},
+        {"stderr", &update.stderrProblem}}) {
+    if (problem->empty()) continue;
+    text += (text.empty() ? "" : "; ") + std::string(stream) + " " + *problem;
+  }
+  return text;
 }
 
 struct TaskRunner::Attempt {
@@ -242,6 +285,8 @@ struct TaskRunner::Attempt {
   ChildExit exit;
   int64_t endedAtMs = 0;  // When the shim's exit was seen.
   kj::AutoCloseFd stdoutFd, stderrFd;  // From preparation until the spawn.
+  std::string outputReport;  // What the shim said about the output at its end.
+  bool workerFault = false;  // The worker could not start it for want of its own resources.
 
   std::string stdoutPath() const { return dir + "/stdout"; }
   std::string stderrPath() const { return dir + "/stderr"; }
@@ -317,41 +362,65 @@ struct TaskRunner::State {
                       a.startFailure =
                           std::string("the worker failed: ") + exception.getDescription().cStr();
                     }
+                    // kj reports EMFILE, ENFILE, ENOMEM and the like as OVERLOADED: the worker is
+                    // out of a resource, which says nothing about the task.
+                    a.workerFault = exception.getType() == kj::Exception::Type::OVERLOADED;
                     finish(a);
                   }));
   }
 
   kj::Promise<void> spawn(Attempt& a) {
     auto status = loop.io().newTwoWayPipe();
-    int shimEnd = -1;
+    auto reportPipe = loop.io().newTwoWayPipe();
+    int shimEnd = -1, reportEnd = -1;
     KJ_IF_MAYBE (fd, status.ends[1]->getFd()) {
       shimEnd = *fd;
     }
-    KJ_REQUIRE(shimEnd >= 0, "the status socket has no file descriptor");
-    // Put at fd 3 in the shim: the status socket.
-    std::vector<std::string> argv = {options.shimPath, "--parent-pid", std::to_string(::getpid()),
-                                     "--status-fd", "3"};
+    KJ_IF_MAYBE (fd, reportPipe.ends[1]->getFd()) {
+      reportEnd = *fd;
+    }
+    KJ_REQUIRE(shimEnd >= 0 && reportEnd >= 0, "the shim's sockets have no file descriptor");
+    // Put at fd 3 and 4 in the shim: the status socket and the output report.
+    std::vector<std::string> argv = {options.shimPath,
+                                     "--parent-pid",
+                                     std::to_string(::getpid()),
+                                     "--status-fd",
+                                     "3",
+                                     "--report-fd",
+                                     "4",
+                                     "--output-max",
+                                     std::to_string(options.outputMax)};
     argv.push_back("--cwd");
-    argv.push_back(a.workingDir.empty() ? a.dir : a.workingDir);
+    // A relative working directory is below the attempt's own, never the worker's.
+    argv.push_back(a.workingDir.empty()         ? a.dir
+                   : a.workingDir.front() == '/' ? a.workingDir
+                                                 : a.dir + "/" + a.workingDir);
     argv.push_back("--");
     argv.insert(argv.end(), a.argv.begin(), a.argv.end());
+    std::vector<std::string> env = options.baseEnv;
+    env.insert(env.end(), a.env.begin(), a.env.end());
     auto child = ChildProcess::spawn(loop, {.argv = std::move(argv),
-                                            .env = a.env,
+                                            .env = std::move(env),
+                                            .inheritEnvironment = false,
                                             .captureOutput = false,
                                             .stdoutFd = a.stdoutFd.get(),
                                             .stderrFd = a.stderrFd.get(),
                                             .newSession = true,
                                             .uid = options.uid,
                                             .gid = options.gid,
-                                            .extraFds = {shimEnd}});
-    status.ends[1] = nullptr;  // The shim holds the only other end now.
-    a.stdoutFd = nullptr;      // And its output files.
+                                            .extraFds = {shimEnd, reportEnd}});
+    // The shim holds the only other ends now, and its output files.
+    status.ends[1] = nullptr;
+    reportPipe.ends[1] = nullptr;
+    a.stdoutFd = nullptr;
     a.stderrFd = nullptr;
     // Kept for as long as the attempt is retained: only what the accessors need.
     a.argv = {};
     a.env = {};
     if (!child.ok()) {
       a.startFailure = child.error().message;
+      // Retryable: the worker ran out of descriptors, processes or memory (event_loop.h).
+      a.workerFault = child.error().isRetryable();
       finish(a);
       return kj::READY_NOW;
     }
@@ -359,6 +428,12 @@ struct TaskRunner::State {
     a.pgid = a.shim->pid();
     a.latest.pid = static_cast<uint32_t>(a.pgid);
     a.latest.startedAtMs = options.nowMs();
+    // The report comes at the shim's end (end of file with it); read alongside.
+    auto reportReader = kj::mv(reportPipe.ends[0]);
+    auto reportText = reportReader->readAllText(kStatusLimit)
+                          .attach(kj::mv(reportReader))
+                          .then([](kj::String text) { return std::string(text.cStr()); },
+                                [](kj::Exception&&) { return std::string(); });
     auto reader = kj::mv(status.ends[0]);
     auto words = reader->readAllText(kStatusLimit);
     return words.attach(kj::mv(reader))
@@ -372,11 +447,14 @@ struct TaskRunner::State {
           if (a.startFailure.empty()) report(a, a.latest);  // kRunning
           return a.shim->onExit();
         })
-        .then([this, &a](ChildExit exit) {
+        .then([this, &a, reportText = kj::mv(reportText)](ChildExit exit) mutable {
           a.exit = std::move(exit);
           a.endedAtMs = options.nowMs();
           a.shim = nullptr;
-          return awaitGroupGone(a);
+          return reportText.then([this, &a](std::string text) {
+            a.outputReport = std::move(text);
+            return awaitGroupGone(a);
+          });
         })
         .then([this, &a] { finish(a); });
   }
@@ -444,9 +522,11 @@ struct TaskRunner::State {
     update.endedAtMs = a.endedAtMs != 0 ? a.endedAtMs : options.nowMs();
     update.exitCode = a.exit.termSignal == 0 ? static_cast<int32_t>(a.exit.exitStatus) : 0;
     update.termSignal = a.exit.termSignal;
+    applyOutputReport(a.outputReport, update);
     if (!a.startFailure.empty()) {
       update.phase = TaskPhase::kFailed;
       update.message = a.startFailure;
+      update.workerFault = a.workerFault;
     } else if (a.cancelRequested) {
       update.phase = TaskPhase::kCanceled;
     } else if (a.exit.termSignal != 0) {

@@ -6,10 +6,19 @@
 //       stdout, stderr                          the task's output, appended as it is written
 //
 // The shim sets PR_SET_PDEATHSIG so that a worker that dies (even by SIGKILL) takes the whole
-// group with it, changes directory, and execs the command (argv[0] looked up in PATH); what it
-// could not do (no such working directory, no such file, not executable) fails the attempt with
-// a message naming the path and errno. When the worker runs as root the shim runs as
+// group with it, changes directory (a relative working directory is taken from the attempt's
+// directory), and execs the command (argv[0] looked up in the task's own PATH); what it could not
+// do (no such working directory, not found on PATH, no such file, not executable) fails the
+// attempt with a message naming the path and errno. When the worker runs as root the shim runs as
 // worker.task-user (uid, primary gid, no supplementary groups).
+//
+// Environment: the shim and the task get the options' base environment (PATH, the task user's
+// HOME, USER and LOGNAME, the worker's LANG and TZ: taskEnvironment()) with the TaskSpec's env on
+// top, and nothing else of the worker's: not its REGENT_* configuration, not its secrets.
+//
+// Output: the shim copies the command's stdout and stderr into the attempt's files, at most
+// outputMax bytes of each; what it dropped or could not write (a full disk) is the terminal
+// update's stdoutProblem / stderrProblem.
 //
 // Cancel: SIGTERM to the group, SIGKILL to the group after worker.task-cancel-timeout if any of
 // it is left. When the main process ends on its own, whatever it left in the group gets the same
@@ -48,6 +57,9 @@ class EventLoop;
 
 namespace regent::taskexecutor {
 
+// worker.task-path's default: the PATH of a task whose job's env sets none.
+inline constexpr const char* kDefaultTaskPath = "/usr/local/bin:/usr/bin:/bin";
+
 struct TaskRunnerOptions {
   std::string attemptsDir;   // <worker.data-dir>/attempts, for the shim and messages.
   // The attempts directory, open (O_DIRECTORY, opened without following a link; the worker's data
@@ -60,6 +72,10 @@ struct TaskRunnerOptions {
   std::optional<gid_t> gid;
   Duration cancelTimeout{5000};  // worker.task-cancel-timeout
   size_t retainAttempts = 100;   // worker.attempts.retain
+  // The environment every task (and its shim) starts from, "NAME=value"; the TaskSpec's env goes
+  // on top. The worker's is taskEnvironment(); nothing else of the worker's own reaches a task.
+  std::vector<std::string> baseEnv{std::string("PATH=") + kDefaultTaskPath};
+  uint64_t outputMax = uint64_t{64} << 20;  // worker.attempt-output.max, bytes per stream.
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
 };
 
@@ -70,17 +86,23 @@ struct TaskRunnerOptions {
 struct TaskUser {
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
-  std::string name;  // for the start-up log line
+  std::string name;  // for the start-up log line, and the tasks' USER and LOGNAME
+  std::string home;  // the user's home directory (the tasks' HOME); empty when unknown
 };
 Result<TaskUser> resolveTaskUser(const std::string& user, bool allowRoot, uid_t euid);
+
+// The base environment of tasks run as `user` (TaskRunnerOptions::baseEnv): PATH=`path`
+// (worker.task-path), HOME, USER and LOGNAME of the user (when known), and LANG and TZ when the
+// worker's own environment has them. Nothing else of the worker's environment.
+std::vector<std::string> taskEnvironment(const TaskUser& user, const std::string& path);
 
 // What to run for one attempt (from wire::TaskDeployment).
 struct TaskSpec {
   AttemptId attempt;
   JobId job;
   std::vector<std::string> argv;  // Non-empty.
-  std::vector<std::string> env;   // "NAME=value", added to the worker's environment.
-  std::string workingDir;         // Empty: the attempt's directory.
+  std::vector<std::string> env;   // "NAME=value", on top of the base environment (later wins).
+  std::string workingDir;         // Empty: the attempt's directory; relative: below it.
 };
 
 enum class TaskPhase { kRunning, kFinished, kFailed, kCanceled };
@@ -97,7 +119,19 @@ struct TaskUpdate {
                              // "cannot execute /x: No such file or directory (errno 2)", ...
   int64_t startedAtMs = 0;   // Unix ms.
   int64_t endedAtMs = 0;     // Unix ms, terminal phases.
+  // Terminal phases: why a stream of the attempt's output is incomplete, empty when it is whole:
+  // "truncated at 67108864 bytes (worker.attempt-output.max)", "capture failed after 4096 bytes:
+  // No space left on device (errno 28)".
+  std::string stdoutProblem;
+  std::string stderrProblem;
+  // kFailed before running: the worker could not start the attempt for want of its own resources
+  // (file descriptors, processes, memory: EMFILE, ENFILE, EAGAIN, ENOMEM), a fault of the worker
+  // and not of the task.
+  bool workerFault = false;
 };
+
+// "stdout truncated at ...; stderr capture failed ...", or empty when the output is whole.
+std::string outputProblems(const TaskUpdate& update);
 
 // Loop-thread only. `loop` and `timer` must outlive it. Destroying it kills every group still
 // running (SIGKILL) without waiting, and reports nothing more; use killAll() first for an orderly

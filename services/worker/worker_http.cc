@@ -252,8 +252,10 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
                             file = output->path, range]() {
            return readOutput(attemptsFd, attempt, name, file, range);
          })
-      .then([this, &response, attempt = *attempt, state = output->state](OutputRead read) {
+      .then([this, &response, attempt = *attempt, state = output->state,
+             problem = output->problem](OutputRead read) {
         std::vector<std::pair<std::string, std::string>> extra{{"X-Regent-Attempt-State", state}};
+        if (!problem.empty()) extra.emplace_back("X-Regent-Output-Problem", problem);
         switch (read.outcome) {
           case OutputRead::Outcome::kMissing:
             return reply(response, 404, "Not Found", kText,

@@ -30,6 +30,9 @@ struct AttemptOutput {
   // <attempt id>/<stdout|stderr> relative to it, never by `path`.
   int attemptsFd = -1;
   std::string state;  // "RUNNING", "FINISHED", "FAILED", "CANCELED" (taskexecutor::phaseName).
+  // Why this stream is incomplete ("truncated at N bytes (worker.attempt-output.max)"), sent as
+  // X-Regent-Output-Problem; empty when it is whole (or the attempt still runs).
+  std::string problem;
 };
 
 // The most one response of /v1/attempts carries.

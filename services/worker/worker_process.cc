@@ -78,6 +78,8 @@ taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
   options.gid = user.gid;
   options.cancelTimeout = config.getDuration("worker.task-cancel-timeout");
   options.retainAttempts = static_cast<size_t>(config.getInt("worker.attempts.retain"));
+  options.baseEnv = taskexecutor::taskEnvironment(user, config.getString("worker.task-path"));
+  options.outputMax = config.getSize("worker.attempt-output.max");
   return options;
 }
 
@@ -295,7 +297,9 @@ std::optional<AttemptOutput> WorkerProcess::attemptOutput(const AttemptId& attem
   if (!latest || !path) return std::nullopt;
   return AttemptOutput{.path = *path,
                        .attemptsFd = dataDir_->attemptsFd(),
-                       .state = taskexecutor::phaseName(latest->phase)};
+                       .state = taskexecutor::phaseName(latest->phase),
+                       .problem = stream == OutputStream::kStdout ? latest->stdoutProblem
+                                                                  : latest->stderrProblem};
 }
 
 }  // namespace regent::worker

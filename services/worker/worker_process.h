@@ -66,7 +66,9 @@ Result<taskexecutor::TaskUser> taskUserFrom(const Config& config);
 std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t uid, gid_t gid);
 
 // The TaskRunner's options: <worker.data-dir>/attempts, `user`, worker.task-cancel-timeout,
-// worker.attempts.retain (attemptsFd left to the caller: the open data directory's).
+// worker.attempts.retain, worker.attempt-output.max, and the tasks' base environment
+// (taskEnvironment: worker.task-path, `user`'s HOME, USER, LOGNAME, this process's LANG and TZ);
+// attemptsFd is left to the caller: the open data directory's.
 taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
                                                       const taskexecutor::TaskUser& user);
 

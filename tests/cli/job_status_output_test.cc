@@ -151,6 +151,24 @@ TEST_F(JobStatusOutputTest, AFinishedAttemptShowsItsExitCode) {
       << jobStatusText(answer());
 }
 
+TEST_F(JobStatusOutputTest, AnAttemptWhoseOutputIsIncompleteSaysWhyInTextAndJson) {
+  auto attempt = message_.getRoot<wire::DispatcherGateway::JobStatusResults>()
+                     .getStatus()
+                     .getVertices()[0]
+                     .getSubtasks()[0]
+                     .getAttempt();
+  attempt.setState(wire::ExecutionState::FINISHED);
+  attempt.setOutputProblem("stdout truncated at 4096 bytes (worker.attempt-output.max)");
+  EXPECT_TRUE(hasLine(jobStatusText(answer()),
+                      "           output: stdout truncated at 4096 bytes "
+                      "(worker.attempt-output.max)"))
+      << jobStatusText(answer());
+  const auto json = nlohmann::json::parse(jobStatusJson(answer()));
+  EXPECT_EQ(json["vertices"][0]["subtasks"][0]["attempt"]["output_problem"],
+            "stdout truncated at 4096 bytes (worker.attempt-output.max)");
+  EXPECT_TRUE(json["vertices"][0]["subtasks"][1]["attempt"]["output_problem"].is_null());
+}
+
 TEST_F(JobStatusOutputTest, AJobWithoutWaitingReasonOrSubtasksPrintsNeitherLine) {
   auto status = message_.getRoot<wire::DispatcherGateway::JobStatusResults>().getStatus();
   status.setWaitingReason("");

@@ -239,6 +239,18 @@ TEST(ChildProcess, MissingProgramFailsNamingIt) {
   EXPECT_EQ(loop.run(again.value()->onExit()).exitStatus, 0);
 }
 
+TEST(ChildProcess, AChildThatDoesNotInheritTheEnvironmentSeesOnlyItsOwnEntries) {
+  ::setenv("REGENT_EVENT_LOOP_TEST_SECRET", "parent only", 1);
+  EventLoop loop;
+  auto child = ChildProcess::spawn(
+      loop, {.argv = {"/usr/bin/env"}, .env = {"A=1", "B=2", "A=3"}, .inheritEnvironment = false});
+  ::unsetenv("REGENT_EVENT_LOOP_TEST_SECRET");
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.exitStatus, 0);
+  EXPECT_EQ(exit.out, "B=2\nA=3\n");
+}
+
 TEST(ChildProcess, EnvironmentEntryWithoutEqualsIsRefusedNamingIt) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"true"}, .env = {"A=1", "JUSTANAME"}});

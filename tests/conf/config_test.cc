@@ -210,6 +210,16 @@ TEST(ConfigLoader, UnknownRegentVariableIsNamed) {
             "unknown key from env REGENT_CONFIG: no option maps to this variable");
 }
 
+TEST(ConfigLoader, TaskVariablesAreNotConfigurationButOtherUnknownRegentVariablesStillAre) {
+  // What a worker sets for its tasks: a program a task runs loads its configuration regardless.
+  const Config config = load(ConfigSources{.environment = {{"REGENT_TASK_PARALLELISM", "2"},
+                                                           {"REGENT_TASK_ATTEMPT_ID", "00ff"},
+                                                           {"REGENT_LOG_LEVEL", "debug"}}});
+  EXPECT_EQ(config.getString("log.level"), "debug");
+  EXPECT_EQ(envError({{"REGENT_TASK_JOB_ID", "00ff"}, {"REGENT_PARALLELISM", "2"}}),
+            "unknown key from env REGENT_PARALLELISM: no option maps to this variable");
+}
+
 TEST(ConfigLoader, BadValueFromSetNamesKeyValueSourceAndExpectation) {
   EXPECT_EQ(setError({"heartbeat.interval=5x"}),
             "bad value \"5x\" for heartbeat.interval from --set: expected a duration such as "

@@ -81,6 +81,8 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "worker.http.bind",
                                             "worker.task-user",
                                             "worker.task-allow-root",
+                                            "worker.task-path",
+                                            "worker.attempt-output.max",
                                             "worker.task-cancel-timeout",
                                             "worker.attempts.retain",
                                             "worker.update-buffer.max",
@@ -104,6 +106,14 @@ TEST(OptionRegistry, KeysAndEnvironmentVariablesAreUnique) {
     EXPECT_TRUE(keys.insert(option.key).second) << "duplicate key " << option.key;
     EXPECT_TRUE(variables.insert(environmentVariableFor(option.key)).second)
         << "two keys map to " << environmentVariableFor(option.key);
+  }
+}
+
+TEST(OptionRegistry, NoOptionsVariableFallsUnderTheTaskVariablePrefix) {
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_FALSE(environmentVariableFor(option.key).starts_with(kTaskVariablePrefix))
+        << option.key << " maps to " << environmentVariableFor(option.key)
+        << ", which configuration skips as a task's variable";
   }
 }
 

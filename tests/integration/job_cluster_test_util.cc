@@ -247,11 +247,11 @@ std::string markedJob(const std::string& name, const std::string& dir,
         "  - name: " + vertex.name + "\n    parallelism: " + std::to_string(vertex.parallelism) +
         "\n    command:\n      argv:\n"
         "        - /bin/sh\n        - -c\n        - |\n"
-        "          m=\"$DIR/$REGENT_VERTEX-$REGENT_SUBTASK_INDEX\"\n"
-        "          echo \"$$ $REGENT_ATTEMPT_ID $REGENT_ATTEMPT_NUMBER\" >> \"$m\"\n"
+        "          m=\"$DIR/$REGENT_TASK_VERTEX-$REGENT_TASK_SUBTASK_INDEX\"\n"
+        "          echo \"$$ $REGENT_TASK_ATTEMPT_ID $REGENT_TASK_ATTEMPT_NUMBER\" >> \"$m\"\n"
         "          w=0\n"
         "          while [ ! -e \"$m.go\" ] && [ $w -lt 6000 ]; do sleep 0.1; w=$((w+1)); done\n"
-        "          [ ! -e \"$m.fail-$REGENT_ATTEMPT_NUMBER\" ]\n"
+        "          [ ! -e \"$m.fail-$REGENT_TASK_ATTEMPT_NUMBER\" ]\n"
         "      env:\n        DIR: " +
         dir + "\n";
     if (!vertex.upstream.empty()) {
@@ -357,6 +357,7 @@ Result<std::unique_ptr<JobCluster>> JobCluster::start(const std::string& name,
   workers.extraSet.push_back(kTestTaskCancelTimeout);
   workers.extraSet.insert(workers.extraSet.end(), c.options_.workerSet.begin(),
                           c.options_.workerSet.end());
+  workers.env = c.options_.workerEnv;
   c.masters_ = std::make_unique<MasterCluster>(std::move(masters));
   c.workers_ = std::make_unique<WorkerCluster>(std::move(workers));
   c.regentctl_ = std::make_unique<Regentctl>(c.quorum_, c.clusterId_);

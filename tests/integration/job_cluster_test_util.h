@@ -156,6 +156,7 @@ struct JobClusterOptions {
   uint32_t slotsPerWorker = 2;
   std::vector<std::string> masterSet;  // "key=value" added to every master's settings.
   std::vector<std::string> workerSet;  // "key=value" added to every worker's settings.
+  std::vector<std::string> workerEnv;  // "NAME=value" added to every worker's environment.
 };
 
 // A cancel timeout short enough that the tests wait for it in well under a second.

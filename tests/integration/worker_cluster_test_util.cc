@@ -237,6 +237,7 @@ Status WorkerCluster::launch(size_t slot) {
   Slot& s = slots_.at(slot);
   ProcessOptions options;
   options.argv = s.argv;
+  options.env = options_.env;
   options.outputPath =
       dir_.path() + "/worker-" + std::to_string(slot) + "-run" + std::to_string(s.runs) + ".log";
   auto process = ProcessHarness::start(options);

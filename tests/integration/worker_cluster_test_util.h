@@ -112,6 +112,7 @@ struct WorkerClusterOptions {
   std::string slotMemory = "256MiB";
   std::vector<std::string> extraSet;  // "key=value" for every worker.
   std::string logFormat = "text";     // --log-format.
+  std::vector<std::string> env;       // "NAME=value" added to every worker's environment.
 };
 
 // regent-worker processes in numbered slots, each with its own data directory and HTTP port

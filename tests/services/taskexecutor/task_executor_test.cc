@@ -701,7 +701,7 @@ TEST_F(TaskExecutorTest, ATaskLearnsItsJobVertexSubtaskAndAttemptFromItsEnvironm
   const std::string file = out.path() + "/env";
   // The JobGraph's env wins over the worker's REGENT_* variables.
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "env > " + file}, kJob,
-                          {{"REGENT_VERTEX", "from-the-graph"}, {"OWN", "1"}}));
+                          {{"REGENT_TASK_VERTEX", "from-the-graph"}, {"OWN", "1"}}));
   waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FINISHED");
   ASSERT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::FINISHED);
   std::ifstream lines(file);
@@ -711,13 +711,13 @@ TEST_F(TaskExecutorTest, ATaskLearnsItsJobVertexSubtaskAndAttemptFromItsEnvironm
     const auto eq = line.find('=');
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   }
-  EXPECT_EQ(env["REGENT_JOB_ID"], kJob.toHex());
-  EXPECT_EQ(env["REGENT_JOB_NAME"], "nightly report");
-  EXPECT_EQ(env["REGENT_VERTEX"], "from-the-graph");
-  EXPECT_EQ(env["REGENT_SUBTASK_INDEX"], "1");
-  EXPECT_EQ(env["REGENT_PARALLELISM"], "2");
-  EXPECT_EQ(env["REGENT_ATTEMPT_ID"], kAttempt.toHex());
-  EXPECT_EQ(env["REGENT_ATTEMPT_NUMBER"], "3");
+  EXPECT_EQ(env["REGENT_TASK_JOB_ID"], kJob.toHex());
+  EXPECT_EQ(env["REGENT_TASK_JOB_NAME"], "nightly report");
+  EXPECT_EQ(env["REGENT_TASK_VERTEX"], "from-the-graph");
+  EXPECT_EQ(env["REGENT_TASK_SUBTASK_INDEX"], "1");
+  EXPECT_EQ(env["REGENT_TASK_PARALLELISM"], "2");
+  EXPECT_EQ(env["REGENT_TASK_ATTEMPT_ID"], kAttempt.toHex());
+  EXPECT_EQ(env["REGENT_TASK_ATTEMPT_NUMBER"], "3");
   EXPECT_EQ(env["OWN"], "1");
 }
 

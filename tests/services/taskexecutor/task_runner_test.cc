@@ -1,5 +1,7 @@
 // TaskRunner with real processes under the real regent-task-shim: how an attempt ends (exit code,
-// signal, what could not be started), env / working directory / output files, cancel of a group
+// signal, what could not be started, a command not on the task's PATH, a worker out of
+// descriptors), the task's environment (the base, never the worker's own), working directory
+// (relative: below the attempt's), output files and their cap, cancel of a group
 // whose processes ignore SIGTERM, what a finished task leaves behind, killAll, retention, the task
 // user, resolveTaskUser, and the shim taking its group down when its parent dies.
 #include "services/taskexecutor/task_runner.h"
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -246,6 +249,130 @@ TEST_F(TaskRunnerTest, AMissingWorkingDirectoryFailsNamingItWithoutRunning) {
   EXPECT_EQ(updates[0].phase, TaskPhase::kFailed);
   EXPECT_EQ(updates[0].message,
             "working directory /no/such/dir: No such file or directory (errno 2)");
+}
+
+TEST_F(TaskRunnerTest, ACommandNotOnThePathFailsSayingSoAndNamingThePathWithoutRunning) {
+  makeRunner({.baseEnv = {"PATH=/usr/local/bin:/usr/bin:/bin"}});
+  auto updates = run({"regent-no-such-command"});
+  ASSERT_EQ(updates.size(), 1u) << "no kRunning before the failure";
+  EXPECT_EQ(updates[0].phase, TaskPhase::kFailed);
+  EXPECT_EQ(updates[0].message,
+            "regent-no-such-command: not found on PATH (/usr/local/bin:/usr/bin:/bin)");
+  // The task's own PATH (its env) is the one searched, not the worker's.
+  auto own = run(TaskSpec{.argv = {"true"}, .env = {"PATH=/regent/nowhere"}});
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].message, "true: not found on PATH (/regent/nowhere)");
+}
+
+TEST_F(TaskRunnerTest, APathDirectoryTheTaskUserCannotSearchIsSkipped) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to change user";
+  auto user = resolveTaskUser("nobody", false, 0);
+  ASSERT_TRUE(user.ok()) << user.error().message;
+  const std::string hidden = dataDir_.path() + "/private-bin";
+  fs::create_directory(hidden);
+  ASSERT_EQ(::chmod(hidden.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(dataDir_.path().c_str(), 0711), 0);
+  makeRunner({.uid = user.value().uid,
+              .gid = user.value().gid,
+              .baseEnv = {"PATH=" + hidden + ":/usr/bin:/bin"}});
+  auto missing = run({"regent-no-such-command"});
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_EQ(missing[0].message,
+            "regent-no-such-command: not found on PATH (" + hidden + ":/usr/bin:/bin)");
+  EXPECT_EQ(run({"true"}).back().phase, TaskPhase::kFinished);
+}
+
+TEST_F(TaskRunnerTest, TheTaskGetsTheBaseEnvironmentAndItsOwnAndNothingOfTheWorkers) {
+  ::setenv("REGENT_TASK_RUNNER_TEST_SECRET", "worker only", 1);
+  makeRunner({.baseEnv = {"PATH=/usr/bin:/bin", "HOME=/home/task", "LANG=C"}});
+  TaskSpec spec{.attempt = AttemptId::random(),
+                .argv = {"/usr/bin/env"},
+                .env = {"REGENT_TASK_VERTEX=v", "HOME=/from/the/job"}};
+  auto updates = run(spec);
+  ::unsetenv("REGENT_TASK_RUNNER_TEST_SECRET");
+  ASSERT_EQ(updates.back().phase, TaskPhase::kFinished);
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)),
+            "PATH=/usr/bin:/bin\nLANG=C\nREGENT_TASK_VERTEX=v\nHOME=/from/the/job\n");
+}
+
+TEST(TaskEnvironment, IsThePathTheUsersIdentityAndTheWorkersLangAndTzOnly) {
+  ::setenv("LANG", "C.UTF-8", 1);
+  ::unsetenv("TZ");
+  ::setenv("REGENT_HA_ZOOKEEPER_AUTH", "worker:secret", 1);
+  auto env = taskEnvironment(TaskUser{.name = "nobody", .home = "/nonexistent"}, "/usr/bin");
+  ::unsetenv("REGENT_HA_ZOOKEEPER_AUTH");
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/usr/bin", "HOME=/nonexistent", "USER=nobody",
+                                           "LOGNAME=nobody", "LANG=C.UTF-8"}));
+  // A uid without a name in the user database gives no USER.
+  EXPECT_EQ(taskEnvironment(TaskUser{.name = "uid 4242"}, "/bin").size(), 2u);
+}
+
+TEST_F(TaskRunnerTest, ARelativeWorkingDirectoryIsBelowTheAttemptsDirectory) {
+  makeRunner();
+  TaskSpec here{.attempt = AttemptId::random(), .argv = {"pwd"}, .workingDir = "."};
+  ASSERT_EQ(run(here).back().phase, TaskPhase::kFinished);
+  EXPECT_EQ(readFile(*runner_->stdoutPath(here.attempt)), attemptDir(here.attempt) + "\n");
+  TaskSpec below{.attempt = AttemptId::random(), .argv = {"pwd"}, .workingDir = "sub"};
+  auto updates = run(below);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].message, "working directory " + attemptDir(below.attempt) +
+                                    "/sub: No such file or directory (errno 2)");
+}
+
+TEST_F(TaskRunnerTest, OutputBeyondTheCapIsDroppedAndTheUpdateSaysSo) {
+  makeRunner({.outputMax = 100});
+  TaskSpec spec{.attempt = AttemptId::random(),
+                .argv = {"sh", "-c", "head -c 5000 /dev/zero; echo short >&2"}};
+  auto updates = run(spec);
+  ASSERT_EQ(updates.back().phase, TaskPhase::kFinished);
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)), std::string(100, '\0'));
+  EXPECT_EQ(readFile(*runner_->stderrPath(spec.attempt)), "short\n");
+  EXPECT_EQ(updates.back().stdoutProblem, "truncated at 100 bytes (worker.attempt-output.max)");
+  EXPECT_EQ(updates.back().stderrProblem, "");
+  EXPECT_EQ(outputProblems(updates.back()),
+            "stdout truncated at 100 bytes (worker.attempt-output.max)");
+  EXPECT_EQ(runner_->latest(spec.attempt)->stdoutProblem, updates.back().stdoutProblem);
+}
+
+TEST_F(TaskRunnerTest, OutputWithinTheCapIsWholeAndCarriesNoProblem) {
+  makeRunner({.outputMax = 100});
+  TaskSpec spec{.attempt = AttemptId::random(), .argv = {"sh", "-c", "head -c 100 /dev/zero"}};
+  auto updates = run(spec);
+  ASSERT_EQ(updates.back().phase, TaskPhase::kFinished);
+  EXPECT_EQ(readFile(*runner_->stdoutPath(spec.attempt)).size(), 100u);
+  EXPECT_EQ(outputProblems(updates.back()), "");
+}
+
+// Descriptors counted in /proc/self/fd (the listing's own included).
+size_t openDescriptors() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
+TEST_F(TaskRunnerTest, AWorkerOutOfDescriptorsFailsTheAttemptAsItsOwnFault) {
+  makeRunner();
+  // Let the loop settle (the runner's first directory scan) before counting.
+  ASSERT_EQ(run({"true"}).back().phase, TaskPhase::kFinished);
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // Room for nothing the spawn needs (its sockets, the output files).
+  struct rlimit tight = saved;
+  tight.rlim_cur = openDescriptors();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  kj::Promise<void> ended = nullptr;
+  AttemptId id = start(TaskSpec{.argv = {"true"}}, &ended);
+  runLoopBounded(loop_, kj::mv(ended), kBound, "the attempt's terminal update");
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const auto& got = updates(id);
+  ASSERT_EQ(got.size(), 1u) << "no kRunning before the failure";
+  EXPECT_EQ(got[0].phase, TaskPhase::kFailed);
+  EXPECT_TRUE(got[0].workerFault) << got[0].message;
+  EXPECT_NE(got[0].message.find("Too many open files"), std::string::npos) << got[0].message;
+  // A command's own failure is not the worker's.
+  auto own = run({"/no/such/binary"});
+  EXPECT_FALSE(own.back().workerFault);
+  EXPECT_EQ(run({"true"}).back().phase, TaskPhase::kFinished) << "the runner serves again";
 }
 
 TEST_F(TaskRunnerTest, ABadCommandLeavesTheRunnerServing) {
@@ -604,6 +731,23 @@ TEST(ResolveTaskUser, AnEmptyUserIsRefusedAsRoot) {
   auto user = resolveTaskUser("", false, 0);
   ASSERT_FALSE(user.ok());
   EXPECT_NE(user.error().message.find("worker.task-user"), std::string::npos);
+}
+
+// A stream the shim cannot write (a full disk, here /dev/full) is reported at its end on the
+// report descriptor, and the command still runs to its own end.
+TEST(TaskShim, ReportsAStreamItCouldNotWrite) {
+  EventLoop loop;
+  const std::string shim = REGENT_BIN_DIR "/regent-task-shim";
+  auto child = ChildProcess::spawn(
+      loop, {.argv = {"/bin/sh", "-c",
+                      "exec \"$0\" --parent-pid \"$PPID\" --report-fd 3 --output-max 1000 -- "
+                      "/bin/sh -c 'echo lost; echo kept >&2; exit 4' 3>&1 1>/dev/full",
+                      shim}});
+  ASSERT_TRUE(child.ok()) << child.error().message;
+  ChildExit exit = loop.run(child.value()->onExit());
+  EXPECT_EQ(exit.exitStatus, 4);
+  EXPECT_EQ(exit.out, "stdout capture failed after 0 bytes: No space left on device (errno 28)\n");
+  EXPECT_EQ(exit.err, "kept\n");
 }
 
 // The shim's parent (here a throwaway process standing in for the worker) dies by SIGKILL: the
