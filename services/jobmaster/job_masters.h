@@ -155,7 +155,10 @@ class JobMasters final : public dispatcher::JobRunner {
   // no JobMaster for it (unknown, or released). A job that ended keeps its gateway until
   // release() completes: its workers still report the ends of the attempts release() cancels
   // (its offers are refused: nothing is accepted).
-  kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job);
+  // `caller` is the worker identity of the connection asking (one gateway per connection: its
+  // calls speak for that worker only, docs/security.md).
+  kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job,
+                                                    kj::Own<resourcemanager::WorkerBinding> caller);
   size_t size() const;
 
   // Bytes held per job and subtask, for the benchmark's memory figure (approximate, from the

@@ -253,9 +253,10 @@ kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const
   return term_->dispatcher();
 }
 
-kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway() {
+kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway(
+    kj::Own<resourcemanager::WorkerBinding> caller) {
   if (!term_) return nullptr;
-  return term_->resourceManagerGateway();
+  return term_->resourceManagerGateway(kj::mv(caller));
 }
 
 kj::Promise<void> MasterProcess::whenTermReady() {
@@ -265,9 +266,10 @@ kj::Promise<void> MasterProcess::whenTermReady() {
       .exclusiveJoin(loop_.timer().afterDelay(jobMasterReadyWait_.count() * kj::MILLISECONDS));
 }
 
-LeaderTerm::JobMasterLookup MasterProcess::jobMaster(const JobId& job) {
+LeaderTerm::JobMasterLookup MasterProcess::jobMaster(
+    const JobId& job, kj::Own<resourcemanager::WorkerBinding> caller) {
   if (!term_) return {};
-  return term_->jobMaster(job);
+  return term_->jobMaster(job, kj::mv(caller));
 }
 
 kj::Maybe<const dispatcher::TaskExecutorView&> MasterProcess::leaderTaskExecutors() const {

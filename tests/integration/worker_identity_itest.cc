@@ -60,12 +60,17 @@ class RogueConnection {
     return response.getResourceManager();
   }
 
-  wire::JobMasterGateway::Client jobMaster(const JobId& job) {
+  // The job's JobMaster gateway on this connection, or null with the answer in `refused` (the
+  // job no longer runs).
+  kj::Maybe<wire::JobMasterGateway::Client> jobMaster(const JobId& job, std::string& refused) {
     auto request = bootstrap_.jobMasterRequest();
     request.setEpoch(cluster_.epoch());
     wire::setWireId(request.initJobId(), job);
     auto response = loop_.run(request.send());
-    KJ_REQUIRE(!response.hasFailure(), response.getFailure().getMessage().cStr());
+    if (response.hasFailure()) {
+      refused = "MasterBootstrap.jobMaster " + outcome(true, response.getFailure());
+      return nullptr;
+    }
     return response.getJobMaster();
   }
 
@@ -109,37 +114,49 @@ class RogueConnection {
 
   // JobMasterGateway.updateTaskExecutionState: `attempt` (subtask 0 of kVertex) FINISHED.
   std::string reportFinished(const JobId& job, const AttemptId& attempt) {
-    auto request = jobMaster(job).updateTaskExecutionStateRequest();
-    request.setEpoch(cluster_.epoch());
-    auto state = request.initState();
-    wire::setWireId(state.initAttemptId(), attempt);
-    wire::setWireId(state.initJobId(), job);
-    state.setVertexName(kVertex);
-    state.setSubtaskIndex(0);
-    state.setState(wire::ExecutionState::FINISHED);
-    state.setExitCode(0);
-    auto response = loop_.run(request.send());
-    return outcome(response.hasFailure(), response.getFailure());
+    std::string refused;
+    KJ_IF_MAYBE (gateway, jobMaster(job, refused)) {
+      auto request = gateway->updateTaskExecutionStateRequest();
+      request.setEpoch(cluster_.epoch());
+      auto state = request.initState();
+      wire::setWireId(state.initAttemptId(), attempt);
+      wire::setWireId(state.initJobId(), job);
+      state.setVertexName(kVertex);
+      state.setSubtaskIndex(0);
+      state.setState(wire::ExecutionState::FINISHED);
+      state.setExitCode(0);
+      auto response = loop_.run(request.send());
+      return outcome(response.hasFailure(), response.getFailure());
+    }
+    return refused;
   }
 
   // JobMasterGateway.heartbeat in `worker`'s name, listing no attempt.
   std::string jobMasterHeartbeat(const JobId& job, const ResourceId& worker) {
-    auto request = jobMaster(job).heartbeatRequest();
-    request.setEpoch(cluster_.epoch());
-    wire::setWireId(request.initResourceId(), worker);
-    request.initPayload();
-    auto response = loop_.run(request.send());
-    return outcome(response.hasFailure(), response.getFailure());
+    std::string refused;
+    KJ_IF_MAYBE (gateway, jobMaster(job, refused)) {
+      auto request = gateway->heartbeatRequest();
+      request.setEpoch(cluster_.epoch());
+      wire::setWireId(request.initResourceId(), worker);
+      request.initPayload();
+      auto response = loop_.run(request.send());
+      return outcome(response.hasFailure(), response.getFailure());
+    }
+    return refused;
   }
 
   // JobMasterGateway.disconnect of `worker`.
   std::string jobMasterDisconnect(const JobId& job, const ResourceId& worker) {
-    auto request = jobMaster(job).disconnectRequest();
-    request.setEpoch(cluster_.epoch());
-    wire::setWireId(request.initResourceId(), worker);
-    request.setCause("rogue");
-    auto response = loop_.run(request.send());
-    return outcome(response.hasFailure(), response.getFailure());
+    std::string refused;
+    KJ_IF_MAYBE (gateway, jobMaster(job, refused)) {
+      auto request = gateway->disconnectRequest();
+      request.setEpoch(cluster_.epoch());
+      wire::setWireId(request.initResourceId(), worker);
+      request.setCause("rogue");
+      auto response = loop_.run(request.send());
+      return outcome(response.hasFailure(), response.getFailure());
+    }
+    return refused;
   }
 
  private:

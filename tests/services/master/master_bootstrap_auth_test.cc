@@ -55,7 +55,9 @@ class LeadingHost final : public MasterBootstrapHost {
   }
   uint64_t leadingEpoch() const override { return kEpoch; }
   kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override {
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway(
+      kj::Own<resourcemanager::WorkerBinding> caller) override {
+    callers.push_back(caller.get());
     return resourceManager_;
   }
   kj::Promise<Status> handOverForCaller() override {
@@ -65,6 +67,8 @@ class LeadingHost final : public MasterBootstrapHost {
   void endTerm() { term_->revoke("test"); }
 
   int handOvers = 0;
+  // The worker identity each ResourceManager gateway was asked for (compared, never used).
+  std::vector<const resourcemanager::WorkerBinding*> callers;
 
  private:
   leader::ContenderInfo self_;

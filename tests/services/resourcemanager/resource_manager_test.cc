@@ -13,6 +13,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -112,7 +113,7 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
   FakeWorker& state_;
 };
 
-struct WorkerIdentity {
+struct TestWorker {
   ResourceId id;
   std::string host = "host-a";
   uint32_t pid = 100;
@@ -130,12 +131,28 @@ class ResourceManagerTest : public ::testing::Test {
     options.callTimeout = Duration(1000);
     options.nowMs = [this] { return nowMs_; };
     manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
-    gateway_ = rpc::fencedEndpoint<ResourceManagerGateway>(manager_->makeGatewayServer(), kEpoch,
-                                                           fencing_);
+    jobMasterGateway_ = connect("a JobMaster");
   }
   ~ResourceManagerTest() noexcept override {
-    gateway_ = nullptr;
+    jobMasterGateway_ = nullptr;
+    connections_.clear();
     manager_ = nullptr;
+  }
+
+  // A gateway of a connection of its own, with a fresh worker identity (MasterBootstrap makes
+  // one per connection).
+  ResourceManagerGateway::Client connect(const std::string& peer) {
+    return rpc::fencedEndpoint<ResourceManagerGateway>(
+        manager_->makeGatewayServer(kj::refcounted<WorkerBinding>(peer)), kEpoch, fencing_);
+  }
+  // The connection of the worker process `who` (its resource id, host, pid and start): each
+  // process calls over a connection of its own, as real workers do.
+  ResourceManagerGateway::Client gateway(const TestWorker& who) {
+    const std::string key = who.id.toHex() + " " + who.host + " " + std::to_string(who.pid) +
+                            " " + std::to_string(who.startedAtMs);
+    auto found = connections_.find(key);
+    if (found == connections_.end()) found = connections_.emplace(key, connect(key)).first;
+    return found->second;
   }
 
   void settle() { loop_.waitScope().poll(); }
@@ -147,8 +164,8 @@ class ResourceManagerTest : public ::testing::Test {
 
   capnp::Request<ResourceManagerGateway::RegisterTaskExecutorParams,
                  ResourceManagerGateway::RegisterTaskExecutorResults>
-  registerRequest(const WorkerIdentity& who, FakeWorker& fake) {
-    auto request = gateway_.registerTaskExecutorRequest();
+  registerRequest(const TestWorker& who, FakeWorker& fake) {
+    auto request = gateway(who).registerTaskExecutorRequest();
     request.setEpoch(kEpoch);
     auto registration = request.initRegistration();
     wire::setWireId(registration.initResourceId(), who.id);
@@ -168,12 +185,12 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   capnp::Response<ResourceManagerGateway::RegisterTaskExecutorResults> registerWorker(
-      const WorkerIdentity& who, FakeWorker& fake) {
+      const TestWorker& who, FakeWorker& fake) {
     return loop_.run(registerRequest(who, fake).send());
   }
 
   // Registers `who` and reports all its slots free; returns the registration id.
-  RegistrationId registerAndReport(const WorkerIdentity& who, FakeWorker& fake) {
+  RegistrationId registerAndReport(const TestWorker& who, FakeWorker& fake) {
     auto registered = registerWorker(who, fake);
     KJ_REQUIRE(!registered.hasFailure(), registered.getFailure().getMessage().cStr());
     const auto id = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
@@ -188,7 +205,7 @@ class ResourceManagerTest : public ::testing::Test {
     JobId job;
     AllocationId allocation;
   };
-  void fillReport(wire::SlotReport::Builder report, const WorkerIdentity& who,
+  void fillReport(wire::SlotReport::Builder report, const TestWorker& who,
                   const std::vector<Allocated>& allocated) {
     wire::setWireId(report.initResourceId(), who.id);
     auto slots = report.initSlots(who.slots);
@@ -206,9 +223,9 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   capnp::Response<ResourceManagerGateway::SendSlotReportResults> report(
-      const WorkerIdentity& who, const RegistrationId& registration,
+      const TestWorker& who, const RegistrationId& registration,
       const std::vector<Allocated>& allocated) {
-    auto request = gateway_.sendSlotReportRequest();
+    auto request = gateway(who).sendSlotReportRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
     wire::setWireId(request.initRegistrationId(), registration);
@@ -218,9 +235,9 @@ class ResourceManagerTest : public ::testing::Test {
 
   // A heartbeat of `who` (all slots free except `allocated`), naming `registration` when set.
   capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(
-      const WorkerIdentity& who, std::optional<RegistrationId> registration = std::nullopt,
+      const TestWorker& who, std::optional<RegistrationId> registration = std::nullopt,
       const std::vector<Allocated>& allocated = {}) {
-    auto request = gateway_.heartbeatRequest();
+    auto request = gateway(who).heartbeatRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
     auto payload = request.initPayload();
@@ -230,8 +247,8 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   capnp::Response<ResourceManagerGateway::DisconnectResults> disconnect(
-      const WorkerIdentity& who, std::optional<RegistrationId> registration) {
-    auto request = gateway_.disconnectRequest();
+      const TestWorker& who, std::optional<RegistrationId> registration) {
+    auto request = gateway(who).disconnectRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
     request.setCause("SIGTERM");
@@ -240,7 +257,7 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   void registerJobMaster(const JobId& job) {
-    auto request = gateway_.registerJobMasterRequest();
+    auto request = jobMasterGateway_.registerJobMasterRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initJobId(), job);
     auto response = loop_.run(request.send());
@@ -249,7 +266,7 @@ class ResourceManagerTest : public ::testing::Test {
 
   capnp::Response<ResourceManagerGateway::DeclareRequiredResourcesResults> declare(
       const JobId& job, uint32_t cpuMillis, uint32_t count) {
-    auto request = gateway_.declareRequiredResourcesRequest();
+    auto request = jobMasterGateway_.declareRequiredResourcesRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initJobId(), job);
     auto requirement = request.initRequirements(1)[0];
@@ -280,12 +297,13 @@ class ResourceManagerTest : public ::testing::Test {
   ResourceManagerCounters counters_;
   rpc::FencingCounters fencing_;
   std::unique_ptr<ResourceManager> manager_;
-  ResourceManagerGateway::Client gateway_ = nullptr;
+  ResourceManagerGateway::Client jobMasterGateway_ = nullptr;
+  std::map<std::string, ResourceManagerGateway::Client> connections_;
 };
 
 TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   auto registered = registerWorker(who, fake);
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
   EXPECT_EQ(registered.getSuccess().getHeartbeatIntervalMs(), 2000u);
@@ -319,7 +337,7 @@ TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
 
 TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothingIsStored) {
   FakeWorker fake;
-  WorkerIdentity who{.id = ResourceId::random()};
+  TestWorker who{.id = ResourceId::random()};
   who.slots = 0;
   auto refused = registerWorker(who, fake);
   ASSERT_TRUE(refused.hasFailure());
@@ -356,7 +374,7 @@ TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothin
 
 TEST_F(ResourceManagerTest, AWorkerSilentForTheHeartbeatTimeoutIsRemovedCountedAndTold) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
   manager_->start();
 
@@ -386,7 +404,7 @@ TEST_F(ResourceManagerTest, AWorkerSilentForTheHeartbeatTimeoutIsRemovedCountedA
 
 TEST_F(ResourceManagerTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
   manager_->start();
   advance(Duration(2000));
@@ -411,8 +429,8 @@ TEST_F(ResourceManagerTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
 TEST_F(ResourceManagerTest, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   const RegistrationId held = registerAndReport(first, holder);
 
   auto refused = registerWorker(second, claimant);
@@ -433,8 +451,8 @@ TEST_F(ResourceManagerTest, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamin
 TEST_F(ResourceManagerTest, AHolderWhoseConnectionIsGoneIsReplaced) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   const RegistrationId old = registerAndReport(first, holder);
   holder.mode = FakeWorker::Mode::kDisconnected;
 
@@ -453,8 +471,8 @@ TEST_F(ResourceManagerTest, AHolderWhoseConnectionIsGoneIsReplaced) {
 TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplaced) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   registerAndReport(first, holder);
   holder.mode = FakeWorker::Mode::kSilent;
 
@@ -473,8 +491,8 @@ TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplac
 TEST_F(ResourceManagerTest, AHeartbeatOrDisconnectOfAReplacedRegistrationLeavesTheNewOne) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   const RegistrationId old = registerAndReport(first, holder);
   holder.mode = FakeWorker::Mode::kDisconnected;
   const RegistrationId fresh = registerAndReport(second, claimant);
@@ -502,9 +520,9 @@ TEST_F(ResourceManagerTest, TwoNewcomersProbingTheSameDeadHolderDoNotReplaceEach
   FakeWorker dead;
   FakeWorker b;
   FakeWorker c;
-  const WorkerIdentity holder{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity first{.id = holder.id, .host = "host-b", .pid = 200};
-  const WorkerIdentity second{.id = holder.id, .host = "host-c", .pid = 300};
+  const TestWorker holder{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker first{.id = holder.id, .host = "host-b", .pid = 200};
+  const TestWorker second{.id = holder.id, .host = "host-c", .pid = 300};
   registerAndReport(holder, dead);
   dead.mode = FakeWorker::Mode::kSilent;
 
@@ -524,7 +542,7 @@ TEST_F(ResourceManagerTest, TwoNewcomersProbingTheSameDeadHolderDoNotReplaceEach
 
 TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistration) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   const RegistrationId old = registerAndReport(who, fake);
   fake.mode = FakeWorker::Mode::kSilent;  // Not probed: it would hang here.
   auto again = registerWorker(who, fake);
@@ -544,7 +562,7 @@ TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistra
 
 TEST_F(ResourceManagerTest, ADeclaredRequirementIsRequestedFromAWorkerAndItsAllocationKept) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   const RegistrationId registration = registerAndReport(who, fake);
   const JobId job = JobId::random();
   registerJobMaster(job);
@@ -578,8 +596,8 @@ TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheWorkersN
   FakeWorker fake;
   FakeWorker full;
   fake.refuseRequests = true;
-  const WorkerIdentity who{.id = ResourceId::random(), .slots = 1};
-  const WorkerIdentity other{.id = ResourceId::random(), .host = "host-b", .slots = 1};
+  const TestWorker who{.id = ResourceId::random(), .slots = 1};
+  const TestWorker other{.id = ResourceId::random(), .host = "host-b", .slots = 1};
   registerAndReport(who, fake);
   const RegistrationId otherRegistration = registerAndReport(other, full);
   manager_->start();
@@ -611,7 +629,7 @@ TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheWorkersN
 
 TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorkers) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
   const JobId job = JobId::random();
   registerJobMaster(job);
@@ -619,7 +637,7 @@ TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorke
   settle();
   ASSERT_EQ(fake.requested.size(), 2u);
 
-  auto request = gateway_.disconnectJobMasterRequest();
+  auto request = jobMasterGateway_.disconnectJobMasterRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initJobId(), job);
   request.setCause("job finished");
@@ -628,7 +646,7 @@ TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorke
   ASSERT_EQ(fake.freed.size(), 2u);
   EXPECT_EQ(manager_->counts().allocated, 0u);
 
-  auto again = gateway_.disconnectJobMasterRequest();
+  auto again = jobMasterGateway_.disconnectJobMasterRequest();
   again.setEpoch(kEpoch);
   wire::setWireId(again.initJobId(), job);
   auto unknown = loop_.run(again.send());
@@ -641,7 +659,7 @@ class SilentJobMaster final : public wire::JobMasterGateway::Server {};
 
 TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterTheCall) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random(), .host = "host-a"};
+  const TestWorker who{.id = ResourceId::random(), .host = "host-a"};
   registerAndReport(who, fake);
   JobMasterPort& port = *manager_;
   const JobId job = JobId::random();
@@ -676,7 +694,7 @@ TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterThe
 
 TEST_F(ResourceManagerTest, ARequirementNoWorkerCanFitIsInvalidArgument) {
   FakeWorker fake;
-  registerAndReport(WorkerIdentity{.id = ResourceId::random()}, fake);
+  registerAndReport(TestWorker{.id = ResourceId::random()}, fake);
   const JobId job = JobId::random();
   registerJobMaster(job);
   auto refused = declare(job, 64000, 1);
@@ -696,9 +714,9 @@ TEST_F(ResourceManagerTest, ARequirementNoWorkerCanFitIsInvalidArgument) {
 
 TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
-  auto request = gateway_.disconnectRequest();
+  auto request = gateway(who).disconnectRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), who.id);
   request.setCause("SIGTERM");
@@ -706,7 +724,7 @@ TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
   EXPECT_EQ(manager_->counts().workers, 0u);
   EXPECT_TRUE(fake.disconnects.empty()) << "the worker left by itself; nothing to tell it";
 
-  auto again = gateway_.disconnectRequest();
+  auto again = gateway(who).disconnectRequest();
   again.setEpoch(kEpoch);
   wire::setWireId(again.initResourceId(), who.id);
   auto unknown = loop_.run(again.send());
@@ -716,7 +734,7 @@ TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
 
 TEST_F(ResourceManagerTest, ACallWithAnotherEpochIsFencedBeforeAnyHandler) {
   FakeWorker fake;
-  auto request = registerRequest(WorkerIdentity{.id = ResourceId::random()}, fake);
+  auto request = registerRequest(TestWorker{.id = ResourceId::random()}, fake);
   request.setEpoch(kEpoch - 1);
   auto fenced = loop_.run(request.send());
   ASSERT_TRUE(fenced.hasFailure());
@@ -750,9 +768,9 @@ struct WorkerConnection {
 TEST_F(ResourceManagerTest, AWorkerWhoseConnectionDroppedIsReplacedByANewProcess) {
   FakeWorker killed;
   FakeWorker restarted;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-a", .pid = 101};
-  WorkerConnection old(loop_, gateway_);
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-a", .pid = 101};
+  WorkerConnection old(loop_, connect("the killed process"));
   auto request = old.remote.registerTaskExecutorRequest();
   request.setEpoch(kEpoch);
   request.setRegistration(registerRequest(first, killed).getRegistration().asReader());
@@ -761,7 +779,7 @@ TEST_F(ResourceManagerTest, AWorkerWhoseConnectionDroppedIsReplacedByANewProcess
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
 
   // While its connection lives, a second process is refused: the holder answers over it.
-  WorkerConnection fresh(loop_, gateway_);
+  WorkerConnection fresh(loop_, connect("the restarted process"));
   auto claim = [&] {
     auto call = fresh.remote.registerTaskExecutorRequest();
     call.setEpoch(kEpoch);
@@ -802,8 +820,8 @@ TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRe
 
   FakeWorker first;
   FakeWorker second;
-  const WorkerIdentity a{.id = ResourceId::random(), .slots = 2};
-  const WorkerIdentity b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
+  const TestWorker a{.id = ResourceId::random(), .slots = 2};
+  const TestWorker b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
   const RegistrationId registration = registerAndReport(a, first);
   ASSERT_FALSE(
       report(a, registration, {{0, JobId::random(), AllocationId::random()}}).hasFailure());
