@@ -1407,5 +1407,143 @@ TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveU
   EXPECT_EQ(storedProgress(job).get().getEnded(), wire::JobState::FAILED);
 }
 
+// ---- Worker identity (docs/security.md, "Worker identity") --------------------------------
+
+// Another registered worker's connection names workerA_, whose attempt runs: it cannot end the
+// attempt, heartbeat in A's name (no attempt fails as missing) or disconnect A. Each refusal is
+// counted; the attempt runs on and A's own report still ends it.
+TEST_F(JobMastersTest, AWorkerCannotEndFailOrDisconnectTheAttemptsOfAnother) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+
+  auto rogue = gateway(job, workerB_);
+  auto finished = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED);
+  auto report = rogue.updateTaskExecutionStateRequest();
+  report.setEpoch(kEpoch);
+  report.setState(finished.getState().asReader());
+  auto reported = loop_.run(report.send());
+  ASSERT_TRUE(reported.hasFailure());
+  ASSERT_TRUE(reported.getFailure().isPermissionDenied())
+      << reported.getFailure().getMessage().cStr();
+  EXPECT_EQ(std::string(reported.getFailure().getMessage().cStr()),
+            "JobMasterGateway.updateTaskExecutionState refused: attempt " +
+                worker.submitted[0].attempt.toHex() + " of job " + job.toHex() +
+                " runs on worker " + workerA_.toHex() + ", not on " + workerB_.toHex());
+  for (int round = 0; round < 3; ++round) {
+    auto heartbeat = rogue.heartbeatRequest();
+    heartbeat.setEpoch(kEpoch);
+    wire::setWireId(heartbeat.initResourceId(), workerA_);
+    heartbeat.initPayload();
+    auto answered = loop_.run(heartbeat.send());
+    ASSERT_TRUE(answered.hasFailure());
+    EXPECT_TRUE(answered.getFailure().isPermissionDenied());
+  }
+  auto disconnect = rogue.disconnectRequest();
+  disconnect.setEpoch(kEpoch);
+  wire::setWireId(disconnect.initResourceId(), workerA_);
+  disconnect.setCause("rogue");
+  auto disconnected = loop_.run(disconnect.send());
+  ASSERT_TRUE(disconnected.hasFailure());
+  EXPECT_TRUE(disconnected.getFailure().isPermissionDenied());
+  settle();
+
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  EXPECT_TRUE(listener_.ended.empty());
+  EXPECT_TRUE(worker.cancelled.empty());
+  const auto& refused = port_.refusals.byMethod();
+  EXPECT_EQ(refused.at("JobMasterGateway.updateTaskExecutionState"), 1u);
+  EXPECT_EQ(refused.at("JobMasterGateway.heartbeat"), 3u);
+  EXPECT_EQ(refused.at("JobMasterGateway.disconnect"), 1u);
+
+  expectApplied(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+}
+
+TEST_F(JobMastersTest, ACallOverAConnectionThatRegisteredNoWorkerIsRefused) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  auto stranger =
+      KJ_ASSERT_NONNULL(masters_->gateway(job, kj::refcounted<resourcemanager::WorkerBinding>("x")));
+  auto request = stranger.offerSlotsRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setTaskExecutor(kj::heap<FakeTaskExecutor>(worker));
+  auto slot = request.initSlots(1)[0];
+  wire::setWireId(slot.initAllocationId(), AllocationId::random());
+  slot.initProfile().setCpuMillis(1000);
+  slot.getProfile().setMemoryBytes(kGiB);
+  auto offered = loop_.run(request.send());
+  ASSERT_TRUE(offered.hasFailure());
+  EXPECT_TRUE(offered.getFailure().isPermissionDenied()) << offered.getFailure().getMessage().cStr();
+  settle();
+  EXPECT_TRUE(worker.submitted.empty());
+  EXPECT_EQ(port_.refusals.total(), 1u);
+}
+
+TEST_F(JobMastersTest, AWorkerOffersOnlySlotsItHolds) {
+  port_.strictAllocations = true;
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  const AllocationId mine = AllocationId::random();
+  const AllocationId theirs = AllocationId::random();
+  port_.allocations[workerA_] = {mine};
+  port_.allocations[workerB_] = {theirs};
+  auto offerOne = [&](const ResourceId& worker, FakeWorker& fake, const AllocationId& allocation) {
+    auto request = gateway(job, worker).offerSlotsRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), worker);
+    request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+    auto slot = request.initSlots(1)[0];
+    wire::setWireId(slot.initAllocationId(), allocation);
+    slot.initProfile().setCpuMillis(1000);
+    slot.getProfile().setMemoryBytes(kGiB);
+    return loop_.run(request.send());
+  };
+  FakeWorker a;
+  FakeWorker b;
+  // B offers A's allocation: refused, nothing deployed into it.
+  auto stolen = offerOne(workerB_, b, mine);
+  ASSERT_TRUE(stolen.hasFailure());
+  EXPECT_TRUE(stolen.getFailure().isPermissionDenied()) << stolen.getFailure().getMessage().cStr();
+  auto own = offerOne(workerA_, a, mine);
+  ASSERT_FALSE(own.hasFailure()) << own.getFailure().getMessage().cStr();
+  settle();
+  ASSERT_EQ(a.submitted.size(), 1u);
+  // B reports A's allocation as its own too (its slot table says so): the job holds it on A.
+  port_.allocations[workerB_].insert(mine);
+  auto claimed = offerOne(workerB_, b, mine);
+  ASSERT_TRUE(claimed.hasFailure());
+  EXPECT_TRUE(claimed.getFailure().isPermissionDenied())
+      << claimed.getFailure().getMessage().cStr();
+  settle();
+  EXPECT_TRUE(b.submitted.empty());
+  EXPECT_EQ(port_.refusals.byMethod().at("JobMasterGateway.offerSlots"), 2u);
+}
+
+TEST_F(JobMastersTest, ACallOverARegistrationAnotherReplacedIsAnsweredNotRegistered) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto binding = registeredAs(workerA_);
+  port_.replaced.insert(binding->bound().registrationId);
+  auto old = KJ_ASSERT_NONNULL(masters_->gateway(job, kj::mv(binding)));
+  auto request = old.heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.initPayload();
+  auto answered = loop_.run(request.send());
+  ASSERT_TRUE(answered.hasFailure());
+  EXPECT_TRUE(answered.getFailure().isNotRegistered()) << answered.getFailure().getMessage().cStr();
+  EXPECT_EQ(port_.refusals.total(), 0u);
+}
+
 }  // namespace
 }  // namespace regent::jobmaster

@@ -381,5 +381,44 @@ TEST_F(MasterBootstrapAuthTest, WithoutRequiredAuthenticationEveryConnectionMayD
   EXPECT_EQ(auth_.unauthenticatedRefusals(), 0u);
 }
 
+// The worker identity is the connection's, whatever it holds (docs/security.md, "Worker
+// identity"): the bootstrap authenticate answers shares it with the connection's first one, and
+// another connection has its own. The same holds without authentication.
+TEST_F(MasterBootstrapAuthTest, EveryGatewayOfAConnectionSharesItsWorkerIdentityAndNoOtherDoes) {
+  auto resourceManager = [&](MasterBootstrap::Client& cap) {
+    auto request = cap.resourceManagerRequest();
+    request.setEpoch(kEpoch);
+    auto response = loop_.run(request.send());
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  };
+  auto first = connect();
+  auto response = authenticate(first, Role::WORKER, settings_.secrets.at(Role::WORKER));
+  ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  auto worker = response.getBootstrap();
+  resourceManager(worker);
+  resourceManager(worker);
+  // authenticate again on the same connection: still the same identity.
+  auto again = authenticate(first, Role::WORKER, settings_.secrets.at(Role::WORKER));
+  ASSERT_FALSE(again.hasFailure()) << again.getFailure().getMessage().cStr();
+  auto reauthenticated = again.getBootstrap();
+  resourceManager(reauthenticated);
+  auto other = as(Role::WORKER);
+  resourceManager(other);
+  ASSERT_EQ(host_.callers.size(), 4u);
+  EXPECT_EQ(host_.callers[0], host_.callers[1]);
+  EXPECT_EQ(host_.callers[0], host_.callers[2]);
+  EXPECT_NE(host_.callers[0], host_.callers[3]);
+
+  settings_ = rpc::ServerAuthSettings();
+  auto open = connect();
+  auto secondOpen = connect();
+  resourceManager(open);
+  resourceManager(open);
+  resourceManager(secondOpen);
+  ASSERT_EQ(host_.callers.size(), 7u);
+  EXPECT_EQ(host_.callers[4], host_.callers[5]);
+  EXPECT_NE(host_.callers[4], host_.callers[6]);
+}
+
 }  // namespace
 }  // namespace regent::master

@@ -23,6 +23,7 @@
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
+#include "tests/common/logging_test_util.h"
 
 namespace regent::resourcemanager {
 namespace {
@@ -122,7 +123,7 @@ struct TestWorker {
   uint32_t slotCpuMillis = 1000;
 };
 
-class ResourceManagerTest : public ::testing::Test {
+class ResourceManagerTest : public DefaultLoggerTest {
  protected:
   ResourceManagerTest() {
     ResourceManagerOptions options;
@@ -857,6 +858,148 @@ TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRe
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0].get("resource_id"), b.id.toHex());
   EXPECT_EQ(removed[0].get("reason"), "replaced by a new registration");
+}
+
+// ---- Worker identity (docs/security.md, "Worker identity") --------------------------------
+
+// A heartbeat over `connection` naming `who` (every slot free), and its answer.
+capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeatOver(
+    EventLoop& loop, ResourceManagerGateway::Client connection, const TestWorker& who) {
+  auto request = connection.heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), who.id);
+  auto report = request.initPayload().initSlotReport();
+  wire::setWireId(report.initResourceId(), who.id);
+  report.initSlots(0);
+  return loop.run(request.send());
+}
+
+capnp::Response<ResourceManagerGateway::DisconnectResults> disconnectOver(
+    EventLoop& loop, ResourceManagerGateway::Client connection, const TestWorker& who) {
+  auto request = connection.disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), who.id);
+  request.setCause("SIGTERM");
+  return loop.run(request.send());
+}
+
+bool permissionDenied(const capnp::Response<ResourceManagerGateway::HeartbeatResults>& r) {
+  return r.hasFailure() && r.getFailure().isPermissionDenied();
+}
+
+TEST_F(ResourceManagerTest, AConnectionSpeaksOnlyForTheWorkerItRegistered) {
+  captureLog();
+  FakeWorker a;
+  FakeWorker b;
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = ResourceId::random(), .host = "host-b", .pid = 200};
+  const JobId job = JobId::random();
+  const AllocationId allocation = AllocationId::random();
+  const RegistrationId registration = registerAndReport(first, a);
+  ASSERT_FALSE(report(first, registration, {{1, job, allocation}}).hasFailure());
+  registerAndReport(second, b);
+
+  // The second worker's connection names the first: an empty report, a report, a disconnect.
+  auto heartbeat = heartbeatOver(loop_, gateway(second), first);
+  ASSERT_TRUE(permissionDenied(heartbeat)) << heartbeat.getFailure().getMessage().cStr();
+  EXPECT_EQ(std::string(heartbeat.getFailure().getMessage().cStr()),
+            "ResourceManagerGateway.heartbeat refused: this connection speaks for worker " +
+                second.id.toHex() + ", not for " + first.id.toHex());
+  auto reporting = gateway(second).sendSlotReportRequest();
+  reporting.setEpoch(kEpoch);
+  wire::setWireId(reporting.initResourceId(), first.id);
+  wire::setWireId(reporting.initRegistrationId(), registration);
+  fillReport(reporting.initSlotReport(), first, {});
+  auto reported = loop_.run(reporting.send());
+  ASSERT_TRUE(reported.hasFailure());
+  EXPECT_TRUE(reported.getFailure().isPermissionDenied())
+      << reported.getFailure().getMessage().cStr();
+  auto disconnected = disconnectOver(loop_, gateway(second), first);
+  ASSERT_TRUE(disconnected.hasFailure());
+  EXPECT_TRUE(disconnected.getFailure().isPermissionDenied())
+      << disconnected.getFailure().getMessage().cStr();
+
+  // Nothing changed: the first worker stays, with its allocation.
+  const Worker* held = manager_->slotManager().worker(first.id);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->registrationId, registration);
+  ASSERT_EQ(held->slots.size(), 2u);
+  EXPECT_EQ(held->slots[1].allocation, allocation);
+  EXPECT_EQ(counters_.identityRefusals.total(), 3u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.heartbeat"), 1u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.sendSlotReport"), 1u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.disconnect"), 1u);
+  // Each refusal is logged with both identities.
+  const auto refusals = capturedEvents("worker identity refused");
+  ASSERT_EQ(refusals.size(), 3u) << capturedLog();
+  EXPECT_EQ(refusals[0].get("resource_id"), second.id.toHex());
+  EXPECT_EQ(refusals[0].get("named"), first.id.toHex());
+  EXPECT_EQ(refusals[0].get("method"), "ResourceManagerGateway.heartbeat");
+
+  // Its own calls still pass.
+  EXPECT_FALSE(heartbeatOver(loop_, gateway(first), first).hasFailure());
+}
+
+TEST_F(ResourceManagerTest, WorkerCallsOfAConnectionThatRegisteredNoWorkerAreRefused) {
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  auto stranger = connect("a stranger");
+  auto heartbeat = heartbeatOver(loop_, stranger, who);
+  ASSERT_TRUE(permissionDenied(heartbeat)) << heartbeat.getFailure().getMessage().cStr();
+  EXPECT_NE(std::string(heartbeat.getFailure().getMessage().cStr()).find("registered no worker"),
+            std::string::npos);
+  auto disconnected = disconnectOver(loop_, stranger, who);
+  ASSERT_TRUE(disconnected.hasFailure());
+  EXPECT_TRUE(disconnected.getFailure().isPermissionDenied());
+  EXPECT_NE(manager_->slotManager().worker(who.id), nullptr);
+  EXPECT_EQ(counters_.identityRefusals.total(), 2u);
+}
+
+TEST_F(ResourceManagerTest, OneConnectionRegistersOneWorker) {
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  // The same connection registers another resource id.
+  auto request = registerRequest(who, fake);
+  const ResourceId other = ResourceId::random();
+  wire::setWireId(request.getRegistration().initResourceId(), other);
+  auto refused = loop_.run(request.send());
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isPermissionDenied()) << refused.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(other), nullptr);
+  EXPECT_EQ(manager_->counts().workers, 1u);
+  // Registering its own resource id again is fine (after a notRegistered, say).
+  auto again = registerWorker(who, fake);
+  EXPECT_FALSE(again.hasFailure()) << again.getFailure().getMessage().cStr();
+}
+
+TEST_F(ResourceManagerTest, TheNewestRegistrationsConnectionOwnsTheIdentity) {
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  auto old = gateway(who);
+  // The same process registers again over a new connection (it reconnected after a blip).
+  auto fresh = connect("the reconnected worker");
+  auto request = fresh.registerTaskExecutorRequest();
+  request.setEpoch(kEpoch);
+  request.setRegistration(registerRequest(who, fake).getRegistration().asReader());
+  request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+  auto registered = loop_.run(request.send());
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+  const auto current = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
+
+  // The old connection's calls are stale now: notRegistered (not counted), nothing removed.
+  auto stale = heartbeatOver(loop_, old, who);
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isNotRegistered()) << stale.getFailure().getMessage().cStr();
+  auto gone = disconnectOver(loop_, old, who);
+  ASSERT_TRUE(gone.hasFailure());
+  EXPECT_TRUE(gone.getFailure().isNotRegistered()) << gone.getFailure().getMessage().cStr();
+  ASSERT_NE(manager_->slotManager().worker(who.id), nullptr);
+  EXPECT_EQ(manager_->slotManager().worker(who.id)->registrationId, current);
+  EXPECT_EQ(counters_.identityRefusals.total(), 0u);
+  EXPECT_FALSE(heartbeatOver(loop_, fresh, who).hasFailure());
 }
 
 }  // namespace
