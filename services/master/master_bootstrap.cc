@@ -110,7 +110,9 @@ wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
       settings, authCounters, peer.address, kj::addRef(*peer.gate));
   const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
   return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator),
-                            kj::refcounted<resourcemanager::WorkerBinding>(peer.address), roles);
+                            kj::refcounted<resourcemanager::WorkerBinding>(
+                                peer.address, peer.tlsCommonName),
+                            roles);
 }
 
 kj::Promise<void> MasterBootstrapServer::authChallenge(AuthChallengeContext context) {

@@ -329,6 +329,8 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.resourceManager.heartbeatInterval = config_.getDuration("heartbeat.interval");
   options.resourceManager.heartbeatTimeout = config_.getDuration("heartbeat.timeout");
   options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");
+  options.resourceManager.requireCertificateResourceId =
+      config_.getBool("rpc.auth-tls.worker-name-is-resource-id");
   options.jobMaster.heartbeatInterval = options.resourceManager.heartbeatInterval;
   options.jobMaster.heartbeatTimeout = options.resourceManager.heartbeatTimeout;
   options.jobMaster.callTimeout = options.resourceManager.callTimeout;

@@ -122,14 +122,11 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                      wrong->message, message);
       return kj::READY_NOW;
     }
-    const auto& bound = caller_->identity();
-    if (bound && bound->resourceId != registration.resourceId) {
-      rm_.counters_.identityRefusals.refuse(
-          *caller_, "ResourceManagerGateway.registerTaskExecutor",
-          registration.resourceId.toHex(),
-          "this connection registered worker " + bound->resourceId.toHex() +
-              "; one connection speaks for one worker",
-          context.getResults().initFailure());
+    if (auto refusal = refusalOf(registration)) {
+      rm_.counters_.identityRefusals.refuse(*caller_,
+                                            "ResourceManagerGateway.registerTaskExecutor",
+                                            registration.resourceId.toHex(), *refusal,
+                                            context.getResults().initFailure());
       return kj::READY_NOW;
     }
     return claim(context, registration, params.getTaskExecutor());
@@ -229,6 +226,27 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
 
  private:
   WorkerIdentity caller() const { return caller_->bound(); }
+
+  // Why this connection may not register `registration`'s resource id, or nullopt.
+  std::optional<std::string> refusalOf(const WorkerRegistration& registration) const {
+    const auto& bound = caller_->identity();
+    if (bound && bound->resourceId != registration.resourceId) {
+      return "this connection registered worker " + bound->resourceId.toHex() +
+             "; one connection speaks for one worker";
+    }
+    if (!rm_.options_.requireCertificateResourceId) return std::nullopt;
+    const std::string& name = caller_->certificateName();
+    if (name.empty()) {
+      return std::string("rpc.auth-tls.worker-name-is-resource-id: a worker registers over "
+                         "mutual TLS with a certificate named by its resource id; this "
+                         "connection has no verified certificate");
+    }
+    if (ResourceId::fromHex(name) != registration.resourceId) {
+      return "rpc.auth-tls.worker-name-is-resource-id: this connection's certificate names \"" +
+             name + "\", not resource id " + registration.resourceId.toHex();
+    }
+    return std::nullopt;
+  }
 
   void accept(RegisterTaskExecutorContext& context, const WorkerRegistration& registration,
               wire::TaskExecutorGateway::Client taskExecutor) {

@@ -33,6 +33,9 @@ struct ResourceManagerOptions {
   // worker whose resource id a new registration claims); rpc.call-timeout.
   Duration callTimeout{10000};
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+  // rpc.auth-tls.worker-name-is-resource-id: a registration must name the resource id its
+  // connection's verified certificate names (WorkerBinding::certificateName).
+  bool requireCertificateResourceId = false;
   // Log an event line per registration / slot report / removal (docs/operations.md). The event
   // lines are what the slot-rebuild benchmark reads.
   bool logEvents = true;
@@ -70,7 +73,9 @@ class ResourceManager final : public JobMasterPort {
   //
   // The worker methods take the worker's identity from `caller`, never from their parameters:
   // registerTaskExecutor binds it (a connection bound to another resource id is refused with
-  // permissionDenied: one connection speaks for one worker); sendSlotReport, heartbeat and
+  // permissionDenied: one connection speaks for one worker; with requireCertificateResourceId, so
+  // is a registration of another resource id than the connection's certificate names, or over a
+  // connection without one); sendSlotReport, heartbeat and
   // disconnect apply to the bound registration.
   //
   // registerTaskExecutor: a registration whose resource id is held by another live worker (a

@@ -33,9 +33,12 @@ struct WorkerIdentity {
 // connection binds it again (a new registration id). Loop-thread only.
 class WorkerBinding final : public kj::Refcounted {
  public:
-  // `peer`: the connection's address, for log lines.
-  explicit WorkerBinding(std::string peer) : peer_(std::move(peer)) {}
+  // `peer`: the connection's address, for log lines; `certificateName`: the common name of the
+  // connection's verified client certificate (mutual TLS), empty without one.
+  explicit WorkerBinding(std::string peer, std::string certificateName = "")
+      : peer_(std::move(peer)), certificateName_(std::move(certificateName)) {}
   const std::string& peer() const { return peer_; }
+  const std::string& certificateName() const { return certificateName_; }
   const std::optional<WorkerIdentity>& identity() const { return identity_; }
   // The identity of a connection the gate admitted a worker call on (bound there; asserts it).
   const WorkerIdentity& bound() const {
@@ -46,6 +49,7 @@ class WorkerBinding final : public kj::Refcounted {
 
  private:
   const std::string peer_;
+  const std::string certificateName_;
   std::optional<WorkerIdentity> identity_;
 };
 

@@ -142,9 +142,11 @@ class ResourceManagerTest : public DefaultLoggerTest {
 
   // A gateway of a connection of its own, with a fresh worker identity (MasterBootstrap makes
   // one per connection).
-  ResourceManagerGateway::Client connect(const std::string& peer) {
+  ResourceManagerGateway::Client connect(const std::string& peer,
+                                         const std::string& certificateName = "") {
     return rpc::fencedEndpoint<ResourceManagerGateway>(
-        manager_->makeGatewayServer(kj::refcounted<WorkerBinding>(peer)), kEpoch, fencing_);
+        manager_->makeGatewayServer(kj::refcounted<WorkerBinding>(peer, certificateName)),
+        kEpoch, fencing_);
   }
   // The connection of the worker process `who` (its resource id, host, pid and start): each
   // process calls over a connection of its own, as real workers do.
@@ -1000,6 +1002,40 @@ TEST_F(ResourceManagerTest, TheNewestRegistrationsConnectionOwnsTheIdentity) {
   EXPECT_EQ(manager_->slotManager().worker(who.id)->registrationId, current);
   EXPECT_EQ(counters_.identityRefusals.total(), 0u);
   EXPECT_FALSE(heartbeatOver(loop_, fresh, who).hasFailure());
+}
+
+// rpc.auth-tls.worker-name-is-resource-id: the certificate's common name is the only resource
+// id its connection may register.
+TEST_F(ResourceManagerTest, WithCertificateNamesAsResourceIdsAWorkerRegistersOnlyItsOwn) {
+  ResourceManagerOptions options;
+  options.requireCertificateResourceId = true;
+  options.nowMs = [this] { return nowMs_; };
+  jobMasterGateway_ = nullptr;
+  connections_.clear();
+  manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  auto registerOver = [&](ResourceManagerGateway::Client connection) {
+    auto request = connection.registerTaskExecutorRequest();
+    request.setEpoch(kEpoch);
+    request.setRegistration(registerRequest(who, fake).getRegistration().asReader());
+    request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+    return loop_.run(request.send());
+  };
+  auto noCertificate = registerOver(connect("a secret holder"));
+  ASSERT_TRUE(noCertificate.hasFailure());
+  EXPECT_TRUE(noCertificate.getFailure().isPermissionDenied())
+      << noCertificate.getFailure().getMessage().cStr();
+  auto anotherName = registerOver(connect("another worker", ResourceId::random().toHex()));
+  ASSERT_TRUE(anotherName.hasFailure());
+  EXPECT_TRUE(anotherName.getFailure().isPermissionDenied())
+      << anotherName.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->counts().workers, 0u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.registerTaskExecutor"),
+            2u);
+  auto own = registerOver(connect("the worker", who.id.toHex()));
+  EXPECT_FALSE(own.hasFailure()) << own.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->counts().workers, 1u);
 }
 
 }  // namespace
