@@ -7,6 +7,7 @@
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -92,30 +93,55 @@ bool sameId(const std::pair<uint64_t, uint64_t>& wire, const Id128<Tag>& id) {
   return wire.first == id.hi() && wire.second == id.lo();
 }
 
+// What the gate knows of one method, found once per interface by reflection.
+struct GatedMethod {
+  std::string name;  // "Interface.method".
+  bool workerCall = true;
+  capnp::StructSchema params;
+  capnp::StructSchema results;
+  std::vector<FieldPath> resourceIds;
+  std::vector<FieldPath> registrationIds;
+};
+
+std::vector<GatedMethod> gatedMethods(capnp::InterfaceSchema schema) {
+  std::vector<GatedMethod> methods;
+  for (auto method : schema.getMethods()) {
+    GatedMethod entry;
+    entry.name = std::string(schema.getShortDisplayName().cStr()) + "." +
+                 method.getProto().getName().cStr();
+    entry.workerCall = kNotWorkerCalls.count(entry.name) == 0;
+    entry.params = method.getParamType();
+    entry.results = method.getResultType();
+    FieldPath prefix;
+    findIdFields(entry.params, "resourceId", prefix, 0, entry.resourceIds);
+    findIdFields(entry.params, "registrationId", prefix, 0, entry.registrationIds);
+    methods.push_back(std::move(entry));
+  }
+  return methods;
+}
+
+// The gated methods of `schema`'s interface, computed on first use and shared by every gate
+// (one per connection) of that interface: immutable, derived from the compiled-in schema.
+// Loop-thread only, like every gate.
+const std::vector<GatedMethod>& methodsOf(capnp::InterfaceSchema schema) {
+  static std::map<uint64_t, std::vector<GatedMethod>> byInterface;
+  const uint64_t id = schema.getProto().getId();
+  auto found = byInterface.find(id);
+  if (found == byInterface.end()) found = byInterface.emplace(id, gatedMethods(schema)).first;
+  return found->second;
+}
+
 class WorkerCallGate final : public capnp::Capability::Server {
  public:
   WorkerCallGate(capnp::InterfaceSchema schema, kj::Own<capnp::Capability::Server> inner,
                  kj::Own<WorkerBinding> caller, const WorkerRegistry& registry,
                  WorkerIdentityRefusals& refusals)
-      : schema_(schema),
-        interfaceId_(schema.getProto().getId()),
+      : interfaceId_(schema.getProto().getId()),
+        methods_(methodsOf(schema)),
         inner_(kj::mv(inner)),
         caller_(kj::mv(caller)),
         registry_(registry),
-        refusals_(refusals) {
-    for (auto method : schema.getMethods()) {
-      Method entry;
-      entry.name = std::string(schema.getShortDisplayName().cStr()) + "." +
-                   method.getProto().getName().cStr();
-      entry.workerCall = kNotWorkerCalls.count(entry.name) == 0;
-      entry.params = method.getParamType();
-      entry.results = method.getResultType();
-      FieldPath prefix;
-      findIdFields(entry.params, "resourceId", prefix, 0, entry.resourceIds);
-      findIdFields(entry.params, "registrationId", prefix, 0, entry.registrationIds);
-      methods_.push_back(std::move(entry));
-    }
-  }
+        refusals_(refusals) {}
 
   DispatchCallResult dispatchCall(uint64_t interfaceId, uint16_t methodId,
                                   capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
@@ -128,14 +154,7 @@ class WorkerCallGate final : public capnp::Capability::Server {
   }
 
  private:
-  struct Method {
-    std::string name;
-    bool workerCall = true;
-    capnp::StructSchema params;
-    capnp::StructSchema results;
-    std::vector<FieldPath> resourceIds;
-    std::vector<FieldPath> registrationIds;
-  };
+  using Method = GatedMethod;
 
   // Whether the call may reach its handler; when not, its results hold the refusal.
   bool admit(const Method& method,
@@ -195,9 +214,8 @@ class WorkerCallGate final : public capnp::Capability::Server {
     return results.init("failure").as<capnp::DynamicStruct>().as<wire::Failure>();
   }
 
-  capnp::InterfaceSchema schema_;
   const uint64_t interfaceId_;
-  std::vector<Method> methods_;  // By method id.
+  const std::vector<GatedMethod>& methods_;  // By method id.
   kj::Own<capnp::Capability::Server> inner_;
   kj::Own<WorkerBinding> caller_;
   const WorkerRegistry& registry_;
