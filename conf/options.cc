@@ -340,6 +340,11 @@ std::vector<OptionSpec> buildRegistry() {
              "Comma-separated client certificate common names that get the reader role."),
       option("rpc.auth-tls.worker-names", kString, "",
              "Comma-separated client certificate common names that get the worker role."),
+      option("rpc.auth-tls.worker-name-is-resource-id", kBool, "false",
+             "Per-worker identities with mutual TLS: a worker may register only the resource id "
+             "its client certificate's common name holds (32 hex digits); a registration over a "
+             "connection without a verified certificate, or naming another resource id, is "
+             "refused (docs/security.md, \"Worker identity\")."),
       option("rpc.credential.role", kString, "",
              "Clients (regentctl, workers): the role to authenticate as with the shared secret, "
              "admin, reader or worker; set with rpc.credential.secret-file. Empty: no secret "

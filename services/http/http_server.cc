@@ -575,6 +575,15 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
          "Workers the leader removed after heartbeat.timeout of silence, over every term this "
          "process led.");
   out << "regent_worker_heartbeat_timeouts_total " << host_.workerHeartbeatTimeouts() << '\n';
+  if (const auto* refused = host_.workerIdentityRefusals()) {
+    family(out, "regent_rpc_worker_identity_refusals_total", "counter",
+           "Worker calls refused because they spoke for a worker other than the one their "
+           "connection registered (or before it registered one), by method.");
+    for (const auto& [method, count] : *refused) {
+      out << "regent_rpc_worker_identity_refusals_total{method=\"" << escapeLabelValue(method)
+          << "\"} " << count << '\n';
+    }
+  }
   if (const jobmaster::JobMasterCounters* jobMasters = host_.jobMasterCounters()) {
     writeJobMasterMetrics(out, *jobMasters);
   }

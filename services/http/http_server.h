@@ -60,6 +60,11 @@ class HttpHost {
   }
   // Workers removed for heartbeat silence since the process started, over every term it led.
   virtual uint64_t workerHeartbeatTimeouts() const { return 0; }
+  // Worker calls refused for speaking for another worker, by method, over every term it led
+  // (services/resourcemanager/worker_binding.h); nullptr for a host that counts none.
+  virtual const std::map<std::string, uint64_t>* workerIdentityRefusals() const {
+    return nullptr;
+  }
   // The JobMasters' attempt counts and submit-to-running histogram over every term the process
   // led, or nullptr for a host without JobMasters (the default: no samples).
   virtual const jobmaster::JobMasterCounters* jobMasterCounters() const { return nullptr; }

@@ -884,6 +884,26 @@ bool ExecutionGraph::isLiveAttempt(std::string_view vertex, uint32_t subtaskInde
          (subtask.phase == Phase::kLive || subtask.phase == Phase::kExpected);
 }
 
+std::optional<ResourceId> ExecutionGraph::workerOfAttempt(std::string_view vertex,
+                                                          uint32_t subtaskIndex,
+                                                          const AttemptId& attempt) const {
+  auto found = vertexByName_.find(vertex);
+  if (found == vertexByName_.end()) return std::nullopt;
+  const Vertex& v = vertices_[found->second];
+  if (subtaskIndex >= v.parallelism) return std::nullopt;
+  const Subtask& subtask = subtasks_[v.first + subtaskIndex];
+  if (subtask.attempts == 0 || subtask.attempt != attempt || isTerminal(subtask.state)) {
+    return std::nullopt;
+  }
+  return subtask.worker;
+}
+
+std::optional<ResourceId> ExecutionGraph::workerOfSlot(const AllocationId& allocation) const {
+  auto found = slots_.find(allocation);
+  if (found == slots_.end()) return std::nullopt;
+  return found->second.worker;
+}
+
 std::vector<AttemptId> ExecutionGraph::unknownAmong(const std::vector<AttemptId>& attempts) const {
   std::set<AttemptId> unknown(attempts.begin(), attempts.end());
   for (const Subtask& subtask : subtasks_) {

@@ -227,6 +227,14 @@ class ExecutionGraph final {
   // lost, say) is not live any more, even before the subtask's next attempt is deployed.
   bool isLiveAttempt(std::string_view vertex, uint32_t subtaskIndex,
                      const AttemptId& attempt) const;
+  // The worker `attempt`, the latest attempt of subtask `subtaskIndex` of `vertex`, was
+  // deployed to or adopted on: a zero id while no worker accounted for it (an expected attempt
+  // of a recovered job), nullopt when `attempt` is no such latest attempt or has ended (no
+  // report can change it any more).
+  std::optional<ResourceId> workerOfAttempt(std::string_view vertex, uint32_t subtaskIndex,
+                                            const AttemptId& attempt) const;
+  // The worker a held slot is on, or nullopt when the job holds no slot `allocation`.
+  std::optional<ResourceId> workerOfSlot(const AllocationId& allocation) const;
   // Whether `attempt` is `subtask`'s latest attempt and live on its worker (not expected).
   bool isLive(uint32_t subtask, const AttemptId& attempt) const {
     return subtasks_[subtask].attempt == attempt && subtasks_[subtask].phase == Phase::kLive;

@@ -107,7 +107,9 @@ class JobMasters::JobMaster final {
   // reconciling job, the reconciliation timer; the first declaration and the first state report
   // follow from the event loop (never inside start()).
   void start();
-  wire::JobMasterGateway::Client gateway() { return gateway_; }
+  // A gateway of this JobMaster for the connection whose worker identity is `caller`, behind
+  // the gate of worker calls (resourcemanager::guardWorkerCalls), served by the term.
+  wire::JobMasterGateway::Client serveFor(kj::Own<resourcemanager::WorkerBinding> caller);
   bool releasing() const { return releasing_; }
   const ExecutionGraph& execution() const { return execution_; }
   MonoTime monoNow() const { return owner_.monoNow(); }
@@ -116,15 +118,17 @@ class JobMasters::JobMaster final {
   // the JobMaster is disconnected from the ResourceManager. The caller then destroys it.
   kj::Promise<void> release(const std::string& cause);
 
-  // Gateway handlers.
-  void offerSlots(wire::JobMasterGateway::OfferSlotsParams::Reader params,
+  // Gateway handlers. `caller` is the connection's worker identity, bound (the gate admitted the
+  // call): the worker the call speaks for.
+  void offerSlots(const resourcemanager::WorkerBinding& caller,
+                  wire::JobMasterGateway::OfferSlotsParams::Reader params,
                   wire::JobMasterGateway::OfferSlotsResults::Builder results);
   // Resolves at once, or for a terminal state once a progress put that includes it settled
   // (failing: `unavailable` in `results`, which must stay valid until then).
   kj::Promise<void> updateTaskExecutionState(
-      wire::TaskExecutionState::Reader state,
+      const resourcemanager::WorkerBinding& caller, wire::TaskExecutionState::Reader state,
       wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results);
-  void heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
+  void heartbeat(const ResourceId& worker, wire::JobMasterGateway::HeartbeatParams::Reader params,
                  wire::JobMasterGateway::HeartbeatResults::Builder results);
   void disconnect(const ResourceId& worker, const std::string& cause,
                   wire::JobMasterGateway::DisconnectResults::Builder results);
@@ -243,28 +247,30 @@ class JobMasters::JobMaster final {
   kj::TaskSet tasks_{errorLogger_};            // Declared last: cancelled first.
 };
 
-// The JobMasterGateway of one JobMaster, as the term serves it (fenced there). Holds no
-// reference to the JobMaster beyond the link it clears when it goes.
+// The JobMasterGateway of one JobMaster for one connection (`caller`: its worker identity), as
+// the term serves it (fenced there, behind the gate of worker calls). Holds no reference to the
+// JobMaster beyond the link it clears when it goes.
 class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
  public:
-  Gateway(JobId job, std::shared_ptr<JobMaster*> link) : job_(job), link_(std::move(link)) {}
+  Gateway(JobId job, std::shared_ptr<JobMaster*> link,
+          kj::Own<resourcemanager::WorkerBinding> caller)
+      : job_(job), link_(std::move(link)), caller_(kj::mv(caller)) {}
 
  protected:
   kj::Promise<void> offerSlots(OfferSlotsContext context) override {
-    master().offerSlots(context.getParams(), context.getResults());
+    master().offerSlots(*caller_, context.getParams(), context.getResults());
     return kj::READY_NOW;
   }
   kj::Promise<void> updateTaskExecutionState(UpdateTaskExecutionStateContext context) override {
-    return master().updateTaskExecutionState(context.getParams().getState(), context.getResults());
+    return master().updateTaskExecutionState(*caller_, context.getParams().getState(),
+                                             context.getResults());
   }
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
-    master().heartbeat(context.getParams(), context.getResults());
+    master().heartbeat(worker(), context.getParams(), context.getResults());
     return kj::READY_NOW;
   }
   kj::Promise<void> disconnect(DisconnectContext context) override {
-    auto params = context.getParams();
-    auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
-    master().disconnect(worker, params.getCause().cStr(), context.getResults());
+    master().disconnect(worker(), context.getParams().getCause().cStr(), context.getResults());
     return kj::READY_NOW;
   }
 
@@ -276,9 +282,11 @@ class JobMasters::Gateway final : public wire::JobMasterGateway::Server {
     }
     return **link_;
   }
+  ResourceId worker() const { return caller_->bound().resourceId; }
 
   const JobId job_;
   const std::shared_ptr<JobMaster*> link_;
+  kj::Own<resourcemanager::WorkerBinding> caller_;
 };
 
 // ---- JobMaster --------------------------------------------------------------------------------
@@ -298,8 +306,17 @@ JobMasters::JobMaster::JobMaster(JobMasters& owner, JobId job, wire::JobGraph::R
 
 JobMasters::JobMaster::~JobMaster() noexcept { *link_ = nullptr; }
 
+wire::JobMasterGateway::Client JobMasters::JobMaster::serveFor(
+    kj::Own<resourcemanager::WorkerBinding> caller) {
+  auto handlers = kj::heap<Gateway>(job_, link_, kj::addRef(*caller));
+  return owner_.serve_(resourcemanager::guardWorkerCalls<wire::JobMasterGateway>(
+      kj::mv(handlers), kj::mv(caller), owner_.resourceManager_,
+      owner_.resourceManager_.identityRefusals()));
+}
+
 void JobMasters::JobMaster::start() {
-  gateway_ = owner_.serve_(kj::heap<Gateway>(job_, link_));
+  // The gateway the ResourceManager registers speaks for no worker: workers get their own.
+  gateway_ = serveFor(kj::refcounted<resourcemanager::WorkerBinding>("in process"));
   owner_.resourceManager_.registerJobMaster(job_, gateway_);
   rounds_.start(monoNow());
   tasks_.add(heartbeatLoop());
@@ -807,9 +824,10 @@ void JobMasters::JobMaster::heartbeatRound() {
   }
 }
 
-void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams::Reader params,
+void JobMasters::JobMaster::offerSlots(const resourcemanager::WorkerBinding& caller,
+                                       wire::JobMasterGateway::OfferSlotsParams::Reader params,
                                        wire::JobMasterGateway::OfferSlotsResults::Builder results) {
-  const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
+  const ResourceId worker = caller.bound().resourceId;
   if (!owner_.resourceManager_.workerAddress(worker)) {
     rpc::failures::notRegistered(
         results.initFailure(), worker,
@@ -817,6 +835,22 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
     return;
   }
   const auto slots = params.getSlots();
+  // A worker offers only slots it holds for this job: the ResourceManager allocated them to it
+  // (or it reported them after a failover), and no other worker's slot of the job is named.
+  for (auto slot : slots) {
+    const auto allocation = wire::idFromWire<AllocationId>(slot.getAllocationId());
+    const auto heldOn = execution_.workerOfSlot(allocation);
+    if (owner_.resourceManager_.holdsAllocation(worker, allocation, job_) &&
+        (!heldOn || *heldOn == worker)) {
+      continue;
+    }
+    owner_.resourceManager_.identityRefusals().refuse(
+        caller, "JobMasterGateway.offerSlots", heldOn ? heldOn->toHex() : std::string(),
+        "worker " + worker.toHex() + " holds no allocation " + allocation.toHex() + " of job " +
+            job_.toHex() + (heldOn ? "; the job holds it on worker " + heldOn->toHex() : ""),
+        results.initFailure());
+    return;
+  }
   std::vector<OfferedSlot> offers;
   offers.reserve(slots.size());
   for (auto slot : slots) {
@@ -904,11 +938,32 @@ void JobMasters::JobMaster::offerSlots(wire::JobMasterGateway::OfferSlotsParams:
 }
 
 kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
-    wire::TaskExecutionState::Reader state,
+    const resourcemanager::WorkerBinding& caller, wire::TaskExecutionState::Reader state,
     wire::JobMasterGateway::UpdateTaskExecutionStateResults::Builder results) {
   const AttemptReport report = reportOf(state);
   const AttemptId attempt = report.attempt;
   const bool otherJob = state.hasJobId() && wire::idFromWire<JobId>(state.getJobId()) != job_;
+  // Only the worker an attempt runs on reports it. An expected attempt of a recovered job that
+  // no worker offered yet is reported by a worker holding the allocation it names for the job.
+  const ResourceId worker = caller.bound().resourceId;
+  const auto runsOn = otherJob ? std::nullopt
+                               : execution_.workerOfAttempt(report.vertex, report.subtaskIndex,
+                                                            attempt);
+  if (runsOn && *runsOn != worker &&
+      !(runsOn->isZero() && state.hasAllocationId() &&
+        owner_.resourceManager_.holdsAllocation(
+            worker, wire::idFromWire<AllocationId>(state.getAllocationId()), job_))) {
+    owner_.resourceManager_.identityRefusals().refuse(
+        caller, "JobMasterGateway.updateTaskExecutionState",
+        runsOn->isZero() ? std::string() : runsOn->toHex(),
+        "attempt " + attempt.toHex() + " of job " + job_.toHex() +
+            (runsOn->isZero() ? " was offered by no worker yet, and worker " + worker.toHex() +
+                                    " holds no allocation of the job it names"
+                              : " runs on worker " + runsOn->toHex() + ", not on " +
+                                    worker.toHex()),
+        results.initFailure());
+    return kj::READY_NOW;
+  }
   const ExecutionGraph::Update outcome =
       otherJob ? ExecutionGraph::Update::kUnknown : execution_.update(report, monoNow(), nowMs());
   if (outcome == ExecutionGraph::Update::kUnknown) {
@@ -940,9 +995,9 @@ kj::Promise<void> JobMasters::JobMaster::updateTaskExecutionState(
   });
 }
 
-void JobMasters::JobMaster::heartbeat(wire::JobMasterGateway::HeartbeatParams::Reader params,
+void JobMasters::JobMaster::heartbeat(const ResourceId& worker,
+                                      wire::JobMasterGateway::HeartbeatParams::Reader params,
                                       wire::JobMasterGateway::HeartbeatResults::Builder results) {
-  const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
   auto known = workers_.find(worker);
   if (known == workers_.end()) {
     rpc::failures::notRegistered(results.initFailure(), worker,
@@ -1133,10 +1188,11 @@ bool JobMasters::counts(JobId job, wire::TaskCounts::Builder tasks, uint32_t& re
   return true;
 }
 
-kj::Maybe<wire::JobMasterGateway::Client> JobMasters::gateway(JobId job) {
+kj::Maybe<wire::JobMasterGateway::Client> JobMasters::gateway(
+    JobId job, kj::Own<resourcemanager::WorkerBinding> caller) {
   auto found = jobs_.find(job);
   if (found == jobs_.end()) return nullptr;
-  return found->second->gateway();
+  return found->second->serveFor(kj::mv(caller));
 }
 
 size_t JobMasters::size() const { return jobs_.size(); }

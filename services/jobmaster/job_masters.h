@@ -30,13 +30,20 @@
 // ones FAIL (to the restart strategy); then the job declares and deploys normally. Event lines
 // `job reconciling`, `attempt adopted`, `job reconciled` (docs/operations.md).
 //
-// The gateway a JobMaster serves (workers call it):
-// - offerSlots: notRegistered unless JobMasterPort::workerAddress knows the worker; adopts the
+// The gateway a JobMaster serves (workers call it), one per connection (gateway()): every call
+// speaks for the worker that connection registered, never for the one its parameters name, and
+// passes resourcemanager::guardWorkerCalls first (permissionDenied before registration or for
+// another worker's resource id; notRegistered for a registration that is not current):
+// - offerSlots: permissionDenied for an allocation the worker does not hold for the job
+//   (JobMasterPort::holdsAllocation) or that the job holds on another worker; notRegistered
+//   unless JobMasterPort::workerAddress knows the worker; adopts the
 //   expected attempts it carries (their slots accepted); accepts the slots a waiting subtask of
 //   a runnable vertex fits (the rest the worker frees); cancels the offered running attempts
 //   that are not a subtask's live attempt (unknown to it, superseded, or failed when it lost the
 //   worker or at the end of reconciliation); deploys in a later turn, after the put.
-// - updateTaskExecutionState: notFound for an attempt that is no subtask's latest attempt;
+// - updateTaskExecutionState: permissionDenied for a live attempt deployed to or adopted on
+//   another worker (an expected attempt no worker offered yet: unless the worker holds the
+//   allocation the update names); notFound for an attempt that is no subtask's latest attempt;
 //   repeats and states older than the known one change nothing (a repeated terminal state is
 //   answered, like the first, once the record holds it). The job's first RUNNING feeds
 //   JobMasterCounters' submit-to-running histogram.
@@ -155,7 +162,10 @@ class JobMasters final : public dispatcher::JobRunner {
   // no JobMaster for it (unknown, or released). A job that ended keeps its gateway until
   // release() completes: its workers still report the ends of the attempts release() cancels
   // (its offers are refused: nothing is accepted).
-  kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job);
+  // `caller` is the worker identity of the connection asking (one gateway per connection: its
+  // calls speak for that worker only, docs/security.md).
+  kj::Maybe<wire::JobMasterGateway::Client> gateway(JobId job,
+                                                    kj::Own<resourcemanager::WorkerBinding> caller);
   size_t size() const;
 
   // Bytes held per job and subtask, for the benchmark's memory figure (approximate, from the

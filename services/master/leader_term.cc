@@ -84,8 +84,6 @@ kj::Promise<void> LeaderTerm::start() {
   resourceManager_ = kj::heap<resourcemanager::ResourceManager>(
       timer_, epoch_, resourceManagerCounters_, options_.resourceManager);
   taskExecutors_ = kj::heap<ResourceManagerTaskExecutors>(*resourceManager_);
-  resourceManagerGateway_ = capabilities_.serve<wire::ResourceManagerGateway>(
-      resourceManager_->makeGatewayServer(), rpc::LeadershipTerm::Readiness::kImmediately);
   resourceManager_->start();
   return canceler_.wrap(openStores().then([this]() { return recover(); }).then([this]() {
     capabilities_.markReady();
@@ -149,15 +147,21 @@ kj::Maybe<const dispatcher::Dispatcher&> LeaderTerm::dispatcher() const {
   return *dispatcher_;
 }
 
-kj::Maybe<wire::ResourceManagerGateway::Client> LeaderTerm::resourceManagerGateway() {
-  return resourceManagerGateway_;
+kj::Maybe<wire::ResourceManagerGateway::Client> LeaderTerm::resourceManagerGateway(
+    kj::Own<resourcemanager::WorkerBinding> caller) {
+  if (resourceManager_.get() == nullptr) return nullptr;
+  // Served while the term recovers: workers register and report meanwhile.
+  return capabilities_.serve<wire::ResourceManagerGateway>(
+      resourceManager_->makeGatewayServer(kj::mv(caller)),
+      rpc::LeadershipTerm::Readiness::kImmediately);
 }
 
-LeaderTerm::JobMasterLookup LeaderTerm::jobMaster(const JobId& job) {
+LeaderTerm::JobMasterLookup LeaderTerm::jobMaster(const JobId& job,
+                                                  kj::Own<resourcemanager::WorkerBinding> caller) {
   JobMasterLookup lookup;
   if (!ready() || jobMasters_.get() == nullptr) return lookup;
   lookup.ready = true;
-  lookup.gateway = jobMasters_->gateway(job);
+  lookup.gateway = jobMasters_->gateway(job, kj::mv(caller));
   return lookup;
 }
 

@@ -99,18 +99,21 @@ class LeaderTerm final {
   // The Dispatcher for in-process reads (/v1/jobs, /metrics); null until the term is ready.
   kj::Maybe<const dispatcher::Dispatcher&> dispatcher() const;
 
-  // The term's ResourceManager gateway, fenced for the epoch and serving before the term is
-  // ready; null until start().
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway();
+  // A ResourceManager gateway of the term for the connection whose worker identity is `caller`
+  // (its worker calls speak for that worker only), fenced for the epoch and serving before the
+  // term is ready; null until start().
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway(
+      kj::Own<resourcemanager::WorkerBinding> caller);
   // The registered workers for in-process reads (/v1/workers, /metrics); null until start().
   kj::Maybe<const dispatcher::TaskExecutorView&> taskExecutors() const;
 
-  // MasterBootstrap.jobMaster: how this term answers for `job`.
+  // MasterBootstrap.jobMaster: how this term answers for `job`, to the connection whose worker
+  // identity is `caller`.
   struct JobMasterLookup {
     bool ready = false;  // False while the term recovers: no answer for any job yet.
     kj::Maybe<wire::JobMasterGateway::Client> gateway;  // Null: this term runs no such job.
   };
-  JobMasterLookup jobMaster(const JobId& job);
+  JobMasterLookup jobMaster(const JobId& job, kj::Own<resourcemanager::WorkerBinding> caller);
 
  private:
   kj::Promise<void> openStores();
@@ -132,7 +135,6 @@ class LeaderTerm final {
   kj::Own<store::LeaderStores> stores_;
   kj::Own<resourcemanager::ResourceManager> resourceManager_;
   kj::Own<dispatcher::TaskExecutorView> taskExecutors_;  // Reads resourceManager_.
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway_;
   kj::Own<dispatcher::Dispatcher> dispatcher_;
   // Destroyed before the Dispatcher it reports to (its releases in flight are cancelled first).
   kj::Own<jobmaster::JobMasters> jobMasters_;

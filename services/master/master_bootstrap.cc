@@ -73,8 +73,10 @@ void LeadingEpoch::refuse(const std::string&, uint64_t received, wire::Failure::
 
 wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
                                                   rpc::FencingCounters& counters) {
-  return rpc::fencedEndpoint<wire::MasterBootstrap>(kj::heap<MasterBootstrapServer>(host),
-                                                    kj::heap<LeadingEpoch>(host), counters);
+  return rpc::fencedEndpoint<wire::MasterBootstrap>(
+      kj::heap<MasterBootstrapServer>(host,
+                                      kj::refcounted<resourcemanager::WorkerBinding>("in process")),
+      kj::heap<LeadingEpoch>(host), counters);
 }
 
 namespace {
@@ -85,11 +87,13 @@ wire::MasterBootstrap::Client bootstrapWithRoles(MasterBootstrapHost& host,
                                                  rpc::FencingCounters& fencingCounters,
                                                  rpc::AuthCounters& authCounters,
                                                  kj::Own<rpc::ConnectionAuthenticator> authenticator,
+                                                 kj::Own<resourcemanager::WorkerBinding> caller,
                                                  rpc::RoleSet roles) {
   const bool required = authenticator->settings().required;
   auto fenced = rpc::fencedEndpoint<wire::MasterBootstrap>(
       kj::heap<MasterBootstrapServer>(
-          host, ConnectionAuth{kj::mv(authenticator), fencingCounters, authCounters}),
+          host, ConnectionAuth{kj::mv(authenticator), fencingCounters, authCounters},
+          kj::mv(caller)),
       kj::heap<LeadingEpoch>(host), fencingCounters);
   if (!required) return fenced;
   return rpc::restrictToRoles(kj::mv(fenced), roles, authCounters);
@@ -105,7 +109,10 @@ wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
   auto authenticator = kj::refcounted<rpc::ConnectionAuthenticator>(
       settings, authCounters, peer.address, kj::addRef(*peer.gate));
   const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
-  return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator), roles);
+  return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator),
+                            kj::refcounted<resourcemanager::WorkerBinding>(
+                                peer.address, peer.tlsCommonName),
+                            roles);
 }
 
 kj::Promise<void> MasterBootstrapServer::authChallenge(AuthChallengeContext context) {
@@ -146,7 +153,7 @@ kj::Promise<void> MasterBootstrapServer::authenticate(AuthenticateContext contex
         kj::arrayPtr(reinterpret_cast<const kj::byte*>(serverProof.data()), serverProof.size()));
     results.setBootstrap(bootstrapWithRoles(host_, auth->fencingCounters, auth->authCounters,
                                             kj::addRef(*auth->authenticator),
-                                            rpc::RoleSet::of(role)));
+                                            kj::addRef(*caller_), rpc::RoleSet::of(role)));
   } else {
     rpc::failures::unauthenticated(results.initFailure(),
                                    "this master requires no authentication");
@@ -179,7 +186,7 @@ kj::Promise<void> MasterBootstrapServer::dispatcher(DispatcherContext context) {
 
 kj::Promise<void> MasterBootstrapServer::resourceManager(ResourceManagerContext context) {
   const uint64_t epoch = context.getParams().getEpoch();
-  KJ_IF_MAYBE (gateway, host_.resourceManagerGateway()) {
+  KJ_IF_MAYBE (gateway, host_.resourceManagerGateway(kj::addRef(*caller_))) {
     context.getResults().setResourceManager(*gateway);
   } else {
     rpc::failures::unavailable(context.getResults().initFailure(), rpc::kNotReadyRetryMs,
@@ -191,7 +198,7 @@ kj::Promise<void> MasterBootstrapServer::resourceManager(ResourceManagerContext 
 
 kj::Promise<void> MasterBootstrapServer::jobMaster(JobMasterContext context) {
   const auto job = wire::idFromWire<JobId>(context.getParams().getJobId());
-  LeaderTerm::JobMasterLookup lookup = host_.jobMaster(job);
+  LeaderTerm::JobMasterLookup lookup = host_.jobMaster(job, kj::addRef(*caller_));
   if (lookup.ready) {
     answerJobMaster(context, kj::mv(lookup));
     return kj::READY_NOW;
@@ -206,7 +213,7 @@ kj::Promise<void> MasterBootstrapServer::jobMaster(JobMasterContext context) {
                                      " no longer leads; find the leader again");
       return;
     }
-    answerJobMaster(context, host_.jobMaster(job));
+    answerJobMaster(context, host_.jobMaster(job, kj::addRef(*caller_)));
   });
 }
 

@@ -16,6 +16,7 @@
 #include "rpc/rpc_server.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/master/leader_term.h"
+#include "services/resourcemanager/worker_binding.h"
 
 namespace regent::master {
 
@@ -30,15 +31,21 @@ class MasterBootstrapHost {
   virtual uint64_t leadingEpoch() const = 0;
   // The current term's gateway, or nullptr while the term's stores are still opening.
   virtual kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() = 0;
-  // The current term's ResourceManager gateway, or nullptr while the term has none yet (and
+  // The current term's ResourceManager gateway for the connection whose worker identity is
+  // `caller` (LeaderTerm::resourceManagerGateway), or nullptr while the term has none yet (and
   // always for a host that runs no ResourceManager, the default).
-  virtual kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() {
+  virtual kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway(
+      kj::Own<resourcemanager::WorkerBinding> /*caller*/) {
     return nullptr;
   }
-  // The current term's gateway of `job`'s JobMaster (LeaderTerm::jobMaster): not ready while
-  // the term's stores open or it recovers (and always for a host that runs no JobMasters, the
-  // default); ready without a gateway when the term runs no JobMaster for `job`.
-  virtual LeaderTerm::JobMasterLookup jobMaster(const JobId&) { return {}; }
+  // The current term's gateway of `job`'s JobMaster for `caller`'s connection
+  // (LeaderTerm::jobMaster): not ready while the term's stores open or it recovers (and always
+  // for a host that runs no JobMasters, the default); ready without a gateway when the term runs
+  // no JobMaster for `job`.
+  virtual LeaderTerm::JobMasterLookup jobMaster(
+      const JobId&, kj::Own<resourcemanager::WorkerBinding> /*caller*/) {
+    return {};
+  }
   // Resolves when the current term is ready (LeaderTerm::whenReady), when it ends, or after a
   // bound the host chooses (MasterProcess: jobMasterReadyWait), whichever comes first; never
   // rejects. MasterBootstrap.jobMaster waits on it instead of answering `unavailable` at once, so
@@ -76,12 +83,17 @@ struct ConnectionAuth {
 // The bootstrap's handlers. Serve it only through serveMasterBootstrap() or
 // serveMasterBootstrapFor(), whose fenced endpoint checks every epoch before a handler runs.
 // `host` must outlive it. Without a ConnectionAuth, authChallenge says authentication is not
-// required and authenticate answers `unauthenticated`.
+// required and authenticate answers `unauthenticated`. `caller` is the worker identity of the
+// connection it serves (docs/security.md, "Worker identity"): every ResourceManager and
+// JobMaster gateway it hands out speaks for that worker only, and so do those of the bootstrap
+// authenticate answers.
 class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
  public:
-  explicit MasterBootstrapServer(MasterBootstrapHost& host) : host_(host) {}
-  MasterBootstrapServer(MasterBootstrapHost& host, ConnectionAuth auth)
-      : host_(host), auth_(kj::mv(auth)) {}
+  MasterBootstrapServer(MasterBootstrapHost& host, kj::Own<resourcemanager::WorkerBinding> caller)
+      : host_(host), caller_(kj::mv(caller)) {}
+  MasterBootstrapServer(MasterBootstrapHost& host, ConnectionAuth auth,
+                        kj::Own<resourcemanager::WorkerBinding> caller)
+      : host_(host), auth_(kj::mv(auth)), caller_(kj::mv(caller)) {}
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override;
   kj::Promise<void> handOver(HandOverContext context) override;
@@ -99,15 +111,18 @@ class MasterBootstrapServer final : public wire::MasterBootstrap::Server {
   void answerJobMaster(JobMasterContext& context, LeaderTerm::JobMasterLookup lookup);
   MasterBootstrapHost& host_;
   kj::Maybe<ConnectionAuth> auth_;
+  kj::Own<resourcemanager::WorkerBinding> caller_;
 };
 
 // The bootstrap every master serves: MasterBootstrapServer behind the fenced endpoint with the
-// LeadingEpoch rule (leaderInfo carries no epoch and passes). Calls and refusals count in
-// `counters`. `host` and `counters` must outlive it and every connection serving it.
+// LeadingEpoch rule (leaderInfo carries no epoch and passes), with a worker identity of its own
+// (one bootstrap, one connection). Calls and refusals count in `counters`. `host` and `counters` must outlive it and every connection serving it.
 wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
                                                   rpc::FencingCounters& counters);
 
-// The bootstrap of one accepted connection (the RpcServer's bootstrap factory). When `settings`
+// The bootstrap of one accepted connection (the RpcServer's bootstrap factory), with the
+// connection's worker identity (unbound until the connection registers a worker, whatever roles
+// it holds; shared by the bootstrap authenticate answers). When `settings`
 // requires no authentication it is serveMasterBootstrap()'s, with every role. Otherwise it is
 // restricted (rpc::restrictToRoles) to the role the peer's verified certificate maps to
 // (rpc.auth-tls.*-names; the gate is marked authenticated at once), or to no role at all:

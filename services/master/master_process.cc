@@ -257,9 +257,10 @@ kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const
   return term_->dispatcher();
 }
 
-kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway() {
+kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway(
+    kj::Own<resourcemanager::WorkerBinding> caller) {
   if (!term_) return nullptr;
-  return term_->resourceManagerGateway();
+  return term_->resourceManagerGateway(kj::mv(caller));
 }
 
 kj::Promise<void> MasterProcess::whenTermReady() {
@@ -269,9 +270,10 @@ kj::Promise<void> MasterProcess::whenTermReady() {
       .exclusiveJoin(loop_.timer().afterDelay(jobMasterReadyWait_.count() * kj::MILLISECONDS));
 }
 
-LeaderTerm::JobMasterLookup MasterProcess::jobMaster(const JobId& job) {
+LeaderTerm::JobMasterLookup MasterProcess::jobMaster(
+    const JobId& job, kj::Own<resourcemanager::WorkerBinding> caller) {
   if (!term_) return {};
-  return term_->jobMaster(job);
+  return term_->jobMaster(job, kj::mv(caller));
 }
 
 kj::Maybe<const dispatcher::TaskExecutorView&> MasterProcess::leaderTaskExecutors() const {
@@ -331,6 +333,8 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.resourceManager.heartbeatInterval = config_.getDuration("heartbeat.interval");
   options.resourceManager.heartbeatTimeout = config_.getDuration("heartbeat.timeout");
   options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");
+  options.resourceManager.requireCertificateResourceId =
+      config_.getBool("rpc.auth-tls.worker-name-is-resource-id");
   options.jobMaster.heartbeatInterval = options.resourceManager.heartbeatInterval;
   options.jobMaster.heartbeatTimeout = options.resourceManager.heartbeatTimeout;
   options.jobMaster.callTimeout = options.resourceManager.callTimeout;

@@ -121,8 +121,10 @@ class MasterProcess final : public leader::LeaderContender,
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override;
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override;
-  LeaderTerm::JobMasterLookup jobMaster(const JobId& job) override;
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway(
+      kj::Own<resourcemanager::WorkerBinding> caller) override;
+  LeaderTerm::JobMasterLookup jobMaster(const JobId& job,
+                                        kj::Own<resourcemanager::WorkerBinding> caller) override;
   // The current term's whenReady(), at most jobMasterReadyWait_; at once without a term.
   kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
@@ -133,6 +135,9 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override;
   uint64_t workerHeartbeatTimeouts() const override {
     return resourceManagerCounters_.heartbeatTimeouts;
+  }
+  const std::map<std::string, uint64_t>* workerIdentityRefusals() const override {
+    return &resourceManagerCounters_.identityRefusals.byMethod();
   }
   const jobmaster::JobMasterCounters* jobMasterCounters() const override {
     return &jobMasterCounters_;

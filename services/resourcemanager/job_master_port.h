@@ -11,6 +11,7 @@
 #include "common/ids.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/resourcemanager/slot_manager.h"
+#include "services/resourcemanager/worker_binding.h"
 
 namespace regent::resourcemanager {
 
@@ -21,10 +22,12 @@ struct WorkerAddress {
 };
 
 // Loop-thread only. Matching and the requestSlot calls it causes run after the call returns
-// (never inside it), so a JobMaster may call these from its own handlers.
-class JobMasterPort {
+// (never inside it), so a JobMaster may call these from its own handlers. As a WorkerRegistry it
+// says whether a connection's registration is current: the gate of each JobMaster's gateway
+// (guardWorkerCalls) asks it.
+class JobMasterPort : public WorkerRegistry {
  public:
-  virtual ~JobMasterPort() = default;
+  ~JobMasterPort() override = default;
   // Registers (or registers again) `job`'s JobMaster; `gateway` is what workers' offers reach.
   virtual void registerJobMaster(const JobId& job, wire::JobMasterGateway::Client gateway) = 0;
   // Replaces the job's requirements (SlotManager::declare): nullopt when accepted, else why not
@@ -38,6 +41,12 @@ class JobMasterPort {
   virtual std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const = 0;
   // Slot counts, for the "waiting for slots" reason.
   virtual SlotCounts slotCounts() const = 0;
+  // Whether `worker`'s slot table (its latest report, or a slot allocated to it and pending)
+  // holds `allocation` for `job`: a worker offers only slots it holds.
+  virtual bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,
+                               const JobId& job) const = 0;
+  // Where the JobMasters count and log the worker calls they refuse (worker_binding.h).
+  virtual WorkerIdentityRefusals& identityRefusals() = 0;
 };
 
 }  // namespace regent::resourcemanager

@@ -109,7 +109,8 @@ bool sameProcess(const WorkerRegistration& a, const WorkerRegistration& b) {
 
 class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Server {
  public:
-  explicit Gateway(ResourceManager& manager) : rm_(manager) {}
+  Gateway(ResourceManager& manager, kj::Own<WorkerBinding> caller)
+      : rm_(manager), caller_(kj::mv(caller)) {}
 
   kj::Promise<void> registerTaskExecutor(RegisterTaskExecutorContext context) override {
     auto params = context.getParams();
@@ -121,71 +122,57 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                      wrong->message, message);
       return kj::READY_NOW;
     }
+    if (auto refusal = refusalOf(registration)) {
+      rm_.counters_.identityRefusals.refuse(*caller_,
+                                            "ResourceManagerGateway.registerTaskExecutor",
+                                            registration.resourceId.toHex(), *refusal,
+                                            context.getResults().initFailure());
+      return kj::READY_NOW;
+    }
     return claim(context, registration, params.getTaskExecutor());
   }
 
+  // The worker calls below reach their handler only through the gate (guardWorkerCalls): the
+  // connection registered, and its registration is current. They act for that registration.
   kj::Promise<void> sendSlotReport(SendSlotReportContext context) override {
-    auto params = context.getParams();
-    const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
-    const auto registration = wire::idFromWire<RegistrationId>(params.getRegistrationId());
-    const bool first = isFirstReport(worker);
-    auto failure =
-        rm_.slots_.applyReport(worker, registration, fromWire(params.getSlotReport().getSlots()),
-                               rm_.monoNow(), rm_.wallNow());
+    const WorkerIdentity me = caller();
+    const bool first = isFirstReport(me.resourceId);
+    auto failure = rm_.slots_.applyReport(
+        me.resourceId, me.registrationId,
+        fromWire(context.getParams().getSlotReport().getSlots()), rm_.monoNow(), rm_.wallNow());
     if (failure) {
-      toWire(*failure, worker, context.getResults().initFailure());
+      toWire(*failure, me.resourceId, context.getResults().initFailure());
       return kj::READY_NOW;
     }
-    reported(worker, first);
+    reported(me.resourceId, first);
     return kj::READY_NOW;
   }
 
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
-    auto params = context.getParams();
-    const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
-    const auto payload = params.getPayload();
-    const bool first = isFirstReport(worker);
-    auto slots = fromWire(payload.getSlotReport().getSlots());
-    // A heartbeat names its registration: one of a replaced registration (a process stopped
-    // while another took its resource id) is notRegistered, like a stale slot report. An older
-    // worker names none: its heartbeat is taken for the current registration.
-    auto registration = wire::idFromWireIfSet<RegistrationId>(payload.hasRegistrationId(),
-                                                              payload.getRegistrationId());
-    auto failure =
-        registration && !registration->isZero()
-            ? rm_.slots_.applyReport(worker, *registration, slots, rm_.monoNow(), rm_.wallNow())
-            : rm_.slots_.heartbeat(worker, slots, rm_.monoNow(), rm_.wallNow());
+    const WorkerIdentity me = caller();
+    const bool first = isFirstReport(me.resourceId);
+    auto failure = rm_.slots_.applyReport(
+        me.resourceId, me.registrationId,
+        fromWire(context.getParams().getPayload().getSlotReport().getSlots()), rm_.monoNow(),
+        rm_.wallNow());
     if (failure) {
-      toWire(*failure, worker, context.getResults().initFailure());
+      toWire(*failure, me.resourceId, context.getResults().initFailure());
       return kj::READY_NOW;
     }
-    reported(worker, first);
+    reported(me.resourceId, first);
     return kj::READY_NOW;
   }
 
   kj::Promise<void> disconnect(DisconnectContext context) override {
-    auto params = context.getParams();
-    const auto worker = wire::idFromWire<ResourceId>(params.getResourceId());
-    // Only the registration that ends is removed, not a newer one of the same resource id. An
-    // older worker names none: its current registration is removed.
-    auto registration = wire::idFromWireIfSet<RegistrationId>(params.hasRegistrationId(),
-                                                              params.getRegistrationId());
-    const Worker* known = rm_.slots_.worker(worker);
-    if (known != nullptr && registration && !registration->isZero() &&
-        known->registrationId != *registration) {
-      rpc::failures::notRegistered(context.getResults().initFailure(), worker,
-                                   "registration id " + registration->toHex() +
-                                       " of resource id " + worker.toHex() +
-                                       " is not its current registration; nothing removed");
+    const WorkerIdentity me = caller();
+    if (!rm_.slots_.removeWorker(me.resourceId)) {
+      rpc::failures::notRegistered(context.getResults().initFailure(), me.resourceId,
+                                   "resource id " + me.resourceId.toHex() +
+                                       " is not registered with this ResourceManager");
       return kj::READY_NOW;
     }
-    if (!rm_.slots_.removeWorker(worker)) {
-      rpc::failures::notRegistered(
-          context.getResults().initFailure(), worker,
-          "resource id " + worker.toHex() + " is not registered with this ResourceManager");
-      return kj::READY_NOW;
-    }
-    rm_.forgetWorker(worker, "disconnected: " + std::string(params.getCause().cStr()), false);
+    rm_.forgetWorker(me.resourceId,
+                     "disconnected: " + std::string(context.getParams().getCause().cStr()), false);
     rm_.matchAndRequest();
     return kj::READY_NOW;
   }
@@ -238,6 +225,29 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   }
 
  private:
+  WorkerIdentity caller() const { return caller_->bound(); }
+
+  // Why this connection may not register `registration`'s resource id, or nullopt.
+  std::optional<std::string> refusalOf(const WorkerRegistration& registration) const {
+    const auto& bound = caller_->identity();
+    if (bound && bound->resourceId != registration.resourceId) {
+      return "this connection registered worker " + bound->resourceId.toHex() +
+             "; one connection speaks for one worker";
+    }
+    if (!rm_.options_.requireCertificateResourceId) return std::nullopt;
+    const std::string& name = caller_->certificateName();
+    if (name.empty()) {
+      return std::string("rpc.auth-tls.worker-name-is-resource-id: a worker registers over "
+                         "mutual TLS with a certificate named by its resource id; this "
+                         "connection has no verified certificate");
+    }
+    if (ResourceId::fromHex(name) != registration.resourceId) {
+      return "rpc.auth-tls.worker-name-is-resource-id: this connection's certificate names \"" +
+             name + "\", not resource id " + registration.resourceId.toHex();
+    }
+    return std::nullopt;
+  }
+
   void accept(RegisterTaskExecutorContext& context, const WorkerRegistration& registration,
               wire::TaskExecutorGateway::Client taskExecutor) {
     const bool replaced = rm_.slots_.worker(registration.resourceId) != nullptr;
@@ -246,6 +256,9 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     const RegistrationId id = rm_.slots_.registerWorker(registration, rm_.monoNow(), rm_.wallNow());
     rm_.connections_.insert_or_assign(registration.resourceId,
                                       kj::heap<Connection>(Connection{kj::mv(taskExecutor), id}));
+    // From now on this connection speaks for the worker, and a connection that registered it
+    // before no longer does (its registration is not current any more).
+    caller_->bind(WorkerIdentity{registration.resourceId, id});
     ++rm_.counters_.registrations;
     rm_.event(spdlog::level::info, EventLine("worker registered")
                                        .field("epoch", rm_.epoch_)
@@ -347,6 +360,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   }
 
   ResourceManager& rm_;
+  kj::Own<WorkerBinding> caller_;
 };
 
 // ---- The ResourceManager ----------------------------------------------------------------------
@@ -357,8 +371,26 @@ ResourceManager::ResourceManager(kj::Timer& timer, uint64_t epoch,
 
 ResourceManager::~ResourceManager() noexcept = default;
 
-kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer() {
-  return kj::heap<Gateway>(*this);
+kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer(
+    kj::Own<WorkerBinding> caller) {
+  auto handlers = kj::heap<Gateway>(*this, kj::addRef(*caller));
+  return guardWorkerCalls<wire::ResourceManagerGateway>(kj::mv(handlers), kj::mv(caller), *this,
+                                                        counters_.identityRefusals);
+}
+
+bool ResourceManager::isCurrent(const WorkerIdentity& identity) const {
+  const Worker* found = slots_.worker(identity.resourceId);
+  return found != nullptr && found->registrationId == identity.registrationId;
+}
+
+bool ResourceManager::holdsAllocation(const ResourceId& worker, const AllocationId& allocation,
+                                      const JobId& job) const {
+  const Worker* found = slots_.worker(worker);
+  if (found == nullptr) return false;
+  for (const Slot& slot : found->slots) {
+    if (slot.allocation == allocation && slot.job == job) return true;
+  }
+  return false;
 }
 
 void ResourceManager::start() {

@@ -22,6 +22,7 @@
 #include "rpc/schema/gateways.capnp.h"
 #include "services/resourcemanager/job_master_port.h"
 #include "services/resourcemanager/slot_manager.h"
+#include "services/resourcemanager/worker_binding.h"
 
 namespace regent::resourcemanager {
 
@@ -32,6 +33,9 @@ struct ResourceManagerOptions {
   // worker whose resource id a new registration claims); rpc.call-timeout.
   Duration callTimeout{10000};
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+  // rpc.auth-tls.worker-name-is-resource-id: a registration must name the resource id its
+  // connection's verified certificate names (WorkerBinding::certificateName).
+  bool requireCertificateResourceId = false;
   // Log an event line per registration / slot report / removal (docs/operations.md). The event
   // lines are what the slot-rebuild benchmark reads.
   bool logEvents = true;
@@ -42,6 +46,9 @@ struct ResourceManagerCounters {
   uint64_t heartbeatTimeouts = 0;     // regent_worker_heartbeat_timeouts_total
   uint64_t registrations = 0;         // accepted registerTaskExecutor calls
   uint64_t registrationsRefused = 0;  // a second live worker with the same resource id
+  // Worker calls that spoke for another worker (the ResourceManager's and the JobMasters'):
+  // regent_rpc_worker_identity_refusals_total.
+  WorkerIdentityRefusals identityRefusals;
 };
 
 // Loop-thread only. `timer` and `counters` must outlive it. Destroying it cancels its heartbeat
@@ -59,16 +66,25 @@ class ResourceManager final : public JobMasterPort {
   ResourceManager(const ResourceManager&) = delete;
   ResourceManager& operator=(const ResourceManager&) = delete;
 
-  // The gateway's handlers, for rpc::LeadershipTerm::serve<wire::ResourceManagerGateway>.
-  // They must not outlive this object (the term drops them before destroying it).
+  // The gateway's handlers for the connection whose worker identity is `caller` (one gateway
+  // per connection: MasterBootstrap.resourceManager), behind the gate of worker calls
+  // (guardWorkerCalls), for rpc::LeadershipTerm::serve<wire::ResourceManagerGateway>. They must
+  // not outlive this object (the term drops them before destroying it).
+  //
+  // The worker methods take the worker's identity from `caller`, never from their parameters:
+  // registerTaskExecutor binds it (a connection bound to another resource id is refused with
+  // permissionDenied: one connection speaks for one worker; with requireCertificateResourceId, so
+  // is a registration of another resource id than the connection's certificate names, or over a
+  // connection without one); sendSlotReport, heartbeat and
+  // disconnect apply to the bound registration.
   //
   // registerTaskExecutor: a registration whose resource id is held by another live worker (a
   // different host or pid whose TaskExecutorGateway still answers a heartbeat within
   // callTimeout) is refused with alreadyExists naming both hosts and pids; a dead or same
   // process holder is replaced (when the probe fails, the holder is checked again: another
   // registration accepted meanwhile is probed in turn). sendSlotReport / heartbeat /
-  // disconnect: notRegistered for an unknown or replaced registration (a heartbeat or
-  // disconnect from an older worker, naming no registration id, is taken for the current one).
+  // disconnect: notRegistered for an unknown or replaced registration (the newest registration
+  // of a resource id owns it: an older connection's calls are refused by the gate).
   // declareRequiredResources: invalidArgument for a requirement no registered worker can fit,
   // notRegistered for a JobMaster that did not register. disconnectJobMaster: drops the job's
   // requirements and frees its allocations on the workers (freeSlot, best effort). After every
@@ -78,7 +94,7 @@ class ResourceManager final : public JobMasterPort {
   // worker's free slot, or on that slot after its worker's next heartbeat or report (not at
   // once: the same refusal would follow). The worker offering the slot to the job's JobMaster is
   // not part of this ResourceManager.
-  kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer();
+  kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer(kj::Own<WorkerBinding> caller);
 
   // Starts the heartbeat loop (every heartbeatInterval: heartbeat every registered worker,
   // expire those silent for heartbeatTimeout; each expiry counted, logged, and the worker told
@@ -98,6 +114,11 @@ class ResourceManager final : public JobMasterPort {
   void disconnectJobMaster(const JobId& job, const std::string& cause) override;
   std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const override;
   SlotCounts slotCounts() const override { return slots_.counts(); }
+  bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,
+                       const JobId& job) const override;
+  WorkerIdentityRefusals& identityRefusals() override { return counters_.identityRefusals; }
+  // WorkerRegistry: `identity` is its resource id's registration in the SlotManager.
+  bool isCurrent(const WorkerIdentity& identity) const override;
 
   // Every registered worker with its latest slot report, for DispatcherGateway.listTaskExecutors
   // (regentctl workers / slots) and /v1/workers; in resource id order. `out` was initialised

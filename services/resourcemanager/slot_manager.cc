@@ -203,17 +203,6 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
   return std::nullopt;
 }
 
-std::optional<SlotFailure> SlotManager::heartbeat(const ResourceId& workerId,
-                                                  const std::vector<ReportedSlot>& slots,
-                                                  MonoTime now, int64_t nowMs) {
-  auto it = workers_.find(workerId);
-  if (it == workers_.end()) {
-    return notRegistered("resource id " + workerId.toHex() +
-                         " is not registered with this ResourceManager; register again");
-  }
-  return applyReport(workerId, it->second.registrationId, slots, now, nowMs);
-}
-
 bool SlotManager::removeWorker(const ResourceId& workerId) {
   auto it = workers_.find(workerId);
   if (it == workers_.end()) return false;

@@ -142,11 +142,6 @@ class SlotManager final {
                                          const RegistrationId& registrationId,
                                          const std::vector<ReportedSlot>& slots, MonoTime now,
                                          int64_t nowMs);
-  // A heartbeat: refreshes lastHeard and applies the report it carries like applyReport (for
-  // the worker's current registration). kNotRegistered for an unknown worker.
-  std::optional<SlotFailure> heartbeat(const ResourceId& worker,
-                                       const std::vector<ReportedSlot>& slots, MonoTime now,
-                                       int64_t nowMs);
 
   // Removes the worker and its slots; false when unknown. Requirements its allocations served
   // become unmet again (the next match() may allocate elsewhere).

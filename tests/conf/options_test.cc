@@ -65,6 +65,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "rpc.auth-tls.admin-names",
                                             "rpc.auth-tls.reader-names",
                                             "rpc.auth-tls.worker-names",
+                                            "rpc.auth-tls.worker-name-is-resource-id",
                                             "rpc.credential.role",
                                             "rpc.credential.secret-file",
                                             "http.bind",

@@ -180,7 +180,7 @@ class JobCluster final {
   size_t leader() const { return leader_; }
   uint64_t epoch() const { return epoch_; }
   const std::string& clusterId() const { return clusterId_; }
-  // The test thread's loop (HTTP to the workers).
+  // The test's event loop (the one the cluster's HTTP reads run on), for a test's own RPC.
   EventLoop& loop() { return loop_; }
 
   // Waits until a master serves as the leader of `epoch` and every running worker registered

@@ -1,8 +1,8 @@
 // Bad input to the leader's ResourceManager over real RPC, with a real master and worker: a
 // requirement no worker can fit is answered invalidArgument and allocates nothing, a slot
-// report with a registration id the leader never issued is answered notRegistered and changes
-// nothing, a report naming a slot the worker did not register is answered invalidArgument and
-// changes nothing, and the leader keeps serving both callers afterwards (a requirement that only
+// report for a worker another connection registered is answered permissionDenied and one with a
+// registration id the leader never issued notRegistered, neither changing anything, a report
+// naming a slot the worker did not register is answered invalidArgument and changes nothing, and the leader keeps serving both callers afterwards (a requirement that only
 // waits for free slots stays pending and is served when a worker registers); a second live worker
 // claiming the resource id of another is refused, with both named.
 #include <gtest/gtest.h>
@@ -117,35 +117,54 @@ TEST_F(WorkerBadInput, ARequirementThatOnlyWaitsForSlotsStaysPendingUntilAWorker
   }
 }
 
-TEST_F(WorkerBadInput, ASlotReportWithAnUnknownRegistrationIdIsNotRegisteredAndChangesNothing) {
-  auto resource = ResourceId::fromHex(workers_->resourceId(0));
-  ASSERT_TRUE(resource) << "worker resource id " << workers_->resourceId(0);
-  // The worker's resource id, a registration id the leader never issued, and a report that
-  // contradicts the worker's (three slots instead of two).
-  auto stale = caller_->sendSlotReport(*resource, RegistrationId::random(), kSlotsPerWorker + 1);
-  ASSERT_TRUE(stale) << "a slot report with an unknown registration id was accepted";
-  EXPECT_EQ(stale->which, wire::Failure::NOT_REGISTERED) << stale->message;
-
-  auto unknown = caller_->sendSlotReport(ResourceId::random(), RegistrationId::random(), 1);
-  ASSERT_TRUE(unknown) << "a slot report from an unknown worker was accepted";
-  EXPECT_EQ(unknown->which, wire::Failure::NOT_REGISTERED) << unknown->message;
-
-  auto table = regentctl_->slotTable();
-  ASSERT_OK(table);
-  EXPECT_EQ(describeTable(table.value()), describeTable(before_));
-  // The worker itself is still registered: it was never told to register again.
-  EXPECT_EQ(workers_->count(0, WorkerEvent::Kind::kRegistered), 1u) << workers_->describe();
+// The rows of `table` of the worker `resourceId`.
+SlotTable rowsOf(const SlotTable& table, const std::string& resourceId) {
+  SlotTable rows;
+  for (const SlotRow& row : table) {
+    if (row.resourceId == resourceId) rows.insert(row);
+  }
+  return rows;
 }
 
-TEST_F(WorkerBadInput, ASlotReportThatContradictsTheRegistrationIsInvalidAndChangesNothing) {
+TEST_F(WorkerBadInput, ASlotReportForAnotherWorkerOrAStaleRegistrationChangesNothing) {
   auto resource = ResourceId::fromHex(workers_->resourceId(0));
   ASSERT_TRUE(resource) << "worker resource id " << workers_->resourceId(0);
   auto registered = workers_->waitForRegistered(0, epoch_, kTimeout);
   ASSERT_OK(registered);
   auto registration = RegistrationId::fromHex(registered.value().registrationId);
   ASSERT_TRUE(registration) << registered.value().registrationId;
-  // The worker's own registration, and a report of one slot more than it registered.
-  auto wrong = caller_->sendSlotReport(*resource, *registration, kSlotsPerWorker + 1);
+  // This test's connection names the worker, even with its own registration id, and a report
+  // that contradicts the worker's (three slots instead of two): it does not speak for it
+  // (docs/security.md, "Worker identity").
+  auto foreign = caller_->sendSlotReport(*resource, *registration, kSlotsPerWorker + 1);
+  ASSERT_TRUE(foreign) << "a slot report for another connection's worker was accepted";
+  EXPECT_EQ(foreign->which, wire::Failure::PERMISSION_DENIED) << foreign->message;
+
+  // Registered as a stand-in worker of its own, the connection names a registration id the
+  // leader never issued: stale.
+  const ResourceId standIn = ResourceId::random();
+  auto own = caller_->registerWorker(standIn, 1);
+  ASSERT_OK(own);
+  auto stale = caller_->sendSlotReport(standIn, RegistrationId::random(), 1);
+  ASSERT_TRUE(stale) << "a slot report with an unknown registration id was accepted";
+  EXPECT_EQ(stale->which, wire::Failure::NOT_REGISTERED) << stale->message;
+  auto other = caller_->sendSlotReport(*resource, *registration, kSlotsPerWorker + 1);
+  ASSERT_TRUE(other) << "a slot report for another worker was accepted";
+  EXPECT_EQ(other->which, wire::Failure::PERMISSION_DENIED) << other->message;
+
+  auto table = regentctl_->slotTable();
+  ASSERT_OK(table);
+  EXPECT_EQ(describeTable(rowsOf(table.value(), workers_->resourceId(0))), describeTable(before_));
+  // The worker itself is still registered: it was never told to register again.
+  EXPECT_EQ(workers_->count(0, WorkerEvent::Kind::kRegistered), 1u) << workers_->describe();
+}
+
+TEST_F(WorkerBadInput, ASlotReportThatContradictsTheRegistrationIsInvalidAndChangesNothing) {
+  // A stand-in worker of two slots registered by this test reports one slot more.
+  const ResourceId standIn = ResourceId::random();
+  auto registration = caller_->registerWorker(standIn, kSlotsPerWorker);
+  ASSERT_OK(registration);
+  auto wrong = caller_->sendSlotReport(standIn, registration.value(), kSlotsPerWorker + 1);
   ASSERT_TRUE(wrong) << "a slot report naming a slot the worker does not have was accepted";
   EXPECT_EQ(wrong->which, wire::Failure::INVALID_ARGUMENT) << wrong->message;
   EXPECT_NE(wrong->message.find("slotIndex"), std::string::npos) << wrong->message;

@@ -537,6 +537,9 @@ std::optional<double> metricValue(const std::string& text, const std::string& me
 
 namespace {
 
+// A stand-in worker's gateway: answers nothing (the master's calls to it fail).
+class SilentTaskExecutor final : public wire::TaskExecutorGateway::Server {};
+
 // The test's JobMaster: registered so that declareRequiredResources is accepted. It implements
 // no method (the endpoint's defaults answer UNIMPLEMENTED): offering slots to a JobMaster and
 // its heartbeats come with the JobMaster itself.
@@ -608,6 +611,27 @@ std::optional<CallFailure> ResourceManagerCaller::declare(const JobId& job, uint
   requirement.setNumberOfRequiredSlots(count);
   auto response = loop_.run(request.send());
   return failureOf(response.hasFailure(), response.getFailure());
+}
+
+Result<RegistrationId> ResourceManagerCaller::registerWorker(const ResourceId& resource,
+                                                             uint32_t slots) {
+  auto request = gateway_.registerTaskExecutorRequest();
+  request.setEpoch(epoch_);
+  auto registration = request.initRegistration();
+  wire::setWireId(registration.initResourceId(), resource);
+  registration.setHost("itest-stand-in");
+  registration.setPid(4242);
+  registration.setNumberOfSlots(slots);
+  registration.initSlotProfile().setCpuMillis(1000);
+  registration.getSlotProfile().setMemoryBytes(uint64_t{256} << 20);
+  registration.initTotalProfile().setCpuMillis(1000 * slots);
+  registration.getTotalProfile().setMemoryBytes((uint64_t{256} << 20) * slots);
+  request.setTaskExecutor(kj::heap<SilentTaskExecutor>());
+  auto response = loop_.run(request.send());
+  if (auto failure = failureOf(response.hasFailure(), response.getFailure())) {
+    return Error::fatal("registerTaskExecutor: " + failure->message);
+  }
+  return wire::idFromWire<RegistrationId>(response.getSuccess().getRegistrationId());
 }
 
 std::optional<CallFailure> ResourceManagerCaller::sendSlotReport(

@@ -275,6 +275,10 @@ class ResourceManagerCaller final {
   // declareRequiredResources(epoch, job, [{cpuMillis, memoryBytes} x count]).
   std::optional<CallFailure> declare(const JobId& job, uint32_t cpuMillis, uint64_t memoryBytes,
                                      uint32_t count);
+  // registerTaskExecutor(epoch, a worker `resource` of `slots` slots of one core and 256 MiB,
+  // <this test's TaskExecutorGateway, which answers nothing>): this connection then speaks for
+  // `resource` (docs/security.md, "Worker identity"). The registration id, or the failure.
+  Result<RegistrationId> registerWorker(const ResourceId& resource, uint32_t slots);
   // sendSlotReport(epoch, resource, registration, a report of `slots` free slots).
   std::optional<CallFailure> sendSlotReport(const ResourceId& resource,
                                             const RegistrationId& registration, uint32_t slots);

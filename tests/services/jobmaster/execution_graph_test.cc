@@ -683,5 +683,23 @@ TEST(ExecutionGraphRandom, InvariantsHoldUnderRandomEvents) {
   }
 }
 
+// Whose attempt is whose (the JobMaster refuses a report of another worker's attempt): the
+// worker it was deployed to while it is live, nobody once it ended, and each held slot's worker.
+TEST_F(ExecutionGraphTest, AnAttemptBelongsToTheWorkerItWasDeployedToWhileItIsLive) {
+  JobGraphBuilder builder({{"a", 1}});
+  start(builder);
+  const auto slots = offer(workerA_, 1);
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(graph().workerOfSlot(slots[0]), workerA_);
+  EXPECT_EQ(graph().workerOfSlot(AllocationId::random()), std::nullopt);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  EXPECT_EQ(graph().workerOfAttempt("a", 0, deployed[0].attempt), workerA_);
+  EXPECT_EQ(graph().workerOfAttempt("a", 0, AttemptId::random()), std::nullopt);
+  EXPECT_EQ(graph().workerOfAttempt("b", 0, deployed[0].attempt), std::nullopt);
+  run(deployed[0], ExecutionState::FINISHED);
+  EXPECT_EQ(graph().workerOfAttempt("a", 0, deployed[0].attempt), std::nullopt);
+}
+
 }  // namespace
 }  // namespace regent::jobmaster

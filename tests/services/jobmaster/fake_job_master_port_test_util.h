@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,19 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
     return found->second;
   }
   resourcemanager::SlotCounts slotCounts() const override { return counts; }
+  // A worker holds the allocations `allocations` names for it (any job) and, unless
+  // `strictAllocations`, every allocation: most tests offer what they like.
+  bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,
+                       const JobId&) const override {
+    if (!strictAllocations) return true;
+    auto found = allocations.find(worker);
+    return found != allocations.end() && found->second.count(allocation) != 0;
+  }
+  resourcemanager::WorkerIdentityRefusals& identityRefusals() override { return refusals; }
+  // A registration is current unless `replaced` names it.
+  bool isCurrent(const resourcemanager::WorkerIdentity& identity) const override {
+    return replaced.count(identity.registrationId) == 0;
+  }
 
   // The next this many declarations are refused (invalidArgument), as when no registered worker
   // fits yet.
@@ -60,6 +74,10 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
   std::vector<std::pair<JobId, std::string>> disconnected;
   std::map<ResourceId, resourcemanager::WorkerAddress> workers;
   resourcemanager::SlotCounts counts;
+  bool strictAllocations = false;
+  std::map<ResourceId, std::set<AllocationId>> allocations;
+  std::set<RegistrationId> replaced;
+  resourcemanager::WorkerIdentityRefusals refusals;
 };
 
 }  // namespace regent::jobmaster::testing

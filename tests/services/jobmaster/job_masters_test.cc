@@ -134,7 +134,10 @@ class JobMastersTest : public DefaultLoggerTest {
         counters_, options);
     masters_->setListener(listener_);
   }
-  ~JobMastersTest() noexcept override { masters_ = nullptr; }
+  ~JobMastersTest() noexcept override {
+    gateways_.clear();
+    masters_ = nullptr;
+  }
 
   void settle() { loop_.waitScope().poll(); }
   void advance(Duration by) {
@@ -149,12 +152,24 @@ class JobMastersTest : public DefaultLoggerTest {
     return builder.job();
   }
 
-  // The gateway the JobMaster registered with the ResourceManager: what workers keep calling,
-  // also after the JobMaster was released (masters_->gateway() then answers nullptr).
-  JobMasterGateway::Client gateway(const JobId& job) {
-    auto found = port_.gateways.find(job);
-    KJ_REQUIRE(found != port_.gateways.end(), "no JobMaster registered for the job");
-    return found->second;
+  // The worker identity of a connection `worker` registered (a fresh registration id each
+  // time: MasterBootstrap makes one per connection, registerTaskExecutor binds it).
+  kj::Own<resourcemanager::WorkerBinding> registeredAs(const ResourceId& worker) {
+    auto binding = kj::refcounted<resourcemanager::WorkerBinding>("test " + worker.toHex());
+    binding->bind({worker, RegistrationId::random()});
+    return binding;
+  }
+  // The gateway of `job` on `worker`'s own connection, obtained once (as a worker does) and
+  // kept: what it keeps calling, also after the JobMaster was released (masters_->gateway()
+  // then answers nullptr).
+  JobMasterGateway::Client gateway(const JobId& job, const ResourceId& worker) {
+    const auto key = std::make_pair(job, worker);
+    auto found = gateways_.find(key);
+    if (found != gateways_.end()) return found->second;
+    auto client = KJ_REQUIRE_NONNULL(masters_->gateway(job, registeredAs(worker)),
+                                     "no JobMaster runs the job");
+    gateways_.emplace(key, client);
+    return client;
   }
 
   struct RunningAttempt {
@@ -178,13 +193,15 @@ class JobMastersTest : public DefaultLoggerTest {
   capnp::Response<JobMasterGateway::OfferSlotsResults> offerCall(
       const JobId& job, const ResourceId& worker, FakeWorker& fake, uint32_t count,
       const std::vector<RunningAttempt>& running = {}) {
-    auto request = gateway(job).offerSlotsRequest();
+    auto request = gateway(job, worker).offerSlotsRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), worker);
     request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
     auto slots = request.initSlots(count);
     for (uint32_t i = 0; i < count; ++i) {
-      wire::setWireId(slots[i].initAllocationId(), AllocationId::random());
+      const AllocationId allocation = AllocationId::random();
+      offered_.allocations[allocation] = worker;
+      wire::setWireId(slots[i].initAllocationId(), allocation);
       slots[i].setSlotIndex(i);
       slots[i].initProfile().setCpuMillis(1000);
       slots[i].getProfile().setMemoryBytes(kGiB);
@@ -197,6 +214,7 @@ class JobMastersTest : public DefaultLoggerTest {
         auto attempts = slots[i].initRunningAttempts(static_cast<unsigned>(inSlot.size()));
         for (unsigned r = 0; r < inSlot.size(); ++r) {
           wire::setWireId(attempts[r].initAttemptId(), inSlot[r]->attempt);
+          offered_.attempts[inSlot[r]->attempt] = worker;
           wire::setWireId(attempts[r].initJobId(), job);
           attempts[r].setVertexName(inSlot[r]->vertex);
           attempts[r].setSubtaskIndex(inSlot[r]->subtask);
@@ -220,7 +238,17 @@ class JobMastersTest : public DefaultLoggerTest {
                  JobMasterGateway::UpdateTaskExecutionStateResults>
   updateRequest(const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
                 int32_t exitCode = 0, const std::string& message = "") {
-    auto request = gateway(job).updateTaskExecutionStateRequest();
+    // From the worker that offered the attempt's slot, or the attempt running in a slot
+    // (workerA_ for one no test offered).
+    ResourceId from = workerA_;
+    if (auto found = offered_.allocations.find(attempt.allocation);
+        found != offered_.allocations.end()) {
+      from = found->second;
+    } else if (auto running = offered_.attempts.find(attempt.attempt);
+               running != offered_.attempts.end()) {
+      from = running->second;
+    }
+    auto request = gateway(job, from).updateTaskExecutionStateRequest();
     request.setEpoch(kEpoch);
     auto out = request.initState();
     wire::setWireId(out.initAttemptId(), attempt.attempt);
@@ -283,7 +311,7 @@ class JobMastersTest : public DefaultLoggerTest {
   // A heartbeat of `worker` listing `attempts` (those it runs, or whose end it still delivers).
   void workerHeartbeat(const JobId& job, const ResourceId& worker,
                        const std::vector<AttemptId>& attempts = {}) {
-    auto request = gateway(job).heartbeatRequest();
+    auto request = gateway(job, worker).heartbeatRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), worker);
     auto listed = request.initPayload().initDeployedAttempts(static_cast<unsigned>(attempts.size()));
@@ -298,6 +326,14 @@ class JobMastersTest : public DefaultLoggerTest {
   int64_t nowMs_ = 1'700'000'000'000;
   rpc::FencingCounters fencing_;
   FakeJobMasterPort port_;
+  // Which worker offered each allocation, and each attempt running in an offered slot (their
+  // updates come from that worker).
+  struct OfferedBy {
+    std::map<AllocationId, ResourceId> allocations;
+    std::map<AttemptId, ResourceId> attempts;
+  };
+  OfferedBy offered_;
+  std::map<std::pair<JobId, ResourceId>, JobMasterGateway::Client> gateways_;
   store::testing::FakeStoreBackend backend_;
   kj::Own<store::LeaderStores> stores_ = backend_.openTerm();
   JobMasterCounters counters_;
@@ -346,7 +382,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_TRUE(port_.latest(job).empty());      // Needs nothing any more.
-  EXPECT_NE(masters_->gateway(job), nullptr);  // Until released.
+  EXPECT_NE(masters_->gateway(job, registeredAs(workerA_)), nullptr);  // Until released.
 
   auto released = masters_->release(job, "job finished");
   settle();
@@ -358,7 +394,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   ASSERT_EQ(port_.disconnected.size(), 1u);
   EXPECT_EQ(port_.disconnected[0].second, "job finished");
   EXPECT_EQ(masters_->size(), 0u);
-  EXPECT_EQ(masters_->gateway(job), nullptr);
+  EXPECT_EQ(masters_->gateway(job, registeredAs(workerA_)), nullptr);
   capnp::MallocMessageBuilder message;
   EXPECT_FALSE(masters_->describe(job, message.initRoot<wire::JobStatus>()));
 }
@@ -388,7 +424,7 @@ TEST_F(JobMastersTest, AJobRecoveredFromAnEarlierTermIsNotObservedInTheSubmitToR
 TEST_F(JobMastersTest, AServedGatewayAnswersDisconnectedAfterRelease) {
   JobGraphBuilder builder({{"a", 1}});
   const JobId job = start(builder);
-  auto client = gateway(job);
+  auto client = gateway(job, workerA_);
   auto released = masters_->release(job, "cancelled");
   released.wait(loop_.waitScope());
   auto request = client.heartbeatRequest();
@@ -640,7 +676,7 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   EXPECT_EQ(silent.disconnects,
             std::vector<std::string>{"worker " + workerA_.toHex() + " lost: no heartbeat for 10s"});
   // The worker's heartbeats are refused now: it offers its slots again.
-  auto request = gateway(job).heartbeatRequest();
+  auto request = gateway(job, workerA_).heartbeatRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), workerA_);
   request.initPayload();
@@ -663,7 +699,7 @@ TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancell
   worker.submitMode = FakeWorker::Mode::kAnswers;
   ASSERT_EQ(worker.submitted.size(), 2u);
   // ... but the first one reached the worker, which lists both.
-  auto request = gateway(job).heartbeatRequest();
+  auto request = gateway(job, workerA_).heartbeatRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), workerA_);
   auto listed = request.initPayload().initDeployedAttempts(2);
@@ -679,7 +715,7 @@ TEST_F(JobMastersTest, AWorkerThatDisconnectsFailsItsAttemptsAtOnce) {
   const JobId job = start(builder);
   FakeWorker worker;
   ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
-  auto request = gateway(job).disconnectRequest();
+  auto request = gateway(job, workerA_).disconnectRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), workerA_);
   request.setCause("SIGTERM");
@@ -714,7 +750,7 @@ TEST_F(JobMastersTest, AnAttemptOfALostWorkerOfferedAgainIsCancelled) {
   ASSERT_EQ(worker.submitted.size(), 1u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   // Lost (here by its disconnect): the attempt FAILED and waits for its restart delay.
-  auto request = gateway(job).disconnectRequest();
+  auto request = gateway(job, workerA_).disconnectRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), workerA_);
   request.setCause("paused");
@@ -1380,7 +1416,7 @@ TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveU
   FakeWorker worker;
   ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
   backend_.holdWrites = true;
-  auto request = gateway(job).disconnectRequest();
+  auto request = gateway(job, workerA_).disconnectRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), workerA_);
   request.setCause("SIGTERM");
@@ -1394,6 +1430,144 @@ TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveU
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FAILED);
   EXPECT_EQ(storedProgress(job).get().getEnded(), wire::JobState::FAILED);
+}
+
+// ---- Worker identity (docs/security.md, "Worker identity") --------------------------------
+
+// Another registered worker's connection names workerA_, whose attempt runs: it cannot end the
+// attempt, heartbeat in A's name (no attempt fails as missing) or disconnect A. Each refusal is
+// counted; the attempt runs on and A's own report still ends it.
+TEST_F(JobMastersTest, AWorkerCannotEndFailOrDisconnectTheAttemptsOfAnother) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+
+  auto rogue = gateway(job, workerB_);
+  auto finished = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED);
+  auto report = rogue.updateTaskExecutionStateRequest();
+  report.setEpoch(kEpoch);
+  report.setState(finished.getState().asReader());
+  auto reported = loop_.run(report.send());
+  ASSERT_TRUE(reported.hasFailure());
+  ASSERT_TRUE(reported.getFailure().isPermissionDenied())
+      << reported.getFailure().getMessage().cStr();
+  EXPECT_EQ(std::string(reported.getFailure().getMessage().cStr()),
+            "JobMasterGateway.updateTaskExecutionState refused: attempt " +
+                worker.submitted[0].attempt.toHex() + " of job " + job.toHex() +
+                " runs on worker " + workerA_.toHex() + ", not on " + workerB_.toHex());
+  for (int round = 0; round < 3; ++round) {
+    auto heartbeat = rogue.heartbeatRequest();
+    heartbeat.setEpoch(kEpoch);
+    wire::setWireId(heartbeat.initResourceId(), workerA_);
+    heartbeat.initPayload();
+    auto answered = loop_.run(heartbeat.send());
+    ASSERT_TRUE(answered.hasFailure());
+    EXPECT_TRUE(answered.getFailure().isPermissionDenied());
+  }
+  auto disconnect = rogue.disconnectRequest();
+  disconnect.setEpoch(kEpoch);
+  wire::setWireId(disconnect.initResourceId(), workerA_);
+  disconnect.setCause("rogue");
+  auto disconnected = loop_.run(disconnect.send());
+  ASSERT_TRUE(disconnected.hasFailure());
+  EXPECT_TRUE(disconnected.getFailure().isPermissionDenied());
+  settle();
+
+  EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  EXPECT_TRUE(listener_.ended.empty());
+  EXPECT_TRUE(worker.cancelled.empty());
+  const auto& refused = port_.refusals.byMethod();
+  EXPECT_EQ(refused.at("JobMasterGateway.updateTaskExecutionState"), 1u);
+  EXPECT_EQ(refused.at("JobMasterGateway.heartbeat"), 3u);
+  EXPECT_EQ(refused.at("JobMasterGateway.disconnect"), 1u);
+
+  expectApplied(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+}
+
+TEST_F(JobMastersTest, ACallOverAConnectionThatRegisteredNoWorkerIsRefused) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  auto stranger =
+      KJ_ASSERT_NONNULL(masters_->gateway(job, kj::refcounted<resourcemanager::WorkerBinding>("x")));
+  auto request = stranger.offerSlotsRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setTaskExecutor(kj::heap<FakeTaskExecutor>(worker));
+  auto slot = request.initSlots(1)[0];
+  wire::setWireId(slot.initAllocationId(), AllocationId::random());
+  slot.initProfile().setCpuMillis(1000);
+  slot.getProfile().setMemoryBytes(kGiB);
+  auto offered = loop_.run(request.send());
+  ASSERT_TRUE(offered.hasFailure());
+  EXPECT_TRUE(offered.getFailure().isPermissionDenied()) << offered.getFailure().getMessage().cStr();
+  settle();
+  EXPECT_TRUE(worker.submitted.empty());
+  EXPECT_EQ(port_.refusals.total(), 1u);
+}
+
+TEST_F(JobMastersTest, AWorkerOffersOnlySlotsItHolds) {
+  port_.strictAllocations = true;
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  const AllocationId mine = AllocationId::random();
+  const AllocationId theirs = AllocationId::random();
+  port_.allocations[workerA_] = {mine};
+  port_.allocations[workerB_] = {theirs};
+  auto offerOne = [&](const ResourceId& worker, FakeWorker& fake, const AllocationId& allocation) {
+    auto request = gateway(job, worker).offerSlotsRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), worker);
+    request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+    auto slot = request.initSlots(1)[0];
+    wire::setWireId(slot.initAllocationId(), allocation);
+    slot.initProfile().setCpuMillis(1000);
+    slot.getProfile().setMemoryBytes(kGiB);
+    return loop_.run(request.send());
+  };
+  FakeWorker a;
+  FakeWorker b;
+  // B offers A's allocation: refused, nothing deployed into it.
+  auto stolen = offerOne(workerB_, b, mine);
+  ASSERT_TRUE(stolen.hasFailure());
+  EXPECT_TRUE(stolen.getFailure().isPermissionDenied()) << stolen.getFailure().getMessage().cStr();
+  auto own = offerOne(workerA_, a, mine);
+  ASSERT_FALSE(own.hasFailure()) << own.getFailure().getMessage().cStr();
+  settle();
+  ASSERT_EQ(a.submitted.size(), 1u);
+  // B reports A's allocation as its own too (its slot table says so): the job holds it on A.
+  port_.allocations[workerB_].insert(mine);
+  auto claimed = offerOne(workerB_, b, mine);
+  ASSERT_TRUE(claimed.hasFailure());
+  EXPECT_TRUE(claimed.getFailure().isPermissionDenied())
+      << claimed.getFailure().getMessage().cStr();
+  settle();
+  EXPECT_TRUE(b.submitted.empty());
+  EXPECT_EQ(port_.refusals.byMethod().at("JobMasterGateway.offerSlots"), 2u);
+}
+
+TEST_F(JobMastersTest, ACallOverARegistrationAnotherReplacedIsAnsweredNotRegistered) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto binding = registeredAs(workerA_);
+  port_.replaced.insert(binding->bound().registrationId);
+  auto old = KJ_ASSERT_NONNULL(masters_->gateway(job, kj::mv(binding)));
+  auto request = old.heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.initPayload();
+  auto answered = loop_.run(request.send());
+  ASSERT_TRUE(answered.hasFailure());
+  EXPECT_TRUE(answered.getFailure().isNotRegistered()) << answered.getFailure().getMessage().cStr();
+  EXPECT_EQ(port_.refusals.total(), 0u);
 }
 
 }  // namespace

@@ -43,6 +43,10 @@ class LeaderTermTest : public ::testing::Test {
   }
 
   // Runs everything runnable now (the fake stores answer at once; only the timer waits).
+  // The worker identity of a connection of its own (MasterBootstrap makes one per connection).
+  static kj::Own<resourcemanager::WorkerBinding> worker() {
+    return kj::refcounted<resourcemanager::WorkerBinding>("a worker");
+  }
   void settle() { loop_.waitScope().poll(); }
 
   void advance(kj::Duration by) {
@@ -186,7 +190,7 @@ TEST_F(LeaderTermTest, WorkersRegisterAndReportWhileTheStoresAreStillOpening) {
   grant();
   EXPECT_TRUE(term_->dispatcherGateway() == nullptr);
   ResourceManagerGateway::Client resourceManager =
-      KJ_ASSERT_NONNULL(term_->resourceManagerGateway());
+      KJ_ASSERT_NONNULL(term_->resourceManagerGateway(worker()));
   const ResourceId worker(0xab, 1);
 
   auto registered = registerWorker(resourceManager, worker);
@@ -231,7 +235,7 @@ TEST_F(LeaderTermTest, TheDispatcherListsTheWorkersOfTheTermOnceRecovered) {
   grant();
   ASSERT_TRUE(startDone_) << startFailure_;
   ResourceManagerGateway::Client resourceManager =
-      KJ_ASSERT_NONNULL(term_->resourceManagerGateway());
+      KJ_ASSERT_NONNULL(term_->resourceManagerGateway(worker()));
   auto registered = registerWorker(resourceManager, ResourceId(0xab, 2));
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
 
@@ -258,14 +262,14 @@ TEST_F(LeaderTermTest, AJobsJobMasterIsReachableOnceTheTermIsReadyAndOnlyForJobs
   backend_.failReads = 1;  // The first recovery fails: the term is not ready for a while.
   grant();
   ASSERT_FALSE(term_->ready());
-  EXPECT_FALSE(term_->jobMaster(recovered).ready);
+  EXPECT_FALSE(term_->jobMaster(recovered, worker()).ready);
 
   advance(1 * kj::SECONDS);
   ASSERT_TRUE(startDone_) << startFailure_;
-  auto found = term_->jobMaster(recovered);
+  auto found = term_->jobMaster(recovered, worker());
   EXPECT_TRUE(found.ready);
   EXPECT_TRUE(found.gateway != nullptr) << "the recovered job got a JobMaster";
-  auto unknown = term_->jobMaster(JobId::random());
+  auto unknown = term_->jobMaster(JobId::random(), worker());
   EXPECT_TRUE(unknown.ready);
   EXPECT_TRUE(unknown.gateway == nullptr);
 
@@ -277,7 +281,7 @@ TEST_F(LeaderTermTest, AJobsJobMasterIsReachableOnceTheTermIsReadyAndOnlyForJobs
   testing::fillJobGraph(request.initJobGraph(), submitted, {.name = "submitted"});
   auto response = loop_.run(request.send());
   ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
-  auto jobMaster = KJ_ASSERT_NONNULL(term_->jobMaster(submitted).gateway);
+  auto jobMaster = KJ_ASSERT_NONNULL(term_->jobMaster(submitted, worker()).gateway);
   auto stale = jobMaster.updateTaskExecutionStateRequest();
   stale.setEpoch(3);
   auto refused = loop_.run(stale.send());

@@ -55,7 +55,9 @@ class LeadingHost final : public MasterBootstrapHost {
   }
   uint64_t leadingEpoch() const override { return kEpoch; }
   kj::Maybe<DispatcherGateway::Client> dispatcherGateway() override { return gateway_; }
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override {
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway(
+      kj::Own<resourcemanager::WorkerBinding> caller) override {
+    callers.push_back(caller.get());
     return resourceManager_;
   }
   kj::Promise<Status> handOverForCaller() override {
@@ -65,6 +67,8 @@ class LeadingHost final : public MasterBootstrapHost {
   void endTerm() { term_->revoke("test"); }
 
   int handOvers = 0;
+  // The worker identity each ResourceManager gateway was asked for (compared, never used).
+  std::vector<const resourcemanager::WorkerBinding*> callers;
 
  private:
   leader::ContenderInfo self_;
@@ -383,6 +387,45 @@ TEST_F(MasterBootstrapAuthTest, WithoutRequiredAuthenticationEveryConnectionMayD
   EXPECT_FALSE(submit(dispatcherCap).hasFailure());
   EXPECT_FALSE(handOver(cap).hasFailure());
   EXPECT_EQ(auth_.unauthenticatedRefusals(), 0u);
+}
+
+// The worker identity is the connection's, whatever it holds (docs/security.md, "Worker
+// identity"): the bootstrap authenticate answers shares it with the connection's first one, and
+// another connection has its own. The same holds without authentication.
+TEST_F(MasterBootstrapAuthTest, EveryGatewayOfAConnectionSharesItsWorkerIdentityAndNoOtherDoes) {
+  auto resourceManager = [&](MasterBootstrap::Client& cap) {
+    auto request = cap.resourceManagerRequest();
+    request.setEpoch(kEpoch);
+    auto response = loop_.run(request.send());
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  };
+  auto first = connect();
+  auto response = authenticate(first, Role::WORKER, settings_.secrets.at(Role::WORKER));
+  ASSERT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  auto worker = response.getBootstrap();
+  resourceManager(worker);
+  resourceManager(worker);
+  // authenticate again on the same connection: still the same identity.
+  auto again = authenticate(first, Role::WORKER, settings_.secrets.at(Role::WORKER));
+  ASSERT_FALSE(again.hasFailure()) << again.getFailure().getMessage().cStr();
+  auto reauthenticated = again.getBootstrap();
+  resourceManager(reauthenticated);
+  auto other = as(Role::WORKER);
+  resourceManager(other);
+  ASSERT_EQ(host_.callers.size(), 4u);
+  EXPECT_EQ(host_.callers[0], host_.callers[1]);
+  EXPECT_EQ(host_.callers[0], host_.callers[2]);
+  EXPECT_NE(host_.callers[0], host_.callers[3]);
+
+  settings_ = rpc::ServerAuthSettings();
+  auto open = connect();
+  auto secondOpen = connect();
+  resourceManager(open);
+  resourceManager(open);
+  resourceManager(secondOpen);
+  ASSERT_EQ(host_.callers.size(), 7u);
+  EXPECT_EQ(host_.callers[4], host_.callers[5]);
+  EXPECT_NE(host_.callers[4], host_.callers[6]);
 }
 
 }  // namespace

@@ -23,10 +23,14 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   std::optional<leader::LeaderInfo> knownLeader() const override { return leader; }
   uint64_t leadingEpoch() const override { return epoch; }
   kj::Maybe<wire::DispatcherGateway::Client> dispatcherGateway() override { return nullptr; }
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway() override {
+  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManagerGateway(
+      kj::Own<resourcemanager::WorkerBinding> caller) override {
+    callers.push_back(caller.get());
     return resourceManager;
   }
-  LeaderTerm::JobMasterLookup jobMaster(const JobId& job) override {
+  LeaderTerm::JobMasterLookup jobMaster(const JobId& job,
+                                        kj::Own<resourcemanager::WorkerBinding> caller) override {
+    callers.push_back(caller.get());
     asked.push_back(job);
     LeaderTerm::JobMasterLookup lookup;
     lookup.ready = termReady;
@@ -60,6 +64,8 @@ class FakeBootstrapHost final : public MasterBootstrapHost {
   JobId runningJob = JobId::random();
   wire::JobMasterGateway::Client jobMasterGateway = nullptr;
   std::vector<JobId> asked;
+  // The worker identity each gateway was asked for (the connection's: compared, never used).
+  std::vector<const resourcemanager::WorkerBinding*> callers;
   bool holdReady = false;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> readyWaiters;
 };

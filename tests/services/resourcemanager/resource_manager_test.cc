@@ -13,6 +13,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,6 +23,7 @@
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
+#include "tests/common/logging_test_util.h"
 
 namespace regent::resourcemanager {
 namespace {
@@ -112,7 +114,7 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
   FakeWorker& state_;
 };
 
-struct WorkerIdentity {
+struct TestWorker {
   ResourceId id;
   std::string host = "host-a";
   uint32_t pid = 100;
@@ -121,7 +123,7 @@ struct WorkerIdentity {
   uint32_t slotCpuMillis = 1000;
 };
 
-class ResourceManagerTest : public ::testing::Test {
+class ResourceManagerTest : public DefaultLoggerTest {
  protected:
   ResourceManagerTest() {
     ResourceManagerOptions options;
@@ -130,12 +132,30 @@ class ResourceManagerTest : public ::testing::Test {
     options.callTimeout = Duration(1000);
     options.nowMs = [this] { return nowMs_; };
     manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
-    gateway_ = rpc::fencedEndpoint<ResourceManagerGateway>(manager_->makeGatewayServer(), kEpoch,
-                                                           fencing_);
+    jobMasterGateway_ = connect("a JobMaster");
   }
   ~ResourceManagerTest() noexcept override {
-    gateway_ = nullptr;
+    jobMasterGateway_ = nullptr;
+    connections_.clear();
     manager_ = nullptr;
+  }
+
+  // A gateway of a connection of its own, with a fresh worker identity (MasterBootstrap makes
+  // one per connection).
+  ResourceManagerGateway::Client connect(const std::string& peer,
+                                         const std::string& certificateName = "") {
+    return rpc::fencedEndpoint<ResourceManagerGateway>(
+        manager_->makeGatewayServer(kj::refcounted<WorkerBinding>(peer, certificateName)),
+        kEpoch, fencing_);
+  }
+  // The connection of the worker process `who` (its resource id, host, pid and start): each
+  // process calls over a connection of its own, as real workers do.
+  ResourceManagerGateway::Client gateway(const TestWorker& who) {
+    const std::string key = who.id.toHex() + " " + who.host + " " + std::to_string(who.pid) +
+                            " " + std::to_string(who.startedAtMs);
+    auto found = connections_.find(key);
+    if (found == connections_.end()) found = connections_.emplace(key, connect(key)).first;
+    return found->second;
   }
 
   void settle() { loop_.waitScope().poll(); }
@@ -147,8 +167,8 @@ class ResourceManagerTest : public ::testing::Test {
 
   capnp::Request<ResourceManagerGateway::RegisterTaskExecutorParams,
                  ResourceManagerGateway::RegisterTaskExecutorResults>
-  registerRequest(const WorkerIdentity& who, FakeWorker& fake) {
-    auto request = gateway_.registerTaskExecutorRequest();
+  registerRequest(const TestWorker& who, FakeWorker& fake) {
+    auto request = gateway(who).registerTaskExecutorRequest();
     request.setEpoch(kEpoch);
     auto registration = request.initRegistration();
     wire::setWireId(registration.initResourceId(), who.id);
@@ -168,12 +188,12 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   capnp::Response<ResourceManagerGateway::RegisterTaskExecutorResults> registerWorker(
-      const WorkerIdentity& who, FakeWorker& fake) {
+      const TestWorker& who, FakeWorker& fake) {
     return loop_.run(registerRequest(who, fake).send());
   }
 
   // Registers `who` and reports all its slots free; returns the registration id.
-  RegistrationId registerAndReport(const WorkerIdentity& who, FakeWorker& fake) {
+  RegistrationId registerAndReport(const TestWorker& who, FakeWorker& fake) {
     auto registered = registerWorker(who, fake);
     KJ_REQUIRE(!registered.hasFailure(), registered.getFailure().getMessage().cStr());
     const auto id = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
@@ -188,7 +208,7 @@ class ResourceManagerTest : public ::testing::Test {
     JobId job;
     AllocationId allocation;
   };
-  void fillReport(wire::SlotReport::Builder report, const WorkerIdentity& who,
+  void fillReport(wire::SlotReport::Builder report, const TestWorker& who,
                   const std::vector<Allocated>& allocated) {
     wire::setWireId(report.initResourceId(), who.id);
     auto slots = report.initSlots(who.slots);
@@ -206,9 +226,9 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   capnp::Response<ResourceManagerGateway::SendSlotReportResults> report(
-      const WorkerIdentity& who, const RegistrationId& registration,
+      const TestWorker& who, const RegistrationId& registration,
       const std::vector<Allocated>& allocated) {
-    auto request = gateway_.sendSlotReportRequest();
+    auto request = gateway(who).sendSlotReportRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
     wire::setWireId(request.initRegistrationId(), registration);
@@ -218,9 +238,9 @@ class ResourceManagerTest : public ::testing::Test {
 
   // A heartbeat of `who` (all slots free except `allocated`), naming `registration` when set.
   capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeat(
-      const WorkerIdentity& who, std::optional<RegistrationId> registration = std::nullopt,
+      const TestWorker& who, std::optional<RegistrationId> registration = std::nullopt,
       const std::vector<Allocated>& allocated = {}) {
-    auto request = gateway_.heartbeatRequest();
+    auto request = gateway(who).heartbeatRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
     auto payload = request.initPayload();
@@ -230,8 +250,8 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   capnp::Response<ResourceManagerGateway::DisconnectResults> disconnect(
-      const WorkerIdentity& who, std::optional<RegistrationId> registration) {
-    auto request = gateway_.disconnectRequest();
+      const TestWorker& who, std::optional<RegistrationId> registration) {
+    auto request = gateway(who).disconnectRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initResourceId(), who.id);
     request.setCause("SIGTERM");
@@ -240,7 +260,7 @@ class ResourceManagerTest : public ::testing::Test {
   }
 
   void registerJobMaster(const JobId& job) {
-    auto request = gateway_.registerJobMasterRequest();
+    auto request = jobMasterGateway_.registerJobMasterRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initJobId(), job);
     auto response = loop_.run(request.send());
@@ -249,7 +269,7 @@ class ResourceManagerTest : public ::testing::Test {
 
   capnp::Response<ResourceManagerGateway::DeclareRequiredResourcesResults> declare(
       const JobId& job, uint32_t cpuMillis, uint32_t count) {
-    auto request = gateway_.declareRequiredResourcesRequest();
+    auto request = jobMasterGateway_.declareRequiredResourcesRequest();
     request.setEpoch(kEpoch);
     wire::setWireId(request.initJobId(), job);
     auto requirement = request.initRequirements(1)[0];
@@ -280,12 +300,13 @@ class ResourceManagerTest : public ::testing::Test {
   ResourceManagerCounters counters_;
   rpc::FencingCounters fencing_;
   std::unique_ptr<ResourceManager> manager_;
-  ResourceManagerGateway::Client gateway_ = nullptr;
+  ResourceManagerGateway::Client jobMasterGateway_ = nullptr;
+  std::map<std::string, ResourceManagerGateway::Client> connections_;
 };
 
 TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   auto registered = registerWorker(who, fake);
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
   EXPECT_EQ(registered.getSuccess().getHeartbeatIntervalMs(), 2000u);
@@ -319,7 +340,7 @@ TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
 
 TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothingIsStored) {
   FakeWorker fake;
-  WorkerIdentity who{.id = ResourceId::random()};
+  TestWorker who{.id = ResourceId::random()};
   who.slots = 0;
   auto refused = registerWorker(who, fake);
   ASSERT_TRUE(refused.hasFailure());
@@ -356,7 +377,7 @@ TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothin
 
 TEST_F(ResourceManagerTest, AWorkerSilentForTheHeartbeatTimeoutIsRemovedCountedAndTold) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
   manager_->start();
 
@@ -386,7 +407,7 @@ TEST_F(ResourceManagerTest, AWorkerSilentForTheHeartbeatTimeoutIsRemovedCountedA
 
 TEST_F(ResourceManagerTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
   manager_->start();
   advance(Duration(2000));
@@ -411,8 +432,8 @@ TEST_F(ResourceManagerTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
 TEST_F(ResourceManagerTest, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamingBoth) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   const RegistrationId held = registerAndReport(first, holder);
 
   auto refused = registerWorker(second, claimant);
@@ -433,8 +454,8 @@ TEST_F(ResourceManagerTest, ASecondLiveWorkerWithTheSameResourceIdIsRefusedNamin
 TEST_F(ResourceManagerTest, AHolderWhoseConnectionIsGoneIsReplaced) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   const RegistrationId old = registerAndReport(first, holder);
   holder.mode = FakeWorker::Mode::kDisconnected;
 
@@ -453,8 +474,8 @@ TEST_F(ResourceManagerTest, AHolderWhoseConnectionIsGoneIsReplaced) {
 TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplaced) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   registerAndReport(first, holder);
   holder.mode = FakeWorker::Mode::kSilent;
 
@@ -473,8 +494,8 @@ TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplac
 TEST_F(ResourceManagerTest, AHeartbeatOrDisconnectOfAReplacedRegistrationLeavesTheNewOne) {
   FakeWorker holder;
   FakeWorker claimant;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-b", .pid = 200};
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-b", .pid = 200};
   const RegistrationId old = registerAndReport(first, holder);
   holder.mode = FakeWorker::Mode::kDisconnected;
   const RegistrationId fresh = registerAndReport(second, claimant);
@@ -502,9 +523,9 @@ TEST_F(ResourceManagerTest, TwoNewcomersProbingTheSameDeadHolderDoNotReplaceEach
   FakeWorker dead;
   FakeWorker b;
   FakeWorker c;
-  const WorkerIdentity holder{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity first{.id = holder.id, .host = "host-b", .pid = 200};
-  const WorkerIdentity second{.id = holder.id, .host = "host-c", .pid = 300};
+  const TestWorker holder{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker first{.id = holder.id, .host = "host-b", .pid = 200};
+  const TestWorker second{.id = holder.id, .host = "host-c", .pid = 300};
   registerAndReport(holder, dead);
   dead.mode = FakeWorker::Mode::kSilent;
 
@@ -524,7 +545,7 @@ TEST_F(ResourceManagerTest, TwoNewcomersProbingTheSameDeadHolderDoNotReplaceEach
 
 TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistration) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   const RegistrationId old = registerAndReport(who, fake);
   fake.mode = FakeWorker::Mode::kSilent;  // Not probed: it would hang here.
   auto again = registerWorker(who, fake);
@@ -544,7 +565,7 @@ TEST_F(ResourceManagerTest, TheSameProcessRegisteringAgainReplacesItsOldRegistra
 
 TEST_F(ResourceManagerTest, ADeclaredRequirementIsRequestedFromAWorkerAndItsAllocationKept) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   const RegistrationId registration = registerAndReport(who, fake);
   const JobId job = JobId::random();
   registerJobMaster(job);
@@ -578,8 +599,8 @@ TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheWorkersN
   FakeWorker fake;
   FakeWorker full;
   fake.refuseRequests = true;
-  const WorkerIdentity who{.id = ResourceId::random(), .slots = 1};
-  const WorkerIdentity other{.id = ResourceId::random(), .host = "host-b", .slots = 1};
+  const TestWorker who{.id = ResourceId::random(), .slots = 1};
+  const TestWorker other{.id = ResourceId::random(), .host = "host-b", .slots = 1};
   registerAndReport(who, fake);
   const RegistrationId otherRegistration = registerAndReport(other, full);
   manager_->start();
@@ -611,7 +632,7 @@ TEST_F(ResourceManagerTest, ARefusedRequestFreesTheSlotAndIsRetriedAtTheWorkersN
 
 TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorkers) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
   const JobId job = JobId::random();
   registerJobMaster(job);
@@ -619,7 +640,7 @@ TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorke
   settle();
   ASSERT_EQ(fake.requested.size(), 2u);
 
-  auto request = gateway_.disconnectJobMasterRequest();
+  auto request = jobMasterGateway_.disconnectJobMasterRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initJobId(), job);
   request.setCause("job finished");
@@ -628,7 +649,7 @@ TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorke
   ASSERT_EQ(fake.freed.size(), 2u);
   EXPECT_EQ(manager_->counts().allocated, 0u);
 
-  auto again = gateway_.disconnectJobMasterRequest();
+  auto again = jobMasterGateway_.disconnectJobMasterRequest();
   again.setEpoch(kEpoch);
   wire::setWireId(again.initJobId(), job);
   auto unknown = loop_.run(again.send());
@@ -641,7 +662,7 @@ class SilentJobMaster final : public wire::JobMasterGateway::Server {};
 
 TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterTheCall) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random(), .host = "host-a"};
+  const TestWorker who{.id = ResourceId::random(), .host = "host-a"};
   registerAndReport(who, fake);
   JobMasterPort& port = *manager_;
   const JobId job = JobId::random();
@@ -676,7 +697,7 @@ TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterThe
 
 TEST_F(ResourceManagerTest, ARequirementNoWorkerCanFitIsInvalidArgument) {
   FakeWorker fake;
-  registerAndReport(WorkerIdentity{.id = ResourceId::random()}, fake);
+  registerAndReport(TestWorker{.id = ResourceId::random()}, fake);
   const JobId job = JobId::random();
   registerJobMaster(job);
   auto refused = declare(job, 64000, 1);
@@ -696,9 +717,9 @@ TEST_F(ResourceManagerTest, ARequirementNoWorkerCanFitIsInvalidArgument) {
 
 TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
   FakeWorker fake;
-  const WorkerIdentity who{.id = ResourceId::random()};
+  const TestWorker who{.id = ResourceId::random()};
   registerAndReport(who, fake);
-  auto request = gateway_.disconnectRequest();
+  auto request = gateway(who).disconnectRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), who.id);
   request.setCause("SIGTERM");
@@ -706,7 +727,7 @@ TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
   EXPECT_EQ(manager_->counts().workers, 0u);
   EXPECT_TRUE(fake.disconnects.empty()) << "the worker left by itself; nothing to tell it";
 
-  auto again = gateway_.disconnectRequest();
+  auto again = gateway(who).disconnectRequest();
   again.setEpoch(kEpoch);
   wire::setWireId(again.initResourceId(), who.id);
   auto unknown = loop_.run(again.send());
@@ -716,7 +737,7 @@ TEST_F(ResourceManagerTest, ADisconnectingWorkerIsRemovedAtOnce) {
 
 TEST_F(ResourceManagerTest, ACallWithAnotherEpochIsFencedBeforeAnyHandler) {
   FakeWorker fake;
-  auto request = registerRequest(WorkerIdentity{.id = ResourceId::random()}, fake);
+  auto request = registerRequest(TestWorker{.id = ResourceId::random()}, fake);
   request.setEpoch(kEpoch - 1);
   auto fenced = loop_.run(request.send());
   ASSERT_TRUE(fenced.hasFailure());
@@ -750,9 +771,9 @@ struct WorkerConnection {
 TEST_F(ResourceManagerTest, AWorkerWhoseConnectionDroppedIsReplacedByANewProcess) {
   FakeWorker killed;
   FakeWorker restarted;
-  const WorkerIdentity first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
-  const WorkerIdentity second{.id = first.id, .host = "host-a", .pid = 101};
-  WorkerConnection old(loop_, gateway_);
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-a", .pid = 101};
+  WorkerConnection old(loop_, connect("the killed process"));
   auto request = old.remote.registerTaskExecutorRequest();
   request.setEpoch(kEpoch);
   request.setRegistration(registerRequest(first, killed).getRegistration().asReader());
@@ -761,7 +782,7 @@ TEST_F(ResourceManagerTest, AWorkerWhoseConnectionDroppedIsReplacedByANewProcess
   ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
 
   // While its connection lives, a second process is refused: the holder answers over it.
-  WorkerConnection fresh(loop_, gateway_);
+  WorkerConnection fresh(loop_, connect("the restarted process"));
   auto claim = [&] {
     auto call = fresh.remote.registerTaskExecutorRequest();
     call.setEpoch(kEpoch);
@@ -802,8 +823,8 @@ TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRe
 
   FakeWorker first;
   FakeWorker second;
-  const WorkerIdentity a{.id = ResourceId::random(), .slots = 2};
-  const WorkerIdentity b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
+  const TestWorker a{.id = ResourceId::random(), .slots = 2};
+  const TestWorker b{.id = ResourceId::random(), .host = "host-b", .pid = 200, .slots = 3};
   const RegistrationId registration = registerAndReport(a, first);
   ASSERT_FALSE(
       report(a, registration, {{0, JobId::random(), AllocationId::random()}}).hasFailure());
@@ -839,6 +860,182 @@ TEST_F(ResourceManagerTest, EventLinesNameRegistrationsTheFirstReportOfEachAndRe
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0].get("resource_id"), b.id.toHex());
   EXPECT_EQ(removed[0].get("reason"), "replaced by a new registration");
+}
+
+// ---- Worker identity (docs/security.md, "Worker identity") --------------------------------
+
+// A heartbeat over `connection` naming `who` (every slot free), and its answer.
+capnp::Response<ResourceManagerGateway::HeartbeatResults> heartbeatOver(
+    EventLoop& loop, ResourceManagerGateway::Client connection, const TestWorker& who) {
+  auto request = connection.heartbeatRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), who.id);
+  auto report = request.initPayload().initSlotReport();
+  wire::setWireId(report.initResourceId(), who.id);
+  report.initSlots(0);
+  return loop.run(request.send());
+}
+
+capnp::Response<ResourceManagerGateway::DisconnectResults> disconnectOver(
+    EventLoop& loop, ResourceManagerGateway::Client connection, const TestWorker& who) {
+  auto request = connection.disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), who.id);
+  request.setCause("SIGTERM");
+  return loop.run(request.send());
+}
+
+bool permissionDenied(const capnp::Response<ResourceManagerGateway::HeartbeatResults>& r) {
+  return r.hasFailure() && r.getFailure().isPermissionDenied();
+}
+
+TEST_F(ResourceManagerTest, AConnectionSpeaksOnlyForTheWorkerItRegistered) {
+  captureLog();
+  FakeWorker a;
+  FakeWorker b;
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = ResourceId::random(), .host = "host-b", .pid = 200};
+  const JobId job = JobId::random();
+  const AllocationId allocation = AllocationId::random();
+  const RegistrationId registration = registerAndReport(first, a);
+  ASSERT_FALSE(report(first, registration, {{1, job, allocation}}).hasFailure());
+  registerAndReport(second, b);
+
+  // The second worker's connection names the first: an empty report, a report, a disconnect.
+  auto heartbeat = heartbeatOver(loop_, gateway(second), first);
+  ASSERT_TRUE(permissionDenied(heartbeat)) << heartbeat.getFailure().getMessage().cStr();
+  EXPECT_EQ(std::string(heartbeat.getFailure().getMessage().cStr()),
+            "ResourceManagerGateway.heartbeat refused: this connection speaks for worker " +
+                second.id.toHex() + ", not for " + first.id.toHex());
+  auto reporting = gateway(second).sendSlotReportRequest();
+  reporting.setEpoch(kEpoch);
+  wire::setWireId(reporting.initResourceId(), first.id);
+  wire::setWireId(reporting.initRegistrationId(), registration);
+  fillReport(reporting.initSlotReport(), first, {});
+  auto reported = loop_.run(reporting.send());
+  ASSERT_TRUE(reported.hasFailure());
+  EXPECT_TRUE(reported.getFailure().isPermissionDenied())
+      << reported.getFailure().getMessage().cStr();
+  auto disconnected = disconnectOver(loop_, gateway(second), first);
+  ASSERT_TRUE(disconnected.hasFailure());
+  EXPECT_TRUE(disconnected.getFailure().isPermissionDenied())
+      << disconnected.getFailure().getMessage().cStr();
+
+  // Nothing changed: the first worker stays, with its allocation.
+  const Worker* held = manager_->slotManager().worker(first.id);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->registrationId, registration);
+  ASSERT_EQ(held->slots.size(), 2u);
+  EXPECT_EQ(held->slots[1].allocation, allocation);
+  EXPECT_EQ(counters_.identityRefusals.total(), 3u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.heartbeat"), 1u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.sendSlotReport"), 1u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.disconnect"), 1u);
+  // Each refusal is logged with both identities.
+  const auto refusals = capturedEvents("worker identity refused");
+  ASSERT_EQ(refusals.size(), 3u) << capturedLog();
+  EXPECT_EQ(refusals[0].get("resource_id"), second.id.toHex());
+  EXPECT_EQ(refusals[0].get("named"), first.id.toHex());
+  EXPECT_EQ(refusals[0].get("method"), "ResourceManagerGateway.heartbeat");
+
+  // Its own calls still pass.
+  EXPECT_FALSE(heartbeatOver(loop_, gateway(first), first).hasFailure());
+}
+
+TEST_F(ResourceManagerTest, WorkerCallsOfAConnectionThatRegisteredNoWorkerAreRefused) {
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  auto stranger = connect("a stranger");
+  auto heartbeat = heartbeatOver(loop_, stranger, who);
+  ASSERT_TRUE(permissionDenied(heartbeat)) << heartbeat.getFailure().getMessage().cStr();
+  EXPECT_NE(std::string(heartbeat.getFailure().getMessage().cStr()).find("registered no worker"),
+            std::string::npos);
+  auto disconnected = disconnectOver(loop_, stranger, who);
+  ASSERT_TRUE(disconnected.hasFailure());
+  EXPECT_TRUE(disconnected.getFailure().isPermissionDenied());
+  EXPECT_NE(manager_->slotManager().worker(who.id), nullptr);
+  EXPECT_EQ(counters_.identityRefusals.total(), 2u);
+}
+
+TEST_F(ResourceManagerTest, OneConnectionRegistersOneWorker) {
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  // The same connection registers another resource id.
+  auto request = registerRequest(who, fake);
+  const ResourceId other = ResourceId::random();
+  wire::setWireId(request.getRegistration().initResourceId(), other);
+  auto refused = loop_.run(request.send());
+  ASSERT_TRUE(refused.hasFailure());
+  EXPECT_TRUE(refused.getFailure().isPermissionDenied()) << refused.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->slotManager().worker(other), nullptr);
+  EXPECT_EQ(manager_->counts().workers, 1u);
+  // Registering its own resource id again is fine (after a notRegistered, say).
+  auto again = registerWorker(who, fake);
+  EXPECT_FALSE(again.hasFailure()) << again.getFailure().getMessage().cStr();
+}
+
+TEST_F(ResourceManagerTest, TheNewestRegistrationsConnectionOwnsTheIdentity) {
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  registerAndReport(who, fake);
+  auto old = gateway(who);
+  // The same process registers again over a new connection (it reconnected after a blip).
+  auto fresh = connect("the reconnected worker");
+  auto request = fresh.registerTaskExecutorRequest();
+  request.setEpoch(kEpoch);
+  request.setRegistration(registerRequest(who, fake).getRegistration().asReader());
+  request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+  auto registered = loop_.run(request.send());
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+  const auto current = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
+
+  // The old connection's calls are stale now: notRegistered (not counted), nothing removed.
+  auto stale = heartbeatOver(loop_, old, who);
+  ASSERT_TRUE(stale.hasFailure());
+  EXPECT_TRUE(stale.getFailure().isNotRegistered()) << stale.getFailure().getMessage().cStr();
+  auto gone = disconnectOver(loop_, old, who);
+  ASSERT_TRUE(gone.hasFailure());
+  EXPECT_TRUE(gone.getFailure().isNotRegistered()) << gone.getFailure().getMessage().cStr();
+  ASSERT_NE(manager_->slotManager().worker(who.id), nullptr);
+  EXPECT_EQ(manager_->slotManager().worker(who.id)->registrationId, current);
+  EXPECT_EQ(counters_.identityRefusals.total(), 0u);
+  EXPECT_FALSE(heartbeatOver(loop_, fresh, who).hasFailure());
+}
+
+// rpc.auth-tls.worker-name-is-resource-id: the certificate's common name is the only resource
+// id its connection may register.
+TEST_F(ResourceManagerTest, WithCertificateNamesAsResourceIdsAWorkerRegistersOnlyItsOwn) {
+  ResourceManagerOptions options;
+  options.requireCertificateResourceId = true;
+  options.nowMs = [this] { return nowMs_; };
+  jobMasterGateway_ = nullptr;
+  connections_.clear();
+  manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
+  FakeWorker fake;
+  const TestWorker who{.id = ResourceId::random()};
+  auto registerOver = [&](ResourceManagerGateway::Client connection) {
+    auto request = connection.registerTaskExecutorRequest();
+    request.setEpoch(kEpoch);
+    request.setRegistration(registerRequest(who, fake).getRegistration().asReader());
+    request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
+    return loop_.run(request.send());
+  };
+  auto noCertificate = registerOver(connect("a secret holder"));
+  ASSERT_TRUE(noCertificate.hasFailure());
+  EXPECT_TRUE(noCertificate.getFailure().isPermissionDenied())
+      << noCertificate.getFailure().getMessage().cStr();
+  auto anotherName = registerOver(connect("another worker", ResourceId::random().toHex()));
+  ASSERT_TRUE(anotherName.hasFailure());
+  EXPECT_TRUE(anotherName.getFailure().isPermissionDenied())
+      << anotherName.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->counts().workers, 0u);
+  EXPECT_EQ(counters_.identityRefusals.byMethod().at("ResourceManagerGateway.registerTaskExecutor"),
+            2u);
+  auto own = registerOver(connect("the worker", who.id.toHex()));
+  EXPECT_FALSE(own.hasFailure()) << own.getFailure().getMessage().cStr();
+  EXPECT_EQ(manager_->counts().workers, 1u);
 }
 
 }  // namespace

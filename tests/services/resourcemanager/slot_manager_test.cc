@@ -184,7 +184,7 @@ TEST_F(SlotManagerTest, AWorkerSilentPastTheTimeoutExpiresAndItsAllocationsAreWa
   const auto quiet = ResourceId::random();
   const auto chatty = ResourceId::random();
   addWorker(quiet, 1);
-  addWorker(chatty, 1);
+  const RegistrationId chattyRegistration = addWorker(chatty, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
   ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
@@ -195,7 +195,7 @@ TEST_F(SlotManagerTest, AWorkerSilentPastTheTimeoutExpiresAndItsAllocationsAreWa
 
   advance(Duration(6000));
   std::vector<ReportedSlot> free = freeSlots(1);
-  ASSERT_FALSE(slots_.heartbeat(chatty, free, now_, nowMs_));
+  ASSERT_FALSE(slots_.applyReport(chatty, chattyRegistration, free, now_, nowMs_));
   EXPECT_TRUE(slots_.expire(now_, Duration(10000)).empty());
   advance(Duration(4001));  // quiet: 10.001 s of silence; chatty: 4.001 s.
   EXPECT_EQ(slots_.expire(now_, Duration(10000)), std::vector<ResourceId>{quiet});
@@ -304,8 +304,9 @@ TEST_F(SlotManagerTest, ANewRegistrationReplacesTheOldOneWhoseIdIsThenNotRegiste
   EXPECT_EQ(slots_.worker(worker)->registrationId, fresh);
 }
 
-TEST_F(SlotManagerTest, AHeartbeatFromAnUnknownWorkerIsNotRegistered) {
-  auto failure = slots_.heartbeat(ResourceId::random(), freeSlots(1), now_, nowMs_);
+TEST_F(SlotManagerTest, AReportFromAnUnknownWorkerIsNotRegistered) {
+  auto failure =
+      slots_.applyReport(ResourceId::random(), RegistrationId::random(), freeSlots(1), now_, nowMs_);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->error, SlotError::kNotRegistered);
 }
