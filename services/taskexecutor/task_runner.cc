@@ -22,6 +22,7 @@
 
 #include "common/event_loop.h"
 #include "common/task_errors.h"
+#include "services/taskexecutor/task_containment.h"
 
 namespace regent::taskexecutor {
 namespace {
@@ -171,6 +172,9 @@ struct TaskRunner::Attempt {
   kj::Maybe<kj::Promise<void>> killTimer;  // SIGKILL after the cancel timeout.
   ChildExit exit;
   int64_t endedAtMs = 0;  // When the shim's exit was seen.
+  // Its cgroup (or subreaper setup) from prepare until released; shared with the pool thread.
+  std::shared_ptr<AttemptContainment> cell;
+  std::string oomKilled;  // What the cell said when its memory limit killed something.
 
   std::string stdoutPath() const { return dir + "/stdout"; }
   std::string stderrPath() const { return dir + "/stderr"; }
@@ -220,7 +224,7 @@ struct TaskRunner::State {
                       finish(a);
                       return kj::READY_NOW;
                     }
-                    return spawn(a);
+                    return containThenSpawn(a);
                   })
                   .catch_([this, &a](kj::Exception&& exception) {
                     // A bug or a resource failure (no socket, thread pool gone): the attempt must
@@ -248,6 +252,11 @@ struct TaskRunner::State {
     // Put at fd 3 in the shim: the status socket.
     std::vector<std::string> argv = {options.shimPath, "--parent-pid", std::to_string(::getpid()),
                                      "--status-fd", "3"};
+    std::vector<int> extraFds = {shimEnd};
+    if (a.cell != nullptr) {
+      for (auto& arg : a.cell->shimArgs(4)) argv.push_back(std::move(arg));
+      for (int fd : a.cell->shimFds()) extraFds.push_back(fd);
+    }
     argv.push_back("--cwd");
     argv.push_back(a.workingDir.empty() ? a.dir : a.workingDir);
     argv.push_back("--");
@@ -260,8 +269,9 @@ struct TaskRunner::State {
                                             .newSession = true,
                                             .uid = options.uid,
                                             .gid = options.gid,
-                                            .extraFds = {shimEnd}});
+                                            .extraFds = std::move(extraFds)});
     status.ends[1] = nullptr;  // The shim holds the only other end now.
+    if (a.cell != nullptr) a.cell->closeShimFds();
     // Kept for as long as the attempt is retained: only what the accessors need.
     a.argv = {};
     a.env = {};
@@ -275,7 +285,10 @@ struct TaskRunner::State {
     a.latest.pid = static_cast<uint32_t>(a.pgid);
     a.latest.startedAtMs = options.nowMs();
     auto reader = kj::mv(status.ends[0]);
-    auto words = reader->readAllText(kStatusLimit);
+    kj::AsyncIoStream& stream = *reader;
+    kj::Promise<void> released = kj::READY_NOW;
+    if (a.cell != nullptr && a.cell->holdsShim()) released = releaseIntoCell(a, stream);
+    auto words = released.then([&stream] { return stream.readAllText(kStatusLimit); });
     return words.attach(kj::mv(reader))
         .then([](kj::String text) { return std::string(text.cStr()); },
               [](kj::Exception&& e) {
@@ -283,7 +296,9 @@ struct TaskRunner::State {
                        e.getDescription().cStr();
               })
         .then([this, &a](std::string text) {
-          a.startFailure = trimmed(std::move(text));
+          // The shim's own words first: a move into the cell fails when the shim already gave up.
+          std::string said = trimmed(std::move(text));
+          if (!said.empty()) a.startFailure = std::move(said);
           if (a.startFailure.empty()) report(a, a.latest);  // kRunning
           return a.shim->onExit();
         })
@@ -293,7 +308,52 @@ struct TaskRunner::State {
           a.shim = nullptr;
           return awaitGroupGone(a);
         })
+        .then([this, &a] { return releaseCell(a); })
         .then([this, &a] { finish(a); });
+  }
+
+  // The attempt's containment (task_containment.h) prepared off the loop, then the spawn.
+  kj::Promise<void> containThenSpawn(Attempt& a) {
+    if (options.containment == nullptr) return spawn(a);
+    return loop
+        .runBlocking([containment = options.containment, id = a.id] {
+          auto prepared = containment->prepare(id);
+          if (!prepared.ok()) return std::make_pair(prepared.error().message,
+                                                    std::shared_ptr<AttemptContainment>());
+          return std::make_pair(std::string(),
+                                std::shared_ptr<AttemptContainment>(std::move(prepared).value()));
+        })
+        .then([this, &a](std::pair<std::string, std::shared_ptr<AttemptContainment>> prepared)
+                  -> kj::Promise<void> {
+          a.cell = std::move(prepared.second);
+          if (!prepared.first.empty()) a.startFailure = prepared.first;
+          if (!a.startFailure.empty() || a.cancelRequested) {
+            finish(a);
+            return kj::READY_NOW;
+          }
+          return spawn(a);
+        });
+  }
+
+  // The held shim moved into its cell, then told to run the command (one byte on its status
+  // socket). A failed move or a cancel meanwhile kills the shim before it runs anything.
+  kj::Promise<void> releaseIntoCell(Attempt& a, kj::AsyncIoStream& status) {
+    return loop.runBlocking([cell = a.cell, pid = a.pgid] { return cell->enter(pid); })
+        .then([this, &a, &status](Status entered) -> kj::Promise<void> {
+          if (entered.ok() && !a.cancelRequested) return status.write("g", 1);
+          if (!entered.ok()) a.startFailure = entered.error().message;
+          signalGroup(a, SIGKILL);
+          return kj::READY_NOW;
+        });
+  }
+
+  // Whatever is left in the attempt's cell is killed and the cell removed, off the loop.
+  kj::Promise<void> releaseCell(Attempt& a) {
+    if (a.cell == nullptr) return kj::READY_NOW;
+    auto cell = std::move(a.cell);
+    return loop.runBlocking([cell] { return cell->release(); }).then([&a](std::string oom) {
+      a.oomKilled = std::move(oom);
+    });
   }
 
   // SIGKILL to the group, once.
@@ -374,6 +434,13 @@ struct TaskRunner::State {
       update.message = "exited with code " + std::to_string(a.exit.exitStatus);
     } else {
       update.phase = TaskPhase::kFinished;
+    }
+    if (update.phase == TaskPhase::kFailed && !a.oomKilled.empty()) {
+      update.message = a.oomKilled + ": " + update.message;
+    }
+    if (a.cell != nullptr) {
+      // Ended before its shim ran (or in the worker's failure): its cell goes too.
+      tasks.add(loop.runBlocking([cell = std::move(a.cell)] { cell->release(); }));
     }
     a.ended = true;
     a.killTimer = nullptr;

@@ -39,6 +39,8 @@ class EventLoop;
 
 namespace regent::taskexecutor {
 
+class TaskContainment;
+
 struct TaskRunnerOptions {
   std::string attemptsDir;   // <worker.data-dir>/attempts; created if missing.
   std::string shimPath;      // regent-task-shim; by default next to the running executable.
@@ -49,6 +51,9 @@ struct TaskRunnerOptions {
   Duration cancelTimeout{5000};  // worker.task-cancel-timeout
   size_t retainAttempts = 100;   // worker.attempts.retain
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+  // Each attempt's cgroup or subreaper shim (task_containment.h); must outlive the runner. Null:
+  // the process group alone contains an attempt.
+  const TaskContainment* containment = nullptr;
 };
 
 // worker.task-user / worker.task-allow-root resolved for a worker running with `euid`: uid and
@@ -97,7 +102,8 @@ struct TaskUpdate {
 //
 // WARNING: PR_SET_PDEATHSIG fires when the *thread* that spawned the shim ends, so the runner
 // must live on a thread that lasts as long as the process (the worker's loop thread does). A
-// process that leaves the group (setsid, setpgid) escapes cancel and PDEATHSIG alike.
+// process that leaves the group (setsid, setpgid) escapes cancel and PDEATHSIG alike unless
+// options.containment holds the attempt (its cgroup is killed whole once the group is gone).
 class TaskRunner final {
  public:
   using OnUpdate = std::function<void(const TaskUpdate&)>;

@@ -81,6 +81,8 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "worker.task-user",
                                             "worker.task-allow-root",
                                             "worker.task-cancel-timeout",
+                                            "worker.containment",
+                                            "worker.task-pids-max",
                                             "worker.attempts.retain",
                                             "worker.update-buffer.max",
                                             "cluster.registration.initial-timeout",

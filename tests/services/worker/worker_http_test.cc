@@ -30,6 +30,7 @@ class FakeWorker final : public WorkerHttpHost {
   const std::vector<taskexecutor::SlotState>& slots() const override { return slotStates; }
   const rpc::FencingCounters& fencingCounters() const override { return fencing; }
   size_t tasksRunning() const override { return running; }
+  const taskexecutor::TaskContainment& containment() const override { return *contained; }
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override {
     auto found = outputs.find(attempt);
@@ -47,6 +48,8 @@ class FakeWorker final : public WorkerHttpHost {
   rpc::FencingCounters fencing;
   size_t running = 0;
   std::map<AttemptId, AttemptOutput> outputs;  // path: the attempt's directory.
+  std::unique_ptr<taskexecutor::TaskContainment> contained =
+      taskexecutor::createTaskContainment({.mode = "subreaper"}).value();
 };
 
 struct Reply {
@@ -204,6 +207,15 @@ TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
   EXPECT_EQ(parsed.types.at("regent_worker_updates_dropped_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_ended_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_running"), "gauge");
+}
+
+TEST_F(WorkerHttpTest, MetricsNameHowTheWorkerContainsItsTasks) {
+  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.samples.at("regent_worker_task_containment{mode=\"subreaper\",description=\""
+                              "subreaper (worker.containment is subreaper)\"}"),
+            1);
+  EXPECT_EQ(parsed.types.at("regent_worker_task_containment"), "gauge");
 }
 
 TEST_F(WorkerHttpTest, AnAttemptsOutputIsServedWholeWithItsState) {
