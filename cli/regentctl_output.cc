@@ -171,7 +171,8 @@ std::string idOrDash(const nlohmann::json& id) {
 
 std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, int64_t nowMillis) {
   std::vector<std::vector<std::string>> rows{
-      {"RESOURCE ID", "HOST", "ADDRESS", "SLOTS", "FREE", "REGISTERED", "LAST HEARTBEAT"}};
+      {"RESOURCE ID", "HOST", "ADDRESS", "SLOTS", "FREE", "CONTAINMENT", "REGISTERED",
+       "LAST HEARTBEAT"}};
   for (auto worker : workers) {
     auto registration = worker.getRegistration();
     std::string free = "-";
@@ -180,9 +181,13 @@ std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, in
       for (auto slot : worker.getSlots()) count += dispatcher::slotState(slot, false) == "FREE";
       free = std::to_string(count);
     }
+    // "cgroup v2", "subreaper": the description up to its parenthesis (the JSON has it whole).
+    std::string containment = shownText(registration.getContainment());
+    containment = containment.substr(0, containment.find(" ("));
     rows.push_back({wire::idFromWire<ResourceId>(registration.getResourceId()).toHex(),
                     shownText(registration.getHost()), shownText(registration.getHttpAddress()),
                     std::to_string(registration.getNumberOfSlots()), free,
+                    containment.empty() ? "-" : containment,
                     worker.getRegisteredAtMs() == 0 ? "-"
                                                     : formatUtcMillis(worker.getRegisteredAtMs()),
                     ageText(worker.getLastHeartbeatAtMs(), nowMillis)});

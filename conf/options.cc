@@ -429,6 +429,16 @@ std::vector<OptionSpec> buildRegistry() {
       option("worker.task-cancel-timeout", kDuration, "5s",
              "How long a cancelled task's process group gets between SIGTERM and SIGKILL.",
              positiveDuration()),
+      enumOption("worker.containment", {"auto", "cgroup", "subreaper"}, "auto",
+                 "How a worker contains each task attempt (docs/security.md, \"Containment "
+                 "modes\"): cgroup (a cgroup per attempt under the worker's subtree, limited to "
+                 "the slot's profile and killed as a whole; the worker refuses to start without "
+                 "one), subreaper (the shim kills every descendant, in its process group or not), "
+                 "or auto (cgroup when one can be made, else subreaper)."),
+      option("worker.task-pids-max", kInt, "4096",
+             "The most processes and threads one task attempt may have at once (its cgroup's "
+             "pids.max); 0 = no limit. Not enforced in subreaper containment.",
+             intRange(0, 4194304)),
       option("worker.attempts.retain", kInt, "100",
              "Number of ended attempts whose directories (output files, default working "
              "directory) a worker keeps under worker.data-dir; older ones are removed.",

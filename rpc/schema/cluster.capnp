@@ -31,6 +31,8 @@ struct TaskExecutorRegistration {
   version @7 :Text;                     # regent build version
   pid @8 :UInt32;
   startedAtMs @9 :Int64;                # Unix ms the worker process started
+  containment @10 :Text;                # how it contains tasks: "cgroup v2 (...) under ...",
+                                        # "subreaper (...)"; empty from a worker that predates it
 }
 
 struct TaskExecutorRegistrationSuccess {

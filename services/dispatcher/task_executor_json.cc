@@ -53,6 +53,7 @@ nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info, const SlotP
           {"pid", registration.getPid()},
           {"data_address", text(registration.getDataAddress())},
           {"http_address", text(registration.getHttpAddress())},
+          {"containment", text(registration.getContainment())},
           {"registered_at_ms", info.getRegisteredAtMs()},
           {"last_heartbeat_ms", info.getLastHeartbeatAtMs()},
           {"slots", slots}};

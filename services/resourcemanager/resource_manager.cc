@@ -73,6 +73,7 @@ std::optional<RegistrationCheck> validate(wire::TaskExecutorRegistration::Reader
   out.version = in.getVersion();
   out.pid = in.getPid();
   out.startedAtMs = in.getStartedAtMs();
+  out.containment = in.getContainment();
   out.numberOfSlots = in.getNumberOfSlots();
   out.slotProfile = fromWire(in.getSlotProfile());
   out.totalProfile = fromWire(in.getTotalProfile());
@@ -594,6 +595,7 @@ void ResourceManager::listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Bui
     registered.setVersion(registration.version);
     registered.setPid(registration.pid);
     registered.setStartedAtMs(registration.startedAtMs);
+    registered.setContainment(registration.containment);
     info.setRegisteredAtMs(worker.registeredAtMs);
     info.setLastHeartbeatAtMs(worker.lastHeartbeatAtMs);
     auto slots = info.initSlots(static_cast<uint32_t>(worker.slots.size()));

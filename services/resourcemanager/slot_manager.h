@@ -56,6 +56,7 @@ struct WorkerRegistration {
   std::string version;
   uint32_t pid = 0;
   int64_t startedAtMs = 0;
+  std::string containment;  // How it contains tasks; empty from an older worker.
   uint32_t numberOfSlots = 0;
   Profile slotProfile;
   Profile totalProfile;

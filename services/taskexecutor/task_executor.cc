@@ -386,6 +386,7 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
         info.setVersion(options_.version);
         info.setPid(options_.pid);
         info.setStartedAtMs(options_.startedAtMs);
+        info.setContainment(options_.containment);
         registration.setTaskExecutor(gateway_);
         return leaders_.deadline()
             .send(kj::mv(registration))

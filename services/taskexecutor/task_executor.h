@@ -49,6 +49,7 @@ struct TaskExecutorOptions {
   int64_t startedAtMs = 0;
   uint32_t slots = 0;
   SlotProfile slotProfile;
+  std::string containment;  // How its tasks are contained (TaskContainment::description()).
   // cluster.registration.initial-timeout / max-timeout: the waits between failed attempts
   // (ExponentialBackoff with jitter).
   Duration registrationInitial{100};

@@ -26,6 +26,7 @@
 #include "common/event_loop.h"
 #include "common/task_errors.h"
 #include "common/utf8.h"
+#include "services/taskexecutor/task_containment.h"
 
 namespace regent::taskexecutor {
 namespace {
@@ -287,6 +288,9 @@ struct TaskRunner::Attempt {
   kj::AutoCloseFd stdoutFd, stderrFd;  // From preparation until the spawn.
   std::string outputReport;  // What the shim said about the output at its end.
   bool workerFault = false;  // The worker could not start it for want of its own resources.
+  // Its cgroup (or subreaper setup) from prepare until released; shared with the pool thread.
+  std::shared_ptr<AttemptContainment> cell;
+  std::string oomKilled;  // What the cell said when its memory limit killed something.
 
   std::string stdoutPath() const { return dir + "/stdout"; }
   std::string stderrPath() const { return dir + "/stderr"; }
@@ -348,7 +352,7 @@ struct TaskRunner::State {
                       finish(a);
                       return kj::READY_NOW;
                     }
-                    return spawn(a);
+                    return containThenSpawn(a);
                   })
                   .catch_([this, &a](kj::Exception&& exception) {
                     // A bug or a resource failure (no socket, thread pool gone): the attempt must
@@ -390,6 +394,12 @@ struct TaskRunner::State {
                                      "4",
                                      "--output-max",
                                      std::to_string(options.outputMax)};
+    std::vector<int> extraFds = {shimEnd, reportEnd};
+    if (a.cell != nullptr) {
+      // The cell's descriptors follow the status socket (3) and the output report (4).
+      for (auto& arg : a.cell->shimArgs(5)) argv.push_back(std::move(arg));
+      for (int fd : a.cell->shimFds()) extraFds.push_back(fd);
+    }
     argv.push_back("--cwd");
     // A relative working directory is below the attempt's own, never the worker's.
     argv.push_back(a.workingDir.empty()         ? a.dir
@@ -408,12 +418,13 @@ struct TaskRunner::State {
                                             .newSession = true,
                                             .uid = options.uid,
                                             .gid = options.gid,
-                                            .extraFds = {shimEnd, reportEnd}});
+                                            .extraFds = std::move(extraFds)});
     // The shim holds the only other ends now, and its output files.
     status.ends[1] = nullptr;
     reportPipe.ends[1] = nullptr;
     a.stdoutFd = nullptr;
     a.stderrFd = nullptr;
+    if (a.cell != nullptr) a.cell->closeShimFds();
     // Kept for as long as the attempt is retained: only what the accessors need.
     a.argv = {};
     a.env = {};
@@ -435,7 +446,10 @@ struct TaskRunner::State {
                           .then([](kj::String text) { return std::string(text.cStr()); },
                                 [](kj::Exception&&) { return std::string(); });
     auto reader = kj::mv(status.ends[0]);
-    auto words = reader->readAllText(kStatusLimit);
+    kj::AsyncIoStream& stream = *reader;
+    kj::Promise<void> released = kj::READY_NOW;
+    if (a.cell != nullptr && a.cell->holdsShim()) released = releaseIntoCell(a, stream);
+    auto words = released.then([&stream] { return stream.readAllText(kStatusLimit); });
     return words.attach(kj::mv(reader))
         .then([](kj::String text) { return std::string(text.cStr()); },
               [](kj::Exception&& e) {
@@ -443,7 +457,9 @@ struct TaskRunner::State {
                        e.getDescription().cStr();
               })
         .then([this, &a](std::string text) {
-          a.startFailure = trimmed(std::move(text));
+          // The shim's own words first: a move into the cell fails when the shim already gave up.
+          std::string said = trimmed(std::move(text));
+          if (!said.empty()) a.startFailure = std::move(said);
           if (a.startFailure.empty()) report(a, a.latest);  // kRunning
           return a.shim->onExit();
         })
@@ -456,7 +472,52 @@ struct TaskRunner::State {
             return awaitGroupGone(a);
           });
         })
+        .then([this, &a] { return releaseCell(a); })
         .then([this, &a] { finish(a); });
+  }
+
+  // The attempt's containment (task_containment.h) prepared off the loop, then the spawn.
+  kj::Promise<void> containThenSpawn(Attempt& a) {
+    if (options.containment == nullptr) return spawn(a);
+    return loop
+        .runBlocking([containment = options.containment, id = a.id] {
+          auto prepared = containment->prepare(id);
+          if (!prepared.ok()) return std::make_pair(prepared.error().message,
+                                                    std::shared_ptr<AttemptContainment>());
+          return std::make_pair(std::string(),
+                                std::shared_ptr<AttemptContainment>(std::move(prepared).value()));
+        })
+        .then([this, &a](std::pair<std::string, std::shared_ptr<AttemptContainment>> prepared)
+                  -> kj::Promise<void> {
+          a.cell = std::move(prepared.second);
+          if (!prepared.first.empty()) a.startFailure = prepared.first;
+          if (!a.startFailure.empty() || a.cancelRequested) {
+            finish(a);
+            return kj::READY_NOW;
+          }
+          return spawn(a);
+        });
+  }
+
+  // The held shim moved into its cell, then told to run the command (one byte on its status
+  // socket). A failed move or a cancel meanwhile kills the shim before it runs anything.
+  kj::Promise<void> releaseIntoCell(Attempt& a, kj::AsyncIoStream& status) {
+    return loop.runBlocking([cell = a.cell, pid = a.pgid] { return cell->enter(pid); })
+        .then([this, &a, &status](Status entered) -> kj::Promise<void> {
+          if (entered.ok() && !a.cancelRequested) return status.write("g", 1);
+          if (!entered.ok()) a.startFailure = entered.error().message;
+          signalGroup(a, SIGKILL);
+          return kj::READY_NOW;
+        });
+  }
+
+  // Whatever is left in the attempt's cell is killed and the cell removed, off the loop.
+  kj::Promise<void> releaseCell(Attempt& a) {
+    if (a.cell == nullptr) return kj::READY_NOW;
+    auto cell = std::move(a.cell);
+    return loop.runBlocking([cell] { return cell->release(); }).then([&a](std::string oom) {
+      a.oomKilled = std::move(oom);
+    });
   }
 
   // SIGKILL to the group, once.
@@ -539,6 +600,13 @@ struct TaskRunner::State {
       update.message = "exited with code " + std::to_string(a.exit.exitStatus);
     } else {
       update.phase = TaskPhase::kFinished;
+    }
+    if (update.phase == TaskPhase::kFailed && !a.oomKilled.empty()) {
+      update.message = a.oomKilled + ": " + update.message;
+    }
+    if (a.cell != nullptr) {
+      // Ended before its shim ran (or in the worker's failure): its cell goes too.
+      tasks.add(loop.runBlocking([cell = std::move(a.cell)] { cell->release(); }));
     }
     a.ended = true;
     a.killTimer = nullptr;

@@ -60,6 +60,8 @@ namespace regent::taskexecutor {
 // worker.task-path's default: the PATH of a task whose job's env sets none.
 inline constexpr const char* kDefaultTaskPath = "/usr/local/bin:/usr/bin:/bin";
 
+class TaskContainment;
+
 struct TaskRunnerOptions {
   std::string attemptsDir;   // <worker.data-dir>/attempts, for the shim and messages.
   // The attempts directory, open (O_DIRECTORY, opened without following a link; the worker's data
@@ -77,6 +79,9 @@ struct TaskRunnerOptions {
   std::vector<std::string> baseEnv{std::string("PATH=") + kDefaultTaskPath};
   uint64_t outputMax = uint64_t{64} << 20;  // worker.attempt-output.max, bytes per stream.
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+  // Each attempt's cgroup or subreaper shim (task_containment.h); must outlive the runner. Null:
+  // the process group alone contains an attempt.
+  const TaskContainment* containment = nullptr;
 };
 
 // worker.task-user / worker.task-allow-root resolved for a worker running with `euid`: uid and
@@ -143,7 +148,8 @@ std::string outputProblems(const TaskUpdate& update);
 //
 // WARNING: PR_SET_PDEATHSIG fires when the *thread* that spawned the shim ends, so the runner
 // must live on a thread that lasts as long as the process (the worker's loop thread does). A
-// process that leaves the group (setsid, setpgid) escapes cancel and PDEATHSIG alike.
+// process that leaves the group (setsid, setpgid) escapes cancel and PDEATHSIG alike unless
+// options.containment holds the attempt (its cgroup is killed whole once the group is gone).
 class TaskRunner final {
  public:
   using OnUpdate = std::function<void(const TaskUpdate&)>;

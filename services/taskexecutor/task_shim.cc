@@ -3,7 +3,10 @@
 // command ended. libc only, so that it execs fast.
 //
 //   regent-task-shim --parent-pid PID [--cwd DIR] [--status-fd FD]
-//                    [--output-max BYTES --report-fd FD] -- COMMAND [ARG]...
+//                    [--output-max BYTES --report-fd FD] [--hold] [--kill-fd FD]
+//                    [--subreaper --kill-after-ms MS] -- COMMAND [ARG]...
+//
+// The containment options (--hold, --kill-fd, --subreaper) are shim_containment.h's.
 //
 // The worker spawns it in a new session (it leads the session and the process group, so the
 // worker signals the whole attempt with kill(-pid, ...)), with the task's environment only. The
@@ -40,6 +43,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "services/taskexecutor/shim_containment.h"
+
 namespace {
 
 constexpr int kExitCannotRun = 127;  // As a shell's "command not found".
@@ -49,10 +54,13 @@ pid_t gParentPid = 0;
 
 void onParentDeathSignal(int) {
   // Also delivered when anything else sends SIGHUP: only an orphaned shim kills its group.
-  if (getppid() != gParentPid) kill(0, SIGKILL);
+  if (getppid() != gParentPid) {
+    regent::shim::containOnParentDeath();
+    kill(0, SIGKILL);
+  }
 }
 
-void ignoreForSelf(int) {}
+void ignoreForSelf(int) { regent::shim::containOnTerm(); }
 
 // Writes `line` to the status descriptor and to stderr, then exits 127.
 [[noreturn]] void fail(int statusFd, const char* line, size_t length) {
@@ -80,8 +88,8 @@ void ignoreForSelf(int) {}
   char line[4096];
   int length = snprintf(line, sizeof line,
                         "%s%s (usage: regent-task-shim --parent-pid PID [--cwd DIR] "
-                        "[--status-fd FD] [--output-max BYTES --report-fd FD] -- COMMAND "
-                        "[ARG]...)\n",
+                        "[--status-fd FD] [--output-max BYTES --report-fd FD] [--hold] "
+                        "[--kill-fd FD] [--subreaper --kill-after-ms MS] -- COMMAND [ARG]...)\n",
                         problem, what);
   if (length < 0) length = 0;
   if (static_cast<size_t>(length) >= sizeof line) length = sizeof line - 1;
@@ -288,6 +296,7 @@ int main(int argc, char** argv) {
   long long outputMax = -1;  // -1: the command writes to the shim's stdout and stderr itself.
   const char* cwd = nullptr;
   int first = 1;
+  regent::shim::ContainmentSetup containment;
   for (; first < argc; ++first) {
     const char* option = argv[first];
     if (strcmp(option, "--") == 0) {
@@ -295,6 +304,12 @@ int main(int argc, char** argv) {
       break;
     }
     const int fd = static_cast<int>(statusFd);
+    const int taken = regent::shim::parseContainmentOption(argc, argv, first, containment);
+    if (taken < 0) usage(fd, "bad or no value for ", option);
+    if (taken > 0) {
+      first += taken - 1;
+      continue;
+    }
     if (first + 1 >= argc) usage(fd, "no value for ", option);
     const char* value = argv[++first];
     if (strcmp(option, "--parent-pid") == 0) {
@@ -331,6 +346,9 @@ int main(int argc, char** argv) {
   // The command runs as the same user: it must not be able to trace the shim (and write to its
   // status and report descriptors). exec makes the command itself dumpable again.
   prctl(PR_SET_DUMPABLE, 0);
+  if (const char* failed = regent::shim::startContainment(containment)) {
+    failWithErrno(status, failed, "", errno);
+  }
 
   // 1. Die with the parent. Checked after asking, since it may have died before.
   gParentPid = static_cast<pid_t>(parentPid);
@@ -341,12 +359,17 @@ int main(int argc, char** argv) {
   if (prctl(PR_SET_PDEATHSIG, kParentDeathSignal) != 0) {
     failWithErrno(status, "prctl(PR_SET_PDEATHSIG)", "", errno);
   }
-  if (getppid() != gParentPid) kill(0, SIGKILL);
+  if (getppid() != gParentPid) onParentDeathSignal(kParentDeathSignal);
 
   // 2. SIGTERM is for the command; the shim stays to report how it ended. No SA_RESTART, so
   // the blocking calls below return EINTR and go round again.
   action.sa_handler = ignoreForSelf;
   sigaction(SIGTERM, &action, nullptr);
+
+  // Held until the worker has put the shim in the attempt's cgroup (shim_containment.h).
+  if (containment.hold && (status < 0 || !regent::shim::awaitRelease(status))) {
+    _exit(kExitCannotRun);
+  }
 
   // 3. The working directory, the command on PATH, then the command in a child. The child tells
   // the shim exec's errno over a close-on-exec pipe: end of file without a word means exec
@@ -423,5 +446,6 @@ int main(int argc, char** argv) {
     waited = waitpid(child, &childStatus, 0);
   } while (waited < 0 && errno == EINTR);
   if (waited < 0) failWithErrno(-1, "waitpid", "", errno);
+  regent::shim::endContainment();
   endLike(childStatus);
 }

@@ -345,6 +345,13 @@ std::string WorkerHttpRoutes::metrics() const {
                           "Attempt updates this worker dropped because worker.update-buffer.max "
                           "updates were waiting for their JobMasters.");
   out << "regent_worker_updates_dropped_total " << counters.updatesDropped << '\n';
+  const taskexecutor::TaskContainment& containment = host_.containment();
+  http::writeMetricFamily(out, "regent_worker_task_containment", "gauge",
+                          "How this worker contains its task attempts (worker.containment): mode "
+                          "cgroup or subreaper, and its description; always 1.");
+  out << "regent_worker_task_containment{mode=\""
+      << taskexecutor::containmentKindName(containment.kind()) << "\",description=\""
+      << http::escapeLabelValue(containment.description()) << "\"} 1\n";
   return out.str();
 }
 

@@ -17,6 +17,7 @@
 #include "rpc/failure.h"
 #include "rpc/fenced_endpoint.h"
 #include "services/http/http_server.h"
+#include "services/taskexecutor/task_containment.h"
 #include "services/taskexecutor/task_executor.h"
 
 namespace regent::worker {
@@ -67,6 +68,8 @@ class WorkerHttpHost {
   // Masters the worker refused for not proving themselves, by reason
   // (LeaderClient::mastersRefused()).
   virtual uint64_t mastersRefused(rpc::MasterRefusal reason) const = 0;
+  // How the worker contains its tasks (task_containment.h).
+  virtual const taskexecutor::TaskContainment& containment() const = 0;
   // The attempt's output file and state (running, or ended and retained), or nullopt when the
   // worker does not know the attempt or has pruned it.
   virtual std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
@@ -82,7 +85,8 @@ class WorkerHttpHost {
 //                 regent_worker_resource_manager_lost_total, regent_worker_slots{state},
 //                 regent_worker_epoch_gate_refusals_total{method}, regent_worker_tasks_running,
 //                 regent_worker_tasks_started_total, regent_worker_tasks_ended_total{state},
-//                 regent_rpc_master_auth_refusals_total{reason}
+//                 regent_rpc_master_auth_refusals_total{reason},
+//                 regent_worker_task_containment{mode,description} (always 1)
 //   GET /v1/attempts/<attempt id hex>/stdout, .../stderr
 //                 The attempt's output file, application/octet-stream, at most kMaxOutputChunk
 //                 bytes per response. No Range: 200 with the whole file when it is at most

@@ -89,6 +89,13 @@ int main(int argc, char** argv) {
     }
   }
   const std::string resourceId = dataDir.value()->resourceId().toHex();
+  // The cgroup file system blocks, and what an earlier run left is killed: before the loop.
+  auto containment = worker::taskContainmentFrom(config, dataDir.value()->resourceId());
+  if (!containment.ok()) {
+    spdlog::error("{}", containment.error().message);
+    return processMain.exit(resourceId, worker::kExitFailure);
+  }
+  spdlog::info("task containment: {}", containment.value()->description());
   spdlog::info("{}", EventLine("worker starting")
                          .field("resource_id", resourceId)
                          .field("host", host)
@@ -104,7 +111,7 @@ int main(int argc, char** argv) {
   try {
     EventLoop loop;
     auto process = worker::WorkerProcess::create(loop, config, std::move(dataDir).value(),
-                                                 taskUser.value());
+                                                 taskUser.value(), std::move(containment).value());
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {

@@ -69,6 +69,22 @@ std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t 
   return std::nullopt;
 }
 
+Result<std::unique_ptr<taskexecutor::TaskContainment>> taskContainmentFrom(
+    const Config& config, const ResourceId& resourceId) {
+  auto profile = slotProfileFrom(config);
+  if (!profile.ok()) return profile.error();
+  taskexecutor::ContainmentOptions options;
+  options.mode = config.getString("worker.containment");
+  options.subtree = "regent-worker-" + resourceId.toHex();
+  options.limits = {.cpuMillis = profile.value().cpuMillis,
+                    .memoryBytes = profile.value().memoryBytes,
+                    .pidsMax = static_cast<uint64_t>(config.getInt("worker.task-pids-max"))};
+  // The shim's own SIGKILL comes before the runner's at worker.task-cancel-timeout.
+  options.killAfterMs =
+      static_cast<uint32_t>(config.getDuration("worker.task-cancel-timeout").count() * 4 / 5);
+  return taskexecutor::createTaskContainment(options);
+}
+
 taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
                                                       const taskexecutor::TaskUser& user) {
   taskexecutor::TaskRunnerOptions options;
@@ -85,7 +101,8 @@ taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
 
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
     EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir,
-    const taskexecutor::TaskUser& taskUser) {
+    const taskexecutor::TaskUser& taskUser,
+    std::unique_ptr<taskexecutor::TaskContainment> containment) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
   if (auto warning = rpc::unprotectedLeaderNodeWarning(config)) spdlog::warn("{}", *warning);
@@ -124,8 +141,10 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   worker->leaders_ =
       kj::heap<client::LeaderClient>(worker->rpcNetwork_->network(), loop.timer(),
                                      std::move(retrieval).value(), std::move(options));
+  worker->containment_ = std::move(containment);
   auto runnerOptions = taskRunnerOptionsFrom(config, taskUser);
   runnerOptions.attemptsFd = worker->dataDir_->attemptsFd();
+  runnerOptions.containment = worker->containment_.get();
   worker->taskRunner_ =
       kj::heap<taskexecutor::TaskRunner>(loop, loop.timer(), std::move(runnerOptions));
   return worker;
@@ -185,6 +204,7 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.startedAtMs = startedAtMs_;
   options.slots = static_cast<uint32_t>(config_.getInt("worker.slots"));
   options.slotProfile = slotProfile_;
+  options.containment = containment_->description();
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
   options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));

@@ -22,6 +22,7 @@
 #include "ha/ha_services.h"
 #include "rpc/rpc_tls.h"
 #include "services/http/http_server.h"
+#include "services/taskexecutor/task_containment.h"
 #include "services/taskexecutor/task_executor.h"
 #include "services/taskexecutor/task_runner.h"
 #include "services/worker/worker_data_dir.h"
@@ -72,6 +73,13 @@ std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t 
 taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
                                                       const taskexecutor::TaskUser& user);
 
+// worker.containment for this worker (createTaskContainment): its cgroup subtree named
+// regent-worker-<resource id>, each attempt's limits the slot profile and worker.task-pids-max.
+// An error (fatal) names why worker.containment=cgroup cannot be had. Blocking (the cgroup file
+// system, and it kills what an earlier run left): call before the loop runs.
+Result<std::unique_ptr<taskexecutor::TaskContainment>> taskContainmentFrom(
+    const Config& config, const ResourceId& resourceId);
+
 // One worker. Thread-safety: loop-thread only. Lifetime: `loop` and `config` must outlive it.
 // Destroying it destroys the TaskExecutor (its calls cancelled), then the TaskRunner (tasks still
 // running are killed), then the leader client (its connection closed), then the HA services, and
@@ -80,12 +88,14 @@ class WorkerProcess final : public WorkerHttpHost {
  public:
   // Builds the RPC network (rpc.tls.*), the HA services (reader identity) and the leader
   // retrieval, the leader client over them, and the TaskRunner running tasks as `taskUser`
-  // (taskUserFrom). Fails (fatal) only on what retrying cannot fix: bad TLS files, options the
+  // (taskUserFrom) contained by `containment` (taskContainmentFrom). Fails (fatal) only on what retrying cannot fix: bad TLS files, options the
   // ZooKeeper client rejects, an unusable credential. An unreachable ZooKeeper or master is not
   // a failure: the worker keeps trying.
   static Result<std::unique_ptr<WorkerProcess>> create(EventLoop& loop, const Config& config,
                                                        std::unique_ptr<WorkerDataDir> dataDir,
-                                                       const taskexecutor::TaskUser& taskUser);
+                                                       const taskexecutor::TaskUser& taskUser,
+                                                       std::unique_ptr<taskexecutor::TaskContainment>
+                                                           containment);
   ~WorkerProcess() noexcept override;
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -111,6 +121,7 @@ class WorkerProcess final : public WorkerHttpHost {
   const rpc::FencingCounters& fencingCounters() const override;
   size_t tasksRunning() const override;
   uint64_t mastersRefused(rpc::MasterRefusal reason) const override;
+  const taskexecutor::TaskContainment& containment() const override { return *containment_; }
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override;
 
@@ -130,6 +141,7 @@ class WorkerProcess final : public WorkerHttpHost {
   std::unique_ptr<ha::HaServices> ha_;
   kj::Own<rpc::RpcNetwork> rpcNetwork_;        // rpc.tls.*; outlives the leader client.
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
+  std::unique_ptr<taskexecutor::TaskContainment> containment_;  // Outlives the TaskRunner.
   kj::Own<taskexecutor::TaskRunner> taskRunner_;      // Outlives the TaskExecutor.
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
   kj::Own<http::HttpServer> httpServer_;

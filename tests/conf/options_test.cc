@@ -85,6 +85,8 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "worker.task-path",
                                             "worker.attempt-output.max",
                                             "worker.task-cancel-timeout",
+                                            "worker.containment",
+                                            "worker.task-pids-max",
                                             "worker.attempts.retain",
                                             "worker.update-buffer.max",
                                             "cluster.registration.initial-timeout",

@@ -78,6 +78,7 @@ class RegentctlWorkers : public ::testing::Test {
     wire::setWireId(registration.initResourceId(), id);
     registration.setHost("itest-worker");
     registration.setPid(4242);
+    registration.setContainment("cgroup v2 (hybrid: limits via v1 memory,cpu,pids) under /x");
     registration.setHttpAddress("127.0.0.1:18082");
     registration.setDataAddress("127.0.0.1:19001");
     registration.setNumberOfSlots(2);
@@ -130,9 +131,11 @@ TEST_F(RegentctlWorkers, ListsTheLeadersWorkersAndSlotsAsTablesAndJsonLines) {
   ASSERT_EQ(table.exit.exitCode, 0) << table.output;
   EXPECT_TRUE(std::regex_search(
       table.output,
-      std::regex("RESOURCE ID +HOST +ADDRESS +SLOTS +FREE +REGISTERED +LAST HEARTBEAT\n" +
+      std::regex("RESOURCE ID +HOST +ADDRESS +SLOTS +FREE +CONTAINMENT +REGISTERED +LAST "
+                 "HEARTBEAT\n" +
                  worker.toHex() +
-                 "  itest-worker  127\\.0\\.0\\.1:18082  2 +1 +20\\S+Z  \\d+\\.\\ds ago\n")))
+                 "  itest-worker  127\\.0\\.0\\.1:18082  2 +1 +cgroup v2 +20\\S+Z  "
+                 "\\d+\\.\\ds ago\n")))
       << table.output;
 
   CtlResult workers = ctl({"--json", "workers"});
@@ -144,6 +147,8 @@ TEST_F(RegentctlWorkers, ListsTheLeadersWorkersAndSlotsAsTablesAndJsonLines) {
   EXPECT_EQ(json.at("host"), "itest-worker");
   EXPECT_EQ(json.at("pid"), 4242);
   EXPECT_EQ(json.at("data_address"), "127.0.0.1:19001");
+  EXPECT_EQ(json.at("containment"),
+            "cgroup v2 (hybrid: limits via v1 memory,cpu,pids) under /x");
   ASSERT_EQ(json.at("slots").size(), 2u);
   EXPECT_EQ(json.at("slots")[1].at("allocation_id"), allocation.toHex());
 

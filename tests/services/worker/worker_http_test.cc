@@ -36,6 +36,7 @@ class FakeWorker final : public WorkerHttpHost {
   uint64_t mastersRefused(rpc::MasterRefusal reason) const override {
     return refused[static_cast<size_t>(reason)];
   }
+  const taskexecutor::TaskContainment& containment() const override { return *contained; }
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override {
     auto found = outputs.find(attempt);
@@ -56,6 +57,8 @@ class FakeWorker final : public WorkerHttpHost {
   std::array<uint64_t, rpc::kMasterRefusalCount> refused{};
   std::map<AttemptId, AttemptOutput> outputs;  // path: the attempt's directory.
   int attemptsFd = -1;  // The directory holding the attempts' directories.
+  std::unique_ptr<taskexecutor::TaskContainment> contained =
+      taskexecutor::createTaskContainment({.mode = "subreaper"}).value();
 };
 
 struct Reply {
@@ -230,6 +233,15 @@ TEST_F(WorkerHttpTest, MetricsCountTheMastersRefusedForNotProvingThemselves) {
             1);
   EXPECT_EQ(parsed.types.at("regent_rpc_master_auth_refusals_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_running"), "gauge");
+}
+
+TEST_F(WorkerHttpTest, MetricsNameHowTheWorkerContainsItsTasks) {
+  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.samples.at("regent_worker_task_containment{mode=\"subreaper\",description=\""
+                              "subreaper (worker.containment is subreaper)\"}"),
+            1);
+  EXPECT_EQ(parsed.types.at("regent_worker_task_containment"), "gauge");
 }
 
 TEST_F(WorkerHttpTest, AnAttemptsOutputIsServedWholeWithItsState) {
