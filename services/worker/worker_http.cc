@@ -307,6 +307,7 @@ std::string WorkerHttpRoutes::metrics() const {
                           "Attempt updates this worker dropped because worker.update-buffer.max "
                           "updates were waiting for their JobMasters.");
   out << "regent_worker_updates_dropped_total " << counters.updatesDropped << '\n';
+  http::writeHttpServerMetrics(out, host_.httpServer());
   return out.str();
 }
 

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   try {
     EventLoop loop;
     auto process = worker::WorkerProcess::create(loop, config, std::move(dataDir).value(),
-                                                 taskUser.value());
+                                                 taskUser.value(), processMain.descriptorLimit());
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {
