@@ -130,9 +130,8 @@ kj::Promise<void> AcceptLoop::failed(kj::Exception&& exception) {
     // are closed at once rather than left hanging until their clients give up.
     ::close(reserve_);
     reserve_ = -1;
-    wait = shedWaiting(kMaxShedPerDelay)
-               .then([]() -> kj::Promise<void> { return kj::NEVER_DONE; })
-               .exclusiveJoin(kj::mv(wait));
+    // Ends the delay early once descriptors are back (it served a connection).
+    wait = shedWaiting(kMaxShedPerDelay).exclusiveJoin(kj::mv(wait));
   }
   return wait.then([this] {
     openReserve();
@@ -157,18 +156,28 @@ void AcceptLoop::succeeded() {
 }
 
 kj::Promise<void> AcceptLoop::shedWaiting(uint remaining) {
-  kj::Promise<kj::Own<kj::AsyncIoStream>> next = nullptr;
-  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { next = receiver_.accept(); })) {
-    return kj::READY_NOW;  // Still none to spare (another part of the process took it).
+  if (remaining == 0) return kj::NEVER_DONE;
+  kj::Promise<kj::AuthenticatedStream> next = nullptr;
+  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { next = receiver_.acceptAuthenticated(); })) {
+    return kj::NEVER_DONE;  // Still none to spare (another part of the process took it).
   }
   return next.then(
-      [this, remaining](kj::Own<kj::AsyncIoStream>&& stream) -> kj::Promise<void> {
-        stream = nullptr;  // Closed unserved: its client sees the connection end.
+      [this, remaining](kj::AuthenticatedStream&& accepted) -> kj::Promise<void> {
+        // Another descriptor free besides the one this connection took: they are back, so it is
+        // served rather than shed, and accepting goes on at once.
+        openReserve();
+        if (reserve_ >= 0) {
+          KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { handler_(kj::mv(accepted)); })) {
+            spdlog::error("{}: serving a connection accepted on {} failed: {}", options_.name,
+                          options_.address, problem->getDescription().cStr());
+          }
+          return kj::READY_NOW;
+        }
+        accepted.stream = nullptr;  // Closed unserved: its client sees the connection end.
         ++shed_;
-        if (remaining <= 1) return kj::READY_NOW;
         return shedWaiting(remaining - 1);
       },
-      [](kj::Exception&&) {});
+      [](kj::Exception&&) -> kj::Promise<void> { return kj::NEVER_DONE; });
 }
 
 void AcceptLoop::openReserve() {

@@ -36,7 +36,8 @@ AcceptFailure classifyAcceptFailure(const kj::Exception& exception);
 // descriptors, it closes its reserve descriptor (/dev/null, opened at construction) during the
 // delay and accepts-and-closes what waits in the backlog with it (at most 64 connections per
 // delay), so that clients queued behind the exhaustion are told at once instead of hanging, then
-// reopens it. The first accept that succeeds, or that finds the backlog empty, ends the run of
+// reopens it; a connection accepted so while another descriptor is free again is served, and
+// ends the delay. The first accept that succeeds, or that finds the backlog empty, ends the run of
 // failures: logged, with how many there were and for how long.
 //
 // Thread-safety: loop-thread only. `timer` and `receiver` must outlive it; destroying it stops
@@ -72,7 +73,9 @@ class AcceptLoop final {
   kj::Promise<void> accept();
   kj::Promise<void> failed(kj::Exception&& exception);
   void succeeded();
-  // Accepts and closes up to `remaining` waiting connections, each as it comes.
+  // With the reserve descriptor lent to accept(): accepts and closes up to `remaining` waiting
+  // connections, each as it comes; resolves only once one finds descriptors free again (that
+  // one is served), else never (the delay ends the wait).
   kj::Promise<void> shedWaiting(uint remaining);
   void openReserve();
   kj::Promise<void> summarize();
