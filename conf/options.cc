@@ -287,12 +287,25 @@ std::vector<OptionSpec> buildRegistry() {
              positiveDuration()),
       option("rpc.max-connections", kInt, "1024",
              "RPC connections a master keeps open at once; one more is closed as soon as it is "
-             "accepted. Keep it below the process's open-file limit.",
+             "accepted. Lowered at start, with a log line, when it does not fit the process's "
+             "open-file limit (RLIMIT_NOFILE, raised to its hard limit at start).",
              intRange(1, 1000000)),
       option("rpc.max-connections-per-peer", kInt, "64",
              "RPC connections a master keeps open at once from one IP address; one more is "
              "closed as soon as it is accepted. At most rpc.max-connections.",
              intRange(1, 1000000)),
+      option("rpc.idle-timeout", kDuration, "5m",
+             "Masters: an RPC connection over which no byte crossed, either way, for this long is "
+             "closed, authenticated or not. A worker's connection carries heartbeats every "
+             "heartbeat.interval. 0: never."),
+      option("rpc.message-timeout", kDuration, "60s",
+             "Masters: an RPC connection holding part of a message that has not arrived whole "
+             "this long after its first bytes is closed, so that stalled messages cannot pin "
+             "memory. 0: never."),
+      option("rpc.listener-failure-handover", kDuration, "30s",
+             "A leader (ha.mode=zookeeper) whose RPC listener has failed to accept connections "
+             "(out of file descriptors or memory) for this long hands leadership over and "
+             "contends again at the back of the queue. 0: never."),
       option("rpc.call-timeout", kDuration, "10s",
              "How long an outgoing RPC call may take before it fails as timed out.",
              positiveDuration()),
@@ -356,6 +369,11 @@ std::vector<OptionSpec> buildRegistry() {
              "Address the HTTP server (health, metrics, REST) listens on; port 0 picks a free "
              "port.",
              hostPort(false, true)),
+      option("http.max-connections", kInt, "256",
+             "HTTP connections a master (http.bind) or a worker (worker.http.bind) keeps open at "
+             "once; one more is closed as soon as it is accepted. Lowered at start, with a log "
+             "line, when it does not fit the process's open-file limit.",
+             intRange(1, 1000000)),
       option("cli.master", kString, "",
              "regentctl: the rpc address of a master to talk to directly instead of finding the "
              "leader through ZooKeeper (needed with ha.mode=standalone); a master that does not "
@@ -506,6 +524,13 @@ std::vector<OptionRule> buildRules() {
        [](const Config& config) {
          return config.getInt("rpc.max-connections-per-peer") <=
                 config.getInt("rpc.max-connections");
+       }},
+      {{"rpc.idle-timeout", "heartbeat.interval"},
+       "rpc.idle-timeout must be 0 or longer than heartbeat.interval (a worker's connection is "
+       "quiet between heartbeats)",
+       [](const Config& config) {
+         const Duration idle = config.getDuration("rpc.idle-timeout");
+         return idle == Duration::zero() || idle > config.getDuration("heartbeat.interval");
        }},
       {{"rpc.tls.cert", "rpc.tls.key"},
        "rpc.tls.cert and rpc.tls.key must be set together",

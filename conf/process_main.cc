@@ -18,6 +18,7 @@ ProcessMain::ProcessMain(const std::string& description, Spec spec)
       commandLine_(app_, spec_.program, {.printConfig = true, .logFormat = true}) {}
 
 std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
+  descriptorLimit_ = raiseDescriptorLimit();
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -6,10 +6,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 #include <variant>
 
+#include "common/descriptor_limit.h"
 #include "conf/command_line.h"
 #include "conf/config.h"
 
@@ -29,7 +29,8 @@ class ProcessMain final {
   ProcessMain(const ProcessMain&) = delete;
   ProcessMain& operator=(const ProcessMain&) = delete;
 
-  // Parses argv, loads the configuration and makes its logger the default one. Returns the
+  // Raises the soft open-file limit to the hard limit (raiseDescriptorLimit), parses argv,
+  // loads the configuration and makes its logger the default one. Returns the
   // configuration, or the code main() returns now: 0 after --help or --print-config (which start
   // nothing, so no exiting line), usageExitCode after the error was reported on stderr and the
   // exiting line logged in the format --log-format asked for (text when it was not given or did
@@ -40,6 +41,9 @@ class ProcessMain final {
   // spec asks), flushes the logger and returns `code`: main() ends with `return exit(...)`.
   int exit(const std::string& id, int code) const;
 
+  // The open-file limit start() raised; the process logs it with the connection caps it fits.
+  const DescriptorLimit& descriptorLimit() const { return descriptorLimit_; }
+
  private:
   // Ends a run refused before logging was set up from the configuration.
   int exitBeforeStart(int code) const;
@@ -47,6 +51,7 @@ class ProcessMain final {
   const Spec spec_;
   CLI::App app_;
   ConfigCommandLine commandLine_;
+  DescriptorLimit descriptorLimit_;
 };
 
 }  // namespace regent

@@ -51,6 +51,7 @@ kj::Promise<kj::ArrayPtr<const kj::byte>> ReadBufferedStream::peek(size_t bytes)
   return inner_.tryRead(buffer_.begin() + end_, 1, buffer_.size() - end_)
       .then([this, bytes](size_t got) -> kj::Promise<kj::ArrayPtr<const kj::byte>> {
         if (got == 0) return buffer_.slice(begin_, end_).asConst();  // The end of the stream.
+        received_ += got;
         end_ += got;
         return peek(bytes);
       });
@@ -69,10 +70,16 @@ kj::Promise<size_t> ReadBufferedStream::tryRead(void* buffer, size_t minBytes, s
 kj::Promise<size_t> ReadBufferedStream::refill(kj::byte* out, size_t minBytes, size_t maxBytes) {
   begin_ = end_ = 0;
   // A large read goes straight to the caller's memory: copying it would only cost.
-  if (maxBytes >= buffer_.size()) return inner_.tryRead(out, minBytes, maxBytes);
+  if (maxBytes >= buffer_.size()) {
+    return inner_.tryRead(out, minBytes, maxBytes).then([this](size_t got) {
+      received_ += got;
+      return got;
+    });
+  }
   return inner_.tryRead(buffer_.begin(), 1, buffer_.size())
       .then([this, out, minBytes, maxBytes](size_t got) -> kj::Promise<size_t> {
         if (got == 0) return size_t{0};  // The end of the stream.
+        received_ += got;
         end_ = got;
         const size_t n = kj::min(got, maxBytes);
         memcpy(out, buffer_.begin(), n);
@@ -176,6 +183,8 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> AbortWatchingMessageStream::t
       .then(
           [this](kj::Maybe<capnp::MessageReaderAndFds>&& message) {
             KJ_IF_MAYBE (m, message) {
+              ++messagesRead_;
+              consumedByMessages_ = buffered_.bytesReceived() - buffered_.bytesBuffered();
               if (!received_) {
                 // An Abort has few segments; one with more is looked at through its first ones.
                 kj::ArrayPtr<const capnp::word> segments[4];

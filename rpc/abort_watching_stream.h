@@ -30,6 +30,9 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   // Resolves once at least `bytes` (at most 64 KiB) are buffered, or the stream ended with
   // fewer: the bytes buffered, which later reads still return (nothing is consumed).
   kj::Promise<kj::ArrayPtr<const kj::byte>> peek(size_t bytes);
+  // Bytes read from the socket so far, and of those, bytes buffered that no read took yet.
+  uint64_t bytesReceived() const { return received_; }
+  size_t bytesBuffered() const { return end_ - begin_; }
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override;
@@ -50,6 +53,7 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   kj::Array<kj::byte> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;
+  uint64_t received_ = 0;
 };
 
 // The message stream of one RPC connection. Passes every message through unchanged and peeks at
@@ -97,6 +101,14 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   void setPreAuthenticationLimit(std::optional<uint64_t> bytes) { preAuthLimit_ = bytes; }
   // Whether a read was refused for exceeding that limit.
   bool refusedBeforeAuthentication() const { return refusedBeforeAuthentication_; }
+
+  // Bytes that crossed the socket so far, either way (what RpcServer's idle deadline watches).
+  uint64_t bytesTransferred() const { return buffered_.bytesReceived() + written_; }
+  // Messages read whole so far.
+  uint64_t messagesRead() const { return messagesRead_; }
+  // Whether bytes of a message that has not arrived whole are held (RpcServer's message
+  // deadline): some arrived since the last whole message.
+  bool partialMessageHeld() const { return buffered_.bytesReceived() > consumedByMessages_; }
 
   kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> tryReadMessage(
       kj::ArrayPtr<kj::AutoCloseFd> fdSpace, capnp::ReaderOptions options,
@@ -146,6 +158,8 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   std::optional<AbortReason> readError_;
   std::optional<uint64_t> preAuthLimit_;
   bool refusedBeforeAuthentication_ = false;
+  uint64_t messagesRead_ = 0;
+  uint64_t consumedByMessages_ = 0;  // Bytes received up to the end of the last whole message.
 };
 
 // One human-readable reason, naming the option when it is about a size limit: "message larger

@@ -21,6 +21,8 @@ RpcOptions rpcOptionsFrom(const Config& config) {
   options.maxConnections = static_cast<uint64_t>(config.getInt("rpc.max-connections"));
   options.maxConnectionsPerPeer =
       static_cast<uint64_t>(config.getInt("rpc.max-connections-per-peer"));
+  options.idleTimeout = config.getDuration("rpc.idle-timeout");
+  options.messageTimeout = config.getDuration("rpc.message-timeout");
   return options;
 }
 

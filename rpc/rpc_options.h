@@ -34,11 +34,16 @@ struct RpcOptions {
   // closed as soon as it is accepted. Apply whether or not authentication is required.
   uint64_t maxConnections = 1024;
   uint64_t maxConnectionsPerPeer = 64;
+  // Server side, authenticated or not: a connection over which nothing crossed, either way, for
+  // idleTimeout is closed; so is one holding part of a message that has not arrived whole within
+  // messageTimeout of its first bytes. Zero: never.
+  Duration idleTimeout{300000};
+  Duration messageTimeout{60000};
 };
 
 // Reads rpc.max-message-size, rpc.call-timeout, rpc.reconnect.initial, rpc.reconnect.max,
-// rpc.pre-auth-max-message-size, rpc.auth-timeout, rpc.max-connections and
-// rpc.max-connections-per-peer.
+// rpc.pre-auth-max-message-size, rpc.auth-timeout, rpc.max-connections,
+// rpc.max-connections-per-peer, rpc.idle-timeout and rpc.message-timeout.
 RpcOptions rpcOptionsFrom(const Config& config);
 
 // What every connection reads incoming messages with: traversalLimitInWords is the message size

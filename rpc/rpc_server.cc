@@ -4,6 +4,8 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/host_port.h"
 #include "conf/values.h"
 #include "rpc/abort_watching_stream.h"
@@ -102,6 +104,9 @@ void ConnectionCaps::setLogIntervalForTests(Duration interval) {
   peerLog_->setInterval(interval);
 }
 
+// Why this side closed a connection.
+enum class CloseCause { kNone, kAuthTimeout, kIdleTimeout, kMessageTimeout };
+
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
 // first, the socket last.
 struct RpcServer::Connection {
@@ -119,12 +124,11 @@ struct RpcServer::Connection {
       messages.setPreAuthenticationLimit(server.options_.preAuthMaxMessageSize);
       authDeadline = server.timer_.afterDelay(toKj(server.options_.authTimeout))
                          .then([this] {
-                           timedOutBeforeAuthentication = true;
                            // Tells the peer why; the RPC system goes without a word.
-                           messages.sendAbort("not authenticated within " +
-                                              formatDuration(this->server.options_.authTimeout) +
-                                              " (rpc.auth-timeout)");
-                           closing.fulfiller->fulfill();
+                           close(CloseCause::kAuthTimeout,
+                                 "not authenticated within " +
+                                     formatDuration(this->server.options_.authTimeout) +
+                                     " (rpc.auth-timeout)");
                          })
                          .eagerlyEvaluate(nullptr);
       peer.gate->setOnAuthenticated(kj::Function<void()>([this] {
@@ -135,6 +139,11 @@ struct RpcServer::Connection {
     KJ_ON_SCOPE_FAILURE(peer.gate->setOnAuthenticated(nullptr));
     rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
     ++server.open_;
+    const RpcOptions& options = server.options_;
+    if (options.idleTimeout > Duration::zero() || options.messageTimeout > Duration::zero()) {
+      lastActive = server.timer_.now();
+      watchdog = watch().eagerlyEvaluate(nullptr);
+    }
   }
   ~Connection() noexcept {
     peer.gate->setOnAuthenticated(nullptr);
@@ -146,6 +155,55 @@ struct RpcServer::Connection {
     return network.onDisconnect().exclusiveJoin(kj::mv(closing.promise));
   }
 
+  // Closes the connection for `cause`, telling the peer `reason` first (best effort).
+  void close(CloseCause cause, const std::string& reason) {
+    if (closedFor != CloseCause::kNone) return;
+    closedFor = cause;
+    messages.sendAbort(reason);
+    closing.fulfiller->fulfill();
+  }
+
+  // rpc.idle-timeout and rpc.message-timeout, checked every quarter of the shorter one.
+  kj::Promise<void> watch() {
+    const RpcOptions& options = server.options_;
+    Duration shortest = options.idleTimeout;
+    if (shortest == Duration::zero() ||
+        (options.messageTimeout > Duration::zero() && options.messageTimeout < shortest)) {
+      shortest = options.messageTimeout;
+    }
+    const Duration tick = std::max(Duration(10), shortest / 4);
+    return server.timer_.afterDelay(toKj(tick)).then([this]() -> kj::Promise<void> {
+      const RpcOptions& options = server.options_;
+      const kj::TimePoint now = server.timer_.now();
+      if (messages.bytesTransferred() != transferred) {
+        transferred = messages.bytesTransferred();
+        lastActive = now;
+      }
+      if (!messages.partialMessageHeld()) {
+        partialSince = nullptr;
+      } else if (partialSince == nullptr || messages.messagesRead() != partialAfter) {
+        partialSince = now;
+        partialAfter = messages.messagesRead();
+      }
+      KJ_IF_MAYBE (since, partialSince) {
+        if (options.messageTimeout > Duration::zero() &&
+            now - *since >= toKj(options.messageTimeout)) {
+          close(CloseCause::kMessageTimeout, "message not received whole within " +
+                                                 formatDuration(options.messageTimeout) +
+                                                 " of its first bytes (rpc.message-timeout)");
+          return kj::READY_NOW;
+        }
+      }
+      if (options.idleTimeout > Duration::zero() && now - lastActive >= toKj(options.idleTimeout)) {
+        close(CloseCause::kIdleTimeout, "nothing sent or received for " +
+                                            formatDuration(options.idleTimeout) +
+                                            " (rpc.idle-timeout)");
+        return kj::READY_NOW;
+      }
+      return watch();
+    });
+  }
+
   RpcServer& server;
   kj::Own<ConnectionCaps::Slot> slot;  // Its place within the caps, freed last.
   const RpcPeer peer;
@@ -153,11 +211,18 @@ struct RpcServer::Connection {
   AbortWatchingMessageStream messages;
   capnp::TwoPartyVatNetwork network;
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
-  // Fulfilled when this side closes the connection (the authentication deadline passed).
+  // Fulfilled when this side closes the connection (a deadline passed).
   kj::PromiseFulfillerPair<void> closing = kj::newPromiseAndFulfiller<void>();
-  bool timedOutBeforeAuthentication = false;
+  CloseCause closedFor = CloseCause::kNone;
+  // The idle and message deadlines' view: bytes seen at the last check, and when they changed;
+  // since when (and after how many whole messages) part of a message is held.
+  uint64_t transferred = 0;
+  kj::TimePoint lastActive = kj::origin<kj::TimePoint>();
+  kj::Maybe<kj::TimePoint> partialSince;
+  uint64_t partialAfter = 0;
   // Pending while the connection has not authenticated; declared last, so it goes first.
   kj::Maybe<kj::Promise<void>> authDeadline;
+  kj::Promise<void> watchdog = nullptr;
 };
 
 struct RpcServer::Private {};
@@ -199,7 +264,9 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
       listenAddress_(joinHostPort(host, port_)),
       caps_(timer, options_.maxConnections, options_.maxConnectionsPerPeer, ""),
       connections_(errorHandler_),
-      accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {
+      accepting_(kj::heap<AcceptLoop>(
+          timer, *receiver_, AcceptLoop::Options{.name = "rpc", .address = listenAddress_},
+          [this](kj::AuthenticatedStream&& accepted) { adopt(kj::mv(accepted)); })) {
   // Before the loop runs again, so no connection is held uncapped.
   if (auto* holding = dynamic_cast<HoldingConnectionReceiver*>(receiver_.get())) {
     holding->capHeldConnections(options_.maxConnections, options_.maxConnectionsPerPeer);
@@ -247,18 +314,9 @@ uint64_t RpcServer::connectionsRefusedOverPeerCap() const {
   return refused;
 }
 
-kj::Promise<void> RpcServer::acceptLoop() {
-  return receiver_->acceptAuthenticated().then(
-      [this](kj::AuthenticatedStream&& accepted) {
-        adopt(kj::mv(accepted));
-        return acceptLoop();
-      },
-      [this](kj::Exception&& exception) {
-        // Out of file descriptors and the like: pause rather than spin, then accept again.
-        spdlog::warn("rpc: accepting on {} failed: {}; retrying in 100ms", listenAddress_,
-                     exception.getDescription().cStr());
-        return timer_.afterDelay(100 * kj::MILLISECONDS).then([this] { return acceptLoop(); });
-      });
+AcceptLoop& RpcServer::listener() {
+  KJ_IF_MAYBE (holding, holding_) return holding->socketAccepts();
+  return *accepting_;
 }
 
 void RpcServer::adopt(kj::AuthenticatedStream accepted) {
@@ -296,11 +354,28 @@ void RpcServer::adopt(kj::AuthenticatedStream accepted) {
 }
 
 void RpcServer::connectionEnded(Connection& connection) {
-  if (connection.timedOutBeforeAuthentication) {
-    ++authTimeouts_;
-    spdlog::warn("rpc: closed connection from {}: not authenticated within {} (rpc.auth-timeout)",
-                 connection.peer.address, formatDuration(options_.authTimeout));
-    return;
+  switch (connection.closedFor) {
+    case CloseCause::kAuthTimeout:
+      ++authTimeouts_;
+      spdlog::warn("rpc: closed connection from {}: not authenticated within {} (rpc.auth-timeout)",
+                   connection.peer.address, formatDuration(options_.authTimeout));
+      return;
+    case CloseCause::kIdleTimeout:
+      ++idleTimeouts_;
+      spdlog::info(
+          "rpc: closed connection from {}: nothing sent or received for {} "
+          "(rpc.idle-timeout)",
+          connection.peer.address, formatDuration(options_.idleTimeout));
+      return;
+    case CloseCause::kMessageTimeout:
+      ++messageTimeouts_;
+      spdlog::warn(
+          "rpc: closed connection from {}: a message not received whole within {} of "
+          "its first bytes (rpc.message-timeout)",
+          connection.peer.address, formatDuration(options_.messageTimeout));
+      return;
+    case CloseCause::kNone:
+      break;
   }
   const auto& sent = connection.messages.sentAbort();
   if (sent && sent->type != kj::Exception::Type::DISCONNECTED) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/accept_loop.h"
 #include "common/result.h"
 #include "common/task_errors.h"
 #include "common/time.h"
@@ -127,6 +128,8 @@ class HoldingConnectionReceiver : public kj::ConnectionReceiver {
   virtual void capHeldConnections(uint64_t maxTotal, uint64_t maxPerPeer) = 0;
   // The caps set by capHeldConnections(), or null before.
   virtual kj::Maybe<const ConnectionCaps&> heldConnectionCaps() const = 0;
+  // The loop accepting from the listening socket itself (RpcServer::listener()).
+  virtual AcceptLoop& socketAccepts() = 0;
 };
 
 // The far end of one accepted connection, as the bootstrap factory sees it.
@@ -164,6 +167,15 @@ struct RpcPeer {
 //     ConnectionGate::markAuthenticated() lifts both at once (rpc.max-message-size applies
 //     from the next message on). The check happens when a frame's segment table arrives, so a
 //     client must wait for its authentication to be answered before sending a larger message.
+//   - Authenticated or not: a connection over which no byte crossed, either way, for
+//     RpcOptions::idleTimeout, and one holding part of a message that has not arrived whole
+//     within messageTimeout of its first bytes, are closed with an Abort naming the option
+//     (rpc.idle-timeout, rpc.message-timeout). Checked every quarter of the shorter one, so a
+//     connection goes at most that much later.
+//
+// Accepting never stops for good (common/accept_loop.h): out of descriptors or memory, the
+// listener counts, warns, closes what waits in the backlog and accepts again after a backoff;
+// listener() says since when it fails.
 //
 // Thread-safety: loop-thread only. Destroying the server stops listening and closes every
 // connection at once: calls in flight are cancelled, and peers see DISCONNECTED.
@@ -222,13 +234,21 @@ class RpcServer final {
   // TLS handshakes) from the same IP address.
   uint64_t connectionsRefusedOverPeerCap() const;
 
+  // Connections closed for rpc.idle-timeout, and for rpc.message-timeout.
+  uint64_t connectionsIdleTimedOut() const { return idleTimeouts_; }
+  uint64_t connectionsMessageTimedOut() const { return messageTimeouts_; }
+
+  // The loop accepting from the listening socket (the TLS listener's, with TLS): its failures by
+  // reason, and since when it fails.
+  AcceptLoop& listener();
+  const AcceptLoop& listener() const { return const_cast<RpcServer*>(this)->listener(); }
+
   // How often refusals by a cap are summed up in the log (10 s).
   void setRefusalLogIntervalForTests(Duration interval);
 
  private:
   struct Connection;
 
-  kj::Promise<void> acceptLoop();
   void adopt(kj::AuthenticatedStream accepted);
   void connectionEnded(Connection& connection);
 
@@ -243,6 +263,8 @@ class RpcServer final {
   uint64_t aborted_ = 0;
   uint64_t droppedBeforeAuthentication_ = 0;
   uint64_t authTimeouts_ = 0;
+  uint64_t idleTimeouts_ = 0;
+  uint64_t messageTimeouts_ = 0;
   // The caps on connections served; connections hold slots of it while being destroyed.
   ConnectionCaps caps_;
   // The receiver's own caps, when it holds connections before handing them out.
@@ -251,7 +273,7 @@ class RpcServer final {
   TaskFailureLogger errorHandler_{"rpc: connection", spdlog::level::debug};
   // Declared after the counters: connections update them while being destroyed.
   kj::TaskSet connections_;
-  kj::Promise<void> accepting_;
+  kj::Own<AcceptLoop> accepting_;
 };
 
 }  // namespace regent::rpc

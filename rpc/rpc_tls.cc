@@ -44,8 +44,6 @@ struct RpcNetwork::Impl {
 
 namespace {
 
-constexpr auto kAcceptRetryDelay = 100 * kj::MILLISECONDS;
-
 kj::Duration toKj(Duration duration) { return duration.count() * kj::MILLISECONDS; }
 
 std::string explain(const kj::Exception& exception) { return exception.getDescription().cStr(); }
@@ -122,7 +120,10 @@ class TlsReceiver final : public HoldingConnectionReceiver {
       : tls_(tls),
         inner_(kj::mv(inner)),
         handshakes_(handshakeErrors_),
-        accepting_(acceptLoop().eagerlyEvaluate(nullptr)) {}
+        accepting_(tls_.timer, *inner_,
+                   AcceptLoop::Options{.name = "rpc",
+                                       .address = "TLS port " + std::to_string(inner_->getPort())},
+                   [this](kj::AuthenticatedStream&& accepted) { handshake(kj::mv(accepted)); }) {}
   ~TlsReceiver() noexcept = default;
 
   kj::Promise<kj::Own<kj::AsyncIoStream>> accept() override {
@@ -135,11 +136,6 @@ class TlsReceiver final : public HoldingConnectionReceiver {
       kj::AuthenticatedStream accepted = kj::mv(ready_.front());
       ready_.pop_front();
       return kj::mv(accepted);
-    }
-    KJ_IF_MAYBE (failure, failure_) {
-      kj::Exception exception = kj::mv(*failure);
-      failure_ = nullptr;
-      return kj::mv(exception);
     }
     auto paf = kj::newPromiseAndFulfiller<kj::AuthenticatedStream>();
     waiter_ = kj::mv(paf.fulfiller);
@@ -154,6 +150,8 @@ class TlsReceiver final : public HoldingConnectionReceiver {
     return nullptr;
   }
 
+  AcceptLoop& socketAccepts() override { return accepting_; }
+
   uint getPort() override { return inner_->getPort(); }
   void getsockopt(int level, int option, void* value, uint* length) override {
     inner_->getsockopt(level, option, value, length);
@@ -163,19 +161,6 @@ class TlsReceiver final : public HoldingConnectionReceiver {
   }
 
  private:
-  kj::Promise<void> acceptLoop() {
-    return inner_->acceptAuthenticated().then(
-        [this](kj::AuthenticatedStream&& accepted) {
-          handshake(kj::mv(accepted));
-          return acceptLoop();
-        },
-        [this](kj::Exception&& exception) {
-          // Out of file descriptors and the like: the RPC server hears of it; pause, not spin.
-          deliver(kj::mv(exception));
-          return tls_.timer.afterDelay(kAcceptRetryDelay).then([this] { return acceptLoop(); });
-        });
-  }
-
   void handshake(kj::AuthenticatedStream accepted) {
     const std::string peer = peerAddressOf(*accepted.stream);
     // A handshake holds its connection's place within the caps until it ends either way.
@@ -220,27 +205,15 @@ class TlsReceiver final : public HoldingConnectionReceiver {
     ready_.push_back(kj::mv(accepted));
   }
 
-  void deliver(kj::Exception&& exception) {
-    KJ_IF_MAYBE (waiter, waiter_) {
-      if ((*waiter)->isWaiting()) {
-        (*waiter)->reject(kj::mv(exception));
-        waiter_ = nullptr;
-        return;
-      }
-    }
-    failure_ = kj::mv(exception);
-  }
-
   RpcNetwork::Impl& tls_;
   kj::Own<kj::ConnectionReceiver> inner_;
   // Set by the RPC server; handshakes hold slots of it, so it goes after them.
   kj::Maybe<kj::Own<ConnectionCaps>> caps_;
   std::deque<kj::AuthenticatedStream> ready_;  // Handshake done, not yet accepted.
-  kj::Maybe<kj::Exception> failure_;           // The inner receiver's, for the next accept().
   kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::AuthenticatedStream>>> waiter_;
   TaskFailureLogger handshakeErrors_{"rpc: TLS handshake"};
   kj::TaskSet handshakes_;
-  kj::Promise<void> accepting_;
+  AcceptLoop accepting_;  // Out of descriptors, it backs off and sheds (common/accept_loop.h).
 };
 
 class TlsAddress final : public kj::NetworkAddress {

@@ -515,6 +515,13 @@ void writeTransportMetrics(std::ostringstream& out, const RpcTransportCounts& co
          "TLS handshakes refused or timed out (plain TCP, untrusted or missing client "
          "certificate).");
   out << "regent_rpc_tls_handshake_failures_total " << counts.tlsHandshakesFailed << '\n';
+  family(out, "regent_rpc_connections_idle_timeouts_total", "counter",
+         "RPC connections closed because nothing crossed them for rpc.idle-timeout.");
+  out << "regent_rpc_connections_idle_timeouts_total " << counts.idleTimedOut << '\n';
+  family(out, "regent_rpc_connections_message_timeouts_total", "counter",
+         "RPC connections closed because a message had not arrived whole within "
+         "rpc.message-timeout of its first bytes.");
+  out << "regent_rpc_connections_message_timeouts_total " << counts.messageTimedOut << '\n';
 }
 
 }  // namespace
@@ -601,6 +608,8 @@ kj::Promise<void> HttpRoutes::metrics(Response& response) {
   }
   if (const rpc::AuthCounters* auth = host_.authCounters()) writeAuthMetrics(out, *auth);
   if (auto transport = host_.rpcTransportCounts()) writeTransportMetrics(out, *transport);
+  writeRpcListenerMetrics(out, host_.rpcListener());
+  writeHttpServerMetrics(out, host_.httpServer());
   return reply(response, 200, "OK", kPrometheus, out.str());
 }
 
@@ -641,49 +650,110 @@ kj::Promise<void> HttpProtocolPolicy::handleNoResponse(kj::HttpService::Response
 }
 
 kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
-                                                            std::string bindAddress,
-                                                            HttpHost& host) {
-  return listen(network, timer, std::move(bindAddress), "http.bind",
-                [&host](const kj::HttpHeaderTable& headerTable) -> kj::Own<HttpRouteSet> {
-                  return kj::heap<HttpRoutes>(host, headerTable);
-                });
+                                                            std::string bindAddress, HttpHost& host,
+                                                            uint64_t maxConnections) {
+  return listen(
+      network, timer, std::move(bindAddress), "http.bind",
+      [&host](const kj::HttpHeaderTable& headerTable) -> kj::Own<HttpRouteSet> {
+        return kj::heap<HttpRoutes>(host, headerTable);
+      },
+      maxConnections);
 }
 
 kj::Promise<Result<kj::Own<HttpServer>>> HttpServer::listen(kj::Network& network, kj::Timer& timer,
                                                             std::string bindAddress,
                                                             std::string option,
-                                                            RouteSetFactory makeRoutes) {
+                                                            RouteSetFactory makeRoutes,
+                                                            uint64_t maxConnections) {
   auto failed = [bindAddress, option](kj::Exception&& exception) -> Result<kj::Own<HttpServer>> {
     return Error::fatal("HTTP server cannot listen on " + bindAddress + " (" + option +
                         "): " + exception.getDescription().cStr());
   };
   return network.parseAddress(bindAddress)
-      .then([&timer, makeRoutes = std::move(makeRoutes),
-             bindAddress](kj::Own<kj::NetworkAddress> address) -> Result<kj::Own<HttpServer>> {
+      .then([&timer, makeRoutes = std::move(makeRoutes), bindAddress,
+             maxConnections](kj::Own<kj::NetworkAddress> address) -> Result<kj::Own<HttpServer>> {
         return kj::heap<HttpServer>(Private{}, timer, makeRoutes, address->listen(),
-                                    hostOf(bindAddress));
+                                    hostOf(bindAddress), maxConnections);
       })
       .catch_(kj::mv(failed));
 }
 
 HttpServer::HttpServer(const Private&, kj::Timer& timer, const RouteSetFactory& makeRoutes,
-                       kj::Own<kj::ConnectionReceiver> receiver, std::string hostName)
+                       kj::Own<kj::ConnectionReceiver> receiver, std::string hostName,
+                       uint64_t maxConnections)
     : headerTable_(HttpRoutes::makeHeaderTable()),
       routes_(makeRoutes(*headerTable_)),
       policy_(*routes_, *headerTable_),
       receiver_(kj::mv(receiver)),
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(hostName, port_)),
-      server_(timer, *headerTable_,
-              [this](kj::AsyncIoStream& connection) -> kj::Own<kj::HttpService> {
-                return kj::heap<ConnectionRoutes>(*routes_, connection);
-              },
-              kj::HttpServerSettings{.errorHandler = policy_, .callbacks = policy_}),
-      listening_(server_.listenHttp(*receiver_).eagerlyEvaluate([this](kj::Exception&& e) {
-        spdlog::error("http: accepting on {} failed: {}; no longer serving HTTP", listenAddress_,
-                      e.getDescription().cStr());
-      })) {}
+      maxConnections_(maxConnections),
+      server_(
+          timer, *headerTable_,
+          [this](kj::AsyncIoStream& connection) -> kj::Own<kj::HttpService> {
+            return kj::heap<ConnectionRoutes>(*routes_, connection);
+          },
+          kj::HttpServerSettings{.errorHandler = policy_, .callbacks = policy_}),
+      accepting_(kj::heap<AcceptLoop>(
+          timer, *receiver_, AcceptLoop::Options{.name = "http", .address = listenAddress_},
+          [this](kj::AuthenticatedStream&& accepted) { serve(kj::mv(accepted.stream)); })) {}
 
 HttpServer::~HttpServer() noexcept = default;
+
+void HttpServer::serve(kj::Own<kj::AsyncIoStream> connection) {
+  if (open_ >= maxConnections_) {
+    ++refusedOverCap_;
+    if (!refusing_) {
+      refusing_ = true;
+      spdlog::warn(
+          "http: refused a connection on {}: http.max-connections ({}) open; further "
+          "refusals are counted until one is admitted",
+          listenAddress_, maxConnections_);
+    }
+    return;  // Dropping the stream closes it before anything is read.
+  }
+  refusing_ = false;
+  ++open_;
+  connections_.add(server_.listenHttp(kj::mv(connection)).attach(kj::defer([this] { --open_; })));
+}
+
+void writeHttpServerMetrics(std::ostream& out, const HttpServer* server) {
+  writeMetricFamily(out, "regent_http_accept_failures_total", "counter",
+                    "Failed accepts on the HTTP port, by reason (emfile, enfile: out of file "
+                    "descriptors; memory; other); the server backs off and accepts again.");
+  if (server != nullptr) {
+    for (AcceptFailure reason : kAcceptFailures) {
+      out << "regent_http_accept_failures_total{reason=\"" << acceptFailureLabel(reason) << "\"} "
+          << server->listener().failures(reason) << '\n';
+    }
+  }
+  writeMetricFamily(out, "regent_http_connections_shed_total", "counter",
+                    "HTTP connections closed unserved while out of file descriptors.");
+  if (server != nullptr) {
+    out << "regent_http_connections_shed_total " << server->listener().shed() << '\n';
+  }
+  writeMetricFamily(out, "regent_http_connections_refused_total", "counter",
+                    "HTTP connections closed at accept because http.max-connections were open.");
+  if (server != nullptr) {
+    out << "regent_http_connections_refused_total " << server->connectionsRefusedOverCap() << '\n';
+  }
+}
+
+void writeRpcListenerMetrics(std::ostream& out, const AcceptLoop* listener) {
+  writeMetricFamily(out, "regent_rpc_accept_failures_total", "counter",
+                    "Failed accepts on the RPC port, by reason (emfile, enfile: out of file "
+                    "descriptors; memory; other); the server backs off and accepts again.");
+  if (listener != nullptr) {
+    for (AcceptFailure reason : kAcceptFailures) {
+      out << "regent_rpc_accept_failures_total{reason=\"" << acceptFailureLabel(reason) << "\"} "
+          << listener->failures(reason) << '\n';
+    }
+  }
+  writeMetricFamily(out, "regent_rpc_connections_shed_total", "counter",
+                    "RPC connections closed unserved while out of file descriptors.");
+  if (listener != nullptr) {
+    out << "regent_rpc_connections_shed_total " << listener->shed() << '\n';
+  }
+}
 
 }  // namespace regent::http

@@ -15,7 +15,9 @@
 #include <ostream>
 #include <string>
 
+#include "common/accept_loop.h"
 #include "common/result.h"
+#include "common/task_errors.h"
 #include "leader/leader_info.h"
 #include "rpc/auth_roles.h"
 #include "rpc/fenced_endpoint.h"
@@ -26,6 +28,8 @@
 
 namespace regent::http {
 
+class HttpServer;
+
 // The RPC transport's admission counts since the process started (rpc/rpc_server.h,
 // rpc/rpc_tls.h), read when /metrics is served.
 struct RpcTransportCounts {
@@ -34,6 +38,8 @@ struct RpcTransportCounts {
   uint64_t refusedOverTotalCap = 0;           // rpc.max-connections open at accept.
   uint64_t refusedOverPeerCap = 0;            // rpc.max-connections-per-peer open at accept.
   uint64_t tlsHandshakesFailed = 0;           // Refused or timed-out TLS handshakes.
+  uint64_t idleTimedOut = 0;                  // Nothing crossed for rpc.idle-timeout.
+  uint64_t messageTimedOut = 0;               // A message not whole within rpc.message-timeout.
 };
 
 // What the endpoints ask of their master. Loop-thread only; called while a request is served.
@@ -73,6 +79,10 @@ class HttpHost {
   virtual const rpc::AuthCounters* authCounters() const { return nullptr; }
   // The RPC transport's admission counts, or nullopt when the host has no RPC server (yet).
   virtual std::optional<RpcTransportCounts> rpcTransportCounts() const { return std::nullopt; }
+  // The RPC listener's and this HTTP server's accept loops, for their failure counts; nullptr
+  // when there is none (yet).
+  virtual const AcceptLoop* rpcListener() const { return nullptr; }
+  virtual const HttpServer* httpServer() const { return nullptr; }
 };
 
 // A set of routes the HttpServer serves: a kj::HttpService that also says whether the request it
@@ -178,6 +188,12 @@ class HttpProtocolPolicy final : public kj::HttpServerErrorHandler, public kj::H
 };
 
 // The listener on http.bind (a master) or worker.http.bind (a worker), serving one route set.
+// At most `maxConnections` (http.max-connections, fitted to the open-file limit) are open at
+// once: one more is closed as soon as it is accepted, counted, and warned about once per burst
+// (a burst ends when a connection is admitted again). Accepting never stops for good
+// (common/accept_loop.h): out of descriptors or memory it counts, warns, closes what waits in
+// the backlog and accepts again after a backoff. kj-http closes a connection that sends no
+// complete request headers within 15 s, or no next request within 5 s of the last response.
 // Thread-safety: loop-thread only. Destroying it closes the port and every connection, cancelling
 // requests in flight; `host` and `timer` must outlive it.
 class HttpServer final {
@@ -187,19 +203,21 @@ class HttpServer final {
   // HttpRoutes::makeHeaderTable() (which the routes must use).
   using RouteSetFactory =
       std::function<kj::Own<HttpRouteSet>(const kj::HttpHeaderTable& headerTable)>;
+  static constexpr uint64_t kDefaultMaxConnections = 256;
 
   // Resolves with the listening server, or a fatal error naming the address when it cannot be
   // parsed or bound. With port 0 the kernel chooses one (see port()).
-  static kj::Promise<Result<kj::Own<HttpServer>>> listen(kj::Network& network, kj::Timer& timer,
-                                                         std::string bindAddress, HttpHost& host);
+  static kj::Promise<Result<kj::Own<HttpServer>>> listen(
+      kj::Network& network, kj::Timer& timer, std::string bindAddress, HttpHost& host,
+      uint64_t maxConnections = kDefaultMaxConnections);
   // The same for any route set; errors name `option` (such as "worker.http.bind").
-  static kj::Promise<Result<kj::Own<HttpServer>>> listen(kj::Network& network, kj::Timer& timer,
-                                                         std::string bindAddress,
-                                                         std::string option,
-                                                         RouteSetFactory makeRoutes);
+  static kj::Promise<Result<kj::Own<HttpServer>>> listen(
+      kj::Network& network, kj::Timer& timer, std::string bindAddress, std::string option,
+      RouteSetFactory makeRoutes, uint64_t maxConnections = kDefaultMaxConnections);
 
   HttpServer(const Private&, kj::Timer& timer, const RouteSetFactory& makeRoutes,
-             kj::Own<kj::ConnectionReceiver> receiver, std::string hostName);
+             kj::Own<kj::ConnectionReceiver> receiver, std::string hostName,
+             uint64_t maxConnections);
   ~HttpServer() noexcept;
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -208,16 +226,37 @@ class HttpServer final {
   // The bind host with the chosen port ("127.0.0.1:40313").
   const std::string& listenAddress() const { return listenAddress_; }
 
+  // Connections open now, and closed at accept because maxConnections were open.
+  uint64_t connectionCount() const { return open_; }
+  uint64_t connectionsRefusedOverCap() const { return refusedOverCap_; }
+  // The accept loop: its failures by reason, and since when it fails.
+  const AcceptLoop& listener() const { return *accepting_; }
+
  private:
+  void serve(kj::Own<kj::AsyncIoStream> connection);
+
   kj::Own<kj::HttpHeaderTable> headerTable_;
   kj::Own<HttpRouteSet> routes_;
   HttpProtocolPolicy policy_;
   kj::Own<kj::ConnectionReceiver> receiver_;
   uint16_t port_;
   std::string listenAddress_;
+  const uint64_t maxConnections_;
+  uint64_t open_ = 0;
+  uint64_t refusedOverCap_ = 0;
+  bool refusing_ = false;  // In a burst of refusals (warned once).
   kj::HttpServer server_;
-  kj::Promise<void> listening_;
+  TaskFailureLogger connectionErrors_{"http: connection", spdlog::level::debug};
+  kj::TaskSet connections_{connectionErrors_};
+  kj::Own<AcceptLoop> accepting_;  // Last: it hands connections to everything above.
 };
+
+// The accept-failure and connection-cap metrics of `server` (regent_http_*), and the accept
+// failures of an RPC listener (regent_rpc_accept_failures_total,
+// regent_rpc_connections_shed_total): the families always, the samples when there is a server or
+// listener. Masters and workers write them alike.
+void writeHttpServerMetrics(std::ostream& out, const HttpServer* server);
+void writeRpcListenerMetrics(std::ostream& out, const AcceptLoop* listener);
 
 // Prometheus label value escaping (backslash, double quote, newline).
 std::string escapeLabelValue(const std::string& value);

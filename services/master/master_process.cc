@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <csignal>
 #include <cstdlib>
@@ -103,9 +104,9 @@ Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config) {
   return settings;
 }
 
-Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
-                                                             const Config& config,
-                                                             rpc::ServerAuthSettings auth) {
+Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, const Config& config,
+                                                             rpc::ServerAuthSettings auth,
+                                                             DescriptorLimit descriptors) {
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
@@ -122,6 +123,7 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop,
       new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
   master->rpcNetwork_ = kj::mv(rpcNetwork).value();
   master->authSettings_ = std::move(auth);
+  master->descriptors_ = std::move(descriptors);
   auto stores = store::StoreServices::create(loop, config, master->ha_->zooKeeper());
   if (!stores.ok()) return Error::fatal("cannot set up the stores: " + stores.error().message);
   master->stores_ = std::move(stores).value();
@@ -156,6 +158,21 @@ kj::Promise<int> MasterProcess::run() {
   warnIfNotConnected();
   rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config_);
   rpcOptions.requireAuthentication = authSettings_.required;
+  // Connections alone must not exhaust the descriptors ZooKeeper and the stores need.
+  std::vector<ConnectionCap> caps{
+      {.option = "rpc.max-connections",
+       .configured = rpcOptions.maxConnections,
+       .weight = rpcNetwork_->tls() ? 2u : 1u},
+      {.option = "http.max-connections",
+       .configured = static_cast<uint64_t>(config_.getInt("http.max-connections"))}};
+  if (fitConnectionCaps(descriptors_.soft, caps)) {
+    spdlog::warn("{}", describeDescriptorBudget(descriptors_, caps));
+  } else {
+    spdlog::info("{}", describeDescriptorBudget(descriptors_, caps));
+  }
+  rpcOptions.maxConnections = caps[0].fitted;
+  rpcOptions.maxConnectionsPerPeer = std::min(rpcOptions.maxConnectionsPerPeer, caps[0].fitted);
+  httpMaxConnections_ = caps[1].fitted;
   tasks_.add(
       rpc::RpcServer::listen(rpcNetwork_->network(), loop_.timer(), config_.getString("rpc.bind"),
                              rpcOptions,
@@ -170,6 +187,7 @@ kj::Promise<int> MasterProcess::run() {
               return kj::READY_NOW;
             }
             rpcServer_ = kj::mv(listening).value();
+            rpcServer_->listener().onFailingChanged([this](bool) { watchListener(); });
             self_.rpcAddress = advertisedAddress(config_.getString("rpc.bind"),
                                                  config_.getString("rpc.advertised-address"),
                                                  self_.host, rpcServer_->port());
@@ -183,7 +201,7 @@ kj::Promise<int> MasterProcess::run() {
 
 kj::Promise<void> MasterProcess::listenHttp() {
   return http::HttpServer::listen(loop_.io().getNetwork(), loop_.timer(),
-                                  config_.getString("http.bind"), *this)
+                                  config_.getString("http.bind"), *this, httpMaxConnections_)
       .then([this](Result<kj::Own<http::HttpServer>>&& listening) -> kj::Promise<void> {
         if (!listening.ok()) {
           spdlog::error("{}", listening.error().message);
@@ -305,7 +323,48 @@ std::optional<http::RpcTransportCounts> MasterProcess::rpcTransportCounts() cons
       .timedOutBeforeAuthentication = rpcServer_->connectionsTimedOutBeforeAuthentication(),
       .refusedOverTotalCap = rpcServer_->connectionsRefusedOverTotalCap(),
       .refusedOverPeerCap = rpcServer_->connectionsRefusedOverPeerCap(),
-      .tlsHandshakesFailed = rpcNetwork_->handshakesFailed()};
+      .tlsHandshakesFailed = rpcNetwork_->handshakesFailed(),
+      .idleTimedOut = rpcServer_->connectionsIdleTimedOut(),
+      .messageTimedOut = rpcServer_->connectionsMessageTimedOut()};
+}
+
+const AcceptLoop* MasterProcess::rpcListener() const {
+  return rpcServer_ ? &rpcServer_->listener() : nullptr;
+}
+
+void MasterProcess::watchListener() {
+  listenerWatch_ = nullptr;
+  const Duration bound = config_.getDuration("rpc.listener-failure-handover");
+  // Standalone, no one else could lead: handing over would only grant this master again.
+  if (bound == Duration::zero() || config_.getString("ha.mode") != "zookeeper" || !rpcServer_ ||
+      !term_ || !election_ || stopping_) {
+    return;
+  }
+  const std::optional<kj::TimePoint> since = rpcServer_->listener().failingSince();
+  if (!since) return;
+  const kj::Duration elapsed = loop_.timer().now() - *since;
+  const kj::Duration limit = bound.count() * kj::MILLISECONDS;
+  listenerWatch_ = loop_.timer()
+                       .afterDelay(elapsed >= limit ? 0 * kj::MILLISECONDS : limit - elapsed)
+                       .then([this] { handOverForFailingListener(); })
+                       .eagerlyEvaluate(nullptr);
+}
+
+void MasterProcess::handOverForFailingListener() {
+  const Duration bound = config_.getDuration("rpc.listener-failure-handover");
+  spdlog::error(
+      "the RPC listener on {} has failed to accept connections for {} "
+      "(rpc.listener-failure-handover): clients cannot reach this leader, so it hands leadership "
+      "over and contends again at the back of the queue",
+      rpcServer_->listenAddress(), formatDuration(bound));
+  spdlog::info("{}", EventLine("handover requested")
+                         .field("master_id", self_.masterId)
+                         .quotedField("reason", "rpc listener failing")
+                         .field("mono_us", monotonicMicros())
+                         .field("wall_ms", wallClockMillis())
+                         .str());
+  tasks_.add(election_->handOver(true).then(
+      [this](Status handedOver) { logHandOverOutcome(handedOver, self_.masterId); }));
 }
 
 void MasterProcess::warnIfNotConnected() {
@@ -346,6 +405,7 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
   term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, resourceManagerCounters_,
                                jobMasterCounters_, *stores_, fence, kj::mv(options));
+  watchListener();  // A listener already failing counts from when it started to.
   tasks_.add(term_->start()
                  .then([this, epoch]() { return election_->markServing(epoch); })
                  .then(
@@ -382,6 +442,7 @@ void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) 
                          .str());
   if (term_) term_->revoke(reason);
   term_ = nullptr;  // Every leader service stops before this returns.
+  listenerWatch_ = nullptr;
 }
 
 void MasterProcess::contending(const std::string& latchNode) {

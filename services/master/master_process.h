@@ -11,9 +11,10 @@
 #include <memory>
 #include <string>
 
+#include "common/descriptor_limit.h"
 #include "common/event_loop.h"
-#include "common/stop_signals.h"
 #include "common/result.h"
+#include "common/stop_signals.h"
 #include "common/task_errors.h"
 #include "ha/ha_services.h"
 #include "leader/leader_election.h"
@@ -74,15 +75,19 @@ class MasterProcess final : public leader::LeaderContender,
   // the retrieval. Fails only on what retrying cannot fix (options the ZooKeeper client
   // rejects); an unreachable ZooKeeper is not a failure. What shows only once the master runs
   // (a store another process holds, an unusable standalone epoch file) ends run() instead.
-  // `auth` is rpcAuthenticationFor(config)'s.
+  // `auth` is rpcAuthenticationFor(config)'s; `descriptors` the open-file limit raised at start
+  // (ProcessMain), which run() fits the connection caps into.
   static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config,
-                                                       rpc::ServerAuthSettings auth);
+                                                       rpc::ServerAuthSettings auth,
+                                                       DescriptorLimit descriptors);
   ~MasterProcess() noexcept override;
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
 
-  // Watches the signals, listens on rpc.bind (serving MasterBootstrap) and then on http.bind
-  // (the HTTP endpoints); with port 0 the chosen ports are what the latch node advertises. Then
+  // Watches the signals, fits rpc.max-connections and http.max-connections into the open-file
+  // limit (logging the limit and the caps), listens on rpc.bind (serving MasterBootstrap) and
+  // then on http.bind (the HTTP endpoints); with port 0 the chosen ports are what the latch node
+  // advertises. Then
   // opens the stores (StoreServices::open: RocksDB waits up to store.rocksdb.lock-timeout for
   // another holder) and starts contending. Resolves with kExitFailure if either server cannot
   // listen, the stores cannot be opened, the election cannot be set up, or it fails for good
@@ -91,7 +96,9 @@ class MasterProcess final : public leader::LeaderContender,
   // done, or with kExitFailure if the hand-over did not apply (its ZooKeeper
   // transaction failed, the session ended) or threw. A second one while the hand-over runs
   // ends the process at once with 128 + the signal number (after logging "master exiting").
-  // SIGHUP is logged and ignored. Call once.
+  // SIGHUP is logged and ignored. A leader whose RPC listener has failed to accept for
+  // rpc.listener-failure-handover hands leadership over (logged with the reason) and contends
+  // again at the back of the queue; it stays up. Call once.
   kj::Promise<int> run();
 
   // After run(): ends a term still held (its capabilities revoked, its stores destroyed) and
@@ -146,6 +153,8 @@ class MasterProcess final : public leader::LeaderContender,
   const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
   // nullopt until the RPC server listens.
   std::optional<http::RpcTransportCounts> rpcTransportCounts() const override;
+  const AcceptLoop* rpcListener() const override;
+  const http::HttpServer* httpServer() const override { return httpServer_.get(); }
 
  private:
   MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
@@ -158,10 +167,16 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Promise<void> openStores();
   // Once both servers listen: creates the election and starts contending.
   void startContending();
+  // (Re)arms or cancels the hand-over for a failing RPC listener (rpc.listener-failure-handover)
+  // after the listener started or stopped failing, or leadership came or went.
+  void watchListener();
+  void handOverForFailingListener();
 
   EventLoop& loop_;
   const Config& config_;
   const Duration jobMasterReadyWait_;  // From rpc.call-timeout (jobMasterReadyWait).
+  DescriptorLimit descriptors_;
+  uint64_t httpMaxConnections_ = http::HttpServer::kDefaultMaxConnections;  // Fitted by run().
   leader::ContenderInfo self_;
   std::unique_ptr<ha::HaServices> ha_;
   std::unique_ptr<store::StoreServices> stores_;
@@ -181,6 +196,8 @@ class MasterProcess final : public leader::LeaderContender,
   std::unique_ptr<StopSignals> stopSignals_;
   bool stopping_ = false;
   TaskFailureLogger errorLogger_{"master"};
+  // Pending while leading with a failing RPC listener: the hand-over at the bound.
+  kj::Promise<void> listenerWatch_ = nullptr;
   // markServing, the connect warning and the hand-over; declared last so it is destroyed
   // first, before the election whose promises it holds.
   kj::TaskSet tasks_{errorLogger_};

@@ -352,6 +352,7 @@ std::string WorkerHttpRoutes::metrics() const {
   out << "regent_worker_task_containment{mode=\""
       << taskexecutor::containmentKindName(containment.kind()) << "\",description=\""
       << http::escapeLabelValue(containment.description()) << "\"} 1\n";
+  http::writeHttpServerMetrics(out, host_.httpServer());
   return out.str();
 }
 

@@ -74,6 +74,8 @@ class WorkerHttpHost {
   // worker does not know the attempt or has pruned it.
   virtual std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                                      OutputStream stream) const = 0;
+  // The worker's HTTP server, for its accept-failure metrics; nullptr before it listens.
+  virtual const http::HttpServer* httpServer() const { return nullptr; }
 };
 
 // The routes:

@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   try {
     EventLoop loop;
     auto process = worker::WorkerProcess::create(loop, config, std::move(dataDir).value(),
-                                                 taskUser.value(), std::move(containment).value());
+                                                 taskUser.value(), std::move(containment).value(),
+                                                 processMain.descriptorLimit());
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {

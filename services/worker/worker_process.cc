@@ -102,7 +102,7 @@ taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
     EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir,
     const taskexecutor::TaskUser& taskUser,
-    std::unique_ptr<taskexecutor::TaskContainment> containment) {
+    std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
   if (auto warning = rpc::unprotectedLeaderNodeWarning(config)) spdlog::warn("{}", *warning);
@@ -126,6 +126,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(loop, config, std::move(dataDir)));
   worker->ha_ = std::move(ha).value();
   worker->rpcNetwork_ = kj::mv(rpcNetwork).value();
+  worker->descriptors_ = std::move(descriptors);
   auto retrieval = leader::createLeaderRetrieval(loop, config, *worker->ha_);
   if (!retrieval.ok()) {
     return Error::fatal("cannot set up the leader retrieval: " + retrieval.error().message);
@@ -169,13 +170,23 @@ kj::Promise<int> WorkerProcess::run() {
       "SIGHUP ignored: regent-worker does not reload its configuration; restart it "
       "to apply changes (its slots are reported again when it registers)");
   warnIfNotConnected();
+  // HTTP connections alone must not exhaust the descriptors tasks and ZooKeeper need.
+  std::vector<ConnectionCap> caps{
+      {.option = "http.max-connections",
+       .configured = static_cast<uint64_t>(config_.getInt("http.max-connections"))}};
+  if (fitConnectionCaps(descriptors_.soft, caps)) {
+    spdlog::warn("{}", describeDescriptorBudget(descriptors_, caps));
+  } else {
+    spdlog::info("{}", describeDescriptorBudget(descriptors_, caps));
+  }
   tasks_.add(
       http::HttpServer::listen(
           loop_.io().getNetwork(), loop_.timer(), config_.getString("worker.http.bind"),
           "worker.http.bind",
           [this](const kj::HttpHeaderTable& headerTable) -> kj::Own<http::HttpRouteSet> {
             return kj::heap<WorkerHttpRoutes>(*this, loop_, headerTable);
-          })
+          },
+          caps[0].fitted)
           .then([this](Result<kj::Own<http::HttpServer>>&& listening) {
             if (!listening.ok()) {
               spdlog::error("{}", listening.error().message);

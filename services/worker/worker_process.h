@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "client/leader_client.h"
+#include "common/descriptor_limit.h"
 #include "common/event_loop.h"
-#include "common/stop_signals.h"
 #include "common/result.h"
+#include "common/stop_signals.h"
 #include "common/task_errors.h"
 #include "ha/ha_services.h"
 #include "rpc/rpc_tls.h"
@@ -88,19 +89,21 @@ class WorkerProcess final : public WorkerHttpHost {
  public:
   // Builds the RPC network (rpc.tls.*), the HA services (reader identity) and the leader
   // retrieval, the leader client over them, and the TaskRunner running tasks as `taskUser`
-  // (taskUserFrom) contained by `containment` (taskContainmentFrom). Fails (fatal) only on what retrying cannot fix: bad TLS files, options the
-  // ZooKeeper client rejects, an unusable credential. An unreachable ZooKeeper or master is not
-  // a failure: the worker keeps trying.
-  static Result<std::unique_ptr<WorkerProcess>> create(EventLoop& loop, const Config& config,
-                                                       std::unique_ptr<WorkerDataDir> dataDir,
-                                                       const taskexecutor::TaskUser& taskUser,
-                                                       std::unique_ptr<taskexecutor::TaskContainment>
-                                                           containment);
+  // (taskUserFrom) contained by `containment` (taskContainmentFrom). `descriptors`: the
+  // open-file limit raised at start (ProcessMain), which run() fits http.max-connections into.
+  // Fails (fatal) only on what retrying cannot fix: bad TLS files, options the ZooKeeper client
+  // rejects, an unusable credential. An unreachable ZooKeeper or master is not a failure: the
+  // worker keeps trying.
+  static Result<std::unique_ptr<WorkerProcess>> create(
+      EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir,
+      const taskexecutor::TaskUser& taskUser,
+      std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors);
   ~WorkerProcess() noexcept override;
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  // Watches the signals, listens on worker.http.bind, then creates the TaskExecutor (advertising
+  // Watches the signals, fits http.max-connections into the open-file limit (logging both),
+  // listens on worker.http.bind, then creates the TaskExecutor (advertising
   // the bound HTTP address) and starts registering. Resolves with kExitFailure if the HTTP
   // server cannot listen (logged as an error). SIGTERM, SIGINT and SIGQUIT kill the running tasks
   // (TaskRunner::killAll, then the "tasks killed" line), deliver their last updates (bounded by
@@ -124,6 +127,7 @@ class WorkerProcess final : public WorkerHttpHost {
   const taskexecutor::TaskContainment& containment() const override { return *containment_; }
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override;
+  const http::HttpServer* httpServer() const override { return httpServer_.get(); }
 
  private:
   WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
@@ -138,6 +142,7 @@ class WorkerProcess final : public WorkerHttpHost {
   const std::string host_;
   const int64_t startedAtMs_;
   const taskexecutor::SlotProfile slotProfile_;
+  DescriptorLimit descriptors_;
   std::unique_ptr<ha::HaServices> ha_;
   kj::Own<rpc::RpcNetwork> rpcNetwork_;        // rpc.tls.*; outlives the leader client.
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.

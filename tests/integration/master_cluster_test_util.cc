@@ -243,6 +243,7 @@ Status MasterCluster::launch(size_t slot) {
   ProcessOptions options;
   options.argv = s.argv;
   options.outputPath = run.outputPath;
+  options.openFileLimit = options_.openFileLimit;
   auto process = ProcessHarness::start(options);
   if (!process.ok()) return process.error();
   run.process = std::move(process).value();

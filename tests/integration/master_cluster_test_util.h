@@ -157,6 +157,8 @@ struct MasterClusterOptions {
   Duration sessionTimeout{2000};
   std::vector<std::string> extraSet;  // "key=value" for every master.
   std::string logFormat = "text";     // --log-format.
+  // Every master's RLIMIT_NOFILE (soft, hard); nullopt: the test's.
+  std::optional<std::pair<uint64_t, uint64_t>> openFileLimit;
 };
 
 // regent-master processes in numbered slots; a slot can be restarted once its process ended,

@@ -170,6 +170,63 @@ submitWithName(wire::DispatcherGateway::Client& dispatcher, size_t nameBytes) {
   return request;
 }
 
+// ---- Idle connections and stalled messages (authenticated or not) ----------------------------
+
+TEST_F(RpcAdmission, AnAuthenticatedConnectionOverWhichNothingCrossesIsClosedAfterTheIdleTimeout) {
+  RpcOptions options = requiringAuthentication();
+  options.idleTimeout = Duration(200);
+  markAtBootstrap_ = true;  // Authenticated from the start, as by a verified TLS certificate.
+  serve(options);
+  RpcClient busy(network(), loop_.timer(), loopback(server_->port()), {});
+  ASSERT_EQ(masterIdVia(busy), "m1");
+
+  RawConnection idle = connectRaw();
+  // Calls every 50 ms keep the other connection from being idle meanwhile.
+  ASSERT_TRUE(runUntil(loop_, [&] {
+    EXPECT_EQ(masterIdVia(busy), "m1");
+    return server_->connectionsIdleTimedOut() == 1;
+  }));
+  EXPECT_TRUE(endedByServer(idle));
+  EXPECT_THAT(log(), HasSubstr("rpc: closed connection from " + idle.peer +
+                               ": nothing sent or received for 200ms (rpc.idle-timeout)"));
+  EXPECT_EQ(busy.connectionsEstablished(), 1u);
+  EXPECT_EQ(server_->connectionCount(), 1u);
+}
+
+TEST_F(RpcAdmission, WithoutAuthenticationAnIdleConnectionIsClosedToo) {
+  RpcOptions options;
+  options.idleTimeout = Duration(200);
+  serve(options);
+  RawConnection idle = connectRaw();
+  EXPECT_TRUE(endedByServer(idle));
+  EXPECT_EQ(server_->connectionsIdleTimedOut(), 1u);
+  EXPECT_EQ(server_->connectionsTimedOutBeforeAuthentication(), 0u);
+}
+
+TEST_F(RpcAdmission, AMessageNotReceivedWholeWithinTheMessageTimeoutIsClosedThoughBytesTrickleIn) {
+  RpcOptions options;  // No authentication: the frame's 8 MiB are within rpc.max-message-size.
+  options.idleTimeout = Duration(60000);
+  options.messageTimeout = Duration(300);
+  serve(options);
+  RawConnection stalled = connectRaw();
+  const uint32_t words = 8 * 1024 * 1024 / 8;
+  const uint32_t frame[2] = {0, words};
+  send(stalled, frame, sizeof frame);
+  // A byte of the body now and then: the connection is never idle, the message never whole.
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
+    if (::send(stalled.fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    runBounded(loop_, loop_.timer().afterDelay(20 * kj::MILLISECONDS));
+    ended = server_->connectionsMessageTimedOut() == 1;
+  }
+  EXPECT_TRUE(ended);
+  EXPECT_TRUE(endedByServer(stalled));
+  EXPECT_THAT(log(), HasSubstr("rpc: closed connection from " + stalled.peer +
+                               ": a message not received whole within 300ms of its first bytes "
+                               "(rpc.message-timeout)"));
+  EXPECT_EQ(server_->connectionsIdleTimedOut(), 0u);
+}
+
 // ---- The pre-authentication message cap ---------------------------------------------------
 
 TEST_F(RpcAdmission, AFrameAnnouncingTenMebibytesBeforeAuthenticationIsDroppedWithoutItsBody) {

@@ -26,13 +26,18 @@ TEST(RpcOptions, DefaultsMatchTheRegistry) {
   EXPECT_EQ(fromConfig.maxConnections, 1024u);
   EXPECT_EQ(fromConfig.maxConnectionsPerPeer, defaults.maxConnectionsPerPeer);
   EXPECT_EQ(fromConfig.maxConnectionsPerPeer, 64u);
+  EXPECT_EQ(fromConfig.idleTimeout, defaults.idleTimeout);
+  EXPECT_EQ(fromConfig.idleTimeout, Duration(300000));
+  EXPECT_EQ(fromConfig.messageTimeout, defaults.messageTimeout);
+  EXPECT_EQ(fromConfig.messageTimeout, Duration(60000));
 }
 
 TEST(RpcOptions, ReadsEveryKey) {
   auto config = loadConfig(ConfigSources{
       .set = {"rpc.max-message-size=64KiB", "rpc.call-timeout=1500ms", "rpc.reconnect.initial=50ms",
               "rpc.reconnect.max=2s", "rpc.pre-auth-max-message-size=8KiB", "rpc.auth-timeout=3s",
-              "rpc.max-connections=100", "rpc.max-connections-per-peer=10"}});
+              "rpc.max-connections=100", "rpc.max-connections-per-peer=10", "rpc.idle-timeout=0",
+              "rpc.message-timeout=5s"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
   const RpcOptions options = rpcOptionsFrom(config.value());
   EXPECT_EQ(options.maxMessageSize, 64u * 1024);
@@ -44,6 +49,17 @@ TEST(RpcOptions, ReadsEveryKey) {
   EXPECT_EQ(options.authTimeout, Duration(3000));
   EXPECT_EQ(options.maxConnections, 100u);
   EXPECT_EQ(options.maxConnectionsPerPeer, 10u);
+  EXPECT_EQ(options.idleTimeout, Duration(0));
+  EXPECT_EQ(options.messageTimeout, Duration(5000));
+}
+
+TEST(RpcOptions, AnIdleTimeoutNotLongerThanTheHeartbeatIntervalIsRefused) {
+  auto config = loadConfig(ConfigSources{.set = {"rpc.idle-timeout=2s", "heartbeat.interval=2s"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.error().message.find("rpc.idle-timeout must be 0 or longer than "
+                                        "heartbeat.interval"),
+            std::string::npos)
+      << config.error().message;
 }
 
 // A small rpc.max-message-size (a client's, say) needs no matching pre-authentication cap: the

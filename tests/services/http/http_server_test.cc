@@ -114,6 +114,7 @@ class FakeHost final : public HttpHost {
   }
   const rpc::FencingCounters& fencingCounters() const override { return counters; }
   std::optional<RpcTransportCounts> rpcTransportCounts() const override { return transport; }
+  const HttpServer* httpServer() const override { return server; }
   kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override {
     if (workers == nullptr) return nullptr;
     return *workers;
@@ -133,6 +134,7 @@ class FakeHost final : public HttpHost {
   const jobmaster::JobMasterCounters* jobMasters = nullptr;
   rpc::FencingCounters counters;
   std::optional<RpcTransportCounts> transport;
+  const HttpServer* server = nullptr;
 };
 
 struct Reply {
@@ -575,7 +577,9 @@ TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
                                        .timedOutBeforeAuthentication = 3,
                                        .refusedOverTotalCap = 5,
                                        .refusedOverPeerCap = 7,
-                                       .tlsHandshakesFailed = 11};
+                                       .tlsHandshakesFailed = 11,
+                                       .idleTimedOut = 13,
+                                       .messageTimedOut = 17};
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   auto parsed = regent::testing::parsePrometheusText(reply.body);
@@ -585,13 +589,62 @@ TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
   EXPECT_EQ(parsed.samples.at("regent_rpc_connections_refused_total{cap=\"total\"}"), 5);
   EXPECT_EQ(parsed.samples.at("regent_rpc_connections_refused_total{cap=\"peer\"}"), 7);
   EXPECT_EQ(parsed.samples.at("regent_rpc_tls_handshake_failures_total"), 11);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_connections_idle_timeouts_total"), 13);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_connections_message_timeouts_total"), 17);
   for (const char* family :
        {"regent_rpc_connections_dropped_before_auth_total",
         "regent_rpc_connections_auth_timeouts_total", "regent_rpc_connections_refused_total",
-        "regent_rpc_tls_handshake_failures_total"}) {
+        "regent_rpc_tls_handshake_failures_total", "regent_rpc_connections_idle_timeouts_total",
+        "regent_rpc_connections_message_timeouts_total"}) {
     EXPECT_EQ(parsed.types.at(family), "counter") << family;
     EXPECT_FALSE(parsed.helps[family].empty()) << family;
   }
+}
+
+TEST_F(HttpServerTest, MetricsCarryTheHttpListenersAcceptFailuresByReasonAndItsRefusals) {
+  host_.server = server_.get();
+  Reply reply = fetch("/metrics");
+  ASSERT_EQ(reply.status, 200u);
+  auto parsed = regent::testing::parsePrometheusText(reply.body);
+  ASSERT_EQ(parsed.error, "") << reply.body;
+  for (const char* reason : {"emfile", "enfile", "memory", "other"}) {
+    EXPECT_EQ(parsed.samples.at(std::string("regent_http_accept_failures_total{reason=\"") +
+                                reason + "\"}"),
+              0)
+        << reason;
+  }
+  EXPECT_EQ(parsed.samples.at("regent_http_connections_shed_total"), 0);
+  EXPECT_EQ(parsed.samples.at("regent_http_connections_refused_total"), 0);
+  for (const char* family :
+       {"regent_http_accept_failures_total", "regent_http_connections_shed_total",
+        "regent_http_connections_refused_total", "regent_rpc_accept_failures_total",
+        "regent_rpc_connections_shed_total"}) {
+    EXPECT_EQ(parsed.types.at(family), "counter") << family;
+    EXPECT_FALSE(parsed.helps[family].empty()) << family;
+  }
+  // No RPC listener in this host: its families carry no samples.
+  EXPECT_EQ(parsed.samples.count("regent_rpc_connections_shed_total"), 0u);
+}
+
+TEST_F(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnceAndCounted) {
+  server_ = nullptr;
+  auto listening = loop_.run(
+      HttpServer::listen(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_, 1));
+  ASSERT_TRUE(listening.ok()) << listening.error().message;
+  server_ = kj::mv(listening).value();
+  auto address = loop_.run(loop_.io().getNetwork().parseAddress(server_->listenAddress()));
+  auto held = loop_.run(address->connect());  // Holds the only place, sending nothing.
+  ASSERT_TRUE(regent::testing::runLoopUntil(
+      loop_, [&] { return server_->connectionCount() == 1; }, Duration(20000)));
+  auto refused = loop_.run(address->connect());
+  char byte;
+  const size_t ended = loop_.run(refused->tryRead(&byte, 1, 1));
+  EXPECT_EQ(ended, 0u);  // Closed without an answer.
+  EXPECT_EQ(server_->connectionsRefusedOverCap(), 1u);
+  held = nullptr;
+  ASSERT_TRUE(regent::testing::runLoopUntil(
+      loop_, [&] { return server_->connectionCount() == 0; }, Duration(20000)));
+  EXPECT_EQ(fetch("/healthz").status, 200u);
 }
 
 TEST_F(HttpServerTest, MetricsLeaveOutTheTransportFamiliesWhileThereIsNoRpcServer) {
