@@ -156,30 +156,32 @@ Status verifyOutputToken(std::string_view text, const OutputReadKey& key,
   }
   if (claims.expiresAtSeconds <= nowSeconds) {
     return Error::fatal("the token expired " + std::to_string(nowSeconds - claims.expiresAtSeconds) +
-                        " s ago by this worker's clock (obtain a new one; hosts' clocks must agree "
-                        "within " + std::to_string(kOutputTokenTtlSeconds) + " s)");
+                        " s ago by this worker's clock (obtain a new one; the leader's and the "
+                        "workers' clocks must agree to well within rpc.output-token-ttl)");
   }
-  if (claims.expiresAtSeconds - nowSeconds > kOutputTokenTtlSeconds + kOutputTokenMaxSkewSeconds) {
+  constexpr int64_t kLongest = kOutputTokenMaxTtlSeconds + kOutputTokenMaxSkewSeconds;
+  if (claims.expiresAtSeconds - nowSeconds > kLongest) {
     return Error::fatal("the token expires " +
                         std::to_string(claims.expiresAtSeconds - nowSeconds) +
                         " s from now by this worker's clock, beyond the " +
-                        std::to_string(kOutputTokenTtlSeconds + kOutputTokenMaxSkewSeconds) +
+                        std::to_string(kLongest) +
                         " s a token may live (the leader's clock runs ahead of this worker's)");
   }
   return Status();
 }
 
-OutputTokenSigner::OutputTokenSigner(uint64_t epoch, std::string termKey)
-    : epoch_(epoch), termKey_(std::move(termKey)) {
+OutputTokenSigner::OutputTokenSigner(uint64_t epoch, std::string termKey, int64_t ttlSeconds)
+    : epoch_(epoch), termKey_(std::move(termKey)), ttlSeconds_(ttlSeconds) {
   KJ_REQUIRE(termKey_.size() == kOutputKeySize, "an output term key is 32 bytes");
+  KJ_REQUIRE(ttlSeconds_ >= 1 && ttlSeconds_ <= kOutputTokenMaxTtlSeconds, ttlSeconds_);
 }
 
-OutputTokenSigner OutputTokenSigner::random(uint64_t epoch) {
+OutputTokenSigner OutputTokenSigner::random(uint64_t epoch, int64_t ttlSeconds) {
   std::string key(kOutputKeySize, '\0');
   KJ_REQUIRE(RAND_bytes(reinterpret_cast<unsigned char*>(key.data()),
                         static_cast<int>(key.size())) == 1,
              "the random generator failed to make an output term key");
-  return OutputTokenSigner(epoch, std::move(key));
+  return OutputTokenSigner(epoch, std::move(key), ttlSeconds);
 }
 
 std::string OutputTokenSigner::workerKey(const ResourceId& worker) const {
@@ -191,8 +193,7 @@ std::string OutputTokenSigner::sign(const ResourceId& worker, const AttemptId& a
   return encodeOutputToken(OutputTokenClaims{.epoch = epoch_,
                                              .attempt = attempt,
                                              .streams = streams,
-                                             .expiresAtSeconds = nowSeconds +
-                                                                 kOutputTokenTtlSeconds},
+                                             .expiresAtSeconds = nowSeconds + ttlSeconds_},
                            workerKey(worker));
 }
 

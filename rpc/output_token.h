@@ -26,11 +26,13 @@ struct OutputTokenClaims {
 
 // Size of a term key and of a worker key, in bytes.
 inline constexpr size_t kOutputKeySize = 32;
-// How long a token is valid after the leader signs it.
+// How long a token is valid after the leader signs it: rpc.output-token-ttl, at most
+// kOutputTokenMaxTtlSeconds.
 inline constexpr int64_t kOutputTokenTtlSeconds = 60;
-// The furthest in the future a worker accepts an expiry: the TTL plus this much clock skew between
-// the leader's and the worker's clocks. A token beyond it (a leader whose clock runs far ahead) is
-// refused rather than honoured for longer than intended.
+inline constexpr int64_t kOutputTokenMaxTtlSeconds = 600;
+// The furthest in the future a worker accepts an expiry: the longest TTL plus this much clock skew
+// between the leader's and the worker's clocks. A token beyond it (a leader whose clock runs far
+// ahead) is refused rather than honoured for longer than intended.
 inline constexpr int64_t kOutputTokenMaxSkewSeconds = 300;
 // Length of an encoded token: base64url without padding of 66 bytes.
 inline constexpr size_t kOutputTokenLength = 88;
@@ -64,7 +66,8 @@ struct OutputReadKey {
 
 // Whether `text` lets its holder read `stream` (kStdout or kStderr) of `attempt` at `nowSeconds`
 // (the worker's wall clock): parsed, signed by `key` (in constant time), of `key`'s epoch, for
-// this attempt and stream, not expired, and not expiring beyond the TTL plus the tolerated skew.
+// this attempt and stream, not expired, and not expiring beyond the longest TTL plus the tolerated
+// skew.
 // The error says which check failed; it never depends on whether the attempt exists.
 Status verifyOutputToken(std::string_view text, const OutputReadKey& key,
                          const AttemptId& attempt, OutputStreamSet stream, int64_t nowSeconds);
@@ -74,19 +77,23 @@ Status verifyOutputToken(std::string_view text, const OutputReadKey& key,
 class OutputTokenSigner final {
  public:
   // `termKey` must be kOutputKeySize bytes; random() draws it from OpenSSL's RAND_bytes.
-  OutputTokenSigner(uint64_t epoch, std::string termKey);
-  static OutputTokenSigner random(uint64_t epoch);
+  // `ttlSeconds`: 1 to kOutputTokenMaxTtlSeconds.
+  OutputTokenSigner(uint64_t epoch, std::string termKey,
+                    int64_t ttlSeconds = kOutputTokenTtlSeconds);
+  static OutputTokenSigner random(uint64_t epoch, int64_t ttlSeconds = kOutputTokenTtlSeconds);
 
   uint64_t epoch() const { return epoch_; }
   // What registration hands to `worker` (outputWorkerKey).
   std::string workerKey(const ResourceId& worker) const;
-  // A token for `attempt` on `worker`, valid kOutputTokenTtlSeconds from `nowSeconds`.
+  int64_t ttlSeconds() const { return ttlSeconds_; }
+  // A token for `attempt` on `worker`, valid ttlSeconds() from `nowSeconds`.
   std::string sign(const ResourceId& worker, const AttemptId& attempt, OutputStreamSet streams,
                    int64_t nowSeconds) const;
 
  private:
   uint64_t epoch_;
   std::string termKey_;
+  int64_t ttlSeconds_;
 };
 
 }  // namespace regent::rpc

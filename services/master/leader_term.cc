@@ -72,6 +72,8 @@ LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& c
       storeTerm_(std::move(storeTerm)),
       options_(std::move(options)),
       backoff_(options_.retryInitial, options_.retryMax, options_.jitter),
+      outputTokens_(rpc::OutputTokenSigner::random(epoch, options_.outputTokenTtlSeconds)),
+      outputTokenIssuer_{outputTokens_, options_.nowMs},
       ready_(forkFulfilledBy(markReady_)) {}
 
 LeaderTerm::~LeaderTerm() noexcept {
@@ -81,8 +83,12 @@ LeaderTerm::~LeaderTerm() noexcept {
 }
 
 kj::Promise<void> LeaderTerm::start() {
+  resourcemanager::ResourceManagerOptions resourceManagerOptions = options_.resourceManager;
+  resourceManagerOptions.outputReadKey = [this](const ResourceId& worker) {
+    return outputTokens_.workerKey(worker);
+  };
   resourceManager_ = kj::heap<resourcemanager::ResourceManager>(
-      timer_, epoch_, resourceManagerCounters_, options_.resourceManager);
+      timer_, epoch_, resourceManagerCounters_, std::move(resourceManagerOptions));
   taskExecutors_ = kj::heap<ResourceManagerTaskExecutors>(*resourceManager_);
   resourceManagerGateway_ = capabilities_.serve<wire::ResourceManagerGateway>(
       resourceManager_->makeGatewayServer(), rpc::LeadershipTerm::Readiness::kImmediately);
@@ -121,7 +127,8 @@ kj::Promise<void> LeaderTerm::openStores() {
                                                        options_.nowMs, jobMasters_.get());
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(
             kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get(),
-                                                          options_.describeLeader));
+                                                          options_.describeLeader,
+                                                          &outputTokenIssuer_));
         return kj::READY_NOW;
       });
 }

@@ -109,6 +109,10 @@ class WorkerProcess final : public WorkerHttpHost {
   size_t tasksRunning() const override;
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override;
+  // True when the worker holds an RPC credential: a secret (rpc.credential.*) or a client
+  // certificate (rpc.tls.cert).
+  bool outputTokenRequired() const override { return outputTokenRequired_; }
+  const std::optional<rpc::OutputReadKey>& outputReadKey() const override;
 
  private:
   WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
@@ -136,6 +140,8 @@ class WorkerProcess final : public WorkerHttpHost {
   const std::vector<taskexecutor::SlotState> noSlots_;
   const taskexecutor::TaskExecutorCounters noCounters_;
   const rpc::FencingCounters noFencing_;
+  const std::optional<rpc::OutputReadKey> noOutputReadKey_;
+  bool outputTokenRequired_ = false;
   TaskFailureLogger errorLogger_{"worker"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

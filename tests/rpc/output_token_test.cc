@@ -71,7 +71,8 @@ TEST(OutputToken, ExpiredTokenIsRefused) {
 TEST(OutputToken, TokenExpiringBeyondTtlAndSkewIsRefused) {
   // A leader whose clock runs far ahead of the worker's.
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kStdout,
+  const OutputTokenSigner longest(7, std::string(kOutputKeySize, 'k'), kOutputTokenMaxTtlSeconds);
+  const std::string token = longest.sign(kWorker, kAttempt, OutputStreamSet::kStdout,
                                          kNow + kOutputTokenMaxSkewSeconds + 1);
   const Status status =
       verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStdout, kNow);

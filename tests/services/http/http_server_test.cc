@@ -108,6 +108,7 @@ class FakeHost final : public HttpHost {
   uint64_t leadingEpoch() const override { return epoch; }
   bool serving() const override { return isServing; }
   bool zooKeeperConnected() const override { return connected; }
+  bool authenticationRequired() const override { return authRequired; }
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override {
     if (jobs == nullptr || !ready) return nullptr;
     return *jobs->dispatcher;
@@ -126,6 +127,7 @@ class FakeHost final : public HttpHost {
   uint64_t epoch = 0;
   bool isServing = false;
   bool connected = false;
+  bool authRequired = false;
   LeaderJobs* jobs = nullptr;
   bool ready = false;
   const LeaderWorkers* workers = nullptr;
