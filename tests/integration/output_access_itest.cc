@@ -32,6 +32,8 @@ std::vector<std::string> credential(const std::string& role, const std::string& 
 // live 3 s (so that one can be seen expiring), and the job's two subtasks ran on the one worker.
 class OutputAccess : public ::testing::Test {
  protected:
+  ~OutputAccess() noexcept override = default;
+
   static void SetUpTestSuite() {
     dir_ = new TempDir("output-access");
     admin_ = writeSecret("admin", "admin-secret-0123456789");
@@ -234,7 +236,8 @@ TEST_F(OutputAccess, MasterHttpRevealsNoAttemptsWorkersCommandsOrEnvironment) {
                                         kEnvValue,
                                         "/bin/sh"};
   for (const std::string& value : secret) ASSERT_FALSE(value.empty()) << zero.dump();
-  for (const std::string path : {"/v1/jobs", "/v1/jobs/" + job_, "/v1/workers"}) {
+  for (const std::string& path :
+       std::vector<std::string>{"/v1/jobs", "/v1/jobs/" + job_, "/v1/workers"}) {
     HttpReply reply = get(masterAddress.value(), path);
     EXPECT_EQ(reply.status, 200u) << path << ": " << reply.body;
     for (const std::string& value : secret) {
