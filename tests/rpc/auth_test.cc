@@ -92,7 +92,8 @@ TEST(AuthRoles, EveryGatewayMethodNeedsTheRoleOfTheTable) {
   EXPECT_FALSE(adminMayCall(bootstrap, bootstrap.getMethodByName("jobMaster").getIndex()));
   EXPECT_EQ(roleOf(bootstrap, "jobMaster"), wire::Role::WORKER);
   auto dispatcher = capnp::Schema::from<wire::DispatcherGateway>();
-  for (const char* reader : {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors"}) {
+  for (const char* reader :
+       {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors", "attemptOutputToken"}) {
     EXPECT_EQ(roleOf(dispatcher, reader), wire::Role::READER) << reader;
   }
   EXPECT_EQ(roleOf(dispatcher, "submitJob"), wire::Role::ADMIN);
