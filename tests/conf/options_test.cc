@@ -51,6 +51,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "rpc.max-connections",
                                             "rpc.max-connections-per-peer",
                                             "rpc.call-timeout",
+                                            "rpc.output-token-ttl",
                                             "rpc.reconnect.initial",
                                             "rpc.reconnect.max",
                                             "rpc.tls.cert",
