@@ -70,9 +70,10 @@ struct AttemptOutputOptions {
 // Failures write one "regentctl: ..." line to `err` and resolve: kExitRefused for a 404 (the
 // worker does not have the attempt's output: pruned by worker.attempts.retain, or the worker lost
 // it) and for a 401 or 403 (the worker refused the token, with its reason); a token that could
-// not be obtained resolves with the grant's exit code; kExitError for a worker that cannot be reached or does not answer within requestTimeout
-// (the message names the address), and for an answer that breaks the protocol (another status,
-// a missing or inconsistent Content-Range, no X-Regent-Attempt-State, more than 1 MiB).
+// not be obtained resolves with the grant's exit code; kExitError for a worker that cannot be
+// reached or does not answer within requestTimeout (the message names the address), and for an
+// answer that breaks the protocol (another status, a missing or inconsistent Content-Range, no
+// X-Regent-Attempt-State, more than 1 MiB).
 //
 // Thread-safety: loop-thread only. `network`, `timer` and the streams must outlive it; call
 // read() once. Destroying it cancels the read in flight.
@@ -121,7 +122,7 @@ class AttemptOutputReader final {
   std::string path_;
   kj::Own<kj::NetworkAddress> address_;
   kj::Own<kj::HttpClient> client_;
-  std::string token_;                  // The token held ("" before the first).
+  std::string token_;  // The token held ("" before the first).
   kj::TimePoint refreshAt_ = kj::origin<kj::TimePoint>();  // When to obtain the next one.
   uint64_t offset_ = 0;  // The next byte to read.
   // Without follow: read up to here (the size the first answer gave); then stop.

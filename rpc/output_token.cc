@@ -154,15 +154,17 @@ Status verifyOutputToken(std::string_view text, const OutputReadKey& key,
     return Error::fatal(std::string("the token does not cover ") +
                         (stream == OutputStreamSet::kStderr ? "stderr" : "stdout"));
   }
+  // Differences in unsigned arithmetic: an expiry is any 64-bit value, and must not overflow.
+  const uint64_t now = static_cast<uint64_t>(nowSeconds);
+  const uint64_t expires = static_cast<uint64_t>(claims.expiresAtSeconds);
   if (claims.expiresAtSeconds <= nowSeconds) {
-    return Error::fatal("the token expired " + std::to_string(nowSeconds - claims.expiresAtSeconds) +
+    return Error::fatal("the token expired " + std::to_string(now - expires) +
                         " s ago by this worker's clock (obtain a new one; the leader's and the "
                         "workers' clocks must agree to well within rpc.output-token-ttl)");
   }
   constexpr int64_t kLongest = kOutputTokenMaxTtlSeconds + kOutputTokenMaxSkewSeconds;
-  if (claims.expiresAtSeconds - nowSeconds > kLongest) {
-    return Error::fatal("the token expires " +
-                        std::to_string(claims.expiresAtSeconds - nowSeconds) +
+  if (expires - now > static_cast<uint64_t>(kLongest)) {
+    return Error::fatal("the token expires " + std::to_string(expires - now) +
                         " s from now by this worker's clock, beyond the " +
                         std::to_string(kLongest) +
                         " s a token may live (the leader's clock runs ahead of this worker's)");

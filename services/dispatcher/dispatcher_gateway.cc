@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "common/time.h"
-
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
 

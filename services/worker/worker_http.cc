@@ -287,7 +287,8 @@ std::optional<WorkerHttpRoutes::Refusal> WorkerHttpRoutes::refuseOutputRead(
   }
   constexpr std::string_view kScheme = "bearer ";
   const std::string_view value = authorizations.front();
-  if (value.size() <= kScheme.size() || !equalsIgnoringCase(value.substr(0, kScheme.size()), kScheme)) {
+  if (value.size() <= kScheme.size() ||
+      !equalsIgnoringCase(value.substr(0, kScheme.size()), kScheme)) {
     return Refusal{403, "output-read token refused: the Authorization header is not \"Bearer "
                         "<token>\""};
   }

@@ -91,8 +91,9 @@ class WorkerHttpHost {
 //                 one-line text. When host.outputTokenRequired(), first: no "Authorization: Bearer
 //                 <token>" header is 401 (WWW-Authenticate: Bearer), a token that does not verify
 //                 against host.outputReadKey() for this attempt and stream at nowMs is 403 naming
-//                 why, no key yet is 503; none of them depends on whether the attempt exists. The file is read on the loop's thread pool (runBlocking), opened
-//                 without following a link; one that is a link or not a regular file: 500.
+//                 why, no key yet is 503; none of them depends on whether the attempt exists.
+//                 The file is read on the loop's thread pool (runBlocking), opened without
+//                 following a link; one that is a link or not a regular file: 500.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
 // `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
 // http::HttpRoutes::makeHeaderTable(). `nowMs`: the wall clock tokens expire by (Unix ms; null:

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       again.value().claims.expiresAtSeconds != claims.expiresAtSeconds) {
     std::abort();
   }
-  for (rpc::OutputStreamSet stream : {rpc::OutputStreamSet::kStdout, rpc::OutputStreamSet::kStderr}) {
+  for (rpc::OutputStreamSet stream :
+       {rpc::OutputStreamSet::kStdout, rpc::OutputStreamSet::kStderr}) {
     for (const AttemptId& attempt : {claims.attempt, AttemptId(1, 2)}) {
       const Status verified =
           rpc::verifyOutputToken(text, key, attempt, stream, fuzz::kOutputTokenFuzzNow);
