@@ -75,12 +75,15 @@ int base64UrlValue(char c) {
 
 }  // namespace
 
-std::string outputWorkerKey(std::string_view termKey, uint64_t epoch, const ResourceId& worker) {
+std::string outputWorkerKey(std::string_view termKey, uint64_t epoch, const ResourceId& worker,
+                            const RegistrationId& registration) {
   std::string message = "regent-output-key-v1";
   message.push_back('\0');
   putUint64(message, epoch);
   putUint64(message, worker.hi());
   putUint64(message, worker.lo());
+  putUint64(message, registration.hi());
+  putUint64(message, registration.lo());
   return hmacSha256(termKey, message);
 }
 
@@ -186,17 +189,19 @@ OutputTokenSigner OutputTokenSigner::random(uint64_t epoch, int64_t ttlSeconds) 
   return OutputTokenSigner(epoch, std::move(key), ttlSeconds);
 }
 
-std::string OutputTokenSigner::workerKey(const ResourceId& worker) const {
-  return outputWorkerKey(termKey_, epoch_, worker);
+std::string OutputTokenSigner::workerKey(const ResourceId& worker,
+                                         const RegistrationId& registration) const {
+  return outputWorkerKey(termKey_, epoch_, worker, registration);
 }
 
-std::string OutputTokenSigner::sign(const ResourceId& worker, const AttemptId& attempt,
-                                    OutputStreamSet streams, int64_t nowSeconds) const {
+std::string OutputTokenSigner::sign(const ResourceId& worker, const RegistrationId& registration,
+                                    const AttemptId& attempt, OutputStreamSet streams,
+                                    int64_t nowSeconds) const {
   return encodeOutputToken(OutputTokenClaims{.epoch = epoch_,
                                              .attempt = attempt,
                                              .streams = streams,
                                              .expiresAtSeconds = nowSeconds + ttlSeconds_},
-                           workerKey(worker));
+                           workerKey(worker, registration));
 }
 
 }  // namespace regent::rpc

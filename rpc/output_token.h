@@ -1,7 +1,7 @@
 // Output-read tokens (docs/security.md, "Reading task output"): a short-lived capability, signed by
 // the leader, to read one attempt's stdout and/or stderr from the worker that runs it. The leader
 // draws a random key per term and hands each worker, at registration, the key derived from it for
-// that worker; a worker checks a token with its key alone, without calling a master.
+// that registration; a worker checks a token with its key alone, without calling a master.
 #pragma once
 
 #include <cstdint>
@@ -37,10 +37,11 @@ inline constexpr int64_t kOutputTokenMaxSkewSeconds = 300;
 // Length of an encoded token: base64url without padding of 66 bytes.
 inline constexpr size_t kOutputTokenLength = 88;
 
-// The key of one worker in one term: HMAC-SHA256(termKey, "regent-output-key-v1" 0 epoch
-// resourceId), kOutputKeySize bytes. A worker that holds it can sign tokens for its own attempts
-// only.
-std::string outputWorkerKey(std::string_view termKey, uint64_t epoch, const ResourceId& worker);
+// The key of one registration of a worker in one term: HMAC-SHA256(termKey,
+// "regent-output-key-v1" 0 epoch resourceId registrationId), kOutputKeySize bytes. A worker that
+// holds it can sign tokens for its own attempts only, and only while that registration lasts.
+std::string outputWorkerKey(std::string_view termKey, uint64_t epoch, const ResourceId& worker,
+                            const RegistrationId& registration);
 
 // `claims` signed with `workerKey`: version 1, streams, epoch, attempt id, expiry (big-endian),
 // then HMAC-SHA256(workerKey, "regent-output-token-v1" 0 those 34 bytes), encoded base64url
@@ -83,12 +84,13 @@ class OutputTokenSigner final {
   static OutputTokenSigner random(uint64_t epoch, int64_t ttlSeconds = kOutputTokenTtlSeconds);
 
   uint64_t epoch() const { return epoch_; }
-  // What registration hands to `worker` (outputWorkerKey).
-  std::string workerKey(const ResourceId& worker) const;
+  // What `registration` of `worker` is handed (outputWorkerKey).
+  std::string workerKey(const ResourceId& worker, const RegistrationId& registration) const;
   int64_t ttlSeconds() const { return ttlSeconds_; }
-  // A token for `attempt` on `worker`, valid ttlSeconds() from `nowSeconds`.
-  std::string sign(const ResourceId& worker, const AttemptId& attempt, OutputStreamSet streams,
-                   int64_t nowSeconds) const;
+  // A token for `attempt` on `worker` in its `registration`, valid ttlSeconds() from
+  // `nowSeconds`.
+  std::string sign(const ResourceId& worker, const RegistrationId& registration,
+                   const AttemptId& attempt, OutputStreamSet streams, int64_t nowSeconds) const;
 
  private:
   uint64_t epoch_;

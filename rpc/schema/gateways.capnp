@@ -139,7 +139,8 @@ interface DispatcherGateway {
   # "Authorization: Bearer <token>", for `validForMs` (the token carries its absolute expiry);
   # `httpAddress` is that worker's. A worker checks it only when it holds an RPC credential.
   # Failures: notFound (no such job, or the attempt is not the latest attempt of a subtask the
-  # leader describes), failedPrecondition (the attempt has no worker yet).
+  # leader describes), failedPrecondition (the attempt has no worker yet, or its worker is not
+  # registered with this leader).
 }
 
 enum OutputStreams {

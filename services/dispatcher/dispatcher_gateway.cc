@@ -190,9 +190,18 @@ kj::Promise<void> DispatcherGatewayServer::attemptOutputToken(AttemptOutputToken
           return kj::READY_NOW;
         }
         const ResourceId worker = wire::idFromWire<ResourceId>(subtask.getResourceId());
+        const std::optional<RegistrationId> registration = outputTokens_->registrationOf(worker);
+        if (!registration) {
+          rpc::failures::failedPrecondition(
+              failure(), "the worker " + worker.toHex() + " of attempt " + attempt.toHex() +
+                             " is not registered with this leader, so its output cannot be "
+                             "reached");
+          return kj::READY_NOW;
+        }
         const int64_t nowMs = outputTokens_->nowMs ? outputTokens_->nowMs() : wallClockMillis();
         auto results = context.getResults();
-        results.setToken(outputTokens_->signer.sign(worker, attempt, streams, nowMs / 1000));
+        results.setToken(
+            outputTokens_->signer.sign(worker, *registration, attempt, streams, nowMs / 1000));
         // The token's expiry is in whole seconds: what is left of the TTL after this one.
         results.setValidForMs(
             static_cast<uint64_t>(outputTokens_->signer.ttlSeconds() * 1000 - nowMs % 1000));

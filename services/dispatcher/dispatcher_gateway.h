@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "common/ids.h"
@@ -56,10 +57,12 @@ class TaskExecutorView {
   virtual bool slotPending(const ResourceId& worker, uint32_t index) const = 0;
 };
 
-// What DispatcherGateway.attemptOutputToken signs with: the term's signer and the wall clock.
+// What DispatcherGateway.attemptOutputToken signs with: the term's signer, the wall clock, and
+// the current registration of a worker (nullopt: not registered in this term).
 struct OutputTokenIssuer {
   const rpc::OutputTokenSigner& signer;
   std::function<int64_t()> nowMs;  // Unix milliseconds; null: wallClockMillis().
+  std::function<std::optional<RegistrationId>(const ResourceId& worker)> registrationOf;
 };
 
 // Serve it only through the term's rpc::LeadershipTerm::serve(): that checks the epoch and

@@ -73,7 +73,14 @@ LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& c
       options_(std::move(options)),
       backoff_(options_.retryInitial, options_.retryMax, options_.jitter),
       outputTokens_(rpc::OutputTokenSigner::random(epoch, options_.outputTokenTtlSeconds)),
-      outputTokenIssuer_{outputTokens_, options_.nowMs},
+      outputTokenIssuer_{outputTokens_, options_.nowMs,
+                         [this](const ResourceId& worker) -> std::optional<RegistrationId> {
+                           if (resourceManager_.get() == nullptr) return std::nullopt;
+                           const resourcemanager::Worker* registered =
+                               resourceManager_->slotManager().worker(worker);
+                           if (registered == nullptr) return std::nullopt;
+                           return registered->registrationId;
+                         }},
       ready_(forkFulfilledBy(markReady_)) {}
 
 LeaderTerm::~LeaderTerm() noexcept {
@@ -84,8 +91,9 @@ LeaderTerm::~LeaderTerm() noexcept {
 
 kj::Promise<void> LeaderTerm::start() {
   resourcemanager::ResourceManagerOptions resourceManagerOptions = options_.resourceManager;
-  resourceManagerOptions.outputReadKey = [this](const ResourceId& worker) {
-    return outputTokens_.workerKey(worker);
+  resourceManagerOptions.outputReadKey = [this](const ResourceId& worker,
+                                                const RegistrationId& registration) {
+    return outputTokens_.workerKey(worker, registration);
   };
   resourceManager_ = kj::heap<resourcemanager::ResourceManager>(
       timer_, epoch_, resourceManagerCounters_, std::move(resourceManagerOptions));

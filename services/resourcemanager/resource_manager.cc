@@ -260,7 +260,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
     success.setHeartbeatTimeoutMs(static_cast<uint64_t>(rm_.options_.heartbeatTimeout.count()));
     if (rm_.options_.outputReadKey) {
-      const std::string key = rm_.options_.outputReadKey(registration.resourceId);
+      const std::string key = rm_.options_.outputReadKey(registration.resourceId, id);
       success.setOutputReadKey(
           capnp::Data::Reader(reinterpret_cast<const kj::byte*>(key.data()), key.size()));
     }

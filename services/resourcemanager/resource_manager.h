@@ -34,7 +34,8 @@ struct ResourceManagerOptions {
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
   // The key a registration hands to the worker to check output-read tokens with
   // (rpc::OutputTokenSigner::workerKey of the term); null: none handed.
-  std::function<std::string(const ResourceId& worker)> outputReadKey;
+  std::function<std::string(const ResourceId& worker, const RegistrationId& registration)>
+      outputReadKey;
   // Log an event line per registration / slot report / removal (docs/operations.md). The event
   // lines are what the slot-rebuild benchmark reads.
   bool logEvents = true;

@@ -12,20 +12,26 @@ constexpr int64_t kNow = 1'800'000'000;
 
 const AttemptId kAttempt(0x0123456789abcdefULL, 0xfedcba9876543210ULL);
 const ResourceId kWorker(1, 2);
+const RegistrationId kRegistration(3, 4);
 
 OutputTokenSigner signer(uint64_t epoch = 7) {
   return OutputTokenSigner(epoch, std::string(kOutputKeySize, 'k'));
 }
 
 OutputReadKey keyOf(const OutputTokenSigner& signing, const ResourceId& worker = kWorker) {
-  return OutputReadKey{signing.epoch(), signing.workerKey(worker)};
+  return OutputReadKey{signing.epoch(), signing.workerKey(worker, kRegistration)};
+}
+
+// A token of `signing` for kAttempt on kWorker in kRegistration.
+std::string sign(const OutputTokenSigner& signing, OutputStreamSet streams, int64_t nowSeconds) {
+  return signing.sign(kWorker, kRegistration, kAttempt, streams, nowSeconds);
 }
 
 std::string errorOf(const Status& status) { return status.ok() ? "" : status.error().message; }
 
 TEST(OutputToken, SignedTokenIsAcceptedByItsWorkerForItsAttemptAndStream) {
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+  const std::string token = sign(signing, OutputStreamSet::kStdout, kNow);
   EXPECT_EQ(token.size(), kOutputTokenLength);
   EXPECT_EQ(token.find_first_not_of(
                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
@@ -53,7 +59,7 @@ TEST(OutputToken, ParseReturnsTheClaimsItWasSignedWith) {
 
 TEST(OutputToken, BothStreamsCoverStdoutAndStderr) {
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kBoth, kNow);
+  const std::string token = sign(signing, OutputStreamSet::kBoth, kNow);
   EXPECT_TRUE(
       verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStdout, kNow).ok());
   EXPECT_TRUE(
@@ -62,7 +68,7 @@ TEST(OutputToken, BothStreamsCoverStdoutAndStderr) {
 
 TEST(OutputToken, ExpiredTokenIsRefused) {
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+  const std::string token = sign(signing, OutputStreamSet::kStdout, kNow);
   const Status status = verifyOutputToken(token, keyOf(signing), kAttempt,
                                           OutputStreamSet::kStdout, kNow + kOutputTokenTtlSeconds);
   EXPECT_NE(errorOf(status).find("expired"), std::string::npos) << errorOf(status);
@@ -72,7 +78,7 @@ TEST(OutputToken, TokenExpiringBeyondTtlAndSkewIsRefused) {
   // A leader whose clock runs far ahead of the worker's.
   const auto signing = signer();
   const OutputTokenSigner longest(7, std::string(kOutputKeySize, 'k'), kOutputTokenMaxTtlSeconds);
-  const std::string token = longest.sign(kWorker, kAttempt, OutputStreamSet::kStdout,
+  const std::string token = sign(longest, OutputStreamSet::kStdout,
                                          kNow + kOutputTokenMaxSkewSeconds + 1);
   const Status status =
       verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStdout, kNow);
@@ -82,7 +88,7 @@ TEST(OutputToken, TokenExpiringBeyondTtlAndSkewIsRefused) {
 TEST(OutputToken, TokenSignedWithAnotherKeyIsRefused) {
   const auto signing = signer();
   const OutputTokenSigner other(7, std::string(kOutputKeySize, 'x'));
-  const std::string token = other.sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+  const std::string token = sign(other, OutputStreamSet::kStdout, kNow);
   const Status status =
       verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStdout, kNow);
   EXPECT_NE(errorOf(status).find("signature does not verify"), std::string::npos)
@@ -93,7 +99,17 @@ TEST(OutputToken, TokenForAnotherWorkerIsRefused) {
   // A worker's key signs only its own attempts: another worker cannot mint tokens for this one.
   const auto signing = signer();
   const std::string token =
-      signing.sign(ResourceId(3, 4), kAttempt, OutputStreamSet::kStdout, kNow);
+      signing.sign(ResourceId(3, 4), kRegistration, kAttempt, OutputStreamSet::kStdout, kNow);
+  EXPECT_FALSE(
+      verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStdout, kNow).ok());
+}
+
+TEST(OutputToken, TokenForAnotherRegistrationOfTheWorkerIsRefused) {
+  // A worker that registered again (a new process, or another under its resource id) holds
+  // another key: tokens signed for the earlier registration stop working.
+  const auto signing = signer();
+  const std::string token =
+      signing.sign(kWorker, RegistrationId(5, 6), kAttempt, OutputStreamSet::kStdout, kNow);
   EXPECT_FALSE(
       verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStdout, kNow).ok());
 }
@@ -101,7 +117,7 @@ TEST(OutputToken, TokenForAnotherWorkerIsRefused) {
 TEST(OutputToken, TokenOfAnotherEpochIsRefusedNamingBoth) {
   const auto older = signer(6);
   const auto current = signer(7);
-  const std::string token = older.sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+  const std::string token = sign(older, OutputStreamSet::kStdout, kNow);
   const Status status =
       verifyOutputToken(token, keyOf(current), kAttempt, OutputStreamSet::kStdout, kNow);
   EXPECT_NE(errorOf(status).find("epoch 6"), std::string::npos) << errorOf(status);
@@ -110,7 +126,7 @@ TEST(OutputToken, TokenOfAnotherEpochIsRefusedNamingBoth) {
 
 TEST(OutputToken, TokenForAnotherAttemptIsRefused) {
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kBoth, kNow);
+  const std::string token = sign(signing, OutputStreamSet::kBoth, kNow);
   const Status status = verifyOutputToken(token, keyOf(signing), AttemptId(9, 9),
                                           OutputStreamSet::kStdout, kNow);
   EXPECT_NE(errorOf(status).find("for attempt " + kAttempt.toHex()), std::string::npos)
@@ -119,7 +135,7 @@ TEST(OutputToken, TokenForAnotherAttemptIsRefused) {
 
 TEST(OutputToken, TokenForStdoutDoesNotReadStderr) {
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+  const std::string token = sign(signing, OutputStreamSet::kStdout, kNow);
   const Status status =
       verifyOutputToken(token, keyOf(signing), kAttempt, OutputStreamSet::kStderr, kNow);
   EXPECT_NE(errorOf(status).find("does not cover stderr"), std::string::npos) << errorOf(status);
@@ -127,7 +143,7 @@ TEST(OutputToken, TokenForStdoutDoesNotReadStderr) {
 
 TEST(OutputToken, AlteredClaimsBreakTheSignature) {
   const auto signing = signer();
-  const std::string token = signing.sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+  const std::string token = sign(signing, OutputStreamSet::kStdout, kNow);
   // Each claim byte in turn: the expiry, the attempt, the streams.
   for (size_t at : {size_t{40}, size_t{20}, size_t{2}}) {
     std::string altered = token;
@@ -140,7 +156,7 @@ TEST(OutputToken, AlteredClaimsBreakTheSignature) {
 
 TEST(OutputToken, TruncatedTokenIsRefusedNamingItsLength) {
   const std::string token =
-      signer().sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+      signer().sign(kWorker, kRegistration, kAttempt, OutputStreamSet::kStdout, kNow);
   for (size_t length : {size_t{0}, size_t{1}, size_t{44}, kOutputTokenLength - 1}) {
     auto parsed = parseOutputToken(std::string_view(token).substr(0, length));
     ASSERT_FALSE(parsed.ok());
@@ -153,7 +169,7 @@ TEST(OutputToken, TruncatedTokenIsRefusedNamingItsLength) {
 
 TEST(OutputToken, BadBase64IsRefused) {
   const std::string token =
-      signer().sign(kWorker, kAttempt, OutputStreamSet::kStdout, kNow);
+      signer().sign(kWorker, kRegistration, kAttempt, OutputStreamSet::kStdout, kNow);
   // Standard base64's characters, padding, whitespace and bytes outside ASCII are not base64url.
   for (char bad : {'+', '/', '=', ' ', '\n', '\0', '\xff'}) {
     std::string altered = token;

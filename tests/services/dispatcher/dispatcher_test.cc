@@ -311,7 +311,14 @@ class DispatcherTest : public ::testing::Test {
   int64_t clockMs_ = 1700000000000;
   size_t detailBudget_ = Dispatcher::kEndedDetailBudgetBytes;
   const rpc::OutputTokenSigner signer_{1, std::string(rpc::kOutputKeySize, 't')};
-  const OutputTokenIssuer outputTokens_{signer_, [this] { return clockMs_; }};
+  // Worker A is registered (registration kRegistrationOfA); no other worker is.
+  const OutputTokenIssuer outputTokens_{
+      signer_, [this] { return clockMs_; },
+      [](const ResourceId& worker) -> std::optional<RegistrationId> {
+        if (worker != FakeJobRunner::kWorkerA) return std::nullopt;
+        return kRegistrationOfA;
+      }};
+  static constexpr RegistrationId kRegistrationOfA{0xa, 0xb};
   rpc::FencingCounters counters_;
   kj::Own<store::LeaderStores> stores_;
   kj::Own<Dispatcher> dispatcher_;
@@ -705,7 +712,8 @@ TEST_F(DispatcherTest, AnOutputTokenIsSignedForTheLatestAttemptOfASubtaskWithIts
   EXPECT_EQ(std::string(granted.getHttpAddress().cStr()), "worker-a:8081");
   EXPECT_GT(granted.getValidForMs(), 59000u);
   EXPECT_LE(granted.getValidForMs(), 60000u);
-  const rpc::OutputReadKey workerA{1, signer_.workerKey(FakeJobRunner::kWorkerA)};
+  const rpc::OutputReadKey workerA{
+      1, signer_.workerKey(FakeJobRunner::kWorkerA, kRegistrationOfA)};
   const int64_t now = clockMs_ / 1000;
   EXPECT_TRUE(rpc::verifyOutputToken(granted.getToken().cStr(), workerA, attempt,
                                      rpc::OutputStreamSet::kStderr, now)
@@ -714,7 +722,8 @@ TEST_F(DispatcherTest, AnOutputTokenIsSignedForTheLatestAttemptOfASubtaskWithIts
                                       rpc::OutputStreamSet::kStdout, now)
                    .ok());
   // Another worker's key does not verify it.
-  const rpc::OutputReadKey workerB{1, signer_.workerKey(ResourceId(0xb, 0xb))};
+  const rpc::OutputReadKey workerB{
+      1, signer_.workerKey(ResourceId(0xb, 0xb), kRegistrationOfA)};
   EXPECT_FALSE(rpc::verifyOutputToken(granted.getToken().cStr(), workerB, attempt,
                                       rpc::OutputStreamSet::kStderr, now)
                    .ok());

@@ -333,13 +333,14 @@ class WorkerHttpTokenTest : public WorkerHttpTest {
  protected:
   WorkerHttpTokenTest() {
     worker_.tokenRequired = true;
-    worker_.readKey = rpc::OutputReadKey{5, signer_.workerKey(kWorker)};
+    worker_.readKey = rpc::OutputReadKey{5, signer_.workerKey(kWorker, kRegistration)};
   }
   std::string bearer(const AttemptId& attempt, rpc::OutputStreamSet streams, int64_t atMs) {
-    return "Bearer " + signer_.sign(kWorker, attempt, streams, atMs / 1000);
+    return "Bearer " + signer_.sign(kWorker, kRegistration, attempt, streams, atMs / 1000);
   }
 
   const ResourceId kWorker{7, 7};
+  const RegistrationId kRegistration{8, 8};
   const rpc::OutputTokenSigner signer_{5, std::string(rpc::kOutputKeySize, 's')};
 };
 
@@ -375,7 +376,8 @@ TEST_F(WorkerHttpTokenTest, ForgedExpiredAndOtherAttemptTokensAre403) {
   addAttempt(other, "FINISHED", "other\n");
   const rpc::OutputTokenSigner forger(5, std::string(rpc::kOutputKeySize, 'f'));
   const std::vector<std::pair<std::string, std::string>> refused{
-      {"Bearer " + forger.sign(kWorker, kAttempt, rpc::OutputStreamSet::kStdout, nowMs_ / 1000),
+      {"Bearer " + forger.sign(kWorker, kRegistration, kAttempt, rpc::OutputStreamSet::kStdout,
+                                nowMs_ / 1000),
        "signature does not verify"},
       {bearer(kAttempt, rpc::OutputStreamSet::kStdout, nowMs_ - 61'000), "expired"},
       {bearer(other, rpc::OutputStreamSet::kStdout, nowMs_), "for attempt " + other.toHex()},
