@@ -307,7 +307,12 @@ DispatcherGateway::Client authenticatedGateway(EventLoop& loop, rpc::RpcClient& 
       bootstrap, rpc::ClientCredential{wire::Role::READER, kBenchSecret}, deadline,
       "the bench master"));
   auto* restricted = std::get_if<wire::MasterBootstrap::Client>(&authenticated);
-  KJ_REQUIRE(restricted != nullptr, std::get<rpc::CallFailure>(authenticated).message);
+  if (restricted == nullptr) {
+    const auto* refused = std::get_if<rpc::RefusedMaster>(&authenticated);
+    KJ_FAIL_REQUIRE("authentication failed", refused != nullptr
+                                                 ? refused->message
+                                                 : std::get<rpc::CallFailure>(authenticated).message);
+  }
   mechanism = "shared-secret";
   auto second = dispatcherOf(*restricted);
   KJ_REQUIRE(!second.hasFailure(), second.getFailure().getMessage().cStr());

@@ -67,6 +67,9 @@ using testing::ZooKeeperServerOptions;
 // The line the load generator prints once every worker is registered with the leader of `epoch`
 // and the declared half of the slots is allocated on the workers.
 constexpr const char* kGeneratorReady = "generator ready";
+// The cluster's ZooKeeper credentials: the masters write, workers and the generator read.
+constexpr const char* kZooKeeperWriter = "regent:bench-master-secret";
+constexpr const char* kZooKeeperReader = "viewer:bench-viewer-secret";
 
 // =============================================================================================
 // The load generator.
@@ -505,6 +508,9 @@ class SlotsBench final {
           "rpc.max-connections-per-peer=" + std::to_string(connections),
           "rpc.auth-secret.worker-file=" + workerSecret_,
           "rpc.auth-secret.admin-file=" + adminSecret_,
+          // RPC authentication needs the ZooKeeper ACL (docs/security.md, "Safe by default").
+          std::string("ha.zookeeper.auth=") + kZooKeeperWriter,
+          std::string("ha.zookeeper.read-auth=") + kZooKeeperReader,
           "log.level=info",
       };
       sets.insert(sets.end(), options_.masterSets.begin(), options_.masterSets.end());
@@ -520,6 +526,7 @@ class SlotsBench final {
     const std::vector<std::string> workerSets = {
         "ha.zookeeper.quorum=" + quorum_,
         "cluster-id=" + clusterId,
+        std::string("ha.zookeeper.read-auth=") + kZooKeeperReader,
         "worker.slots=" + std::to_string(options_.slots),
     };
     std::vector<std::string> generatorArgv = {options_.binDir + "/bench_slots", "--generate",
@@ -727,9 +734,10 @@ class SlotsBench final {
   // The resident set of one real regent-worker registered with the cluster and idle.
   Result<int64_t> idleWorkerRssKb(const std::string& clusterId, int workers) {
     TempDir data("regent-bench-worker");
-    std::vector<std::string> argv =
-        withSets(options_.binDir + "/regent-worker",
-                 workerSettings(quorum_, clusterId, data.path(), options_.slots));
+    std::vector<std::string> settings =
+        workerSettings(quorum_, clusterId, data.path(), options_.slots);
+    settings.push_back(std::string("ha.zookeeper.read-auth=") + kZooKeeperReader);
+    std::vector<std::string> argv = withSets(options_.binDir + "/regent-worker", settings);
     auto worker = startProcess(argv,
                                logDir_ + "/" + std::to_string(workers) + "-regent-worker.log",
                                "worker", workerSecret_);

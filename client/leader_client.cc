@@ -2,11 +2,12 @@
 #include "client/leader_client.h"
 
 #include <kj/debug.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <variant>
 
 #include "conf/values.h"
-#include "rpc/auth_session.h"
 
 namespace regent::client {
 namespace {
@@ -149,30 +150,28 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
     waitingFor_ = "an answer from " + where;
     return deadline_
         .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
-        .then([this, where](wire::MasterBootstrap::Client bootstrap) {
-          return authenticated(kj::mv(bootstrap), where);
+        .then([this, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
+          return authenticated(kj::mv(bootstrap),
+                               "the master at " + leader.rpcAddress + " (named the leader " +
+                                   leader.masterId + " of epoch " +
+                                   std::to_string(leader.epoch) + ")");
         })
-        .then([&call, leader = *leader](rpc::Attempt<wire::MasterBootstrap::Client>&& bootstrap)
-                  -> kj::Promise<std::optional<rpc::CallFailure>> {
-          if (auto* refused = std::get_if<rpc::CallFailure>(&bootstrap)) {
-            return std::optional<rpc::CallFailure>(std::move(*refused));
+        .then([this, &call, leader = *leader, where](rpc::ProvenBootstrap&& proven)
+                  -> kj::Promise<End> {
+          if (auto* refused = std::get_if<rpc::RefusedMaster>(&proven)) {
+            return refuseMaster(*refused);
           }
-          return call.fn(std::get<wire::MasterBootstrap::Client>(kj::mv(bootstrap)), leader);
-        })
-        .then([this, &call, where](std::optional<rpc::CallFailure> failure) -> End {
-          if (!failure) return Status();
-          switch (failure->action()) {
-            case rpc::FailureAction::kFatal:
-              return Status(Error::fatal(failure->describe()));
-            case rpc::FailureAction::kResolveAgain:
-              known_.reset();
-              call.retryAfter = failure->retryAfter;
-              break;
-            case rpc::FailureAction::kBackOff:
-              break;
+          if (auto* failure = std::get_if<rpc::CallFailure>(&proven)) {
+            // The master refused the credential; it has not proven itself, so the next call reads
+            // the leader again rather than trusting its record.
+            known_.reset();
+            return afterFailure(call, std::move(*failure), where);
           }
-          noteObstacle(where + ": " + failure->message);
-          return End();
+          return call.fn(std::get<wire::MasterBootstrap::Client>(kj::mv(proven)), leader)
+              .then([this, &call, where](std::optional<rpc::CallFailure> failure) -> End {
+                if (!failure) return Status();
+                return afterFailure(call, std::move(*failure), where);
+              });
         })
         .catch_([this, where](kj::Exception&& exception) -> kj::Promise<End> {
           const rpc::FailureAction action = rpc::classify(exception);
@@ -184,23 +183,46 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
   });
 }
 
-kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> LeaderClient::authenticated(
+std::optional<Status> LeaderClient::afterFailure(Call& call, rpc::CallFailure failure,
+                                                 const std::string& where) {
+  switch (failure.action()) {
+    case rpc::FailureAction::kFatal:
+      return Status(Error::fatal(failure.describe()));
+    case rpc::FailureAction::kResolveAgain:
+      known_.reset();
+      call.retryAfter = failure.retryAfter;
+      break;
+    case rpc::FailureAction::kBackOff:
+      break;
+  }
+  noteObstacle(where + ": " + failure.message);
+  return std::nullopt;
+}
+
+std::optional<Status> LeaderClient::refuseMaster(const rpc::RefusedMaster& refused) {
+  ++mastersRefused_[static_cast<size_t>(refused.reason)];
+  spdlog::warn("{}", refused.message);
+  if (rpc::classify(refused.reason) == rpc::FailureAction::kResolveAgain) known_.reset();
+  noteObstacle(refused.message);
+  return std::nullopt;
+}
+
+kj::Promise<rpc::ProvenBootstrap> LeaderClient::authenticated(
     wire::MasterBootstrap::Client bootstrap, const std::string& where) {
-  using Authenticated = rpc::Attempt<wire::MasterBootstrap::Client>;
-  if (!options_.credential) return Authenticated(kj::mv(bootstrap));
+  if (!options_.credential) return rpc::ProvenBootstrap(kj::mv(bootstrap));
   const uint64_t connection = client_->connectionsEstablished();
   const std::string address = client_->address();
   const uint64_t generation = clientGeneration_;
   KJ_IF_MAYBE (cached, authenticated_) {
     if (authenticatedOn_ == connection && authenticatedAt_ == address &&
         authenticatedGeneration_ == generation) {
-      return Authenticated(*cached);
+      return rpc::ProvenBootstrap(*cached);
     }
   }
   return rpc::authenticateBootstrap(kj::mv(bootstrap), *options_.credential, deadline_, where)
-      .then([this, connection, address, generation](Authenticated&& done) {
-        if (auto* authenticated = std::get_if<wire::MasterBootstrap::Client>(&done)) {
-          authenticated_ = *authenticated;
+      .then([this, connection, address, generation](rpc::ProvenBootstrap&& done) {
+        if (auto* proven = std::get_if<wire::MasterBootstrap::Client>(&done)) {
+          authenticated_ = *proven;
           authenticatedOn_ = connection;
           authenticatedAt_ = address;
           authenticatedGeneration_ = generation;

@@ -8,6 +8,7 @@
 #include <kj/async-io.h>
 #include <kj/timer.h>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
 #include "rpc/auth_config.h"
+#include "rpc/auth_session.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/rpc_client.h"
@@ -40,8 +42,9 @@ struct LeaderClientOptions {
   // Names the cluster in obstacles ("no master leads cluster \"default\"").
   std::string clusterName = "the cluster";
   // The shared-secret credential (rpc.credential.*): when set, every new connection to a master
-  // that requires authentication runs authChallenge + authenticate before the call, checks the
-  // master's proof, and calls through the bootstrap restricted to the credential's role.
+  // runs authChallenge + authenticate before the call, checks the master's proof, and calls
+  // through the bootstrap restricted to the credential's role. A master that asks for no
+  // credential, or whose proof does not verify, is refused (see LeaderClient).
   std::optional<rpc::ClientCredential> credential;
   // How long the RPC connection to a leader the client moved away from stays open (0: closed at
   // once). Capabilities obtained over it keep working until then: a worker's TaskExecutorGateway,
@@ -72,6 +75,16 @@ struct LeaderClientOptions {
 // obstacle (the last cause a failed attempt gave, such as a refused connection; or, before any
 // attempt failed, the step still waiting for an answer), and lastObstacleWasNoLeader() tells
 // whether that was "no master leads".
+//
+// The master proves itself (docs/security.md, "Chain of trust"). With a credential, `fn` gets
+// only a bootstrap whose master proved it holds the credential's secret on that connection: a
+// master that asks for no credential, or whose serverProof does not verify, is refused
+// (rpc::MasterRefusal: logged as a warning naming its address, counted in mastersRefused(),
+// noted as the obstacle) and the attempt classified kResolveAgain: the leader is read again after
+// the backoff, never called through that connection. The master's own refusal of the credential
+// (Failure.unauthenticated) ends the call as a kFatal Failure, but the next call reads the leader
+// again too: nothing a master that did not prove itself said is kept. Over TLS (rpc.tls.ca) the
+// handshake has verified the master's certificate before any of this.
 //
 // Following a retrieval, its watch keeps the known leader current between calls, so a
 // long-running process (a worker) calls a new leader on its next attempt without a failure
@@ -134,6 +147,10 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   const rpc::CallDeadline& deadline() const { return deadline_; }
   // The master asked who leads; "" when following a retrieval.
   const std::string& masterAddress() const { return masterAddress_; }
+  // Masters this client refused for not proving themselves, by reason, since it was made.
+  uint64_t mastersRefused(rpc::MasterRefusal reason) const {
+    return mastersRefused_[static_cast<size_t>(reason)];
+  }
 
  private:
   // One attempt's work, type-erased: nullopt on success.
@@ -155,12 +172,18 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // The connection askMaster() uses: client_ while it is at the master's address (or none
   // exists yet), else asking_, so that asking never moves client_ away from the leader.
   rpc::RpcClient& askingClient();
-  // `bootstrap` as options_.credential's role: itself without a credential or when the master
-  // requires no authentication; else the authenticated bootstrap, or the master's refusal (a
-  // fatal CallFailure). Authenticates once per connection. Throws a kj FAILED exception when the
-  // master's proof is wrong (it does not hold the secret).
-  kj::Promise<rpc::Attempt<wire::MasterBootstrap::Client>> authenticated(
-      wire::MasterBootstrap::Client bootstrap, const std::string& where);
+  // `bootstrap` as options_.credential's role: itself without a credential; else the
+  // authenticated bootstrap, the master's refusal (a fatal CallFailure) or this client's refusal
+  // of the master (rpc::authenticateBootstrap). Authenticates once per connection. `where` names
+  // the master in a refusal.
+  kj::Promise<rpc::ProvenBootstrap> authenticated(wire::MasterBootstrap::Client bootstrap,
+                                                  const std::string& where);
+  // An attempt that ended with `failure` (of the leader `where`): the call's end when kFatal,
+  // else nullopt (retry) with the obstacle noted.
+  std::optional<Status> afterFailure(Call& call, rpc::CallFailure failure,
+                                     const std::string& where);
+  // An attempt whose master did not prove itself: counted, logged, noted; nullopt (retry).
+  std::optional<Status> refuseMaster(const rpc::RefusedMaster& refused);
   void connectTo(const std::string& address);
   void noteObstacle(std::string obstacle, bool noLeader = false);
   // What a give-up says: the last obstacle, else the step still waiting, else "no answer".
@@ -205,6 +228,7 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // client_'s number: a client made when the previous one lingers counts its connections from
   // 1 again, so a cached bootstrap names the client it came from too.
   uint64_t clientGeneration_ = 0;
+  std::array<uint64_t, rpc::kMasterRefusalCount> mastersRefused_{};
   // The authenticated bootstrap of the connection numbered `authenticatedOn_`
   // (RpcClient::connectionsEstablished) to `authenticatedAt_` of client number
   // `authenticatedGeneration_`.

@@ -241,7 +241,8 @@ std::vector<OptionSpec> buildRegistry() {
              autoOrDuration()),
       secretOption("ha.zookeeper.auth", "",
                    "Digest credential user:password for ZooKeeper ACLs; empty means no "
-                   "authentication.",
+                   "authentication. A master that requires RPC authentication refuses to start "
+                   "without it.",
                    digestCredentialOrEmpty()),
       secretOption("ha.zookeeper.read-auth", "",
                    "Digest credential user:password that may read, not change, the cluster's "
@@ -342,6 +343,10 @@ std::vector<OptionSpec> buildRegistry() {
              "File holding the reader role's shared secret, as rpc.auth-secret.admin-file."),
       option("rpc.auth-secret.worker-file", kString, "",
              "File holding the worker role's shared secret, as rpc.auth-secret.admin-file."),
+      option("rpc.auth-secret.allow-shared-files", kBool, "false",
+             "Accept a secret file (rpc.auth-secret.*-file, rpc.credential.secret-file) that its "
+             "group or others may access, with a warning; by default such a file is refused at "
+             "start, naming it."),
       option("rpc.auth-tls.admin-names", kString, "",
              "Comma-separated common names of verified client certificates (mutual TLS, "
              "rpc.tls.verify-clients) that get the admin role without a secret."),

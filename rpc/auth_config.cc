@@ -22,7 +22,10 @@ constexpr wire::Role kRoles[] = {wire::Role::ADMIN, wire::Role::READER, wire::Ro
 // The secret in `path`, named by `option` in errors: its bytes with one trailing newline (LF or
 // CRLF) dropped, so that `echo secret > file` works. Never logs or returns the contents in an
 // error.
-Result<std::string> readSecretFile(const std::string& option, const std::string& path) {
+// `allowShared`: rpc.auth-secret.allow-shared-files, which lets a secret readable by its group or
+// others through with a warning; refused otherwise.
+Result<std::string> readSecretFile(const std::string& option, const std::string& path,
+                                   bool allowShared) {
   const std::string what = option + " (" + path + ")";
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return Error::fatal("cannot read " + what + ": " + std::strerror(errno));
@@ -49,8 +52,15 @@ Result<std::string> readSecretFile(const std::string& option, const std::string&
                         " bytes; a secret needs at least " + std::to_string(kMinAuthSecretSize));
   }
   if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    spdlog::warn("{} is accessible by its group or others (mode {:o}); chmod 600 it", what,
-                 info.st_mode & 0777);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(info.st_mode & 0777));
+    if (!allowShared) {
+      return Error::fatal(what + " is accessible by its group or others (mode " + mode +
+                          "): chmod 600 it, or set rpc.auth-secret.allow-shared-files: true to "
+                          "accept it");
+    }
+    spdlog::warn("{} is accessible by its group or others (mode {}); accepted because "
+                 "rpc.auth-secret.allow-shared-files is true; chmod 600 it", what, mode);
   }
   return secret;
 }
@@ -86,7 +96,8 @@ Result<ServerAuthSettings> serverAuthFrom(const Config& config) {
     const std::string option = std::string("rpc.auth-secret.") + roleName(role) + "-file";
     const std::string& path = config.getString(option);
     if (path.empty()) continue;
-    auto secret = readSecretFile(option, path);
+    auto secret =
+        readSecretFile(option, path, config.getBool("rpc.auth-secret.allow-shared-files"));
     if (!secret.ok()) return secret.error();
     settings.secrets.emplace(role, std::move(secret).value());
   }
@@ -125,9 +136,38 @@ Result<std::optional<ClientCredential>> clientCredentialFrom(const Config& confi
     return Error::fatal("bad value for rpc.credential.role: expected one of admin, reader, "
                         "worker, got \"" + roleText + "\"");
   }
-  auto secret = readSecretFile("rpc.credential.secret-file", path);
+  auto secret = readSecretFile("rpc.credential.secret-file", path,
+                               config.getBool("rpc.auth-secret.allow-shared-files"));
   if (!secret.ok()) return secret.error();
   return std::optional<ClientCredential>(ClientCredential{*role, std::move(secret).value()});
+}
+
+Status checkElectionDataIsProtected(const Config& config, const ServerAuthSettings& settings) {
+  if (!settings.required || config.getString("ha.mode") != "zookeeper") return Status();
+  if (!config.getString("ha.zookeeper.auth").empty()) return Status();
+  return Error::fatal(
+      "RPC authentication is on but the cluster's ZooKeeper nodes are not protected: set "
+      "ha.zookeeper.auth (user:password, the masters' credential: the nodes get an ACL only they "
+      "may write) and ha.zookeeper.read-auth (the credential workers and regentctl read with); "
+      "without them anyone who reaches ZooKeeper can rewrite the leader node and the stores "
+      "(docs/security.md, \"Chain of trust\")");
+}
+
+std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config) {
+  const bool holdsCredential = !config.getString("rpc.credential.role").empty() ||
+                               !config.getString("rpc.tls.cert").empty();
+  if (!holdsCredential || config.getString("ha.mode") != "zookeeper") return std::nullopt;
+  if (!config.getString("cli.master").empty()) return std::nullopt;
+  if (!config.getString("ha.zookeeper.read-auth").empty() ||
+      !config.getString("ha.zookeeper.auth").empty()) {
+    return std::nullopt;
+  }
+  return std::string(
+      "this process holds an RPC credential but no ZooKeeper credential: a cluster with RPC "
+      "authentication protects its ZooKeeper nodes with an ACL, and reading its leader will fail "
+      "with ZNOAUTH; set ha.zookeeper.read-auth to the masters' read credential. Masters that do "
+      "not prove themselves are refused whatever the leader node says (docs/security.md, "
+      "\"Chain of trust\")");
 }
 
 bool isLoopbackHost(std::string_view host) {

@@ -53,6 +53,18 @@ struct ClientCredential {
 // Errors name the option: only one of the two set, an unknown role, a secret file as above.
 Result<std::optional<ClientCredential>> clientCredentialFrom(const Config& config);
 
+// The safe-by-default rule for the election data (docs/security.md, "Chain of trust"): a master
+// that requires authentication and keeps its election in ZooKeeper (ha.mode zookeeper) must
+// protect the cluster's nodes with an ACL (ha.zookeeper.auth). Fails (fatal) naming
+// ha.zookeeper.auth and ha.zookeeper.read-auth otherwise.
+Status checkElectionDataIsProtected(const Config& config, const ServerAuthSettings& settings);
+
+// A client (worker, regentctl) holding an RPC credential (rpc.credential.*, or a client
+// certificate rpc.tls.cert) that finds the leader in ZooKeeper (ha.mode zookeeper, no cli.master)
+// without any ZooKeeper credential (ha.zookeeper.read-auth, ha.zookeeper.auth): the warning it
+// logs at start, naming ha.zookeeper.read-auth; nullopt otherwise.
+std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config);
+
 // Whether `host` (no port, no brackets) only reaches this machine: 127.0.0.0/8, ::1 or
 // "localhost". Wildcards (0.0.0.0, ::, empty) are not loopback.
 bool isLoopbackHost(std::string_view host);

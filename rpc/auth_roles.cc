@@ -51,6 +51,25 @@ std::string RoleSet::describe() const {
   return out.empty() ? "none" : out;
 }
 
+std::string RoleSet::describeAlternatives() const {
+  // The role a method is for first, admin (which may call it too) last.
+  std::string out;
+  for (wire::Role role : {wire::Role::READER, wire::Role::WORKER, wire::Role::ADMIN}) {
+    if (!contains(role)) continue;
+    if (!out.empty()) out += " or ";
+    out += roleName(role);
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::vector<wire::Role> RoleSet::roles() const {
+  std::vector<wire::Role> out;
+  for (wire::Role role : {wire::Role::READER, wire::Role::ADMIN, wire::Role::WORKER}) {
+    if (contains(role)) out.push_back(role);
+  }
+  return out;
+}
+
 uint64_t AuthCounters::deniedFor(wire::Role required) const {
   auto found = denials_.find(roleName(required));
   return found == denials_.end() ? 0 : found->second;
@@ -64,29 +83,32 @@ namespace {
 const std::set<std::string_view> kOpenMethods = {
     "MasterBootstrap.leaderInfo", "MasterBootstrap.authChallenge", "MasterBootstrap.authenticate"};
 
-// Methods whose role differs from their interface's default.
-const std::map<std::string_view, wire::Role> kMethodRoles = {
-    {"MasterBootstrap.dispatcher", wire::Role::READER},
-    {"MasterBootstrap.resourceManager", wire::Role::WORKER},
-    {"MasterBootstrap.jobMaster", wire::Role::WORKER},
-    {"DispatcherGateway.listJobs", wire::Role::READER},
-    {"DispatcherGateway.jobStatus", wire::Role::READER},
-    {"DispatcherGateway.clusterOverview", wire::Role::READER},
-    {"DispatcherGateway.listTaskExecutors", wire::Role::READER},
-    {"DispatcherGateway.attemptOutputToken", wire::Role::READER},
+// Methods whose access differs from their interface's default: the role each is for, then any
+// other role that may call it too. Admin may call whatever reader may (RoleSet::allows).
+struct Entry {
+  wire::Role role;
+  std::optional<wire::Role> alsoRole = std::nullopt;
+};
+const std::map<std::string_view, Entry> kMethodRoles = {
+    {"MasterBootstrap.dispatcher", {wire::Role::READER}},
+    // The ResourceManager's gateway: its worker methods still need worker and its JobMaster
+    // methods admin (a JobMaster outside the leader, such as the slot benchmark's,
+    // authenticates as admin), so both may obtain it.
+    {"MasterBootstrap.resourceManager", {wire::Role::WORKER, wire::Role::ADMIN}},
+    {"MasterBootstrap.jobMaster", {wire::Role::WORKER}},
+    {"DispatcherGateway.listJobs", {wire::Role::READER}},
+    {"DispatcherGateway.jobStatus", {wire::Role::READER}},
+    {"DispatcherGateway.clusterOverview", {wire::Role::READER}},
+    {"DispatcherGateway.listTaskExecutors", {wire::Role::READER}},
+    {"DispatcherGateway.attemptOutputToken", {wire::Role::READER}},
     // A worker's calls. The JobMaster's (registerJobMaster, declareRequiredResources,
     // disconnectJobMaster) need admin: JobMasters run inside the leader, and a worker
     // credential must not free another job's slots.
-    {"ResourceManagerGateway.registerTaskExecutor", wire::Role::WORKER},
-    {"ResourceManagerGateway.sendSlotReport", wire::Role::WORKER},
-    {"ResourceManagerGateway.heartbeat", wire::Role::WORKER},
-    {"ResourceManagerGateway.disconnect", wire::Role::WORKER},
+    {"ResourceManagerGateway.registerTaskExecutor", {wire::Role::WORKER}},
+    {"ResourceManagerGateway.sendSlotReport", {wire::Role::WORKER}},
+    {"ResourceManagerGateway.heartbeat", {wire::Role::WORKER}},
+    {"ResourceManagerGateway.disconnect", {wire::Role::WORKER}},
 };
-
-// Methods that need `worker` but that `admin` may call too: the ResourceManager's gateway, whose
-// worker methods still need `worker` and whose JobMaster methods need `admin` (a JobMaster
-// outside the leader, such as the slot benchmark's, authenticates as admin).
-const std::set<std::string_view> kAlsoAdmin = {"MasterBootstrap.resourceManager"};
 
 // What a method not named above needs, by interface.
 wire::Role defaultRole(uint64_t interfaceId) {
@@ -94,6 +116,13 @@ wire::Role defaultRole(uint64_t interfaceId) {
     return wire::Role::WORKER;
   }
   return wire::Role::ADMIN;
+}
+
+// The roles that may call a method for `role`: admin may call whatever reader may.
+RoleSet acceptorsOf(wire::Role role) {
+  RoleSet out = RoleSet::of(role);
+  if (role == wire::Role::READER) out = out | RoleSet::of(wire::Role::ADMIN);
+  return out;
 }
 
 std::string methodName(capnp::InterfaceSchema schema, uint16_t methodId) {
@@ -105,16 +134,17 @@ std::string methodName(capnp::InterfaceSchema schema, uint16_t methodId) {
 
 }  // namespace
 
-bool adminMayCall(capnp::InterfaceSchema schema, uint16_t methodId) {
-  return kAlsoAdmin.count(methodName(schema, methodId)) != 0;
-}
-
-std::optional<wire::Role> requiredRole(capnp::InterfaceSchema schema, uint16_t methodId) {
+MethodAccess methodAccess(capnp::InterfaceSchema schema, uint16_t methodId) {
   const std::string name = methodName(schema, methodId);
-  if (kOpenMethods.count(name)) return std::nullopt;
+  if (kOpenMethods.count(name)) return MethodAccess{.open = true};
   auto found = kMethodRoles.find(name);
-  if (found != kMethodRoles.end()) return found->second;
-  return defaultRole(schema.getProto().getId());
+  if (found == kMethodRoles.end()) {
+    const wire::Role role = defaultRole(schema.getProto().getId());
+    return MethodAccess{.required = role, .accepted = acceptorsOf(role)};
+  }
+  RoleSet accepted = acceptorsOf(found->second.role);
+  if (found->second.alsoRole) accepted = accepted | acceptorsOf(*found->second.alsoRole);
+  return MethodAccess{.required = found->second.role, .accepted = accepted};
 }
 
 // ---- The membrane -----------------------------------------------------------------------------
@@ -133,7 +163,7 @@ std::optional<capnp::InterfaceSchema> servedInterface(uint64_t interfaceId) {
   return std::nullopt;
 }
 
-// requiredRole() of every method of the served interfaces, computed once: the membrane looks a
+// methodAccess() of every method of the served interfaces, computed once: the membrane looks a
 // call up here instead of naming its method per call.
 class RoleTable final {
  public:
@@ -144,12 +174,11 @@ class RoleTable final {
           capnp::Schema::from<wire::ResourceManagerGateway>(),
           capnp::Schema::from<wire::JobMasterGateway>(),
           capnp::Schema::from<wire::TaskExecutorGateway>()}) {
-      std::vector<Need> needs;
+      std::vector<MethodAccess> access;
       for (auto method : schema.getMethods()) {
-        needs.push_back({requiredRole(schema, method.getIndex()),
-                         adminMayCall(schema, method.getIndex())});
+        access.push_back(methodAccess(schema, method.getIndex()));
       }
-      byInterface_.emplace(schema.getProto().getId(), std::move(needs));
+      byInterface_.emplace(schema.getProto().getId(), std::move(access));
     }
   }
 
@@ -159,17 +188,12 @@ class RoleTable final {
     auto found = byInterface_.find(interfaceId);
     if (found == byInterface_.end()) return held.allows(wire::Role::ADMIN);
     if (methodId >= found->second.size()) return held.allows(defaultRole(interfaceId));
-    const Need& need = found->second[methodId];
-    return !need.role || held.allows(*need.role) ||
-           (need.adminToo && held.allows(wire::Role::ADMIN));
+    const MethodAccess& access = found->second[methodId];
+    return access.open || held.intersects(access.accepted);
   }
 
  private:
-  struct Need {
-    std::optional<wire::Role> role;
-    bool adminToo = false;
-  };
-  std::map<uint64_t, std::vector<Need>> byInterface_;
+  std::map<uint64_t, std::vector<MethodAccess>> byInterface_;
 };
 
 const RoleTable& roleTable() {
@@ -197,18 +221,18 @@ class RoleRefusal final : public capnp::Capability::Server {
       }
       kj::throwFatalException(KJ_EXCEPTION(FAILED, "permission denied: unknown interface"));
     }
-    const wire::Role required = requiredRole(*schema, methodId).value_or(wire::Role::READER);
+    const MethodAccess access = methodAccess(*schema, methodId);
     const std::string method = methodName(*schema, methodId);
     std::string message;
     if (held_.empty()) {
       counters_.refusedUnauthenticated();
-      message = method + " needs an authenticated connection (role " + roleName(required) +
+      message = method + " needs an authenticated connection (role " +
+                access.accepted.describeAlternatives() +
                 "): configure a credential (rpc.credential.role and rpc.credential.secret-file, "
                 "or a client certificate the master maps to a role) and authenticate first";
     } else {
-      counters_.denied(required);
-      message = method + " needs role " + roleName(required) +
-                (adminMayCall(*schema, methodId) ? " or admin" : "") +
+      counters_.denied(access.required);
+      message = method + " needs role " + access.accepted.describeAlternatives() +
                 "; this connection holds " + held_.describe();
     }
     auto methods = schema->getMethods();
@@ -222,7 +246,8 @@ class RoleRefusal final : public capnp::Capability::Server {
     if (held_.empty()) {
       failures::unauthenticated(failure, message);
     } else {
-      failures::permissionDenied(failure, required, held_.primary(), message);
+      failures::permissionDenied(failure, access.required, held_.primary(), access.accepted.roles(),
+                                 message);
     }
     return {kj::READY_NOW, false};
   }

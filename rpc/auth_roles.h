@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rpc/schema/common.capnp.h"
 
@@ -33,6 +34,11 @@ class RoleSet final {
   }
 
   bool empty() const { return bits_ == 0; }
+  bool contains(wire::Role role) const { return (bits_ & bit(role)) != 0; }
+  // Whether the two sets share a role: a connection holding `this` may call a method that
+  // accepts `accepted` (MethodAccess::accepted).
+  bool intersects(RoleSet other) const { return (bits_ & other.bits_) != 0; }
+  RoleSet operator|(RoleSet other) const { return RoleSet(uint8_t(bits_ | other.bits_)); }
   // Whether a call that needs `required` may run.
   bool allows(wire::Role required) const {
     if (required == wire::Role::READER) {
@@ -44,6 +50,10 @@ class RoleSet final {
   wire::Role primary() const;
   // "admin", "reader+worker", "none".
   std::string describe() const;
+  // The roles as alternatives, for a refusal: "worker or admin", "reader or admin".
+  std::string describeAlternatives() const;
+  // Every role in the set, reader, admin, worker in that order.
+  std::vector<wire::Role> roles() const;
 
  private:
   explicit RoleSet(uint8_t bits) : bits_(bits) {}
@@ -51,16 +61,26 @@ class RoleSet final {
   uint8_t bits_;
 };
 
-// The role a call of `method` of `schema`'s interface needs; nullopt when anyone may call it
-// (MasterBootstrap.leaderInfo, authChallenge, authenticate). Default deny: a method the table
-// does not name needs `admin` on MasterBootstrap and DispatcherGateway (so a new Dispatcher method
-// is admin-only until listed as reader) and ResourceManagerGateway (its worker methods are
-// listed as worker), `worker` on JobMasterGateway, and `admin` on any other interface.
-std::optional<wire::Role> requiredRole(capnp::InterfaceSchema schema, uint16_t methodId);
-// Whether `admin` may also call a method whose requiredRole() is another role: only
-// MasterBootstrap.resourceManager (the ResourceManager's gateway, whose JobMaster methods need
-// admin; its worker methods still need worker).
-bool adminMayCall(capnp::InterfaceSchema schema, uint16_t methodId);
+// Who may call one gateway method: the one role table (rpc/auth_roles.cc) answers it, and both
+// the membrane and the auth_handshake fuzz model read it, so the two cannot drift.
+struct MethodAccess {
+  // Open to every connection, authenticated or not (MasterBootstrap.leaderInfo, authChallenge,
+  // authenticate); `required` and `accepted` mean nothing then.
+  bool open = false;
+  // The role the method is for: a refusal's PermissionDenied.required, and the label it is
+  // counted under (regent_rpc_permission_denials_total{required}).
+  wire::Role required = wire::Role::ADMIN;
+  // Every role that may call it: `required`, admin wherever reader may (admin includes reader),
+  // and the roles the table adds (MasterBootstrap.resourceManager: worker or admin).
+  RoleSet accepted = RoleSet::none();
+};
+
+// The access of `methodId` of `schema`'s interface. Default deny: a method the table does not
+// name needs `admin` on MasterBootstrap, DispatcherGateway (so a new Dispatcher method is
+// admin-only until listed as reader) and ResourceManagerGateway (its worker methods are listed
+// as worker), `worker` on JobMasterGateway, and `admin` on any other interface; a method id past
+// the interface's last method gets its interface's default.
+MethodAccess methodAccess(capnp::InterfaceSchema schema, uint16_t methodId);
 
 // Authentication outcomes, for /metrics. Loop-thread only.
 class AuthCounters final {
@@ -87,12 +107,13 @@ class AuthCounters final {
   std::map<std::string, uint64_t> denials_;
 };
 
-// `cap` behind a membrane that admits a call only when `held` allows the role the call needs
-// (requiredRole() of the called interface and method); every capability obtained through it
+// `cap` behind a membrane that admits a call only when `held` shares a role with the roles the
+// call accepts (methodAccess() of the called interface and method); every capability obtained through it
 // (the Dispatcher gateway a MasterBootstrap hands out) is restricted the same way, without
 // copying it: the term's own membrane still revokes it when the term ends. A refused call
-// completes with Failure.permissionDenied {required, held} ("DispatcherGateway.submitJob needs
-// role admin; this connection holds reader"), or with Failure.unauthenticated when `held` is
+// completes with Failure.permissionDenied {required, held, accepted} ("DispatcherGateway.submitJob
+// needs role admin; this connection holds reader"; "MasterBootstrap.resourceManager needs role
+// worker or admin; ..."), or with Failure.unauthenticated when `held` is
 // empty (the message names the options that configure a credential), counted in `counters`;
 // a refused method without a `failure` result throws a kj FAILED exception with that message.
 // Capabilities the caller passes in (a worker's TaskExecutorGateway) are not restricted.

@@ -78,18 +78,24 @@ kj::ArrayPtr<const kj::byte> bytesOf(const std::string& text) {
 
 }  // namespace
 
-kj::Promise<Attempt<wire::MasterBootstrap::Client>> authenticateBootstrap(
-    wire::MasterBootstrap::Client bootstrap, const ClientCredential& credential,
-    const CallDeadline& deadline, const std::string& where) {
-  using Authenticated = Attempt<wire::MasterBootstrap::Client>;
+kj::Promise<ProvenBootstrap> authenticateBootstrap(wire::MasterBootstrap::Client bootstrap,
+                                                   const ClientCredential& credential,
+                                                   const CallDeadline& deadline,
+                                                   const std::string& where) {
+  const std::string role = roleName(credential.role);
   return deadline.send(bootstrap.authChallengeRequest())
-      .then([bootstrap, credential, &deadline, where](
+      .then([bootstrap, credential, &deadline, where, role](
                 capnp::Response<wire::MasterBootstrap::AuthChallengeResults> challenge) mutable
-                -> kj::Promise<Authenticated> {
-        if (!challenge.getRequired()) return Authenticated(kj::mv(bootstrap));
+                -> kj::Promise<ProvenBootstrap> {
+        if (!challenge.getRequired()) {
+          return ProvenBootstrap(RefusedMaster{
+              MasterRefusal::kNotChallenged,
+              "refusing " + where + ": it asks for no credential, and this client holds the " +
+                  role + " credential (rpc.credential.*); a master of this cluster proves it "
+                  "holds the role's secret (docs/security.md, \"Chain of trust\")"});
+        }
         const std::string serverNonce = textOf(challenge.getServerNonce());
         const std::string clientNonce = randomAuthNonce();
-        const char* role = roleName(credential.role);
         auto request = bootstrap.authenticateRequest();
         request.setRole(credential.role);
         request.setClientNonce(bytesOf(clientNonce));
@@ -100,12 +106,13 @@ kj::Promise<Attempt<wire::MasterBootstrap::Client>> authenticateBootstrap(
         return deadline.send(kj::mv(request))
             .then([expected, where, role](
                       capnp::Response<wire::MasterBootstrap::AuthenticateResults> answer)
-                      -> Authenticated {
+                      -> ProvenBootstrap {
               if (answer.hasFailure()) return CallFailure::from(answer.getFailure());
               if (!proofMatches(expected, textOf(answer.getServerProof()))) {
-                kj::throwFatalException(KJ_EXCEPTION(
-                    FAILED, where + " accepted the credential but could not prove it holds the " +
-                                role + " secret: refusing to talk to it"));
+                return RefusedMaster{MasterRefusal::kWrongProof,
+                                     "refusing " + where + ": it accepted the " + role +
+                                         " credential but could not prove it holds the role's "
+                                         "secret (a wrong serverProof)"};
               }
               return answer.getBootstrap();
             });

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "common/result.h"
 #include "rpc/auth_config.h"
@@ -55,14 +56,29 @@ class ConnectionAuthenticator final : public kj::Refcounted {
   std::optional<std::string> serverNonce_;
 };
 
-// Client side: `bootstrap` as `credential`'s role. Resolves with `bootstrap` itself when the
-// master requires no authentication (authChallenge's `required` is false); with the bootstrap
-// restricted to the role once the master accepted the proof and proved it holds the secret too;
-// or with the master's refusal (Failure.unauthenticated). Each call is bounded by `deadline`.
-// Rejects with a kj FAILED exception naming `where` when the master's proof is wrong (it does
-// not hold the secret), and as the calls do otherwise. `deadline` must outlive the promise.
-kj::Promise<Attempt<wire::MasterBootstrap::Client>> authenticateBootstrap(
-    wire::MasterBootstrap::Client bootstrap, const ClientCredential& credential,
-    const CallDeadline& deadline, const std::string& where);
+// A master that did not prove itself to a client holding a credential: why, and one line naming
+// it ("refusing the master at 10.0.0.7:6123 ...: it asks for no credential ...").
+struct RefusedMaster {
+  MasterRefusal reason = MasterRefusal::kNotChallenged;
+  std::string message;
+};
+
+// What authenticating a bootstrap came to: the bootstrap restricted to the credential's role (the
+// master proved itself), the master's refusal of the credential (Failure.unauthenticated), or the
+// client's refusal of the master.
+using ProvenBootstrap = std::variant<wire::MasterBootstrap::Client, CallFailure, RefusedMaster>;
+
+// Client side: `bootstrap` as `credential`'s role, the master proving itself on the way
+// (docs/security.md, "Chain of trust"): authChallenge, then authenticate with the proof, then the
+// check of the master's serverProof. Resolves with the restricted bootstrap once the proof
+// verified; with the master's refusal (Failure.unauthenticated); or with a RefusedMaster when the
+// master does not ask for the credential (`required` false: it is never downgraded to an
+// unauthenticated connection) or its serverProof does not verify (it does not hold the secret).
+// `where` names the master in the refusal ("the master at 10.0.0.7:6123"). Each call is bounded
+// by `deadline`, which must outlive the promise; the calls' exceptions propagate.
+kj::Promise<ProvenBootstrap> authenticateBootstrap(wire::MasterBootstrap::Client bootstrap,
+                                                   const ClientCredential& credential,
+                                                   const CallDeadline& deadline,
+                                                   const std::string& where);
 
 }  // namespace regent::rpc

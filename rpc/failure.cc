@@ -105,11 +105,22 @@ void unauthenticated(wire::Failure::Builder failure, const std::string& message)
 }
 
 void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
-                      const std::string& message) {
+                      const std::vector<wire::Role>& accepted, const std::string& message) {
   failure.setMessage(message);
   auto denied = failure.initPermissionDenied();
   denied.setRequired(required);
   denied.setHeld(held);
+  auto list = denied.initAccepted(static_cast<unsigned>(accepted.empty() ? 1 : accepted.size()));
+  if (accepted.empty()) {
+    list.set(0, required);
+  } else {
+    for (unsigned i = 0; i < accepted.size(); ++i) list.set(i, accepted[i]);
+  }
+}
+
+void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
+                      const std::string& message) {
+  permissionDenied(failure, required, held, {}, message);
 }
 
 }  // namespace failures
@@ -159,6 +170,18 @@ FailureAction classify(const kj::Exception& exception) {
   }
   return FailureAction::kFatal;
 }
+
+const char* masterRefusalName(MasterRefusal refusal) {
+  switch (refusal) {
+    case MasterRefusal::kNotChallenged:
+      return "not_challenged";
+    case MasterRefusal::kWrongProof:
+      return "wrong_proof";
+  }
+  return "?";
+}
+
+FailureAction classify(MasterRefusal /*refusal*/) { return FailureAction::kResolveAgain; }
 
 CallFailure CallFailure::from(wire::Failure::Reader failure) {
   CallFailure copy;

@@ -7,9 +7,11 @@
 
 #include <kj/exception.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/time.h"
@@ -58,7 +60,11 @@ void unavailable(wire::Failure::Builder failure, uint64_t retryAfterMs,
                  const std::string& message);
 // The connection has not authenticated and the call needs a role.
 void unauthenticated(wire::Failure::Builder failure, const std::string& message);
-// The connection holds `held` and the call needs `required`.
+// The connection holds `held` and the call needs `required` (any of `accepted`, which holds
+// `required`; empty: `required` alone).
+void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
+                      const std::vector<wire::Role>& accepted, const std::string& message);
+// The same, for a call only `required` may make.
 void permissionDenied(wire::Failure::Builder failure, wire::Role required, wire::Role held,
                       const std::string& message);
 
@@ -85,6 +91,23 @@ const char* failureActionName(FailureAction action);  // "resolve again", "back 
 
 FailureAction classify(wire::Failure::Which failure);
 FailureAction classify(const kj::Exception& exception);
+
+// Why a client that holds a credential refused a master that did not prove itself
+// (docs/security.md, "Chain of trust"). The refusal is the client's, not the master's: nothing
+// that master said is trusted, and nothing more is sent to it.
+enum class MasterRefusal {
+  kNotChallenged,  // authChallenge said `required` false: the master asks for no credential.
+  kWrongProof,     // The master accepted the credential, but its serverProof does not verify.
+};
+inline constexpr size_t kMasterRefusalCount = 2;
+
+// "not_challenged", "wrong_proof": the reason label of regent_rpc_master_auth_refusals_total.
+const char* masterRefusalName(MasterRefusal refusal);
+
+// kResolveAgain, as for a leader that cannot be reached: the `leader` node may name an impostor
+// (while ZooKeeper ACLs are off), so the caller reads the leader again after its backoff and keeps
+// trying, never with a downgraded connection, and reaches the real leader once the node names it.
+FailureAction classify(MasterRefusal refusal);
 
 // A wire::Failure copied out of its response (which it may outlive).
 struct CallFailure {

@@ -7,6 +7,8 @@
 
 #include <kj/async.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "common/ids.h"
@@ -17,6 +19,10 @@
 namespace regent::store {
 
 using JobProgressMessage = StoredMessage<wire::JobProgress>;
+
+// The text a progress record may carry at most, for JobProgressStore::admits(): the root cause's
+// message (JobMasters cut it to 4 KiB) and vertex name, with room to spare.
+constexpr size_t kProgressTextAllowance = 8 * 1024;
 
 struct RecoveredJobProgress {
   std::vector<JobProgressMessage> records;  // Sorted by job id.
@@ -34,6 +40,11 @@ class JobProgressStore {
   // returns. kInvalid without a job id; kTooLarge (naming the job, its size and the limit);
   // kFenced; kUnavailable.
   virtual kj::Promise<StoreResult<void>> put(wire::JobProgress::Reader progress) = 0;
+  // Whether the record of a job of `subtasks` subtasks fits the backend's limit however the job
+  // runs (every subtask with an attempt, a root cause of kProgressTextAllowance bytes of text):
+  // kTooLarge naming the bound, the limit and its option otherwise. The Dispatcher refuses such
+  // a job at submission, so that no put of an accepted job is ever too large.
+  virtual StoreResult<void> admits(uint32_t subtasks) const = 0;
   // value: whether a record existed. kFenced; kUnavailable.
   virtual kj::Promise<StoreResult<bool>> remove(JobId id) = 0;
   // Every stored record (many reads in flight); corrupt ones are reported and skipped.

@@ -311,6 +311,49 @@ class PackedJobProgressStore final : public JobProgressStore {
     return canceler_.wrap(records_.remove(RecordFamily::kJobProgress, id.toHex()));
   }
 
+  StoreResult<void> admits(uint32_t subtasks) const override {
+    // The largest record such a job writes: every subtask with an attempt whose fields do not
+    // pack away (no zero bytes), and a root cause with kProgressTextAllowance bytes of text.
+    capnp::MallocMessageBuilder builder;
+    auto progress = builder.initRoot<wire::JobProgress>();
+    auto fill = [](wire::Id128::Builder id) {
+      id.setHi(~uint64_t{0});
+      id.setLo(~uint64_t{0});
+    };
+    fill(progress.initJobId());
+    progress.setEpoch(~uint64_t{0});
+    progress.setWrittenAtMs(INT64_MAX);
+    progress.setRestarts(~uint32_t{0});
+    progress.setStartedAtMs(INT64_MAX);
+    progress.setRestartDelayMs(INT64_MAX);
+    progress.setEnded(wire::JobState::FAILED);
+    auto failure = progress.initFailure();
+    failure.setMessage(std::string(kProgressTextAllowance / 2, 'x'));
+    failure.setVertexName(std::string(kProgressTextAllowance / 2, 'x'));
+    failure.setSubtaskIndex(~uint32_t{0});
+    fill(failure.initAttemptId());
+    failure.setExitCode(-1);
+    failure.setAtMs(INT64_MAX);
+    auto list = progress.initSubtasks(subtasks);
+    for (uint32_t i = 0; i < subtasks; ++i) {
+      list[i].setSubtask(~uint32_t{0});
+      fill(list[i].initAttemptId());
+      list[i].setAttemptNumber(~uint32_t{0});
+      list[i].setState(wire::ExecutionState::FAILED);
+    }
+    StoreResult<std::string> packed = pack(builder, "the progress record", records_);
+    if (packed.ok()) return StoreResult<void>();
+    StoreError error = packed.error();
+    error.message = "a job of " + std::to_string(subtasks) +
+                    " subtasks (the sum of its vertices' parallelism) keeps a progress record of "
+                    "up to " +
+                    (error.sizeBytes > 0 ? std::to_string(error.sizeBytes) + " bytes" : "more") +
+                    ", over the store's limit of " + std::to_string(records_.maxRecordSize()) +
+                    " bytes (" + records_.maxRecordSizeOption() +
+                    "): lower the parallelism, or raise the limit";
+    return error;
+  }
+
   kj::Promise<StoreResult<RecoveredJobProgress>> recoverAll() override {
     return canceler_.wrap(records_.readAll(RecordFamily::kJobProgress)
                               .then([](StoreResult<std::vector<Record>>&& records)

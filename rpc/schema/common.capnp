@@ -171,6 +171,9 @@ struct PermissionDenied {
   # A call above the caller's role: the role the call needs and the one the connection holds.
   required @0 :Role;
   held @1 :Role;
+  accepted @2 :List(Role);
+  # Every role that may make the call (`required` among them; admin wherever reader may). Empty
+  # from a peer older than this field: `required` alone.
 }
 
 struct Unavailable {

@@ -393,6 +393,18 @@ kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
   if (auto corrupt = corrupt_.find(id); corrupt != corrupt_.end()) {
     return JobOutcome(corruptFailure(id, corrupt->second, corruptResults_.count(id) > 0));
   }
+  // A job whose progress record could outgrow the store would fail its puts for good once
+  // running: refused now, naming the limit.
+  uint64_t subtasks = 0;
+  for (auto vertex : graph.getVertices()) subtasks += vertex.getParallelism();
+  store::StoreResult<void> fits =
+      stores_.jobProgress().admits(static_cast<uint32_t>(std::min<uint64_t>(subtasks, UINT32_MAX)));
+  if (!fits.ok()) {
+    JobFailure tooLarge = storeFailure(fits.error());
+    tooLarge.field = "vertices";
+    tooLarge.fieldMessage = fits.error().message;
+    return JobOutcome(kj::mv(tooLarge));
+  }
   auto existing = active_.find(id);
   if (existing != active_.end()) {
     if (sameGraph(graph, readOnly<wire::JobGraph>(existing->second.graph))) {

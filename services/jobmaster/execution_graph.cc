@@ -184,7 +184,8 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
       setPhase(index, Phase::kStopped);
     }
     const auto failure = progress.getFailure();
-    uint32_t index = 0;
+    // A failure naming no subtask (failJob's) stays the whole job's.
+    uint32_t index = failure.getVertexName().size() == 0 ? kNoSubtask : 0;
     auto vertex = vertexByName_.find(viewOf(failure.getVertexName()));
     if (vertex != vertexByName_.end() &&
         failure.getSubtaskIndex() < vertices_[vertex->second].parallelism) {
@@ -616,6 +617,12 @@ void ExecutionGraph::failed(uint32_t index, const std::string& message, int32_t 
   setPhase(index, Phase::kRestartDelay);
 }
 
+void ExecutionGraph::failJob(const std::string& message, int64_t nowMs) {
+  if (frozen()) return;
+  failure_ = Failure{message, kNoSubtask, AttemptId(), 0, nowMs};
+  endJob(wire::JobState::FAILED, nowMs);
+}
+
 void ExecutionGraph::finished(uint32_t index, int64_t nowMs) {
   releaseSlot(index);
   setPhase(index, Phase::kFinished);
@@ -634,8 +641,10 @@ void ExecutionGraph::endJob(wire::JobState state, int64_t nowMs) {
       static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
   if (state == wire::JobState::FAILED && failure_) {
     end.failureMessage = failure_->message;
-    end.failureVertex = viewOf(vertexReader(vertexOf(failure_->subtask)).getName());
-    end.failureSubtask = indexInVertex(failure_->subtask);
+    if (failure_->subtask != kNoSubtask) {
+      end.failureVertex = viewOf(vertexReader(vertexOf(failure_->subtask)).getName());
+      end.failureSubtask = indexInVertex(failure_->subtask);
+    }
     end.failureAttempt = failure_->attempt;
     end.failureExitCode = failure_->exitCode;
     end.failureAtMs = failure_->atMs;
@@ -819,8 +828,10 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
   if (failure_ && (jobState == wire::JobState::RESTARTING || jobState == wire::JobState::FAILED)) {
     auto out = status.initFailure();
     out.setMessage(failure_->message);
-    out.setVertexName(vertexReader(vertexOf(failure_->subtask)).getName());
-    out.setSubtaskIndex(indexInVertex(failure_->subtask));
+    if (failure_->subtask != kNoSubtask) {
+      out.setVertexName(vertexReader(vertexOf(failure_->subtask)).getName());
+      out.setSubtaskIndex(indexInVertex(failure_->subtask));
+    }
     wire::setWireId(out.initAttemptId(), failure_->attempt);
     out.setExitCode(failure_->exitCode);
     out.setAtMs(failure_->atMs);

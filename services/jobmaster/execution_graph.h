@@ -171,6 +171,10 @@ class ExecutionGraph final {
   // FAILED) just stop. The job's state stays what it was.
   void stop();
   bool stopped() const { return stopped_; }
+  // The job cannot go on for a reason no restart mends (its progress record cannot be stored):
+  // it ends FAILED at once, whatever the restart strategy says, with `message` as its root cause
+  // (naming no subtask). Nothing once the job ended or is released.
+  void failJob(const std::string& message, int64_t nowMs);
   // Marks a live attempt CANCELED without a worker's word (release: the worker does not know
   // it or cannot be reached). Never restarts.
   void abandon(uint32_t subtask, const AttemptId& attempt, int64_t nowMs);
@@ -238,6 +242,8 @@ class ExecutionGraph final {
   // listJobs: counts over all vertices.
   void counts(wire::TaskCounts::Builder tasks) const;
   // The latest failure (the root cause once FAILED), if any.
+  // `subtask` is kNoSubtask for a failure of the whole job (failJob).
+  static constexpr uint32_t kNoSubtask = UINT32_MAX;
   struct Failure {
     std::string message;
     uint32_t subtask = 0;

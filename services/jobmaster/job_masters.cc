@@ -220,6 +220,8 @@ class JobMasters::JobMaster final {
   bool putInFlight_ = false;
   bool putRetryArmed_ = false;
   bool putsFenced_ = false;  // kFenced: the term is over; nothing is written or deployed.
+  // kTooLarge: no put can succeed; the job failed, nothing more is written or deployed.
+  bool putsTooLarge_ = false;
   bool putsClosed_ = false;  // release() ends: no put starts.
   ExponentialBackoff putRetry_;
   struct PendingDeploy {
@@ -316,7 +318,7 @@ void JobMasters::JobMaster::start() {
 // ---- The progress record ----------------------------------------------------------------------
 
 void JobMasters::JobMaster::maybePut() {
-  if (putInFlight_ || putRetryArmed_ || putsFenced_ || putsClosed_) return;
+  if (putInFlight_ || putRetryArmed_ || putsFenced_ || putsClosed_ || putsTooLarge_) return;
   const uint64_t version = execution_.version();
   if (version <= persistedVersion_) return;
   capnp::MallocMessageBuilder message;
@@ -347,9 +349,21 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
     }
     putsFenced_ = true;
     pendingDeploys_.clear();
+  } else if (result.error().code == store::StoreErrorCode::kTooLarge) {
+    // No put of this record can ever succeed (the store's limit shrank below what the job was
+    // admitted with): the job fails now instead of waiting for a put forever.
+    if (!putsTooLarge_) {
+      spdlog::error("job {}: its progress record cannot be stored: {}; the job fails",
+                    job_.toHex(), result.error().message);
+    }
+    putsTooLarge_ = true;
+    pendingDeploys_.clear();
+    execution_.failJob("its progress record cannot be stored: " + result.error().message,
+                       nowMs());
+    queueSettle();
   } else if (!putsClosed_) {
-    // kUnavailable is expected to pass; anything else (kTooLarge) is logged as an error, and
-    // tried again the same way: the job deploys and acknowledges nothing until a put succeeds.
+    // kUnavailable is expected to pass; anything else is logged as an error, and tried again
+    // the same way: the job deploys and acknowledges nothing until a put succeeds.
     const auto level = result.error().retryable() ? spdlog::level::warn : spdlog::level::err;
     const Duration delay = putRetry_.next();
     spdlog::log(level, "job {}: storing its progress record failed: {}; trying again in {}",
@@ -363,7 +377,7 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
   // Acknowledgements the settled put decided: stored, or failed (the worker delivers again).
   const bool stored = result.ok();
   for (auto it = pendingAcks_.begin(); it != pendingAcks_.end();) {
-    if (putsFenced_ || it->version <= version) {
+    if (putsFenced_ || putsTooLarge_ || it->version <= version) {
       it->fulfiller->fulfill(stored && it->version <= persistedVersion_);
       it = pendingAcks_.erase(it);
     } else {
@@ -382,7 +396,7 @@ void JobMasters::JobMaster::putSettled(uint64_t version, const store::StoreResul
 
 kj::Promise<bool> JobMasters::JobMaster::persisted() {
   if (putsClosed_) return true;
-  if (putsFenced_) return false;
+  if (putsFenced_ || putsTooLarge_) return false;
   const uint64_t version = execution_.version();
   if (version <= persistedVersion_) return true;
   auto paf = kj::newPromiseAndFulfiller<bool>();
@@ -652,7 +666,7 @@ void JobMasters::JobMaster::reportState() {
   if (execution_.ended()) {
     if (endReported_) return;
     const dispatcher::JobEnd end = *execution_.end();
-    if (end.state == wire::JobState::FAILED && !putsFenced_ &&
+    if (end.state == wire::JobState::FAILED && !putsFenced_ && !putsTooLarge_ &&
         execution_.version() > persistedVersion_) {
       // Told once a put saying the strategy gave up succeeded (putSettled settles again): the
       // Dispatcher stores the result next, and a leader dying before the record says so would

@@ -90,6 +90,10 @@ Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config) {
   if (!settings.ok()) return settings.error();
   const std::string& bind = config.getString("rpc.bind");
   if (auto safe = rpc::checkRpcBindIsSafe(bind, settings.value()); !safe.ok()) return safe.error();
+  if (auto protectedData = rpc::checkElectionDataIsProtected(config, settings.value());
+      !protectedData.ok()) {
+    return protectedData.error();
+  }
   if (settings.value().explicitlyOff && !rpc::isLoopbackHost(hostOf(bind))) {
     spdlog::warn("rpc.auth is none and rpc.bind {} is reachable beyond this machine: every peer "
                  "that reaches the port may submit and cancel jobs and force a hand-over "

@@ -44,10 +44,12 @@ leader::ContenderInfo contenderInfoFor(const Config& config, const std::string& 
 // The local host name (gethostname), or "localhost" if it cannot be read.
 std::string localHostName();
 
-// The RPC authentication of a master (rpc.auth*, docs/security.md), checked against rpc.bind:
-// fails (fatal; regent-master exits kExitUsage) when a secret file is unusable, or when rpc.bind is
-// not loopback and no authentication is configured unless rpc.auth is none, naming the options to
-// set. Logs a warning when rpc.auth is none and rpc.bind is not loopback.
+// The RPC authentication of a master (rpc.auth*, docs/security.md), checked against rpc.bind and
+// ha.zookeeper.auth: fails (fatal; regent-master exits kExitUsage) when a secret file is unusable,
+// when rpc.bind is not loopback and no authentication is configured unless rpc.auth is none, or
+// when authentication is required with ha.mode zookeeper and no ZooKeeper ACL credential
+// (rpc::checkElectionDataIsProtected), naming the options to set. Logs a warning when rpc.auth is
+// none and rpc.bind is not loopback.
 Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config);
 
 // Exit codes of regent-master (docs/operations.md).

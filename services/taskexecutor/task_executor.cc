@@ -287,9 +287,9 @@ kj::Promise<void> TaskExecutor::registerLoop() {
   if (stopping_) return kj::READY_NOW;
   return registerRound()
       .catch_([this](kj::Exception&& exception) -> kj::Promise<void> {
-        // The LeaderClient rethrows what it classifies fatal (FAILED, UNIMPLEMENTED: a master's
-        // wrong auth proof, a master too old to know the method, a handler's KJ_REQUIRE). The
-        // other side may be fixed, so it is tried again after registrationMax, like a refusal.
+        // The LeaderClient rethrows what it classifies fatal (FAILED, UNIMPLEMENTED: a master
+        // too old to know the method, a handler's KJ_REQUIRE). The other side may be fixed, so
+        // it is tried again after registrationMax, like a refusal.
         if (stopping_) return kj::READY_NOW;
         if (registered_) {
           registered_ = false;

@@ -121,7 +121,12 @@ struct TaskExecutorCounters {
 // below the highest epoch seen is refused with fencing {expected = highest, received} before
 // any handler runs, counted in fencingCounters() and logged ("epoch gate refused", the first ten
 // and then one in a hundred). The master may hold the gateway after this object is destroyed;
-// its calls then fail DISCONNECTED.
+// its calls then fail DISCONNECTED. The highest epoch rises in exactly two places, both on a
+// master the LeaderClient handed over (with a credential: one that proved itself on that
+// connection, docs/security.md "Chain of trust"): a call on the gateway, which is passed only in
+// registerTaskExecutor and offerSlots through that master's bootstrap; and a registration that
+// master accepted in its epoch. The epoch of a leader record (leaders.leaderAbove(), the record
+// of the leader being registered with) never raises it.
 //
 // Jobs (docs/workers.md, "Jobs on a worker"). Every JobMaster call goes through the
 // MasterBootstrap of the leader registered with (MasterBootstrap.jobMaster(epoch, job), cached

@@ -345,6 +345,16 @@ std::string WorkerHttpRoutes::metrics() const {
     out << "regent_worker_epoch_gate_refusals_total{method=\""
         << http::escapeLabelValue(method) << "\"} " << count << '\n';
   }
+  http::writeMetricFamily(out, "regent_rpc_master_auth_refusals_total", "counter",
+                          "Masters this worker refused because they did not prove themselves "
+                          "(docs/security.md, \"Chain of trust\"), by reason: not_challenged "
+                          "(asked for no credential), wrong_proof (a server proof that does not "
+                          "verify).");
+  for (rpc::MasterRefusal reason : {rpc::MasterRefusal::kNotChallenged,
+                                    rpc::MasterRefusal::kWrongProof}) {
+    out << "regent_rpc_master_auth_refusals_total{reason=\"" << rpc::masterRefusalName(reason)
+        << "\"} " << host_.mastersRefused(reason) << '\n';
+  }
   http::writeMetricFamily(out, "regent_worker_tasks_running", "gauge",
                           "Subtask attempts accepted by this worker and not ended.");
   out << "regent_worker_tasks_running " << host_.tasksRunning() << '\n';

@@ -15,6 +15,7 @@
 
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "rpc/failure.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
 #include "services/http/http_server.h"
@@ -58,6 +59,9 @@ class WorkerHttpHost {
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
   // Attempts accepted and not ended (TaskExecutor::tasksRunning()).
   virtual size_t tasksRunning() const = 0;
+  // Masters the worker refused for not proving themselves, by reason
+  // (LeaderClient::mastersRefused()).
+  virtual uint64_t mastersRefused(rpc::MasterRefusal reason) const = 0;
   // The attempt's output file and state (running, or ended and retained), or nullopt when the
   // worker does not know the attempt or has pruned it.
   virtual std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
@@ -79,7 +83,8 @@ class WorkerHttpHost {
 //                 regent_worker_registration_attempts_total,
 //                 regent_worker_resource_manager_lost_total, regent_worker_slots{state},
 //                 regent_worker_epoch_gate_refusals_total{method}, regent_worker_tasks_running,
-//                 regent_worker_tasks_started_total, regent_worker_tasks_ended_total{state}
+//                 regent_worker_tasks_started_total, regent_worker_tasks_ended_total{state},
+//                 regent_rpc_master_auth_refusals_total{reason}
 //   GET /v1/attempts/<attempt id hex>/stdout, .../stderr
 //                 The attempt's output file, application/octet-stream, at most kMaxOutputChunk
 //                 bytes per response. No Range: 200 with the whole file when it is at most

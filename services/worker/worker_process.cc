@@ -86,8 +86,17 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
     const taskexecutor::TaskUser& taskUser) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
+  if (auto warning = rpc::unprotectedLeaderNodeWarning(config)) spdlog::warn("{}", *warning);
   auto profile = slotProfileFrom(config);
   if (!profile.ok()) return profile.error();
+  if (!credential.value() && config.getString("rpc.tls.cert").empty()) {
+    spdlog::warn(
+        "RPC authentication is off for this worker (no rpc.credential.* and no client "
+        "certificate): it works for whichever master the leader record names, and a master "
+        "without authentication lets every task this worker runs call it as admin (submit, "
+        "cancel, fail over); configure role secrets on any cluster shared with code you do not "
+        "trust (docs/security.md, \"Without authentication\")");
+  }
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
@@ -273,6 +282,10 @@ size_t WorkerProcess::tasksRunning() const {
 
 const std::optional<rpc::OutputReadKey>& WorkerProcess::outputReadKey() const {
   return taskExecutor_ ? taskExecutor_->outputReadKey() : noOutputReadKey_;
+}
+
+uint64_t WorkerProcess::mastersRefused(rpc::MasterRefusal reason) const {
+  return leaders_->mastersRefused(reason);
 }
 
 std::optional<AttemptOutput> WorkerProcess::attemptOutput(const AttemptId& attempt,

@@ -107,6 +107,7 @@ class WorkerProcess final : public WorkerHttpHost {
   const std::vector<taskexecutor::SlotState>& slots() const override;
   const rpc::FencingCounters& fencingCounters() const override;
   size_t tasksRunning() const override;
+  uint64_t mastersRefused(rpc::MasterRefusal reason) const override;
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override;
   // True when the worker holds an RPC credential: a secret (rpc.credential.*) or a client

@@ -2,12 +2,15 @@
 // re-reads the leader after a fencing refusal, ends at once on a fatal refusal, retries a
 // timed-out call against the same leader, gives up at its deadline naming the last obstacle,
 // learns the epoch from a master given by address, and keeps the previous leader's connection
-// open for previousLeaderLinger after moving to a new leader.
+// open for previousLeaderLinger after moving to a new leader. With a credential it calls only a
+// master that proves it holds the secret: one that asks for no credential or answers a wrong
+// proof is refused, counted and never called, and the next leader named is reached.
 #include <gtest/gtest.h>
 #include <capnp/capability.h>
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +18,9 @@
 
 #include "client/leader_client.h"
 #include "common/event_loop.h"
+#include "rpc/auth_proof.h"
+#include "rpc/auth_roles.h"
+#include "rpc/failure.h"
 #include "rpc/rpc_server.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "tests/client/hand_retrieval_test_util.h"
@@ -30,6 +36,13 @@ constexpr Duration kBound{10000};
 // answers success for its own epoch and fencing for any other.
 enum class Answer { kFencing, kInvalidArgument, kHang };
 
+// How a scripted master answers authChallenge and authenticate: it asks for no credential (an
+// `rpc.auth: none` master, or an impostor), proves it holds the secret, answers with a proof of
+// another secret, or refuses the credential.
+enum class Authentication { kNotRequired, kProves, kWrongProof, kRefuses };
+
+constexpr const char* kSecret = "worker-secret-0123456789";
+
 struct MasterScript {
   uint64_t epoch = 1;
   std::string masterId;
@@ -38,6 +51,8 @@ struct MasterScript {
   std::deque<Answer> answers;
   std::vector<uint64_t> dispatcherEpochs;  // The epoch of every dispatcher call received.
   int leaderInfoCalls = 0;
+  Authentication authentication = Authentication::kNotRequired;
+  int authenticateCalls = 0;
 };
 
 class ScriptedMaster final : public wire::MasterBootstrap::Server {
@@ -52,6 +67,41 @@ class ScriptedMaster final : public wire::MasterBootstrap::Server {
     leader.setMasterId(script_->masterId);
     leader.setRpcAddress(script_->rpcAddress);
     results.setLeading(script_->leading);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> authChallenge(AuthChallengeContext context) override {
+    auto results = context.getResults();
+    serverNonce_ = rpc::randomAuthNonce();
+    results.setServerNonce(bytesOf(serverNonce_));
+    results.setRequired(script_->authentication != Authentication::kNotRequired);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> authenticate(AuthenticateContext context) override {
+    ++script_->authenticateCalls;
+    auto params = context.getParams();
+    auto results = context.getResults();
+    const std::string clientNonce(reinterpret_cast<const char*>(params.getClientNonce().begin()),
+                                  params.getClientNonce().size());
+    const char* role = rpc::roleName(params.getRole());
+    switch (script_->authentication) {
+      case Authentication::kNotRequired:
+      case Authentication::kRefuses:
+        rpc::failures::unauthenticated(results.initFailure(),
+                                       "authentication as worker refused: wrong proof");
+        return kj::READY_NOW;
+      case Authentication::kProves:
+        results.setServerProof(bytesOf(rpc::authProof(rpc::ProofSide::kServer, kSecret, role,
+                                                      serverNonce_, clientNonce)));
+        break;
+      case Authentication::kWrongProof:
+        results.setServerProof(bytesOf(rpc::authProof(rpc::ProofSide::kServer,
+                                                      "another-secret-0123456789", role,
+                                                      serverNonce_, clientNonce)));
+        break;
+    }
+    results.setBootstrap(kj::heap<ScriptedMaster>(script_));
     return kj::READY_NOW;
   }
 
@@ -89,7 +139,12 @@ class ScriptedMaster final : public wire::MasterBootstrap::Server {
   }
 
  private:
+  static kj::ArrayPtr<const kj::byte> bytesOf(const std::string& text) {
+    return kj::arrayPtr(reinterpret_cast<const kj::byte*>(text.data()), text.size());
+  }
+
   std::shared_ptr<MasterScript> script_;
+  std::string serverNonce_;
 };
 
 class LeaderClientTest : public ::testing::Test {
@@ -127,6 +182,22 @@ class LeaderClientTest : public ::testing::Test {
     options.backoffMax = Duration(20);
     options.clusterName = "cluster \"test\"";
     return options;
+  }
+
+  // options() with the worker credential of kSecret.
+  LeaderClientOptions withCredential() {
+    LeaderClientOptions with = options();
+    with.credential = rpc::ClientCredential{wire::Role::WORKER, kSecret};
+    return with;
+  }
+
+  // Runs the loop until `done` holds (false after kBound).
+  bool runUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      loop_.run(loop_.timer().afterDelay(kj::MILLISECONDS));
+    }
+    return done();
   }
 
   kj::Own<LeaderClient> following(std::optional<LeaderClientOptions> with = std::nullopt) {
@@ -434,6 +505,90 @@ TEST_F(LeaderClientTest, ANewLeaderFromTheWatchEndsTheBackoffOfACallThatFoundNon
   EXPECT_EQ(master->dispatcherEpochs, std::vector<uint64_t>{1});
 }
 
+TEST_F(LeaderClientTest, WithACredentialAMasterThatAsksForNoneIsRefusedUntilTheRealLeaderIsNamed) {
+  auto rogue = startMaster("rogue", 100000);
+  auto real = startMaster("real", 3);
+  real->authentication = Authentication::kProves;
+  *current_ = leaderOf(*rogue);
+  auto client = following(withCredential());
+  auto call = client->call<uint64_t>(dispatcherCall(*client), kBound);
+  // Refused, and again: the attempts go on (the leader is read again each time), never
+  // downgraded to calling the rogue.
+  ASSERT_TRUE(runUntil([&] {
+    return client->mastersRefused(rpc::MasterRefusal::kNotChallenged) >= 2;
+  }));
+  EXPECT_TRUE(rogue->dispatcherEpochs.empty());
+  EXPECT_EQ(rogue->authenticateCalls, 0) << "no proof is sent to a master that asks for none";
+  EXPECT_GE(*reads_, 2);
+  EXPECT_EQ(client->lastObstacle().rfind("refusing the master at " + rogue->rpcAddress +
+                                             " (named the leader rogue of epoch 100000): it asks "
+                                             "for no credential",
+                                         0),
+            0u)
+      << client->lastObstacle();
+
+  *current_ = leaderOf(*real);
+  auto result = loop_.run(kj::mv(call));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.value(), 3u);
+  EXPECT_EQ(real->dispatcherEpochs, std::vector<uint64_t>{3});
+  EXPECT_EQ(real->authenticateCalls, 1);
+  EXPECT_TRUE(rogue->dispatcherEpochs.empty());
+  EXPECT_EQ(client->mastersRefused(rpc::MasterRefusal::kWrongProof), 0u);
+}
+
+TEST_F(LeaderClientTest, WithACredentialAMasterWhoseProofDoesNotVerifyIsRefusedAndNamedAtTheDeadline) {
+  auto impostor = startMaster("impostor", 7);
+  impostor->authentication = Authentication::kWrongProof;
+  *current_ = leaderOf(*impostor);
+  auto client = following(withCredential());
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), Duration(300)));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error().isRetryable()) << "retried like an unreachable leader until then";
+  EXPECT_EQ(result.error().message.rfind("refusing the master at " + impostor->rpcAddress, 0), 0u)
+      << result.error().message;
+  EXPECT_NE(result.error().message.find("could not prove it holds the role's secret"),
+            std::string::npos)
+      << result.error().message;
+  EXPECT_GE(client->mastersRefused(rpc::MasterRefusal::kWrongProof), 1u);
+  EXPECT_TRUE(impostor->dispatcherEpochs.empty());
+}
+
+TEST_F(LeaderClientTest, AMasterRefusingTheCredentialEndsTheCallAndTheNextCallReadsTheLeaderAgain) {
+  auto refusing = startMaster("refusing", 100000);
+  refusing->authentication = Authentication::kRefuses;
+  auto real = startMaster("real", 3);
+  real->authentication = Authentication::kProves;
+  *current_ = leaderOf(*refusing);
+  auto retrieval = kj::heap<HandRetrieval>(current_, reads_, readError_);
+  HandRetrieval& watch = *retrieval;
+  LeaderClient client(loop_.io().getNetwork(), loop_.timer(), kj::mv(retrieval),
+                      withCredential());
+  watch.announce();
+  auto refused = loop_.run(client.call<uint64_t>(dispatcherCall(client), kBound));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(refused.error().isRetryable());
+  EXPECT_EQ(refused.error().message, "authentication as worker refused: wrong proof");
+
+  // The record names the real leader again, with a lower epoch than the one the refusing master
+  // was named with: nothing of that master is kept, so the next call reaches the real leader.
+  *current_ = leaderOf(*real);
+  watch.announce();
+  auto result = loop_.run(client.call<uint64_t>(dispatcherCall(client), kBound));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(real->dispatcherEpochs, std::vector<uint64_t>{3});
+  EXPECT_TRUE(refusing->dispatcherEpochs.empty());
+}
+
+TEST_F(LeaderClientTest, WithoutACredentialAMasterThatAsksForNoneIsCalledAsItIs) {
+  auto master = startMaster("a", 1);
+  *current_ = leaderOf(*master);
+  auto client = following();
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(master->dispatcherEpochs, std::vector<uint64_t>{1});
+  EXPECT_EQ(client->mastersRefused(rpc::MasterRefusal::kNotChallenged), 0u);
+}
+
 }  // namespace
 }  // namespace regent::client
-

@@ -62,6 +62,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "rpc.auth-secret.admin-file",
                                             "rpc.auth-secret.reader-file",
                                             "rpc.auth-secret.worker-file",
+                                            "rpc.auth-secret.allow-shared-files",
                                             "rpc.auth-tls.admin-names",
                                             "rpc.auth-tls.reader-names",
                                             "rpc.auth-tls.worker-names",

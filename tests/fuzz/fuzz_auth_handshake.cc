@@ -150,16 +150,11 @@ Harness& harness() {
 
 // ---- The model -------------------------------------------------------------------------------
 
-// Roles as docs/security.md states them, written apart from rpc::RoleSet: bit r = role r.
+// The roles a bootstrap holds, written apart from rpc::RoleSet: bit r = role r.
 using Roles = unsigned;
 constexpr Roles kNoRole = 0;
 constexpr Roles kEveryRole = 7;
 Roles only(Role role) { return 1u << static_cast<unsigned>(role); }
-bool allows(Roles held, std::optional<Role> required) {
-  if (!required) return true;
-  if (*required == Role::READER) return (held & (only(Role::READER) | only(Role::ADMIN))) != 0;
-  return (held & only(*required)) != 0;
-}
 Role primary(Roles held) {
   for (Role role : {Role::ADMIN, Role::WORKER, Role::READER}) {
     if (held & only(role)) return role;
@@ -168,15 +163,34 @@ Role primary(Roles held) {
 }
 bool isKnownRole(uint16_t role) { return role <= static_cast<uint16_t>(Role::WORKER); }
 
-std::optional<Role> requiredFor(MethodChoice method) {
+// The gateway method each choice calls.
+capnp::InterfaceSchema::Method methodOf(MethodChoice method) {
+  auto bootstrap = capnp::Schema::from<wire::MasterBootstrap>();
+  auto dispatcher = capnp::Schema::from<wire::DispatcherGateway>();
   switch (method) {
-    case MethodChoice::kLeaderInfo: return std::nullopt;
-    case MethodChoice::kDispatcher:
-    case MethodChoice::kListJobs: return Role::READER;
-    case MethodChoice::kResourceManager:
-    case MethodChoice::kJobMaster: return Role::WORKER;
-    default: return Role::ADMIN;  // handOver, submitJob, cancelJob, and unknown methods
+    case MethodChoice::kLeaderInfo: return bootstrap.getMethodByName("leaderInfo");
+    case MethodChoice::kDispatcher: return bootstrap.getMethodByName("dispatcher");
+    case MethodChoice::kHandOver: return bootstrap.getMethodByName("handOver");
+    case MethodChoice::kResourceManager: return bootstrap.getMethodByName("resourceManager");
+    case MethodChoice::kJobMaster: return bootstrap.getMethodByName("jobMaster");
+    case MethodChoice::kListJobs: return dispatcher.getMethodByName("listJobs");
+    case MethodChoice::kSubmitJob: return dispatcher.getMethodByName("submitJob");
+    default: return dispatcher.getMethodByName("cancelJob");
   }
+}
+
+// Who may make the call: the role table itself (rpc::methodAccess), the one the membrane
+// enforces, so the model and the code cannot drift apart.
+rpc::MethodAccess accessOf(MethodChoice method) {
+  auto chosen = methodOf(method);
+  return rpc::methodAccess(chosen.getContainingInterface(), chosen.getIndex());
+}
+bool allows(Roles held, const rpc::MethodAccess& access) {
+  if (access.open) return true;
+  for (Role role : kRoles) {
+    if ((held & only(role)) && access.accepted.contains(role)) return true;
+  }
+  return false;
 }
 
 struct AuthenticateParams {
@@ -444,11 +458,11 @@ class Connection final {
     checkCounters();
   }
 
-  // Checks one answer of a call that needs requiredFor(method): refused (and counted) exactly
-  // when `held` does not allow it. Returns whether it was allowed.
+  // Checks one answer of a call of `method`: refused (and counted) exactly when `held` shares
+  // no role with the roles the table says it accepts. Returns whether it was allowed.
   bool judge(Roles held, MethodChoice method, wire::Failure::Reader failure) {
-    const auto required = requiredFor(method);
-    const bool allowed = allows(held, required);
+    const rpc::MethodAccess access = accessOf(method);
+    const bool allowed = allows(held, access);
     const bool refusedUnauthenticated = failure.isUnauthenticated();
     const bool refusedForRole = failure.isPermissionDenied();
     if (allowed) {
@@ -458,11 +472,24 @@ class Connection final {
       ++unauthenticatedRefusals_;
     } else {
       check(refusedForRole, "a call above the held role is refused");
-      check(failure.getPermissionDenied().getRequired() == *required,
-            "a refusal names the role the call needs");
-      check(failure.getPermissionDenied().getHeld() == primary(held),
-            "a refusal names the role the connection holds");
-      ++denials_[static_cast<unsigned>(*required)];
+      const auto denied = failure.getPermissionDenied();
+      check(denied.getRequired() == access.required, "a refusal names the role the call needs");
+      check(denied.getHeld() == primary(held), "a refusal names the role the connection holds");
+      Roles named = kNoRole;
+      for (Role role : denied.getAccepted()) named |= only(role);
+      Roles accepted = kNoRole;
+      for (Role role : kRoles) {
+        if (access.accepted.contains(role)) accepted |= only(role);
+      }
+      check(named == accepted, "a refusal names every role that may make the call");
+      for (Role role : kRoles) {
+        if (access.accepted.contains(role)) {
+          check(std::string(failure.getMessage().cStr()).find(rpc::roleName(role)) !=
+                    std::string::npos,
+                "a refusal's message names every role that may make the call");
+        }
+      }
+      ++denials_[static_cast<unsigned>(access.required)];
     }
     checkCounters();
     return allowed;
@@ -500,8 +527,8 @@ class Connection final {
           "a Dispatcher call reaches its handler exactly when its role and epoch allow it");
   }
 
-  // A MasterBootstrap method id this build does not know: admin only (default deny), and
-  // unimplemented when allowed.
+  // A MasterBootstrap method id this build does not know: what the table says of it (admin only:
+  // default deny), and unimplemented when allowed.
   void callUnknownMethod(Bootstrap& via, uint8_t operand) {
     const uint64_t interfaceId = capnp::Schema::from<wire::MasterBootstrap>().getProto().getId();
     const uint16_t methodId = static_cast<uint16_t>(
@@ -510,7 +537,9 @@ class Connection final {
     request.initAsAnyStruct(1, 0);
     kj::Maybe<kj::Exception> failed = kj::runCatchingExceptions(
         [&] { (void)request.send().wait(h_.waitScope); });
-    const bool allowed = allows(via.roles, Role::ADMIN);
+    const rpc::MethodAccess access =
+        rpc::methodAccess(capnp::Schema::from<wire::MasterBootstrap>(), methodId);
+    const bool allowed = allows(via.roles, access);
     KJ_IF_MAYBE (exception, failed) {
       const std::string description = exception->getDescription().cStr();
       const bool refused = exception->getType() == kj::Exception::Type::FAILED &&
@@ -524,7 +553,7 @@ class Connection final {
         if (via.roles == kNoRole) {
           ++unauthenticatedRefusals_;
         } else {
-          ++denials_[static_cast<unsigned>(Role::ADMIN)];
+          ++denials_[static_cast<unsigned>(access.required)];
         }
       }
     } else {

@@ -24,8 +24,16 @@ constexpr const char* kOutputMark = "out-mark-7f3a91";
 constexpr const char* kErrorMark = "err-mark-7f3a91";
 constexpr const char* kEnvValue = "env-value-5c2e08";
 
+// The ZooKeeper ACL a master with RPC authentication requires: the masters' credential, and the
+// one workers and regentctl read with.
+constexpr const char* kMastersZooKeeper = "ha.zookeeper.auth=regent:master-secret";
+constexpr const char* kReadersZooKeeper = "ha.zookeeper.read-auth=viewer:viewer-secret";
+
+// An RPC credential and the ZooKeeper read credential ("" as the role: the latter only).
 std::vector<std::string> credential(const std::string& role, const std::string& secretFile) {
-  return {"rpc.credential.role=" + role, "rpc.credential.secret-file=" + secretFile};
+  if (role.empty()) return {kReadersZooKeeper};
+  return {"rpc.credential.role=" + role, "rpc.credential.secret-file=" + secretFile,
+          kReadersZooKeeper};
 }
 
 // One cluster and one finished job for every test: the masters require authentication, tokens
@@ -42,7 +50,8 @@ class OutputAccess : public ::testing::Test {
     JobClusterOptions options{.workers = 1, .slotsPerWorker = 2};
     options.masterSet = {"rpc.auth-secret.admin-file=" + admin_,
                          "rpc.auth-secret.reader-file=" + reader_,
-                         "rpc.auth-secret.worker-file=" + worker_, "rpc.output-token-ttl=3s"};
+                         "rpc.auth-secret.worker-file=" + worker_, "rpc.output-token-ttl=3s",
+                         kMastersZooKeeper, kReadersZooKeeper};
     options.workerSet = credential("worker", worker_);
     options.ctlSet = credential("admin", admin_);
     auto started = JobCluster::start("output-access", options);
@@ -214,7 +223,7 @@ TEST_F(OutputAccess, RegentctlReadsOutputWithAReaderCredentialOnly) {
   EXPECT_EQ(errors.output, std::string(kErrorMark) + "\n");
 
   // A worker credential and none cannot obtain a token, so they read nothing.
-  for (const auto& set : {credential("worker", worker_), std::vector<std::string>{}}) {
+  for (const auto& set : {credential("worker", worker_), credential("", "")}) {
     CtlResult logs = cluster_->ctlWith(set, {"jobs", "logs", job_, "--vertex", "talk"});
     EXPECT_NE(logs.exit.exitCode, 0) << logs.output;
     EXPECT_FALSE(containsText(logs.output, kOutputMark)) << logs.output;

@@ -46,14 +46,18 @@ class RpcAuth : public ::testing::Test {
         .quorum = server.value()->connectString(),
         .clusterId = clusterId,
         .extraSet = {"rpc.advertised-address=", "rpc.auth-secret.admin-file=" + adminSecret_,
-                     "rpc.auth-secret.reader-file=" + readerSecret_}});
+                     "rpc.auth-secret.reader-file=" + readerSecret_,
+                     // RPC authentication needs the ZooKeeper ACL (docs/security.md).
+                     "ha.zookeeper.auth=regent:master-secret",
+                     "ha.zookeeper.read-auth=viewer:viewer-secret"}});
     ASSERT_OK(cluster_->startMasters(1));
     auto serving = cluster_->waitForEvent(
         0, [](const MasterEvent& e) { return e.kind == Kind::kServing; }, kTimeout);
     ASSERT_OK(serving);
     epoch_ = serving.value().epoch;
     ctlArgs_ = {"--zk", server.value()->connectString(), "--cluster-id", clusterId,
-                "--set", "rpc.call-timeout=2s"};
+                "--set", "rpc.call-timeout=2s",
+                "--set", "ha.zookeeper.read-auth=viewer:viewer-secret"};
   }
 
   CtlResult ctl(std::vector<std::string> credential, std::vector<std::string> args,

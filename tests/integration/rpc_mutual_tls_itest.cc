@@ -48,8 +48,9 @@ std::string listenAddressOf(MasterCluster& cluster, size_t slot, const std::stri
   return match[1];
 }
 
-// A master (one, through the real ZooKeeper server) with `set` added to its options, serving
-// /metrics on a port of its own; regentctl is pointed at its cluster.
+// A master (one, through the real ZooKeeper server, with the ZooKeeper ACL authentication needs)
+// with `set` added to its options, serving /metrics on a port of its own; regentctl is pointed at
+// its cluster and reads it with the read credential.
 class AuthenticatedMaster : public ::testing::Test {
  protected:
   explicit AuthenticatedMaster(const std::string& name) : dir_(name) {}
@@ -61,7 +62,10 @@ class AuthenticatedMaster : public ::testing::Test {
     auto server = sharedZooKeeperServer();
     ASSERT_OK(server);
     const std::string clusterId = uniqueClusterId("mutual-tls");
-    set.insert(set.begin(), {"rpc.advertised-address=", "http.bind=127.0.0.1:0"});
+    // Authentication needs the ZooKeeper ACL (docs/security.md, "Safe by default").
+    set.insert(set.begin(), {"rpc.advertised-address=", "http.bind=127.0.0.1:0",
+                             "ha.zookeeper.auth=regent:master-secret",
+                             "ha.zookeeper.read-auth=viewer:viewer-secret"});
     cluster_ = std::make_unique<MasterCluster>(MasterClusterOptions{
         .quorum = server.value()->connectString(), .clusterId = clusterId, .extraSet = set});
     ASSERT_OK(cluster_->startMasters(1));
@@ -71,7 +75,8 @@ class AuthenticatedMaster : public ::testing::Test {
     rpcAddress_ = listenAddressOf(*cluster_, 0, "rpc");
     httpAddress_ = listenAddressOf(*cluster_, 0, "http");
     ctlArgs_ = {"--zk", server.value()->connectString(), "--cluster-id", clusterId,
-                "--set", "rpc.call-timeout=2s"};
+                "--set", "rpc.call-timeout=2s",
+                "--set", "ha.zookeeper.read-auth=viewer:viewer-secret"};
   }
 
   CtlResult ctl(std::vector<std::string> args, const std::string& timeout = "30s") {

@@ -74,46 +74,56 @@ TEST(AuthProof, NoncesAreThirtyTwoFreshBytes) {
   EXPECT_NE(a, b);
 }
 
-std::optional<wire::Role> roleOf(capnp::InterfaceSchema schema, const char* method) {
+MethodAccess accessOf(capnp::InterfaceSchema schema, const char* method) {
   auto found = schema.findMethodByName(method);
   EXPECT_TRUE(found != nullptr) << method;
-  return requiredRole(schema, KJ_ASSERT_NONNULL(found).getIndex());
+  return methodAccess(schema, KJ_ASSERT_NONNULL(found).getIndex());
 }
 
-TEST(AuthRoles, EveryGatewayMethodNeedsTheRoleOfTheTable) {
+// "reader or admin": the roles a method accepts, as a refusal names them.
+std::string acceptedBy(capnp::InterfaceSchema schema, const char* method) {
+  const MethodAccess access = accessOf(schema, method);
+  return access.open ? "anyone" : access.accepted.describeAlternatives();
+}
+
+TEST(AuthRoles, EveryGatewayMethodAcceptsTheRolesOfTheTable) {
   auto bootstrap = capnp::Schema::from<wire::MasterBootstrap>();
-  EXPECT_EQ(roleOf(bootstrap, "leaderInfo"), std::nullopt);
-  EXPECT_EQ(roleOf(bootstrap, "authChallenge"), std::nullopt);
-  EXPECT_EQ(roleOf(bootstrap, "authenticate"), std::nullopt);
-  EXPECT_EQ(roleOf(bootstrap, "dispatcher"), wire::Role::READER);
-  EXPECT_EQ(roleOf(bootstrap, "handOver"), wire::Role::ADMIN);
-  EXPECT_EQ(roleOf(bootstrap, "resourceManager"), wire::Role::WORKER);
-  EXPECT_TRUE(adminMayCall(bootstrap, bootstrap.getMethodByName("resourceManager").getIndex()));
-  EXPECT_FALSE(adminMayCall(bootstrap, bootstrap.getMethodByName("jobMaster").getIndex()));
-  EXPECT_EQ(roleOf(bootstrap, "jobMaster"), wire::Role::WORKER);
+  for (const char* open : {"leaderInfo", "authChallenge", "authenticate"}) {
+    EXPECT_EQ(acceptedBy(bootstrap, open), "anyone") << open;
+  }
+  EXPECT_EQ(acceptedBy(bootstrap, "dispatcher"), "reader or admin");
+  EXPECT_EQ(accessOf(bootstrap, "dispatcher").required, wire::Role::READER);
+  EXPECT_EQ(acceptedBy(bootstrap, "handOver"), "admin");
+  // The one method two unrelated roles may call is an entry of the table, not an exception.
+  EXPECT_EQ(acceptedBy(bootstrap, "resourceManager"), "worker or admin");
+  EXPECT_EQ(accessOf(bootstrap, "resourceManager").required, wire::Role::WORKER);
+  EXPECT_EQ(acceptedBy(bootstrap, "jobMaster"), "worker");
   auto dispatcher = capnp::Schema::from<wire::DispatcherGateway>();
   for (const char* reader :
        {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors", "attemptOutputToken"}) {
-    EXPECT_EQ(roleOf(dispatcher, reader), wire::Role::READER) << reader;
+    EXPECT_EQ(acceptedBy(dispatcher, reader), "reader or admin") << reader;
   }
-  EXPECT_EQ(roleOf(dispatcher, "submitJob"), wire::Role::ADMIN);
-  EXPECT_EQ(roleOf(dispatcher, "cancelJob"), wire::Role::ADMIN);
+  EXPECT_EQ(acceptedBy(dispatcher, "submitJob"), "admin");
+  EXPECT_EQ(acceptedBy(dispatcher, "cancelJob"), "admin");
   // Default deny: a Dispatcher method the table does not name (one added later) needs admin.
-  EXPECT_EQ(requiredRole(dispatcher, 60), wire::Role::ADMIN);
+  EXPECT_EQ(methodAccess(dispatcher, 60).accepted.describeAlternatives(), "admin");
+  EXPECT_EQ(methodAccess(dispatcher, 60).required, wire::Role::ADMIN);
   // A worker's calls; the JobMaster's (it runs inside the leader) and any method added later
   // need admin.
   auto resourceManager = capnp::Schema::from<wire::ResourceManagerGateway>();
   for (const char* worker : {"registerTaskExecutor", "sendSlotReport", "heartbeat", "disconnect"}) {
-    EXPECT_EQ(roleOf(resourceManager, worker), wire::Role::WORKER) << worker;
+    EXPECT_EQ(acceptedBy(resourceManager, worker), "worker") << worker;
   }
   for (const char* admin :
        {"registerJobMaster", "declareRequiredResources", "disconnectJobMaster"}) {
-    EXPECT_EQ(roleOf(resourceManager, admin), wire::Role::ADMIN) << admin;
+    EXPECT_EQ(acceptedBy(resourceManager, admin), "admin") << admin;
   }
-  EXPECT_EQ(requiredRole(resourceManager, 60), wire::Role::ADMIN);
+  EXPECT_EQ(methodAccess(resourceManager, 60).accepted.describeAlternatives(), "admin");
   for (auto method : capnp::Schema::from<wire::JobMasterGateway>().getMethods()) {
-    EXPECT_EQ(requiredRole(capnp::Schema::from<wire::JobMasterGateway>(), method.getIndex()),
-              wire::Role::WORKER);
+    const MethodAccess access =
+        methodAccess(capnp::Schema::from<wire::JobMasterGateway>(), method.getIndex());
+    EXPECT_EQ(access.accepted.describeAlternatives(), "worker");
+    EXPECT_EQ(access.required, wire::Role::WORKER);
   }
 }
 
@@ -205,6 +215,34 @@ TEST_F(AuthConfigTest, AnUnusableSecretFileIsAnErrorNamingTheOptionAndThePath) {
   EXPECT_NE(required.error().message.find("no credential"), std::string::npos);
 }
 
+TEST_F(AuthConfigTest, ASecretFileOthersMayReadIsRefusedUnlessExplicitlyAllowed) {
+  for (mode_t mode : {0640, 0604, 0660, 0700 | 0004}) {
+    const std::string path = secretFile("shared", "0123456789abcdef\n");
+    ::chmod(path.c_str(), mode);
+    for (const std::string& option : {std::string("rpc.auth-secret.admin-file"),
+                                      std::string("rpc.credential.secret-file")}) {
+      std::vector<std::string> set = {option + "=" + path};
+      if (option == "rpc.credential.secret-file") set.push_back("rpc.credential.role=admin");
+      const auto loaded = load(set);
+      auto client = clientCredentialFrom(loaded);
+      auto server = serverAuthFrom(loaded);
+      const bool ok = option == "rpc.credential.secret-file" ? client.ok() : server.ok();
+      ASSERT_FALSE(ok) << option << " mode " << std::oct << mode;
+      const std::string message = option == "rpc.credential.secret-file"
+                                      ? client.error().message
+                                      : server.error().message;
+      EXPECT_NE(message.find(option + " (" + path + ")"), std::string::npos) << message;
+      EXPECT_NE(message.find("chmod 600"), std::string::npos) << message;
+      EXPECT_NE(message.find("rpc.auth-secret.allow-shared-files"), std::string::npos);
+      set.push_back("rpc.auth-secret.allow-shared-files=true");
+      const auto allowed = load(set);
+      EXPECT_TRUE(option == "rpc.credential.secret-file" ? clientCredentialFrom(allowed).ok()
+                                                         : serverAuthFrom(allowed).ok())
+          << option;
+    }
+  }
+}
+
 TEST_F(AuthConfigTest, CertificateNamesMapToOneRoleEach) {
   auto settings = serverAuthFrom(
       load({"rpc.auth-tls.admin-names=ops, alice ", "rpc.auth-tls.worker-names=worker-1"}));
@@ -238,6 +276,56 @@ TEST_F(AuthConfigTest, AClientCredentialNeedsBothItsRoleAndItsSecretFile) {
       load({"rpc.credential.role=root", "rpc.credential.secret-file=" + path}));
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("rpc.credential.role"), std::string::npos);
+}
+
+TEST_F(AuthConfigTest, AMasterRequiringAuthenticationInZooKeeperModeNeedsTheZooKeeperAcl) {
+  const std::string path = secretFile("admin", "0123456789abcdef\n");
+  auto required = serverAuthFrom(load({"rpc.auth-secret.admin-file=" + path}));
+  ASSERT_TRUE(required.ok());
+  auto open = checkElectionDataIsProtected(load({"rpc.auth-secret.admin-file=" + path}),
+                                           required.value());
+  ASSERT_FALSE(open.ok());
+  EXPECT_FALSE(open.error().isRetryable());
+  EXPECT_NE(open.error().message.find("ha.zookeeper.auth"), std::string::npos);
+  EXPECT_NE(open.error().message.find("ha.zookeeper.read-auth"), std::string::npos);
+
+  EXPECT_TRUE(checkElectionDataIsProtected(
+                  load({"rpc.auth-secret.admin-file=" + path,
+                        "ha.zookeeper.auth=regent:master-secret"}),
+                  required.value())
+                  .ok());
+  // Standalone keeps its election in a local file; without authentication nothing is claimed.
+  EXPECT_TRUE(checkElectionDataIsProtected(
+                  load({"rpc.auth-secret.admin-file=" + path, "ha.mode=standalone"}),
+                  required.value())
+                  .ok());
+  auto off = serverAuthFrom(load({}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(checkElectionDataIsProtected(load({}), off.value()).ok());
+}
+
+TEST_F(AuthConfigTest, AClientWithACredentialButNoZooKeeperCredentialIsWarned) {
+  const std::string path = secretFile("worker", "worker-secret-0123");
+  const std::vector<std::string> credential = {"rpc.credential.role=worker",
+                                               "rpc.credential.secret-file=" + path};
+  auto warning = unprotectedLeaderNodeWarning(load(credential));
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("ha.zookeeper.read-auth"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("ZNOAUTH"), std::string::npos) << *warning;
+
+  auto with = [&](std::string extra) {
+    std::vector<std::string> set = credential;
+    set.push_back(std::move(extra));
+    return unprotectedLeaderNodeWarning(load(set));
+  };
+  EXPECT_FALSE(with("ha.zookeeper.read-auth=viewer:viewer-secret"));
+  EXPECT_FALSE(with("ha.zookeeper.auth=regent:master-secret"));
+  EXPECT_FALSE(with("ha.mode=standalone"));
+  EXPECT_FALSE(with("cli.master=127.0.0.1:6123"));
+  EXPECT_FALSE(unprotectedLeaderNodeWarning(load({}))) << "no credential: nothing to protect";
+  EXPECT_TRUE(unprotectedLeaderNodeWarning(
+      load({"rpc.tls.cert=/etc/regent/client.pem", "rpc.tls.key=/etc/regent/client.key"})))
+      << "a client certificate is a credential too";
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ class FakeStoreBackend final {
   bool fenced = false;
   // While true, writes wait (not applied) until releaseWrites().
   bool holdWrites = false;
+  // The largest record a put stores; larger ones fail kTooLarge.
+  size_t maxRecordSize = 1 << 20;
 
   size_t count(RecordFamily family) const { return records_.count(family) ? records_.at(family).size() : 0; }
 
@@ -104,7 +106,7 @@ class FakeRecordStore final : public RecordStore {
  public:
   explicit FakeRecordStore(FakeStoreBackend& backend) : backend_(backend) {}
 
-  size_t maxRecordSize() const override { return 1 << 20; }
+  size_t maxRecordSize() const override { return backend_.maxRecordSize; }
   const char* maxRecordSizeOption() const override { return "fake.max-record-size"; }
 
   kj::Promise<StoreResult<void>> put(RecordFamily family, std::string key,

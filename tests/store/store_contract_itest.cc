@@ -763,6 +763,33 @@ TEST_P(StoreContractTest, AProgressRecordOverTheLimitIsRefusedNamingTheJobAndNot
   EXPECT_EQ(recoveredProgressIds(), std::vector<JobId>{id});
 }
 
+TEST_P(StoreContractTest, AdmitsSaysAheadWhetherAJobsProgressRecordCanAlwaysBeStored) {
+  openTerm({"store.zookeeper.max-payload=64KiB", "store.rocksdb.max-payload=64KiB"});
+  // What admits() lets through, a put of the same number of subtasks stores.
+  uint32_t admitted = 0;
+  for (uint32_t subtasks : {1u, 100u, 1000u}) {
+    if (!progress().admits(subtasks).ok()) break;
+    admitted = subtasks;
+    auto record = makeProgress(JobId::random(), subtasks);
+    auto put = run(progress().put(progressOf(*record)));
+    EXPECT_TRUE(put.ok()) << subtasks << ": " << put.error().message;
+  }
+  EXPECT_EQ(admitted, 1000u);
+  // A record too large to put is refused ahead, naming the count and the limit's option.
+  auto refused = progress().admits(5000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, StoreErrorCode::kTooLarge);
+  EXPECT_NE(refused.error().message.find("5000 subtasks"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find(std::to_string(64 * 1024)), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find(".max-payload"), std::string::npos)
+      << refused.error().message;
+  // Under the default limits, the most subtasks a job may have (jobmaster.max-subtasks) fit.
+  openTerm();
+  EXPECT_TRUE(progress().admits(10000).ok());
+}
+
 TEST_P(StoreContractTest, ANewTermFencesTheProgressWritesOfTheTermBeforeIt) {
   openTerm();
   const JobId id = JobId::random();

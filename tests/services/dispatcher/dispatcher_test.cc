@@ -172,7 +172,7 @@ class DispatcherTest : public ::testing::Test {
     endTerm();
     ++epoch_;
     stores_ = backend_.openTerm(retain);
-    dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, timer_, JobGraphLimits{}, retain,
+    dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, timer_, limits_, retain,
                                        [this] { return ++clockMs_; }, runner, detailBudget_);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(kj::heap<DispatcherGatewayServer>(
@@ -310,6 +310,7 @@ class DispatcherTest : public ::testing::Test {
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;
   size_t detailBudget_ = Dispatcher::kEndedDetailBudgetBytes;
+  JobGraphLimits limits_;
   const rpc::OutputTokenSigner signer_{1, std::string(rpc::kOutputKeySize, 't')};
   // Worker A is registered (registration kRegistrationOfA); no other worker is.
   const OutputTokenIssuer outputTokens_{
@@ -366,6 +367,25 @@ TEST_F(DispatcherTest, AnInvalidJobGraphIsRefusedNamingTheFieldAndNothingIsStore
   EXPECT_EQ(std::string(response.getFailure().getInvalidArgument().getField().cStr()),
             "vertices[0].parallelism");
   EXPECT_EQ(storedGraphs(), 0u);
+}
+
+TEST_F(DispatcherTest, AJobWhoseProgressRecordCouldOutgrowTheStoreIsRefusedAtSubmission) {
+  // The fake store holds records of up to 1 MiB: 40,000 subtasks could need more, 1,000 cannot.
+  limits_.maxParallelism = 40000;
+  limits_.maxTotalSubtasks = 40000;
+  startTerm();
+  recover();
+  auto fits = jobGraph(JobId::random(), "fits");
+  fits->getRoot<wire::JobGraph>().getVertices()[0].setParallelism(1000);
+  EXPECT_FALSE(submit(*fits).hasFailure());
+  auto huge = jobGraph(JobId::random(), "huge");
+  huge->getRoot<wire::JobGraph>().getVertices()[0].setParallelism(40000);
+  auto response = submit(*huge);
+  ASSERT_TRUE(response.hasFailure());
+  const std::string message = response.getFailure().getMessage().cStr();
+  EXPECT_NE(message.find("40000 subtasks"), std::string::npos) << message;
+  EXPECT_NE(message.find("fake.max-record-size"), std::string::npos) << message;
+  EXPECT_EQ(storedGraphs(), 1u);
 }
 
 TEST_F(DispatcherTest, AJobGraphWithInvalidUtf8IsRefusedNamingTheFieldAndNothingIsStored) {

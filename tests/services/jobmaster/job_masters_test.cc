@@ -892,6 +892,31 @@ TEST_F(JobMastersTest, AfterAFencedPutTerminalUpdatesAreAnsweredUnavailableAndNo
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
 }
 
+TEST_F(JobMastersTest, APutThatCanNeverFitFailsTheJobInsteadOfRetryingForever) {
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const JobId job = start(builder);
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  backend_.maxRecordSize = 16;  // The store's limit shrank under the job.
+  auto finished = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(finished.hasFailure());  // Not stored: not acknowledged.
+  advance(Duration(1000));
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].first, job);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FAILED);
+  EXPECT_NE(listener_.ended[0].second.failureMessage.find("progress record cannot be stored"),
+            std::string::npos)
+      << listener_.ended[0].second.failureMessage;
+  EXPECT_TRUE(listener_.ended[0].second.failureVertex.empty());
+  // Nothing more is tried: no restart is deployed and no put retried.
+  const size_t deployed = worker.submitted.size();
+  advance(Duration(10000));
+  EXPECT_EQ(worker.submitted.size(), deployed);
+  EXPECT_EQ(listener_.ended.size(), 1u);
+}
+
 TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
   JobGraphBuilder builder({{"a", 2}});
   const JobId job = start(builder);

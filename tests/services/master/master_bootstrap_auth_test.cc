@@ -277,6 +277,14 @@ TEST_F(MasterBootstrapAuthTest, AWorkerObtainsTheResourceManagerAndAReaderDoesNo
   ASSERT_TRUE(refused.hasFailure());
   ASSERT_TRUE(refused.getFailure().isPermissionDenied());
   EXPECT_EQ(refused.getFailure().getPermissionDenied().getRequired(), Role::WORKER);
+  // The refusal names every role that may obtain it.
+  EXPECT_EQ(std::string(refused.getFailure().getMessage().cStr()),
+            "MasterBootstrap.resourceManager needs role worker or admin; this connection holds "
+            "reader");
+  auto accepted = refused.getFailure().getPermissionDenied().getAccepted();
+  ASSERT_EQ(accepted.size(), 2u);
+  EXPECT_EQ(accepted[0], Role::ADMIN);
+  EXPECT_EQ(accepted[1], Role::WORKER);
   EXPECT_EQ(reached_, 1u);
 }
 

@@ -3,7 +3,7 @@
 // jobMaster(epoch, job) a JobMasterGateway, both recording every call (registrations with the
 // worker's gateway capability, slot reports, heartbeats, disconnects, slot offers, attempt
 // updates, JobMaster heartbeats and disconnects) in a shared FakeMasterState the test reads and
-// scripts.
+// scripts. It asks for no credential unless given a secret, which it then proves it holds.
 #pragma once
 
 #include <capnp/capability.h>
@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "rpc/auth_proof.h"
+#include "rpc/auth_roles.h"
 #include "rpc/failure.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "rpc/wire_ids.h"
@@ -136,7 +138,7 @@ struct FakeMasterState {
   // When set, registerTaskExecutor is refused with alreadyExists and this message.
   std::optional<std::string> refuseRegistration;
   // The next MasterBootstrap.resourceManager / registerTaskExecutor throws a FAILED exception
-  // (then reset), as a handler's KJ_REQUIRE or a master's wrong auth proof does.
+  // (then reset), as a handler's KJ_REQUIRE does.
   bool resourceManagerThrowsOnce = false;
   bool registrationThrowsOnce = false;
   // The next this many MasterBootstrap.leaderInfo calls throw a FAILED exception.
@@ -144,6 +146,10 @@ struct FakeMasterState {
   // While set, sendSlotReport is not answered: a worker stopped between registerTaskExecutor
   // and the report's answer.
   bool holdSlotReports = false;
+  // When set, the master requires the shared-secret authentication and proves it holds this
+  // secret (for any role); otherwise authChallenge says `required` false, as a master with
+  // rpc.auth none does.
+  std::optional<std::string> secret;
 
   std::vector<uint64_t> resourceManagerEpochs;  // MasterBootstrap.resourceManager calls.
   std::vector<FakeRegistration> registrations;
@@ -366,6 +372,33 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> authChallenge(AuthChallengeContext context) override {
+    auto results = context.getResults();
+    serverNonce_ = rpc::randomAuthNonce();
+    results.setServerNonce(bytesOf(serverNonce_));
+    results.setRequired(state_->secret.has_value());
+    return kj::READY_NOW;
+  }
+
+  // Proves state_->secret for the role asked (without checking the client's proof: the tests
+  // are about the worker checking the master).
+  kj::Promise<void> authenticate(AuthenticateContext context) override {
+    auto params = context.getParams();
+    auto results = context.getResults();
+    if (!state_->secret) {
+      rpc::failures::unauthenticated(results.initFailure(),
+                                     "this master requires no authentication");
+      return kj::READY_NOW;
+    }
+    const std::string clientNonce(reinterpret_cast<const char*>(params.getClientNonce().begin()),
+                                  params.getClientNonce().size());
+    results.setServerProof(bytesOf(rpc::authProof(rpc::ProofSide::kServer, *state_->secret,
+                                                  rpc::roleName(params.getRole()), serverNonce_,
+                                                  clientNonce)));
+    results.setBootstrap(kj::heap<FakeMasterBootstrap>(state_));
+    return kj::READY_NOW;
+  }
+
   // The current epoch only (fencing otherwise), as the leader's term would answer.
   kj::Promise<void> resourceManager(ResourceManagerContext context) override {
     const uint64_t epoch = context.getParams().getEpoch();
@@ -406,7 +439,12 @@ class FakeMasterBootstrap final : public wire::MasterBootstrap::Server {
   }
 
  private:
+  static kj::ArrayPtr<const kj::byte> bytesOf(const std::string& text) {
+    return kj::arrayPtr(reinterpret_cast<const kj::byte*>(text.data()), text.size());
+  }
+
   std::shared_ptr<FakeMasterState> state_;
+  std::string serverNonce_;
 };
 
 }  // namespace regent::testing

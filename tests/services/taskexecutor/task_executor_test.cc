@@ -12,7 +12,8 @@
 // JobMaster after the answer to the offer (which lists the running and the ended attempts), in
 // order and once; a job the next leader does not know is cancelled, freed and its updates
 // dropped; worker.update-buffer.max drops the oldest update with a warning; `unavailable`
-// answers are retried; a deposed leader can change nothing.
+// answers are retried; a deposed leader can change nothing. Holding a credential, it registers
+// only with a master that proves itself, and its gate never moves to an unproven master's epoch.
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
@@ -1288,6 +1289,41 @@ TEST_F(TaskExecutorTest, AfterAHigherEpochTheDeposedLeaderCannotCancelFreeOrDepl
   EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.cancelTask"), 1u);
   EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.freeSlot"), 1u);
   EXPECT_EQ(executor.fencingCounters().rejected("TaskExecutorGateway.submitTask"), 1u);
+}
+
+// The worker holds a credential (docs/security.md, "Chain of trust"): the leader record naming a
+// master that does not prove itself (ZooKeeper ACLs off, a rogue master with rpc.auth none and a
+// forged epoch) gets no registration, so no gateway and no call; the epoch in the record alone
+// never moves the gate; and the worker registers again once the record names the real leader.
+TEST_F(TaskExecutorTest, HoldingACredentialItNeverRegistersWithNorRaisesItsGateForAnUnprovenMaster) {
+  constexpr const char* kSecret = "worker-secret-0123456789";
+  master_->secret = kSecret;
+  master_->epoch = 2;
+  auto rogue = listenNext(100000, "rogue");
+  *current_ = leaderOf(*master_);
+  auto retrieval = kj::heap<HandRetrieval>(current_, reads_, readError_);
+  retrieval_ = retrieval.get();
+  client::LeaderClientOptions with = leaderOptions(options());
+  with.credential = rpc::ClientCredential{wire::Role::WORKER, kSecret};
+  leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
+                                            kj::mv(retrieval), std::move(with));
+  TaskExecutor& executor = startWith(options());
+  waitFor([&] { return executor.registered(); }, "the registration with the real leader");
+  EXPECT_EQ(executor.highestEpoch(), 2u);
+
+  announce(*rogue);
+  waitFor([&] { return leaders_->mastersRefused(rpc::MasterRefusal::kNotChallenged) >= 2; },
+          "the rogue refused twice");
+  EXPECT_TRUE(rogue->resourceManagerEpochs.empty());
+  EXPECT_TRUE(rogue->registrations.empty());
+  EXPECT_EQ(executor.highestEpoch(), 2u) << "an epoch from the leader record alone moved the gate";
+
+  announce(*master_);
+  waitFor([&] { return executor.registered() && executor.counters().registrations >= 2; },
+          "the registration with the real leader again");
+  EXPECT_EQ(executor.registeredEpoch(), 2u);
+  EXPECT_EQ(executor.highestEpoch(), 2u);
+  EXPECT_TRUE(rogue->registrations.empty());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <kj/compat/http.h>
 #include <kj/debug.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,6 +31,9 @@ class FakeWorker final : public WorkerHttpHost {
   const std::vector<taskexecutor::SlotState>& slots() const override { return slotStates; }
   const rpc::FencingCounters& fencingCounters() const override { return fencing; }
   size_t tasksRunning() const override { return running; }
+  uint64_t mastersRefused(rpc::MasterRefusal reason) const override {
+    return refused[static_cast<size_t>(reason)];
+  }
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override {
     auto found = outputs.find(attempt);
@@ -48,6 +52,7 @@ class FakeWorker final : public WorkerHttpHost {
   std::vector<taskexecutor::SlotState> slotStates;
   rpc::FencingCounters fencing;
   size_t running = 0;
+  std::array<uint64_t, rpc::kMasterRefusalCount> refused{};
   std::map<AttemptId, AttemptOutput> outputs;  // path: the attempt's directory.
   bool tokenRequired = false;
   std::optional<rpc::OutputReadKey> readKey;
@@ -209,6 +214,18 @@ TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
   EXPECT_EQ(parsed.samples.at("regent_worker_updates_dropped_total"), 7);
   EXPECT_EQ(parsed.types.at("regent_worker_updates_dropped_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_ended_total"), "counter");
+}
+
+TEST_F(WorkerHttpTest, MetricsCountTheMastersRefusedForNotProvingThemselves) {
+  worker_.refused[static_cast<size_t>(rpc::MasterRefusal::kNotChallenged)] = 3;
+  worker_.refused[static_cast<size_t>(rpc::MasterRefusal::kWrongProof)] = 1;
+  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.samples.at("regent_rpc_master_auth_refusals_total{reason=\"not_challenged\"}"),
+            3);
+  EXPECT_EQ(parsed.samples.at("regent_rpc_master_auth_refusals_total{reason=\"wrong_proof\"}"),
+            1);
+  EXPECT_EQ(parsed.types.at("regent_rpc_master_auth_refusals_total"), "counter");
   EXPECT_EQ(parsed.types.at("regent_worker_tasks_running"), "gauge");
 }
 
