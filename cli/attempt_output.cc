@@ -150,6 +150,7 @@ AttemptOutputReader::AttemptOutputReader(kj::Network& network, kj::Timer& timer,
   contentRange_ = builder.add("Content-Range");
   attemptState_ = builder.add("X-Regent-Attempt-State");
   outputProblem_ = builder.add("X-Regent-Output-Problem");
+  authorization_ = builder.add("Authorization");
   headerTable_ = builder.build();
 }
 
@@ -166,7 +167,7 @@ kj::Promise<int> AttemptOutputReader::read(AttemptOutputSource source,
           [this](kj::Own<kj::NetworkAddress> address) {
             address_ = kj::mv(address);
             client_ = kj::newHttpClient(timer_, *headerTable_, *address_);
-            return next();
+            return nextWithToken();
           },
           [this](kj::Exception&& exception) -> kj::Promise<int> {
             return fail(kExitError, "the worker address " + source_.httpAddress + " of " +
@@ -185,14 +186,25 @@ int AttemptOutputReader::fail(int exitCode, const std::string& message) {
   return exitCode;
 }
 
+kj::Promise<int> AttemptOutputReader::nextWithToken() {
+  if (!options_.tokens || (!token_.empty() && timer_.now() < refreshAt_)) return next();
+  const kj::TimePoint asked = timer_.now();
+  return options_.tokens().then([this, asked](OutputReadGrant grant) -> kj::Promise<int> {
+    if (grant.exitCode != kExitOk) return grant.exitCode;
+    token_ = std::move(grant.token);
+    refreshAt_ = asked + grant.validFor.count() / 2 * kj::MILLISECONDS;
+    return next();
+  });
+}
+
 kj::Promise<int> AttemptOutputReader::next() {
   return get().then(
       [this](Answer answer) -> kj::Promise<int> {
         const Step step = take(std::move(answer));
         if (step.exitCode) return *step.exitCode;
-        if (!step.wait) return next();
+        if (!step.wait) return nextWithToken();
         return timer_.afterDelay(options_.pollInterval.count() * kj::MILLISECONDS).then([this] {
-          return next();
+          return nextWithToken();
         });
       },
       [this](kj::Exception&& exception) -> kj::Promise<int> {
@@ -213,6 +225,7 @@ kj::Promise<int> AttemptOutputReader::next() {
 kj::Promise<AttemptOutputReader::Answer> AttemptOutputReader::get() {
   kj::HttpHeaders headers(*headerTable_);
   headers.set(range_, kj::str("bytes=", offset_, "-"));
+  if (!token_.empty()) headers.set(authorization_, kj::str("Bearer ", token_));
   auto request = client_->request(kj::HttpMethod::GET, kj::StringPtr(path_.c_str()), headers);
   auto exchange = request.response.then([this](kj::HttpClient::Response&& response) {
     Answer answer;
@@ -251,6 +264,12 @@ AttemptOutputReader::Step AttemptOutputReader::take(Answer answer) {
                                        firstLine(answer.body) +
                                        "): it was pruned (worker.attempts.retain) or the "
                                        "worker lost its data directory"),
+                false};
+  }
+  if (answer.status == 401 || answer.status == 403) {
+    return Step{fail(kExitRefused, from + " refused the read of the " + stream + " of " + what() +
+                                       " (" + std::to_string(answer.status) + ": " +
+                                       firstLine(answer.body) + ")"),
                 false};
   }
   if (answer.status != 200 && answer.status != 206 && answer.status != 416) {

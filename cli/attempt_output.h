@@ -9,6 +9,7 @@
 #include <kj/time.h>
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -37,6 +38,13 @@ struct AttemptOutputSource {
 Result<AttemptOutputSource> findAttemptOutput(wire::JobStatus::Reader status,
                                               const std::string& vertex, uint32_t subtask);
 
+// A token to read an attempt's output (DispatcherGateway.attemptOutputToken), or why none came.
+struct OutputReadGrant {
+  int exitCode = 0;    // kExitOk, or the exit code of the failed call (its message printed).
+  std::string token;   // Sent as "Authorization: Bearer <token>".
+  Duration validFor{0};
+};
+
 // How one attempt's output is read.
 struct AttemptOutputOptions {
   bool stderrStream = false;  // stderr instead of stdout.
@@ -46,6 +54,10 @@ struct AttemptOutputOptions {
   // push, so polling is how new output is learned.
   Duration pollInterval{300};
   Duration requestTimeout{10000};  // Bounds each HTTP exchange (rpc.call-timeout).
+  // Obtains a token from the leader; called before the first read and again before a read once
+  // half of the last token's validity has passed (a --follow outlives tokens). Null: no token is
+  // sent.
+  std::function<kj::Promise<OutputReadGrant>()> tokens;
 };
 
 // Reads an attempt's output from its worker with HTTP/1.1 GETs on the event loop, each asking for
@@ -60,9 +72,11 @@ struct AttemptOutputOptions {
 //
 // Failures write one "regentctl: ..." line to `err` and resolve: kExitRefused for a 404 (the
 // worker does not have the attempt's output: pruned by worker.attempts.retain, or the worker lost
-// it); kExitError for a worker that cannot be reached or does not answer within requestTimeout
-// (the message names the address), and for an answer that breaks the protocol (another status,
-// a missing or inconsistent Content-Range, no X-Regent-Attempt-State, more than 1 MiB).
+// it) and for a 401 or 403 (the worker refused the token, with its reason); a token that could
+// not be obtained resolves with the grant's exit code; kExitError for a worker that cannot be
+// reached or does not answer within requestTimeout (the message names the address), and for an
+// answer that breaks the protocol (another status, a missing or inconsistent Content-Range, no
+// X-Regent-Attempt-State, more than 1 MiB).
 //
 // Thread-safety: loop-thread only. `network`, `timer` and the streams must outlive it; call
 // read() once. Destroying it cancels the read in flight.
@@ -88,6 +102,8 @@ class AttemptOutputReader final {
   };
 
   kj::Promise<int> next();
+  // next() after a fresh token when none is held or the one held is half spent.
+  kj::Promise<int> nextWithToken();
   // One GET from offset_, bounded by requestTimeout.
   kj::Promise<Answer> get();
   // Writes the bytes `answer` carries and says what comes next.
@@ -104,11 +120,14 @@ class AttemptOutputReader final {
   kj::HttpHeaderId contentRange_;
   kj::HttpHeaderId attemptState_;
   kj::HttpHeaderId outputProblem_;
+  kj::HttpHeaderId authorization_;
   AttemptOutputSource source_;
   AttemptOutputOptions options_;
   std::string path_;
   kj::Own<kj::NetworkAddress> address_;
   kj::Own<kj::HttpClient> client_;
+  std::string token_;  // The token held ("" before the first).
+  kj::TimePoint refreshAt_ = kj::origin<kj::TimePoint>();  // When to obtain the next one.
   uint64_t offset_ = 0;  // The next byte to read.
   // Without follow: read up to here (the size the first answer gave); then stop.
   std::optional<uint64_t> stopAt_;

@@ -447,17 +447,65 @@ kj::Promise<int> JobCommands::logs(std::string jobId, LogsRequest request) {
                  return kExitOk;
                });
          })
-      .then([this, request, &source](int exitCode) -> kj::Promise<int> {
+      .then([this, request, &source, job = *id](int exitCode) -> kj::Promise<int> {
         if (exitCode != kExitOk || !source) return exitCode;
+        if (request.printToken) {
+          return outputToken(job, source->attempt, request.stderrStream)
+              .then([this, request, &source](OutputReadGrant grant) {
+                if (grant.exitCode != kExitOk) return grant.exitCode;
+                output_.out << nlohmann::json{
+                                   {"attempt_id", source->attempt.toHex()},
+                                   {"url", "http://" + source->httpAddress + "/v1/attempts/" +
+                                               source->attempt.toHex() +
+                                               (request.stderrStream ? "/stderr" : "/stdout")},
+                                   {"token", grant.token},
+                                   {"valid_for_ms", grant.validFor.count()}}
+                                   .dump()
+                            << std::endl;
+                return kExitOk;
+              });
+        }
         outputReader_ = kj::heap<AttemptOutputReader>(loop_.io().getNetwork(), loop_.timer(),
                                                       output_.out, output_.err);
         AttemptOutputOptions options;
         options.stderrStream = request.stderrStream;
         options.follow = request.follow;
         options.requestTimeout = config_.getDuration("rpc.call-timeout");
+        options.tokens = [this, job, attempt = source->attempt, stream = request.stderrStream]() {
+          return outputToken(job, attempt, stream);
+        };
         return outputReader_->read(*source, options);
       })
       .attach(kj::mv(found));
+}
+
+kj::Promise<OutputReadGrant> JobCommands::outputToken(JobId job, AttemptId attempt,
+                                                      bool stderrStream) {
+  auto grant = kj::heap<OutputReadGrant>();
+  auto& filled = *grant;
+  return withDispatcher([this, job, attempt, stderrStream, &filled](
+                            wire::DispatcherGateway::Client gateway, uint64_t epoch) {
+           auto call = gateway.attemptOutputTokenRequest();
+           call.setEpoch(epoch);
+           wire::setWireId(call.initJobId(), job);
+           wire::setWireId(call.initAttemptId(), attempt);
+           call.setStreams(stderrStream ? wire::OutputStreams::STDERR_ONLY
+                                        : wire::OutputStreams::STDOUT_ONLY);
+           return client_->deadline().send(kj::mv(call)).then(
+               [&filled](capnp::Response<wire::DispatcherGateway::AttemptOutputTokenResults>
+                             response) -> rpc::Attempt<int> {
+                 if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
+                 filled.token = response.getToken().cStr();
+                 filled.validFor = Duration(static_cast<int64_t>(response.getValidForMs()));
+                 return kExitOk;
+               });
+         },
+         "a token to read the output of attempt " + attempt.toHex())
+      .then([&filled](int exitCode) {
+        filled.exitCode = exitCode;
+        return std::move(filled);
+      })
+      .attach(kj::mv(grant));
 }
 
 kj::Promise<int> JobCommands::cancel(std::string jobId) {

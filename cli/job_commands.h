@@ -36,6 +36,8 @@ struct LogsRequest {
   uint32_t subtask = 0;
   bool stderrStream = false;
   bool follow = false;
+  // Print the read's URL and a token for it as one JSON line instead of reading (for curl).
+  bool printToken = false;
 };
 
 // regentctl's message when it has no way to reach a master (ha.mode standalone and no
@@ -93,7 +95,10 @@ class JobCommands final {
   // the attempt's stdout (or stderr) from that worker with an AttemptOutputReader, each HTTP
   // exchange bounded by rpc.call-timeout, and writes the bytes as they are to the output stream
   // (--json changes nothing). The output is read once the leader answered: --timeout does not
-  // bound it, so --follow runs until the attempt ended and its output is read to the end.
+  // bound it, so --follow runs until the attempt ended and its output is read to the end. Each
+  // read carries a token of DispatcherGateway.attemptOutputToken for the attempt and stream
+  // (obtained like the status, again when half spent). --print-token prints
+  // {"attempt_id","url","token","valid_for_ms"} as one line instead of reading.
   kj::Promise<int> logs(std::string jobId, LogsRequest request);
   // `jobs remove-corrupt ID`: removes the JobGraph record of a CORRUPT job
   // (DispatcherGateway.removeCorruptJob); prints "removed the corrupt JobGraph record of <id>"
@@ -135,6 +140,9 @@ class JobCommands final {
       std::function<void(capnp::List<wire::TaskExecutorInfo>::Reader)> print);
   // Prints "gave up after <--timeout>: <reason>"; the exit code for a call that ran out of time.
   int gaveUp(const std::string& reason);
+  // A token to read `stream` of `attempt` of `job` (DispatcherGateway.attemptOutputToken,
+  // following the leadership like the other calls).
+  kj::Promise<OutputReadGrant> outputToken(JobId job, AttemptId attempt, bool stderrStream);
   // Resolves once a leader with an epoch above old's shows, after printing the change.
   kj::Promise<rpc::Attempt<int>> waitForNewLeader(leader::LeaderInfo old);
   std::string clusterName() const;

@@ -136,6 +136,9 @@ int main(int argc, char** argv) {
   logsCommand->add_flag("--stderr", logs.stderrStream, "print stderr instead of stdout");
   logsCommand->add_flag("--follow", logs.follow,
                         "keep printing new output until the attempt has ended");
+  logsCommand->add_flag("--print-token", logs.printToken,
+                        "print the output's URL and a short-lived token to read it with "
+                        "(Authorization: Bearer), as one JSON line, instead of reading it");
   CLI::App* failoverCommand = app.add_subcommand(
       "failover", "ask the leader to hand over and wait until another term begins");
   // Listed after failover: the subcommand list in messages and --help extends the earlier one

@@ -162,6 +162,16 @@ OptionConstraint sizeRange(uint64_t min, uint64_t max, std::string minText, std:
           }};
 }
 
+// Whole seconds from 1 s to 10 min (rpc.output-token-ttl: tokens carry whole seconds).
+OptionConstraint tokenLifetime() {
+  return {"1s..10m", "whole seconds from 1s to 10m, such as 60s",
+          [](const OptionValue& value) {
+            const Duration lifetime = std::get<Duration>(value);
+            return lifetime >= Duration(1000) && lifetime <= Duration(600000) &&
+                   lifetime.count() % 1000 == 0;
+          }};
+}
+
 OptionConstraint intRange(int64_t min, int64_t max) {
   return {std::to_string(min) + ".." + std::to_string(max),
           "a whole number from " + std::to_string(min) + " to " + std::to_string(max),
@@ -309,6 +319,10 @@ std::vector<OptionSpec> buildRegistry() {
       option("rpc.call-timeout", kDuration, "10s",
              "How long an outgoing RPC call may take before it fails as timed out.",
              positiveDuration()),
+      option("rpc.output-token-ttl", kDuration, "60s",
+             "How long a token the leader signs for reading one attempt's output (regentctl jobs "
+             "logs) stays valid; workers holding a credential require one (docs/security.md).",
+             tokenLifetime()),
       option("rpc.reconnect.initial", kDuration, "200ms",
              "Delay before the first attempt to re-establish a lost RPC connection; later "
              "attempts double it, with random jitter.",

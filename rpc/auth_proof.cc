@@ -25,9 +25,13 @@ std::string authProof(ProofSide side, std::string_view secret, std::string_view 
   message.push_back('\0');
   message.append(serverNonce);
   message.append(clientNonce);
+  return hmacSha256(secret, message);
+}
+
+std::string hmacSha256(std::string_view key, std::string_view message) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  KJ_REQUIRE(HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+  KJ_REQUIRE(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
                   reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
                   &length) != nullptr,
              "HMAC-SHA256 failed");

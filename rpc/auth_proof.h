@@ -27,6 +27,9 @@ std::string randomAuthNonce();
 std::string authProof(ProofSide side, std::string_view secret, std::string_view roleName,
                       std::string_view serverNonce, std::string_view clientNonce);
 
+// HMAC-SHA256(key, message), 32 bytes. Throws a kj exception if OpenSSL fails.
+std::string hmacSha256(std::string_view key, std::string_view message);
+
 // Whether `received` equals `expected`, in time that depends only on their lengths
 // (CRYPTO_memcmp): a wrong proof reveals nothing about how much of it was right.
 bool proofMatches(std::string_view expected, std::string_view received);

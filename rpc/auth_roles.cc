@@ -100,6 +100,7 @@ const std::map<std::string_view, Entry> kMethodRoles = {
     {"DispatcherGateway.jobStatus", {wire::Role::READER}},
     {"DispatcherGateway.clusterOverview", {wire::Role::READER}},
     {"DispatcherGateway.listTaskExecutors", {wire::Role::READER}},
+    {"DispatcherGateway.attemptOutputToken", {wire::Role::READER}},
     // A worker's calls. The JobMaster's (registerJobMaster, declareRequiredResources,
     // disconnectJobMaster) need admin: JobMasters run inside the leader, and a worker
     // credential must not free another job's slots.

@@ -26,6 +26,7 @@ max_len_of() {
     leader_info) echo 4096 ;;
     rpc_framing) echo 16384 ;;     # many frames; the limit byte makes small caps reachable
     auth_handshake) echo 4096 ;;   # up to 64 steps per connection, most of a few bytes
+    output_token) echo 256 ;;      # a token is 88 characters; a little more shows the length check
     *) echo 8192 ;;
   esac
 }

@@ -40,6 +40,10 @@ struct TaskExecutorRegistrationSuccess {
   registrationId @0 :RegistrationId;    # names this registration; sendSlotReport repeats it
   heartbeatIntervalMs @1 :UInt64;       # how often the worker must heartbeat
   heartbeatTimeoutMs @2 :UInt64;        # silence after which either side declares the other lost
+  outputReadKey @3 :Data;               # 32 bytes: the key this worker checks output-read tokens
+                                        # with, for this registration (docs/security.md,
+                                        # "Reading task output"); empty from masters that issue
+                                        # none
 }
 
 # ---- Slots ----------------------------------------------------------------------------------

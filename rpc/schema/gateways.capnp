@@ -129,6 +129,25 @@ interface DispatcherGateway {
   # job id is free for a new submission. Failures: notFound (no record under that id),
   # failedPrecondition (the record decodes: a healthy job is cancelled, never removed here),
   # unavailable (store unreachable, or the job is being submitted or cancelled).
+
+  attemptOutputToken @7 (epoch :UInt64, jobId :JobId, attemptId :AttemptId,
+                         streams :OutputStreams)
+      -> (failure :Failure, token :Text, validForMs :UInt64, httpAddress :Text);
+  # Called by `regentctl jobs logs` (reader). A short-lived capability to read `streams` of
+  # `attemptId`, the latest attempt of one of `jobId`'s subtasks, from the worker that runs it
+  # (docs/security.md, "Reading task output"): `token` goes in that worker's HTTP request as
+  # "Authorization: Bearer <token>", for `validForMs` (the token carries its absolute expiry);
+  # `httpAddress` is that worker's. A worker checks it only when it holds an RPC credential.
+  # Failures: notFound (no such job, or the attempt is not the latest attempt of a subtask the
+  # leader describes), failedPrecondition (the attempt has no worker yet, or its worker is not
+  # registered with this leader).
+}
+
+enum OutputStreams {
+  # Which output of an attempt a token reads.
+  stdoutOnly @0;
+  stderrOnly @1;
+  both @2;
 }
 
 interface ResourceManagerGateway {

@@ -1,8 +1,11 @@
 // DispatcherGatewayServer: wire <-> Dispatcher.
 #include "services/dispatcher/dispatcher_gateway.h"
 
+#include <capnp/message.h>
+
 #include <utility>
 
+#include "common/time.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
 
@@ -154,6 +157,66 @@ kj::Promise<void> DispatcherGatewayServer::removeCorruptJob(RemoveCorruptJobCont
       .then([context](JobOutcome&& outcome) mutable {
         if (outcome) toWire(*outcome, context.getResults().initFailure());
       });
+}
+
+kj::Promise<void> DispatcherGatewayServer::attemptOutputToken(AttemptOutputTokenContext context) {
+  auto params = context.getParams();
+  const JobId job = wire::idFromWire<JobId>(params.getJobId());
+  const AttemptId attempt = wire::idFromWire<AttemptId>(params.getAttemptId());
+  auto failure = [&]() { return context.getResults().initFailure(); };
+  if (outputTokens_ == nullptr) {
+    rpc::failures::failedPrecondition(failure(), "this master issues no output-read tokens");
+    return kj::READY_NOW;
+  }
+  const rpc::OutputStreamSet streams =
+      params.getStreams() == wire::OutputStreams::STDOUT_ONLY   ? rpc::OutputStreamSet::kStdout
+      : params.getStreams() == wire::OutputStreams::STDERR_ONLY ? rpc::OutputStreamSet::kStderr
+                                                                : rpc::OutputStreamSet::kBoth;
+  KJ_IF_MAYBE (view, dispatcher_.job(job)) {
+    // The same description jobStatus answers: a token only for an attempt a reader can see there.
+    capnp::MallocMessageBuilder scratch;
+    auto status = scratch.initRoot<wire::JobStatus>();
+    toWire(*view, status, JobDetail::kSubtasks);
+    for (auto vertex : status.asReader().getVertices()) {
+      for (auto subtask : vertex.getSubtasks()) {
+        if (!subtask.hasAttempt() ||
+            wire::idFromWire<AttemptId>(subtask.getAttempt().getAttemptId()) != attempt) {
+          continue;
+        }
+        if (!subtask.hasResourceId()) {
+          rpc::failures::failedPrecondition(
+              failure(), "attempt " + attempt.toHex() + " of job " + job.toHex() +
+                             " has no worker yet, so there is no output to read");
+          return kj::READY_NOW;
+        }
+        const ResourceId worker = wire::idFromWire<ResourceId>(subtask.getResourceId());
+        const std::optional<RegistrationId> registration = outputTokens_->registrationOf(worker);
+        if (!registration) {
+          rpc::failures::failedPrecondition(
+              failure(), "the worker " + worker.toHex() + " of attempt " + attempt.toHex() +
+                             " is not registered with this leader, so its output cannot be "
+                             "reached");
+          return kj::READY_NOW;
+        }
+        const int64_t nowMs = outputTokens_->nowMs ? outputTokens_->nowMs() : wallClockMillis();
+        auto results = context.getResults();
+        results.setToken(
+            outputTokens_->signer.sign(worker, *registration, attempt, streams, nowMs / 1000));
+        // The token's expiry is in whole seconds: what is left of the TTL after this one.
+        results.setValidForMs(
+            static_cast<uint64_t>(outputTokens_->signer.ttlSeconds() * 1000 - nowMs % 1000));
+        results.setHttpAddress(subtask.getHttpAddress());
+        return kj::READY_NOW;
+      }
+    }
+    rpc::failures::notFound(failure(), attempt,
+                            "attempt " + attempt.toHex() +
+                                " is not the latest attempt of a subtask of job " + job.toHex() +
+                                " that this leader describes");
+    return kj::READY_NOW;
+  }
+  toWire(JobFailure{JobFailure::Kind::kNotFound, "no job " + job.toHex(), job}, failure());
+  return kj::READY_NOW;
 }
 
 kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContext context) {

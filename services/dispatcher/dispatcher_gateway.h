@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "common/ids.h"
+#include "rpc/output_token.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
 
@@ -55,22 +57,34 @@ class TaskExecutorView {
   virtual bool slotPending(const ResourceId& worker, uint32_t index) const = 0;
 };
 
+// What DispatcherGateway.attemptOutputToken signs with: the term's signer, the wall clock, and
+// the current registration of a worker (nullopt: not registered in this term).
+struct OutputTokenIssuer {
+  const rpc::OutputTokenSigner& signer;
+  std::function<int64_t()> nowMs;  // Unix milliseconds; null: wallClockMillis().
+  std::function<std::optional<RegistrationId>(const ResourceId& worker)> registrationOf;
+};
+
 // Serve it only through the term's rpc::LeadershipTerm::serve(): that checks the epoch and
 // readiness before any method here runs, and drops the handlers still running when the term
 // ends, before the term destroys `dispatcher`. `dispatcher` and `taskExecutors` must outlive
 // every handler. Without `taskExecutors` (a process with no ResourceManager) listTaskExecutors
 // answers an empty list and clusterOverview counts no worker. `describeLeader`, when set, fills
-// clusterOverview's `leader` (the master's own record of its term). Loop-thread only.
+// clusterOverview's `leader` (the master's own record of its term). `outputTokens`, when set
+// (it must outlive the server), signs attemptOutputToken's tokens; without it that method answers
+// failedPrecondition. Loop-thread only.
 class DispatcherGatewayServer final : public wire::DispatcherGateway::Server {
  public:
   using DescribeLeader = std::function<void(wire::LeaderInfo::Builder)>;
 
   explicit DispatcherGatewayServer(Dispatcher& dispatcher,
                                    const TaskExecutorView* taskExecutors = nullptr,
-                                   DescribeLeader describeLeader = {})
+                                   DescribeLeader describeLeader = {},
+                                   const OutputTokenIssuer* outputTokens = nullptr)
       : dispatcher_(dispatcher),
         taskExecutors_(taskExecutors),
-        describeLeader_(std::move(describeLeader)) {}
+        describeLeader_(std::move(describeLeader)),
+        outputTokens_(outputTokens) {}
 
   kj::Promise<void> submitJob(SubmitJobContext context) override;
   kj::Promise<void> cancelJob(CancelJobContext context) override;
@@ -79,11 +93,15 @@ class DispatcherGatewayServer final : public wire::DispatcherGateway::Server {
   kj::Promise<void> clusterOverview(ClusterOverviewContext context) override;
   kj::Promise<void> listTaskExecutors(ListTaskExecutorsContext context) override;
   kj::Promise<void> removeCorruptJob(RemoveCorruptJobContext context) override;
+  // The attempt must be the latest of one of the job's subtasks as jobStatus describes them; the
+  // token is signed for the worker that subtask entry names.
+  kj::Promise<void> attemptOutputToken(AttemptOutputTokenContext context) override;
 
  private:
   Dispatcher& dispatcher_;
   const TaskExecutorView* taskExecutors_;
   const DescribeLeader describeLeader_;
+  const OutputTokenIssuer* outputTokens_;
 };
 
 }  // namespace regent::dispatcher

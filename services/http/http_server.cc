@@ -311,6 +311,19 @@ nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
           {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
 }
 
+// What a route says in place of what it left out (HttpHost::authenticationRequired).
+constexpr const char* kRedacted =
+    "RPC authentication is on: attempt ids, pids, worker hosts and addresses and failure messages "
+    "are left out; regentctl (role reader) shows them";
+
+// Leaves out of a subtaskJson what is not public.
+void redactSubtask(nlohmann::json& json) {
+  for (const char* key : {"host", "http_address", "last_failure"}) json.erase(key);
+  if (json["attempt"].is_object()) {
+    for (const char* key : {"attempt_id", "pid", "failure_message"}) json["attempt"].erase(key);
+  }
+}
+
 nlohmann::json subtaskJson(wire::SubtaskStatus::Reader subtask) {
   nlohmann::json json{{"index", subtask.getIndex()},
                       {"attempts", subtask.getAttempts()},
@@ -338,8 +351,8 @@ nlohmann::json subtaskJson(wire::SubtaskStatus::Reader subtask) {
   return json;
 }
 
-// One job in full: what jobStatus answers, as JSON.
-nlohmann::json jobDetailJson(wire::JobStatus::Reader job) {
+// One job in full: what jobStatus answers, as JSON; `redacted`: without what is not public.
+nlohmann::json jobDetailJson(wire::JobStatus::Reader job, bool redacted) {
   nlohmann::json json{{"job_id", wire::idFromWire<JobId>(job.getJobId()).toHex()},
                       {"name", textOf(job.getName())},
                       {"state", wire::enumNameUpper(job.getState())},
@@ -353,7 +366,10 @@ nlohmann::json jobDetailJson(wire::JobStatus::Reader job) {
   nlohmann::json vertices = nlohmann::json::array();
   for (auto vertex : job.getVertices()) {
     nlohmann::json subtasks = nlohmann::json::array();
-    for (auto subtask : vertex.getSubtasks()) subtasks.push_back(subtaskJson(subtask));
+    for (auto subtask : vertex.getSubtasks()) {
+      subtasks.push_back(subtaskJson(subtask));
+      if (redacted) redactSubtask(subtasks.back());
+    }
     vertices.push_back({{"name", textOf(vertex.getName())},
                         {"parallelism", vertex.getParallelism()},
                         {"tasks", taskCountsJson(vertex.getTasks())},
@@ -367,7 +383,9 @@ nlohmann::json jobDetailJson(wire::JobStatus::Reader job) {
                        {"subtask_index", failure.getSubtaskIndex()},
                        {"exit_code", failure.getExitCode()},
                        {"at_ms", failure.getAtMs()}};
+    if (redacted) json["failure"].erase("message");
   }
+  if (redacted) json["redacted"] = kRedacted;
   if (job.getState() == wire::JobState::CORRUPT) {
     json["corrupt_reason"] = textOf(job.getCorruptReason());
   }
@@ -404,7 +422,10 @@ kj::Promise<void> HttpRoutes::job(Response& response, const std::string& path) {
                  errorJson("NOT_FOUND", "no job " + id->toHex()));
   }
   return reply(response, 200, "OK", kJson,
-               nlohmann::json{{"epoch", epoch}, {"job", jobDetailJson(status.asReader())}}.dump(
+               nlohmann::json{{"epoch", epoch},
+                              {"job", jobDetailJson(status.asReader(),
+                                                    host_.authenticationRequired())}}
+                       .dump(
                    -1, ' ', false, nlohmann::json::error_handler_t::replace) +
                    "\n");
 }
@@ -430,9 +451,16 @@ kj::Promise<void> HttpRoutes::workers(Response& response) {
     const auto id = wire::idFromWire<ResourceId>(info.getRegistration().getResourceId());
     workers.push_back(dispatcher::taskExecutorJson(
         info, [&](uint32_t index) { return view->slotPending(id, index); }));
+    if (host_.authenticationRequired()) {
+      for (const char* key : {"host", "pid", "data_address", "http_address"}) {
+        workers.back().erase(key);
+      }
+    }
   }
+  nlohmann::json body{{"epoch", epoch}, {"workers", workers}};
+  if (host_.authenticationRequired()) body["redacted"] = kRedacted;
   return reply(response, 200, "OK", kJson,
-               nlohmann::json{{"epoch", epoch}, {"workers", workers}}.dump(
+               body.dump(
                    -1, ' ', false, nlohmann::json::error_handler_t::replace) +
                    "\n");
 }

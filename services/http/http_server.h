@@ -75,6 +75,10 @@ class HttpHost {
   // led, or nullptr for a host without JobMasters (the default: no samples).
   virtual const jobmaster::JobMasterCounters* jobMasterCounters() const { return nullptr; }
   virtual const rpc::FencingCounters& fencingCounters() const = 0;
+  // Whether RPC requires authentication: then the routes leave out what is not public (attempt
+  // ids and pids, worker addresses and hosts, failure messages; docs/security.md, "What the HTTP
+  // endpoints reveal").
+  virtual bool authenticationRequired() const = 0;
   // The RPC authentication outcomes (rpc/auth_roles.h), or nullptr when the host counts none.
   virtual const rpc::AuthCounters* authCounters() const { return nullptr; }
   // The RPC transport's admission counts, or nullopt when the host has no RPC server (yet).
@@ -118,6 +122,10 @@ void writeMetricFamily(std::ostream& out, const char* name, const char* type, co
 //   GET /v1/jobs    leader: 200 {"epoch":E,"jobs":[...]} read from the term's Dispatcher in
 //                   process (no RPC, no store read); standby: 307 to the leader's http address;
 //                   no leader known, or the leader not ready: 503 with a JSON reason
+//   GET /v1/jobs/<id> leader: 200 {"epoch":E,"job":{...}} with its vertices and subtasks, as
+//                   jobStatus describes them; 400 for a malformed id, 404 for an unknown job
+//   With host.authenticationRequired(), /v1/jobs/<id> and /v1/workers leave out attempt ids,
+//   pids, worker hosts and addresses, and failure messages, and say so in "redacted".
 //   GET /v1/workers leader: 200 {"epoch":E,"workers":[...]} (every registered worker with its
 //                   slots, read from the term's ResourceManager in process, also while the term
 //                   recovers); standby: 307 to the leader; no leader known: 503 with a JSON reason

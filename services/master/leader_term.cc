@@ -72,6 +72,15 @@ LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& c
       storeTerm_(std::move(storeTerm)),
       options_(std::move(options)),
       backoff_(options_.retryInitial, options_.retryMax, options_.jitter),
+      outputTokens_(rpc::OutputTokenSigner::random(epoch, options_.outputTokenTtlSeconds)),
+      outputTokenIssuer_{outputTokens_, options_.nowMs,
+                         [this](const ResourceId& worker) -> std::optional<RegistrationId> {
+                           if (resourceManager_.get() == nullptr) return std::nullopt;
+                           const resourcemanager::Worker* registered =
+                               resourceManager_->slotManager().worker(worker);
+                           if (registered == nullptr) return std::nullopt;
+                           return registered->registrationId;
+                         }},
       ready_(forkFulfilledBy(markReady_)) {}
 
 LeaderTerm::~LeaderTerm() noexcept {
@@ -81,8 +90,13 @@ LeaderTerm::~LeaderTerm() noexcept {
 }
 
 kj::Promise<void> LeaderTerm::start() {
+  resourcemanager::ResourceManagerOptions resourceManagerOptions = options_.resourceManager;
+  resourceManagerOptions.outputReadKey = [this](const ResourceId& worker,
+                                                const RegistrationId& registration) {
+    return outputTokens_.workerKey(worker, registration);
+  };
   resourceManager_ = kj::heap<resourcemanager::ResourceManager>(
-      timer_, epoch_, resourceManagerCounters_, options_.resourceManager);
+      timer_, epoch_, resourceManagerCounters_, std::move(resourceManagerOptions));
   taskExecutors_ = kj::heap<ResourceManagerTaskExecutors>(*resourceManager_);
   resourceManager_->start();
   return canceler_.wrap(openStores().then([this]() { return recover(); }).then([this]() {
@@ -119,7 +133,8 @@ kj::Promise<void> LeaderTerm::openStores() {
                                                        options_.nowMs, jobMasters_.get());
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(
             kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get(),
-                                                          options_.describeLeader));
+                                                          options_.describeLeader,
+                                                          &outputTokenIssuer_));
         return kj::READY_NOW;
       });
 }

@@ -18,6 +18,7 @@
 #include "common/backoff.h"
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/output_token.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
@@ -42,6 +43,8 @@ struct LeaderTermOptions {
   jobmaster::JobMasterOptions jobMaster;
   // Fills clusterOverview's `leader` (the master's record of this term); null: left unset.
   dispatcher::DispatcherGatewayServer::DescribeLeader describeLeader;
+  // rpc.output-token-ttl, in whole seconds: how long the term's output-read tokens live.
+  int64_t outputTokenTtlSeconds = rpc::kOutputTokenTtlSeconds;
 };
 
 // One leadership term. Loop-thread only.
@@ -130,6 +133,9 @@ class LeaderTerm final {
   const store::StoreTerm storeTerm_;
   const LeaderTermOptions options_;
   ExponentialBackoff backoff_;
+  // Signs this term's output-read tokens; its key goes to each worker at registration.
+  const rpc::OutputTokenSigner outputTokens_;
+  const dispatcher::OutputTokenIssuer outputTokenIssuer_;
   bool serving_ = false;
   // Members below are destroyed in reverse order: the gateways, the services, then the stores.
   kj::Own<store::LeaderStores> stores_;

@@ -389,6 +389,7 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   LeaderTermOptions options;
   options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
   options.nowMs = [] { return wallClockMillis(); };
+  options.outputTokenTtlSeconds = config_.getDuration("rpc.output-token-ttl").count() / 1000;
   options.resourceManager.heartbeatInterval = config_.getDuration("heartbeat.interval");
   options.resourceManager.heartbeatTimeout = config_.getDuration("heartbeat.timeout");
   options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");

@@ -151,6 +151,7 @@ class MasterProcess final : public leader::LeaderContender,
   }
   const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
   const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
+  bool authenticationRequired() const override { return authSettings_.required; }
   // nullopt until the RPC server listens.
   std::optional<http::RpcTransportCounts> rpcTransportCounts() const override;
   const AcceptLoop* rpcListener() const override;

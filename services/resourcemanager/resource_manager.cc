@@ -273,6 +273,11 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     wire::setWireId(success.initRegistrationId(), id);
     success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
     success.setHeartbeatTimeoutMs(static_cast<uint64_t>(rm_.options_.heartbeatTimeout.count()));
+    if (rm_.options_.outputReadKey) {
+      const std::string key = rm_.options_.outputReadKey(registration.resourceId, id);
+      success.setOutputReadKey(
+          capnp::Data::Reader(reinterpret_cast<const kj::byte*>(key.data()), key.size()));
+    }
   }
 
   // Accepts `registration` unless another live process holds its resource id: a holder that is

@@ -36,6 +36,10 @@ struct ResourceManagerOptions {
   // rpc.auth-tls.worker-name-is-resource-id: a registration must name the resource id its
   // connection's verified certificate names (WorkerBinding::certificateName).
   bool requireCertificateResourceId = false;
+  // The key a registration hands to the worker to check output-read tokens with
+  // (rpc::OutputTokenSigner::workerKey of the term); null: none handed.
+  std::function<std::string(const ResourceId& worker, const RegistrationId& registration)>
+      outputReadKey;
   // Log an event line per registration / slot report / removal (docs/operations.md). The event
   // lines are what the slot-rebuild benchmark reads.
   bool logEvents = true;

@@ -137,6 +137,7 @@ struct TaskExecutor::Registered {
   std::string leaderId;
   RegistrationId registrationId;
   uint64_t heartbeatTimeoutMs = 0;
+  std::string outputReadKey;  // Empty: the master handed none.
   wire::ResourceManagerGateway::Client resourceManager{nullptr};
   wire::MasterBootstrap::Client bootstrap{nullptr};
 };
@@ -400,6 +401,8 @@ kj::Promise<rpc::Attempt<TaskExecutor::Registered>> TaskExecutor::attempt(
               done.leaderId = leaderId;
               done.registrationId = wire::idFromWire<RegistrationId>(success.getRegistrationId());
               done.heartbeatTimeoutMs = success.getHeartbeatTimeoutMs();
+              done.outputReadKey = std::string(success.getOutputReadKey().asChars().begin(),
+                                               success.getOutputReadKey().size());
               done.resourceManager = resourceManager;
               done.bootstrap = bootstrap;
               // The registration's epoch raises the gate: a deposed leader is refused from now.
@@ -450,6 +453,10 @@ void TaskExecutor::onRegistered(Registered&& registered) {
   resourceManager_ = registered.resourceManager;
   bootstrap_ = registered.bootstrap;
   heartbeatTimeoutMs_ = registered.heartbeatTimeoutMs;
+  outputReadKey_.reset();
+  if (!registered.outputReadKey.empty()) {
+    outputReadKey_ = rpc::OutputReadKey{registered.epoch, std::move(registered.outputReadKey)};
+  }
   lastHeartbeat_ = timer_.now();
   lastRegistrationError_.clear();
   backoff_.reset();

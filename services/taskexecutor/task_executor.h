@@ -27,6 +27,7 @@
 #include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/output_token.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/taskexecutor/task_runner.h"
 
@@ -202,6 +203,11 @@ class TaskExecutor final {
   // The epoch gate's highest epoch seen (from calls, or from the leader registered with).
   uint64_t highestEpoch() const;
   std::optional<RegistrationId> registrationId() const;
+  // The key the latest registration handed over for checking output-read tokens
+  // (docs/security.md, "Reading task output"), with that registration's epoch; kept when the
+  // registration is lost, until the next one replaces it. nullopt before the first registration
+  // and after one with a master that handed none.
+  const std::optional<rpc::OutputReadKey>& outputReadKey() const { return outputReadKey_; }
   // Why the last registration attempt failed ("" once registered): the master's message for a
   // refusal (alreadyExists, invalidArgument, permissionDenied), or the LeaderClient's obstacle.
   // For /readyz text.
@@ -341,6 +347,7 @@ class TaskExecutor final {
   uint64_t registeredEpoch_ = 0;
   uint64_t targetEpoch_ = 0;  // The epoch of the leader being registered with (or registered).
   std::optional<RegistrationId> registrationId_;
+  std::optional<rpc::OutputReadKey> outputReadKey_;
   kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager_;
   // The registered leader's bootstrap, through which the JobMasters are reached.
   kj::Maybe<wire::MasterBootstrap::Client> bootstrap_;

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <utility>
 
+#include "common/time.h"
+
 namespace regent::worker {
 namespace {
 
@@ -157,10 +159,12 @@ std::optional<ByteRange> parseByteRange(std::string_view header) {
 }
 
 WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop,
-                                   const kj::HttpHeaderTable& headerTable)
+                                   const kj::HttpHeaderTable& headerTable,
+                                   std::function<int64_t()> nowMs)
     : host_(host),
       loop_(loop),
       headerTable_(headerTable),
+      nowMs_(std::move(nowMs)),
       allow_(KJ_REQUIRE_NONNULL(headerTable.stringToId("Allow"),
                                 "the header table must come from HttpRoutes::makeHeaderTable()")) {}
 
@@ -223,6 +227,16 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
                      " (expected /v1/attempts/<attempt id>/stdout or /stderr)\n");
   }
   const std::optional<AttemptId> attempt = AttemptId::fromHex(rest.substr(0, slash));
+  if (auto refusal = refuseOutputRead(headers, attempt,
+                                      name == "stdout" ? OutputStream::kStdout
+                                                       : OutputStream::kStderr)) {
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (refusal->status == 401) extra.emplace_back("WWW-Authenticate", "Bearer realm=\"regent\"");
+    const char* statusText = refusal->status == 401   ? "Unauthorized"
+                             : refusal->status == 403 ? "Forbidden"
+                                                      : "Service Unavailable";
+    return reply(response, refusal->status, statusText, kText, refusal->text + "\n", extra);
+  }
   if (!attempt) {
     return reply(response, 404, "Not Found", kText,
                  "not an attempt id: " + http::echoablePath(std::string(rest.substr(0, slash))) +
@@ -280,6 +294,47 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
                                                 std::to_string(read.size));
         return reply(response, 206, "Partial Content", kOctets, std::move(read.bytes), extra);
       });
+}
+
+std::optional<WorkerHttpRoutes::Refusal> WorkerHttpRoutes::refuseOutputRead(
+    const kj::HttpHeaders& headers, const std::optional<AttemptId>& attempt,
+    OutputStream stream) const {
+  if (!host_.outputTokenRequired()) return std::nullopt;
+  std::vector<std::string> authorizations;
+  headers.forEach([&](kj::StringPtr header, kj::StringPtr value) {
+    if (equalsIgnoringCase(header.cStr(), "Authorization")) authorizations.emplace_back(value);
+  });
+  if (authorizations.empty()) {
+    return Refusal{401,
+                   "reading attempt output needs a token from the leader: use regentctl jobs "
+                   "logs with a reader credential (or send \"Authorization: Bearer <token>\" "
+                   "with a token of DispatcherGateway.attemptOutputToken)"};
+  }
+  if (authorizations.size() > 1) {
+    return Refusal{403, "output-read token refused: more than one Authorization header"};
+  }
+  constexpr std::string_view kScheme = "bearer ";
+  const std::string_view value = authorizations.front();
+  if (value.size() <= kScheme.size() ||
+      !equalsIgnoringCase(value.substr(0, kScheme.size()), kScheme)) {
+    return Refusal{403, "output-read token refused: the Authorization header is not \"Bearer "
+                        "<token>\""};
+  }
+  // A malformed id is no attempt: refused like any other before anything is looked up.
+  if (!attempt) return Refusal{403, "output-read token refused: the path names no attempt"};
+  const std::optional<rpc::OutputReadKey>& key = host_.outputReadKey();
+  if (!key) {
+    return Refusal{503, "this worker holds no output-read key yet (it has not registered with a "
+                        "leader); try again once it has"};
+  }
+  const int64_t nowMs = nowMs_ ? nowMs_() : wallClockMillis();
+  Status verified = rpc::verifyOutputToken(
+      value.substr(kScheme.size()), *key, *attempt,
+      stream == OutputStream::kStdout ? rpc::OutputStreamSet::kStdout
+                                      : rpc::OutputStreamSet::kStderr,
+      nowMs / 1000);
+  if (!verified.ok()) return Refusal{403, "output-read token refused: " + verified.error().message};
+  return std::nullopt;
 }
 
 std::string WorkerHttpRoutes::metrics() const {

@@ -6,6 +6,7 @@
 #include <kj/compat/http.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "common/ids.h"
 #include "rpc/failure.h"
 #include "rpc/fenced_endpoint.h"
+#include "rpc/output_token.h"
 #include "services/http/http_server.h"
 #include "services/taskexecutor/task_containment.h"
 #include "services/taskexecutor/task_executor.h"
@@ -76,6 +78,13 @@ class WorkerHttpHost {
                                                      OutputStream stream) const = 0;
   // The worker's HTTP server, for its accept-failure metrics; nullptr before it listens.
   virtual const http::HttpServer* httpServer() const { return nullptr; }
+  // Whether a read of attempt output must carry a token the leader signed (docs/security.md,
+  // "Reading task output"): true when the worker holds an RPC credential (the cluster
+  // authenticates).
+  virtual bool outputTokenRequired() const = 0;
+  // The key tokens are checked with (TaskExecutor::outputReadKey); nullopt until a leader handed
+  // one.
+  virtual const std::optional<rpc::OutputReadKey>& outputReadKey() const = 0;
 };
 
 // The routes:
@@ -97,16 +106,22 @@ class WorkerHttpHost {
 //                 end and to kMaxOutputChunk bytes); N >= SIZE: 416 with "Content-Range:
 //                 bytes */SIZE". Every answer carries "X-Regent-Attempt-State" (RUNNING, FINISHED,
 //                 FAILED, CANCELED). An unknown or pruned attempt (or a malformed id): 404 with a
-//                 one-line text. The file is read on the loop's thread pool (runBlocking), opened
-//                 relative to the attempts directory's descriptor without following a link (the
-//                 attempt's directory nor the file); one that is a link, not a regular file,
-//                 not the worker's or linked twice: 403.
+//                 one-line text. When host.outputTokenRequired(), first: no "Authorization: Bearer
+//                 <token>" header is 401 (WWW-Authenticate: Bearer), a token that does not verify
+//                 against host.outputReadKey() for this attempt and stream at nowMs is 403 naming
+//                 why, no key yet is 503; none of them depends on whether the attempt exists.
+//                 The file is read on the loop's thread pool (runBlocking), opened relative to the
+//                 attempts directory's descriptor without following a link (the attempt's
+//                 directory nor the file); one that is a link, not a regular file, not the
+//                 worker's or linked twice: 403.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
 // `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
-// http::HttpRoutes::makeHeaderTable().
+// http::HttpRoutes::makeHeaderTable(). `nowMs`: the wall clock tokens expire by (Unix ms; null:
+// wallClockMillis()).
 class WorkerHttpRoutes final : public http::HttpRouteSet {
  public:
-  WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop, const kj::HttpHeaderTable& headerTable);
+  WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop, const kj::HttpHeaderTable& headerTable,
+                   std::function<int64_t()> nowMs = {});
 
   kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
                             const kj::HttpHeaders& headers, kj::AsyncInputStream& requestBody,
@@ -118,6 +133,15 @@ class WorkerHttpRoutes final : public http::HttpRouteSet {
                           const kj::HttpHeaders& headers, Response& response);
   kj::Promise<void> attemptOutput(const std::string& path, const kj::HttpHeaders& headers,
                                   Response& response);
+  // Why a read of `stream` of `attempt` (nullopt: a malformed id) with `headers` is refused:
+  // status and one line; nullopt when it may go on.
+  struct Refusal {
+    uint status = 0;
+    std::string text;
+  };
+  std::optional<Refusal> refuseOutputRead(const kj::HttpHeaders& headers,
+                                          const std::optional<AttemptId>& attempt,
+                                          OutputStream stream) const;
   std::string metrics() const;
   // `extra`: further headers (name, value) of the reply.
   kj::Promise<void> reply(Response& response, uint status, kj::StringPtr statusText,
@@ -127,6 +151,7 @@ class WorkerHttpRoutes final : public http::HttpRouteSet {
   WorkerHttpHost& host_;
   EventLoop& loop_;
   const kj::HttpHeaderTable& headerTable_;
+  const std::function<int64_t()> nowMs_;
   kj::HttpHeaderId allow_;
   bool closeRequested_ = false;
 };

@@ -124,6 +124,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(loop, config, std::move(dataDir)));
+  worker->outputTokenRequired_ =
+      credential.value().has_value() || !config.getString("rpc.tls.cert").empty();
   worker->ha_ = std::move(ha).value();
   worker->rpcNetwork_ = kj::mv(rpcNetwork).value();
   worker->descriptors_ = std::move(descriptors);
@@ -314,6 +316,10 @@ const rpc::FencingCounters& WorkerProcess::fencingCounters() const {
 
 size_t WorkerProcess::tasksRunning() const {
   return taskExecutor_ ? taskExecutor_->tasksRunning() : 0;
+}
+
+const std::optional<rpc::OutputReadKey>& WorkerProcess::outputReadKey() const {
+  return taskExecutor_ ? taskExecutor_->outputReadKey() : noOutputReadKey_;
 }
 
 uint64_t WorkerProcess::mastersRefused(rpc::MasterRefusal reason) const {

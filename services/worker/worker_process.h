@@ -128,6 +128,10 @@ class WorkerProcess final : public WorkerHttpHost {
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override;
   const http::HttpServer* httpServer() const override { return httpServer_.get(); }
+  // True when the worker holds an RPC credential: a secret (rpc.credential.*) or a client
+  // certificate (rpc.tls.cert).
+  bool outputTokenRequired() const override { return outputTokenRequired_; }
+  const std::optional<rpc::OutputReadKey>& outputReadKey() const override;
 
  private:
   WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
@@ -157,6 +161,8 @@ class WorkerProcess final : public WorkerHttpHost {
   const std::vector<taskexecutor::SlotState> noSlots_;
   const taskexecutor::TaskExecutorCounters noCounters_;
   const rpc::FencingCounters noFencing_;
+  const std::optional<rpc::OutputReadKey> noOutputReadKey_;
+  bool outputTokenRequired_ = false;
   TaskFailureLogger errorLogger_{"worker"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

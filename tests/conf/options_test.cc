@@ -54,6 +54,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "rpc.message-timeout",
                                             "rpc.listener-failure-handover",
                                             "rpc.call-timeout",
+                                            "rpc.output-token-ttl",
                                             "rpc.reconnect.initial",
                                             "rpc.reconnect.max",
                                             "rpc.tls.cert",

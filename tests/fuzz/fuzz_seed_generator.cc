@@ -20,6 +20,7 @@
 
 #include "common/ids.h"
 #include "leader/leader_info.h"
+#include "rpc/output_token.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
@@ -27,6 +28,7 @@
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fuzz/auth_handshake_input_test_util.h"
 #include "tests/fuzz/memory_record_store_test_util.h"
+#include "tests/fuzz/output_token_fuzz_test_util.h"
 #include "tests/services/dispatcher/job_graph_test_util.h"
 #include "tests/store/progress_test_util.h"
 
@@ -257,6 +259,31 @@ void authHandshakeSeeds() {
            .call(1, MethodChoice::kHandOver, /*epoch=*/2));
 }
 
+// Tokens signed with the target's key: live, expired, of another epoch, for both streams; and one
+// cut short.
+void outputTokenSeeds() {
+  const rpc::OutputReadKey key = fuzz::outputTokenFuzzKey();
+  const AttemptId attempt(0x0123456789abcdefULL, 0x0fedcba987654321ULL);
+  auto token = [&](uint64_t epoch, rpc::OutputStreamSet streams, int64_t expires) {
+    return rpc::encodeOutputToken(rpc::OutputTokenClaims{.epoch = epoch,
+                                                         .attempt = attempt,
+                                                         .streams = streams,
+                                                         .expiresAtSeconds = expires},
+                                  key.key);
+  };
+  const int64_t now = fuzz::kOutputTokenFuzzNow;
+  writeSeed("output_token", "live-stdout", 0,
+            token(key.epoch, rpc::OutputStreamSet::kStdout, now + 60), false);
+  writeSeed("output_token", "live-both", 0,
+            token(key.epoch, rpc::OutputStreamSet::kBoth, now + 1), false);
+  writeSeed("output_token", "expired", 0,
+            token(key.epoch, rpc::OutputStreamSet::kStderr, now - 1), false);
+  writeSeed("output_token", "other-epoch", 0,
+            token(key.epoch + 1, rpc::OutputStreamSet::kStdout, now + 60), false);
+  writeSeed("output_token", "truncated", 0,
+            token(key.epoch, rpc::OutputStreamSet::kStdout, now + 60).substr(0, 44), false);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -272,6 +299,7 @@ int main(int argc, char** argv) {
     storedRecordSeeds();
     rpcFramingSeeds();
     authHandshakeSeeds();
+    outputTokenSeeds();
   } catch (const std::exception& e) {
     std::cerr << "fuzz-seed-generator: " << e.what() << "\n";
     return 1;

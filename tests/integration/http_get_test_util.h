@@ -8,6 +8,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/event_loop.h"
 
@@ -21,11 +23,14 @@ struct HttpReply {
 
 // One GET of `path` from the server at `address` ("127.0.0.1:8081"), run on `loop`. A refused
 // or dropped connection throws the kj exception. `table` must outlive the call.
+// `extra`: request headers (name, value) to send.
 inline HttpReply httpGet(EventLoop& loop, kj::HttpHeaderTable& table, const std::string& address,
-                         const std::string& path) {
+                         const std::string& path,
+                         const std::vector<std::pair<std::string, std::string>>& extra = {}) {
   auto target = loop.run(loop.io().getNetwork().parseAddress(address));
   auto client = kj::newHttpClient(loop.timer(), table, *target);
   kj::HttpHeaders headers(table);
+  for (const auto& [name, value] : extra) headers.add(name, value);
   auto response = loop.run(
       client->request(kj::HttpMethod::GET, kj::StringPtr(path.c_str()), headers).response);
   HttpReply reply;

@@ -423,10 +423,15 @@ std::string JobCluster::writeFile(const std::string& name, const std::string& te
 }
 
 CtlResult JobCluster::ctl(const std::vector<std::string>& args) {
-  return regentctlChecked(dir_.path(),
-                          {"--zk", quorum_, "--cluster-id", clusterId_, "--timeout", "30s", "--set",
-                           "rpc.call-timeout=3s"},
-                          args);
+  return ctlWith(options_.ctlSet, args);
+}
+
+CtlResult JobCluster::ctlWith(const std::vector<std::string>& set,
+                              const std::vector<std::string>& args) {
+  std::vector<std::string> common{"--zk",  quorum_, "--cluster-id", clusterId_, "--timeout",
+                                  "30s",   "--set", "rpc.call-timeout=3s"};
+  for (const std::string& entry : set) common.insert(common.end(), {"--set", entry});
+  return regentctlChecked(dir_.path(), common, args);
 }
 
 Result<std::string> JobCluster::submit(const std::string& yaml) {
@@ -606,7 +611,7 @@ Result<std::string> metricsText(EventLoop& loop, const std::string& address) {
 
 }  // namespace
 
-Result<std::string> JobCluster::masterMetrics() {
+Result<std::string> JobCluster::masterHttpAddress() {
   const std::regex pattern("http listening on (\\S+)");
   auto line = masters_->process(leader_).waitForLine(pattern, kStartTimeout);
   if (!line.ok()) return line.error();
@@ -614,7 +619,13 @@ Result<std::string> JobCluster::masterMetrics() {
   if (!std::regex_search(line.value(), address, pattern)) {
     return Error::fatal("no address in: " + line.value());
   }
-  return metricsText(loop_, address[1]);
+  return std::string(address[1]);
+}
+
+Result<std::string> JobCluster::masterMetrics() {
+  auto address = masterHttpAddress();
+  if (!address.ok()) return address.error();
+  return metricsText(loop_, address.value());
 }
 
 Result<std::string> JobCluster::workerMetrics(size_t worker) {

@@ -157,6 +157,7 @@ struct JobClusterOptions {
   std::vector<std::string> masterSet;  // "key=value" added to every master's settings.
   std::vector<std::string> workerSet;  // "key=value" added to every worker's settings.
   std::vector<std::string> workerEnv;  // "NAME=value" added to every worker's environment.
+  std::vector<std::string> ctlSet;     // "key=value" given to every ctl() with --set.
 };
 
 // A cancel timeout short enough that the tests wait for it in well under a second.
@@ -198,8 +199,12 @@ class JobCluster final {
   // Writes `text` to `name` in the test's own directory; returns the path.
   std::string writeFile(const std::string& name, const std::string& text);
 
-  // regentctl with this cluster's --zk and --cluster-id, then `args` (regentctlChecked).
+  // regentctl with this cluster's --zk and --cluster-id, options.ctlSet, then `args`
+  // (regentctlChecked).
   CtlResult ctl(const std::vector<std::string>& args);
+  // The same with `set` ("key=value", each given with --set) instead of options.ctlSet: another
+  // credential, or none.
+  CtlResult ctlWith(const std::vector<std::string>& set, const std::vector<std::string>& args);
   // `regentctl jobs submit` of a job file holding `yaml`; returns the job id (hex).
   Result<std::string> submit(const std::string& yaml);
   // `regentctl --json jobs status <job>`, parsed.
@@ -241,6 +246,10 @@ class JobCluster final {
   Result<double> tasksRunning(size_t worker);
   // The /metrics text of the leader and of a worker.
   Result<std::string> masterMetrics();
+  // The leader's HTTP address ("127.0.0.1:PORT"), from its "http listening on" line.
+  Result<std::string> masterHttpAddress();
+  // The loop the cluster's HTTP requests run on (the test's main thread).
+  EventLoop& loop() { return loop_; }
   Result<std::string> workerMetrics(size_t worker);
 
   // Every process's output tail, for failure messages.

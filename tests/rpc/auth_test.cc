@@ -99,7 +99,8 @@ TEST(AuthRoles, EveryGatewayMethodAcceptsTheRolesOfTheTable) {
   EXPECT_EQ(accessOf(bootstrap, "resourceManager").required, wire::Role::WORKER);
   EXPECT_EQ(acceptedBy(bootstrap, "jobMaster"), "worker");
   auto dispatcher = capnp::Schema::from<wire::DispatcherGateway>();
-  for (const char* reader : {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors"}) {
+  for (const char* reader :
+       {"listJobs", "jobStatus", "clusterOverview", "listTaskExecutors", "attemptOutputToken"}) {
     EXPECT_EQ(acceptedBy(dispatcher, reader), "reader or admin") << reader;
   }
   EXPECT_EQ(acceptedBy(dispatcher, "submitJob"), "admin");

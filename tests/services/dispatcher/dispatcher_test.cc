@@ -69,6 +69,10 @@ class FakeTaskExecutors final : public TaskExecutorView {
 // with fixed live detail. release() waits while `holdReleases`, until releaseAll().
 class FakeJobRunner final : public JobRunner {
  public:
+  // Subtask 0's attempt and its worker, as describe() shows them.
+  static constexpr AttemptId kAttemptOfSubtask0{0xa, 0x0};
+  static constexpr ResourceId kWorkerA{0xa, 0xa};
+
   explicit FakeJobRunner(const store::testing::FakeStoreBackend& backend) : backend_(backend) {}
   ~FakeJobRunner() noexcept override {}
 
@@ -111,7 +115,9 @@ class FakeJobRunner final : public JobRunner {
     subtasks[0].setIndex(0);
     subtasks[0].setHost("worker-a");
     subtasks[0].setHttpAddress("worker-a:8081");
+    wire::setWireId(subtasks[0].initResourceId(), kWorkerA);
     subtasks[0].initAttempt().setState(attemptState);
+    wire::setWireId(subtasks[0].getAttempt().initAttemptId(), kAttemptOfSubtask0);
     subtasks[1].setIndex(1);
     subtasks[1].setWaitingReason("no free slot");
     return true;
@@ -169,8 +175,8 @@ class DispatcherTest : public ::testing::Test {
     dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, timer_, limits_, retain,
                                        [this] { return ++clockMs_; }, runner, detailBudget_);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
-    gateway_ = term_->serve<DispatcherGateway>(
-        kj::heap<DispatcherGatewayServer>(*dispatcher_, taskExecutors, kj::mv(describeLeader)));
+    gateway_ = term_->serve<DispatcherGateway>(kj::heap<DispatcherGatewayServer>(
+        *dispatcher_, taskExecutors, kj::mv(describeLeader), &outputTokens_));
   }
 
   void recover() {
@@ -305,6 +311,15 @@ class DispatcherTest : public ::testing::Test {
   int64_t clockMs_ = 1700000000000;
   size_t detailBudget_ = Dispatcher::kEndedDetailBudgetBytes;
   JobGraphLimits limits_;
+  const rpc::OutputTokenSigner signer_{1, std::string(rpc::kOutputKeySize, 't')};
+  // Worker A is registered (registration kRegistrationOfA); no other worker is.
+  const OutputTokenIssuer outputTokens_{
+      signer_, [this] { return clockMs_; },
+      [](const ResourceId& worker) -> std::optional<RegistrationId> {
+        if (worker != FakeJobRunner::kWorkerA) return std::nullopt;
+        return kRegistrationOfA;
+      }};
+  static constexpr RegistrationId kRegistrationOfA{0xa, 0xb};
   rpc::FencingCounters counters_;
   kj::Own<store::LeaderStores> stores_;
   kj::Own<Dispatcher> dispatcher_;
@@ -695,6 +710,47 @@ TEST_F(DispatcherTest, ASubmittedJobStartsOnTheRunnerOnlyAfterItsJobGraphIsPersi
   backend_.fenced = true;
   ASSERT_TRUE(submit(*jobGraph(JobId::random(), "refused")).hasFailure());
   EXPECT_EQ(runner.calls.size(), 1u);
+}
+
+TEST_F(DispatcherTest, AnOutputTokenIsSignedForTheLatestAttemptOfASubtaskWithItsWorkersKey) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = JobId::random();
+  ASSERT_FALSE(submit(*jobGraph(id, "runs")).hasFailure());
+  auto tokenFor = [&](const JobId& job, const AttemptId& attempt) {
+    auto request = gateway_.attemptOutputTokenRequest();
+    request.setEpoch(epoch_);
+    wire::setWireId(request.initJobId(), job);
+    wire::setWireId(request.initAttemptId(), attempt);
+    request.setStreams(wire::OutputStreams::STDERR_ONLY);
+    return loop_.run(request.send());
+  };
+  const AttemptId attempt = FakeJobRunner::kAttemptOfSubtask0;
+  auto granted = tokenFor(id, attempt);
+  ASSERT_FALSE(granted.hasFailure()) << granted.getFailure().getMessage().cStr();
+  EXPECT_EQ(std::string(granted.getHttpAddress().cStr()), "worker-a:8081");
+  EXPECT_GT(granted.getValidForMs(), 59000u);
+  EXPECT_LE(granted.getValidForMs(), 60000u);
+  const rpc::OutputReadKey workerA{
+      1, signer_.workerKey(FakeJobRunner::kWorkerA, kRegistrationOfA)};
+  const int64_t now = clockMs_ / 1000;
+  EXPECT_TRUE(rpc::verifyOutputToken(granted.getToken().cStr(), workerA, attempt,
+                                     rpc::OutputStreamSet::kStderr, now)
+                  .ok());
+  EXPECT_FALSE(rpc::verifyOutputToken(granted.getToken().cStr(), workerA, attempt,
+                                      rpc::OutputStreamSet::kStdout, now)
+                   .ok());
+  // Another worker's key does not verify it.
+  const rpc::OutputReadKey workerB{
+      1, signer_.workerKey(ResourceId(0xb, 0xb), kRegistrationOfA)};
+  EXPECT_FALSE(rpc::verifyOutputToken(granted.getToken().cStr(), workerB, attempt,
+                                      rpc::OutputStreamSet::kStderr, now)
+                   .ok());
+
+  // No token for an attempt the job does not show, nor for an unknown job.
+  EXPECT_TRUE(tokenFor(id, AttemptId::random()).getFailure().isNotFound());
+  EXPECT_TRUE(tokenFor(JobId::random(), attempt).getFailure().isNotFound());
 }
 
 TEST_F(DispatcherTest, LiveStatesAndDetailOfARunningJobComeFromTheRunner) {

@@ -108,6 +108,7 @@ class FakeHost final : public HttpHost {
   uint64_t leadingEpoch() const override { return epoch; }
   bool serving() const override { return isServing; }
   bool zooKeeperConnected() const override { return connected; }
+  bool authenticationRequired() const override { return authRequired; }
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override {
     if (jobs == nullptr || !ready) return nullptr;
     return *jobs->dispatcher;
@@ -127,6 +128,7 @@ class FakeHost final : public HttpHost {
   uint64_t epoch = 0;
   bool isServing = false;
   bool connected = false;
+  bool authRequired = false;
   LeaderJobs* jobs = nullptr;
   bool ready = false;
   const LeaderWorkers* workers = nullptr;
@@ -385,6 +387,27 @@ TEST_F(HttpServerTest, WorkersOnTheLeaderListEverySlotAlsoWhileTheTermRecovers) 
   EXPECT_EQ(json["workers"][1]["host"], "w2");
   EXPECT_TRUE(json["workers"][1]["slots"].empty());
   EXPECT_TRUE(host_.counters.calls().empty());  // Read in process, no RPC.
+}
+
+TEST_F(HttpServerTest, WithAuthenticationOnWorkersLeaveOutHostsPidsAndAddresses) {
+  lead(7, false);
+  host_.authRequired = true;
+  Reply reply = fetch("/v1/workers");
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  auto json = nlohmann::json::parse(reply.body);
+  ASSERT_EQ(json["workers"].size(), 2u);
+  const auto& first = json["workers"][0];
+  for (const char* hidden : {"host", "pid", "data_address", "http_address"}) {
+    EXPECT_FALSE(first.contains(hidden)) << hidden << " in " << first.dump();
+  }
+  EXPECT_EQ(reply.body.find("10.0.0.5"), std::string::npos) << reply.body;
+  EXPECT_EQ(first["resource_id"], ResourceId(0xab, 1).toHex());
+  EXPECT_EQ(first["slots"].size(), 3u);
+  EXPECT_TRUE(json["redacted"].is_string());
+
+  Reply job = fetch("/v1/jobs/" + JobId(0x1234, 1).toHex());
+  ASSERT_EQ(job.status, 200u) << job.body;
+  EXPECT_TRUE(nlohmann::json::parse(job.body)["job"]["redacted"].is_string());
 }
 
 TEST_F(HttpServerTest, WorkersOnAStandbyRedirectToTheLeaderAndWithoutALeaderAnswer503) {

@@ -46,6 +46,8 @@ class FakeWorker final : public WorkerHttpHost {
     output.attemptsFd = attemptsFd;
     return output;
   }
+  bool outputTokenRequired() const override { return tokenRequired; }
+  const std::optional<rpc::OutputReadKey>& outputReadKey() const override { return readKey; }
 
   std::optional<std::string> reason = std::string("no leader known");
   uint64_t epoch = 0;
@@ -59,6 +61,8 @@ class FakeWorker final : public WorkerHttpHost {
   int attemptsFd = -1;  // The directory holding the attempts' directories.
   std::unique_ptr<taskexecutor::TaskContainment> contained =
       taskexecutor::createTaskContainment({.mode = "subreaper"}).value();
+  bool tokenRequired = false;
+  std::optional<rpc::OutputReadKey> readKey;
 };
 
 struct Reply {
@@ -75,10 +79,11 @@ class WorkerHttpTest : public ::testing::Test {
   ~WorkerHttpTest() noexcept override = default;
 
   Reply fetch(const std::string& path, kj::HttpMethod method = kj::HttpMethod::GET,
-              const std::string& range = "") {
+              const std::string& range = "", const std::string& authorization = "") {
     auto client = kj::newHttpClient(routes_);
     kj::HttpHeaders headers(*table_);
     if (!range.empty()) headers.add("Range", range);
+    if (!authorization.empty()) headers.add("Authorization", authorization);
     auto response =
         loop_.run(client->request(method, kj::StringPtr(path.c_str()), headers).response);
     Reply reply;
@@ -120,7 +125,8 @@ class WorkerHttpTest : public ::testing::Test {
     return fd;
   }()};
   kj::Own<kj::HttpHeaderTable> table_ = http::HttpRoutes::makeHeaderTable();
-  WorkerHttpRoutes routes_{worker_, loop_, *table_};
+  int64_t nowMs_ = 1'800'000'000'000;
+  WorkerHttpRoutes routes_{worker_, loop_, *table_, [this] { return nowMs_; }};
 };
 
 const AttemptId kAttempt(7, 7);
@@ -373,6 +379,80 @@ TEST_F(WorkerHttpTest, AnOutputFileReplacedByAHardLinkIsRefused) {
   EXPECT_EQ(reply.status, 403u);
   EXPECT_NE(reply.body.find("2 links"), std::string::npos) << reply.body;
   EXPECT_EQ(reply.body.find("not for the task"), std::string::npos) << reply.body;
+}
+
+// A worker holding a credential, with the key its registration in epoch 5 handed over.
+class WorkerHttpTokenTest : public WorkerHttpTest {
+ protected:
+  WorkerHttpTokenTest() {
+    worker_.tokenRequired = true;
+    worker_.readKey = rpc::OutputReadKey{5, signer_.workerKey(kWorker, kRegistration)};
+  }
+  std::string bearer(const AttemptId& attempt, rpc::OutputStreamSet streams, int64_t atMs) {
+    return "Bearer " + signer_.sign(kWorker, kRegistration, attempt, streams, atMs / 1000);
+  }
+
+  const ResourceId kWorker{7, 7};
+  const RegistrationId kRegistration{8, 8};
+  const rpc::OutputTokenSigner signer_{5, std::string(rpc::kOutputKeySize, 's')};
+};
+
+TEST_F(WorkerHttpTokenTest, OutputWithoutATokenIs401WhetherTheAttemptExistsOrNot) {
+  addAttempt(kAttempt, "FINISHED", "hello\n");
+  Reply known = fetch(url(kAttempt));
+  Reply unknown = fetch(url(AttemptId(9, 9)));
+  Reply malformed = fetch("/v1/attempts/nothex/stdout");
+  EXPECT_EQ(known.status, 401u);
+  EXPECT_EQ(known.body.find("hello"), std::string::npos);
+  EXPECT_EQ(unknown.status, 401u);
+  EXPECT_EQ(unknown.body, known.body);
+  EXPECT_EQ(malformed.status, 401u);
+}
+
+TEST_F(WorkerHttpTokenTest, ATokenOfTheAttemptAndStreamReadsIt) {
+  addAttempt(kAttempt, "FINISHED", "hello\n", "oops\n");
+  Reply out = fetch(url(kAttempt), kj::HttpMethod::GET, "",
+                    bearer(kAttempt, rpc::OutputStreamSet::kStdout, nowMs_));
+  EXPECT_EQ(out.status, 200u) << out.body;
+  EXPECT_EQ(out.body, "hello\n");
+  // The scheme's case does not matter (RFC 9110).
+  std::string lower = bearer(kAttempt, rpc::OutputStreamSet::kBoth, nowMs_);
+  lower.replace(0, 6, "bearer");
+  Reply err = fetch(url(kAttempt, "stderr"), kj::HttpMethod::GET, "", lower);
+  EXPECT_EQ(err.status, 200u) << err.body;
+  EXPECT_EQ(err.body, "oops\n");
+}
+
+TEST_F(WorkerHttpTokenTest, ForgedExpiredAndOtherAttemptTokensAre403) {
+  addAttempt(kAttempt, "FINISHED", "hello\n");
+  const AttemptId other(9, 9);
+  addAttempt(other, "FINISHED", "other\n");
+  const rpc::OutputTokenSigner forger(5, std::string(rpc::kOutputKeySize, 'f'));
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"Bearer " + forger.sign(kWorker, kRegistration, kAttempt, rpc::OutputStreamSet::kStdout,
+                                nowMs_ / 1000),
+       "signature does not verify"},
+      {bearer(kAttempt, rpc::OutputStreamSet::kStdout, nowMs_ - 61'000), "expired"},
+      {bearer(other, rpc::OutputStreamSet::kStdout, nowMs_), "for attempt " + other.toHex()},
+      {bearer(kAttempt, rpc::OutputStreamSet::kStderr, nowMs_), "does not cover stdout"},
+      {"Bearer " + std::string(88, '+'), "not base64url"},
+      {"Bearer abc", "characters long"},
+      {"Basic dXNlcjpwYXNz", "not \"Bearer <token>\""},
+  };
+  for (const auto& [authorization, why] : refused) {
+    Reply reply = fetch(url(kAttempt), kj::HttpMethod::GET, "", authorization);
+    EXPECT_EQ(reply.status, 403u) << authorization;
+    EXPECT_NE(reply.body.find(why), std::string::npos) << reply.body;
+    EXPECT_EQ(reply.body.find("hello"), std::string::npos) << reply.body;
+  }
+}
+
+TEST_F(WorkerHttpTokenTest, WithoutAKeyYetAReadIs503) {
+  addAttempt(kAttempt, "FINISHED", "hello\n");
+  worker_.readKey.reset();
+  Reply reply = fetch(url(kAttempt), kj::HttpMethod::GET, "",
+                      bearer(kAttempt, rpc::OutputStreamSet::kStdout, nowMs_));
+  EXPECT_EQ(reply.status, 503u) << reply.body;
 }
 
 TEST(ParseByteRange, AcceptsFromAndFromToOnly) {
