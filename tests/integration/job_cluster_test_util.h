@@ -248,8 +248,6 @@ class JobCluster final {
   Result<std::string> masterMetrics();
   // The leader's HTTP address ("127.0.0.1:PORT"), from its "http listening on" line.
   Result<std::string> masterHttpAddress();
-  // The loop the cluster's HTTP requests run on (the test's main thread).
-  EventLoop& loop() { return loop_; }
   Result<std::string> workerMetrics(size_t worker);
 
   // Every process's output tail, for failure messages.
