@@ -344,6 +344,9 @@ struct TaskRunner::State {
                   .then([this, &a](PreparedAttempt prepared) -> kj::Promise<void> {
                     if (!prepared.problem.empty()) {
                       a.startFailure = "the worker cannot run tasks: " + prepared.problem;
+                      // Its attempt directory is the worker's to make: never the task's fault
+                      // (out of descriptors, a broken data directory).
+                      a.workerFault = true;
                       becomeUnusable(prepared.problem);
                     }
                     a.stdoutFd = kj::mv(prepared.stdoutFd);

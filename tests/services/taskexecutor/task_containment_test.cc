@@ -15,6 +15,7 @@
 
 #include "common/event_loop.h"
 #include "services/taskexecutor/task_runner.h"
+#include "tests/services/taskexecutor/attempts_dir_test_util.h"
 #include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 
@@ -22,6 +23,7 @@ namespace regent::taskexecutor {
 namespace {
 
 using regent::testing::runLoopUntil;
+using regent::testing::openAttemptsDirForTests;
 using regent::testing::TempDir;
 
 constexpr Duration kBound{10000};
@@ -52,14 +54,19 @@ std::string escapees(bool ignoreTerm) {
 
 class SubreaperContainmentTest : public ::testing::Test {
  protected:
-  SubreaperContainmentTest() : dataDir_("subreaper-test") {
+  SubreaperContainmentTest()
+      : dataDir_("subreaper-test"),
+        attemptsFd_(openAttemptsDirForTests(dataDir_.path() + "/attempts")) {
     containment_ = createTaskContainment({.mode = "subreaper", .killAfterMs = 200}).value();
     runner_ = std::make_unique<TaskRunner>(
         loop_, loop_.timer(),
         TaskRunnerOptions{.attemptsDir = dataDir_.path() + "/attempts",
+                          .attemptsFd = attemptsFd_.get(),
                           .cancelTimeout = Duration(5000),
                           .containment = containment_.get()});
   }
+
+  ~SubreaperContainmentTest() noexcept override = default;
 
   AttemptId start(const std::string& script) {
     const AttemptId id = AttemptId::random();
@@ -77,6 +84,7 @@ class SubreaperContainmentTest : public ::testing::Test {
 
   EventLoop loop_;
   TempDir dataDir_;
+  kj::AutoCloseFd attemptsFd_;
   std::unique_ptr<TaskContainment> containment_;
   std::unique_ptr<TaskRunner> runner_;
   std::vector<TaskUpdate> updates_;

@@ -369,6 +369,12 @@ TEST_F(TaskRunnerTest, AWorkerOutOfDescriptorsFailsTheAttemptAsItsOwnFault) {
   EXPECT_EQ(got[0].phase, TaskPhase::kFailed);
   EXPECT_TRUE(got[0].workerFault) << got[0].message;
   EXPECT_NE(got[0].message.find("Too many open files"), std::string::npos) << got[0].message;
+  // Out of descriptors, the worker could not make the attempt's directory: it takes no task (not
+  // ready) until its next check of the attempts directory finds it can again.
+  ASSERT_TRUE(runner_->unusableReason().has_value());
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !runner_->unusableReason().has_value(); }, kBound))
+      << "the runner is usable again once descriptors are back";
   // A command's own failure is not the worker's.
   auto own = run({"/no/such/binary"});
   EXPECT_FALSE(own.back().workerFault);
