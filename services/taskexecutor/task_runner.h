@@ -79,9 +79,9 @@ struct TaskRunnerOptions {
   std::vector<std::string> baseEnv{std::string("PATH=") + kDefaultTaskPath};
   uint64_t outputMax = uint64_t{64} << 20;  // worker.attempt-output.max, bytes per stream.
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
-  // Each attempt's cgroup or subreaper shim (task_containment.h); must outlive the runner. Null:
-  // the process group alone contains an attempt.
-  const TaskContainment* containment = nullptr;
+  // Each attempt's cgroup or subreaper shim (task_containment.h), shared: work on the thread pool
+  // may outlive the runner. Null: the process group alone contains an attempt.
+  std::shared_ptr<const TaskContainment> containment;
 };
 
 // worker.task-user / worker.task-allow-root resolved for a worker running with `euid`: uid and

@@ -147,7 +147,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   worker->containment_ = std::move(containment);
   auto runnerOptions = taskRunnerOptionsFrom(config, taskUser);
   runnerOptions.attemptsFd = worker->dataDir_->attemptsFd();
-  runnerOptions.containment = worker->containment_.get();
+  runnerOptions.containment = worker->containment_;
   worker->taskRunner_ =
       kj::heap<taskexecutor::TaskRunner>(loop, loop.timer(), std::move(runnerOptions));
   return worker;

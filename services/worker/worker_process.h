@@ -150,7 +150,8 @@ class WorkerProcess final : public WorkerHttpHost {
   std::unique_ptr<ha::HaServices> ha_;
   kj::Own<rpc::RpcNetwork> rpcNetwork_;        // rpc.tls.*; outlives the leader client.
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
-  std::unique_ptr<taskexecutor::TaskContainment> containment_;  // Outlives the TaskRunner.
+  // Shared with the TaskRunner, whose thread-pool work may outlive it.
+  std::shared_ptr<const taskexecutor::TaskContainment> containment_;
   kj::Own<taskexecutor::TaskRunner> taskRunner_;      // Outlives the TaskExecutor.
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
   kj::Own<http::HttpServer> httpServer_;

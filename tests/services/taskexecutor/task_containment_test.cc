@@ -63,7 +63,7 @@ class SubreaperContainmentTest : public ::testing::Test {
         TaskRunnerOptions{.attemptsDir = dataDir_.path() + "/attempts",
                           .attemptsFd = attemptsFd_.get(),
                           .cancelTimeout = Duration(5000),
-                          .containment = containment_.get()});
+                          .containment = containment_});
   }
 
   ~SubreaperContainmentTest() noexcept override = default;
@@ -85,7 +85,7 @@ class SubreaperContainmentTest : public ::testing::Test {
   EventLoop loop_;
   TempDir dataDir_;
   kj::AutoCloseFd attemptsFd_;
-  std::unique_ptr<TaskContainment> containment_;
+  std::shared_ptr<const TaskContainment> containment_;
   std::unique_ptr<TaskRunner> runner_;
   std::vector<TaskUpdate> updates_;
 };
