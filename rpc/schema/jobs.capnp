@@ -132,6 +132,11 @@ struct TaskExecutionState {
   outputProblem @14 :Text;              # terminal: why its captured output is incomplete
                                         # ("stdout truncated at N bytes (worker.attempt-output.max)",
                                         # a write that failed); empty when whole
+  workerFault @15 :Bool;                # failed: the worker could not start it for want of its
+                                        # own resources (descriptors, processes, its attempt
+                                        # directory), not through anything the task did; the
+                                        # JobMaster runs it again elsewhere without counting a
+                                        # restart (docs/jobgraph.md, "Worker faults")
 }
 
 # ---- Jobs -----------------------------------------------------------------------------------

@@ -364,9 +364,15 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
       if (vertex.waiting == 0) break;
       Subtask& subtask = subtasks_[index];
       if (subtask.phase != Phase::kWaiting) continue;
-      auto slot = std::find_if(free.begin(), free.end(), [&](const auto& it) {
-        return it->second.profile.fits(vertex.profile);
-      });
+      auto fits = [&](const auto& it) { return it->second.profile.fits(vertex.profile); };
+      auto slot = free.end();
+      // After a worker fault, a slot on another worker first.
+      if (auto faults = workerFaults_.find(index); faults != workerFaults_.end()) {
+        slot = std::find_if(free.begin(), free.end(), [&](const auto& it) {
+          return fits(it) && it->second.worker != faults->second.worker;
+        });
+      }
+      if (slot == free.end()) slot = std::find_if(free.begin(), free.end(), fits);
       if (slot == free.end()) break;
       const auto chosen = *slot;
       free.erase(slot);
@@ -484,6 +490,7 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
   }
   switch (report.state) {
     case ExecutionState::RUNNING:
+      workerFaults_.erase(index);
       subtask.pid = report.pid;
       subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
       anyRunning_ = true;
@@ -505,7 +512,11 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
         message = report.termSignal != 0 ? "killed by signal " + std::to_string(report.termSignal)
                                          : "exited with code " + std::to_string(report.exitCode);
       }
-      failed(index, message, report.exitCode, now, nowMs);
+      if (report.workerFault) {
+        workerFaulted(index, message, now, nowMs);
+      } else {
+        failed(index, message, report.exitCode, now, nowMs);
+      }
       break;
     }
     case ExecutionState::CANCELED:
@@ -528,7 +539,8 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
 }
 
 void ExecutionGraph::deployFailed(uint32_t index, const AttemptId& attempt,
-                                  const std::string& message, MonoTime now, int64_t nowMs) {
+                                  const std::string& message, MonoTime now, int64_t nowMs,
+                                  FailureCause cause) {
   Subtask& subtask = subtasks_[index];
   if (subtask.attempt != attempt || subtask.phase != Phase::kLive ||
       subtask.state != ExecutionState::DEPLOYING) {
@@ -536,7 +548,11 @@ void ExecutionGraph::deployFailed(uint32_t index, const AttemptId& attempt,
   }
   subtask.endedAtMs = nowMs;
   setState(index, ExecutionState::FAILED, nowMs);
-  failed(index, message, 0, now, nowMs);
+  if (cause == FailureCause::kWorker) {
+    workerFaulted(index, message, now, nowMs);
+  } else {
+    failed(index, message, 0, now, nowMs);
+  }
 }
 
 void ExecutionGraph::attemptLost(uint32_t index, const AttemptId& attempt,
@@ -621,6 +637,44 @@ void ExecutionGraph::failed(uint32_t index, const std::string& message, int32_t 
   setPhase(index, Phase::kRestartDelay);
 }
 
+void ExecutionGraph::workerFaulted(uint32_t index, const std::string& message, MonoTime now,
+                                   int64_t nowMs) {
+  Subtask& subtask = subtasks_[index];
+  if (frozen()) {
+    failed(index, message, 0, now, nowMs);
+    return;
+  }
+  WorkerFaults& faults = workerFaults_[index];
+  if (++faults.inARow >= kMaxWorkerFaults) {
+    workerFaults_.erase(index);
+    failed(index,
+           message + " (the " + std::to_string(kMaxWorkerFaults) +
+               "th worker fault of the subtask in a row, counted as its failure)",
+           0, now, nowMs);
+    return;
+  }
+  // The slot leaves the job: its worker could not use it, and the ResourceManager is told to
+  // match the subtask elsewhere (takeFaultedSlots).
+  auto slot = slots_.find(subtask.allocation);
+  if (slot != slots_.end() && slot->second.subtask == index) {
+    faultedSlots_.push_back(HeldSlot{slot->first, slot->second.worker});
+    slots_.erase(slot);
+  }
+  failureMessages_[index] = message;
+  faults.worker = subtask.worker;
+  const Duration delay = std::min(
+      kWorkerFaultMaxDelay, kWorkerFaultDelay * (1 << std::min<uint32_t>(faults.inARow - 1, 16)));
+  restartDelayMs_ += delay.count();
+  subtask.restartAt = now + delay;
+  setPhase(index, Phase::kRestartDelay);
+}
+
+std::vector<HeldSlot> ExecutionGraph::takeFaultedSlots() {
+  std::vector<HeldSlot> out;
+  out.swap(faultedSlots_);
+  return out;
+}
+
 void ExecutionGraph::failJob(const std::string& message, int64_t nowMs) {
   if (frozen()) return;
   failure_ = Failure{message, kNoSubtask, AttemptId(), 0, nowMs};
@@ -629,6 +683,7 @@ void ExecutionGraph::failJob(const std::string& message, int64_t nowMs) {
 
 void ExecutionGraph::finished(uint32_t index, int64_t nowMs) {
   releaseSlot(index);
+  workerFaults_.erase(index);
   setPhase(index, Phase::kFinished);
   Vertex& vertex = vertices_[vertexOf(index)];
   if (++vertex.finished < vertex.parallelism) return;
@@ -938,6 +993,8 @@ size_t ExecutionGraph::heldBytes() const {
       bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();
     }
   }
+  bytes += workerFaults_.size() * (kNode + sizeof(std::pair<uint32_t, WorkerFaults>));
+  bytes += faultedSlots_.capacity() * sizeof(HeldSlot);
   bytes += transitions_.capacity() * sizeof(Transition);
   return bytes;
 }

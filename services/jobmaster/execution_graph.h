@@ -68,7 +68,24 @@ struct AttemptReport {
   std::string outputProblem;   // Owned, bounded: why the attempt's output is incomplete.
   int64_t startedAtMs = 0;
   int64_t endedAtMs = 0;
+  // FAILED: the worker could not start the attempt for want of its own resources
+  // (wire::TaskExecutionState.workerFault). Ignored with any other state.
+  bool workerFault = false;
 };
+
+// Why an attempt failed, for what follows (docs/jobgraph.md, "Worker faults").
+enum class FailureCause {
+  kAttempt,  // The task, its command, or a worker lost: the restart strategy decides.
+  kWorker,   // The worker could not start it: it runs again elsewhere, no restart counted.
+};
+
+// Consecutive worker faults of one subtask after which the next one counts as the task's failure
+// (a worker that keeps faulting, or claims to, cannot hold a job forever).
+inline constexpr uint32_t kMaxWorkerFaults = 8;
+// The wait before a subtask that a worker could not start runs again: this, doubled per worker
+// fault in a row, at most kWorkerFaultMaxDelay.
+inline constexpr Duration kWorkerFaultDelay{100};
+inline constexpr Duration kWorkerFaultMaxDelay{5000};
 
 // One change of an attempt's state, in the order they happened (for event lines and counters).
 struct Transition {
@@ -146,6 +163,9 @@ class ExecutionGraph final {
   // The held slots no waiting or restarting subtask of a runnable vertex needs; they are dropped
   // (the caller frees them). None once the job ended (release frees everything).
   std::vector<HeldSlot> takeSurplusSlots();
+  // The slots whose worker could not start an attempt in them since the last call: dropped
+  // already; the caller frees them and tells the ResourceManager to look elsewhere.
+  std::vector<HeldSlot> takeFaultedSlots();
   // One requirement per distinct profile: the subtasks of runnable vertices that did not
   // FINISH. Empty once the job ended.
   std::vector<Requirement> requirements() const;
@@ -153,12 +173,17 @@ class ExecutionGraph final {
   // ---- Attempt states -------------------------------------------------------------------------
   // A worker's report. States only move forward (CREATED < SCHEDULED < DEPLOYING < RUNNING <
   // CANCELING < terminal); a terminal state is never replaced. FAILED (and a CANCELED the job
-  // did not ask for) goes to the restart strategy while the job runs.
+  // did not ask for) goes to the restart strategy while the job runs, except a worker fault
+  // (AttemptReport::workerFault): its slot is dropped (takeFaultedSlots), and the subtask runs
+  // again after a short delay (kWorkerFaultDelay, growing), in a slot on another worker when the
+  // job holds one, without counting a restart; the kMaxWorkerFaults-th fault in a row goes to
+  // the strategy.
   Update update(const AttemptReport& report, MonoTime now, int64_t nowMs);
   // submitTask of `attempt` failed (refused, timed out, connection lost): the attempt FAILS with
-  // `message` unless a worker already reported it RUNNING or later.
+  // `message` unless a worker already reported it RUNNING or later. kWorker when the worker
+  // refused because it cannot run tasks now (stopping, no attempt directory).
   void deployFailed(uint32_t subtask, const AttemptId& attempt, const std::string& message,
-                    MonoTime now, int64_t nowMs);
+                    MonoTime now, int64_t nowMs, FailureCause cause = FailureCause::kAttempt);
   // `attempt`'s worker no longer lists it in its heartbeats: the attempt FAILS with `message`
   // (to the restart strategy) while it is `subtask`'s latest attempt and live.
   void attemptLost(uint32_t subtask, const AttemptId& attempt, const std::string& message,
@@ -312,6 +337,9 @@ class ExecutionGraph final {
   // The latest attempt of `index` failed with `message`: restart or fail the job.
   void failed(uint32_t index, const std::string& message, int32_t exitCode, MonoTime now,
               int64_t nowMs);
+  // The latest attempt of `index` could not be started by its worker: its slot is dropped and
+  // the subtask waits a short delay, or the fault goes to failed() once too many came in a row.
+  void workerFaulted(uint32_t index, const std::string& message, MonoTime now, int64_t nowMs);
   void finished(uint32_t index, int64_t nowMs);
   void endJob(wire::JobState state, int64_t nowMs);
   // Per profile: subtasks of runnable vertices waiting for a slot or a restart, less the free
@@ -328,6 +356,13 @@ class ExecutionGraph final {
   std::map<std::string_view, uint32_t> vertexByName_;  // Views into graph_.
   std::vector<Subtask> subtasks_;
   std::map<AllocationId, Slot> slots_;
+  std::vector<HeldSlot> faultedSlots_;  // Dropped by worker faults, for takeFaultedSlots.
+  struct WorkerFaults {
+    uint32_t inARow = 0;  // Worker faults of the subtask since an attempt of it last ran.
+    ResourceId worker;    // The worker of the latest one.
+  };
+  // Subtasks whose latest attempts were worker faults (few: kept beside the fixed-size records).
+  std::map<uint32_t, WorkerFaults> workerFaults_;
   std::map<uint32_t, std::string> failureMessages_;  // Latest failure of each subtask that failed.
   // Why the latest attempt's output is incomplete, for the few subtasks whose output was cut.
   std::map<uint32_t, std::string> outputProblems_;

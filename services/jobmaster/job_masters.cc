@@ -78,6 +78,7 @@ AttemptReport reportOf(wire::TaskExecutionState::Reader state) {
       truncateUtf8(std::string_view(output.cStr(), output.size()), kMaxFailureMessageBytes);
   report.startedAtMs = state.getStartedAtMs();
   report.endedAtMs = state.getEndedAtMs();
+  report.workerFault = state.getWorkerFault();
   return report;
 }
 
@@ -148,7 +149,8 @@ class JobMasters::JobMaster final {
   // restart timer, the job's state (last: the listener may call back into the runner).
   void settle();
   void deploy(const Deployment& deployment);
-  void deployFailed(const Deployment& deployment, const std::string& message);
+  void deployFailed(const Deployment& deployment, const std::string& message,
+                    FailureCause cause = FailureCause::kAttempt);
   void cancelOnWorker(wire::TaskExecutorGateway::Client client, const AttemptId& attempt,
                       const ResourceId& worker, std::function<void()> onFailure);
   kj::Promise<void> freeOnWorker(const HeldSlot& slot, const std::string& cause);
@@ -504,6 +506,12 @@ void JobMasters::JobMaster::settle() {
   for (const HeldSlot& slot : execution_.takeSurplusSlots()) {
     tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more"));
   }
+  for (const HeldSlot& slot : execution_.takeFaultedSlots()) {
+    owner_.resourceManager_.slotFaulted(
+        job_, slot.worker, slot.allocation,
+        "worker " + slot.worker.toHex() + " could not start an attempt of job " + job_.toHex() +
+            " in the slot");
+  }
   for (auto it = workers_.begin(); it != workers_.end();) {
     it = execution_.holdsSlotsOn(it->first) ? std::next(it) : workers_.erase(it);
   }
@@ -541,9 +549,15 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
           .then(
               [this, deployment](auto response) {
                 if (response.hasFailure()) {
+                  const auto failure = rpc::CallFailure::from(response.getFailure());
+                  // `unavailable`: the worker cannot run tasks now (stopping, or no attempt
+                  // directory), whatever the task: it goes elsewhere.
                   deployFailed(deployment,
-                               "worker " + deployment.worker.toHex() + " refused submitTask: " +
-                                   rpc::CallFailure::from(response.getFailure()).describe());
+                               "worker " + deployment.worker.toHex() +
+                                   " refused submitTask: " + failure.describe(),
+                               failure.which == wire::Failure::UNAVAILABLE
+                                   ? FailureCause::kWorker
+                                   : FailureCause::kAttempt);
                   return;
                 }
                 if (execution_.isLive(deployment.subtask, deployment.attempt)) {
@@ -582,8 +596,10 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
               }));
 }
 
-void JobMasters::JobMaster::deployFailed(const Deployment& deployment, const std::string& message) {
-  execution_.deployFailed(deployment.subtask, deployment.attempt, message, monoNow(), nowMs());
+void JobMasters::JobMaster::deployFailed(const Deployment& deployment, const std::string& message,
+                                         FailureCause cause) {
+  execution_.deployFailed(deployment.subtask, deployment.attempt, message, monoNow(), nowMs(),
+                          cause);
   drainTransitions();
   checkDrained();
   queueSettle();

@@ -37,6 +37,12 @@ class JobMasterPort : public WorkerRegistry {
   // Drops the job's requirements and registration, and frees what it still holds on workers
   // (freeSlot, best effort). Unknown jobs: nothing.
   virtual void disconnectJobMaster(const JobId& job, const std::string& cause) = 0;
+  // `worker` could not start an attempt of `job` in the slot of `allocation` (a worker fault,
+  // docs/jobgraph.md "Worker faults"): the slot is freed on the worker with `cause`, and the
+  // job's requirement is matched on another worker's slot when one is free
+  // (SlotManager::slotFaulted). Unknown allocations: nothing.
+  virtual void slotFaulted(const JobId& job, const ResourceId& worker,
+                           const AllocationId& allocation, const std::string& cause) = 0;
   // The registered worker `worker`, or nullopt (not registered in this term).
   virtual std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const = 0;
   // Slot counts, for the "waiting for slots" reason.

@@ -509,6 +509,13 @@ std::optional<SlotFailure> ResourceManager::declareRequiredResources(
   return std::nullopt;
 }
 
+void ResourceManager::slotFaulted(const JobId& job, const ResourceId& worker,
+                                  const AllocationId& allocation, const std::string& cause) {
+  if (!slots_.slotFaulted(worker, allocation, job)) return;
+  freeOnWorker(SlotRelease{worker, allocation}, cause);
+  matchLater();
+}
+
 void ResourceManager::disconnectJobMaster(const JobId& job, const std::string& cause) {
   if (!slots_.jobRegistered(job)) return;
   for (const SlotRelease& release : slots_.disconnectJob(job)) freeOnWorker(release, cause);

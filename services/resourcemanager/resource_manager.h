@@ -116,6 +116,8 @@ class ResourceManager final : public JobMasterPort {
   std::optional<SlotFailure> declareRequiredResources(const JobId& job,
                                                       const std::vector<Requirement>& needs) override;
   void disconnectJobMaster(const JobId& job, const std::string& cause) override;
+  void slotFaulted(const JobId& job, const ResourceId& worker, const AllocationId& allocation,
+                   const std::string& cause) override;
   std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const override;
   SlotCounts slotCounts() const override { return slots_.counts(); }
   bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,

@@ -394,4 +394,26 @@ void SlotManager::requestFailed(const SlotRequest& request) {
   matchDue_ = true;
 }
 
+bool SlotManager::slotFaulted(const ResourceId& worker, const AllocationId& allocation,
+                              const JobId& job) {
+  auto found = workers_.find(worker);
+  if (found == workers_.end()) return false;
+  Worker& state = found->second;
+  auto slot = std::find_if(state.slots.begin(), state.slots.end(), [&](const Slot& candidate) {
+    return candidate.allocation == allocation && candidate.job == job;
+  });
+  if (slot == state.slots.end()) return false;
+  account(state, -1);
+  slot->allocation.reset();
+  slot->job.reset();
+  slot->pending = false;
+  slot->runningAttempts.clear();
+  for (Slot& other : state.slots) {
+    if (!other.allocation) other.avoid = true;
+  }
+  account(state, +1);
+  matchDue_ = true;
+  return true;
+}
+
 }  // namespace regent::resourcemanager

@@ -183,6 +183,13 @@ class SlotManager final {
   // chosen by match() until the worker's next report (Slot::avoid); the requirement is unmet
   // again and may be matched on another worker's free slot at once.
   void requestFailed(const SlotRequest& request);
+  // `worker` could not start an attempt of `job` in the slot of `allocation` (a worker fault):
+  // the slot is free in the table (its job lets it go; the caller frees it on the worker), and
+  // neither it nor any other free slot of the worker is chosen by match() until the worker's
+  // next report (Slot::avoid), so the job's requirement goes to another worker when one has a
+  // fitting free slot, and back to this one only after it reported again. False (nothing
+  // changed) when the worker's table holds no such allocation for the job.
+  bool slotFaulted(const ResourceId& worker, const AllocationId& allocation, const JobId& job);
 
   // Reads.
   const std::map<ResourceId, Worker>& workers() const { return workers_; }

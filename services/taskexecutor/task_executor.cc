@@ -628,6 +628,7 @@ void TaskExecutor::fillAttempt(wire::TaskExecutionState::Builder state,
                 message + " (a fault of the worker, not of the task)";
     }
     state.setFailureMessage(message);
+    state.setWorkerFault(latest.workerFault);
   }
   state.setOutputProblem(outputProblems(latest));
   state.setStartedAtMs(latest.startedAtMs);

@@ -8,10 +8,14 @@
 // which run elsewhere instead of failing.
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -287,6 +291,75 @@ TEST(WorkerDataDirRuns, AWorkerThatCannotCreateAttemptDirectoriesIsNotReadyAndTa
   for (const JobEvent& event : cluster.jobEventsOf(job.value(), JobEvent::Kind::kAttemptState)) {
     EXPECT_NE(event.state, "FAILED") << event.describe();
   }
+}
+
+// Sets or clears the immutable attribute of `dir` (nothing can be created in it, not even by
+// root); false with errno when the file system has no such attribute.
+bool setImmutable(const std::string& dir, bool immutable) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (ok) {
+    flags = immutable ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  }
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return ok;
+}
+
+// The worker finds out only when it prepares an attempt that it cannot make attempt directories
+// any more (`attempts` is still the directory it holds, but nothing can be created in it): that
+// attempt FAILS as the worker's fault, and the job, without any restart strategy, runs the
+// subtask on the other worker and FINISHES with no restart counted.
+TEST(WorkerDataDirRuns, AnAttemptItsWorkerCannotPrepareRunsElsewhereWithoutARestart) {
+  auto started = JobCluster::start("data-dir-fault", {.workers = 2, .slotsPerWorker = 1});
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  const std::string attempts = cluster.workers().dataDir(0) + "/attempts";
+  if (!setImmutable(attempts, true)) {
+    GTEST_SKIP() << "the file system of " << attempts
+                 << " has no immutable attribute (FS_IOC_SETFLAGS): " << std::strerror(errno);
+  }
+  struct Unfreeze {
+    std::string dir;
+    ~Unfreeze() { setImmutable(dir, false); }
+  } unfreeze{attempts};
+
+  // One slot per worker, two subtasks: one of them is deployed to the faulty worker.
+  auto job = cluster.submit(
+      "name: fault\nvertices:\n  - name: v\n    parallelism: 2\n    command:\n      argv: "
+      "[/bin/true]\n");
+  ASSERT_OK(job);
+  auto clean = cluster.waitForJobClean(job.value(), kJobsTimeout);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean.value().state, "FINISHED") << cluster.describe();
+  auto ended = cluster.jobEventsOf(job.value(), JobEvent::Kind::kJobEnded);
+  ASSERT_EQ(ended.size(), 1u) << cluster.describe();
+  EXPECT_EQ(ended[0].restarts, 0u) << ended[0].describe();
+
+  const std::string faulty = cluster.workers().resourceId(0);
+  size_t onFaulty = 0;
+  for (const JobEvent& event : cluster.jobEventsOf(job.value(), JobEvent::Kind::kAttemptDeployed)) {
+    if (event.resourceId == faulty) ++onFaulty;
+  }
+  EXPECT_GE(onFaulty, 1u) << "no attempt went to the faulty worker: " << cluster.describe();
+  size_t workerFaults = 0;
+  for (const JobEvent& event : cluster.jobEventsOf(job.value(), JobEvent::Kind::kAttemptState)) {
+    if (event.state != "FAILED") continue;
+    // "worker R could not start the attempt: … (a fault of the worker, not of the task)", or its
+    // refusal of a later submitTask ("worker R cannot run tasks: …").
+    EXPECT_NE(event.message.find("worker " + faulty), std::string::npos) << event.describe();
+    ++workerFaults;
+  }
+  EXPECT_EQ(workerFaults, onFaulty) << cluster.describe();
+  // And the worker says it is not ready, naming the directory.
+  auto notReady = readyzUntil(cluster, 0, [](const HttpReply& reply) {
+    return reply.status == 503 && reply.body.find("attempts") != std::string::npos;
+  });
+  EXPECT_EQ(notReady.status, 503u) << notReady.body;
 }
 
 }  // namespace

@@ -58,9 +58,17 @@ class ExecutionGraphTest : public ::testing::Test {
     return out;
   }
 
+  // FAILED by its worker, which could not start it (a worker fault).
+  ExecutionGraph::Update workerFault(const Deployment& deployment) {
+    return report(deployment, ExecutionState::FAILED, 0,
+                  "spawn failed: Too many open files (a fault of the worker)", true);
+  }
+
   ExecutionGraph::Update report(const Deployment& deployment, ExecutionState state,
-                                int32_t exitCode = 0, std::string_view message = {}) {
+                                int32_t exitCode = 0, std::string_view message = {},
+                                bool workerFault = false) {
     AttemptReport report;
+    report.workerFault = workerFault;
     report.attempt = deployment.attempt;
     const uint32_t vertex = graph().vertexOf(deployment.subtask);
     names_.push_back(graph().vertexReader(vertex).getName().cStr());
@@ -282,6 +290,135 @@ TEST_F(ExecutionGraphTest, ALostWorkersAttemptsFailAndRestartElsewhere) {
   run(onB, ExecutionState::FINISHED);
   run(again[0], ExecutionState::FINISHED);
   EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+}
+
+TEST_F(ExecutionGraphTest, AWorkerFaultRunsTheSubtaskAgainElsewhereWithoutARestart) {
+  JobGraphBuilder builder({{"a", 2}});  // No restart strategy: a failure of the task fails the job.
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 2).size(), 2u);
+  auto first = graph().schedule(nowMs_);
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(workerFault(first[0]), ExecutionGraph::Update::kApplied);
+  EXPECT_FALSE(graph().ended());
+  EXPECT_EQ(graph().restarts(), 0u);
+  EXPECT_EQ(graph().failureMessage(first[0].subtask),
+            "spawn failed: Too many open files (a fault of the worker)");
+  // The slot leaves the job, for the ResourceManager to match the subtask elsewhere.
+  const auto faulted = graph().takeFaultedSlots();
+  ASSERT_EQ(faulted.size(), 1u);
+  EXPECT_EQ(faulted[0].allocation, first[0].allocation);
+  EXPECT_EQ(faulted[0].worker, workerA_);
+  EXPECT_TRUE(graph().takeFaultedSlots().empty());
+  EXPECT_EQ(graph().nextRestartAt(), now_ + kWorkerFaultDelay);
+  // The subtask still needs a slot: the job accepts one on another worker.
+  EXPECT_EQ(needs(), (std::vector<std::pair<uint32_t, uint32_t>>{{1000, 2}}));
+  ASSERT_EQ(offer(workerB_, 1).size(), 1u);
+  EXPECT_TRUE(graph().takeSurplusSlots().empty());
+
+  // The other subtask finished: its slot on A is free, but B's is taken first.
+  run(first[1], ExecutionState::FINISHED);
+  advance(kWorkerFaultDelay);
+  graph().restartDue(now_);
+  auto again = graph().schedule(nowMs_);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].subtask, first[0].subtask);
+  EXPECT_EQ(again[0].worker, workerB_);
+  EXPECT_EQ(again[0].attemptNumber, 1u);
+  run(again[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(graph().ended());
+  EXPECT_EQ(graph().end()->state, wire::JobState::FINISHED);
+  EXPECT_EQ(graph().end()->restarts, 0u);
+}
+
+TEST_F(ExecutionGraphTest, AfterAWorkerFaultTheSameWorkerServesWhenNoOtherHasASlot) {
+  JobGraphBuilder builder({{"a", 1}});
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto first = graph().schedule(nowMs_);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(workerFault(first[0]), ExecutionGraph::Update::kApplied);
+  ASSERT_EQ(graph().takeFaultedSlots().size(), 1u);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);  // The ResourceManager found no other worker.
+  advance(kWorkerFaultDelay);
+  graph().restartDue(now_);
+  auto again = graph().schedule(nowMs_);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].worker, workerA_);
+  run(again[0], ExecutionState::FINISHED);
+  EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+}
+
+TEST_F(ExecutionGraphTest, TooManyWorkerFaultsInARowCountAsTheTasksFailure) {
+  JobGraphBuilder builder({{"a", 1}});
+  start(builder);
+  Duration delay = kWorkerFaultDelay;
+  for (uint32_t fault = 1; fault < kMaxWorkerFaults; ++fault) {
+    ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+    graph().restartDue(now_);
+    auto deployed = graph().schedule(nowMs_);
+    ASSERT_EQ(deployed.size(), 1u) << "fault " << fault;
+    ASSERT_EQ(workerFault(deployed[0]), ExecutionGraph::Update::kApplied);
+    ASSERT_FALSE(graph().ended()) << "fault " << fault;
+    EXPECT_EQ(graph().nextRestartAt(), now_ + delay) << "fault " << fault;
+    ASSERT_EQ(graph().takeFaultedSlots().size(), 1u);
+    advance(delay);
+    delay = std::min(kWorkerFaultMaxDelay, delay * 2);
+  }
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  graph().restartDue(now_);
+  auto last = graph().schedule(nowMs_);
+  ASSERT_EQ(last.size(), 1u);
+  ASSERT_EQ(workerFault(last[0]), ExecutionGraph::Update::kApplied);
+  ASSERT_TRUE(graph().ended());
+  EXPECT_EQ(graph().end()->state, wire::JobState::FAILED);
+  EXPECT_NE(graph().end()->failureMessage.find("th worker fault of the subtask in a row"),
+            std::string::npos)
+      << graph().end()->failureMessage;
+}
+
+TEST_F(ExecutionGraphTest, AnAttemptThatRunsEndsTheRunOfWorkerFaults) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  start(builder);
+  for (uint32_t round = 0; round < 2; ++round) {
+    for (uint32_t fault = 1; fault < kMaxWorkerFaults; ++fault) {
+      offer(workerA_, 1);  // Taken unless the job holds a free slot.
+      advance(kWorkerFaultMaxDelay);
+      graph().restartDue(now_);
+      auto deployed = graph().schedule(nowMs_);
+      ASSERT_EQ(deployed.size(), 1u);
+      ASSERT_EQ(workerFault(deployed[0]), ExecutionGraph::Update::kApplied);
+      graph().takeFaultedSlots();
+    }
+    offer(workerA_, 1);
+    advance(kWorkerFaultMaxDelay);
+    graph().restartDue(now_);
+    auto runs = graph().schedule(nowMs_);
+    ASSERT_EQ(runs.size(), 1u);
+    ASSERT_EQ(report(runs[0], ExecutionState::RUNNING), ExecutionGraph::Update::kApplied);
+    if (round == 0) {
+      // The task's own failure: the one restart the strategy allows.
+      ASSERT_EQ(report(runs[0], ExecutionState::FAILED, 1), ExecutionGraph::Update::kApplied);
+      EXPECT_EQ(graph().restarts(), 1u);
+    } else {
+      ASSERT_EQ(report(runs[0], ExecutionState::FINISHED), ExecutionGraph::Update::kApplied);
+    }
+  }
+  EXPECT_EQ(graph().state(), wire::JobState::FINISHED);
+}
+
+TEST_F(ExecutionGraphTest, ASubmitTheWorkerCannotTakeIsAWorkerFault) {
+  JobGraphBuilder builder({{"a", 1}});
+  start(builder);
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  auto deployed = graph().schedule(nowMs_);
+  ASSERT_EQ(deployed.size(), 1u);
+  graph().deployFailed(deployed[0].subtask, deployed[0].attempt,
+                       "worker refused submitTask: cannot run tasks", now_, nowMs_,
+                       FailureCause::kWorker);
+  EXPECT_FALSE(graph().ended());
+  EXPECT_EQ(graph().restarts(), 0u);
+  EXPECT_EQ(graph().takeFaultedSlots().size(), 1u);
 }
 
 TEST_F(ExecutionGraphTest, ReportsAreIdempotentAndNeverMoveBackwards) {

@@ -33,6 +33,10 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
   void disconnectJobMaster(const JobId& job, const std::string& cause) override {
     disconnected.emplace_back(job, cause);
   }
+  void slotFaulted(const JobId& job, const ResourceId& worker, const AllocationId& allocation,
+                   const std::string& cause) override {
+    faulted.push_back(Faulted{job, worker, allocation, cause});
+  }
   std::optional<resourcemanager::WorkerAddress> workerAddress(
       const ResourceId& worker) const override {
     auto found = workers.find(worker);
@@ -72,6 +76,13 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
   std::map<JobId, wire::JobMasterGateway::Client> gateways;
   std::map<JobId, std::vector<std::vector<resourcemanager::Requirement>>> declarations;
   std::vector<std::pair<JobId, std::string>> disconnected;
+  struct Faulted {
+    JobId job;
+    ResourceId worker;
+    AllocationId allocation;
+    std::string cause;
+  };
+  std::vector<Faulted> faulted;
   std::map<ResourceId, resourcemanager::WorkerAddress> workers;
   resourcemanager::SlotCounts counts;
   bool strictAllocations = false;

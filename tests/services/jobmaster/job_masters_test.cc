@@ -17,6 +17,7 @@
 #include "common/event_loop.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
+#include "services/jobmaster/execution_graph.h"
 #include "tests/common/logging_test_util.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
@@ -37,7 +38,7 @@ constexpr uint64_t kEpoch = 9;
 
 // What a fake worker was called with, and how it answers.
 struct FakeWorker {
-  enum class Mode { kAnswers, kRefuses, kSilent, kDisconnected };
+  enum class Mode { kAnswers, kRefuses, kUnavailable, kSilent, kDisconnected };
   Mode submitMode = Mode::kAnswers;
 
   struct Submitted {
@@ -74,6 +75,12 @@ class FakeTaskExecutor final : public TaskExecutorGateway::Server {
         auto failure = context.getResults().initFailure();
         failure.setMessage("allocation not held for this job");
         failure.initNotFound();
+        return kj::READY_NOW;
+      }
+      case FakeWorker::Mode::kUnavailable: {
+        auto failure = context.getResults().initFailure();
+        failure.setMessage("worker cannot run tasks: attempts directory is not a directory");
+        failure.initUnavailable();
         return kj::READY_NOW;
       }
       case FakeWorker::Mode::kSilent:
@@ -487,6 +494,56 @@ TEST_F(JobMastersTest, ARefusedSubmitFailsTheAttemptAndTheStrategyRestartsIt) {
   EXPECT_EQ(counters_.attemptsStarted, 1u);
   EXPECT_EQ(counters_.attemptsRestarted, 1u);
   EXPECT_EQ(listener_.states.back().second, wire::JobState::RUNNING);
+}
+
+TEST_F(JobMastersTest, AWorkerFaultHandsTheSlotBackAndRunsTheSubtaskAgainWithoutARestart) {
+  JobGraphBuilder builder({{"a", 1}});  // No restart strategy.
+  const JobId job = start(builder);
+  FakeWorker faulty;
+  ASSERT_EQ(offer(job, workerA_, faulty, 1).size(), 1u);
+  settle();
+  ASSERT_EQ(faulty.submitted.size(), 1u);
+  auto request = updateRequest(job, faulty.submitted[0], ExecutionState::FAILED, 0,
+                               "spawn failed: Too many open files");
+  request.getState().setWorkerFault(true);
+  auto response = loop_.run(request.send());
+  EXPECT_FALSE(response.hasFailure());
+  settle();
+  EXPECT_NE(listener_.states.back().second, wire::JobState::FAILED);
+  ASSERT_EQ(port_.faulted.size(), 1u);
+  EXPECT_EQ(port_.faulted[0].job, job);
+  EXPECT_EQ(port_.faulted[0].worker, workerA_);
+  EXPECT_EQ(port_.faulted[0].allocation, faulty.submitted[0].allocation);
+
+  // The ResourceManager found a slot on B: the subtask runs there after the short delay.
+  FakeWorker healthy;
+  ASSERT_EQ(offer(job, workerB_, healthy, 1).size(), 1u);
+  advance(kWorkerFaultDelay);
+  ASSERT_EQ(healthy.submitted.size(), 1u);
+  EXPECT_EQ(healthy.submitted[0].attemptNumber, 1u);
+  update(job, healthy.submitted[0], ExecutionState::RUNNING);
+  update(job, healthy.submitted[0], ExecutionState::FINISHED);
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  EXPECT_EQ(listener_.ended[0].second.restarts, 0u);
+}
+
+TEST_F(JobMastersTest, ASubmitTheWorkerCannotTakeIsAWorkerFault) {
+  JobGraphBuilder builder({{"a", 1}});  // No restart strategy.
+  const JobId job = start(builder);
+  FakeWorker worker;
+  worker.submitMode = FakeWorker::Mode::kUnavailable;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  settle();
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_NE(listener_.states.back().second, wire::JobState::FAILED);
+  ASSERT_EQ(port_.faulted.size(), 1u);
+  EXPECT_EQ(port_.faulted[0].allocation, worker.submitted[0].allocation);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  const std::string lastFailure = status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr();
+  EXPECT_NE(lastFailure.find("cannot run tasks"), std::string::npos) << lastFailure;
 }
 
 TEST_F(JobMastersTest, ASubmitToAWorkerThatIsGoneTakesItsSlotsAwayAndTheRestartRunsElsewhere) {

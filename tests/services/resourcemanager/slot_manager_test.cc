@@ -387,6 +387,43 @@ TEST_F(SlotManagerTest, AFailedRequestIsMatchedOnAnotherWorkersFreeSlot) {
   EXPECT_EQ(second[0].worker, other);
 }
 
+TEST_F(SlotManagerTest, AFaultedSlotGoesToAnotherWorkerAndItsWorkerServesAgainAfterItsReport) {
+  const auto faulty = ResourceId::random();
+  const auto other = ResourceId::random();
+  const RegistrationId faultyId = addWorker(faulty, 2);
+  addWorker(other, 1);
+  const auto job = JobId::random();
+  slots_.registerJob(job);
+  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  const auto first = slots_.match();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].worker, faulty);
+  slots_.confirmed(first[0]);
+  EXPECT_FALSE(slots_.slotFaulted(faulty, AllocationId::random(), job)) << "unknown allocation";
+  EXPECT_FALSE(slots_.slotFaulted(faulty, first[0].allocation, JobId::random())) << "other job";
+  EXPECT_FALSE(slots_.slotFaulted(other, first[0].allocation, job)) << "other worker";
+
+  ASSERT_TRUE(slots_.slotFaulted(faulty, first[0].allocation, job));
+  EXPECT_FALSE(slot(faulty, first[0].slotIndex).allocation);
+  EXPECT_EQ(slots_.unmet(job), 1u);
+  // Neither the faulted slot nor the worker's other free one: the other worker's.
+  const auto second = slots_.match();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].worker, other);
+
+  // A second job finds only the faulty worker's slots, and gets one after its next report.
+  slots_.confirmed(second[0]);
+  const auto next = JobId::random();
+  slots_.registerJob(next);
+  ASSERT_FALSE(slots_.declare(next, {Requirement{kSmall, 1}}));
+  EXPECT_TRUE(slots_.match().empty());
+  ASSERT_FALSE(slots_.applyReport(faulty, faultyId, freeSlots(2), now_, nowMs_));
+  const auto third = slots_.match();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].worker, faulty);
+  EXPECT_EQ(third[0].job, next);
+}
+
 // The worker registered again (its slots dropped) and reported the slot free before it took
 // the request; its acceptance then allocates the slot, which the worker holds.
 TEST_F(SlotManagerTest, AConfirmationAfterTheWorkerRegisteredAgainAllocatesTheFreeSlot) {
