@@ -160,15 +160,15 @@ class WorkerCallGate final : public capnp::Capability::Server {
   bool admit(const Method& method,
              capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
     auto params = context.getParams().getAs<capnp::DynamicStruct>(method.params);
-    std::string namedHex;  // The first resource id the call names, for the log line.
-    for (const FieldPath& path : method.resourceIds) {
-      if (auto id = idAt(params, path)) {
-        namedHex = ResourceId(id->first, id->second).toHex();
-        break;
-      }
-    }
     const auto& bound = caller_->identity();
     if (!bound) {
+      std::string namedHex;  // The first resource id the call names, for the log line.
+      for (const FieldPath& path : method.resourceIds) {
+        if (auto id = idAt(params, path)) {
+          namedHex = ResourceId(id->first, id->second).toHex();
+          break;
+        }
+      }
       context.releaseParams();
       refusals_.refuse(*caller_, method.name, namedHex,
                        "this connection has registered no worker; a worker calls "

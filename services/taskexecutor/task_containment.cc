@@ -15,16 +15,14 @@
 #include <chrono>
 #include <thread>
 
+#include "common/errno_text.h"
+
 namespace regent::taskexecutor {
 namespace {
 
 // How long a killed cgroup may take to empty, and a frozen one to report frozen.
 constexpr auto kEmptyWait = std::chrono::seconds(5);
 constexpr auto kPoll = std::chrono::milliseconds(5);
-
-std::string errnoText(int error) {
-  return std::string(::strerror(error)) + " (errno " + std::to_string(error) + ")";
-}
 
 std::optional<std::string> readFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -637,6 +637,17 @@ void TaskExecutor::fillAttempt(wire::TaskExecutionState::Builder state,
                                                                 : latest.endedAtMs);
 }
 
+std::optional<std::string> TaskExecutor::whyNoTasks() const {
+  if (stopping_ || (runner_ != nullptr && runner_->stopping())) {
+    return "worker " + options_.resourceId.toHex() + " is stopping";
+  }
+  if (runner_ != nullptr && runner_->unusableReason()) {
+    return "worker " + options_.resourceId.toHex() + " cannot run tasks: " +
+           *runner_->unusableReason();
+  }
+  return std::nullopt;
+}
+
 void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,
                                wire::TaskExecutorGateway::RequestSlotResults::Builder results) {
   const auto slotId = params.getSlotId();
@@ -644,16 +655,9 @@ void TaskExecutor::requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Rea
   const auto resourceId = wire::idFromWire<ResourceId>(slotId.getResourceId());
   const auto job = wire::idFromWire<JobId>(params.getJobId());
   const auto allocation = wire::idFromWire<AllocationId>(params.getAllocationId());
-  if (stopping_ || (runner_ != nullptr && runner_->stopping())) {
-    rpc::failures::unavailable(results.initFailure(), 0,
-                               "worker " + options_.resourceId.toHex() + " is stopping");
-    return;
-  }
   // A worker that cannot create attempt directories takes no slot: the job goes elsewhere.
-  if (runner_ != nullptr && runner_->unusableReason()) {
-    rpc::failures::unavailable(results.initFailure(), 0,
-                               "worker " + options_.resourceId.toHex() +
-                                   " cannot run tasks: " + *runner_->unusableReason());
+  if (auto why = whyNoTasks()) {
+    rpc::failures::unavailable(results.initFailure(), 0, *why);
     return;
   }
   if (resourceId != options_.resourceId || index >= slots_.size()) {
@@ -960,15 +964,9 @@ void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deplo
     rpc::failures::failedPrecondition(results.initFailure(), "this worker runs no tasks");
     return;
   }
-  if (stopping_ || runner_->stopping()) {
-    rpc::failures::unavailable(results.initFailure(), 0,
-                               "worker " + options_.resourceId.toHex() + " is stopping");
-    return;
-  }
-  if (runner_->unusableReason()) {
-    rpc::failures::unavailable(results.initFailure(), 0,
-                               "worker " + options_.resourceId.toHex() +
-                                   " cannot run tasks: " + *runner_->unusableReason());
+  // The JobMaster takes `unavailable` for the worker's fault: the attempt goes elsewhere.
+  if (auto why = whyNoTasks()) {
+    rpc::failures::unavailable(results.initFailure(), 0, *why);
     return;
   }
   const auto job = wire::idFromWire<JobId>(deployment.getJobId());

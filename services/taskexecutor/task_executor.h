@@ -326,6 +326,9 @@ class TaskExecutor final {
   // Frees the slot at `index` locally (its attempts cancelled).
   void releaseSlot(SlotState& slot, const std::string& cause);
   void fillAttempt(wire::TaskExecutionState::Builder state, const AttemptRecord& record) const;
+  // Why this worker takes no slot and no task now (stopping, or it cannot create attempt
+  // directories), or nullopt. requestSlot and submitTask answer it as `unavailable`.
+  std::optional<std::string> whyNoTasks() const;
   // Registered (a new epoch or the same one again): offers every allocated slot again, asks for
   // the JobMasters afresh, delivers what waited.
   void onJobsRegistered();

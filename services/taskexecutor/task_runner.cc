@@ -23,6 +23,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "common/errno_text.h"
 #include "common/event_loop.h"
 #include "common/task_errors.h"
 #include "common/utf8.h"
@@ -42,10 +43,6 @@ constexpr uint64_t kStatusLimit = 8192;
 constexpr auto kKillSettle = 500 * kj::MILLISECONDS;
 // killAll() gives up waiting this long after the cancel timeout.
 constexpr auto kKillAllGrace = 1 * kj::SECONDS;
-
-std::string errnoText(int error) {
-  return std::string(::strerror(error)) + " (errno " + std::to_string(error) + ")";
-}
 
 std::string defaultShimPath() {
   std::error_code error;

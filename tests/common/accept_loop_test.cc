@@ -118,6 +118,51 @@ TEST_F(AcceptLoopTest,
   ::close(later);
 }
 
+// With no connection waiting, accept() finds an empty backlog: that must not pass for serving
+// again while the process still has no descriptor for the next connection (a leader would
+// otherwise never hand over, its run of failures starting anew with every connection). It does
+// not, because Linux's accept4 takes a descriptor before it looks at the backlog: out of them,
+// it fails with EMFILE even when no connection waits, and an empty backlog (EAGAIN) means one
+// was free.
+TEST_F(AcceptLoopTest, AnEmptyBacklogWhileOutOfDescriptorsDoesNotEndTheRunOfFailures) {
+  auto address = io_.provider->getNetwork().parseAddress("127.0.0.1:0").wait(io_.waitScope);
+  auto receiver = address->listen();
+  std::vector<kj::Own<kj::AsyncIoStream>> served;
+  std::vector<bool> changes;
+  AcceptLoop accepting(
+      timer(), *receiver,
+      {.name = "test",
+       .address = "127.0.0.1:" + std::to_string(receiver->getPort()),
+       .initialBackoff = Duration(1),
+       .maxBackoff = Duration(5),
+       .warnInterval = Duration(50)},
+      [&](kj::AuthenticatedStream&& accepted) { served.push_back(kj::mv(accepted.stream)); });
+  accepting.onFailingChanged([&](bool now) { changes.push_back(now); });
+
+  const int waiting = connectTo(receiver->getPort());
+  const bool exhausted = exhaust();
+  ASSERT_TRUE(exhausted);
+  ASSERT_TRUE(runUntil([&] { return accepting.shed() >= 1; }));
+  const auto since = accepting.failingSince();
+  ASSERT_TRUE(since.has_value());
+  // Many backoff delays go by with an empty backlog: still failing, the same run. (`waiting`
+  // stays open: closing it would free a descriptor of this process.)
+  const kj::TimePoint until = timer().now() + 200 * kj::MILLISECONDS;
+  while (timer().now() < until && changes.size() == 1) {
+    timer().afterDelay(2 * kj::MILLISECONDS).wait(io_.waitScope);
+  }
+  EXPECT_EQ(changes, std::vector<bool>{true});
+  EXPECT_EQ(accepting.failingSince(), since);
+
+  release();
+  ::close(waiting);
+  const int later = connectTo(receiver->getPort());
+  ASSERT_TRUE(runUntil([&] { return served.size() == 1; }));
+  EXPECT_EQ(changes, (std::vector<bool>{true, false}));
+  EXPECT_FALSE(accepting.failingSince().has_value());
+  ::close(later);
+}
+
 TEST(AcceptFailure, IsClassifiedFromKjsDescriptionOfTheSyscallError) {
   auto failure = [](int error) {
     return classifyAcceptFailure(kj::Exception(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__,

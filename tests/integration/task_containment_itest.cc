@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <regex>
 #include <string>
 #include <vector>
@@ -73,12 +74,17 @@ void expectGone(const std::vector<pid_t>& pids, JobCluster& cluster) {
                              << cluster.describe();
 }
 
-// The attempt cgroups under the worker's subtree in the v2 hierarchy of this host.
+// The attempt cgroups under the worker's subtree in the v2 hierarchy of this host. The subtree
+// exists while the worker runs: a missing one fails the test (an empty list would prove nothing).
 std::vector<std::string> attemptCgroups(const std::string& resourceId) {
   std::vector<std::string> cells;
   const std::string dir = "/sys/fs/cgroup/unified/regent-worker-" + resourceId;
   DIR* listing = ::opendir(dir.c_str());
-  if (listing == nullptr) return cells;
+  if (listing == nullptr) {
+    ADD_FAILURE() << "cannot list the worker's cgroup subtree " << dir << ": "
+                  << std::strerror(errno);
+    return cells;
+  }
   while (const dirent* entry = ::readdir(listing)) {
     const std::string name = entry->d_name;
     if (name.rfind("attempt-", 0) == 0) cells.push_back(name);
