@@ -168,4 +168,28 @@ kj::Promise<Status> verifyClusterAcl(ZooKeeperClient& zk, const std::string& aut
   return w.node("").attach(kj::mv(walk));
 }
 
+kj::Promise<std::optional<std::string>> openClusterWarning(ZooKeeperClient& zk) {
+  auto check = [&zk](std::string path) {
+    return zk.getAcl(path).then(
+        [&zk, path](ZkReply<std::vector<AclEntry>> acl) -> std::optional<std::string> {
+          if (!acl.ok()) return std::nullopt;
+          for (const AclEntry& entry : acl.value) {
+            if (entry.scheme != "world" || (entry.perms & ~kPermRead) == 0) continue;
+            return "the ZooKeeper node '" + (path.empty() ? zk.root() : zk.root() + "/" + path) +
+                   "' has the ACL " + describeAcl(acl.value) +
+                   ": anyone may replace the `leader` node that says where the leader is (this "
+                   "process still refuses a master that does not prove itself, but may be kept "
+                   "from the real one); masters with ha.zookeeper.auth refuse to start on it "
+                   "(docs/operations.md, \"ZooKeeper ACLs\")";
+          }
+          return std::nullopt;
+        });
+  };
+  return check("").then(
+      [check](std::optional<std::string> root) mutable -> kj::Promise<std::optional<std::string>> {
+        if (root) return kj::mv(root);
+        return check("leader");
+      });
+}
+
 }  // namespace regent::ha

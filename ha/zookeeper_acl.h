@@ -57,4 +57,10 @@ std::optional<std::string> clusterAclProblem(const std::vector<AclEntry>& acl,
 kj::Promise<Status> verifyClusterAcl(ZooKeeperClient& zk, const std::string& auth,
                                      const std::string& readAuth);
 
+// For processes that do not know the masters' identity (workers): resolves with a warning when
+// the cluster root or its `leader` node lets world:anyone write, create, delete or administer
+// it, naming the node and its ACL; nullopt otherwise, also when the ACL cannot be read (no node
+// yet, no permission, no answer). `zk` must outlive the promise. Loop-thread only.
+kj::Promise<std::optional<std::string>> openClusterWarning(ZooKeeperClient& zk);
+
 }  // namespace regent::ha

@@ -6,10 +6,14 @@
 //   never contends;
 // - so does an open node below a root the masters created (a job graph written without ACLs);
 // - a cluster the masters created themselves keeps working: a second master, with or without the
-//   read credential, and a restart of the first start and contend.
+//   read credential, and a restart of the first start and contend;
+// - a worker, which does not know the masters' identity, warns about a cluster root anyone may
+//   write (it still starts: what protects it is its refusal of masters that do not prove
+//   themselves).
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -99,6 +103,24 @@ TEST_F(MasterZooKeeperAcl, AMasterRefusesAClusterRootThatAnyoneMayWrite) {
   auto children = reader->children(rootPath());
   ASSERT_OK(children);
   EXPECT_TRUE(children.value().empty());
+}
+
+TEST_F(MasterZooKeeperAcl, AWorkerWarnsAboutAClusterRootThatAnyoneMayWrite) {
+  auto anyone = zooKeeperAs("");
+  ASSERT_TRUE(anyone);
+  ASSERT_OK(anyone->ensurePath(rootPath()));
+
+  WorkerClusterOptions options = workerTestWorkers(quorum_, clusterId_);
+  options.extraSet.push_back(std::string("ha.zookeeper.read-auth=") + kReadersZooKeeper);
+  WorkerCluster workers(std::move(options));
+  auto slot = workers.startWorker();
+  ASSERT_OK(slot);
+  auto warning = workers.process(slot.value())
+                     .waitForLine(std::regex("'" + rootPath() + "' has the ACL world:anyone:cdrwa"),
+                                  kTimeout);
+  EXPECT_OK(warning);
+  EXPECT_TRUE(workers.process(slot.value()).running())
+      << workers.process(slot.value()).output();
 }
 
 TEST_F(MasterZooKeeperAcl, AMasterRefusesAnOpenNodeBelowTheClusterRoot) {
