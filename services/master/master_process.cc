@@ -246,7 +246,8 @@ kj::Promise<void> MasterProcess::verifyZooKeeperAcl() {
   const std::string readAuth = config_.getString("ha.zookeeper.read-auth");
   // Every node that exists first, before this master creates anything: then the latch folder,
   // so that the root holds a node of the masters' and no one else can remove it (and recreate it
-  // open) while it is empty; then the root and the folder once more.
+  // open) while it is empty; then everything once more, as the root may have been replaced
+  // between the two.
   return ha::verifyClusterAcl(*zooKeeper, auth, readAuth)
       .then([zooKeeper](Status verified) -> kj::Promise<Status> {
         if (!verified.ok()) return kj::mv(verified);
