@@ -4,7 +4,6 @@
 #include "ha/zookeeper_client.h"
 
 #include <kj/debug.h>
-#include <openssl/evp.h>
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "common/event_loop.h"
 #include "conf/config.h"
+#include "ha/zookeeper_acl.h"
 #include "ha/zookeeper_session.h"
 
 namespace regent::ha {
@@ -52,18 +52,6 @@ int createFlags(CreateMode mode) {
     case CreateMode::kEphemeralSequential: return ZOO_EPHEMERAL_SEQUENTIAL;
   }
   return ZOO_PERSISTENT;
-}
-
-// ZooKeeper's digest ACL id: "user:" + base64(sha1("user:password")).
-std::string digestId(const std::string& credential) {
-  unsigned char sha[EVP_MAX_MD_SIZE];
-  unsigned int shaLength = 0;
-  EVP_Digest(credential.data(), credential.size(), sha, &shaLength, EVP_sha1(), nullptr);
-  std::string encoded(4 * ((shaLength + 2) / 3) + 1, '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()), sha,
-                                      static_cast<int>(shaLength));
-  encoded.resize(static_cast<size_t>(written));
-  return credential.substr(0, credential.find(':')) + ":" + encoded;
 }
 
 }  // namespace
@@ -470,6 +458,29 @@ kj::Promise<Watched<std::vector<std::string>>> ZooKeeperClient::childrenAndWatch
       });
 }
 
+kj::Promise<ZkReply<std::vector<AclEntry>>> ZooKeeperClient::getAcl(std::string path) {
+  using Call = State::ReplyCall<std::vector<AclEntry>>;
+  return state_->request<std::vector<AclEntry>>(
+      path, [](zhandle_t* zh, const char* full, Call* c) {
+        return zoo_aget_acl(
+            zh, full,
+            [](int rc, ACL_vector* acl, Stat*, const void* context) {
+              Call* c = callOf<Call>(context);
+              std::vector<AclEntry> entries;
+              if (rc == ZOK && acl != nullptr) {
+                for (int32_t i = 0; i < acl->count; ++i) {
+                  const ACL& entry = acl->data[i];
+                  entries.push_back(AclEntry{entry.id.scheme ? entry.id.scheme : "",
+                                             entry.id.id ? entry.id.id : "", entry.perms});
+                }
+              }
+              c->complete(static_cast<ZkCode>(rc), std::move(entries));
+              c->state->finish(c);
+            },
+            c);
+      });
+}
+
 kj::Promise<ZkReply<std::vector<ZkOpResult>>> ZooKeeperClient::multi(std::vector<ZkOp> ops) {
   using Value = std::vector<ZkOpResult>;
   if (ops.empty()) return ZkReply<Value>{ZkCode::kOk, {}};
@@ -576,6 +587,8 @@ kj::Promise<ZkReply<bool>> ZooKeeperClient::ensurePath(std::string path) {
   if (!State::validRelative(path)) return ZkReply<bool>{ZkCode::kBadArguments, false};
   return state_->canceler.wrap(ensureAbsolute(state_.get(), state_->absolute(path)));
 }
+
+const std::string& ZooKeeperClient::root() const { return state_->root; }
 
 SessionState ZooKeeperClient::sessionState() const { return state_->session.state(); }
 int64_t ZooKeeperClient::sessionId() const { return state_->session.id(); }

@@ -16,6 +16,7 @@
 #include "common/result.h"
 #include "common/time.h"
 #include "ha/coordination.h"
+#include "ha/zookeeper_acl.h"
 
 namespace regent {
 class Config;
@@ -78,6 +79,11 @@ class ZooKeeperClient final : public Coordination {
   kj::Promise<Watched<std::vector<std::string>>> childrenAndWatch(std::string path) override;
   kj::Promise<ZkReply<std::vector<ZkOpResult>>> multi(std::vector<ZkOp> ops) override;
   kj::Promise<ZkReply<bool>> ensurePath(std::string path) override;
+  // The node's ACL (ha/zookeeper_acl.h checks it). Not part of Coordination: only a master's
+  // start reads ACLs (verifyClusterAcl), always against the real ZooKeeper.
+  kj::Promise<ZkReply<std::vector<AclEntry>>> getAcl(std::string path);
+  // The absolute cluster root every path is relative to ("/regent/default").
+  const std::string& root() const;
 
   SessionState sessionState() const override;
   int64_t sessionId() const override;

@@ -16,6 +16,9 @@
 #include "common/time.h"
 #include "conf/config.h"
 #include "conf/values.h"
+#include "ha/zookeeper_acl.h"
+#include "ha/zookeeper_client.h"
+#include "leader/latch_group.h"
 #include "leader/leader_services.h"
 #include "rpc/rpc_options.h"
 
@@ -23,6 +26,9 @@ namespace regent::master {
 namespace {
 
 using MasterId = Id128<struct MasterIdTag>;
+
+// How soon the start-up check of the ZooKeeper ACLs is tried again when ZooKeeper did not answer.
+constexpr Duration kAclCheckRetry{1000};
 
 // "<event> master_id=… mono_us=… wall_ms=…": the event lines the cluster harness and the
 // benchmarks time failover with (docs/operations.md).
@@ -220,14 +226,60 @@ kj::Promise<void> MasterProcess::listenHttp() {
 }
 
 kj::Promise<void> MasterProcess::openStores() {
-  return stores_->open().then([this](store::StoreResult<void>&& opened) {
+  return stores_->open().then([this](store::StoreResult<void>&& opened) -> kj::Promise<void> {
     if (!opened.ok()) {
       spdlog::error("cannot open the stores: {}", opened.error().message);
       exit_->fulfill(int(kExitFailure));
-      return;
+      return kj::Promise<void>(kj::READY_NOW);
     }
-    startContending();
+    return verifyZooKeeperAcl();
   });
+}
+
+kj::Promise<void> MasterProcess::verifyZooKeeperAcl() {
+  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+  const std::string auth = config_.getString("ha.zookeeper.auth");
+  if (zooKeeper == nullptr || auth.empty()) {
+    startContending();
+    return kj::READY_NOW;
+  }
+  const std::string readAuth = config_.getString("ha.zookeeper.read-auth");
+  // Every node that exists first, before this master creates anything: then the latch folder,
+  // so that the root holds a node of the masters' and no one else can remove it (and recreate it
+  // open) while it is empty; then everything once more, as the root may have been replaced
+  // between the two.
+  return ha::verifyClusterAcl(*zooKeeper, auth, readAuth)
+      .then([zooKeeper](Status verified) -> kj::Promise<Status> {
+        if (!verified.ok()) return kj::mv(verified);
+        return zooKeeper->ensurePath(leader::kLatchFolder).then([](ha::ZkReply<bool> ensured) {
+          if (ensured.ok()) return Status();
+          const std::string message = std::string("cannot create the latch folder: ") +
+                                      ha::zkCodeName(ensured.code);
+          return Status(ha::isTransient(ensured.code) || ha::endsSession(ensured.code)
+                            ? Error::retryable(message)
+                            : Error::fatal("refusing to start: " + message));
+        });
+      })
+      .then([zooKeeper, auth, readAuth](Status ensured) -> kj::Promise<Status> {
+        if (!ensured.ok()) return kj::mv(ensured);
+        return ha::verifyClusterAcl(*zooKeeper, auth, readAuth);
+      })
+      .then([this](Status verified) -> kj::Promise<void> {
+        if (verified.ok()) {
+          startContending();
+          return kj::READY_NOW;
+        }
+        if (!verified.error().isRetryable()) {
+          spdlog::error("{}", verified.error().message);
+          exit_->fulfill(int(kExitUsage));
+          return kj::READY_NOW;
+        }
+        // ZooKeeper not reachable yet (warnIfNotConnected says so): check again.
+        spdlog::debug("checking the ZooKeeper ACLs again: {}", verified.error().message);
+        return loop_.timer()
+            .afterDelay(kAclCheckRetry.count() * kj::MILLISECONDS)
+            .then([this] { return verifyZooKeeperAcl(); });
+      });
 }
 
 void MasterProcess::startContending() {

@@ -89,7 +89,9 @@ class MasterProcess final : public leader::LeaderContender,
   // then on http.bind (the HTTP endpoints); with port 0 the chosen ports are what the latch node
   // advertises. Then
   // opens the stores (StoreServices::open: RocksDB waits up to store.rocksdb.lock-timeout for
-  // another holder) and starts contending. Resolves with kExitFailure if either server cannot
+  // another holder), checks the ACLs of the cluster's ZooKeeper nodes (with ha.zookeeper.auth;
+  // resolves with kExitUsage, naming the node, when one is open to others) and starts
+  // contending. Resolves with kExitFailure if either server cannot
   // listen, the stores cannot be opened, the election cannot be set up, or it fails for good
   // (electionFailed: a standalone epoch file that cannot be used), each logged as an error.
   // SIGTERM, SIGINT and SIGQUIT hand over: resolves with 0 once the first one's hand-over is
@@ -164,8 +166,14 @@ class MasterProcess final : public leader::LeaderContender,
   void warnIfNotConnected();
   // Listens on http.bind, then calls openStores().
   kj::Promise<void> listenHttp();
-  // Opens the stores, then calls startContending(); exits 1 if they cannot be opened.
+  // Opens the stores, then calls verifyZooKeeperAcl(); exits 1 if they cannot be opened.
   kj::Promise<void> openStores();
+  // With ha.zookeeper.auth: checks the ACL of every node of the cluster that exists
+  // (ha::verifyClusterAcl), creates the latch folder and checks the root again, then calls
+  // startContending(); exits kExitUsage, naming the node, when one grants more than read to
+  // anyone but the masters' identity. Tried again every second while ZooKeeper does not answer.
+  // Without ha.zookeeper.auth (open nodes by design) or in standalone mode: startContending().
+  kj::Promise<void> verifyZooKeeperAcl();
   // Once both servers listen: creates the election and starts contending.
   void startContending();
   // (Re)arms or cancels the hand-over for a failing RPC listener (rpc.listener-failure-handover)

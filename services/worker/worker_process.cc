@@ -17,6 +17,7 @@
 #include "common/host_port.h"
 #include "common/time.h"
 #include "conf/config.h"
+#include "ha/zookeeper_acl.h"
 #include "leader/leader_services.h"
 #include "rpc/auth_config.h"
 #include "rpc/rpc_options.h"
@@ -230,8 +231,19 @@ void WorkerProcess::warnIfNotConnected() {
   ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
   if (zooKeeper == nullptr) return;
   const Duration timeout = config_.getDuration("ha.zookeeper.connect-timeout");
-  tasks_.add(zooKeeper->waitConnected(timeout).then([this](Status connected) {
-    if (connected.ok()) return;
+  tasks_.add(zooKeeper->waitConnected(timeout).then([this, zooKeeper](Status connected) {
+    if (connected.ok()) {
+      // Only where the cluster is meant to have ACLs (this worker holds a ZooKeeper credential);
+      // the worker does not know the masters' identity: it can only tell an open cluster.
+      if (config_.getString("ha.zookeeper.read-auth").empty() &&
+          config_.getString("ha.zookeeper.auth").empty()) {
+        return;
+      }
+      tasks_.add(ha::openClusterWarning(*zooKeeper).then([](std::optional<std::string> open) {
+        if (open) spdlog::warn("{}", *open);
+      }));
+      return;
+    }
     spdlog::warn("ZooKeeper at {} is unreachable: {}; still trying (the worker keeps its slots "
                  "and registers once it finds the leader)",
                  config_.getString("ha.zookeeper.quorum"), connected.error().message);

@@ -136,6 +136,9 @@ class WorkerProcess final : public WorkerHttpHost {
  private:
   WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
   void onStopSignal(int signum);
+  // Warns when ZooKeeper stays unreachable past ha.zookeeper.connect-timeout; once connected,
+  // and holding a ZooKeeper credential, warns when the cluster root or `leader` node is open to
+  // anyone (ha::openClusterWarning).
   void warnIfNotConnected();
   // Once HTTP listens: the TaskExecutor, started.
   void startTaskExecutor(const std::string& httpAddress);

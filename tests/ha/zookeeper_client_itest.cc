@@ -1,5 +1,6 @@
 // ZooKeeperClient against the real ZooKeeper server: operations, watches, transactions, the
-// session state machine (through the TCP fault proxy and forced expiry), and digest ACLs.
+// session state machine (through the TCP fault proxy and forced expiry), digest ACLs and the
+// masters' check of the ACLs they find.
 #include "ha/zookeeper_client.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "ha/zookeeper_acl.h"
 #include "tests/fixtures/tcp_fault_proxy.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
@@ -329,6 +331,55 @@ TEST_F(ZooKeeperClientTest, DigestAclLetsOnlyTheWriterChangeAndTheReaderRead) {
   EXPECT_EQ(run(impostor->set("leader", "mine")).code, ZkCode::kNoAuth);
   EXPECT_EQ(run(writer->get("leader")).value.data, "{}");
   EXPECT_TRUE(run(writer->set("leader", "ok")).ok());
+}
+
+TEST_F(ZooKeeperClientTest, NodesTheClientCreatesCarryTheClusterAclAndPassTheMastersCheck) {
+  auto writerOptions = options();
+  writerOptions.auth = "admin:secret";
+  writerOptions.readAuth = "reader:pw";
+  auto writer = connect(writerOptions);
+  // No root yet: nothing to refuse.
+  EXPECT_TRUE(run(verifyClusterAcl(*writer, writerOptions.auth, writerOptions.readAuth)).ok());
+  ASSERT_TRUE(run(writer->ensurePath("latch")).ok());
+  ASSERT_TRUE(run(writer->create("leader", "{}", CreateMode::kEphemeral)).ok());
+
+  auto acl = run(writer->getAcl("leader"));
+  ASSERT_TRUE(acl.ok()) << zkCodeName(acl.code);
+  EXPECT_EQ(describeAcl(acl.value), "digest:admin:cdrwa,digest:reader:r");
+  EXPECT_EQ(acl.value.at(0).id, digestId("admin:secret"));
+  EXPECT_TRUE(run(verifyClusterAcl(*writer, writerOptions.auth, writerOptions.readAuth)).ok());
+
+  // A password ZooKeeper took at login but the nodes do not know: not even the ACL can be read.
+  auto wrongPassword = writerOptions;
+  wrongPassword.auth = "admin:guess";
+  auto impostor = connect(wrongPassword);
+  Status refused = run(verifyClusterAcl(*impostor, wrongPassword.auth, wrongPassword.readAuth));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(refused.error().isRetryable());
+  EXPECT_NE(refused.error().message.find("ZNOAUTH"), std::string::npos) << refused.error().message;
+}
+
+TEST_F(ZooKeeperClientTest, AnOpenNodeBelowTheRootFailsTheMastersCheckNamingIt) {
+  auto writerOptions = options();
+  writerOptions.auth = "admin:secret";
+  auto writer = connect(writerOptions);
+  ASSERT_TRUE(run(writer->ensurePath("jobgraphs")).ok());
+  // Created open under the masters' folder, as a run without ACLs would have.
+  auto open = testing::ZooKeeperTestClient::connect(server_->connectString());
+  ASSERT_TRUE(open.ok()) << open.error().message;
+  ASSERT_TRUE(open.value()->addDigestAuth("admin:secret").ok());
+  ASSERT_TRUE(open.value()->create(root_ + "/jobgraphs/j1").ok());
+
+  Status refused = run(verifyClusterAcl(*writer, writerOptions.auth, ""));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(refused.error().isRetryable());
+  EXPECT_NE(refused.error().message.find("'" + root_ + "/jobgraphs/j1' has the ACL "
+                                         "world:anyone:cdrwa"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("setAcl -R " + root_ + " digest:admin:<hash>:cdrwa`"),
+            std::string::npos)
+      << refused.error().message;
 }
 
 TEST_F(ZooKeeperClientTest, RemovedListenersAreNotCalledAndTheSocketIsCloseOnExec) {
