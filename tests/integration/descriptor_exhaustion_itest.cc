@@ -243,9 +243,9 @@ std::string unsanitizedMissing(const std::string& binary) {
   return "";
 }
 
-#define SKIP_UNLESS_UNSANITIZED(binary)                                      \
+#define SKIP_UNLESS_UNSANITIZED(binary)                                           \
   if (const std::string missing = unsanitizedMissing(binary); !missing.empty()) { \
-    GTEST_SKIP() << missing;                                                 \
+    GTEST_SKIP() << missing;                                                      \
   }
 
 class DescriptorExhaustion : public ::testing::Test {
@@ -253,8 +253,7 @@ class DescriptorExhaustion : public ::testing::Test {
   ~DescriptorExhaustion() noexcept override = default;
 
   // `binary`: the regent-master to run ("": the sanitized one of REGENT_BIN_DIR).
-  void startMasters(size_t count, std::vector<std::string> extraSet = {},
-                    std::string binary = "") {
+  void startMasters(size_t count, std::vector<std::string> extraSet = {}, std::string binary = "") {
     auto server = sharedZooKeeperServer();
     ASSERT_OK(server);
     clusterId_ = uniqueClusterId("fds");
