@@ -207,8 +207,7 @@ bool httpAnswers(EventLoop& loop, kj::HttpHeaderTable& table, const std::string&
 // Whether the binary at `path` was built with UBSan's vptr check (the sanitized debug build).
 // Such a process aborts when it runs out of descriptors: the check opens a pipe to look at a type
 // it has not seen yet. The product keeps serving; the sanitizer cannot, so the tests that exhaust
-// a process's descriptors run against unsanitized binaries only (scripts/build.sh --release, and
-// the binaries copied into this build's bin/; see docs/testing.md).
+// a process's descriptors run binaries built without sanitizers (docs/testing.md).
 bool builtWithVptrCheck(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   const std::string needle = "__ubsan_handle_dynamic_type_cache_miss";
@@ -222,17 +221,39 @@ bool builtWithVptrCheck(const std::string& path) {
   return false;
 }
 
-#define SKIP_IF_SANITIZED(binary)                                                           \
-  if (builtWithVptrCheck(REGENT_BIN_DIR "/" binary)) {                                       \
-    GTEST_SKIP() << binary " is built with UBSan's vptr check, which aborts out of "         \
-                    "descriptors: run this test against unsanitized binaries";              \
+// `binary` as the tests that exhaust a process's descriptors run it: from
+// REGENT_UNSANITIZED_BIN_DIR, where a sanitized build puts the same programs built without
+// sanitizers (tests/integration/CMakeLists.txt; an unsanitized build's own bin/).
+std::string unsanitized(const std::string& binary) {
+  return REGENT_UNSANITIZED_BIN_DIR "/" + binary;
+}
+
+// Why unsanitized(`binary`) cannot run out of descriptors cleanly, or "" if it can.
+std::string unsanitizedMissing(const std::string& binary) {
+  const std::string path = unsanitized(binary);
+  const std::string remedy =
+      ": run `scripts/build.sh descriptor_exhaustion_itest` (a build with REGENT_SANITIZE=ON, "
+      "which also builds regent-master, regent-worker and regent-task-shim without sanitizers "
+      "for this test)";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return path + " does not exist" + remedy;
+  if (builtWithVptrCheck(path)) {
+    return path + " is built with UBSan's vptr check, which aborts out of descriptors" + remedy;
+  }
+  return "";
+}
+
+#define SKIP_UNLESS_UNSANITIZED(binary)                                           \
+  if (const std::string missing = unsanitizedMissing(binary); !missing.empty()) { \
+    GTEST_SKIP() << missing;                                                      \
   }
 
 class DescriptorExhaustion : public ::testing::Test {
  protected:
   ~DescriptorExhaustion() noexcept override = default;
 
-  void startMasters(size_t count, std::vector<std::string> extraSet = {}) {
+  // `binary`: the regent-master to run ("": the sanitized one of REGENT_BIN_DIR).
+  void startMasters(size_t count, std::vector<std::string> extraSet = {}, std::string binary = "") {
     auto server = sharedZooKeeperServer();
     ASSERT_OK(server);
     clusterId_ = uniqueClusterId("fds");
@@ -241,7 +262,8 @@ class DescriptorExhaustion : public ::testing::Test {
         MasterClusterOptions{.quorum = server.value()->connectString(),
                              .clusterId = clusterId_,
                              .extraSet = std::move(extraSet),
-                             .openFileLimit = std::pair<uint64_t, uint64_t>{kLimit, kLimit}});
+                             .openFileLimit = std::pair<uint64_t, uint64_t>{kLimit, kLimit},
+                             .binary = std::move(binary)});
     ASSERT_OK(cluster_->startMasters(count));
     auto serving = cluster_->waitForEvent(
         0, [](const MasterEvent& e) { return e.kind == Kind::kServing; }, kTimeout);
@@ -321,8 +343,8 @@ TEST_F(DescriptorExhaustion, AFloodBeyondTheOpenFileLimitIsRefusedByTheFittedCap
 // keep retrying (summed up while it lasts), and the master keeps leading (its ZooKeeper session
 // needs no new descriptor). Once descriptors free up, regentctl and HTTP are served again.
 TEST_F(DescriptorExhaustion, AMasterOutOfDescriptorsKeepsLeadingAndServesAgainOnceTheyFree) {
-  SKIP_IF_SANITIZED("regent-master");
-  ASSERT_NO_FATAL_FAILURE(startMasters(1));
+  SKIP_UNLESS_UNSANITIZED("regent-master");
+  ASSERT_NO_FATAL_FAILURE(startMasters(1, {}, unsanitized("regent-master")));
   const pid_t pid = cluster_->process(0).pid();
   const std::string http = httpAddressOf(cluster_->process(0));
   auto rpc = masterRpcAddress(*cluster_, 0);
@@ -359,8 +381,9 @@ TEST_F(DescriptorExhaustion, AMasterOutOfDescriptorsKeepsLeadingAndServesAgainOn
 // A leader whose RPC listener keeps failing for rpc.listener-failure-handover hands over to the
 // standby, saying why, and stays up as a contender.
 TEST_F(DescriptorExhaustion, ALeaderWhoseListenerKeepsFailingHandsOverToTheStandby) {
-  SKIP_IF_SANITIZED("regent-master");
-  ASSERT_NO_FATAL_FAILURE(startMasters(2, {"rpc.listener-failure-handover=2s"}));
+  SKIP_UNLESS_UNSANITIZED("regent-master");
+  ASSERT_NO_FATAL_FAILURE(
+      startMasters(2, {"rpc.listener-failure-handover=2s"}, unsanitized("regent-master")));
   ASSERT_EQ(cluster_->currentLeader(), std::optional<size_t>(0));
   const pid_t pid = cluster_->process(0).pid();
   auto rpc = masterRpcAddress(*cluster_, 0);
@@ -427,11 +450,11 @@ TEST_F(DescriptorExhaustion, AStalledHalfMessageIsClosedAfterTheMessageTimeout) 
 // A worker's HTTP out of descriptors counts, warns and serves again once they free up; the worker
 // raised its soft limit at start and fitted http.max-connections into it.
 TEST_F(DescriptorExhaustion, AWorkerOutOfDescriptorsServesHttpAgainOnceTheyFree) {
-  SKIP_IF_SANITIZED("regent-worker");
+  SKIP_UNLESS_UNSANITIZED("regent-worker");
   auto server = sharedZooKeeperServer();  // Connected: no reconnect needs a descriptor.
   ASSERT_OK(server);
   ProcessOptions options;
-  options.argv = {REGENT_BIN_DIR "/regent-worker"};
+  options.argv = {unsanitized("regent-worker")};
   for (const std::string& set :
        {"worker.data-dir=" + dir_.path() + "/worker", std::string("worker.http.bind=127.0.0.1:0"),
         "ha.zookeeper.quorum=" + server.value()->connectString(),

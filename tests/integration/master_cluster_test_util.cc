@@ -191,8 +191,9 @@ MasterCluster::~MasterCluster() = default;
 Result<size_t> MasterCluster::startMaster(std::vector<std::string> extraSet,
                                           std::optional<std::string> quorum) {
   const size_t slot = slots_.size();
-  std::vector<std::string> argv = {REGENT_BIN_DIR "/regent-master", "--log-format",
-                                   options_.logFormat};
+  std::vector<std::string> argv = {
+      options_.binary.empty() ? std::string(REGENT_BIN_DIR "/regent-master") : options_.binary,
+      "--log-format", options_.logFormat};
   std::vector<std::string> sets = {
       "cluster-id=" + options_.clusterId,
       "ha.zookeeper.quorum=" + quorum.value_or(options_.quorum),

@@ -159,6 +159,8 @@ struct MasterClusterOptions {
   std::string logFormat = "text";     // --log-format.
   // Every master's RLIMIT_NOFILE (soft, hard); nullopt: the test's.
   std::optional<std::pair<uint64_t, uint64_t>> openFileLimit;
+  // The regent-master executable; "": the one in REGENT_BIN_DIR.
+  std::string binary;
 };
 
 // regent-master processes in numbered slots; a slot can be restarted once its process ended,
