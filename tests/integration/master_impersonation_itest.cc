@@ -120,11 +120,9 @@ class MasterImpersonation : public ::testing::Test {
 
   // A ZooKeeper client holding `credential` (none when empty).
   std::unique_ptr<ZooKeeperTestClient> zooKeeperAs(const std::string& credential) {
-    auto client = ZooKeeperTestClient::connect(quorum_);
+    auto client = ZooKeeperTestClient::connectAs(quorum_, credential);
     EXPECT_OK(client);
-    if (!client.ok()) return nullptr;
-    if (!credential.empty()) EXPECT_OK(client.value()->addDigestAuth(credential));
-    return std::move(client).value();
+    return client.ok() ? std::move(client).value() : nullptr;
   }
 
   // The `leader` node rewritten to name the rogue with the forged epoch, as any ZooKeeper client

@@ -59,11 +59,9 @@ class MasterZooKeeperAcl : public ::testing::Test {
 
   // A ZooKeeper client holding `credential` (none when empty).
   std::unique_ptr<ZooKeeperTestClient> zooKeeperAs(const std::string& credential) {
-    auto client = ZooKeeperTestClient::connect(quorum_);
+    auto client = ZooKeeperTestClient::connectAs(quorum_, credential);
     EXPECT_OK(client);
-    if (!client.ok()) return nullptr;
-    if (!credential.empty()) EXPECT_OK(client.value()->addDigestAuth(credential));
-    return std::move(client).value();
+    return client.ok() ? std::move(client).value() : nullptr;
   }
 
   // Waits for the slot's master to exit and checks it refused the open node `path`: exit 2, the
