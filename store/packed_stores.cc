@@ -89,16 +89,44 @@ std::string decodeFailure(const kj::Exception& exception) {
   return text;
 }
 
-void readEveryField(capnp::DynamicStruct::Reader value);
+void readEveryField(capnp::DynamicStruct::Reader value, uint64_t& budget);
 
-void readEveryValue(capnp::DynamicValue::Reader value) {
+// Whether a list of `type` holds pointers (structs, lists, text, data): those elements are read;
+// numbers, enums and Void need no check.
+bool holdsPointers(capnp::schema::Type::Which type) {
+  switch (type) {
+    case capnp::schema::Type::TEXT:
+    case capnp::schema::Type::DATA:
+    case capnp::schema::Type::LIST:
+    case capnp::schema::Type::STRUCT:
+    case capnp::schema::Type::INTERFACE:
+    case capnp::schema::Type::ANY_POINTER:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void readEveryValue(capnp::DynamicValue::Reader value, uint64_t& budget) {
   switch (value.getType()) {
     case capnp::DynamicValue::STRUCT:
-      readEveryField(value.as<capnp::DynamicStruct>());
+      readEveryField(value.as<capnp::DynamicStruct>(), budget);
       break;
-    case capnp::DynamicValue::LIST:
-      for (auto element : value.as<capnp::DynamicList>()) readEveryValue(element);
+    case capnp::DynamicValue::LIST: {
+      auto list = value.as<capnp::DynamicList>();
+      if (!holdsPointers(list.getSchema().whichElementType())) break;
+      // Each element of a list of pointers takes a word of the record at least, except structs
+      // of no size, which a crafted record can list by the billion in one word: more elements
+      // than the record has words is such a list, and walking it would take minutes.
+      if (list.size() > budget) {
+        kj::throwFatalException(KJ_EXCEPTION(
+            FAILED, kj::str("a list of ", list.size(), " elements in a record of fewer words (",
+                            "its elements take no space: an amplified list)")));
+      }
+      budget -= list.size();
+      for (auto element : list) readEveryValue(element, budget);
       break;
+    }
     default:
       break;  // Text and data were checked when read; numbers need no check.
   }
@@ -107,12 +135,13 @@ void readEveryValue(capnp::DynamicValue::Reader value) {
 // Reads every field as its schema types it, so a pointer of the wrong kind (a list where the job
 // name's text belongs) throws while decoding: the copy checks only that pointers are sound, and
 // the record's readers (recovery, job status) would otherwise throw later, on every read.
-void readEveryField(capnp::DynamicStruct::Reader value) {
+// `budget`: the list elements still allowed, the record's size in words to begin with.
+void readEveryField(capnp::DynamicStruct::Reader value, uint64_t& budget) {
   for (capnp::StructSchema::Field field : value.getSchema().getNonUnionFields()) {
-    if (value.has(field)) readEveryValue(value.get(field));
+    if (value.has(field)) readEveryValue(value.get(field), budget);
   }
   KJ_IF_MAYBE (field, value.which()) {
-    if (value.has(*field)) readEveryValue(value.get(*field));
+    if (value.has(*field)) readEveryValue(value.get(*field), budget);
   }
 }
 
@@ -137,7 +166,8 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                  message = kj::heap<capnp::MallocMessageBuilder>(
                      static_cast<unsigned>(std::min<uint64_t>(words, kMaxMessageWords)));
                  message->setRoot(root);
-                 readEveryField(capnp::toDynamic(message->getRoot<Struct>().asReader()));
+                 uint64_t budget = words;
+                 readEveryField(capnp::toDynamic(message->getRoot<Struct>().asReader()), budget);
                  kj::byte extra;
                  trailing = input.tryRead(&extra, 1, 1) > 0;
                })) {
