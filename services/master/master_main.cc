@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "common/event_loop.h"
+#include "common/stop_signals.h"
 #include "conf/config.h"
 #include "conf/process_main.h"
 #include "services/master/master_process.h"
@@ -29,6 +30,8 @@ constexpr const char* kDescription =
 
 int main(int argc, char** argv) {
   using namespace regent;
+  // Until MasterProcess watches them, a stop signal waits rather than killing the master.
+  holdStopSignals();
 
   ProcessMain processMain(kDescription, {.program = "regent-master",
                                          .process = "master",

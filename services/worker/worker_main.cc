@@ -13,6 +13,7 @@
 
 #include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/stop_signals.h"
 #include "common/time.h"
 #include "conf/config.h"
 #include "conf/process_main.h"
@@ -37,6 +38,8 @@ constexpr const char* kDescription =
 
 int main(int argc, char** argv) {
   using namespace regent;
+  // Until WorkerProcess watches them, a stop signal waits rather than killing the worker.
+  holdStopSignals();
 
   ProcessMain processMain(kDescription, {.program = "regent-worker",
                                          .process = "worker",
