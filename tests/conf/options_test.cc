@@ -162,6 +162,29 @@ TEST(OptionRegistry, RulesNameOnlyKnownKeys) {
   }
 }
 
+TEST(OptionRegistry, EveryOptionIsReadBySomeProgramAndEachNamespaceByItsOwn) {
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_NE(option.readBy, 0) << option.key;
+    EXPECT_EQ(option.readBy & ~kEveryProgram, 0) << option.key;
+    const Programs expected =
+        option.key.starts_with("worker.") || option.key.starts_with("cluster.registration.")
+            ? Programs(Program::kWorker)
+        : option.key.starts_with("cli.") ? Programs(Program::kRegentctl)
+        : option.key.starts_with("store.") || option.key.starts_with("jobmaster.") ||
+                option.key.starts_with("heartbeat.")
+            ? Programs(Program::kMaster)
+            : option.readBy;
+    EXPECT_EQ(option.readBy, expected) << option.key;
+  }
+  // The processes' listeners and what finds the leader.
+  EXPECT_EQ(findOption("http.bind")->readBy, Programs(Program::kMaster));
+  EXPECT_EQ(findOption("rpc.bind")->readBy, Programs(Program::kMaster));
+  EXPECT_EQ(findOption("http.max-connections")->readBy, Program::kMaster | Program::kWorker);
+  EXPECT_EQ(findOption("rpc.credential.role")->readBy, Program::kWorker | Program::kRegentctl);
+  EXPECT_EQ(findOption("ha.zookeeper.quorum")->readBy, kEveryProgram);
+  EXPECT_EQ(describePrograms(kEveryProgram), "master, worker, regentctl");
+}
+
 TEST(OptionRegistry, FindsOptionsByExactKeyOnly) {
   EXPECT_EQ(findOption("ha.mode")->key, "ha.mode");
   EXPECT_EQ(findOption("ha"), nullptr);
