@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace regent {
@@ -183,6 +188,48 @@ TEST(OptionRegistry, EveryOptionIsReadBySomeProgramAndEachNamespaceByItsOwn) {
   EXPECT_EQ(findOption("rpc.credential.role")->readBy, Program::kWorker | Program::kRegentctl);
   EXPECT_EQ(findOption("ha.zookeeper.quorum")->readBy, kEveryProgram);
   EXPECT_EQ(describePrograms(kEveryProgram), "master, worker, regentctl");
+}
+
+// The options each program's own code reads, found in its folders' sources as
+// config.getString("key") and the other getters. Shared code (rpc/, ha/, leader/, conf/) reads
+// for whichever program calls it, so only the programs' own folders are checked; a folder that
+// does not exist (moved) is skipped, but each program must have reads to check.
+TEST(OptionRegistry, EachProgramsOwnCodeReadsOnlyOptionsMarkedForIt) {
+  const std::map<std::string, Program> folders = {{"services/master", Program::kMaster},
+                                                  {"services/dispatcher", Program::kMaster},
+                                                  {"services/resourcemanager", Program::kMaster},
+                                                  {"services/jobmaster", Program::kMaster},
+                                                  {"store", Program::kMaster},
+                                                  {"services/worker", Program::kWorker},
+                                                  {"services/taskexecutor", Program::kWorker},
+                                                  {"cli", Program::kRegentctl}};
+  const std::regex read(R"re(\.get(String|Int|Double|Bool|Duration|Size)\("([^"]+)"\))re");
+  std::map<Program, int> reads;
+  for (const auto& [folder, program] : folders) {
+    const std::filesystem::path root = std::filesystem::path(REGENT_SOURCE_DIR) / folder;
+    if (!std::filesystem::exists(root)) continue;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+      const std::string extension = entry.path().extension().string();
+      if (extension != ".cc" && extension != ".h") continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string source = text.str();
+      for (std::sregex_iterator it(source.begin(), source.end(), read), end; it != end; ++it) {
+        const std::string key = (*it)[2];
+        const OptionSpec* option = findOption(key);
+        ASSERT_NE(option, nullptr) << entry.path() << " reads unknown option " << key;
+        EXPECT_TRUE(readsOption(option->readBy, program))
+            << entry.path() << " reads " << key << ", which conf/options.cc does not mark as read "
+            << "by the " << programRole(program)
+            << " (read by: " << describePrograms(option->readBy) << ")";
+        ++reads[program];
+      }
+    }
+  }
+  for (const Program program : {Program::kMaster, Program::kWorker, Program::kRegentctl}) {
+    EXPECT_GT(reads[program], 0) << programRole(program);
+  }
 }
 
 TEST(OptionRegistry, FindsOptionsByExactKeyOnly) {
