@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
                  "finding the leader in ZooKeeper; needed with ha.mode standalone (cli.master; "
                  "wins over --set)");
   app.add_option("--cluster-id", clusterId, "cluster to inspect (cluster-id; wins over --set)");
-  ConfigCommandLine commandLine(app, "regentctl", {});  // --config, --set.
+  // --config, --set.
+  ConfigCommandLine commandLine(app, "regentctl", {.program = Program::kRegentctl});
   app.add_flag("--json", json, "print one JSON object per line");
   app.footer(
       "Authentication (docs/security.md): against a master that requires it, jobs, workers, "

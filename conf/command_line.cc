@@ -9,7 +9,7 @@
 namespace regent {
 
 ConfigCommandLine::ConfigCommandLine(CLI::App& app, std::string program, Flags flags)
-    : program_(std::move(program)) {
+    : program_(std::move(program)), reader_(flags.program) {
   app.add_option("--config", file_, "YAML configuration file");
   app.add_option("--set", set_, "set an option, key=value (repeatable; later wins)")
       ->allow_extra_args(false);
@@ -35,6 +35,7 @@ std::variant<Config, int> ConfigCommandLine::load(std::ostream& out, std::ostrea
   sources.environment = processEnvironment();
   sources.set = set_;
   sources.shortcuts = overrides_;
+  sources.program = reader_;
   if (!logFormat_.empty()) {
     sources.shortcuts.push_back(ConfigSources::Shortcut{"log.format", logFormat_, "--log-format"});
   }

@@ -22,6 +22,9 @@ class ConfigCommandLine final {
   struct Flags {
     bool printConfig = false;  // --print-config: print the effective configuration, exit 0.
     bool logFormat = false;    // --log-format text|json: log.format, winning over --set.
+    // The binary, when it refuses command-line options it does not read
+    // (ConfigSources::program).
+    std::optional<Program> program;
   };
 
   // Registers the options on `app`; CLI11 writes the parsed values into this object, so it must
@@ -52,6 +55,7 @@ class ConfigCommandLine final {
   std::string file_;
   std::vector<std::string> set_;
   std::vector<ConfigSources::Shortcut> overrides_;
+  const std::optional<Program> reader_;
   bool printConfig_ = false;
   std::string logFormat_;
 };

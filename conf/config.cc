@@ -90,6 +90,37 @@ std::string unknownVariableError(std::string_view variable) {
   return message;
 }
 
+// "the master", "the worker and regentctl": the programs of `readBy`, for the middle of a
+// sentence.
+std::string programsPhrase(Programs readBy) {
+  std::vector<std::string> names;
+  for (const Program program : {Program::kMaster, Program::kWorker, Program::kRegentctl}) {
+    if (!readsOption(readBy, program)) continue;
+    names.push_back(program == Program::kRegentctl ? "regentctl"
+                                                   : "the " + std::string(programRole(program)));
+  }
+  std::string phrase;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) phrase += i + 1 == names.size() ? " and " : ", ";
+    phrase += names[i];
+  }
+  return phrase;
+}
+
+// The error for `spec`, given on the command line of `program`, which does not read it:
+// "http.bind from --set applies to the master, not the worker; the worker's own is
+// worker.http.bind".
+std::string notReadError(const OptionSpec& spec, const ValueSource& source, Program program) {
+  const std::string role(programRole(program));
+  std::string message = spec.key + " " + where(source) + " applies to " +
+                        programsPhrase(spec.readBy) + ", not " + programsPhrase(Programs(program));
+  const OptionSpec* own = findOption(role + "." + spec.key);
+  if (own != nullptr && readsOption(own->readBy, program)) {
+    message += "; the " + role + "'s own is " + own->key;
+  }
+  return message;
+}
+
 // A scalar from the YAML file, keyed by its flattened dotted key.
 struct FileValue {
   std::string key;
@@ -358,6 +389,12 @@ Result<Config> loadConfig(const ConfigSources& sources) {
   auto assign = [&](std::string_view key, std::string_view text, const ValueSource& source) {
     for (Config::Entry& candidate : config.entries_) {
       if (candidate.spec->key != key) continue;
+      if (source.kind == ValueSource::Kind::kCommandLine && sources.program &&
+          !readsOption(candidate.spec->readBy, *sources.program)) {
+        assignments.push_back(
+            Assignment{nullptr, {}, {}, notReadError(*candidate.spec, source, *sources.program)});
+        return;
+      }
       assignments.push_back(Assignment{&candidate, std::string(text), source, {}});
       return;
     }

@@ -44,6 +44,11 @@ struct ConfigSources {
   std::map<std::string, std::string> environment;  // NAME -> value; only REGENT_* are read.
   std::vector<std::string> set;                    // "key=value" (--set), in order.
   std::vector<Shortcut> shortcuts;                 // Applied after every --set, in order.
+  // The program loading it. When set, an option on its command line (`set`, `shortcuts`) that
+  // it does not read (OptionSpec::readBy) is an error naming the programs that do, and the
+  // program's own counterpart ("worker.http.bind" for a worker's http.bind) if there is one. The
+  // file and the environment may hold every program's options: they are often shared.
+  std::optional<Program> program;
 };
 
 // Thread-safety: immutable once loaded; safe to read from any thread.

@@ -99,7 +99,8 @@ void renderYamlLevel(const KeyTree& level, size_t depth, std::string& out) {
       appendComment(indent, spec.doc, out);
       appendComment(indent,
                     "Type: " + describeOptionType(spec) +
-                        ". Default: " + (shownDefault.empty() ? "\"\"" : shownDefault) + ".",
+                        ". Default: " + (shownDefault.empty() ? "\"\"" : shownDefault) +
+                        ". Read by: " + describePrograms(spec.readBy) + ".",
                     out);
       out += indent + node->name + ": " + yamlScalar(shownDefault) + "\n";
     } else {
@@ -142,13 +143,13 @@ std::string renderExampleYaml() {
 
 std::string renderOptionsTable() {
   std::string out =
-      "| key | type | default | description |\n"
-      "| --- | --- | --- | --- |\n";
+      "| key | type | default | read by | description |\n"
+      "| --- | --- | --- | --- | --- |\n";
   for (const OptionSpec& spec : allOptions()) {
     const std::string shownDefault = defaultText(spec);
     out += "| `" + spec.key + "` | " + markdownCell(describeOptionType(spec)) + " | `" +
-           (shownDefault.empty() ? "\"\"" : shownDefault) + "` | " + markdownCell(spec.doc) +
-           " |\n";
+           (shownDefault.empty() ? "\"\"" : shownDefault) + "` | " + describePrograms(spec.readBy) +
+           " | " + markdownCell(spec.doc) + " |\n";
   }
   return out;
 }

@@ -496,6 +496,63 @@ std::vector<OptionSpec> buildRegistry() {
   };
 }
 
+// Which programs read an option (OptionSpec::readBy), found by following the code that reads
+// each key: by key, or by the group a key starts with ("store."); the first entry that matches
+// wins, and an option no entry matches is read by every program. A worker or regentctl in
+// standalone mode also finds the master from rpc.bind, rpc.advertised-address and http.bind
+// in the master's configuration (docs/workers.md): a file they share, never their command line.
+constexpr Programs kMasterOnly = Programs(Program::kMaster);
+constexpr Programs kWorkerOnly = Programs(Program::kWorker);
+constexpr Programs kRegentctlOnly = Programs(Program::kRegentctl);
+constexpr Programs kHttpServers = Program::kMaster | Program::kWorker;
+constexpr Programs kLeaderClients = Program::kWorker | Program::kRegentctl;
+
+const std::vector<std::pair<std::string_view, Programs>>& optionReaders() {
+  static const std::vector<std::pair<std::string_view, Programs>> readers = {
+      {"ha.zookeeper.suspend-tolerance", kMasterOnly},  // The election.
+      {"store.", kMasterOnly},
+      {"rpc.bind", kMasterOnly},  // The RPC listener and what it accepts.
+      {"rpc.advertised-address", kMasterOnly},
+      {"rpc.pre-auth-max-message-size", kMasterOnly},
+      {"rpc.auth-timeout", kMasterOnly},
+      {"rpc.max-connections", kMasterOnly},
+      {"rpc.max-connections-per-peer", kMasterOnly},
+      {"rpc.idle-timeout", kMasterOnly},
+      {"rpc.message-timeout", kMasterOnly},
+      {"rpc.listener-failure-handover", kMasterOnly},
+      {"rpc.output-token-ttl", kMasterOnly},
+      {"rpc.tls.verify-clients", kMasterOnly},
+      {"rpc.auth", kMasterOnly},
+      {"rpc.auth-secret.admin-file", kMasterOnly},
+      {"rpc.auth-secret.reader-file", kMasterOnly},
+      {"rpc.auth-secret.worker-file", kMasterOnly},
+      {"rpc.auth-tls.", kMasterOnly},
+      {"rpc.reconnect.", kLeaderClients},  // Clients of the leader's RPC.
+      {"rpc.credential.", kLeaderClients},
+      {"http.bind", kMasterOnly},
+      {"http.max-connections", kHttpServers},
+      {"cli.", kRegentctlOnly},
+      {"heartbeat.", kMasterOnly},  // The ResourceManager and JobMasters send them.
+      {"jobmaster.", kMasterOnly},
+      {"worker.", kWorkerOnly},
+      {"cluster.registration.", kWorkerOnly},
+  };
+  return readers;
+}
+
+std::vector<OptionSpec> buildRegistryWithReaders() {
+  std::vector<OptionSpec> options = buildRegistry();
+  for (OptionSpec& spec : options) {
+    for (const auto& [key, programs] : optionReaders()) {
+      if (key.ends_with('.') ? spec.key.starts_with(key) : spec.key == key) {
+        spec.readBy = programs;
+        break;
+      }
+    }
+  }
+  return options;
+}
+
 std::vector<OptionRule> buildRules() {
   return {
       {{"ha.zookeeper.suspend-tolerance", "ha.zookeeper.session-timeout"},
@@ -631,8 +688,30 @@ Result<OptionValue> parseByType(const OptionSpec& spec, std::string_view text) {
 
 }  // namespace
 
+std::string_view programRole(Program program) {
+  switch (program) {
+    case Program::kMaster:
+      return "master";
+    case Program::kWorker:
+      return "worker";
+    case Program::kRegentctl:
+      return "regentctl";
+  }
+  return "?";  // unreachable
+}
+
+std::string describePrograms(Programs readBy) {
+  std::string names;
+  for (const Program program : {Program::kMaster, Program::kWorker, Program::kRegentctl}) {
+    if (!readsOption(readBy, program)) continue;
+    if (!names.empty()) names += ", ";
+    names += programRole(program);
+  }
+  return names;
+}
+
 const std::vector<OptionSpec>& allOptions() {
-  static const std::vector<OptionSpec> options = buildRegistry();
+  static const std::vector<OptionSpec> options = buildRegistryWithReaders();
   return options;
 }
 

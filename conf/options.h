@@ -19,6 +19,22 @@ class Config;
 
 enum class OptionType { kString, kEnum, kInt, kDouble, kBool, kDuration, kSize };
 
+// The programs an option applies to, one bit each; OptionSpec::readBy holds a set of them.
+// A program refuses an option that does not apply to it when the option is given on its command
+// line (docs/configuration.md, "Which program reads an option").
+enum class Program : uint8_t { kMaster = 1, kWorker = 2, kRegentctl = 4 };
+using Programs = uint8_t;
+inline constexpr Programs kEveryProgram = 7;
+constexpr Programs operator|(Program a, Program b) { return Programs(a) | Programs(b); }
+constexpr bool readsOption(Programs readBy, Program program) {
+  return (readBy & Programs(program)) != 0;
+}
+
+// "master", "worker", "regentctl".
+std::string_view programRole(Program program);
+// "master, worker"; the programs of `readBy` in the order master, worker, regentctl.
+std::string describePrograms(Programs readBy);
+
 // A parsed value; the alternative is fixed by the type: kString and kEnum hold std::string,
 // kInt int64_t, kDouble double, kBool bool, kDuration Duration, kSize uint64_t (bytes).
 using OptionValue = std::variant<std::string, int64_t, double, bool, Duration, uint64_t>;
@@ -38,6 +54,9 @@ struct OptionSpec {
   std::vector<std::string> choices;  // kEnum only.
   std::optional<OptionConstraint> constraint;
   bool secret = false;  // Rendered as "user:****" and never echoed in errors.
+  // The programs whose code reads the option for themselves (not every program that loads a
+  // shared file holding it).
+  Programs readBy = kEveryProgram;
 };
 
 // A rule between options, checked once all sources are merged.

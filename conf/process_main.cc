@@ -15,7 +15,8 @@ namespace regent {
 ProcessMain::ProcessMain(const std::string& description, Spec spec)
     : spec_(std::move(spec)),
       app_(description, spec_.program),
-      commandLine_(app_, spec_.program, {.printConfig = true, .logFormat = true}) {}
+      commandLine_(app_, spec_.program,
+                   {.printConfig = true, .logFormat = true, .program = spec_.reader}) {}
 
 std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
   descriptorLimit_ = raiseDescriptorLimit();

@@ -20,6 +20,7 @@ class ProcessMain final {
   struct Spec {
     std::string program;        // "regent-worker": the app's name, starts every option error.
     std::string process;        // "worker": the logger's process and "<process> exiting".
+    Program reader;             // Its command line takes only the options this program reads.
     std::string idField;        // "resource_id": the exiting line's id field ("?" while unknown).
     bool clockFields = false;   // The exiting line also carries mono_us and wall_ms.
     int usageExitCode = 2;      // Returned for a bad command line, file, option or value.

@@ -153,7 +153,6 @@ for i in 1 2; do
     --set "ha.zookeeper.quorum=127.0.0.1:$zk_port" --set "cluster-id=$cluster" \
     --set "worker.data-dir=$work/worker-$i" --set "worker.http.bind=127.0.0.1:$((8090 + i))" \
     --set worker.slots=4 --set worker.slot-cpu=0.5 --set worker.slot-memory=512MiB \
-    --set heartbeat.interval=500ms --set heartbeat.timeout=3s \
     >"$work/worker-$i.log" 2>&1 &
   worker_pids+=($!)
   step "worker $i: pid $!, log $work/worker-$i.log"

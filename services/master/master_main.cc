@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
 
   ProcessMain processMain(kDescription, {.program = "regent-master",
                                          .process = "master",
+                                         .reader = Program::kMaster,
                                          .idField = "master_id",
                                          .usageExitCode = master::kExitUsage});
   auto started = processMain.start(argc, argv);

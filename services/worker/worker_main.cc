@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
 
   ProcessMain processMain(kDescription, {.program = "regent-worker",
                                          .process = "worker",
+                                         .reader = Program::kWorker,
                                          .idField = "resource_id",
                                          .clockFields = true,
                                          .usageExitCode = worker::kExitUsage});

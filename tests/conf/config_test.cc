@@ -53,6 +53,70 @@ class ConfigFile : public ::testing::Test {
   const std::string path_ = dir_.path() + "/regent.yaml";
 };
 
+// ---- Options of another program ------------------------------------------------------------
+
+TEST(ConfigPrograms, AWorkerRefusesAMastersOptionOnItsCommandLineNamingItsOwn) {
+  EXPECT_EQ(
+      loadError(ConfigSources{.set = {"http.bind=127.0.0.1:8091"}, .program = Program::kWorker}),
+      "http.bind from --set applies to the master, not the worker; the worker's own is "
+      "worker.http.bind");
+}
+
+TEST(ConfigPrograms, EachProgramRefusesTheOthersOptionsOnItsCommandLine) {
+  EXPECT_EQ(loadError(ConfigSources{.set = {"worker.slots=2"}, .program = Program::kMaster}),
+            "worker.slots from --set applies to the worker, not the master");
+  EXPECT_EQ(
+      loadError(ConfigSources{.set = {"rpc.credential.role=admin"}, .program = Program::kMaster}),
+      "rpc.credential.role from --set applies to the worker and regentctl, not the master");
+  EXPECT_EQ(
+      loadError(ConfigSources{.set = {"cli.master=10.0.0.7:6123"}, .program = Program::kWorker}),
+      "cli.master from --set applies to regentctl, not the worker");
+  EXPECT_EQ(loadError(ConfigSources{.shortcuts = {{"http.max-connections", "5", "--conns"}},
+                                    .program = Program::kRegentctl}),
+            "http.max-connections from --conns applies to the master and the worker, not "
+            "regentctl");
+}
+
+TEST(ConfigPrograms, EveryErrorOfTheCommandLineIsReported) {
+  EXPECT_EQ(loadError(ConfigSources{.set = {"http.bind=127.0.0.1:0", "heartbeat.interval=1s"},
+                                    .program = Program::kWorker}),
+            "http.bind from --set applies to the master, not the worker; the worker's own is "
+            "worker.http.bind\n"
+            "heartbeat.interval from --set applies to the master, not the worker");
+}
+
+TEST(ConfigPrograms, AProgramTakesItsOwnAndSharedOptionsFromTheCommandLine) {
+  const Config worker = load(ConfigSources{
+      .set = {"worker.http.bind=127.0.0.1:8091", "cluster-id=dev", "rpc.call-timeout=3s"},
+      .program = Program::kWorker});
+  EXPECT_EQ(worker.getString("worker.http.bind"), "127.0.0.1:8091");
+  EXPECT_EQ(worker.getString("cluster-id"), "dev");
+  const Config master =
+      load(ConfigSources{.set = {"http.bind=127.0.0.1:8081"}, .program = Program::kMaster});
+  EXPECT_EQ(master.getString("http.bind"), "127.0.0.1:8081");
+}
+
+// A file and the environment are often shared by every program of a host or cluster (one
+// regent.yaml, a compose file's common environment): each takes them whole.
+TEST_F(ConfigFile, AProgramTakesAnotherProgramsOptionsFromASharedFileOrTheEnvironment) {
+  dir_.write("regent.yaml", "http.bind: 127.0.0.1:8081\nworker:\n  slots: 2\n");
+  for (const Program program : {Program::kMaster, Program::kWorker, Program::kRegentctl}) {
+    const Config config =
+        load(ConfigSources{.file = path_,
+                           .environment = {{"REGENT_HEARTBEAT_INTERVAL", "1s"},
+                                           {"REGENT_CLI_MASTER", "10.0.0.7:6123"}},
+                           .program = program});
+    EXPECT_EQ(config.getString("http.bind"), "127.0.0.1:8081");
+    EXPECT_EQ(config.getInt("worker.slots"), 2);
+    EXPECT_EQ(config.getDuration("heartbeat.interval"), Duration(1000));
+  }
+}
+
+TEST(ConfigPrograms, WithoutAProgramEveryOptionIsTaken) {
+  const Config config = load(ConfigSources{.set = {"http.bind=127.0.0.1:0", "worker.slots=2"}});
+  EXPECT_EQ(config.getInt("worker.slots"), 2);
+}
+
 // ---- Precedence ----------------------------------------------------------------------------
 
 TEST(ConfigLoader, NoSourcesGivesEveryDefault) {

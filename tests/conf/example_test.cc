@@ -49,7 +49,7 @@ TEST(ExampleConfig, LoadingTheCommittedFileYieldsTheDefaults) {
   }
 }
 
-TEST(ExampleConfig, DocumentsEveryOptionWithDocTypeAndDefault) {
+TEST(ExampleConfig, DocumentsEveryOptionWithDocTypeDefaultAndReaders) {
   const std::string yaml = renderExampleYaml();
   for (const OptionSpec& option : allOptions()) {
     const std::string leaf = option.key.substr(option.key.rfind('.') + 1);
@@ -59,8 +59,11 @@ TEST(ExampleConfig, DocumentsEveryOptionWithDocTypeAndDefault) {
   }
   EXPECT_THAT(yaml, HasSubstr("ha:\n  # zookeeper: masters elect a leader"));
   EXPECT_THAT(yaml, HasSubstr("  zookeeper:\n    # ZooKeeper servers to connect to"));
-  EXPECT_THAT(yaml, HasSubstr("    # Type: duration, > 0. Default: 6s.\n"
+  EXPECT_THAT(yaml, HasSubstr("    # Type: duration, > 0. Default: 6s. Read by: master, worker, "
+                              "regentctl.\n"
                               "    session-timeout: 6s\n"));
+  EXPECT_THAT(yaml, HasSubstr("    # Type: duration, > 0. Default: 10s. Read by: master.\n"
+                              "    lock-timeout: 10s\n"));
   EXPECT_THAT(yaml, HasSubstr("    auth: \"\"\n"));
 }
 
@@ -90,8 +93,8 @@ TEST(OptionsTable, CommittedDocsTableMatchesTheRegistry) {
 
 TEST(OptionsTable, HasOneRowPerOption) {
   const std::string table = renderOptionsTable();
-  EXPECT_THAT(table, HasSubstr("| `worker.slots` | integer, 1..1024 | `4` | Number of task slots "
-                               "a worker offers. |\n"));
+  EXPECT_THAT(table, HasSubstr("| `worker.slots` | integer, 1..1024 | `4` | worker | Number of "
+                               "task slots a worker offers. |\n"));
   EXPECT_THAT(table,
               HasSubstr("| `ha.zookeeper.auth` | user:password or empty, secret | `\"\"` |"));
   size_t rows = 0;

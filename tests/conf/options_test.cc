@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace regent {
@@ -159,6 +164,71 @@ TEST(OptionRegistry, RulesNameOnlyKnownKeys) {
   ASSERT_FALSE(allOptionRules().empty());
   for (const OptionRule& rule : allOptionRules()) {
     for (const std::string& key : rule.keys) EXPECT_NE(findOption(key), nullptr) << key;
+  }
+}
+
+TEST(OptionRegistry, EveryOptionIsReadBySomeProgramAndEachNamespaceByItsOwn) {
+  for (const OptionSpec& option : allOptions()) {
+    EXPECT_NE(option.readBy, 0) << option.key;
+    EXPECT_EQ(option.readBy & ~kEveryProgram, 0) << option.key;
+    const Programs expected =
+        option.key.starts_with("worker.") || option.key.starts_with("cluster.registration.")
+            ? Programs(Program::kWorker)
+        : option.key.starts_with("cli.") ? Programs(Program::kRegentctl)
+        : option.key.starts_with("store.") || option.key.starts_with("jobmaster.") ||
+                option.key.starts_with("heartbeat.")
+            ? Programs(Program::kMaster)
+            : option.readBy;
+    EXPECT_EQ(option.readBy, expected) << option.key;
+  }
+  // The processes' listeners and what finds the leader.
+  EXPECT_EQ(findOption("http.bind")->readBy, Programs(Program::kMaster));
+  EXPECT_EQ(findOption("rpc.bind")->readBy, Programs(Program::kMaster));
+  EXPECT_EQ(findOption("http.max-connections")->readBy, Program::kMaster | Program::kWorker);
+  EXPECT_EQ(findOption("rpc.credential.role")->readBy, Program::kWorker | Program::kRegentctl);
+  EXPECT_EQ(findOption("ha.zookeeper.quorum")->readBy, kEveryProgram);
+  EXPECT_EQ(describePrograms(kEveryProgram), "master, worker, regentctl");
+}
+
+// The options each program's own code reads, found in its folders' sources as
+// config.getString("key") and the other getters. Shared code (rpc/, ha/, leader/, conf/) reads
+// for whichever program calls it, so only the programs' own folders are checked; a folder that
+// does not exist (moved) is skipped, but each program must have reads to check.
+TEST(OptionRegistry, EachProgramsOwnCodeReadsOnlyOptionsMarkedForIt) {
+  const std::map<std::string, Program> folders = {{"services/master", Program::kMaster},
+                                                  {"services/dispatcher", Program::kMaster},
+                                                  {"services/resourcemanager", Program::kMaster},
+                                                  {"services/jobmaster", Program::kMaster},
+                                                  {"store", Program::kMaster},
+                                                  {"services/worker", Program::kWorker},
+                                                  {"services/taskexecutor", Program::kWorker},
+                                                  {"cli", Program::kRegentctl}};
+  const std::regex read(R"re(\.get(String|Int|Double|Bool|Duration|Size)\("([^"]+)"\))re");
+  std::map<Program, int> reads;
+  for (const auto& [folder, program] : folders) {
+    const std::filesystem::path root = std::filesystem::path(REGENT_SOURCE_DIR) / folder;
+    if (!std::filesystem::exists(root)) continue;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+      const std::string extension = entry.path().extension().string();
+      if (extension != ".cc" && extension != ".h") continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string source = text.str();
+      for (std::sregex_iterator it(source.begin(), source.end(), read), end; it != end; ++it) {
+        const std::string key = (*it)[2];
+        const OptionSpec* option = findOption(key);
+        ASSERT_NE(option, nullptr) << entry.path() << " reads unknown option " << key;
+        EXPECT_TRUE(readsOption(option->readBy, program))
+            << entry.path() << " reads " << key << ", which conf/options.cc does not mark as read "
+            << "by the " << programRole(program)
+            << " (read by: " << describePrograms(option->readBy) << ")";
+        ++reads[program];
+      }
+    }
+  }
+  for (const Program program : {Program::kMaster, Program::kWorker, Program::kRegentctl}) {
+    EXPECT_GT(reads[program], 0) << programRole(program);
   }
 }
 

@@ -124,7 +124,9 @@ void runPage(const std::string& page, size_t expectedScripts) {
     const std::string output = dir.path() + "/output.log";
     auto shell = ProcessHarness::start(ProcessOptions{
         .argv = {"bash", path},
-        .env = {"PATH=" + std::string(REGENT_BIN_DIR) + ":" + std::getenv("PATH")},
+        // TMPDIR: what a block puts in a temporary directory (mktemp) goes with the test's.
+        .env = {"PATH=" + std::string(REGENT_BIN_DIR) + ":" + std::getenv("PATH"),
+                "TMPDIR=" + dir.path()},
         .cwd = dir.path(),
         .outputPath = output});
     ASSERT_TRUE(shell.ok()) << shell.error().message;

@@ -156,6 +156,7 @@ TEST(MasterStartupFailure, BadOptionsEndWithTheExitingLineAndCodeTwo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--set", "ha.zookeeper.quorom=zk1:2181"},           // an unknown key
       {"--set", "ha.zookeeper.session-timeout=soon"},      // a bad value
+      {"--set", "worker.slots=2"},                         // another program's option
       {"--no-such-flag"},                                  // the command line itself
       {"--config", dir.path() + "/missing.yaml"},          // a file that is not there
   };

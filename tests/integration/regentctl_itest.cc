@@ -294,6 +294,7 @@ TEST(Regentctl, BadUsageExitsWithTwo) {
       {"frobnicate"},                                 // unknown command
       {"--set", "ha.zookeeper.session-timeout=soon", "leader"},  // bad value
       {"--set", "no-equals-sign", "leader"},          // not key=value
+      {"--set", "http.bind=127.0.0.1:8081", "leader"},  // a master's option
   };
   for (const auto& args : usages) {
     auto run = runRegentctl(dir.path(), args);

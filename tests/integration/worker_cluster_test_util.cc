@@ -170,8 +170,7 @@ WorkerClusterOptions workerTestWorkers(const std::string& quorum, const std::str
       .quorum = quorum,
       .clusterId = clusterId,
       .sessionTimeout = kTestSessionTimeout,
-      .extraSet = {kTestHeartbeatInterval, kTestHeartbeatTimeout, "rpc.call-timeout=3s",
-                   "cluster.registration.initial-timeout=50ms",
+      .extraSet = {"rpc.call-timeout=3s", "cluster.registration.initial-timeout=50ms",
                    "cluster.registration.max-timeout=1s"}};
 }
 

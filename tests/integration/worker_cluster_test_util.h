@@ -305,7 +305,8 @@ inline constexpr const char* kTestHeartbeatTimeout = "heartbeat.timeout=2s";
 // Masters on `quorum` that advertise the address they bind (workers dial it), with the test
 // heartbeats and a short RPC call timeout.
 MasterClusterOptions workerTestMasters(const std::string& quorum, const std::string& clusterId);
-// Workers on `quorum` with the test heartbeats, short registration backoff and call timeout.
+// Workers on `quorum` with a short registration backoff and call timeout (the heartbeats are the
+// masters' options).
 WorkerClusterOptions workerTestWorkers(const std::string& quorum, const std::string& clusterId);
 
 }  // namespace regent::testing

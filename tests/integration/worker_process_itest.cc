@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -103,6 +104,22 @@ TEST_F(WorkerProcessTest, PrintConfigListsTheWorkerOptionsAndStartsNothing) {
                           "cluster.registration.max-timeout", "heartbeat.interval"}) {
     EXPECT_NE(output.find(key), std::string::npos) << key << " missing from:\n" << output;
   }
+  EXPECT_EQ(output.find("worker starting"), std::string::npos) << output;
+}
+
+// A master's option on the worker's command line is refused, not ignored: a worker given
+// http.bind would serve on worker.http.bind's default, where a second worker collides.
+TEST_F(WorkerProcessTest, AMastersOptionOnTheCommandLineExits2NamingTheWorkersOwn) {
+  auto worker = startWorker({"http.bind=127.0.0.1:0"});
+  ASSERT_OK(worker);
+  auto exit = worker.value()->waitForExit(kExitTimeout);
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->exited() && exit->exitCode == 2) << exit->describe();
+  const std::string output = worker.value()->output();
+  EXPECT_NE(output.find("regent-worker: http.bind from --set applies to the master, not the "
+                        "worker; the worker's own is worker.http.bind"),
+            std::string::npos)
+      << output;
   EXPECT_EQ(output.find("worker starting"), std::string::npos) << output;
 }
 
@@ -291,27 +308,22 @@ TEST_F(WorkerProcessTest, ASecondSigtermWhileTheDisconnectHangsExitsAtOnceWith14
 }
 
 TEST_F(WorkerProcessTest, FindsTheStandaloneMasterThroughTheMastersConfiguration) {
-  // The master and the worker share the standalone settings (the epoch file, next to which the
-  // master writes its leader record with the port it bound); no ZooKeeper anywhere.
-  const std::vector<std::string> shared = {"ha.mode=standalone",
-                                           "ha.standalone.epoch-file=" + dir_.path() + "/epoch",
-                                           "rpc.bind=127.0.0.1:0"};
+  // The master and the worker share the standalone settings in one file (the epoch file, next to
+  // which the master writes its leader record with the port it bound, and the master's rpc.bind,
+  // which a worker reads from a file but refuses on its command line); no ZooKeeper anywhere.
+  const std::string shared = dir_.path() + "/standalone.yaml";
+  std::ofstream(shared) << "ha.mode: standalone\nha.standalone.epoch-file: " << dir_.path()
+                        << "/epoch\nrpc.bind: 127.0.0.1:0\n";
   ProcessOptions masterOptions;
-  masterOptions.argv = {REGENT_BIN_DIR "/regent-master", "--set",
+  masterOptions.argv = {REGENT_BIN_DIR "/regent-master", "--config", shared, "--set",
                         "store.rocksdb.path=" + dir_.path() + "/store", "--set",
                         "http.bind=127.0.0.1:0"};
-  for (const std::string& set : shared) {
-    masterOptions.argv.push_back("--set");
-    masterOptions.argv.push_back(set);
-  }
   masterOptions.outputPath = dir_.path() + "/master.log";
   auto master = ProcessHarness::start(masterOptions);
   ASSERT_OK(master);
   ASSERT_OK(master.value()->waitForLine(std::regex("leader serving epoch=1 "), kStartTimeout));
 
-  std::vector<std::string> sets = shared;
-  sets.push_back("worker.slots=1");
-  auto worker = startWorker(sets);
+  auto worker = startWorker({"worker.slots=1"}, {"--config", shared});
   ASSERT_OK(worker);
   EventFields registered = waitForEvent(*worker.value(), "worker registered");
   EXPECT_EQ(registered.getUint("epoch"), 1u) << worker.value()->output();
