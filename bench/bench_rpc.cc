@@ -14,11 +14,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
-#include <atomic>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -28,6 +28,7 @@
 #include "bench/bench_util.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "common/log_event_sink.h"
 #include "conf/config.h"
 #include "rpc/auth_session.h"
 #include "rpc/call_deadline.h"
@@ -36,9 +37,9 @@
 #include "rpc/rpc_options.h"
 #include "rpc/rpc_server.h"
 #include "rpc/rpc_tls.h"
-#include "services/master/master_bootstrap.h"
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
+#include "services/master/master_bootstrap.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
@@ -193,9 +194,10 @@ class MasterSide {
 
       rpc::FencingCounters counters;
       rpc::LeadershipTerm term(1, counters);
-      auto dispatcher = kj::heap<dispatcher::Dispatcher>(
-          1, *stores.value(), loop.timer(), dispatcher::JobGraphLimits{}, 1000,
-          [] { return int64_t{1700000000000}; });
+      LogEventSink events;
+      auto dispatcher = kj::heap<dispatcher::Dispatcher>(1, *stores.value(), loop.timer(), events,
+                                                         dispatcher::JobGraphLimits{}, 1000,
+                                                         [] { return int64_t{1700000000000}; });
       auto recovered = loop.run(dispatcher->recover());
       KJ_REQUIRE(recovered.ok(), recovered.error().message);
       term.markReady();

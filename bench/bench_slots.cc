@@ -11,6 +11,7 @@
 // all following one ZooKeeper watch through a SharedLeaderRetrieval; a JobMaster of its own
 // registers with every new leader's ResourceManager and declares N*S/2 slots, which the
 // SlotManager allocates through requestSlot on the workers.
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,12 +30,11 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "bench/bench_util.h"
 #include "client/leader_client.h"
 #include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/event_sink.h"
 #include "common/ids.h"
 #include "common/result.h"
 #include "common/task_errors.h"
@@ -129,13 +129,11 @@ class LoadGenerator final {
                             config_.getSize("worker.slot-memory")};
       worker.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
       worker.registrationMax = config_.getDuration("cluster.registration.max-timeout");
-      worker.logEvents = false;
       profile_ = worker.slotProfile;
       auto& client = clients_.emplace_back(kj::heap<client::LeaderClient>(
           network_, loop_.timer(), leaders_.view(), clientOptions_));
-      executors_.emplace_back(
-          kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *client, /*runner=*/nullptr,
-                                               std::move(worker)));
+      executors_.emplace_back(kj::heap<taskexecutor::TaskExecutor>(
+          loop_.timer(), *client, /*runner=*/nullptr, noEvents_, std::move(worker)));
     }
     for (auto& executor : executors_) executor->start();
     client::LeaderClientOptions jobMasterOptions = clientOptions_;
@@ -282,6 +280,7 @@ class LoadGenerator final {
   bool declaring_ = false;
   uint64_t readyEpoch_ = 0;  // The leader "generator ready" was printed for.
   int64_t lastProgressUs_ = 0;
+  NullEventSink noEvents_;  // The simulated workers' events: thousands of them, none logged.
   // Declared in this order so that the executors go before the clients they use, and the tasks
   // before everything they touch.
   std::vector<kj::Own<client::LeaderClient>> clients_;

@@ -489,6 +489,11 @@ std::vector<OptionSpec> buildRegistry() {
              positiveDuration()),
       option("cluster.registration.max-timeout", kDuration, "30s",
              "Workers: the longest wait between two registration attempts.", positiveDuration()),
+      option("events.file", kString, "",
+             "Masters and workers: a file the process appends each of its events to, one JSON "
+             "object per line (docs/operations.md, \"Events\"), for tests and tools to read "
+             "instead of the log; the log lines are written either way. Empty: no file. "
+             "Relative paths start at the working directory."),
       enumOption("log.level", {"trace", "debug", "info", "warn", "error", "off"}, "info",
                  "Lowest level of the log lines written."),
       enumOption("log.format", {"text", "json"}, "text",
@@ -536,6 +541,7 @@ const std::vector<std::pair<std::string_view, Programs>>& optionReaders() {
       {"jobmaster.", kMasterOnly},
       {"worker.", kWorkerOnly},
       {"cluster.registration.", kWorkerOnly},
+      {"events.file", Program::kMaster | Program::kWorker},  // Their ProcessMain.
   };
   return readers;
 }

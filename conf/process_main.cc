@@ -8,7 +8,6 @@
 
 #include "common/event_line.h"
 #include "common/logging.h"
-#include "common/time.h"
 
 namespace regent {
 
@@ -16,7 +15,9 @@ ProcessMain::ProcessMain(const std::string& description, Spec spec)
     : spec_(std::move(spec)),
       app_(description, spec_.program),
       commandLine_(app_, spec_.program,
-                   {.printConfig = true, .logFormat = true, .program = spec_.reader}) {}
+                   {.printConfig = true, .logFormat = true, .program = spec_.reader}) {
+  events_.add(logEvents_);
+}
 
 std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
   descriptorLimit_ = raiseDescriptorLimit();
@@ -31,24 +32,35 @@ std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
   if (const int* exitCode = std::get_if<int>(&loaded)) {
     return *exitCode == 0 ? 0 : exitBeforeStart(*exitCode);
   }
-  if (!commandLine_.setUpLogging(std::get<Config>(loaded), spec_.process, std::cerr)) {
+  const Config& config = std::get<Config>(loaded);
+  if (!commandLine_.setUpLogging(config, spec_.process, std::cerr)) {
     return exitBeforeStart(spec_.usageExitCode);
+  }
+  if (const std::string path = config.getString("events.file"); !path.empty()) {
+    auto file = JsonLinesFileEventSink::open(path);
+    if (!file.ok()) {
+      spdlog::error("events.file: {}", file.error().message);
+      return exit("", spec_.usageExitCode);
+    }
+    fileEvents_ = kj::mv(file).value();
+    events_.add(*fileEvents_);
   }
   return loaded;
 }
 
-int ProcessMain::exit(const std::string& id, int code) const {
-  EventLine line(spec_.process + " exiting");
-  line.field(spec_.idField, id.empty() ? "?" : id).field("code", code);
+int ProcessMain::exit(const std::string& id, int code) {
+  const std::string event = spec_.process + " exiting";
+  const std::string idValue = id.empty() ? "?" : id;
   if (spec_.clockFields) {
-    line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
+    events_.emit(Event(event).field(spec_.idField, idValue).field("code", code));
+  } else {
+    spdlog::info("{}", EventLine(event).field(spec_.idField, idValue).field("code", code).str());
   }
-  spdlog::info("{}", line.str());
   spdlog::default_logger()->flush();
   return code;
 }
 
-int ProcessMain::exitBeforeStart(int code) const {
+int ProcessMain::exitBeforeStart(int code) {
   LogOptions options;
   options.process = spec_.process;
   const CLI::Option* format = app_.get_option_no_throw("--log-format");

@@ -5,11 +5,16 @@
 // options and exit codes.
 #pragma once
 
+#include <kj/memory.h>
+
 #include <CLI/CLI.hpp>
 #include <string>
 #include <variant>
 
 #include "common/descriptor_limit.h"
+#include "common/event_sink.h"
+#include "common/json_lines_event_sink.h"
+#include "common/log_event_sink.h"
 #include "conf/command_line.h"
 #include "conf/config.h"
 
@@ -22,7 +27,8 @@ class ProcessMain final {
     std::string process;        // "worker": the logger's process and "<process> exiting".
     Program reader;             // Its command line takes only the options this program reads.
     std::string idField;        // "resource_id": the exiting line's id field ("?" while unknown).
-    bool clockFields = false;   // The exiting line also carries mono_us and wall_ms.
+    // The exiting line is an event (with mono_us and wall_ms) that goes through events().
+    bool clockFields = false;
     int usageExitCode = 2;      // Returned for a bad command line, file, option or value.
   };
 
@@ -35,21 +41,30 @@ class ProcessMain final {
   // configuration, or the code main() returns now: 0 after --help or --print-config (which start
   // nothing, so no exiting line), usageExitCode after the error was reported on stderr and the
   // exiting line logged in the format --log-format asked for (text when it was not given or did
-  // not parse).
+  // not parse). Once logging is set up it opens events.file (an error naming it is a usage
+  // error, as a bad option is).
   std::variant<Config, int> start(int argc, char** argv);
 
-  // Logs "<process> exiting <idField>=<id or ?> code=<code>" (with mono_us and wall_ms when the
-  // spec asks), flushes the logger and returns `code`: main() ends with `return exit(...)`.
-  int exit(const std::string& id, int code) const;
+  // Logs "<process> exiting <idField>=<id or ?> code=<code>" (an event through events() when the
+  // spec asks for clock fields), flushes the logger and returns `code`: main() ends with
+  // `return exit(...)`.
+  int exit(const std::string& id, int code);
+
+  // Where the process's events go: the log lines, and the events.file once start() opened it.
+  // Lives as long as this object: main() passes it to the process it runs.
+  EventSink& events() { return events_; }
 
   // The open-file limit start() raised; the process logs it with the connection caps it fits.
   const DescriptorLimit& descriptorLimit() const { return descriptorLimit_; }
 
  private:
   // Ends a run refused before logging was set up from the configuration.
-  int exitBeforeStart(int code) const;
+  int exitBeforeStart(int code);
 
   const Spec spec_;
+  LogEventSink logEvents_;
+  kj::Own<JsonLinesFileEventSink> fileEvents_;  // Null without events.file.
+  FanOutEventSink events_;
   CLI::App app_;
   ConfigCommandLine commandLine_;
   DescriptorLimit descriptorLimit_;

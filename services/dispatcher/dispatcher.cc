@@ -120,12 +120,13 @@ std::optional<std::string> progressMisfit(wire::JobGraph::Reader graph,
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer,
-                       JobGraphLimits limits,
-                       size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner,
+                       EventSink& events, JobGraphLimits limits, size_t retainClean,
+                       std::function<int64_t()> nowMs, JobRunner* runner,
                        size_t endedDetailBudgetBytes)
     : epoch_(epoch),
       stores_(stores),
       timer_(timer),
+      events_(events),
       limits_(std::move(limits)),
       retainClean_(retainClean),
       endedDetailBudgetBytes_(endedDetailBudgetBytes),
@@ -467,11 +468,6 @@ kj::Array<capnp::word> Dispatcher::describeOnRunner(JobId id) const {
   return flatCopy(status.asReader());
 }
 
-void Dispatcher::event(EventLine& line) const {
-  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
-  spdlog::info("{}", line.str());
-}
-
 kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   auto found = active_.find(id);
   // Already being cancelled, or ended by its runner and being stored: the job is ending anyway,
@@ -650,12 +646,11 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         }
         addEnded(id, ended, false);
         setDetail(ended_.at(id), kj::mv(detail));
-        EventLine line("job ended");
-        line.field("epoch", epoch_)
-            .field("job", id.toHex())
-            .field("state", wire::enumNameUpper(ended.getState()))
-            .field("restarts", uint64_t{ended.getRestarts()});
-        event(line);
+        events_.emit(Event("job ended")
+                         .field("epoch", epoch_)
+                         .field("job", id.toHex())
+                         .field("state", wire::enumNameUpper(ended.getState()))
+                         .field("restarts", uint64_t{ended.getRestarts()}));
         releaseAndClean(id, kj::mv(graph), started, cause, ended.getState());
         return JobOutcome();
       }));
@@ -684,10 +679,10 @@ void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool st
                                   id.toHex(), cleaned.error().message);
                      return;
                    }
-                   EventLine line("job clean");
-                   line.field("epoch", epoch_).field("job", id.toHex()).field("state",
-                                                                              wire::enumNameUpper(state));
-                   event(line);
+                   events_.emit(Event("job clean")
+                                    .field("epoch", epoch_)
+                                    .field("job", id.toHex())
+                                    .field("state", wire::enumNameUpper(state)));
                  }));
 }
 

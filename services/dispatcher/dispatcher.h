@@ -24,8 +24,8 @@
 #include <utility>
 
 #include "common/backoff.h"
+#include "common/event_sink.h"
 #include "common/ids.h"
-#include "common/event_line.h"
 #include "common/result.h"
 #include "common/task_errors.h"
 #include "rpc/schema/jobs.capnp.h"
@@ -121,11 +121,12 @@ class Dispatcher final : public JobRunnerListener {
   static constexpr size_t kEndedDetailBudgetBytes = size_t{64} << 20;
 
   // `nowMs` gives Unix milliseconds (injected for tests); `timer` (must outlive it) paces the
-  // retries of a runner's dirty result. `runner` may be null (jobs stay CREATED); the Dispatcher
-  // sets itself as its listener.
-  Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer, JobGraphLimits limits,
-             size_t retainClean, std::function<int64_t()> nowMs, JobRunner* runner = nullptr,
-             size_t endedDetailBudgetBytes = kEndedDetailBudgetBytes);
+  // retries of a runner's dirty result; `events` (must outlive it) gets "job ended" and "job
+  // clean" (docs/operations.md). `runner` may be null (jobs stay CREATED); the Dispatcher sets
+  // itself as its listener.
+  Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer, EventSink& events,
+             JobGraphLimits limits, size_t retainClean, std::function<int64_t()> nowMs,
+             JobRunner* runner = nullptr, size_t endedDetailBudgetBytes = kEndedDetailBudgetBytes);
   ~Dispatcher() noexcept;
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -245,7 +246,6 @@ class Dispatcher final : public JobRunnerListener {
                        wire::JobState state);
   // The runner's describe() of `id` as a flat message; empty when it does not run `id`.
   kj::Array<capnp::word> describeOnRunner(JobId id) const;
-  void event(EventLine& line) const;
   void addEnded(JobId id, wire::JobResult::Reader result, bool clean);
   // Replaces the detail of ended job `job`, then drops the oldest details beyond the budget.
   void setDetail(EndedJob& job, kj::Array<capnp::word> detail);
@@ -259,6 +259,7 @@ class Dispatcher final : public JobRunnerListener {
   const uint64_t epoch_;
   store::LeaderStores& stores_;
   kj::Timer& timer_;
+  EventSink& events_;
   const JobGraphLimits limits_;
   const size_t retainClean_;
   const size_t endedDetailBudgetBytes_;

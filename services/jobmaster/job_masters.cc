@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/backoff.h"
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/task_errors.h"
 #include "common/utf8.h"
 #include "conf/values.h"
@@ -167,7 +167,7 @@ class JobMasters::JobMaster final {
   // the round itself is late by more than heartbeat.timeout (this process was paused): then every
   // worker counts as heard now.
   void heartbeatRound();
-  void event(EventLine& line) const { owner_.event(line); }
+  void event(const Event& event) const { owner_.events_.emit(event); }
 
   // ---- The progress record (write-ahead) ----
   // Starts a put of the progress record when it changed since the last stored one, none is in
@@ -323,7 +323,7 @@ void JobMasters::JobMaster::start() {
   rounds_.start(monoNow());
   tasks_.add(heartbeatLoop());
   if (execution_.reconciling()) {
-    EventLine line("job reconciling");
+    Event line("job reconciling");
     line.field("job", job_.toHex()).field("expected", expected_);
     event(line);
     tasks_.add(
@@ -477,7 +477,7 @@ void JobMasters::JobMaster::endReconciliation(bool timedOut) {
 
 void JobMasters::JobMaster::reportReconciled(const ExecutionGraph::Reconciliation& outcome,
                                              bool timedOut) {
-  EventLine line("job reconciled");
+  Event line("job reconciled");
   line.field("job", job_.toHex())
       .field("adopted", outcome.adopted)
       .field("ended", outcome.ended)
@@ -568,7 +568,7 @@ void JobMasters::JobMaster::deploy(const Deployment& deployment) {
                 if (deployment.restart) ++owner_.counters_.attemptsRestarted;
                 const auto vertex =
                     execution_.vertexReader(execution_.vertexOf(deployment.subtask));
-                EventLine line("attempt deployed");
+                Event line("attempt deployed");
                 line.field("epoch", owner_.epoch_)
                     .field("job", job_.toHex())
                     .field("vertex", vertex.getName().cStr())
@@ -712,7 +712,7 @@ void JobMasters::JobMaster::reportState() {
     }
     endReported_ = true;
     if (end.state == wire::JobState::FAILED) {
-      EventLine line("job state");
+      Event line("job state");
       line.field("epoch", owner_.epoch_)
           .field("job", job_.toHex())
           .field("state", "FAILING")
@@ -725,7 +725,7 @@ void JobMasters::JobMaster::reportState() {
   }
   if (state == reportedState_) return;
   reportedState_ = state;
-  EventLine line("job state");
+  Event line("job state");
   line.field("epoch", owner_.epoch_)
       .field("job", job_.toHex())
       .field("state", wire::enumNameUpper(state))
@@ -747,7 +747,7 @@ void JobMasters::JobMaster::drainTransitions() {
     }
     if (transition.state == ExecutionState::FAILED) ++owner_.counters_.attemptsFailed;
     const auto vertex = execution_.vertexReader(execution_.vertexOf(transition.subtask));
-    EventLine line("attempt state");
+    Event line("attempt state");
     line.field("epoch", owner_.epoch_)
         .field("job", job_.toHex())
         .field("vertex", vertex.getName().cStr())
@@ -913,7 +913,7 @@ void JobMasters::JobMaster::offerSlots(const resourcemanager::WorkerBinding& cal
     if (!isTerminal(entry.report.state)) {
       unlisted_[worker].emplace(entry.report.attempt, Unlisted{entry.subtask, 0});
     }
-    EventLine line("attempt adopted");
+    Event line("attempt adopted");
     line.field("job", job_.toHex())
         .field("vertex", std::string(entry.report.vertex))
         .field("subtask", entry.report.subtaskIndex)
@@ -1136,11 +1136,12 @@ kj::Promise<void> JobMasters::JobMaster::release(const std::string& cause) {
 
 // ---- JobMasters -------------------------------------------------------------------------------
 
-JobMasters::JobMasters(kj::Timer& timer, uint64_t epoch,
+JobMasters::JobMasters(kj::Timer& timer, EventSink& events, uint64_t epoch,
                        resourcemanager::JobMasterPort& resourceManager,
-                       store::JobProgressStore& progress, Serve serve,
-                       JobMasterCounters& counters, JobMasterOptions options)
+                       store::JobProgressStore& progress, Serve serve, JobMasterCounters& counters,
+                       JobMasterOptions options)
     : timer_(timer),
+      events_(events),
       epoch_(epoch),
       resourceManager_(resourceManager),
       progress_(progress),
@@ -1228,12 +1229,6 @@ MonoTime JobMasters::monoNow() const {
 
 int64_t JobMasters::wallNow() const {
   return options_.nowMs ? options_.nowMs() : wallClockMillis();
-}
-
-void JobMasters::event(EventLine& line) const {
-  if (!options_.logEvents) return;
-  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
-  spdlog::info("{}", line.str());
 }
 
 }  // namespace regent::jobmaster

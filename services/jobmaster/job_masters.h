@@ -77,7 +77,7 @@
 #include <memory>
 #include <string>
 
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/ids.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -94,9 +94,7 @@ struct JobMasterOptions {
   // jobmaster.reconciliation-timeout: how long a recovered job waits for workers to report the
   // live attempts of its progress record before failing the unreported ones.
   Duration reconciliationTimeout{30000};
-  std::function<int64_t()> nowMs;    // Unix ms; null: wallClockMillis().
-  // Log the event lines (docs/operations.md); benchmarks and tests read them.
-  bool logEvents = true;
+  std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
 };
 
 // Counts kept across terms (the master owns them; /metrics reads them).
@@ -132,9 +130,10 @@ class JobMasters final : public dispatcher::JobRunner {
 
   // `progress` (the term's JobProgressStore) receives each job's progress record: before any
   // attempt is deployed, and before an attempt's terminal state is acknowledged to its worker.
-  JobMasters(kj::Timer& timer, uint64_t epoch, resourcemanager::JobMasterPort& resourceManager,
-             store::JobProgressStore& progress, Serve serve, JobMasterCounters& counters,
-             JobMasterOptions options);
+  // `events` (must outlive it) gets the jobs' and attempts' event lines (docs/operations.md).
+  JobMasters(kj::Timer& timer, EventSink& events, uint64_t epoch,
+             resourcemanager::JobMasterPort& resourceManager, store::JobProgressStore& progress,
+             Serve serve, JobMasterCounters& counters, JobMasterOptions options);
   ~JobMasters() noexcept override;
   JobMasters(const JobMasters&) = delete;
   JobMasters& operator=(const JobMasters&) = delete;
@@ -181,9 +180,8 @@ class JobMasters final : public dispatcher::JobRunner {
   // Unix ms this term's JobMasters were created: the submit-to-running histogram observes only
   // jobs submitted since (a job recovered from an earlier term would count the failover).
   int64_t termStartedAtMs_ = 0;
-  // Logs `line` with mono_us and wall_ms when options.logEvents.
-  void event(EventLine& line) const;
   kj::Timer& timer_;
+  EventSink& events_;
   const uint64_t epoch_;
   resourcemanager::JobMasterPort& resourceManager_;
   store::JobProgressStore& progress_;

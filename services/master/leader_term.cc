@@ -58,12 +58,14 @@ kj::ForkedPromise<void> forkFulfilledBy(kj::Own<kj::PromiseFulfiller<void>>& ful
 
 }  // namespace
 
-LeaderTerm::LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
+LeaderTerm::LeaderTerm(kj::Timer& timer, EventSink& events, uint64_t epoch,
+                       rpc::FencingCounters& counters,
                        resourcemanager::ResourceManagerCounters& resourceManagerCounters,
                        jobmaster::JobMasterCounters& jobMasterCounters,
                        store::StoreServices& storeServices, store::StoreTerm storeTerm,
                        LeaderTermOptions options)
     : timer_(timer),
+      events_(events),
       epoch_(epoch),
       capabilities_(epoch, counters),
       resourceManagerCounters_(resourceManagerCounters),
@@ -96,7 +98,7 @@ kj::Promise<void> LeaderTerm::start() {
     return outputTokens_.workerKey(worker, registration);
   };
   resourceManager_ = kj::heap<resourcemanager::ResourceManager>(
-      timer_, epoch_, resourceManagerCounters_, std::move(resourceManagerOptions));
+      timer_, events_, epoch_, resourceManagerCounters_, std::move(resourceManagerOptions));
   taskExecutors_ = kj::heap<ResourceManagerTaskExecutors>(*resourceManager_);
   resourceManager_->start();
   return canceler_.wrap(openStores().then([this]() { return recover(); }).then([this]() {
@@ -122,14 +124,14 @@ kj::Promise<void> LeaderTerm::openStores() {
         // Each JobMaster's gateway is a capability of the term: fenced, revoked with it. It
         // serves at once; MasterBootstrap.jobMaster hands it out only once the term is ready.
         jobMasters_ = kj::heap<jobmaster::JobMasters>(
-            timer_, epoch_, *resourceManager_, stores_->jobProgress(),
+            timer_, events_, epoch_, *resourceManager_, stores_->jobProgress(),
             [this](kj::Own<wire::JobMasterGateway::Server> server) {
               return capabilities_.serve<wire::JobMasterGateway>(
                   kj::mv(server), rpc::LeadershipTerm::Readiness::kImmediately);
             },
             jobMasterCounters_, options_.jobMaster);
-        dispatcher_ = kj::heap<dispatcher::Dispatcher>(epoch_, *stores_, timer_, options_.limits,
-                                                       options_.retainCleanResults,
+        dispatcher_ = kj::heap<dispatcher::Dispatcher>(epoch_, *stores_, timer_, events_,
+                                                       options_.limits, options_.retainCleanResults,
                                                        options_.nowMs, jobMasters_.get());
         dispatcherGateway_ = capabilities_.serve<wire::DispatcherGateway>(
             kj::heap<dispatcher::DispatcherGatewayServer>(*dispatcher_, taskExecutors_.get(),

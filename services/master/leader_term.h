@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/event_sink.h"
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
@@ -63,11 +64,12 @@ struct LeaderTermOptions {
 // capabilities they handed over fail), then the term's own work is cancelled (start() rejects),
 // then the gateways and services go (the Dispatcher's gateway, the JobMasters with their timers
 // and calls to workers, the Dispatcher, then the ResourceManager with its heartbeat loop and
-// calls to workers), and the stores are closed last. `timer`, `storeServices`, `counters`,
-// `resourceManagerCounters` and `jobMasterCounters` must outlive the term.
+// calls to workers), and the stores are closed last. `timer`, `events` (the services' event
+// lines), `storeServices`, `counters`, `resourceManagerCounters` and `jobMasterCounters` must
+// outlive the term.
 class LeaderTerm final {
  public:
-  LeaderTerm(kj::Timer& timer, uint64_t epoch, rpc::FencingCounters& counters,
+  LeaderTerm(kj::Timer& timer, EventSink& events, uint64_t epoch, rpc::FencingCounters& counters,
              resourcemanager::ResourceManagerCounters& resourceManagerCounters,
              jobmaster::JobMasterCounters& jobMasterCounters, store::StoreServices& storeServices,
              store::StoreTerm storeTerm, LeaderTermOptions options);
@@ -125,6 +127,7 @@ class LeaderTerm final {
   kj::Promise<void> afterFailure(const std::string& what);
 
   kj::Timer& timer_;
+  EventSink& events_;
   const uint64_t epoch_;
   rpc::LeadershipTerm capabilities_;  // Revoked first (destructor), destroyed last.
   resourcemanager::ResourceManagerCounters& resourceManagerCounters_;

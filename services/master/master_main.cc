@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
     // Authentication is configuration: an unusable secret file, or an unsafe rpc.bind, is bad
     // configuration (exit 2) found before anything connects.
     auto auth = master::rpcAuthenticationFor(config);
-    auto process = auth.ok() ? master::MasterProcess::create(loop, config, std::move(auth).value(),
+    auto process = auth.ok() ? master::MasterProcess::create(loop, config, processMain.events(),
+                                                             std::move(auth).value(),
                                                              processMain.descriptorLimit())
                              : Result<std::unique_ptr<master::MasterProcess>>(auth.error());
     if (!auth.ok()) {

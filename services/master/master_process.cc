@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/host_port.h"
 #include "common/ids.h"
 #include "common/time.h"
@@ -30,28 +30,18 @@ using MasterId = Id128<struct MasterIdTag>;
 // How soon the start-up check of the ZooKeeper ACLs is tried again when ZooKeeper did not answer.
 constexpr Duration kAclCheckRetry{1000};
 
-// "<event> master_id=… mono_us=… wall_ms=…": the event lines the cluster harness and the
-// benchmarks time failover with (docs/operations.md).
-std::string timedEvent(std::string_view event, const std::string& masterId) {
-  return EventLine(event)
-      .field("master_id", masterId)
-      .field("mono_us", monotonicMicros())
-      .field("wall_ms", wallClockMillis())
-      .str();
-}
-
-// "handover done", or "handover failed ... reason=..." when the hand-over did not apply.
-void logHandOverOutcome(const Status& handedOver, const std::string& masterId) {
+// "handover done", or "handover failed ... reason=..." when the hand-over did not apply: with
+// "handover requested", the events the cluster harness and the benchmarks time failover with
+// (docs/operations.md).
+void reportHandOverOutcome(EventSink& events, const Status& handedOver,
+                           const std::string& masterId) {
   if (handedOver.ok()) {
-    spdlog::info("{}", timedEvent("handover done", masterId));
+    events.emit(Event("handover done").field("master_id", masterId));
     return;
   }
-  spdlog::error("{}", EventLine("handover failed")
-                          .field("master_id", masterId)
-                          .quotedField("reason", handedOver.error().message)
-                          .field("mono_us", monotonicMicros())
-                          .field("wall_ms", wallClockMillis())
-                          .str());
+  events.emit(Event("handover failed", EventLevel::kError)
+                  .field("master_id", masterId)
+                  .quotedField("reason", handedOver.error().message));
 }
 
 // "authentication required (shared secret: admin reader; certificates: 2 names)" or
@@ -111,6 +101,7 @@ Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config) {
 }
 
 Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, const Config& config,
+                                                             EventSink& events,
                                                              rpc::ServerAuthSettings auth,
                                                              DescriptorLimit descriptors) {
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
@@ -126,7 +117,7 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, co
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kWriter);
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
   std::unique_ptr<MasterProcess> master(
-      new MasterProcess(loop, config, std::move(self), std::move(ha).value()));
+      new MasterProcess(loop, config, events, std::move(self), std::move(ha).value()));
   master->rpcNetwork_ = kj::mv(rpcNetwork).value();
   master->authSettings_ = std::move(auth);
   master->descriptors_ = std::move(descriptors);
@@ -141,10 +132,11 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, co
   return master;
 }
 
-MasterProcess::MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
-                             std::unique_ptr<ha::HaServices> ha)
+MasterProcess::MasterProcess(EventLoop& loop, const Config& config, EventSink& events,
+                             leader::ContenderInfo self, std::unique_ptr<ha::HaServices> ha)
     : loop_(loop),
       config_(config),
+      events_(events),
       jobMasterReadyWait_(jobMasterReadyWait(config.getDuration("rpc.call-timeout"))),
       self_(std::move(self)),
       ha_(std::move(ha)) {}
@@ -352,9 +344,9 @@ kj::Maybe<const dispatcher::TaskExecutorView&> MasterProcess::leaderTaskExecutor
 }
 
 kj::Promise<Status> MasterProcess::handOverForCaller() {
-  spdlog::info("{}", timedEvent("handover requested", self_.masterId));
+  events_.emit(Event("handover requested").field("master_id", self_.masterId));
   return election_->handOver(true).then([this](Status handedOver) {
-    logHandOverOutcome(handedOver, self_.masterId);
+    reportHandOverOutcome(events_, handedOver, self_.masterId);
     return handedOver;
   });
 }
@@ -409,14 +401,11 @@ void MasterProcess::handOverForFailingListener() {
       "(rpc.listener-failure-handover): clients cannot reach this leader, so it hands leadership "
       "over and contends again at the back of the queue",
       rpcServer_->listenAddress(), formatDuration(bound));
-  spdlog::info("{}", EventLine("handover requested")
-                         .field("master_id", self_.masterId)
-                         .quotedField("reason", "rpc listener failing")
-                         .field("mono_us", monotonicMicros())
-                         .field("wall_ms", wallClockMillis())
-                         .str());
+  events_.emit(Event("handover requested")
+                   .field("master_id", self_.masterId)
+                   .quotedField("reason", "rpc listener failing"));
   tasks_.add(election_->handOver(true).then(
-      [this](Status handedOver) { logHandOverOutcome(handedOver, self_.masterId); }));
+      [this](Status handedOver) { reportHandOverOutcome(events_, handedOver, self_.masterId); }));
 }
 
 void MasterProcess::warnIfNotConnected() {
@@ -432,12 +421,8 @@ void MasterProcess::warnIfNotConnected() {
 
 void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   const uint64_t epoch = fence.epoch;
-  spdlog::info("{}", EventLine("leadership granted")
-                         .field("epoch", epoch)
-                         .field("master_id", self_.masterId)
-                         .field("mono_us", monotonicMicros())
-                         .field("wall_ms", wallClockMillis())
-                         .str());
+  events_.emit(
+      Event("leadership granted").field("epoch", epoch).field("master_id", self_.masterId));
   LeaderTermOptions options;
   options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
   options.nowMs = [] { return wallClockMillis(); };
@@ -456,8 +441,9 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
     if (auto leader = knownLeader()) toWire(*leader, out);
   };
   // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
-  term_ = kj::heap<LeaderTerm>(loop_.timer(), epoch, fencingCounters_, resourceManagerCounters_,
-                               jobMasterCounters_, *stores_, fence, kj::mv(options));
+  term_ = kj::heap<LeaderTerm>(loop_.timer(), events_, epoch, fencingCounters_,
+                               resourceManagerCounters_, jobMasterCounters_, *stores_, fence,
+                               kj::mv(options));
   watchListener();  // A listener already failing counts from when it started to.
   tasks_.add(term_->start()
                  .then([this, epoch]() { return election_->markServing(epoch); })
@@ -486,13 +472,10 @@ kj::Promise<void> MasterProcess::close() {
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
-  spdlog::info("{}", EventLine("leadership revoked")
-                         .field("epoch", epoch)
-                         .field("master_id", self_.masterId)
-                         .quotedField("reason", reason)
-                         .field("mono_us", monotonicMicros())
-                         .field("wall_ms", wallClockMillis())
-                         .str());
+  events_.emit(Event("leadership revoked")
+                   .field("epoch", epoch)
+                   .field("master_id", self_.masterId)
+                   .quotedField("reason", reason));
   if (term_) term_->revoke(reason);
   term_ = nullptr;  // Every leader service stops before this returns.
   listenerWatch_ = nullptr;
@@ -523,10 +506,10 @@ void MasterProcess::onStopSignal(int signum) {
     exit_->fulfill(int(kExitHandedOver));
     return;
   }
-  spdlog::info("{}", timedEvent("handover requested", self_.masterId));
+  events_.emit(Event("handover requested").field("master_id", self_.masterId));
   tasks_.add(election_->handOver(false).then(
       [this](Status handedOver) {
-        logHandOverOutcome(handedOver, self_.masterId);
+        reportHandOverOutcome(events_, handedOver, self_.masterId);
         // Not applied: no standby takes over before this master's session ends.
         exit_->fulfill(int(handedOver.ok() ? kExitHandedOver : kExitFailure));
       },

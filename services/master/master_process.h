@@ -13,6 +13,7 @@
 
 #include "common/descriptor_limit.h"
 #include "common/event_loop.h"
+#include "common/event_sink.h"
 #include "common/result.h"
 #include "common/stop_signals.h"
 #include "common/task_errors.h"
@@ -76,8 +77,10 @@ class MasterProcess final : public leader::LeaderContender,
   // rejects); an unreachable ZooKeeper is not a failure. What shows only once the master runs
   // (a store another process holds, an unusable standalone epoch file) ends run() instead.
   // `auth` is rpcAuthenticationFor(config)'s; `descriptors` the open-file limit raised at start
-  // (ProcessMain), which run() fits the connection caps into.
+  // (ProcessMain), which run() fits the connection caps into. `events` (must outlive it) gets
+  // the master's event lines and those of every term's services.
   static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config,
+                                                       EventSink& events,
                                                        rpc::ServerAuthSettings auth,
                                                        DescriptorLimit descriptors);
   ~MasterProcess() noexcept override;
@@ -160,8 +163,8 @@ class MasterProcess final : public leader::LeaderContender,
   const http::HttpServer* httpServer() const override { return httpServer_.get(); }
 
  private:
-  MasterProcess(EventLoop& loop, const Config& config, leader::ContenderInfo self,
-                std::unique_ptr<ha::HaServices> ha);
+  MasterProcess(EventLoop& loop, const Config& config, EventSink& events,
+                leader::ContenderInfo self, std::unique_ptr<ha::HaServices> ha);
   void onStopSignal(int signum);
   void warnIfNotConnected();
   // Listens on http.bind, then calls openStores().
@@ -183,6 +186,7 @@ class MasterProcess final : public leader::LeaderContender,
 
   EventLoop& loop_;
   const Config& config_;
+  EventSink& events_;
   const Duration jobMasterReadyWait_;  // From rpc.call-timeout (jobMasterReadyWait).
   DescriptorLimit descriptors_;
   uint64_t httpMaxConnections_ = http::HttpServer::kDefaultMaxConnections;  // Fitted by run().

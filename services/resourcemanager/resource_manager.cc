@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
@@ -261,14 +261,14 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     // before no longer does (its registration is not current any more).
     caller_->bind(WorkerIdentity{registration.resourceId, id});
     ++rm_.counters_.registrations;
-    rm_.event(spdlog::level::info, EventLine("worker registered")
-                                       .field("epoch", rm_.epoch_)
-                                       .field("resource_id", registration.resourceId.toHex())
-                                       .field("registration_id", id.toHex())
-                                       .field("host", registration.host)
-                                       .field("pid", uint64_t{registration.pid})
-                                       .field("slots", uint64_t{registration.numberOfSlots})
-                                       .field("replaced", replaced ? "true" : "false"));
+    rm_.events_.emit(Event("worker registered")
+                         .field("epoch", rm_.epoch_)
+                         .field("resource_id", registration.resourceId.toHex())
+                         .field("registration_id", id.toHex())
+                         .field("host", registration.host)
+                         .field("pid", uint64_t{registration.pid})
+                         .field("slots", uint64_t{registration.numberOfSlots})
+                         .field("replaced", replaced ? "true" : "false"));
     auto success = context.getResults().initSuccess();
     wire::setWireId(success.initRegistrationId(), id);
     success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
@@ -344,13 +344,13 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
       size_t allocated = 0;
       for (const Slot& slot : worker.slots) allocated += slot.allocation ? 1 : 0;
       const SlotCounts counts = rm_.slots_.counts();
-      rm_.event(spdlog::level::info, EventLine("slot report")
-                                         .field("epoch", rm_.epoch_)
-                                         .field("resource_id", id.toHex())
-                                         .field("slots", uint64_t{worker.slots.size()})
-                                         .field("allocated", uint64_t{allocated})
-                                         .field("workers_reported", uint64_t{counts.reported})
-                                         .field("slots_total", uint64_t{counts.total}));
+      rm_.events_.emit(Event("slot report")
+                           .field("epoch", rm_.epoch_)
+                           .field("resource_id", id.toHex())
+                           .field("slots", uint64_t{worker.slots.size()})
+                           .field("allocated", uint64_t{allocated})
+                           .field("workers_reported", uint64_t{counts.reported})
+                           .field("slots_total", uint64_t{counts.total}));
     }
     rm_.matchAndRequest();
   }
@@ -371,9 +371,13 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
 
 // ---- The ResourceManager ----------------------------------------------------------------------
 
-ResourceManager::ResourceManager(kj::Timer& timer, uint64_t epoch,
+ResourceManager::ResourceManager(kj::Timer& timer, EventSink& events, uint64_t epoch,
                                  ResourceManagerCounters& counters, ResourceManagerOptions options)
-    : timer_(timer), epoch_(epoch), counters_(counters), options_(std::move(options)) {}
+    : timer_(timer),
+      events_(events),
+      epoch_(epoch),
+      counters_(counters),
+      options_(std::move(options)) {}
 
 ResourceManager::~ResourceManager() noexcept = default;
 
@@ -413,16 +417,11 @@ int64_t ResourceManager::wallNow() const {
   return options_.nowMs ? options_.nowMs() : wallClockMillis();
 }
 
-void ResourceManager::event(spdlog::level::level_enum level, EventLine& line) const {
-  if (!options_.logEvents) return;
-  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
-  spdlog::log(level, "{}", line.str());
-}
-
 void ResourceManager::refusedEvent(const ResourceId& worker, const std::string& reason) const {
-  EventLine line("worker refused");
-  line.field("epoch", epoch_).field("resource_id", worker.toHex()).quotedField("reason", reason);
-  event(spdlog::level::warn, line);
+  events_.emit(Event("worker refused", EventLevel::kWarn)
+                   .field("epoch", epoch_)
+                   .field("resource_id", worker.toHex())
+                   .quotedField("reason", reason));
 }
 
 template <typename T>
@@ -491,9 +490,10 @@ void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& 
     }
     connections_.erase(connection);
   }
-  EventLine line("worker removed");
-  line.field("epoch", epoch_).field("resource_id", worker.toHex()).quotedField("reason", reason);
-  event(spdlog::level::info, line);
+  events_.emit(Event("worker removed")
+                   .field("epoch", epoch_)
+                   .field("resource_id", worker.toHex())
+                   .quotedField("reason", reason));
 }
 
 void ResourceManager::registerJobMaster(const JobId& job,

@@ -7,7 +7,6 @@
 
 #include <kj/async.h>
 #include <kj/timer.h>
-#include <spdlog/common.h>
 
 #include <cstdint>
 #include <functional>
@@ -16,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -40,9 +39,6 @@ struct ResourceManagerOptions {
   // (rpc::OutputTokenSigner::workerKey of the term); null: none handed.
   std::function<std::string(const ResourceId& worker, const RegistrationId& registration)>
       outputReadKey;
-  // Log an event line per registration / slot report / removal (docs/operations.md). The event
-  // lines are what the slot-rebuild benchmark reads.
-  bool logEvents = true;
 };
 
 // Counts kept across terms (the master owns them; /metrics reads them).
@@ -55,7 +51,8 @@ struct ResourceManagerCounters {
   WorkerIdentityRefusals identityRefusals;
 };
 
-// Loop-thread only. `timer` and `counters` must outlive it. Destroying it cancels its heartbeat
+// Loop-thread only. `timer`, `events` (its event lines, docs/operations.md) and `counters` must
+// outlive it. Destroying it cancels its heartbeat
 // loop and every call it has in flight to workers; it calls nothing on destruction (the term is
 // over: the next leader's workers re-register there).
 //
@@ -64,8 +61,8 @@ struct ResourceManagerCounters {
 // (one match for every change made in the same turn).
 class ResourceManager final : public JobMasterPort {
  public:
-  ResourceManager(kj::Timer& timer, uint64_t epoch, ResourceManagerCounters& counters,
-                  ResourceManagerOptions options);
+  ResourceManager(kj::Timer& timer, EventSink& events, uint64_t epoch,
+                  ResourceManagerCounters& counters, ResourceManagerOptions options);
   ~ResourceManager() noexcept;
   ResourceManager(const ResourceManager&) = delete;
   ResourceManager& operator=(const ResourceManager&) = delete;
@@ -137,8 +134,6 @@ class ResourceManager final : public JobMasterPort {
   struct Connection;  // A worker's TaskExecutorGateway and its registration id.
 
   MonoTime monoNow() const;
-  // Logs `line` with mono_us and wall_ms when options.logEvents.
-  void event(spdlog::level::level_enum level, EventLine& line) const;
   void refusedEvent(const ResourceId& worker, const std::string& reason) const;
   int64_t wallNow() const;
   kj::Promise<void> heartbeatLoop();
@@ -159,6 +154,7 @@ class ResourceManager final : public JobMasterPort {
   kj::Promise<T> bounded(const char* method, kj::Promise<T> call);
 
   kj::Timer& timer_;
+  EventSink& events_;
   const uint64_t epoch_;
   ResourceManagerCounters& counters_;
   const ResourceManagerOptions options_;

@@ -12,7 +12,7 @@
 #include <set>
 #include <utility>
 
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/wakeable_delay.h"
 #include "conf/options.h"
 #include "rpc/failure.h"
@@ -24,15 +24,14 @@ namespace regent::taskexecutor {
 // master holds the gateway), so `owner` is null once it is gone.
 struct TaskExecutor::Shared {
   TaskExecutor* owner = nullptr;
+  EventSink& events;  // Outlives the gateway (TaskExecutor's constructor).
   rpc::HighestSeenEpoch gate;
   rpc::FencingCounters fencing;
   std::string resourceId;
-  bool logEvents = true;
   uint64_t refusalsLogged = 0;
 
-  explicit Shared(TaskExecutor* owner)
-      : owner(owner),
-        gate(0, [this](uint64_t previous, uint64_t raised) {
+  Shared(TaskExecutor* owner, EventSink& events)
+      : owner(owner), events(events), gate(0, [this](uint64_t previous, uint64_t raised) {
           if (this->owner != nullptr) this->owner->onEpochRaised(previous, raised);
         }) {}
 };
@@ -49,15 +48,12 @@ class TaskExecutor::SharedGate final : public rpc::EpochRule {
     shared_->gate.refuse(method, received, failure);
     // A deposed leader may call many times: the first refusals, then one in a hundred.
     const uint64_t n = ++shared_->refusalsLogged;
-    if (shared_->logEvents && (n <= 10 || n % 100 == 0)) {
-      spdlog::warn("{}", EventLine("epoch gate refused")
-                             .field("resource_id", shared_->resourceId)
-                             .field("method", method)
-                             .field("received", received)
-                             .field("highest", shared_->gate.highest())
-                             .field("mono_us", monotonicMicros())
-                             .field("wall_ms", wallClockMillis())
-                             .str());
+    if (n <= 10 || n % 100 == 0) {
+      shared_->events.emit(Event("epoch gate refused", EventLevel::kWarn)
+                               .field("resource_id", shared_->resourceId)
+                               .field("method", method)
+                               .field("received", received)
+                               .field("highest", shared_->gate.highest()));
     }
   }
 
@@ -239,17 +235,17 @@ Duration waitBefore(ExponentialBackoff& backoff, Duration retryAfter, Duration m
 }  // namespace
 
 TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner* runner,
-                           TaskExecutorOptions options)
+                           EventSink& events, TaskExecutorOptions options)
     : timer_(timer),
       leaders_(leaders),
       runner_(runner),
+      events_(events),
       options_(std::move(options)),
-      shared_(std::make_shared<Shared>(this)),
+      shared_(std::make_shared<Shared>(this, events)),
       gateway_(nullptr),
       backoff_(options_.registrationInitial, options_.registrationMax, options_.jitter),
       lastHeartbeat_(timer.now()) {
   shared_->resourceId = options_.resourceId.toHex();
-  shared_->logEvents = options_.logEvents;
   slots_.reserve(options_.slots);
   for (uint32_t i = 0; i < options_.slots; ++i) slots_.push_back(SlotState{i, {}, {}, 0});
   gateway_ = rpc::fencedEndpoint<wire::TaskExecutorGateway>(
@@ -265,16 +261,6 @@ std::optional<RegistrationId> TaskExecutor::registrationId() const {
   return registered_ ? registrationId_ : std::nullopt;
 }
 const rpc::FencingCounters& TaskExecutor::fencingCounters() const { return shared_->fencing; }
-
-void TaskExecutor::logEvent(EventLine line, bool warn) const {
-  if (!options_.logEvents) return;
-  line.field("mono_us", monotonicMicros()).field("wall_ms", wallClockMillis());
-  if (warn) {
-    spdlog::warn("{}", line.str());
-  } else {
-    spdlog::info("{}", line.str());
-  }
-}
 
 void TaskExecutor::start() {
   KJ_REQUIRE(!started_, "TaskExecutor::start() called twice");
@@ -323,11 +309,10 @@ kj::Promise<void> TaskExecutor::registerRound() {
             resourceManager_ = nullptr;
             bootstrap_ = nullptr;
             ++counters_.resourceManagerLost;
-            logEvent(EventLine("resource manager lost")
-                         .field("resource_id", options_.resourceId.toHex())
-                         .field("epoch", registeredEpoch_)
-                         .quotedField("reason", reason),
-                     /*warn=*/true);
+            events_.emit(Event("resource manager lost", EventLevel::kWarn)
+                             .field("resource_id", options_.resourceId.toHex())
+                             .field("epoch", registeredEpoch_)
+                             .quotedField("reason", reason));
           });
         }
         const Error& error = result.error();
@@ -460,12 +445,12 @@ void TaskExecutor::onRegistered(Registered&& registered) {
   lastHeartbeat_ = timer_.now();
   lastRegistrationError_.clear();
   backoff_.reset();
-  logEvent(EventLine("worker registered")
-               .field("resource_id", options_.resourceId.toHex())
-               .field("epoch", registered.epoch)
-               .field("registration_id", registered.registrationId.toHex())
-               .field("leader", registered.leaderId)
-               .field("attempts", attemptsThisRound_));
+  events_.emit(Event("worker registered")
+                   .field("resource_id", options_.resourceId.toHex())
+                   .field("epoch", registered.epoch)
+                   .field("registration_id", registered.registrationId.toHex())
+                   .field("leader", registered.leaderId)
+                   .field("attempts", attemptsThisRound_));
   attemptsThisRound_ = 0;
   onJobsRegistered();
 }
@@ -1059,16 +1044,16 @@ void TaskExecutor::onTaskUpdate(const TaskUpdate& update) {
   if (update.phase == TaskPhase::kRunning) {
     record.started = true;
     ++counters_.tasksStarted;
-    logEvent(EventLine("task started")
-                 .field("resource_id", options_.resourceId.toHex())
-                 .field("job", record.job.toHex())
-                 .field("attempt", record.attempt.toHex())
-                 .field("pid", uint64_t{update.pid}));
+    events_.emit(Event("task started")
+                     .field("resource_id", options_.resourceId.toHex())
+                     .field("job", record.job.toHex())
+                     .field("attempt", record.attempt.toHex())
+                     .field("pid", uint64_t{update.pid}));
   } else {
     if (update.phase == TaskPhase::kFinished) ++counters_.tasksFinished;
     if (update.phase == TaskPhase::kFailed) ++counters_.tasksFailed;
     if (update.phase == TaskPhase::kCanceled) ++counters_.tasksCanceled;
-    EventLine line("task ended");
+    Event line("task ended");
     line.field("resource_id", options_.resourceId.toHex())
         .field("job", record.job.toHex())
         .field("attempt", record.attempt.toHex())
@@ -1079,7 +1064,7 @@ void TaskExecutor::onTaskUpdate(const TaskUpdate& update) {
     if (update.workerFault) line.field("worker_fault", "true");
     const std::string output = outputProblems(update);
     if (!output.empty()) line.quotedField("output", output);
-    logEvent(std::move(line));
+    events_.emit(line);
   }
   const JobId job = record.job;
   const AttemptRecord queued = record;
@@ -1142,19 +1127,18 @@ std::optional<JobId> TaskExecutor::dropOldestUpdate() {
   oldest->updates.pop_front();
   const uint64_t n = ++counters_.updatesDropped;
   if (n <= 10 || n % 100 == 0) {
-    logEvent(EventLine("updates dropped")
-                 .field("resource_id", options_.resourceId.toHex())
-                 .field("job", dropped.job.toHex())
-                 .field("attempt", dropped.attempt.toHex())
-                 .field("vertex", dropped.vertex)
-                 .field("subtask", uint64_t{dropped.subtask})
-                 .field("state", phaseName(dropped.latest.phase))
-                 .field("dropped", n)
-                 .quotedField("reason", "worker.update-buffer.max (" +
-                                            std::to_string(options_.updateBufferMax) +
-                                            ") attempt updates wait for their JobMaster; the "
-                                            "oldest is dropped"),
-             /*warn=*/true);
+    events_.emit(Event("updates dropped", EventLevel::kWarn)
+                     .field("resource_id", options_.resourceId.toHex())
+                     .field("job", dropped.job.toHex())
+                     .field("attempt", dropped.attempt.toHex())
+                     .field("vertex", dropped.vertex)
+                     .field("subtask", uint64_t{dropped.subtask})
+                     .field("state", phaseName(dropped.latest.phase))
+                     .field("dropped", n)
+                     .quotedField("reason", "worker.update-buffer.max (" +
+                                                std::to_string(options_.updateBufferMax) +
+                                                ") attempt updates wait for their JobMaster; the "
+                                                "oldest is dropped"));
   }
   return dropped.job;
 }
@@ -1428,10 +1412,10 @@ kj::Promise<void> TaskExecutor::disconnect(const std::string& cause) {
   const bool held = resourceManager_ != nullptr && registrationId_.has_value();
   const uint64_t epoch = held ? registeredEpoch_ : 0;
   auto logged = [this, epoch, cause]() {
-    logEvent(EventLine("worker disconnected")
-                 .field("resource_id", options_.resourceId.toHex())
-                 .field("epoch", epoch)
-                 .quotedField("cause", cause));
+    events_.emit(Event("worker disconnected")
+                     .field("resource_id", options_.resourceId.toHex())
+                     .field("epoch", epoch)
+                     .quotedField("cause", cause));
   };
   registered_ = false;
   bootstrap_ = nullptr;

@@ -22,7 +22,7 @@
 
 #include "client/leader_client.h"
 #include "common/backoff.h"
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/ids.h"
 #include "common/task_errors.h"
 #include "common/time.h"
@@ -65,8 +65,6 @@ struct TaskExecutorOptions {
   // leader, or the new leader's JobMaster not reached yet); over it the oldest are dropped with
   // a warning (counted in updatesDropped).
   size_t updateBufferMax = 10000;
-  // Log event lines (docs/operations.md); the benchmark's simulated workers log none.
-  bool logEvents = true;
 };
 
 // One slot as the worker holds it: free, or allocated to a job (requestSlot).
@@ -173,9 +171,11 @@ class TaskExecutor final {
   // `runner` must outlive this object; its update callbacks are ignored once this object is
   // gone. Null for the slot benchmark's simulated workers, which run no tasks: they offer no
   // slots (an allocation is recorded and reported only) and answer submitTask
-  // failedPrecondition.
+  // failedPrecondition. `events` gets the worker's event lines (docs/operations.md), the epoch
+  // gate's refusals among them: it must outlive the gateway too (the process's sinks outlive
+  // its loop); a NullEventSink for the benchmark's simulated workers.
   TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner* runner,
-               TaskExecutorOptions options);
+               EventSink& events, TaskExecutorOptions options);
   ~TaskExecutor() noexcept;
   TaskExecutor(const TaskExecutor&) = delete;
   TaskExecutor& operator=(const TaskExecutor&) = delete;
@@ -252,8 +252,6 @@ class TaskExecutor final {
   void onEpochRaised(uint64_t previous, uint64_t raised);
   void answerHeartbeat();
   void fillReport(wire::SlotReport::Builder report) const;
-  // Logs `line` with mono_us and wall_ms (common/event_line.h), unless options.logEvents is off.
-  void logEvent(EventLine line, bool warn = false) const;
 
   // Gateway requests (behind the epoch gate).
   void requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,
@@ -336,6 +334,7 @@ class TaskExecutor final {
   kj::Timer& timer_;
   client::LeaderClient& leaders_;
   TaskRunner* const runner_;  // Null: runs no tasks.
+  EventSink& events_;
   const TaskExecutorOptions options_;
   std::vector<SlotState> slots_;
   TaskExecutorCounters counters_;

@@ -11,8 +11,8 @@
 #include <string>
 #include <variant>
 
-#include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/event_sink.h"
 #include "common/stop_signals.h"
 #include "common/time.h"
 #include "conf/config.h"
@@ -100,23 +100,20 @@ int main(int argc, char** argv) {
     return processMain.exit(resourceId, worker::kExitFailure);
   }
   spdlog::info("task containment: {}", containment.value()->description());
-  spdlog::info("{}", EventLine("worker starting")
-                         .field("resource_id", resourceId)
-                         .field("host", host)
-                         .field("pid", int64_t{::getpid()})
-                         .field("slots", config.getInt("worker.slots"))
-                         .field("data_dir", dataDirPath)
-                         .field("created", dataDir.value()->created() ? "true" : "false")
-                         .field("mono_us", monotonicMicros())
-                         .field("wall_ms", wallClockMillis())
-                         .str());
+  processMain.events().emit(Event("worker starting")
+                                .field("resource_id", resourceId)
+                                .field("host", host)
+                                .field("pid", int64_t{::getpid()})
+                                .field("slots", config.getInt("worker.slots"))
+                                .field("data_dir", dataDirPath)
+                                .field("created", dataDir.value()->created() ? "true" : "false"));
 
   int code = worker::kExitFailure;
   try {
     EventLoop loop;
-    auto process = worker::WorkerProcess::create(loop, config, std::move(dataDir).value(),
-                                                 taskUser.value(), std::move(containment).value(),
-                                                 processMain.descriptorLimit());
+    auto process = worker::WorkerProcess::create(
+        loop, config, processMain.events(), std::move(dataDir).value(), taskUser.value(),
+        std::move(containment).value(), processMain.descriptorLimit());
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {

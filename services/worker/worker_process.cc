@@ -13,7 +13,7 @@
 #include <limits>
 #include <utility>
 
-#include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/host_port.h"
 #include "common/time.h"
 #include "conf/config.h"
@@ -101,8 +101,8 @@ taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
 }
 
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
-    EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir,
-    const taskexecutor::TaskUser& taskUser,
+    EventLoop& loop, const Config& config, EventSink& events,
+    std::unique_ptr<WorkerDataDir> dataDir, const taskexecutor::TaskUser& taskUser,
     std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
@@ -124,7 +124,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   if (!rpcNetwork.ok()) return Error::fatal("cannot set up RPC: " + rpcNetwork.error().message);
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
-  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(loop, config, std::move(dataDir)));
+  std::unique_ptr<WorkerProcess> worker(
+      new WorkerProcess(loop, config, events, std::move(dataDir)));
   worker->outputTokenRequired_ =
       credential.value().has_value() || !config.getString("rpc.tls.cert").empty();
   worker->ha_ = std::move(ha).value();
@@ -154,10 +155,11 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   return worker;
 }
 
-WorkerProcess::WorkerProcess(EventLoop& loop, const Config& config,
+WorkerProcess::WorkerProcess(EventLoop& loop, const Config& config, EventSink& events,
                              std::unique_ptr<WorkerDataDir> dataDir)
     : loop_(loop),
       config_(config),
+      events_(events),
       dataDir_(std::move(dataDir)),
       host_(workerHostName(config)),
       startedAtMs_(wallClockMillis()),
@@ -222,8 +224,8 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
   options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));
-  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_,
-                                                       taskRunner_.get(), kj::mv(options));
+  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, taskRunner_.get(),
+                                                       events_, kj::mv(options));
   taskExecutor_->start();
 }
 
@@ -256,12 +258,8 @@ void WorkerProcess::onStopSignal(int signum) {
     const int code = kExitSignalBase + signum;
     spdlog::warn("second stop signal ({}) while disconnecting: exiting at once",
                  stopSignalName(signum));
-    spdlog::info("{}", EventLine("worker exiting")
-                           .field("resource_id", resourceId().toHex())
-                           .field("code", code)
-                           .field("mono_us", monotonicMicros())
-                           .field("wall_ms", wallClockMillis())
-                           .str());
+    events_.emit(
+        Event("worker exiting").field("resource_id", resourceId().toHex()).field("code", code));
     spdlog::default_logger()->flush();
     std::_Exit(code);
   }
@@ -272,12 +270,9 @@ void WorkerProcess::onStopSignal(int signum) {
   const size_t running = taskRunner_->runningCount();
   tasks_.add(taskRunner_->killAll()
                  .then([this, running]() -> kj::Promise<void> {
-                   spdlog::info("{}", EventLine("tasks killed")
-                                          .field("resource_id", resourceId().toHex())
-                                          .field("count", uint64_t{running})
-                                          .field("mono_us", monotonicMicros())
-                                          .field("wall_ms", wallClockMillis())
-                                          .str());
+                   events_.emit(Event("tasks killed")
+                                    .field("resource_id", resourceId().toHex())
+                                    .field("count", uint64_t{running}));
                    // Not registering yet: nothing to disconnect.
                    if (!taskExecutor_) return kj::READY_NOW;
                    // The JobMasters learn how the tasks ended before the worker leaves.

@@ -17,6 +17,7 @@
 #include "client/leader_client.h"
 #include "common/descriptor_limit.h"
 #include "common/event_loop.h"
+#include "common/event_sink.h"
 #include "common/result.h"
 #include "common/stop_signals.h"
 #include "common/task_errors.h"
@@ -87,6 +88,7 @@ Result<std::unique_ptr<taskexecutor::TaskContainment>> taskContainmentFrom(
 // last the data directory (its lock released).
 class WorkerProcess final : public WorkerHttpHost {
  public:
+  // `events` (must outlive it) gets the worker's events, the TaskExecutor's among them.
   // Builds the RPC network (rpc.tls.*), the HA services (reader identity) and the leader
   // retrieval, the leader client over them, and the TaskRunner running tasks as `taskUser`
   // (taskUserFrom) contained by `containment` (taskContainmentFrom). `descriptors`: the
@@ -95,8 +97,8 @@ class WorkerProcess final : public WorkerHttpHost {
   // rejects, an unusable credential. An unreachable ZooKeeper or master is not a failure: the
   // worker keeps trying.
   static Result<std::unique_ptr<WorkerProcess>> create(
-      EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir,
-      const taskexecutor::TaskUser& taskUser,
+      EventLoop& loop, const Config& config, EventSink& events,
+      std::unique_ptr<WorkerDataDir> dataDir, const taskexecutor::TaskUser& taskUser,
       std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors);
   ~WorkerProcess() noexcept override;
   WorkerProcess(const WorkerProcess&) = delete;
@@ -134,7 +136,8 @@ class WorkerProcess final : public WorkerHttpHost {
   const std::optional<rpc::OutputReadKey>& outputReadKey() const override;
 
  private:
-  WorkerProcess(EventLoop& loop, const Config& config, std::unique_ptr<WorkerDataDir> dataDir);
+  WorkerProcess(EventLoop& loop, const Config& config, EventSink& events,
+                std::unique_ptr<WorkerDataDir> dataDir);
   void onStopSignal(int signum);
   // Warns when ZooKeeper stays unreachable past ha.zookeeper.connect-timeout; once connected,
   // and holding a ZooKeeper credential, warns when the cluster root or `leader` node is open to
@@ -145,6 +148,7 @@ class WorkerProcess final : public WorkerHttpHost {
 
   EventLoop& loop_;
   const Config& config_;
+  EventSink& events_;
   std::unique_ptr<WorkerDataDir> dataDir_;  // Holds the lock until the process is gone.
   const std::string host_;
   const int64_t startedAtMs_;

@@ -101,6 +101,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "worker.update-buffer.max",
                                             "cluster.registration.initial-timeout",
                                             "cluster.registration.max-timeout",
+                                            "events.file",
                                             "log.level",
                                             "log.format"}));
 }

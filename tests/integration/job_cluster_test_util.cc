@@ -1,4 +1,4 @@
-// JobCluster, the job / attempt / task event-line parsers and the checks of a task's leftover
+// JobCluster, the job / attempt / task event readers and the checks of a task's leftover
 // processes (see job_cluster_test_util.h).
 #include "tests/integration/job_cluster_test_util.h"
 
@@ -26,7 +26,7 @@ std::string quoted(const std::string& text) { return "\"" + text + "\""; }
 
 }  // namespace
 
-// ---- Event lines ------------------------------------------------------------------------------
+// ---- Events -----------------------------------------------------------------------------------
 
 std::string JobEvent::describe() const {
   static constexpr const char* kNames[] = {"attempt deployed", "attempt state", "job state",
@@ -70,131 +70,149 @@ std::string TaskEvent::describe() const {
   return out;
 }
 
-std::optional<JobEvent> parseJobEventLine(const std::string& line) {
-  using Kind = JobEvent::Kind;
-  static constexpr EventKindName<JobEvent> kEvents[] = {
-      {Kind::kAttemptDeployed, "attempt deployed"},
-      {Kind::kAttemptState, "attempt state"},
-      {Kind::kJobState, "job state"},
-      {Kind::kJobEnded, "job ended"},
-      {Kind::kJobClean, "job clean"},
-      {Kind::kJobReconciling, "job reconciling"},
-      {Kind::kAttemptAdopted, "attempt adopted"},
-      {Kind::kJobReconciled, "job reconciled"},
-  };
-  auto fill = [](JobEvent& event, const EventFields& fields) {
-    const bool epochOptional = event.kind == Kind::kJobReconciling ||
-                               event.kind == Kind::kAttemptAdopted ||
-                               event.kind == Kind::kJobReconciled;
-    auto epoch = fields.getUint("epoch");
-    auto job = fields.get("job");
-    if ((!epoch && !epochOptional) || !job) return false;
-    event.epoch = epoch.value_or(0);
-    event.job = *job;
-    event.state = fields.get("state").value_or("");
-    // Every attempt event names its attempt the same way.
-    if (event.kind == Kind::kAttemptDeployed || event.kind == Kind::kAttemptState ||
-        event.kind == Kind::kAttemptAdopted) {
-      auto vertex = fields.get("vertex");
-      auto subtask = fields.getUint("subtask");
-      auto attempt = fields.get("attempt");
-      if (!vertex || !subtask || !attempt) return false;
-      event.vertex = *vertex;
-      event.subtask = static_cast<uint32_t>(*subtask);
-      event.attempt = *attempt;
-    }
-    switch (event.kind) {
-      case Kind::kAttemptDeployed:
-      case Kind::kAttemptState: {
-        if (event.kind == Kind::kAttemptDeployed) {
-          event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
-          event.resourceId = fields.get("resource_id").value_or("");
-        } else {
-          if (event.state.empty()) return false;
-          event.exitCode = static_cast<int>(fields.getInt("exit_code").value_or(0));
-          event.signal = static_cast<int>(fields.getInt("signal").value_or(0));
-          event.message = fields.get("message").value_or("");
-        }
-        return true;
-      }
-      case Kind::kJobState:
-      case Kind::kJobEnded:
-        event.restarts = static_cast<uint32_t>(fields.getUint("restarts").value_or(0));
-        return !event.state.empty();
-      case Kind::kJobClean:
-        return !event.state.empty();
-      case Kind::kJobReconciling: {
-        auto expected = fields.getUint("expected");
-        if (!expected) return false;
-        event.expected = static_cast<uint32_t>(*expected);
-        return true;
-      }
-      case Kind::kAttemptAdopted: {
-        auto pid = fields.getInt("pid");
-        if (!pid) return false;
-        event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
-        event.resourceId = fields.get("worker").value_or("");
-        event.pid = *pid;
-        return true;
-      }
-      case Kind::kJobReconciled: {
-        auto adopted = fields.getUint("adopted");
-        auto ended = fields.getUint("ended");
-        auto unreported = fields.getUint("unreported");
-        auto timedOut = fields.get("timed_out");
-        if (!adopted || !ended || !unreported || !timedOut ||
-            (*timedOut != "true" && *timedOut != "false")) {
-          return false;
-        }
-        event.adopted = static_cast<uint32_t>(*adopted);
-        event.ended = static_cast<uint32_t>(*ended);
-        event.unreported = static_cast<uint32_t>(*unreported);
-        event.timedOut = *timedOut == "true";
-        return true;
-      }
-    }
-    return false;
-  };
-  return parseKindEventLine(line, kEvents, fill);
-}
+namespace {
 
-std::optional<TaskEvent> parseTaskEventLine(const std::string& line) {
-  using Kind = TaskEvent::Kind;
-  static constexpr EventKindName<TaskEvent> kEvents[] = {
-      {Kind::kStarted, "task started"},
-      {Kind::kEnded, "task ended"},
-  };
-  auto fill = [](TaskEvent& event, const EventFields& fields) {
-    auto resourceId = fields.get("resource_id");
-    auto job = fields.get("job");
+using JobKind = JobEvent::Kind;
+constexpr EventKindName<JobEvent> kJobEvents[] = {
+    {JobKind::kAttemptDeployed, "attempt deployed"},
+    {JobKind::kAttemptState, "attempt state"},
+    {JobKind::kJobState, "job state"},
+    {JobKind::kJobEnded, "job ended"},
+    {JobKind::kJobClean, "job clean"},
+    {JobKind::kJobReconciling, "job reconciling"},
+    {JobKind::kAttemptAdopted, "attempt adopted"},
+    {JobKind::kJobReconciled, "job reconciled"},
+};
+
+// Fills `event` from the fields its kind carries; false if one is missing or malformed.
+bool fillJobEvent(JobEvent& event, const EventFields& fields) {
+  using Kind = JobEvent::Kind;
+  const bool epochOptional = event.kind == Kind::kJobReconciling ||
+                             event.kind == Kind::kAttemptAdopted ||
+                             event.kind == Kind::kJobReconciled;
+  auto epoch = fields.getUint("epoch");
+  auto job = fields.get("job");
+  if ((!epoch && !epochOptional) || !job) return false;
+  event.epoch = epoch.value_or(0);
+  event.job = *job;
+  event.state = fields.get("state").value_or("");
+  // Every attempt event names its attempt the same way.
+  if (event.kind == Kind::kAttemptDeployed || event.kind == Kind::kAttemptState ||
+      event.kind == Kind::kAttemptAdopted) {
+    auto vertex = fields.get("vertex");
+    auto subtask = fields.getUint("subtask");
     auto attempt = fields.get("attempt");
-    if (!resourceId || !job || !attempt) return false;
-    event.resourceId = *resourceId;
-    event.job = *job;
+    if (!vertex || !subtask || !attempt) return false;
+    event.vertex = *vertex;
+    event.subtask = static_cast<uint32_t>(*subtask);
     event.attempt = *attempt;
-    if (event.kind == Kind::kStarted) {
+  }
+  switch (event.kind) {
+    case Kind::kAttemptDeployed:
+    case Kind::kAttemptState: {
+      if (event.kind == Kind::kAttemptDeployed) {
+        event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
+        event.resourceId = fields.get("resource_id").value_or("");
+      } else {
+        if (event.state.empty()) return false;
+        event.exitCode = static_cast<int>(fields.getInt("exit_code").value_or(0));
+        event.signal = static_cast<int>(fields.getInt("signal").value_or(0));
+        event.message = fields.get("message").value_or("");
+      }
+      return true;
+    }
+    case Kind::kJobState:
+    case Kind::kJobEnded:
+      event.restarts = static_cast<uint32_t>(fields.getUint("restarts").value_or(0));
+      return !event.state.empty();
+    case Kind::kJobClean:
+      return !event.state.empty();
+    case Kind::kJobReconciling: {
+      auto expected = fields.getUint("expected");
+      if (!expected) return false;
+      event.expected = static_cast<uint32_t>(*expected);
+      return true;
+    }
+    case Kind::kAttemptAdopted: {
       auto pid = fields.getInt("pid");
       if (!pid) return false;
+      event.attemptNumber = static_cast<uint32_t>(fields.getUint("attempt_number").value_or(0));
+      event.resourceId = fields.get("worker").value_or("");
       event.pid = *pid;
       return true;
     }
-    auto state = fields.get("state");
-    if (!state) return false;
-    event.state = *state;
-    event.exitCode = static_cast<int>(fields.getInt("exit_code").value_or(0));
-    event.signal = static_cast<int>(fields.getInt("signal").value_or(0));
-    event.message = fields.get("message").value_or("");
+    case Kind::kJobReconciled: {
+      auto adopted = fields.getUint("adopted");
+      auto ended = fields.getUint("ended");
+      auto unreported = fields.getUint("unreported");
+      auto timedOut = fields.get("timed_out");
+      if (!adopted || !ended || !unreported || !timedOut ||
+          (*timedOut != "true" && *timedOut != "false")) {
+        return false;
+      }
+      event.adopted = static_cast<uint32_t>(*adopted);
+      event.ended = static_cast<uint32_t>(*ended);
+      event.unreported = static_cast<uint32_t>(*unreported);
+      event.timedOut = *timedOut == "true";
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr EventKindName<TaskEvent> kTaskEvents[] = {
+    {TaskEvent::Kind::kStarted, "task started"},
+    {TaskEvent::Kind::kEnded, "task ended"},
+};
+
+bool fillTaskEvent(TaskEvent& event, const EventFields& fields) {
+  using Kind = TaskEvent::Kind;
+  auto resourceId = fields.get("resource_id");
+  auto job = fields.get("job");
+  auto attempt = fields.get("attempt");
+  if (!resourceId || !job || !attempt) return false;
+  event.resourceId = *resourceId;
+  event.job = *job;
+  event.attempt = *attempt;
+  if (event.kind == Kind::kStarted) {
+    auto pid = fields.getInt("pid");
+    if (!pid) return false;
+    event.pid = *pid;
     return true;
-  };
-  return parseKindEventLine(line, kEvents, fill);
+  }
+  auto state = fields.get("state");
+  if (!state) return false;
+  event.state = *state;
+  event.exitCode = static_cast<int>(fields.getInt("exit_code").value_or(0));
+  event.signal = static_cast<int>(fields.getInt("signal").value_or(0));
+  event.message = fields.get("message").value_or("");
+  return true;
 }
 
-std::vector<JobEvent> parseJobEvents(const std::string& output) {
-  return parseEventLines<JobEvent>(output, parseJobEventLine);
+}  // namespace
+
+std::optional<JobEvent> parseJobEvent(const Event& event) {
+  return parseKindEvent(event, kJobEvents, fillJobEvent);
 }
 
-std::vector<TaskEvent> parseTaskEvents(const std::string& output) {
-  return parseEventLines<TaskEvent>(output, parseTaskEventLine);
+std::optional<TaskEvent> parseTaskEvent(const Event& event) {
+  return parseKindEvent(event, kTaskEvents, fillTaskEvent);
+}
+
+std::vector<JobEvent> parseJobEvents(const std::vector<Event>& events) {
+  std::vector<JobEvent> parsed;
+  for (const Event& event : events) {
+    if (auto job = parseJobEvent(event)) parsed.push_back(std::move(*job));
+  }
+  return parsed;
+}
+
+std::vector<TaskEvent> parseTaskEvents(const std::vector<Event>& events) {
+  std::vector<TaskEvent> parsed;
+  for (const Event& event : events) {
+    if (auto task = parseTaskEvent(event)) parsed.push_back(std::move(*task));
+  }
+  return parsed;
 }
 
 // ---- Processes a task left ----------------------------------------------------------------------
@@ -494,7 +512,7 @@ Result<std::map<std::string, std::string>> JobCluster::listJobs() {
 }
 
 std::vector<JobEvent> JobCluster::jobEvents() {
-  return parseJobEvents(masters_->process(leader_).output());
+  return parseJobEvents(readEventsFile(masters_->eventsPath(leader_)));
 }
 
 Result<JobEvent> JobCluster::waitForJobEvent(const std::function<bool(const JobEvent&)>& match,
@@ -528,7 +546,7 @@ std::vector<JobEvent> JobCluster::jobEventsOf(const std::string& job, JobEvent::
 }
 
 std::vector<TaskEvent> JobCluster::taskEvents(size_t worker) {
-  return parseTaskEvents(workers_->process(worker).output());
+  return parseTaskEvents(readEventsFile(workers_->eventsPath(worker)));
 }
 
 Result<TaskEvent> JobCluster::waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,

@@ -1,7 +1,7 @@
 // Multi-process test helpers for jobs that run: one real regent-master and real regent-worker
 // processes on the shared ZooKeeper server, regentctl to submit, inspect and cancel jobs, the
-// job and attempt event lines of the master and the task event lines of workers
-// (docs/operations.md) parsed, the job stores as ZooKeeper holds them, and the processes a task
+// job and attempt events of the master and the task events of workers (docs/operations.md) read
+// from their events files, the job stores as ZooKeeper holds them, and the processes a task
 // left behind. Builds on master_cluster_test_util.h and worker_cluster_test_util.h.
 #pragma once
 
@@ -25,9 +25,11 @@
 
 namespace regent::testing {
 
-// ---- Event lines ------------------------------------------------------------------------------
+// ---- Events -----------------------------------------------------------------------------------
+// Read from each process's events file (events.file, which the clusters set for every run), not
+// from its log; the events are the ones docs/operations.md lists.
 
-// One job or attempt event line of a master (its JobMasters and Dispatcher).
+// One job or attempt event of a master (its JobMasters and Dispatcher).
 struct JobEvent {
   enum class Kind {
     kAttemptDeployed,  // attempt deployed epoch=E job=J vertex=V subtask=I attempt=A
@@ -65,7 +67,7 @@ struct JobEvent {
   std::string describe() const;
 };
 
-// One task event line of a worker.
+// One task event of a worker.
 struct TaskEvent {
   enum class Kind {
     kStarted,  // task started resource_id=R job=J attempt=A pid=P
@@ -83,13 +85,13 @@ struct TaskEvent {
   std::string describe() const;
 };
 
-// Parse one output line (text, or JSON log format through its "msg"); nullopt if it is not such
-// an event line.
-std::optional<JobEvent> parseJobEventLine(const std::string& line);
-std::optional<TaskEvent> parseTaskEventLine(const std::string& line);
-// Every such event of `output`, in order (complete lines only).
-std::vector<JobEvent> parseJobEvents(const std::string& output);
-std::vector<TaskEvent> parseTaskEvents(const std::string& output);
+// Reads one event of a process's events file (readEventsFile); nullopt if it is not such an
+// event.
+std::optional<JobEvent> parseJobEvent(const Event& event);
+std::optional<TaskEvent> parseTaskEvent(const Event& event);
+// Every such event of `events`, in order.
+std::vector<JobEvent> parseJobEvents(const std::vector<Event>& events);
+std::vector<TaskEvent> parseTaskEvents(const std::vector<Event>& events);
 
 // ---- Processes a task left ----------------------------------------------------------------------
 
@@ -217,7 +219,7 @@ class JobCluster final {
   // `regentctl --json jobs list`: job id -> state.
   Result<std::map<std::string, std::string>> listJobs();
 
-  // The leader's job events (its current run), and waiting for one.
+  // The leader's job events (its current run's events file), and waiting for one.
   std::vector<JobEvent> jobEvents();
   Result<JobEvent> waitForJobEvent(const std::function<bool(const JobEvent&)>& match,
                                    Duration timeout);
@@ -228,7 +230,7 @@ class JobCluster final {
   // The leader's events of `job` of `kind`, in order.
   std::vector<JobEvent> jobEventsOf(const std::string& job, JobEvent::Kind kind);
 
-  // A worker's task events (its current run), and waiting for one on any worker.
+  // A worker's task events (its current run's events file), and waiting for one on any worker.
   std::vector<TaskEvent> taskEvents(size_t worker);
   Result<TaskEvent> waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,
                                      Duration timeout);

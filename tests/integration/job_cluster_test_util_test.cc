@@ -1,5 +1,5 @@
-// The jobs itests' readers of event lines (job_cluster_test_util.h), on the lines as
-// docs/operations.md writes them, in text and JSON log format; and the leftover-process check.
+// The jobs itests' readers of events (job_cluster_test_util.h), on events files as the process
+// writes them (common/json_lines_event_sink.h); and the leftover-process check.
 #include "tests/integration/job_cluster_test_util.h"
 
 #include <gtest/gtest.h>
@@ -7,22 +7,59 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/event_sink.h"
+#include "common/json_lines_event_sink.h"
 
 namespace regent::testing {
 namespace {
 
-TEST(JobEventLines, ReadsAttemptAndJobLinesOfTheMaster) {
-  const std::string output =
-      "[2026-11-24 05:00:00.000] [master] [info] attempt deployed epoch=3 job=ab vertex=a "
-      "subtask=1 attempt=cd attempt_number=2 resource_id=ef mono_us=1 wall_ms=2\n"
-      "attempt state epoch=3 job=ab vertex=a subtask=1 attempt=cd state=FAILED exit_code=1 "
-      "signal=0 message=\"exited with code 1\" mono_us=1 wall_ms=2\n"
-      "job state epoch=3 job=ab state=RESTARTING restarts=1 mono_us=1 wall_ms=2\n"
-      "worker registered epoch=3 resource_id=ef registration_id=1 host=h pid=1 slots=2\n"
-      "{\"msg\":\"job ended epoch=3 job=ab state=FAILED restarts=1 mono_us=1 wall_ms=2\"}\n"
-      "job clean epoch=3 job=ab state=FAILED mono_us=1 wall_ms=2\n"
-      "job state epoch=3 job=ab";  // Incomplete: not read.
-  const auto events = parseJobEvents(output);
+// An events file as the process writes it (common/json_lines_event_sink.h).
+std::string eventsFile(const std::vector<Event>& events) {
+  std::string text;
+  for (const Event& event : events) text += jsonLine(event) + "\n";
+  return text;
+}
+
+TEST(JobEvents, ReadsAttemptAndJobEventsOfTheMastersEventsFile) {
+  const std::string text =
+      eventsFile({Event("attempt deployed")
+                      .field("epoch", uint64_t{3})
+                      .field("job", "ab")
+                      .field("vertex", "a")
+                      .field("subtask", 1u)
+                      .field("attempt", "cd")
+                      .field("attempt_number", 2u)
+                      .field("resource_id", "ef"),
+                  Event("attempt state")
+                      .field("epoch", uint64_t{3})
+                      .field("job", "ab")
+                      .field("vertex", "a")
+                      .field("subtask", 1u)
+                      .field("attempt", "cd")
+                      .field("state", "FAILED")
+                      .field("exit_code", 1)
+                      .field("signal", 0)
+                      .quotedField("message", "exited with \"code\" 1"),
+                  Event("job state")
+                      .field("epoch", uint64_t{3})
+                      .field("job", "ab")
+                      .field("state", "RESTARTING")
+                      .field("restarts", 1u),
+                  Event("worker registered").field("epoch", uint64_t{3}).field("resource_id", "ef"),
+                  Event("job ended")
+                      .field("epoch", uint64_t{3})
+                      .field("job", "ab")
+                      .field("state", "FAILED")
+                      .field("restarts", 1u),
+                  Event("job clean")
+                      .field("epoch", uint64_t{3})
+                      .field("job", "ab")
+                      .field("state", "FAILED")}) +
+      "not an event\n" + jsonLine(Event("job state").field("epoch", uint64_t{3}));  // Unfinished.
+  const auto events = parseJobEvents(parseEventsFile(text));
   ASSERT_EQ(events.size(), 5u);
   EXPECT_EQ(events[0].kind, JobEvent::Kind::kAttemptDeployed);
   EXPECT_EQ(events[0].subtask, 1u);
@@ -31,7 +68,7 @@ TEST(JobEventLines, ReadsAttemptAndJobLinesOfTheMaster) {
   EXPECT_EQ(events[1].kind, JobEvent::Kind::kAttemptState);
   EXPECT_EQ(events[1].state, "FAILED");
   EXPECT_EQ(events[1].exitCode, 1);
-  EXPECT_EQ(events[1].message, "exited with code 1");
+  EXPECT_EQ(events[1].message, "exited with \"code\" 1");  // The file keeps text as it is.
   EXPECT_EQ(events[2].kind, JobEvent::Kind::kJobState);
   EXPECT_EQ(events[2].restarts, 1u);
   EXPECT_EQ(events[3].kind, JobEvent::Kind::kJobEnded);
@@ -40,15 +77,43 @@ TEST(JobEventLines, ReadsAttemptAndJobLinesOfTheMaster) {
   EXPECT_EQ(events[4].job, "ab");
 }
 
-TEST(JobEventLines, ReadsTheReconciliationLinesOfTheMaster) {
-  const auto events = parseJobEvents(
-      "job reconciling job=ab expected=2 mono_us=1 wall_ms=2\n"
-      "attempt adopted epoch=4 job=ab vertex=a subtask=1 attempt=cd attempt_number=3 worker=ef "
-      "pid=77 mono_us=1 wall_ms=2\n"
-      "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=true mono_us=1 wall_ms=2\n"
-      "job reconciled job=ab adopted=1 ended=0 unreported=1 timed_out=maybe\n"  // Not a bool.
-      "attempt adopted job=ab vertex=a subtask=1 attempt=cd worker=ef\n"        // No pid.
-      "attempt adopted job=ab subtask=1 attempt=cd worker=ef pid=77\n");        // No vertex.
+TEST(JobEvents, ReadsTheReconciliationEventsOfTheMaster) {
+  const auto events = parseJobEvents(parseEventsFile(eventsFile({
+      Event("job reconciling").field("job", "ab").field("expected", 2u),
+      Event("attempt adopted")
+          .field("epoch", uint64_t{4})
+          .field("job", "ab")
+          .field("vertex", "a")
+          .field("subtask", 1u)
+          .field("attempt", "cd")
+          .field("attempt_number", 3u)
+          .field("worker", "ef")
+          .field("pid", 77u),
+      Event("job reconciled")
+          .field("job", "ab")
+          .field("adopted", 1u)
+          .field("ended", 0u)
+          .field("unreported", 1u)
+          .field("timed_out", "true"),
+      Event("job reconciled")  // Not a bool.
+          .field("job", "ab")
+          .field("adopted", 1u)
+          .field("ended", 0u)
+          .field("unreported", 1u)
+          .field("timed_out", "maybe"),
+      Event("attempt adopted")  // No pid.
+          .field("job", "ab")
+          .field("vertex", "a")
+          .field("subtask", 1u)
+          .field("attempt", "cd")
+          .field("worker", "ef"),
+      Event("attempt adopted")  // No vertex.
+          .field("job", "ab")
+          .field("subtask", 1u)
+          .field("attempt", "cd")
+          .field("worker", "ef")
+          .field("pid", 77u),
+  })));
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].kind, JobEvent::Kind::kJobReconciling);
   EXPECT_EQ(events[0].expected, 2u);
@@ -98,12 +163,22 @@ TEST(TaskMarkers, ReadsTheStartsATaskAppended) {
   EXPECT_TRUE(readMarkers(dir.path(), "v", 0).empty());
 }
 
-TEST(TaskEventLines, ReadsTaskLinesOfAWorker) {
-  const auto events = parseTaskEvents(
-      "task started resource_id=r job=j attempt=a pid=42 mono_us=1 wall_ms=2\n"
-      "task ended resource_id=r job=j attempt=a state=CANCELED exit_code=0 signal=9 mono_us=1 "
-      "wall_ms=2\n"
-      "task started resource_id=r job=j attempt=a mono_us=1 wall_ms=2\n");  // No pid: skipped.
+TEST(TaskEvents, ReadsTaskEventsOfAWorkersEventsFile) {
+  const auto events = parseTaskEvents(parseEventsFile(eventsFile({
+      Event("task started")
+          .field("resource_id", "r")
+          .field("job", "j")
+          .field("attempt", "a")
+          .field("pid", uint64_t{42}),
+      Event("task ended")
+          .field("resource_id", "r")
+          .field("job", "j")
+          .field("attempt", "a")
+          .field("state", "CANCELED")
+          .field("exit_code", 0)
+          .field("signal", 9),
+      Event("task started").field("resource_id", "r").field("job", "j").field("attempt", "a"),
+  })));  // The last has no pid: skipped.
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].pid, 42);
   EXPECT_EQ(events[1].state, "CANCELED");

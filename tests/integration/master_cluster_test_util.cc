@@ -3,6 +3,7 @@
 #include "tests/integration/master_cluster_test_util.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <gtest/gtest.h>
-
 #include "common/event_line.h"
+#include "common/json_lines_event_sink.h"
 #include "tests/fixtures/wait_test_util.h"
 
 namespace regent::testing {
@@ -138,6 +138,40 @@ std::optional<std::string> eventMessageOf(const std::string& line) {
   return parsed["msg"].get<std::string>();
 }
 
+std::vector<Event> parseEventsFile(const std::string& text) {
+  std::vector<Event> events;
+  size_t start = 0;
+  while (true) {
+    const size_t newline = text.find('\n', start);
+    if (newline == std::string::npos) break;
+    if (auto event = parseJsonLine(std::string_view(text).substr(start, newline - start))) {
+      events.push_back(std::move(*event));
+    }
+    start = newline + 1;
+  }
+  return events;
+}
+
+std::vector<Event> readEventsFile(const std::string& path) {
+  return parseEventsFile(readFrom(path, 0));
+}
+
+EventFields textFieldsOf(const Event& event) {
+  EventFields fields;
+  for (const Event::Field& field : event.fields()) {
+    std::string value;
+    if (const auto* text = std::get_if<std::string>(&field.value)) {
+      value = *text;
+    } else if (const auto* number = std::get_if<int64_t>(&field.value)) {
+      value = std::to_string(*number);
+    } else {
+      value = std::to_string(std::get<uint64_t>(field.value));
+    }
+    fields.fields.emplace_back(field.key, std::move(value));
+  }
+  return fields;
+}
+
 std::optional<MasterEvent> parseMasterEventLine(const std::string& line) {
   return parseKindEventLine(line, kKindEvents, fill);
 }
@@ -239,10 +273,13 @@ Status MasterCluster::restart(size_t slot) {
 Status MasterCluster::launch(size_t slot) {
   Slot& s = slots_.at(slot);
   Run run;
-  run.outputPath = dir_.path() + "/master-" + std::to_string(slot) + "-run" +
-                   std::to_string(s.runs.size()) + ".log";
+  const std::string name =
+      dir_.path() + "/master-" + std::to_string(slot) + "-run" + std::to_string(s.runs.size());
+  run.outputPath = name + ".log";
+  run.eventsPath = name + ".events.jsonl";
   ProcessOptions options;
   options.argv = s.argv;
+  options.argv.insert(options.argv.end(), {"--set", "events.file=" + run.eventsPath});
   options.outputPath = run.outputPath;
   options.openFileLimit = options_.openFileLimit;
   auto process = ProcessHarness::start(options);
@@ -253,6 +290,10 @@ Status MasterCluster::launch(size_t slot) {
 }
 
 ProcessHarness& MasterCluster::process(size_t slot) { return *slots_.at(slot).runs.back().process; }
+
+const std::string& MasterCluster::eventsPath(size_t slot) const {
+  return slots_.at(slot).runs.back().eventsPath;
+}
 
 std::string MasterCluster::masterId(size_t slot) {
   for (const auto& event : events(slot)) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/event_line.h"
+#include "common/event_sink.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "tests/fixtures/process_harness.h"
@@ -84,6 +85,30 @@ std::optional<Event> parseKindEventLine(const std::string& line,
     Event event;
     event.kind = kind.kind;
     if (fill(event, *fields)) return event;
+  }
+  return std::nullopt;
+}
+
+// The events of an events file (events.file, common/json_lines_event_sink.h) as `text` holds
+// them: complete lines only (a line being written is not read yet), in order; a line that is not
+// an event is skipped.
+std::vector<regent::Event> parseEventsFile(const std::string& text);
+// The events of the events file at `path` (none when it cannot be read).
+std::vector<regent::Event> readEventsFile(const std::string& path);
+// The fields of `event` as an event line carries them (numbers in decimal), for the fill
+// functions parseKindEventLine takes.
+EventFields textFieldsOf(const regent::Event& event);
+
+// The same as parseKindEventLine, for an event of an events file: the first of `kinds` named as
+// `event` is whose fields `fill` accepts.
+template <typename Parsed, size_t N, typename Fill>
+std::optional<Parsed> parseKindEvent(const regent::Event& event,
+                                     const EventKindName<Parsed> (&kinds)[N], Fill fill) {
+  for (const EventKindName<Parsed>& kind : kinds) {
+    if (event.name() != kind.event) continue;
+    Parsed parsed;
+    parsed.kind = kind.kind;
+    if (fill(parsed, textFieldsOf(event))) return parsed;
   }
   return std::nullopt;
 }
@@ -192,6 +217,8 @@ class MasterCluster final {
   // SIGTERM (the graceful hand-over) without waiting.
   Status terminate(size_t slot);
 
+  // The events file (events.file) of the slot's current run; every run writes its own.
+  const std::string& eventsPath(size_t slot) const;
   // The events of the slot's current run, or of every run.
   std::vector<MasterEvent> events(size_t slot) const;
   std::vector<MasterEvent> allRunsEvents(size_t slot) const;
@@ -215,6 +242,7 @@ class MasterCluster final {
   struct Run {
     std::unique_ptr<ProcessHarness> process;
     std::string outputPath;
+    std::string eventsPath;
     std::optional<int64_t> killedAtUs;
     // Incremental parse of the output file.
     mutable off_t parsedBytes = 0;

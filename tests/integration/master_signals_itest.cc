@@ -1,7 +1,7 @@
 // The signals a regent-master handles (docs/operations.md, "Stopping a master"), run against real
 // processes: SIGQUIT hands over like SIGTERM, a second stop signal during a stalled hand-over
 // exits at once, and SIGHUP is logged and ignored (the master keeps leading). Each ends with the
-// `master exiting` event line.
+// `master exiting` event line. And the events file, which holds what the log shows of them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,6 +139,43 @@ TEST(MasterSignals, SighupIsLoggedAndIgnoredTheMasterKeepsLeading) {
   EXPECT_EQ(countEvents(events, Kind::kHandoverDone), 1u) << master.output();
   EXPECT_EQ(events.back().kind, Kind::kExiting);
   EXPECT_EQ(events.back().code, 0);
+}
+
+// events.file: the same events the log shows, one JSON object each, with the same clocks: the
+// grant of a standalone master, and the hand-over and revocation SIGTERM causes.
+TEST(MasterSignals, TheEventsFileHoldsTheEventsTheLogShowsWithTheSameClocks) {
+  TempDir dir("master-events-file");
+  const std::string eventsPath = dir.path() + "/events.jsonl";
+  ProcessOptions options;
+  options.argv = {REGENT_BIN_DIR "/regent-master", "--set", "ha.mode=standalone", "--set",
+                  "ha.standalone.epoch-file=" + dir.path() + "/epoch", "--set",
+                  "store.rocksdb.path=" + dir.path() + "/store", "--set", "rpc.bind=127.0.0.1:0",
+                  "--set", "http.bind=127.0.0.1:0", "--set", "events.file=" + eventsPath};
+  options.outputPath = dir.path() + "/master.log";
+  auto started = ProcessHarness::start(options);
+  ASSERT_OK(started);
+  ProcessHarness& master = *started.value();
+  ASSERT_OK(master.waitForLine(std::regex("leader serving epoch=1 "), kStartTimeout));
+  ASSERT_OK(master.terminate());
+  auto exit = master.waitForExit(kExitTimeout);
+  ASSERT_TRUE(exit && exit->exited() && exit->exitCode == 0) << master.output();
+
+  // The log's timed events, as (name, mono_us, wall_ms), in order.
+  std::vector<std::string> logged;
+  for (const MasterEvent& event : parseMasterEvents(master.output())) {
+    if (event.monoUs == 0) continue;  // An event line without clocks: not an event.
+    logged.push_back(std::string(masterEventKindName(event.kind)) + " " +
+                     std::to_string(event.monoUs) + " " + std::to_string(event.wallMs));
+  }
+  std::vector<std::string> filed;
+  for (const Event& event : readEventsFile(eventsPath)) {
+    auto parsed = parseMasterEventLine(event.line());
+    ASSERT_TRUE(parsed) << event.line();
+    filed.push_back(std::string(masterEventKindName(parsed->kind)) + " " +
+                    std::to_string(event.monoUs()) + " " + std::to_string(event.wallMs()));
+  }
+  EXPECT_EQ(filed.size(), 4u);  // Granted, handover requested, revoked, handover done.
+  EXPECT_EQ(filed, logged) << master.output();
 }
 
 }  // namespace

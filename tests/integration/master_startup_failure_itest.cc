@@ -1,7 +1,7 @@
 // A regent-master that cannot run exits, naming what is wrong, and ends with the `master exiting`
 // event line (docs/operations.md, "Exit codes"): a standalone epoch file it cannot use (exit 1),
 // a RocksDB store another master holds past store.rocksdb.lock-timeout (exit 1), bad options
-// (exit 2).
+// and an events.file it cannot open (exit 2).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -171,6 +171,18 @@ TEST(MasterStartupFailure, BadOptionsEndWithTheExitingLineAndCodeTwo) {
     const auto events = parseMasterEvents(master->output());
     EXPECT_EQ(events.back().masterId, "?") << master->output();
   }
+
+  // An events file that cannot be opened is a bad option too, named with the reason.
+  const std::string eventsPath = dir.path() + "/no-such-dir/events.jsonl";
+  auto events = startMaster(dir.path(),
+                            {REGENT_BIN_DIR "/regent-master", "--set",
+                             "events.file=" + eventsPath},
+                            "events-file");
+  ASSERT_TRUE(events);
+  ASSERT_NO_FATAL_FAILURE(expectExitWithLine(*events, 2));
+  EXPECT_TRUE(contains(events->output(), "events.file: cannot open the events file " +
+                                             eventsPath + ": No such file or directory"))
+      << events->output();
 
   // With --log-format json the line is a JSON object like every other log line.
   auto json = startMaster(dir.path(),

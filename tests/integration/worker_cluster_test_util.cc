@@ -234,11 +234,14 @@ Status WorkerCluster::restart(size_t slot) {
 
 Status WorkerCluster::launch(size_t slot) {
   Slot& s = slots_.at(slot);
+  const std::string name =
+      dir_.path() + "/worker-" + std::to_string(slot) + "-run" + std::to_string(s.runs);
+  s.eventsPath = name + ".events.jsonl";
   ProcessOptions options;
   options.argv = s.argv;
+  options.argv.insert(options.argv.end(), {"--set", "events.file=" + s.eventsPath});
   options.env = options_.env;
-  options.outputPath =
-      dir_.path() + "/worker-" + std::to_string(slot) + "-run" + std::to_string(s.runs) + ".log";
+  options.outputPath = name + ".log";
   auto process = ProcessHarness::start(options);
   if (!process.ok()) return process.error();
   s.process = std::move(process).value();
@@ -249,6 +252,10 @@ Status WorkerCluster::launch(size_t slot) {
 ProcessHarness& WorkerCluster::process(size_t slot) { return *slots_.at(slot).process; }
 
 const std::string& WorkerCluster::dataDir(size_t slot) const { return slots_.at(slot).dataDir; }
+
+const std::string& WorkerCluster::eventsPath(size_t slot) const {
+  return slots_.at(slot).eventsPath;
+}
 
 const std::string& WorkerCluster::httpAddress(size_t slot) const {
   return slots_.at(slot).httpAddress;

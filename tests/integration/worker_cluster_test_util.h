@@ -138,6 +138,8 @@ class WorkerCluster final {
   size_t size() const { return slots_.size(); }
   ProcessHarness& process(size_t slot);
   const std::string& dataDir(size_t slot) const;
+  // The events file (events.file) of the slot's current run; every run writes its own.
+  const std::string& eventsPath(size_t slot) const;
   // "127.0.0.1:port" of the slot's HTTP listener.
   const std::string& httpAddress(size_t slot) const;
   // The resource id the slot's current run logged in "worker starting" ("" before it did).
@@ -163,6 +165,7 @@ class WorkerCluster final {
     std::vector<std::string> argv;
     std::string dataDir;
     std::string httpAddress;
+    std::string eventsPath;  // Of the current run.
     int runs = 0;
     std::unique_ptr<ProcessHarness> process;
   };

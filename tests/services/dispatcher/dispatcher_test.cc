@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/event_loop.h"
+#include "common/log_event_sink.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
@@ -172,8 +173,9 @@ class DispatcherTest : public ::testing::Test {
     endTerm();
     ++epoch_;
     stores_ = backend_.openTerm(retain);
-    dispatcher_ = kj::heap<Dispatcher>(epoch_, *stores_, timer_, limits_, retain,
-                                       [this] { return ++clockMs_; }, runner, detailBudget_);
+    dispatcher_ = kj::heap<Dispatcher>(
+        epoch_, *stores_, timer_, events_, limits_, retain, [this] { return ++clockMs_; }, runner,
+        detailBudget_);
     term_ = std::make_unique<rpc::LeadershipTerm>(epoch_, counters_);
     gateway_ = term_->serve<DispatcherGateway>(kj::heap<DispatcherGatewayServer>(
         *dispatcher_, taskExecutors, kj::mv(describeLeader), &outputTokens_));
@@ -306,6 +308,7 @@ class DispatcherTest : public ::testing::Test {
   EventLoop loop_;
   // Paces the Dispatcher's retries; moved by hand.
   kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  LogEventSink events_;
   store::testing::FakeStoreBackend backend_;
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;

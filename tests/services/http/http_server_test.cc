@@ -14,6 +14,7 @@
 
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "common/log_event_sink.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
 #include "tests/fixtures/loop_wait_test_util.h"
@@ -29,7 +30,8 @@ class LeaderJobs final {
  public:
   explicit LeaderJobs(EventLoop& loop) {
     stores_ = backend.openTerm();
-    dispatcher = kj::heap<dispatcher::Dispatcher>(7, *stores_, loop.timer(), dispatcher::JobGraphLimits{}, 1000,
+    dispatcher = kj::heap<dispatcher::Dispatcher>(7, *stores_, loop.timer(), events_,
+                                                  dispatcher::JobGraphLimits{}, 1000,
                                                   [this] { return clockMs_++; });
     KJ_REQUIRE(loop.run(dispatcher->recover()).ok());
     for (uint64_t i = 0; i < 3; ++i) {
@@ -50,6 +52,7 @@ class LeaderJobs final {
   }
 
   store::testing::FakeStoreBackend backend;
+  LogEventSink events_;
   kj::Own<dispatcher::Dispatcher> dispatcher;
 
  private:

@@ -15,6 +15,7 @@
 
 #include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/log_event_sink.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
 #include "services/jobmaster/execution_graph.h"
@@ -134,7 +135,7 @@ class JobMastersTest : public DefaultLoggerTest {
     port_.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
     port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
     masters_ = std::make_unique<JobMasters>(
-        timer_, kEpoch, port_, stores_->jobProgress(),
+        timer_, events_, kEpoch, port_, stores_->jobProgress(),
         [this](kj::Own<JobMasterGateway::Server> server) {
           return rpc::fencedEndpoint<JobMasterGateway>(kj::mv(server), kEpoch, fencing_);
         },
@@ -330,6 +331,7 @@ class JobMastersTest : public DefaultLoggerTest {
 
   EventLoop loop_;
   kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  LogEventSink events_;  // The event lines the tests read from the captured log.
   int64_t nowMs_ = 1'700'000'000'000;
   rpc::FencingCounters fencing_;
   FakeJobMasterPort port_;

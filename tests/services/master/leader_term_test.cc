@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/event_loop.h"
+#include "common/log_event_sink.h"
 #include "rpc/wire_ids.h"
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
@@ -32,7 +33,7 @@ class LeaderTermTest : public ::testing::Test {
     LeaderTermOptions options;
     options.jitter = [] { return 0.0; };
     options.nowMs = [] { return int64_t{1700000000000}; };
-    term_ = kj::heap<LeaderTerm>(timer_, 4, counters_, resourceManagerCounters_,
+    term_ = kj::heap<LeaderTerm>(timer_, events_, 4, counters_, resourceManagerCounters_,
                                  jobMasterCounters_, services_,
                                  store::StoreTerm{4, "latch/m-0000000001"}, kj::mv(options));
     started_ = term_->start()
@@ -80,6 +81,7 @@ class LeaderTermTest : public ::testing::Test {
 
   EventLoop loop_;
   kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  LogEventSink events_;
   store::testing::FakeStoreBackend backend_;
   store::testing::FakeStoreServices services_{backend_};
   rpc::FencingCounters counters_;

@@ -21,6 +21,7 @@
 
 #include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/log_event_sink.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
 #include "tests/common/logging_test_util.h"
@@ -131,7 +132,7 @@ class ResourceManagerTest : public DefaultLoggerTest {
     options.heartbeatTimeout = Duration(10000);
     options.callTimeout = Duration(1000);
     options.nowMs = [this] { return nowMs_; };
-    manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
+    manager_ = std::make_unique<ResourceManager>(timer_, events_, kEpoch, counters_, options);
     jobMasterGateway_ = connect("a JobMaster");
   }
   ~ResourceManagerTest() noexcept override {
@@ -296,6 +297,7 @@ class ResourceManagerTest : public DefaultLoggerTest {
 
   EventLoop loop_;
   kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  LogEventSink events_;  // The event lines the tests read from the captured log.
   int64_t nowMs_ = 1700000100000;
   ResourceManagerCounters counters_;
   rpc::FencingCounters fencing_;
@@ -1012,7 +1014,7 @@ TEST_F(ResourceManagerTest, WithCertificateNamesAsResourceIdsAWorkerRegistersOnl
   options.nowMs = [this] { return nowMs_; };
   jobMasterGateway_ = nullptr;
   connections_.clear();
-  manager_ = std::make_unique<ResourceManager>(timer_, kEpoch, counters_, options);
+  manager_ = std::make_unique<ResourceManager>(timer_, events_, kEpoch, counters_, options);
   FakeWorker fake;
   const TestWorker who{.id = ResourceId::random()};
   auto registerOver = [&](ResourceManagerGateway::Client connection) {

@@ -32,6 +32,7 @@
 
 #include "common/event_line.h"
 #include "common/event_loop.h"
+#include "common/log_event_sink.h"
 #include "rpc/rpc_server.h"
 #include "rpc/wire_ids.h"
 #include "services/taskexecutor/task_runner.h"
@@ -97,7 +98,6 @@ class TaskExecutorTest : public DefaultLoggerTest {
     options.slotProfile = SlotProfile{1000, 1 << 20};
     options.registrationInitial = Duration(5);
     options.registrationMax = Duration(50);
-    options.logEvents = false;
     return options;
   }
 
@@ -128,7 +128,8 @@ class TaskExecutorTest : public DefaultLoggerTest {
   }
 
   TaskExecutor& startWith(TaskExecutorOptions with) {
-    executor_ = kj::heap<TaskExecutor>(loop_.timer(), *leaders_, runner_.get(), std::move(with));
+    executor_ =
+        kj::heap<TaskExecutor>(loop_.timer(), *leaders_, runner_.get(), *events_, std::move(with));
     executor_->start();
     return *executor_;
   }
@@ -314,6 +315,10 @@ class TaskExecutorTest : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
+  // Outlive the loop, which may hold the executor's gateway: silent unless a test logs events.
+  NullEventSink noEvents_;
+  LogEventSink logEvents_;
+  EventSink* events_ = &noEvents_;
   EventLoop loop_;
   std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
   kj::Own<rpc::RpcServer> server_;
@@ -494,7 +499,7 @@ TEST_F(TaskExecutorTest, ANewLeaderIsRegisteredWithAndTheDeposedLeadersCallsMeet
 TEST_F(TaskExecutorTest, LogsItsEventLines) {
   captureLog();
   auto with = options(1);
-  with.logEvents = true;
+  events_ = &logEvents_;
   TaskExecutor& executor = startRegistered(std::move(with));
   ASSERT_TRUE(requestSlot(0, 0, kJob, kAllocation));  // Below the gate.
   master_->notRegisteredOnce = true;
@@ -876,7 +881,7 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
   captureLog();
   withRunner();
   auto with = options(1);
-  with.logEvents = true;
+  events_ = &logEvents_;
   TaskExecutor& executor = startRegistered(std::move(with));
   ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
   waitFor([&] { return executor.slots()[0].acceptedEpoch == 1; }, "the slot accepted");
@@ -1186,7 +1191,7 @@ TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarn
   auto next = listenNext();
   auto with = options(2);
   with.updateBufferMax = 2;
-  with.logEvents = true;
+  events_ = &logEvents_;
   TaskExecutor& executor = startFollowingWithSlots(std::move(with));
   // One after the other, so that no more than two updates ever wait while the leader stands.
   const std::vector<std::tuple<AttemptId, AllocationId, std::vector<std::string>>> attempts = {
