@@ -9,6 +9,7 @@
 
 #include "cli/regentctl_output.h"
 #include "common/ids.h"
+#include "rpc/job_status_json.h"
 #include "rpc/wire_ids.h"
 
 namespace regent::cli {
@@ -17,13 +18,6 @@ namespace {
 // How many hex digits of an attempt id the table shows: enough to tell a job's attempts apart.
 constexpr size_t kShortAttemptId = 8;
 
-nlohmann::json taskCountsJson(wire::TaskCounts::Reader tasks) {
-  return {{"total", tasks.getTotal()},         {"pending", tasks.getPending()},
-          {"running", tasks.getRunning()},     {"finished", tasks.getFinished()},
-          {"canceling", tasks.getCanceling()}, {"canceled", tasks.getCanceled()},
-          {"failed", tasks.getFailed()},       {"reconciling", tasks.getReconciling()}};
-}
-
 std::string taskCountsText(wire::TaskCounts::Reader tasks) {
   std::ostringstream text;
   text << tasks.getTotal() << " total, " << tasks.getPending() << " pending, "
@@ -31,12 +25,6 @@ std::string taskCountsText(wire::TaskCounts::Reader tasks) {
        << tasks.getCanceling() << " canceling, " << tasks.getCanceled() << " canceled, "
        << tasks.getFailed() << " failed, " << tasks.getReconciling() << " reconciling";
   return text.str();
-}
-
-// JSON text, or null for an empty text (a reason or address the master did not set).
-nlohmann::json jsonTextOrNull(capnp::Text::Reader text) {
-  if (text.size() == 0) return nullptr;
-  return jsonText(text);
 }
 
 bool terminal(wire::ExecutionState state) {
@@ -50,35 +38,6 @@ std::string exitText(wire::TaskExecutionState::Reader attempt) {
   if (attempt.getTermSignal() != 0) return "signal " + std::to_string(attempt.getTermSignal());
   if (!terminal(attempt.getState())) return "-";
   return std::to_string(attempt.getExitCode());
-}
-
-nlohmann::json attemptJson(wire::TaskExecutionState::Reader attempt) {
-  return {{"attempt_id", wire::idFromWire<AttemptId>(attempt.getAttemptId()).toHex()},
-          {"attempt_number", attempt.getAttemptNumber()},
-          {"state", wire::enumNameUpper(attempt.getState())},
-          {"pid", attempt.getPid()},
-          {"exit_code", attempt.getExitCode()},
-          {"signal", attempt.getTermSignal()},
-          {"failure_message", jsonTextOrNull(attempt.getFailureMessage())},
-          {"output_problem", jsonTextOrNull(attempt.getOutputProblem())},
-          {"started_at", timeOrDash(attempt.getStartedAtMs())},
-          {"started_at_ms", attempt.getStartedAtMs()},
-          {"ended_at", timeOrDash(attempt.getEndedAtMs())},
-          {"ended_at_ms", attempt.getEndedAtMs()},
-          {"state_changed_at_ms", attempt.getStateChangedAtMs()}};
-}
-
-nlohmann::json subtaskJson(wire::SubtaskStatus::Reader subtask) {
-  auto resourceId =
-      wire::idFromWireIfSet<ResourceId>(subtask.hasResourceId(), subtask.getResourceId());
-  return {{"index", subtask.getIndex()},
-          {"attempts", subtask.getAttempts()},
-          {"attempt", subtask.hasAttempt() ? attemptJson(subtask.getAttempt()) : nullptr},
-          {"resource_id", resourceId ? nlohmann::json(resourceId->toHex()) : nullptr},
-          {"host", jsonTextOrNull(subtask.getHost())},
-          {"http_address", jsonTextOrNull(subtask.getHttpAddress())},
-          {"last_failure", jsonTextOrNull(subtask.getLastFailure())},
-          {"waiting_reason", jsonTextOrNull(subtask.getWaitingReason())}};
 }
 
 // A vertex's subtask table, indented under its vertex line, with each subtask's last failure and
@@ -169,38 +128,7 @@ std::string jobStatusText(wire::DispatcherGateway::JobStatusResults::Reader answ
 }
 
 std::string jobStatusJson(wire::DispatcherGateway::JobStatusResults::Reader answer) {
-  auto status = answer.getStatus();
-  nlohmann::json json{{"job_id", wire::idFromWire<JobId>(status.getJobId()).toHex()},
-                      {"name", jsonText(status.getName())},
-                      {"state", wire::enumNameUpper(status.getState())},
-                      {"submitted_at", timeOrDash(status.getSubmittedAtMs())},
-                      {"submitted_at_ms", status.getSubmittedAtMs()},
-                      {"state_changed_at_ms", status.getStateChangedAtMs()},
-                      {"ended_at_ms", status.getEndedAtMs()},
-                      {"restarts", status.getRestarts()},
-                      {"tasks", taskCountsJson(status.getTasks())},
-                      {"waiting_reason", jsonTextOrNull(status.getWaitingReason())}};
-  if (status.getState() == wire::JobState::CORRUPT) {
-    json["corrupt_reason"] = jsonText(status.getCorruptReason());
-  }
-  nlohmann::json vertices = nlohmann::json::array();
-  for (auto vertex : status.getVertices()) {
-    nlohmann::json subtasks = nlohmann::json::array();
-    for (auto subtask : vertex.getSubtasks()) subtasks.push_back(subtaskJson(subtask));
-    vertices.push_back({{"name", jsonText(vertex.getName())},
-                        {"parallelism", vertex.getParallelism()},
-                        {"tasks", taskCountsJson(vertex.getTasks())},
-                        {"subtasks", std::move(subtasks)}});
-  }
-  json["vertices"] = std::move(vertices);
-  if (status.hasFailure()) {
-    auto failure = status.getFailure();
-    json["failure"] = {{"message", jsonText(failure.getMessage())},
-                       {"vertex", jsonText(failure.getVertexName())},
-                       {"subtask_index", failure.getSubtaskIndex()},
-                       {"exit_code", failure.getExitCode()},
-                       {"at_ms", failure.getAtMs()}};
-  }
+  nlohmann::json json = wire::jobStatusJson(answer.getStatus());
   if (answer.hasResult()) {
     auto result = answer.getResult();
     json["result"] = {{"state", wire::enumNameUpper(result.getState())},

@@ -18,11 +18,9 @@ namespace regent::cli {
 // characters escaped.
 std::string jobStatusText(wire::DispatcherGateway::JobStatusResults::Reader answer);
 
-// The same as one JSON object on one line (with its newline). Vertices carry "subtasks": index,
-// attempts, resource_id, host, http_address, last_failure, waiting_reason (null when unset) and
-// "attempt" (null before the first): attempt_id, attempt_number, state, pid, exit_code, signal,
-// failure_message, started_at, started_at_ms, ended_at, ended_at_ms, state_changed_at_ms. The
-// job carries "waiting_reason" (null when nothing waits).
+// The same as one JSON object on one line (with its newline): the job as wire::jobStatusJson
+// writes it (rpc/job_status_json.h, the shape of /v1/jobs/<id>'s "job"), and "result" (state,
+// clean, ended_at_ms, net_runtime_ms) once the job has one.
 std::string jobStatusJson(wire::DispatcherGateway::JobStatusResults::Reader answer);
 
 }  // namespace regent::cli

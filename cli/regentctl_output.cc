@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -39,26 +38,6 @@ std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
     out += line + "\n";
   }
   return out;
-}
-
-std::string formatUtcMillis(int64_t unixMillis) {
-  int64_t seconds = unixMillis / 1000;
-  int64_t millis = unixMillis % 1000;
-  if (millis < 0) {
-    millis += 1000;
-    seconds -= 1;
-  }
-  const std::time_t t = static_cast<std::time_t>(seconds);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[40];
-  const size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(millis));
-  return text;
-}
-
-std::string timeOrDash(int64_t unixMillis) {
-  return unixMillis == 0 ? "-" : formatUtcMillis(unixMillis);
 }
 
 std::string jsonText(capnp::Text::Reader text) {

@@ -12,16 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "common/time.h"  // formatUtcMillis, timeOrDash: every regentctl time.
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
 #include "rpc/schema/cluster.capnp.h"
 
 namespace regent::cli {
-
-// "2026-11-21T10:47:49.123Z" (ISO-8601, UTC, milliseconds).
-std::string formatUtcMillis(int64_t unixMillis);
-// formatUtcMillis, or "-" for 0 (a time not reached yet).
-std::string timeOrDash(int64_t unixMillis);
 
 // Text a master sent (a job's name, a failure message) for a JSON value: invalid UTF-8 replaced
 // by U+FFFD, so that one bad record stored before validation existed cannot break a listing.

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace regent {
 
@@ -12,6 +13,11 @@ using MonoTime = std::chrono::steady_clock::time_point;
 
 // Milliseconds since the Unix epoch, for logs and records people read.
 int64_t wallClockMillis();
+
+// "2026-11-21T10:47:49.123Z" (ISO-8601, UTC, milliseconds), how every time people read is shown.
+std::string formatUtcMillis(int64_t unixMillis);
+// formatUtcMillis, or "-" for 0 (a time not reached yet).
+std::string timeOrDash(int64_t unixMillis);
 
 // steady_clock (CLOCK_MONOTONIC) in microseconds: the clock of event lines' mono_us fields, so
 // readings of different processes on one host compare.

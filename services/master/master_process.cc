@@ -198,8 +198,8 @@ kj::Promise<int> MasterProcess::run() {
 }
 
 kj::Promise<void> MasterProcess::listenHttp() {
-  return http::HttpServer::listen(loop_.io().getNetwork(), loop_.timer(),
-                                  config_.getString("http.bind"), *this, httpMaxConnections_)
+  return listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), config_.getString("http.bind"),
+                          *this, httpMaxConnections_)
       .then([this](Result<kj::Own<http::HttpServer>>&& listening) -> kj::Promise<void> {
         if (!listening.ok()) {
           spdlog::error("{}", listening.error().message);
@@ -360,9 +360,9 @@ bool MasterProcess::zooKeeperConnected() const {
   return state == ha::SessionState::kConnected || state == ha::SessionState::kReconnected;
 }
 
-std::optional<http::RpcTransportCounts> MasterProcess::rpcTransportCounts() const {
+std::optional<RpcTransportCounts> MasterProcess::rpcTransportCounts() const {
   if (!rpcServer_) return std::nullopt;
-  return http::RpcTransportCounts{
+  return RpcTransportCounts{
       .droppedBeforeAuthentication = rpcServer_->connectionsDroppedBeforeAuthentication(),
       .timedOutBeforeAuthentication = rpcServer_->connectionsTimedOutBeforeAuthentication(),
       .refusedOverTotalCap = rpcServer_->connectionsRefusedOverTotalCap(),

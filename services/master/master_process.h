@@ -26,9 +26,9 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_server.h"
 #include "rpc/rpc_tls.h"
-#include "services/http/http_server.h"
 #include "services/master/leader_term.h"
 #include "services/master/master_bootstrap.h"
+#include "services/master/master_http.h"
 #include "store/store_services.h"
 
 namespace regent {
@@ -70,7 +70,7 @@ inline constexpr int kExitSignalBase = 128;  // + signal number: a second stop s
 class MasterProcess final : public leader::LeaderContender,
                             public leader::LeaderRetrievalListener,
                             public MasterBootstrapHost,
-                            public http::HttpHost {
+                            public MasterHttpHost {
  public:
   // Logs "master starting", builds the HA services (writer identity), the store services and
   // the retrieval. Fails only on what retrying cannot fix (options the ZooKeeper client
@@ -128,7 +128,7 @@ class MasterProcess final : public leader::LeaderContender,
   // leader::LeaderRetrievalListener: the leader as this master believes, for leaderInfo.
   void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
 
-  // MasterBootstrapHost and http::HttpHost.
+  // MasterBootstrapHost and MasterHttpHost.
   const leader::ContenderInfo& self() const override { return self_; }
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
@@ -140,7 +140,7 @@ class MasterProcess final : public leader::LeaderContender,
   // The current term's whenReady(), at most jobMasterReadyWait_; at once without a term.
   kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
-  // http::HttpHost.
+  // MasterHttpHost.
   bool serving() const override;
   bool zooKeeperConnected() const override;
   kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
@@ -158,7 +158,7 @@ class MasterProcess final : public leader::LeaderContender,
   const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
   bool authenticationRequired() const override { return authSettings_.required; }
   // nullopt until the RPC server listens.
-  std::optional<http::RpcTransportCounts> rpcTransportCounts() const override;
+  std::optional<RpcTransportCounts> rpcTransportCounts() const override;
   const AcceptLoop* rpcListener() const override;
   const http::HttpServer* httpServer() const override { return httpServer_.get(); }
 

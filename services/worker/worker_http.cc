@@ -15,12 +15,12 @@
 #include <utility>
 
 #include "common/time.h"
+#include "http/prometheus_text.h"
 
 namespace regent::worker {
 namespace {
 
 constexpr const char* kText = "text/plain; charset=utf-8";
-constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 constexpr const char* kOctets = "application/octet-stream";
 constexpr std::string_view kAttemptsPrefix = "/v1/attempts/";
 
@@ -164,9 +164,7 @@ WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop,
     : host_(host),
       loop_(loop),
       headerTable_(headerTable),
-      nowMs_(std::move(nowMs)),
-      allow_(KJ_REQUIRE_NONNULL(headerTable.stringToId("Allow"),
-                                "the header table must come from HttpRoutes::makeHeaderTable()")) {}
+      nowMs_(std::move(nowMs)) {}
 
 kj::Promise<void> WorkerHttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
                                             const kj::HttpHeaders& headers, kj::AsyncInputStream&,
@@ -179,15 +177,8 @@ kj::Promise<void> WorkerHttpRoutes::request(kj::HttpMethod method, kj::StringPtr
 kj::Promise<void> WorkerHttpRoutes::reply(
     Response& response, uint status, kj::StringPtr statusText, kj::StringPtr contentType,
     std::string body, const std::vector<std::pair<std::string, std::string>>& extra) {
-  kj::HttpHeaders headers(headerTable_);
-  headers.set(kj::HttpHeaderId::CONTENT_TYPE, contentType);
-  if (status == 405) headers.set(allow_, "GET");
-  // The names and values live in `extra` until send() has written the head.
-  for (const auto& [name, value] : extra) headers.add(name, value);
-  auto stream = response.send(status, statusText, headers, uint64_t(body.size()));
-  auto text = kj::heap<std::string>(std::move(body));
-  auto written = stream->write(text->data(), text->size());
-  return written.attach(kj::mv(stream), kj::mv(text));
+  return http::reply(response, headerTable_, status, statusText, contentType, std::move(body),
+                     extra);
 }
 
 kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::string& path,
@@ -211,7 +202,7 @@ kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::stri
                  "ok: registered with the leader of epoch " +
                      std::to_string(host_.registeredEpoch()) + "\n");
   }
-  return reply(response, 200, "OK", kPrometheus, metrics());
+  return reply(response, 200, "OK", http::kPrometheusContentType, metrics());
 }
 
 kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,

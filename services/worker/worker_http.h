@@ -1,6 +1,6 @@
 // The HTTP endpoints a worker serves on worker.http.bind (docs/workers.md): health, readiness
 // (registered with the current leader), Prometheus metrics, and the output of its subtask
-// attempts (ranged reads, for regentctl jobs logs), on the listener of services/http/http_server.h.
+// attempts (ranged reads, for regentctl jobs logs), on the listener of http/http_server.h.
 #pragma once
 
 #include <kj/compat/http.h>
@@ -15,10 +15,10 @@
 
 #include "common/event_loop.h"
 #include "common/ids.h"
+#include "http/http_server.h"
 #include "rpc/failure.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
-#include "services/http/http_server.h"
 #include "services/taskexecutor/task_containment.h"
 #include "services/taskexecutor/task_executor.h"
 
@@ -116,7 +116,7 @@ class WorkerHttpHost {
 //                 worker's or linked twice: 403.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
 // `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
-// http::HttpRoutes::makeHeaderTable(). `nowMs`: the wall clock tokens expire by (Unix ms; null:
+// http::makeHeaderTable(). `nowMs`: the wall clock tokens expire by (Unix ms; null:
 // wallClockMillis()).
 class WorkerHttpRoutes final : public http::HttpRouteSet {
  public:
@@ -152,7 +152,6 @@ class WorkerHttpRoutes final : public http::HttpRouteSet {
   EventLoop& loop_;
   const kj::HttpHeaderTable& headerTable_;
   const std::function<int64_t()> nowMs_;
-  kj::HttpHeaderId allow_;
   bool closeRequested_ = false;
 };
 

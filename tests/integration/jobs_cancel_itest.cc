@@ -164,7 +164,7 @@ TEST(JobsCancel, AJobCancelledWhileARestartDelayRunsIsNotRestarted) {
       kJobsTimeout);
   ASSERT_OK(restarting);
   // jobs status says why nothing runs: the failure and the restart delay.
-  ASSERT_TRUE(restarting.value().contains("failure")) << restarting.value().dump();
+  ASSERT_TRUE(restarting.value()["failure"].is_object()) << restarting.value().dump();
   EXPECT_FALSE(textField(restarting.value()["failure"], "message").empty())
       << restarting.value().dump();
   EXPECT_FALSE(textField(restarting.value(), "waiting_reason").empty())

@@ -16,7 +16,7 @@
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
-#include "tests/services/http/prometheus_text_test_util.h"
+#include "tests/http/prometheus_text_test_util.h"
 
 namespace regent::testing {
 namespace {

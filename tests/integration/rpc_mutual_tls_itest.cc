@@ -21,7 +21,7 @@
 #include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
 #include "tests/rpc/tls_test_certs.h"
-#include "tests/services/http/prometheus_text_test_util.h"
+#include "tests/http/prometheus_text_test_util.h"
 
 namespace regent::testing {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "common/event_loop.h"
 #include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/services/http/prometheus_text_test_util.h"
+#include "tests/http/prometheus_text_test_util.h"
 
 namespace regent::worker {
 namespace {
@@ -124,7 +124,7 @@ class WorkerHttpTest : public ::testing::Test {
     worker_.attemptsFd = fd;
     return fd;
   }()};
-  kj::Own<kj::HttpHeaderTable> table_ = http::HttpRoutes::makeHeaderTable();
+  kj::Own<kj::HttpHeaderTable> table_ = http::makeHeaderTable();
   int64_t nowMs_ = 1'800'000'000'000;
   WorkerHttpRoutes routes_{worker_, loop_, *table_, [this] { return nowMs_; }};
 };

@@ -1,8 +1,9 @@
-// The HTTP endpoints against a fake master, over a real loopback socket: status codes, bodies,
-// the standby's redirect, the leader's jobs and workers read in process, and /metrics parsed
-// strictly.
-#include "services/http/http_server.h"
+// The master's HTTP endpoints against a fake master, over a real loopback socket: status codes,
+// bodies, the standby's redirect, the leader's jobs and workers read in process, and /metrics
+// parsed strictly.
+#include "services/master/master_http.h"
 
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
 #include <kj/debug.h>
@@ -12,17 +13,20 @@
 #include <optional>
 #include <string>
 
+#include "cli/job_status_output.h"
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "common/log_event_sink.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
 #include "tests/fixtures/loop_wait_test_util.h"
-#include "tests/services/http/prometheus_text_test_util.h"
+#include "tests/http/prometheus_text_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
 
-namespace regent::http {
+namespace regent::master {
 namespace {
+
+using http::HttpServer;
 
 // A leader's Dispatcher on memory stores with three jobs: job-0 and job-1 CREATED, job-2
 // CANCELED (ids 0x1234:1..3).
@@ -100,7 +104,7 @@ class LeaderWorkers final : public dispatcher::TaskExecutorView {
   }
 };
 
-class FakeHost final : public HttpHost {
+class FakeHost final : public MasterHttpHost {
  public:
   FakeHost() {
     self_.masterId = "self";
@@ -159,7 +163,7 @@ class HttpServerTest : public ::testing::Test {
   void start() {
     server_ = nullptr;
     auto listening = loop_.run(
-        HttpServer::listen(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_));
+        listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_));
     ASSERT_TRUE(listening.ok()) << listening.error().message;
     server_ = kj::mv(listening).value();
   }
@@ -205,7 +209,7 @@ class HttpServerTest : public ::testing::Test {
   void startOnAFrozenTimer() {
     server_ = nullptr;
     auto listening = loop_.run(
-        HttpServer::listen(loop_.io().getNetwork(), frozenTimer_, "127.0.0.1:0", host_));
+        listenMasterHttp(loop_.io().getNetwork(), frozenTimer_, "127.0.0.1:0", host_));
     ASSERT_TRUE(listening.ok()) << listening.error().message;
     server_ = kj::mv(listening).value();
   }
@@ -224,7 +228,7 @@ class HttpServerTest : public ::testing::Test {
   LeaderJobs jobs_{loop_};
   LeaderWorkers workers_;
   FakeHost host_;
-  kj::Own<kj::HttpHeaderTable> table_ = HttpRoutes::makeHeaderTable();
+  kj::Own<kj::HttpHeaderTable> table_ = http::makeHeaderTable();
   kj::TimerImpl frozenTimer_{kj::origin<kj::TimePoint>()};
   kj::Own<HttpServer> server_;
 };
@@ -328,6 +332,25 @@ TEST_F(HttpServerTest, OneJobOnTheLeaderCarriesItsVerticesAndItsResult) {
   Reply redirected = fetch("/v1/jobs/" + JobId(0x1234, 1).toHex());
   EXPECT_EQ(redirected.status, 307u);
   EXPECT_EQ(redirected.location, "http://10.0.0.2:8081/v1/jobs/" + JobId(0x1234, 1).toHex());
+}
+
+// One writer: /v1/jobs/<id>'s "job" is what `regentctl jobs status --json` prints for the same
+// status (without the CLI's "result"), in the same form (null for an unset text, ISO times).
+TEST_F(HttpServerTest, OneJobIsTheJsonRegentctlJobsStatusPrints) {
+  lead(7, true);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    const JobId id(0x1234, i);
+    Reply reply = fetch("/v1/jobs/" + id.toHex());
+    ASSERT_EQ(reply.status, 200u) << reply.body;
+    capnp::MallocMessageBuilder message;
+    auto answer = message.initRoot<wire::DispatcherGateway::JobStatusResults>();
+    dispatcher::toWire(KJ_ASSERT_NONNULL(jobs_.dispatcher->job(id)), answer.initStatus(),
+                       dispatcher::JobDetail::kSubtasks);
+    const auto printed = nlohmann::json::parse(cli::jobStatusJson(answer.asReader()));
+    const auto served = nlohmann::json::parse(reply.body)["job"];
+    EXPECT_EQ(served, printed) << "served: " << served.dump() << "\nprinted: " << printed.dump();
+    EXPECT_TRUE(served.contains("submitted_at")) << served.dump();
+  }
 }
 
 TEST_F(HttpServerTest, JobsOnTheLeaderAnswer503WhileTheTermRecovers) {
@@ -454,7 +477,7 @@ TEST_F(HttpServerTest, DuplicateContentLengthIs400WithAPlainReasonAndNoInternals
 TEST_F(HttpServerTest, NotFoundEchoesAtMostTwoHundredSanitizedBytesOfThePath) {
   Reply reply = fetch("/" + std::string(100000, 'a'));
   EXPECT_EQ(reply.status, 404u);
-  EXPECT_EQ(reply.body, "no such endpoint: /" + std::string(HttpRoutes::kMaxEchoedPath - 1, 'a') +
+  EXPECT_EQ(reply.body, "no such endpoint: /" + std::string(http::kMaxEchoedPath - 1, 'a') +
                             "...\n");
   Reply control = fetch("/x%0d%0a\x7f");
   EXPECT_EQ(control.status, 404u);
@@ -655,7 +678,7 @@ TEST_F(HttpServerTest, MetricsCarryTheHttpListenersAcceptFailuresByReasonAndItsR
 TEST_F(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnceAndCounted) {
   server_ = nullptr;
   auto listening = loop_.run(
-      HttpServer::listen(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_, 1));
+      listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_, 1));
   ASSERT_TRUE(listening.ok()) << listening.error().message;
   server_ = kj::mv(listening).value();
   auto address = loop_.run(loop_.io().getNetwork().parseAddress(server_->listenAddress()));
@@ -682,18 +705,5 @@ TEST_F(HttpServerTest, MetricsLeaveOutTheTransportFamiliesWhileThereIsNoRpcServe
   EXPECT_EQ(parsed.types.count("regent_rpc_tls_handshake_failures_total"), 0u) << reply.body;
 }
 
-TEST(PrometheusTextParserTest, RefusesMalformedText) {
-  using regent::testing::parsePrometheusText;
-  EXPECT_EQ(parsePrometheusText("# TYPE a gauge\na 1\n").error, "");
-  EXPECT_NE(parsePrometheusText("a 1\n").error, "");                             // no TYPE
-  EXPECT_NE(parsePrometheusText("# TYPE a gauge\na one\n").error, "");           // not a float
-  EXPECT_NE(parsePrometheusText("# TYPE 1a gauge\n").error, "");                 // bad name
-  EXPECT_NE(parsePrometheusText("# TYPE a gauge\na{x=1} 1\n").error, "");        // unquoted
-  EXPECT_NE(parsePrometheusText("# TYPE a gauge\na{x=\"\\q\"} 1\n").error, "");  // escape
-  EXPECT_NE(parsePrometheusText("# TYPE a gauge\na 1\na 2\n").error, "");        // duplicate
-  EXPECT_NE(parsePrometheusText("# TYPE a gauge\na 1").error, "");               // no newline
-  EXPECT_NE(parsePrometheusText("# TYPE a gage\n").error, "");                   // bad type
-}
-
 }  // namespace
-}  // namespace regent::http
+}  // namespace regent::master
