@@ -143,7 +143,9 @@ Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const 
   // The credential (rpc.credential.*, docs/security.md) is read before anything connects.
   auto credential = rpc::clientCredentialFrom(config);
   if (!credential.ok()) return Error::fatal(credential.error().message);
-  if (auto warning = rpc::unprotectedLeaderNodeWarning(config)) {
+  // With cli.master regentctl dials that master and reads no leader node.
+  if (auto warning = rpc::unprotectedLeaderNodeWarning(
+          config, /*readsLeaderNode=*/config.getString("cli.master").empty())) {
     output.err << "regentctl: warning: " << *warning << std::endl;
   }
   client::LeaderClientOptions options{.rpc = rpc::rpcOptionsFrom(config),

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,44 +14,94 @@
 
 namespace regent {
 
-Result<kj::Own<JsonLinesFileEventSink>> JsonLinesFileEventSink::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+Result<kj::Own<JsonLinesFileEventSink>> JsonLinesFileEventSink::open(const std::string& path,
+                                                                     EventOrigin origin) {
+  // O_NONBLOCK: opening a FIFO for writing would wait for a reader, before the stop signals are
+  // watched. O_NOFOLLOW: a link planted where the file should be is not followed.
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+             0640);
   if (fd < 0) {
-    return Error::fatal("cannot open the events file " + path + ": " + errnoText(errno));
+    const int error = errno;
+    if (error == ELOOP) {
+      return Error::fatal("cannot use the events file " + path +
+                          ": it is a symbolic link; name the file itself");
+    }
+    if (error == ENXIO) {  // A FIFO with no reader, or a device with nothing behind it.
+      return Error::fatal("cannot use the events file " + path +
+                          ": it is not a regular file (a FIFO or a device); name a regular file");
+    }
+    return Error::fatal("cannot open the events file " + path + ": " + errnoText(error));
   }
-  return kj::heap<JsonLinesFileEventSink>(fd, path);
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    ::close(fd);
+    return Error::fatal("cannot use the events file " + path +
+                        ": it is not a regular file (a FIFO or a device); name a regular file");
+  }
+  // Back to blocking writes: a regular file's writes never wait for a reader.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return Error::fatal("cannot use the events file " + path + ": " + errnoText(error));
+  }
+  return kj::heap<JsonLinesFileEventSink>(fd, path, std::move(origin));
 }
 
-JsonLinesFileEventSink::JsonLinesFileEventSink(int fd, std::string path)
-    : fd_(fd), path_(std::move(path)) {}
+JsonLinesFileEventSink::JsonLinesFileEventSink(int fd, std::string path, EventOrigin origin)
+    : fd_(fd), path_(std::move(path)), origin_(std::move(origin)) {}
 
 JsonLinesFileEventSink::~JsonLinesFileEventSink() noexcept { ::close(fd_); }
 
-void JsonLinesFileEventSink::emit(const Event& event) {
-  const std::string line = jsonLine(event) + "\n";
+bool JsonLinesFileEventSink::writeAll(const std::string& text) {
   size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      if (writeFailures_++ == 0) {
-        spdlog::warn(
-            "cannot write to the events file {}: {}; its events are missing from it "
-            "from now on (the log still has them)",
-            path_, n < 0 ? errnoText(errno) : std::string("nothing written"));
-      }
-      return;
+      if (n == 0) errno = EIO;
+      midLine_ = midLine_ || written > 0;
+      return false;
     }
     written += static_cast<size_t>(n);
   }
+  return true;
 }
 
-std::string jsonLine(const Event& event) {
+void JsonLinesFileEventSink::emit(const Event& event) {
+  // After a line cut short, a newline first: the cut line stays unreadable, this one does not.
+  const std::string line = (midLine_ ? "\n" : "") + jsonLine(event, origin_) + "\n";
+  const bool wasMidLine = midLine_;
+  midLine_ = false;
+  if (!writeAll(line)) {
+    midLine_ = midLine_ || wasMidLine;
+    ++writeFailures_;
+    if (failedInARow_++ == 0) {
+      spdlog::warn(
+          "cannot write to the events file {}: {}; the event is missing from it (the log has "
+          "it), and so is every event until a write succeeds again",
+          path_, errnoText(errno));
+    }
+    return;
+  }
+  if (failedInARow_ > 0) {
+    spdlog::warn("the events file {} is written again; it misses the {} events before this one",
+                 path_, failedInARow_);
+    failedInARow_ = 0;
+  }
+}
+
+std::string jsonLine(const Event& event, const EventOrigin& origin) {
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
   for (const Event::Field& field : event.fields()) {
     std::visit([&](const auto& value) { fields[field.key] = value; }, field.value);
   }
   nlohmann::ordered_json object;
+  if (!origin.process.empty()) {
+    object["process"] = origin.process;
+    object["pid"] = origin.pid;
+  }
   object["event"] = event.name();
   object["fields"] = std::move(fields);
   object["mono_us"] = event.monoUs();

@@ -492,8 +492,9 @@ std::vector<OptionSpec> buildRegistry() {
       option("events.file", kString, "",
              "Masters and workers: a file the process appends each of its events to, one JSON "
              "object per line (docs/operations.md, \"Events\"), for tests and tools to read "
-             "instead of the log; the log lines are written either way. Empty: no file. "
-             "Relative paths start at the working directory."),
+             "instead of the log; the log lines are written either way. A regular file (not a "
+             "symbolic link, FIFO or device), created with mode 0640, appended to and never "
+             "rotated. Empty: no file. Relative paths start at the working directory."),
       enumOption("log.level", {"trace", "debug", "info", "warn", "error", "off"}, "info",
                  "Lowest level of the log lines written."),
       enumOption("log.format", {"text", "json"}, "text",

@@ -2,6 +2,7 @@
 #include "conf/process_main.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <utility>
@@ -37,7 +38,8 @@ std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
     return exitBeforeStart(spec_.usageExitCode);
   }
   if (const std::string path = config.getString("events.file"); !path.empty()) {
-    auto file = JsonLinesFileEventSink::open(path);
+    auto file = JsonLinesFileEventSink::open(
+        path, EventOrigin{.process = spec_.process, .pid = int64_t{::getpid()}});
     if (!file.ok()) {
       spdlog::error("events.file: {}", file.error().message);
       return exit("", spec_.usageExitCode);

@@ -153,11 +153,12 @@ Status checkElectionDataIsProtected(const Config& config, const ServerAuthSettin
       "(docs/security.md, \"Chain of trust\")");
 }
 
-std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config) {
+std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config,
+                                                        bool readsLeaderNode) {
   const bool holdsCredential = !config.getString("rpc.credential.role").empty() ||
                                !config.getString("rpc.tls.cert").empty();
   if (!holdsCredential || config.getString("ha.mode") != "zookeeper") return std::nullopt;
-  if (!config.getString("cli.master").empty()) return std::nullopt;
+  if (!readsLeaderNode) return std::nullopt;
   if (!config.getString("ha.zookeeper.read-auth").empty() ||
       !config.getString("ha.zookeeper.auth").empty()) {
     return std::nullopt;

@@ -60,10 +60,14 @@ Result<std::optional<ClientCredential>> clientCredentialFrom(const Config& confi
 Status checkElectionDataIsProtected(const Config& config, const ServerAuthSettings& settings);
 
 // A client (worker, regentctl) holding an RPC credential (rpc.credential.*, or a client
-// certificate rpc.tls.cert) that finds the leader in ZooKeeper (ha.mode zookeeper, no cli.master)
-// without any ZooKeeper credential (ha.zookeeper.read-auth, ha.zookeeper.auth): the warning it
-// logs at start, naming ha.zookeeper.read-auth; nullopt otherwise.
-std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config);
+// certificate rpc.tls.cert) that finds the leader in ZooKeeper (ha.mode zookeeper, and
+// `readsLeaderNode`: false for a regentctl told its master with cli.master) without any
+// ZooKeeper credential (ha.zookeeper.read-auth, ha.zookeeper.auth): the warning it logs at start,
+// naming ha.zookeeper.read-auth; nullopt otherwise. The caller says whether it reads the leader
+// node, so that an option only regentctl reads (cli.master, in a file shared with the workers)
+// cannot silence a worker's warning.
+std::optional<std::string> unprotectedLeaderNodeWarning(const Config& config,
+                                                        bool readsLeaderNode);
 
 // Whether `host` (no port, no brackets) only reaches this machine: 127.0.0.0/8, ::1 or
 // "localhost". Wildcards (0.0.0.0, ::, empty) are not loopback.

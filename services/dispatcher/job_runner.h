@@ -5,7 +5,7 @@
 // one record a runner writes is each job's progress (store::JobProgressStore, wire::JobProgress),
 // which the Dispatcher reads at recovery, hands to start(), and removes with the JobGraph.
 //
-// Ending a job (docs/jobgraph.md, "How a job ends"): the runner reports jobEnded(); the
+// Ending a job (docs/jobgraph.md, "How a job runs and ends"): the runner reports jobEnded(); the
 // Dispatcher writes the dirty JobResult, then calls release() (attempts cancelled, slots freed,
 // the JobMaster disconnected from the ResourceManager), then removes the JobGraph, then marks the
 // result clean. cancel goes the same way, the Dispatcher deciding the end itself.

@@ -106,7 +106,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
     std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
-  if (auto warning = rpc::unprotectedLeaderNodeWarning(config)) spdlog::warn("{}", *warning);
+  if (auto warning = rpc::unprotectedLeaderNodeWarning(config, /*readsLeaderNode=*/true)) spdlog::warn("{}", *warning);
   auto profile = slotProfileFrom(config);
   if (!profile.ok()) return profile.error();
   if (!credential.value() && config.getString("rpc.tls.cert").empty()) {

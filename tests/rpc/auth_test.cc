@@ -308,7 +308,7 @@ TEST_F(AuthConfigTest, AClientWithACredentialButNoZooKeeperCredentialIsWarned) {
   const std::string path = secretFile("worker", "worker-secret-0123");
   const std::vector<std::string> credential = {"rpc.credential.role=worker",
                                                "rpc.credential.secret-file=" + path};
-  auto warning = unprotectedLeaderNodeWarning(load(credential));
+  auto warning = unprotectedLeaderNodeWarning(load(credential), /*readsLeaderNode=*/true);
   ASSERT_TRUE(warning.has_value());
   EXPECT_NE(warning->find("ha.zookeeper.read-auth"), std::string::npos) << *warning;
   EXPECT_NE(warning->find("ZNOAUTH"), std::string::npos) << *warning;
@@ -316,15 +316,20 @@ TEST_F(AuthConfigTest, AClientWithACredentialButNoZooKeeperCredentialIsWarned) {
   auto with = [&](std::string extra) {
     std::vector<std::string> set = credential;
     set.push_back(std::move(extra));
-    return unprotectedLeaderNodeWarning(load(set));
+    return unprotectedLeaderNodeWarning(load(set), /*readsLeaderNode=*/true);
   };
   EXPECT_FALSE(with("ha.zookeeper.read-auth=viewer:viewer-secret"));
   EXPECT_FALSE(with("ha.zookeeper.auth=regent:master-secret"));
   EXPECT_FALSE(with("ha.mode=standalone"));
-  EXPECT_FALSE(with("cli.master=127.0.0.1:6123"));
-  EXPECT_FALSE(unprotectedLeaderNodeWarning(load({}))) << "no credential: nothing to protect";
+  // regentctl told its master reads no leader node; a worker whose file also holds regentctl's
+  // cli.master still does, and is still warned.
+  EXPECT_FALSE(unprotectedLeaderNodeWarning(load(credential), /*readsLeaderNode=*/false));
+  EXPECT_TRUE(with("cli.master=127.0.0.1:6123"));
+  EXPECT_FALSE(unprotectedLeaderNodeWarning(load({}), /*readsLeaderNode=*/true))
+      << "no credential: nothing to protect";
   EXPECT_TRUE(unprotectedLeaderNodeWarning(
-      load({"rpc.tls.cert=/etc/regent/client.pem", "rpc.tls.key=/etc/regent/client.key"})))
+      load({"rpc.tls.cert=/etc/regent/client.pem", "rpc.tls.key=/etc/regent/client.key"}),
+      /*readsLeaderNode=*/true))
       << "a client certificate is a credential too";
 }
 
