@@ -73,8 +73,12 @@ TEST(EventLoop, RepeatingUvTimerFiresUntilStopped) {
   });
   loop.run(kj::mv(paf.promise));
   EXPECT_FALSE(timer.isActive());
-  // A stopped timer stays silent: give it many periods to misbehave.
-  loop.run(loop.timer().afterDelay(30 * kj::MILLISECONDS));
+  // A stopped timer stays silent: a timer due 15 of its periods later fires after any of them
+  // would have (uv runs due timers in the order they are due, however late the loop runs).
+  UvTimer later(loop);
+  auto laterFired = kj::newPromiseAndFulfiller<void>();
+  later.start(milliseconds(30), milliseconds(0), [&] { laterFired.fulfiller->fulfill(); });
+  loop.run(kj::mv(laterFired.promise));
   EXPECT_EQ(fired, 3);
 }
 

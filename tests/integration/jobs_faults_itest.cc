@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,29 @@ std::string survivorJob(const std::string& dir) {
          "restart_strategy:\n  type: fixed-delay\n  attempts: 3\n  delay: 100ms\n";
 }
 
-TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsewhere) {
-  auto started = JobCluster::start("jobs-worker-kill", {.workers = 2, .slotsPerWorker = 1});
+// How the test stops the worker running the subtask: SIGKILL, or SIGTERM (the worker's own stop).
+enum class WorkerStop { kKill, kTerminate };
+
+void PrintTo(WorkerStop stop, std::ostream* out) {
+  *out << (stop == WorkerStop::kKill ? "SIGKILL" : "SIGTERM");
+}
+
+std::string workerStopName(const ::testing::TestParamInfo<WorkerStop>& info) {
+  return info.param == WorkerStop::kKill ? "Sigkill" : "Sigterm";
+}
+
+class JobsWorkerStopped : public ::testing::TestWithParam<WorkerStop> {};
+
+// A worker stopped under a running subtask leaves no process of the task behind, its attempt
+// ends on the master and runs again on the other worker, and the job finishes. SIGKILL: the
+// task's processes die with the worker (its cgroup or subreaper), and the JobMaster fails the
+// attempt once the worker is silent for heartbeat.timeout, naming it lost. SIGTERM: the worker
+// kills its tasks before it disconnects, then exits 0.
+TEST_P(JobsWorkerStopped, LeavesNoProcessOfItsTaskAndTheTaskRunsAgainElsewhere) {
+  const WorkerStop stop = GetParam();
+  auto started = JobCluster::start(
+      stop == WorkerStop::kKill ? "jobs-worker-kill" : "jobs-worker-term",
+      {.workers = 2, .slotsPerWorker = 1});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
   const std::string dir = cluster.taskDir();
@@ -63,24 +85,44 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
   ASSERT_TRUE(victim) << first.value().describe();
   const size_t survivor = 1 - *victim;
 
-  ASSERT_OK(cluster.workers().kill(*victim));
-  // The task's shell and its child died with their worker.
+  if (stop == WorkerStop::kKill) {
+    ASSERT_OK(cluster.workers().kill(*victim));
+  } else {
+    ASSERT_OK(cluster.workers().process(*victim).terminate());
+    auto exit = cluster.workers().process(*victim).waitForExit(kJobsTimeout);
+    ASSERT_TRUE(exit) << cluster.describe();
+    EXPECT_EQ(exit->exitCode, 0) << exit->describe();
+  }
+  // The task's shell and its child are gone with their worker.
   const auto alive = waitForProcessesGone(pids, kJobsTimeout);
-  EXPECT_TRUE(alive.empty()) << "orphans of the killed worker: " << ::testing::PrintToString(alive);
+  EXPECT_TRUE(alive.empty()) << "left behind by the stopped worker: "
+                             << ::testing::PrintToString(alive);
+  if (stop == WorkerStop::kTerminate) {
+    // The worker's task ended before it disconnected.
+    const std::string output = cluster.workers().process(*victim).output();
+    const size_t ended = output.find("task ended resource_id=");
+    const size_t disconnected = output.find("worker disconnected");
+    EXPECT_NE(ended, std::string::npos) << output;
+    EXPECT_NE(disconnected, std::string::npos) << output;
+    EXPECT_LT(ended, disconnected) << "the worker disconnected before its task ended:\n" << output;
+  }
 
-  // The JobMaster fails the attempt once the worker is silent for heartbeat.timeout, naming it.
+  // Its attempt ends on the master: a killed worker's FAILED once it is silent for
+  // heartbeat.timeout, naming it lost; a stopped one's FAILED or CANCELED as it reported.
   auto failed = cluster.waitForJobEvent(
       [&](const JobEvent& e) {
         return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
-               e.state == "FAILED";
+               (e.state == "FAILED" || (stop == WorkerStop::kTerminate && e.state == "CANCELED"));
       },
       kJobsTimeout);
   ASSERT_OK(failed);
-  EXPECT_TRUE(containsText(failed.value().message, first.value().resourceId))
-      << failed.value().describe();
-  EXPECT_TRUE(containsText(failed.value().message, "lost")) << failed.value().describe();
+  if (stop == WorkerStop::kKill) {
+    EXPECT_TRUE(containsText(failed.value().message, first.value().resourceId))
+        << failed.value().describe();
+    EXPECT_TRUE(containsText(failed.value().message, "lost")) << failed.value().describe();
+  }
 
-  // The restart runs on the other worker and the job finishes.
+  // The restart runs on the other worker and the job finishes, its result clean.
   auto clean = cluster.waitForJobClean(id, kJobsTimeout);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
@@ -98,60 +140,9 @@ TEST(JobsFaults, AWorkerKilledUnderATaskLeavesNoOrphanAndTheTaskIsRestartedElsew
   EXPECT_EQ(status.value()["result"].value("clean", false), true) << status.value().dump();
 }
 
-TEST(JobsFaults, AWorkerStoppedWithSigtermKillsItsTasksFirstAndTheTaskRunsElsewhere) {
-  auto started = JobCluster::start("jobs-worker-term", {.workers = 2, .slotsPerWorker = 1});
-  ASSERT_OK(started);
-  JobCluster& cluster = *started.value();
-  const std::string dir = cluster.taskDir();
-  auto job = cluster.submit(survivorJob(dir));
-  ASSERT_OK(job);
-  const std::string id = job.value();
-  auto first = cluster.waitForJobEvent(
-      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == id; },
-      kJobsTimeout);
-  ASSERT_OK(first);
-  std::vector<pid_t> pids;
-  ASSERT_TRUE(waitUntil(
-      [&] {
-        pids = readPids(dir + "/pids");
-        return pids.size() == 2;
-      },
-      kJobsTimeout, Duration(50)))
-      << cluster.describe();
-  const auto victim = cluster.workerSlotOf(first.value().resourceId);
-  ASSERT_TRUE(victim) << first.value().describe();
-  const size_t survivor = 1 - *victim;
-
-  // SIGTERM: the worker kills its tasks, then disconnects, then exits 0.
-  ASSERT_OK(cluster.workers().process(*victim).terminate());
-  auto exit = cluster.workers().process(*victim).waitForExit(kJobsTimeout);
-  ASSERT_TRUE(exit) << cluster.describe();
-  EXPECT_EQ(exit->exitCode, 0) << exit->describe();
-  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
-  EXPECT_TRUE(alive.empty()) << "left behind by the stopped worker: "
-                             << ::testing::PrintToString(alive);
-  const std::string output = cluster.workers().process(*victim).output();
-  const size_t ended = output.find("task ended resource_id=");
-  const size_t disconnected = output.find("worker disconnected");
-  EXPECT_NE(ended, std::string::npos) << output;
-  EXPECT_NE(disconnected, std::string::npos) << output;
-  EXPECT_LT(ended, disconnected) << "the worker disconnected before its task ended:\n" << output;
-
-  // Its attempt fails on the master and runs again on the other worker; the job finishes.
-  auto failed = cluster.waitForJobEvent(
-      [&](const JobEvent& e) {
-        return e.kind == JobKind::kAttemptState && e.attempt == first.value().attempt &&
-               (e.state == "FAILED" || e.state == "CANCELED");
-      },
-      kJobsTimeout);
-  ASSERT_OK(failed);
-  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
-  ASSERT_OK(clean);
-  EXPECT_EQ(clean.value().state, "FINISHED");
-  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
-  ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
-  EXPECT_EQ(deployed[1].resourceId, cluster.workers().resourceId(survivor));
-}
+INSTANTIATE_TEST_SUITE_P(JobsFaults, JobsWorkerStopped,
+                         ::testing::Values(WorkerStop::kKill, WorkerStop::kTerminate),
+                         workerStopName);
 
 TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakesUp) {
   auto started = JobCluster::start("jobs-worker-pause", {.workers = 2, .slotsPerWorker = 1});

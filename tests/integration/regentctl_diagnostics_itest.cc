@@ -6,22 +6,20 @@
 #include <string>
 #include <vector>
 
-#include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/fixtures/zookeeper_server.h"
 #include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/regentctl_test_util.h"
 
 namespace regent::testing {
 namespace {
 
-using Kind = MasterEvent::Kind;
+class RegentctlDiagnostics : public RegentctlTest {};
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TEST(RegentctlDiagnostics, AnUnknownSubcommandIsNamedWithTheSubcommandsThereAre) {
-  TempDir dir("regentctl");
-  auto top = runRegentctl(dir.path(), {"frobnicate"});
+TEST_F(RegentctlDiagnostics, AnUnknownSubcommandIsNamedWithTheSubcommandsThereAre) {
+  auto top = runRegentctl(dir_.path(), {"frobnicate"});
   ASSERT_OK(top);
   EXPECT_EQ(top.value().exit.exitCode, 2) << top.value().output;
   EXPECT_TRUE(contains(top.value().output,
@@ -29,7 +27,7 @@ TEST(RegentctlDiagnostics, AnUnknownSubcommandIsNamedWithTheSubcommandsThereAre)
                        "masters, jobs, failover"))
       << top.value().output;
 
-  auto jobs = runRegentctl(dir.path(), {"jobs", "frob"});
+  auto jobs = runRegentctl(dir_.path(), {"jobs", "frob"});
   ASSERT_OK(jobs);
   EXPECT_EQ(jobs.value().exit.exitCode, 2) << jobs.value().output;
   EXPECT_TRUE(contains(jobs.value().output,
@@ -37,35 +35,33 @@ TEST(RegentctlDiagnostics, AnUnknownSubcommandIsNamedWithTheSubcommandsThereAre)
                        "submit, list, status, cancel"))
       << jobs.value().output;
 
-  auto none = runRegentctl(dir.path(), {"--json"});
+  auto none = runRegentctl(dir_.path(), {"--json"});
   ASSERT_OK(none);
   EXPECT_EQ(none.value().exit.exitCode, 2) << none.value().output;
   EXPECT_TRUE(contains(none.value().output,
                        "regentctl: a subcommand is required: leader, masters, jobs, failover"))
       << none.value().output;
 
-  auto extra = runRegentctl(dir.path(), {"leader", "now"});
+  auto extra = runRegentctl(dir_.path(), {"leader", "now"});
   ASSERT_OK(extra);
   EXPECT_EQ(extra.value().exit.exitCode, 2) << extra.value().output;
   EXPECT_TRUE(contains(extra.value().output, "regentctl: unexpected argument \"now\""))
       << extra.value().output;
 }
 
-TEST(RegentctlDiagnostics, AnEmptyZkIsABadQuorumNotTheDefaultOne) {
-  TempDir dir("regentctl");
-  auto run = runRegentctl(dir.path(), {"--zk", "", "leader"});
+TEST_F(RegentctlDiagnostics, AnEmptyZkIsABadQuorumNotTheDefaultOne) {
+  auto run = runRegentctl(dir_.path(), {"--zk", "", "leader"});
   ASSERT_OK(run);
   EXPECT_EQ(run.value().exit.exitCode, 2) << run.value().output;
   EXPECT_TRUE(contains(run.value().output, "bad value \"\" for ha.zookeeper.quorum from --zk"))
       << run.value().output;
 }
 
-TEST(RegentctlDiagnostics, JobsWaitForZooKeeperTheWholeTimeoutAndNameTheRefusedConnection) {
+TEST_F(RegentctlDiagnostics, JobsWaitForZooKeeperTheWholeTimeoutAndNameTheRefusedConnection) {
   auto port = pickFreeLoopbackPort();
   ASSERT_OK(port);
   const std::string quorum = "127.0.0.1:" + std::to_string(port.value());
-  TempDir dir("regentctl");
-  auto run = runRegentctl(dir.path(), {"--zk", quorum, "--set", "ha.zookeeper.connect-timeout=1s",
+  auto run = runRegentctl(dir_.path(), {"--zk", quorum, "--set", "ha.zookeeper.connect-timeout=1s",
                                        "--timeout", "3s", "jobs", "list"});
   ASSERT_OK(run);
   EXPECT_EQ(run.value().exit.exitCode, 1) << run.value().output;
@@ -78,39 +74,27 @@ TEST(RegentctlDiagnostics, JobsWaitForZooKeeperTheWholeTimeoutAndNameTheRefusedC
   EXPECT_FALSE(contains(run.value().output, "no answer from")) << run.value().output;
 }
 
-TEST(RegentctlDiagnostics, LeaderNamesTheRefusedConnectionWhenZooKeeperIsUnreachable) {
+TEST_F(RegentctlDiagnostics, LeaderNamesTheRefusedConnectionWhenZooKeeperIsUnreachable) {
   auto port = pickFreeLoopbackPort();
   ASSERT_OK(port);
-  TempDir dir("regentctl");
-  auto run = runRegentctl(dir.path(), {"--zk", "127.0.0.1:" + std::to_string(port.value()),
+  auto run = runRegentctl(dir_.path(), {"--zk", "127.0.0.1:" + std::to_string(port.value()),
                                        "--set", "ha.zookeeper.connect-timeout=1s", "leader"});
   ASSERT_OK(run);
   EXPECT_EQ(run.value().exit.exitCode, 1) << run.value().output;
   EXPECT_TRUE(contains(run.value().output, "Connection refused")) << run.value().output;
 }
 
-TEST(RegentctlDiagnostics, ALeaderItMayNotReadEndsJobsAtOnceInsteadOfRetryingUntilTimeout) {
-  auto server = sharedZooKeeperServer();
-  ASSERT_OK(server);
-  const std::string clusterId = uniqueClusterId("ctl-noauth");
-  MasterCluster cluster(MasterClusterOptions{
-      .quorum = server.value()->connectString(),
-      .clusterId = clusterId,
-      .extraSet = {"ha.zookeeper.auth=regent:master-secret",
-                   "ha.zookeeper.read-auth=viewer:viewer-secret"}});
-  ASSERT_OK(cluster.startMasters(1));
-  ASSERT_OK(cluster.waitForEvent(
-      0, [](const MasterEvent& e) { return e.kind == Kind::kServing; }, Duration(60000)));
-  TempDir dir("regentctl");
+TEST_F(RegentctlDiagnostics, ALeaderItMayNotReadEndsJobsAtOnceInsteadOfRetryingUntilTimeout) {
+  ASSERT_NO_FATAL_FAILURE(startCluster("ctl-noauth", 1,
+                                       {"ha.zookeeper.auth=regent:master-secret",
+                                        "ha.zookeeper.read-auth=viewer:viewer-secret"}));
   // No credential: every read of the cluster's nodes is ZNOAUTH, and stays so. With a --timeout
   // of ten minutes, only a command that does not retry ends within the run's bound.
-  auto run = runRegentctl(dir.path(),
-                          {"--zk", server.value()->connectString(), "--cluster-id", clusterId,
-                           "--timeout", "10m", "jobs", "list"},
+  auto run = runRegentctl(dir_.path(), withArgs(ctlArgs_, {"--timeout", "10m", "jobs", "list"}),
                           Duration(60000));
   ASSERT_OK(run);
   EXPECT_EQ(run.value().exit.exitCode, 1) << run.value().output;
-  EXPECT_TRUE(contains(run.value().output, "cannot read the leader of cluster \"" + clusterId))
+  EXPECT_TRUE(contains(run.value().output, "cannot read the leader of cluster \"" + clusterId_))
       << run.value().output;
   EXPECT_TRUE(contains(run.value().output, "ZNOAUTH")) << run.value().output;
 }

@@ -23,24 +23,21 @@
 #include "rpc/wire_ids.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
-#include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/fixtures/zookeeper_server.h"
 #include "tests/ha/zookeeper_client_test_util.h"
 #include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/regentctl_test_util.h"
 
 namespace regent::testing {
 namespace {
-
-using Kind = MasterEvent::Kind;
-constexpr Duration kTimeout{60000};
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class RegentctlJobsInput : public ::testing::Test {
+class RegentctlJobsInput : public RegentctlTest {
  protected:
+  RegentctlJobsInput() : RegentctlTest("regentctl-jobs-input") {}
   ~RegentctlJobsInput() noexcept override {
     stores_ = nullptr;
     if (services_) loop_.run(services_->close());
@@ -49,14 +46,7 @@ class RegentctlJobsInput : public ::testing::Test {
   }
 
   // A cluster id of its own on the shared ZooKeeper server, and regentctl's arguments for it.
-  void useCluster(const std::string& name) {
-    auto server = sharedZooKeeperServer();
-    ASSERT_OK(server);
-    quorum_ = server.value()->connectString();
-    clusterId_ = uniqueClusterId(name);
-    ctlArgs_ = {"--zk", quorum_, "--cluster-id", clusterId_, "--timeout", "60s",
-                "--set", "rpc.call-timeout=2s"};
-  }
+  void useCluster(const std::string& name) { RegentctlTest::useCluster(name, kCtlPatience); }
 
   // The cluster's stores, opened for a term fenced by a node of the test's own (as a leader
   // that wrote them before dying would have).
@@ -67,7 +57,7 @@ class RegentctlJobsInput : public ::testing::Test {
                    "store.backend=zookeeper"};
     auto config = loadConfig(sources);
     KJ_REQUIRE(config.ok(), config.error().message);
-    zk_ = ha::connectForTests(loop_, ha::zooKeeperClientOptionsFrom(config.value()), kTimeout);
+    zk_ = ha::connectForTests(loop_, ha::zooKeeperClientOptionsFrom(config.value()), kCtlWait);
     auto services = store::StoreServices::create(loop_, config.value(), zk_.get());
     KJ_REQUIRE(services.ok(), services.error().message);
     services_ = std::move(services).value();
@@ -79,33 +69,9 @@ class RegentctlJobsInput : public ::testing::Test {
   }
 
   // One master advertising its real ports; waits until it serves.
-  void startMaster() {
-    cluster_ = std::make_unique<MasterCluster>(MasterClusterOptions{
-        .quorum = quorum_, .clusterId = clusterId_, .extraSet = {"rpc.advertised-address="}});
-    ASSERT_OK(cluster_->startMasters(1));
-    auto serving = cluster_->waitForEvent(
-        0, [](const MasterEvent& e) { return e.kind == Kind::kServing; }, kTimeout);
-    ASSERT_OK(serving);
-  }
+  void startMaster() { startMasters(1, {"rpc.advertised-address="}); }
 
-  std::string httpAddress() {
-    const std::regex pattern("http listening on (\\S+) advertised");
-    auto line = cluster_->process(0).waitForLine(pattern, kTimeout);
-    KJ_REQUIRE(line.ok(), line.error().message);
-    std::smatch match;
-    KJ_REQUIRE(std::regex_search(line.value(), match, pattern));
-    return match[1];
-  }
-
-  CtlResult ctl(const std::vector<std::string>& args) {
-    return regentctlChecked(dir_.path(), ctlArgs_, args);
-  }
-
-  std::string writeFile(const std::string& name, const std::string& text) {
-    const std::string path = dir_.path() + "/" + name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
+  std::string httpAddress() { return listenAddress(cluster_->process(0), "http"); }
 
   std::string jobFile(const std::string& name, const JobId& id, const std::string& extraArg = "") {
     return writeFile(name + ".yaml",
@@ -114,15 +80,9 @@ class RegentctlJobsInput : public ::testing::Test {
                          (extraArg.empty() ? "" : ", \"" + extraArg + "\"") + "]\n");
   }
 
-  EventLoop loop_;
-  TempDir dir_{"regentctl-jobs-input"};
-  std::string quorum_;
-  std::string clusterId_;
-  std::vector<std::string> ctlArgs_;
   std::unique_ptr<ha::ZooKeeperClient> zk_;
   std::unique_ptr<store::StoreServices> services_;
   kj::Own<store::LeaderStores> stores_;
-  std::unique_ptr<MasterCluster> cluster_;
 };
 
 TEST_F(RegentctlJobsInput, SubmitRefusesADirectoryAndADeviceWithoutReadingThem) {

@@ -12,15 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/fixtures/zookeeper_server.h"
 #include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/regentctl_test_util.h"
 
 namespace regent::testing {
 namespace {
 
 using Kind = MasterEvent::Kind;
-constexpr Duration kTimeout{60000};
 
 // A fixed job id, so the test knows it before submitting.
 constexpr const char* kJobId = "4f1c2a9e8b7d6c5e4f3a2b1c0d9e8f7a";
@@ -29,34 +27,13 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class RegentctlJobs : public ::testing::Test {
+class RegentctlJobs : public RegentctlTest {
  protected:
+  RegentctlJobs() : RegentctlTest("regentctl-jobs") {}
+
   // Two masters advertising their real RPC port; waits until the first one serves.
   void startCluster(const std::string& name) {
-    auto server = sharedZooKeeperServer();
-    ASSERT_OK(server);
-    const std::string clusterId = uniqueClusterId(name);
-    cluster_ = std::make_unique<MasterCluster>(
-        MasterClusterOptions{.quorum = server.value()->connectString(),
-                             .clusterId = clusterId,
-                             .extraSet = {"rpc.advertised-address="}});
-    ASSERT_OK(cluster_->startMasters(2));
-    auto serving = cluster_->waitForEvent(
-        0, [](const MasterEvent& e) { return e.kind == Kind::kServing; }, kTimeout);
-    ASSERT_OK(serving);
-    epoch_ = serving.value().epoch;
-    ctlArgs_ = {"--zk", server.value()->connectString(), "--cluster-id", clusterId,
-                "--timeout", "60s", "--set", "rpc.call-timeout=2s"};
-  }
-
-  CtlResult ctl(const std::vector<std::string>& args) {
-    return regentctlChecked(dir_.path(), ctlArgs_, args);
-  }
-
-  std::string writeFile(const std::string& name, const std::string& text) {
-    const std::string path = dir_.path() + "/" + name;
-    std::ofstream(path) << text;
-    return path;
+    RegentctlTest::startCluster(name, 2, {"rpc.advertised-address="}, kCtlPatience);
   }
 
   std::string jobFile(const std::string& name) {
@@ -79,11 +56,6 @@ class RegentctlJobs : public ::testing::Test {
     }
     return jobs;
   }
-
-  TempDir dir_{"regentctl-jobs"};
-  std::unique_ptr<MasterCluster> cluster_;
-  uint64_t epoch_ = 0;
-  std::vector<std::string> ctlArgs_;
 };
 
 TEST_F(RegentctlJobs, SubmitsAYamlFileThenListsShowsAndCancelsTheJob) {
@@ -169,12 +141,12 @@ TEST_F(RegentctlJobs, FailoverMovesTheLeadershipAndTheJobsStayListed) {
                                std::to_string(epoch_) + ") -> " + cluster_->masterId(1) +
                                " (epoch " + std::to_string(epoch_ + 1) + ")\n";
   EXPECT_EQ(failover.output, expected);
-  ASSERT_OK(cluster_->waitForGrant(epoch_ + 1, kTimeout));
+  ASSERT_OK(cluster_->waitForGrant(epoch_ + 1, kCtlWait));
   // Moved by the hand-over, not by a session expiry: the old leader says why its term ended, and
   // it is still running and contending again.
   auto revoked = cluster_->waitForEvent(
       0, [&](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch_; },
-      kTimeout);
+      kCtlWait);
   ASSERT_OK(revoked);
   EXPECT_EQ(revoked.value().reason, "handed over");
   EXPECT_TRUE(cluster_->process(0).running()) << cluster_->describe();

@@ -8,21 +8,20 @@
 #include <string>
 #include <vector>
 
-#include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
 #include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/regentctl_test_util.h"
 
 namespace regent::testing {
 namespace {
 
-TEST(RegentctlStaleLeader, ARecordWhoseOwnerSessionHoldsNoLatchNodeIsStaleAndExitsThree) {
-  auto server = sharedZooKeeperServer();
-  ASSERT_OK(server);
-  const std::string clusterId = uniqueClusterId("ctl-stale");
-  const std::string root = "/regent/" + clusterId;
+class RegentctlStaleLeader : public RegentctlTest {};
+
+TEST_F(RegentctlStaleLeader, ARecordWhoseOwnerSessionHoldsNoLatchNodeIsStaleAndExitsThree) {
+  ASSERT_NO_FATAL_FAILURE(useCluster("ctl-stale"));
+  const std::string root = "/regent/" + clusterId_;
   // A session that holds the record and nothing in the latch: no term lives behind it.
-  auto owner = ZooKeeperTestClient::connect(server.value()->connectString());
+  auto owner = ZooKeeperTestClient::connect(quorum_);
   ASSERT_OK(owner);
   ASSERT_OK(owner.value()->ensurePath(root + "/latch"));
   ASSERT_OK(owner.value()->create(
@@ -31,22 +30,19 @@ TEST(RegentctlStaleLeader, ARecordWhoseOwnerSessionHoldsNoLatchNodeIsStaleAndExi
       R"("host":"h","pid":1,"elected_at_ms":0,"status":"SERVING"})",
       ZOO_EPHEMERAL));
 
-  TempDir dir("regentctl");
-  const std::vector<std::string> args = {"--zk", server.value()->connectString(), "--cluster-id",
-                                         clusterId};
-  auto text = runRegentctl(dir.path(), {args[0], args[1], args[2], args[3], "leader"});
+  auto text = runRegentctl(dir_.path(), withArgs(ctlArgs_, {"leader"}));
   ASSERT_OK(text);
   const std::string& output = text.value().output;
   EXPECT_EQ(text.value().exit.exitCode, 3) << output;
   EXPECT_NE(output.find("master id:     gone"), std::string::npos) << output;
-  EXPECT_NE(output.find("no master leads cluster \"" + clusterId +
+  EXPECT_NE(output.find("no master leads cluster \"" + clusterId_ +
                         "\" right now; the leader record above is stale: the record's owner "
                         "session 0x"),
             std::string::npos)
       << output;
   EXPECT_NE(output.find("holds no latch node"), std::string::npos) << output;
 
-  auto json = runRegentctl(dir.path(), {args[0], args[1], args[2], args[3], "--json", "leader"});
+  auto json = runRegentctl(dir_.path(), withArgs(ctlArgs_, {"--json", "leader"}));
   ASSERT_OK(json);
   EXPECT_EQ(json.value().exit.exitCode, 3) << json.value().output;
   auto lines = jsonLines(json.value().output);

@@ -13,22 +13,24 @@
 
 #include "common/event_loop.h"
 #include "tests/fixtures/process_harness.h"
-#include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/regentctl_test_util.h"
 
 namespace regent::testing {
 namespace {
 
-constexpr Duration kTimeout{60000};
 constexpr const char* kJobId = "5e2d3b0f9c8e7d6f5a4b3c2d1e0f9a8b";
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class RegentctlStandalone : public ::testing::Test {
+class RegentctlStandalone : public RegentctlTest {
  protected:
+  RegentctlStandalone() : RegentctlTest("regentctl-standalone") {
+    ctlArgs_ = {"--set", "ha.mode=standalone", "--timeout", "60s"};
+  }
   ~RegentctlStandalone() noexcept override = default;
 
   // One standalone master on loopback ports chosen by the system; waits until it serves.
@@ -43,50 +45,23 @@ class RegentctlStandalone : public ::testing::Test {
     auto started = ProcessHarness::start(options);
     ASSERT_OK(started);
     master_ = std::move(started).value();
-    rpcAddress_ = listenAddress("rpc");
-    httpAddress_ = listenAddress("http");
-    ASSERT_OK(master_->waitForLine(std::regex("leader serving epoch=1 "), kTimeout));
+    rpcAddress_ = listenAddress(*master_, "rpc");
+    httpAddress_ = listenAddress(*master_, "http");
+    ASSERT_OK(master_->waitForLine(std::regex("leader serving epoch=1 "), kCtlWait));
   }
 
-  std::string listenAddress(const std::string& what) {
-    const std::regex pattern(what + " listening on (\\S+) advertised");
-    auto line = master_->waitForLine(pattern, kTimeout);
-    EXPECT_TRUE(line.ok()) << line.error().message;
-    std::smatch match;
-    if (!line.ok() || !std::regex_search(line.value(), match, pattern)) return "";
-    return match[1];
-  }
-
-  CtlResult ctl(const std::vector<std::string>& args) {
-    return regentctlChecked(dir_.path(), {"--set", "ha.mode=standalone", "--timeout", "60s"}, args);
-  }
-
-  // GET /v1/leader from the master, as JSON.
-  nlohmann::json leaderView() {
-    const HttpReply reply = httpGet(loop_, table_, httpAddress_, "/v1/leader");
-    EXPECT_EQ(reply.status, 200u) << reply.body;
+  // /v1/leader once it shows `epoch` SERVING with an election time (the master learns its
+  // record through a watch of the file), as JSON.
+  nlohmann::json servingView(uint64_t epoch) {
+    const HttpReply reply =
+        httpGetUntil(loop_, table_, httpAddress_, "/v1/leader", [epoch](const HttpReply& got) {
+          const auto view = nlohmann::json::parse(got.body, nullptr, false);
+          return got.status == 200 && view.is_object() && view.value("epoch", 0u) == epoch &&
+                 view.value("status", "") == "SERVING" && view.value("elected_at_ms", 0) != 0;
+        });
     return nlohmann::json::parse(reply.body, nullptr, false);
   }
 
-  // /v1/leader once it shows `epoch` SERVING (the master learns its record through a watch of
-  // the file; bounded).
-  nlohmann::json servingView(uint64_t epoch) {
-    nlohmann::json view;
-    for (int attempt = 0; attempt < 600; ++attempt) {
-      view = leaderView();
-      if (view.is_object() && view.value("epoch", 0u) == epoch &&
-          view.value("status", "") == "SERVING" && view.value("elected_at_ms", 0) != 0) {
-        return view;
-      }
-      loop_.run(loop_.timer().afterDelay(50 * kj::MILLISECONDS));
-    }
-    ADD_FAILURE() << "/v1/leader never showed epoch " << epoch
-                  << " SERVING with an election time; last: " << view.dump();
-    return view;
-  }
-
-  TempDir dir_{"regentctl-standalone"};
-  EventLoop loop_;
   kj::HttpHeaderTable table_;
   std::unique_ptr<ProcessHarness> master_;
   std::string rpcAddress_;

@@ -17,42 +17,26 @@
 #include "rpc/schema/gateways.capnp.h"
 #include "rpc/wire_ids.h"
 #include "tests/integration/http_get_test_util.h"
-#include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/fixtures/zookeeper_server.h"
 #include "tests/integration/master_cluster_test_util.h"
+#include "tests/integration/regentctl_test_util.h"
 
 namespace regent::testing {
 namespace {
-
-using Kind = MasterEvent::Kind;
-constexpr Duration kTimeout{60000};
 
 // The stand-in worker's gateway: the master's heartbeats reach it only while the test runs the
 // loop, so the masters get a long heartbeat.timeout; no other call is expected.
 class IdleTaskExecutor final : public wire::TaskExecutorGateway::Server {};
 
-class RegentctlWorkers : public ::testing::Test {
+class RegentctlWorkers : public RegentctlTest {
  protected:
+  RegentctlWorkers() : RegentctlTest("regentctl-workers") {}
   ~RegentctlWorkers() noexcept override = default;
 
+  // Two masters advertising their real RPC port, with a heartbeat.timeout the stand-in worker
+  // never runs out of; waits until the first one serves.
   void startCluster(const std::string& name) {
-    auto server = sharedZooKeeperServer();
-    ASSERT_OK(server);
-    const std::string clusterId = uniqueClusterId(name);
-    cluster_ = std::make_unique<MasterCluster>(MasterClusterOptions{
-        .quorum = server.value()->connectString(),
-        .clusterId = clusterId,
-        .extraSet = {"rpc.advertised-address=", "heartbeat.timeout=10m"}});
-    ASSERT_OK(cluster_->startMasters(2));
-    auto serving = cluster_->waitForEvent(
-        0, [](const MasterEvent& e) { return e.kind == Kind::kServing; }, kTimeout);
-    ASSERT_OK(serving);
-    ctlArgs_ = {"--zk", server.value()->connectString(), "--cluster-id", clusterId,
-                "--timeout", "60s", "--set", "rpc.call-timeout=2s"};
-  }
-
-  CtlResult ctl(const std::vector<std::string>& args) {
-    return regentctlChecked(dir_.path(), ctlArgs_, args);
+    RegentctlTest::startCluster(name, 2, {"rpc.advertised-address=", "heartbeat.timeout=10m"},
+                                kCtlPatience);
   }
 
   // Registers worker `id` ("itest-worker", 2 slots of 0.5 cpu / 1 MiB) with the leader and
@@ -109,10 +93,6 @@ class RegentctlWorkers : public ::testing::Test {
     ASSERT_FALSE(reported.hasFailure()) << reported.getFailure().getMessage().cStr();
   }
 
-  TempDir dir_{"regentctl-workers"};
-  std::unique_ptr<MasterCluster> cluster_;
-  std::vector<std::string> ctlArgs_;
-  EventLoop loop_;
   kj::Own<rpc::RpcClient> client_;
 };
 

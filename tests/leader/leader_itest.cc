@@ -211,8 +211,12 @@ TEST_F(LeaderElectionTest, WithTenContendersALeaderChangeWakesOnlyTheNextContend
   ASSERT_TRUE(runUntil([&] { return second->contender->leading(); }));
   EXPECT_EQ(second->contender->epoch(), 2u);
   EXPECT_EQ(first.contender->lastReason(), "session closed");
-  // Bounded negative wait: a herd would have fired by now.
-  runFor(Duration(500));
+  // A round trip through every standby's session: ZooKeeper sends a session the watch events of
+  // a change before its reply to any later request, so a herd woken by the deletion (which came
+  // before the second was granted) has been counted once each reply is in.
+  for (auto it = std::next(members_.begin()); it != members_.end(); ++it) {
+    ASSERT_TRUE(run(it->zk->exists("latch")).ok()) << it->contender->name();
+  }
   size_t index = 0;
   for (auto& member : members_) {
     if (index >= 1) {
@@ -316,7 +320,9 @@ TEST_F(LeaderElectionTest, ShortBlipWithinTheSuspendToleranceDoesNotRevoke) {
   ASSERT_TRUE(runUntil([&] { return a.zk->sessionState() == SessionState::kSuspended; }));
   proxy.value()->resume();
   ASSERT_TRUE(runUntil([&] { return a.zk->sessionState() == SessionState::kReconnected; }));
-  runFor(Duration(300));
+  // A round trip through a's session after it reconnected: any request the election sent on
+  // reconnecting is answered first, and so is handled before this reply.
+  ASSERT_TRUE(run(a.zk->exists("latch")).ok());
   EXPECT_EQ(a.sessionStates,
             (std::vector<SessionState>{SessionState::kSuspended, SessionState::kReconnected}));
   EXPECT_TRUE(a.contender->leading());
@@ -465,7 +471,22 @@ TEST_F(LeaderElectionTest, EpochsRiseByOnePerTermAcrossFailoversAndNeverTwoLeade
         << round;
     EXPECT_EQ(leader()->contender->epoch(), epoch + 1) << "round " << round;
   }
-  runFor(Duration(300));
+  // Settled: every contender with a live session but the leader is parked on its predecessor's
+  // watch, so no other grant is on its way (one would need a latch node to go).
+  Contender* const settled = leader();
+  ASSERT_NE(settled, nullptr);
+  ASSERT_TRUE(runUntil([&] {
+    for (auto& member : members_) {
+      if (&member == settled || member.zk->sessionState() == SessionState::kClosed ||
+          member.zk->sessionState() == SessionState::kExpired) {
+        continue;
+      }
+      if (member.election->phase() != ZooKeeperLeaderElection::Phase::kWatchingPredecessor) {
+        return false;
+      }
+    }
+    return true;
+  }));
   EXPECT_EQ(leaders(), 1);
   EXPECT_EQ(readEpoch(), "7");
   auto published = readLeader();

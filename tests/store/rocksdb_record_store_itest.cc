@@ -7,20 +7,26 @@
 #include <kj/debug.h>
 #include <kj/vector.h>
 #include <rocksdb/db.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/event_loop.h"
 #include "conf/config.h"
 #include "store/rocksdb_record_store.h"
 #include "store/store_services.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 
@@ -44,6 +50,45 @@ constexpr Duration kProcessWait{30000};
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
+
+// Counts the lines logged through the default logger (at any level, from any thread) that
+// contain `text`, from construction to destruction, which puts the previous logger back.
+class LogLineCounter {
+ public:
+  explicit LogLineCounter(std::string text)
+      : count_(std::make_shared<std::atomic<int>>(0)), previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "counted", std::make_shared<Sink>(std::move(text), count_));
+    logger->set_level(spdlog::level::debug);
+    spdlog::set_default_logger(std::move(logger));
+  }
+  ~LogLineCounter() { spdlog::set_default_logger(previous_); }
+  LogLineCounter(const LogLineCounter&) = delete;
+  LogLineCounter& operator=(const LogLineCounter&) = delete;
+
+  int count() const { return count_->load(); }
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    Sink(std::string text, std::shared_ptr<std::atomic<int>> count)
+        : text_(std::move(text)), count_(std::move(count)) {}
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& message) override {
+      const std::string_view payload(message.payload.data(), message.payload.size());
+      if (payload.find(text_) != std::string_view::npos) ++*count_;
+    }
+    void flush_() override {}
+
+   private:
+    const std::string text_;
+    std::shared_ptr<std::atomic<int>> count_;
+  };
+
+  std::shared_ptr<std::atomic<int>> count_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
 
 class RocksDbRecordStoreTest : public ::testing::Test {
  protected:
@@ -331,6 +376,9 @@ TEST_F(RocksDbRecordStoreTest, StoreServicesOpenGivesUpAfterTheLockTimeoutNaming
 
 TEST_F(RocksDbRecordStoreTest, OpenRetriesAndSucceedsOnceTheHolderExits) {
   auto holder = startHolder();
+  // Every attempt that finds the directory locked says it retries (a debug line), after deciding
+  // not to end the open: the third such line comes after three attempts that did not end it.
+  LogLineCounter retries("; retrying in ");
   bool opened = false;
   auto opening = RocksDbDatabase::open(loop_, options(Duration(60000)))
                      .then([&opened](StoreResult<kj::Own<RocksDbDatabase>> db) {
@@ -338,9 +386,9 @@ TEST_F(RocksDbRecordStoreTest, OpenRetriesAndSucceedsOnceTheHolderExits) {
                        return db;
                      })
                      .eagerlyEvaluate(nullptr);
-  // A bounded negative wait: while the holder lives, the open keeps retrying.
-  loop_.run(loop_.timer().afterDelay(400 * kj::MILLISECONDS));
-  EXPECT_FALSE(opened);
+  ASSERT_TRUE(testing::runLoopUntil(
+      loop_, [&] { return opened || retries.count() >= 3; }, kProcessWait));
+  EXPECT_FALSE(opened) << "the open ended while another process holds the directory";
 
   ASSERT_TRUE(holder->terminate().ok());
   auto exit = holder->waitForExit(kProcessWait);
