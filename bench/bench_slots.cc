@@ -49,6 +49,7 @@
 #include "rpc/rpc_tls.h"
 #include "rpc/wire_ids.h"
 #include "services/taskexecutor/task_executor.h"
+#include "services/taskexecutor/task_runner.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/wait_test_util.h"
@@ -133,7 +134,7 @@ class LoadGenerator final {
       auto& client = clients_.emplace_back(kj::heap<client::LeaderClient>(
           network_, loop_.timer(), leaders_.view(), clientOptions_));
       executors_.emplace_back(kj::heap<taskexecutor::TaskExecutor>(
-          loop_.timer(), *client, /*runner=*/nullptr, noEvents_, std::move(worker)));
+          loop_.timer(), *client, noTasks_, noEvents_, std::move(worker)));
     }
     for (auto& executor : executors_) executor->start();
     client::LeaderClientOptions jobMasterOptions = clientOptions_;
@@ -281,6 +282,7 @@ class LoadGenerator final {
   uint64_t readyEpoch_ = 0;  // The leader "generator ready" was printed for.
   int64_t lastProgressUs_ = 0;
   NullEventSink noEvents_;  // The simulated workers' events: thousands of them, none logged.
+  taskexecutor::NoTaskRunner noTasks_;  // The simulated workers run no tasks.
   // Declared in this order so that the executors go before the clients they use, and the tasks
   // before everything they touch.
   std::vector<kj::Own<client::LeaderClient>> clients_;

@@ -5,33 +5,42 @@
 // worker (docs/workers.md, "Jobs on a worker"): slots offered to each job's JobMaster, subtask
 // attempts run through a TaskRunner, their states reported to the JobMaster. regent-worker runs
 // one (services/worker/); the slot-rebuild benchmark runs thousands in one process, each with
-// its own LeaderClient and so its own RPC connection, and no TaskRunner.
+// its own LeaderClient and so its own RPC connection, and a NoTaskRunner.
+//
+// The parts, one loop thread owning them all: the gateway and its epoch gate
+// (task_executor_gateway.h), the slot table (slot_table.h), the registration with the
+// ResourceManager (registration.h) and the jobs' JobMasters, offers and updates (job_links.h).
 #pragma once
 
 #include <kj/async.h>
 #include <kj/timer.h>
 
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "client/leader_client.h"
-#include "common/backoff.h"
-#include "common/event_sink.h"
 #include "common/ids.h"
-#include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/taskexecutor/slot_table.h"
 #include "services/taskexecutor/task_runner.h"
 
+namespace regent {
+class EventSink;
+}
+namespace regent::client {
+class LeaderClient;
+}
 namespace regent::taskexecutor {
+
+class GatewayShared;
+class JobLinks;
+class Registration;
 
 // What each slot offers (worker.slot-cpu in thousandths of a core, worker.slot-memory).
 struct SlotProfile {
@@ -67,27 +76,18 @@ struct TaskExecutorOptions {
   size_t updateBufferMax = 10000;
 };
 
-// One slot as the worker holds it: free, or allocated to a job (requestSlot).
-struct SlotState {
-  uint32_t index = 0;
-  std::optional<AllocationId> allocation;
-  std::optional<JobId> job;
-  // The epoch whose JobMaster accepted the slot (offerSlots); 0 while not accepted by any.
-  uint64_t acceptedEpoch = 0;
-};
-
 // Counts since the process started, for the worker's /metrics.
 struct TaskExecutorCounters {
-  uint64_t registrations = 0;          // Successful registerTaskExecutor + sendSlotReport.
-  uint64_t registrationAttempts = 0;   // Including failed ones.
-  uint64_t resourceManagerLost = 0;    // Heartbeat silence, disconnect, notRegistered, lost link.
-  uint64_t heartbeatsAnswered = 0;     // ResourceManagerGateway.heartbeat calls made.
-  uint64_t leaderChanges = 0;          // Registrations prompted by a new leader or higher epoch.
-  uint64_t tasksStarted = 0;           // Attempts whose process runs (the RUNNING update).
-  uint64_t tasksFinished = 0;          // Attempts ended by phase.
+  uint64_t registrations = 0;         // Successful registerTaskExecutor + sendSlotReport.
+  uint64_t registrationAttempts = 0;  // Including failed ones.
+  uint64_t resourceManagerLost = 0;   // Heartbeat silence, disconnect, notRegistered, lost link.
+  uint64_t heartbeatsAnswered = 0;    // ResourceManagerGateway.heartbeat calls made.
+  uint64_t leaderChanges = 0;         // Registrations prompted by a new leader or higher epoch.
+  uint64_t tasksStarted = 0;          // Attempts whose process runs (the RUNNING update).
+  uint64_t tasksFinished = 0;         // Attempts ended by phase.
   uint64_t tasksFailed = 0;
   uint64_t tasksCanceled = 0;
-  uint64_t updatesDropped = 0;         // Attempt updates dropped: worker.update-buffer.max hit.
+  uint64_t updatesDropped = 0;  // Attempt updates dropped: worker.update-buffer.max hit.
 };
 
 // Loop-thread only. `timer` and `leaders` must outlive it; `leaders` is used by nothing else
@@ -143,7 +143,7 @@ struct TaskExecutorCounters {
 //   state). The JobMaster adopts those it expects and cancels the others.
 // - Attempts: submitTask starts the attempt through the TaskRunner (notFound when the
 //   allocation is not held for the job, invalidArgument for an empty argv, failedPrecondition
-//   without a TaskRunner), its environment the runner's base plus REGENT_TASK_JOB_ID,
+//   with a runner that runs no tasks), its environment the runner's base plus REGENT_TASK_JOB_ID,
 //   REGENT_TASK_JOB_NAME, REGENT_TASK_VERTEX, REGENT_TASK_SUBTASK_INDEX, REGENT_TASK_PARALLELISM,
 //   REGENT_TASK_ATTEMPT_ID and REGENT_TASK_ATTEMPT_NUMBER (conf/options.h, kTaskVariablePrefix),
 //   then the command's own env (which wins); cancelTask, freeSlot and disconnect(jobMaster)
@@ -169,12 +169,12 @@ struct TaskExecutorCounters {
 class TaskExecutor final {
  public:
   // `runner` must outlive this object; its update callbacks are ignored once this object is
-  // gone. Null for the slot benchmark's simulated workers, which run no tasks: they offer no
-  // slots (an allocation is recorded and reported only) and answer submitTask
+  // gone. A NoTaskRunner for the slot benchmark's simulated workers, which run no tasks: they
+  // offer no slots (an allocation is recorded and reported only) and answer submitTask
   // failedPrecondition. `events` gets the worker's event lines (docs/operations.md), the epoch
   // gate's refusals among them: it must outlive the gateway too (the process's sinks outlive
   // its loop); a NullEventSink for the benchmark's simulated workers.
-  TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner* runner,
+  TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner& runner,
                EventSink& events, TaskExecutorOptions options);
   ~TaskExecutor() noexcept;
   TaskExecutor(const TaskExecutor&) = delete;
@@ -207,15 +207,15 @@ class TaskExecutor final {
   // (docs/security.md, "Reading task output"), with that registration's epoch; kept when the
   // registration is lost, until the next one replaces it. nullopt before the first registration
   // and after one with a master that handed none.
-  const std::optional<rpc::OutputReadKey>& outputReadKey() const { return outputReadKey_; }
+  const std::optional<rpc::OutputReadKey>& outputReadKey() const;
   // Why the last registration attempt failed ("" once registered): the master's message for a
   // refusal (alreadyExists, invalidArgument, permissionDenied), or the LeaderClient's obstacle.
   // For /readyz text.
-  const std::string& lastRegistrationError() const { return lastRegistrationError_; }
+  const std::string& lastRegistrationError() const;
 
-  const std::vector<SlotState>& slots() const { return slots_; }
+  const std::vector<SlotState>& slots() const;
   // Attempts accepted by submitTask and not ended yet.
-  size_t tasksRunning() const { return attempts_.size(); }
+  size_t tasksRunning() const;
   // Attempt updates waiting to be delivered (all jobs; at most options.updateBufferMax).
   size_t updatesQueued() const;
   const TaskExecutorOptions& options() const { return options_; }
@@ -224,34 +224,10 @@ class TaskExecutor final {
   const rpc::FencingCounters& fencingCounters() const;
 
  private:
-  class Gateway;
-  class SharedGate;
-  struct Shared;
-  struct Registered;
-
-  // Registers, then watches the registration until it is gone; after an exception the
-  // LeaderClient rethrows (or any other), waits registrationMax. Never rejects; ends at
-  // disconnect() only.
-  kj::Promise<void> registerLoop();
-  // One round: one LeaderClient call, then the watch while registered or the backoff after a
-  // failed call. Rejects with what the LeaderClient rethrows.
-  kj::Promise<void> registerRound();
-  kj::Promise<rpc::Attempt<Registered>> attempt(wire::MasterBootstrap::Client bootstrap,
-                                                const leader::LeaderInfo& leader);
-  // The master's refusal of an attempt, noted in lastRefusal_.
-  rpc::Attempt<Registered> refused(wire::Failure::Reader failure);
-  void onRegistered(Registered&& registered);
-  // Resolves with the reason the registration is gone (RM silence, a new leader, or lose()).
-  kj::Promise<std::string> watchRegistration();
-  // leaders.leaderAbove(epoch); an exception from it is logged and the watch taken up again
-  // after registrationMax.
-  kj::Promise<std::string> watchLeader(uint64_t epoch);
-  kj::Promise<std::string> watchSilence(uint64_t round);
-  // Ends the current registration (the watch resolves with `reason`); nothing while unregistered.
-  void lose(const std::string& reason);
-  void onEpochRaised(uint64_t previous, uint64_t raised);
-  void answerHeartbeat();
-  void fillReport(wire::SlotReport::Builder report) const;
+  // The gateway's handlers and the runner's callbacks reach the private members below.
+  friend class GatewayServer;
+  friend class GatewayShared;
+  friend TaskRunner::OnUpdate forwardTaskUpdates(std::shared_ptr<GatewayShared> shared);
 
   // Gateway requests (behind the epoch gate).
   void requestSlot(wire::TaskExecutorGateway::RequestSlotParams::Reader params,
@@ -264,111 +240,28 @@ class TaskExecutor final {
   void freeSlot(const AllocationId& allocation, const std::string& cause);
   // Cancels the job's attempts, then frees its slots.
   void freeJob(const JobId& job, const std::string& cause);
+  void answerHeartbeat();
   void answerJobMasterHeartbeat(const JobId& job, uint64_t epoch);
-  // disconnect(): JobMasterGateway.disconnect of every job holding slots here, while the
-  // registration stands. Resolves when all answered, or after the call timeout; never rejects.
-  kj::Promise<void> disconnectJobMasters(const std::string& cause);
-
-  // One attempt as the worker holds it while it runs, and as it reports it.
-  struct AttemptRecord {
-    AttemptId attempt;
-    JobId job;
-    AllocationId allocation;
-    std::string vertex;
-    uint32_t subtask = 0;
-    uint32_t attemptNumber = 0;
-    TaskUpdate latest;  // Phase kRunning until the terminal update.
-    bool started = false;  // The runner reported kRunning.
-  };
-  // An update on its way to the job's JobMaster; `seq` orders the updates of every job.
-  struct PendingUpdate {
-    uint64_t seq = 0;
-    AttemptRecord record;
-  };
-  // What the worker keeps per job it holds slots or attempts of.
-  struct JobLink;
-
-  JobLink& link(const JobId& job);
-  // Forgets the job's link once nothing of the job is left on the worker.
-  void forgetIfIdle(const JobId& job);
-  // Offers the job's allocated slots not accepted in the registered epoch (after this turn's
-  // requestSlot calls); one offer per job at a time.
-  void scheduleOffer(const JobId& job);
-  kj::Promise<void> offerLoop(JobId job, uint64_t epoch);
-  // Delivers the job's pending updates in order, once its offer in this registration was
-  // answered; one loop per job at a time.
-  void kickDelivery(const JobId& job);
-  kj::Promise<void> deliverLoop(JobId job);
-  // Queues `record` as the job's next update, first dropping the oldest queued one when the
-  // queue is at options.updateBufferMax.
-  void queueUpdate(const JobId& job, const AttemptRecord& record);
-  // Returns the job whose update was dropped (nullopt: none was queued).
-  std::optional<JobId> dropOldestUpdate();
-  // Tells the flushUpdates() callers when no update waits any more.
-  void notifyIfFlushed();
-  // The leader does not know the job (notFound): its attempts cancelled, its slots freed, its
-  // queued updates dropped; the job's updates produced later in this registration too.
-  void jobUnknown(const JobId& job, const std::string& why);
-  // Waits `wait`, or less when the next registration wakes the job's loops (wakeJob).
-  kj::Promise<void> backoffWait(const JobId& job, Duration wait);
-  void wakeJob(JobLink& held);
-  // The job's offer in the current registration was answered (or it holds no slot here): its
-  // updates may go.
-  void markOffered(const JobId& job);
-  // The job's JobMaster in `epoch` (cached), through the registered leader's bootstrap.
-  kj::Promise<rpc::Attempt<wire::JobMasterGateway::Client>> jobMaster(const JobId& job,
-                                                                      uint64_t epoch);
-  // Whether the leader registered with is still the one of `epoch`.
-  bool epochStands(uint64_t epoch) const;
+  // The ResourceManager disconnected this worker: registers again.
+  void lose(const std::string& reason);
+  void onEpochRaised(uint64_t previous, uint64_t raised);
+  // The runner's update of an attempt: logged, counted, queued for the job's JobMaster.
   void onTaskUpdate(const TaskUpdate& update);
-  // Frees the slot at `index` locally (its attempts cancelled).
-  void releaseSlot(SlotState& slot, const std::string& cause);
-  void fillAttempt(wire::TaskExecutionState::Builder state, const AttemptRecord& record) const;
   // Why this worker takes no slot and no task now (stopping, or it cannot create attempt
   // directories), or nullopt. requestSlot and submitTask answer it as `unavailable`.
   std::optional<std::string> whyNoTasks() const;
-  // Registered (a new epoch or the same one again): offers every allocated slot again, asks for
-  // the JobMasters afresh, delivers what waited.
-  void onJobsRegistered();
 
-  kj::Timer& timer_;
-  client::LeaderClient& leaders_;
-  TaskRunner* const runner_;  // Null: runs no tasks.
+  TaskRunner& runner_;
   EventSink& events_;
   const TaskExecutorOptions options_;
-  std::vector<SlotState> slots_;
   TaskExecutorCounters counters_;
   // The epoch gate and the fencing counters, shared with the gateway's endpoint, which the
   // master may hold (and call) after this object is gone; the gateway then answers DISCONNECTED.
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<GatewayShared> shared_;
   wire::TaskExecutorGateway::Client gateway_;
-  ExponentialBackoff backoff_;
-  bool started_ = false;
-  bool stopping_ = false;
-  bool registered_ = false;
-  uint64_t registeredEpoch_ = 0;
-  uint64_t targetEpoch_ = 0;  // The epoch of the leader being registered with (or registered).
-  std::optional<RegistrationId> registrationId_;
-  std::optional<rpc::OutputReadKey> outputReadKey_;
-  kj::Maybe<wire::ResourceManagerGateway::Client> resourceManager_;
-  // The registered leader's bootstrap, through which the JobMasters are reached.
-  kj::Maybe<wire::MasterBootstrap::Client> bootstrap_;
-  std::map<AttemptId, AttemptRecord> attempts_;  // Accepted and not ended.
-  std::map<JobId, kj::Own<JobLink>> jobs_;
-  uint64_t heartbeatTimeoutMs_ = 0;
-  kj::TimePoint lastHeartbeat_;
-  uint64_t round_ = 0;              // Registrations so far; a watch of an older one is stale.
-  uint64_t attemptsThisRound_ = 0;  // Attempts since the last registration.
-  uint64_t updateSeq_ = 0;          // The last PendingUpdate::seq given.
-  std::string lastRegistrationError_;
-  // The kind of the master's last refusal of an attempt (nullopt: it did not refuse).
-  std::optional<wire::Failure::Which> lastRefusal_;
-  kj::Own<kj::PromiseFulfiller<std::string>> lost_;
-  // flushUpdates() callers, told when no update waits any more.
-  std::vector<kj::Own<kj::PromiseFulfiller<void>>> flushed_;
-  TaskFailureLogger errorLogger_{"task executor"};
-  kj::Maybe<kj::Promise<void>> loop_;
-  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+  SlotTable slots_;
+  kj::Own<Registration> registration_;
+  kj::Own<JobLinks> jobs_;  // Declared last: destroyed (its calls cancelled) first.
 };
 
 }  // namespace regent::taskexecutor

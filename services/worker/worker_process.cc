@@ -86,9 +86,9 @@ Result<std::unique_ptr<taskexecutor::TaskContainment>> taskContainmentFrom(
   return taskexecutor::createTaskContainment(options);
 }
 
-taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
+taskexecutor::ProcessTaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
                                                       const taskexecutor::TaskUser& user) {
-  taskexecutor::TaskRunnerOptions options;
+  taskexecutor::ProcessTaskRunnerOptions options;
   options.attemptsDir = (std::filesystem::path(config.getString("worker.data-dir")) / "attempts")
                             .string();
   options.uid = user.uid;
@@ -151,7 +151,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   runnerOptions.attemptsFd = worker->dataDir_->attemptsFd();
   runnerOptions.containment = worker->containment_;
   worker->taskRunner_ =
-      kj::heap<taskexecutor::TaskRunner>(loop, loop.timer(), std::move(runnerOptions));
+      kj::heap<taskexecutor::ProcessTaskRunner>(loop, loop.timer(), std::move(runnerOptions));
   return worker;
 }
 
@@ -224,7 +224,7 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
   options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));
-  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, taskRunner_.get(),
+  taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, *taskRunner_,
                                                        events_, kj::mv(options));
   taskExecutor_->start();
 }

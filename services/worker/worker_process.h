@@ -24,9 +24,9 @@
 #include "ha/ha_services.h"
 #include "http/http_server.h"
 #include "rpc/rpc_tls.h"
+#include "services/taskexecutor/process_task_runner.h"
 #include "services/taskexecutor/task_containment.h"
 #include "services/taskexecutor/task_executor.h"
-#include "services/taskexecutor/task_runner.h"
 #include "services/worker/worker_data_dir.h"
 #include "services/worker/worker_http.h"
 
@@ -72,7 +72,7 @@ std::optional<std::string> untraversableAbove(const std::string& dataDir, uid_t 
 // worker.attempts.retain, worker.attempt-output.max, and the tasks' base environment
 // (taskEnvironment: worker.task-path, `user`'s HOME, USER, LOGNAME, this process's LANG and TZ);
 // attemptsFd is left to the caller: the open data directory's.
-taskexecutor::TaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
+taskexecutor::ProcessTaskRunnerOptions taskRunnerOptionsFrom(const Config& config,
                                                       const taskexecutor::TaskUser& user);
 
 // worker.containment for this worker (createTaskContainment): its cgroup subtree named
@@ -159,7 +159,7 @@ class WorkerProcess final : public WorkerHttpHost {
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
   // Shared with the TaskRunner, whose thread-pool work may outlive it.
   std::shared_ptr<const taskexecutor::TaskContainment> containment_;
-  kj::Own<taskexecutor::TaskRunner> taskRunner_;      // Outlives the TaskExecutor.
+  kj::Own<taskexecutor::ProcessTaskRunner> taskRunner_;      // Outlives the TaskExecutor.
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
   kj::Own<http::HttpServer> httpServer_;
   kj::Own<kj::PromiseFulfiller<int>> exit_;

@@ -1,5 +1,6 @@
-// The attempts directory a TaskRunner under test is given (TaskRunnerOptions::attemptsFd), made
-// and opened as the worker's data directory does it (services/worker/worker_data_dir.h).
+// The attempts directory a ProcessTaskRunner under test is given
+// (ProcessTaskRunnerOptions::attemptsFd), made and opened as the worker's data directory does it
+// (services/worker/worker_data_dir.h).
 #pragma once
 
 #include <fcntl.h>

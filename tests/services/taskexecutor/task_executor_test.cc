@@ -1,338 +1,57 @@
-// TaskExecutor against an in-process fake leading master over loopback RPC: it registers and
-// reports every slot, answers the ResourceManager's heartbeats with a report, registers again
-// after silence, notRegistered, a higher epoch; its epoch gate refuses lower epochs before any
-// handler runs; requestSlot / freeSlot / disconnect(jobMaster) keep the slots; allocations
-// survive registering again; disconnect() calls ResourceManagerGateway.disconnect once; the
-// event lines of docs/operations.md. Jobs: allocated slots are offered to the job's JobMaster
-// (freed when the job is unknown or the offer declined, retried while it is unavailable,
-// offered again with their running attempts to a new epoch); submitTask runs a real process
-// through a real TaskRunner, its updates arrive in order; cancelTask, freeSlot and a notFound
-// update cancel it; a JobMaster heartbeat is answered with the attempts held. Across a leader
-// change: updates produced while no leader is reachable are kept and reach the next leader's
-// JobMaster after the answer to the offer (which lists the running and the ended attempts), in
-// order and once; a job the next leader does not know is cancelled, freed and its updates
-// dropped; worker.update-buffer.max drops the oldest update with a warning; `unavailable`
-// answers are retried; a deposed leader can change nothing. Holding a credential, it registers
-// only with a master that proves itself, and its gate never moves to an unproven master's epoch.
+// TaskExecutor against an in-process fake leading master over loopback RPC
+// (task_executor_test_util.h), its attempts run by a fake TaskRunner
+// (fake_task_runner_test_util.h): no process is started. It registers and reports every slot,
+// answers the ResourceManager's heartbeats with a report, registers again after silence,
+// notRegistered, a higher epoch; its epoch gate refuses lower epochs before any handler runs;
+// requestSlot / freeSlot / disconnect(jobMaster) keep the slots; allocations survive registering
+// again; disconnect() calls ResourceManagerGateway.disconnect once; the event lines of
+// docs/operations.md. Jobs: allocated slots are offered to the job's JobMaster (freed when the
+// job is unknown or the offer declined, retried while it is unavailable, offered again with
+// their running attempts to a new epoch); submitTask starts the attempt through the runner with
+// its environment, its updates arrive in order; cancelTask, freeSlot and a notFound update cancel
+// it; a JobMaster heartbeat is answered with the attempts held. Across a leader change: updates
+// produced while no leader is reachable are kept and reach the next leader's JobMaster after the
+// answer to the offer (which lists the running and the ended attempts), in order and once; a job
+// the next leader does not know is cancelled, freed and its updates dropped;
+// worker.update-buffer.max drops the oldest update with a warning; `unavailable` answers are
+// retried; a deposed leader can change nothing. Holding a credential, it registers only with a
+// master that proves itself, and its gate never moves to an unproven master's epoch. The same
+// TaskExecutor with real task processes: task_executor_itest.cc.
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <fstream>
-#include <functional>
 #include <map>
-#include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "common/event_line.h"
-#include "common/event_loop.h"
-#include "common/log_event_sink.h"
-#include "rpc/rpc_server.h"
 #include "rpc/wire_ids.h"
-#include "services/taskexecutor/task_runner.h"
-#include "tests/client/hand_retrieval_test_util.h"
-#include "tests/common/logging_test_util.h"
-#include "tests/fixtures/temp_dir_test_util.h"
-#include "tests/services/taskexecutor/attempts_dir_test_util.h"
-#include "tests/services/taskexecutor/fake_master_test_util.h"
+#include "tests/services/taskexecutor/fake_task_runner_test_util.h"
+#include "tests/services/taskexecutor/task_executor_test_util.h"
 
 namespace regent::taskexecutor {
 namespace {
 
-using testing::FakeAttemptState;
-using testing::FakeMasterBootstrap;
-using testing::HandRetrieval;
-using testing::FakeMasterState;
+using testing::FakeTaskRunner;
 
-constexpr auto kBound = std::chrono::seconds(10);
-const ResourceId kWorker(0x1234, 0x5678);
-const JobId kJob(1, 1);
-const JobId kOtherJob(2, 2);
-const AllocationId kAllocation(10, 1);
-const AllocationId kOtherAllocation(10, 2);
-const AttemptId kAttempt(20, 1);
-const AttemptId kOtherAttempt(20, 2);
-const AttemptId kThirdAttempt(20, 3);
-
-class TaskExecutorTest : public DefaultLoggerTest {
+class TaskExecutorTest : public TaskExecutorTestBase {
  protected:
-  ~TaskExecutorTest() noexcept override = default;
-
-  void SetUp() override { server_ = listen(master_); }
-
-  // A fake master on a free loopback port; `master` names that address.
-  kj::Own<rpc::RpcServer> listen(std::shared_ptr<FakeMasterState> master) {
-    auto listening = loop_.run(rpc::RpcServer::listen(
-        loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", rpc::RpcOptions{},
-        [master](const rpc::RpcPeer&) -> capnp::Capability::Client {
-          return kj::heap<FakeMasterBootstrap>(master);
-        }));
-    if (!listening.ok()) throw std::runtime_error(listening.error().message);
-    master->rpcAddress = "127.0.0.1:" + std::to_string(listening.value()->port());
-    return kj::mv(listening).value();
+  void withRunner() override {
+    auto fake = kj::heap<FakeTaskRunner>();
+    fake_ = fake.get();
+    runner_ = kj::mv(fake);
   }
 
-  static leader::LeaderInfo leaderOf(const FakeMasterState& master) {
-    leader::LeaderInfo leader;
-    leader.epoch = master.epoch;
-    leader.masterId = master.masterId;
-    leader.rpcAddress = master.rpcAddress;
-    return leader;
+  FakeTaskRunner& fake() {
+    KJ_REQUIRE(fake_ != nullptr, "withRunner() first");
+    return *fake_;
   }
 
-  TaskExecutorOptions options(uint32_t slots = 3) {
-    TaskExecutorOptions options;
-    options.resourceId = kWorker;
-    options.host = "worker-host";
-    options.dataAddress = "127.0.0.1:1";
-    options.httpAddress = "127.0.0.1:1";
-    options.version = "test";
-    options.pid = 4242;
-    options.slots = slots;
-    options.slotProfile = SlotProfile{1000, 1 << 20};
-    options.registrationInitial = Duration(5);
-    options.registrationMax = Duration(50);
-    return options;
-  }
-
-  // The LeaderClient options the worker process sets from the TaskExecutor's.
-  static client::LeaderClientOptions leaderOptions(const TaskExecutorOptions& with) {
-    client::LeaderClientOptions options;
-    options.rpc.callTimeout = Duration(5000);
-    options.backoffInitial = with.registrationInitial;
-    options.backoffMax = with.registrationMax;
-    options.previousLeaderLinger = with.previousLeaderLinger;
-    return options;
-  }
-
-  // A started TaskExecutor following the fake master by its address.
-  TaskExecutor& start(TaskExecutorOptions with) {
-    leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
-                                              master_->rpcAddress, leaderOptions(with));
-    return startWith(std::move(with));
-  }
-
-  // A started TaskExecutor following the leader record `current_` (see HandRetrieval).
-  TaskExecutor& startFollowing(TaskExecutorOptions with) {
-    auto retrieval = kj::heap<HandRetrieval>(current_, reads_, readError_);
-    retrieval_ = retrieval.get();
-    leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
-                                              kj::mv(retrieval), leaderOptions(with));
-    return startWith(std::move(with));
-  }
-
-  TaskExecutor& startWith(TaskExecutorOptions with) {
-    executor_ =
-        kj::heap<TaskExecutor>(loop_.timer(), *leaders_, runner_.get(), *events_, std::move(with));
-    executor_->start();
-    return *executor_;
-  }
-
-  // Tasks run through a real TaskRunner (regent-task-shim next to the test binary), their
-  // attempts under a temporary directory. Call before start().
-  void withRunner() {
-    TaskRunnerOptions options;
-    options.attemptsDir = attemptsDir_.path() + "/attempts";
-    attemptsFd_ = regent::testing::openAttemptsDirForTests(options.attemptsDir);
-    options.attemptsFd = attemptsFd_.get();
-    options.cancelTimeout = Duration(2000);
-    runner_ = kj::heap<TaskRunner>(loop_, loop_.timer(), std::move(options));
-  }
-
-  TaskExecutor& startRegistered(TaskExecutorOptions with) {
-    TaskExecutor& executor = start(std::move(with));
-    waitFor([&] { return executor.registered(); }, "the first registration");
-    return executor;
-  }
-
-  // Runs the loop until `condition` holds; fails the test after kBound.
-  void waitFor(const std::function<bool()>& condition, const std::string& what) {
-    const auto deadline = std::chrono::steady_clock::now() + kBound;
-    while (!condition()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        FAIL() << "timed out waiting for " << what;
-      }
-      loop_.run(loop_.timer().afterDelay(1 * kj::MILLISECONDS));
-    }
-  }
-
-  // The Failure a call of the worker's gateway (as the fake master holds it) completed with.
-  template <typename Results>
-  static std::optional<rpc::CallFailure> failureOf(const capnp::Response<Results>& response) {
-    if (!response.hasFailure()) return std::nullopt;
-    return rpc::CallFailure::from(response.getFailure());
-  }
-
-  std::optional<rpc::CallFailure> requestSlot(uint64_t epoch, uint32_t index, JobId job,
-                                              AllocationId allocation) {
-    auto request = master_->taskExecutor().requestSlotRequest();
-    request.setEpoch(epoch);
-    auto slotId = request.initSlotId();
-    wire::setWireId(slotId.initResourceId(), kWorker);
-    slotId.setSlotIndex(index);
-    wire::setWireId(request.initJobId(), job);
-    wire::setWireId(request.initAllocationId(), allocation);
-    return failureOf(loop_.run(request.send()));
-  }
-
-  std::optional<rpc::CallFailure> freeSlot(uint64_t epoch, AllocationId allocation) {
-    auto request = master_->taskExecutor().freeSlotRequest();
-    request.setEpoch(epoch);
-    wire::setWireId(request.initAllocationId(), allocation);
-    request.setCause("test");
-    return failureOf(loop_.run(request.send()));
-  }
-
-  std::optional<rpc::CallFailure> submitTask(
-      uint64_t epoch, AttemptId attempt, AllocationId allocation, std::vector<std::string> argv,
-      JobId job = kJob, std::vector<std::pair<std::string, std::string>> env = {}) {
-    auto request = master_->taskExecutor().submitTaskRequest();
-    request.setEpoch(epoch);
-    auto deployment = request.initDeployment();
-    wire::setWireId(deployment.initJobId(), job);
-    deployment.setJobName("nightly report");
-    wire::setWireId(deployment.initAttemptId(), attempt);
-    wire::setWireId(deployment.initAllocationId(), allocation);
-    deployment.setVertexName("v");
-    deployment.setSubtaskIndex(1);
-    deployment.setParallelism(2);
-    deployment.setAttemptNumber(3);
-    auto list = deployment.initCommand().initArgv(static_cast<unsigned>(argv.size()));
-    for (unsigned i = 0; i < argv.size(); ++i) list.set(i, argv[i]);
-    auto vars = deployment.getCommand().initEnv(static_cast<unsigned>(env.size()));
-    for (unsigned i = 0; i < env.size(); ++i) {
-      vars[i].setName(env[i].first);
-      vars[i].setValue(env[i].second);
-    }
-    return failureOf(loop_.run(request.send()));
-  }
-
-  std::optional<rpc::CallFailure> cancelTask(uint64_t epoch, AttemptId attempt) {
-    auto request = master_->taskExecutor().cancelTaskRequest();
-    request.setEpoch(epoch);
-    wire::setWireId(request.initAttemptId(), attempt);
-    return failureOf(loop_.run(request.send()));
-  }
-
-  std::optional<rpc::CallFailure> jobMasterHeartbeat(uint64_t epoch, JobId job) {
-    auto request = master_->taskExecutor().heartbeatRequest();
-    request.setEpoch(epoch);
-    wire::setWireId(request.initSender().initJobMaster(), job);
-    return failureOf(loop_.run(request.send()));
-  }
-
-  // The updates the fake JobMasters received for `attempt`, in order.
-  std::vector<FakeAttemptState> updatesOf(AttemptId attempt) const {
-    return updatesOf(attempt, *master_);
-  }
-  static std::vector<FakeAttemptState> updatesOf(AttemptId attempt,
-                                                 const FakeMasterState& master) {
-    std::vector<FakeAttemptState> out;
-    for (const auto& update : master.updates) {
-      if (update.state.attempt == attempt) out.push_back(update.state);
-    }
-    return out;
-  }
-
-  // A command that runs until `trigger(name)` is called: the test decides when it ends.
-  std::vector<std::string> untilTriggered(const std::string& name, int exitCode = 0) const {
-    const std::string file = attemptsDir_.path() + "/" + name;
-    return {"sh", "-c",
-            "while [ ! -e '" + file + "' ]; do sleep 0.01; done; exit " +
-                std::to_string(exitCode)};
-  }
-  void trigger(const std::string& name) const {
-    std::ofstream(attemptsDir_.path() + "/" + name) << "go\n";
-  }
-
-  // Another leader (epoch 2, "next-master", unless told), listening; not announced yet.
-  std::shared_ptr<FakeMasterState> listenNext(uint64_t epoch = 2,
-                                              const std::string& masterId = "next-master") {
-    auto next = std::make_shared<FakeMasterState>();
-    next->masterId = masterId;
-    next->epoch = epoch;
-    nextServers_.push_back(listen(next));
-    return next;
-  }
-
-  // Registered with master_ (epoch 1) through the leader record, with slot 0 allocated to kJob
-  // as kAllocation and slot 1 as kOtherAllocation, both accepted.
-  TaskExecutor& startFollowingWithSlots(TaskExecutorOptions with) {
-    withRunner();
-    *current_ = leaderOf(*master_);
-    TaskExecutor& executor = startFollowing(std::move(with));
-    waitFor([&] { return executor.registered(); }, "the registration with the first leader");
-    EXPECT_FALSE(requestSlot(1, 0, kJob, kAllocation));
-    EXPECT_FALSE(requestSlot(1, 1, kJob, kOtherAllocation));
-    waitFor([&] { return executor.slots()[0].acceptedEpoch == 1 &&
-                         executor.slots()[1].acceptedEpoch == 1; },
-            "both slots accepted");
-    return executor;
-  }
-
-  // The leader of epoch 1 is gone and no leader is known; a call of the next term (epoch 2)
-  // reached the worker first, so it no longer delivers anything to epoch 1.
-  void loseTheLeader(TaskExecutor& executor) {
-    *current_ = std::nullopt;
-    EXPECT_FALSE(jobMasterHeartbeat(2, kJob));
-    waitFor([&] { return !executor.registered(); }, "the registration with epoch 1 gone");
-  }
-
-  // The leader record names `next`.
-  void announce(const FakeMasterState& next) {
-    *current_ = leaderOf(next);
-    retrieval_->announce();
-  }
-
-  // Registered, with slot `index` allocated to kJob as `allocation` and accepted.
-  TaskExecutor& startWithAcceptedSlot(uint32_t index, AllocationId allocation) {
-    withRunner();
-    TaskExecutor& executor = startRegistered(options(2));
-    EXPECT_FALSE(requestSlot(master_->epoch, index, kJob, allocation));
-    waitFor([&] { return executor.slots()[index].acceptedEpoch == master_->epoch; },
-            "the slot accepted");
-    return executor;
-  }
-
-  std::optional<rpc::CallFailure> resourceManagerHeartbeat(uint64_t epoch) {
-    auto request = master_->taskExecutor().heartbeatRequest();
-    request.setEpoch(epoch);
-    request.initSender().setResourceManager();
-    return failureOf(loop_.run(request.send()));
-  }
-
-  std::optional<rpc::CallFailure> disconnectJobMaster(uint64_t epoch, JobId job) {
-    auto request = master_->taskExecutor().disconnectRequest();
-    request.setEpoch(epoch);
-    wire::setWireId(request.initSender().initJobMaster(), job);
-    request.setCause("job finished");
-    return failureOf(loop_.run(request.send()));
-  }
-
-  // Outlive the loop, which may hold the executor's gateway: silent unless a test logs events.
-  NullEventSink noEvents_;
-  LogEventSink logEvents_;
-  EventSink* events_ = &noEvents_;
-  EventLoop loop_;
-  std::shared_ptr<FakeMasterState> master_ = std::make_shared<FakeMasterState>();
-  kj::Own<rpc::RpcServer> server_;
-  std::shared_ptr<std::optional<leader::LeaderInfo>> current_ =
-      std::make_shared<std::optional<leader::LeaderInfo>>();
-  std::shared_ptr<int> reads_ = std::make_shared<int>(0);
-  std::shared_ptr<std::optional<Error>> readError_ = std::make_shared<std::optional<Error>>();
-  HandRetrieval* retrieval_ = nullptr;  // Owned by leaders_.
-  kj::Own<client::LeaderClient> leaders_;
-  testing::TempDir attemptsDir_{"task-executor-test"};
-  std::vector<kj::Own<rpc::RpcServer>> nextServers_;  // listenNext(); outlive the executor.
-  kj::AutoCloseFd attemptsFd_;      // The runner holds its own duplicate.
-  kj::Own<TaskRunner> runner_;      // Outlives the executor.
-  kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
+  FakeTaskRunner* fake_ = nullptr;  // Owned by runner_.
 };
 
 TEST_F(TaskExecutorTest, RegistersAndReportsEverySlot) {
@@ -364,7 +83,9 @@ TEST_F(TaskExecutorTest, RegistersAndReportsEverySlot) {
 TEST_F(TaskExecutorTest, AnswersResourceManagerHeartbeatsWithAReport) {
   TaskExecutor& executor = startRegistered(options(2));
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return master_->heartbeats.size() == 1; }, "the heartbeat answer");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->heartbeats.size() == 1; }, kBound))
+      << "timed out waiting for the heartbeat answer";
   EXPECT_EQ(master_->heartbeats[0].epoch, 1u);
   EXPECT_EQ(master_->heartbeats[0].resourceId, kWorker);
   EXPECT_EQ(master_->heartbeats[0].slots.size(), 2u);
@@ -377,7 +98,9 @@ TEST_F(TaskExecutorTest, RegistersAgainAfterResourceManagerSilenceKeepingItsAllo
   TaskExecutor& executor = startRegistered(options(3));
   ASSERT_FALSE(requestSlot(1, 1, kJob, kAllocation));
   // No heartbeat comes: after 300 ms the worker considers the ResourceManager lost.
-  waitFor([&] { return master_->slotReports.size() >= 2; }, "the second registration");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->slotReports.size() >= 2; }, kBound))
+      << "timed out waiting for the second registration";
   EXPECT_GE(executor.counters().resourceManagerLost, 1u);
   const auto& report = master_->slotReports[1];
   ASSERT_EQ(report.slots.size(), 3u);
@@ -391,8 +114,9 @@ TEST_F(TaskExecutorTest, RegistersAgainWhenTheResourceManagerAnswersNotRegistere
   TaskExecutor& executor = startRegistered(options(1));
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return master_->slotReports.size() == 2 && executor.registered(); },
-          "the second registration");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->slotReports.size() == 2 && executor.registered(); }, kBound))
+      << "timed out waiting for the second registration";
   EXPECT_EQ(master_->registrations.size(), 2u);
   EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
   EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
@@ -402,8 +126,9 @@ TEST_F(TaskExecutorTest, ALostLinkToTheResourceManagerMakesItRegisterAgain) {
   TaskExecutor& executor = startRegistered(options(1));
   master_->heartbeatDisconnectedOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return master_->slotReports.size() == 2 && executor.registered(); },
-          "the second registration");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->slotReports.size() == 2 && executor.registered(); }, kBound))
+      << "timed out waiting for the second registration";
   EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
 }
 
@@ -412,7 +137,9 @@ TEST_F(TaskExecutorTest, ASlotReportAnsweredNotRegisteredIsFollowedByANewRegistr
   auto with = options(1);
   with.registrationMax = Duration(600000);  // Only the refusals that cannot pass wait this long.
   TaskExecutor& executor = start(std::move(with));
-  waitFor([&] { return executor.registered(); }, "the registration after notRegistered");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered(); }, kBound))
+      << "timed out waiting for the registration after notRegistered";
   EXPECT_EQ(master_->registrations.size(), 2u);
   EXPECT_EQ(master_->slotReports.size(), 2u);
   EXPECT_EQ(executor.registrationId(), master_->registrations[1].registrationId);
@@ -447,8 +174,9 @@ TEST_F(TaskExecutorTest, AHigherEpochMakesItRegisterAgainWithThatLeader) {
   EXPECT_EQ(executor.highestEpoch(), 6u);
   EXPECT_FALSE(executor.registered() && executor.registeredEpoch() == 5)
       << "not ready with the deposed term once a higher epoch called";
-  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 6; },
-          "the registration with epoch 6");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered() && executor.registeredEpoch() == 6; }, kBound))
+      << "timed out waiting for the registration with epoch 6";
   EXPECT_GE(executor.counters().leaderChanges, 1u);
   EXPECT_EQ(master_->registrations.back().epoch, 6u);
   EXPECT_EQ(master_->slotReports.back().slots[0].allocation, kAllocation);
@@ -466,15 +194,18 @@ TEST_F(TaskExecutorTest, ANewLeaderIsRegisteredWithAndTheDeposedLeadersCallsMeet
   auto nextServer = listen(next);
   *current_ = leaderOf(*master_);
   TaskExecutor& executor = startFollowing(options(2));
-  waitFor([&] { return executor.registered(); }, "the registration with the first leader");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered(); }, kBound))
+      << "timed out waiting for the registration with the first leader";
   EXPECT_EQ(executor.registeredEpoch(), 1u);
   ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
 
   // The leader record names the next leader; the deposed one does not know yet.
   *current_ = leaderOf(*next);
   retrieval_->announce();
-  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 2; },
-          "the registration with the next leader");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered() && executor.registeredEpoch() == 2; }, kBound))
+      << "timed out waiting for the registration with the next leader";
   EXPECT_EQ(executor.counters().leaderChanges, 1u);
   EXPECT_EQ(executor.highestEpoch(), 2u);
   ASSERT_EQ(next->slotReports.size(), 1u);
@@ -504,8 +235,9 @@ TEST_F(TaskExecutorTest, LogsItsEventLines) {
   ASSERT_TRUE(requestSlot(0, 0, kJob, kAllocation));  // Below the gate.
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return master_->registrations.size() == 2 && executor.registered(); },
-          "the second registration");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->registrations.size() == 2 && executor.registered(); }, kBound))
+      << "timed out waiting for the second registration";
   loop_.run(executor.disconnect("SIGTERM"));
 
   const std::string worker = kWorker.toHex();
@@ -570,18 +302,23 @@ TEST_F(TaskExecutorTest, RequestSlotAndFreeSlotKeepOneAllocationPerSlot) {
   EXPECT_TRUE(executor.registered()) << "a JobMaster's disconnect is not the ResourceManager's";
 }
 
-// The slot benchmark's simulated workers: no TaskRunner, so no offers and no tasks.
+// The slot benchmark's simulated workers: a NoTaskRunner, so no offers and no tasks.
 TEST_F(TaskExecutorTest, WithoutATaskRunnerItOffersNoSlotsAndRunsNoTasks) {
   TaskExecutor& executor = startRegistered(options(1));
   ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
-  EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
-  EXPECT_EQ(executor.counters().heartbeatsAnswered, 0u);
   auto refused = submitTask(1, kAttempt, kAllocation, {"true"});
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->which, wire::Failure::FAILED_PRECONDITION);
   EXPECT_EQ(refused->message, "this worker runs no tasks");
-  loop_.run(loop_.timer().afterDelay(20 * kj::MILLISECONDS));
+  // An offer would be the first call to the job's JobMaster, scheduled in the turn requestSlot
+  // ran in; the answer to a JobMaster heartbeat sent afterwards goes the same way, after it.
+  EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->jobMasterHeartbeats.size() == 1; }, kBound))
+      << "timed out waiting for the JobMaster heartbeat's answer";
   EXPECT_TRUE(master_->offers.empty());
+  EXPECT_EQ(master_->jobMasterCalls.size(), 1u) << "the heartbeat's, and no offer's";
+  EXPECT_EQ(executor.counters().heartbeatsAnswered, 0u);
   EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
 }
 
@@ -590,7 +327,9 @@ TEST_F(TaskExecutorTest, AnAllocatedSlotIsOfferedToTheJobsJobMaster) {
   master_->epoch = 4;
   TaskExecutor& executor = startRegistered(options(3));
   ASSERT_FALSE(requestSlot(4, 2, kJob, kAllocation));
-  waitFor([&] { return executor.slots()[2].acceptedEpoch == 4; }, "the slot accepted");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.slots()[2].acceptedEpoch == 4; }, kBound))
+      << "timed out waiting for the slot accepted";
   ASSERT_EQ(master_->offers.size(), 1u);
   const auto& offer = master_->offers[0];
   EXPECT_EQ(offer.epoch, 4u);
@@ -602,9 +341,13 @@ TEST_F(TaskExecutorTest, AnAllocatedSlotIsOfferedToTheJobsJobMaster) {
   EXPECT_TRUE(offer.slots[0].running.empty());
   ASSERT_EQ(master_->jobMasterCalls.size(), 1u);
   EXPECT_EQ(master_->jobMasterCalls[0], std::make_pair(uint64_t{4}, kJob));
-  // The same allocation again is not offered again.
+  // The same allocation again is not offered again: an offer would be sent in the turn
+  // requestSlot ran in, before the answer to a JobMaster heartbeat sent afterwards.
   ASSERT_FALSE(requestSlot(4, 2, kJob, kAllocation));
-  loop_.run(loop_.timer().afterDelay(20 * kj::MILLISECONDS));
+  EXPECT_FALSE(jobMasterHeartbeat(4, kJob));
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->jobMasterHeartbeats.size() == 1; }, kBound))
+      << "timed out waiting for the JobMaster heartbeat's answer";
   EXPECT_EQ(master_->offers.size(), 1u);
 }
 
@@ -625,9 +368,13 @@ TEST_F(TaskExecutorTest, TheSlotsOfAJobAllocatedTogetherAreOfferedTogether) {
   }
   auto both = kj::joinPromises(kj::arr(first.send().ignoreResult(), second.send().ignoreResult()));
   loop_.run(kj::mv(both));
-  waitFor([&] { return executor.slots()[1].acceptedEpoch == 1 &&
-                       executor.slots()[0].acceptedEpoch == 1; },
-          "both slots accepted");
+  ASSERT_TRUE(runLoopUntil(
+      loop_,
+      [&] {
+        return executor.slots()[1].acceptedEpoch == 1 && executor.slots()[0].acceptedEpoch == 1;
+      },
+      kBound))
+      << "timed out waiting for both slots accepted";
   size_t offered = 0;
   for (const auto& offer : master_->offers) offered += offer.slots.size();
   EXPECT_EQ(offered, 2u) << "each slot offered once";
@@ -638,7 +385,9 @@ TEST_F(TaskExecutorTest, ASlotOfAJobUnknownToTheLeaderIsFreed) {
   master_->unknownJobs.insert(kJob);
   TaskExecutor& executor = startRegistered(options(2));
   ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
-  waitFor([&] { return !executor.slots()[0].allocation; }, "the slot freed");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !executor.slots()[0].allocation; }, kBound))
+      << "timed out waiting for the slot freed";
   EXPECT_TRUE(master_->offers.empty());
   EXPECT_FALSE(executor.slots()[0].job);
 }
@@ -648,7 +397,9 @@ TEST_F(TaskExecutorTest, ASlotTheJobMasterDoesNotAcceptIsFreed) {
   master_->acceptOffers = false;
   TaskExecutor& executor = startRegistered(options(2));
   ASSERT_FALSE(requestSlot(1, 1, kJob, kAllocation));
-  waitFor([&] { return !executor.slots()[1].allocation; }, "the slot freed");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !executor.slots()[1].allocation; }, kBound))
+      << "timed out waiting for the slot freed";
   EXPECT_EQ(master_->offers.size(), 1u);
 }
 
@@ -657,21 +408,33 @@ TEST_F(TaskExecutorTest, AnUnavailableJobMasterIsAskedAgainUntilTheOfferIsAccept
   master_->jobMasterUnavailable = 2;
   TaskExecutor& executor = startRegistered(options(1));
   ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
-  waitFor([&] { return executor.slots()[0].acceptedEpoch == 1; }, "the slot accepted");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.slots()[0].acceptedEpoch == 1; }, kBound))
+      << "timed out waiting for the slot accepted";
   EXPECT_EQ(master_->jobMasterCalls.size(), 3u);
   EXPECT_EQ(master_->offers.size(), 1u);
 }
 
-TEST_F(TaskExecutorTest, SubmitTaskRunsTheProcessAndItsUpdatesArriveInOrder) {
+TEST_F(TaskExecutorTest, SubmitTaskStartsTheAttemptAndItsUpdatesArriveInOrder) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}));
   EXPECT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}))
       << "the same attempt again succeeds";
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FINISHED");
+  EXPECT_EQ(fake().started(), std::vector<AttemptId>{kAttempt}) << "started once";
+  ASSERT_TRUE(fake().spec(kAttempt));
+  EXPECT_EQ(fake().spec(kAttempt)->argv, (std::vector<std::string>{"sh", "-c", "echo out"}));
+  EXPECT_EQ(fake().spec(kAttempt)->job, kJob);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
+  fake().finish(kAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for FINISHED";
   auto updates = updatesOf(kAttempt);
   EXPECT_EQ(updates[0].state, wire::ExecutionState::RUNNING);
-  EXPECT_GT(updates[0].pid, 0u);
-  EXPECT_GT(updates[0].startedAtMs, 0);
+  EXPECT_EQ(updates[0].pid, FakeTaskRunner::pidOf(0));
+  EXPECT_EQ(updates[0].startedAtMs, FakeTaskRunner::kStartedAtMs);
   EXPECT_EQ(updates[0].job, kJob);
   EXPECT_EQ(updates[0].allocation, kAllocation);
   EXPECT_EQ(updates[0].vertex, "v");
@@ -688,7 +451,7 @@ TEST_F(TaskExecutorTest, SubmitTaskRunsTheProcessAndItsUpdatesArriveInOrder) {
 
 TEST_F(TaskExecutorTest, AWorkerKillingItsTasksToStopAnswersUnavailableToNewSlotsAndTasks) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  loop_.run(runner_->killAll());  // As the worker does first when it stops.
+  loop_.run(fake().killAll());  // As the worker does first when it stops.
   auto task = submitTask(master_->epoch, kAttempt, kAllocation, {"true"});
   ASSERT_TRUE(task);
   EXPECT_EQ(task->which, wire::Failure::UNAVAILABLE) << task->message;
@@ -700,40 +463,39 @@ TEST_F(TaskExecutorTest, AWorkerKillingItsTasksToStopAnswersUnavailableToNewSlot
   EXPECT_EQ(executor.counters().tasksStarted, 0u);
 }
 
-TEST_F(TaskExecutorTest, ATaskLearnsItsJobVertexSubtaskAndAttemptFromItsEnvironment) {
+TEST_F(TaskExecutorTest, ATaskIsStartedWithItsJobVertexSubtaskAndAttemptInItsEnvironment) {
   startWithAcceptedSlot(0, kAllocation);
-  testing::TempDir out("task-env");
-  const std::string file = out.path() + "/env";
-  // The JobGraph's env wins over the worker's REGENT_* variables.
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "env > " + file}, kJob,
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "env"}, kJob,
                           {{"REGENT_TASK_VERTEX", "from-the-graph"}, {"OWN", "1"}}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FINISHED");
-  ASSERT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::FINISHED);
-  std::ifstream lines(file);
-  std::map<std::string, std::string> env;
-  std::string line;
-  while (std::getline(lines, line)) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  EXPECT_EQ(env["REGENT_TASK_JOB_ID"], kJob.toHex());
-  EXPECT_EQ(env["REGENT_TASK_JOB_NAME"], "nightly report");
-  EXPECT_EQ(env["REGENT_TASK_VERTEX"], "from-the-graph");
-  EXPECT_EQ(env["REGENT_TASK_SUBTASK_INDEX"], "1");
-  EXPECT_EQ(env["REGENT_TASK_PARALLELISM"], "2");
-  EXPECT_EQ(env["REGENT_TASK_ATTEMPT_ID"], kAttempt.toHex());
-  EXPECT_EQ(env["REGENT_TASK_ATTEMPT_NUMBER"], "3");
-  EXPECT_EQ(env["OWN"], "1");
+  const TaskSpec* spec = fake().spec(kAttempt);
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->attempt, kAttempt);
+  EXPECT_TRUE(spec->workingDir.empty());
+  // The JobGraph's env comes last, so that it wins over the worker's REGENT_TASK_* variables
+  // (TaskSpec::env; a real task sees "from-the-graph": task_executor_itest).
+  const std::vector<std::string> expected = {"REGENT_TASK_JOB_ID=" + kJob.toHex(),
+                                             "REGENT_TASK_JOB_NAME=nightly report",
+                                             "REGENT_TASK_VERTEX=v",
+                                             "REGENT_TASK_SUBTASK_INDEX=1",
+                                             "REGENT_TASK_PARALLELISM=2",
+                                             "REGENT_TASK_ATTEMPT_ID=" + kAttempt.toHex(),
+                                             "REGENT_TASK_ATTEMPT_NUMBER=3",
+                                             "REGENT_TASK_VERTEX=from-the-graph",
+                                             "OWN=1"};
+  EXPECT_EQ(spec->env, expected);
 }
 
 TEST_F(TaskExecutorTest, AFailingTaskIsReportedFailedWithItsExitCode) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 3"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
+  fake().finish(kAttempt, 3);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for RUNNING and FAILED";
   auto ended = updatesOf(kAttempt)[1];
   EXPECT_EQ(ended.state, wire::ExecutionState::FAILED);
   EXPECT_EQ(ended.exitCode, 3);
-  EXPECT_FALSE(ended.failureMessage.empty());
+  EXPECT_EQ(ended.failureMessage, "exited with code 3");
   EXPECT_EQ(executor.counters().tasksFailed, 1u);
 }
 
@@ -750,17 +512,27 @@ TEST_F(TaskExecutorTest, SubmitTaskRefusesAnAllocationNotHeldForTheJobAndAnEmpty
   ASSERT_TRUE(empty);
   EXPECT_EQ(empty->which, wire::Failure::INVALID_ARGUMENT);
   EXPECT_EQ(empty->field, "deployment.command.argv");
-  loop_.run(loop_.timer().afterDelay(20 * kj::MILLISECONDS));
-  EXPECT_TRUE(master_->updates.empty()) << "nothing ran";
+  EXPECT_TRUE(fake().started().empty()) << "nothing was started";
+  // An attempt submitted afterwards: its RUNNING update is the first to reach the JobMaster.
+  ASSERT_FALSE(submitTask(1, kOtherAttempt, kAllocation, {"true"}));
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !master_->updates.empty(); }, kBound))
+      << "timed out waiting for the RUNNING update of the attempt submitted afterwards";
+  EXPECT_EQ(master_->updates[0].state.attempt, kOtherAttempt) << "nothing ran before it";
+  EXPECT_EQ(fake().started(), std::vector<AttemptId>{kOtherAttempt});
 }
 
 TEST_F(TaskExecutorTest, CancelTaskEndsTheAttemptCanceled) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   EXPECT_EQ(executor.tasksRunning(), 1u);
   EXPECT_FALSE(cancelTask(1, kAttempt));
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
   EXPECT_FALSE(cancelTask(1, kAttempt)) << "an ended attempt cancels successfully";
   auto unknown = cancelTask(1, kOtherAttempt);
@@ -772,20 +544,28 @@ TEST_F(TaskExecutorTest, CancelTaskEndsTheAttemptCanceled) {
 TEST_F(TaskExecutorTest, FreeSlotCancelsTheAttemptsInTheSlot) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   EXPECT_FALSE(freeSlot(1, kAllocation));
   EXPECT_FALSE(executor.slots()[0].allocation);
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
 }
 
 TEST_F(TaskExecutorTest, AJobMastersDisconnectCancelsTheJobsAttemptsAndFreesItsSlots) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   EXPECT_FALSE(disconnectJobMaster(1, kJob));
   EXPECT_FALSE(executor.slots()[0].allocation);
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
 }
 
@@ -793,7 +573,9 @@ TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
   master_->unknownAttempts.insert(kAttempt);
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING, then CANCELED");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for RUNNING, then CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
   EXPECT_EQ(executor.tasksRunning(), 0u);
   EXPECT_EQ(executor.counters().tasksCanceled, 1u);
@@ -802,9 +584,13 @@ TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
 TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
   startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
-  waitFor([&] { return master_->jobMasterHeartbeats.size() == 1; }, "the heartbeat answer");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->jobMasterHeartbeats.size() == 1; }, kBound))
+      << "timed out waiting for the heartbeat answer";
   const auto& heartbeat = master_->jobMasterHeartbeats[0];
   EXPECT_EQ(heartbeat.epoch, 1u);
   EXPECT_EQ(heartbeat.job, kJob);
@@ -812,7 +598,9 @@ TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
   EXPECT_EQ(heartbeat.deployed, std::vector<AttemptId>{kAttempt});
   // The ResourceManager's report lists the attempt in its slot.
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return !master_->heartbeats.empty(); }, "the report");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !master_->heartbeats.empty(); }, kBound))
+      << "timed out waiting for the report";
   EXPECT_EQ(master_->heartbeats.back().slots[0].running, std::vector<AttemptId>{kAttempt});
 }
 
@@ -820,8 +608,10 @@ TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
 TEST_F(TaskExecutorTest, FlushUpdatesResolvesOnceTheKilledTasksUpdatesAreDelivered) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
-  loop_.run(runner_->killAll());
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
+  loop_.run(fake().killAll());
   loop_.run(executor.flushUpdates(Duration(10000)));
   ASSERT_EQ(updatesOf(kAttempt).size(), 2u);
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
@@ -848,13 +638,18 @@ TEST_F(TaskExecutorTest, AStoppingWorkerDisconnectsFromItsJobMastersBeforeTheRes
 TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsAgain) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   const size_t offers = master_->offers.size();
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return master_->registrations.size() == 2 && executor.registered(); },
-          "the second registration");
-  waitFor([&] { return master_->offers.size() == offers + 1; }, "the slot offered again");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->registrations.size() == 2 && executor.registered(); }, kBound))
+      << "timed out waiting for the second registration";
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->offers.size() == offers + 1; }, kBound))
+      << "timed out waiting for the slot offered again";
   const auto& offer = master_->offers.back();
   EXPECT_EQ(offer.epoch, 1u);
   ASSERT_EQ(offer.slots.size(), 1u);
@@ -868,12 +663,18 @@ TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsA
 TEST_F(TaskExecutorTest, RegisteredAgainItFreesTheSlotsOfAJobTheLeaderNoLongerRuns) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   master_->unknownJobs.insert(kJob);
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return !executor.slots()[1].allocation; }, "the slot freed");
-  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt cancelled");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !executor.slots()[1].allocation; }, kBound))
+      << "timed out waiting for the slot freed";
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 0; }, kBound))
+      << "timed out waiting for the attempt cancelled";
   EXPECT_EQ(runner_->latest(kAttempt)->phase, TaskPhase::kCanceled);
 }
 
@@ -884,9 +685,14 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
   events_ = &logEvents_;
   TaskExecutor& executor = startRegistered(std::move(with));
   ASSERT_FALSE(requestSlot(1, 0, kJob, kAllocation));
-  waitFor([&] { return executor.slots()[0].acceptedEpoch == 1; }, "the slot accepted");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.slots()[0].acceptedEpoch == 1; }, kBound))
+      << "timed out waiting for the slot accepted";
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "RUNNING and FAILED");
+  fake().finish(kAttempt, 4);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for RUNNING and FAILED";
 
   auto started = capturedEvent("task started");
   ASSERT_TRUE(started) << capturedLog();
@@ -908,10 +714,14 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
 TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunningAttempts) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   master_->epoch = 2;
   EXPECT_FALSE(resourceManagerHeartbeat(2));
-  waitFor([&] { return executor.slots()[1].acceptedEpoch == 2; }, "the offer to epoch 2");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.slots()[1].acceptedEpoch == 2; }, kBound))
+      << "timed out waiting for the offer to epoch 2";
   const auto& offer = master_->offers.back();
   EXPECT_EQ(offer.epoch, 2u);
   ASSERT_EQ(offer.slots.size(), 1u);
@@ -922,7 +732,9 @@ TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunning
   EXPECT_EQ(master_->slotReports.back().slots[1].running, std::vector<AttemptId>{kAttempt});
   // The new JobMaster cancels it; the update goes to the JobMaster of epoch 2.
   EXPECT_FALSE(cancelTask(2, kAttempt));
-  waitFor([&] { return updatesOf(kAttempt).size() == 2; }, "CANCELED");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
+      << "timed out waiting for CANCELED";
   EXPECT_EQ(master_->updates.back().epoch, 2u);
 }
 
@@ -933,19 +745,24 @@ TEST_F(TaskExecutorTest, TheResourceManagersDisconnectMakesItRegisterAgain) {
   request.initSender().setResourceManager();
   request.setCause("removed by the operator");
   EXPECT_FALSE(loop_.run(request.send()).hasFailure());
-  waitFor([&] { return master_->registrations.size() == 2 && executor.registered(); },
-          "the second registration");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->registrations.size() == 2 && executor.registered(); }, kBound))
+      << "timed out waiting for the second registration";
   EXPECT_EQ(executor.counters().resourceManagerLost, 1u);
 }
 
 TEST_F(TaskExecutorTest, ARefusedRegistrationIsRetriedAndItsMessageKept) {
   master_->refuseRegistration = "resource id held by worker-b (pid 7)";
   TaskExecutor& executor = start(options(1));
-  waitFor([&] { return executor.counters().registrationAttempts >= 2; }, "a second attempt");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.counters().registrationAttempts >= 2; }, kBound))
+      << "timed out waiting for a second attempt";
   EXPECT_FALSE(executor.registered());
   EXPECT_EQ(executor.lastRegistrationError(), "resource id held by worker-b (pid 7)");
   master_->refuseRegistration.reset();
-  waitFor([&] { return executor.registered(); }, "the registration once the master accepts");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered(); }, kBound))
+      << "timed out waiting for the registration once the master accepts";
   EXPECT_TRUE(executor.lastRegistrationError().empty());
 }
 
@@ -954,7 +771,9 @@ TEST_F(TaskExecutorTest, ARefusedRegistrationIsRetriedAndItsMessageKept) {
 TEST_F(TaskExecutorTest, AnExceptionFromResourceManagerIsRetried) {
   master_->resourceManagerThrowsOnce = true;
   TaskExecutor& executor = start(options(1));
-  waitFor([&] { return executor.registered(); }, "the registration after the failure");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered(); }, kBound))
+      << "timed out waiting for the registration after the failure";
   EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
   EXPECT_TRUE(executor.lastRegistrationError().empty());
 }
@@ -962,7 +781,9 @@ TEST_F(TaskExecutorTest, AnExceptionFromResourceManagerIsRetried) {
 TEST_F(TaskExecutorTest, AnExceptionFromRegisterTaskExecutorIsRetried) {
   master_->registrationThrowsOnce = true;
   TaskExecutor& executor = start(options(1));
-  waitFor([&] { return executor.registered(); }, "the registration after the failure");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered(); }, kBound))
+      << "timed out waiting for the registration after the failure";
   EXPECT_EQ(master_->registrations.size(), 1u);
   EXPECT_EQ(master_->resourceManagerEpochs.size(), 2u);
 }
@@ -972,10 +793,13 @@ TEST_F(TaskExecutorTest, AnExceptionFromRegisterTaskExecutorIsRetried) {
 TEST_F(TaskExecutorTest, AnExceptionFromTheLeaderWatchIsRetried) {
   TaskExecutor& executor = startRegistered(options(1));
   master_->leaderInfoThrows = 2;
-  waitFor([&] { return master_->leaderInfoThrows == 0; }, "the watch asking after the failures");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->leaderInfoThrows == 0; }, kBound))
+      << "timed out waiting for the watch asking after the failures";
   master_->epoch = 2;
-  waitFor([&] { return executor.registered() && executor.registeredEpoch() == 2; },
-          "the registration with epoch 2");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered() && executor.registeredEpoch() == 2; }, kBound))
+      << "timed out waiting for the registration with epoch 2";
 }
 
 // Stopped after registerTaskExecutor succeeded but before the report was answered: the
@@ -983,7 +807,9 @@ TEST_F(TaskExecutorTest, AnExceptionFromTheLeaderWatchIsRetried) {
 TEST_F(TaskExecutorTest, DisconnectBeforeTheReportIsAnsweredStillCallsTheResourceManager) {
   master_->holdSlotReports = true;
   TaskExecutor& executor = start(options(1));
-  waitFor([&] { return master_->slotReports.size() == 1; }, "the slot report");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->slotReports.size() == 1; }, kBound))
+      << "timed out waiting for the slot report";
   EXPECT_FALSE(executor.registered());
   loop_.run(executor.disconnect("SIGTERM"));
   ASSERT_EQ(master_->disconnects.size(), 1u);
@@ -998,7 +824,9 @@ TEST_F(TaskExecutorTest, HeartbeatsAndDisconnectNameTheRegistration) {
   const std::optional<RegistrationId> registration = executor.registrationId();
   ASSERT_TRUE(registration);
   EXPECT_FALSE(resourceManagerHeartbeat(1));
-  waitFor([&] { return master_->heartbeats.size() == 1; }, "the heartbeat");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return master_->heartbeats.size() == 1; }, kBound))
+      << "timed out waiting for the heartbeat";
   EXPECT_EQ(master_->heartbeats[0].registrationId, registration);
   loop_.run(executor.disconnect("SIGTERM"));
   ASSERT_EQ(master_->disconnectRegistrations.size(), 1u);
@@ -1019,23 +847,6 @@ TEST_F(TaskExecutorTest, DisconnectCallsTheResourceManagerOnce) {
   EXPECT_TRUE(master_->heartbeats.empty());
 }
 
-}  // namespace
-}  // namespace regent::taskexecutor
-
-namespace regent::taskexecutor {
-namespace {
-
-// The offered attempt `attempt` in `offer`, or nullopt.
-std::optional<FakeAttemptState> offeredAttempt(const testing::FakeOffer& offer,
-                                               AttemptId attempt) {
-  for (const auto& slot : offer.slots) {
-    for (const auto& running : slot.running) {
-      if (running.attempt == attempt) return running;
-    }
-  }
-  return std::nullopt;
-}
-
 // No leader for a while: what ended meanwhile is kept, the next leader's JobMaster is offered
 // the slots with every attempt in them (the running one with its pid, the ended ones with their
 // terminal state), and only then gets the updates, in order, once each.
@@ -1043,24 +854,35 @@ TEST_F(TaskExecutorTest, UpdatesOfALeaderlessGapReachTheNextLeaderAfterTheOfferI
   auto next = listenNext();
   TaskExecutor& executor = startFollowingWithSlots(options(2));
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_FALSE(submitTask(1, kOtherAttempt, kOtherAllocation, untilTriggered("first")));
-  ASSERT_FALSE(submitTask(1, kThirdAttempt, kOtherAllocation, untilTriggered("second", 3)));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1 && updatesOf(kOtherAttempt).size() == 1 &&
-                       updatesOf(kThirdAttempt).size() == 1 && executor.updatesQueued() == 0; },
-          "three attempts RUNNING, delivered");
+  ASSERT_FALSE(submitTask(1, kOtherAttempt, kOtherAllocation, {"sleep", "30"}));
+  ASSERT_FALSE(submitTask(1, kThirdAttempt, kOtherAllocation, {"sleep", "30"}));
+  ASSERT_TRUE(runLoopUntil(
+      loop_,
+      [&] {
+        return updatesOf(kAttempt).size() == 1 && updatesOf(kOtherAttempt).size() == 1 &&
+               updatesOf(kThirdAttempt).size() == 1 && executor.updatesQueued() == 0;
+      },
+      kBound))
+      << "timed out waiting for three attempts RUNNING, delivered";
   const uint32_t pid = updatesOf(kAttempt)[0].pid;
 
   loseTheLeader(executor);
-  trigger("first");
-  waitFor([&] { return executor.tasksRunning() == 2; }, "the second attempt ended");
-  trigger("second");
-  waitFor([&] { return executor.tasksRunning() == 1; }, "the third attempt ended");
+  fake().finish(kOtherAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 2; }, kBound))
+      << "timed out waiting for the second attempt ended";
+  fake().finish(kThirdAttempt, 3);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 1; }, kBound))
+      << "timed out waiting for the third attempt ended";
   EXPECT_EQ(executor.updatesQueued(), 2u);
   EXPECT_EQ(master_->updates.size(), 3u) << "nothing more reached the deposed leader";
 
   announce(*next);
-  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
-          "the updates delivered to epoch 2");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+      kBound))
+      << "timed out waiting for the updates delivered to epoch 2";
   ASSERT_EQ(next->offers.size(), 1u);
   const auto& offer = next->offers[0];
   EXPECT_EQ(offer.epoch, 2u);
@@ -1089,7 +911,9 @@ TEST_F(TaskExecutorTest, UpdatesOfALeaderlessGapReachTheNextLeaderAfterTheOfferI
   EXPECT_EQ(executor.counters().updatesDropped, 0u);
   // The running attempt was not touched: its next update goes to epoch 2.
   EXPECT_FALSE(cancelTask(2, kAttempt));
-  waitFor([&] { return updatesOf(kAttempt, *next).size() == 1; }, "CANCELED to epoch 2");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt, *next).size() == 1; }, kBound))
+      << "timed out waiting for CANCELED to epoch 2";
   EXPECT_EQ(updatesOf(kAttempt, *next)[0].state, wire::ExecutionState::CANCELED);
   executor_ = nullptr;  // Before the next master's server goes.
   leaders_ = nullptr;
@@ -1102,19 +926,31 @@ TEST_F(TaskExecutorTest, AJobTheNextLeaderDoesNotKnowIsCancelledFreedAndItsUpdat
   next->unknownJobs.insert(kJob);
   TaskExecutor& executor = startFollowingWithSlots(options(2));
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_FALSE(submitTask(1, kOtherAttempt, kOtherAllocation, untilTriggered("end")));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1 && updatesOf(kOtherAttempt).size() == 1 &&
-                       executor.updatesQueued() == 0; },
-          "both RUNNING, delivered");
+  ASSERT_FALSE(submitTask(1, kOtherAttempt, kOtherAllocation, {"sleep", "30"}));
+  ASSERT_TRUE(runLoopUntil(
+      loop_,
+      [&] {
+        return updatesOf(kAttempt).size() == 1 && updatesOf(kOtherAttempt).size() == 1 &&
+               executor.updatesQueued() == 0;
+      },
+      kBound))
+      << "timed out waiting for both RUNNING, delivered";
   loseTheLeader(executor);
-  trigger("end");
-  waitFor([&] { return executor.tasksRunning() == 1; }, "the second attempt ended");
+  fake().finish(kOtherAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 1; }, kBound))
+      << "timed out waiting for the second attempt ended";
   EXPECT_EQ(executor.updatesQueued(), 1u);
 
   announce(*next);
-  waitFor([&] { return executor.registeredEpoch() == 2 && executor.tasksRunning() == 0 &&
-                       !executor.slots()[0].allocation && !executor.slots()[1].allocation; },
-          "the attempt cancelled and the slots freed");
+  ASSERT_TRUE(runLoopUntil(
+      loop_,
+      [&] {
+        return executor.registeredEpoch() == 2 && executor.tasksRunning() == 0 &&
+               !executor.slots()[0].allocation && !executor.slots()[1].allocation;
+      },
+      kBound))
+      << "timed out waiting for the attempt cancelled and the slots freed";
   EXPECT_EQ(runner_->latest(kAttempt)->phase, TaskPhase::kCanceled);
   EXPECT_EQ(executor.updatesQueued(), 0u) << "the FINISHED and CANCELED updates dropped";
   EXPECT_TRUE(next->updates.empty());
@@ -1132,20 +968,28 @@ TEST_F(TaskExecutorTest, AnUpdateOneLeaderDidNotTakeFollowsTheWorkerToTheNextLea
   next->updatesUnavailable = 1000000;
   auto third = listenNext(3, "third-master");
   TaskExecutor& executor = startFollowingWithSlots(options(2));
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, untilTriggered("end")));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1 && executor.updatesQueued() == 0; },
-          "RUNNING delivered");
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1 && executor.updatesQueued() == 0; },
+      kBound))
+      << "timed out waiting for RUNNING delivered";
   loseTheLeader(executor);
-  trigger("end");
-  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt ended");
+  fake().finish(kAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 0; }, kBound))
+      << "timed out waiting for the attempt ended";
 
   announce(*next);
-  waitFor([&] { return !updatesOf(kAttempt, *next).empty(); }, "FINISHED refused by epoch 2");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !updatesOf(kAttempt, *next).empty(); }, kBound))
+      << "timed out waiting for FINISHED refused by epoch 2";
   EXPECT_EQ(executor.updatesQueued(), 1u);
 
   announce(*third);
-  waitFor([&] { return executor.registeredEpoch() == 3 && executor.updatesQueued() == 0; },
-          "the update delivered to epoch 3");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registeredEpoch() == 3 && executor.updatesQueued() == 0; },
+      kBound))
+      << "timed out waiting for the update delivered to epoch 3";
   ASSERT_EQ(third->offers.size(), 1u);
   EXPECT_EQ(third->offers[0].updatesBefore, 0u);
   auto offered = offeredAttempt(third->offers[0], kAttempt);
@@ -1166,16 +1010,22 @@ TEST_F(TaskExecutorTest, AJobWithNoSlotLeftHasItsWaitingUpdatesDeliveredToTheNex
   master_->updatesUnavailable = 1000000;  // The deposed leader takes no update any more.
   TaskExecutor& executor = startFollowingWithSlots(options(2));
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return !updatesOf(kAttempt).empty(); }, "RUNNING sent");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return !updatesOf(kAttempt).empty(); }, kBound))
+      << "timed out waiting for RUNNING sent";
   EXPECT_FALSE(freeSlot(1, kAllocation));  // Cancels the attempt.
   EXPECT_FALSE(freeSlot(1, kOtherAllocation));
-  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt cancelled");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 0; }, kBound))
+      << "timed out waiting for the attempt cancelled";
   loseTheLeader(executor);
   ASSERT_GE(executor.updatesQueued(), 1u);
 
   announce(*next);
-  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
-          "the waiting updates delivered to epoch 2");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+      kBound))
+      << "timed out waiting for the waiting updates delivered to epoch 2";
   EXPECT_TRUE(next->offers.empty());
   auto delivered = updatesOf(kAttempt, *next);
   ASSERT_FALSE(delivered.empty());
@@ -1195,22 +1045,30 @@ TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarn
   TaskExecutor& executor = startFollowingWithSlots(std::move(with));
   // One after the other, so that no more than two updates ever wait while the leader stands.
   const std::vector<std::tuple<AttemptId, AllocationId, std::vector<std::string>>> attempts = {
-      {kAttempt, kAllocation, untilTriggered("first")},
-      {kOtherAttempt, kAllocation, untilTriggered("second")},
-      {kThirdAttempt, kOtherAllocation, untilTriggered("third", 5)}};
+      {kAttempt, kAllocation, {"sleep", "30"}},
+      {kOtherAttempt, kAllocation, {"sleep", "30"}},
+      {kThirdAttempt, kOtherAllocation, {"sleep", "30"}}};
   for (const auto& [attempt, allocation, argv] : attempts) {
     ASSERT_FALSE(submitTask(1, attempt, allocation, argv));
-    waitFor([&] { return updatesOf(attempt).size() == 1 && executor.updatesQueued() == 0; },
-            "RUNNING delivered");
+    ASSERT_TRUE(runLoopUntil(
+        loop_, [&] { return updatesOf(attempt).size() == 1 && executor.updatesQueued() == 0; },
+        kBound))
+        << "timed out waiting for RUNNING delivered";
   }
   loseTheLeader(executor);
-  trigger("first");
-  waitFor([&] { return executor.tasksRunning() == 2; }, "the first attempt ended");
-  trigger("second");
-  waitFor([&] { return executor.tasksRunning() == 1; }, "the second attempt ended");
+  fake().finish(kAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 2; }, kBound))
+      << "timed out waiting for the first attempt ended";
+  fake().finish(kOtherAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 1; }, kBound))
+      << "timed out waiting for the second attempt ended";
   EXPECT_EQ(executor.counters().updatesDropped, 0u);
-  trigger("third");
-  waitFor([&] { return executor.tasksRunning() == 0; }, "the third attempt ended");
+  fake().finish(kThirdAttempt, 5);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 0; }, kBound))
+      << "timed out waiting for the third attempt ended";
   EXPECT_EQ(executor.counters().updatesDropped, 1u);
   EXPECT_EQ(executor.updatesQueued(), 2u);
   auto dropped = capturedEvent("updates dropped");
@@ -1225,8 +1083,10 @@ TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarn
   EXPECT_TRUE(dropped->getInt("mono_us"));
 
   announce(*next);
-  waitFor([&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
-          "the two kept updates delivered");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registeredEpoch() == 2 && executor.updatesQueued() == 0; },
+      kBound))
+      << "timed out waiting for the two kept updates delivered";
   ASSERT_EQ(next->updates.size(), 2u);
   EXPECT_EQ(next->updates[0].state.attempt, kOtherAttempt);
   EXPECT_EQ(next->updates[1].state.attempt, kThirdAttempt);
@@ -1243,15 +1103,21 @@ TEST_F(TaskExecutorTest, AtTheBoundATerminalUpdateReplacesItsQueuedRunningUpdate
   with.updateBufferMax = 1;
   master_->updatesUnavailable = 1000000;  // Nothing is delivered: the RUNNING update waits.
   TaskExecutor& executor = startFollowingWithSlots(std::move(with));
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, untilTriggered("end")));
-  waitFor([&] { return updatesOf(kAttempt).size() >= 2; }, "RUNNING refused twice");
+  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() >= 2; }, kBound))
+      << "timed out waiting for RUNNING refused twice";
   EXPECT_EQ(executor.updatesQueued(), 1u);
-  trigger("end");
-  waitFor([&] { return executor.tasksRunning() == 0; }, "the attempt ended");
+  fake().finish(kAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.tasksRunning() == 0; }, kBound))
+      << "timed out waiting for the attempt ended";
   EXPECT_EQ(executor.updatesQueued(), 1u);
   EXPECT_EQ(executor.counters().updatesDropped, 0u);
   master_->updatesUnavailable = 0;
-  waitFor([&] { return executor.updatesQueued() == 0; }, "the FINISHED update delivered");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.updatesQueued() == 0; }, kBound))
+      << "timed out waiting for the FINISHED update delivered";
   EXPECT_EQ(updatesOf(kAttempt).back().state, wire::ExecutionState::FINISHED);
 }
 
@@ -1261,8 +1127,11 @@ TEST_F(TaskExecutorTest, AnUpdateAnsweredUnavailableIsSentAgainUntilDeliveredThe
   master_->updatesUnavailable = 2;
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"true"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 4 && executor.updatesQueued() == 0; },
-          "RUNNING three times, FINISHED, all answered");
+  fake().finish(kAttempt);
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 4 && executor.updatesQueued() == 0; },
+      kBound))
+      << "timed out waiting for RUNNING three times, FINISHED, all answered";
   auto updates = updatesOf(kAttempt);
   EXPECT_EQ(updates[0].state, wire::ExecutionState::RUNNING);
   EXPECT_EQ(updates[1].state, wire::ExecutionState::RUNNING);
@@ -1276,7 +1145,9 @@ TEST_F(TaskExecutorTest, AnUpdateAnsweredUnavailableIsSentAgainUntilDeliveredThe
 TEST_F(TaskExecutorTest, AfterAHigherEpochTheDeposedLeaderCannotCancelFreeOrDeploy) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  waitFor([&] { return updatesOf(kAttempt).size() == 1; }, "RUNNING");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
+      << "timed out waiting for RUNNING";
   master_->epoch = 2;
   EXPECT_FALSE(jobMasterHeartbeat(2, kJob));
   ASSERT_EQ(executor.highestEpoch(), 2u);
@@ -1304,7 +1175,8 @@ TEST_F(TaskExecutorTest, AfterAHigherEpochTheDeposedLeaderCannotCancelFreeOrDepl
 // master that does not prove itself (ZooKeeper ACLs off, a rogue master with rpc.auth none and a
 // forged epoch) gets no registration, so no gateway and no call; the epoch in the record alone
 // never moves the gate; and the worker registers again once the record names the real leader.
-TEST_F(TaskExecutorTest, HoldingACredentialItNeverRegistersWithNorRaisesItsGateForAnUnprovenMaster) {
+TEST_F(TaskExecutorTest,
+       HoldingACredentialItNeverRegistersWithNorRaisesItsGateForAnUnprovenMaster) {
   constexpr const char* kSecret = "worker-secret-0123456789";
   master_->secret = kSecret;
   master_->epoch = 2;
@@ -1317,19 +1189,25 @@ TEST_F(TaskExecutorTest, HoldingACredentialItNeverRegistersWithNorRaisesItsGateF
   leaders_ = kj::heap<client::LeaderClient>(loop_.io().getNetwork(), loop_.timer(),
                                             kj::mv(retrieval), std::move(with));
   TaskExecutor& executor = startWith(options());
-  waitFor([&] { return executor.registered(); }, "the registration with the real leader");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered(); }, kBound))
+      << "timed out waiting for the registration with the real leader";
   EXPECT_EQ(executor.highestEpoch(), 2u);
 
   announce(*rogue);
-  waitFor([&] { return leaders_->mastersRefused(rpc::MasterRefusal::kNotChallenged) >= 2; },
-          "the rogue refused twice");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return leaders_->mastersRefused(rpc::MasterRefusal::kNotChallenged) >= 2; },
+      kBound))
+      << "timed out waiting for the rogue refused twice";
   EXPECT_TRUE(rogue->resourceManagerEpochs.empty());
   EXPECT_TRUE(rogue->registrations.empty());
   EXPECT_EQ(executor.highestEpoch(), 2u) << "an epoch from the leader record alone moved the gate";
 
   announce(*master_);
-  waitFor([&] { return executor.registered() && executor.counters().registrations >= 2; },
-          "the registration with the real leader again");
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.registered() && executor.counters().registrations >= 2; },
+      kBound))
+      << "timed out waiting for the registration with the real leader again";
   EXPECT_EQ(executor.registeredEpoch(), 2u);
   EXPECT_EQ(executor.highestEpoch(), 2u);
   EXPECT_TRUE(rogue->registrations.empty());

@@ -1,10 +1,10 @@
-// TaskRunner with real processes under the real regent-task-shim: how an attempt ends (exit code,
-// signal, what could not be started, a command not on the task's PATH, a worker out of
+// The ProcessTaskRunner with real processes under the real regent-task-shim: how an attempt ends
+// (exit code, signal, what could not be started, a command not on the task's PATH, a worker out of
 // descriptors), the task's environment (the base, never the worker's own), working directory
 // (relative: below the attempt's), output files and their cap, cancel of a group
 // whose processes ignore SIGTERM, what a finished task leaves behind, killAll, retention, the task
 // user, resolveTaskUser, and the shim taking its group down when its parent dies.
-#include "services/taskexecutor/task_runner.h"
+#include "services/taskexecutor/process_task_runner.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -113,12 +113,12 @@ class TaskRunnerTest : public ::testing::Test {
   TaskRunnerTest() : dataDir_("task-runner-test") {}
   ~TaskRunnerTest() noexcept override = default;
 
-  void makeRunner(TaskRunnerOptions options = {}) {
+  void makeRunner(ProcessTaskRunnerOptions options = {}) {
     if (options.attemptsDir.empty()) options.attemptsDir = attemptsDir();
     if (options.cancelTimeout == Duration{5000}) options.cancelTimeout = kShortCancel;
     attemptsFd_ = regent::testing::openAttemptsDirForTests(attemptsDir());
     options.attemptsFd = attemptsFd_.get();
-    runner_ = std::make_unique<TaskRunner>(loop_, loop_.timer(), std::move(options));
+    runner_ = std::make_unique<ProcessTaskRunner>(loop_, loop_.timer(), std::move(options));
   }
 
   std::string attemptsDir() const { return dataDir_.path() + "/attempts"; }
@@ -182,7 +182,7 @@ class TaskRunnerTest : public ::testing::Test {
   kj::AutoCloseFd attemptsFd_;  // The runner holds its own duplicate.
   std::map<AttemptId, std::shared_ptr<Observed>> observed_;
   std::vector<kj::Promise<void>> endings_;
-  std::unique_ptr<TaskRunner> runner_;
+  std::unique_ptr<ProcessTaskRunner> runner_;
 };
 
 TEST_F(TaskRunnerTest, ExitZeroIsRunningThenFinished) {

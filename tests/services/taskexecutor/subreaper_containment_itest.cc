@@ -1,7 +1,7 @@
-// The TaskRunner with the subreaper containment (task_containment.h), real processes under the
-// real regent-task-shim, no cgroup: what left the attempt's process group (a `setsid` process,
-// a double-forked daemon, one ignoring SIGTERM) dies when the command ends and on cancel. The
-// cgroup containment needs a host's cgroups: task_containment_itest covers it.
+// The ProcessTaskRunner with the subreaper containment (task_containment.h), real processes under
+// the real regent-task-shim, no cgroup: what left the attempt's process group (a `setsid`
+// process, a double-forked daemon, one ignoring SIGTERM) dies when the command ends and on
+// cancel. The cgroup containment needs a host's cgroups: task_containment_itest covers it.
 #include "services/taskexecutor/task_containment.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/event_loop.h"
-#include "services/taskexecutor/task_runner.h"
+#include "services/taskexecutor/process_task_runner.h"
 #include "tests/services/taskexecutor/attempts_dir_test_util.h"
 #include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/temp_dir_test_util.h"
@@ -58,9 +58,9 @@ class SubreaperContainmentTest : public ::testing::Test {
       : dataDir_("subreaper-test"),
         attemptsFd_(openAttemptsDirForTests(dataDir_.path() + "/attempts")) {
     containment_ = createTaskContainment({.mode = "subreaper", .killAfterMs = 200}).value();
-    runner_ = std::make_unique<TaskRunner>(
+    runner_ = std::make_unique<ProcessTaskRunner>(
         loop_, loop_.timer(),
-        TaskRunnerOptions{.attemptsDir = dataDir_.path() + "/attempts",
+        ProcessTaskRunnerOptions{.attemptsDir = dataDir_.path() + "/attempts",
                           .attemptsFd = attemptsFd_.get(),
                           .cancelTimeout = Duration(5000),
                           .containment = containment_});
@@ -86,7 +86,7 @@ class SubreaperContainmentTest : public ::testing::Test {
   TempDir dataDir_;
   kj::AutoCloseFd attemptsFd_;
   std::shared_ptr<const TaskContainment> containment_;
-  std::unique_ptr<TaskRunner> runner_;
+  std::unique_ptr<ProcessTaskRunner> runner_;
   std::vector<TaskUpdate> updates_;
 };
 

@@ -1,0 +1,63 @@
+// The TaskExecutorGateway a worker hands to the leader (docs/wire.md): one fenced endpoint behind
+// the worker's epoch gate, whose refusals it logs, with handlers that forward each call to the
+// TaskExecutor. Internal to services/taskexecutor/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rpc/fenced_endpoint.h"
+#include "rpc/schema/gateways.capnp.h"
+#include "services/taskexecutor/task_runner.h"
+
+namespace regent {
+class EventSink;
+}
+
+namespace regent::taskexecutor {
+
+class TaskExecutor;
+
+// What may outlive the TaskExecutor shares with it: the epoch gate and the fencing counters (the
+// master may hold, and call, the gateway after the TaskExecutor is gone; so may the runner's
+// update callbacks), and the link back to it, revoked when it is destroyed. The one place that
+// ties served capabilities to the TaskExecutor's lifetime (issue 25: rpc/'s revocable link is to
+// take its place). Loop-thread only.
+class GatewayShared final {
+ public:
+  // `events` must outlive every holder (the process's sinks outlive its loop). The gate's rises
+  // go to owner.onEpochRaised() while the link stands.
+  GatewayShared(TaskExecutor& owner, EventSink& events, std::string resourceId);
+
+  // The TaskExecutor, or nullptr once revoked.
+  TaskExecutor* owner() const { return owner_; }
+  // From the TaskExecutor's destructor: later calls find no owner.
+  void revoke() { owner_ = nullptr; }
+
+  rpc::HighestSeenEpoch& gate() { return gate_; }
+  const rpc::HighestSeenEpoch& gate() const { return gate_; }
+  rpc::FencingCounters& fencing() { return fencing_; }
+  const rpc::FencingCounters& fencing() const { return fencing_; }
+  // Logs a refusal of the gate ("epoch gate refused": the first ten, then one in a hundred).
+  void logRefusal(const std::string& method, uint64_t received);
+
+ private:
+  TaskExecutor* owner_;
+  EventSink& events_;
+  const std::string resourceId_;
+  rpc::HighestSeenEpoch gate_;
+  rpc::FencingCounters fencing_;
+  uint64_t refusalsLogged_ = 0;
+};
+
+// The gateway of `shared`'s owner: a call below the gate's highest epoch is refused (fencing
+// {expected = highest, received}) and counted before any handler runs; a call once the owner is
+// gone fails DISCONNECTED.
+wire::TaskExecutorGateway::Client serveTaskExecutorGateway(std::shared_ptr<GatewayShared> shared);
+
+// A TaskRunner callback handing each update to the owner's onTaskUpdate(), and dropping it once
+// the owner is gone.
+TaskRunner::OnUpdate forwardTaskUpdates(std::shared_ptr<GatewayShared> shared);
+
+}  // namespace regent::taskexecutor
