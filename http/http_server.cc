@@ -125,6 +125,21 @@ kj::Promise<void> reply(kj::HttpService::Response& response, const kj::HttpHeade
   return written.attach(kj::mv(stream), kj::mv(text));
 }
 
+kj::Maybe<kj::Promise<void>> refuseUnrouted(kj::HttpService::Response& response,
+                                            const kj::HttpHeaderTable& headerTable,
+                                            kj::HttpMethod method, const std::string& path,
+                                            bool known) {
+  if (!known) {
+    return reply(response, headerTable, 404, "Not Found", kText,
+                 "no such endpoint: " + echoablePath(path) + "\n");
+  }
+  if (method != kj::HttpMethod::GET) {
+    return reply(response, headerTable, 405, "Method Not Allowed", kText,
+                 path + " answers GET only, not " + kj::str(method).cStr() + "\n");
+  }
+  return nullptr;
+}
+
 kj::Promise<void> HttpProtocolPolicy::handleClientProtocolError(
     kj::HttpHeaders::ProtocolError protocolError, kj::HttpService::Response& response) {
   spdlog::debug("http: refused a request that does not parse: {}",
@@ -215,13 +230,26 @@ void HttpServer::serve(kj::Own<kj::AsyncIoStream> connection) {
   connections_.add(server_.listenHttp(kj::mv(connection)).attach(kj::defer([this] { --open_; })));
 }
 
+void addHttpServerMetrics(MetricsRegistry& registry, std::function<const HttpServer*()> server) {
+  addAcceptLoopMetrics(registry, "http", [server]() -> const AcceptLoop* {
+    const HttpServer* listening = server();
+    return listening != nullptr ? &listening->listener() : nullptr;
+  });
+  registry.add("regent_http_connections_refused_total", MetricsRegistry::Type::kCounter,
+               "HTTP connections closed at accept because http.max-connections were open.",
+               [server] {
+                 std::vector<MetricSample> samples;
+                 if (const HttpServer* listening = server()) {
+                   samples.push_back({.value = listening->connectionsRefusedOverCap()});
+                 }
+                 return samples;
+               });
+}
+
 void writeHttpServerMetrics(std::ostream& out, const HttpServer* server) {
-  writeAcceptLoopMetrics(out, "http", server != nullptr ? &server->listener() : nullptr);
-  writeMetricFamily(out, "regent_http_connections_refused_total", "counter",
-                    "HTTP connections closed at accept because http.max-connections were open.");
-  if (server != nullptr) {
-    out << "regent_http_connections_refused_total " << server->connectionsRefusedOverCap() << '\n';
-  }
+  MetricsRegistry registry;
+  addHttpServerMetrics(registry, [server] { return server; });
+  registry.write(out);
 }
 
 }  // namespace regent::http

@@ -20,6 +20,7 @@
 #include "common/accept_loop.h"
 #include "common/result.h"
 #include "common/task_errors.h"
+#include "http/metrics_registry.h"
 
 namespace regent::http {
 
@@ -57,6 +58,14 @@ kj::Promise<void> reply(kj::HttpService::Response& response, const kj::HttpHeade
                         uint status, kj::StringPtr statusText, kj::StringPtr contentType,
                         std::string body,
                         const std::vector<std::pair<std::string, std::string>>& extra = {});
+
+// How every route set answers a request its GET routes do not take: 404 "no such endpoint:
+// <path>" (echoablePath) when `known` is false, else 405 "<path> answers GET only, not <method>"
+// (Allow: GET) when `method` is not GET; nullptr when a route answers.
+kj::Maybe<kj::Promise<void>> refuseUnrouted(kj::HttpService::Response& response,
+                                            const kj::HttpHeaderTable& headerTable,
+                                            kj::HttpMethod method, const std::string& path,
+                                            bool known);
 
 // How the server answers what the routes never see, and closes what was asked to close: a
 // request kj cannot read (bad framing such as a duplicate or invalid Content-Length, bad
@@ -142,8 +151,11 @@ class HttpServer final {
   kj::Own<AcceptLoop> accepting_;  // Last: it hands connections to everything above.
 };
 
-// The accept-failure and connection-cap metrics of `server` (regent_http_*): the families
-// always, the samples when there is a server. Masters and workers write them alike.
+// The accept-failure and connection-cap metrics of the server `server` returns (regent_http_*):
+// the families always, the samples while there is a server (nullptr: not listening yet).
+// Masters and workers register them alike.
+void addHttpServerMetrics(MetricsRegistry& registry, std::function<const HttpServer*()> server);
+// The same families of `server`, written once.
 void writeHttpServerMetrics(std::ostream& out, const HttpServer* server);
 
 }  // namespace regent::http

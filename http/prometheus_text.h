@@ -21,9 +21,9 @@ void writeMetricFamily(std::ostream& out, const char* name, const char* type, co
 std::string escapeLabelValue(const std::string& value);
 
 // The accept failures of a listener's accept loop (common/accept_loop.h) as
-// regent_<protocol>_accept_failures_total{reason} and regent_<protocol>_connections_shed_total,
-// `protocol` in lower case ("http", "rpc"; upper case in the help text): the families always,
-// the samples when there is a listener.
+// regent_<protocol>_accept_failures_total{reason} and regent_<protocol>_connections_shed_total
+// (addAcceptLoopMetrics of metrics_registry.h, written once): the families always, the samples
+// when there is a listener.
 void writeAcceptLoopMetrics(std::ostream& out, std::string_view protocol,
                             const AcceptLoop* listener);
 

@@ -187,4 +187,19 @@ kj::Maybe<const dispatcher::TaskExecutorView&> LeaderTerm::taskExecutors() const
   return *taskExecutors_;
 }
 
+std::optional<JobsSnapshot> LeaderTerm::jobs() const {
+  KJ_IF_MAYBE (ready, dispatcher()) return jobsSnapshot(*ready);
+  return std::nullopt;
+}
+
+std::optional<JobDetailSnapshot> LeaderTerm::job(const JobId& id) const {
+  KJ_IF_MAYBE (ready, dispatcher()) return jobDetailSnapshot(*ready, id);
+  return std::nullopt;
+}
+
+std::optional<WorkersSnapshot> LeaderTerm::workers() const {
+  if (taskExecutors_.get() == nullptr) return std::nullopt;
+  return workersSnapshot(*taskExecutors_);
+}
+
 }  // namespace regent::master

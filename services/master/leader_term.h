@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "services/dispatcher/dispatcher_gateway.h"
 #include "services/dispatcher/job_graph_validation.h"
 #include "services/jobmaster/job_masters.h"
+#include "services/master/cluster_view.h"
 #include "services/resourcemanager/resource_manager.h"
 #include "store/store_services.h"
 
@@ -111,6 +113,13 @@ class LeaderTerm final {
       kj::Own<resourcemanager::WorkerBinding> caller);
   // The registered workers for in-process reads (/v1/workers, /metrics); null until start().
   kj::Maybe<const dispatcher::TaskExecutorView&> taskExecutors() const;
+
+  // The term's part of the cluster view (cluster_view.h), filled from its services now: its jobs
+  // and one job (nullopt until the term is ready; for job(), also when it has no job `id`), and
+  // its workers (nullopt until start()).
+  std::optional<JobsSnapshot> jobs() const;
+  std::optional<JobDetailSnapshot> job(const JobId& id) const;
+  std::optional<WorkersSnapshot> workers() const;
 
   // MasterBootstrap.jobMaster: how this term answers for `job`, to the connection whose worker
   // identity is `caller`.

@@ -139,7 +139,21 @@ MasterProcess::MasterProcess(EventLoop& loop, const Config& config, EventSink& e
       events_(events),
       jobMasterReadyWait_(jobMasterReadyWait(config.getDuration("rpc.call-timeout"))),
       self_(std::move(self)),
-      ha_(std::move(ha)) {}
+      ha_(std::move(ha)) {
+  leadershipEvents_.add(events_);
+  leadershipEvents_.add(recentLeadershipEvents_);
+  // In the order /metrics has always written them.
+  addClusterViewMetrics(metrics_, *this);
+  addResourceManagerMetrics(metrics_, resourceManagerCounters_);
+  addJobMasterMetrics(metrics_, jobMasterCounters_);
+  addFencingMetrics(metrics_, fencingCounters_);
+  addAuthMetrics(metrics_, authCounters_);
+  addRpcTransportMetrics(metrics_, [this] { return rpcTransportCounts(); });
+  http::addAcceptLoopMetrics(metrics_, "rpc", [this]() -> const AcceptLoop* {
+    return rpcServer_ ? &rpcServer_->listener() : nullptr;
+  });
+  http::addHttpServerMetrics(metrics_, [this] { return httpServer_.get(); });
+}
 
 // Members go in reverse order: the term (its stores) before the election and the store services.
 MasterProcess::~MasterProcess() noexcept = default;
@@ -199,7 +213,7 @@ kj::Promise<int> MasterProcess::run() {
 
 kj::Promise<void> MasterProcess::listenHttp() {
   return listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), config_.getString("http.bind"),
-                          *this, httpMaxConnections_)
+                          *this, metrics_, authSettings_.required, httpMaxConnections_)
       .then([this](Result<kj::Own<http::HttpServer>>&& listening) -> kj::Promise<void> {
         if (!listening.ok()) {
           spdlog::error("{}", listening.error().message);
@@ -314,11 +328,6 @@ kj::Maybe<wire::DispatcherGateway::Client> MasterProcess::dispatcherGateway() {
   return term_->dispatcherGateway();
 }
 
-kj::Maybe<const dispatcher::Dispatcher&> MasterProcess::leaderDispatcher() const {
-  if (!term_) return nullptr;
-  return term_->dispatcher();
-}
-
 kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway(
     kj::Own<resourcemanager::WorkerBinding> caller) {
   if (!term_) return nullptr;
@@ -338,20 +347,45 @@ LeaderTerm::JobMasterLookup MasterProcess::jobMaster(
   return term_->jobMaster(job, kj::mv(caller));
 }
 
-kj::Maybe<const dispatcher::TaskExecutorView&> MasterProcess::leaderTaskExecutors() const {
-  if (!term_) return nullptr;
-  return term_->taskExecutors();
+LeadershipSnapshot MasterProcess::leadership() const {
+  return {.self = self_,
+          .leader = knownLeader(),
+          .leadingEpoch = leadingEpoch(),
+          .recovered = term_ && term_->dispatcher() != nullptr,
+          .serving = term_ && term_->serving(),
+          .zooKeeperConnected = zooKeeperConnected()};
+}
+
+std::optional<JobsSnapshot> MasterProcess::jobs() const {
+  if (!term_) return std::nullopt;
+  return term_->jobs();
+}
+
+std::optional<JobDetailSnapshot> MasterProcess::job(const JobId& id) const {
+  if (!term_) return std::nullopt;
+  return term_->job(id);
+}
+
+std::optional<WorkersSnapshot> MasterProcess::workers() const {
+  if (!term_) return std::nullopt;
+  return term_->workers();
+}
+
+std::vector<Event> MasterProcess::recentLeadershipEvents() const {
+  return recentLeadershipEvents_.recent();
+}
+
+kj::Promise<Result<std::vector<leader::ContenderEntry>>> MasterProcess::contenders() {
+  return retrieval_->contenders();
 }
 
 kj::Promise<Status> MasterProcess::handOverForCaller() {
-  events_.emit(Event("handover requested").field("master_id", self_.masterId));
+  leadershipEvents_.emit(Event("handover requested").field("master_id", self_.masterId));
   return election_->handOver(true).then([this](Status handedOver) {
-    reportHandOverOutcome(events_, handedOver, self_.masterId);
+    reportHandOverOutcome(leadershipEvents_, handedOver, self_.masterId);
     return handedOver;
   });
 }
-
-bool MasterProcess::serving() const { return term_ && term_->serving(); }
 
 bool MasterProcess::zooKeeperConnected() const {
   ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
@@ -370,10 +404,6 @@ std::optional<RpcTransportCounts> MasterProcess::rpcTransportCounts() const {
       .tlsHandshakesFailed = rpcNetwork_->handshakesFailed(),
       .idleTimedOut = rpcServer_->connectionsIdleTimedOut(),
       .messageTimedOut = rpcServer_->connectionsMessageTimedOut()};
-}
-
-const AcceptLoop* MasterProcess::rpcListener() const {
-  return rpcServer_ ? &rpcServer_->listener() : nullptr;
 }
 
 void MasterProcess::watchListener() {
@@ -401,11 +431,12 @@ void MasterProcess::handOverForFailingListener() {
       "(rpc.listener-failure-handover): clients cannot reach this leader, so it hands leadership "
       "over and contends again at the back of the queue",
       rpcServer_->listenAddress(), formatDuration(bound));
-  events_.emit(Event("handover requested")
-                   .field("master_id", self_.masterId)
-                   .quotedField("reason", "rpc listener failing"));
-  tasks_.add(election_->handOver(true).then(
-      [this](Status handedOver) { reportHandOverOutcome(events_, handedOver, self_.masterId); }));
+  leadershipEvents_.emit(Event("handover requested")
+                             .field("master_id", self_.masterId)
+                             .quotedField("reason", "rpc listener failing"));
+  tasks_.add(election_->handOver(true).then([this](Status handedOver) {
+    reportHandOverOutcome(leadershipEvents_, handedOver, self_.masterId);
+  }));
 }
 
 void MasterProcess::warnIfNotConnected() {
@@ -421,7 +452,7 @@ void MasterProcess::warnIfNotConnected() {
 
 void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   const uint64_t epoch = fence.epoch;
-  events_.emit(
+  leadershipEvents_.emit(
       Event("leadership granted").field("epoch", epoch).field("master_id", self_.masterId));
   LeaderTermOptions options;
   options.retainCleanResults = static_cast<size_t>(config_.getInt("store.job-results.retain"));
@@ -472,10 +503,10 @@ kj::Promise<void> MasterProcess::close() {
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {
-  events_.emit(Event("leadership revoked")
-                   .field("epoch", epoch)
-                   .field("master_id", self_.masterId)
-                   .quotedField("reason", reason));
+  leadershipEvents_.emit(Event("leadership revoked")
+                             .field("epoch", epoch)
+                             .field("master_id", self_.masterId)
+                             .quotedField("reason", reason));
   if (term_) term_->revoke(reason);
   term_ = nullptr;  // Every leader service stops before this returns.
   listenerWatch_ = nullptr;
@@ -506,10 +537,10 @@ void MasterProcess::onStopSignal(int signum) {
     exit_->fulfill(int(kExitHandedOver));
     return;
   }
-  events_.emit(Event("handover requested").field("master_id", self_.masterId));
+  leadershipEvents_.emit(Event("handover requested").field("master_id", self_.masterId));
   tasks_.add(election_->handOver(false).then(
       [this](Status handedOver) {
-        reportHandOverOutcome(events_, handedOver, self_.masterId);
+        reportHandOverOutcome(leadershipEvents_, handedOver, self_.masterId);
         // Not applied: no standby takes over before this master's session ends.
         exit_->fulfill(int(handedOver.ok() ? kExitHandedOver : kExitFailure));
       },

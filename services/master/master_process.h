@@ -2,22 +2,28 @@
 // election, creates a LeaderTerm for every granted term and destroys it at revocation, logs every
 // grant, revoke and hand-over as the event lines of docs/operations.md, and hands over on SIGTERM
 // (and SIGINT, SIGQUIT).
-// It serves MasterBootstrap over RPC on rpc.bind and the HTTP endpoints on http.bind.
+// It serves MasterBootstrap over RPC on rpc.bind and the HTTP endpoints on http.bind, which read
+// its cluster view (cluster_view.h) and its metrics registry (master_metrics.h).
 #pragma once
 
 #include <kj/async.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/descriptor_limit.h"
 #include "common/event_loop.h"
 #include "common/event_sink.h"
 #include "common/result.h"
+#include "common/ring_event_sink.h"
 #include "common/stop_signals.h"
 #include "common/task_errors.h"
 #include "ha/ha_services.h"
+#include "http/metrics_registry.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
@@ -26,9 +32,11 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/rpc_server.h"
 #include "rpc/rpc_tls.h"
+#include "services/master/cluster_view.h"
 #include "services/master/leader_term.h"
 #include "services/master/master_bootstrap.h"
 #include "services/master/master_http.h"
+#include "services/master/master_metrics.h"
 #include "store/store_services.h"
 
 namespace regent {
@@ -70,7 +78,7 @@ inline constexpr int kExitSignalBase = 128;  // + signal number: a second stop s
 class MasterProcess final : public leader::LeaderContender,
                             public leader::LeaderRetrievalListener,
                             public MasterBootstrapHost,
-                            public MasterHttpHost {
+                            public ClusterView {
  public:
   // Logs "master starting", builds the HA services (writer identity), the store services and
   // the retrieval. Fails only on what retrying cannot fix (options the ZooKeeper client
@@ -78,7 +86,8 @@ class MasterProcess final : public leader::LeaderContender,
   // (a store another process holds, an unusable standalone epoch file) ends run() instead.
   // `auth` is rpcAuthenticationFor(config)'s; `descriptors` the open-file limit raised at start
   // (ProcessMain), which run() fits the connection caps into. `events` (must outlive it) gets
-  // the master's event lines and those of every term's services.
+  // the master's event lines and those of every term's services; the master keeps its own
+  // (grants, revocations, hand-overs) for recentLeadershipEvents() as well.
   static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config,
                                                        EventSink& events,
                                                        rpc::ServerAuthSettings auth,
@@ -128,7 +137,7 @@ class MasterProcess final : public leader::LeaderContender,
   // leader::LeaderRetrievalListener: the leader as this master believes, for leaderInfo.
   void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
 
-  // MasterBootstrapHost and MasterHttpHost.
+  // MasterBootstrapHost.
   const leader::ContenderInfo& self() const override { return self_; }
   std::optional<leader::LeaderInfo> knownLeader() const override;
   uint64_t leadingEpoch() const override;
@@ -140,32 +149,27 @@ class MasterProcess final : public leader::LeaderContender,
   // The current term's whenReady(), at most jobMasterReadyWait_; at once without a term.
   kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
-  // MasterHttpHost.
-  bool serving() const override;
-  bool zooKeeperConnected() const override;
-  kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override;
-  kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override;
-  uint64_t workerHeartbeatTimeouts() const override {
-    return resourceManagerCounters_.heartbeatTimeouts;
-  }
-  const std::map<std::string, uint64_t>* workerIdentityRefusals() const override {
-    return &resourceManagerCounters_.identityRefusals.byMethod();
-  }
-  const jobmaster::JobMasterCounters* jobMasterCounters() const override {
-    return &jobMasterCounters_;
-  }
-  const rpc::FencingCounters& fencingCounters() const override { return fencingCounters_; }
-  const rpc::AuthCounters* authCounters() const override { return &authCounters_; }
-  bool authenticationRequired() const override { return authSettings_.required; }
-  // nullopt until the RPC server listens.
-  std::optional<RpcTransportCounts> rpcTransportCounts() const override;
-  const AcceptLoop* rpcListener() const override;
-  const http::HttpServer* httpServer() const override { return httpServer_.get(); }
+  // ClusterView: the leadership as this master sees it, the current term's snapshots
+  // (LeaderTerm::jobs, job, workers; nullopt without a term), its last
+  // kRecentLeadershipEvents grants, revocations and hand-overs, and the retrieval's contenders.
+  static constexpr size_t kRecentLeadershipEvents = 64;
+  LeadershipSnapshot leadership() const override;
+  std::optional<JobsSnapshot> jobs() const override;
+  std::optional<JobDetailSnapshot> job(const JobId& id) const override;
+  std::optional<WorkersSnapshot> workers() const override;
+  std::vector<Event> recentLeadershipEvents() const override;
+  kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override;
+
+  // What /metrics writes: the families of master_metrics.h over this process's parts.
+  const http::MetricsRegistry& metrics() const { return metrics_; }
 
  private:
   MasterProcess(EventLoop& loop, const Config& config, EventSink& events,
                 leader::ContenderInfo self, std::unique_ptr<ha::HaServices> ha);
   void onStopSignal(int signum);
+  bool zooKeeperConnected() const;
+  // nullopt until the RPC server listens.
+  std::optional<RpcTransportCounts> rpcTransportCounts() const;
   void warnIfNotConnected();
   // Listens on http.bind, then calls openStores().
   kj::Promise<void> listenHttp();
@@ -187,6 +191,8 @@ class MasterProcess final : public leader::LeaderContender,
   EventLoop& loop_;
   const Config& config_;
   EventSink& events_;
+  RingEventSink recentLeadershipEvents_{kRecentLeadershipEvents};
+  FanOutEventSink leadershipEvents_;   // The master's own: events_ and the ring.
   const Duration jobMasterReadyWait_;  // From rpc.call-timeout (jobMasterReadyWait).
   DescriptorLimit descriptors_;
   uint64_t httpMaxConnections_ = http::HttpServer::kDefaultMaxConnections;  // Fitted by run().
@@ -198,6 +204,8 @@ class MasterProcess final : public leader::LeaderContender,
   jobmaster::JobMasterCounters jobMasterCounters_;                    // Across terms.
   rpc::ServerAuthSettings authSettings_;  // Read by every connection's bootstrap.
   rpc::AuthCounters authCounters_;
+  // Reads the counters above, the term, the servers below: destroyed after the servers.
+  http::MetricsRegistry metrics_;
   kj::Own<leader::LeaderRetrieval> retrieval_;
   std::optional<leader::LeaderInfo> knownLeader_;
   kj::Own<leader::LeaderElection> election_;  // Created by run() once the RPC port is known.

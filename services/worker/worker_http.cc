@@ -184,13 +184,9 @@ kj::Promise<void> WorkerHttpRoutes::reply(
 kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::string& path,
                                           const kj::HttpHeaders& headers, Response& response) {
   const bool attempts = path.compare(0, kAttemptsPrefix.size(), kAttemptsPrefix) == 0;
-  if (path != "/healthz" && path != "/readyz" && path != "/metrics" && !attempts) {
-    return reply(response, 404, "Not Found", kText,
-                 "no such endpoint: " + http::echoablePath(path) + "\n");
-  }
-  if (method != kj::HttpMethod::GET) {
-    return reply(response, 405, "Method Not Allowed", kText,
-                 path + " answers GET only, not " + kj::str(method).cStr() + "\n");
+  const bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" || attempts;
+  KJ_IF_MAYBE (refused, http::refuseUnrouted(response, headerTable_, method, path, known)) {
+    return kj::mv(*refused);
   }
   if (path == "/healthz") return reply(response, 200, "OK", kText, "ok\n");
   if (attempts) return attemptOutput(path, headers, response);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <kj/timer.h>
 
+#include <optional>
 #include <string>
 
 #include "common/event_loop.h"
@@ -289,6 +290,51 @@ TEST_F(LeaderTermTest, AJobsJobMasterIsReachableOnceTheTermIsReadyAndOnlyForJobs
   auto refused = loop_.run(stale.send());
   ASSERT_TRUE(refused.hasFailure());
   EXPECT_TRUE(refused.getFailure().isFencing()) << refused.getFailure().getMessage().cStr();
+}
+
+// The term's part of the cluster view: its workers from the start, its jobs once recovered, each
+// a snapshot that outlives the term.
+TEST_F(LeaderTermTest, TheTermFillsTheViewsSnapshotsOfItsWorkersAtOnceAndOfItsJobsOnceRecovered) {
+  const JobId stored = JobId::random();
+  auto graph = testing::makeJobGraph(stored, {.name = "stored", .submittedAtMs = 5});
+  {
+    auto stores = backend_.openTerm();
+    ASSERT_TRUE(loop_.run(stores->jobGraphs().put(graph->getRoot<wire::JobGraph>())).ok());
+  }
+  backend_.failReads = 1;  // The first recovery fails: the term recovers for a while.
+  grant();
+  ResourceManagerGateway::Client resourceManager =
+      KJ_ASSERT_NONNULL(term_->resourceManagerGateway(worker()));
+  auto registered = registerWorker(resourceManager, ResourceId(0xab, 3));
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+
+  ASSERT_FALSE(term_->ready());
+  EXPECT_FALSE(term_->jobs().has_value());
+  EXPECT_FALSE(term_->job(stored).has_value());
+  std::optional<WorkersSnapshot> workers = term_->workers();
+  ASSERT_TRUE(workers.has_value());
+  EXPECT_EQ(workers->counts.taskExecutors, 1u);
+  ASSERT_EQ(workers->workers.size(), 1u);
+  EXPECT_EQ(std::string(workers->workers[0].getRegistration().getHost().cStr()), "w1");
+
+  advance(1 * kj::SECONDS);
+  ASSERT_TRUE(startDone_) << startFailure_;
+  std::optional<JobsSnapshot> jobs = term_->jobs();
+  ASSERT_TRUE(jobs.has_value());
+  ASSERT_EQ(jobs->jobs.size(), 1u);
+  EXPECT_EQ(wire::idFromWire<JobId>(jobs->jobs[0].getJobId()), stored);
+  EXPECT_EQ(std::string(jobs->jobs[0].getName().cStr()), "stored");
+  std::optional<JobDetailSnapshot> job = term_->job(stored);
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->status.getVertices().size(), 1u);
+  EXPECT_FALSE(term_->job(JobId::random()).has_value());
+
+  // Values: they stay readable after the term is gone.
+  term_ = nullptr;
+  settle();
+  EXPECT_EQ(std::string(jobs->jobs[0].getName().cStr()), "stored");
+  EXPECT_EQ(std::string(job->status.getName().cStr()), "stored");
+  EXPECT_EQ(std::string(workers->workers[0].getRegistration().getHost().cStr()), "w1");
 }
 
 // MasterBootstrap.jobMaster must answer a worker before the worker's call times out (the

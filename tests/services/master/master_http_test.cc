@@ -1,6 +1,6 @@
-// The master's HTTP endpoints against a fake master, over a real loopback socket: status codes,
-// bodies, the standby's redirect, the leader's jobs and workers read in process, and /metrics
-// parsed strictly.
+// The master's HTTP endpoints against a fake cluster view and the master's metric families, over
+// a real loopback socket: status codes, bodies, the standby's redirect, the leader's jobs and
+// workers read in process, and /metrics parsed strictly.
 #include "services/master/master_http.h"
 
 #include <capnp/message.h>
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/job_status_output.h"
 #include "common/event_loop.h"
@@ -19,6 +20,7 @@
 #include "common/log_event_sink.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/job_graph_spec.h"
+#include "services/master/master_metrics.h"
 #include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/http/prometheus_text_test_util.h"
 #include "tests/store/fake_stores_test_util.h"
@@ -104,46 +106,47 @@ class LeaderWorkers final : public dispatcher::TaskExecutorView {
   }
 };
 
-class FakeHost final : public MasterHttpHost {
+// A master's view whose leadership the tests set; the jobs and workers are snapshots of a real
+// Dispatcher and a TaskExecutorView, filled as the term fills them.
+class FakeView final : public ClusterView {
  public:
-  FakeHost() {
+  FakeView() {
     self_.masterId = "self";
     self_.httpAddress = "127.0.0.1:1";
   }
-  const leader::ContenderInfo& self() const override { return self_; }
-  std::optional<leader::LeaderInfo> knownLeader() const override { return leader; }
-  uint64_t leadingEpoch() const override { return epoch; }
-  bool serving() const override { return isServing; }
-  bool zooKeeperConnected() const override { return connected; }
-  bool authenticationRequired() const override { return authRequired; }
-  kj::Maybe<const dispatcher::Dispatcher&> leaderDispatcher() const override {
-    if (jobs == nullptr || !ready) return nullptr;
-    return *jobs->dispatcher;
+  LeadershipSnapshot leadership() const override {
+    return {.self = self_,
+            .leader = leader,
+            .leadingEpoch = epoch,
+            .recovered = epoch != 0 && leaderJobs != nullptr && ready,
+            .serving = isServing,
+            .zooKeeperConnected = connected};
   }
-  const rpc::FencingCounters& fencingCounters() const override { return counters; }
-  std::optional<RpcTransportCounts> rpcTransportCounts() const override { return transport; }
-  const HttpServer* httpServer() const override { return server; }
-  kj::Maybe<const dispatcher::TaskExecutorView&> leaderTaskExecutors() const override {
-    if (workers == nullptr) return nullptr;
-    return *workers;
+  std::optional<JobsSnapshot> jobs() const override {
+    if (!leadership().recovered) return std::nullopt;
+    return jobsSnapshot(*leaderJobs->dispatcher);
   }
-  uint64_t workerHeartbeatTimeouts() const override { return heartbeatTimeouts; }
-  const jobmaster::JobMasterCounters* jobMasterCounters() const override { return jobMasters; }
+  std::optional<JobDetailSnapshot> job(const JobId& id) const override {
+    if (!leadership().recovered) return std::nullopt;
+    return jobDetailSnapshot(*leaderJobs->dispatcher, id);
+  }
+  std::optional<WorkersSnapshot> workers() const override {
+    if (epoch == 0 || leaderWorkers == nullptr) return std::nullopt;
+    return workersSnapshot(*leaderWorkers);
+  }
+  std::vector<Event> recentLeadershipEvents() const override { return {}; }
+  kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override {
+    return Result<std::vector<leader::ContenderEntry>>(std::vector<leader::ContenderEntry>{});
+  }
 
   leader::ContenderInfo self_;
   std::optional<leader::LeaderInfo> leader;
   uint64_t epoch = 0;
   bool isServing = false;
   bool connected = false;
-  bool authRequired = false;
-  LeaderJobs* jobs = nullptr;
+  LeaderJobs* leaderJobs = nullptr;
   bool ready = false;
-  const LeaderWorkers* workers = nullptr;
-  uint64_t heartbeatTimeouts = 0;
-  const jobmaster::JobMasterCounters* jobMasters = nullptr;
-  rpc::FencingCounters counters;
-  std::optional<RpcTransportCounts> transport;
-  const HttpServer* server = nullptr;
+  const LeaderWorkers* leaderWorkers = nullptr;
 };
 
 struct Reply {
@@ -156,14 +159,24 @@ struct Reply {
 
 class HttpServerTest : public ::testing::Test {
  protected:
+  // The metric families a master registers, over the fake's counters (the JobMasters' and the
+  // authentication's are left out: tests add them).
+  HttpServerTest() {
+    addClusterViewMetrics(metrics_, host_);
+    addResourceManagerMetrics(metrics_, resourceManagerCounters_);
+    addFencingMetrics(metrics_, counters_);
+    addRpcTransportMetrics(metrics_, [this] { return transport_; });
+    http::addAcceptLoopMetrics(metrics_, "rpc", [] { return nullptr; });
+    http::addHttpServerMetrics(metrics_, [this] { return metricsServer_; });
+  }
   ~HttpServerTest() noexcept override = default;
 
   void SetUp() override { start(); }
 
   void start() {
     server_ = nullptr;
-    auto listening = loop_.run(
-        listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_));
+    auto listening = loop_.run(listenMasterHttp(loop_.io().getNetwork(), loop_.timer(),
+                                                "127.0.0.1:0", host_, metrics_, authRequired_));
     ASSERT_TRUE(listening.ok()) << listening.error().message;
     server_ = kj::mv(listening).value();
   }
@@ -208,8 +221,8 @@ class HttpServerTest : public ::testing::Test {
   // connection (kj's idle and pipeline timeouts never fire).
   void startOnAFrozenTimer() {
     server_ = nullptr;
-    auto listening = loop_.run(
-        listenMasterHttp(loop_.io().getNetwork(), frozenTimer_, "127.0.0.1:0", host_));
+    auto listening = loop_.run(listenMasterHttp(loop_.io().getNetwork(), frozenTimer_,
+                                                "127.0.0.1:0", host_, metrics_, authRequired_));
     ASSERT_TRUE(listening.ok()) << listening.error().message;
     server_ = kj::mv(listening).value();
   }
@@ -219,15 +232,21 @@ class HttpServerTest : public ::testing::Test {
     host_.isServing = serving;
     leader::ContenderInfo self = host_.self_;
     host_.leader = leader::leaderInfoFor(self, epoch, 42);
-    host_.jobs = &jobs_;
+    host_.leaderJobs = &jobs_;
     host_.ready = true;
-    host_.workers = &workers_;
+    host_.leaderWorkers = &workers_;
   }
 
   EventLoop loop_;
   LeaderJobs jobs_{loop_};
   LeaderWorkers workers_;
-  FakeHost host_;
+  FakeView host_;
+  rpc::FencingCounters counters_;
+  resourcemanager::ResourceManagerCounters resourceManagerCounters_;
+  std::optional<RpcTransportCounts> transport_;
+  const HttpServer* metricsServer_ = nullptr;
+  bool authRequired_ = false;
+  http::MetricsRegistry metrics_;
   kj::Own<kj::HttpHeaderTable> table_ = http::makeHeaderTable();
   kj::TimerImpl frozenTimer_{kj::origin<kj::TimePoint>()};
   kj::Own<HttpServer> server_;
@@ -294,7 +313,7 @@ TEST_F(HttpServerTest, JobsOnTheLeaderAreReadFromItsDispatcherWithoutAStoreRead)
   EXPECT_GT(json["jobs"][2]["ended_at_ms"], 0);
   EXPECT_GT(json["jobs"][1]["submitted_at_ms"], json["jobs"][0]["submitted_at_ms"]);
   EXPECT_EQ(jobs_.backend.reads, reads);
-  EXPECT_TRUE(host_.counters.calls().empty());  // No RPC either.
+  EXPECT_TRUE(counters_.calls().empty());  // No RPC either.
 }
 
 TEST_F(HttpServerTest, OneJobOnTheLeaderCarriesItsVerticesAndItsResult) {
@@ -412,12 +431,13 @@ TEST_F(HttpServerTest, WorkersOnTheLeaderListEverySlotAlsoWhileTheTermRecovers) 
   EXPECT_EQ(first["slots"][2]["state"], "PENDING");
   EXPECT_EQ(json["workers"][1]["host"], "w2");
   EXPECT_TRUE(json["workers"][1]["slots"].empty());
-  EXPECT_TRUE(host_.counters.calls().empty());  // Read in process, no RPC.
+  EXPECT_TRUE(counters_.calls().empty());  // Read in process, no RPC.
 }
 
 TEST_F(HttpServerTest, WithAuthenticationOnWorkersLeaveOutHostsPidsAndAddresses) {
   lead(7, false);
-  host_.authRequired = true;
+  authRequired_ = true;
+  start();
   Reply reply = fetch("/v1/workers");
   ASSERT_EQ(reply.status, 200u) << reply.body;
   auto json = nlohmann::json::parse(reply.body);
@@ -510,10 +530,10 @@ TEST_F(HttpServerTest, KeepAliveRequestsKeepTheConnectionOpen) {
 TEST_F(HttpServerTest, MetricsOfAServingLeaderParseAsPrometheusText) {
   lead(7, true);
   host_.connected = true;
-  host_.counters.reject("DispatcherGateway.jobStatus");
-  host_.counters.reject("DispatcherGateway.jobStatus");
-  host_.counters.reject("Weird\"Name\\x");
-  for (int i = 0; i < 5; ++i) host_.counters.call("DispatcherGateway.jobStatus");
+  counters_.reject("DispatcherGateway.jobStatus");
+  counters_.reject("DispatcherGateway.jobStatus");
+  counters_.reject("Weird\"Name\\x");
+  for (int i = 0; i < 5; ++i) counters_.call("DispatcherGateway.jobStatus");
   const size_t reads = jobs_.backend.reads;
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
@@ -570,7 +590,7 @@ TEST_F(HttpServerTest, MetricsOfAStandbyHaveNoJobSamples) {
 }
 
 TEST_F(HttpServerTest, WorkerHeartbeatTimeoutsAreTheProcessCountAlsoOnAStandby) {
-  host_.heartbeatTimeouts = 4;  // Counted while this master led an earlier term.
+  resourceManagerCounters_.heartbeatTimeouts = 4;  // Counted while this master led an earlier term.
   auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
   ASSERT_EQ(parsed.error, "");
   EXPECT_EQ(parsed.samples.at("regent_worker_heartbeat_timeouts_total"), 4);
@@ -585,7 +605,12 @@ TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistog
   counters.reconciliationTimeouts = 1;
   counters.observeSubmitToRunning(0.015);
   counters.observeSubmitToRunning(3);
-  host_.jobMasters = &counters;
+  // A registry without the JobMasters' counters has none of their families.
+  auto none = regent::testing::parsePrometheusText(fetch("/metrics").body);
+  EXPECT_EQ(none.types.count("regent_job_submit_to_running_seconds"), 0u);
+  EXPECT_EQ(none.types.count("regent_attempts_started_total"), 0u);
+
+  addJobMasterMetrics(metrics_, counters);
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   auto parsed = regent::testing::parsePrometheusText(reply.body);
@@ -613,22 +638,16 @@ TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistog
   EXPECT_EQ(parsed.samples.at(histogram + "_bucket{le=\"+Inf\"}"), 2);
   EXPECT_DOUBLE_EQ(parsed.samples.at(histogram + "_sum"), 3.015);
   EXPECT_EQ(parsed.samples.at(histogram + "_count"), 2);
-
-  // A host without JobMasters has none of these families.
-  host_.jobMasters = nullptr;
-  auto none = regent::testing::parsePrometheusText(fetch("/metrics").body);
-  EXPECT_EQ(none.types.count(histogram), 0u);
-  EXPECT_EQ(none.types.count("regent_attempts_started_total"), 0u);
 }
 
 TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
-  host_.transport = RpcTransportCounts{.droppedBeforeAuthentication = 2,
-                                       .timedOutBeforeAuthentication = 3,
-                                       .refusedOverTotalCap = 5,
-                                       .refusedOverPeerCap = 7,
-                                       .tlsHandshakesFailed = 11,
-                                       .idleTimedOut = 13,
-                                       .messageTimedOut = 17};
+  transport_ = RpcTransportCounts{.droppedBeforeAuthentication = 2,
+                                  .timedOutBeforeAuthentication = 3,
+                                  .refusedOverTotalCap = 5,
+                                  .refusedOverPeerCap = 7,
+                                  .tlsHandshakesFailed = 11,
+                                  .idleTimedOut = 13,
+                                  .messageTimedOut = 17};
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   auto parsed = regent::testing::parsePrometheusText(reply.body);
@@ -651,7 +670,7 @@ TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
 }
 
 TEST_F(HttpServerTest, MetricsCarryTheHttpListenersAcceptFailuresByReasonAndItsRefusals) {
-  host_.server = server_.get();
+  metricsServer_ = server_.get();
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   auto parsed = regent::testing::parsePrometheusText(reply.body);
@@ -677,8 +696,8 @@ TEST_F(HttpServerTest, MetricsCarryTheHttpListenersAcceptFailuresByReasonAndItsR
 
 TEST_F(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnceAndCounted) {
   server_ = nullptr;
-  auto listening = loop_.run(
-      listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", host_, 1));
+  auto listening = loop_.run(listenMasterHttp(loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0",
+                                              host_, metrics_, false, 1));
   ASSERT_TRUE(listening.ok()) << listening.error().message;
   server_ = kj::mv(listening).value();
   auto address = loop_.run(loop_.io().getNetwork().parseAddress(server_->listenAddress()));
