@@ -1,6 +1,8 @@
 // Clock readings (see time.h).
 #include "common/time.h"
 
+#include <kj/timer.h>
+
 #include <cstdio>
 #include <ctime>
 
@@ -36,6 +38,11 @@ int64_t monotonicMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+MonoTime monoNow(const kj::Timer& timer) {
+  const int64_t nanos = (timer.now() - kj::origin<kj::TimePoint>()) / kj::NANOSECONDS;
+  return MonoTime(std::chrono::duration_cast<MonoTime::duration>(std::chrono::nanoseconds(nanos)));
 }
 
 }  // namespace regent

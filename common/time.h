@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <string>
 
+namespace kj {
+class Timer;
+}
+
 namespace regent {
 
 using Duration = std::chrono::milliseconds;
@@ -22,6 +26,10 @@ std::string timeOrDash(int64_t unixMillis);
 // steady_clock (CLOCK_MONOTONIC) in microseconds: the clock of event lines' mono_us fields, so
 // readings of different processes on one host compare.
 int64_t monotonicMicros();
+
+// `timer`'s reading as a MonoTime (kj's timers count from kj::origin<TimePoint>()): the clock the
+// loop's components keep their timeouts on, advanced by hand in unit tests.
+MonoTime monoNow(const kj::Timer& timer);
 
 // The times of a periodic round (a heartbeat round) that checks peers for silence, to tell a
 // pause of this process (SIGSTOP, a blocked loop) from silence of its peers: a round that comes

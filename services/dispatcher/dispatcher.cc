@@ -518,7 +518,7 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   // No retry: the caller learns the failure and may cancel again.
   return endJob(id, flatCopy(result.asReader()), "job canceled", previous, false)
       .then([this, id](JobOutcome&& outcome) {
-        if (!outcome) spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
+        if (outcome.ok()) spdlog::info("dispatcher canceled job {} epoch={}", id.toHex(), epoch_);
         return kj::mv(outcome);
       });
 }

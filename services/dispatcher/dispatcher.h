@@ -56,8 +56,8 @@ struct JobFailure {
   uint64_t retryAfterMs = 0;
 };
 
-// nullopt on success.
-using JobOutcome = std::optional<JobFailure>;
+// What a job operation ended with: ok, or the JobFailure saying why not.
+using JobOutcome = Result<void, JobFailure>;
 
 // One job as the Dispatcher knows it. Exactly one of `graph` (a job of this term, not terminal),
 // `result` (a job that ended, in this term or an earlier one) and `corruptReason` (a stored

@@ -115,8 +115,8 @@ kj::Promise<void> DispatcherGatewayServer::submitJob(SubmitJobContext context) {
   auto submitted = dispatcher_.submit(params.getJobGraph());  // Copies what it keeps.
   context.releaseParams();
   return submitted.then([context, id](JobOutcome&& outcome) mutable {
-    if (outcome) {
-      toWire(*outcome, context.getResults().initFailure());
+    if (!outcome.ok()) {
+      toWire(outcome.error(), context.getResults().initFailure());
     } else {
       wire::setWireId(context.getResults().initJobId(), id);
     }
@@ -126,7 +126,7 @@ kj::Promise<void> DispatcherGatewayServer::submitJob(SubmitJobContext context) {
 kj::Promise<void> DispatcherGatewayServer::cancelJob(CancelJobContext context) {
   return dispatcher_.cancel(wire::idFromWire<JobId>(context.getParams().getJobId()))
       .then([context](JobOutcome&& outcome) mutable {
-        if (outcome) toWire(*outcome, context.getResults().initFailure());
+        if (!outcome.ok()) toWire(outcome.error(), context.getResults().initFailure());
       });
 }
 
@@ -155,7 +155,7 @@ kj::Promise<void> DispatcherGatewayServer::jobStatus(JobStatusContext context) {
 kj::Promise<void> DispatcherGatewayServer::removeCorruptJob(RemoveCorruptJobContext context) {
   return dispatcher_.removeCorrupt(wire::idFromWire<JobId>(context.getParams().getJobId()))
       .then([context](JobOutcome&& outcome) mutable {
-        if (outcome) toWire(*outcome, context.getResults().initFailure());
+        if (!outcome.ok()) toWire(outcome.error(), context.getResults().initFailure());
       });
 }
 

@@ -2,7 +2,7 @@
 // (read from the JobGraph the Dispatcher keeps), the latest attempt of each subtask, the slots
 // the job holds, which subtask goes into which slot, the requirements to declare, failures and
 // their restarts by the restart strategy, the job's state, and what jobs status shows. The
-// JobMaster (job_masters.cc) carries out what it decides and feeds it what arrives; unit tests
+// JobMaster (job_master.cc) carries out what it decides and feeds it what arrives; unit tests
 // drive it on a fake clock.
 //
 // Memory: one small fixed-size record per subtask (no strings, no containers); vertex data

@@ -28,12 +28,13 @@ struct WorkerAddress {
 class JobMasterPort : public WorkerRegistry {
  public:
   ~JobMasterPort() override = default;
-  // Registers (or registers again) `job`'s JobMaster; `gateway` is what workers' offers reach.
-  virtual void registerJobMaster(const JobId& job, wire::JobMasterGateway::Client gateway) = 0;
-  // Replaces the job's requirements (SlotManager::declare): nullopt when accepted, else why not
+  // Registers (or registers again) `job`'s JobMaster: its requirements may be declared from now
+  // on. (Workers reach the JobMaster through MasterBootstrap.jobMaster, not through this.)
+  virtual void registerJobMaster(const JobId& job) = 0;
+  // Replaces the job's requirements (SlotManager::declare): ok when accepted, else why not
   // (kNotRegistered, or kInvalidArgument naming the requirement no registered worker fits).
-  virtual std::optional<SlotFailure> declareRequiredResources(
-      const JobId& job, const std::vector<Requirement>& needs) = 0;
+  virtual SlotOutcome declareRequiredResources(const JobId& job,
+                                               const std::vector<Requirement>& needs) = 0;
   // Drops the job's requirements and registration, and frees what it still holds on workers
   // (freeSlot, best effort). Unknown jobs: nothing.
   virtual void disconnectJobMaster(const JobId& job, const std::string& cause) = 0;

@@ -138,11 +138,11 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   kj::Promise<void> sendSlotReport(SendSlotReportContext context) override {
     const WorkerIdentity me = caller();
     const bool first = isFirstReport(me.resourceId);
-    auto failure = rm_.slots_.applyReport(
-        me.resourceId, me.registrationId,
-        fromWire(context.getParams().getSlotReport().getSlots()), rm_.monoNow(), rm_.wallNow());
-    if (failure) {
-      toWire(*failure, me.resourceId, context.getResults().initFailure());
+    auto applied = rm_.slots_.applyReport(me.resourceId, me.registrationId,
+                                          fromWire(context.getParams().getSlotReport().getSlots()),
+                                          rm_.monoNow(), rm_.wallNow());
+    if (!applied.ok()) {
+      toWire(applied.error(), me.resourceId, context.getResults().initFailure());
       return kj::READY_NOW;
     }
     reported(me.resourceId, first);
@@ -152,12 +152,12 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
   kj::Promise<void> heartbeat(HeartbeatContext context) override {
     const WorkerIdentity me = caller();
     const bool first = isFirstReport(me.resourceId);
-    auto failure = rm_.slots_.applyReport(
+    auto applied = rm_.slots_.applyReport(
         me.resourceId, me.registrationId,
         fromWire(context.getParams().getPayload().getSlotReport().getSlots()), rm_.monoNow(),
         rm_.wallNow());
-    if (failure) {
-      toWire(*failure, me.resourceId, context.getResults().initFailure());
+    if (!applied.ok()) {
+      toWire(applied.error(), me.resourceId, context.getResults().initFailure());
       return kj::READY_NOW;
     }
     reported(me.resourceId, first);
@@ -186,7 +186,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                      "jobId: missing or zero");
       return kj::READY_NOW;
     }
-    rm_.registerJobMaster(job, params.getJobMaster());
+    rm_.registerJobMaster(job);
     return kj::READY_NOW;
   }
 
@@ -199,13 +199,15 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
       needs.push_back(
           Requirement{fromWire(requirement.getProfile()), requirement.getNumberOfRequiredSlots()});
     }
-    if (auto failure = rm_.declareRequiredResources(job, needs)) {
+    const SlotOutcome declared = rm_.declareRequiredResources(job, needs);
+    if (!declared.ok()) {
+      const SlotFailure& failure = declared.error();
       auto out = context.getResults().initFailure();
-      if (failure->error == SlotError::kNotRegistered) {
-        rpc::failures::notRegistered(out, job, failure->message);
+      if (failure.error == SlotError::kNotRegistered) {
+        rpc::failures::notRegistered(out, job, failure.message);
       } else {
-        rpc::failures::invalidArgument(out, failure->field, failure->message,
-                                       failure->field + ": " + failure->message);
+        rpc::failures::invalidArgument(out, failure.field, failure.message,
+                                       failure.field + ": " + failure.message);
       }
       return kj::READY_NOW;
     }
@@ -298,10 +300,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
     // Another process holds the id: refuse while it answers, replace it once it does not.
     const WorkerRegistration held = holder->registration;
     const RegistrationId probed = holder->registrationId;
-    auto probe = connection->second->client.heartbeatRequest();
-    probe.setEpoch(rm_.epoch_);
-    probe.initSender().setResourceManager();
-    return rm_.bounded("TaskExecutorGateway.heartbeat", probe.send().ignoreResult())
+    return rm_.heartbeats_.probe(connection->second->client)
         .then(
             [this, context, held, registration]() mutable -> kj::Promise<void> {
               const std::string message =
@@ -377,7 +376,11 @@ ResourceManager::ResourceManager(kj::Timer& timer, EventSink& events, uint64_t e
       events_(events),
       epoch_(epoch),
       counters_(counters),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      heartbeats_(timer, epoch, std::nullopt, "resource manager",
+                  HeartbeatOptions{options_.heartbeatInterval, options_.heartbeatTimeout,
+                                   options_.callTimeout},
+                  *this) {}
 
 ResourceManager::~ResourceManager() noexcept = default;
 
@@ -403,15 +406,9 @@ bool ResourceManager::holdsAllocation(const ResourceId& worker, const Allocation
   return false;
 }
 
-void ResourceManager::start() {
-  rounds_.start(monoNow());
-  tasks_.add(heartbeatLoop());
-}
+void ResourceManager::start() { heartbeats_.start(monoNow()); }
 
-MonoTime ResourceManager::monoNow() const {
-  const int64_t nanos = (timer_.now() - kj::origin<kj::TimePoint>()) / kj::NANOSECONDS;
-  return MonoTime(std::chrono::duration_cast<MonoTime::duration>(std::chrono::nanoseconds(nanos)));
-}
+MonoTime ResourceManager::monoNow() const { return regent::monoNow(timer_); }
 
 int64_t ResourceManager::wallNow() const {
   return options_.nowMs ? options_.nowMs() : wallClockMillis();
@@ -429,43 +426,10 @@ kj::Promise<T> ResourceManager::bounded(const char* method, kj::Promise<T> call)
   return rpc::withDeadline(timer_, options_.callTimeout, method, kj::mv(call));
 }
 
-kj::Promise<void> ResourceManager::heartbeatLoop() {
-  return timer_.afterDelay(options_.heartbeatInterval.count() * kj::MILLISECONDS).then([this] {
-    heartbeatRound();
-    return heartbeatLoop();
-  });
-}
+void ResourceManager::refreshAll(MonoTime now) { slots_.refreshAll(now); }
 
-void ResourceManager::heartbeatRound() {
-  for (auto& [id, connection] : connections_) {
-    // A size hint: without one every message gets an 8 KiB first segment, and a round builds one
-    // per worker at once (40 MB for 5,000 workers, kept by the heap afterwards).
-    auto request = connection->client.heartbeatRequest(kSmallRequest);
-    request.setEpoch(epoch_);
-    request.initSender().setResourceManager();
-    tasks_.add(bounded("TaskExecutorGateway.heartbeat", request.send())
-                   .then(
-                       [worker = id](auto response) {
-                         if (response.hasFailure()) {
-                           spdlog::debug("heartbeat to worker {} answered: {}", worker.toHex(),
-                                         response.getFailure().getMessage().cStr());
-                         }
-                       },
-                       [worker = id](kj::Exception&& exception) {
-                         spdlog::debug("heartbeat to worker {} failed: {}", worker.toHex(),
-                                       exception.getDescription().cStr());
-                       }));
-  }
-  const MonoTime now = monoNow();
-  if (rounds_.lateRound(now, options_.heartbeatTimeout)) {
-    // The process was paused (SIGSTOP) or the loop blocked: the workers' silence meanwhile is
-    // this master's own. Removing them would tell them to leave; each timeout starts over now.
-    spdlog::warn("heartbeat rounds were late by {} ms (paused?); not counting it as silence of "
-                 "{} workers",
-                 (rounds_.lastGap() - options_.heartbeatInterval).count(), connections_.size());
-    slots_.refreshAll(now);
-  }
-  for (const ResourceId& id : slots_.expire(now, options_.heartbeatTimeout)) {
+void ResourceManager::expire(MonoTime now, Duration timeout) {
+  for (const ResourceId& id : slots_.expire(now, timeout)) {
     ++counters_.heartbeatTimeouts;
     forgetWorker(id, "heartbeat timeout", true);
   }
@@ -473,21 +437,16 @@ void ResourceManager::heartbeatRound() {
   matchAndRequest();
 }
 
+void ResourceManager::forEachGateway(
+    kj::FunctionParam<void(const ResourceId&, wire::TaskExecutorGateway::Client&)> visit) {
+  for (auto& [id, connection] : connections_) visit(id, connection->client);
+}
+
 void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& reason,
                                    bool tellWorker) {
   auto connection = connections_.find(worker);
   if (connection != connections_.end()) {
-    if (tellWorker) {
-      auto request = connection->second->client.disconnectRequest();
-      request.setEpoch(epoch_);
-      request.initSender().setResourceManager();
-      request.setCause(reason);
-      tasks_.add(bounded("TaskExecutorGateway.disconnect", request.send().ignoreResult())
-                     .catch_([worker](kj::Exception&& exception) {
-                       spdlog::debug("disconnect to worker {} failed: {}", worker.toHex(),
-                                     exception.getDescription().cStr());
-                     }));
-    }
+    if (tellWorker) heartbeats_.disconnect(worker, connection->second->client, reason);
     connections_.erase(connection);
   }
   events_.emit(Event("worker removed")
@@ -496,17 +455,13 @@ void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& 
                    .quotedField("reason", reason));
 }
 
-void ResourceManager::registerJobMaster(const JobId& job,
-                                        wire::JobMasterGateway::Client gateway) {
-  slots_.registerJob(job);
-  jobMasters_.insert_or_assign(job, kj::mv(gateway));
-}
+void ResourceManager::registerJobMaster(const JobId& job) { slots_.registerJob(job); }
 
-std::optional<SlotFailure> ResourceManager::declareRequiredResources(
-    const JobId& job, const std::vector<Requirement>& needs) {
-  if (auto failure = slots_.declare(job, needs)) return failure;
-  matchLater();
-  return std::nullopt;
+SlotOutcome ResourceManager::declareRequiredResources(const JobId& job,
+                                                      const std::vector<Requirement>& needs) {
+  SlotOutcome declared = slots_.declare(job, needs);
+  if (declared.ok()) matchLater();
+  return declared;
 }
 
 void ResourceManager::slotFaulted(const JobId& job, const ResourceId& worker,
@@ -519,7 +474,6 @@ void ResourceManager::slotFaulted(const JobId& job, const ResourceId& worker,
 void ResourceManager::disconnectJobMaster(const JobId& job, const std::string& cause) {
   if (!slots_.jobRegistered(job)) return;
   for (const SlotRelease& release : slots_.disconnectJob(job)) freeOnWorker(release, cause);
-  jobMasters_.erase(job);
   matchLater();
 }
 
@@ -578,16 +532,8 @@ void ResourceManager::matchAndRequest() {
 void ResourceManager::freeOnWorker(const SlotRelease& release, const std::string& cause) {
   auto connection = connections_.find(release.worker);
   if (connection == connections_.end()) return;
-  auto request = connection->second->client.freeSlotRequest();
-  request.setEpoch(epoch_);
-  wire::setWireId(request.initAllocationId(), release.allocation);
-  request.setCause(cause);
-  tasks_.add(bounded("TaskExecutorGateway.freeSlot", request.send().ignoreResult())
-                 .catch_([release](kj::Exception&& exception) {
-                   spdlog::warn("freeSlot of allocation {} on worker {} failed: {}",
-                                release.allocation.toHex(), release.worker.toHex(),
-                                exception.getDescription().cStr());
-                 }));
+  tasks_.add(
+      heartbeats_.freeSlot(release.worker, connection->second->client, release.allocation, cause));
 }
 
 void ResourceManager::listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const {

@@ -19,6 +19,7 @@
 #include "common/task_errors.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/resourcemanager/heartbeat_monitor.h"
 #include "services/resourcemanager/job_master_port.h"
 #include "services/resourcemanager/slot_manager.h"
 #include "services/resourcemanager/worker_binding.h"
@@ -59,7 +60,7 @@ struct ResourceManagerCounters {
 // The term's JobMasters reach it in process as a JobMasterPort: the same operations as the
 // gateway's JobMaster methods, with the matching they cause deferred to a later turn of the loop
 // (one match for every change made in the same turn).
-class ResourceManager final : public JobMasterPort {
+class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
  public:
   ResourceManager(kj::Timer& timer, EventSink& events, uint64_t epoch,
                   ResourceManagerCounters& counters, ResourceManagerOptions options);
@@ -97,11 +98,11 @@ class ResourceManager final : public JobMasterPort {
   // not part of this ResourceManager.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer(kj::Own<WorkerBinding> caller);
 
-  // Starts the heartbeat loop (every heartbeatInterval: heartbeat every registered worker,
-  // expire those silent for heartbeatTimeout; each expiry counted, logged, and the worker told
-  // with TaskExecutorGateway.disconnect, best effort). The loop does not wait for answers: what
+  // Starts the heartbeat rounds (HeartbeatMonitor::start: every heartbeatInterval, expire the
+  // workers silent for heartbeatTimeout, each expiry counted, logged, and the worker told with
+  // TaskExecutorGateway.disconnect, best effort; then heartbeat every registered worker). What
   // keeps a worker registered is its ResourceManagerGateway.heartbeat (or slot report), not the
-  // reply to ours; a failed heartbeat call is logged at debug level only. Call once.
+  // reply to ours. Call once.
   void start();
 
   uint64_t epoch() const { return epoch_; }
@@ -109,9 +110,9 @@ class ResourceManager final : public JobMasterPort {
   SlotCounts counts() const { return slots_.counts(); }
 
   // JobMasterPort.
-  void registerJobMaster(const JobId& job, wire::JobMasterGateway::Client gateway) override;
-  std::optional<SlotFailure> declareRequiredResources(const JobId& job,
-                                                      const std::vector<Requirement>& needs) override;
+  void registerJobMaster(const JobId& job) override;
+  SlotOutcome declareRequiredResources(const JobId& job,
+                                       const std::vector<Requirement>& needs) override;
   void disconnectJobMaster(const JobId& job, const std::string& cause) override;
   void slotFaulted(const JobId& job, const ResourceId& worker, const AllocationId& allocation,
                    const std::string& cause) override;
@@ -136,11 +137,12 @@ class ResourceManager final : public JobMasterPort {
   MonoTime monoNow() const;
   void refusedEvent(const ResourceId& worker, const std::string& reason) const;
   int64_t wallNow() const;
-  kj::Promise<void> heartbeatLoop();
-  // One heartbeat round: a heartbeat call to every worker, then the expiry of silent ones. A
-  // round later than heartbeatTimeout after the previous one (the process was paused, or the
-  // loop blocked) counts every worker as heard instead: the silence was the master's own.
-  void heartbeatRound();
+  // HeartbeatTargets: the SlotManager's workers. An expired worker is counted and forgotten
+  // (told), and the requirements it served are matched again.
+  void refreshAll(MonoTime now) override;
+  void expire(MonoTime now, Duration timeout) override;
+  void forEachGateway(kj::FunctionParam<void(const ResourceId&, wire::TaskExecutorGateway::Client&)>
+                          visit) override;
   // Removes a worker the SlotManager already dropped: its connection, the event line, and (when
   // `tellWorker`) TaskExecutorGateway.disconnect with `reason`, best effort.
   void forgetWorker(const ResourceId& worker, const std::string& reason, bool tellWorker);
@@ -160,9 +162,7 @@ class ResourceManager final : public JobMasterPort {
   const ResourceManagerOptions options_;
   SlotManager slots_;
   std::map<ResourceId, kj::Own<Connection>> connections_;
-  RoundGaps rounds_;  // Heartbeat rounds: a late one means this process was paused.
-  // JobMasters registered in this term, by job: the gateways workers' offers reach.
-  std::map<JobId, wire::JobMasterGateway::Client> jobMasters_;
+  HeartbeatMonitor heartbeats_;  // Reads slots_ and connections_: declared after them.
   bool matchScheduled_ = false;
   TaskFailureLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.

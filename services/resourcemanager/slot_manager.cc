@@ -127,10 +127,10 @@ RegistrationId SlotManager::registerWorker(const WorkerRegistration& registratio
   return id;
 }
 
-std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
-                                                    const RegistrationId& registrationId,
-                                                    const std::vector<ReportedSlot>& slots,
-                                                    MonoTime now, int64_t nowMs) {
+SlotOutcome SlotManager::applyReport(const ResourceId& workerId,
+                                     const RegistrationId& registrationId,
+                                     const std::vector<ReportedSlot>& slots, MonoTime now,
+                                     int64_t nowMs) {
   auto it = workers_.find(workerId);
   if (it == workers_.end()) {
     return notRegistered("resource id " + workerId.toHex() +
@@ -193,14 +193,14 @@ std::optional<SlotFailure> SlotManager::applyReport(const ResourceId& workerId,
       matchDue_ = true;
     }
     worker.slots = std::move(next);
-    return std::nullopt;
+    return {};
   }
   matchDue_ = true;
   account(worker, -1);
   worker.slots = std::move(next);
   worker.reported = true;
   account(worker, +1);
-  return std::nullopt;
+  return {};
 }
 
 bool SlotManager::removeWorker(const ResourceId& workerId) {
@@ -227,8 +227,7 @@ void SlotManager::registerJob(const JobId& job) { jobs_.try_emplace(job); }
 
 bool SlotManager::jobRegistered(const JobId& job) const { return jobs_.count(job) != 0; }
 
-std::optional<SlotFailure> SlotManager::declare(const JobId& job,
-                                                const std::vector<Requirement>& needs) {
+SlotOutcome SlotManager::declare(const JobId& job, const std::vector<Requirement>& needs) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) {
     return notRegistered("the JobMaster of job " + job.toHex() +
@@ -257,7 +256,7 @@ std::optional<SlotFailure> SlotManager::declare(const JobId& job,
   }
   it->second.needs = needs;
   matchDue_ = true;
-  return std::nullopt;
+  return {};
 }
 
 std::vector<SlotRelease> SlotManager::disconnectJob(const JobId& job) {

@@ -123,6 +123,8 @@ struct SlotFailure {
   std::string message;  // One line naming what is wrong (without the field's path).
   std::string field;    // kInvalidArgument: the offending field ("requirements[1].profile").
 };
+// Accepted, or the SlotFailure saying why not.
+using SlotOutcome = Result<void, SlotFailure>;
 
 // Thread-safety: none (the loop thread owns it). Time comes in as arguments.
 class SlotManager final {
@@ -139,10 +141,8 @@ class SlotManager final {
   // free (a pending allocation the worker does not list yet stays pending). Counts as a
   // heartbeat. kNotRegistered unless `registrationId` is the worker's current one;
   // kInvalidArgument when an index repeats or is >= numberOfSlots.
-  std::optional<SlotFailure> applyReport(const ResourceId& worker,
-                                         const RegistrationId& registrationId,
-                                         const std::vector<ReportedSlot>& slots, MonoTime now,
-                                         int64_t nowMs);
+  SlotOutcome applyReport(const ResourceId& worker, const RegistrationId& registrationId,
+                          const std::vector<ReportedSlot>& slots, MonoTime now, int64_t nowMs);
 
   // Removes the worker and its slots; false when unknown. Requirements its allocations served
   // become unmet again (the next match() may allocate elsewhere).
@@ -160,7 +160,7 @@ class SlotManager final {
   // fits a requirement (named by its index; the message names the required profile and the
   // offered ones). With no worker registered a requirement waits: it is served by the first
   // worker that registers and reports fitting free slots, and is not checked again then.
-  std::optional<SlotFailure> declare(const JobId& job, const std::vector<Requirement>& needs);
+  SlotOutcome declare(const JobId& job, const std::vector<Requirement>& needs);
   // Drops the job's requirements and its registration; returns its allocations to free.
   std::vector<SlotRelease> disconnectJob(const JobId& job);
 

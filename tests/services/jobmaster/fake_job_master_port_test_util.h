@@ -15,11 +15,8 @@ namespace regent::jobmaster::testing {
 
 class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
  public:
-  void registerJobMaster(const JobId& job, wire::JobMasterGateway::Client gateway) override {
-    registered.push_back(job);
-    gateways.insert_or_assign(job, gateway);
-  }
-  std::optional<resourcemanager::SlotFailure> declareRequiredResources(
+  void registerJobMaster(const JobId& job) override { registered.push_back(job); }
+  resourcemanager::SlotOutcome declareRequiredResources(
       const JobId& job, const std::vector<resourcemanager::Requirement>& needs) override {
     declarations[job].push_back(needs);
     if (refuseDeclarations > 0) {
@@ -28,7 +25,7 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
                                           "no registered worker offers a slot that fits",
                                           "requirements[0].profile"};
     }
-    return std::nullopt;
+    return {};
   }
   void disconnectJobMaster(const JobId& job, const std::string& cause) override {
     disconnected.emplace_back(job, cause);
@@ -73,7 +70,6 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
   }
 
   std::vector<JobId> registered;
-  std::map<JobId, wire::JobMasterGateway::Client> gateways;
   std::map<JobId, std::vector<std::vector<resourcemanager::Requirement>>> declarations;
   std::vector<std::pair<JobId, std::string>> disconnected;
   struct Faulted {

@@ -9,6 +9,7 @@
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -272,6 +273,25 @@ class JobMastersTest : public DefaultLoggerTest {
     return request;
   }
 
+  // The set-up most tests share: `builder`'s job started in this term, and `offered` one-cpu
+  // slots of worker A offered to it, A's TaskExecutorGateway answering submitTask as `mode`
+  // says. The JobMaster must accept `accepted` of them; the test stops otherwise. The fake
+  // worker lives as long as the fixture: `auto [job, worker] = startOnWorkerA(builder, 2, 2);`.
+  struct StartedJob {
+    JobId job;
+    FakeWorker& worker;
+  };
+  StartedJob startOnWorkerA(JobGraphBuilder& builder, uint32_t offered, uint32_t accepted,
+                            FakeWorker::Mode mode = FakeWorker::Mode::kAnswers) {
+    const JobId job = start(builder);
+    FakeWorker& worker = fakeWorkers_.emplace_back();
+    worker.submitMode = mode;
+    const size_t taken = offer(job, workerA_, worker, offered).size();
+    EXPECT_EQ(taken, accepted) << "slots the JobMaster accepted of the " << offered << " offered";
+    KJ_REQUIRE(taken == accepted, "the set-up failed: the test stops here");
+    return StartedJob{job, worker};
+  }
+
   // Starts `builder`'s job as a new leader does after a failover, from a progress record with
   // `entries` (global subtask index, attempt, attempt number, state).
   JobId startRecovered(JobGraphBuilder& builder,
@@ -348,6 +368,7 @@ class JobMastersTest : public DefaultLoggerTest {
   JobMasterCounters counters_;
   FakeListener listener_;
   std::unique_ptr<JobMasters> masters_;
+  std::deque<FakeWorker> fakeWorkers_;  // startOnWorkerA's; the JobMasters go first.
   const ResourceId workerA_ = ResourceId::random();
   const ResourceId workerB_ = ResourceId::random();
 };
@@ -422,9 +443,7 @@ TEST_F(JobMastersTest, ARefusedDeclarationIsMadeAgainAfterAHeartbeatInterval) {
 
 TEST_F(JobMastersTest, AJobRecoveredFromAnEarlierTermIsNotObservedInTheSubmitToRunningHistogram) {
   JobGraphBuilder builder({{"a", 1}}, JobId::random(), nowMs_ - 3'600'000);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   ASSERT_EQ(worker.submitted.size(), 1u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 0u);
@@ -470,10 +489,7 @@ TEST_F(JobMastersTest, AnUnknownAttemptIsNotFound) {
 TEST_F(JobMastersTest, ARefusedSubmitFailsTheAttemptAndTheStrategyRestartsIt) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(2, 500);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  worker.submitMode = FakeWorker::Mode::kRefuses;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kRefuses);
   settle();
   ASSERT_EQ(worker.submitted.size(), 1u);
   EXPECT_EQ(counters_.attemptsFailed, 1u);
@@ -500,9 +516,7 @@ TEST_F(JobMastersTest, ARefusedSubmitFailsTheAttemptAndTheStrategyRestartsIt) {
 
 TEST_F(JobMastersTest, AWorkerFaultHandsTheSlotBackAndRunsTheSubtaskAgainWithoutARestart) {
   JobGraphBuilder builder({{"a", 1}});  // No restart strategy.
-  const JobId job = start(builder);
-  FakeWorker faulty;
-  ASSERT_EQ(offer(job, workerA_, faulty, 1).size(), 1u);
+  auto [job, faulty] = startOnWorkerA(builder, 1, 1);
   settle();
   ASSERT_EQ(faulty.submitted.size(), 1u);
   auto request = updateRequest(job, faulty.submitted[0], ExecutionState::FAILED, 0,
@@ -532,10 +546,7 @@ TEST_F(JobMastersTest, AWorkerFaultHandsTheSlotBackAndRunsTheSubtaskAgainWithout
 
 TEST_F(JobMastersTest, ASubmitTheWorkerCannotTakeIsAWorkerFault) {
   JobGraphBuilder builder({{"a", 1}});  // No restart strategy.
-  const JobId job = start(builder);
-  FakeWorker worker;
-  worker.submitMode = FakeWorker::Mode::kUnavailable;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kUnavailable);
   settle();
   ASSERT_EQ(worker.submitted.size(), 1u);
   EXPECT_NE(listener_.states.back().second, wire::JobState::FAILED);
@@ -551,10 +562,7 @@ TEST_F(JobMastersTest, ASubmitTheWorkerCannotTakeIsAWorkerFault) {
 TEST_F(JobMastersTest, ASubmitToAWorkerThatIsGoneTakesItsSlotsAwayAndTheRestartRunsElsewhere) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(3, 100);
-  const JobId job = start(builder);
-  FakeWorker gone;
-  gone.submitMode = FakeWorker::Mode::kDisconnected;
-  ASSERT_EQ(offer(job, workerA_, gone, 1).size(), 1u);
+  auto [job, gone] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kDisconnected);
   settle();
   ASSERT_EQ(gone.submitted.size(), 1u);
   EXPECT_EQ(counters_.attemptsFailed, 1u);
@@ -579,9 +587,7 @@ TEST_F(JobMastersTest, ASubmitToAWorkerThatIsGoneTakesItsSlotsAwayAndTheRestartR
 TEST_F(JobMastersTest, RestartsAtDifferentTimesEachRunWhenTheirDelayEnds) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(3, 1000);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1);
   advance(Duration(500));
@@ -602,10 +608,7 @@ TEST_F(JobMastersTest, RestartsAtDifferentTimesEachRunWhenTheirDelayEnds) {
 
 TEST_F(JobMastersTest, ASubmitThatTimesOutFailsTheAttempt) {
   JobGraphBuilder builder({{"a", 1}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  worker.submitMode = FakeWorker::Mode::kSilent;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kSilent);
   EXPECT_TRUE(listener_.ended.empty());
   advance(Duration(1000));
   ASSERT_EQ(listener_.ended.size(), 1u);
@@ -618,9 +621,7 @@ TEST_F(JobMastersTest, ASubmitThatTimesOutFailsTheAttempt) {
 TEST_F(JobMastersTest, GivingUpEndsTheJobFailedAndDeploysNothingMore) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(1, 0);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1, "exited with code 1");
   advance(Duration(0));
@@ -650,9 +651,7 @@ TEST_F(JobMastersTest, GivingUpEndsTheJobFailedAndDeploysNothingMore) {
 TEST_F(JobMastersTest, AttemptsEndingWhileARunningJobIsReleasedAreNotRestarted) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(3, 0);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
   // The job is cancelled: the Dispatcher releases it while it runs.
@@ -688,9 +687,7 @@ TEST_F(JobMastersTest, AttemptsEndingWhileARunningJobIsReleasedAreNotRestarted) 
 
 TEST_F(JobMastersTest, ReleaseGoesOnWhenCancelledAttemptsDoNotEndInTime) {
   JobGraphBuilder builder({{"a", 1}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   auto released = masters_->release(job, "cancelled");
   settle();
@@ -710,9 +707,7 @@ TEST_F(JobMastersTest, ReleaseGoesOnWhenCancelledAttemptsDoNotEndInTime) {
 TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(1, 0);
-  const JobId job = start(builder);
-  FakeWorker silent;
-  ASSERT_EQ(offer(job, workerA_, silent, 1).size(), 1u);
+  auto [job, silent] = startOnWorkerA(builder, 1, 1);
   expectApplied(job, silent.submitted[0], ExecutionState::RUNNING);
   // Heartbeats go out every interval; answering them keeps the worker.
   for (int i = 0; i < 8; ++i) {
@@ -750,10 +745,7 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
 TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancelled) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(1, 0);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  worker.submitMode = FakeWorker::Mode::kSilent;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kSilent);
   advance(Duration(1000));  // submitTask timed out: that attempt failed, a new one deploys.
   worker.submitMode = FakeWorker::Mode::kAnswers;
   ASSERT_EQ(worker.submitted.size(), 2u);
@@ -771,9 +763,7 @@ TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancell
 
 TEST_F(JobMastersTest, AWorkerThatDisconnectsFailsItsAttemptsAtOnce) {
   JobGraphBuilder builder({{"a", 1}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   auto request = gateway(job, workerA_).disconnectRequest();
   request.setEpoch(kEpoch);
   wire::setWireId(request.initResourceId(), workerA_);
@@ -803,9 +793,7 @@ TEST_F(JobMastersTest, AnOfferedAttemptOfAJobStartedWithoutProgressIsCancelled) 
 TEST_F(JobMastersTest, AnAttemptOfALostWorkerOfferedAgainIsCancelled) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(1, 5000);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   ASSERT_EQ(worker.submitted.size(), 1u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   // Lost (here by its disconnect): the attempt FAILED and waits for its restart delay.
@@ -828,9 +816,7 @@ TEST_F(JobMastersTest, EventLinesNameDeploymentsAttemptStatesAndJobStates) {
 
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(1, 1000);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);  // Repeated: no line.
   expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 3, "exited with code 3");
@@ -889,9 +875,7 @@ TEST_F(JobMastersTest, AnAttemptIsDeployedOnlyOnceAPutHoldingItSucceeded) {
 
 TEST_F(JobMastersTest, AFinishedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
   JobGraphBuilder builder({{"a", 2}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   backend_.holdWrites = true;
@@ -908,9 +892,7 @@ TEST_F(JobMastersTest, AFinishedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) 
 
 TEST_F(JobMastersTest, ATerminalUpdateWhosePutFailsIsAnsweredUnavailableAndAcceptedWhenRepeated) {
   JobGraphBuilder builder({{"a", 2}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.failWrites = 1;
   auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
@@ -929,9 +911,7 @@ TEST_F(JobMastersTest, ATerminalUpdateWhosePutFailsIsAnsweredUnavailableAndAccep
 
 TEST_F(JobMastersTest, FailedPutsAreRetriedWithinAHeartbeatIntervalAndQuicklyAgainAfterASuccess) {
   JobGraphBuilder builder({{"a", 2}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.failWrites = 6;  // The put of the end and its next five retries fail.
   auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
@@ -970,9 +950,7 @@ TEST_F(JobMastersTest, AFencedPutDeploysNothing) {
 TEST_F(JobMastersTest, AfterAFencedPutTerminalUpdatesAreAnsweredUnavailableAndNothingIsDeployed) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(3, 1000);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.fenced = true;  // The term is over.
   auto failed = update(job, worker.submitted[0], ExecutionState::FAILED, 1);
@@ -990,9 +968,7 @@ TEST_F(JobMastersTest, AfterAFencedPutTerminalUpdatesAreAnsweredUnavailableAndNo
 TEST_F(JobMastersTest, APutThatCanNeverFitFailsTheJobInsteadOfRetryingForever) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(3, 1000);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.maxRecordSize = 16;  // The store's limit shrank under the job.
   auto finished = update(job, worker.submitted[0], ExecutionState::FINISHED);
@@ -1014,9 +990,7 @@ TEST_F(JobMastersTest, APutThatCanNeverFitFailsTheJobInsteadOfRetryingForever) {
 
 TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
   JobGraphBuilder builder({{"a", 2}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.holdWrites = true;
   auto finished = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
@@ -1350,9 +1324,7 @@ TEST_F(JobMastersTest, AnEndedAndALiveExpectedAttemptInOneSlotAreBothAdopted) {
 TEST_F(JobMastersTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(1, 0);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   advance(Duration(2000));
   workerHeartbeat(job, workerA_, {worker.submitted[0].attempt});
@@ -1375,9 +1347,7 @@ TEST_F(JobMastersTest, HeartbeatRoundsLateAfterAPauseDoNotCountAsSilence) {
 TEST_F(JobMastersTest, ALiveAttemptMissingFromTwoHeartbeatsOfItsWorkerFailsAndRestarts) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(1, 0);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
@@ -1412,9 +1382,7 @@ TEST_F(JobMastersTest, ALiveAttemptMissingFromTwoHeartbeatsOfItsWorkerFailsAndRe
 TEST_F(JobMastersTest, AJobWhoseStrategyGaveUpEndsFailedAgainAfterAFailoverAndRunsNothing) {
   JobGraphBuilder builder({{"a", 2}});
   builder.fixedDelay(1, 0);
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 2).size(), 2u);
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
   expectApplied(job, worker.submitted[0], ExecutionState::FAILED, 1, "exited with code 1");
   advance(Duration(0));
   ASSERT_EQ(worker.submitted.size(), 3u);
@@ -1471,9 +1439,7 @@ TEST_F(JobMastersTest, ARecordInWhichEverySubtaskFinishedEndsTheJobFinishedAtOnc
 
 TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveUpIsStored) {
   JobGraphBuilder builder({{"a", 1}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   backend_.holdWrites = true;
   auto request = gateway(job, workerA_).disconnectRequest();
   request.setEpoch(kEpoch);
@@ -1498,9 +1464,7 @@ TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveU
 // counted; the attempt runs on and A's own report still ends it.
 TEST_F(JobMastersTest, AWorkerCannotEndFailOrDisconnectTheAttemptsOfAnother) {
   JobGraphBuilder builder({{"a", 1}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   ASSERT_EQ(worker.submitted.size(), 1u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
 
@@ -1613,9 +1577,7 @@ TEST_F(JobMastersTest, AWorkerOffersOnlySlotsItHolds) {
 
 TEST_F(JobMastersTest, ACallOverARegistrationAnotherReplacedIsAnsweredNotRegistered) {
   JobGraphBuilder builder({{"a", 1}});
-  const JobId job = start(builder);
-  FakeWorker worker;
-  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
   auto binding = registeredAs(workerA_);
   port_.replaced.insert(binding->bound().registrationId);
   auto old = KJ_ASSERT_NONNULL(masters_->gateway(job, kj::mv(binding)));

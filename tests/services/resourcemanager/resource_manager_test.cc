@@ -659,20 +659,16 @@ TEST_F(ResourceManagerTest, DisconnectingAJobMasterFreesItsAllocationsOnTheWorke
   EXPECT_TRUE(unknown.getFailure().isNotRegistered());
 }
 
-// A JobMaster's gateway that answers nothing (the ResourceManager only keeps it).
-class SilentJobMaster final : public wire::JobMasterGateway::Server {};
-
 TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterTheCall) {
   FakeWorker fake;
   const TestWorker who{.id = ResourceId::random(), .host = "host-a"};
   registerAndReport(who, fake);
   JobMasterPort& port = *manager_;
   const JobId job = JobId::random();
-  EXPECT_EQ(port.declareRequiredResources(job, {Requirement{Profile{1000, kGiB}, 1}})->error,
+  EXPECT_EQ(port.declareRequiredResources(job, {Requirement{Profile{1000, kGiB}, 1}}).error().error,
             SlotError::kNotRegistered);
-  port.registerJobMaster(job, kj::heap<SilentJobMaster>());
-  EXPECT_EQ(port.declareRequiredResources(job, {Requirement{Profile{1000, kGiB}, 2}}),
-            std::nullopt);
+  port.registerJobMaster(job);
+  EXPECT_TRUE(port.declareRequiredResources(job, {Requirement{Profile{1000, kGiB}, 2}}).ok());
   EXPECT_EQ(port.slotCounts().allocated, 0u) << "matched inside the call";
   settle();
   ASSERT_EQ(fake.requested.size(), 2u);
@@ -685,8 +681,8 @@ TEST_F(ResourceManagerTest, JobMastersReachItInProcessAndTheMatchingRunsAfterThe
   EXPECT_FALSE(port.workerAddress(ResourceId::random()).has_value());
 
   auto unfit = port.declareRequiredResources(job, {Requirement{Profile{64000, kGiB}, 1}});
-  ASSERT_TRUE(unfit.has_value());
-  EXPECT_EQ(unfit->error, SlotError::kInvalidArgument);
+  ASSERT_FALSE(unfit.ok());
+  EXPECT_EQ(unfit.error().error, SlotError::kInvalidArgument);
 
   port.disconnectJobMaster(job, "job finished");
   settle();

@@ -45,7 +45,7 @@ class SlotManagerTest : public ::testing::Test {
     const RegistrationId registrationId =
         slots_.registerWorker(registration(id, count, profile), now_, nowMs_);
     auto failure = slots_.applyReport(id, registrationId, freeSlots(count, profile), now_, nowMs_);
-    EXPECT_FALSE(failure.has_value()) << failure->message;
+    EXPECT_TRUE(failure.ok()) << failure.error().message;
     return registrationId;
   }
 
@@ -70,7 +70,7 @@ TEST_F(SlotManagerTest, AReportedWorkerIsCountedWithItsFreeSlots) {
   EXPECT_EQ(slots_.counts().reported, 0u);
   EXPECT_EQ(slots_.counts().total, 0u) << "slots are known from the report only";
 
-  ASSERT_FALSE(slots_.applyReport(worker, id, freeSlots(4), now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, id, freeSlots(4), now_, nowMs_));
   const SlotCounts counts = slots_.counts();
   EXPECT_EQ(counts.workers, 1u);
   EXPECT_EQ(counts.reported, 1u);
@@ -87,7 +87,7 @@ TEST_F(SlotManagerTest, ARequirementIsMatchedFirstFitInRegistrationOrder) {
   addWorker(second, 2);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{Profile{500, kGiB / 2}, 3}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{Profile{500, kGiB / 2}, 3}}));
 
   const std::vector<SlotRequest> requests = slots_.match();
   ASSERT_EQ(requests.size(), 3u);
@@ -119,7 +119,7 @@ TEST_F(SlotManagerTest, OnlySlotsWhoseProfileFitsAreMatchedAndCounted) {
   addWorker(large, 1, kLarge);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kLarge, 1}, Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kLarge, 1}, Requirement{kSmall, 1}}));
   const auto requests = slots_.match();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].worker, large);
@@ -132,7 +132,7 @@ TEST_F(SlotManagerTest, ARequirementWaitsForFreeSlotsAndIsServedWhenAWorkerRepor
   addWorker(busy, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 3}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 3}}));
   ASSERT_EQ(slots_.match().size(), 1u);
   EXPECT_EQ(slots_.unmet(job), 2u) << "two slots still wanted: the requirement waits";
   EXPECT_TRUE(slots_.match().empty());
@@ -140,7 +140,7 @@ TEST_F(SlotManagerTest, ARequirementWaitsForFreeSlotsAndIsServedWhenAWorkerRepor
   const auto late = ResourceId::random();
   const RegistrationId id = slots_.registerWorker(registration(late, 4), now_, nowMs_);
   EXPECT_TRUE(slots_.match().empty()) << "a worker's slots are matched once it reported";
-  ASSERT_FALSE(slots_.applyReport(late, id, freeSlots(4), now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(late, id, freeSlots(4), now_, nowMs_));
   const auto requests = slots_.match();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].worker, late);
@@ -151,7 +151,7 @@ TEST_F(SlotManagerTest, ARequirementWaitsForFreeSlotsAndIsServedWhenAWorkerRepor
 TEST_F(SlotManagerTest, ARequirementDeclaredWithNoWorkerWaitsForOne) {
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kLarge, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kLarge, 1}}));
   EXPECT_EQ(slots_.unmet(job), 1u);
   const auto worker = ResourceId::random();
   addWorker(worker, 1, kLarge);
@@ -164,20 +164,22 @@ TEST_F(SlotManagerTest, ARequirementNoRegisteredWorkerCanFitIsInvalidAndNamesBot
   addWorker(ResourceId::random(), 2, kSmall);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   auto failure = slots_.declare(job, {Requirement{kSmall, 1}, Requirement{kLarge, 1}});
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_EQ(failure->error, SlotError::kInvalidArgument);
-  EXPECT_EQ(failure->field, "requirements[1].profile");
-  EXPECT_NE(failure->message.find("cpu=4.000 memory=8GiB"), std::string::npos) << failure->message;
-  EXPECT_NE(failure->message.find("cpu=1.000 memory=1GiB"), std::string::npos) << failure->message;
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.error().error, SlotError::kInvalidArgument);
+  EXPECT_EQ(failure.error().field, "requirements[1].profile");
+  EXPECT_NE(failure.error().message.find("cpu=4.000 memory=8GiB"), std::string::npos)
+      << failure.error().message;
+  EXPECT_NE(failure.error().message.find("cpu=1.000 memory=1GiB"), std::string::npos)
+      << failure.error().message;
   EXPECT_EQ(slots_.unmet(job), 1u) << "the refused declaration left the previous one in place";
 }
 
 TEST_F(SlotManagerTest, DeclaringForAJobThatDidNotRegisterIsNotRegistered) {
   auto failure = slots_.declare(JobId::random(), {Requirement{kSmall, 1}});
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_EQ(failure->error, SlotError::kNotRegistered);
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.error().error, SlotError::kNotRegistered);
 }
 
 TEST_F(SlotManagerTest, AWorkerSilentPastTheTimeoutExpiresAndItsAllocationsAreWantedAgain) {
@@ -187,7 +189,7 @@ TEST_F(SlotManagerTest, AWorkerSilentPastTheTimeoutExpiresAndItsAllocationsAreWa
   const RegistrationId chattyRegistration = addWorker(chatty, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   auto requests = slots_.match();
   ASSERT_EQ(requests.size(), 1u);
   ASSERT_EQ(requests[0].worker, quiet);
@@ -195,7 +197,7 @@ TEST_F(SlotManagerTest, AWorkerSilentPastTheTimeoutExpiresAndItsAllocationsAreWa
 
   advance(Duration(6000));
   std::vector<ReportedSlot> free = freeSlots(1);
-  ASSERT_FALSE(slots_.applyReport(chatty, chattyRegistration, free, now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(chatty, chattyRegistration, free, now_, nowMs_));
   EXPECT_TRUE(slots_.expire(now_, Duration(10000)).empty());
   advance(Duration(4001));  // quiet: 10.001 s of silence; chatty: 4.001 s.
   EXPECT_EQ(slots_.expire(now_, Duration(10000)), std::vector<ResourceId>{quiet});
@@ -213,7 +215,7 @@ TEST_F(SlotManagerTest, TheReportWinsOverTheTable) {
   const RegistrationId id = addWorker(worker, 4);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 2}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 2}}));
   const auto requests = slots_.match();  // Slots 0 and 1 pending.
   ASSERT_EQ(requests.size(), 2u);
   slots_.confirmed(requests[0]);  // Slot 0 allocated for good; slot 1 still pending.
@@ -227,7 +229,7 @@ TEST_F(SlotManagerTest, TheReportWinsOverTheTable) {
   report[3].allocation = unknown;
   report[3].job = otherJob;
   report[3].runningAttempts = {attempt};
-  ASSERT_FALSE(slots_.applyReport(worker, id, report, now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, id, report, now_, nowMs_));
 
   EXPECT_FALSE(slot(worker, 0).allocation.has_value()) << "reported free: free";
   EXPECT_TRUE(slot(worker, 1).pending) << "pending and not yet reported: still pending";
@@ -243,7 +245,7 @@ TEST_F(SlotManagerTest, TheReportWinsOverTheTable) {
   // The worker then lists the pending allocation: it is allocated for good.
   report[1].allocation = requests[1].allocation;
   report[1].job = job;
-  ASSERT_FALSE(slots_.applyReport(worker, id, report, now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, id, report, now_, nowMs_));
   EXPECT_FALSE(slot(worker, 1).pending);
   EXPECT_EQ(slots_.counts().pending, 0u);
 }
@@ -256,13 +258,13 @@ TEST_F(SlotManagerTest, AReportRebuildsAllocationsAfterAFailover) {
   std::vector<ReportedSlot> report = freeSlots(2);
   report[1].allocation = allocation;
   report[1].job = job;
-  ASSERT_FALSE(slots_.applyReport(worker, id, report, now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, id, report, now_, nowMs_));
   EXPECT_EQ(slot(worker, 1).allocation, allocation);
   EXPECT_FALSE(slot(worker, 1).pending);
 
   // The job's JobMaster registers later and declares one slot: the reported one serves it.
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   EXPECT_EQ(slots_.unmet(job), 0u);
   EXPECT_TRUE(slots_.match().empty());
 }
@@ -275,13 +277,13 @@ TEST_F(SlotManagerTest, AMalformedReportIsRefusedNamingTheFieldAndChangesNothing
   report[0].allocation = AllocationId::random();
   report[0].job = JobId::random();
   auto failure = slots_.applyReport(worker, id, report, now_, nowMs_);
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_EQ(failure->error, SlotError::kInvalidArgument);
-  EXPECT_EQ(failure->field, "slots[1].slotId.slotIndex");
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.error().error, SlotError::kInvalidArgument);
+  EXPECT_EQ(failure.error().field, "slots[1].slotId.slotIndex");
   report = freeSlots(3);
   failure = slots_.applyReport(worker, id, report, now_, nowMs_);
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_EQ(failure->field, "slots[2].slotId.slotIndex");
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.error().field, "slots[2].slotId.slotIndex");
   EXPECT_EQ(slots_.counts().allocated, 0u);
   EXPECT_EQ(slots_.counts().total, 2u);
 }
@@ -295,20 +297,21 @@ TEST_F(SlotManagerTest, ANewRegistrationReplacesTheOldOneWhoseIdIsThenNotRegiste
   EXPECT_EQ(slots_.counts().total, 0u) << "the old registration's slots are dropped";
 
   auto failure = slots_.applyReport(worker, old, freeSlots(2), now_, nowMs_);
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_EQ(failure->error, SlotError::kNotRegistered);
-  EXPECT_NE(failure->message.find(old.toHex()), std::string::npos) << failure->message;
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.error().error, SlotError::kNotRegistered);
+  EXPECT_NE(failure.error().message.find(old.toHex()), std::string::npos)
+      << failure.error().message;
 
-  ASSERT_FALSE(slots_.applyReport(worker, fresh, freeSlots(3), now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, fresh, freeSlots(3), now_, nowMs_));
   EXPECT_EQ(slots_.counts().total, 3u);
   EXPECT_EQ(slots_.worker(worker)->registrationId, fresh);
 }
 
 TEST_F(SlotManagerTest, AReportFromAnUnknownWorkerIsNotRegistered) {
-  auto failure =
-      slots_.applyReport(ResourceId::random(), RegistrationId::random(), freeSlots(1), now_, nowMs_);
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_EQ(failure->error, SlotError::kNotRegistered);
+  auto failure = slots_.applyReport(ResourceId::random(), RegistrationId::random(), freeSlots(1),
+                                    now_, nowMs_);
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.error().error, SlotError::kNotRegistered);
 }
 
 TEST_F(SlotManagerTest, RemoveWorkerDropsItAndItsSlots) {
@@ -330,7 +333,7 @@ TEST_F(SlotManagerTest, DisconnectJobReturnsItsAllocationsAndFreesThem) {
   addWorker(b, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 2}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 2}}));
   const auto requests = slots_.match();
   ASSERT_EQ(requests.size(), 2u);
   slots_.confirmed(requests[0]);
@@ -353,7 +356,7 @@ TEST_F(SlotManagerTest, AFailedRequestFreesTheSlotForMatchingAfterItsWorkersNext
   const RegistrationId id = addWorker(worker, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   const auto first = slots_.match();
   ASSERT_EQ(first.size(), 1u);
   slots_.requestFailed(first[0]);
@@ -361,7 +364,7 @@ TEST_F(SlotManagerTest, AFailedRequestFreesTheSlotForMatchingAfterItsWorkersNext
   EXPECT_EQ(slots_.unmet(job), 1u);
   EXPECT_TRUE(slots_.match().empty()) << "the same slot again, at once";
 
-  ASSERT_FALSE(slots_.applyReport(worker, id, freeSlots(1), now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, id, freeSlots(1), now_, nowMs_));
   const auto second = slots_.match();
   ASSERT_EQ(second.size(), 1u);
   EXPECT_NE(second[0].allocation, first[0].allocation);
@@ -377,7 +380,7 @@ TEST_F(SlotManagerTest, AFailedRequestIsMatchedOnAnotherWorkersFreeSlot) {
   addWorker(other, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   const auto first = slots_.match();
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(first[0].worker, refusing);
@@ -394,7 +397,7 @@ TEST_F(SlotManagerTest, AFaultedSlotGoesToAnotherWorkerAndItsWorkerServesAgainAf
   addWorker(other, 1);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   const auto first = slots_.match();
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(first[0].worker, faulty);
@@ -415,9 +418,9 @@ TEST_F(SlotManagerTest, AFaultedSlotGoesToAnotherWorkerAndItsWorkerServesAgainAf
   slots_.confirmed(second[0]);
   const auto next = JobId::random();
   slots_.registerJob(next);
-  ASSERT_FALSE(slots_.declare(next, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(next, {Requirement{kSmall, 1}}));
   EXPECT_TRUE(slots_.match().empty());
-  ASSERT_FALSE(slots_.applyReport(faulty, faultyId, freeSlots(2), now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(faulty, faultyId, freeSlots(2), now_, nowMs_));
   const auto third = slots_.match();
   ASSERT_EQ(third.size(), 1u);
   EXPECT_EQ(third[0].worker, faulty);
@@ -431,11 +434,11 @@ TEST_F(SlotManagerTest, AConfirmationAfterTheWorkerRegisteredAgainAllocatesTheFr
   addWorker(worker, 2);
   const auto job = JobId::random();
   slots_.registerJob(job);
-  ASSERT_FALSE(slots_.declare(job, {Requirement{kSmall, 1}}));
+  ASSERT_TRUE(slots_.declare(job, {Requirement{kSmall, 1}}));
   const auto requested = slots_.match();
   ASSERT_EQ(requested.size(), 1u);
   const RegistrationId again = slots_.registerWorker(registration(worker, 2), now_, nowMs_);
-  ASSERT_FALSE(slots_.applyReport(worker, again, freeSlots(2), now_, nowMs_));
+  ASSERT_TRUE(slots_.applyReport(worker, again, freeSlots(2), now_, nowMs_));
   slots_.confirmed(requested[0]);
   const Slot& held = slot(worker, requested[0].slotIndex);
   EXPECT_EQ(held.allocation, requested[0].allocation);

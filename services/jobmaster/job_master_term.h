@@ -1,0 +1,76 @@
+// What the JobMasters of one term share (job_masters.h): their options, the counters the master
+// keeps across terms, and the term's timer, event sink, ResourceManager and progress store.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include "common/event_sink.h"
+#include "common/time.h"
+#include "rpc/schema/gateways.capnp.h"
+#include "services/dispatcher/job_runner.h"
+#include "services/resourcemanager/job_master_port.h"
+#include "store/job_progress_store.h"
+
+namespace regent::jobmaster {
+
+struct JobMasterOptions {
+  Duration heartbeatInterval{2000};  // heartbeat.interval: JobMaster -> worker heartbeats.
+  Duration heartbeatTimeout{10000};  // heartbeat.timeout: a silent worker's attempts fail.
+  Duration callTimeout{10000};       // rpc.call-timeout: each call to a worker.
+  // jobmaster.reconciliation-timeout: how long a recovered job waits for workers to report the
+  // live attempts of its progress record before failing the unreported ones.
+  Duration reconciliationTimeout{30000};
+  std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
+};
+
+// Counts kept across terms (the master owns them; /metrics reads them).
+struct JobMasterCounters {
+  uint64_t attemptsStarted = 0;    // regent_attempts_started_total: submitTask accepted.
+  uint64_t attemptsFailed = 0;     // regent_attempts_failed_total: reached FAILED.
+  uint64_t attemptsRestarted = 0;  // regent_attempts_restarted_total: attempts after a failure.
+  // regent_attempts_adopted_total: attempts of an earlier term a worker offered and this term's
+  // JobMaster adopted (docs/jobgraph.md, "Failover").
+  uint64_t attemptsAdopted = 0;
+  // regent_job_reconciliation_timeouts_total: recovered jobs that left RECONCILING by
+  // jobmaster.reconciliation-timeout (some expected attempt was not reported).
+  uint64_t reconciliationTimeouts = 0;
+  // regent_job_submit_to_running_seconds: JobGraph submittedAtMs -> its first attempt RUNNING
+  // (per job and term), cumulative buckets in seconds plus sum and count.
+  static constexpr std::array<double, 12> kSubmitToRunningBounds = {
+      0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  std::array<uint64_t, kSubmitToRunningBounds.size()> submitToRunningBuckets{};
+  double submitToRunningSum = 0;
+  uint64_t submitToRunningCount = 0;
+  void observeSubmitToRunning(double seconds);
+};
+
+// Serves one JobMaster's gateway as a capability of the term (rpc::LeadershipTerm::serve,
+// fenced for the epoch, revoked with the term).
+using ServeJobMasterGateway =
+    std::function<wire::JobMasterGateway::Client(kj::Own<wire::JobMasterGateway::Server>)>;
+
+// What every JobMaster of a term shares; JobMasters owns it and it outlives them.
+struct JobMasterTerm {
+  kj::Timer& timer;
+  EventSink& events;
+  const uint64_t epoch;
+  resourcemanager::JobMasterPort& resourceManager;
+  store::JobProgressStore& progress;
+  const ServeJobMasterGateway serve;
+  JobMasterCounters& counters;
+  const JobMasterOptions options;
+  dispatcher::JobRunnerListener* listener = nullptr;
+  // Unix ms this term's JobMasters were created: the submit-to-running histogram observes only
+  // jobs submitted since (a job recovered from an earlier term would count the failover).
+  int64_t startedAtMs = 0;
+
+  MonoTime monoNow() const { return regent::monoNow(timer); }
+  int64_t wallNow() const { return options.nowMs ? options.nowMs() : wallClockMillis(); }
+};
+
+}  // namespace regent::jobmaster

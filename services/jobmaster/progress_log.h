@@ -1,0 +1,105 @@
+// One job's progress record written ahead of what workers act on (docs/jobgraph.md, "Failover"):
+// a new attempt is deployed only once a put holding it succeeded, and a terminal state is
+// acknowledged only once a put holding it succeeded. One put per job is in flight; changes made
+// meanwhile go into the next. kUnavailable (and any other failure but two): tried again after
+// 100 ms, doubling with jitter up to heartbeat.interval. kFenced: the term is over, nothing is
+// written or deployed any more. kTooLarge: no put can succeed; the job fails.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/ids.h"
+#include "common/task_errors.h"
+#include "common/time.h"
+#include "services/jobmaster/execution_graph.h"
+#include "store/job_progress_store.h"
+
+namespace regent::jobmaster {
+
+// Loop-thread only. Every reference given to it must outlive it. Destroying it cancels the put in
+// flight and its retry; the promises it handed out are dropped unresolved.
+class ProgressLog final {
+ public:
+  // What the log tells its JobMaster, each when a put settles (never inside a call to the log).
+  class Listener {
+   public:
+    virtual ~Listener() = default;
+    // A put holding `deployment` succeeded: it may be sent (unless its worker was lost meanwhile).
+    virtual void deployStored(const Deployment& deployment) = 0;
+    // No put of the record can succeed (`message` says why): the job must fail.
+    virtual void recordTooLarge(const std::string& message) = 0;
+    // A put settled (and the log is not closing): a FAILED end may be reported now.
+    virtual void putSettled() = 0;
+  };
+
+  // `graph` is the job's state the record is written from (its version() orders the puts);
+  // `store` the term's; `nowMs` the wall clock the record is stamped with.
+  ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
+              store::JobProgressStore& store, kj::Timer& timer, Duration longestRetryDelay,
+              std::function<int64_t()> nowMs, Listener& listener);
+  ProgressLog(const ProgressLog&) = delete;
+  ProgressLog& operator=(const ProgressLog&) = delete;
+
+  // Starts a put of the record when the graph changed since the last stored version, none is in
+  // flight, no retry delay runs, and the log is neither fenced, too large nor closed.
+  void write();
+  // Sends `deployment` (made at the graph's current version) once a put of that version
+  // succeeded (Listener::deployStored).
+  void deployWhenStored(const Deployment& deployment);
+  // Resolves true once a put holding everything so far succeeded (at once when it did already,
+  // or once the log is closed: the job is over); false when that put failed or the log is
+  // fenced or too large (the caller answers `unavailable`).
+  kj::Promise<bool> stored();
+  // Deployments still waiting for their put, taken away: they will never be sent.
+  std::vector<Deployment> takeWaitingDeployments();
+  // No put starts any more; waiting acknowledgements resolve true and waiting deployments are
+  // dropped. Resolves once the put in flight settled.
+  kj::Promise<void> close();
+
+  // Whether the graph holds changes no successful put holds yet, that a put may still store
+  // (not fenced, not too large).
+  bool behind() const;
+
+ private:
+  void settled(uint64_t version, const store::StoreResult<void>& result);
+  void deployStoredOnes();
+
+  const JobId job_;
+  const uint64_t epoch_;
+  const ExecutionGraph& graph_;
+  store::JobProgressStore& store_;
+  kj::Timer& timer_;
+  const std::function<int64_t()> nowMs_;
+  Listener& listener_;
+  // The graph's version the last successful put held; a failed put is tried again after
+  // retry_'s next delay; a successful put resets it.
+  uint64_t storedVersion_ = 0;
+  bool inFlight_ = false;
+  bool retryArmed_ = false;
+  bool fenced_ = false;    // kFenced: the term is over; nothing is written or deployed.
+  bool tooLarge_ = false;  // kTooLarge: no put can succeed; nothing more is written or deployed.
+  bool closed_ = false;    // close(): no put starts.
+  ExponentialBackoff retry_;
+  struct WaitingDeployment {
+    Deployment deployment;
+    uint64_t version;  // Deployed once a put of this version succeeded.
+  };
+  std::vector<WaitingDeployment> waitingDeployments_;
+  struct WaitingAck {
+    uint64_t version;
+    kj::Own<kj::PromiseFulfiller<bool>> fulfiller;
+  };
+  std::vector<WaitingAck> waitingAcks_;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> closing_;  // close() waits.
+  TaskFailureLogger errorLogger_{"job master"};
+  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+};
+
+}  // namespace regent::jobmaster

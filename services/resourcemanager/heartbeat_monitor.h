@@ -1,0 +1,96 @@
+// The heartbeats a leader-side service sends to the workers it follows, and its other calls on
+// them: the ResourceManager follows every registered worker, each JobMaster the workers holding
+// its job's slots. One monitor per follower: the rounds, the late round that means this process
+// was paused, and the calls on a worker's TaskExecutorGateway (heartbeat, disconnect, freeSlot),
+// each bounded by rpc.call-timeout and never throwing. Who was heard when stays in the owner's
+// table (HeartbeatTargets).
+#pragma once
+
+#include <kj/async.h>
+#include <kj/function.h>
+#include <kj/timer.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/ids.h"
+#include "common/task_errors.h"
+#include "common/time.h"
+#include "rpc/schema/gateways.capnp.h"
+
+namespace regent::resourcemanager {
+
+struct HeartbeatOptions {
+  Duration interval{2000};      // heartbeat.interval: between two rounds.
+  Duration timeout{10000};      // heartbeat.timeout: a worker silent this long is lost.
+  Duration callTimeout{10000};  // rpc.call-timeout: each call on a worker.
+};
+
+// The owner's table of the workers it follows (the SlotManager's workers for the
+// ResourceManager, the workers holding a job's slots for its JobMaster). Called on the loop
+// thread, from the monitor's rounds only.
+class HeartbeatTargets {
+ public:
+  virtual ~HeartbeatTargets() = default;
+  // Every followed worker counts as heard at `now`: the round came later than heartbeat.timeout
+  // after the previous one, so the workers' silence meanwhile was the owner's own (a paused
+  // process, a blocked loop). Losing them would tell them to leave.
+  virtual void refreshAll(MonoTime now) = 0;
+  // Drops the workers not heard of for longer than `timeout` at `now`, each told, best effort,
+  // with HeartbeatMonitor::disconnect (a paused worker reads it when it wakes up).
+  virtual void expire(MonoTime now, Duration timeout) = 0;
+  // Calls `visit` with each followed worker and the gateway it handed over.
+  virtual void forEachGateway(
+      kj::FunctionParam<void(const ResourceId&, wire::TaskExecutorGateway::Client&)> visit) = 0;
+};
+
+// Loop-thread only. `timer` and `targets` must outlive it. Destroying it cancels its rounds and
+// every call it has in flight; it calls nothing on destruction.
+class HeartbeatMonitor final {
+ public:
+  // `jobMaster`: the job whose JobMaster sends (HeartbeatSender.jobMaster); nullopt: the
+  // ResourceManager. `name` starts its log lines ("resource manager", "job 2a…").
+  HeartbeatMonitor(kj::Timer& timer, uint64_t epoch, std::optional<JobId> jobMaster,
+                   std::string name, HeartbeatOptions options, HeartbeatTargets& targets);
+  HeartbeatMonitor(const HeartbeatMonitor&) = delete;
+  HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
+
+  // Starts the rounds at `now`: every interval, a round that is late by more than timeout first
+  // refreshes every target (targets.refreshAll, with a warning), then drops the silent ones
+  // (targets.expire), then heartbeats each remaining one. A round does not wait for answers:
+  // what keeps a worker followed is what it sends (its heartbeat, a slot report), not the reply
+  // to ours; a failed heartbeat is logged at debug level only. Call once.
+  void start(MonoTime now);
+
+  // TaskExecutorGateway.heartbeat on `worker`: resolves once it answered (whatever the answer),
+  // fails when it did not within callTimeout (the ResourceManager probes the live holder of a
+  // resource id with it).
+  kj::Promise<void> probe(wire::TaskExecutorGateway::Client& worker);
+  // TaskExecutorGateway.disconnect with `cause`, best effort: a failure is logged at debug level.
+  void disconnect(const ResourceId& worker, wire::TaskExecutorGateway::Client& client,
+                  const std::string& cause);
+  // TaskExecutorGateway.freeSlot of `allocation` with `cause`: resolves once answered or failed
+  // (then a warning is logged); never fails.
+  kj::Promise<void> freeSlot(const ResourceId& worker, wire::TaskExecutorGateway::Client& client,
+                             const AllocationId& allocation, const std::string& cause);
+
+ private:
+  kj::Promise<void> loop();
+  void round();
+  // Sets the request's epoch and this monitor's sender.
+  template <typename Request>
+  void address(Request& request) const;
+
+  kj::Timer& timer_;
+  const uint64_t epoch_;
+  const std::optional<JobId> jobMaster_;
+  const std::string name_;
+  const HeartbeatOptions options_;
+  HeartbeatTargets& targets_;
+  RoundGaps rounds_;
+  TaskFailureLogger errorLogger_;
+  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+};
+
+}  // namespace regent::resourcemanager
