@@ -24,7 +24,7 @@ TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, Task
     : runner_(runner),
       events_(events),
       options_(std::move(options)),
-      shared_(std::make_shared<GatewayShared>(*this, events, options_.resourceId.toHex())),
+      shared_(std::make_shared<GatewayShared>(self_.link(), events, options_.resourceId.toHex())),
       gateway_(serveTaskExecutorGateway(shared_)),
       slots_(options_, runner_),
       registration_(kj::heap<Registration>(timer, leaders, events_, options_, counters_,
@@ -33,7 +33,7 @@ TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, Task
       jobs_(kj::heap<JobLinks>(timer, leaders, events_, options_, counters_, *registration_, slots_,
                                runner_, gateway_)) {}
 
-TaskExecutor::~TaskExecutor() noexcept { shared_->revoke(); }
+TaskExecutor::~TaskExecutor() noexcept { self_.revoke(); }
 
 void TaskExecutor::start() { registration_->start(); }
 

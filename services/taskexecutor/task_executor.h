@@ -26,6 +26,7 @@
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
+#include "rpc/revocable.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/taskexecutor/slot_table.h"
 #include "services/taskexecutor/task_runner.h"
@@ -255,6 +256,9 @@ class TaskExecutor final {
   EventSink& events_;
   const TaskExecutorOptions options_;
   TaskExecutorCounters counters_;
+  // The link the gateway and the runner's callbacks reach this object through, cut first thing
+  // in the destructor.
+  rpc::Revocable<TaskExecutor> self_{*this, "the task executor has shut down"};
   // The epoch gate and the fencing counters, shared with the gateway's endpoint, which the
   // master may hold (and call) after this object is gone; the gateway then answers DISCONNECTED.
   std::shared_ptr<GatewayShared> shared_;

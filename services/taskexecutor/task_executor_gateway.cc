@@ -11,12 +11,12 @@
 
 namespace regent::taskexecutor {
 
-GatewayShared::GatewayShared(TaskExecutor& owner, EventSink& events, std::string resourceId)
-    : owner_(&owner),
+GatewayShared::GatewayShared(OwnerLink owner, EventSink& events, std::string resourceId)
+    : owner_(std::move(owner)),
       events_(events),
       resourceId_(std::move(resourceId)),
       gate_(0, [this](uint64_t previous, uint64_t raised) {
-        if (owner_ != nullptr) owner_->onEpochRaised(previous, raised);
+        if (TaskExecutor* owner = owner_.tryGet()) owner->onEpochRaised(previous, raised);
       }) {}
 
 void GatewayShared::logRefusal(const std::string& method, uint64_t received) {
@@ -108,13 +108,8 @@ class GatewayServer final : public wire::TaskExecutorGateway::Server {
   }
 
  private:
-  TaskExecutor& owner() {
-    TaskExecutor* owner = shared_->owner();
-    if (owner == nullptr) {
-      kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "the task executor has shut down"));
-    }
-    return *owner;
-  }
+  // Fails the call DISCONNECTED once the TaskExecutor is gone.
+  TaskExecutor& owner() { return shared_->owner().get(); }
 
   std::shared_ptr<GatewayShared> shared_;
 };
@@ -127,7 +122,7 @@ wire::TaskExecutorGateway::Client serveTaskExecutorGateway(std::shared_ptr<Gatew
 
 TaskRunner::OnUpdate forwardTaskUpdates(std::shared_ptr<GatewayShared> shared) {
   return [shared = std::move(shared)](const TaskUpdate& update) {
-    if (TaskExecutor* owner = shared->owner()) owner->onTaskUpdate(update);
+    if (TaskExecutor* owner = shared->owner().tryGet()) owner->onTaskUpdate(update);
   };
 }
 

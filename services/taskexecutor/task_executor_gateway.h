@@ -8,6 +8,7 @@
 #include <string>
 
 #include "rpc/fenced_endpoint.h"
+#include "rpc/revocable.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/taskexecutor/task_runner.h"
 
@@ -21,19 +22,17 @@ class TaskExecutor;
 
 // What may outlive the TaskExecutor shares with it: the epoch gate and the fencing counters (the
 // master may hold, and call, the gateway after the TaskExecutor is gone; so may the runner's
-// update callbacks), and the link back to it, revoked when it is destroyed. The one place that
-// ties served capabilities to the TaskExecutor's lifetime (issue 25: rpc/'s revocable link is to
-// take its place). Loop-thread only.
+// update callbacks), and the link back to it (rpc/revocable.h), cut when it is destroyed.
+// Loop-thread only.
 class GatewayShared final {
  public:
+  using OwnerLink = rpc::Revocable<TaskExecutor>::Link;
   // `events` must outlive every holder (the process's sinks outlive its loop). The gate's rises
-  // go to owner.onEpochRaised() while the link stands.
-  GatewayShared(TaskExecutor& owner, EventSink& events, std::string resourceId);
+  // go to the owner's onEpochRaised() while the link stands.
+  GatewayShared(OwnerLink owner, EventSink& events, std::string resourceId);
 
-  // The TaskExecutor, or nullptr once revoked.
-  TaskExecutor* owner() const { return owner_; }
-  // From the TaskExecutor's destructor: later calls find no owner.
-  void revoke() { owner_ = nullptr; }
+  // The link to the TaskExecutor: get() throws DISCONNECTED once it is gone, tryGet() is null.
+  const OwnerLink& owner() const { return owner_; }
 
   rpc::HighestSeenEpoch& gate() { return gate_; }
   const rpc::HighestSeenEpoch& gate() const { return gate_; }
@@ -43,7 +42,7 @@ class GatewayShared final {
   void logRefusal(const std::string& method, uint64_t received);
 
  private:
-  TaskExecutor* owner_;
+  const OwnerLink owner_;
   EventSink& events_;
   const std::string resourceId_;
   rpc::HighestSeenEpoch gate_;
