@@ -16,9 +16,9 @@
 
 #include "common/backoff.h"
 #include "common/event_sink.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
+#include "common/units.h"
 #include "common/utf8.h"
-#include "conf/values.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
@@ -244,7 +244,7 @@ class JobMasters::JobMaster final {
   };
   std::vector<PendingAck> pendingAcks_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> putDrained_;  // closePuts() waits.
-  TaskFailureLogger errorLogger_{"job master"};
+  TaskSetErrorLogger errorLogger_{"job master"};
   kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
   kj::TaskSet tasks_{errorLogger_};            // Declared last: cancelled first.
 };

@@ -15,9 +15,9 @@
 #include "common/utf8.h"
 #include "http/prometheus_text.h"
 #include "rpc/job_status_json.h"
+#include "rpc/task_executor_json.h"
 #include "rpc/wire_ids.h"
 #include "services/dispatcher/dispatcher_gateway.h"
-#include "services/dispatcher/task_executor_json.h"
 
 namespace regent::master {
 namespace {
@@ -221,8 +221,8 @@ kj::Promise<void> MasterHttpRoutes::workers(Response& response) {
   nlohmann::json workers = nlohmann::json::array();
   for (auto info : listed.getReader()) {
     const auto id = wire::idFromWire<ResourceId>(info.getRegistration().getResourceId());
-    workers.push_back(dispatcher::taskExecutorJson(
-        info, [&](uint32_t index) { return view->slotPending(id, index); }));
+    workers.push_back(
+        wire::taskExecutorJson(info, [&](uint32_t index) { return view->slotPending(id, index); }));
     if (host_.authenticationRequired()) {
       for (const char* key : {"host", "pid", "data_address", "http_address"}) {
         workers.back().erase(key);

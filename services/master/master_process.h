@@ -14,9 +14,10 @@
 #include "common/descriptor_limit.h"
 #include "common/event_loop.h"
 #include "common/event_sink.h"
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "common/stop_signals.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "ha/ha_services.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
@@ -79,10 +80,9 @@ class MasterProcess final : public leader::LeaderContender,
   // `auth` is rpcAuthenticationFor(config)'s; `descriptors` the open-file limit raised at start
   // (ProcessMain), which run() fits the connection caps into. `events` (must outlive it) gets
   // the master's event lines and those of every term's services.
-  static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config,
-                                                       EventSink& events,
-                                                       rpc::ServerAuthSettings auth,
-                                                       DescriptorLimit descriptors);
+  static Result<kj::Own<MasterProcess>> create(EventLoop& loop, const Config& config,
+                                               EventSink& events, rpc::ServerAuthSettings auth,
+                                               DescriptorLimit descriptors);
   ~MasterProcess() noexcept override;
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
@@ -162,9 +162,11 @@ class MasterProcess final : public leader::LeaderContender,
   const AcceptLoop* rpcListener() const override;
   const http::HttpServer* httpServer() const override { return httpServer_.get(); }
 
+  // Built by its factory only (FactoryKey).
+  MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const Config& config, EventSink& events,
+                leader::ContenderInfo self, kj::Own<ha::HaServices> ha);
+
  private:
-  MasterProcess(EventLoop& loop, const Config& config, EventSink& events,
-                leader::ContenderInfo self, std::unique_ptr<ha::HaServices> ha);
   void onStopSignal(int signum);
   void warnIfNotConnected();
   // Listens on http.bind, then calls openStores().
@@ -191,8 +193,8 @@ class MasterProcess final : public leader::LeaderContender,
   DescriptorLimit descriptors_;
   uint64_t httpMaxConnections_ = http::HttpServer::kDefaultMaxConnections;  // Fitted by run().
   leader::ContenderInfo self_;
-  std::unique_ptr<ha::HaServices> ha_;
-  std::unique_ptr<store::StoreServices> stores_;
+  kj::Own<ha::HaServices> ha_;
+  kj::Own<store::StoreServices> stores_;
   rpc::FencingCounters fencingCounters_;
   resourcemanager::ResourceManagerCounters resourceManagerCounters_;  // Across terms.
   jobmaster::JobMasterCounters jobMasterCounters_;                    // Across terms.
@@ -208,7 +210,7 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<StopSignals> stopSignals_;
   bool stopping_ = false;
-  TaskFailureLogger errorLogger_{"master"};
+  TaskSetErrorLogger errorLogger_{"master"};
   // Pending while leading with a failing RPC listener: the hand-over at the bound.
   kj::Promise<void> listenerWatch_ = nullptr;
   // markServing, the connect warning and the hand-over; declared last so it is destroyed

@@ -24,7 +24,7 @@
 #include "common/backoff.h"
 #include "common/event_sink.h"
 #include "common/ids.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
@@ -366,7 +366,7 @@ class TaskExecutor final {
   kj::Own<kj::PromiseFulfiller<std::string>> lost_;
   // flushUpdates() callers, told when no update waits any more.
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> flushed_;
-  TaskFailureLogger errorLogger_{"task executor"};
+  TaskSetErrorLogger errorLogger_{"task executor"};
   kj::Maybe<kj::Promise<void>> loop_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

@@ -43,7 +43,7 @@ class RegentctlJobsInput : public ::testing::Test {
  protected:
   ~RegentctlJobsInput() noexcept override {
     stores_ = nullptr;
-    if (services_) loop_.run(services_->close());
+    if (services_.get() != nullptr) loop_.run(services_->close());
     services_ = nullptr;
     zk_ = nullptr;
   }
@@ -119,8 +119,8 @@ class RegentctlJobsInput : public ::testing::Test {
   std::string quorum_;
   std::string clusterId_;
   std::vector<std::string> ctlArgs_;
-  std::unique_ptr<ha::ZooKeeperClient> zk_;
-  std::unique_ptr<store::StoreServices> services_;
+  kj::Own<ha::ZooKeeperClient> zk_;
+  kj::Own<store::StoreServices> services_;
   kj::Own<store::LeaderStores> stores_;
   std::unique_ptr<MasterCluster> cluster_;
 };
