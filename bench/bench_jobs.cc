@@ -37,10 +37,11 @@
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "conf/config.h"
 #include "ha/ha_services.h"
+#include "jobgraph/job_graph_spec.h"
 #include "leader/leader_services.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
@@ -49,7 +50,6 @@
 #include "rpc/schema/gateways.capnp.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_spec.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/wait_test_util.h"
@@ -232,7 +232,7 @@ class JobClient final {
 
   kj::Promise<void> submit(size_t index) {
     const auto& [job, spec] = specs_[index];
-    auto parsed = dispatcher::parseJobGraphSpec(spec, dispatcher::JobGraphSpecFormat::kYaml);
+    auto parsed = jobgraph::parseJobGraphSpec(spec, jobgraph::JobGraphSpecFormat::kYaml);
     if (!parsed.ok()) {
       fail(Error::fatal("job " + job.toHex() + ": " + parsed.error().message));
       return kj::READY_NOW;
@@ -347,7 +347,7 @@ class JobClient final {
   std::optional<Error> failure_;
   std::map<std::string, JobTimes> jobs_;
   kj::Own<kj::PromiseFulfiller<Status>> done_;
-  TaskFailureLogger errorLogger_{"bench_jobs client"};
+  TaskSetErrorLogger errorLogger_{"bench_jobs client"};
   kj::TaskSet tasks_{errorLogger_};
 };
 

@@ -18,8 +18,8 @@
 #include "common/ids.h"
 #include "common/time.h"
 #include "conf/config.h"
+#include "jobgraph/job_graph_spec.h"
 #include "rpc/schema/jobs.capnp.h"
-#include "services/dispatcher/job_graph_spec.h"
 #include "store/store_services.h"
 #include "tests/fixtures/process_harness.h"
 #include "tests/fixtures/temp_dir_test_util.h"
@@ -55,12 +55,11 @@ void fillStore(const std::string& path, size_t count) {
       kj::Vector<kj::Promise<store::StoreResult<void>>> batch;
       std::vector<kj::Own<capnp::MallocMessageBuilder>> graphs;
       for (size_t i = 0; i < kInFlight && written < count; ++i, ++written) {
-        auto parsed = dispatcher::parseJobGraphSpec(
-            "job_id: " + JobId::random().toHex() + "\nname: bench-job-" +
-                std::to_string(written) +
+        auto parsed = jobgraph::parseJobGraphSpec(
+            "job_id: " + JobId::random().toHex() + "\nname: bench-job-" + std::to_string(written) +
                 "\nvertices:\n  - name: work\n    parallelism: 1\n    command:\n"
                 "      argv: [/bin/true]\n",
-            dispatcher::JobGraphSpecFormat::kYaml);
+            jobgraph::JobGraphSpecFormat::kYaml);
         KJ_REQUIRE(parsed.ok(), parsed.error().message);
         graphs.push_back(kj::mv(parsed).value());
         batch.add(stores.value()->jobGraphs().put(graphs.back()->getRoot<wire::JobGraph>()));

@@ -196,7 +196,7 @@ class MasterSide {
       rpc::LeadershipTerm term(1, counters);
       LogEventSink events;
       auto dispatcher = kj::heap<dispatcher::Dispatcher>(1, *stores.value(), loop.timer(), events,
-                                                         dispatcher::JobGraphLimits{}, 1000,
+                                                         jobgraph::JobGraphLimits{}, 1000,
                                                          [] { return int64_t{1700000000000}; });
       auto recovered = loop.run(dispatcher->recover());
       KJ_REQUIRE(recovered.ok(), recovered.error().message);

@@ -37,7 +37,7 @@
 #include "common/event_sink.h"
 #include "common/ids.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "conf/config.h"
 #include "ha/ha_services.h"
@@ -288,7 +288,7 @@ class LoadGenerator final {
   std::vector<kj::Own<client::LeaderClient>> clients_;
   std::vector<kj::Own<taskexecutor::TaskExecutor>> executors_;
   kj::Own<client::LeaderClient> jobMasterClient_;
-  TaskFailureLogger errorLogger_{"load generator"};
+  TaskSetErrorLogger errorLogger_{"load generator"};
   kj::TaskSet tasks_{errorLogger_};
 };
 

@@ -384,8 +384,8 @@ Result<T> fromStore(StoreResult<T>&& result, const std::string& what) {
   return std::move(result).value();
 }
 
-Result<std::unique_ptr<ha::ZooKeeperClient>> connect(EventLoop& loop, const std::string& quorum,
-                                                     const std::string& root) {
+Result<kj::Own<ha::ZooKeeperClient>> connect(EventLoop& loop, const std::string& quorum,
+                                             const std::string& root) {
   ha::ZooKeeperClientOptions options;
   options.quorum = quorum;
   options.root = root;

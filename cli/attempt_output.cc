@@ -11,8 +11,8 @@
 
 #include "cli/cluster_inspector.h"
 #include "cli/regentctl_output.h"
+#include "common/units.h"
 #include "common/utf8.h"
-#include "conf/values.h"
 #include "rpc/wire_ids.h"
 
 namespace regent::cli {

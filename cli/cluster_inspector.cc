@@ -7,25 +7,24 @@
 
 #include "cli/regentctl_output.h"
 #include "common/time.h"
+#include "common/units.h"
 #include "conf/config.h"
-#include "conf/values.h"
 #include "leader/leader_services.h"
 
 namespace regent::cli {
 
-Result<std::unique_ptr<ClusterInspector>> ClusterInspector::create(EventLoop& loop,
-                                                                   const Config& config,
-                                                                   InspectorOutput output) {
+Result<kj::Own<ClusterInspector>> ClusterInspector::create(EventLoop& loop, const Config& config,
+                                                           InspectorOutput output) {
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
   if (!ha.ok()) return Error::fatal(ha.error().message);
   auto retrieval = leader::createLeaderRetrieval(loop, config, *ha.value());
   if (!retrieval.ok()) return Error::fatal(retrieval.error().message);
-  return std::unique_ptr<ClusterInspector>(new ClusterInspector(
-      loop, config, output, std::move(ha).value(), std::move(retrieval).value()));
+  return kj::heap<ClusterInspector>(FactoryKey<ClusterInspector>(), loop, config, output, std::move(ha).value(),
+                                    std::move(retrieval).value());
 }
 
-ClusterInspector::ClusterInspector(EventLoop& loop, const Config& config, InspectorOutput output,
-                                   std::unique_ptr<ha::HaServices> ha,
+ClusterInspector::ClusterInspector(FactoryKey<ClusterInspector>, EventLoop& loop, const Config& config,
+                                   InspectorOutput output, kj::Own<ha::HaServices> ha,
                                    kj::Own<leader::LeaderRetrieval> retrieval)
     : loop_(loop),
       config_(config),

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/event_loop.h"
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "ha/ha_services.h"
@@ -56,8 +57,8 @@ class ClusterInspector final : public leader::LeaderRetrievalListener {
  public:
   // Fails only on options the ZooKeeper client rejects; an unreachable ZooKeeper is reported by
   // the commands.
-  static Result<std::unique_ptr<ClusterInspector>> create(EventLoop& loop, const Config& config,
-                                                          InspectorOutput output);
+  static Result<kj::Own<ClusterInspector>> create(EventLoop& loop, const Config& config,
+                                                  InspectorOutput output);
   ~ClusterInspector() noexcept override;
   ClusterInspector(const ClusterInspector&) = delete;
   ClusterInspector& operator=(const ClusterInspector&) = delete;
@@ -78,9 +79,12 @@ class ClusterInspector final : public leader::LeaderRetrievalListener {
   void leaderChanged(const std::optional<leader::LeaderInfo>& leader) override;
   void connectionChanged(bool connected) override;
 
+  // Built by its factory only (FactoryKey).
+  ClusterInspector(FactoryKey<ClusterInspector>, EventLoop& loop, const Config& config,
+                   InspectorOutput output, kj::Own<ha::HaServices> ha,
+                   kj::Own<leader::LeaderRetrieval> retrieval);
+
  private:
-  ClusterInspector(EventLoop& loop, const Config& config, InspectorOutput output,
-                   std::unique_ptr<ha::HaServices> ha, kj::Own<leader::LeaderRetrieval> retrieval);
   // Resolves true once a session is up (at once in standalone mode); false, after printing
   // the error naming the quorum, if none came within ha.zookeeper.connect-timeout.
   kj::Promise<bool> connect();
@@ -92,7 +96,7 @@ class ClusterInspector final : public leader::LeaderRetrievalListener {
   InspectorOutput output_;
   // Destroyed bottom-up: the signal watchers, then the retrieval (it holds watches through the
   // client), then the HA services.
-  std::unique_ptr<ha::HaServices> ha_;
+  kj::Own<ha::HaServices> ha_;
   kj::Own<leader::LeaderRetrieval> retrieval_;
   kj::Own<kj::PromiseFulfiller<int>> watchDone_;
   std::unique_ptr<SignalWatcher> sigint_;

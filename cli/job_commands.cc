@@ -24,14 +24,14 @@
 #include "cli/job_status_output.h"
 #include "cli/regentctl_output.h"
 #include "common/ids.h"
+#include "common/units.h"
 #include "common/utf8.h"
 #include "conf/config.h"
-#include "conf/values.h"
+#include "jobgraph/job_graph_spec.h"
+#include "jobgraph/job_graph_validation.h"
 #include "leader/leader_services.h"
 #include "rpc/rpc_options.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_spec.h"
-#include "services/dispatcher/job_graph_validation.h"
 
 namespace regent::cli {
 namespace {
@@ -126,9 +126,8 @@ const char* const kNoMasterToReach =
     "give the master's rpc address with --master HOST:PORT (cli.master), or a ZooKeeper quorum "
     "with --zk HOST:PORT,... (ha.zookeeper.quorum) and ha.mode zookeeper";
 
-Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const Config& config,
-                                                         InspectorOutput output,
-                                                         Duration timeout) {
+Result<kj::Own<JobCommands>> JobCommands::create(EventLoop& loop, const Config& config,
+                                                 InspectorOutput output, Duration timeout) {
   const std::string& master = config.getString("cli.master");
   if (master.empty() && config.getString("ha.mode") == "standalone") {
     return Error::fatal(kNoMasterToReach);
@@ -138,7 +137,7 @@ Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const 
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
                               rpc::RpcTlsRole::kClient, config.getDuration("rpc.call-timeout"));
   if (!rpcNetwork.ok()) return Error::fatal(rpcNetwork.error().message);
-  std::unique_ptr<JobCommands> commands(new JobCommands(loop, config, output, timeout));
+  auto commands = kj::heap<JobCommands>(FactoryKey<JobCommands>(), loop, config, output, timeout);
   commands->rpcNetwork_ = kj::mv(rpcNetwork).value();
   // The credential (rpc.credential.*, docs/security.md) is read before anything connects.
   auto credential = rpc::clientCredentialFrom(config);
@@ -169,7 +168,7 @@ Result<std::unique_ptr<JobCommands>> JobCommands::create(EventLoop& loop, const 
   return commands;
 }
 
-JobCommands::JobCommands(EventLoop& loop, const Config& config, InspectorOutput output,
+JobCommands::JobCommands(FactoryKey<JobCommands>, EventLoop& loop, const Config& config, InspectorOutput output,
                          Duration timeout)
     : loop_(loop), config_(config), output_(output), timeout_(timeout) {}
 
@@ -178,7 +177,7 @@ JobCommands::~JobCommands() noexcept = default;
 std::string JobCommands::clusterName() const { return clusterNameOf(config_); }
 
 kj::Promise<bool> JobCommands::connectZooKeeper() {
-  if (!ha_) return true;
+  if (ha_.get() == nullptr) return true;
   // The whole --timeout, not ha.zookeeper.connect-timeout: these commands retry until it passes.
   return connectToZooKeeper(*ha_, config_, output_.err, timeout_, "--timeout");
 }
@@ -239,13 +238,13 @@ kj::Promise<int> JobCommands::submit(std::string path) {
     return refused->exitCode;
   }
   const std::string text = std::get<std::string>(std::move(read));
-  auto parsed = dispatcher::parseJobGraphSpec(text, dispatcher::jobGraphSpecFormatForPath(path));
+  auto parsed = jobgraph::parseJobGraphSpec(text, jobgraph::jobGraphSpecFormatForPath(path));
   if (!parsed.ok()) {
     output_.err << "regentctl: " << path << ": " << parsed.error().message << std::endl;
     return kExitRefused;
   }
   auto graph = parsed.value()->getRoot<wire::JobGraph>().asReader();
-  if (auto violation = dispatcher::findJobGraphViolation(graph, dispatcher::JobGraphLimits{})) {
+  if (auto violation = jobgraph::findJobGraphViolation(graph, jobgraph::JobGraphLimits{})) {
     output_.err << "regentctl: " << path << ": " << violation->describe() << std::endl;
     return kExitRefused;
   }

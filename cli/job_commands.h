@@ -16,6 +16,7 @@
 #include "cli/cluster_inspector.h"
 #include "client/leader_client.h"
 #include "common/event_loop.h"
+#include "common/factory_key.h"
 #include "common/ids.h"
 #include "common/result.h"
 #include "common/time.h"
@@ -63,8 +64,8 @@ extern const char* const kNoMasterToReach;
 class JobCommands final {
  public:
   // Fails on options the ZooKeeper client or the TLS setup rejects, and with kNoMasterToReach.
-  static Result<std::unique_ptr<JobCommands>> create(EventLoop& loop, const Config& config,
-                                                     InspectorOutput output, Duration timeout);
+  static Result<kj::Own<JobCommands>> create(EventLoop& loop, const Config& config,
+                                             InspectorOutput output, Duration timeout);
   ~JobCommands() noexcept;
   JobCommands(const JobCommands&) = delete;
   JobCommands& operator=(const JobCommands&) = delete;
@@ -126,8 +127,12 @@ class JobCommands final {
   using DispatcherCall = std::function<kj::Promise<rpc::Attempt<int>>(
       wire::DispatcherGateway::Client, uint64_t epoch)>;
 
-  JobCommands(EventLoop& loop, const Config& config, InspectorOutput output, Duration timeout);
+ public:
+  // Built by its factory only (FactoryKey).
+  JobCommands(FactoryKey<JobCommands>, EventLoop& loop, const Config& config,
+              InspectorOutput output, Duration timeout);
 
+ private:
   // The JobId in `text` (32 hex digits); otherwise says so on stderr and returns nothing.
   std::optional<JobId> jobIdArgument(const std::string& text);
   kj::Promise<bool> connectZooKeeper();
@@ -152,7 +157,7 @@ class JobCommands final {
   InspectorOutput output_;
   const Duration timeout_;
   // Destroyed bottom-up: the client (with its retrieval), the TLS network, the HA services.
-  std::unique_ptr<ha::HaServices> ha_;  // Null with cli.master.
+  kj::Own<ha::HaServices> ha_;           // Null with cli.master.
   kj::Own<rpc::RpcNetwork> rpcNetwork_;  // rpc.tls.*; outlives the client.
   kj::Own<client::LeaderClient> client_;
   kj::Own<AttemptOutputReader> outputReader_;  // `jobs logs`, once the attempt is found.

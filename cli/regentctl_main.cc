@@ -16,9 +16,9 @@
 #include "cli/cluster_inspector.h"
 #include "cli/job_commands.h"
 #include "common/event_loop.h"
+#include "common/units.h"
 #include "conf/command_line.h"
 #include "conf/config.h"
-#include "conf/values.h"
 
 namespace {
 

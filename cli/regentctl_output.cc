@@ -8,10 +8,10 @@
 #include <string_view>
 
 #include "common/ids.h"
+#include "common/units.h"
 #include "common/utf8.h"
-#include "conf/values.h"
+#include "rpc/task_executor_json.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/task_executor_json.h"
 
 namespace regent::cli {
 namespace {
@@ -157,7 +157,7 @@ std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, in
     std::string free = "-";
     if (worker.getSlots().size() > 0) {
       size_t count = 0;
-      for (auto slot : worker.getSlots()) count += dispatcher::slotState(slot, false) == "FREE";
+      for (auto slot : worker.getSlots()) count += wire::slotState(slot, false) == "FREE";
       free = std::to_string(count);
     }
     // "cgroup v2", "subreaper": the description up to its parenthesis (the JSON has it whole).
@@ -181,7 +181,7 @@ std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
     const std::string id =
         wire::idFromWire<ResourceId>(worker.getRegistration().getResourceId()).toHex();
     for (auto slot : worker.getSlots()) {
-      const nlohmann::json json = dispatcher::slotJson(slot, false);
+      const nlohmann::json json = wire::slotJson(slot, false);
       rows.push_back({id, std::to_string(slot.getSlotId().getSlotIndex()),
                       cpuText(slot.getProfile().getCpuMillis()),
                       formatSize(slot.getProfile().getMemoryBytes()),
@@ -194,16 +194,16 @@ std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
 
 std::string workersJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
   std::string out;
-  for (auto worker : workers) out += jsonLine(dispatcher::taskExecutorJson(worker));
+  for (auto worker : workers) out += jsonLine(wire::taskExecutorJson(worker));
   return out;
 }
 
 std::string slotsJsonLines(capnp::List<wire::TaskExecutorInfo>::Reader workers) {
   std::string out;
   for (auto worker : workers) {
-    const nlohmann::json owner = dispatcher::taskExecutorJson(worker);
+    const nlohmann::json owner = wire::taskExecutorJson(worker);
     for (auto slot : worker.getSlots()) {
-      nlohmann::json json = dispatcher::slotJson(slot, false);
+      nlohmann::json json = wire::slotJson(slot, false);
       json["resource_id"] = owner["resource_id"];
       json["host"] = owner["host"];
       out += jsonLine(json);

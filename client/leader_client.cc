@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <variant>
 
-#include "conf/values.h"
+#include "common/units.h"
 
 namespace regent::client {
 namespace {

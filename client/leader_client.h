@@ -18,7 +18,7 @@
 
 #include "common/backoff.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "common/wakeable_delay.h"
 #include "leader/leader_info.h"
@@ -223,7 +223,7 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // With a master address that does not lead: the connection to it for leaderInfo.
   kj::Own<rpc::RpcClient> asking_;
   // Connections to previous leaders, each closed when its previousLeaderLinger wait ends.
-  TaskFailureLogger lingerErrors_{"leader client", spdlog::level::debug};
+  TaskSetErrorLogger lingerErrors_{"leader client", spdlog::level::debug};
   kj::TaskSet lingering_{lingerErrors_};
   // client_'s number: a client made when the previous one lingers counts its connections from
   // 1 again, so a cached bootstrap names the client it came from too.

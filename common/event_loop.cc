@@ -360,7 +360,7 @@ bool outOfResources(int rc) {
 
 }  // namespace
 
-Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
+Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
   if (options.argv.empty()) return Error::fatal("spawn: empty argv");
   for (const auto& extra : options.env) {
     if (extra.find('=') == std::string::npos || extra.front() == '=') {
@@ -498,10 +498,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(EventLoop& loop, Spawn
     }
   }
   loop.kick();
-  return std::unique_ptr<ChildProcess>(new ChildProcess(state));
+  return kj::heap<ChildProcess>(FactoryKey<ChildProcess>(), state);
 }
 
-ChildProcess::ChildProcess(State* state) : state_(state) {}
+ChildProcess::ChildProcess(FactoryKey<ChildProcess>, State* state) : state_(state) {}
 
 ChildProcess::~ChildProcess() {
   if (!state_->exited) uv_process_kill(&state_->process, SIGKILL);

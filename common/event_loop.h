@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "common/time.h"
 
@@ -152,7 +153,7 @@ class ChildProcess final {
   // Starts the child. Fails, naming the program and the reason, if it cannot be started:
   // retryable when this process ran out of file descriptors, processes or memory (EMFILE,
   // ENFILE, EAGAIN, ENOMEM), fatal otherwise (no such program, not executable, ...).
-  static Result<std::unique_ptr<ChildProcess>> spawn(EventLoop& loop, SpawnOptions options);
+  static Result<kj::Own<ChildProcess>> spawn(EventLoop& loop, SpawnOptions options);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -166,8 +167,10 @@ class ChildProcess final {
 
   struct State;
 
+  // Built by its factory only (FactoryKey).
+  ChildProcess(FactoryKey<ChildProcess>, State* state);
+
  private:
-  explicit ChildProcess(State* state);
   State* state_;  // Owned; freed once this object is gone and every uv handle of it is closed.
 };
 

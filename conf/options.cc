@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "common/host_port.h"
+#include "common/units.h"
 #include "conf/config.h"
-#include "conf/values.h"
 
 namespace regent {
 namespace {

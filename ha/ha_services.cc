@@ -5,17 +5,17 @@
 
 namespace regent::ha {
 
-Result<std::unique_ptr<HaServices>> HaServices::create(EventLoop& loop, const Config& config,
-                                                       Identity identity) {
+Result<kj::Own<HaServices>> HaServices::create(EventLoop& loop, const Config& config,
+                                               Identity identity) {
   if (haModeFrom(config) == HaMode::kStandalone) {
-    return std::unique_ptr<HaServices>(new HaServices(HaMode::kStandalone, nullptr));
+    return kj::heap<HaServices>(FactoryKey<HaServices>(), HaMode::kStandalone,
+                                kj::Own<ZooKeeperClient>());
   }
   ZooKeeperClientOptions options = zooKeeperClientOptionsFrom(config);
   options.readOnlyIdentity = identity == Identity::kReader;
   auto client = ZooKeeperClient::start(loop, std::move(options));
   if (!client.ok()) return client.error();
-  return std::unique_ptr<HaServices>(
-      new HaServices(HaMode::kZooKeeper, std::move(client).value()));
+  return kj::heap<HaServices>(FactoryKey<HaServices>(), HaMode::kZooKeeper, std::move(client).value());
 }
 
 }  // namespace regent::ha

@@ -2,9 +2,11 @@
 // chosen from `ha.mode`. zookeeper: a ZooKeeperClient on the loop; standalone: nothing shared.
 #pragma once
 
-#include <memory>
+#include <kj/memory.h>
+
 #include <string>
 
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "ha/ha_mode.h"
 #include "ha/zookeeper_client.h"
@@ -26,19 +28,21 @@ class HaServices final {
   // Builds the services for `config` and starts connecting (zookeeper mode). Fails only on
   // options the client rejects; an unreachable ZooKeeper is not an error here (see
   // ZooKeeperClient::waitConnected). `loop` must outlive the services.
-  static Result<std::unique_ptr<HaServices>> create(EventLoop& loop, const Config& config,
-                                                    Identity identity);
+  static Result<kj::Own<HaServices>> create(EventLoop& loop, const Config& config,
+                                            Identity identity);
 
   HaMode mode() const { return mode_; }
   // The ZooKeeper client; nullptr in standalone mode.
   ZooKeeperClient* zooKeeper() { return client_.get(); }
+  const ZooKeeperClient* zooKeeper() const { return client_.get(); }
+
+  // Built by its factory only (FactoryKey).
+  HaServices(FactoryKey<HaServices>, HaMode mode, kj::Own<ZooKeeperClient> client)
+      : mode_(mode), client_(kj::mv(client)) {}
 
  private:
-  HaServices(HaMode mode, std::unique_ptr<ZooKeeperClient> client)
-      : mode_(mode), client_(std::move(client)) {}
-
   HaMode mode_;
-  std::unique_ptr<ZooKeeperClient> client_;
+  kj::Own<ZooKeeperClient> client_;
 };
 
 }  // namespace regent::ha

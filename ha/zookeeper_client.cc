@@ -258,8 +258,8 @@ struct ZooKeeperClient::State {
 
 // ---- ZooKeeperClient -----------------------------------------------------------------------
 
-Result<std::unique_ptr<ZooKeeperClient>> ZooKeeperClient::start(EventLoop& loop,
-                                                                ZooKeeperClientOptions options) {
+Result<kj::Own<ZooKeeperClient>> ZooKeeperClient::start(EventLoop& loop,
+                                                        ZooKeeperClientOptions options) {
   if (options.quorum.empty()) return Error::fatal("ZooKeeper quorum is empty");
   if (options.root.empty() || options.root.front() != '/' || options.root.back() == '/') {
     return Error::fatal("ZooKeeper root '" + options.root +
@@ -295,7 +295,7 @@ Result<std::unique_ptr<ZooKeeperClient>> ZooKeeperClient::start(EventLoop& loop,
     s.acl.data = s.aclEntries.data();
   }
   s.session.open();  // A quorum that does not resolve yet is retried from the loop.
-  return std::unique_ptr<ZooKeeperClient>(new ZooKeeperClient(kj::mv(state)));
+  return kj::heap<ZooKeeperClient>(FactoryKey<ZooKeeperClient>(), kj::mv(state));
 }
 
 namespace {
@@ -351,7 +351,7 @@ void onChildren(int rc, const String_vector* strings, const void* context) {
 
 }  // namespace
 
-ZooKeeperClient::ZooKeeperClient(kj::Own<State> state) : state_(kj::mv(state)) {}
+ZooKeeperClient::ZooKeeperClient(FactoryKey<ZooKeeperClient>, kj::Own<State> state) : state_(kj::mv(state)) {}
 
 ZooKeeperClient::~ZooKeeperClient() noexcept {
   state_->session.close();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "common/time.h"
 #include "ha/coordination.h"
@@ -51,8 +52,7 @@ class ZooKeeperClient final : public Coordination {
   // Starts connecting; fails on bad options (an empty quorum, a relative root, a credential
   // without ':'). A quorum that does not resolve yet is retried every second, not an error.
   // `loop` must outlive the client.
-  static Result<std::unique_ptr<ZooKeeperClient>> start(EventLoop& loop,
-                                                        ZooKeeperClientOptions options);
+  static Result<kj::Own<ZooKeeperClient>> start(EventLoop& loop, ZooKeeperClientOptions options);
   ~ZooKeeperClient() noexcept override;
 
   // Resolves once the first session is established (kConnected), or with a retryable error
@@ -97,8 +97,10 @@ class ZooKeeperClient final : public Coordination {
 
   struct State;
 
+  // Built by its factory only (FactoryKey).
+  ZooKeeperClient(FactoryKey<ZooKeeperClient>, kj::Own<State> state);
+
  private:
-  explicit ZooKeeperClient(kj::Own<State> state);
   kj::Own<State> state_;
 };
 

@@ -19,7 +19,7 @@
 
 #include "common/event_loop.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 
@@ -145,7 +145,7 @@ class ZooKeeperSession final {
 
   std::list<Listener> listeners_;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> connectedWaiters_;
-  TaskFailureLogger errorHandler_{"zookeeper client"};
+  TaskSetErrorLogger errorHandler_{"zookeeper client"};
   kj::TaskSet tasks_;
 };
 

@@ -19,7 +19,7 @@
 
 #include "common/accept_loop.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "http/metrics_registry.h"
 
 namespace regent::http {
@@ -146,7 +146,7 @@ class HttpServer final {
   uint64_t refusedOverCap_ = 0;
   bool refusing_ = false;  // In a burst of refusals (warned once).
   kj::HttpServer server_;
-  TaskFailureLogger connectionErrors_{"http: connection", spdlog::level::debug};
+  TaskSetErrorLogger connectionErrors_{"http: connection", spdlog::level::debug};
   kj::TaskSet connections_{connectionErrors_};
   kj::Own<AcceptLoop> accepting_;  // Last: it hands connections to everything above.
 };

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/backoff.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 
@@ -94,7 +94,7 @@ class LatchGroup final {
   int64_t orphanSession_ = 0;  // The session the orphans belong to.
   bool orphanRemovalRunning_ = false;
   ExponentialBackoff orphanBackoff_;
-  TaskFailureLogger errorLogger_{"latch", spdlog::level::warn};
+  TaskSetErrorLogger errorLogger_{"latch", spdlog::level::warn};
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };
 

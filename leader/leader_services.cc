@@ -3,8 +3,8 @@
 #include "leader/leader_services.h"
 
 #include "common/event_loop.h"
+#include "common/units.h"
 #include "conf/config.h"
-#include "conf/values.h"
 #include "ha/zookeeper_client.h"
 #include "leader/standalone_leader_election.h"
 #include "leader/zookeeper_leader_election.h"

@@ -13,7 +13,7 @@
 
 #include "common/event_loop.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
@@ -61,7 +61,7 @@ class StandaloneLeaderElection final : public LeaderElection {
   bool leading_ = false;
   bool failed_ = false;  // electionFailed() fired: nothing more happens.
   uint64_t epoch_ = 0;
-  TaskFailureLogger errorHandler_;
+  TaskSetErrorLogger errorHandler_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };
 
@@ -97,7 +97,7 @@ class StandaloneLeaderRetrieval final : public LeaderRetrieval {
   LeaderRetrievalListener* listener_ = nullptr;
   uint64_t reads_ = 0;  // Bumped per refresh(); an older read's answer is dropped.
   std::optional<LeaderInfo> reported_;
-  TaskFailureLogger errorHandler_;
+  TaskSetErrorLogger errorHandler_;
   kj::Own<RecordWatch> watch_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };

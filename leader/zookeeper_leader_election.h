@@ -14,7 +14,7 @@
 
 #include "common/backoff.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 #include "leader/latch_group.h"
@@ -249,7 +249,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // Retries after failures; reset once a predecessor watch is set or a term is granted.
   ExponentialBackoff backoff_;
 
-  TaskFailureLogger errorHandler_;
+  TaskSetErrorLogger errorHandler_;
   kj::Own<void> sessionListener_;
   kj::Maybe<kj::ForkedPromise<Status>> handOverDone_;  // The hand-over in flight (or the last one).
   kj::TaskSet tasks_;  // Declared last: destroyed first, cancelling all in-flight work.

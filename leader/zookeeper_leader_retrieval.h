@@ -11,7 +11,7 @@
 
 #include "common/backoff.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "ha/coordination.h"
 #include "leader/latch_group.h"
@@ -70,7 +70,7 @@ class ZooKeeperLeaderRetrieval final : public LeaderRetrieval {
   bool connected_ = false;    // As last told to the listener.
   // The last view reported; unset until the first report.
   std::optional<std::optional<LeaderInfo>> reported_;
-  TaskFailureLogger errorHandler_;
+  TaskSetErrorLogger errorHandler_;
   kj::Own<void> sessionListener_;
   kj::TaskSet tasks_;  // Declared last: destroyed first.
 };

@@ -10,7 +10,7 @@
 
 #include <cstring>
 
-#include "conf/values.h"
+#include "common/units.h"
 
 namespace regent::rpc {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <kj/string.h>
 
-#include "conf/values.h"
+#include "common/units.h"
 
 namespace regent::rpc {
 

@@ -5,7 +5,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
-#include "conf/values.h"
+#include "common/units.h"
 #include "rpc/abort_watching_stream.h"
 
 namespace regent::rpc {

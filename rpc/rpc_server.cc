@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "common/host_port.h"
-#include "conf/values.h"
+#include "common/units.h"
 #include "rpc/abort_watching_stream.h"
 
 namespace regent::rpc {

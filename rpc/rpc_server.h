@@ -14,7 +14,7 @@
 
 #include "common/accept_loop.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/rpc_options.h"
 
@@ -270,7 +270,7 @@ class RpcServer final {
   // The receiver's own caps, when it holds connections before handing them out.
   kj::Maybe<HoldingConnectionReceiver&> holding_;
   // A connection task ends when its peer goes away: routine, logged at debug.
-  TaskFailureLogger errorHandler_{"rpc: connection", spdlog::level::debug};
+  TaskSetErrorLogger errorHandler_{"rpc: connection", spdlog::level::debug};
   // Declared after the counters: connections update them while being destroyed.
   kj::TaskSet connections_;
   kj::Own<AcceptLoop> accepting_;

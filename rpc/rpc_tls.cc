@@ -17,9 +17,9 @@
 #include <utility>
 
 #include "common/host_port.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
+#include "common/units.h"
 #include "conf/config.h"
-#include "conf/values.h"
 #include "rpc/abort_watching_stream.h"
 #include "rpc/rpc_server.h"
 
@@ -211,7 +211,7 @@ class TlsReceiver final : public HoldingConnectionReceiver {
   kj::Maybe<kj::Own<ConnectionCaps>> caps_;
   std::deque<kj::AuthenticatedStream> ready_;  // Handshake done, not yet accepted.
   kj::Maybe<kj::Own<kj::PromiseFulfiller<kj::AuthenticatedStream>>> waiter_;
-  TaskFailureLogger handshakeErrors_{"rpc: TLS handshake"};
+  TaskSetErrorLogger handshakeErrors_{"rpc: TLS handshake"};
   kj::TaskSet handshakes_;
   AcceptLoop accepting_;  // Out of descriptors, it backs off and sheds (common/accept_loop.h).
 };

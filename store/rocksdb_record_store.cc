@@ -25,7 +25,7 @@
 
 #include "common/backoff.h"
 #include "common/event_loop.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 
 namespace regent::store {
 namespace {
@@ -306,7 +306,7 @@ struct RocksDbDatabase::State final {
   };
   std::map<std::string, RecordQueue> recordQueues;  // By family and key; see dispatchWrite().
 
-  TaskFailureLogger jobFailures;
+  TaskSetErrorLogger jobFailures;
   kj::TaskSet jobs;        // Pool jobs with their bookkeeping; they finish even if the caller
                            // dropped its promise.
   kj::Canceler canceler;   // openTerm()/close() promises; declared last so it cancels first.

@@ -127,8 +127,8 @@ const char* storeBackendName(StoreBackend backend) {
   return "unknown";
 }
 
-Result<std::unique_ptr<StoreServices>> StoreServices::create(EventLoop& loop, const Config& config,
-                                                             ha::Coordination* zooKeeper) {
+Result<kj::Own<StoreServices>> StoreServices::create(EventLoop& loop, const Config& config,
+                                                     ha::Coordination* zooKeeper) {
   std::string backend = config.getString("store.backend");
   if (backend == "auto") {
     backend = ha::haModeFrom(config) == ha::HaMode::kZooKeeper ? "zookeeper" : "rocksdb";
@@ -141,15 +141,13 @@ Result<std::unique_ptr<StoreServices>> StoreServices::create(EventLoop& loop, co
     }
     ZooKeeperRecordStoreOptions options;
     options.maxPayload = config.getSize("store.zookeeper.max-payload");
-    return std::unique_ptr<StoreServices>(
-        std::make_unique<ZooKeeperStoreServices>(*zooKeeper, options, retain));
+    return kj::Own<StoreServices>(kj::heap<ZooKeeperStoreServices>(*zooKeeper, options, retain));
   }
   RocksDbOptions options;
   options.path = config.getString("store.rocksdb.path");
   options.maxPayload = config.getSize("store.rocksdb.max-payload");
   options.lockTimeout = config.getDuration("store.rocksdb.lock-timeout");
-  return std::unique_ptr<StoreServices>(
-      std::make_unique<RocksDbStoreServices>(loop, std::move(options), retain));
+  return kj::Own<StoreServices>(kj::heap<RocksDbStoreServices>(loop, std::move(options), retain));
 }
 
 }  // namespace regent::store

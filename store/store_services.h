@@ -49,8 +49,8 @@ class StoreServices {
   // Reads `store.*` (and ha.mode for auto). `zooKeeper` is required by the zookeeper backend and
   // must then outlive the services; `loop` must outlive them. Fails on an unusable combination
   // (zookeeper backend without a ZooKeeper client) naming the options involved.
-  static Result<std::unique_ptr<StoreServices>> create(EventLoop& loop, const Config& config,
-                                                       ha::Coordination* zooKeeper);
+  static Result<kj::Own<StoreServices>> create(EventLoop& loop, const Config& config,
+                                               ha::Coordination* zooKeeper);
 
   virtual StoreBackend backend() const = 0;
 

@@ -120,7 +120,7 @@ std::optional<std::string> progressMisfit(wire::JobGraph::Reader graph,
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer,
-                       EventSink& events, JobGraphLimits limits, size_t retainClean,
+                       EventSink& events, jobgraph::JobGraphLimits limits, size_t retainClean,
                        std::function<int64_t()> nowMs, JobRunner* runner,
                        size_t endedDetailBudgetBytes)
     : epoch_(epoch),
@@ -384,7 +384,7 @@ kj::Promise<Status> Dispatcher::markClean(JobId id) {
 }
 
 kj::Promise<JobOutcome> Dispatcher::submit(wire::JobGraph::Reader graph) {
-  if (auto violation = findJobGraphViolation(graph, limits_)) {
+  if (auto violation = jobgraph::findJobGraphViolation(graph, limits_)) {
     JobFailure invalid = failure(JobFailure::Kind::kInvalidArgument, violation->describe());
     invalid.field = violation->field;
     invalid.fieldMessage = violation->message;

@@ -27,9 +27,9 @@
 #include "common/event_sink.h"
 #include "common/ids.h"
 #include "common/result.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
+#include "jobgraph/job_graph_validation.h"
 #include "rpc/schema/jobs.capnp.h"
-#include "services/dispatcher/job_graph_validation.h"
 #include "services/dispatcher/job_runner.h"
 #include "store/store_services.h"
 
@@ -125,7 +125,7 @@ class Dispatcher final : public JobRunnerListener {
   // clean" (docs/operations.md). `runner` may be null (jobs stay CREATED); the Dispatcher sets
   // itself as its listener.
   Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer, EventSink& events,
-             JobGraphLimits limits, size_t retainClean, std::function<int64_t()> nowMs,
+             jobgraph::JobGraphLimits limits, size_t retainClean, std::function<int64_t()> nowMs,
              JobRunner* runner = nullptr, size_t endedDetailBudgetBytes = kEndedDetailBudgetBytes);
   ~Dispatcher() noexcept;
   Dispatcher(const Dispatcher&) = delete;
@@ -260,7 +260,7 @@ class Dispatcher final : public JobRunnerListener {
   store::LeaderStores& stores_;
   kj::Timer& timer_;
   EventSink& events_;
-  const JobGraphLimits limits_;
+  const jobgraph::JobGraphLimits limits_;
   const size_t retainClean_;
   const size_t endedDetailBudgetBytes_;
   size_t detailBytes_ = 0;  // Of every ended job's detail.
@@ -278,7 +278,7 @@ class Dispatcher final : public JobRunnerListener {
   std::set<JobId> inFlight_;  // Submissions, cancellations or removals being persisted.
   std::set<JobId> cleaning_;  // From endJob() until the cleanup is done or failed.
   kj::Canceler canceler_;
-  TaskFailureLogger errorLogger_{"dispatcher"};
+  TaskSetErrorLogger errorLogger_{"dispatcher"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

@@ -23,7 +23,7 @@
 #include "services/dispatcher/job_runner.h"
 #include "services/jobmaster/restart_strategy.h"
 #include "services/resourcemanager/job_master_port.h"
-#include "services/resourcemanager/slot_manager.h"
+#include "services/resourcemanager/resource_profile.h"
 
 namespace regent::jobmaster {
 

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "conf/values.h"
+#include "common/units.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"

@@ -17,7 +17,7 @@
 
 #include "common/event_sink.h"
 #include "common/ids.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/revocable.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -129,7 +129,7 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   bool settleQueued_ = false;
   std::optional<MonoTime> restartArmedAt_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
-  TaskFailureLogger errorLogger_{"job master"};
+  TaskSetErrorLogger errorLogger_{"job master"};
   kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
   kj::TaskSet tasks_{errorLogger_};
   // Cut first on destruction: the gateway servers the term keeps answer DISCONNECTED then.

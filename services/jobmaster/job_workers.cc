@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "conf/values.h"
+#include "common/units.h"
 
 namespace regent::jobmaster {
 

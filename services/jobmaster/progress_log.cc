@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "conf/values.h"
+#include "common/units.h"
 
 namespace regent::jobmaster {
 

@@ -16,7 +16,7 @@
 
 #include "common/backoff.h"
 #include "common/ids.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "services/jobmaster/execution_graph.h"
 #include "store/job_progress_store.h"
@@ -98,7 +98,7 @@ class ProgressLog final {
   };
   std::vector<WaitingAck> waitingAcks_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> closing_;  // close() waits.
-  TaskFailureLogger errorLogger_{"job master"};
+  TaskSetErrorLogger errorLogger_{"job master"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

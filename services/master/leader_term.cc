@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "conf/values.h"
+#include "common/units.h"
 #include "services/dispatcher/dispatcher_gateway.h"
 
 namespace regent::master {

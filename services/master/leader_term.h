@@ -19,12 +19,12 @@
 #include "common/backoff.h"
 #include "common/event_sink.h"
 #include "common/time.h"
+#include "jobgraph/job_graph_validation.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
-#include "services/dispatcher/job_graph_validation.h"
 #include "services/jobmaster/job_masters.h"
 #include "services/master/cluster_view.h"
 #include "services/resourcemanager/resource_manager.h"
@@ -33,7 +33,7 @@
 namespace regent::master {
 
 struct LeaderTermOptions {
-  dispatcher::JobGraphLimits limits;
+  jobgraph::JobGraphLimits limits;
   size_t retainCleanResults = 1000;  // store.job-results.retain
   // Between attempts to open the stores and recover: `initial`, doubling (with jitter) to `max`.
   Duration retryInitial = Duration(1000);

@@ -11,8 +11,9 @@
 #include "common/utf8.h"
 #include "http/prometheus_text.h"
 #include "rpc/job_status_json.h"
+#include "rpc/task_executor_json.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/task_executor_json.h"
+#include "rpc/task_executor_json.h"
 
 namespace regent::master {
 namespace {
@@ -198,7 +199,7 @@ kj::Promise<void> MasterHttpRoutes::workers(Response& response) {
   nlohmann::json workers = nlohmann::json::array();
   for (auto info : snapshot->workers) {
     const auto id = wire::idFromWire<ResourceId>(info.getRegistration().getResourceId());
-    workers.push_back(dispatcher::taskExecutorJson(
+    workers.push_back(wire::taskExecutorJson(
         info, [&](uint32_t index) { return snapshot->slotPending(id, index); }));
     if (authenticationRequired_) {
       for (const char* key : {"host", "pid", "data_address", "http_address"}) {

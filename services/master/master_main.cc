@@ -12,8 +12,8 @@
 #include "common/event_loop.h"
 #include "common/stop_signals.h"
 #include "conf/config.h"
-#include "conf/process_main.h"
 #include "services/master/master_process.h"
+#include "services/process/process_main.h"
 
 namespace {
 
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     auto process = auth.ok() ? master::MasterProcess::create(loop, config, processMain.events(),
                                                              std::move(auth).value(),
                                                              processMain.descriptorLimit())
-                             : Result<std::unique_ptr<master::MasterProcess>>(auth.error());
+                             : Result<kj::Own<master::MasterProcess>>(auth.error());
     if (!auth.ok()) {
       spdlog::error("{}", auth.error().message);
       code = master::kExitUsage;

@@ -14,8 +14,8 @@
 #include "common/host_port.h"
 #include "common/ids.h"
 #include "common/time.h"
+#include "common/units.h"
 #include "conf/config.h"
-#include "conf/values.h"
 #include "ha/zookeeper_acl.h"
 #include "ha/zookeeper_client.h"
 #include "leader/latch_group.h"
@@ -100,10 +100,10 @@ Result<rpc::ServerAuthSettings> rpcAuthenticationFor(const Config& config) {
   return settings;
 }
 
-Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, const Config& config,
-                                                             EventSink& events,
-                                                             rpc::ServerAuthSettings auth,
-                                                             DescriptorLimit descriptors) {
+Result<kj::Own<MasterProcess>> MasterProcess::create(EventLoop& loop, const Config& config,
+                                                     EventSink& events,
+                                                     rpc::ServerAuthSettings auth,
+                                                     DescriptorLimit descriptors) {
   // TLS first: a misconfigured rpc.tls.* fails before anything connects to ZooKeeper.
   auto rpcNetwork =
       rpc::RpcNetwork::create(loop.io().getNetwork(), loop.timer(), rpc::rpcTlsOptionsFrom(config),
@@ -116,8 +116,8 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, co
 
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kWriter);
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
-  std::unique_ptr<MasterProcess> master(
-      new MasterProcess(loop, config, events, std::move(self), std::move(ha).value()));
+  auto master = kj::heap<MasterProcess>(FactoryKey<MasterProcess>(), loop, config, events,
+                                        std::move(self), std::move(ha).value());
   master->rpcNetwork_ = kj::mv(rpcNetwork).value();
   master->authSettings_ = std::move(auth);
   master->descriptors_ = std::move(descriptors);
@@ -132,8 +132,9 @@ Result<std::unique_ptr<MasterProcess>> MasterProcess::create(EventLoop& loop, co
   return master;
 }
 
-MasterProcess::MasterProcess(EventLoop& loop, const Config& config, EventSink& events,
-                             leader::ContenderInfo self, std::unique_ptr<ha::HaServices> ha)
+MasterProcess::MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const Config& config,
+                             EventSink& events, leader::ContenderInfo self,
+                             kj::Own<ha::HaServices> ha)
     : loop_(loop),
       config_(config),
       events_(events),
@@ -388,7 +389,7 @@ kj::Promise<Status> MasterProcess::handOverForCaller() {
 }
 
 bool MasterProcess::zooKeeperConnected() const {
-  ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
+  const ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper();
   if (zooKeeper == nullptr) return false;
   const ha::SessionState state = zooKeeper->sessionState();
   return state == ha::SessionState::kConnected || state == ha::SessionState::kReconnected;
@@ -499,7 +500,7 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
 
 kj::Promise<void> MasterProcess::close() {
   term_ = nullptr;
-  return stores_ ? stores_->close() : kj::Promise<void>(kj::READY_NOW);
+  return stores_.get() != nullptr ? stores_->close() : kj::Promise<void>(kj::READY_NOW);
 }
 
 void MasterProcess::revokeLeadership(uint64_t epoch, const std::string& reason) {

@@ -18,10 +18,11 @@
 #include "common/descriptor_limit.h"
 #include "common/event_loop.h"
 #include "common/event_sink.h"
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "common/ring_event_sink.h"
 #include "common/stop_signals.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "ha/ha_services.h"
 #include "http/metrics_registry.h"
 #include "leader/leader_election.h"
@@ -88,10 +89,9 @@ class MasterProcess final : public leader::LeaderContender,
   // (ProcessMain), which run() fits the connection caps into. `events` (must outlive it) gets
   // the master's event lines and those of every term's services; the master keeps its own
   // (grants, revocations, hand-overs) for recentLeadershipEvents() as well.
-  static Result<std::unique_ptr<MasterProcess>> create(EventLoop& loop, const Config& config,
-                                                       EventSink& events,
-                                                       rpc::ServerAuthSettings auth,
-                                                       DescriptorLimit descriptors);
+  static Result<kj::Own<MasterProcess>> create(EventLoop& loop, const Config& config,
+                                               EventSink& events, rpc::ServerAuthSettings auth,
+                                               DescriptorLimit descriptors);
   ~MasterProcess() noexcept override;
   MasterProcess(const MasterProcess&) = delete;
   MasterProcess& operator=(const MasterProcess&) = delete;
@@ -163,9 +163,11 @@ class MasterProcess final : public leader::LeaderContender,
   // What /metrics writes: the families of master_metrics.h over this process's parts.
   const http::MetricsRegistry& metrics() const { return metrics_; }
 
+  // Built by its factory only (FactoryKey).
+  MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const Config& config, EventSink& events,
+                leader::ContenderInfo self, kj::Own<ha::HaServices> ha);
+
  private:
-  MasterProcess(EventLoop& loop, const Config& config, EventSink& events,
-                leader::ContenderInfo self, std::unique_ptr<ha::HaServices> ha);
   void onStopSignal(int signum);
   bool zooKeeperConnected() const;
   // nullopt until the RPC server listens.
@@ -197,8 +199,8 @@ class MasterProcess final : public leader::LeaderContender,
   DescriptorLimit descriptors_;
   uint64_t httpMaxConnections_ = http::HttpServer::kDefaultMaxConnections;  // Fitted by run().
   leader::ContenderInfo self_;
-  std::unique_ptr<ha::HaServices> ha_;
-  std::unique_ptr<store::StoreServices> stores_;
+  kj::Own<ha::HaServices> ha_;
+  kj::Own<store::StoreServices> stores_;
   rpc::FencingCounters fencingCounters_;
   resourcemanager::ResourceManagerCounters resourceManagerCounters_;  // Across terms.
   jobmaster::JobMasterCounters jobMasterCounters_;                    // Across terms.
@@ -216,7 +218,7 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<StopSignals> stopSignals_;
   bool stopping_ = false;
-  TaskFailureLogger errorLogger_{"master"};
+  TaskSetErrorLogger errorLogger_{"master"};
   // Pending while leading with a failing RPC listener: the hand-over at the bound.
   kj::Promise<void> listenerWatch_ = nullptr;
   // markServing, the connect warning and the hand-over; declared last so it is destroyed

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "common/ids.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
 
@@ -89,7 +89,7 @@ class HeartbeatMonitor final {
   const HeartbeatOptions options_;
   HeartbeatTargets& targets_;
   RoundGaps rounds_;
-  TaskFailureLogger errorLogger_;
+  TaskSetErrorLogger errorLogger_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/event_sink.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/resourcemanager/heartbeat_monitor.h"
@@ -164,7 +164,7 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   std::map<ResourceId, kj::Own<Connection>> connections_;
   HeartbeatMonitor heartbeats_;  // Reads slots_ and connections_: declared after them.
   bool matchScheduled_ = false;
-  TaskFailureLogger errorLogger_{"resource manager"};
+  TaskSetErrorLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

@@ -14,23 +14,9 @@
 #include "common/ids.h"
 #include "common/result.h"
 #include "common/time.h"
+#include "services/resourcemanager/resource_profile.h"
 
 namespace regent::resourcemanager {
-
-// What a slot offers or a subtask needs (wire::ResourceProfile).
-struct Profile {
-  uint32_t cpuMillis = 0;
-  uint64_t memoryBytes = 0;
-
-  // Every component of this (offered) profile is at least `required`'s.
-  bool fits(const Profile& required) const {
-    return cpuMillis >= required.cpuMillis && memoryBytes >= required.memoryBytes;
-  }
-  auto operator<=>(const Profile&) const = default;
-};
-
-// "cpu=1.000 memory=1GiB", for messages.
-std::string describe(const Profile& profile);
 
 // One slot as the SlotManager holds it.
 struct Slot {
@@ -80,12 +66,6 @@ struct ReportedSlot {
   std::optional<AllocationId> allocation;
   std::optional<JobId> job;
   std::vector<AttemptId> runningAttempts;
-};
-
-// `count` slots that each fit `profile` (wire::ResourceRequirement).
-struct Requirement {
-  Profile profile;
-  uint32_t count = 0;
 };
 
 // A slot match() allocated: the ResourceManager calls requestSlot on the worker with it, then

@@ -17,7 +17,7 @@
 
 #include "common/backoff.h"
 #include "common/ids.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "common/wakeable_delay.h"
 #include "rpc/failure.h"
@@ -156,7 +156,7 @@ class JobLinks {
   uint64_t updateSeq_ = 0;  // The last PendingUpdate::seq given.
   // flushUpdates() callers, told when no update waits any more.
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> flushed_;
-  TaskFailureLogger errorLogger_{"task executor"};
+  TaskSetErrorLogger errorLogger_{"task executor"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

@@ -23,7 +23,7 @@
 
 #include "common/errno_text.h"
 #include "common/event_loop.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "common/utf8.h"
 #include "services/taskexecutor/attempt_dirs.h"
 #include "services/taskexecutor/task_containment.h"
@@ -146,7 +146,7 @@ struct ProcessTaskRunner::Attempt {
   bool ended = false;
   bool cancelRequested = false;
   std::string startFailure;                // What kept the command from starting, if anything.
-  std::unique_ptr<ChildProcess> shim;      // Set from spawn until the shim's exit is seen.
+  kj::Own<ChildProcess> shim;      // Set from spawn until the shim's exit is seen.
   pid_t pgid = 0;                          // The shim's pid, 0 before spawn.
   bool groupGone = false;                  // Never signal the group again once true.
   kj::Maybe<kj::TimePoint> termSentAt;     // SIGTERM went to the group.
@@ -189,7 +189,7 @@ struct ProcessTaskRunner::State {
   kj::Timer& timer;
   ProcessTaskRunnerOptions options;
   SharedFd attemptsFd;  // Shared with the work on the thread pool, which may outlive the runner.
-  TaskFailureLogger errorLogger{"task runner"};
+  TaskSetErrorLogger errorLogger{"task runner"};
   std::map<AttemptId, std::unique_ptr<Attempt>> attempts;
   std::deque<AttemptId> ended;     // Ended attempts still on disk, oldest first.
   std::deque<std::string> strays;  // Attempt directories (names) of earlier runs, oldest first.
@@ -621,7 +621,7 @@ void ProcessTaskRunner::cancel(const AttemptId& attempt) {
     return;
   }
   // A shim already gone ended on its own: the attempt keeps the phase it reached.
-  if (a.shim == nullptr || !a.shim->signal(0).ok()) return;
+  if (a.shim.get() == nullptr || !a.shim->signal(0).ok()) return;
   a.cancelRequested = true;
   s.signalGroup(a, SIGTERM);
   a.termSentAt = s.timer.now();

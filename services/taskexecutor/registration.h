@@ -14,7 +14,7 @@
 
 #include "common/backoff.h"
 #include "common/ids.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "rpc/failure.h"
 #include "rpc/output_token.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -132,7 +132,7 @@ class Registration {
   // The kind of the master's last refusal of an attempt (nullopt: it did not refuse).
   std::optional<wire::Failure::Which> lastRefusal_;
   kj::Own<kj::PromiseFulfiller<std::string>> lost_;
-  TaskFailureLogger errorLogger_{"task executor"};
+  TaskSetErrorLogger errorLogger_{"task executor"};
   kj::Maybe<kj::Promise<void>> loop_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

@@ -234,7 +234,7 @@ class CgroupContainment final : public TaskContainment {
       }
     }
     return std::unique_ptr<AttemptContainment>(
-        new CgroupAttempt(std::move(plan), killFd, options_.limits.memoryBytes));
+        std::make_unique<CgroupAttempt>(std::move(plan), killFd, options_.limits.memoryBytes));
   }
 
  private:
@@ -267,7 +267,7 @@ class SubreaperContainment final : public TaskContainment {
   ContainmentKind kind() const override { return ContainmentKind::kSubreaper; }
   const std::string& description() const override { return description_; }
   Result<std::unique_ptr<AttemptContainment>> prepare(const AttemptId&) const override {
-    return std::unique_ptr<AttemptContainment>(new SubreaperAttempt(killAfterMs_));
+    return std::unique_ptr<AttemptContainment>(std::make_unique<SubreaperAttempt>(killAfterMs_));
   }
 
  private:
@@ -360,8 +360,8 @@ Result<std::unique_ptr<TaskContainment>> createCgroupContainment(
   }
   std::string description = chosen.describe(options.subtree) + notes;
   if (chosen.unifiedParent.empty() || !haveKill) description += "; killed by freezing";
-  return std::unique_ptr<TaskContainment>(
-      new CgroupContainment(std::move(chosen), options, haveKill, std::move(description)));
+  return std::unique_ptr<TaskContainment>(std::make_unique<CgroupContainment>(
+      std::move(chosen), options, haveKill, std::move(description)));
 }
 
 }  // namespace
@@ -372,7 +372,7 @@ const char* containmentKindName(ContainmentKind kind) {
 
 Result<std::unique_ptr<TaskContainment>> createTaskContainment(const ContainmentOptions& options) {
   if (options.mode == "subreaper") {
-    return std::unique_ptr<TaskContainment>(new SubreaperContainment(
+    return std::unique_ptr<TaskContainment>(std::make_unique<SubreaperContainment>(
         options.killAfterMs, "subreaper (worker.containment is subreaper)"));
   }
   if (options.mode != "auto" && options.mode != "cgroup") {
@@ -385,7 +385,7 @@ Result<std::unique_ptr<TaskContainment>> createTaskContainment(const Containment
     return Error::fatal("worker.containment is cgroup, but no cgroup can be had: " +
                         cgroup.error().message);
   }
-  return std::unique_ptr<TaskContainment>(new SubreaperContainment(
+  return std::unique_ptr<TaskContainment>(std::make_unique<SubreaperContainment>(
       options.killAfterMs, "subreaper (no cgroup: " + cgroup.error().message + ")"));
 }
 

@@ -178,9 +178,9 @@ Status checkDataDirPath(const std::string& dir, std::optional<uid_t> taskUid) {
   return checkResolved(resolved, exists, taskUid);
 }
 
-Result<std::unique_ptr<WorkerDataDir>> WorkerDataDir::open(const std::string& dir,
-                                                           const DataDirHolder& self,
-                                                           std::optional<uid_t> taskUid) {
+Result<kj::Own<WorkerDataDir>> WorkerDataDir::open(const std::string& dir,
+                                                   const DataDirHolder& self,
+                                                   std::optional<uid_t> taskUid) {
   const std::string where = "worker.data-dir " + dir;
   // Tasks running as the worker's own user (worker.task-allow-root) have its rights anyway.
   if (taskUid && *taskUid == ::geteuid()) taskUid.reset();
@@ -197,7 +197,7 @@ Result<std::unique_ptr<WorkerDataDir>> WorkerDataDir::open(const std::string& di
     if (auto checked = checkDataDirPath(dir, taskUid); !checked.ok()) return checked.error();
   }
 
-  std::unique_ptr<WorkerDataDir> opened(new WorkerDataDir(dir));
+  auto opened = kj::heap<WorkerDataDir>(FactoryKey<WorkerDataDir>(), dir);
   // Owned by `opened` from here: every return below closes what it holds (and so releases the
   // lock) unless it is handed to the result. Resolved once: the path was checked, and nothing
   // under it is reached by path again.

@@ -4,6 +4,7 @@
 // `attempts` directory through which the worker reaches everything of its tasks.
 #pragma once
 
+#include <kj/memory.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "common/factory_key.h"
 #include "common/ids.h"
 #include "common/result.h"
 
@@ -76,9 +78,8 @@ class WorkerDataDir final {
   //
   // Errors: retryable when another live worker holds the lock (it may stop; regent-worker exits
   // 1), fatal when the directory or a file in it cannot be used (regent-worker exits 2).
-  static Result<std::unique_ptr<WorkerDataDir>> open(
-      const std::string& dir, const DataDirHolder& self,
-      std::optional<uid_t> taskUid = std::nullopt);
+  static Result<kj::Own<WorkerDataDir>> open(const std::string& dir, const DataDirHolder& self,
+                                             std::optional<uid_t> taskUid = std::nullopt);
   // Releases the lock (closes the lock file; its contents stay, and say nothing once unlocked).
   ~WorkerDataDir();
   WorkerDataDir(const WorkerDataDir&) = delete;
@@ -92,8 +93,10 @@ class WorkerDataDir final {
   std::string attemptsPath() const { return path_ + "/" + kAttemptsDir; }
   int attemptsFd() const { return attemptsFd_; }
 
+  // Built by its factory only (FactoryKey).
+  WorkerDataDir(FactoryKey<WorkerDataDir>, std::string path) : path_(std::move(path)) {}
+
  private:
-  explicit WorkerDataDir(std::string path) : path_(std::move(path)) {}
   // Creates and opens `attempts` (see open()).
   Status openAttempts(std::optional<uid_t> taskUid);
 

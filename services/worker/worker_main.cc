@@ -16,7 +16,7 @@
 #include "common/stop_signals.h"
 #include "common/time.h"
 #include "conf/config.h"
-#include "conf/process_main.h"
+#include "services/process/process_main.h"
 #include "services/worker/worker_data_dir.h"
 #include "services/worker/worker_process.h"
 

@@ -100,9 +100,9 @@ taskexecutor::ProcessTaskRunnerOptions taskRunnerOptionsFrom(const Config& confi
   return options;
 }
 
-Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
-    EventLoop& loop, const Config& config, EventSink& events,
-    std::unique_ptr<WorkerDataDir> dataDir, const taskexecutor::TaskUser& taskUser,
+Result<kj::Own<WorkerProcess>> WorkerProcess::create(
+    EventLoop& loop, const Config& config, EventSink& events, kj::Own<WorkerDataDir> dataDir,
+    const taskexecutor::TaskUser& taskUser,
     std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors) {
   auto credential = workerCredentialFrom(config);
   if (!credential.ok()) return credential.error();
@@ -124,8 +124,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   if (!rpcNetwork.ok()) return Error::fatal("cannot set up RPC: " + rpcNetwork.error().message);
   auto ha = ha::HaServices::create(loop, config, ha::HaServices::Identity::kReader);
   if (!ha.ok()) return Error::fatal("cannot set up the HA services: " + ha.error().message);
-  std::unique_ptr<WorkerProcess> worker(
-      new WorkerProcess(loop, config, events, std::move(dataDir)));
+  auto worker = kj::heap<WorkerProcess>(FactoryKey<WorkerProcess>(), loop, config, events,
+                                        std::move(dataDir));
   worker->outputTokenRequired_ =
       credential.value().has_value() || !config.getString("rpc.tls.cert").empty();
   worker->ha_ = std::move(ha).value();
@@ -155,8 +155,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::create(
   return worker;
 }
 
-WorkerProcess::WorkerProcess(EventLoop& loop, const Config& config, EventSink& events,
-                             std::unique_ptr<WorkerDataDir> dataDir)
+WorkerProcess::WorkerProcess(FactoryKey<WorkerProcess>, EventLoop& loop, const Config& config,
+                             EventSink& events, kj::Own<WorkerDataDir> dataDir)
     : loop_(loop),
       config_(config),
       events_(events),
@@ -292,7 +292,7 @@ std::optional<std::string> WorkerProcess::notReadyReason() const {
   if (leaders_->lastObstacleWasNoLeader()) return "no leader known: " + leaders_->lastObstacle();
   const std::string& failed = taskExecutor_->lastRegistrationError();
   if (!failed.empty()) return "registering (last attempt: " + failed + ")";
-  if (ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper()) {
+  if (const ha::ZooKeeperClient* zooKeeper = ha_->zooKeeper()) {
     const ha::SessionState state = zooKeeper->sessionState();
     if (state != ha::SessionState::kConnected && state != ha::SessionState::kReconnected) {
       return std::string("no leader known: not connected to ZooKeeper");

@@ -18,9 +18,10 @@
 #include "common/descriptor_limit.h"
 #include "common/event_loop.h"
 #include "common/event_sink.h"
+#include "common/factory_key.h"
 #include "common/result.h"
 #include "common/stop_signals.h"
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "ha/ha_services.h"
 #include "http/http_server.h"
 #include "rpc/rpc_tls.h"
@@ -96,9 +97,9 @@ class WorkerProcess final : public WorkerHttpHost {
   // Fails (fatal) only on what retrying cannot fix: bad TLS files, options the ZooKeeper client
   // rejects, an unusable credential. An unreachable ZooKeeper or master is not a failure: the
   // worker keeps trying.
-  static Result<std::unique_ptr<WorkerProcess>> create(
-      EventLoop& loop, const Config& config, EventSink& events,
-      std::unique_ptr<WorkerDataDir> dataDir, const taskexecutor::TaskUser& taskUser,
+  static Result<kj::Own<WorkerProcess>> create(
+      EventLoop& loop, const Config& config, EventSink& events, kj::Own<WorkerDataDir> dataDir,
+      const taskexecutor::TaskUser& taskUser,
       std::unique_ptr<taskexecutor::TaskContainment> containment, DescriptorLimit descriptors);
   ~WorkerProcess() noexcept override;
   WorkerProcess(const WorkerProcess&) = delete;
@@ -135,9 +136,11 @@ class WorkerProcess final : public WorkerHttpHost {
   bool outputTokenRequired() const override { return outputTokenRequired_; }
   const std::optional<rpc::OutputReadKey>& outputReadKey() const override;
 
+  // Built by its factory only (FactoryKey).
+  WorkerProcess(FactoryKey<WorkerProcess>, EventLoop& loop, const Config& config, EventSink& events,
+                kj::Own<WorkerDataDir> dataDir);
+
  private:
-  WorkerProcess(EventLoop& loop, const Config& config, EventSink& events,
-                std::unique_ptr<WorkerDataDir> dataDir);
   void onStopSignal(int signum);
   // Warns when ZooKeeper stays unreachable past ha.zookeeper.connect-timeout; once connected,
   // and holding a ZooKeeper credential, warns when the cluster root or `leader` node is open to
@@ -149,12 +152,12 @@ class WorkerProcess final : public WorkerHttpHost {
   EventLoop& loop_;
   const Config& config_;
   EventSink& events_;
-  std::unique_ptr<WorkerDataDir> dataDir_;  // Holds the lock until the process is gone.
+  kj::Own<WorkerDataDir> dataDir_;  // Holds the lock until the process is gone.
   const std::string host_;
   const int64_t startedAtMs_;
   const taskexecutor::SlotProfile slotProfile_;
   DescriptorLimit descriptors_;
-  std::unique_ptr<ha::HaServices> ha_;
+  kj::Own<ha::HaServices> ha_;
   kj::Own<rpc::RpcNetwork> rpcNetwork_;        // rpc.tls.*; outlives the leader client.
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
   // Shared with the TaskRunner, whose thread-pool work may outlive it.
@@ -171,7 +174,7 @@ class WorkerProcess final : public WorkerHttpHost {
   const rpc::FencingCounters noFencing_;
   const std::optional<rpc::OutputReadKey> noOutputReadKey_;
   bool outputTokenRequired_ = false;
-  TaskFailureLogger errorLogger_{"worker"};
+  TaskSetErrorLogger errorLogger_{"worker"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

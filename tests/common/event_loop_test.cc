@@ -274,7 +274,7 @@ TEST(ChildProcess, ChildDestroyedJustBeforeItsLoopIsStillKilledAndReaped) {
     auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
     ASSERT_TRUE(child.ok());
     pid = child.value()->pid();
-    child.value().reset();
+    child.value() = nullptr;
   }  // The loop is destroyed before it had a chance to see the child exit.
   EXPECT_TRUE(reaped(pid)) << "child " << pid << " was left running or unreaped";
 }
@@ -284,7 +284,7 @@ TEST(ChildProcess, DestroyingARunningChildKillsIt) {
   auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
   ASSERT_TRUE(child.ok());
   int pid = child.value()->pid();
-  child.value().reset();
+  child.value() = nullptr;
   // The loop reaps it; wait (bounded) until the pid is gone.
   auto deadline = steady_clock::now() + std::chrono::seconds(10);
   while (!reaped(pid) && steady_clock::now() < deadline) {

@@ -14,28 +14,28 @@
 #include <cstring>
 #include <string_view>
 
+#include "jobgraph/job_graph_spec.h"
+#include "jobgraph/job_graph_validation.h"
 #include "rpc/schema/jobs.capnp.h"
-#include "services/dispatcher/job_graph_spec.h"
-#include "services/dispatcher/job_graph_validation.h"
 
 namespace {
 
-using regent::dispatcher::findJobGraphViolation;
-using regent::dispatcher::JobGraphLimits;
-using regent::dispatcher::JobGraphSpecFormat;
+using regent::jobgraph::findJobGraphViolation;
+using regent::jobgraph::JobGraphLimits;
+using regent::jobgraph::JobGraphSpecFormat;
 
 // The rules with regentctl's limits (no slot known) and with the Dispatcher's (a slot known).
 void checkRules(regent::wire::JobGraph::Reader graph) {
   auto withoutSlot = findJobGraphViolation(graph, JobGraphLimits{});
   if (withoutSlot) (void)withoutSlot->describe();
   JobGraphLimits dispatcherLimits;
-  dispatcherLimits.largestSlot = regent::dispatcher::SlotProfile{.cpuMillis = 4000,
-                                                                 .memoryBytes = 8ull << 30};
+  dispatcherLimits.largestSlot =
+      regent::jobgraph::SlotProfile{.cpuMillis = 4000, .memoryBytes = 8ull << 30};
   (void)findJobGraphViolation(graph, dispatcherLimits);
 }
 
 void fuzzDocument(std::string_view text, JobGraphSpecFormat format) {
-  auto parsed = regent::dispatcher::parseJobGraphSpec(text, format);
+  auto parsed = regent::jobgraph::parseJobGraphSpec(text, format);
   if (!parsed) {
     // Every refusal says what is wrong.
     if (parsed.error().message.empty()) std::abort();

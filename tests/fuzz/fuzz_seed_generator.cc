@@ -19,17 +19,17 @@
 #include <string_view>
 
 #include "common/ids.h"
+#include "jobgraph/job_graph_spec.h"
 #include "leader/leader_info.h"
 #include "rpc/output_token.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_spec.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fuzz/auth_handshake_input_test_util.h"
 #include "tests/fuzz/memory_record_store_test_util.h"
 #include "tests/fuzz/output_token_fuzz_test_util.h"
-#include "tests/services/dispatcher/job_graph_test_util.h"
+#include "tests/jobgraph/job_graph_test_util.h"
 #include "tests/store/progress_test_util.h"
 
 namespace {
@@ -69,17 +69,17 @@ std::string flat(capnp::MessageBuilder& message) {
 }
 
 kj::Own<capnp::MallocMessageBuilder> parsed(std::string_view text,
-                                            dispatcher::JobGraphSpecFormat format) {
-  auto message = dispatcher::parseJobGraphSpec(text, format);
+                                            jobgraph::JobGraphSpecFormat format) {
+  auto message = jobgraph::parseJobGraphSpec(text, format);
   if (!message) throw std::runtime_error("example does not parse: " + message.error().message);
   return kj::mv(message).value();
 }
 
 void jobGraphSeeds() {
-  using dispatcher::JobGraphSpecFormat;
-  using dispatcher::testing::docsExample;
-  using dispatcher::testing::kFullJson;
-  using dispatcher::testing::kFullYaml;
+  using jobgraph::JobGraphSpecFormat;
+  using jobgraph::testing::docsExample;
+  using jobgraph::testing::kFullJson;
+  using jobgraph::testing::kFullYaml;
   writeSeed("jobgraph", "full.yaml", 0, kFullYaml);
   writeSeed("jobgraph", "full.json", 1, kFullJson);
   writeSeed("jobgraph", "docs.yaml", 2, docsExample("yaml"));
@@ -128,7 +128,7 @@ void storedRecordSeeds() {
   auto stored = [&](store::RecordFamily family) { return records.at(family).at(kKey); };
 
   // kFullYaml carries the job id kKey.
-  auto full = parsed(dispatcher::testing::kFullYaml, dispatcher::JobGraphSpecFormat::kYaml);
+  auto full = parsed(jobgraph::testing::kFullYaml, jobgraph::JobGraphSpecFormat::kYaml);
   if (!stores->jobGraphs().put(full->getRoot<wire::JobGraph>()).wait(waitScope).ok()) {
     throw std::runtime_error("put of the full JobGraph failed");
   }

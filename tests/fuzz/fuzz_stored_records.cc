@@ -15,7 +15,7 @@
 #include <string>
 
 #include "common/ids.h"
-#include "services/dispatcher/job_graph_validation.h"
+#include "jobgraph/job_graph_validation.h"
 #include "store/record_store.h"
 #include "store/store_services.h"
 #include "tests/fuzz/memory_record_store_test_util.h"
@@ -43,8 +43,8 @@ void fuzzJobGraph(JobGraphStore& graphs, kj::WaitScope& waitScope) {
     if (!one.ok()) std::abort();  // Recovery and get() decode alike.
     // What the Dispatcher does with a recovered graph: check it and read its name.
     const auto graph = recovered.value().graphs.front().get();
-    regent::dispatcher::JobGraphLimits limits;
-    (void)regent::dispatcher::findJobGraphViolation(graph, limits);
+    regent::jobgraph::JobGraphLimits limits;
+    (void)regent::jobgraph::findJobGraphViolation(graph, limits);
     (void)graph.getName();
   } else {
     if (one.ok()) std::abort();

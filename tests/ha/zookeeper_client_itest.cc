@@ -43,7 +43,7 @@ class ZooKeeperClientTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<ZooKeeperClient> connect(ZooKeeperClientOptions o) {
+  kj::Own<ZooKeeperClient> connect(ZooKeeperClientOptions o) {
     return connectForTests(loop_, std::move(o), kWait);
   }
 
@@ -436,7 +436,7 @@ TEST_F(ZooKeeperClientTest, AQuorumThatDoesNotResolveIsRetriedNotFatal) {
 TEST_F(ZooKeeperClientTest, DestroyingTheClientCancelsAnEnsurePathInFlight) {
   auto client = connect(options());
   auto pending = client->ensurePath("a/b/c/d");
-  client.reset();
+  client = nullptr;
   // Cancelled rather than left to run on the freed client (ASan would catch the latter).
   // (void): no reply is expected, only the exception.
   EXPECT_ANY_THROW((void)loop_.run(kj::mv(pending)));

@@ -12,9 +12,8 @@ namespace regent::ha {
 
 // Starts a client and runs the loop until its first session is established; throws (failing the
 // test) if it cannot start or connect within `wait`.
-inline std::unique_ptr<ZooKeeperClient> connectForTests(EventLoop& loop,
-                                                        ZooKeeperClientOptions options,
-                                                        Duration wait) {
+inline kj::Own<ZooKeeperClient> connectForTests(EventLoop& loop, ZooKeeperClientOptions options,
+                                                Duration wait) {
   auto client = ZooKeeperClient::start(loop, std::move(options));
   KJ_REQUIRE(client.ok(), client.error().message);
   auto status = loop.run(client.value()->waitConnected(wait));

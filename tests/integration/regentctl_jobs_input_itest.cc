@@ -40,7 +40,7 @@ class RegentctlJobsInput : public RegentctlTest {
   RegentctlJobsInput() : RegentctlTest("regentctl-jobs-input") {}
   ~RegentctlJobsInput() noexcept override {
     stores_ = nullptr;
-    if (services_) loop_.run(services_->close());
+    if (services_.get() != nullptr) loop_.run(services_->close());
     services_ = nullptr;
     zk_ = nullptr;
   }
@@ -80,8 +80,8 @@ class RegentctlJobsInput : public RegentctlTest {
                          (extraArg.empty() ? "" : ", \"" + extraArg + "\"") + "]\n");
   }
 
-  std::unique_ptr<ha::ZooKeeperClient> zk_;
-  std::unique_ptr<store::StoreServices> services_;
+  kj::Own<ha::ZooKeeperClient> zk_;
+  kj::Own<store::StoreServices> services_;
   kj::Own<store::LeaderStores> stores_;
 };
 

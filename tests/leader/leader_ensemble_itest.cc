@@ -95,7 +95,7 @@ class FixtureThread final {
 };
 
 struct Member {
-  std::unique_ptr<ha::HaServices> ha;
+  kj::Own<ha::HaServices> ha;
   std::unique_ptr<RecordingContender> contender;
   kj::Own<LeaderElection> election;
   std::vector<SessionState> sessionStates;

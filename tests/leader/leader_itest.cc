@@ -43,7 +43,7 @@ using testing::RecordingListener;
 constexpr Duration kWait{30000};
 
 struct Contender {
-  std::unique_ptr<ZooKeeperClient> zk;
+  kj::Own<ZooKeeperClient> zk;
   std::unique_ptr<RecordingContender> contender;
   std::unique_ptr<ZooKeeperLeaderElection> election;
   std::vector<SessionState> sessionStates;
@@ -77,7 +77,7 @@ class LeaderElectionTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<ZooKeeperClient> connect(ZooKeeperClientOptions o) {
+  kj::Own<ZooKeeperClient> connect(ZooKeeperClientOptions o) {
     return ha::connectForTests(loop_, std::move(o), kWait);
   }
 
@@ -171,7 +171,7 @@ class LeaderElectionTest : public ::testing::Test {
   std::string readAuth_;
   ElectionLog log_;
   std::list<Contender> members_;
-  std::list<std::unique_ptr<ZooKeeperClient>> extraClients_;
+  std::list<kj::Own<ZooKeeperClient>> extraClients_;
   std::unique_ptr<ZooKeeperLeaderRetrieval> retrieval_;
 };
 

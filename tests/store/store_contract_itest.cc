@@ -98,14 +98,14 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
 
   void TearDown() override {
     endTerm();  // Every term's stores before the services that opened them.
-    if (services_) loop_.run(services_->close());
-    services_.reset();
-    zk_.reset();
+    if (services_.get() != nullptr) loop_.run(services_->close());
+    services_ = nullptr;
+    zk_ = nullptr;
   }
 
   bool zooKeeperBackend() const { return GetParam() == "zookeeper"; }
 
-  std::unique_ptr<ha::ZooKeeperClient> connect() {
+  kj::Own<ha::ZooKeeperClient> connect() {
     ha::ZooKeeperClientOptions options;
     options.quorum = server_->connectString();
     options.root = root_;
@@ -131,7 +131,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   // the stores of the next one through fresh StoreServices configured with `extra`.
   LeaderStores& openTerm(const std::vector<std::string>& extra = {}) {
     endTerm();
-    services_.reset();
+    services_ = nullptr;
     auto services = StoreServices::create(loop_, config(extra), zk_.get());
     KJ_REQUIRE(services.ok(), services.error().message);
     services_ = std::move(services).value();
@@ -169,7 +169,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   // closed first (RocksDB allows one opener); call openTerm() afterwards.
   void writeRaw(RecordFamily family, const std::string& key, const std::string& bytes) {
     endTerm();
-    services_.reset();
+    services_ = nullptr;
     const std::string folder = recordFamilyName(family);
     if (zooKeeperBackend()) {
       KJ_REQUIRE(loop_.run(zk_->ensurePath(folder)).ok());
@@ -194,7 +194,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
       return node.value.data;
     }
     endTerm();
-    services_.reset();
+    services_ = nullptr;
     std::optional<std::string> value;
     withRawDatabase([&](rocksdb::DB& db, rocksdb::ColumnFamilyHandle& handle) {
       std::string bytes;
@@ -255,10 +255,10 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   testing::ZooKeeperServer* server_ = nullptr;
   std::string root_;
   testing::TempDir dir_{"regent-store-contract"};
-  std::unique_ptr<ha::ZooKeeperClient> zk_;
+  kj::Own<ha::ZooKeeperClient> zk_;
   std::string latch_;
   uint64_t epoch_ = 0;
-  std::unique_ptr<StoreServices> services_;
+  kj::Own<StoreServices> services_;
   kj::Own<LeaderStores> previous_;  // The term before stores_, when a test keeps it open.
   kj::Own<LeaderStores> stores_;
 };
@@ -908,7 +908,7 @@ TEST_P(StoreContractTest, AStoreWrittenBeforeTheProgressRecordsExistedOpensAndGa
   putGraph(id, "older");
   // What an earlier version left: no job-progress folder / column family.
   endTerm();
-  services_.reset();
+  services_ = nullptr;
   const std::string family = recordFamilyName(RecordFamily::kJobProgress);
   if (zooKeeperBackend()) {
     auto removed = loop_.run(zk_->remove(family));

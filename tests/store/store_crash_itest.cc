@@ -96,7 +96,7 @@ class StoreCrashTest : public ::testing::TestWithParam<Backend> {
 
   // Opens the backend for a new term, as a new leader would, and recovers every JobGraph.
   StoreResult<RecoveredJobGraphs> recover() {
-    std::unique_ptr<ha::ZooKeeperClient> zooKeeper;
+    kj::Own<ha::ZooKeeperClient> zooKeeper;
     kj::Own<RocksDbDatabase> database;
     kj::Own<RecordStore> records;
     if (GetParam() == Backend::kZooKeeper) {

@@ -122,7 +122,7 @@ class WriteLoop final {
 
 int runWriteLoop(const WriteLoopOptions& options) {
   EventLoop loop;
-  std::unique_ptr<ha::ZooKeeperClient> zooKeeper;
+  kj::Own<ha::ZooKeeperClient> zooKeeper;
   kj::Own<RocksDbDatabase> database;
   kj::Own<RecordStore> records;
 

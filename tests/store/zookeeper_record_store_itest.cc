@@ -137,7 +137,7 @@ class ZooKeeperRecordStoreTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<ZooKeeperClient> connect(const std::string& quorum = "") {
+  kj::Own<ZooKeeperClient> connect(const std::string& quorum = "") {
     return ha::connectForTests(loop_, options(quorum), kWait);
   }
 
@@ -382,7 +382,7 @@ TEST_F(ZooKeeperRecordStoreTest, RecordsWrittenByALeaderAreReadByTheNextTermsSto
     }
     expectOk(run(store->put(RecordFamily::kJobResults, key(100), "result")));
   }
-  first.reset();  // The session ends: its latch node goes with it.
+  first = nullptr;  // The session ends: its latch node goes with it.
 
   auto second = connect();
   auto store = open(*second, 2, createLatch(*second));

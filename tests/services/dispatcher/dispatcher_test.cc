@@ -313,7 +313,7 @@ class DispatcherTest : public ::testing::Test {
   uint64_t epoch_ = 0;
   int64_t clockMs_ = 1700000000000;
   size_t detailBudget_ = Dispatcher::kEndedDetailBudgetBytes;
-  JobGraphLimits limits_;
+  jobgraph::JobGraphLimits limits_;
   const rpc::OutputTokenSigner signer_{1, std::string(rpc::kOutputKeySize, 't')};
   // Worker A is registered (registration kRegistrationOfA); no other worker is.
   const OutputTokenIssuer outputTokens_{

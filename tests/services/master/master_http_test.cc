@@ -18,8 +18,9 @@
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "common/log_event_sink.h"
+#include "jobgraph/job_graph_spec.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_spec.h"
+#include "jobgraph/job_graph_spec.h"
 #include "services/master/master_metrics.h"
 #include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/http/prometheus_text_test_util.h"
@@ -37,14 +38,14 @@ class LeaderJobs final {
   explicit LeaderJobs(EventLoop& loop) {
     stores_ = backend.openTerm();
     dispatcher = kj::heap<dispatcher::Dispatcher>(7, *stores_, loop.timer(), events_,
-                                                  dispatcher::JobGraphLimits{}, 1000,
+                                                  jobgraph::JobGraphLimits{}, 1000,
                                                   [this] { return clockMs_++; });
     KJ_REQUIRE(loop.run(dispatcher->recover()).ok());
     for (uint64_t i = 0; i < 3; ++i) {
-      auto parsed = dispatcher::parseJobGraphSpec(
+      auto parsed = jobgraph::parseJobGraphSpec(
           "job_id: " + JobId(0x1234, i + 1).toHex() + "\nname: job-" + std::to_string(i) +
               "\nvertices:\n  - name: work\n    parallelism: 1\n    command:\n      argv: [true]\n",
-          dispatcher::JobGraphSpecFormat::kYaml);
+          jobgraph::JobGraphSpecFormat::kYaml);
       KJ_REQUIRE(parsed.ok(), parsed.error().message);
       KJ_REQUIRE(loop.run(dispatcher->submit(parsed.value()->getRoot<wire::JobGraph>())).ok());
     }

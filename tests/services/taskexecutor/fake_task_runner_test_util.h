@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/task_errors.h"
+#include "common/task_set_error_logger.h"
 #include "services/taskexecutor/task_runner.h"
 
 namespace regent::testing {
@@ -138,7 +138,7 @@ class FakeTaskRunner final : public taskexecutor::TaskRunner {
   std::vector<AttemptId> cancelled_;
   std::optional<std::string> unusable_;
   bool stopping_ = false;
-  TaskFailureLogger errorLogger_{"fake task runner"};
+  TaskSetErrorLogger errorLogger_{"fake task runner"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };
 

@@ -105,7 +105,7 @@ TEST(WorkerDataDir, ASecondOpenInThisProcessIsRefusedNamingBothWorkers) {
                 "this worker is host beta pid 202");
   // The refused open changed nothing: the holder's line stays.
   EXPECT_EQ(readFile(temp.path() + "/lock"), "alpha 101 1790000000000\n");
-  first.value().reset();
+  first.value() = nullptr;
   auto third = WorkerDataDir::open(temp.path(), kSecond);
   EXPECT_TRUE(third.ok()) << third.error().message;
 }

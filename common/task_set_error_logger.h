@@ -13,10 +13,10 @@ namespace regent {
 // Logs each failed task of a kj::TaskSet at `level` (error unless told otherwise; debug for
 // tasks whose failure is routine, such as a peer's connection ending). Called on the thread
 // that runs the task set's event loop. Must outlive the TaskSet it is given to.
-class TaskFailureLogger final : public kj::TaskSet::ErrorHandler {
+class TaskSetErrorLogger final : public kj::TaskSet::ErrorHandler {
  public:
-  explicit TaskFailureLogger(std::string component,
-                             spdlog::level::level_enum level = spdlog::level::err)
+  explicit TaskSetErrorLogger(std::string component,
+                              spdlog::level::level_enum level = spdlog::level::err)
       : component_(std::move(component)), level_(level) {}
 
   void taskFailed(kj::Exception&& exception) override;

@@ -23,13 +23,13 @@ namespace regent {
 class ProcessMain final {
  public:
   struct Spec {
-    std::string program;        // "regent-worker": the app's name, starts every option error.
-    std::string process;        // "worker": the logger's process and "<process> exiting".
-    Program reader;             // Its command line takes only the options this program reads.
-    std::string idField;        // "resource_id": the exiting line's id field ("?" while unknown).
+    std::string program;  // "regent-worker": the app's name, starts every option error.
+    std::string process;  // "worker": the logger's process and "<process> exiting".
+    Program reader;       // Its command line takes only the options this program reads.
+    std::string idField;  // "resource_id": the exiting line's id field ("?" while unknown).
     // The exiting line is an event (with mono_us and wall_ms) that goes through events().
     bool clockFields = false;
-    int usageExitCode = 2;      // Returned for a bad command line, file, option or value.
+    int usageExitCode = 2;  // Returned for a bad command line, file, option or value.
   };
 
   ProcessMain(const std::string& description, Spec spec);

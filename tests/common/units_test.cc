@@ -1,5 +1,6 @@
-// Duration and size syntax: every unit, the bare-number rules, overflow and formatting.
-#include "conf/values.h"
+// Duration and size syntax: every unit, the bare-number rules, overflow and formatting
+// (common/units.h).
+#include "common/units.h"
 
 #include <gtest/gtest.h>
 

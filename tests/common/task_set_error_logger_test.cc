@@ -1,5 +1,5 @@
-// TaskFailureLogger: a failed task of a kj::TaskSet is logged with its component, not rethrown.
-#include "common/task_errors.h"
+// TaskSetErrorLogger: a failed task of a kj::TaskSet is logged with its component, not rethrown.
+#include "common/task_set_error_logger.h"
 
 #include <gtest/gtest.h>
 #include <kj/debug.h>
@@ -13,14 +13,14 @@
 namespace regent {
 namespace {
 
-TEST(TaskFailureLogger, AFailedTaskIsLoggedWithItsComponent) {
+TEST(TaskSetErrorLogger, AFailedTaskIsLoggedWithItsComponent) {
   std::ostringstream out;
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
   {
     EventLoop loop;
-    TaskFailureLogger logger("store");
+    TaskSetErrorLogger logger("store");
     kj::TaskSet tasks(logger);
     tasks.add(kj::Promise<void>(KJ_EXCEPTION(FAILED, "disk on fire")));
     loop.run(tasks.onEmpty());
@@ -29,14 +29,14 @@ TEST(TaskFailureLogger, AFailedTaskIsLoggedWithItsComponent) {
   EXPECT_NE(out.str().find("store task failed: disk on fire"), std::string::npos) << out.str();
 }
 
-TEST(TaskFailureLogger, AFailureBelowTheLevelIsNotLogged) {
+TEST(TaskSetErrorLogger, AFailureBelowTheLevelIsNotLogged) {
   std::ostringstream out;
   auto previous = spdlog::default_logger();
   auto logger = std::make_shared<spdlog::logger>(
       "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
   logger->set_level(spdlog::level::info);
   spdlog::set_default_logger(logger);
-  TaskFailureLogger quiet("rpc: connection", spdlog::level::debug);
+  TaskSetErrorLogger quiet("rpc: connection", spdlog::level::debug);
   quiet.taskFailed(KJ_EXCEPTION(DISCONNECTED, "peer left"));
   spdlog::set_default_logger(previous);
   EXPECT_EQ(out.str(), "");

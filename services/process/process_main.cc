@@ -1,5 +1,5 @@
 // The shared opening and exiting line of a regent process's main() (see process_main.h).
-#include "conf/process_main.h"
+#include "services/process/process_main.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
 
 #include "common/utf8.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 
 // `text` in double quotes, with quotes and backslashes escaped, control characters (C0, DEL,
 // C1) and bytes that are not valid UTF-8 as \xNN, bidirectional overrides and isolates as
@@ -47,4 +47,4 @@ inline std::string quotedForMessage(std::string_view text) {
   return out + "\"";
 }
 
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph

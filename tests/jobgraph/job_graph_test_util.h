@@ -11,10 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include "jobgraph/job_graph_spec.h"
 #include "rpc/schema/jobs.capnp.h"
-#include "services/dispatcher/job_graph_spec.h"
 
-namespace regent::dispatcher::testing {
+namespace regent::jobgraph::testing {
 
 // Every field of the format, with a restart strategy that has every field too.
 inline constexpr std::string_view kFullYaml = R"(# every field
@@ -146,4 +146,4 @@ inline std::string docsExample(std::string_view language) {
   return text.substr(body, end - body);
 }
 
-}  // namespace regent::dispatcher::testing
+}  // namespace regent::jobgraph::testing

@@ -1,6 +1,6 @@
-// Tests of the JobGraph rules (services/dispatcher/job_graph_validation.h): one test per rule,
+// Tests of the JobGraph rules (jobgraph/job_graph_validation.h): one test per rule,
 // each checking the field path and the message, plus ordering and malformed messages.
-#include "services/dispatcher/job_graph_validation.h"
+#include "jobgraph/job_graph_validation.h"
 
 #include <capnp/any.h>
 #include <capnp/schema.h>
@@ -16,9 +16,9 @@
 #include <ostream>
 #include <string>
 
-#include "tests/services/dispatcher/job_graph_test_util.h"
+#include "tests/jobgraph/job_graph_test_util.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 
 bool operator==(const JobGraphViolation& a, const JobGraphViolation& b) {
   return a.field == b.field && a.message == b.message;
@@ -143,12 +143,14 @@ TEST(JobGraphValidation, TheTotalOfSubtasksIsLimitedNamingTheTotalAndTheOption) 
   EXPECT_EQ(check(job({vertex("a", ", parallelism: 6"), vertex("b", ", parallelism: 4")}), limits),
             std::nullopt);
   EXPECT_EQ(check(job({vertex("a", ", parallelism: 6"), vertex("b", ", parallelism: 5")}), limits),
-            violation("vertices", "hold 11 subtasks in total (the sum of their parallelism), more "
-                                  "than the limit of 10 (jobmaster.max-subtasks)"));
+            violation("vertices",
+                      "hold 11 subtasks in total (the sum of their parallelism), more "
+                      "than the limit of 10 (jobmaster.max-subtasks)"));
   // The default: two vertices at the largest parallelism are twice the default total.
   EXPECT_EQ(check(job({vertex("a", ", parallelism: 10000"), vertex("b", ", parallelism: 10000")})),
-            violation("vertices", "hold 20000 subtasks in total (the sum of their parallelism), "
-                                  "more than the limit of 10000 (jobmaster.max-subtasks)"));
+            violation("vertices",
+                      "hold 20000 subtasks in total (the sum of their parallelism), "
+                      "more than the limit of 10000 (jobmaster.max-subtasks)"));
 }
 
 TEST(JobGraphValidation, ACommandNeedsArguments) {
@@ -195,8 +197,9 @@ TEST(JobGraphValidation, EnvAndWorkingDirMustNotHoldNulBytes) {
 std::optional<JobGraphViolation> checkWithBytes(
     const std::function<void(wire::JobGraph::Builder, capnp::Text::Reader)>& set,
     std::string_view bytes) {
-  auto message = parseOrFail(job({"{name: v, command: {argv: [echo, x], env: {A: x}, "
-                                  "working_dir: /tmp}}"}));
+  auto message =
+      parseOrFail(job({"{name: v, command: {argv: [echo, x], env: {A: x}, "
+                       "working_dir: /tmp}}"}));
   set(message->getRoot<wire::JobGraph>(), capnp::Text::Reader(bytes.data(), bytes.size()));
   return findJobGraphViolation(graphOf(*message), JobGraphLimits{});
 }
@@ -206,15 +209,15 @@ TEST(JobGraphValidation, EveryTextFieldMustBeValidUtf8NamingTheField) {
   using Text = capnp::Text::Reader;
   EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "bad\xff"),
             violation("name", "is not valid UTF-8 (byte \\xff at byte 3 of \"bad\\xff\")"));
-  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.getVertices()[0].setName(t); },
-                           "v\xc3"),  // truncated
-            violation("vertices[0].name",
-                      "is not valid UTF-8 (byte \\xc3 at byte 1 of \"v\\xc3\")"));
-  EXPECT_EQ(checkWithBytes(
-                [](Graph g, Text t) { g.getVertices()[0].getCommand().getArgv().set(1, t); },
-                "\xed\xa0\x80"),  // a surrogate
-            violation("vertices[0].command.argv[1]",
-                      "is not valid UTF-8 (byte \\xed at byte 0 of \"\\xed\\xa0\\x80\")"));
+  EXPECT_EQ(
+      checkWithBytes([](Graph g, Text t) { g.getVertices()[0].setName(t); },
+                     "v\xc3"),  // truncated
+      violation("vertices[0].name", "is not valid UTF-8 (byte \\xc3 at byte 1 of \"v\\xc3\")"));
+  EXPECT_EQ(
+      checkWithBytes([](Graph g, Text t) { g.getVertices()[0].getCommand().getArgv().set(1, t); },
+                     "\xed\xa0\x80"),  // a surrogate
+      violation("vertices[0].command.argv[1]",
+                "is not valid UTF-8 (byte \\xed at byte 0 of \"\\xed\\xa0\\x80\")"));
   EXPECT_EQ(checkWithBytes(
                 [](Graph g, Text t) { g.getVertices()[0].getCommand().getEnv()[0].setName(t); },
                 "\xc0\xaf"),  // overlong
@@ -225,47 +228,54 @@ TEST(JobGraphValidation, EveryTextFieldMustBeValidUtf8NamingTheField) {
                 "x\x80"),
             violation("vertices[0].command.env[0].value",
                       "is not valid UTF-8 (byte \\x80 at byte 1 of \"x\\x80\")"));
-  EXPECT_EQ(checkWithBytes(
-                [](Graph g, Text t) { g.getVertices()[0].getCommand().setWorkingDir(t); },
-                "/tmp/\xfe"),
-            violation("vertices[0].command.working_dir",
-                      "is not valid UTF-8 (byte \\xfe at byte 5 of \"/tmp/\\xfe\")"));
+  EXPECT_EQ(
+      checkWithBytes([](Graph g, Text t) { g.getVertices()[0].getCommand().setWorkingDir(t); },
+                     "/tmp/\xfe"),
+      violation("vertices[0].command.working_dir",
+                "is not valid UTF-8 (byte \\xfe at byte 5 of \"/tmp/\\xfe\")"));
   // Valid UTF-8 beyond ASCII is fine everywhere, and so are tabs and newlines in arguments.
   EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "caf\xc3\xa9 \xe2\x82\xac"),
             std::nullopt);
-  EXPECT_EQ(checkWithBytes(
-                [](Graph g, Text t) { g.getVertices()[0].getCommand().getArgv().set(1, t); },
-                "a\tb\nc"),
-            std::nullopt);
+  EXPECT_EQ(
+      checkWithBytes([](Graph g, Text t) { g.getVertices()[0].getCommand().getArgv().set(1, t); },
+                     "a\tb\nc"),
+      std::nullopt);
 }
 
 TEST(JobGraphValidation, NamesMustNotHoldC1ControlsOrBidirectionalOverrides) {
   using Graph = wire::JobGraph::Builder;
   using Text = capnp::Text::Reader;
-  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "a\xc2\x85" "b"),
-            violation("name", "must not contain control characters (found U+0085 at byte 1 of "
-                              "\"a\\x85b\")"));
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); },
+                           "a\xc2\x85"
+                           "b"),
+            violation("name",
+                      "must not contain control characters (found U+0085 at byte 1 of "
+                      "\"a\\x85b\")"));
   // "invoice" shown reversed after U+202E RIGHT-TO-LEFT OVERRIDE.
   EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.getVertices()[0].setName(t); },
-                           "x\xe2\x80\xae" "eciovni"),
+                           "x\xe2\x80\xae"
+                           "eciovni"),
             violation("vertices[0].name",
                       "must not contain bidirectional override or isolate characters (found "
                       "U+202E at byte 1 of \"x\\u{202E}eciovni\")"));
-  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); }, "\xe2\x81\xa6" "a"),
-            violation("name", "must not contain bidirectional override or isolate characters "
-                              "(found U+2066 at byte 0 of \"\\u{2066}a\")"));
-  EXPECT_EQ(checkWithBytes(
-                [](Graph g, Text t) { g.getVertices()[0].getCommand().getEnv()[0].setName(t); },
-                "A\x1b"),
-            violation("vertices[0].command.env[0].name",
-                      "must not contain control characters (found \\x1b at byte 1 of "
-                      "\"A\\x1b\")"));
+  EXPECT_EQ(checkWithBytes([](Graph g, Text t) { g.setName(t); },
+                           "\xe2\x81\xa6"
+                           "a"),
+            violation("name",
+                      "must not contain bidirectional override or isolate characters "
+                      "(found U+2066 at byte 0 of \"\\u{2066}a\")"));
+  EXPECT_EQ(
+      checkWithBytes(
+          [](Graph g, Text t) { g.getVertices()[0].getCommand().getEnv()[0].setName(t); }, "A\x1b"),
+      violation("vertices[0].command.env[0].name",
+                "must not contain control characters (found \\x1b at byte 1 of "
+                "\"A\\x1b\")"));
 }
 
 TEST(JobGraphValidation, NameLengthsAreLimited) {
   const std::string longest(256, 'n');
-  EXPECT_EQ(check("job_id: 00000000000000000000000000000001\nname: " + longest +
-                  "\nvertices: [" + vertex("v") + "]\n"),
+  EXPECT_EQ(check("job_id: 00000000000000000000000000000001\nname: " + longest + "\nvertices: [" +
+                  vertex("v") + "]\n"),
             std::nullopt);
   auto tooLong = check("job_id: 00000000000000000000000000000001\nname: " + longest +
                        "x\nvertices: [" + vertex("v") + "]\n");
@@ -282,8 +292,7 @@ TEST(JobGraphValidation, NameLengthsAreLimited) {
   JobGraphLimits limits;
   limits.maxVertexNameBytes = 4;
   EXPECT_EQ(check(job({vertex("abcde")}), limits),
-            violation("vertices[0].name",
-                      "must be at most 4 bytes long, got 5 bytes (\"abcde\")"));
+            violation("vertices[0].name", "must be at most 4 bytes long, got 5 bytes (\"abcde\")"));
 }
 
 TEST(JobGraphValidation, UpstreamNamesMustExist) {
@@ -534,4 +543,4 @@ TEST(JobGraphValidation, GarbagePointersAreAViolationNotAnException) {
 }
 
 }  // namespace
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph

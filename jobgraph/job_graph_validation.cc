@@ -1,6 +1,6 @@
 // The JobGraph rules (job_graph_validation.h). The graph is first copied into plain views in one
 // guarded pass over the message, then checked without touching Cap'n Proto again.
-#include "services/dispatcher/job_graph_validation.h"
+#include "jobgraph/job_graph_validation.h"
 
 #include <kj/exception.h>
 
@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/units.h"
 #include "common/utf8.h"
-#include "conf/values.h"
+#include "jobgraph/job_graph_messages.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_messages.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 namespace {
 
 struct EnvView {
@@ -473,4 +473,4 @@ Status validateJobGraph(wire::JobGraph::Reader graph, const JobGraphLimits& limi
   return Status();
 }
 
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph

@@ -1,5 +1,5 @@
 // The JSON shape of a worker and its slots (see task_executor_json.h).
-#include "services/dispatcher/task_executor_json.h"
+#include "rpc/task_executor_json.h"
 
 #include <string_view>
 
@@ -7,7 +7,7 @@
 #include "common/utf8.h"
 #include "rpc/wire_ids.h"
 
-namespace regent::dispatcher {
+namespace regent::wire {
 namespace {
 
 std::string text(capnp::Text::Reader value) {
@@ -31,13 +31,13 @@ std::string slotState(wire::SlotStatus::Reader slot, bool pending) {
 }
 
 nlohmann::json slotJson(wire::SlotStatus::Reader slot, bool pending) {
-  return {{"index", slot.getSlotId().getSlotIndex()},
-          {"cpu_millis", slot.getProfile().getCpuMillis()},
-          {"memory_bytes", slot.getProfile().getMemoryBytes()},
-          {"state", slotState(slot, pending)},
-          {"job_id", idOrNull<JobId>(slot.hasJobId(), slot.getJobId())},
-          {"allocation_id",
-           idOrNull<AllocationId>(slot.hasAllocationId(), slot.getAllocationId())}};
+  return {
+      {"index", slot.getSlotId().getSlotIndex()},
+      {"cpu_millis", slot.getProfile().getCpuMillis()},
+      {"memory_bytes", slot.getProfile().getMemoryBytes()},
+      {"state", slotState(slot, pending)},
+      {"job_id", idOrNull<JobId>(slot.hasJobId(), slot.getJobId())},
+      {"allocation_id", idOrNull<AllocationId>(slot.hasAllocationId(), slot.getAllocationId())}};
 }
 
 nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info, const SlotPending& pending) {
@@ -47,8 +47,7 @@ nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info, const SlotP
     const bool isPending = pending && pending(slot.getSlotId().getSlotIndex());
     slots.push_back(slotJson(slot, isPending));
   }
-  return {{"resource_id",
-           wire::idFromWire<ResourceId>(registration.getResourceId()).toHex()},
+  return {{"resource_id", wire::idFromWire<ResourceId>(registration.getResourceId()).toHex()},
           {"host", text(registration.getHost())},
           {"pid", registration.getPid()},
           {"data_address", text(registration.getDataAddress())},
@@ -59,4 +58,4 @@ nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info, const SlotP
           {"slots", slots}};
 }
 
-}  // namespace regent::dispatcher
+}  // namespace regent::wire

@@ -9,7 +9,7 @@
 
 #include "rpc/schema/cluster.capnp.h"
 
-namespace regent::dispatcher {
+namespace regent::wire {
 
 // Whether the leader still waits for the worker to confirm the allocation of slot `index`: the
 // wire's SlotStatus does not carry it, so only an in-process reader (/v1/workers) can tell.
@@ -28,4 +28,4 @@ nlohmann::json slotJson(wire::SlotStatus::Reader slot, bool pending);
 nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info,
                                 const SlotPending& pending = {});
 
-}  // namespace regent::dispatcher
+}  // namespace regent::wire

@@ -9,7 +9,7 @@
 
 #include "common/result.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 
 enum class JobGraphSpecFormat {
   kYaml,
@@ -42,4 +42,4 @@ JobGraphSpecFormat jobGraphSpecFormatForPath(std::string_view path);
 Result<kj::Own<capnp::MallocMessageBuilder>> parseJobGraphSpec(std::string_view text,
                                                                JobGraphSpecFormat format);
 
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph

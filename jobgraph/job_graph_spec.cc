@@ -1,6 +1,6 @@
 // Reading the JobGraph file format (job_graph_spec.h, docs/jobgraph.md). Both syntaxes are read
 // into one small document tree, and one reader turns that tree into the wire JobGraph.
-#include "services/dispatcher/job_graph_spec.h"
+#include "jobgraph/job_graph_spec.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "common/ids.h"
-#include "conf/values.h"
+#include "common/units.h"
 #include "conf/yaml_document.h"
+#include "jobgraph/job_graph_messages.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_messages.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 namespace {
 
 // ---- The document tree ----------------------------------------------------------------------
@@ -154,8 +154,8 @@ Result<SpecNode> readYaml(std::string_view text) {
       return Error::fatal("the file holds more than one YAML document; a JobGraph file holds one" +
                           positionSuffix(problem.line, problem.column));
     }
-    return Error::fatal("YAML syntax error" + positionSuffix(problem.line, problem.column) +
-                        ": " + problem.reason);
+    return Error::fatal("YAML syntax error" + positionSuffix(problem.line, problem.column) + ": " +
+                        problem.reason);
   }
   if (!document.value()) return SpecNode{};
   try {
@@ -831,4 +831,4 @@ Result<kj::Own<capnp::MallocMessageBuilder>> parseJobGraphSpec(std::string_view 
   return kj::mv(message);
 }
 
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph

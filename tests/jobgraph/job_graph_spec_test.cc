@@ -1,17 +1,17 @@
-// Tests of the JobGraph file format (services/dispatcher/job_graph_spec.h): both syntaxes, every
+// Tests of the JobGraph file format (jobgraph/job_graph_spec.h): both syntaxes, every
 // field and default, and the errors for unknown keys, wrong types, bad values and bad syntax.
-#include "services/dispatcher/job_graph_spec.h"
+#include "jobgraph/job_graph_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "jobgraph/job_graph_validation.h"
 #include "rpc/wire_ids.h"
-#include "services/dispatcher/job_graph_validation.h"
-#include "tests/services/dispatcher/job_graph_test_util.h"
+#include "tests/jobgraph/job_graph_test_util.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 namespace {
 
 using testing::docsExample;
@@ -39,8 +39,7 @@ TEST(JobGraphSpec, ReadsEveryFieldOfTheYamlExample) {
   auto graph = graphOf(*message);
 
   ASSERT_TRUE(graph.hasJobId());
-  EXPECT_EQ(wire::idFromWire<JobId>(graph.getJobId()).toHex(),
-            "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(wire::idFromWire<JobId>(graph.getJobId()).toHex(), "0123456789abcdef0123456789abcdef");
   EXPECT_EQ(graph.getName(), "nightly-wordcount");
   EXPECT_EQ(graph.getSubmittedAtMs(), 0);
   ASSERT_EQ(graph.getVertices().size(), 3u);
@@ -491,4 +490,4 @@ TEST(JobGraphSpec, DeepNestingIsRefused) {
 }
 
 }  // namespace
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph

@@ -1,5 +1,5 @@
-// Parsing and formatting of duration and size values (see values.h).
-#include "conf/values.h"
+// Parsing and formatting of duration and size values (see units.h).
+#include "common/units.h"
 
 #include <array>
 #include <charconv>

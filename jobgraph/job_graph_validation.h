@@ -10,7 +10,7 @@
 #include "common/time.h"
 #include "rpc/schema/jobs.capnp.h"
 
-namespace regent::dispatcher {
+namespace regent::jobgraph {
 
 // What one slot offers: the same units as wire::ResourceProfile.
 struct SlotProfile {
@@ -63,4 +63,4 @@ std::optional<JobGraphViolation> findJobGraphViolation(wire::JobGraph::Reader gr
 // findJobGraphViolation as a Status: a fatal Error whose message is the violation's describe().
 Status validateJobGraph(wire::JobGraph::Reader graph, const JobGraphLimits& limits);
 
-}  // namespace regent::dispatcher
+}  // namespace regent::jobgraph
