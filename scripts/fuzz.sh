@@ -65,14 +65,14 @@ if [ -n "$minimize" ] && [ -z "$target" ]; then
   exit 2
 fi
 
-# clang with its libFuzzer runtime (Debian: clang, libclang-rt-14-dev; scripts/install-deps.sh --fuzz).
+# clang with its libFuzzer runtime (Debian: clang, libclang-rt-14-dev; scripts/install-deps.sh).
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 printf '#include <cstddef>\n#include <cstdint>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n' \
   >"$probe/probe.cc"
 if ! command -v clang++ >/dev/null || ! clang++ -fsanitize=fuzzer,address "$probe/probe.cc" -o "$probe/probe" 2>"$probe/log"; then
   cat "$probe/log" >&2 2>/dev/null || true
-  echo "fuzz.sh: needs clang++ with libFuzzer (run scripts/install-deps.sh --fuzz)" >&2
+  echo "fuzz.sh: needs clang++ with libFuzzer (run scripts/install-deps.sh)" >&2
   exit 2
 fi
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything regent needs to build, test and run its demo, from Debian 12 packages.
 # Non-interactive and idempotent: when every package is present it changes nothing.
-#   scripts/install-deps.sh [--fuzz]   --fuzz adds clang and its libFuzzer runtime for
-#                                      scripts/fuzz.sh (the ordinary build and tests need neither)
+#   scripts/install-deps.sh
 set -euo pipefail
 
 packages=(
-  # toolchain
-  g++ cmake ninja-build ccache pkg-config git procps
+  # toolchain: GCC builds the release build (demo, benchmarks); clang with its sanitizer and
+  # libFuzzer runtimes builds the debug build the tests run and the fuzzers (docs/testing.md,
+  # "What the build costs"); llvm's llvm-symbolizer gives their reports file and line numbers
+  g++ cmake ninja-build ccache pkg-config git procps clang libclang-rt-14-dev llvm
   # libraries
   capnproto libcapnp-dev libssl-dev libuv1-dev libzookeeper-st-dev librocksdb-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
@@ -16,10 +17,8 @@ packages=(
   # tests: the compose tool (no daemon), for `docker-compose config` in compose_file_test
   docker-compose
 )
-if [ "${1:-}" = "--fuzz" ]; then
-  packages+=(clang libclang-rt-14-dev)
-elif [ $# -gt 0 ]; then
-  echo "usage: scripts/install-deps.sh [--fuzz]" >&2
+if [ $# -gt 0 ]; then
+  echo "usage: scripts/install-deps.sh (no arguments)" >&2
   exit 2
 fi
 

@@ -166,13 +166,16 @@ TEST(MasterElection, StoppedLeaderReportsRevocationWhenResumedAndNeverLeadsTheNe
   const int64_t resumedAt = monotonicMicros();
   ASSERT_OK(cluster.process(leader).resume());
   auto revoked = cluster.waitForEvent(
-      leader, [&](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch; },
+      leader,
+      [epoch = epoch](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch; },
       kFailoverTimeout);
   ASSERT_OK(revoked);
   EXPECT_GT(revoked.value().monoUs, resumedAt);
   // It contends again (a new latch node) and stays a standby while the new leader leads.
   ASSERT_TRUE(waitUntil(
-      [&]() { return countEvents(cluster.events(leader), Kind::kContending) > contendedBefore; },
+      [&, leader = leader]() {
+        return countEvents(cluster.events(leader), Kind::kContending) > contendedBefore;
+      },
       kFailoverTimeout))
       << cluster.describe();
   EXPECT_FALSE(hasEvent(cluster.events(leader), Kind::kGranted, epoch + 1));

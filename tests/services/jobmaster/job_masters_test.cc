@@ -608,7 +608,7 @@ TEST_F(JobMastersTest, RestartsAtDifferentTimesEachRunWhenTheirDelayEnds) {
 
 TEST_F(JobMastersTest, ASubmitThatTimesOutFailsTheAttempt) {
   JobGraphBuilder builder({{"a", 1}});
-  auto [job, worker] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kSilent);
+  [[maybe_unused]] auto [job, worker] = startOnWorkerA(builder, 1, 1, FakeWorker::Mode::kSilent);
   EXPECT_TRUE(listener_.ended.empty());
   advance(Duration(1000));
   ASSERT_EQ(listener_.ended.size(), 1u);
@@ -1351,7 +1351,9 @@ TEST_F(JobMastersTest, ALiveAttemptMissingFromTwoHeartbeatsOfItsWorkerFailsAndRe
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
-  auto beat = [&](const std::vector<AttemptId>& listed) { workerHeartbeat(job, workerA_, listed); };
+  auto beat = [&, &job = job](const std::vector<AttemptId>& listed) {
+    workerHeartbeat(job, workerA_, listed);
+  };
   const AttemptId kept = worker.submitted[0].attempt;
   const AttemptId dropped = worker.submitted[1].attempt;
   beat({kept, dropped});

@@ -1051,7 +1051,10 @@ TEST_F(TaskExecutorTest, OverTheUpdateBufferMaxTheOldestUpdateIsDroppedWithAWarn
   for (const auto& [attempt, allocation, argv] : attempts) {
     ASSERT_FALSE(submitTask(1, attempt, allocation, argv));
     ASSERT_TRUE(runLoopUntil(
-        loop_, [&] { return updatesOf(attempt).size() == 1 && executor.updatesQueued() == 0; },
+        loop_,
+        [&, attempt = attempt] {
+          return updatesOf(attempt).size() == 1 && executor.updatesQueued() == 0;
+        },
         kBound))
         << "timed out waiting for RUNNING delivered";
   }
