@@ -130,8 +130,16 @@ kj::Promise<void> AcceptLoop::failed(kj::Exception&& exception) {
     // are closed at once rather than left hanging until their clients give up.
     ::close(reserve_);
     reserve_ = -1;
-    // Ends the delay early once descriptors are back (it served a connection).
-    wait = shedWaiting(kMaxShedPerDelay).exclusiveJoin(kj::mv(wait));
+    if (!shedding_) {
+      shedding_ = true;
+      shedder_ = shedWaiting(kMaxShedPerDelay)
+                     .then([this] { shedding_ = false; })
+                     .eagerlyEvaluate(nullptr);
+    }
+    // Ends the delay early once descriptors are back (shedWaiting served a connection).
+    auto back = kj::newPromiseAndFulfiller<void>();
+    backEarly_ = kj::mv(back.fulfiller);
+    wait = back.promise.exclusiveJoin(kj::mv(wait));
   }
   return wait.then([this] {
     openReserve();
@@ -156,10 +164,11 @@ void AcceptLoop::succeeded() {
 }
 
 kj::Promise<void> AcceptLoop::shedWaiting(uint remaining) {
-  if (remaining == 0) return kj::NEVER_DONE;
+  if (remaining == 0) return kj::READY_NOW;
   kj::Promise<kj::AuthenticatedStream> next = nullptr;
-  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { next = receiver_.acceptAuthenticated(); })) {
-    return kj::NEVER_DONE;  // Still none to spare (another part of the process took it).
+  KJ_IF_MAYBE (problem,
+               kj::runCatchingExceptions([&] { next = receiver_.acceptAuthenticated(); })) {
+    return kj::READY_NOW;  // Still none to spare (another part of the process took it).
   }
   return next.then(
       [this, remaining](kj::AuthenticatedStream&& accepted) -> kj::Promise<void> {
@@ -171,13 +180,14 @@ kj::Promise<void> AcceptLoop::shedWaiting(uint remaining) {
             spdlog::error("{}: serving a connection accepted on {} failed: {}", options_.name,
                           options_.address, problem->getDescription().cStr());
           }
+          if (backEarly_ && backEarly_->isWaiting()) backEarly_->fulfill();
           return kj::READY_NOW;
         }
         accepted.stream = nullptr;  // Closed unserved: its client sees the connection end.
         ++shed_;
         return shedWaiting(remaining - 1);
       },
-      [](kj::Exception&&) -> kj::Promise<void> { return kj::NEVER_DONE; });
+      [](kj::Exception&&) -> kj::Promise<void> { return kj::READY_NOW; });
 }
 
 void AcceptLoop::openReserve() {

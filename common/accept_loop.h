@@ -74,8 +74,10 @@ class AcceptLoop final {
   kj::Promise<void> failed(kj::Exception&& exception);
   void succeeded();
   // With the reserve descriptor lent to accept(): accepts and closes up to `remaining` waiting
-  // connections, each as it comes; resolves only once one finds descriptors free again (that
-  // one is served), else never (the delay ends the wait).
+  // connections, each as it comes; the first that finds descriptors free again is served and
+  // ends the delay early (backEarly_). It runs as shedder_, apart from the delay, and is never
+  // cancelled while it waits for a connection: a connection the kernel has handed over is always
+  // served or shed, never dropped with a cancelled promise.
   kj::Promise<void> shedWaiting(uint remaining);
   void openReserve();
   kj::Promise<void> summarize();
@@ -93,6 +95,9 @@ class AcceptLoop final {
   std::optional<kj::TimePoint> failingSince_;
   kj::Maybe<kj::Function<void(bool)>> onFailingChanged_;
   kj::Promise<void> summaries_ = kj::READY_NOW;
+  kj::Own<kj::PromiseFulfiller<void>> backEarly_;  // Ends the current delay; may be stale.
+  bool shedding_ = false;                          // shedder_ waits for a connection.
+  kj::Promise<void> shedder_ = kj::READY_NOW;
   kj::Promise<void> accepting_ = nullptr;  // Last: it uses everything above.
 };
 
