@@ -2,14 +2,19 @@
 // master (fake_master_test_util.h) over loopback RPC, following it by its address or through a
 // leader record the test writes (tests/client/hand_retrieval_test_util.h), and the calls the
 // master makes on the worker's gateway. Its attempts run through the runner withRunner() gives:
-// a fake in task_executor_test (unit), real processes in task_executor_itest.
+// a fake in task_executor_test (unit), real processes in task_executor_itest. The behaviours
+// that hold whatever runs the attempts are written once, over TaskExecutorRunnerTest
+// (task_executor_runner_cases.cc), and run by both binaries, each with its own runner.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <kj/async.h>
+#include <kj/debug.h>
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -299,6 +304,64 @@ class TaskExecutorTestBase : public DefaultLoggerTest {
   kj::Own<TaskRunner> runner_ = kj::heap<NoTaskRunner>();  // Outlives the executor.
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };
+
+// What runs the attempts of TaskExecutorRunnerTest, and how a test makes them end: the fake
+// runner in task_executor_test (no process), real processes in task_executor_itest. One driver
+// per test; the fixture destroys the runner before the driver.
+class TaskRunnerDriver {
+ public:
+  virtual ~TaskRunnerDriver() = default;
+  // The runner; called once, before the TaskExecutor starts. The driver keeps a pointer to it.
+  virtual kj::Own<TaskRunner> makeRunner(EventLoop& loop) = 0;
+  // The attempt's command ends with `exitCode` (a command that ends so by itself, such as
+  // {"sh", "-c", "exit 3"}): the fake runner is told to end it; a real process needs nothing.
+  virtual void letEnd(const AttemptId& attempt, int32_t exitCode) = 0;
+  // A command after whose end environmentOf() tells the environment it ran with.
+  virtual std::vector<std::string> environmentCommand() = 0;
+  // The environment (name -> value, the last of a name winning) the attempt's command ran with.
+  virtual std::map<std::string, std::string> environmentOf(const AttemptId& attempt) = 0;
+  // What the worker does first when it stops: every running task killed, start() refused.
+  virtual kj::Promise<void> killAll() = 0;
+};
+
+// How an instantiation of TaskExecutorRunnerTest makes its driver (its test parameter).
+struct TaskRunnerDriverFactory {
+  const char* runner;  // The runner's name, the last part of each test's name.
+  std::unique_ptr<TaskRunnerDriver> (*make)();
+};
+inline void PrintTo(const TaskRunnerDriverFactory& factory, std::ostream* out) {
+  *out << factory.runner;
+}
+
+// The fixture of the behaviours written once for every runner (task_executor_runner_cases.cc);
+// a test binary runs them with INSTANTIATE_TEST_SUITE_P(<Prefix>, TaskExecutorRunnerTest,
+// ::testing::Values(TaskRunnerDriverFactory{...}), taskRunnerName).
+class TaskExecutorRunnerTest : public TaskExecutorTestBase,
+                               public ::testing::WithParamInterface<TaskRunnerDriverFactory> {
+ protected:
+  ~TaskExecutorRunnerTest() noexcept override {
+    executor_ = nullptr;  // Before the runner, and the runner before its driver.
+    runner_ = nullptr;
+  }
+
+  void withRunner() override {
+    driver_ = GetParam().make();
+    runner_ = driver_->makeRunner(loop_);
+  }
+
+  TaskRunnerDriver& driver() {
+    KJ_REQUIRE(driver_ != nullptr, "withRunner() first");
+    return *driver_;
+  }
+
+  std::unique_ptr<TaskRunnerDriver> driver_;
+};
+
+// The tests' names end with their runner's name rather than an index.
+inline std::string taskRunnerName(
+    const ::testing::TestParamInfo<TaskRunnerDriverFactory>& info) {
+  return info.param.runner;
+}
 
 // The offered attempt `attempt` in `offer`, or nullopt.
 inline std::optional<FakeAttemptState> offeredAttempt(const testing::FakeOffer& offer,
