@@ -511,8 +511,12 @@ Result<std::map<std::string, std::string>> JobCluster::listJobs() {
   return jobs;
 }
 
+const std::vector<Event>& JobCluster::eventsIn(const std::string& path) {
+  return eventsFiles_.try_emplace(path, path).first->second.read();
+}
+
 std::vector<JobEvent> JobCluster::jobEvents() {
-  return parseJobEvents(readEventsFile(masters_->eventsPath(leader_)));
+  return parseJobEvents(eventsIn(masters_->eventsPath(leader_)));
 }
 
 Result<JobEvent> JobCluster::waitForJobEvent(const std::function<bool(const JobEvent&)>& match,
@@ -546,7 +550,7 @@ std::vector<JobEvent> JobCluster::jobEventsOf(const std::string& job, JobEvent::
 }
 
 std::vector<TaskEvent> JobCluster::taskEvents(size_t worker) {
-  return parseTaskEvents(readEventsFile(workers_->eventsPath(worker)));
+  return parseTaskEvents(eventsIn(workers_->eventsPath(worker)));
 }
 
 Result<TaskEvent> JobCluster::waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,

@@ -258,6 +258,8 @@ class JobCluster final {
  private:
   JobCluster(std::string clusterId, std::string quorum, JobClusterOptions options);
   Result<bool> nodeExists(const std::string& relativePath);
+  // Every event of the events file at `path` so far; each call reads only what was appended.
+  const std::vector<Event>& eventsIn(const std::string& path);
 
   const std::string clusterId_;
   const std::string quorum_;
@@ -271,6 +273,7 @@ class JobCluster final {
   TempDir dir_{"regent-jobs"};
   TempDir taskDir_{"regent-tasks"};
   int files_ = 0;
+  std::map<std::string, EventsFileReader> eventsFiles_;  // By path: each run's file of its own.
 };
 
 // The status's vertex named `vertex` (`jobs status --json`), or null.
