@@ -46,31 +46,24 @@ class ProcessTaskRunnerDriver final : public TaskRunnerDriver {
   }
 
   std::map<std::string, std::string> environmentOf(const AttemptId& attempt) override {
-    std::ifstream lines(dir_.path() + "/" + attempt.toHex());
-    std::map<std::string, std::string> env;
-    std::string line;
-    while (std::getline(lines, line)) {
-      const auto eq = line.find('=');
-      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return env;
+    std::ifstream file(dir_.path() + "/" + attempt.toHex());
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(file, line);) lines.push_back(line);
+    return environmentFrom(lines);
   }
 
   kj::Promise<void> killAll() override { return process_->killAll(); }
 
  private:
   testing::TempDir dir_{"task-executor-itest"};  // Outlives the runner (the fixture's).
-  kj::AutoCloseFd attemptsFd_;                    // The runner holds its own duplicate.
-  ProcessTaskRunner* process_ = nullptr;          // Owned by the fixture's runner_.
+  kj::AutoCloseFd attemptsFd_;                   // The runner holds its own duplicate.
+  ProcessTaskRunner* process_ = nullptr;         // Owned by the fixture's runner_.
 };
 
-INSTANTIATE_TEST_SUITE_P(Process, TaskExecutorRunnerTest,
-                         ::testing::Values(TaskRunnerDriverFactory{
-                             "ProcessTaskRunner",
-                             []() -> std::unique_ptr<TaskRunnerDriver> {
-                               return std::make_unique<ProcessTaskRunnerDriver>();
-                             }}),
-                         taskRunnerName);
+INSTANTIATE_TEST_SUITE_P(
+    Process, TaskExecutorRunnerTest,
+    ::testing::Values(driverFactoryOf<ProcessTaskRunnerDriver>("ProcessTaskRunner")),
+    taskRunnerName);
 
 }  // namespace
 }  // namespace regent::taskexecutor

@@ -23,9 +23,7 @@ TEST_P(TaskExecutorRunnerTest, SubmitTaskStartsTheAttemptAndItsUpdatesArriveInOr
   EXPECT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}))
       << "the same attempt again succeeds";
   driver().letEnd(kAttempt, 0);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING and FINISHED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING and FINISHED";
   auto updates = updatesOf(kAttempt);
   EXPECT_EQ(updates[0].state, wire::ExecutionState::RUNNING);
   EXPECT_GT(updates[0].pid, 0u);
@@ -50,9 +48,7 @@ TEST_P(TaskExecutorRunnerTest, ATaskLearnsItsJobVertexSubtaskAndAttemptFromItsEn
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, driver().environmentCommand(), kJob,
                           {{"REGENT_TASK_VERTEX", "from-the-graph"}, {"OWN", "1"}}));
   driver().letEnd(kAttempt, 0);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING and FINISHED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING and FINISHED";
   ASSERT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::FINISHED);
   std::map<std::string, std::string> env = driver().environmentOf(kAttempt);
   EXPECT_EQ(env["REGENT_TASK_JOB_ID"], kJob.toHex());
@@ -69,9 +65,7 @@ TEST_P(TaskExecutorRunnerTest, AFailingTaskIsReportedFailedWithItsExitCode) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 3"}));
   driver().letEnd(kAttempt, 3);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING and FAILED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING and FAILED";
   auto ended = updatesOf(kAttempt)[1];
   EXPECT_EQ(ended.state, wire::ExecutionState::FAILED);
   EXPECT_EQ(ended.exitCode, 3);
@@ -81,15 +75,10 @@ TEST_P(TaskExecutorRunnerTest, AFailingTaskIsReportedFailedWithItsExitCode) {
 
 TEST_P(TaskExecutorRunnerTest, CancelTaskEndsTheAttemptCanceled) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_EQ(executor.tasksRunning(), 1u);
   EXPECT_FALSE(cancelTask(1, kAttempt));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
   EXPECT_EQ(executor.tasksRunning(), 0u);
   EXPECT_FALSE(cancelTask(1, kAttempt)) << "an ended attempt cancels successfully";
@@ -116,10 +105,7 @@ TEST_P(TaskExecutorRunnerTest, AWorkerKillingItsTasksToStopAnswersUnavailableToN
 // The worker's stop: its tasks killed, their CANCELED updates delivered before it leaves.
 TEST_P(TaskExecutorRunnerTest, FlushUpdatesResolvesOnceTheKilledTasksUpdatesAreDelivered) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   loop_.run(driver().killAll());
   loop_.run(executor.flushUpdates(Duration(10000)));
   ASSERT_EQ(updatesOf(kAttempt).size(), 2u);

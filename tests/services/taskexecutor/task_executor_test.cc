@@ -75,14 +75,8 @@ class FakeTaskRunnerDriver final : public TaskRunnerDriver {
   std::vector<std::string> environmentCommand() override { return {"env"}; }
 
   std::map<std::string, std::string> environmentOf(const AttemptId& attempt) override {
-    std::map<std::string, std::string> env;
     const TaskSpec* spec = fake_->spec(attempt);
-    if (spec == nullptr) return env;
-    for (const std::string& variable : spec->env) {
-      const auto eq = variable.find('=');
-      if (eq != std::string::npos) env[variable.substr(0, eq)] = variable.substr(eq + 1);
-    }
-    return env;
+    return spec == nullptr ? std::map<std::string, std::string>{} : environmentFrom(spec->env);
   }
 
   kj::Promise<void> killAll() override { return fake_->killAll(); }
@@ -92,11 +86,7 @@ class FakeTaskRunnerDriver final : public TaskRunnerDriver {
 };
 
 INSTANTIATE_TEST_SUITE_P(Fake, TaskExecutorRunnerTest,
-                         ::testing::Values(TaskRunnerDriverFactory{
-                             "FakeTaskRunner",
-                             []() -> std::unique_ptr<TaskRunnerDriver> {
-                               return std::make_unique<FakeTaskRunnerDriver>();
-                             }}),
+                         ::testing::Values(driverFactoryOf<FakeTaskRunnerDriver>("FakeTaskRunner")),
                          taskRunnerName);
 
 TEST_F(TaskExecutorTest, RegistersAndReportsEverySlot) {
@@ -474,9 +464,7 @@ TEST_F(TaskExecutorTest, SubmitTaskHandsTheRunnerTheDeployedCommandOnce) {
   EXPECT_EQ(spec->job, kJob);
   EXPECT_EQ(spec->argv, (std::vector<std::string>{"sh", "-c", "echo out"}));
   EXPECT_TRUE(spec->workingDir.empty());
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 1)) << "RUNNING";
   EXPECT_EQ(updatesOf(kAttempt)[0].pid, FakeTaskRunner::pidOf(0)) << "the runner's pid";
   EXPECT_EQ(updatesOf(kAttempt)[0].startedAtMs, FakeTaskRunner::kStartedAtMs);
 }
@@ -506,29 +494,19 @@ TEST_F(TaskExecutorTest, SubmitTaskRefusesAnAllocationNotHeldForTheJobAndAnEmpty
 
 TEST_F(TaskExecutorTest, FreeSlotCancelsTheAttemptsInTheSlot) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_FALSE(freeSlot(1, kAllocation));
   EXPECT_FALSE(executor.slots()[0].allocation);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
 }
 
 TEST_F(TaskExecutorTest, AJobMastersDisconnectCancelsTheJobsAttemptsAndFreesItsSlots) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_FALSE(disconnectJobMaster(1, kJob));
   EXPECT_FALSE(executor.slots()[0].allocation);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
 }
 
@@ -536,9 +514,7 @@ TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
   master_->unknownAttempts.insert(kAttempt);
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING, then CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING, then CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
   EXPECT_EQ(executor.tasksRunning(), 0u);
   EXPECT_EQ(executor.counters().tasksCanceled, 1u);
@@ -546,10 +522,7 @@ TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
 
 TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
   startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
   ASSERT_TRUE(runLoopUntil(
       loop_, [&] { return master_->jobMasterHeartbeats.size() == 1; }, kBound))
@@ -586,10 +559,7 @@ TEST_F(TaskExecutorTest, AStoppingWorkerDisconnectsFromItsJobMastersBeforeTheRes
 // that the JobMaster cancels what it no longer wants.
 TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsAgain) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   const size_t offers = master_->offers.size();
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
@@ -611,10 +581,7 @@ TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsA
 // is freed and the attempt still running in it cancelled.
 TEST_F(TaskExecutorTest, RegisteredAgainItFreesTheSlotsOfAJobTheLeaderNoLongerRuns) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   master_->unknownJobs.insert(kJob);
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
@@ -639,9 +606,7 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
       << "timed out waiting for the slot accepted";
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
   fake().finish(kAttempt, 4);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING and FAILED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING and FAILED";
 
   auto started = capturedEvent("task started");
   ASSERT_TRUE(started) << capturedLog();
@@ -662,10 +627,7 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
 
 TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunningAttempts) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   master_->epoch = 2;
   EXPECT_FALSE(resourceManagerHeartbeat(2));
   ASSERT_TRUE(runLoopUntil(
@@ -681,9 +643,7 @@ TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunning
   EXPECT_EQ(master_->slotReports.back().slots[1].running, std::vector<AttemptId>{kAttempt});
   // The new JobMaster cancels it; the update goes to the JobMaster of epoch 2.
   EXPECT_FALSE(cancelTask(2, kAttempt));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(master_->updates.back().epoch, 2u);
 }
 
@@ -1093,10 +1053,7 @@ TEST_F(TaskExecutorTest, AnUpdateAnsweredUnavailableIsSentAgainUntilDeliveredThe
 // nor deploy anything; the running attempt and its slot stay.
 TEST_F(TaskExecutorTest, AfterAHigherEpochTheDeposedLeaderCannotCancelFreeOrDeploy) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   master_->epoch = 2;
   EXPECT_FALSE(jobMasterHeartbeat(2, kJob));
   ASSERT_EQ(executor.highestEpoch(), 2u);

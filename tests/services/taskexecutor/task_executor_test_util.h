@@ -188,6 +188,26 @@ class TaskExecutorTestBase : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
+  // Submits `attempt` of kJob in epoch 1 on `allocation`, with a command that runs until it is
+  // cancelled, and waits for its RUNNING update.
+  ::testing::AssertionResult submitRunning(AttemptId attempt, AllocationId allocation) {
+    if (auto refused = submitTask(1, attempt, allocation, {"sleep", "30"})) {
+      return ::testing::AssertionFailure() << "submitTask refused: " << refused->message;
+    }
+    return waitForUpdates(attempt, 1);
+  }
+
+  // Waits until the fake JobMasters received exactly `count` updates of `attempt`.
+  ::testing::AssertionResult waitForUpdates(AttemptId attempt, size_t count) {
+    if (runLoopUntil(
+            loop_, [&] { return updatesOf(attempt).size() == count; }, kBound)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "timed out waiting for " << count << " updates of attempt " << attempt.toHex() << " ("
+           << updatesOf(attempt).size() << " arrived)";
+  }
+
   std::optional<rpc::CallFailure> cancelTask(uint64_t epoch, AttemptId attempt) {
     auto request = master_->taskExecutor().cancelTaskRequest();
     request.setEpoch(epoch);
@@ -332,10 +352,26 @@ struct TaskRunnerDriverFactory {
 inline void PrintTo(const TaskRunnerDriverFactory& factory, std::ostream* out) {
   *out << factory.runner;
 }
+// The factory of a default-constructed `Driver`, named `runner`.
+template <typename Driver>
+TaskRunnerDriverFactory driverFactoryOf(const char* runner) {
+  return {runner, []() -> std::unique_ptr<TaskRunnerDriver> { return std::make_unique<Driver>(); }};
+}
+
+// The environment `variables` ("NAME=value" each) make, the last of a name winning.
+inline std::map<std::string, std::string> environmentFrom(
+    const std::vector<std::string>& variables) {
+  std::map<std::string, std::string> env;
+  for (const std::string& variable : variables) {
+    const auto eq = variable.find('=');
+    if (eq != std::string::npos) env[variable.substr(0, eq)] = variable.substr(eq + 1);
+  }
+  return env;
+}
 
 // The fixture of the behaviours written once for every runner (task_executor_runner_cases.cc);
 // a test binary runs them with INSTANTIATE_TEST_SUITE_P(<Prefix>, TaskExecutorRunnerTest,
-// ::testing::Values(TaskRunnerDriverFactory{...}), taskRunnerName).
+// ::testing::Values(driverFactoryOf<Driver>("Runner")), taskRunnerName).
 class TaskExecutorRunnerTest : public TaskExecutorTestBase,
                                public ::testing::WithParamInterface<TaskRunnerDriverFactory> {
  protected:
@@ -358,8 +394,7 @@ class TaskExecutorRunnerTest : public TaskExecutorTestBase,
 };
 
 // The tests' names end with their runner's name rather than an index.
-inline std::string taskRunnerName(
-    const ::testing::TestParamInfo<TaskRunnerDriverFactory>& info) {
+inline std::string taskRunnerName(const ::testing::TestParamInfo<TaskRunnerDriverFactory>& info) {
   return info.param.runner;
 }
 
