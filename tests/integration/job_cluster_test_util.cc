@@ -515,6 +515,19 @@ const std::vector<Event>& JobCluster::eventsIn(const std::string& path) {
   return eventsFiles_.try_emplace(path, path).first->second.read();
 }
 
+Result<nlohmann::json> JobCluster::endedStatus(const std::string& job, const std::string& state) {
+  auto read = status(job);
+  if (!read.ok()) return read.error();
+  const nlohmann::json& json = read.value();
+  const bool clean = json.contains("result") && json["result"].is_object() &&
+                     json["result"].value("clean", false);
+  if (textField(json, "state") != state || !clean) {
+    return Error::fatal("job " + job + " should have ended " + state +
+                        " with its result clean: " + json.dump());
+  }
+  return read;
+}
+
 std::vector<JobEvent> JobCluster::jobEvents() {
   return parseJobEvents(eventsIn(masters_->eventsPath(leader_)));
 }
@@ -533,6 +546,26 @@ Result<JobEvent> JobCluster::waitForJobClean(const std::string& job, Duration ti
   return waitForJobEvent(
       [&](const JobEvent& e) { return e.kind == JobEvent::Kind::kJobClean && e.job == job; },
       timeout);
+}
+
+Result<JobEvent> JobCluster::waitForJobEnd(const std::string& job, const std::string& state,
+                                           uint32_t restarts, Duration timeout) {
+  auto clean = waitForJobClean(job, timeout);
+  if (!clean.ok()) return clean.error();
+  const std::vector<JobEvent> ended = jobEventsOf(job, JobEvent::Kind::kJobEnded);
+  std::string differs;
+  if (clean.value().state != state) {
+    differs = "it is clean in state " + clean.value().state;
+  } else if (ended.size() != 1) {
+    differs = "it ended " + std::to_string(ended.size()) + " times";
+  } else if (ended[0].state != state || ended[0].restarts != restarts) {
+    differs = "it ended: " + ended[0].describe();
+  }
+  if (!differs.empty()) {
+    return Error::fatal("job " + job + " should have ended once, " + state + " after " +
+                        std::to_string(restarts) + " restarts; " + differs + "\n" + describe());
+  }
+  return ended[0];
 }
 
 Result<JobEvent> JobCluster::waitForJobReconciled(const std::string& job, Duration timeout) {

@@ -101,12 +101,10 @@ TEST_P(JobsWorkerStopped, LeavesNoProcessOfItsTaskAndTheTaskRunsAgainElsewhere) 
       {.workers = 2, .slotsPerWorker = 1});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
-  auto run = submitSurvivor(cluster);
-  ASSERT_OK(run);
-  const std::string& id = run.value().id;
-  const JobEvent& first = run.value().first;
-  const std::vector<pid_t>& pids = run.value().pids;
-  const size_t victim = run.value().worker;
+  auto submitted = submitSurvivor(cluster);
+  ASSERT_OK(submitted);
+  const RunningSurvivor& run = submitted.value();
+  const size_t victim = run.worker;
   const size_t survivor = 1 - victim;
 
   if (stop == WorkerStop::kKill) {
@@ -118,7 +116,7 @@ TEST_P(JobsWorkerStopped, LeavesNoProcessOfItsTaskAndTheTaskRunsAgainElsewhere) 
     EXPECT_EQ(exit->exitCode, 0) << exit->describe();
   }
   // The task's shell and its child are gone with their worker.
-  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
+  const auto alive = waitForProcessesGone(run.pids, kJobsTimeout);
   EXPECT_TRUE(alive.empty()) << "left behind by the stopped worker: "
                              << ::testing::PrintToString(alive);
   if (stop == WorkerStop::kTerminate) {
@@ -135,33 +133,24 @@ TEST_P(JobsWorkerStopped, LeavesNoProcessOfItsTaskAndTheTaskRunsAgainElsewhere) 
   // heartbeat.timeout, naming it lost; a stopped one's FAILED or CANCELED as it reported.
   auto failed = cluster.waitForJobEvent(
       [&](const JobEvent& e) {
-        return e.kind == JobKind::kAttemptState && e.attempt == first.attempt &&
+        return e.kind == JobKind::kAttemptState && e.attempt == run.first.attempt &&
                (e.state == "FAILED" || (stop == WorkerStop::kTerminate && e.state == "CANCELED"));
       },
       kJobsTimeout);
   ASSERT_OK(failed);
   if (stop == WorkerStop::kKill) {
-    EXPECT_TRUE(containsText(failed.value().message, first.resourceId))
+    EXPECT_TRUE(containsText(failed.value().message, run.first.resourceId))
         << failed.value().describe();
     EXPECT_TRUE(containsText(failed.value().message, "lost")) << failed.value().describe();
   }
 
   // The restart runs on the other worker and the job finishes, its result clean.
-  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
-  ASSERT_OK(clean);
-  EXPECT_EQ(clean.value().state, "FINISHED");
-  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  ASSERT_OK(cluster.waitForJobEnd(run.id, "FINISHED", 1, kJobsTimeout));
+  const auto deployed = cluster.jobEventsOf(run.id, JobKind::kAttemptDeployed);
   ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
   EXPECT_EQ(deployed[1].attemptNumber, 1u);
   EXPECT_EQ(deployed[1].resourceId, cluster.workers().resourceId(survivor));
-  const auto ended = cluster.jobEventsOf(id, JobKind::kJobEnded);
-  ASSERT_EQ(ended.size(), 1u);
-  EXPECT_EQ(ended[0].restarts, 1u);
-  auto status = cluster.status(id);
-  ASSERT_OK(status);
-  EXPECT_EQ(textField(status.value(), "state"), "FINISHED") << status.value().dump();
-  ASSERT_TRUE(status.value().contains("result")) << status.value().dump();
-  EXPECT_EQ(status.value()["result"].value("clean", false), true) << status.value().dump();
+  ASSERT_OK(cluster.endedStatus(run.id, "FINISHED"));
 }
 
 INSTANTIATE_TEST_SUITE_P(JobsFaults, JobsWorkerStopped,
@@ -172,35 +161,33 @@ TEST(JobsFaults, AWorkerPausedPastTheTimeoutHasItsOldAttemptCancelledWhenItWakes
   auto started = JobCluster::start("jobs-worker-pause", {.workers = 2, .slotsPerWorker = 1});
   ASSERT_OK(started);
   JobCluster& cluster = *started.value();
-  auto run = submitSurvivor(cluster);
-  ASSERT_OK(run);
-  const std::string& id = run.value().id;
-  const JobEvent& first = run.value().first;
-  const std::vector<pid_t>& pids = run.value().pids;
-  const size_t paused = run.value().worker;
+  auto submitted = submitSurvivor(cluster);
+  ASSERT_OK(submitted);
+  const RunningSurvivor& run = submitted.value();
+  const size_t paused = run.worker;
 
   // Paused past heartbeat.timeout: the attempt fails and runs again on the other worker, and
   // the job finishes while the paused worker's task still runs (a pause stops only the worker).
   ASSERT_OK(cluster.workers().process(paused).pause());
-  auto clean = cluster.waitForJobClean(id, kJobsTimeout);
+  auto clean = cluster.waitForJobClean(run.id, kJobsTimeout);
   const bool resumed = cluster.workers().process(paused).resume().ok();
   ASSERT_TRUE(resumed);
   ASSERT_OK(clean);
   EXPECT_EQ(clean.value().state, "FINISHED");
-  const auto deployed = cluster.jobEventsOf(id, JobKind::kAttemptDeployed);
+  const auto deployed = cluster.jobEventsOf(run.id, JobKind::kAttemptDeployed);
   ASSERT_EQ(deployed.size(), 2u) << cluster.describe();
-  EXPECT_NE(deployed[1].resourceId, first.resourceId);
+  EXPECT_NE(deployed[1].resourceId, run.first.resourceId);
 
   // Woken up, the worker learns that nobody wants its attempt any more: it is cancelled, its
   // processes go, and every slot ends free.
   auto ended = cluster.waitForTaskEvent(
       [&](const TaskEvent& e) {
-        return e.kind == TaskEvent::Kind::kEnded && e.attempt == first.attempt;
+        return e.kind == TaskEvent::Kind::kEnded && e.attempt == run.first.attempt;
       },
       kJobsTimeout);
   ASSERT_OK(ended);
   EXPECT_EQ(ended.value().state, "CANCELED") << ended.value().describe();
-  const auto alive = waitForProcessesGone(pids, kJobsTimeout);
+  const auto alive = waitForProcessesGone(run.pids, kJobsTimeout);
   EXPECT_TRUE(alive.empty()) << "still running after the worker woke up: "
                              << ::testing::PrintToString(alive);
   ASSERT_OK(cluster.waitForAllSlotsFree(kJobsTimeout));
