@@ -511,8 +511,25 @@ Result<std::map<std::string, std::string>> JobCluster::listJobs() {
   return jobs;
 }
 
+const std::vector<Event>& JobCluster::eventsIn(const std::string& path) {
+  return eventsFiles_.try_emplace(path, path).first->second.read();
+}
+
+Result<nlohmann::json> JobCluster::endedStatus(const std::string& job, const std::string& state) {
+  auto read = status(job);
+  if (!read.ok()) return read.error();
+  const nlohmann::json& json = read.value();
+  const bool clean = json.contains("result") && json["result"].is_object() &&
+                     json["result"].value("clean", false);
+  if (textField(json, "state") != state || !clean) {
+    return Error::fatal("job " + job + " should have ended " + state +
+                        " with its result clean: " + json.dump());
+  }
+  return read;
+}
+
 std::vector<JobEvent> JobCluster::jobEvents() {
-  return parseJobEvents(readEventsFile(masters_->eventsPath(leader_)));
+  return parseJobEvents(eventsIn(masters_->eventsPath(leader_)));
 }
 
 Result<JobEvent> JobCluster::waitForJobEvent(const std::function<bool(const JobEvent&)>& match,
@@ -531,6 +548,26 @@ Result<JobEvent> JobCluster::waitForJobClean(const std::string& job, Duration ti
       timeout);
 }
 
+Result<JobEvent> JobCluster::waitForJobEnd(const std::string& job, const std::string& state,
+                                           uint32_t restarts, Duration timeout) {
+  auto clean = waitForJobClean(job, timeout);
+  if (!clean.ok()) return clean.error();
+  const std::vector<JobEvent> ended = jobEventsOf(job, JobEvent::Kind::kJobEnded);
+  std::string differs;
+  if (clean.value().state != state) {
+    differs = "it is clean in state " + clean.value().state;
+  } else if (ended.size() != 1) {
+    differs = "it ended " + std::to_string(ended.size()) + " times";
+  } else if (ended[0].state != state || ended[0].restarts != restarts) {
+    differs = "it ended: " + ended[0].describe();
+  }
+  if (!differs.empty()) {
+    return Error::fatal("job " + job + " should have ended once, " + state + " after " +
+                        std::to_string(restarts) + " restarts; " + differs + "\n" + describe());
+  }
+  return ended[0];
+}
+
 Result<JobEvent> JobCluster::waitForJobReconciled(const std::string& job, Duration timeout) {
   return waitForJobEvent(
       [&](const JobEvent& e) { return e.kind == JobEvent::Kind::kJobReconciled && e.job == job; },
@@ -546,7 +583,7 @@ std::vector<JobEvent> JobCluster::jobEventsOf(const std::string& job, JobEvent::
 }
 
 std::vector<TaskEvent> JobCluster::taskEvents(size_t worker) {
-  return parseTaskEvents(readEventsFile(workers_->eventsPath(worker)));
+  return parseTaskEvents(eventsIn(workers_->eventsPath(worker)));
 }
 
 Result<TaskEvent> JobCluster::waitForTaskEvent(const std::function<bool(const TaskEvent&)>& match,

@@ -216,6 +216,9 @@ class JobCluster final {
   Result<nlohmann::json> waitForStatus(const std::string& job,
                                        const std::function<bool(const nlohmann::json&)>& done,
                                        Duration timeout);
+  // status() of a job that ended, checked to show it in `state` with its result clean; fails
+  // naming the status when it does not.
+  Result<nlohmann::json> endedStatus(const std::string& job, const std::string& state);
   // `regentctl --json jobs list`: job id -> state.
   Result<std::map<std::string, std::string>> listJobs();
 
@@ -225,6 +228,11 @@ class JobCluster final {
                                    Duration timeout);
   // Waits for "job clean" of `job`: the job's end to end completion.
   Result<JobEvent> waitForJobClean(const std::string& job, Duration timeout);
+  // Waits for "job clean" of `job` and checks that the job ended once ("job ended"), in `state`
+  // (the state it is clean in too), after `restarts` restarts; returns that "job ended" event, or
+  // fails naming what differs.
+  Result<JobEvent> waitForJobEnd(const std::string& job, const std::string& state,
+                                 uint32_t restarts, Duration timeout);
   // Waits for "job reconciled" of `job`: its JobMaster left RECONCILING after a failover.
   Result<JobEvent> waitForJobReconciled(const std::string& job, Duration timeout);
   // The leader's events of `job` of `kind`, in order.
@@ -258,6 +266,8 @@ class JobCluster final {
  private:
   JobCluster(std::string clusterId, std::string quorum, JobClusterOptions options);
   Result<bool> nodeExists(const std::string& relativePath);
+  // Every event of the events file at `path` so far; each call reads only what was appended.
+  const std::vector<Event>& eventsIn(const std::string& path);
 
   const std::string clusterId_;
   const std::string quorum_;
@@ -271,6 +281,7 @@ class JobCluster final {
   TempDir dir_{"regent-jobs"};
   TempDir taskDir_{"regent-tasks"};
   int files_ = 0;
+  std::map<std::string, EventsFileReader> eventsFiles_;  // By path: each run's file of its own.
 };
 
 // The status's vertex named `vertex` (`jobs status --json`), or null.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,36 @@ std::string eventsFile(const std::vector<Event>& events) {
   std::string text;
   for (const Event& event : events) text += jsonLine(event) + "\n";
   return text;
+}
+
+// The waits of the jobs itests poll events files through an EventsFileReader
+// (master_cluster_test_util.h): a poll reads what was appended since the last one, not the whole
+// file again, and a line being written only once it is whole.
+TEST(EventsFiles, AReaderReadsOnlyWhatWasAppendedAndALineOnceItIsWhole) {
+  TempDir dir("regent-events");
+  const std::string path = dir.path() + "/events.jsonl";
+  EventsFileReader reader(path);
+  EXPECT_TRUE(reader.read().empty()) << "a file not written yet holds no events";
+
+  const std::string two = jsonLine(Event("two"));
+  std::ofstream(path) << eventsFile({Event("one")}) << two.substr(0, two.size() / 2);
+  ASSERT_EQ(reader.read().size(), 1u) << "the half-written line was read";
+  EXPECT_EQ(reader.read()[0].name(), "one");
+
+  // The line read already, rewritten in place: a reader that reads it again sees "six".
+  std::fstream rewrite(path, std::ios::in | std::ios::out);
+  const std::string text((std::istreambuf_iterator<char>(rewrite)),
+                         std::istreambuf_iterator<char>());
+  ASSERT_NE(text.find("\"one\""), std::string::npos) << text;
+  rewrite.seekp(static_cast<std::streamoff>(text.find("\"one\"") + 1));
+  rewrite << "six";
+  rewrite.close();
+  std::ofstream(path, std::ios::app) << two.substr(two.size() / 2) << "\n";
+  const auto& events = reader.read();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].name(), "one") << "a line read before was read again";
+  EXPECT_EQ(events[1].name(), "two");
+  EXPECT_EQ(reader.read().size(), 2u) << "nothing appended, nothing new";
 }
 
 TEST(JobEvents, ReadsAttemptAndJobEventsOfTheMastersEventsFile) {

@@ -156,6 +156,17 @@ std::vector<Event> readEventsFile(const std::string& path) {
   return parseEventsFile(readFrom(path, 0));
 }
 
+const std::vector<Event>& EventsFileReader::read() {
+  const std::string appended = readFrom(path_, offset_);
+  const size_t end = appended.rfind('\n');
+  if (end == std::string::npos) return events_;  // Nothing, or a line not whole yet.
+  for (Event& event : parseEventsFile(appended.substr(0, end + 1))) {
+    events_.push_back(std::move(event));
+  }
+  offset_ += static_cast<off_t>(end + 1);
+  return events_;
+}
+
 EventFields textFieldsOf(const Event& event) {
   EventFields fields;
   for (const Event::Field& field : event.fields()) {

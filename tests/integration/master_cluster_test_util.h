@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/event_line.h"
@@ -95,6 +96,21 @@ std::optional<Event> parseKindEventLine(const std::string& line,
 std::vector<regent::Event> parseEventsFile(const std::string& text);
 // The events of the events file at `path` (none when it cannot be read).
 std::vector<regent::Event> readEventsFile(const std::string& path);
+
+// An events file followed as its process appends to it (events.file: each run writes a file of
+// its own and only appends): each read() reads only what was appended since the previous one, up
+// to its last complete line (a line being written is read once it is whole), and returns every
+// event read so far, in order. A file that does not exist yet holds no events.
+class EventsFileReader final {
+ public:
+  explicit EventsFileReader(std::string path) : path_(std::move(path)) {}
+  const std::vector<regent::Event>& read();
+
+ private:
+  std::string path_;
+  off_t offset_ = 0;  // Where the first line not read yet starts.
+  std::vector<regent::Event> events_;
+};
 // The fields of `event` as an event line carries them (numbers in decimal), for the fill
 // functions parseKindEventLine takes.
 EventFields textFieldsOf(const regent::Event& event);

@@ -7,21 +7,24 @@
 // again; disconnect() calls ResourceManagerGateway.disconnect once; the event lines of
 // docs/operations.md. Jobs: allocated slots are offered to the job's JobMaster (freed when the
 // job is unknown or the offer declined, retried while it is unavailable, offered again with
-// their running attempts to a new epoch); submitTask starts the attempt through the runner with
-// its environment, its updates arrive in order; cancelTask, freeSlot and a notFound update cancel
-// it; a JobMaster heartbeat is answered with the attempts held. Across a leader change: updates
+// their running attempts to a new epoch); submitTask hands the runner the deployed command
+// once; freeSlot, a JobMaster's disconnect and a notFound update cancel the attempt; a JobMaster
+// heartbeat is answered with the attempts held. Across a leader change: updates
 // produced while no leader is reachable are kept and reach the next leader's JobMaster after the
 // answer to the offer (which lists the running and the ended attempts), in order and once; a job
 // the next leader does not know is cancelled, freed and its updates dropped;
 // worker.update-buffer.max drops the oldest update with a warning; `unavailable` answers are
 // retried; a deposed leader can change nothing. Holding a credential, it registers only with a
-// master that proves itself, and its gate never moves to an unproven master's epoch. The same
-// TaskExecutor with real task processes: task_executor_itest.cc.
+// master that proves itself, and its gate never moves to an unproven master's epoch. What holds
+// with any runner (a task's updates in order, its environment, an exit code, cancelTask, the
+// worker killing its tasks to stop) is written once in task_executor_runner_cases.cc and run
+// here with the fake runner, and in task_executor_itest with real processes.
 #include "services/taskexecutor/task_executor.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -53,6 +56,38 @@ class TaskExecutorTest : public TaskExecutorTestBase {
 
   FakeTaskRunner* fake_ = nullptr;  // Owned by runner_.
 };
+
+// The behaviours written once for every runner (task_executor_runner_cases.cc), with the fake
+// runner: a task's command never runs; it ends when the test says, and its environment is the
+// one start() was given.
+class FakeTaskRunnerDriver final : public TaskRunnerDriver {
+ public:
+  kj::Own<TaskRunner> makeRunner(EventLoop&) override {
+    auto fake = kj::heap<FakeTaskRunner>();
+    fake_ = fake.get();
+    return fake;
+  }
+
+  void letEnd(const AttemptId& attempt, int32_t exitCode) override {
+    fake_->finish(attempt, exitCode);
+  }
+
+  std::vector<std::string> environmentCommand() override { return {"env"}; }
+
+  std::map<std::string, std::string> environmentOf(const AttemptId& attempt) override {
+    const TaskSpec* spec = fake_->spec(attempt);
+    return spec == nullptr ? std::map<std::string, std::string>{} : environmentFrom(spec->env);
+  }
+
+  kj::Promise<void> killAll() override { return fake_->killAll(); }
+
+ private:
+  FakeTaskRunner* fake_ = nullptr;  // Owned by the fixture's runner_.
+};
+
+INSTANTIATE_TEST_SUITE_P(Fake, TaskExecutorRunnerTest,
+                         ::testing::Values(driverFactoryOf<FakeTaskRunnerDriver>("FakeTaskRunner")),
+                         taskRunnerName);
 
 TEST_F(TaskExecutorTest, RegistersAndReportsEverySlot) {
   master_->epoch = 3;
@@ -415,88 +450,23 @@ TEST_F(TaskExecutorTest, AnUnavailableJobMasterIsAskedAgainUntilTheOfferIsAccept
   EXPECT_EQ(master_->offers.size(), 1u);
 }
 
-TEST_F(TaskExecutorTest, SubmitTaskStartsTheAttemptAndItsUpdatesArriveInOrder) {
-  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
+// What the runner is given; what a task sees and the updates it makes, with this runner and with
+// real processes: task_executor_runner_cases.cc.
+TEST_F(TaskExecutorTest, SubmitTaskHandsTheRunnerTheDeployedCommandOnce) {
+  startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}));
   EXPECT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "echo out"}))
       << "the same attempt again succeeds";
   EXPECT_EQ(fake().started(), std::vector<AttemptId>{kAttempt}) << "started once";
-  ASSERT_TRUE(fake().spec(kAttempt));
-  EXPECT_EQ(fake().spec(kAttempt)->argv, (std::vector<std::string>{"sh", "-c", "echo out"}));
-  EXPECT_EQ(fake().spec(kAttempt)->job, kJob);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
-  fake().finish(kAttempt);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for FINISHED";
-  auto updates = updatesOf(kAttempt);
-  EXPECT_EQ(updates[0].state, wire::ExecutionState::RUNNING);
-  EXPECT_EQ(updates[0].pid, FakeTaskRunner::pidOf(0));
-  EXPECT_EQ(updates[0].startedAtMs, FakeTaskRunner::kStartedAtMs);
-  EXPECT_EQ(updates[0].job, kJob);
-  EXPECT_EQ(updates[0].allocation, kAllocation);
-  EXPECT_EQ(updates[0].vertex, "v");
-  EXPECT_EQ(updates[0].subtask, 1u);
-  EXPECT_EQ(updates[0].attemptNumber, 3u);
-  EXPECT_EQ(updates[1].state, wire::ExecutionState::FINISHED);
-  EXPECT_EQ(updates[1].exitCode, 0);
-  EXPECT_GE(updates[1].endedAtMs, updates[0].startedAtMs);
-  EXPECT_EQ(master_->updates[0].epoch, 1u);
-  EXPECT_EQ(executor.counters().tasksStarted, 1u);
-  EXPECT_EQ(executor.counters().tasksFinished, 1u);
-  EXPECT_EQ(executor.tasksRunning(), 0u);
-}
-
-TEST_F(TaskExecutorTest, AWorkerKillingItsTasksToStopAnswersUnavailableToNewSlotsAndTasks) {
-  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  loop_.run(fake().killAll());  // As the worker does first when it stops.
-  auto task = submitTask(master_->epoch, kAttempt, kAllocation, {"true"});
-  ASSERT_TRUE(task);
-  EXPECT_EQ(task->which, wire::Failure::UNAVAILABLE) << task->message;
-  EXPECT_NE(task->message.find("stopping"), std::string::npos) << task->message;
-  auto slot = requestSlot(master_->epoch, 1, kJob, kOtherAllocation);
-  ASSERT_TRUE(slot);
-  EXPECT_EQ(slot->which, wire::Failure::UNAVAILABLE) << slot->message;
-  EXPECT_FALSE(executor.slots()[1].allocation);
-  EXPECT_EQ(executor.counters().tasksStarted, 0u);
-}
-
-TEST_F(TaskExecutorTest, ATaskIsStartedWithItsJobVertexSubtaskAndAttemptInItsEnvironment) {
-  startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "env"}, kJob,
-                          {{"REGENT_TASK_VERTEX", "from-the-graph"}, {"OWN", "1"}}));
   const TaskSpec* spec = fake().spec(kAttempt);
   ASSERT_TRUE(spec);
   EXPECT_EQ(spec->attempt, kAttempt);
+  EXPECT_EQ(spec->job, kJob);
+  EXPECT_EQ(spec->argv, (std::vector<std::string>{"sh", "-c", "echo out"}));
   EXPECT_TRUE(spec->workingDir.empty());
-  // The JobGraph's env comes last, so that it wins over the worker's REGENT_TASK_* variables
-  // (TaskSpec::env; a real task sees "from-the-graph": task_executor_itest).
-  const std::vector<std::string> expected = {"REGENT_TASK_JOB_ID=" + kJob.toHex(),
-                                             "REGENT_TASK_JOB_NAME=nightly report",
-                                             "REGENT_TASK_VERTEX=v",
-                                             "REGENT_TASK_SUBTASK_INDEX=1",
-                                             "REGENT_TASK_PARALLELISM=2",
-                                             "REGENT_TASK_ATTEMPT_ID=" + kAttempt.toHex(),
-                                             "REGENT_TASK_ATTEMPT_NUMBER=3",
-                                             "REGENT_TASK_VERTEX=from-the-graph",
-                                             "OWN=1"};
-  EXPECT_EQ(spec->env, expected);
-}
-
-TEST_F(TaskExecutorTest, AFailingTaskIsReportedFailedWithItsExitCode) {
-  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 3"}));
-  fake().finish(kAttempt, 3);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING and FAILED";
-  auto ended = updatesOf(kAttempt)[1];
-  EXPECT_EQ(ended.state, wire::ExecutionState::FAILED);
-  EXPECT_EQ(ended.exitCode, 3);
-  EXPECT_EQ(ended.failureMessage, "exited with code 3");
-  EXPECT_EQ(executor.counters().tasksFailed, 1u);
+  ASSERT_TRUE(waitForUpdates(kAttempt, 1)) << "RUNNING";
+  EXPECT_EQ(updatesOf(kAttempt)[0].pid, FakeTaskRunner::pidOf(0)) << "the runner's pid";
+  EXPECT_EQ(updatesOf(kAttempt)[0].startedAtMs, FakeTaskRunner::kStartedAtMs);
 }
 
 TEST_F(TaskExecutorTest, SubmitTaskRefusesAnAllocationNotHeldForTheJobAndAnEmptyCommand) {
@@ -522,50 +492,21 @@ TEST_F(TaskExecutorTest, SubmitTaskRefusesAnAllocationNotHeldForTheJobAndAnEmpty
   EXPECT_EQ(fake().started(), std::vector<AttemptId>{kOtherAttempt});
 }
 
-TEST_F(TaskExecutorTest, CancelTaskEndsTheAttemptCanceled) {
-  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
-  EXPECT_EQ(executor.tasksRunning(), 1u);
-  EXPECT_FALSE(cancelTask(1, kAttempt));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
-  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
-  EXPECT_FALSE(cancelTask(1, kAttempt)) << "an ended attempt cancels successfully";
-  auto unknown = cancelTask(1, kOtherAttempt);
-  ASSERT_TRUE(unknown);
-  EXPECT_EQ(unknown->which, wire::Failure::NOT_FOUND);
-  EXPECT_EQ(executor.slots()[0].allocation, kAllocation) << "the slot stays allocated";
-}
-
 TEST_F(TaskExecutorTest, FreeSlotCancelsTheAttemptsInTheSlot) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_FALSE(freeSlot(1, kAllocation));
   EXPECT_FALSE(executor.slots()[0].allocation);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
 }
 
 TEST_F(TaskExecutorTest, AJobMastersDisconnectCancelsTheJobsAttemptsAndFreesItsSlots) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_FALSE(disconnectJobMaster(1, kJob));
   EXPECT_FALSE(executor.slots()[0].allocation);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
 }
 
@@ -573,9 +514,7 @@ TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
   master_->unknownAttempts.insert(kAttempt);
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING, then CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING, then CANCELED";
   EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
   EXPECT_EQ(executor.tasksRunning(), 0u);
   EXPECT_EQ(executor.counters().tasksCanceled, 1u);
@@ -583,10 +522,7 @@ TEST_F(TaskExecutorTest, AnUpdateTheJobMasterAnswersNotFoundCancelsTheAttempt) {
 
 TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
   startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   EXPECT_FALSE(jobMasterHeartbeat(1, kJob));
   ASSERT_TRUE(runLoopUntil(
       loop_, [&] { return master_->jobMasterHeartbeats.size() == 1; }, kBound))
@@ -602,20 +538,6 @@ TEST_F(TaskExecutorTest, AJobMasterHeartbeatIsAnsweredWithTheAttemptsHeld) {
       loop_, [&] { return !master_->heartbeats.empty(); }, kBound))
       << "timed out waiting for the report";
   EXPECT_EQ(master_->heartbeats.back().slots[0].running, std::vector<AttemptId>{kAttempt});
-}
-
-// The worker's stop: its tasks killed, their CANCELED updates delivered before it leaves.
-TEST_F(TaskExecutorTest, FlushUpdatesResolvesOnceTheKilledTasksUpdatesAreDelivered) {
-  TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
-  loop_.run(fake().killAll());
-  loop_.run(executor.flushUpdates(Duration(10000)));
-  ASSERT_EQ(updatesOf(kAttempt).size(), 2u);
-  EXPECT_EQ(updatesOf(kAttempt)[1].state, wire::ExecutionState::CANCELED);
-  loop_.run(executor.flushUpdates(Duration(10000)));  // Nothing pending: at once.
 }
 
 // The worker's stop: after its tasks' updates, it tells each job's JobMaster it leaves (the
@@ -637,10 +559,7 @@ TEST_F(TaskExecutorTest, AStoppingWorkerDisconnectsFromItsJobMastersBeforeTheRes
 // that the JobMaster cancels what it no longer wants.
 TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsAgain) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   const size_t offers = master_->offers.size();
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
@@ -662,10 +581,7 @@ TEST_F(TaskExecutorTest, RegisteredAgainInTheSameEpochItOffersItsAllocatedSlotsA
 // is freed and the attempt still running in it cancelled.
 TEST_F(TaskExecutorTest, RegisteredAgainItFreesTheSlotsOfAJobTheLeaderNoLongerRuns) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   master_->unknownJobs.insert(kJob);
   master_->notRegisteredOnce = true;
   EXPECT_FALSE(resourceManagerHeartbeat(1));
@@ -690,9 +606,7 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
       << "timed out waiting for the slot accepted";
   ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sh", "-c", "exit 4"}));
   fake().finish(kAttempt, 4);
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for RUNNING and FAILED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING and FAILED";
 
   auto started = capturedEvent("task started");
   ASSERT_TRUE(started) << capturedLog();
@@ -713,10 +627,7 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
 
 TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunningAttempts) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   master_->epoch = 2;
   EXPECT_FALSE(resourceManagerHeartbeat(2));
   ASSERT_TRUE(runLoopUntil(
@@ -732,9 +643,7 @@ TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunning
   EXPECT_EQ(master_->slotReports.back().slots[1].running, std::vector<AttemptId>{kAttempt});
   // The new JobMaster cancels it; the update goes to the JobMaster of epoch 2.
   EXPECT_FALSE(cancelTask(2, kAttempt));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 2; }, kBound))
-      << "timed out waiting for CANCELED";
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "CANCELED";
   EXPECT_EQ(master_->updates.back().epoch, 2u);
 }
 
@@ -1147,10 +1056,7 @@ TEST_F(TaskExecutorTest, AnUpdateAnsweredUnavailableIsSentAgainUntilDeliveredThe
 // nor deploy anything; the running attempt and its slot stay.
 TEST_F(TaskExecutorTest, AfterAHigherEpochTheDeposedLeaderCannotCancelFreeOrDeploy) {
   TaskExecutor& executor = startWithAcceptedSlot(0, kAllocation);
-  ASSERT_FALSE(submitTask(1, kAttempt, kAllocation, {"sleep", "30"}));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return updatesOf(kAttempt).size() == 1; }, kBound))
-      << "timed out waiting for RUNNING";
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
   master_->epoch = 2;
   EXPECT_FALSE(jobMasterHeartbeat(2, kJob));
   ASSERT_EQ(executor.highestEpoch(), 2u);

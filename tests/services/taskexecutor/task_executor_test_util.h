@@ -2,14 +2,19 @@
 // master (fake_master_test_util.h) over loopback RPC, following it by its address or through a
 // leader record the test writes (tests/client/hand_retrieval_test_util.h), and the calls the
 // master makes on the worker's gateway. Its attempts run through the runner withRunner() gives:
-// a fake in task_executor_test (unit), real processes in task_executor_itest.
+// a fake in task_executor_test (unit), real processes in task_executor_itest. The behaviours
+// that hold whatever runs the attempts are written once, over TaskExecutorRunnerTest
+// (task_executor_runner_cases.cc), and run by both binaries, each with its own runner.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <kj/async.h>
+#include <kj/debug.h>
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -183,6 +188,26 @@ class TaskExecutorTestBase : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
+  // Submits `attempt` of kJob in epoch 1 on `allocation`, with a command that runs until it is
+  // cancelled, and waits for its RUNNING update.
+  ::testing::AssertionResult submitRunning(AttemptId attempt, AllocationId allocation) {
+    if (auto refused = submitTask(1, attempt, allocation, {"sleep", "30"})) {
+      return ::testing::AssertionFailure() << "submitTask refused: " << refused->message;
+    }
+    return waitForUpdates(attempt, 1);
+  }
+
+  // Waits until the fake JobMasters received exactly `count` updates of `attempt`.
+  ::testing::AssertionResult waitForUpdates(AttemptId attempt, size_t count) {
+    if (runLoopUntil(
+            loop_, [&] { return updatesOf(attempt).size() == count; }, kBound)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "timed out waiting for " << count << " updates of attempt " << attempt.toHex() << " ("
+           << updatesOf(attempt).size() << " arrived)";
+  }
+
   std::optional<rpc::CallFailure> cancelTask(uint64_t epoch, AttemptId attempt) {
     auto request = master_->taskExecutor().cancelTaskRequest();
     request.setEpoch(epoch);
@@ -299,6 +324,79 @@ class TaskExecutorTestBase : public DefaultLoggerTest {
   kj::Own<TaskRunner> runner_ = kj::heap<NoTaskRunner>();  // Outlives the executor.
   kj::Own<TaskExecutor> executor_;  // Declared last: destroyed before the client it uses.
 };
+
+// What runs the attempts of TaskExecutorRunnerTest, and how a test makes them end: the fake
+// runner in task_executor_test (no process), real processes in task_executor_itest. One driver
+// per test; the fixture destroys the runner before the driver.
+class TaskRunnerDriver {
+ public:
+  virtual ~TaskRunnerDriver() = default;
+  // The runner; called once, before the TaskExecutor starts. The driver keeps a pointer to it.
+  virtual kj::Own<TaskRunner> makeRunner(EventLoop& loop) = 0;
+  // The attempt's command ends with `exitCode` (a command that ends so by itself, such as
+  // {"sh", "-c", "exit 3"}): the fake runner is told to end it; a real process needs nothing.
+  virtual void letEnd(const AttemptId& attempt, int32_t exitCode) = 0;
+  // A command after whose end environmentOf() tells the environment it ran with.
+  virtual std::vector<std::string> environmentCommand() = 0;
+  // The environment (name -> value, the last of a name winning) the attempt's command ran with.
+  virtual std::map<std::string, std::string> environmentOf(const AttemptId& attempt) = 0;
+  // What the worker does first when it stops: every running task killed, start() refused.
+  virtual kj::Promise<void> killAll() = 0;
+};
+
+// How an instantiation of TaskExecutorRunnerTest makes its driver (its test parameter).
+struct TaskRunnerDriverFactory {
+  const char* runner;  // The runner's name, the last part of each test's name.
+  std::unique_ptr<TaskRunnerDriver> (*make)();
+};
+inline void PrintTo(const TaskRunnerDriverFactory& factory, std::ostream* out) {
+  *out << factory.runner;
+}
+// The factory of a default-constructed `Driver`, named `runner`.
+template <typename Driver>
+TaskRunnerDriverFactory driverFactoryOf(const char* runner) {
+  return {runner, []() -> std::unique_ptr<TaskRunnerDriver> { return std::make_unique<Driver>(); }};
+}
+
+// The environment `variables` ("NAME=value" each) make, the last of a name winning.
+inline std::map<std::string, std::string> environmentFrom(
+    const std::vector<std::string>& variables) {
+  std::map<std::string, std::string> env;
+  for (const std::string& variable : variables) {
+    const auto eq = variable.find('=');
+    if (eq != std::string::npos) env[variable.substr(0, eq)] = variable.substr(eq + 1);
+  }
+  return env;
+}
+
+// The fixture of the behaviours written once for every runner (task_executor_runner_cases.cc);
+// a test binary runs them with INSTANTIATE_TEST_SUITE_P(<Prefix>, TaskExecutorRunnerTest,
+// ::testing::Values(driverFactoryOf<Driver>("Runner")), taskRunnerName).
+class TaskExecutorRunnerTest : public TaskExecutorTestBase,
+                               public ::testing::WithParamInterface<TaskRunnerDriverFactory> {
+ protected:
+  ~TaskExecutorRunnerTest() noexcept override {
+    executor_ = nullptr;  // Before the runner, and the runner before its driver.
+    runner_ = nullptr;
+  }
+
+  void withRunner() override {
+    driver_ = GetParam().make();
+    runner_ = driver_->makeRunner(loop_);
+  }
+
+  TaskRunnerDriver& driver() {
+    KJ_REQUIRE(driver_ != nullptr, "withRunner() first");
+    return *driver_;
+  }
+
+  std::unique_ptr<TaskRunnerDriver> driver_;
+};
+
+// The tests' names end with their runner's name rather than an index.
+inline std::string taskRunnerName(const ::testing::TestParamInfo<TaskRunnerDriverFactory>& info) {
+  return info.param.runner;
+}
 
 // The offered attempt `attempt` in `offer`, or nullopt.
 inline std::optional<FakeAttemptState> offeredAttempt(const testing::FakeOffer& offer,
