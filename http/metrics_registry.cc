@@ -76,6 +76,20 @@ std::string MetricsRegistry::text() const {
   return out.str();
 }
 
+std::vector<MetricSample> samplesByLabel(const char* label,
+                                         const std::map<std::string, uint64_t>& counts) {
+  std::vector<MetricSample> samples;
+  for (const auto& [value, count] : counts) samples.push_back({{{label, value}}, count});
+  return samples;
+}
+
+void addEventsFileMetrics(MetricsRegistry& registry, const JsonLinesFileEventSink* file) {
+  registry.counter("regent_events_file_write_failures_total",
+                   "Events this process failed to write to events.file (each still reached the "
+                   "log); 0 without events.file.",
+                   [file] { return file != nullptr ? file->writeFailures() : uint64_t{0}; });
+}
+
 void addAcceptLoopMetrics(MetricsRegistry& registry, std::string_view protocol,
                           std::function<const AcceptLoop*()> listener) {
   std::string upper(protocol);

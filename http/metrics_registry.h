@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/accept_loop.h"
+#include "common/json_lines_event_sink.h"
 
 namespace regent::http {
 
@@ -63,6 +65,15 @@ class MetricsRegistry final {
   // Writes one family (its HELP and TYPE lines and samples), or nothing.
   std::vector<std::function<void(std::ostream&)>> families_;
 };
+
+// One sample per entry of `counts` (value, count), labelled `label`, in the map's order.
+std::vector<MetricSample> samplesByLabel(const char* label,
+                                         const std::map<std::string, uint64_t>& counts);
+
+// regent_events_file_write_failures_total: the events the events.file sink (`file`,
+// common/json_lines_event_sink.h) failed to write since the process started (each still reached
+// the log); always there, 0 while `file` is null (no events.file). `file` must outlive `registry`.
+void addEventsFileMetrics(MetricsRegistry& registry, const JsonLinesFileEventSink* file);
 
 // The accept failures of a listener's accept loop (common/accept_loop.h) as
 // regent_<protocol>_accept_failures_total{reason} and regent_<protocol>_connections_shed_total,

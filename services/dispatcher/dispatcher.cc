@@ -800,24 +800,14 @@ void Dispatcher::forEachJob(const std::function<void(const JobView&)>& visit) co
 JobCounts Dispatcher::counts() const {
   JobCounts counts;
   counts.active = static_cast<uint32_t>(active_.size());
-  for (const auto& [id, job] : active_) {
-    switch (job.state) {
-      case wire::JobState::RECONCILING: ++counts.reconciling; break;
-      case wire::JobState::RUNNING: ++counts.running; break;
-      case wire::JobState::RESTARTING: ++counts.restarting; break;
-      case wire::JobState::FAILING: ++counts.failing; break;
-      case wire::JobState::CANCELLING: ++counts.cancelling; break;
-      default: ++counts.created; break;
-    }
-  }
-  for (const auto& [id, job] : ended_) {
-    switch (readOnly<wire::JobResult>(job.result).getState()) {
-      case wire::JobState::FINISHED: ++counts.finished; break;
-      case wire::JobState::CANCELED: ++counts.canceled; break;
-      case wire::JobState::FAILED: ++counts.failed; break;
-      default: break;
-    }
-  }
+  auto count = [&counts](wire::JobState state) {
+    const auto index = static_cast<size_t>(state);
+    if (index < counts.byState.size()) ++counts.byState[index];
+  };
+  for (const auto& [id, job] : active_) count(job.state);
+  for (const auto& [id, job] : ended_) count(readOnly<wire::JobResult>(job.result).getState());
+  counts.byState[static_cast<size_t>(wire::JobState::CORRUPT)] +=
+      static_cast<uint32_t>(corrupt_.size());
   return counts;
 }
 

@@ -15,6 +15,7 @@
 #include <kj/async.h>
 #include <kj/timer.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -78,18 +79,19 @@ struct JobView {
   const JobRunner* runner = nullptr;
 };
 
-// Jobs by state, for the overview and /metrics (regent_jobs{state}).
+// The number of wire::JobState values (CORRUPT is the last).
+inline constexpr size_t kJobStateCount = static_cast<size_t>(wire::JobState::CORRUPT) + 1;
+
+// Jobs by state, for the overview and /metrics (regent_jobs{state}): counted from memory, no
+// message built and no runner asked.
 struct JobCounts {
-  uint32_t active = 0;  // Not terminal: the sum of the live states below.
-  uint32_t created = 0;
-  uint32_t reconciling = 0;  // Recovered; waiting for workers to report its attempts.
-  uint32_t running = 0;
-  uint32_t restarting = 0;
-  uint32_t failing = 0;      // Ended by its runner; its result is being stored.
-  uint32_t cancelling = 0;
-  uint32_t finished = 0;
-  uint32_t canceled = 0;
-  uint32_t failed = 0;
+  uint32_t active = 0;  // Not terminal (being ended included): the jobs of a live state.
+  // Every job by its state as jobStatus reports it: a live job's (RECONCILING: recovered, waiting
+  // for workers to report its attempts; FAILING: ended by its runner, its result being stored),
+  // an ended job's result's, CORRUPT for a record that does not decode. Indexed by the state.
+  std::array<uint32_t, kJobStateCount> byState{};
+
+  uint32_t of(wire::JobState state) const { return byState.at(static_cast<size_t>(state)); }
 };
 
 // One term's Dispatcher. Loop-thread only. `stores` must outlive it; destroying it cancels its

@@ -223,9 +223,9 @@ kj::Promise<void> DispatcherGatewayServer::clusterOverview(ClusterOverviewContex
   const JobCounts counts = dispatcher_.counts();
   auto overview = context.getResults().initOverview();
   overview.setJobsRunning(counts.active);  // Every job not terminal.
-  overview.setJobsFinished(counts.finished);
-  overview.setJobsCanceled(counts.canceled);
-  overview.setJobsFailed(counts.failed);
+  overview.setJobsFinished(counts.of(wire::JobState::FINISHED));
+  overview.setJobsCanceled(counts.of(wire::JobState::CANCELED));
+  overview.setJobsFailed(counts.of(wire::JobState::FAILED));
   if (describeLeader_) describeLeader_(overview.initLeader());
   if (taskExecutors_ != nullptr) {
     const TaskExecutorView::Counts workers = taskExecutors_->counts();

@@ -78,6 +78,9 @@ class ClusterView {
   virtual LeadershipSnapshot leadership() const = 0;
   // The term's jobs; nullopt unless leadership().recovered.
   virtual std::optional<JobsSnapshot> jobs() const = 0;
+  // The term's jobs by state as jobs() would show them, counted without a snapshot
+  // (dispatcher::Dispatcher::counts, for /metrics); nullopt unless leadership().recovered.
+  virtual std::optional<dispatcher::JobCounts> jobCounts() const = 0;
   // Job `id` of the term; nullopt when the term has no such job, or unless recovered.
   virtual std::optional<JobDetailSnapshot> job(const JobId& id) const = 0;
   // The term's workers; nullopt unless leading (they are there while the term still recovers,

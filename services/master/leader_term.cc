@@ -192,6 +192,11 @@ std::optional<JobsSnapshot> LeaderTerm::jobs() const {
   return std::nullopt;
 }
 
+std::optional<dispatcher::JobCounts> LeaderTerm::jobCounts() const {
+  KJ_IF_MAYBE (ready, dispatcher()) return ready->counts();
+  return std::nullopt;
+}
+
 std::optional<JobDetailSnapshot> LeaderTerm::job(const JobId& id) const {
   KJ_IF_MAYBE (ready, dispatcher()) return jobDetailSnapshot(*ready, id);
   return std::nullopt;

@@ -114,10 +114,12 @@ class LeaderTerm final {
   // The registered workers for in-process reads (/v1/workers, /metrics); null until start().
   kj::Maybe<const dispatcher::TaskExecutorView&> taskExecutors() const;
 
-  // The term's part of the cluster view (cluster_view.h), filled from its services now: its jobs
-  // and one job (nullopt until the term is ready; for job(), also when it has no job `id`), and
+  // The term's part of the cluster view (cluster_view.h), filled from its services now: its jobs,
+  // their counts by state and one job (nullopt until the term is ready; for job(), also when it
+  // has no job `id`), and
   // its workers (nullopt until start()).
   std::optional<JobsSnapshot> jobs() const;
+  std::optional<dispatcher::JobCounts> jobCounts() const;
   std::optional<JobDetailSnapshot> job(const JobId& id) const;
   std::optional<WorkersSnapshot> workers() const;
 

@@ -33,11 +33,10 @@ int main(int argc, char** argv) {
   // Until MasterProcess watches them, a stop signal waits rather than killing the master.
   holdStopSignals();
 
-  ProcessMain processMain(kDescription, {.program = "regent-master",
-                                         .process = "master",
-                                         .reader = Program::kMaster,
-                                         .idField = "master_id",
-                                         .usageExitCode = master::kExitUsage});
+  ProcessMain processMain(kDescription, Program::kMaster,
+                          {.program = "regent-master",
+                           .idField = "master_id",
+                           .usageExitCode = master::kExitUsage});
   auto started = processMain.start(argc, argv);
   if (const int* exitCode = std::get_if<int>(&started)) return *exitCode;
   const Config& config = std::get<Config>(started);
@@ -60,6 +59,7 @@ int main(int argc, char** argv) {
       spdlog::error("{}", process.error().message);
     } else {
       masterId = process.value()->masterId();
+      http::addEventsFileMetrics(process.value()->metrics(), processMain.eventsFile());
       code = loop.run(process.value()->run());
       loop.run(process.value()->close());
     }

@@ -15,17 +15,11 @@ namespace {
 
 using http::MetricSample;
 using http::MetricsRegistry;
+using http::samplesByLabel;
 using Samples = std::vector<MetricSample>;
 
 constexpr MetricsRegistry::Type kCounter = MetricsRegistry::Type::kCounter;
 constexpr MetricsRegistry::Type kGauge = MetricsRegistry::Type::kGauge;
-
-// One sample per entry of `counts`, labelled `label`.
-Samples byLabel(const char* label, const std::map<std::string, uint64_t>& counts) {
-  Samples samples;
-  for (const auto& [value, count] : counts) samples.push_back({{{label, value}}, count});
-  return samples;
-}
 
 }  // namespace
 
@@ -52,14 +46,14 @@ void addClusterViewMetrics(MetricsRegistry& registry, const ClusterView& view) {
   registry.add("regent_jobs", kGauge,
                "Jobs by state in the leader's Dispatcher (no samples unless this master serves).",
                [&view] {
-                 std::optional<JobsSnapshot> jobs = view.jobs();
-                 if (!jobs) return Samples{};
+                 std::optional<dispatcher::JobCounts> counts = view.jobCounts();
+                 if (!counts) return Samples{};
                  std::map<std::string, uint64_t> byState;
                  for (auto enumerant : capnp::Schema::from<wire::JobState>().getEnumerants()) {
-                   byState[enumerant.getProto().getName().cStr()] = 0;
+                   byState[enumerant.getProto().getName().cStr()] =
+                       counts->of(static_cast<wire::JobState>(enumerant.getOrdinal()));
                  }
-                 for (auto job : jobs->jobs) ++byState[wire::enumName(job.getState())];
-                 return byLabel("state", byState);
+                 return samplesByLabel("state", byState);
                });
   registry.gauge(
       "regent_workers_registered",
@@ -90,7 +84,9 @@ void addResourceManagerMetrics(MetricsRegistry& registry,
   registry.add("regent_rpc_worker_identity_refusals_total", kCounter,
                "Worker calls refused because they spoke for a worker other than the one their "
                "connection registered (or before it registered one), by method.",
-               [&counters] { return byLabel("method", counters.identityRefusals.byMethod()); });
+               [&counters] {
+                 return samplesByLabel("method", counters.identityRefusals.byMethod());
+               });
 }
 
 void addJobMasterMetrics(MetricsRegistry& registry, const jobmaster::JobMasterCounters& counters) {
@@ -129,25 +125,25 @@ void addJobMasterMetrics(MetricsRegistry& registry, const jobmaster::JobMasterCo
 void addFencingMetrics(MetricsRegistry& registry, const rpc::FencingCounters& counters) {
   registry.add("regent_rpc_calls_total", kCounter,
                "RPC calls that reached the leader's fenced gateways, by method.",
-               [&counters] { return byLabel("method", counters.calls()); });
+               [&counters] { return samplesByLabel("method", counters.calls()); });
   registry.add("regent_rpc_fencing_rejections_total", kCounter,
                "RPC calls refused because their epoch was not the term's, by method.",
-               [&counters] { return byLabel("method", counters.all()); });
+               [&counters] { return samplesByLabel("method", counters.all()); });
 }
 
 void addAuthMetrics(MetricsRegistry& registry, const rpc::AuthCounters& counters) {
   registry.add("regent_rpc_auth_successes_total", kCounter,
                "RPC connections that proved a role, by mechanism (secret, tls).",
-               [&counters] { return byLabel("mechanism", counters.successes()); });
+               [&counters] { return samplesByLabel("mechanism", counters.successes()); });
   registry.add("regent_rpc_auth_failures_total", kCounter,
                "RPC authentication attempts refused, by mechanism (secret, tls).",
-               [&counters] { return byLabel("mechanism", counters.failures()); });
+               [&counters] { return samplesByLabel("mechanism", counters.failures()); });
   registry.counter("regent_rpc_unauthenticated_refusals_total",
                    "RPC calls refused because their connection had not authenticated.",
                    [&counters] { return counters.unauthenticatedRefusals(); });
   registry.add("regent_rpc_permission_denials_total", kCounter,
                "RPC calls refused because they need a role the connection does not hold, by role.",
-               [&counters] { return byLabel("required", counters.denials()); });
+               [&counters] { return samplesByLabel("required", counters.denials()); });
 }
 
 void addRpcTransportMetrics(MetricsRegistry& registry,

@@ -362,6 +362,11 @@ std::optional<JobsSnapshot> MasterProcess::jobs() const {
   return term_->jobs();
 }
 
+std::optional<dispatcher::JobCounts> MasterProcess::jobCounts() const {
+  if (!term_) return std::nullopt;
+  return term_->jobCounts();
+}
+
 std::optional<JobDetailSnapshot> MasterProcess::job(const JobId& id) const {
   if (!term_) return std::nullopt;
   return term_->job(id);

@@ -150,18 +150,21 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
   // ClusterView: the leadership as this master sees it, the current term's snapshots
-  // (LeaderTerm::jobs, job, workers; nullopt without a term), its last
+  // (LeaderTerm::jobs, jobCounts, job, workers; nullopt without a term), its last
   // kRecentLeadershipEvents grants, revocations and hand-overs, and the retrieval's contenders.
   static constexpr size_t kRecentLeadershipEvents = 64;
   LeadershipSnapshot leadership() const override;
   std::optional<JobsSnapshot> jobs() const override;
+  std::optional<dispatcher::JobCounts> jobCounts() const override;
   std::optional<JobDetailSnapshot> job(const JobId& id) const override;
   std::optional<WorkersSnapshot> workers() const override;
   std::vector<Event> recentLeadershipEvents() const override;
   kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override;
 
-  // What /metrics writes: the families of master_metrics.h over this process's parts.
+  // What /metrics writes: the families of master_metrics.h over this process's parts; main()
+  // adds those of what it owns (http::addEventsFileMetrics).
   const http::MetricsRegistry& metrics() const { return metrics_; }
+  http::MetricsRegistry& metrics() { return metrics_; }
 
   // Built by its factory only (FactoryKey).
   MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const Config& config, EventSink& events,

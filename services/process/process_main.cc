@@ -12,11 +12,13 @@
 
 namespace regent {
 
-ProcessMain::ProcessMain(const std::string& description, Spec spec)
+ProcessMain::ProcessMain(const std::string& description, Program reader, Spec spec)
     : spec_(std::move(spec)),
+      reader_(reader),
+      process_(programRole(reader)),
       app_(description, spec_.program),
       commandLine_(app_, spec_.program,
-                   {.printConfig = true, .logFormat = true, .program = spec_.reader}) {
+                   {.printConfig = true, .logFormat = true, .program = reader_}) {
   events_.add(logEvents_);
 }
 
@@ -34,12 +36,12 @@ std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
     return *exitCode == 0 ? 0 : exitBeforeStart(*exitCode);
   }
   const Config& config = std::get<Config>(loaded);
-  if (!commandLine_.setUpLogging(config, spec_.process, std::cerr)) {
+  if (!commandLine_.setUpLogging(config, process_, std::cerr)) {
     return exitBeforeStart(spec_.usageExitCode);
   }
   if (const std::string path = config.getString("events.file"); !path.empty()) {
     auto file = JsonLinesFileEventSink::open(
-        path, EventOrigin{.process = spec_.process, .pid = int64_t{::getpid()}});
+        path, EventOrigin{.process = process_, .pid = int64_t{::getpid()}});
     if (!file.ok()) {
       spdlog::error("events.file: {}", file.error().message);
       return exit("", spec_.usageExitCode);
@@ -51,7 +53,7 @@ std::variant<Config, int> ProcessMain::start(int argc, char** argv) {
 }
 
 int ProcessMain::exit(const std::string& id, int code) {
-  const std::string event = spec_.process + " exiting";
+  const std::string event = process_ + " exiting";
   const std::string idValue = id.empty() ? "?" : id;
   if (spec_.clockFields) {
     events_.emit(Event(event).field(spec_.idField, idValue).field("code", code));
@@ -64,7 +66,7 @@ int ProcessMain::exit(const std::string& id, int code) {
 
 int ProcessMain::exitBeforeStart(int code) {
   LogOptions options;
-  options.process = spec_.process;
+  options.process = process_;
   const CLI::Option* format = app_.get_option_no_throw("--log-format");
   if (format != nullptr && format->count() > 0 && format->results().back() == "json") {
     options.format = LogFormat::kJson;

@@ -24,18 +24,17 @@ class ProcessMain final {
  public:
   struct Spec {
     std::string program;  // "regent-worker": the app's name, starts every option error.
-    std::string process;  // "worker": the logger's process and "<process> exiting".
-    Program reader;       // Its command line takes only the options this program reads.
     std::string idField;  // "resource_id": the exiting line's id field ("?" while unknown).
     // The exiting line is an event (with mono_us and wall_ms) that goes through events().
     bool clockFields = false;
     int usageExitCode = 2;  // Returned for a bad command line, file, option or value.
   };
 
-  ProcessMain(const std::string& description, Spec spec);
-  ProcessMain(const ProcessMain&) = delete;
-  ProcessMain& operator=(const ProcessMain&) = delete;
-
+  // `reader` is the program this process is: its command line takes only the options that
+  // program reads (conf/options.h, OptionSpec::readBy), and its role ("master", "worker") is the
+  // logger's process, the events' "process" and the "<process> exiting" line. An argument of its
+  // own, not a field of `spec`, so that no process can leave it out.
+  ProcessMain(const std::string& description, Program reader, Spec spec);
   // Raises the soft open-file limit to the hard limit (raiseDescriptorLimit), parses argv,
   // loads the configuration and makes its logger the default one. Returns the
   // configuration, or the code main() returns now: 0 after --help or --print-config (which start
@@ -53,6 +52,9 @@ class ProcessMain final {
   // Where the process's events go: the log lines, and the events.file once start() opened it.
   // Lives as long as this object: main() passes it to the process it runs.
   EventSink& events() { return events_; }
+  // The events.file sink (its writeFailures() for /metrics: http::addEventsFileMetrics), null
+  // without events.file or before start() opened it. Lives as long as this object.
+  const JsonLinesFileEventSink* eventsFile() const { return fileEvents_.get(); }
 
   // The open-file limit start() raised; the process logs it with the connection caps it fits.
   const DescriptorLimit& descriptorLimit() const { return descriptorLimit_; }
@@ -62,6 +64,8 @@ class ProcessMain final {
   int exitBeforeStart(int code);
 
   const Spec spec_;
+  const Program reader_;
+  const std::string process_;  // programRole(reader_).
   LogEventSink logEvents_;
   kj::Own<JsonLinesFileEventSink> fileEvents_;  // Null without events.file.
   FanOutEventSink events_;

@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <sstream>
 #include <utility>
 
 #include "common/time.h"
@@ -158,10 +157,11 @@ std::optional<ByteRange> parseByteRange(std::string_view header) {
   return range;
 }
 
-WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop,
-                                   const kj::HttpHeaderTable& headerTable,
+WorkerHttpRoutes::WorkerHttpRoutes(WorkerHttpHost& host, const http::MetricsRegistry& metrics,
+                                   EventLoop& loop, const kj::HttpHeaderTable& headerTable,
                                    std::function<int64_t()> nowMs)
     : host_(host),
+      metrics_(metrics),
       loop_(loop),
       headerTable_(headerTable),
       nowMs_(std::move(nowMs)) {}
@@ -198,7 +198,7 @@ kj::Promise<void> WorkerHttpRoutes::route(kj::HttpMethod method, const std::stri
                  "ok: registered with the leader of epoch " +
                      std::to_string(host_.registeredEpoch()) + "\n");
   }
-  return reply(response, 200, "OK", http::kPrometheusContentType, metrics());
+  return reply(response, 200, "OK", http::kPrometheusContentType, metrics_.text());
 }
 
 kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
@@ -322,80 +322,6 @@ std::optional<WorkerHttpRoutes::Refusal> WorkerHttpRoutes::refuseOutputRead(
       nowMs / 1000);
   if (!verified.ok()) return Refusal{403, "output-read token refused: " + verified.error().message};
   return std::nullopt;
-}
-
-std::string WorkerHttpRoutes::metrics() const {
-  const taskexecutor::TaskExecutorCounters& counters = host_.counters();
-  uint64_t allocated = 0;
-  for (const taskexecutor::SlotState& slot : host_.slots()) {
-    if (slot.allocation) ++allocated;
-  }
-  std::ostringstream out;
-  http::writeMetricFamily(out, "regent_worker_registered", "gauge",
-                          "Whether this worker is registered with the current leader (1) or "
-                          "not (0).");
-  out << "regent_worker_registered " << (host_.notReadyReason() ? 0 : 1) << '\n';
-  http::writeMetricFamily(out, "regent_worker_epoch_highest", "gauge",
-                          "The highest epoch this worker has seen; its epoch gate refuses calls "
-                          "below it.");
-  out << "regent_worker_epoch_highest " << host_.highestEpoch() << '\n';
-  http::writeMetricFamily(out, "regent_worker_registrations_total", "counter",
-                          "Registrations with a ResourceManager whose slot report was accepted.");
-  out << "regent_worker_registrations_total " << counters.registrations << '\n';
-  http::writeMetricFamily(out, "regent_worker_registration_attempts_total", "counter",
-                          "Registration attempts, failed ones included.");
-  out << "regent_worker_registration_attempts_total " << counters.registrationAttempts << '\n';
-  http::writeMetricFamily(out, "regent_worker_resource_manager_lost_total", "counter",
-                          "Times the ResourceManager registered with was considered lost "
-                          "(heartbeat silence, disconnect, a forgotten registration).");
-  out << "regent_worker_resource_manager_lost_total " << counters.resourceManagerLost << '\n';
-  http::writeMetricFamily(out, "regent_worker_slots", "gauge",
-                          "This worker's slots by state (free, allocated).");
-  out << "regent_worker_slots{state=\"free\"} " << host_.slots().size() - allocated << '\n';
-  out << "regent_worker_slots{state=\"allocated\"} " << allocated << '\n';
-  http::writeMetricFamily(out, "regent_worker_epoch_gate_refusals_total", "counter",
-                          "Calls on this worker refused by its epoch gate (an epoch below the "
-                          "highest seen), by method.");
-  for (const auto& [method, count] : host_.fencingCounters().all()) {
-    out << "regent_worker_epoch_gate_refusals_total{method=\""
-        << http::escapeLabelValue(method) << "\"} " << count << '\n';
-  }
-  http::writeMetricFamily(out, "regent_rpc_master_auth_refusals_total", "counter",
-                          "Masters this worker refused because they did not prove themselves "
-                          "(docs/security.md, \"Chain of trust\"), by reason: not_challenged "
-                          "(asked for no credential), wrong_proof (a server proof that does not "
-                          "verify).");
-  for (rpc::MasterRefusal reason : {rpc::MasterRefusal::kNotChallenged,
-                                    rpc::MasterRefusal::kWrongProof}) {
-    out << "regent_rpc_master_auth_refusals_total{reason=\"" << rpc::masterRefusalName(reason)
-        << "\"} " << host_.mastersRefused(reason) << '\n';
-  }
-  http::writeMetricFamily(out, "regent_worker_tasks_running", "gauge",
-                          "Subtask attempts accepted by this worker and not ended.");
-  out << "regent_worker_tasks_running " << host_.tasksRunning() << '\n';
-  http::writeMetricFamily(out, "regent_worker_tasks_started_total", "counter",
-                          "Subtask attempts whose process this worker started.");
-  out << "regent_worker_tasks_started_total " << counters.tasksStarted << '\n';
-  http::writeMetricFamily(out, "regent_worker_tasks_ended_total", "counter",
-                          "Subtask attempts ended on this worker, by state (finished, failed, "
-                          "canceled).");
-  out << "regent_worker_tasks_ended_total{state=\"finished\"} " << counters.tasksFinished << '\n';
-  out << "regent_worker_tasks_ended_total{state=\"failed\"} " << counters.tasksFailed << '\n';
-  out << "regent_worker_tasks_ended_total{state=\"canceled\"} " << counters.tasksCanceled
-      << '\n';
-  http::writeMetricFamily(out, "regent_worker_updates_dropped_total", "counter",
-                          "Attempt updates this worker dropped because worker.update-buffer.max "
-                          "updates were waiting for their JobMasters.");
-  out << "regent_worker_updates_dropped_total " << counters.updatesDropped << '\n';
-  const taskexecutor::TaskContainment& containment = host_.containment();
-  http::writeMetricFamily(out, "regent_worker_task_containment", "gauge",
-                          "How this worker contains its task attempts (worker.containment): mode "
-                          "cgroup or subreaper, and its description; always 1.");
-  out << "regent_worker_task_containment{mode=\""
-      << taskexecutor::containmentKindName(containment.kind()) << "\",description=\""
-      << http::escapeLabelValue(containment.description()) << "\"} 1\n";
-  http::writeHttpServerMetrics(out, host_.httpServer());
-  return out.str();
 }
 
 }  // namespace regent::worker

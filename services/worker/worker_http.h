@@ -16,6 +16,7 @@
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "http/http_server.h"
+#include "http/metrics_registry.h"
 #include "rpc/failure.h"
 #include "rpc/fenced_endpoint.h"
 #include "rpc/output_token.h"
@@ -50,7 +51,8 @@ struct ByteRange {
 };
 std::optional<ByteRange> parseByteRange(std::string_view header);
 
-// What the endpoints ask of their worker. Loop-thread only; called while a request is served.
+// What the endpoints ask of their worker, and what its metric families read (worker_metrics.h).
+// Loop-thread only; called while a request is served.
 class WorkerHttpHost {
  public:
   virtual ~WorkerHttpHost() = default;
@@ -76,8 +78,6 @@ class WorkerHttpHost {
   // worker does not know the attempt or has pruned it.
   virtual std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                                      OutputStream stream) const = 0;
-  // The worker's HTTP server, for its accept-failure metrics; nullptr before it listens.
-  virtual const http::HttpServer* httpServer() const { return nullptr; }
   // Whether a read of attempt output must carry a token the leader signed (docs/security.md,
   // "Reading task output"): true when the worker holds an RPC credential (the cluster
   // authenticates).
@@ -90,14 +90,8 @@ class WorkerHttpHost {
 // The routes:
 //   GET /healthz  200 "ok"
 //   GET /readyz   200 "ok: registered with the leader of epoch E"; 503 "not ready: <reason>"
-//   GET /metrics  Prometheus text format 0.0.4: regent_worker_registered,
-//                 regent_worker_epoch_highest, regent_worker_registrations_total,
-//                 regent_worker_registration_attempts_total,
-//                 regent_worker_resource_manager_lost_total, regent_worker_slots{state},
-//                 regent_worker_epoch_gate_refusals_total{method}, regent_worker_tasks_running,
-//                 regent_worker_tasks_started_total, regent_worker_tasks_ended_total{state},
-//                 regent_rpc_master_auth_refusals_total{reason},
-//                 regent_worker_task_containment{mode,description} (always 1)
+//   GET /metrics  Prometheus text format 0.0.4: every family of `metrics`, in its order (the
+//                 worker's: worker_metrics.h)
 //   GET /v1/attempts/<attempt id hex>/stdout, .../stderr
 //                 The attempt's output file, application/octet-stream, at most kMaxOutputChunk
 //                 bytes per response. No Range: 200 with the whole file when it is at most
@@ -115,13 +109,13 @@ class WorkerHttpHost {
 //                 directory nor the file); one that is a link, not a regular file, not the
 //                 worker's or linked twice: 403.
 // Other paths 404 and other methods 405 (Allow: GET), as on a master. A query string is ignored.
-// `host`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
+// `host`, `metrics`, `loop` and `headerTable` must outlive the routes; `headerTable` must come from
 // http::makeHeaderTable(). `nowMs`: the wall clock tokens expire by (Unix ms; null:
 // wallClockMillis()).
 class WorkerHttpRoutes final : public http::HttpRouteSet {
  public:
-  WorkerHttpRoutes(WorkerHttpHost& host, EventLoop& loop, const kj::HttpHeaderTable& headerTable,
-                   std::function<int64_t()> nowMs = {});
+  WorkerHttpRoutes(WorkerHttpHost& host, const http::MetricsRegistry& metrics, EventLoop& loop,
+                   const kj::HttpHeaderTable& headerTable, std::function<int64_t()> nowMs = {});
 
   kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
                             const kj::HttpHeaders& headers, kj::AsyncInputStream& requestBody,
@@ -142,13 +136,13 @@ class WorkerHttpRoutes final : public http::HttpRouteSet {
   std::optional<Refusal> refuseOutputRead(const kj::HttpHeaders& headers,
                                           const std::optional<AttemptId>& attempt,
                                           OutputStream stream) const;
-  std::string metrics() const;
   // `extra`: further headers (name, value) of the reply.
   kj::Promise<void> reply(Response& response, uint status, kj::StringPtr statusText,
                           kj::StringPtr contentType, std::string body,
                           const std::vector<std::pair<std::string, std::string>>& extra = {});
 
   WorkerHttpHost& host_;
+  const http::MetricsRegistry& metrics_;
   EventLoop& loop_;
   const kj::HttpHeaderTable& headerTable_;
   const std::function<int64_t()> nowMs_;

@@ -41,12 +41,11 @@ int main(int argc, char** argv) {
   // Until WorkerProcess watches them, a stop signal waits rather than killing the worker.
   holdStopSignals();
 
-  ProcessMain processMain(kDescription, {.program = "regent-worker",
-                                         .process = "worker",
-                                         .reader = Program::kWorker,
-                                         .idField = "resource_id",
-                                         .clockFields = true,
-                                         .usageExitCode = worker::kExitUsage});
+  ProcessMain processMain(kDescription, Program::kWorker,
+                          {.program = "regent-worker",
+                           .idField = "resource_id",
+                           .clockFields = true,
+                           .usageExitCode = worker::kExitUsage});
   auto started = processMain.start(argc, argv);
   if (const int* exitCode = std::get_if<int>(&started)) return *exitCode;
   const Config& config = std::get<Config>(started);
@@ -117,6 +116,7 @@ int main(int argc, char** argv) {
     if (!process.ok()) {
       spdlog::error("{}", process.error().message);
     } else {
+      http::addEventsFileMetrics(process.value()->metrics(), processMain.eventsFile());
       code = loop.run(process.value()->run());
     }
   } catch (const kj::Exception& exception) {

@@ -163,7 +163,11 @@ WorkerProcess::WorkerProcess(FactoryKey<WorkerProcess>, EventLoop& loop, const C
       dataDir_(std::move(dataDir)),
       host_(workerHostName(config)),
       startedAtMs_(wallClockMillis()),
-      slotProfile_(slotProfileFrom(config).value()) {}
+      slotProfile_(slotProfileFrom(config).value()) {
+  // In the order /metrics has always written them.
+  addWorkerMetrics(metrics_, *this);
+  http::addHttpServerMetrics(metrics_, [this] { return httpServer_.get(); });
+}
 
 WorkerProcess::~WorkerProcess() noexcept = default;
 
@@ -189,7 +193,7 @@ kj::Promise<int> WorkerProcess::run() {
           loop_.io().getNetwork(), loop_.timer(), config_.getString("worker.http.bind"),
           "worker.http.bind",
           [this](const kj::HttpHeaderTable& headerTable) -> kj::Own<http::HttpRouteSet> {
-            return kj::heap<WorkerHttpRoutes>(*this, loop_, headerTable);
+            return kj::heap<WorkerHttpRoutes>(*this, metrics_, loop_, headerTable);
           },
           caps[0].fitted)
           .then([this](Result<kj::Own<http::HttpServer>>&& listening) {

@@ -30,6 +30,7 @@
 #include "services/taskexecutor/task_executor.h"
 #include "services/worker/worker_data_dir.h"
 #include "services/worker/worker_http.h"
+#include "services/worker/worker_metrics.h"
 
 namespace regent {
 class Config;
@@ -130,11 +131,14 @@ class WorkerProcess final : public WorkerHttpHost {
   const taskexecutor::TaskContainment& containment() const override { return *containment_; }
   std::optional<AttemptOutput> attemptOutput(const AttemptId& attempt,
                                              OutputStream stream) const override;
-  const http::HttpServer* httpServer() const override { return httpServer_.get(); }
   // True when the worker holds an RPC credential: a secret (rpc.credential.*) or a client
   // certificate (rpc.tls.cert).
   bool outputTokenRequired() const override { return outputTokenRequired_; }
   const std::optional<rpc::OutputReadKey>& outputReadKey() const override;
+
+  // What /metrics writes: the families of worker_metrics.h over this worker, then its HTTP
+  // listener's; main() adds those of what it owns (http::addEventsFileMetrics).
+  http::MetricsRegistry& metrics() { return metrics_; }
 
   // Built by its factory only (FactoryKey).
   WorkerProcess(FactoryKey<WorkerProcess>, EventLoop& loop, const Config& config, EventSink& events,
@@ -164,6 +168,7 @@ class WorkerProcess final : public WorkerHttpHost {
   std::shared_ptr<const taskexecutor::TaskContainment> containment_;
   kj::Own<taskexecutor::ProcessTaskRunner> taskRunner_;      // Outlives the TaskExecutor.
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
+  http::MetricsRegistry metrics_;  // Outlives the HTTP server whose routes read it.
   kj::Own<http::HttpServer> httpServer_;
   kj::Own<kj::PromiseFulfiller<int>> exit_;
   std::unique_ptr<StopSignals> stopSignals_;

@@ -2,16 +2,20 @@
 // written, left out on request, and text the strict parser accepts.
 #include "http/metrics_registry.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/json_lines_event_sink.h"
 #include "tests/http/prometheus_text_test_util.h"
 
 namespace regent::http {
 namespace {
+
+using regent::testing::metricsMatch;
 
 TEST(MetricsRegistryTest, FamiliesAreWrittenInRegistrationOrderWithTheirValuesAtWriteTime) {
   MetricsRegistry registry;
@@ -45,9 +49,8 @@ TEST(MetricsRegistryTest, LabelValuesAreEscapedAndAFamilyCanBeLeftOutOrWrittenWi
   EXPECT_NE(text.find("regent_calls_total{method=\"Weird\\\"Name\\\\x\",cap=\"peer\"} 2\n"),
             std::string::npos)
       << text;
-  auto parsed = regent::testing::parsePrometheusText(text);
-  ASSERT_EQ(parsed.error, "") << text;
-  EXPECT_EQ(parsed.samples.at("regent_calls_total{method=\"Weird\\\"Name\\\\x\",cap=\"peer\"}"), 2);
+  EXPECT_TRUE(metricsMatch(
+      text, {.samples = {{"regent_calls_total{method=\"Weird\\\"Name\\\\x\",cap=\"peer\"}", 2}}}));
 }
 
 TEST(MetricsRegistryTest, AHistogramHasCumulativeBucketsInfSumAndCount) {
@@ -63,7 +66,31 @@ TEST(MetricsRegistryTest, AHistogramHasCumulativeBucketsInfSumAndCount) {
             "regent_wait_seconds_bucket{le=\"+Inf\"} 3\n"
             "regent_wait_seconds_sum 9.5\n"
             "regent_wait_seconds_count 3\n");
-  EXPECT_EQ(regent::testing::parsePrometheusText(registry.text()).error, "");
+  EXPECT_TRUE(metricsMatch(registry.text(), {.types = {{"regent_wait_seconds", "histogram"}}}));
+}
+
+// The events file's failed writes are a counter of their own, there (at 0) without a file too.
+TEST(MetricsRegistryTest, TheEventsFilesFailedWritesAreCountedAndZeroWithoutAFile) {
+  MetricsRegistry without;
+  addEventsFileMetrics(without, nullptr);
+  EXPECT_EQ(without.text(),
+            "# HELP regent_events_file_write_failures_total Events this process failed to write "
+            "to events.file (each still reached the log); 0 without events.file.\n"
+            "# TYPE regent_events_file_write_failures_total counter\n"
+            "regent_events_file_write_failures_total 0\n");
+
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);  // Every write: ENOSPC.
+  ASSERT_GE(full, 0);
+  JsonLinesFileEventSink sink(full, "/dev/full", EventOrigin{});
+  MetricsRegistry registry;
+  addEventsFileMetrics(registry, &sink);
+  EXPECT_TRUE(metricsMatch(registry.text(),
+                           {.samples = {{"regent_events_file_write_failures_total", 0}}}));
+  sink.emit(Event("job state"));
+  sink.emit(Event("job state"));
+  EXPECT_TRUE(metricsMatch(registry.text(),
+                           {.samples = {{"regent_events_file_write_failures_total", 2}},
+                            .types = {{"regent_events_file_write_failures_total", "counter"}}}));
 }
 
 }  // namespace

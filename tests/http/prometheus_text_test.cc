@@ -43,8 +43,7 @@ TEST(PrometheusTextTest, AcceptLoopFamiliesWithoutAListenerAreTheirHelpAndTypeLi
             "# HELP regent_http_connections_refused_total HTTP connections closed at accept "
             "because http.max-connections were open.\n"
             "# TYPE regent_http_connections_refused_total counter\n");
-  auto parsed = regent::testing::parsePrometheusText(rpc.str() + http.str());
-  EXPECT_EQ(parsed.error, "");
+  EXPECT_TRUE(regent::testing::metricsMatch(rpc.str() + http.str(), {}));
 }
 
 TEST(PrometheusTextParserTest, RefusesMalformedText) {
@@ -58,6 +57,32 @@ TEST(PrometheusTextParserTest, RefusesMalformedText) {
   EXPECT_NE(parsePrometheusText("# TYPE a gauge\na 1\na 2\n").error, "");        // duplicate
   EXPECT_NE(parsePrometheusText("# TYPE a gauge\na 1").error, "");               // no newline
   EXPECT_NE(parsePrometheusText("# TYPE a gage\n").error, "");                   // bad type
+}
+
+// The matcher every /metrics test checks with names each difference, and passes only on text
+// that parses, with a HELP line for every family.
+TEST(PrometheusTextMatcherTest, NamesEachDifferenceAndRequiresParsableTextWithHelp) {
+  using regent::testing::metricsMatch;
+  const std::string text =
+      "# HELP a_total Calls.\n# TYPE a_total counter\na_total{m=\"x\"} 2\n"
+      "# HELP b Level.\n# TYPE b gauge\nb 1\n";
+  EXPECT_TRUE(metricsMatch(text, {.samples = {{"a_total{m=\"x\"}", 2}, {"b", 1}},
+                                  .types = {{"a_total", "counter"}, {"b", "gauge"}},
+                                  .withoutSamples = {"c"}}));
+  const ::testing::AssertionResult wrong =
+      metricsMatch(text, {.samples = {{"b", 2}, {"c", 0}},
+                          .types = {{"b", "counter"}},
+                          .withoutSamples = {"a_total"}});
+  EXPECT_FALSE(wrong);
+  const std::string message = wrong.message();
+  for (const char* named : {"b: 1, expected 2", "c: missing", "b: TYPE gauge, expected counter",
+                            "a_total{m=\"x\"}: there, expected none"}) {
+    EXPECT_NE(message.find(named), std::string::npos) << named << " in " << message;
+  }
+  EXPECT_FALSE(metricsMatch("# TYPE b gauge\nb 1\n", {}));  // No HELP.
+  EXPECT_FALSE(metricsMatch("b 1\n", {}));                  // Not Prometheus text.
+  EXPECT_EQ(regent::testing::familyText(text, "b"), "# HELP b Level.\n# TYPE b gauge\nb 1\n");
+  EXPECT_EQ(regent::testing::familyText(text, "a"), "");
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // A strict parser of the Prometheus text exposition format (0.0.4), so tests check /metrics by
-// machine: metric and label name syntax, escaped label values, float values, HELP/TYPE lines.
+// machine: metric and label name syntax, escaped label values, float values, HELP/TYPE lines;
+// and the one matcher the /metrics tests of http/, masters and workers check a text with
+// (metricsMatch).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -9,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace regent::testing {
 
@@ -150,6 +156,67 @@ inline PrometheusText parsePrometheusText(const std::string& text) {
     }
   }
   return parsed;
+}
+
+// What a test expects of a /metrics text. Series are written as the text writes them:
+// "name{label=\"value\",...}".
+struct ExpectedMetrics {
+  std::map<std::string, double> samples;     // Series -> value.
+  std::map<std::string, std::string> types;  // Family -> counter, gauge, histogram.
+  std::vector<std::string> withoutSamples;   // Families (name prefixes) with no series at all.
+};
+
+// Success when `text` parses strictly, every family has a HELP text, and it holds what `expected`
+// says; otherwise a failure naming each difference, with the text.
+inline ::testing::AssertionResult metricsMatch(const std::string& text,
+                                               const ExpectedMetrics& expected) {
+  const PrometheusText parsed = parsePrometheusText(text);
+  if (!parsed.error.empty()) {
+    return ::testing::AssertionFailure() << "not Prometheus text: " << parsed.error << "\n" << text;
+  }
+  std::ostringstream problems;
+  for (const auto& [family, type] : parsed.types) {
+    auto help = parsed.helps.find(family);
+    if (help == parsed.helps.end() || help->second.empty()) problems << family << ": no HELP\n";
+  }
+  for (const auto& [series, value] : expected.samples) {
+    auto found = parsed.samples.find(series);
+    if (found == parsed.samples.end()) {
+      problems << series << ": missing (expected " << value << ")\n";
+    } else if (!(found->second == value || (std::isnan(value) && std::isnan(found->second)))) {
+      problems << series << ": " << found->second << ", expected " << value << "\n";
+    }
+  }
+  for (const auto& [family, type] : expected.types) {
+    auto found = parsed.types.find(family);
+    if (found == parsed.types.end()) {
+      problems << family << ": no TYPE (expected " << type << ")\n";
+    } else if (found->second != type) {
+      problems << family << ": TYPE " << found->second << ", expected " << type << "\n";
+    }
+  }
+  for (const std::string& prefix : expected.withoutSamples) {
+    for (const auto& [series, value] : parsed.samples) {
+      if (series.rfind(prefix, 0) == 0) problems << series << ": there, expected none\n";
+    }
+  }
+  if (problems.str().empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << problems.str() << "in:\n" << text;
+}
+
+// The lines of family `name` in `text` as written: its HELP and TYPE lines and its samples
+// (a histogram's _bucket, _sum and _count too); empty when it is not there.
+inline std::string familyText(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line, family;
+  bool inside = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      inside = line.compare(7, name.size() + 1, name + " ") == 0;
+    }
+    if (inside) family += line + "\n";
+  }
+  return family;
 }
 
 }  // namespace regent::testing

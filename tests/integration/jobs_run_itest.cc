@@ -158,6 +158,8 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
   EXPECT_EQ(metricValue(metrics, "regent_attempts_restarted_total", ""), 0) << metrics;
   EXPECT_EQ(metricValue(metrics, "regent_jobs", "state=\"finished\""), 1) << metrics;
   EXPECT_EQ(metricValue(metrics, "regent_job_submit_to_running_seconds_count", ""), 1) << metrics;
+  // Every event reached the events file the cluster reads them from.
+  EXPECT_EQ(metricValue(metrics, "regent_events_file_write_failures_total", ""), 0) << metrics;
   double startedTotal = 0, endedTotal = 0;
   for (size_t w = 0; w < cluster.workers().size(); ++w) {
     auto running = cluster.tasksRunning(w);
@@ -167,6 +169,8 @@ TEST(JobsRun, AThreeVertexDagRunsInDependencyOrderFinishesAndIsCleanedUp) {
     ASSERT_OK(worker);
     startedTotal += metricSum(worker.value(), "regent_worker_tasks_started_total").value_or(0);
     endedTotal += metricSum(worker.value(), "regent_worker_tasks_ended_total").value_or(0);
+    EXPECT_EQ(metricValue(worker.value(), "regent_events_file_write_failures_total", ""), 0)
+        << worker.value();
   }
   EXPECT_EQ(startedTotal, 9);
   EXPECT_EQ(endedTotal, 9);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "common/ids.h"
 #include "rpc/wire_ids.h"
@@ -96,6 +98,36 @@ TEST_F(JobStatusJsonTest, ThePublicFormLeavesOutHostsAddressesAttemptIdsPidsAndM
   for (const char* secret : {"10.0.0.5", "w1", "4242", "exited with code 1"}) {
     EXPECT_EQ(text.find(secret), std::string::npos) << secret << " in " << text;
   }
+}
+
+// The keys docs/operations.md shows for /v1/jobs/<id>'s "job", at every level: no more, no fewer.
+TEST_F(JobStatusJsonTest, TheKeysAreTheOnesDocsOperationsShowsForAJob) {
+  auto keys = [](const nlohmann::json& object) {
+    std::set<std::string> names;
+    for (const auto& [key, value] : object.items()) names.insert(key);
+    return names;
+  };
+  const nlohmann::json json = jobStatusJson(status());
+  EXPECT_EQ(keys(json),
+            (std::set<std::string>{"job_id", "name", "state", "submitted_at", "submitted_at_ms",
+                                   "state_changed_at_ms", "ended_at_ms", "restarts", "tasks",
+                                   "waiting_reason", "failure", "vertices"}));
+  EXPECT_EQ(keys(json["tasks"]),
+            (std::set<std::string>{"total", "pending", "running", "finished", "canceling",
+                                   "canceled", "failed", "reconciling"}));
+  EXPECT_EQ(keys(json["failure"]), (std::set<std::string>{"message", "vertex", "subtask_index",
+                                                          "exit_code", "at_ms"}));
+  const auto& vertex = json["vertices"][0];
+  EXPECT_EQ(keys(vertex), (std::set<std::string>{"name", "parallelism", "tasks", "subtasks"}));
+  EXPECT_EQ(keys(vertex["subtasks"][0]),
+            (std::set<std::string>{"index", "attempts", "resource_id", "host", "http_address",
+                                   "last_failure", "waiting_reason", "attempt"}));
+  EXPECT_EQ(keys(vertex["subtasks"][0]["attempt"]),
+            (std::set<std::string>{"attempt_id", "attempt_number", "state", "pid", "exit_code",
+                                   "signal", "failure_message", "output_problem", "started_at",
+                                   "started_at_ms", "ended_at", "ended_at_ms",
+                                   "state_changed_at_ms"}));
+  EXPECT_TRUE(vertex["subtasks"][0]["attempt"]["output_problem"].is_null());
 }
 
 }  // namespace

@@ -427,6 +427,9 @@ TEST_F(DispatcherTest, ACorruptJobGraphRecordIsReportedCorruptAndNotReplacedBySu
   EXPECT_EQ(wire::idFromWire<JobId>(shown.getStatus().getJobId()), id);
   EXPECT_NE(std::string(shown.getStatus().getCorruptReason().cStr()), "");
   EXPECT_EQ(listedNames(), std::vector<std::string>{":corrupt"});
+  // Counted by its state as listed (regent_jobs{state="corrupt"}), not as an active job.
+  EXPECT_EQ(dispatcher_->counts().of(wire::JobState::CORRUPT), 1u);
+  EXPECT_EQ(dispatcher_->counts().active, 0u);
 
   auto refused = submit(*jobGraph(id, "replacement"));
   ASSERT_TRUE(refused.hasFailure());
@@ -765,9 +768,9 @@ TEST_F(DispatcherTest, LiveStatesAndDetailOfARunningJobComeFromTheRunner) {
   EXPECT_EQ(listedNames(), std::vector<std::string>{"live:created"});
   runner.listener->jobStateChanged(id, wire::JobState::RUNNING, 42);
   EXPECT_EQ(listedNames(), std::vector<std::string>{"live:running"});
-  EXPECT_EQ(dispatcher_->counts().running, 1u);
+  EXPECT_EQ(dispatcher_->counts().of(wire::JobState::RUNNING), 1u);
   runner.listener->jobStateChanged(id, wire::JobState::RESTARTING, 43);
-  EXPECT_EQ(dispatcher_->counts().restarting, 1u);
+  EXPECT_EQ(dispatcher_->counts().of(wire::JobState::RESTARTING), 1u);
   EXPECT_EQ(dispatcher_->counts().active, 1u);
 
   auto detail = status(id);
@@ -840,7 +843,7 @@ TEST_F(DispatcherTest, AnEndedJobGetsADirtyResultThenIsReleasedThenLosesItsGraph
   EXPECT_EQ(result.getFailure().getSubtaskIndex(), 1u);
   EXPECT_EQ(wire::idFromWire<AttemptId>(result.getFailure().getAttemptId()), end.failureAttempt);
   EXPECT_EQ(result.getFailure().getExitCode(), 1);
-  EXPECT_EQ(dispatcher_->counts().failed, 1u);
+  EXPECT_EQ(dispatcher_->counts().of(wire::JobState::FAILED), 1u);
 
   // A later report about the ended job changes nothing, and it is not started by the next term.
   runner.listener->jobEnded(id, JobEnd{});
@@ -1384,8 +1387,8 @@ TEST_F(DispatcherTest, AReconcilingJobIsListedAndCountedReconciling) {
   ASSERT_FALSE(submit(*jobGraph(id, "adopting")).hasFailure());
   runner.listener->jobStateChanged(id, wire::JobState::RECONCILING, 42);
   EXPECT_EQ(listedNames(), std::vector<std::string>{"adopting:reconciling"});
-  EXPECT_EQ(dispatcher_->counts().reconciling, 1u);
-  EXPECT_EQ(dispatcher_->counts().created, 0u);
+  EXPECT_EQ(dispatcher_->counts().of(wire::JobState::RECONCILING), 1u);
+  EXPECT_EQ(dispatcher_->counts().of(wire::JobState::CREATED), 0u);
   EXPECT_EQ(dispatcher_->counts().active, 1u);
 }
 

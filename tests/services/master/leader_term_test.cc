@@ -311,6 +311,7 @@ TEST_F(LeaderTermTest, TheTermFillsTheViewsSnapshotsOfItsWorkersAtOnceAndOfItsJo
   ASSERT_FALSE(term_->ready());
   EXPECT_FALSE(term_->jobs().has_value());
   EXPECT_FALSE(term_->job(stored).has_value());
+  EXPECT_FALSE(term_->jobCounts().has_value());
   std::optional<WorkersSnapshot> workers = term_->workers();
   ASSERT_TRUE(workers.has_value());
   EXPECT_EQ(workers->counts.taskExecutors, 1u);
@@ -324,6 +325,10 @@ TEST_F(LeaderTermTest, TheTermFillsTheViewsSnapshotsOfItsWorkersAtOnceAndOfItsJo
   ASSERT_EQ(jobs->jobs.size(), 1u);
   EXPECT_EQ(wire::idFromWire<JobId>(jobs->jobs[0].getJobId()), stored);
   EXPECT_EQ(std::string(jobs->jobs[0].getName().cStr()), "stored");
+  std::optional<dispatcher::JobCounts> counts = term_->jobCounts();
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_EQ(counts->active, 1u);
+  EXPECT_EQ(counts->of(jobs->jobs[0].getState()), 1u);
   std::optional<JobDetailSnapshot> job = term_->job(stored);
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->status.getVertices().size(), 1u);

@@ -65,6 +65,7 @@ TEST(MasterProcessView, AStandaloneMasterShowsItsTermItsGrantAndItselfAsTheOneCo
   EXPECT_EQ(view.leadership().leadingEpoch, 0u);  // Not contending before run().
   EXPECT_TRUE(view.recentLeadershipEvents().empty());
   EXPECT_FALSE(view.jobs().has_value());
+  EXPECT_FALSE(view.jobCounts().has_value());
   EXPECT_FALSE(view.workers().has_value());
 
   kj::Promise<int> running = master.run().eagerlyEvaluate(nullptr);
@@ -84,6 +85,8 @@ TEST(MasterProcessView, AStandaloneMasterShowsItsTermItsGrantAndItselfAsTheOneCo
   std::optional<JobsSnapshot> jobs = view.jobs();
   ASSERT_TRUE(jobs.has_value());
   EXPECT_EQ(jobs->jobs.size(), 0u);
+  ASSERT_TRUE(view.jobCounts().has_value());
+  EXPECT_EQ(view.jobCounts()->active, 0u);
   std::optional<WorkersSnapshot> workers = view.workers();
   ASSERT_TRUE(workers.has_value());
   EXPECT_EQ(workers->counts.taskExecutors, 0u);

@@ -18,11 +18,14 @@
 #include <vector>
 
 #include "common/event_loop.h"
+#include "services/worker/worker_metrics.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/http/prometheus_text_test_util.h"
 
 namespace regent::worker {
 namespace {
+
+using regent::testing::metricsMatch;
 
 class FakeWorker final : public WorkerHttpHost {
  public:
@@ -76,6 +79,11 @@ struct Reply {
 
 class WorkerHttpTest : public ::testing::Test {
  protected:
+  // The metric families a worker registers (WorkerProcess), over the fake.
+  WorkerHttpTest() {
+    addWorkerMetrics(metrics_, worker_);
+    http::addHttpServerMetrics(metrics_, [] { return nullptr; });
+  }
   ~WorkerHttpTest() noexcept override = default;
 
   Reply fetch(const std::string& path, kj::HttpMethod method = kj::HttpMethod::GET,
@@ -126,7 +134,8 @@ class WorkerHttpTest : public ::testing::Test {
   }()};
   kj::Own<kj::HttpHeaderTable> table_ = http::makeHeaderTable();
   int64_t nowMs_ = 1'800'000'000'000;
-  WorkerHttpRoutes routes_{worker_, loop_, *table_, [this] { return nowMs_; }};
+  http::MetricsRegistry metrics_;
+  WorkerHttpRoutes routes_{worker_, metrics_, loop_, *table_, [this] { return nowMs_; }};
 };
 
 const AttemptId kAttempt(7, 7);
@@ -184,29 +193,24 @@ TEST_F(WorkerHttpTest, MetricsParseAsPrometheusTextWithEveryWorkerFamily) {
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   EXPECT_EQ(reply.contentType, "text/plain; version=0.0.4; charset=utf-8");
-  auto parsed = regent::testing::parsePrometheusText(reply.body);
-  ASSERT_EQ(parsed.error, "") << reply.body;
-  EXPECT_EQ(parsed.samples.at("regent_worker_registered"), 1);
-  EXPECT_EQ(parsed.samples.at("regent_worker_epoch_highest"), 5);
-  EXPECT_EQ(parsed.samples.at("regent_worker_registrations_total"), 2);
-  EXPECT_EQ(parsed.samples.at("regent_worker_registration_attempts_total"), 7);
-  EXPECT_EQ(parsed.samples.at("regent_worker_resource_manager_lost_total"), 1);
-  EXPECT_EQ(parsed.samples.at("regent_worker_slots{state=\"free\"}"), 2);
-  EXPECT_EQ(parsed.samples.at("regent_worker_slots{state=\"allocated\"}"), 1);
-  EXPECT_EQ(parsed.samples.at(
-                "regent_worker_epoch_gate_refusals_total{method=\"TaskExecutorGateway.heartbeat\"}"),
-            2);
-  EXPECT_EQ(parsed.samples.at("regent_worker_epoch_gate_refusals_total{method=\"Odd\\\"Name\"}"),
-            1);
-  EXPECT_EQ(parsed.types.at("regent_worker_registrations_total"), "counter");
-  EXPECT_EQ(parsed.types.at("regent_worker_slots"), "gauge");
-  for (const auto& [family, type] : parsed.types) {
-    EXPECT_FALSE(parsed.helps[family].empty()) << family;
-  }
+  EXPECT_TRUE(metricsMatch(
+      reply.body,
+      {.samples =
+           {{"regent_worker_registered", 1},
+            {"regent_worker_epoch_highest", 5},
+            {"regent_worker_registrations_total", 2},
+            {"regent_worker_registration_attempts_total", 7},
+            {"regent_worker_resource_manager_lost_total", 1},
+            {"regent_worker_slots{state=\"free\"}", 2},
+            {"regent_worker_slots{state=\"allocated\"}", 1},
+            {"regent_worker_epoch_gate_refusals_total{method=\"TaskExecutorGateway.heartbeat\"}",
+             2},
+            {"regent_worker_epoch_gate_refusals_total{method=\"Odd\\\"Name\"}", 1}},
+       .types = {{"regent_worker_registrations_total", "counter"},
+                 {"regent_worker_slots", "gauge"}}}));
 
   worker_.reason = "no leader known";
-  parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
-  EXPECT_EQ(parsed.samples.at("regent_worker_registered"), 0);
+  EXPECT_TRUE(metricsMatch(fetch("/metrics").body, {.samples = {{"regent_worker_registered", 0}}}));
 }
 
 TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
@@ -216,38 +220,36 @@ TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
   worker_.taskCounters.tasksFailed = 1;
   worker_.taskCounters.tasksCanceled = 1;
   worker_.taskCounters.updatesDropped = 7;
-  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
-  ASSERT_EQ(parsed.error, "");
-  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_running"), 2);
-  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_started_total"), 5);
-  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"finished\"}"), 1);
-  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"failed\"}"), 1);
-  EXPECT_EQ(parsed.samples.at("regent_worker_tasks_ended_total{state=\"canceled\"}"), 1);
-  EXPECT_EQ(parsed.samples.at("regent_worker_updates_dropped_total"), 7);
-  EXPECT_EQ(parsed.types.at("regent_worker_updates_dropped_total"), "counter");
-  EXPECT_EQ(parsed.types.at("regent_worker_tasks_ended_total"), "counter");
+  EXPECT_TRUE(metricsMatch(
+      fetch("/metrics").body,
+      {.samples = {{"regent_worker_tasks_running", 2},
+                   {"regent_worker_tasks_started_total", 5},
+                   {"regent_worker_tasks_ended_total{state=\"finished\"}", 1},
+                   {"regent_worker_tasks_ended_total{state=\"failed\"}", 1},
+                   {"regent_worker_tasks_ended_total{state=\"canceled\"}", 1},
+                   {"regent_worker_updates_dropped_total", 7}},
+       .types = {{"regent_worker_updates_dropped_total", "counter"},
+                 {"regent_worker_tasks_ended_total", "counter"}}}));
 }
 
 TEST_F(WorkerHttpTest, MetricsCountTheMastersRefusedForNotProvingThemselves) {
   worker_.refused[static_cast<size_t>(rpc::MasterRefusal::kNotChallenged)] = 3;
   worker_.refused[static_cast<size_t>(rpc::MasterRefusal::kWrongProof)] = 1;
-  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
-  ASSERT_EQ(parsed.error, "");
-  EXPECT_EQ(parsed.samples.at("regent_rpc_master_auth_refusals_total{reason=\"not_challenged\"}"),
-            3);
-  EXPECT_EQ(parsed.samples.at("regent_rpc_master_auth_refusals_total{reason=\"wrong_proof\"}"),
-            1);
-  EXPECT_EQ(parsed.types.at("regent_rpc_master_auth_refusals_total"), "counter");
-  EXPECT_EQ(parsed.types.at("regent_worker_tasks_running"), "gauge");
+  EXPECT_TRUE(metricsMatch(
+      fetch("/metrics").body,
+      {.samples = {{"regent_rpc_master_auth_refusals_total{reason=\"not_challenged\"}", 3},
+                   {"regent_rpc_master_auth_refusals_total{reason=\"wrong_proof\"}", 1}},
+       .types = {{"regent_rpc_master_auth_refusals_total", "counter"},
+                 {"regent_worker_tasks_running", "gauge"}}}));
 }
 
 TEST_F(WorkerHttpTest, MetricsNameHowTheWorkerContainsItsTasks) {
-  auto parsed = regent::testing::parsePrometheusText(fetch("/metrics").body);
-  ASSERT_EQ(parsed.error, "");
-  EXPECT_EQ(parsed.samples.at("regent_worker_task_containment{mode=\"subreaper\",description=\""
-                              "subreaper (worker.containment is subreaper)\"}"),
-            1);
-  EXPECT_EQ(parsed.types.at("regent_worker_task_containment"), "gauge");
+  EXPECT_TRUE(metricsMatch(fetch("/metrics").body,
+                           {.samples = {{"regent_worker_task_containment{mode=\"subreaper\","
+                                         "description=\"subreaper (worker.containment is "
+                                         "subreaper)\"}",
+                                         1}},
+                            .types = {{"regent_worker_task_containment", "gauge"}}}));
 }
 
 TEST_F(WorkerHttpTest, AnAttemptsOutputIsServedWholeWithItsState) {
