@@ -19,12 +19,13 @@ Result<kj::Own<ClusterInspector>> ClusterInspector::create(EventLoop& loop, cons
   if (!ha.ok()) return Error::fatal(ha.error().message);
   auto retrieval = leader::createLeaderRetrieval(loop, config, *ha.value());
   if (!retrieval.ok()) return Error::fatal(retrieval.error().message);
-  return kj::heap<ClusterInspector>(FactoryKey<ClusterInspector>(), loop, config, output, std::move(ha).value(),
-                                    std::move(retrieval).value());
+  return kj::heap<ClusterInspector>(FactoryKey<ClusterInspector>(), loop, config, output,
+                                    std::move(ha).value(), std::move(retrieval).value());
 }
 
-ClusterInspector::ClusterInspector(FactoryKey<ClusterInspector>, EventLoop& loop, const Config& config,
-                                   InspectorOutput output, kj::Own<ha::HaServices> ha,
+ClusterInspector::ClusterInspector(FactoryKey<ClusterInspector>, EventLoop& loop,
+                                   const Config& config, InspectorOutput output,
+                                   kj::Own<ha::HaServices> ha,
                                    kj::Own<leader::LeaderRetrieval> retrieval)
     : loop_(loop),
       config_(config),

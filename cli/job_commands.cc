@@ -168,8 +168,8 @@ Result<kj::Own<JobCommands>> JobCommands::create(EventLoop& loop, const Config& 
   return commands;
 }
 
-JobCommands::JobCommands(FactoryKey<JobCommands>, EventLoop& loop, const Config& config, InspectorOutput output,
-                         Duration timeout)
+JobCommands::JobCommands(FactoryKey<JobCommands>, EventLoop& loop, const Config& config,
+                         InspectorOutput output, Duration timeout)
     : loop_(loop), config_(config), output_(output), timeout_(timeout) {}
 
 JobCommands::~JobCommands() noexcept = default;

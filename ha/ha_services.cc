@@ -15,7 +15,8 @@ Result<kj::Own<HaServices>> HaServices::create(EventLoop& loop, const Config& co
   options.readOnlyIdentity = identity == Identity::kReader;
   auto client = ZooKeeperClient::start(loop, std::move(options));
   if (!client.ok()) return client.error();
-  return kj::heap<HaServices>(FactoryKey<HaServices>(), HaMode::kZooKeeper, std::move(client).value());
+  return kj::heap<HaServices>(FactoryKey<HaServices>(), HaMode::kZooKeeper,
+                              std::move(client).value());
 }
 
 }  // namespace regent::ha

@@ -351,7 +351,8 @@ void onChildren(int rc, const String_vector* strings, const void* context) {
 
 }  // namespace
 
-ZooKeeperClient::ZooKeeperClient(FactoryKey<ZooKeeperClient>, kj::Own<State> state) : state_(kj::mv(state)) {}
+ZooKeeperClient::ZooKeeperClient(FactoryKey<ZooKeeperClient>, kj::Own<State> state)
+    : state_(kj::mv(state)) {}
 
 ZooKeeperClient::~ZooKeeperClient() noexcept {
   state_->session.close();

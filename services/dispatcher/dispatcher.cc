@@ -117,6 +117,19 @@ std::optional<std::string> progressMisfit(wire::JobGraph::Reader graph,
   return std::nullopt;
 }
 
+// A job's result as far as its graph and its end decide: id, name, state, submission and end
+// times. The caller adds what its kind of end knows (restarts, run time, the failure).
+wire::JobResult::Builder initResult(capnp::MessageBuilder& message, wire::JobGraph::Reader graph,
+                                    wire::JobState state, int64_t endedAtMs) {
+  auto result = message.initRoot<wire::JobResult>();
+  result.setJobId(graph.getJobId());
+  result.setJobName(graph.getName());
+  result.setState(state);
+  result.setSubmittedAtMs(graph.getSubmittedAtMs());
+  result.setEndedAtMs(endedAtMs);
+  return result;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(uint64_t epoch, store::LeaderStores& stores, kj::Timer& timer,
@@ -502,12 +515,7 @@ kj::Promise<JobOutcome> Dispatcher::cancel(JobId id) {
   job.stateChangedAtMs = nowMs_();
   auto graph = readOnly<wire::JobGraph>(job.graph);
   capnp::MallocMessageBuilder message;
-  auto result = message.initRoot<wire::JobResult>();
-  result.setJobId(graph.getJobId());
-  result.setJobName(graph.getName());
-  result.setState(wire::JobState::CANCELED);
-  result.setSubmittedAtMs(graph.getSubmittedAtMs());
-  result.setEndedAtMs(nowMs_());
+  auto result = initResult(message, graph, wire::JobState::CANCELED, nowMs_());
   if (job.started) {
     capnp::MallocMessageBuilder scratch;
     uint32_t restarts = 0;
@@ -550,12 +558,7 @@ void Dispatcher::jobEnded(JobId id, const JobEnd& end) {
   }
   auto graph = readOnly<wire::JobGraph>(job.graph);
   capnp::MallocMessageBuilder message;
-  auto result = message.initRoot<wire::JobResult>();
-  result.setJobId(graph.getJobId());
-  result.setJobName(graph.getName());
-  result.setState(end.state);
-  result.setSubmittedAtMs(graph.getSubmittedAtMs());
-  result.setEndedAtMs(nowMs_());
+  auto result = initResult(message, graph, end.state, nowMs_());
   result.setNetRuntimeMs(end.netRuntimeMs);
   result.setRestarts(end.restarts);
   if (end.state == wire::JobState::FAILED || !end.failureMessage.empty()) {

@@ -13,7 +13,6 @@
 #include "rpc/job_status_json.h"
 #include "rpc/task_executor_json.h"
 #include "rpc/wire_ids.h"
-#include "rpc/task_executor_json.h"
 
 namespace regent::master {
 namespace {

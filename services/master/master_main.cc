@@ -33,10 +33,9 @@ int main(int argc, char** argv) {
   // Until MasterProcess watches them, a stop signal waits rather than killing the master.
   holdStopSignals();
 
-  ProcessMain processMain(kDescription, Program::kMaster,
-                          {.program = "regent-master",
-                           .idField = "master_id",
-                           .usageExitCode = master::kExitUsage});
+  ProcessMain processMain(
+      kDescription, Program::kMaster,
+      {.program = "regent-master", .idField = "master_id", .usageExitCode = master::kExitUsage});
   auto started = processMain.start(argc, argv);
   if (const int* exitCode = std::get_if<int>(&started)) return *exitCode;
   const Config& config = std::get<Config>(started);

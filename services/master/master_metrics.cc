@@ -81,12 +81,11 @@ void addResourceManagerMetrics(MetricsRegistry& registry,
                    "Workers the leader removed after heartbeat.timeout of silence, over every "
                    "term this process led.",
                    [&counters] { return counters.heartbeatTimeouts; });
-  registry.add("regent_rpc_worker_identity_refusals_total", kCounter,
-               "Worker calls refused because they spoke for a worker other than the one their "
-               "connection registered (or before it registered one), by method.",
-               [&counters] {
-                 return samplesByLabel("method", counters.identityRefusals.byMethod());
-               });
+  registry.add(
+      "regent_rpc_worker_identity_refusals_total", kCounter,
+      "Worker calls refused because they spoke for a worker other than the one their "
+      "connection registered (or before it registered one), by method.",
+      [&counters] { return samplesByLabel("method", counters.identityRefusals.byMethod()); });
 }
 
 void addJobMasterMetrics(MetricsRegistry& registry, const jobmaster::JobMasterCounters& counters) {

@@ -146,7 +146,7 @@ struct ProcessTaskRunner::Attempt {
   bool ended = false;
   bool cancelRequested = false;
   std::string startFailure;                // What kept the command from starting, if anything.
-  kj::Own<ChildProcess> shim;      // Set from spawn until the shim's exit is seen.
+  kj::Own<ChildProcess> shim;              // Set from spawn until the shim's exit is seen.
   pid_t pgid = 0;                          // The shim's pid, 0 before spawn.
   bool groupGone = false;                  // Never signal the group again once true.
   kj::Maybe<kj::TimePoint> termSentAt;     // SIGTERM went to the group.

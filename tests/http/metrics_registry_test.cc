@@ -84,8 +84,8 @@ TEST(MetricsRegistryTest, TheEventsFilesFailedWritesAreCountedAndZeroWithoutAFil
   JsonLinesFileEventSink sink(full, "/dev/full", EventOrigin{});
   MetricsRegistry registry;
   addEventsFileMetrics(registry, &sink);
-  EXPECT_TRUE(metricsMatch(registry.text(),
-                           {.samples = {{"regent_events_file_write_failures_total", 0}}}));
+  EXPECT_TRUE(
+      metricsMatch(registry.text(), {.samples = {{"regent_events_file_write_failures_total", 0}}}));
   sink.emit(Event("job state"));
   sink.emit(Event("job state"));
   EXPECT_TRUE(metricsMatch(registry.text(),

@@ -69,10 +69,9 @@ TEST(PrometheusTextMatcherTest, NamesEachDifferenceAndRequiresParsableTextWithHe
   EXPECT_TRUE(metricsMatch(text, {.samples = {{"a_total{m=\"x\"}", 2}, {"b", 1}},
                                   .types = {{"a_total", "counter"}, {"b", "gauge"}},
                                   .withoutSamples = {"c"}}));
-  const ::testing::AssertionResult wrong =
-      metricsMatch(text, {.samples = {{"b", 2}, {"c", 0}},
-                          .types = {{"b", "counter"}},
-                          .withoutSamples = {"a_total"}});
+  const ::testing::AssertionResult wrong = metricsMatch(text, {.samples = {{"b", 2}, {"c", 0}},
+                                                               .types = {{"b", "counter"}},
+                                                               .withoutSamples = {"a_total"}});
   EXPECT_FALSE(wrong);
   const std::string message = wrong.message();
   for (const char* named : {"b: 1, expected 2", "c: missing", "b: TYPE gauge, expected counter",

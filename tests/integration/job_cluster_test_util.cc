@@ -519,8 +519,8 @@ Result<nlohmann::json> JobCluster::endedStatus(const std::string& job, const std
   auto read = status(job);
   if (!read.ok()) return read.error();
   const nlohmann::json& json = read.value();
-  const bool clean = json.contains("result") && json["result"].is_object() &&
-                     json["result"].value("clean", false);
+  const bool clean =
+      json.contains("result") && json["result"].is_object() && json["result"].value("clean", false);
   if (textField(json, "state") != state || !clean) {
     return Error::fatal("job " + job + " should have ended " + state +
                         " with its result clean: " + json.dump());

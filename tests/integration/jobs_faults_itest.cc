@@ -57,9 +57,7 @@ Result<RunningSurvivor> submitSurvivor(JobCluster& cluster) {
   RunningSurvivor running;
   running.id = job.value();
   auto first = cluster.waitForJobEvent(
-      [&](const JobEvent& e) {
-        return e.kind == JobKind::kAttemptDeployed && e.job == running.id;
-      },
+      [&](const JobEvent& e) { return e.kind == JobKind::kAttemptDeployed && e.job == running.id; },
       kJobsTimeout);
   if (!first.ok()) return first.error();
   running.first = first.value();

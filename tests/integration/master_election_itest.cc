@@ -167,7 +167,9 @@ TEST(MasterElection, StoppedLeaderReportsRevocationWhenResumedAndNeverLeadsTheNe
   ASSERT_OK(cluster.process(leader).resume());
   auto revoked = cluster.waitForEvent(
       leader,
-      [epoch = epoch](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == epoch; },
+      [epoch = epoch](const MasterEvent& e) {
+        return e.kind == Kind::kRevoked && e.epoch == epoch;
+      },
       kFailoverTimeout);
   ASSERT_OK(revoked);
   EXPECT_GT(revoked.value().monoUs, resumedAt);

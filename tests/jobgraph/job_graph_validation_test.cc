@@ -11,10 +11,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <string_view>
 #include <initializer_list>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "tests/jobgraph/job_graph_test_util.h"
 

@@ -115,18 +115,18 @@ TEST_F(JobStatusJsonTest, TheKeysAreTheOnesDocsOperationsShowsForAJob) {
   EXPECT_EQ(keys(json["tasks"]),
             (std::set<std::string>{"total", "pending", "running", "finished", "canceling",
                                    "canceled", "failed", "reconciling"}));
-  EXPECT_EQ(keys(json["failure"]), (std::set<std::string>{"message", "vertex", "subtask_index",
-                                                          "exit_code", "at_ms"}));
+  EXPECT_EQ(keys(json["failure"]),
+            (std::set<std::string>{"message", "vertex", "subtask_index", "exit_code", "at_ms"}));
   const auto& vertex = json["vertices"][0];
   EXPECT_EQ(keys(vertex), (std::set<std::string>{"name", "parallelism", "tasks", "subtasks"}));
   EXPECT_EQ(keys(vertex["subtasks"][0]),
             (std::set<std::string>{"index", "attempts", "resource_id", "host", "http_address",
                                    "last_failure", "waiting_reason", "attempt"}));
-  EXPECT_EQ(keys(vertex["subtasks"][0]["attempt"]),
-            (std::set<std::string>{"attempt_id", "attempt_number", "state", "pid", "exit_code",
-                                   "signal", "failure_message", "output_problem", "started_at",
-                                   "started_at_ms", "ended_at", "ended_at_ms",
-                                   "state_changed_at_ms"}));
+  EXPECT_EQ(
+      keys(vertex["subtasks"][0]["attempt"]),
+      (std::set<std::string>{"attempt_id", "attempt_number", "state", "pid", "exit_code", "signal",
+                             "failure_message", "output_problem", "started_at", "started_at_ms",
+                             "ended_at", "ended_at_ms", "state_changed_at_ms"}));
   EXPECT_TRUE(vertex["subtasks"][0]["attempt"]["output_problem"].is_null());
 }
 

@@ -20,7 +20,6 @@
 #include "common/log_event_sink.h"
 #include "jobgraph/job_graph_spec.h"
 #include "rpc/wire_ids.h"
-#include "jobgraph/job_graph_spec.h"
 #include "services/master/master_metrics.h"
 #include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/http/prometheus_text_test_util.h"
@@ -626,26 +625,26 @@ TEST_F(HttpServerTest, MetricsCarryTheAttemptCountersAndTheSubmitToRunningHistog
   ASSERT_EQ(reply.status, 200u);
   // Cumulative: 15 ms falls in every bucket from 20 ms on, 3 s from 5 s on.
   const std::string histogram = "regent_job_submit_to_running_seconds";
-  EXPECT_TRUE(metricsMatch(reply.body,
-                           {.samples = {{"regent_attempts_started_total", 9},
-                                        {"regent_attempts_failed_total", 3},
-                                        {"regent_attempts_restarted_total", 2},
-                                        {"regent_attempts_adopted_total", 5},
-                                        {"regent_job_reconciliation_timeouts_total", 1},
-                                        {histogram + "_bucket{le=\"0.01\"}", 0},
-                                        {histogram + "_bucket{le=\"0.02\"}", 1},
-                                        {histogram + "_bucket{le=\"2.5\"}", 1},
-                                        {histogram + "_bucket{le=\"5\"}", 2},
-                                        {histogram + "_bucket{le=\"30\"}", 2},
-                                        {histogram + "_bucket{le=\"+Inf\"}", 2},
-                                        {histogram + "_sum", 3.015},
-                                        {histogram + "_count", 2}},
-                            .types = {{"regent_attempts_started_total", "counter"},
-                                      {"regent_attempts_failed_total", "counter"},
-                                      {"regent_attempts_restarted_total", "counter"},
-                                      {"regent_attempts_adopted_total", "counter"},
-                                      {"regent_job_reconciliation_timeouts_total", "counter"},
-                                      {histogram, "histogram"}}}));
+  EXPECT_TRUE(
+      metricsMatch(reply.body, {.samples = {{"regent_attempts_started_total", 9},
+                                            {"regent_attempts_failed_total", 3},
+                                            {"regent_attempts_restarted_total", 2},
+                                            {"regent_attempts_adopted_total", 5},
+                                            {"regent_job_reconciliation_timeouts_total", 1},
+                                            {histogram + "_bucket{le=\"0.01\"}", 0},
+                                            {histogram + "_bucket{le=\"0.02\"}", 1},
+                                            {histogram + "_bucket{le=\"2.5\"}", 1},
+                                            {histogram + "_bucket{le=\"5\"}", 2},
+                                            {histogram + "_bucket{le=\"30\"}", 2},
+                                            {histogram + "_bucket{le=\"+Inf\"}", 2},
+                                            {histogram + "_sum", 3.015},
+                                            {histogram + "_count", 2}},
+                                .types = {{"regent_attempts_started_total", "counter"},
+                                          {"regent_attempts_failed_total", "counter"},
+                                          {"regent_attempts_restarted_total", "counter"},
+                                          {"regent_attempts_adopted_total", "counter"},
+                                          {"regent_job_reconciliation_timeouts_total", "counter"},
+                                          {histogram, "histogram"}}}));
 }
 
 TEST_F(HttpServerTest, MetricsCarryTheRpcTransportRefusalsAsCounters) {
@@ -679,20 +678,20 @@ TEST_F(HttpServerTest, MetricsCarryTheHttpListenersAcceptFailuresByReasonAndItsR
   Reply reply = fetch("/metrics");
   ASSERT_EQ(reply.status, 200u);
   // No RPC listener in this host: its families carry no samples.
-  EXPECT_TRUE(metricsMatch(
-      reply.body, {.samples = {{"regent_http_accept_failures_total{reason=\"emfile\"}", 0},
-                               {"regent_http_accept_failures_total{reason=\"enfile\"}", 0},
-                               {"regent_http_accept_failures_total{reason=\"memory\"}", 0},
-                               {"regent_http_accept_failures_total{reason=\"other\"}", 0},
-                               {"regent_http_connections_shed_total", 0},
-                               {"regent_http_connections_refused_total", 0}},
-                   .types = {{"regent_http_accept_failures_total", "counter"},
-                             {"regent_http_connections_shed_total", "counter"},
-                             {"regent_http_connections_refused_total", "counter"},
-                             {"regent_rpc_accept_failures_total", "counter"},
-                             {"regent_rpc_connections_shed_total", "counter"}},
-                   .withoutSamples = {"regent_rpc_accept_failures_total",
-                                      "regent_rpc_connections_shed_total"}}));
+  EXPECT_TRUE(metricsMatch(reply.body,
+                           {.samples = {{"regent_http_accept_failures_total{reason=\"emfile\"}", 0},
+                                        {"regent_http_accept_failures_total{reason=\"enfile\"}", 0},
+                                        {"regent_http_accept_failures_total{reason=\"memory\"}", 0},
+                                        {"regent_http_accept_failures_total{reason=\"other\"}", 0},
+                                        {"regent_http_connections_shed_total", 0},
+                                        {"regent_http_connections_refused_total", 0}},
+                            .types = {{"regent_http_accept_failures_total", "counter"},
+                                      {"regent_http_connections_shed_total", "counter"},
+                                      {"regent_http_connections_refused_total", "counter"},
+                                      {"regent_rpc_accept_failures_total", "counter"},
+                                      {"regent_rpc_connections_shed_total", "counter"}},
+                            .withoutSamples = {"regent_rpc_accept_failures_total",
+                                               "regent_rpc_connections_shed_total"}}));
 }
 
 TEST_F(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnceAndCounted) {

@@ -3,9 +3,9 @@
 // (200, 206 ranges, 416, 404, the state header, the 1 MiB cap).
 #include "services/worker/worker_http.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
-#include <fcntl.h>
 #include <kj/debug.h>
 #include <kj/io.h>
 
@@ -220,16 +220,15 @@ TEST_F(WorkerHttpTest, MetricsCountTheWorkersTasks) {
   worker_.taskCounters.tasksFailed = 1;
   worker_.taskCounters.tasksCanceled = 1;
   worker_.taskCounters.updatesDropped = 7;
-  EXPECT_TRUE(metricsMatch(
-      fetch("/metrics").body,
-      {.samples = {{"regent_worker_tasks_running", 2},
-                   {"regent_worker_tasks_started_total", 5},
-                   {"regent_worker_tasks_ended_total{state=\"finished\"}", 1},
-                   {"regent_worker_tasks_ended_total{state=\"failed\"}", 1},
-                   {"regent_worker_tasks_ended_total{state=\"canceled\"}", 1},
-                   {"regent_worker_updates_dropped_total", 7}},
-       .types = {{"regent_worker_updates_dropped_total", "counter"},
-                 {"regent_worker_tasks_ended_total", "counter"}}}));
+  EXPECT_TRUE(metricsMatch(fetch("/metrics").body,
+                           {.samples = {{"regent_worker_tasks_running", 2},
+                                        {"regent_worker_tasks_started_total", 5},
+                                        {"regent_worker_tasks_ended_total{state=\"finished\"}", 1},
+                                        {"regent_worker_tasks_ended_total{state=\"failed\"}", 1},
+                                        {"regent_worker_tasks_ended_total{state=\"canceled\"}", 1},
+                                        {"regent_worker_updates_dropped_total", 7}},
+                            .types = {{"regent_worker_updates_dropped_total", "counter"},
+                                      {"regent_worker_tasks_ended_total", "counter"}}}));
 }
 
 TEST_F(WorkerHttpTest, MetricsCountTheMastersRefusedForNotProvingThemselves) {
