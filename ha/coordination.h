@@ -182,6 +182,12 @@ class Coordination {
   virtual int64_t sessionId() const = 0;
   // The session timeout the server granted (the requested one before the first connect).
   virtual Duration negotiatedSessionTimeout() const = 0;
+  // The last moment the server may still hold the current session by this process's own clock:
+  // when the last request it answered was sent, plus the negotiated timeout; nullopt while no
+  // session is established (kConnecting, kExpired, kClosed). A paused or starved process finds
+  // it passed the moment it runs again, before any event tells it so (docs/zookeeper.md, "The
+  // session's deadline").
+  virtual std::optional<MonoTime> sessionDeadline() const = 0;
 
   // Calls `listener` on every state change, from the loop, never inside an operation's
   // callback; in order. A state reached before the call may still be delivered (events are
@@ -189,5 +195,12 @@ class Coordination {
   // destroyed client calls no listener (not even with kClosed).
   virtual kj::Own<void> onSessionState(kj::Function<void(SessionState)> listener) = 0;
 };
+
+// Whether `coordination`'s session is established and its deadline (sessionDeadline) has not
+// passed at `now`.
+inline bool withinSessionDeadline(const Coordination& coordination, MonoTime now) {
+  const std::optional<MonoTime> deadline = coordination.sessionDeadline();
+  return deadline && now < *deadline;
+}
 
 }  // namespace regent::ha

@@ -593,6 +593,9 @@ const std::string& ZooKeeperClient::root() const { return state_->root; }
 
 SessionState ZooKeeperClient::sessionState() const { return state_->session.state(); }
 int64_t ZooKeeperClient::sessionId() const { return state_->session.id(); }
+std::optional<MonoTime> ZooKeeperClient::sessionDeadline() const {
+  return state_->session.deadline();
+}
 Duration ZooKeeperClient::negotiatedSessionTimeout() const {
   return state_->session.negotiatedTimeout();
 }

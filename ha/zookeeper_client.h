@@ -88,6 +88,7 @@ class ZooKeeperClient final : public Coordination {
   SessionState sessionState() const override;
   int64_t sessionId() const override;
   Duration negotiatedSessionTimeout() const override;
+  std::optional<MonoTime> sessionDeadline() const override;
   kj::Own<void> onSessionState(kj::Function<void(SessionState)> listener) override;
 
   // The session's password, so tests can force its expiry from a second handle.

@@ -69,8 +69,14 @@ struct ZooKeeperSession::ListenerHandle {
 };
 
 ZooKeeperSession::ZooKeeperSession(EventLoop& loop, Options options)
-    : loop_(loop), options_(std::move(options)), negotiated_(options_.sessionTimeout),
-      ioTimer_(loop), expiryTimer_(loop), unreachableTimer_(loop), tasks_(errorHandler_) {}
+    : loop_(loop),
+      options_(std::move(options)),
+      negotiated_(options_.sessionTimeout),
+      ioTimer_(loop),
+      expiryTimer_(loop),
+      probeTimer_(loop),
+      unreachableTimer_(loop),
+      tasks_(errorHandler_) {}
 
 ZooKeeperSession::~ZooKeeperSession() noexcept(false) {
   close();
@@ -278,12 +284,12 @@ void ZooKeeperSession::handleRawStates() {
 void ZooKeeperSession::onConnected() {
   const clientid_t* id = zoo_client_id(handle_->zh);
   negotiated_ = Duration(zoo_recv_timeout(handle_->zh));
-  expiryTimer_.stop();
   unreachableTimer_.stop();
   lastLibraryProblem.clear();
   lastLibraryProblemIsError = false;
   if (state_ == SessionState::kSuspended && id->client_id == sessionId_) {
     setState(SessionState::kReconnected);
+    startProbing();
   } else if (state_ == SessionState::kConnecting) {
     sessionId_ = id->client_id;
     sessionPassword_.assign(id->passwd, sizeof(id->passwd));
@@ -291,6 +297,7 @@ void ZooKeeperSession::onConnected() {
     spdlog::info("zookeeper: session 0x{:x} established with {} (timeout {} ms)", sessionId_,
                  options_.quorum, negotiated_.count());
     setState(SessionState::kConnected);
+    startProbing();
     for (auto& waiter : connectedWaiters_) waiter->fulfill();
     connectedWaiters_.clear();
   }
@@ -298,14 +305,71 @@ void ZooKeeperSession::onConnected() {
 
 void ZooKeeperSession::onDisconnected() {
   if (state_ != SessionState::kConnected && state_ != SessionState::kReconnected) return;
-  spdlog::warn("zookeeper: connection to {} lost; session 0x{:x} expires in {} ms unless it "
-               "reconnects", options_.quorum, sessionId_, negotiated_.count());
+  // While cut off the library only reports CONNECTING; the session is gone once the server
+  // would have expired it, at the deadline expiryTimer_ keeps (docs/zookeeper.md).
+  const auto left = std::chrono::duration_cast<Duration>(lastHeard_ + negotiated_ -
+                                                         std::chrono::steady_clock::now());
+  spdlog::warn(
+      "zookeeper: connection to {} lost; session 0x{:x} expires in {} ms unless it "
+      "reconnects",
+      options_.quorum, sessionId_, std::max<int64_t>(left.count(), 0));
+  probeTimer_.stop();
   setState(SessionState::kSuspended);
   startUnreachableWarnings();
-  // While cut off the library only reports CONNECTING; the session must be considered gone
-  // once the server would have expired it (docs/zookeeper.md).
-  expiryTimer_.start(negotiated_, Duration(0),
-                    [this] { expire("no contact with ZooKeeper for the session timeout"); });
+}
+
+// ---- the session's deadline ----------------------------------------------------------------
+
+// A probe's record: it holds no result, only when it was sent.
+struct ZooKeeperSession::Probe final : PendingCall {
+  Probe(ZooKeeperSession* session, MonoTime sentAt) : session(session), sentAt(sentAt) {}
+  void fail(ZkCode) override {}  // No answer: it proves nothing.
+  ZooKeeperSession* session;
+  const MonoTime sentAt;
+};
+
+std::optional<MonoTime> ZooKeeperSession::deadline() const {
+  if (state_ != SessionState::kConnected && state_ != SessionState::kReconnected &&
+      state_ != SessionState::kSuspended) {
+    return std::nullopt;
+  }
+  return lastHeard_ + negotiated_;
+}
+
+void ZooKeeperSession::startProbing() {
+  // The server accepted a connection attempt begun at lastAttemptStart_, so it held the session
+  // then; not when its answer was read, which a paused process reads late.
+  heard(lastAttemptStart_);
+  const Duration interval = std::max(negotiated_ / 3, Duration(1));
+  probeTimer_.start(interval, interval, [this] { sendProbe(); });
+}
+
+void ZooKeeperSession::sendProbe() {
+  if (!isConnectedState()) return;
+  // The root's stat: any answer will do (with a chroot the root may not exist: kNoNode). The
+  // library's own pings prove as much but are invisible to its user.
+  submit(std::make_unique<Probe>(this, std::chrono::steady_clock::now()),
+         [](zhandle_t* zh, Probe* probe) {
+           return zoo_aexists(zh, "/", 0, &ZooKeeperSession::onProbeAnswer, probe);
+         });
+}
+
+void ZooKeeperSession::onProbeAnswer(int rc, const struct Stat*, const void* context) {
+  auto* probe = static_cast<Probe*>(const_cast<void*>(context));
+  ZooKeeperSession* session = probe->session;
+  // An answer from the server, whatever it says about the node; not one the library made up
+  // (connection loss, a closing handle, an expired session).
+  if (rc == ZOK || rc == ZNONODE || rc == ZNOAUTH) session->heard(probe->sentAt);
+  session->finish(probe);  // Frees the probe.
+}
+
+void ZooKeeperSession::heard(MonoTime sentAt) {
+  if (sentAt <= lastHeard_) return;
+  lastHeard_ = sentAt;
+  const auto left = std::chrono::duration_cast<Duration>(lastHeard_ + negotiated_ -
+                                                         std::chrono::steady_clock::now());
+  expiryTimer_.start(std::max(left, Duration(0)), Duration(0),
+                     [this] { expire("no answer from ZooKeeper within the session timeout"); });
 }
 
 void ZooKeeperSession::expire(const char* why) {
@@ -317,6 +381,7 @@ void ZooKeeperSession::expire(const char* why) {
   }
   spdlog::warn("zookeeper: session 0x{:x} expired ({}); opening a new session", sessionId_, why);
   expiryTimer_.stop();
+  probeTimer_.stop();
   closeHandle(ZkCode::kSessionExpired);
   setState(SessionState::kExpired);
   setState(SessionState::kConnecting);
@@ -342,6 +407,7 @@ void ZooKeeperSession::setState(SessionState next) {
 void ZooKeeperSession::close() {
   if (state_ == SessionState::kClosed) return;
   expiryTimer_.stop();
+  probeTimer_.stop();
   unreachableTimer_.stop();
   closeHandle(ZkCode::kClosing);
   for (auto& waiter : connectedWaiters_) {

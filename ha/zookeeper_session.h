@@ -14,6 +14,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,8 @@ class ZooKeeperSession final {
   int64_t id() const { return sessionId_; }
   const std::string& password() const { return sessionPassword_; }
   Duration negotiatedTimeout() const { return negotiated_; }
+  // See Coordination::sessionDeadline: nullopt unless kConnected, kReconnected or kSuspended.
+  std::optional<MonoTime> deadline() const;
   const std::string& quorum() const { return options_.quorum; }
 
   // Resolves once the first session is established, or with a retryable error after `timeout`.
@@ -92,6 +95,7 @@ class ZooKeeperSession final {
 
  private:
   struct ListenerHandle;
+  struct Probe;
   struct Listener {
     kj::Function<void(SessionState)> fn;
     ListenerHandle* handle = nullptr;  // Cleared when the handle goes first.
@@ -115,6 +119,13 @@ class ZooKeeperSession final {
   void handleRawStates();
   void onConnected();
   void onDisconnected();
+  // On (re)connect: the deadline counts from the accepted connection attempt, and the probes
+  // start. A probe asks the server for the root's stat only to learn that it still answers,
+  // every third of the session timeout while connected; each answer moves the deadline (heard).
+  void startProbing();
+  void sendProbe();
+  static void onProbeAnswer(int rc, const struct Stat* stat, const void* context);
+  void heard(MonoTime sentAt);
   void expire(const char* why);
   void setState(SessionState next);
 
@@ -133,7 +144,13 @@ class ZooKeeperSession final {
   ino_t pollInode_ = 0;
   int pollEvents_ = 0;
   UvTimer ioTimer_;
+  // Fires at the session's deadline (lastHeard_ + negotiated_) while a session is established:
+  // the session is expired locally then, connected or not (docs/zookeeper.md).
   UvTimer expiryTimer_;
+  UvTimer probeTimer_;
+  // When the last request the server answered was sent (a probe, or the connection attempt the
+  // server accepted): the server had the session then, and keeps it for negotiated_ after.
+  MonoTime lastHeard_{};
   UvTimer unreachableTimer_;  // Repeats a warning while there is no connection.
   MonoTime disconnectedSince_{};
   MonoTime lastAttemptStart_{};

@@ -62,7 +62,10 @@ class LeaderElection {
   // (or, with recontend, before this contender removes its nodes once connected again).
   virtual kj::Promise<Status> handOver(bool recontend) = 0;
 
-  // The epoch of the current term, or 0 when not leading.
+  // The epoch of the current term, or 0 when not leading. With ZooKeeper also 0 from the moment
+  // the session's deadline passes by this process's clock (ha::Coordination::sessionDeadline),
+  // before the expiry reaches the election and revokes the term: a paused leader that runs
+  // again reads 0 here first.
   virtual uint64_t currentEpoch() const = 0;
 };
 

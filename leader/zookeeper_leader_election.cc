@@ -783,11 +783,23 @@ void ZooKeeperLeaderElection::onSessionState(SessionState state) {
   }
 }
 
+uint64_t ZooKeeperLeaderElection::currentEpoch() const {
+  if (!leading_ || !ha::withinSessionDeadline(zk_, std::chrono::steady_clock::now())) return 0;
+  return epoch_;
+}
+
 void ZooKeeperLeaderElection::onSuspendedWhileLeading() {
   // Never more than a third of the negotiated session timeout, and that much when unset
-  // (docs/leader-election.md).
+  // (docs/leader-election.md); never past the session's deadline, which counts from the last
+  // answer heard, not from now.
   const Duration third = zk_.negotiatedSessionTimeout() / 3;
-  const Duration tolerance = std::min(options_.suspendTolerance.value_or(third), third);
+  Duration tolerance = std::min(options_.suspendTolerance.value_or(third), third);
+  if (const std::optional<MonoTime> deadline = zk_.sessionDeadline()) {
+    tolerance = std::min(tolerance, std::chrono::duration_cast<Duration>(
+                                        *deadline - std::chrono::steady_clock::now()));
+  } else {
+    tolerance = Duration(0);
+  }
   if (tolerance <= Duration(0)) return loseLeadership("connection lost");
   if (toleranceRunning_) return;
   spdlog::info("leader election: connection lost; keeping epoch={} for up to {} ms", epoch_,

@@ -122,7 +122,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // WARNING: the returned promise refers to the election; the caller must not keep it past the
   // election's destruction.
   kj::Promise<Status> handOver(bool recontend) override;
-  uint64_t currentEpoch() const override { return epoch_; }
+  uint64_t currentEpoch() const override;
 
   // This contender's latch node name ("m-0000000007"), or nullopt while it has none.
   std::optional<std::string> latchNode() const { return latch_; }

@@ -305,9 +305,16 @@ void MasterProcess::leaderChanged(const std::optional<leader::LeaderInfo>& leade
   knownLeader_ = leader;
 }
 
+bool MasterProcess::termLive() const {
+  // From the moment the session's deadline passes until the election revokes the term, the term
+  // is neither reported nor reached (leader/leader_election.h, currentEpoch): a leader paused
+  // past its session claims nothing when it runs again.
+  return term_.get() != nullptr && election_ && election_->currentEpoch() == term_->epoch();
+}
+
 std::optional<leader::LeaderInfo> MasterProcess::knownLeader() const {
   // While leading, this master's own term is the truth, even before the watch reports it.
-  if (term_) {
+  if (termLive()) {
     // Only the election time comes from the published record (ZooKeeper stamps it); the rest
     // is this master's own view, whatever the retrieval reports (a standalone master's record
     // is built from its configuration and always says SERVING).
@@ -319,19 +326,22 @@ std::optional<leader::LeaderInfo> MasterProcess::knownLeader() const {
         term_->serving() ? leader::LeaderStatus::kServing : leader::LeaderStatus::kRecovering;
     return own;
   }
+  // A record naming this master while it holds no term is one of its ended terms (the retrieval
+  // has not seen the next one yet): not a leader to report.
+  if (knownLeader_ && knownLeader_->masterId == self_.masterId) return std::nullopt;
   return knownLeader_;
 }
 
-uint64_t MasterProcess::leadingEpoch() const { return term_ ? term_->epoch() : 0; }
+uint64_t MasterProcess::leadingEpoch() const { return termLive() ? term_->epoch() : 0; }
 
 kj::Maybe<wire::DispatcherGateway::Client> MasterProcess::dispatcherGateway() {
-  if (!term_) return nullptr;
+  if (!termLive()) return nullptr;
   return term_->dispatcherGateway();
 }
 
 kj::Maybe<wire::ResourceManagerGateway::Client> MasterProcess::resourceManagerGateway(
     kj::Own<resourcemanager::WorkerBinding> caller) {
-  if (!term_) return nullptr;
+  if (!termLive()) return nullptr;
   return term_->resourceManagerGateway(kj::mv(caller));
 }
 
@@ -344,36 +354,37 @@ kj::Promise<void> MasterProcess::whenTermReady() {
 
 LeaderTerm::JobMasterLookup MasterProcess::jobMaster(
     const JobId& job, kj::Own<resourcemanager::WorkerBinding> caller) {
-  if (!term_) return {};
+  if (!termLive()) return {};
   return term_->jobMaster(job, kj::mv(caller));
 }
 
 LeadershipSnapshot MasterProcess::leadership() const {
+  const bool live = termLive();
   return {.self = self_,
           .leader = knownLeader(),
           .leadingEpoch = leadingEpoch(),
-          .recovered = term_ && term_->dispatcher() != nullptr,
-          .serving = term_ && term_->serving(),
+          .recovered = live && term_->dispatcher() != nullptr,
+          .serving = live && term_->serving(),
           .zooKeeperConnected = zooKeeperConnected()};
 }
 
 std::optional<JobsSnapshot> MasterProcess::jobs() const {
-  if (!term_) return std::nullopt;
+  if (!termLive()) return std::nullopt;
   return term_->jobs();
 }
 
 std::optional<dispatcher::JobCounts> MasterProcess::jobCounts() const {
-  if (!term_) return std::nullopt;
+  if (!termLive()) return std::nullopt;
   return term_->jobCounts();
 }
 
 std::optional<JobDetailSnapshot> MasterProcess::job(const JobId& id) const {
-  if (!term_) return std::nullopt;
+  if (!termLive()) return std::nullopt;
   return term_->job(id);
 }
 
 std::optional<WorkersSnapshot> MasterProcess::workers() const {
-  if (!term_) return std::nullopt;
+  if (!termLive()) return std::nullopt;
   return term_->workers();
 }
 

@@ -173,6 +173,9 @@ class MasterProcess final : public leader::LeaderContender,
  private:
   void onStopSignal(int signum);
   bool zooKeeperConnected() const;
+  // Whether term_ holds: set, and the election still leads its epoch by this process's clock.
+  // Every read of the term and every gateway asks this, not term_ alone.
+  bool termLive() const;
   // nullopt until the RPC server listens.
   std::optional<RpcTransportCounts> rpcTransportCounts() const;
   void warnIfNotConnected();

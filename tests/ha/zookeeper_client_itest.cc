@@ -282,6 +282,36 @@ TEST_F(ZooKeeperClientTest, StayingCutOffForTheSessionTimeoutExpiresLocallyAndRe
   EXPECT_TRUE(run(client->exists("")).ok());
 }
 
+// The session's deadline (docs/zookeeper.md): the probes move it while connected; cut off, it
+// stays where the last answer put it, and the session is expired locally no earlier than that.
+TEST_F(ZooKeeperClientTest, TheDeadlineMovesWithEachAnswerAndACutOffSessionEndsAtIt) {
+  auto proxy = loop_.run(testing::TcpFaultProxy::listen(loop_, "127.0.0.1", server_->clientPort()));
+  auto client = connect(options(proxy->address()));
+  SessionRecorder recorder(loop_, *client);
+  const std::optional<MonoTime> first = client->sessionDeadline();
+  ASSERT_TRUE(first);
+  // A probe goes every third of the session timeout; run the loop until an answer moved it.
+  const kj::TimePoint giveUpAt = loop_.timer().now() + kWait.count() * kj::MILLISECONDS;
+  while (client->sessionDeadline() == first && loop_.timer().now() < giveUpAt) {
+    loop_.run(loop_.timer().afterDelay(50 * kj::MILLISECONDS));
+  }
+  const std::optional<MonoTime> moved = client->sessionDeadline();
+  ASSERT_TRUE(moved);
+  EXPECT_GT(*moved, *first);
+
+  proxy->cut();
+  ASSERT_TRUE(recorder.waitFor(SessionState::kSuspended));
+  const std::optional<MonoTime> cutOff = client->sessionDeadline();
+  ASSERT_TRUE(cutOff);
+  EXPECT_GE(*cutOff, *moved);
+  ASSERT_TRUE(recorder.waitFor(SessionState::kExpired));
+  EXPECT_GE(std::chrono::steady_clock::now(), *cutOff);
+  EXPECT_FALSE(client->sessionDeadline());  // No session until the next one is up.
+  proxy->resume();
+  ASSERT_TRUE(recorder.waitFor(SessionState::kConnected));
+  EXPECT_TRUE(client->sessionDeadline());
+}
+
 TEST_F(ZooKeeperClientTest, ForcedExpiryIsReportedAndANewSessionOpens) {
   auto client = connect(options());
   SessionRecorder recorder(loop_, *client);

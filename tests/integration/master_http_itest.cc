@@ -1,22 +1,26 @@
 // The HTTP endpoints of real regent-master processes: with http.bind port 0 the chosen port is
 // the one the leader record advertises, a standby answers 307 to the leader on /v1/jobs, and
 // /metrics of leader and standby parse as Prometheus text, and neither /metrics nor /v1/jobs reads
-// ZooKeeper (the leader answers from its Dispatcher in memory).
+// ZooKeeper (the leader answers from its Dispatcher in memory). A leader paused past its session
+// claims to serve on none of its endpoints when it runs again.
 #include <gtest/gtest.h>
 #include <kj/compat/http.h>
 #include <kj/debug.h>
 
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/event_loop.h"
 #include "common/host_port.h"
 #include "tests/fixtures/zookeeper_server.h"
+#include "tests/http/prometheus_text_test_util.h"
 #include "tests/integration/http_get_test_util.h"
 #include "tests/integration/master_cluster_test_util.h"
-#include "tests/http/prometheus_text_test_util.h"
 
 namespace regent::testing {
 namespace {
@@ -168,6 +172,66 @@ TEST_F(MasterHttpTest, AScrapeAndAJobListingOfTheLeaderReadNothingFromZooKeeper)
     EXPECT_EQ(get(listen, "/v1/jobs").status, 200u);
   }
   EXPECT_EQ(zooKeeperReadsUnder(*server.value(), "regent", &mntr), before) << mntr;
+}
+
+// A leader SIGSTOPped past its ZooKeeper session, while a standby leads the next epoch, answers
+// the requests it finds queued when it runs again (before it has read anything from ZooKeeper)
+// as a master that does not lead: its own clock shows the session's deadline passed.
+TEST_F(MasterHttpTest, ALeaderPausedPastItsSessionClaimsToServeNowhereWhenItRunsAgain) {
+  auto server = sharedZooKeeperServer();
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  MasterCluster cluster({.quorum = server.value()->connectString(),
+                         .clusterId = uniqueClusterId("paused-leader-http"),
+                         .sessionTimeout = Duration(2000),
+                         .extraSet = {"http.bind=127.0.0.1:0"}});
+  ASSERT_TRUE(cluster.startMasters(2).ok());
+  auto leader = cluster.waitForGrant(1, kStartTimeout);
+  ASSERT_TRUE(leader.ok()) << leader.error().message;
+  const size_t paused = leader.value();
+  const size_t standby = 1 - paused;
+  const std::string pausedId = cluster.masterId(paused);
+  const std::string pausedHttp = httpAddressesOf(cluster, paused).first;
+  const std::string standbyHttp = httpAddressesOf(cluster, standby).first;
+  getUntil(pausedHttp, "/readyz", statusIs(200));
+
+  ASSERT_TRUE(cluster.process(paused).pause().ok());
+  auto next = cluster.waitForGrant(2, kStartTimeout);
+  ASSERT_TRUE(next.ok()) << next.error().message << cluster.describe();
+  EXPECT_EQ(next.value(), standby);
+  getUntil(standbyHttp, "/readyz", statusIs(200));  // Epoch 2 is SERVING.
+
+  std::vector<std::pair<std::string, std::unique_ptr<QueuedHttpGet>>> queued;
+  for (const char* path : {"/metrics", "/v1/leader", "/readyz"}) {
+    auto sent = QueuedHttpGet::send(pausedHttp, path);
+    ASSERT_TRUE(sent.ok()) << sent.error().message;
+    queued.emplace_back(path, std::move(sent).value());
+  }
+  ASSERT_TRUE(cluster.process(paused).resume().ok());
+
+  for (auto& [path, get] : queued) {
+    SCOPED_TRACE(path);
+    auto reply = get->reply(kStartTimeout);
+    ASSERT_TRUE(reply.ok()) << reply.error().message;
+    if (path == "/metrics") {
+      ASSERT_EQ(reply.value().status, 200u);
+      EXPECT_TRUE(metricsMatch(reply.value().body, {.samples = {{"regent_leader_serving", 0}}}));
+    } else if (path == "/v1/leader") {
+      // No leader known, or the new one: never this master.
+      if (reply.value().status == 200u) {
+        const auto json = nlohmann::json::parse(reply.value().body, nullptr, false);
+        EXPECT_NE(json.value("master_id", ""), pausedId) << reply.value().body;
+      } else {
+        EXPECT_EQ(reply.value().status, 503u) << reply.value().body;
+      }
+    } else {
+      EXPECT_EQ(reply.value().status, 503u) << reply.value().body;
+    }
+  }
+  // And the term ends: the master logs the revocation of epoch 1.
+  auto revoked = cluster.waitForEvent(
+      paused, [](const MasterEvent& e) { return e.kind == Kind::kRevoked && e.epoch == 1; },
+      kStartTimeout);
+  EXPECT_TRUE(revoked.ok()) << revoked.error().message;
 }
 
 }  // namespace

@@ -450,6 +450,15 @@ class FakeCoordination final : public ha::Coordination {
   int64_t sessionId() const override { return sessionId_; }
   Duration negotiatedSessionTimeout() const override { return sessionTimeout_; }
   void setNegotiatedSessionTimeout(Duration timeout) { sessionTimeout_ = timeout; }
+  // An established session's deadline: never, unless a test sets one (setSessionDeadline).
+  std::optional<MonoTime> sessionDeadline() const override {
+    if (state_ != ha::SessionState::kConnected && state_ != ha::SessionState::kReconnected &&
+        state_ != ha::SessionState::kSuspended) {
+      return std::nullopt;
+    }
+    return sessionDeadline_;
+  }
+  void setSessionDeadline(MonoTime deadline) { sessionDeadline_ = deadline; }
 
   kj::Own<void> onSessionState(kj::Function<void(ha::SessionState)> listener) override {
     auto entry = std::make_shared<kj::Function<void(ha::SessionState)>>(kj::mv(listener));
@@ -554,6 +563,7 @@ class FakeCoordination final : public ha::Coordination {
   ha::SessionState state_ = ha::SessionState::kConnecting;
   int64_t sessionId_ = 0;
   Duration sessionTimeout_{6000};
+  MonoTime sessionDeadline_ = MonoTime::max();
   std::vector<std::shared_ptr<kj::Function<void(ha::SessionState)>>> listeners_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::function<Fault(const OpInfo&)> hook_;

@@ -342,6 +342,23 @@ TEST_F(FakeElectionTest, SuspendToleranceIsCappedAtAThirdOfTheSessionTimeout) {
   EXPECT_FALSE(a.contender->leading());
 }
 
+// A leader whose session's deadline passed (a paused process running again) reports no epoch at
+// once, before the expiry reaches the election; and a connection lost after the deadline keeps
+// nothing, whatever the tolerance.
+TEST_F(FakeElectionTest, PastTheSessionsDeadlineTheEpochReadsZeroBeforeTheExpiryArrives) {
+  Member& a = add("a", {.suspendTolerance = Duration(1000)});
+  ASSERT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.election->currentEpoch(), 1u);
+  a.zk->setSessionDeadline(std::chrono::steady_clock::now() - Duration(1));
+  EXPECT_EQ(a.election->currentEpoch(), 0u);
+  EXPECT_TRUE(a.contender->leading());  // Not revoked yet: nothing told the election.
+  a.zk->suspend();
+  settle();
+  EXPECT_FALSE(a.contender->leading());
+  EXPECT_EQ(a.contender->lastReason(), "connection lost");
+  expectConsistentLog();
+}
+
 TEST_F(FakeElectionTest, SessionExpiryRevokesAndContendsAgainInTheNewSession) {
   Member& a = add("a", {.suspendTolerance = Duration(1000)});
   Member& b = add("b");

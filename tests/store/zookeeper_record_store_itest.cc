@@ -109,6 +109,7 @@ class CountingCoordination final : public ha::Coordination {
   SessionState sessionState() const override { return inner_.sessionState(); }
   int64_t sessionId() const override { return inner_.sessionId(); }
   Duration negotiatedSessionTimeout() const override { return inner_.negotiatedSessionTimeout(); }
+  std::optional<MonoTime> sessionDeadline() const override { return inner_.sessionDeadline(); }
   kj::Own<void> onSessionState(kj::Function<void(SessionState)> listener) override {
     return inner_.onSessionState(kj::mv(listener));
   }
