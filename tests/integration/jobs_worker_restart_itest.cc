@@ -1,11 +1,12 @@
 // A worker SIGKILLed and restarted on its data directory, on real processes (docs/workers.md, "A
 // worker that dies"): it keeps its resource id, and its new registration alone ends the attempts
 // of its previous process: under one leader they FAIL at once, naming the worker and its restart,
-// and run again by the job's restart strategy; when the leader is killed right after, the next
-// leader's JobMaster accounts for them from the restarted worker's report and offers, not at
-// jobmaster.reconciliation-timeout. heartbeat.timeout and the reconciliation timeout are ten
-// minutes here, far beyond every wait of the test (kJobsTimeout): only the restart can end the
-// attempt in time.
+// and run again by the job's restart strategy. When the leader is killed right after, the next
+// leader does not wait for jobmaster.reconciliation-timeout either; nor when the leader that ran
+// the attempt never saw the restart (stopped first): the progress record names the attempt's
+// worker and slot, and the restarted worker's first slot report to the next leader holds no such
+// slot. heartbeat.timeout and the reconciliation timeout are ten minutes here, far beyond every
+// wait of the test (kJobsTimeout): only the restart can end the attempt in time.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -127,6 +128,42 @@ TEST(JobsWorkerRestart, AfterARestartAndAFailoverTheNextLeaderDoesNotWaitForTheT
   for (const JobEvent& adopted : cluster.jobEventsOf(job.id, JobKind::kAttemptAdopted)) {
     EXPECT_NE(adopted.attempt, job.markers[0].attempt) << adopted.describe();
   }
+  expectRunsAgainAndFinishes(cluster, job.id);
+}
+
+TEST(JobsWorkerRestart, AWorkerRestartedWhileTheLeaderIsStoppedIsAccountedForByItsFirstReport) {
+  auto started = JobCluster::start("worker-restart-unseen", restartOptions(2));
+  ASSERT_OK(started);
+  JobCluster& cluster = *started.value();
+  auto running = submitAndWaitRunning(cluster, restartJob(cluster), kVertex, 1, kJobsTimeout);
+  ASSERT_OK(running);
+  const RunningJob& job = running.value();
+
+  // The leader hears nothing of the restart: it is stopped before the worker is killed, and
+  // killed while stopped. The record it left says the attempt runs on that worker.
+  const uint64_t firstEpoch = cluster.epoch();
+  const size_t stopped = cluster.leader();
+  const std::string worker = cluster.workers().resourceId(0);
+  ASSERT_OK(cluster.masters().process(stopped).pause());
+  ASSERT_OK(cluster.workers().kill(0));
+  ASSERT_OK(cluster.workers().restart(0));
+  ASSERT_OK(cluster.followLeader(firstEpoch + 1));
+  ASSERT_OK(cluster.masters().kill(stopped));
+  EXPECT_EQ(cluster.workers().resourceId(0), worker);
+
+  // The restarted worker's first report holds no slot of the job: the attempt fails at once.
+  ASSERT_OK(waitForReconciliation(cluster, job.id, {.adopted = 0u, .unreported = 1u},
+                                  kJobsTimeout));
+  auto failed = cluster.waitForJobEvent(
+      [&](const JobEvent& e) {
+        return e.kind == JobKind::kAttemptState && e.job == job.id &&
+               e.attempt == job.markers[0].attempt && e.state == "FAILED";
+      },
+      kJobsTimeout);
+  ASSERT_OK(failed);
+  EXPECT_TRUE(containsText(failed.value().message,
+                           "worker " + worker + " reported its slots to the new leader without"))
+      << failed.value().describe();
   expectRunsAgainAndFinishes(cluster, job.id);
 }
 
