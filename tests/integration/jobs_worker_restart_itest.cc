@@ -152,8 +152,8 @@ TEST(JobsWorkerRestart, AWorkerRestartedWhileTheLeaderIsStoppedIsAccountedForByI
   EXPECT_EQ(cluster.workers().resourceId(0), worker);
 
   // The restarted worker's first report holds no slot of the job: the attempt fails at once.
-  ASSERT_OK(waitForReconciliation(cluster, job.id, {.adopted = 0u, .unreported = 1u},
-                                  kJobsTimeout));
+  ASSERT_OK(
+      waitForReconciliation(cluster, job.id, {.adopted = 0u, .unreported = 1u}, kJobsTimeout));
   auto failed = cluster.waitForJobEvent(
       [&](const JobEvent& e) {
         return e.kind == JobKind::kAttemptState && e.job == job.id &&
