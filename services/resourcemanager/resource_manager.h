@@ -97,7 +97,8 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   // refused or failed, it is free again and its requirement is matched again at once on another
   // worker's free slot, or on that slot after its worker's next heartbeat or report (not at
   // once: the same refusal would follow). The worker offering the slot to the job's JobMaster is
-  // not part of this ResourceManager.
+  // not part of this ResourceManager. The first report of each registration (by sendSlotReport
+  // or heartbeat) is told to the WorkerListener (workerReported) after the matching.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer(kj::Own<WorkerBinding> caller);
 
   // Starts the heartbeat rounds (HeartbeatMonitor::start: every heartbeatInterval, expire the
