@@ -264,4 +264,7 @@ struct SubtaskProgress {
   attemptNumber @2 :UInt32;             # 0 for the first attempt
   state @3 :ExecutionState;             # deploying or running: live (to adopt); finished;
                                         # failed or canceled: to run again
+  resourceId @4 :ResourceId;            # live: the worker the attempt was deployed to (or
+                                        # adopted on); null in records written before it was kept
+  allocationId @5 :AllocationId;        # live: the slot it was deployed into on that worker
 }

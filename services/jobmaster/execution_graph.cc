@@ -116,6 +116,10 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
         if (entry.getState() == ExecutionState::RUNNING) anyRunning_ = true;
         subtask.state = ExecutionState::RECONCILING;
         setPhase(index, Phase::kExpected);
+        if (entry.hasResourceId() && entry.hasAllocationId()) {
+          recordedAt_[index] = HeldSlot{wire::idFromWire<AllocationId>(entry.getAllocationId()),
+                                        wire::idFromWire<ResourceId>(entry.getResourceId())};
+        }
         ++expected;
         break;
     }
@@ -186,6 +190,38 @@ std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const Of
   return index;
 }
 
+std::vector<ExecutionGraph::ExpectedAttempt> ExecutionGraph::expectedOn(
+    const ResourceId& worker) const {
+  std::vector<ExpectedAttempt> out;
+  for (const auto& [index, at] : recordedAt_) {
+    if (at.worker == worker && subtasks_[index].phase == Phase::kExpected) {
+      out.push_back(ExpectedAttempt{index, subtasks_[index].attempt, at.allocation});
+    }
+  }
+  return out;
+}
+
+std::vector<ResourceId> ExecutionGraph::expectedWorkers() const {
+  std::vector<ResourceId> out;
+  for (const auto& [index, at] : recordedAt_) {
+    if (subtasks_[index].phase != Phase::kExpected) continue;
+    if (std::find(out.begin(), out.end(), at.worker) == out.end()) out.push_back(at.worker);
+  }
+  return out;
+}
+
+bool ExecutionGraph::expectedMissing(uint32_t index, const AttemptId& attempt,
+                                     const std::string& message, MonoTime now, int64_t nowMs) {
+  if (!reconciling_ || index >= subtasks_.size()) return false;
+  Subtask& subtask = subtasks_[index];
+  if (subtask.phase != Phase::kExpected || subtask.attempt != attempt) return false;
+  ++reconciliation_.unreported;
+  subtask.endedAtMs = nowMs;
+  setState(index, ExecutionState::FAILED, nowMs);
+  failed(index, message, 0, now, nowMs);
+  return true;
+}
+
 ExecutionGraph::Reconciliation ExecutionGraph::endReconciliation(const std::string& message,
                                                                  MonoTime now, int64_t nowMs) {
   if (!reconciling_) return reconciliation_;
@@ -233,6 +269,18 @@ void ExecutionGraph::fillProgress(wire::JobProgress::Builder out, uint64_t epoch
     entry.setSubtask(index);
     wire::setWireId(entry.initAttemptId(), subtask.attempt);
     entry.setAttemptNumber(subtask.attempts - 1);
+    // Where a live attempt runs, so that the next leader fails it as soon as that worker
+    // accounts for its slots without it (it restarted, or the submitTask never reached it).
+    if (subtask.phase == Phase::kLive && !subtask.worker.isZero()) {
+      wire::setWireId(entry.initResourceId(), subtask.worker);
+      wire::setWireId(entry.initAllocationId(), subtask.allocation);
+    } else if (subtask.phase == Phase::kExpected) {
+      auto at = recordedAt_.find(index);
+      if (at != recordedAt_.end()) {
+        wire::setWireId(entry.initResourceId(), at->second.worker);
+        wire::setWireId(entry.initAllocationId(), at->second.allocation);
+      }
+    }
     switch (subtask.state) {
       case ExecutionState::FINISHED:
       case ExecutionState::FAILED:
@@ -407,6 +455,7 @@ void ExecutionGraph::setPhase(uint32_t index, Phase phase) {
   }
   if (subtask.phase == Phase::kExpected) --expectedLeft_;
   if (phase == Phase::kExpected) ++expectedLeft_;
+  if (subtask.phase == Phase::kExpected && phase != Phase::kExpected) recordedAt_.erase(index);
   subtask.phase = phase;
   if (phase == Phase::kWaiting) ++vertex.waiting;
   if (phase == Phase::kRestartDelay) {
@@ -787,6 +836,7 @@ size_t ExecutionGraph::heldBytes() const {
   constexpr size_t kNode = 32;  // A std::map node's links and colour.
   bytes += vertexByName_.size() * (kNode + sizeof(std::pair<std::string_view, uint32_t>));
   bytes += slots_.size() * (kNode + sizeof(std::pair<AllocationId, Slot>));
+  bytes += recordedAt_.size() * (kNode + sizeof(std::pair<uint32_t, HeldSlot>));
   for (const auto* messages : {&failureMessages_, &outputProblems_}) {
     for (const auto& [index, message] : *messages) {
       bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();

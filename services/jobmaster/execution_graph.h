@@ -133,10 +133,30 @@ class ExecutionGraph final {
   // adopted.
   std::optional<uint32_t> adopt(const ResourceId& worker, const OfferedSlot& slot,
                                 const AttemptReport& report, int64_t nowMs);
+  // An expected attempt and the slot the record says it was deployed into on its worker.
+  struct ExpectedAttempt {
+    uint32_t subtask = 0;
+    AttemptId attempt;
+    AllocationId allocation;
+  };
+  // The expected attempts the progress record places on `worker` (none from a record written
+  // before it named workers: those wait for an offer or the end of reconciliation).
+  std::vector<ExpectedAttempt> expectedOn(const ResourceId& worker) const;
+  // The workers the record places expected attempts on, each once.
+  std::vector<ResourceId> expectedWorkers() const;
+  // The worker of expected `attempt` accounted for its slots without it (its slot report holds
+  // no such allocation of the job: it restarted, or freed the slot; or it offered the slot
+  // without the attempt: submitTask never reached it). While reconciling and `attempt` is still
+  // `subtask`'s expected attempt, it FAILS with `message` (to the restart strategy) and counts
+  // as unreported; returns whether it did.
+  bool expectedMissing(uint32_t subtask, const AttemptId& attempt, const std::string& message,
+                       MonoTime now, int64_t nowMs);
   struct Reconciliation {
     uint32_t adopted = 0;     // Expected attempts a worker offered.
     uint32_t ended = 0;       // Expected attempts reported terminal without being adopted.
-    uint32_t unreported = 0;  // Expected attempts failed at the end with `message`.
+    // Expected attempts failed: their worker accounted for its slots without them
+    // (expectedMissing), or nobody reported them by the end (endReconciliation's `message`).
+    uint32_t unreported = 0;
   };
   // Leaves RECONCILING: expected attempts nobody reported FAIL with `message` (to the restart
   // strategy); from now on the job schedules normally. No-op when not reconciling.
@@ -364,6 +384,9 @@ class ExecutionGraph final {
   // Subtasks whose latest attempts were worker faults (few: kept beside the fixed-size records).
   std::map<uint32_t, WorkerFaults> workerFaults_;
   std::map<uint32_t, std::string> failureMessages_;  // Latest failure of each subtask that failed.
+  // Where the progress record places each expected attempt (kExpected subtasks whose record
+  // named a worker; erased when they leave kExpected).
+  std::map<uint32_t, HeldSlot> recordedAt_;
   // Why the latest attempt's output is incomplete, for the few subtasks whose output was cut.
   std::map<uint32_t, std::string> outputProblems_;
   std::vector<Transition> transitions_;

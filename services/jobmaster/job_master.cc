@@ -71,6 +71,8 @@ void JobMaster::start() {
             .then([this] {
               if (execution_.reconciling() && !releasing_) endReconciliation(true);
             }));
+    // Workers that reported to this term before the job started: their word counts now.
+    for (const ResourceId& worker : execution_.expectedWorkers()) checkExpectedOn(worker);
   } else if (recovered_) {
     reportReconciled(ExecutionGraph::Reconciliation{}, false);
   }
@@ -101,6 +103,65 @@ void JobMaster::checkReconciled() {
     endReconciliation(false);
   }
 }
+
+void JobMaster::checkExpectedOn(const ResourceId& worker) {
+  if (!execution_.reconciling() || releasing_ || !term_.resourceManager.hasReported(worker)) {
+    return;
+  }
+  bool failed = false;
+  for (const ExecutionGraph::ExpectedAttempt& expected : execution_.expectedOn(worker)) {
+    if (term_.resourceManager.holdsAllocation(worker, expected.allocation, job_)) continue;
+    failed |= execution_.expectedMissing(
+        expected.subtask, expected.attempt,
+        "worker " + worker.toHex() + " reported its slots to the new leader without allocation " +
+            expected.allocation.toHex() +
+            " of the attempt (the worker restarted, or freed the slot)",
+        monoNow(), nowMs());
+  }
+  if (!failed) return;
+  drainTransitions();
+  queueSettle();
+  checkReconciled();
+}
+
+void JobMaster::failExpectedNotOffered(const ResourceId& worker,
+                                       const std::vector<OfferedSlot>& offers,
+                                       const std::vector<AttemptId>& adopted) {
+  for (const ExecutionGraph::ExpectedAttempt& expected : execution_.expectedOn(worker)) {
+    if (std::find(adopted.begin(), adopted.end(), expected.attempt) != adopted.end()) continue;
+    const bool offered = std::any_of(offers.begin(), offers.end(), [&](const OfferedSlot& slot) {
+      return slot.allocation == expected.allocation;
+    });
+    if (!offered) continue;
+    if (execution_.expectedMissing(expected.subtask, expected.attempt,
+                                   "worker " + worker.toHex() + " offered the slot of allocation " +
+                                       expected.allocation.toHex() +
+                                       " without the attempt: it was never deployed there (the "
+                                       "earlier leader was lost before its submitTask)",
+                                   monoNow(), nowMs())) {
+      queueSettle();
+    }
+  }
+}
+
+void JobMaster::workerRestarted(const ResourceId& worker, const std::string& message) {
+  bool failed = false;
+  if (execution_.reconciling() && !releasing_) {
+    for (const ExecutionGraph::ExpectedAttempt& expected : execution_.expectedOn(worker)) {
+      failed |= execution_.expectedMissing(expected.subtask, expected.attempt, message, monoNow(),
+                                           nowMs());
+    }
+  }
+  if (execution_.holdsSlotsOn(worker) || workers_.contains(worker)) {
+    loseWorker(worker, message);
+  } else if (failed) {
+    drainTransitions();
+    queueSettle();
+  }
+  checkReconciled();
+}
+
+void JobMaster::workerReported(const ResourceId& worker) { checkExpectedOn(worker); }
 
 void JobMaster::endReconciliation(bool timedOut) {
   const std::string message =

@@ -69,6 +69,12 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   void disconnect(const ResourceId& worker, const std::string& cause,
                   wire::JobMasterGateway::DisconnectResults::Builder results);
 
+  // resourcemanager::WorkerListener, through JobMasters. A restarted worker is lost at once
+  // (its live attempts and the expected attempts the record places on it FAIL with `message`);
+  // a worker's first report to this term fails the expected attempts it holds no slot for.
+  void workerRestarted(const ResourceId& worker, const std::string& message);
+  void workerReported(const ResourceId& worker);
+
  private:
   class Gateway;  // The JobMasterGateway server of one connection.
 
@@ -106,6 +112,13 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   // ---- Reconciliation (job_master_gateway.cc adopts the offered attempts) ----
   // Ends RECONCILING once every expected attempt is accounted for.
   void checkReconciled();
+  // While reconciling: the expected attempts the record places on `worker` whose slot its
+  // report to this term does not hold (ResourceManager's table) FAIL at once.
+  void checkExpectedOn(const ResourceId& worker);
+  // While reconciling: `worker` offered `offers` without the expected attempts the record places
+  // in them (their submitTask never reached it): they FAIL at once.
+  void failExpectedNotOffered(const ResourceId& worker, const std::vector<OfferedSlot>& offers,
+                              const std::vector<AttemptId>& adopted);
   void endReconciliation(bool timedOut);
   // The `job reconciled` event line of a recovered job (all counts 0 when it had no expected
   // attempts and so did not reconcile).

@@ -151,6 +151,9 @@ void JobMaster::offerSlots(const resourcemanager::WorkerBinding& caller,
       }
     }
   }
+  // An expected attempt the record places in an offered slot that does not carry it was never
+  // deployed there: it fails now (and may run again in that very slot), not at the timeout.
+  if (!releasing_ && execution_.reconciling()) failExpectedNotOffered(worker, offers, adoptedIds);
   std::vector<bool> accepted(offers.size(), false);
   if (!releasing_) accepted = execution_.offerSlots(worker, offers);
   size_t count = 0;

@@ -19,11 +19,21 @@ JobMasters::JobMasters(kj::Timer& timer, EventSink& events, uint64_t epoch,
     : term_{timer, events, epoch, resourceManager, progress, std::move(serve), counters,
             std::move(options)} {
   term_.startedAtMs = term_.wallNow();
+  term_.resourceManager.setWorkerListener(this);
 }
 
 JobMasters::~JobMasters() noexcept {
+  term_.resourceManager.setWorkerListener(nullptr);
   releases_.cancel("the term's JobMasters are gone");
   jobs_.clear();
+}
+
+void JobMasters::workerRestarted(const ResourceId& worker, const std::string& message) {
+  for (auto& [job, master] : jobs_) master->workerRestarted(worker, message);
+}
+
+void JobMasters::workerReported(const ResourceId& worker) {
+  for (auto& [job, master] : jobs_) master->workerReported(worker);
 }
 
 void JobMasters::setListener(dispatcher::JobRunnerListener& listener) {

@@ -7,7 +7,9 @@
 // the job's restart strategy, heartbeats the workers holding its slots and fails the attempts of
 // a worker silent for heartbeat.timeout (and tells it, best effort, with
 // TaskExecutorGateway.disconnect: a paused worker frees the job's slots once it wakes up), and
-// reports the job's end to the Dispatcher.
+// reports the job's end to the Dispatcher. A worker that registers again from another process
+// (restarted on its data directory: resourcemanager::WorkerListener::workerRestarted) is lost at
+// once, as if silent: its live attempts fail with a message naming it and saying it restarted.
 //
 // A vertex is runnable once every subtask of every upstream vertex FINISHED. A job is CREATED
 // until an attempt first runs, then RUNNING, RESTARTING while a restart delay runs
@@ -27,7 +29,12 @@
 // is declared. An offered attempt that is its subtask's expected attempt is adopted (same
 // attempt id, the slot held for it, its worker heartbeated). Reconciliation ends once every
 // expected attempt is adopted or reported ended, or at reconciliationTimeout: the unreported
-// ones FAIL (to the restart strategy); then the job declares and deploys normally. Event lines
+// ones FAIL (to the restart strategy); then the job declares and deploys normally. An expected
+// attempt the record places on a worker (JobProgress names the worker and allocation of each
+// live attempt) FAILS before that, at once, when that worker accounts for its slots without it:
+// its first slot report to this term holds no such allocation of the job (it restarted, or
+// freed the slot), it offers that slot without the attempt (the earlier leader was lost between
+// the record and submitTask), or it restarts. Event lines
 // `job reconciling`, `attempt adopted`, `job reconciled` (docs/operations.md).
 //
 // The gateway a JobMaster serves (workers call it), one per connection (gateway()): every call
@@ -93,7 +100,7 @@ class JobMaster;
 // One term's JobMasters. Loop-thread only. `timer`, `resourceManager`, `progress` and `counters`
 // must outlive it. Destroying it drops every JobMaster: its timers, calls and puts in flight are
 // cancelled, nothing is called on workers (the next leader takes over).
-class JobMasters final : public dispatcher::JobRunner {
+class JobMasters final : public dispatcher::JobRunner, private resourcemanager::WorkerListener {
  public:
   // Serves one JobMaster's gateway as a capability of the term (rpc::LeadershipTerm::serve,
   // fenced for the epoch, revoked with the term).
@@ -143,6 +150,11 @@ class JobMasters final : public dispatcher::JobRunner {
   size_t heldBytesForTests() const;
 
  private:
+  // resourcemanager::WorkerListener (set on the ResourceManager while this object lives): each
+  // JobMaster hears of it.
+  void workerRestarted(const ResourceId& worker, const std::string& message) override;
+  void workerReported(const ResourceId& worker) override;
+
   JobMasterTerm term_;  // Outlives jobs_.
   std::map<JobId, kj::Own<JobMaster>> jobs_;
   // The release() promises handed out; cancelled on destruction (they refer to JobMasters).

@@ -21,6 +21,24 @@ struct WorkerAddress {
   std::string httpAddress;
 };
 
+// What the ResourceManager tells the term's JobMasters about workers as it learns it, so that a
+// worker's attempts are accounted for at once instead of at a timeout (docs/workers.md, "A worker
+// that dies"). Loop-thread only; called from the ResourceManager's handlers, so a listener
+// must not call back into the ResourceManager's registration of workers from inside.
+class WorkerListener {
+ public:
+  virtual ~WorkerListener() = default;
+  // A registration of `worker` replaced one from another process (another pid or start time on
+  // its host: the worker was restarted, on the same data directory). The previous process and
+  // every attempt it ran are gone. `message` names the worker and says it restarted. Called
+  // before the new registration's first slot report; not called when the same process registers
+  // again (a lost connection: its tasks keep running).
+  virtual void workerRestarted(const ResourceId& worker, const std::string& message) = 0;
+  // The current registration of `worker` sent its first slot report: holdsAllocation() answers
+  // from the worker's own word from now on.
+  virtual void workerReported(const ResourceId& worker) = 0;
+};
+
 // Loop-thread only. Matching and the requestSlot calls it causes run after the call returns
 // (never inside it), so a JobMaster may call these from its own handlers. As a WorkerRegistry it
 // says whether a connection's registration is current: the gate of each JobMaster's gateway
@@ -54,6 +72,12 @@ class JobMasterPort : public WorkerRegistry {
                                const JobId& job) const = 0;
   // Where the JobMasters count and log the worker calls they refuse (worker_binding.h).
   virtual WorkerIdentityRefusals& identityRefusals() = 0;
+  // Whether the current registration of `worker` sent a slot report (false when `worker` is not
+  // registered in this term): then holdsAllocation() says what the worker itself holds.
+  virtual bool hasReported(const ResourceId& worker) const = 0;
+  // The one listener told of workers' restarts and reports (the term's JobMasters), or nullptr
+  // for none. It must stay valid until replaced.
+  virtual void setWorkerListener(WorkerListener* listener) = 0;
 };
 
 }  // namespace regent::resourcemanager

@@ -253,7 +253,14 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
 
   void accept(RegisterTaskExecutorContext& context, const WorkerRegistration& registration,
               wire::TaskExecutorGateway::Client taskExecutor) {
-    const bool replaced = rm_.slots_.worker(registration.resourceId) != nullptr;
+    const Worker* holder = rm_.slots_.worker(registration.resourceId);
+    const bool replaced = holder != nullptr;
+    // Another process of the same worker (a restart on its data directory): the one it
+    // replaces, and every attempt that one ran, are gone.
+    std::optional<WorkerRegistration> previous;
+    if (replaced && !sameProcess(holder->registration, registration)) {
+      previous = holder->registration;
+    }
     if (replaced)
       rm_.forgetWorker(registration.resourceId, "replaced by a new registration", false);
     const RegistrationId id = rm_.slots_.registerWorker(registration, rm_.monoNow(), rm_.wallNow());
@@ -271,6 +278,13 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                          .field("pid", uint64_t{registration.pid})
                          .field("slots", uint64_t{registration.numberOfSlots})
                          .field("replaced", replaced ? "true" : "false"));
+    if (previous && rm_.workerListener_ != nullptr) {
+      rm_.workerListener_->workerRestarted(
+          registration.resourceId,
+          "worker " + registration.resourceId.toHex() + " restarted (host " + registration.host +
+              " pid " + std::to_string(registration.pid) + " replaces pid " +
+              std::to_string(previous->pid) + "): its attempts ended with its previous process");
+    }
     auto success = context.getResults().initSuccess();
     wire::setWireId(success.initRegistrationId(), id);
     success.setHeartbeatIntervalMs(static_cast<uint64_t>(rm_.options_.heartbeatInterval.count()));
@@ -352,6 +366,7 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                            .field("slots_total", uint64_t{counts.total}));
     }
     rm_.matchAndRequest();
+    if (first && rm_.workerListener_ != nullptr) rm_.workerListener_->workerReported(id);
   }
 
   void toWire(const SlotFailure& failure, const ResourceId& worker, wire::Failure::Builder out) {
@@ -394,6 +409,11 @@ kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer
 bool ResourceManager::isCurrent(const WorkerIdentity& identity) const {
   const Worker* found = slots_.worker(identity.resourceId);
   return found != nullptr && found->registrationId == identity.registrationId;
+}
+
+bool ResourceManager::hasReported(const ResourceId& worker) const {
+  const Worker* found = slots_.worker(worker);
+  return found != nullptr && found->reported;
 }
 
 bool ResourceManager::holdsAllocation(const ResourceId& worker, const AllocationId& allocation,

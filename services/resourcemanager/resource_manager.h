@@ -84,7 +84,9 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   // different host or pid whose TaskExecutorGateway still answers a heartbeat within
   // callTimeout) is refused with alreadyExists naming both hosts and pids; a dead or same
   // process holder is replaced (when the probe fails, the holder is checked again: another
-  // registration accepted meanwhile is probed in turn). sendSlotReport / heartbeat /
+  // registration accepted meanwhile is probed in turn); a holder of another process (another
+  // pid or start time) is a restarted worker's previous process: the WorkerListener is told
+  // (workerRestarted) once the new registration is accepted. sendSlotReport / heartbeat /
   // disconnect: notRegistered for an unknown or replaced registration (the newest registration
   // of a resource id owns it: an older connection's calls are refused by the gate).
   // declareRequiredResources: invalidArgument for a requirement no registered worker can fit,
@@ -95,7 +97,8 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   // refused or failed, it is free again and its requirement is matched again at once on another
   // worker's free slot, or on that slot after its worker's next heartbeat or report (not at
   // once: the same refusal would follow). The worker offering the slot to the job's JobMaster is
-  // not part of this ResourceManager.
+  // not part of this ResourceManager. The first report of each registration (by sendSlotReport
+  // or heartbeat) is told to the WorkerListener (workerReported) after the matching.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer(kj::Own<WorkerBinding> caller);
 
   // Starts the heartbeat rounds (HeartbeatMonitor::start: every heartbeatInterval, expire the
@@ -121,6 +124,8 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,
                        const JobId& job) const override;
   WorkerIdentityRefusals& identityRefusals() override { return counters_.identityRefusals; }
+  bool hasReported(const ResourceId& worker) const override;
+  void setWorkerListener(WorkerListener* listener) override { workerListener_ = listener; }
   // WorkerRegistry: `identity` is its resource id's registration in the SlotManager.
   bool isCurrent(const WorkerIdentity& identity) const override;
 
@@ -164,6 +169,7 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   std::map<ResourceId, kj::Own<Connection>> connections_;
   HeartbeatMonitor heartbeats_;  // Reads slots_ and connections_: declared after them.
   bool matchScheduled_ = false;
+  WorkerListener* workerListener_ = nullptr;  // The term's JobMasters, told of restarts.
   TaskSetErrorLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

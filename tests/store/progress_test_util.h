@@ -20,6 +20,9 @@ struct ProgressEntry {
   AttemptId attempt;
   uint32_t attemptNumber;
   wire::ExecutionState state;
+  // Where a live attempt was deployed; zero ids: not written (a record of an older master).
+  ResourceId worker{};
+  AllocationId allocation{};
 };
 
 // A progress record of job `id` written in term `epoch`, with `entries` as its subtasks (in the
@@ -39,6 +42,10 @@ inline kj::Own<capnp::MallocMessageBuilder> progressRecord(
     wire::setWireId(list[i].initAttemptId(), entries[i].attempt);
     list[i].setAttemptNumber(entries[i].attemptNumber);
     list[i].setState(entries[i].state);
+    if (!entries[i].worker.isZero()) {
+      wire::setWireId(list[i].initResourceId(), entries[i].worker);
+      wire::setWireId(list[i].initAllocationId(), entries[i].allocation);
+    }
   }
   return message;
 }

@@ -1,6 +1,7 @@
 // A fake ResourceManager as JobMasters reach it (resourcemanager::JobMasterPort): records
-// registrations, declarations and disconnections, and answers workerAddress / slotCounts from
-// what the test sets.
+// registrations, declarations and disconnections, answers workerAddress / slotCounts /
+// holdsAllocation / hasReported from what the test sets, and holds the JobMasters' worker
+// listener for the test to call.
 #pragma once
 
 #include <map>
@@ -55,6 +56,10 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
     return replaced.count(identity.registrationId) == 0;
   }
 
+  // A worker has reported when `reported` names it.
+  bool hasReported(const ResourceId& worker) const override { return reported.count(worker) != 0; }
+  void setWorkerListener(resourcemanager::WorkerListener* set) override { listener = set; }
+
   // The next this many declarations are refused (invalidArgument), as when no registered worker
   // fits yet.
   int refuseDeclarations = 0;
@@ -84,6 +89,9 @@ class FakeJobMasterPort final : public resourcemanager::JobMasterPort {
   bool strictAllocations = false;
   std::map<ResourceId, std::set<AllocationId>> allocations;
   std::set<RegistrationId> replaced;
+  std::set<ResourceId> reported;
+  // The JobMasters' listener while they live: a test tells them of restarts and reports.
+  resourcemanager::WorkerListener* listener = nullptr;
   resourcemanager::WorkerIdentityRefusals refusals;
 };
 

@@ -208,7 +208,8 @@ class JobMastersTest : public DefaultLoggerTest {
     request.setTaskExecutor(kj::heap<FakeTaskExecutor>(fake));
     auto slots = request.initSlots(count);
     for (uint32_t i = 0; i < count; ++i) {
-      const AllocationId allocation = AllocationId::random();
+      const AllocationId allocation =
+          i < nextAllocations_.size() ? nextAllocations_[i] : AllocationId::random();
       offered_.allocations[allocation] = worker;
       wire::setWireId(slots[i].initAllocationId(), allocation);
       slots[i].setSlotIndex(i);
@@ -233,6 +234,7 @@ class JobMastersTest : public DefaultLoggerTest {
         }
       }
     }
+    nextAllocations_.clear();
     return loop_.run(request.send());
   }
 
@@ -362,6 +364,8 @@ class JobMastersTest : public DefaultLoggerTest {
     std::map<AttemptId, ResourceId> attempts;
   };
   OfferedBy offered_;
+  // The allocation ids the next offer gives its slots (in order; random past the end).
+  std::vector<AllocationId> nextAllocations_;
   std::map<std::pair<JobId, ResourceId>, JobMasterGateway::Client> gateways_;
   store::testing::FakeStoreBackend backend_;
   kj::Own<store::LeaderStores> stores_ = backend_.openTerm();
@@ -740,6 +744,45 @@ TEST_F(JobMastersTest, ASilentWorkersAttemptsFailAfterTheHeartbeatTimeout) {
   ASSERT_EQ(offer(job, workerB_, other, 1).size(), 1u);
   ASSERT_EQ(other.submitted.size(), 1u);
   EXPECT_EQ(other.submitted[0].attemptNumber, 1u);
+}
+
+TEST_F(JobMastersTest, AWorkerRestartedOnItsDataDirectoryFailsItsAttemptsAtOnceAndTheyRestart) {
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(1, 0);
+  auto [job, killed] = startOnWorkerA(builder, 1, 1);
+  expectApplied(job, killed.submitted[0], ExecutionState::RUNNING);
+  ASSERT_NE(port_.listener, nullptr) << "the JobMasters listen to the ResourceManager";
+  const std::string message = "worker " + workerA_.toHex() + " restarted (host host-a pid 2 " +
+                              "replaces pid 1): its attempts ended with its previous process";
+  // No heartbeat timeout passes: the new registration alone ends the attempt.
+  port_.listener->workerRestarted(workerA_, message);
+  settle();
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder status;
+  auto detail = status.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, detail));
+  EXPECT_EQ(std::string(detail.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()), message);
+  EXPECT_TRUE(killed.disconnects.empty()) << "the process it would tell is gone";
+  // The new process's slot, allocated for the restart and offered, runs the next attempt.
+  FakeWorker restarted;
+  ASSERT_EQ(offer(job, workerA_, restarted, 1).size(), 1u);
+  ASSERT_EQ(restarted.submitted.size(), 1u);
+  EXPECT_EQ(restarted.submitted[0].attemptNumber, 1u);
+  // A restart of a worker holding nothing of the job changes nothing.
+  port_.listener->workerRestarted(workerB_, "worker B restarted");
+  settle();
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+}
+
+TEST_F(JobMastersTest, TheProgressRecordNamesTheWorkerAndSlotOfEachLiveAttempt) {
+  JobGraphBuilder builder({{"a", 1}});
+  auto [job, worker] = startOnWorkerA(builder, 1, 1);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  const auto record = storedProgress(job);
+  const auto entry = record.get().getSubtasks()[0];
+  EXPECT_EQ(wire::idFromWire<ResourceId>(entry.getResourceId()), workerA_);
+  EXPECT_EQ(wire::idFromWire<AllocationId>(entry.getAllocationId()),
+            worker.submitted[0].allocation);
 }
 
 TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancelled) {
@@ -1227,6 +1270,115 @@ TEST_F(JobMastersTest, AnAttemptNobodyReportsFailsAtTheReconciliationTimeoutAndR
   // The lost attempt, offered late, is cancelled.
   offer(job, workerB_, worker, 1, {{lost, "a", 0}});
   EXPECT_EQ(worker.cancelled, std::vector<AttemptId>{lost});
+}
+
+TEST_F(JobMastersTest, AnExpectedAttemptWhoseWorkerReportsItsSlotsWithoutItFailsAtOnce) {
+  captureLog();
+  JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 1000);
+  const AttemptId gone = AttemptId::random();
+  const AttemptId kept = AttemptId::random();
+  const AllocationId goneSlot = AllocationId::random();
+  const AllocationId keptSlot = AllocationId::random();
+  port_.strictAllocations = true;
+  port_.allocations[workerB_] = {keptSlot};
+  port_.reported.insert(workerB_);  // B reported to this term before the job started.
+  const JobId job =
+      startRecovered(builder, {{0, gone, 0, ExecutionState::RUNNING, workerA_, goneSlot},
+                               {1, kept, 0, ExecutionState::RUNNING, workerB_, keptSlot}});
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+  EXPECT_EQ(counters_.attemptsFailed, 0u) << "B holds the slot: its offer is awaited";
+  // A (restarted meanwhile) reports its slots, none of them the attempt's.
+  port_.reported.insert(workerA_);
+  port_.listener->workerReported(workerA_);
+  settle();
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  EXPECT_EQ(status.getState(), wire::JobState::RECONCILING) << "the other attempt is expected";
+  EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()),
+            "worker " + workerA_.toHex() +
+                " reported its slots to the new leader without allocation " + goneSlot.toHex() +
+                " of the attempt (the worker restarted, or freed the slot)");
+  // B offers the other one: adopted, and reconciliation ends without its timeout.
+  FakeWorker b;
+  nextAllocations_ = {keptSlot};
+  offer(job, workerB_, b, 1, {{kept, "a", 1}});
+  expectReconciled(1, 0, 1, false);
+  EXPECT_EQ(counters_.reconciliationTimeouts, 0u);
+  EXPECT_EQ(stateOf(job), wire::JobState::RESTARTING);
+}
+
+TEST_F(JobMastersTest, AReportThatCameBeforeARecoveredJobStartedCountsAtItsStart) {
+  captureLog();
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 1000);
+  const AttemptId gone = AttemptId::random();
+  port_.strictAllocations = true;
+  port_.reported.insert(workerA_);  // Restarted: it holds no allocation.
+  const JobId job = startRecovered(
+      builder, {{0, gone, 0, ExecutionState::RUNNING, workerA_, AllocationId::random()}});
+  expectReconciled(0, 0, 1, false);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  EXPECT_EQ(stateOf(job), wire::JobState::RESTARTING);
+}
+
+TEST_F(JobMastersTest, AnAttemptOfARecordThatNamesNoWorkerWaitsForTheReconciliationTimeout) {
+  captureLog();
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 1000);
+  port_.strictAllocations = true;
+  port_.reported.insert(workerA_);
+  // Written by an older master: no worker, no allocation.
+  const JobId job = startRecovered(builder, {{0, AttemptId::random(), 0, ExecutionState::RUNNING}});
+  port_.listener->workerReported(workerA_);
+  settle();
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+  EXPECT_EQ(counters_.attemptsFailed, 0u);
+  advance(Duration(30000));
+  expectReconciled(0, 0, 1, true);
+}
+
+TEST_F(JobMastersTest, AnExpectedAttemptWhoseSlotIsOfferedWithoutItWasNeverDeployedAndRunsAgain) {
+  captureLog();
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 0);
+  const AttemptId never = AttemptId::random();
+  const AllocationId slot = AllocationId::random();
+  // The earlier leader stored the attempt, then died before its submitTask: the worker holds
+  // the slot, with nothing in it.
+  const JobId job =
+      startRecovered(builder, {{0, never, 0, ExecutionState::DEPLOYING, workerA_, slot}});
+  EXPECT_EQ(stateOf(job), wire::JobState::RECONCILING);
+  FakeWorker worker;
+  nextAllocations_ = {slot};
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u) << "kept for the next attempt";
+  expectReconciled(0, 0, 1, false);
+  EXPECT_EQ(counters_.attemptsFailed, 1u);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  ASSERT_TRUE(masters_->describe(job, status));
+  EXPECT_EQ(std::string(status.getVertices()[0].getSubtasks()[0].getLastFailure().cStr()),
+            "worker " + workerA_.toHex() + " offered the slot of allocation " + slot.toHex() +
+                " without the attempt: it was never deployed there (the earlier leader was lost "
+                "before its submitTask)");
+  settle();
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  EXPECT_EQ(worker.submitted[0].attemptNumber, 1u);
+  EXPECT_EQ(worker.submitted[0].allocation, slot);
+}
+
+TEST_F(JobMastersTest, ARestartOfTheWorkerOfAnExpectedAttemptFailsItAtOnce) {
+  captureLog();
+  JobGraphBuilder builder({{"a", 1}});
+  builder.fixedDelay(3, 1000);
+  const JobId job = startRecovered(builder, {{0, AttemptId::random(), 0, ExecutionState::RUNNING,
+                                              workerA_, AllocationId::random()}});
+  port_.listener->workerRestarted(workerA_, "worker A restarted");
+  settle();
+  expectReconciled(0, 0, 1, false);
+  EXPECT_EQ(stateOf(job), wire::JobState::RESTARTING);
 }
 
 TEST_F(JobMastersTest, FinishedSubtasksAreNeverRunAndARecordWithoutLiveAttemptsDoesNotReconcile) {

@@ -473,6 +473,55 @@ TEST_F(ResourceManagerTest, AHolderWhoseConnectionIsGoneIsReplaced) {
   EXPECT_EQ(counters_.registrations, 2u);
 }
 
+// What the JobMasters hear of workers.
+struct RecordingWorkerListener final : WorkerListener {
+  void workerRestarted(const ResourceId& worker, const std::string& message) override {
+    restarted.emplace_back(worker, message);
+  }
+  void workerReported(const ResourceId& worker) override { reported.push_back(worker); }
+  std::vector<std::pair<ResourceId, std::string>> restarted;
+  std::vector<ResourceId> reported;
+};
+
+TEST_F(ResourceManagerTest, JobMastersHearOfAWorkerRestartedOnItsDataDirectoryAndOfFirstReports) {
+  RecordingWorkerListener heard;
+  manager_->setWorkerListener(&heard);
+  FakeWorker killed;
+  FakeWorker restarted;
+  // The same host and resource id, another process: a restart on the same data directory.
+  const TestWorker first{.id = ResourceId::random(), .host = "host-a", .pid = 100};
+  const TestWorker second{.id = first.id, .host = "host-a", .pid = 101};
+  registerAndReport(first, killed);
+  EXPECT_EQ(heard.reported, std::vector<ResourceId>{first.id});
+  heartbeat(first);  // Not a first report.
+  EXPECT_EQ(heard.reported.size(), 1u);
+  EXPECT_TRUE(heard.restarted.empty());
+  EXPECT_FALSE(manager_->hasReported(ResourceId::random()));
+  EXPECT_TRUE(manager_->hasReported(first.id));
+
+  killed.mode = FakeWorker::Mode::kDisconnected;
+  auto registered = registerWorker(second, restarted);
+  ASSERT_FALSE(registered.hasFailure()) << registered.getFailure().getMessage().cStr();
+  ASSERT_EQ(heard.restarted.size(), 1u);
+  EXPECT_EQ(heard.restarted[0].first, first.id);
+  EXPECT_EQ(heard.restarted[0].second,
+            "worker " + first.id.toHex() +
+                " restarted (host host-a pid 101 replaces pid 100): its attempts ended with its "
+                "previous process");
+  // Told before the new registration reported: its slots are not the worker's word yet.
+  EXPECT_FALSE(manager_->hasReported(first.id));
+  const auto id = wire::idFromWire<RegistrationId>(registered.getSuccess().getRegistrationId());
+  ASSERT_FALSE(report(second, id, {}).hasFailure());
+  EXPECT_EQ(heard.reported, (std::vector<ResourceId>{first.id, first.id}));
+  EXPECT_TRUE(manager_->hasReported(first.id));
+
+  // The same process registering again (a lost connection) keeps its tasks: no restart.
+  restarted.mode = FakeWorker::Mode::kSilent;  // Not probed: the same process is replaced.
+  ASSERT_FALSE(registerWorker(second, restarted).hasFailure());
+  EXPECT_EQ(heard.restarted.size(), 1u);
+  manager_->setWorkerListener(nullptr);
+}
+
 TEST_F(ResourceManagerTest, AHolderThatDoesNotAnswerWithinTheCallTimeoutIsReplaced) {
   FakeWorker holder;
   FakeWorker claimant;
