@@ -20,8 +20,10 @@ struct TcpLeaderLivenessOptions {
   // Connects that failed, and reconnects after a connection that lived shorter than
   // `stableAfter`, wait a backoff from `initialBackoff` doubling up to `maxBackoff`. The first
   // reconnect after a connection that lived at least `stableAfter` goes at once: that is the one
-  // that tells a crash.
-  Duration initialBackoff{200};
+  // that tells a crash. A dying process closes its connections and its listener one after the
+  // other, so that reconnect may still land in the listen backlog and be reset a moment later:
+  // the first backoff is short, as the next connect is the one refused.
+  Duration initialBackoff{20};
   Duration maxBackoff{10000};
   Duration stableAfter{1000};
 };
