@@ -45,6 +45,8 @@ constexpr Duration kGrantTimeout{30000};  // Someone is granted (crash: session 
 constexpr Duration kLineTimeout{15000};   // A line that follows at once (handover, serving).
 constexpr Duration kExitTimeout{15000};   // A terminated or killed process is gone.
 constexpr Duration kPollInterval{5};      // Timestamps come from the logs, not from polling.
+// The fast crash case's session timeout: long enough that a grant before it is fast failover's.
+constexpr Duration kFastSessionTimeout{6000};
 
 struct BenchOptions {
   int trials = 10;
@@ -265,12 +267,18 @@ struct TrialSet {
   std::string serverLog;
   Duration killJitter;
   std::mt19937& random;
+  // Crash only: whether the next grant waits for the dead leader's session (its expiry is then
+  // looked up in the server's log); false for fast failover, which does not wait for it.
+  bool waitsForSession = true;
 };
 
 struct TrialResult {
   double vacancyMs = 0;  // Leader gone (hand-over requested, or SIGKILL) -> next grant.
   // Crash only, when the server's log shows it: SIGKILL -> session expired -> next grant.
   std::optional<double> expiryMs, grantAfterExpiryMs;
+  // Leader gone -> the benchmark saw the next leader's `leader serving` line (its polling's
+  // clock: an upper bound, that line carries no mono_us).
+  double servingSeenMs = 0;
 };
 
 // One trial: the leader leaves (SIGTERM or SIGKILL), the next grant is awaited, the leaver is
@@ -332,7 +340,7 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
                formatFixed(static_cast<double>(doneUs - leftAtUs) / 1000.0, 2) + " ms";
     }
     if (!exit->exited() || exit->exitCode != 0) extra += ", WARNING leaver " + exit->describe();
-  } else {
+  } else if (set.waitsForSession) {
     // The expiry is logged before the server deletes the session's nodes, so it is there by now
     // unless the log lags; a short bounded wait covers that.
     std::vector<int64_t> expiries;
@@ -360,6 +368,7 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
       return Error::fatal(group[nextIndex]->label() +
                           " never logged serving: " + serving.error().message);
     }
+    result.servingSeenMs = static_cast<double>(monotonicMicros() - leftAtUs) / 1000.0;
   }
   note(set.name + " trial " + std::to_string(trial) + ": " + formatFixed(result.vacancyMs, 2) + " ms, " +
        leader.label() + " -> " + group[nextIndex]->label() + extra);
@@ -371,7 +380,7 @@ Result<TrialResult> runTrial(const TrialSet& set, int trial) {
 // The samples of one case. Crash trials also split around the session expiry (when the server
 // log shows it).
 struct CaseSamples {
-  std::vector<double> vacancies, expiries, afterExpiries;
+  std::vector<double> vacancies, expiries, afterExpiries, servingSeen;
 };
 
 Result<CaseSamples> runTrials(const TrialSet& set, int trials) {
@@ -380,6 +389,7 @@ Result<CaseSamples> runTrials(const TrialSet& set, int trials) {
     auto result = runTrial(set, trial);
     if (!result.ok()) return Error::fatal(set.name + ": " + result.error().message);
     samples.vacancies.push_back(result.value().vacancyMs);
+    samples.servingSeen.push_back(result.value().servingSeenMs);
     if (result.value().expiryMs) {
       samples.expiries.push_back(*result.value().expiryMs);
       samples.afterExpiries.push_back(*result.value().grantAfterExpiryMs);
@@ -449,6 +459,8 @@ int run(const BenchOptions& options) {
         "ha.zookeeper.quorum=" + quorum,
         "cluster-id=bench-failover-" + id,
         "ha.zookeeper.session-timeout=" + sessionMs + "ms",
+        // crash_ms compares the session path with the baseline: fast failover is its own case.
+        "ha.fast-failover=false",
         "rpc.bind=127.0.0.1:0",
         "http.bind=127.0.0.1:0",
         "log.level=" + options.logLevel,
@@ -479,6 +491,33 @@ int run(const BenchOptions& options) {
          " kB");
   }
   for (auto& master : masters) {
+    if (master->running()) (void)master->process().stop(Duration(10000));
+  }
+
+  // Fast failover: the same crash, the host staying up, with a 6 s session the next leader does
+  // not wait for.
+  Group fastMasters;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> sets = {
+        "ha.zookeeper.quorum=" + quorum,
+        "cluster-id=bench-failover-fast-" + id,
+        "ha.zookeeper.session-timeout=" + std::to_string(kFastSessionTimeout.count()) + "ms",
+        "ha.fast-failover=true",
+        "rpc.bind=127.0.0.1:0",
+        "http.bind=127.0.0.1:0",
+        "log.level=" + options.logLevel,
+    };
+    sets.insert(sets.end(), options.masterSets.begin(), options.masterSets.end());
+    fastMasters.push_back(std::make_unique<Contender>(
+        "fast-master-" + std::to_string(i), withSets(masterBinary, sets),
+        logs.path() + "/fast-master-" + std::to_string(i) + ".log", masterKind()));
+  }
+  if (Status started = startAll(fastMasters); !started.ok()) return fail(started.error().message);
+  auto fastCrash = runTrials({"fast crash", Exit::kCrash, fastMasters, serverLog,
+                              options.killJitter, random, /*waitsForSession=*/false},
+                             options.trials);
+  if (!fastCrash.ok()) return fail(fastCrash.error().message);
+  for (auto& master : fastMasters) {
     if (master->running()) (void)master->process().stop(Duration(10000));
   }
 
@@ -521,6 +560,10 @@ int run(const BenchOptions& options) {
   std::printf("failover graceful_ms %s\n", describe(gracefulSummary).c_str());
   std::printf("failover crash_ms %s\n", describe(crashSummary).c_str());
   std::printf("failover baseline_crash_ms %s\n", describe(baselineSummary).c_str());
+  std::printf("failover fast_crash_ms %s\n",
+              describe(summarize(fastCrash.value().vacancies)).c_str());
+  std::printf("failover fast_crash_serving_ms %s\n",
+              describe(summarize(fastCrash.value().servingSeen)).c_str());
   std::printf("failover crash_overhead_pct=%s\n", formatFixed(overheadPct, 2).c_str());
   std::printf("master_rss_kb=%lld\n", static_cast<long long>(rssKb.value()));
   std::fflush(stdout);

@@ -142,6 +142,7 @@ EventLoop::~EventLoop() noexcept {
 kj::AsyncIoProvider& EventLoop::io() { return *state_->io.provider; }
 kj::WaitScope& EventLoop::waitScope() { return state_->io.waitScope; }
 kj::Timer& EventLoop::timer() { return state_->io.provider->getTimer(); }
+kj::UnixEventPort& EventLoop::eventPort() { return state_->io.unixEventPort; }
 uv_loop_t* EventLoop::uv() { return &state_->uv; }
 void EventLoop::kick() { state_->kick(); }
 uint64_t EventLoop::pumpCountForTests() const { return state_->pumps; }

@@ -21,6 +21,10 @@
 struct uv_loop_s;
 typedef struct uv_loop_s uv_loop_t;
 
+namespace kj {
+class UnixEventPort;  // kj/async-unix.h
+}  // namespace kj
+
 namespace regent {
 
 class EventLoop final {
@@ -37,6 +41,9 @@ class EventLoop final {
   kj::AsyncIoProvider& io();
   kj::WaitScope& waitScope();
   kj::Timer& timer();
+  // The kj event port under io(), for code that owns a raw socket and must see the exact errno
+  // of its connect (kj's connect() folds ECONNREFUSED and ETIMEDOUT into one DISCONNECTED).
+  kj::UnixEventPort& eventPort();
   uv_loop_t* uv();
 
   // Runs the loop until `promise` resolves and returns its value (rethrows its exception).

@@ -252,6 +252,10 @@ std::vector<OptionSpec> buildRegistry() {
              "How long a process waits for its first ZooKeeper session before giving up "
              "(regentctl) or logging that ZooKeeper is unreachable (masters keep retrying).",
              positiveDuration()),
+      option("ha.fast-failover", kBool, "true",
+             "Whether the standby next in line replaces a leader whose process ended on a host "
+             "that stays up (its RPC address refuses connections) without waiting for its "
+             "ZooKeeper session to expire (docs/leader-election.md, Fast failover)."),
       option("ha.standalone.epoch-file", kString, "regent-epoch",
              "With ha.mode=standalone, the file that keeps the last epoch so it grows across "
              "restarts; relative paths start at the working directory."),
@@ -516,6 +520,7 @@ constexpr Programs kLeaderClients = Program::kWorker | Program::kRegentctl;
 const std::vector<std::pair<std::string_view, Programs>>& optionReaders() {
   static const std::vector<std::pair<std::string_view, Programs>> readers = {
       {"ha.zookeeper.suspend-tolerance", kMasterOnly},  // The election.
+      {"ha.fast-failover", kMasterOnly},
       {"store.", kMasterOnly},
       {"rpc.bind", kMasterOnly},  // The RPC listener and what it accepts.
       {"rpc.advertised-address", kMasterOnly},

@@ -7,6 +7,7 @@
 #include "conf/config.h"
 #include "ha/zookeeper_client.h"
 #include "leader/standalone_leader_election.h"
+#include "leader/tcp_leader_liveness.h"
 #include "leader/zookeeper_leader_election.h"
 #include "leader/zookeeper_leader_retrieval.h"
 
@@ -53,8 +54,15 @@ Result<kj::Own<LeaderElection>> createLeaderElection(EventLoop& loop, const Conf
   options.suspendTolerance =
       tolerance == "auto" ? std::nullopt : std::optional<Duration>(parseDuration(tolerance).value());
   options.clusterRoot = ha::zooKeeperClientOptionsFrom(config).root;
+  kj::Own<TcpLeaderLiveness> liveness;
+  if (config.getBool("ha.fast-failover")) {
+    liveness = kj::heap<TcpLeaderLiveness>(loop);
+    options.liveness = liveness.get();
+  }
+  // The liveness is attached: it outlives the election.
   return kj::Own<LeaderElection>(
-      kj::heap<ZooKeeperLeaderElection>(*client.value(), loop.timer(), std::move(self), options));
+      kj::heap<ZooKeeperLeaderElection>(*client.value(), loop.timer(), std::move(self), options)
+          .attach(kj::mv(liveness)));
 }
 
 Result<kj::Own<LeaderRetrieval>> createLeaderRetrieval(EventLoop& loop, const Config& config,

@@ -85,6 +85,7 @@ void ZooKeeperLeaderElection::track(uint64_t generation, kj::Promise<T>&& promis
 uint64_t ZooKeeperLeaderElection::nextGeneration() {
   // The continuations of the old generation never run, so a watch they held is no longer ours.
   ownLatchWatchArmed_ = false;
+  livenessWatch_ = nullptr;
   return ++generation_;
 }
 
@@ -242,6 +243,7 @@ void ZooKeeperLeaderElection::joined(uint64_t generation) {
 }
 
 void ZooKeeperLeaderElection::checkLeadership(uint64_t generation) {
+  livenessWatch_ = nullptr;  // The leader followed so far may not be ours to follow any more.
   if (!latch_) return contend();
   setPhase(Phase::kContending);
   track(generation, latchGroup_.memberNames(),
@@ -269,10 +271,14 @@ void ZooKeeperLeaderElection::checkLeadership(uint64_t generation) {
 void ZooKeeperLeaderElection::removeOwnNodesAhead(uint64_t generation,
                                                   std::vector<std::string> ahead) {
   std::string predecessor = ahead.back();
+  const bool predecessorIsLowest = ahead.size() == 1;
   track(generation, latchGroup_.ownedBySession(kj::mv(ahead)),
-        [this, generation, predecessor](ZkReply<std::vector<std::string>>&& owned) {
+        [this, generation, predecessor,
+         predecessorIsLowest](ZkReply<std::vector<std::string>>&& owned) {
           if (!owned.ok()) return fail(generation, "look at the latch nodes ahead", owned.code);
-          if (owned.value.empty()) return watchPredecessor(generation, predecessor);
+          if (owned.value.empty()) {
+            return watchPredecessor(generation, predecessor, predecessorIsLowest);
+          }
           for (const std::string& name : owned.value) {
             spdlog::warn(
                 "leader election: latch {} ahead of latch {} belongs to our own session but "
@@ -289,12 +295,13 @@ void ZooKeeperLeaderElection::removeOwnNodesAhead(uint64_t generation,
         });
 }
 
-void ZooKeeperLeaderElection::watchPredecessor(uint64_t generation,
-                                               const std::string& predecessor) {
+void ZooKeeperLeaderElection::watchPredecessor(uint64_t generation, const std::string& predecessor,
+                                               bool predecessorIsLowest) {
   spdlog::debug("leader election: standby with latch {}; watching {}", latch_.value_or("?"),
                 predecessor);
   track(generation, latchGroup_.watch(predecessor),
-        [this, generation, predecessor](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
+        [this, generation, predecessor,
+         predecessorIsLowest](ha::Watched<std::optional<ha::NodeStat>>&& watched) {
           if (!watched.reply.ok()) {
             return fail(generation, "watch latch predecessor", watched.reply.code);
           }
@@ -308,10 +315,151 @@ void ZooKeeperLeaderElection::watchPredecessor(uint64_t generation,
                             predecessor, latch_.value_or("?"));
               checkLeadership(generation);
             });
+            if (options_.liveness != nullptr) {
+              followLeader(generation, predecessor, predecessorIsLowest);
+            }
           } else {
             fail(generation, "watch latch predecessor", OwnFailure::kNoWatchSet);
           }
         });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast failover
+//
+// Everything here is an addition to the recipe, never a step of it: a failure only means the
+// standby waits for the leader's session, as without fast failover, so none of it retries.
+
+void ZooKeeperLeaderElection::followLeader(uint64_t generation, const std::string& predecessor,
+                                           bool predecessorIsLowest) {
+  // The epoch node's version first (see removePreviousSessionLeader): a `leader` read after it
+  // and removed in a transaction that checks it is the one read.
+  track(generation, zk_.exists(kEpochPath),
+        [this, generation, predecessor,
+         predecessorIsLowest](ZkReply<std::optional<ha::NodeStat>>&& epoch) {
+          if (!epoch.ok()) return;
+          const int32_t epochVersion = epoch.value ? epoch.value->version : -1;
+          track(generation, zk_.getAndWatch(kLeaderPath),
+                [this, generation, predecessor, predecessorIsLowest,
+                 epochVersion](ha::Watched<ha::NodeData>&& leader) {
+                  followLeaderRecord(generation, predecessor, predecessorIsLowest, epochVersion,
+                                     kj::mv(leader));
+                });
+        });
+}
+
+void ZooKeeperLeaderElection::followLeaderRecord(uint64_t generation,
+                                                 const std::string& predecessor,
+                                                 bool predecessorIsLowest, int32_t epochVersion,
+                                                 ha::Watched<ha::NodeData>&& leader) {
+  if (leader.reply.code == ZkCode::kNoNode) {
+    // No term now: look again once one is won.
+    track(generation, zk_.existsAndWatch(kLeaderPath),
+          [this, generation](ha::Watched<std::optional<ha::NodeStat>>&& created) {
+            if (!created.reply.ok()) return;
+            if (created.reply.value) {
+              return onLeaderRecordChanged(generation,
+                                           WatchEvent{WatchEvent::Type::kCreated, kLeaderPath});
+            }
+            KJ_IF_MAYBE (watch, created.watch) {
+              track(generation, kj::mv(*watch), [this, generation](WatchEvent&& event) {
+                onLeaderRecordChanged(generation, event);
+              });
+            }
+          });
+    return;
+  }
+  if (!leader.reply.ok()) return;
+  KJ_IF_MAYBE (watch, leader.watch) {
+    track(generation, kj::mv(*watch),
+          [this, generation](WatchEvent&& event) { onLeaderRecordChanged(generation, event); });
+  }
+  const ha::NodeData& record = leader.reply.value;
+  const int64_t owner = record.stat.ephemeralOwner;
+  // Only the next in line acts, and never on a `leader` of our own session.
+  if (!predecessorIsLowest || epochVersion < 0 || owner == 0 || owner == zk_.sessionId()) return;
+  auto info = leaderInfoFromJson(record.data);
+  if (!info.ok()) {
+    spdlog::warn("leader election: cannot follow the leader: {} holds no leader record: {}",
+                 nodeName(kLeaderPath), info.error().message);
+    return;
+  }
+  GoneLeader gone{.epochVersion = epochVersion,
+                  .leaderVersion = record.stat.version,
+                  .latch = predecessor,
+                  .session = owner,
+                  .epoch = info.value().epoch,
+                  .status = info.value().status,
+                  .rpcAddress = info.value().rpcAddress};
+  track(generation, zk_.exists(LatchGroup::pathOf(predecessor)),
+        [this, generation, gone](ZkReply<std::optional<ha::NodeStat>>&& latch) mutable {
+          // Gone already: the predecessor watch acts. Another session's: not the leader's latch
+          // node. Another phase: the attempt moved on.
+          if (!latch.ok() || !latch.value || latch.value->ephemeralOwner != gone.session ||
+              phase_ != Phase::kWatchingPredecessor) {
+            return;
+          }
+          gone.latchVersion = latch.value->version;
+          followLeaderProcess(generation, gone);
+        });
+}
+
+void ZooKeeperLeaderElection::followLeaderProcess(uint64_t generation, const GoneLeader& leader) {
+  spdlog::info(
+      "leader election: latch {} follows the leader of epoch={} ({}) at {} (latch {}, session "
+      "0x{:x}) for fast failover",
+      latch_.value_or("?"), leader.epoch, leaderStatusName(leader.status), leader.rpcAddress,
+      leader.latch, leader.session);
+  livenessWatch_ = options_.liveness->whenDead(leader.rpcAddress)
+                       .then([this, generation, leader] {
+                         // Not from inside this promise: the removal drops it.
+                         tasks_.add(kj::evalLater([this, generation, leader] {
+                           if (generation == generation_) removeGoneLeader(generation, leader);
+                         }));
+                       })
+                       .eagerlyEvaluate([](kj::Exception&& exception) {
+                         spdlog::warn("leader election: following the leader failed: {}",
+                                      exception.getDescription().cStr());
+                       });
+}
+
+void ZooKeeperLeaderElection::onLeaderRecordChanged(uint64_t generation,
+                                                    const ha::WatchEvent& event) {
+  if (event.type == WatchEvent::Type::kSessionLost) return;
+  // Only a standby parked on its predecessor looks again; any other phase is busy already.
+  if (generation != generation_ || phase_ != Phase::kWatchingPredecessor) return;
+  spdlog::debug("leader election: the leader node changed; latch {} checks again",
+                latch_.value_or("?"));
+  checkLeadership(nextGeneration());
+}
+
+void ZooKeeperLeaderElection::removeGoneLeader(uint64_t generation, const GoneLeader& gone) {
+  livenessWatch_ = nullptr;
+  spdlog::info(
+      "leader election: the leader of epoch={} at {} is gone (its connection ended and its address "
+      "refuses connections); latch {} removes its latch {} and the leader node",
+      gone.epoch, gone.rpcAddress, latch_.value_or("?"), gone.latch);
+  std::vector<ZkOp> ops = {
+      ZkOp::check(kEpochPath, gone.epochVersion),
+      ZkOp::remove(kLeaderPath, gone.leaderVersion),
+      ZkOp::remove(LatchGroup::pathOf(gone.latch), gone.latchVersion),
+  };
+  track(generation, zk_.multi(kj::mv(ops)), [gone](ZkReply<std::vector<ha::ZkOpResult>>&& reply) {
+    if (reply.ok()) {
+      // The predecessor watch fires: this contender checks again and is the lowest.
+      spdlog::info(
+          "leader election: removed the latch {} and the leader node of session "
+          "0x{:x}",
+          gone.latch, gone.session);
+      return;
+    }
+    // kBadVersion or kNoNode: a term was won, the record changed or a node went since they
+    // were read; the watches look again. Anything else: the session ends it as before.
+    spdlog::info(
+        "leader election: removing the nodes of the gone leader of epoch={} failed with {}; "
+        "looking again or waiting for its session",
+        gone.epoch, zkCodeName(reply.code));
+  });
 }
 
 void ZooKeeperLeaderElection::releaseStaleLeader(uint64_t generation) {
@@ -645,17 +793,13 @@ void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
           }
           if (!watched.reply.value) {
             ownLatchWatchArmed_ = false;
-            latch_.reset();
-            return loseLeadership("latch node deleted");
+            return onOwnLatchDeleted();
           }
           KJ_IF_MAYBE (watch, watched.watch) {
             track(generation, kj::mv(*watch), [this, generation](WatchEvent&& event) {
               ownLatchWatchArmed_ = false;
               if (event.type == WatchEvent::Type::kSessionLost) return;
-              if (event.type == WatchEvent::Type::kDeleted) {
-                latch_.reset();
-                return loseLeadership("latch node deleted");
-              }
+              if (event.type == WatchEvent::Type::kDeleted) return onOwnLatchDeleted();
               watchOwnLatch(generation);
             });
           } else {
@@ -663,6 +807,15 @@ void ZooKeeperLeaderElection::watchOwnLatch(uint64_t generation) {
             fail(generation, "watch own latch", OwnFailure::kNoWatchSet);
           }
         });
+}
+
+void ZooKeeperLeaderElection::onOwnLatchDeleted() {
+  latch_.reset();
+  // Removed by an administrator, or with `leader` by the next standby that took our process for
+  // gone (fast failover), which may have won a term since with a new `leader` at the version ours
+  // had: `leader` is removed only after a look at its owner.
+  if (leaderNode_ == LeaderNode::kOurs) leaderNode_ = LeaderNode::kMaybeOurs;
+  loseLeadership("latch node deleted");
 }
 
 // ---------------------------------------------------------------------------------------------

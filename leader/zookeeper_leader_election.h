@@ -20,6 +20,7 @@
 #include "leader/latch_group.h"
 #include "leader/leader_election.h"
 #include "leader/leader_info.h"
+#include "leader/leader_liveness.h"
 
 namespace regent::leader {
 
@@ -37,6 +38,11 @@ struct ZooKeeperLeaderElectionOptions {
   Duration maxBackoff{5000};
   // Draws the backoff's spread in [0, 1]; null: random. Tests fix it (1: plain doubling).
   std::function<double()> backoffJitter;
+  // Fast failover (ha.fast-failover, docs/leader-election.md): the standby whose predecessor is
+  // the leader's latch node asks it whether the leader's process is gone, and then removes that
+  // process's latch node and `leader` at once. Null: off; standbys wait for the leader's session
+  // to end. Must outlive the election.
+  LeaderLiveness* liveness = nullptr;
 };
 
 // Nodes, relative to the cluster root (docs/zookeeper.md): `latch/m-<seq>` (ephemeral sequential,
@@ -63,6 +69,14 @@ struct ZooKeeperLeaderElectionOptions {
 // saying SERVING would stay for a whole session timeout while nobody leads): `leader` when its
 // owner is that session, in one transaction with a check of the `epoch` node's version read
 // before, so a term won by anyone since is never touched; then that session's latch nodes.
+//
+// Fast failover (options.liveness set): the standby right behind the leader's latch node (its
+// predecessor is the lowest and owned by the session that owns `leader`) also watches `leader`
+// and asks the liveness whether the leader's process is gone. When it is, one transaction checks
+// the `epoch` node's version and removes `leader` and that latch node at the versions read
+// (`epoch` read first: every win changes it, so a term won since is never touched; a latch node
+// name is never reused); the predecessor watch then makes this contender the lowest. A change of
+// `leader` (a new term, marked SERVING) makes every standby look again.
 //
 // Leadership ends (revokeLeadership, then re-contention with a new latch node at the back):
 // "latch node deleted"; "session expired" (re-contends once a new session is connected);
@@ -151,7 +165,28 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void checkLeadership(uint64_t generation);
   // Standby: deletes the latch nodes of our own session among `ahead`, then watches the last one.
   void removeOwnNodesAhead(uint64_t generation, std::vector<std::string> ahead);
-  void watchPredecessor(uint64_t generation, const std::string& predecessor);
+  void watchPredecessor(uint64_t generation, const std::string& predecessor,
+                        bool predecessorIsLowest);
+  // Fast failover: follows `leader` (a change looks again), and when `predecessor` is the
+  // leader's latch node, the leader's process through options_.liveness.
+  void followLeader(uint64_t generation, const std::string& predecessor, bool predecessorIsLowest);
+  void onLeaderRecordChanged(uint64_t generation, const ha::WatchEvent& event);
+  // The leader's nodes at the versions read, and where its process serves RPC.
+  struct GoneLeader {
+    int32_t epochVersion = 0;
+    int32_t leaderVersion = 0;
+    std::string latch;  // Its latch node's name.
+    int32_t latchVersion = 0;
+    int64_t session = 0;
+    uint64_t epoch = 0;
+    LeaderStatus status = LeaderStatus::kRecovering;
+    std::string rpcAddress;
+  };
+  void followLeaderRecord(uint64_t generation, const std::string& predecessor,
+                          bool predecessorIsLowest, int32_t epochVersion,
+                          ha::Watched<ha::NodeData>&& leader);
+  void followLeaderProcess(uint64_t generation, const GoneLeader& leader);
+  void removeGoneLeader(uint64_t generation, const GoneLeader& gone);
   // Standby while `leader` may be ours: deletes it (if ours) before waiting in the queue.
   void releaseStaleLeader(uint64_t generation);
   // In a new session, before joining: deletes `leader` if a session of ours that ended on our
@@ -169,6 +204,8 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   void removeStaleLeader(uint64_t generation, int32_t version, bool lowest);
   void grant(uint64_t generation, const LeaderInfo& info);
   void watchOwnLatch(uint64_t generation);
+  // Our latch node is gone while we lead: revoke "latch node deleted" and contend again.
+  void onOwnLatchDeleted();
   // Failures of the election's own, kept out of ha::ZkCode (which is always ZooKeeper's word):
   // ZooKeeper answered ok, but not with something the election can use. Neither passes with
   // the session, so both are handled like a node-level ZooKeeper error.
@@ -240,6 +277,9 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   uint64_t lastGrantedEpoch_ = 0;  // Never adopted again.
   LeaderInfo leaderInfo_;
   bool ownLatchWatchArmed_ = false;  // A watch on our latch node is set or being set.
+  // Fast failover: the liveness watch on the leader this standby follows; dropped (closing its
+  // connection) whenever the attempt moves on.
+  kj::Maybe<kj::Promise<void>> livenessWatch_;
 
   int winsInFlight_ = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> winWaiters_;

@@ -330,11 +330,11 @@ say "\$ regentctl slots"
 ctl slots > "$work/slots-before.txt"
 cat "$work/slots-before.txt"
 
-say "Killing the leader (pid $leader_pid) with SIGKILL: no goodbye, as if its machine died."
+say "Killing the leader (pid $leader_pid) with SIGKILL: no goodbye."
 killed_at=$(now_ms)
 kill -KILL "$leader_pid"
 wait "$leader_pid" 2>/dev/null || true
-step "Its ZooKeeper session stays alive until the 4 s session timeout runs out; then a standby takes over."
+step "Its host stays up, so its RPC port now refuses connections: the next standby in line removes its nodes without waiting for the 4 s session timeout (ha.fast-failover). Had the machine died, the session timeout would decide."
 leader=$(wait_for_leader_after "$epoch")
 step "A new leader was elected $(($(json_field elected_at_ms <<<"$leader") - killed_at)) ms after the kill (its elected-at time in ZooKeeper)."
 epoch=$(json_field epoch <<<"$leader")

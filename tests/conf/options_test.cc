@@ -41,6 +41,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "ha.zookeeper.auth",
                                             "ha.zookeeper.read-auth",
                                             "ha.zookeeper.connect-timeout",
+                                            "ha.fast-failover",
                                             "ha.standalone.epoch-file",
                                             "store.backend",
                                             "store.zookeeper.max-payload",

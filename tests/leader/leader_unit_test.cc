@@ -4,10 +4,11 @@
 #include <gtest/gtest.h>
 #include <kj/async.h>
 #include <kj/common.h>
+#include <kj/timer.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
-#include <kj/timer.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "leader/epoch_file.h"
 #include "leader/latch_names.h"
 #include "leader/leader_info.h"
+#include "leader/leader_liveness.h"
 #include "leader/leader_services.h"
 #include "leader/standalone_leader_election.h"
 #include "leader/zookeeper_leader_election.h"
@@ -1088,15 +1090,16 @@ TEST_F(FakeElectionTest, ARecordOfATermAlreadyGrantedIsNeverAdoptedAgain) {
   expectConsistentLog();
 }
 
-// The clean-up transaction after a lost latch node is applied but its reply is lost; b then wins
-// epoch 2 with a `leader` at the same version a's had. a's retry must look at the owner first and
-// leave b's record alone.
+// The clean-up after a lost latch node (the removal of `leader`, after a look at its owner: the
+// latch node may have gone with it, see LeaderTakenForGoneNeverRemovesTheLeaderNodeOfTheNextTerm)
+// is applied but its reply is lost; b then wins epoch 2 with a `leader` at the same version a's
+// had. a's retry must look at the owner first and leave b's record alone.
 TEST_F(FakeElectionTest, ACleanUpRetriedAfterALostReplyLeavesTheNextLeadersNodeAlone) {
   Member& a = add("a");
   Member& b = add("b");
   int cleanUps = 0;
   a.zk->setFaultHook([&](const FakeCoordination::OpInfo& op) {
-    if (op.kind == "multi" && op.path == "leader" && cleanUps++ == 0) {
+    if (op.kind == "remove" && op.path == "leader" && cleanUps++ == 0) {
       return FakeCoordination::Fault::kLoseReplyAfterApply;
     }
     return FakeCoordination::Fault::kNone;
@@ -1546,6 +1549,127 @@ TEST(LeaderServices, StandaloneModeBuildsTheStandaloneElectionAndRetrieval) {
   ASSERT_EQ(entries.value().size(), 1u);
   EXPECT_TRUE(entries.value()[0].leader);
   EXPECT_EQ(entries.value()[0].latchNode, "standalone");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast failover (docs/leader-election.md): each member gets its own liveness, so a test sees
+// which standby follows the leader; the test declares the leader's process gone.
+
+class FakeLeaderLiveness final : public LeaderLiveness {
+ public:
+  kj::Promise<void> whenDead(const std::string& rpcAddress) override {
+    addresses_.push_back(rpcAddress);
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    fulfillers_.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+  // Watches the election holds (not dropped, not declared dead yet).
+  size_t open() {
+    size_t waiting = 0;
+    for (auto& fulfiller : fulfillers_) waiting += fulfiller->isWaiting() ? 1 : 0;
+    return waiting;
+  }
+  void declareDead() {
+    for (auto& fulfiller : fulfillers_) {
+      if (fulfiller->isWaiting()) fulfiller->fulfill();
+    }
+  }
+  const std::vector<std::string>& addresses() const { return addresses_; }
+
+ private:
+  std::vector<std::string> addresses_;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> fulfillers_;
+};
+
+TEST_F(FakeElectionTest, NextInLineRemovesTheNodesOfAGoneLeaderAndWinsTheNextEpoch) {
+  FakeLeaderLiveness livenessA, livenessB, livenessC;
+  Member& a = add("a", {.liveness = &livenessA});
+  Member& b = add("b", {.liveness = &livenessB});
+  Member& c = add("c", {.liveness = &livenessC});
+  ASSERT_TRUE(a.contender->leading());
+  EXPECT_FALSE(c.contender->leading());
+  // Only b, right behind the leader's latch node, follows the leader's process.
+  EXPECT_EQ(livenessA.open(), 0u);
+  EXPECT_EQ(livenessB.open(), 1u);
+  EXPECT_EQ(livenessC.open(), 0u);
+  EXPECT_EQ(livenessB.addresses().back(), "127.0.0.1:6123");
+  const std::string aLatch = *a.election->latchNode();
+
+  livenessB.declareDead();
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  EXPECT_FALSE(server_.exists("latch/" + aLatch));
+  // a was alive after all: the removal of its latch node ended its term.
+  EXPECT_EQ(a.contender->revokes(), 1);
+  EXPECT_EQ(a.contender->lastReason(), "latch node deleted");
+  // c is next in line now, behind b; a contends again at the back and follows nobody.
+  EXPECT_EQ(livenessB.open(), 0u);
+  EXPECT_EQ(livenessC.open(), 1u);
+  EXPECT_EQ(livenessA.open(), 0u);
+  expectConsistentLog();
+}
+
+TEST_F(FakeElectionTest, RemovalOfAGoneLeaderSparesTheNodesWhenTheEpochMovedSinceItWasRead) {
+  FakeLeaderLiveness livenessB;
+  Member& a = add("a");
+  Member& b = add("b", {.liveness = &livenessB});
+  ASSERT_EQ(livenessB.open(), 1u);
+  // The epoch node changes version (as every win does) after b read it.
+  ASSERT_EQ(server_.setForTests("epoch", "1"), ZkCode::kOk);
+  livenessB.declareDead();
+  settle();
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_EQ(a.contender->revokes(), 0);
+  EXPECT_FALSE(b.contender->leading());
+  EXPECT_EQ(leaderNode()->masterId, "a");
+  EXPECT_EQ(latch().size(), 2u);
+  expectConsistentLog();
+}
+
+TEST_F(FakeElectionTest, StandbyFollowsTheLeaderAgainOnceItIsMarkedServing) {
+  FakeLeaderLiveness livenessB;
+  Member& a = add("a");
+  Member& b = add("b", {.liveness = &livenessB});
+  ASSERT_EQ(livenessB.addresses().size(), 1u);
+  ASSERT_TRUE(a.election->markServing(1).wait(waitScope_).ok());
+  settle();
+  // The record's version moved: the old watch was dropped and a new one follows the record.
+  EXPECT_EQ(livenessB.addresses().size(), 2u);
+  EXPECT_EQ(livenessB.open(), 1u);
+  livenessB.declareDead();
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  EXPECT_EQ(a.contender->lastReason(), "latch node deleted");
+  expectConsistentLog();
+}
+
+TEST_F(FakeElectionTest, LeaderTakenForGoneNeverRemovesTheLeaderNodeOfTheNextTerm) {
+  FakeLeaderLiveness livenessB;
+  // a keeps its term through a connection loss (the tolerance runs on the fake timer, which the
+  // test does not advance), so it hears of the removal only once b has won.
+  Member& a = add("a", {.suspendTolerance = Duration(10000)});
+  a.zk->setNegotiatedSessionTimeout(Duration(60000));
+  a.zk->setSessionDeadline(std::chrono::steady_clock::now() + std::chrono::hours(1));
+  Member& b = add("b", {.liveness = &livenessB});
+  ASSERT_EQ(livenessB.open(), 1u);
+  a.zk->suspend();
+  settle();
+  ASSERT_TRUE(a.contender->leading());
+  livenessB.declareDead();
+  settle();
+  ASSERT_TRUE(b.contender->leading());
+  // b's `leader` has the version a's had (0): a must look at the owner before removing it.
+  a.zk->reconnect();
+  settle();
+  EXPECT_EQ(a.contender->lastReason(), "latch node deleted");
+  ASSERT_TRUE(leaderNode());
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  EXPECT_EQ(leaderNode()->epoch, 2u);
+  EXPECT_TRUE(b.contender->leading());
+  expectConsistentLog();
 }
 
 }  // namespace
