@@ -200,9 +200,7 @@ void JobMaster::settle() {
   // Write-ahead: each new attempt is deployed once a put holding it succeeded.
   for (const Deployment& deployment : deployments) progress_.deployWhenStored(deployment);
   progress_.write();
-  for (const HeldSlot& slot : execution_.takeSurplusSlots()) {
-    tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more"));
-  }
+  freeWhenStored(execution_.takeSurplusSlots());
   for (const HeldSlot& slot : execution_.takeFaultedSlots()) {
     term_.resourceManager.slotFaulted(job_, slot.worker, slot.allocation,
                                       "worker " + slot.worker.toHex() +
@@ -317,6 +315,26 @@ void JobMaster::cancelOnWorker(wire::TaskExecutorGateway::Client client, const A
                                     attempt.toHex(), worker.toHex(), describeException(exception));
                        if (onFailure) onFailure();
                      }));
+}
+
+// A slot the job needs no more is freed on its worker only once the progress record holds
+// everything so far, the end of the attempt that ran in it included: a worker reports its slots to
+// the next leader, and an allocation it freed no longer carries that attempt's end, which that
+// leader would take for an attempt lost with the slot, and run again (docs/jobgraph.md,
+// "Failover").
+void JobMaster::freeWhenStored(std::vector<HeldSlot> slots) {
+  if (slots.empty()) return;
+  tasks_.add(progress_.stored().then([this, slots = std::move(slots)](bool stored) mutable {
+    if (!stored) {
+      // That put failed: the next one may hold it. Fenced or too large: the term's record can
+      // never hold it, and the slots stay with the job for the next leader to settle.
+      if (progress_.canStore()) freeWhenStored(std::move(slots));
+      return;
+    }
+    for (const HeldSlot& slot : slots) {
+      tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more"));
+    }
+  }));
 }
 
 kj::Promise<void> JobMaster::freeOnWorker(const HeldSlot& slot, const std::string& cause) {

@@ -93,6 +93,8 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   void cancelOnWorker(wire::TaskExecutorGateway::Client client, const AttemptId& attempt,
                       const ResourceId& worker, std::function<void()> onFailure);
   kj::Promise<void> freeOnWorker(const HeldSlot& slot, const std::string& cause);
+  // Frees `slots` on their workers once the progress record holds everything so far.
+  void freeWhenStored(std::vector<HeldSlot> slots);
   void declare();
   void armRestartTimer();
   void reportState();

@@ -66,6 +66,8 @@ class ProgressLog final {
   // Whether the graph holds changes no successful put holds yet, that a put may still store
   // (not fenced, not too large).
   bool behind() const;
+  // Whether a put may still succeed: neither fenced nor too large.
+  bool canStore() const { return !fenced_ && !tooLarge_; }
 
  private:
   void settled(uint64_t version, const store::StoreResult<void>& result);

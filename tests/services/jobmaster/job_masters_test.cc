@@ -952,6 +952,38 @@ TEST_F(JobMastersTest, ATerminalUpdateWhosePutFailsIsAnsweredUnavailableAndAccep
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
 }
 
+// A worker reports its slots to the next leader: a slot freed before the record held the end of
+// its attempt would no longer show that end, and the next leader would run the subtask again.
+TEST_F(JobMastersTest, TheSlotOfAFinishedAttemptIsFreedOnlyOnceAPutHoldingItsEndSucceeded) {
+  JobGraphBuilder builder({{"a", 2}});
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
+  backend_.failWrites = 1;  // The put of the end fails; its retry succeeds.
+  auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(response.hasFailure());
+  settle();
+  EXPECT_TRUE(worker.freed.empty());  // The job needs the slot no more, but the record is behind.
+  advance(Duration(100));             // The retry succeeds.
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  ASSERT_EQ(worker.freed.size(), 1u);
+  EXPECT_EQ(worker.freed[0], worker.submitted[0].allocation);
+}
+
+// The term over before the record held the end: the slot stays with the job, for the next
+// leader to find the ended attempt in it.
+TEST_F(JobMastersTest, AFencedPutFreesNoSlotOfAnEndedAttempt) {
+  JobGraphBuilder builder({{"a", 2}});
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  backend_.fenced = true;
+  auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  ASSERT_TRUE(response.hasFailure());
+  EXPECT_TRUE(response.getFailure().isUnavailable());
+  advance(Duration(5000));
+  EXPECT_TRUE(worker.freed.empty());
+}
+
 TEST_F(JobMastersTest, FailedPutsAreRetriedWithinAHeartbeatIntervalAndQuicklyAgainAfterASuccess) {
   JobGraphBuilder builder({{"a", 2}});
   auto [job, worker] = startOnWorkerA(builder, 2, 2);
