@@ -2,7 +2,7 @@
 //   (a) every epoch granted once, grants in time order with rising epochs, no master claiming
 //       SERVING after a master of a later epoch was seen serving, ZooKeeper's leader node at the
 //       last epoch granted;
-//   (b) no acknowledged job lost;
+//   (b) no acknowledged job lost: the last leader lists it;
 //   (c) no job with two terminal states, no task started after its job ended;
 //   (d) no two live attempts of one subtask, unless the older one's worker was paused or cut;
 //   (e) no subtask started again after the leader took it as FINISHED;

@@ -95,13 +95,20 @@ TEST(ChaosCheckerTest, ZooKeeperHoldingAnotherEpochThanTheLastGrantIsReported) {
   EXPECT_EQ(invariants(checkHistory(h)), "a");
 }
 
-TEST(ChaosCheckerTest, AnAcknowledgedJobNobodyKnowsIsLost) {
+TEST(ChaosCheckerTest, AnAcknowledgedJobTheLastLeaderDoesNotListIsLost) {
   History h = cleanRun();
   h.jobs.push_back({.id = "j2", .name = "long", .shape = "long", .acknowledged = true});
   EXPECT_EQ(invariants(checkHistory(h)), "b");
   // A submission regentctl did not acknowledge may be lost.
   h.jobs.back().acknowledged = false;
   EXPECT_EQ(invariants(checkHistory(h)), "");
+  // A job that ended under one leader and that the last one does not know is lost as well (its
+  // result was never stored).
+  h = cleanRun();
+  h.final.jobStates.clear();
+  auto violations = checkHistory(h);
+  ASSERT_EQ(invariants(violations), "b");
+  ASSERT_EQ(violations[0].lines.size(), 1u);  // Its "job ended".
 }
 
 TEST(ChaosCheckerTest, TwoTerminalStatesOrATaskAfterTheEndAreReported) {

@@ -780,26 +780,37 @@ Result<ChaosReport> runChaos(const ChaosOptions& options) {
 }
 
 std::string summarize(const History& history) {
-  std::map<std::string, std::vector<int64_t>> settles;
-  std::map<std::string, int> unsettled;
+  struct Times {
+    std::vector<int64_t> fromHeal, fromFault;
+    int unsettled = 0;
+  };
+  std::map<std::string, Times> byKind;
   for (const Round& round : history.rounds) {
+    Times& times = byKind[round.fault];
     if (round.settleMs >= 0) {
-      settles[round.fault].push_back(round.settleMs);
+      times.fromHeal.push_back(round.settleMs);
+      times.fromFault.push_back(round.to - round.from);
     } else {
-      ++unsettled[round.fault];
+      ++times.unsettled;
     }
   }
+  auto medianAndMax = [](std::vector<int64_t>& values) -> std::string {
+    if (values.empty()) return "-";
+    std::sort(values.begin(), values.end());
+    return std::to_string(values[values.size() / 2]) + " / " + std::to_string(values.back());
+  };
   std::ostringstream out;
-  out << "fault            rounds  settle median ms  max ms  unsettled\n";
+  out << "settle times in ms (median / max): from the heal, and from the fault\n";
+  out << "fault            rounds  from heal        from fault       unsettled\n";
   for (const std::string& kind : faultKinds()) {
-    std::vector<int64_t>& times = settles[kind];
-    const int rounds = static_cast<int>(times.size()) + unsettled[kind];
-    if (rounds == 0) continue;
-    std::sort(times.begin(), times.end());
+    auto found = byKind.find(kind);
+    if (found == byKind.end()) continue;
+    Times& times = found->second;
     char line[160];
-    std::snprintf(line, sizeof line, "%-16s %6d  %16s  %6s  %9d\n", kind.c_str(), rounds,
-                  times.empty() ? "-" : std::to_string(times[times.size() / 2]).c_str(),
-                  times.empty() ? "-" : std::to_string(times.back()).c_str(), unsettled[kind]);
+    std::snprintf(line, sizeof line, "%-16s %6zu  %-15s  %-15s  %9d\n", kind.c_str(),
+                  times.fromHeal.size() + static_cast<size_t>(times.unsettled),
+                  medianAndMax(times.fromHeal).c_str(), medianAndMax(times.fromFault).c_str(),
+                  times.unsettled);
     out << line;
   }
   size_t starts = 0;
