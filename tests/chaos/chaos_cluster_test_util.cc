@@ -225,7 +225,17 @@ class ChaosRun {
     ctl_ = std::make_unique<Regentctl>(zk_->connectString(), clusterId);
 
     for (size_t m = 0; m < kMasters; ++m) {
-      auto slot = masters_->startMaster({}, quorumOfMaster(m));
+      // The master's RPC address, as workers, standbys and regentctl reach it, is a proxy in
+      // front of the port it binds: the leader-rpc faults cut or stall it there.
+      auto port = pickFreeLoopbackPort();
+      if (!port.ok()) return port.error();
+      auto rpcProxy = ThreadedTcpFaultProxy::start("127.0.0.1", port.value());
+      if (!rpcProxy.ok()) return rpcProxy.error();
+      rpcProxies_.push_back(std::move(rpcProxy).value());
+      const std::vector<std::string> rpc = {
+          "rpc.bind=127.0.0.1:" + std::to_string(port.value()),
+          "rpc.advertised-address=" + rpcProxies_.back()->address()};
+      auto slot = masters_->startMaster(rpc, quorumOfMaster(m));
       if (!slot.ok()) return slot.error();
       noteMasterRun(m);
       auto contending = masters_->waitForEvent(
@@ -480,6 +490,13 @@ class ChaosRun {
     return {};
   }
 
+  // Every worker was cut from the leader from `from` to `to`.
+  void cutAllWorkers(WallMs from, WallMs to) {
+    for (const std::string& resourceId : resourceIds_) {
+      history_.workerFaults.push_back(WorkerFault{resourceId, WorkerFault::Kind::kCut, from, to});
+    }
+  }
+
   Status restartMaster(size_t slot) {
     if (auto restarted = masters_->restart(slot); !restarted.ok()) return restarted;
     noteMasterRun(slot);
@@ -550,6 +567,37 @@ class ChaosRun {
       for (auto& proxy : proxies_[leader]) proxy->resume();
       if (!granted.ok()) return granted;
       round.healed = nowWallMs();
+    } else if (fault == "leader-rpc-refuse") {
+      // The leader's RPC address refuses, its connections closed, while it runs and keeps its
+      // session: to a standby's fast failover it looks dead (a false positive the latch's owner
+      // check and the term's end must make safe), to the workers it is gone.
+      const WallMs from = nowWallMs();
+      rpcProxies_[leader]->refuse();
+      waitUntil([&] { return masters_->highestEpoch() > epoch; }, kWorkerPause, Duration(20));
+      rpcProxies_[leader]->resume();
+      round.healed = nowWallMs();
+      cutAllWorkers(from, round.healed);
+    } else if (fault == "leader-rpc-stall") {
+      // A partition between the leader and every client: bytes held both ways, no reset, so no
+      // fast failover; past heartbeat.timeout the leader loses its workers.
+      const WallMs from = nowWallMs();
+      rpcProxies_[leader]->stall();
+      std::this_thread::sleep_for(kWorkerPause);  // The fault itself: a partition this long.
+      rpcProxies_[leader]->resume();
+      round.healed = nowWallMs();
+      cutAllWorkers(from, round.healed);
+    } else if (fault == "leader-isolated") {
+      // A zombie: the leader cut from ZooKeeper and its RPC stalled until another master was
+      // granted the next epoch; then both heal, and what it sent meanwhile arrives late.
+      const WallMs from = nowWallMs();
+      for (auto& proxy : proxies_[leader]) proxy->cut();
+      rpcProxies_[leader]->stall();
+      const Status granted = waitForNewGrant(epoch);
+      rpcProxies_[leader]->resume();
+      for (auto& proxy : proxies_[leader]) proxy->resume();
+      round.healed = nowWallMs();
+      cutAllWorkers(from, round.healed);
+      if (!granted.ok()) return granted;
     } else if (fault == "worker-kill") {
       const size_t worker = rng_() % kWorkers;
       round.target = "w" + std::to_string(worker);
@@ -742,6 +790,7 @@ class ChaosRun {
   TempDir taskDir_;
   std::unique_ptr<ZooKeeperServer> zk_;
   std::vector<std::vector<std::unique_ptr<ThreadedTcpFaultProxy>>> proxies_;  // [master][member]
+  std::vector<std::unique_ptr<ThreadedTcpFaultProxy>> rpcProxies_;             // [master]
   std::unique_ptr<MasterCluster> masters_;
   std::unique_ptr<WorkerCluster> workers_;
   std::unique_ptr<Regentctl> ctl_;
@@ -763,8 +812,8 @@ class ChaosRun {
 const std::vector<std::string>& faultKinds() {
   static const std::vector<std::string> kKinds = {
       "leader-kill",  "leader-restart", "leader-pause", "leader-term", "ctl-failover",
-      "standby-kill", "leader-zk-cut",  "worker-kill",  "worker-pause", "zk-member",
-      "zk-quorum"};
+      "standby-kill", "leader-zk-cut",  "leader-rpc-refuse", "leader-rpc-stall", "leader-isolated",
+      "worker-kill",  "worker-pause", "zk-member", "zk-quorum"};
   return kKinds;
 }
 
@@ -801,13 +850,13 @@ std::string summarize(const History& history) {
   };
   std::ostringstream out;
   out << "settle times in ms (median / max): from the heal, and from the fault\n";
-  out << "fault            rounds  from heal        from fault       unsettled\n";
+  out << "fault              rounds  from heal        from fault       unsettled\n";
   for (const std::string& kind : faultKinds()) {
     auto found = byKind.find(kind);
     if (found == byKind.end()) continue;
     Times& times = found->second;
     char line[160];
-    std::snprintf(line, sizeof line, "%-16s %6zu  %-15s  %-15s  %9d\n", kind.c_str(),
+    std::snprintf(line, sizeof line, "%-18s %6zu  %-15s  %-15s  %9d\n", kind.c_str(),
                   times.fromHeal.size() + static_cast<size_t>(times.unsettled),
                   medianAndMax(times.fromHeal).c_str(), medianAndMax(times.fromFault).c_str(),
                   times.unsettled);
