@@ -452,7 +452,13 @@ class ChaosRun {
       auto cancelled = ctl_->run({"jobs", "cancel", job.id});
       job.cancelled = cancelled.ok() && cancelled.value().exit.exited() &&
                       cancelled.value().exit.exitCode == 0;
-      log("  cancel " + job.name + (job.cancelled ? "" : " (refused: it may have ended)"));
+      std::string why;
+      if (!job.cancelled) {
+        why = cancelled.ok() ? cancelled.value().output : cancelled.error().message;
+        while (!why.empty() && why.back() == '\n') why.pop_back();
+        why = " (refused: " + why.substr(why.rfind('\n') + 1) + ")";
+      }
+      log("  cancel " + job.name + why);
     } else {
       log("  release " + job.name);
     }
@@ -490,6 +496,14 @@ class ChaosRun {
     return {};
   }
 
+  // SIGKILL of a master. Its RPC proxy then refuses, as the address of a process that is gone
+  // does (the proxy would accept, find nothing upstream and close), until it is started again.
+  Status killMaster(size_t slot) {
+    if (auto killed = masters_->kill(slot); !killed.ok()) return killed;
+    rpcProxies_[slot]->refuse();
+    return {};
+  }
+
   // Every worker was cut from the leader from `from` to `to`.
   void cutAllWorkers(WallMs from, WallMs to) {
     for (const std::string& resourceId : resourceIds_) {
@@ -498,6 +512,7 @@ class ChaosRun {
   }
 
   Status restartMaster(size_t slot) {
+    rpcProxies_[slot]->resume();
     if (auto restarted = masters_->restart(slot); !restarted.ok()) return restarted;
     noteMasterRun(slot);
     auto contending = masters_->waitForEvent(
@@ -514,11 +529,11 @@ class ChaosRun {
     const uint64_t epoch = masters_->highestEpoch();
     round.target = "m" + std::to_string(leader);
     if (fault == "leader-kill") {
-      if (auto killed = masters_->kill(leader); !killed.ok()) return killed;
+      if (auto killed = killMaster(leader); !killed.ok()) return killed;
       round.healed = nowWallMs();
       afterSettle = [this, leader] { return restartMaster(leader); };
     } else if (fault == "leader-restart") {
-      if (auto killed = masters_->kill(leader); !killed.ok()) return killed;
+      if (auto killed = killMaster(leader); !killed.ok()) return killed;
       if (auto restarted = restartMaster(leader); !restarted.ok()) return restarted;
       round.healed = nowWallMs();
     } else if (fault == "leader-pause") {
@@ -548,6 +563,7 @@ class ChaosRun {
       if (!masters_->process(leader).waitForExit(kFaultTimeout)) {
         return Error::fatal("the leader m" + std::to_string(leader) + " did not exit on SIGTERM");
       }
+      rpcProxies_[leader]->refuse();
       round.healed = nowWallMs();
       afterSettle = [this, leader] { return restartMaster(leader); };
     } else if (fault == "ctl-failover") {
@@ -557,7 +573,7 @@ class ChaosRun {
     } else if (fault == "standby-kill") {
       const size_t standby = pickOther(leader, kMasters);
       round.target = "m" + std::to_string(standby);
-      if (auto killed = masters_->kill(standby); !killed.ok()) return killed;
+      if (auto killed = killMaster(standby); !killed.ok()) return killed;
       round.healed = nowWallMs();
       afterSettle = [this, standby] { return restartMaster(standby); };
     } else if (fault == "leader-zk-cut") {
