@@ -791,6 +791,7 @@ class ChaosRun {
       for (const regent::Event& event : readEventsFile(path)) {
         const EventFields fields = textFieldsOf(event);
         auto text = [&](const char* key) { return fields.get(key).value_or(""); };
+        if (event.name() == "epoch gate refused") ++history_.epochGateRefusals;
         if (event.name() == "task started" || event.name() == "task ended") {
           history_.workerTasks.push_back(WorkerTask{text("resource_id"), text("job"),
                                                     text("attempt"), event.name() == "task ended",
@@ -885,7 +886,8 @@ std::string summarize(const History& history) {
       << " worker task events, " << history.grants.size() << " grants, "
       << history.claims.size() << " SERVING claims, " << history.jobEnds.size()
       << " job ends, " << history.finished.size() << " finished attempts, "
-      << history.workerFaults.size() << " worker faults\n";
+      << history.workerFaults.size() << " worker faults; " << history.epochGateRefusals
+      << " stale calls refused by the workers' epoch gate\n";
   return out.str();
 }
 

@@ -136,6 +136,9 @@ struct History {
   std::vector<Round> rounds;
   std::vector<SubmittedJob> jobs;
   FinalState final;
+  // "epoch gate refused" events of the workers (the first ten of each run, then one in a
+  // hundred): stale calls the workers' gate stopped. Not judged; the summary shows it.
+  size_t epochGateRefusals = 0;
 };
 
 }  // namespace regent::testing::chaos
