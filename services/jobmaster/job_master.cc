@@ -283,7 +283,15 @@ void JobMaster::deploy(const Deployment& deployment) {
                                                            describeException(exception));
                          return;
                        }
-                       deployFailed(deployment, why);
+                       // No answer within rpc.call-timeout says nothing of the task: the worker
+                       // is paused or overloaded. A fault of the worker, then: no restart is
+                       // counted and the subtask runs elsewhere (docs/jobgraph.md, "Worker
+                       // faults"). The request may still reach the worker; an attempt it starts
+                       // then is one this JobMaster no longer follows, and is cancelled.
+                       deployFailed(deployment, why,
+                                    exception.getType() == kj::Exception::Type::OVERLOADED
+                                        ? FailureCause::kWorker
+                                        : FailureCause::kAttempt);
                      }));
 }
 
