@@ -124,8 +124,11 @@ class Checker {
       subtasks_[keyOf(mark)].push_back(std::move(life));
     }
     for (auto& [key, lives] : subtasks_) {
+      // By attempt number: a stale attempt (its submitTask held by a paused worker) may start
+      // after the one that replaced it.
       std::stable_sort(lives.begin(), lives.end(), [](const AttemptLife& a, const AttemptLife& b) {
-        return a.start.at < b.start.at;
+        return std::tie(a.start.attemptNumber, a.start.at) <
+               std::tie(b.start.attemptNumber, b.start.at);
       });
     }
   }
@@ -259,8 +262,10 @@ class Checker {
         for (size_t j = i + 1; j < lives.size(); ++j) {
           const AttemptLife& older = lives[i];
           const AttemptLife& newer = lives[j];
-          if (newer.start.at >= older.endedAt) continue;
-          if (!faultsOn(older.resourceId, older.start.at, newer.start.at, false).empty()) continue;
+          const WallMs from = std::min(older.start.at, newer.start.at);
+          const WallMs to = std::max(older.start.at, newer.start.at);
+          if (to >= std::min(older.endedAt, newer.endedAt)) continue;  // One ended first.
+          if (!faultsOn(older.resourceId, from, to, false).empty()) continue;
           add('d', "two live attempts of " + describeKey(key),
               {describe(older.start) + " on worker " + older.resourceId +
                    (older.endedAt == kForever ? ", never seen ending"
@@ -295,7 +300,9 @@ class Checker {
         const AttemptLife& previous = lives[i - 1];
         const AttemptLife& next = lives[i];
         if (previous.end && previous.end->exitCode != 0) continue;  // Failed by itself.
-        if (!faultsOn(previous.resourceId, previous.start.at, next.start.at, true).empty()) {
+        if (!faultsOn(previous.resourceId, std::min(previous.start.at, next.start.at),
+                      std::max(previous.start.at, next.start.at), true)
+                 .empty()) {
           continue;  // Its worker was killed, paused or cut.
         }
         std::vector<std::string> lines = {describe(previous.start)};

@@ -139,6 +139,22 @@ TEST(ChaosCheckerTest, TwoLiveAttemptsAreReportedUnlessTheOlderOnesWorkerWasPaus
   EXPECT_EQ(invariants(checkHistory(h)), "d");
 }
 
+// A worker paused with a submitTask in its socket: the JobMaster gave the attempt up and ran the
+// next one elsewhere; the stale one starts when the worker resumes, after its successor.
+TEST(ChaosCheckerTest, AStaleAttemptStartingAfterItsSuccessorOnAPausedWorkerIsAllowed) {
+  History h = cleanRun();
+  h.finished = {{"j1", "v", 0, "a2", "m0/0", 810}};
+  h.jobEnds = {{"j1", "FINISHED", "m0/0", 820}};
+  h.marks = {start("a2", 1, 400), start("a1", 0, 500), end("a2", 1, 800, 0)};
+  h.workerTasks = {ranOn("a2", "w2", 399), ranOn("a1", "w1", 499),
+                   {"w1", "j1", "a1", true, "CANCELED", 520}};
+  h.workerFaults = {{"w1", WorkerFault::Kind::kPause, 100, 490}};
+  EXPECT_EQ(describeAll(h, checkHistory(h)), "");
+  // The same without the pause: a1 ran beside its successor, and was replaced with no cause.
+  h.workerFaults.clear();
+  EXPECT_EQ(invariants(checkHistory(h)), "df");
+}
+
 TEST(ChaosCheckerTest, AnAttemptWhoseWorkerWasKilledEndedThenAndItsSuccessorMayRun) {
   History h = cleanRun();
   h.finished = {{"j1", "v", 0, "a2", "m0/0", 810}};

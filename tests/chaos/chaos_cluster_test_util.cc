@@ -44,18 +44,6 @@ constexpr Duration kWorkerPause{3000};
 // How many jobs hold their tasks at once (waiting for a go file); the oldest is released beyond.
 constexpr size_t kMaxHeldJobs = 3;
 
-int64_t nowWallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t nowMonoUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // The task every job runs: marks its start, waits for the job's go file (bounded: ten minutes),
 // fails when its attempt number's fail file exists, and marks its end with its exit code.
 constexpr const char* kTaskScript =
@@ -300,9 +288,9 @@ class ChaosRun {
       if (!masterAnswers(m)) continue;
       const std::string address = masterHttp(m);
       if (address.empty()) continue;
-      const int64_t sent = nowMonoUs();
+      const int64_t sent = monotonicMicros();
       auto reply = get(address, "/metrics");
-      const int64_t received = nowMonoUs();
+      const int64_t received = monotonicMicros();
       if (!reply || reply->status != 200) continue;
       if (metric(reply->body, "regent_leader_serving") != 1.0) continue;
       const auto epoch = metric(reply->body, "regent_epoch");
@@ -530,12 +518,12 @@ class ChaosRun {
     round.target = "m" + std::to_string(leader);
     if (fault == "leader-kill") {
       if (auto killed = killMaster(leader); !killed.ok()) return killed;
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       afterSettle = [this, leader] { return restartMaster(leader); };
     } else if (fault == "leader-restart") {
       if (auto killed = killMaster(leader); !killed.ok()) return killed;
       if (auto restarted = restartMaster(leader); !restarted.ok()) return restarted;
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
     } else if (fault == "leader-pause") {
       // Paused until another master was granted the next epoch: past its session.
       if (auto paused = masters_->process(leader).pause(); !paused.ok()) return paused;
@@ -546,16 +534,16 @@ class ChaosRun {
       waitUntil([&] { return !sampleClaims().empty(); }, kFaultTimeout, Duration(20));
       auto queued = QueuedHttpGet::send(masterHttp(leader), "/metrics");
       if (auto resumed = masters_->process(leader).resume(); !resumed.ok()) return resumed;
-      const int64_t resumedUs = nowMonoUs();
+      const int64_t resumedUs = monotonicMicros();
       pausedMasters_.erase(leader);
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       if (queued.ok()) {
         auto reply = queued.value()->reply(kFaultTimeout);
         if (reply.ok() && metric(reply.value().body, "regent_leader_serving") == 1.0) {
           history_.claims.push_back(ServingClaim{
               masterName(leader),
               static_cast<uint64_t>(metric(reply.value().body, "regent_epoch").value_or(0)),
-              resumedUs, nowMonoUs()});
+              resumedUs, monotonicMicros()});
         }
       }
     } else if (fault == "leader-term") {
@@ -564,17 +552,17 @@ class ChaosRun {
         return Error::fatal("the leader m" + std::to_string(leader) + " did not exit on SIGTERM");
       }
       rpcProxies_[leader]->refuse();
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       afterSettle = [this, leader] { return restartMaster(leader); };
     } else if (fault == "ctl-failover") {
       auto failover = ctl_->run({"failover"});
       if (!failover.ok()) return failover.error();
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
     } else if (fault == "standby-kill") {
       const size_t standby = pickOther(leader, kMasters);
       round.target = "m" + std::to_string(standby);
       if (auto killed = killMaster(standby); !killed.ok()) return killed;
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       afterSettle = [this, standby] { return restartMaster(standby); };
     } else if (fault == "leader-zk-cut") {
       // Cut from every ZooKeeper member until another master was granted the next epoch.
@@ -582,58 +570,58 @@ class ChaosRun {
       const Status granted = waitForNewGrant(epoch);
       for (auto& proxy : proxies_[leader]) proxy->resume();
       if (!granted.ok()) return granted;
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
     } else if (fault == "leader-rpc-refuse") {
       // The leader's RPC address refuses, its connections closed, while it runs and keeps its
       // session: to a standby's fast failover it looks dead (a false positive the latch's owner
       // check and the term's end must make safe), to the workers it is gone.
-      const WallMs from = nowWallMs();
+      const WallMs from = wallClockMillis();
       rpcProxies_[leader]->refuse();
       waitUntil([&] { return masters_->highestEpoch() > epoch; }, kWorkerPause, Duration(20));
       rpcProxies_[leader]->resume();
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       cutAllWorkers(from, round.healed);
     } else if (fault == "leader-rpc-stall") {
       // A partition between the leader and every client: bytes held both ways, no reset, so no
       // fast failover; past heartbeat.timeout the leader loses its workers.
-      const WallMs from = nowWallMs();
+      const WallMs from = wallClockMillis();
       rpcProxies_[leader]->stall();
       std::this_thread::sleep_for(kWorkerPause);  // The fault itself: a partition this long.
       rpcProxies_[leader]->resume();
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       cutAllWorkers(from, round.healed);
     } else if (fault == "leader-isolated") {
       // A zombie: the leader cut from ZooKeeper and its RPC stalled until another master was
       // granted the next epoch; then both heal, and what it sent meanwhile arrives late.
-      const WallMs from = nowWallMs();
+      const WallMs from = wallClockMillis();
       for (auto& proxy : proxies_[leader]) proxy->cut();
       rpcProxies_[leader]->stall();
       const Status granted = waitForNewGrant(epoch);
       rpcProxies_[leader]->resume();
       for (auto& proxy : proxies_[leader]) proxy->resume();
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
       cutAllWorkers(from, round.healed);
       if (!granted.ok()) return granted;
     } else if (fault == "worker-kill") {
       const size_t worker = rng_() % kWorkers;
       round.target = "w" + std::to_string(worker);
-      const WallMs at = nowWallMs();
+      const WallMs at = wallClockMillis();
       if (auto killed = workers_->kill(worker); !killed.ok()) return killed;
       history_.workerFaults.push_back(
           WorkerFault{resourceIds_[worker], WorkerFault::Kind::kKill, at, at});
       if (auto restarted = workers_->restart(worker); !restarted.ok()) return restarted;
       noteWorkerRun(worker);
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
     } else if (fault == "worker-pause") {
       const size_t worker = rng_() % kWorkers;
       round.target = "w" + std::to_string(worker);
-      WorkerFault pause{resourceIds_[worker], WorkerFault::Kind::kPause, nowWallMs(), 0};
+      WorkerFault pause{resourceIds_[worker], WorkerFault::Kind::kPause, wallClockMillis(), 0};
       if (auto paused = workers_->process(worker).pause(); !paused.ok()) return paused;
       pausedWorkers_.insert(worker);
       std::this_thread::sleep_for(kWorkerPause);  // The fault itself: a pause this long.
       if (auto resumed = workers_->process(worker).resume(); !resumed.ok()) return resumed;
       pausedWorkers_.erase(worker);
-      pause.to = nowWallMs();
+      pause.to = wallClockMillis();
       history_.workerFaults.push_back(pause);
       round.healed = pause.to;
     } else if (fault == "zk-member") {
@@ -642,7 +630,7 @@ class ChaosRun {
       if (auto stopped = zk_->stopMember(member); !stopped.ok()) return stopped;
       std::this_thread::sleep_for(kTestSessionTimeout);  // The fault itself: a member down.
       if (auto started = zk_->startMember(member); !started.ok()) return started;
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
     } else if (fault == "zk-quorum") {
       const size_t first = rng_() % kZooKeeperMembers;
       const size_t second = pickOther(first, kZooKeeperMembers);
@@ -653,7 +641,7 @@ class ChaosRun {
       std::this_thread::sleep_for(kTestSessionTimeout + Duration(1000));
       if (auto started = zk_->startMember(first); !started.ok()) return started;
       if (auto started = zk_->startMember(second); !started.ok()) return started;
-      round.healed = nowWallMs();
+      round.healed = wallClockMillis();
     } else {
       return Error::fatal("unknown fault " + fault);
     }
@@ -665,12 +653,12 @@ class ChaosRun {
         options_.faults.empty() ? faultKinds() : options_.faults;
     const std::string fault = kinds[rng_() % kinds.size()];
     workload(round);
-    Round record{.number = round, .fault = fault, .from = nowWallMs()};
+    Round record{.number = round, .fault = fault, .from = wallClockMillis()};
     std::function<Status()> afterSettle;
     if (auto injected = inject(fault, record, afterSettle); !injected.ok()) return injected;
     std::string why;
     const auto settled = settle(&why);
-    record.to = nowWallMs();
+    record.to = wallClockMillis();
     record.settleMs = settled ? record.to - record.healed : -1;
     log("round " + std::to_string(round) + " fault=" + fault + " target=" + record.target +
         (settled ? " settled in " + std::to_string(record.settleMs) + " ms"
