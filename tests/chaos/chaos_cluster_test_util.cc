@@ -765,6 +765,11 @@ class ChaosRun {
         if (event.name() == "leadership granted") {
           history_.grants.push_back(Grant{master, fields.getUint("epoch").value_or(0),
                                           event.wallMs()});
+        } else if (event.name() == "attempt deployed") {
+          // Where the attempt was sent: its worker, even if that worker never reported it (killed
+          // before its "task started", or it forgot the attempt).
+          history_.workerTasks.push_back(WorkerTask{text("resource_id"), text("job"),
+                                                    text("attempt"), false, "", event.wallMs()});
         } else if (event.name() == "job ended") {
           history_.jobEnds.push_back(JobEnd{text("job"), text("state"), master, event.wallMs()});
         } else if (event.name() == "attempt state" && text("state") == "FINISHED") {

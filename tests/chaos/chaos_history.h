@@ -67,7 +67,7 @@ struct TaskMark {
 };
 
 // "task started" / "task ended" of a worker run: where an attempt ran, and when the worker saw
-// its process end.
+// its process end. A master's "attempt deployed" counts as a start too: where it was sent.
 struct WorkerTask {
   std::string resourceId;
   std::string job;
