@@ -228,6 +228,7 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
   options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));
+  options.stallRefusal = config_.getDuration("rpc.call-timeout") / 2;
   taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, *taskRunner_,
                                                        events_, kj::mv(options));
   taskExecutor_->start();

@@ -23,10 +23,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -467,6 +469,29 @@ TEST_F(TaskExecutorTest, SubmitTaskHandsTheRunnerTheDeployedCommandOnce) {
   ASSERT_TRUE(waitForUpdates(kAttempt, 1)) << "RUNNING";
   EXPECT_EQ(updatesOf(kAttempt)[0].pid, FakeTaskRunner::pidOf(0)) << "the runner's pid";
   EXPECT_EQ(updatesOf(kAttempt)[0].startedAtMs, FakeTaskRunner::kStartedAtMs);
+}
+
+// A worker whose loop stood still (its process paused) may read a submitTask that waited in the
+// connection past its JobMaster's rpc.call-timeout; that JobMaster ran the attempt elsewhere. The
+// call is refused `unavailable` (a worker fault for the JobMaster) until the loop ran again for a
+// while; later ones are taken.
+TEST_F(TaskExecutorTest, ASubmitTaskReadRightAfterTheLoopStoodStillIsRefusedUnavailable) {
+  TaskExecutorOptions with = options(2);
+  with.stallRefusal = Duration(300);
+  startWithAcceptedSlot(0, kAllocation, with);
+  // The stimulus: the loop thread does not run the loop for a second, as if the process were
+  // stopped.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  auto refused = submitTask(1, kAttempt, kAllocation, {"true"});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->which, wire::Failure::UNAVAILABLE);
+  EXPECT_NE(refused->message.find("did not run for"), std::string::npos) << refused->message;
+  EXPECT_TRUE(fake().started().empty());
+  // Once the loop runs again past two pulses, a submitTask is taken.
+  EXPECT_TRUE(runLoopUntil(
+      loop_, [&] { return !submitTask(1, kOtherAttempt, kAllocation, {"true"}); }, kBound))
+      << "a submitTask was still refused long after the stall";
+  EXPECT_EQ(fake().started(), std::vector<AttemptId>{kOtherAttempt});
 }
 
 TEST_F(TaskExecutorTest, SubmitTaskRefusesAnAllocationNotHeldForTheJobAndAnEmptyCommand) {

@@ -283,8 +283,12 @@ class TaskExecutorTestBase : public DefaultLoggerTest {
 
   // Registered, with slot `index` allocated to kJob as `allocation` and accepted.
   TaskExecutor& startWithAcceptedSlot(uint32_t index, AllocationId allocation) {
+    return startWithAcceptedSlot(index, allocation, options(2));
+  }
+  TaskExecutor& startWithAcceptedSlot(uint32_t index, AllocationId allocation,
+                                      TaskExecutorOptions with) {
     withRunner();
-    TaskExecutor& executor = startRegistered(options(2));
+    TaskExecutor& executor = startRegistered(std::move(with));
     EXPECT_FALSE(requestSlot(master_->epoch, index, kJob, allocation));
     EXPECT_TRUE(runLoopUntil(
         loop_, [&] { return executor.slots()[index].acceptedEpoch == master_->epoch; }, kBound))
