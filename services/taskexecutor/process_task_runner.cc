@@ -157,6 +157,7 @@ struct ProcessTaskRunner::Attempt {
   kj::AutoCloseFd stdoutFd, stderrFd;  // From preparation until the spawn.
   std::string outputReport;  // What the shim said about the output at its end.
   bool workerFault = false;  // The worker could not start it for want of its own resources.
+  MonoTime acceptedAt{};  // When start() took it.
   // Its cgroup (or subreaper setup) from prepare until released; shared with the pool thread.
   std::shared_ptr<AttemptContainment> cell;
   std::string oomKilled;  // What the cell said when its memory limit killed something.
@@ -246,7 +247,23 @@ struct ProcessTaskRunner::State {
                   }));
   }
 
+  // Whether a stall of the loop overtook the attempt's start; if so it fails as a worker fault.
+  bool overtakenByStall(Attempt& a) {
+    if (options.stalls == nullptr) return false;
+    const std::optional<Duration> stood = options.stalls->stallSince(a.acceptedAt);
+    if (!stood) return false;
+    a.startFailure = "the worker did not run for " + std::to_string(stood->count()) +
+                     " ms (paused or starved) between accepting the attempt and starting it; "
+                     "its JobMaster may have run it elsewhere meanwhile";
+    a.workerFault = true;
+    return true;
+  }
+
   kj::Promise<void> spawn(Attempt& a) {
+    if (overtakenByStall(a)) {
+      finish(a);
+      return kj::READY_NOW;
+    }
     auto status = loop.io().newTwoWayPipe();
     auto reportPipe = loop.io().newTwoWayPipe();
     int shimEnd = -1, reportEnd = -1;
@@ -377,7 +394,9 @@ struct ProcessTaskRunner::State {
   kj::Promise<void> releaseIntoCell(Attempt& a, kj::AsyncIoStream& status) {
     return loop.runBlocking([cell = a.cell, pid = a.pgid] { return cell->enter(pid); })
         .then([this, &a, &status](Status entered) -> kj::Promise<void> {
-          if (entered.ok() && !a.cancelRequested) return status.write("g", 1);
+          if (entered.ok() && !a.cancelRequested && !overtakenByStall(a)) {
+            return status.write("g", 1);
+          }
           if (!entered.ok()) a.startFailure = entered.error().message;
           signalGroup(a, SIGKILL);
           return kj::READY_NOW;
@@ -602,6 +621,7 @@ Status ProcessTaskRunner::start(const TaskSpec& spec, OnUpdate onUpdate) {
   a.onUpdate = std::move(onUpdate);
   a.latest.attempt = spec.attempt;
   a.latest.phase = TaskPhase::kRunning;
+  a.acceptedAt = std::chrono::steady_clock::now();
   if (a.argv.empty()) a.startFailure = "no command to run (argv is empty)";
   s.attempts.emplace(spec.attempt, std::move(attempt));
   ++s.running;

@@ -50,6 +50,7 @@
 #include "common/ids.h"
 #include "common/result.h"
 #include "common/time.h"
+#include "services/taskexecutor/loop_stall_watch.h"
 #include "services/taskexecutor/task_runner.h"
 
 namespace regent {
@@ -83,6 +84,11 @@ struct ProcessTaskRunnerOptions {
   // Each attempt's cgroup or subreaper shim (task_containment.h), shared: work on the thread pool
   // may outlive the runner. Null: the process group alone contains an attempt.
   std::shared_ptr<const TaskContainment> containment;
+  // The worker's loop stall watch (loop_stall_watch.h), which must outlive the runner: an
+  // attempt whose start a stall of the loop overtook (accepted before the worker was stopped,
+  // started after it ran again) is not started but FAILS as a worker fault, since its JobMaster
+  // may have given it up and run it elsewhere meanwhile. Null: none.
+  const LoopStallWatch* stalls = nullptr;
 };
 
 // worker.task-user / worker.task-allow-root resolved for a worker running with `euid`: uid and

@@ -21,8 +21,7 @@ namespace regent::taskexecutor {
 
 TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, TaskRunner& runner,
                            EventSink& events, TaskExecutorOptions options)
-    : timer_(timer),
-      runner_(runner),
+    : runner_(runner),
       events_(events),
       options_(std::move(options)),
       shared_(std::make_shared<GatewayShared>(self_.link(), events, options_.resourceId.toHex())),
@@ -36,52 +35,14 @@ TaskExecutor::TaskExecutor(kj::Timer& timer, client::LeaderClient& leaders, Task
 
 TaskExecutor::~TaskExecutor() noexcept { self_.revoke(); }
 
-namespace {
-// How often the loop's pulse runs (TaskExecutorOptions::stallRefusal).
-constexpr kj::Duration kPulse = 100 * kj::MILLISECONDS;
-}  // namespace
-
-void TaskExecutor::start() {
-  registration_->start();
-  if (options_.stallRefusal > Duration(0)) {
-    lastPulse_ = timer_.now();
-    pulsing_ = pulse().eagerlyEvaluate([](kj::Exception&& e) {
-      spdlog::error("task executor: the loop's pulse stopped: {}", e.getDescription().cStr());
-    });
-  }
-}
-
-kj::Promise<void> TaskExecutor::pulse() {
-  return timer_.afterDelay(kPulse).then([this]() {
-    const kj::TimePoint now = timer_.now();
-    KJ_IF_MAYBE (last, lastPulse_) {
-      const kj::Duration stood = now - *last - kPulse;
-      if (stood > options_.stallRefusal.count() * kj::MILLISECONDS) {
-        // Calls read from now on for two more pulses may have come in during the stall.
-        refuseUntil_ = now + 2 * kPulse;
-        lastStall_ = stood;
-      }
-    }
-    lastPulse_ = now;
-    return pulse();
-  });
-}
+void TaskExecutor::start() { registration_->start(); }
 
 std::optional<std::string> TaskExecutor::whyStale() const {
-  if (options_.stallRefusal <= Duration(0)) return std::nullopt;
-  const kj::TimePoint now = timer_.now();
-  kj::Duration stood = 0 * kj::MILLISECONDS;
-  KJ_IF_MAYBE (last, lastPulse_) {
-    // Read before the pulse that follows a stall ran: the stall is still this call's own.
-    if (now - *last - kPulse > options_.stallRefusal.count() * kj::MILLISECONDS) {
-      stood = now - *last - kPulse;
-    } else if (now < refuseUntil_) {
-      stood = lastStall_;
-    }
-  }
-  if (stood == 0 * kj::MILLISECONDS) return std::nullopt;
+  if (options_.stalls == nullptr) return std::nullopt;
+  const std::optional<Duration> stood = options_.stalls->recentStall();
+  if (!stood) return std::nullopt;
   return "worker " + options_.resourceId.toHex() + " did not run for " +
-         std::to_string(stood / kj::MILLISECONDS) +
+         std::to_string(stood->count()) +
          " ms (paused or starved): a submitTask read now may have waited past its caller's "
          "rpc.call-timeout, and the attempt may run elsewhere already";
 }

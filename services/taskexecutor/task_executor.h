@@ -28,6 +28,7 @@
 #include "rpc/output_token.h"
 #include "rpc/revocable.h"
 #include "rpc/schema/gateways.capnp.h"
+#include "services/taskexecutor/loop_stall_watch.h"
 #include "services/taskexecutor/slot_table.h"
 #include "services/taskexecutor/task_runner.h"
 
@@ -75,12 +76,10 @@ struct TaskExecutorOptions {
   // leader, or the new leader's JobMaster not reached yet); over it the oldest are dropped with
   // a warning (counted in updatesDropped).
   size_t updateBufferMax = 10000;
-  // A submitTask this worker reads after its loop stood still longer than this (the process was
-  // paused, or starved) is answered `unavailable`: it may have waited in the connection past its
-  // JobMaster's rpc.call-timeout, and that JobMaster then took the attempt for lost and ran it
-  // elsewhere (a worker fault), so starting it now would run a subtask twice, or after its job
-  // ended. The worker sets half its rpc.call-timeout; zero: never refused.
-  Duration stallRefusal{0};
+  // The worker's loop stall watch (loop_stall_watch.h): a submitTask read right after the loop
+  // stood still is answered `unavailable`, as it may have waited in the connection past its
+  // JobMaster's rpc.call-timeout (the JobMaster then ran the attempt elsewhere). Null: none.
+  const LoopStallWatch* stalls = nullptr;
 };
 
 // Counts since the process started, for the worker's /metrics.
@@ -257,13 +256,9 @@ class TaskExecutor final {
   // Why this worker takes no slot and no task now (stopping, or it cannot create attempt
   // directories), or nullopt. requestSlot and submitTask answer it as `unavailable`.
   std::optional<std::string> whyNoTasks() const;
-  // The loop's pulse, every kPulse from start(): how long the loop last stood still, for
-  // options_.stallRefusal.
-  kj::Promise<void> pulse();
   // Why a submitTask read now may be stale (the loop stood still), or nullopt.
   std::optional<std::string> whyStale() const;
 
-  kj::Timer& timer_;
   TaskRunner& runner_;
   EventSink& events_;
   const TaskExecutorOptions options_;
@@ -277,12 +272,6 @@ class TaskExecutor final {
   wire::TaskExecutorGateway::Client gateway_;
   SlotTable slots_;
   kj::Own<Registration> registration_;
-  // The pulse: when it last ran, until when submitTask is refused after a stall it saw, and the
-  // stall's length.
-  kj::Maybe<kj::TimePoint> lastPulse_;
-  kj::TimePoint refuseUntil_ = kj::origin<kj::TimePoint>();
-  kj::Duration lastStall_ = 0 * kj::MILLISECONDS;
-  kj::Promise<void> pulsing_ = nullptr;
   kj::Own<JobLinks> jobs_;  // Declared last: destroyed (its calls cancelled) first.
 };
 

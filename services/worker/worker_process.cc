@@ -150,6 +150,9 @@ Result<kj::Own<WorkerProcess>> WorkerProcess::create(
   auto runnerOptions = taskRunnerOptionsFrom(config, taskUser);
   runnerOptions.attemptsFd = worker->dataDir_->attemptsFd();
   runnerOptions.containment = worker->containment_;
+  worker->stalls_ = kj::heap<taskexecutor::LoopStallWatch>(
+      loop.timer(), config.getDuration("rpc.call-timeout") / 2);
+  runnerOptions.stalls = worker->stalls_.get();
   worker->taskRunner_ =
       kj::heap<taskexecutor::ProcessTaskRunner>(loop, loop.timer(), std::move(runnerOptions));
   return worker;
@@ -228,7 +231,8 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.registrationInitial = config_.getDuration("cluster.registration.initial-timeout");
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
   options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));
-  options.stallRefusal = config_.getDuration("rpc.call-timeout") / 2;
+  options.stalls = stalls_.get();
+  stalls_->start();
   taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, *taskRunner_,
                                                        events_, kj::mv(options));
   taskExecutor_->start();

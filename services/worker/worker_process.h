@@ -166,6 +166,8 @@ class WorkerProcess final : public WorkerHttpHost {
   kj::Own<client::LeaderClient> leaders_;      // Used by the TaskExecutor alone.
   // Shared with the TaskRunner, whose thread-pool work may outlive it.
   std::shared_ptr<const taskexecutor::TaskContainment> containment_;
+  // The loop's pulse (half of rpc.call-timeout), read by the TaskRunner and the TaskExecutor.
+  kj::Own<taskexecutor::LoopStallWatch> stalls_;
   kj::Own<taskexecutor::ProcessTaskRunner> taskRunner_;      // Outlives the TaskExecutor.
   kj::Own<taskexecutor::TaskExecutor> taskExecutor_;  // Once HTTP listens.
   http::MetricsRegistry metrics_;  // Outlives the HTTP server whose routes read it.

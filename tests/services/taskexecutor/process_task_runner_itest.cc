@@ -25,6 +25,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/event_loop.h"
@@ -198,6 +199,28 @@ TEST_F(TaskRunnerTest, ExitZeroIsRunningThenFinished) {
   EXPECT_EQ(updates[1].pid, updates[0].pid);
   EXPECT_GE(updates[1].endedAtMs, updates[1].startedAtMs);
   EXPECT_EQ(runner_->runningCount(), 0u);
+}
+
+// A worker stopped between accepting an attempt and starting it may hold one its JobMaster gave
+// up on meanwhile (and ran elsewhere): the attempt is not started, and FAILS as a worker fault
+// naming the stall.
+TEST_F(TaskRunnerTest, AnAttemptAStallOfTheLoopOvertookIsNotStartedAndFailsAsAWorkerFault) {
+  LoopStallWatch stalls(loop_.timer(), Duration(300));
+  stalls.start();
+  makeRunner({.stalls = &stalls});
+  const std::string marker = dataDir_.path() + "/ran";
+  kj::Promise<void> ended = nullptr;
+  const AttemptId id = start(TaskSpec{.job = JobId(1, 1), .argv = {"touch", marker}}, &ended);
+  // The stimulus: the loop does not run for a second, as in a stopped process.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  runLoopBounded(loop_, kj::mv(ended), kBound, "the attempt's terminal update");
+  const std::vector<TaskUpdate>& u = updates(id);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].phase, TaskPhase::kFailed);
+  EXPECT_TRUE(u[0].workerFault);
+  EXPECT_NE(u[0].message.find("did not run for"), std::string::npos) << u[0].message;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the command ran";
+  runner_.reset();  // Before the watch it reads.
 }
 
 TEST_F(TaskRunnerTest, NonZeroExitFailsWithTheCode) {

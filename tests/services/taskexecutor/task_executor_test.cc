@@ -476,8 +476,10 @@ TEST_F(TaskExecutorTest, SubmitTaskHandsTheRunnerTheDeployedCommandOnce) {
 // call is refused `unavailable` (a worker fault for the JobMaster) until the loop ran again for a
 // while; later ones are taken.
 TEST_F(TaskExecutorTest, ASubmitTaskReadRightAfterTheLoopStoodStillIsRefusedUnavailable) {
+  LoopStallWatch stalls(loop_.timer(), Duration(300));
+  stalls.start();
   TaskExecutorOptions with = options(2);
-  with.stallRefusal = Duration(300);
+  with.stalls = &stalls;
   startWithAcceptedSlot(0, kAllocation, with);
   // The stimulus: the loop thread does not run the loop for a second, as if the process were
   // stopped.
