@@ -41,11 +41,7 @@ Duration LoopStallWatch::overdue() const {
 }
 
 std::optional<Duration> LoopStallWatch::recentStall() const {
-  if (threshold_ <= Duration(0)) return std::nullopt;
-  const Duration stood = overdue();
-  if (stood > threshold_) return stood;
-  if (lastStallEnd_ && steadyNow() < *lastStallEnd_ + 2 * kPulse) return lastStall_;
-  return std::nullopt;
+  return stallSince(steadyNow() - 2 * kPulse);
 }
 
 std::optional<Duration> LoopStallWatch::stallSince(MonoTime since) const {

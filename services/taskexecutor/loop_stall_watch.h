@@ -27,7 +27,8 @@ class LoopStallWatch final {
   void start();
 
   // A stall that may hold a call read now: one still going on (the pulse is overdue by more than
-  // the threshold), or one that ended within the last two pulses. nullopt otherwise.
+  // the threshold), or one that ended within the last two pulses (stallSince two pulses ago).
+  // nullopt otherwise.
   std::optional<Duration> recentStall() const;
   // A stall that came after `since`: still going on, or ended after it.
   std::optional<Duration> stallSince(MonoTime since) const;

@@ -416,7 +416,7 @@ class ChaosRun {
     // Let its first task start, so that the fault finds it running (bounded; a job waiting for
     // a slot just goes on waiting).
     if (job.acknowledged) {
-      waitUntil([&] { return !std::filesystem::is_empty(dir) && hasStartMark(dir); },
+      waitUntil([&] { return hasStartMark(dir); },
                 Duration(5000), Duration(20));
     }
   }
@@ -477,7 +477,7 @@ class ChaosRun {
     return pick >= avoid ? pick + 1 : pick;
   }
 
-  // Waits until a master other than `old` was granted an epoch above `epoch`.
+  // Waits until some master was granted the epoch after `epoch`.
   Status waitForNewGrant(uint64_t epoch) {
     auto granted = masters_->waitForGrant(epoch + 1, kFaultTimeout);
     if (!granted.ok()) return granted.error();
