@@ -31,6 +31,13 @@ void GatewayShared::logRefusal(const std::string& method, uint64_t received) {
   }
 }
 
+void GatewayShared::logAdmitted(const std::string& method, uint64_t epoch) {
+  events_.emit(Event("call admitted")
+                   .field("resource_id", resourceId_)
+                   .field("method", method)
+                   .field("epoch", epoch));
+}
+
 namespace {
 
 // The endpoint's rule: the shared gate, which also logs its refusals.
@@ -59,17 +66,20 @@ class GatewayServer final : public wire::TaskExecutorGateway::Server {
   explicit GatewayServer(std::shared_ptr<GatewayShared> shared) : shared_(std::move(shared)) {}
 
   kj::Promise<void> requestSlot(RequestSlotContext context) override {
+    shared_->logAdmitted("TaskExecutorGateway.requestSlot", context.getParams().getEpoch());
     owner().requestSlot(context.getParams(), context.getResults());
     return kj::READY_NOW;
   }
 
   kj::Promise<void> submitTask(SubmitTaskContext context) override {
     auto params = context.getParams();
+    shared_->logAdmitted("TaskExecutorGateway.submitTask", params.getEpoch());
     owner().submitTask(params.getEpoch(), params.getDeployment(), context.getResults());
     return kj::READY_NOW;
   }
 
   kj::Promise<void> cancelTask(CancelTaskContext context) override {
+    shared_->logAdmitted("TaskExecutorGateway.cancelTask", context.getParams().getEpoch());
     owner().cancelTask(wire::idFromWire<AttemptId>(context.getParams().getAttemptId()),
                        context.getResults());
     return kj::READY_NOW;
@@ -77,6 +87,7 @@ class GatewayServer final : public wire::TaskExecutorGateway::Server {
 
   kj::Promise<void> freeSlot(FreeSlotContext context) override {
     auto params = context.getParams();
+    shared_->logAdmitted("TaskExecutorGateway.freeSlot", params.getEpoch());
     owner().freeSlot(wire::idFromWire<AllocationId>(params.getAllocationId()),
                      params.getCause().cStr());
     return kj::READY_NOW;
@@ -96,6 +107,7 @@ class GatewayServer final : public wire::TaskExecutorGateway::Server {
 
   kj::Promise<void> disconnect(DisconnectContext context) override {
     auto params = context.getParams();
+    shared_->logAdmitted("TaskExecutorGateway.disconnect", params.getEpoch());
     auto sender = params.getSender();
     if (sender.isJobMaster()) {
       owner().freeJob(wire::idFromWire<JobId>(sender.getJobMaster()),

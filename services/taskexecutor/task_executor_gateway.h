@@ -40,6 +40,9 @@ class GatewayShared final {
   const rpc::FencingCounters& fencing() const { return fencing_; }
   // Logs a refusal of the gate ("epoch gate refused": the first ten, then one in a hundred).
   void logRefusal(const std::string& method, uint64_t received);
+  // Logs a call the gate admitted that acts on slots or tasks ("call admitted", every one: all
+  // but heartbeats), with the epoch it carried: what the worker obeyed, and from which term.
+  void logAdmitted(const std::string& method, uint64_t epoch);
 
  private:
   const OwnerLink owner_;

@@ -45,6 +45,12 @@ std::string describe(const AttemptFinished& finished) {
          " master=" + finished.master + " wall_ms=" + std::to_string(finished.at);
 }
 
+std::string describe(const WorkerEpoch& seen) {
+  return "worker " + seen.run + " resource_id=" + seen.resourceId +
+         (seen.method.empty() ? " registered" : " admitted " + seen.method) +
+         " epoch=" + std::to_string(seen.epoch) + " wall_ms=" + std::to_string(seen.at);
+}
+
 using SubtaskKey = std::tuple<std::string, std::string, uint32_t>;  // job, vertex, subtask.
 
 SubtaskKey keyOf(const TaskMark& mark) { return {mark.job, mark.vertex, mark.subtask}; }
@@ -198,6 +204,19 @@ class Checker {
                 std::to_string(newest->epoch),
             {describe(*newest), describe(*claim)}, 0);
       }
+    }
+    // A worker obeys no deposed leader: what it acts on never carries an epoch below one it
+    // registered with, or acted on, earlier in the same run.
+    std::map<std::string, const WorkerEpoch*> newestOfRun;
+    for (const WorkerEpoch& seen : h_.workerEpochs) {
+      const WorkerEpoch*& newestSeen = newestOfRun[seen.run];
+      if (newestSeen && !seen.method.empty() && seen.epoch < newestSeen->epoch) {
+        add('a',
+            "worker " + seen.run + " acted on a call of epoch " + std::to_string(seen.epoch) +
+                " after it took epoch " + std::to_string(newestSeen->epoch),
+            {describe(*newestSeen), describe(seen)}, seen.at);
+      }
+      if (!newestSeen || seen.epoch > newestSeen->epoch) newestSeen = &seen;
     }
     uint64_t highest = 0;
     for (const Grant& grant : h_.grants) highest = std::max(highest, grant.epoch);

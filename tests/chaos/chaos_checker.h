@@ -1,7 +1,8 @@
 // The chaos suite's invariants (docs/testing.md, "Chaos suite"), judged on a run's History:
 //   (a) every epoch granted once, grants in time order with rising epochs, no master claiming
 //       SERVING after a master of a later epoch was seen serving, ZooKeeper's leader node at the
-//       last epoch granted;
+//       last epoch granted, no worker acting on a call of an epoch below one it registered with
+//       (or acted on) before;
 //   (b) no acknowledged job lost: the last leader lists it;
 //   (c) no job with two terminal states, no task started after its job ended;
 //   (d) no two live attempts of one subtask, unless the older one's worker was paused or cut;

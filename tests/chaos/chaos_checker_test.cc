@@ -89,6 +89,32 @@ TEST(ChaosCheckerTest, AStaleServingClaimAfterANewerOneWasSeenIsReported) {
   EXPECT_EQ(invariants(checkHistory(h)), "");
 }
 
+TEST(ChaosCheckerTest, AWorkerActingOnAnEpochBelowOneItTookIsReported) {
+  History h = cleanRun();
+  h.grants = {{"m0/0", 1, 100}, {"m1/0", 2, 700}};
+  h.final.zookeeperEpoch = 2;
+  h.workerEpochs = {{"w0/0", "w1", "", 1, 150},
+                    {"w0/0", "w1", "TaskExecutorGateway.submitTask", 1, 199},
+                    {"w0/0", "w1", "", 2, 800},
+                    {"w0/0", "w1", "TaskExecutorGateway.freeSlot", 2, 900}};
+  EXPECT_EQ(invariants(checkHistory(h)), "");
+  // The deposed leader's disconnect, obeyed after the worker registered with the next one.
+  h.workerEpochs.push_back({"w0/0", "w1", "TaskExecutorGateway.disconnect", 1, 950});
+  const std::vector<Violation> found = checkHistory(h);
+  EXPECT_EQ(invariants(found), "a");
+  EXPECT_NE(describeAll(h, found).find("TaskExecutorGateway.disconnect epoch=1"),
+            std::string::npos)
+      << describeAll(h, found);
+  // A call of the next epoch before the worker registered with it raised what it takes.
+  h.workerEpochs = {{"w0/0", "w1", "", 1, 150},
+                    {"w0/0", "w1", "TaskExecutorGateway.heartbeat", 2, 750},
+                    {"w0/0", "w1", "TaskExecutorGateway.cancelTask", 1, 760}};
+  EXPECT_EQ(invariants(checkHistory(h)), "a");
+  // Each run of a worker starts anew: a restarted worker may take a lower epoch first.
+  h.workerEpochs = {{"w0/0", "w1", "", 2, 150}, {"w0/1", "w1", "TaskExecutorGateway.freeSlot", 1, 160}};
+  EXPECT_EQ(invariants(checkHistory(h)), "");
+}
+
 TEST(ChaosCheckerTest, ZooKeeperHoldingAnotherEpochThanTheLastGrantIsReported) {
   History h = cleanRun();
   h.final.zookeeperEpoch = 3;

@@ -256,7 +256,11 @@ class ChaosRun {
     masterHttp_.erase(slot);
   }
 
-  void noteWorkerRun(size_t slot) { workerEvents_.push_back(workers_->eventsPath(slot)); }
+  void noteWorkerRun(size_t slot) {
+    const int run = workerRuns_[slot]++;
+    workerEvents_.emplace_back("w" + std::to_string(slot) + "/" + std::to_string(run),
+                               workers_->eventsPath(slot));
+  }
 
   std::string masterName(size_t slot) {
     return "m" + std::to_string(slot) + "/" + std::to_string(masterRuns_[slot] - 1);
@@ -347,6 +351,19 @@ class ChaosRun {
     return view;
   }
 
+  bool holdsEveryLiveWorker(const LeaderView& view) {
+    const std::set<std::string> live = liveWorkers();
+    return std::includes(view.registered.begin(), view.registered.end(), live.begin(), live.end());
+  }
+
+  // Whether one master claims SERVING and every live worker is registered with it.
+  bool workersFollowed() {
+    const std::vector<size_t> serving = sampleClaims();
+    if (serving.size() != 1) return false;
+    auto view = readLeader(serving[0]);
+    return view && holdsEveryLiveWorker(*view);
+  }
+
   // Waits until one master serves, every live worker is registered with it and no job
   // reconciles; records the leader. Returns how long it took, or nullopt after kSettleTimeout.
   std::optional<int64_t> settle(std::string* why) {
@@ -356,9 +373,7 @@ class ChaosRun {
       const std::vector<size_t> serving = sampleClaims();
       if (serving.size() == 1) {
         if (auto view = readLeader(serving[0])) {
-          const std::set<std::string> live = liveWorkers();
-          const bool registered = std::includes(view->registered.begin(), view->registered.end(),
-                                                live.begin(), live.end());
+          const bool registered = holdsEveryLiveWorker(*view);
           bool reconciling = false;
           for (const auto& [job, state] : view->jobs) reconciling |= state == "RECONCILING";
           if (registered && !reconciling) {
@@ -529,9 +544,12 @@ class ChaosRun {
       if (auto paused = masters_->process(leader).pause(); !paused.ok()) return paused;
       pausedMasters_.insert(leader);
       if (auto granted = waitForNewGrant(epoch); !granted.ok()) return granted;
-      // The new leader seen serving first; then a request queued for the paused one, which it
-      // reads first thing when it runs again: its answer must not claim SERVING.
-      waitUntil([&] { return !sampleClaims().empty(); }, kFaultTimeout, Duration(20));
+      // The new leader seen serving, and every live worker registered with it: their epoch
+      // gates are raised, so what the paused leader sends when it wakes (its heartbeats, over
+      // the workers' connections to it, which linger, before its term ends) meets them. Then a
+      // request queued for the paused one, which it reads first thing when it runs again: its
+      // answer must not claim SERVING.
+      waitUntil([&] { return workersFollowed(); }, kFaultTimeout, Duration(20));
       auto queued = QueuedHttpGet::send(masterHttp(leader), "/metrics");
       if (auto resumed = masters_->process(leader).resume(); !resumed.ok()) return resumed;
       const int64_t resumedUs = monotonicMicros();
@@ -591,12 +609,21 @@ class ChaosRun {
       round.healed = wallClockMillis();
       cutAllWorkers(from, round.healed);
     } else if (fault == "leader-isolated") {
-      // A zombie: the leader cut from ZooKeeper and its RPC stalled until another master was
-      // granted the next epoch; then both heal, and what it sent meanwhile arrives late.
+      // A zombie: a partition that takes the leader's clients first and ZooKeeper next. Its
+      // RPC is stalled past heartbeat.timeout, so it finds every worker silent and disconnects
+      // them and its jobs from them (calls the stall holds); then it is cut from ZooKeeper too,
+      // until another master was granted the next epoch and every live worker registered with
+      // it. Then both heal, and what the zombie sent arrives late, over the workers' lingering
+      // connections to it, at raised epoch gates.
       const WallMs from = wallClockMillis();
-      for (auto& proxy : proxies_[leader]) proxy->cut();
       rpcProxies_[leader]->stall();
-      const Status granted = waitForNewGrant(epoch);
+      std::this_thread::sleep_for(kWorkerPause);  // The fault itself: past heartbeat.timeout.
+      for (auto& proxy : proxies_[leader]) proxy->cut();
+      Status granted = waitForNewGrant(epoch);
+      if (granted.ok() && !waitUntil([&] { return workersFollowed(); }, kFaultTimeout,
+                                     Duration(20))) {
+        granted = Error::fatal("the workers did not register with the next leader");
+      }
       rpcProxies_[leader]->resume();
       for (auto& proxy : proxies_[leader]) proxy->resume();
       round.healed = wallClockMillis();
@@ -780,11 +807,16 @@ class ChaosRun {
         }
       }
     }
-    for (const std::string& path : workerEvents_) {
+    for (const auto& [run, path] : workerEvents_) {
       for (const regent::Event& event : readEventsFile(path)) {
         const EventFields fields = textFieldsOf(event);
         auto text = [&](const char* key) { return fields.get(key).value_or(""); };
         if (event.name() == "epoch gate refused") ++history_.epochGateRefusals;
+        if (event.name() == "worker registered" || event.name() == "call admitted") {
+          history_.workerEpochs.push_back(WorkerEpoch{run, text("resource_id"), text("method"),
+                                                      fields.getUint("epoch").value_or(0),
+                                                      event.wallMs()});
+        }
         if (event.name() == "task started" || event.name() == "task ended") {
           history_.workerTasks.push_back(WorkerTask{text("resource_id"), text("job"),
                                                     text("attempt"), event.name() == "task ended",
@@ -808,7 +840,8 @@ class ChaosRun {
   std::map<size_t, int> masterRuns_;
   std::map<size_t, std::string> masterHttp_;
   std::vector<std::pair<std::string, std::string>> masterEvents_;  // (master run, events file)
-  std::vector<std::string> workerEvents_;
+  std::map<size_t, int> workerRuns_;
+  std::vector<std::pair<std::string, std::string>> workerEvents_;  // (worker run, events file)
   std::vector<std::string> resourceIds_;  // By worker slot.
   std::set<size_t> pausedMasters_;
   std::set<size_t> pausedWorkers_;
@@ -876,7 +909,8 @@ std::string summarize(const History& history) {
   for (const TaskMark& mark : history.marks) starts += mark.start ? 1 : 0;
   out << "checked: " << history.jobs.size() << " jobs, " << starts << " task starts, "
       << history.marks.size() - starts << " task ends, " << history.workerTasks.size()
-      << " worker task events, " << history.grants.size() << " grants, "
+      << " worker task events, " << history.workerEpochs.size()
+      << " worker registrations and admitted calls, " << history.grants.size() << " grants, "
       << history.claims.size() << " SERVING claims, " << history.jobEnds.size()
       << " job ends, " << history.finished.size() << " finished attempts, "
       << history.workerFaults.size() << " worker faults; " << history.epochGateRefusals

@@ -77,6 +77,16 @@ struct WorkerTask {
   WallMs at = 0;
 };
 
+// A worker run's "worker registered" (method "") or "call admitted" (the method): the epoch it
+// took from a leader. In the order of the run's events file.
+struct WorkerEpoch {
+  std::string run;  // "w<slot>/<run>".
+  std::string resourceId;
+  std::string method;
+  uint64_t epoch = 0;
+  WallMs at = 0;
+};
+
 // A fault the run put on a worker: SIGKILL (its tasks die with it at `from`), SIGSTOP (its tasks
 // run on, unheard, from `from` to `to`), or a cut from the leader.
 struct WorkerFault {
@@ -132,6 +142,7 @@ struct History {
   std::vector<AttemptFinished> finished;
   std::vector<TaskMark> marks;
   std::vector<WorkerTask> workerTasks;
+  std::vector<WorkerEpoch> workerEpochs;
   std::vector<WorkerFault> workerFaults;
   std::vector<Round> rounds;
   std::vector<SubmittedJob> jobs;
