@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-kinds="leader-kill leader-restart leader-pause leader-term ctl-failover standby-kill leader-zk-cut leader-rpc-refuse leader-rpc-stall leader-isolated worker-kill worker-pause zk-member zk-quorum"
+kinds="leader-kill leader-restart leader-pause leader-term ctl-failover standby-kill leader-zk-cut leader-rpc-refuse leader-rpc-stall leader-isolated worker-kill worker-cut worker-pause zk-member zk-quorum"
 usage() {
   sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2

@@ -639,6 +639,21 @@ class ChaosRun {
       if (auto restarted = workers_->restart(worker); !restarted.ok()) return restarted;
       noteWorkerRun(worker);
       round.healed = wallClockMillis();
+    } else if (fault == "worker-cut") {
+      // One worker partitioned from the leader (and only from it: its ZooKeeper session and
+      // the other workers are untouched): its connections to the leader's RPC proxy, and those
+      // it opens meanwhile, stall past heartbeat.timeout; the leader loses it and runs its
+      // subtasks elsewhere while its tasks run on.
+      const size_t worker = rng_() % kWorkers;
+      round.target = "w" + std::to_string(worker);
+      WorkerFault cut{resourceIds_[worker], WorkerFault::Kind::kCut, wallClockMillis(), 0};
+      rpcProxies_[leader]->stallClients(
+          clientsOf(workers_->process(worker).pid(), rpcProxies_[leader]->port()));
+      std::this_thread::sleep_for(kWorkerPause);  // The fault itself: a partition this long.
+      rpcProxies_[leader]->resume();
+      cut.to = wallClockMillis();
+      history_.workerFaults.push_back(cut);
+      round.healed = cut.to;
     } else if (fault == "worker-pause") {
       const size_t worker = rng_() % kWorkers;
       round.target = "w" + std::to_string(worker);
@@ -856,7 +871,7 @@ const std::vector<std::string>& faultKinds() {
   static const std::vector<std::string> kKinds = {
       "leader-kill",  "leader-restart", "leader-pause", "leader-term", "ctl-failover",
       "standby-kill", "leader-zk-cut",  "leader-rpc-refuse", "leader-rpc-stall", "leader-isolated",
-      "worker-kill",  "worker-pause", "zk-member", "zk-quorum"};
+      "worker-kill",  "worker-cut",   "worker-pause", "zk-member", "zk-quorum"};
   return kKinds;
 }
 
