@@ -5,6 +5,7 @@
 
 #include <kj/async.h>
 
+#include <functional>
 #include <string>
 
 namespace regent::leader {
@@ -23,7 +24,13 @@ class LeaderLiveness {
   // timeouts, not refusals), nor when no connection could be opened in the first place (the
   // address may not be reachable from here, so its refusal says nothing about the leader).
   // Dropping the promise ends the watch and closes its connection.
-  virtual kj::Promise<void> whenDead(const std::string& rpcAddress) = 0;
+  //
+  // `reanswered` (may be null) is called, on the loop, each time a held connection ended and a
+  // new connection to the address was answered: the address serves again, by the same process
+  // (which closed a connection that never authenticated, say) or by a new one started on it in
+  // the meantime. The caller tells those apart (the election: by the latch nodes).
+  virtual kj::Promise<void> whenDead(const std::string& rpcAddress,
+                                     std::function<void()> reanswered) = 0;
 };
 
 }  // namespace regent::leader

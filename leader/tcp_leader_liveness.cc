@@ -80,11 +80,12 @@ enum class Outcome { kConnected, kRefused, kFailed };
 class TcpLeaderLiveness::Watch final {
  public:
   Watch(EventLoop& loop, const TcpLeaderLivenessOptions& options, std::string address,
-        uint64_t& refusals)
+        std::function<void()> reanswered, uint64_t& refusals)
       : loop_(loop),
         refusals_(refusals),
         options_(options),
         address_(std::move(address)),
+        reanswered_(std::move(reanswered)),
         backoff_(options.initialBackoff, options.maxBackoff) {}
 
   kj::Promise<void> run() {
@@ -147,6 +148,7 @@ class TcpLeaderLiveness::Watch final {
               address_);
           return kj::READY_NOW;
         case Outcome::kConnected:
+          if (reanswered_) reanswered_();
           return hold().then([this] { return afterClose(); });
         case Outcome::kFailed:
           break;
@@ -243,6 +245,7 @@ class TcpLeaderLiveness::Watch final {
   uint64_t& refusals_;
   const TcpLeaderLivenessOptions options_;
   const std::string address_;
+  const std::function<void()> reanswered_;
   ExponentialBackoff backoff_;
   std::vector<SocketAddress> addresses_;
   kj::Own<Socket> socket_;  // The held connection.
@@ -254,8 +257,9 @@ TcpLeaderLiveness::TcpLeaderLiveness(EventLoop& loop, TcpLeaderLivenessOptions o
 
 TcpLeaderLiveness::~TcpLeaderLiveness() noexcept = default;
 
-kj::Promise<void> TcpLeaderLiveness::whenDead(const std::string& rpcAddress) {
-  auto watch = kj::heap<Watch>(loop_, options_, rpcAddress, refusals_);
+kj::Promise<void> TcpLeaderLiveness::whenDead(const std::string& rpcAddress,
+                                              std::function<void()> reanswered) {
+  auto watch = kj::heap<Watch>(loop_, options_, rpcAddress, std::move(reanswered), refusals_);
   Watch& ref = *watch;
   return kj::evalLater([&ref] { return ref.run(); }).attach(kj::mv(watch));
 }

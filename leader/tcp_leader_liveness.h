@@ -32,7 +32,8 @@ struct TcpLeaderLivenessOptions {
 // (trying each resolved address in turn), and waits for the connection to end, reading and
 // dropping whatever arrives. It sends nothing: the leader's RPC server sees a connection that
 // never authenticates, which it closes after rpc.auth-timeout (or rpc.idle-timeout); the next
-// connect then succeeds and is held again. "Refused" is every resolved address refusing.
+// connect then succeeds and is held again, after a call of `reanswered`. "Refused" is every
+// resolved address refusing.
 //
 // Cost: one socket per call, no traffic while the connection is open, one connect per close.
 // Nothing here blocks the loop thread: sockets are non-blocking, watched through the loop's kj
@@ -45,7 +46,8 @@ class TcpLeaderLiveness final : public LeaderLiveness {
   TcpLeaderLiveness(const TcpLeaderLiveness&) = delete;
   TcpLeaderLiveness& operator=(const TcpLeaderLiveness&) = delete;
 
-  kj::Promise<void> whenDead(const std::string& rpcAddress) override;
+  kj::Promise<void> whenDead(const std::string& rpcAddress,
+                             std::function<void()> reanswered) override;
 
   // Connects refused so far, over every watch (dead or not).
   uint64_t refusalsForTests() const { return refusals_; }

@@ -85,7 +85,7 @@ void ZooKeeperLeaderElection::track(uint64_t generation, kj::Promise<T>&& promis
 uint64_t ZooKeeperLeaderElection::nextGeneration() {
   // The continuations of the old generation never run, so a watch they held is no longer ours.
   ownLatchWatchArmed_ = false;
-  livenessWatch_ = nullptr;
+  stopFollowingLeaderProcess();
   return ++generation_;
 }
 
@@ -243,7 +243,7 @@ void ZooKeeperLeaderElection::joined(uint64_t generation) {
 }
 
 void ZooKeeperLeaderElection::checkLeadership(uint64_t generation) {
-  livenessWatch_ = nullptr;  // The leader followed so far may not be ours to follow any more.
+  stopFollowingLeaderProcess();  // The leader followed so far may not be ours to follow now.
   if (!latch_) return contend();
   setPhase(Phase::kContending);
   track(generation, latchGroup_.memberNames(),
@@ -390,7 +390,9 @@ void ZooKeeperLeaderElection::followLeaderRecord(uint64_t generation,
                   .session = owner,
                   .epoch = info.value().epoch,
                   .status = info.value().status,
-                  .rpcAddress = info.value().rpcAddress};
+                  .rpcAddress = info.value().rpcAddress,
+                  .masterId = info.value().masterId,
+                  .host = info.value().host};
   track(generation, zk_.exists(LatchGroup::pathOf(predecessor)),
         [this, generation, gone](ZkReply<std::optional<ha::NodeStat>>&& latch) mutable {
           // Gone already: the predecessor watch acts. Another session's: not the leader's latch
@@ -410,11 +412,23 @@ void ZooKeeperLeaderElection::followLeaderProcess(uint64_t generation, const Gon
       "0x{:x}) for fast failover",
       latch_.value_or("?"), leader.epoch, leaderStatusName(leader.status), leader.rpcAddress,
       leader.latch, leader.session);
-  livenessWatch_ = options_.liveness->whenDead(leader.rpcAddress)
-                       .then([this, generation, leader] {
+  stopFollowingLeaderProcess();
+  const uint64_t follow = ++follow_;
+  auto reanswered = [this, generation, follow, leader] {
+    // Not from inside the liveness watch, which a removal drops.
+    tasks_.add(kj::evalLater([this, generation, follow, leader] {
+      lookForLeaderReplacement(generation, follow, leader);
+    }));
+  };
+  livenessWatch_ = options_.liveness->whenDead(leader.rpcAddress, reanswered)
+                       .then([this, generation, follow, leader] {
                          // Not from inside this promise: the removal drops it.
-                         tasks_.add(kj::evalLater([this, generation, leader] {
-                           if (generation == generation_) removeGoneLeader(generation, leader);
+                         tasks_.add(kj::evalLater([this, generation, follow, leader] {
+                           if (generation == generation_ && follow == follow_) {
+                             removeGoneLeader(generation, leader,
+                                              "its connection ended and its address refuses "
+                                              "connections");
+                           }
                          }));
                        })
                        .eagerlyEvaluate([](kj::Exception&& exception) {
@@ -433,12 +447,64 @@ void ZooKeeperLeaderElection::onLeaderRecordChanged(uint64_t generation,
   checkLeadership(nextGeneration());
 }
 
-void ZooKeeperLeaderElection::removeGoneLeader(uint64_t generation, const GoneLeader& gone) {
+void ZooKeeperLeaderElection::stopFollowingLeaderProcess() {
   livenessWatch_ = nullptr;
+  ++follow_;
+}
+
+void ZooKeeperLeaderElection::lookForLeaderReplacement(uint64_t generation, uint64_t follow,
+                                                       const GoneLeader& leader) {
+  if (generation != generation_ || follow != follow_) return;
+  // The latch folder is watched once per leader followed; a change looks again.
+  if (replacementLookFollow_ != follow) {
+    replacementLookFollow_ = follow;
+    track(generation, zk_.childrenAndWatch(kLatchFolder),
+          [this, generation, follow,
+           leader](ha::Watched<std::vector<std::string>>&& listed) mutable {
+            if (!listed.reply.ok()) return;
+            KJ_IF_MAYBE (watch, listed.watch) {
+              track(generation, kj::mv(*watch),
+                    [this, generation, follow, leader](WatchEvent&& event) {
+                      if (event.type == WatchEvent::Type::kSessionLost) return;
+                      if (generation != generation_ || follow != follow_) return;
+                      replacementLookFollow_ = 0;  // Watch again, and look.
+                      lookForLeaderReplacement(generation, follow, leader);
+                    });
+            }
+          });
+  }
+  track(generation, latchGroup_.readMembers(),
+        [this, generation, follow,
+         leader](ZkReply<std::vector<LatchGroup::MemberRead>>&& members) {
+          if (!members.ok() || follow != follow_) return;
+          for (const LatchGroup::MemberRead& member : members.value) {
+            if (member.name == leader.latch || member.name == latch_ || !member.node.ok()) {
+              continue;
+            }
+            auto contender = contenderInfoFromJson(member.node.value.data);
+            if (!contender.ok()) continue;
+            const ContenderInfo& info = contender.value();
+            // Two live processes cannot both serve one address on one host: one that started on
+            // the leader's host and address under another id is the leader's successor there.
+            if (info.rpcAddress != leader.rpcAddress || info.host != leader.host ||
+                info.masterId == leader.masterId) {
+              continue;
+            }
+            return removeGoneLeader(generation, leader,
+                                    "its connection ended, and its address on host " +
+                                        leader.host + " is served by a new process, master " +
+                                        info.masterId + " of latch " + member.name);
+          }
+        });
+}
+
+void ZooKeeperLeaderElection::removeGoneLeader(uint64_t generation, const GoneLeader& gone,
+                                               const std::string& why) {
+  stopFollowingLeaderProcess();
   spdlog::info(
-      "leader election: the leader of epoch={} at {} is gone (its connection ended and its address "
-      "refuses connections); latch {} removes its latch {} and the leader node",
-      gone.epoch, gone.rpcAddress, latch_.value_or("?"), gone.latch);
+      "leader election: the leader of epoch={} at {} is gone ({}); latch {} removes its latch {} "
+      "and the leader node",
+      gone.epoch, gone.rpcAddress, why, latch_.value_or("?"), gone.latch);
   std::vector<ZkOp> ops = {
       ZkOp::check(kEpochPath, gone.epochVersion),
       ZkOp::remove(kLeaderPath, gone.leaderVersion),

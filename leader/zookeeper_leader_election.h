@@ -181,12 +181,21 @@ class ZooKeeperLeaderElection final : public LeaderElection {
     uint64_t epoch = 0;
     LeaderStatus status = LeaderStatus::kRecovering;
     std::string rpcAddress;
+    std::string masterId;  // Of the leader's process (unique per process start).
+    std::string host;
   };
   void followLeaderRecord(uint64_t generation, const std::string& predecessor,
                           bool predecessorIsLowest, int32_t epochVersion,
                           ha::Watched<ha::NodeData>&& leader);
   void followLeaderProcess(uint64_t generation, const GoneLeader& leader);
-  void removeGoneLeader(uint64_t generation, const GoneLeader& gone);
+  // The connection to the leader's address ended and the address answered again: looks (and
+  // watches the latch folder) for a contender that started since on the leader's host and
+  // advertises its RPC address, which proves the leader's process replaced by a new one.
+  void lookForLeaderReplacement(uint64_t generation, uint64_t follow, const GoneLeader& leader);
+  // `why` ends "the leader of epoch=E at A is gone (...)" in the log.
+  void removeGoneLeader(uint64_t generation, const GoneLeader& gone, const std::string& why);
+  // Drops the liveness watch and whatever looks for a replacement of the leader followed.
+  void stopFollowingLeaderProcess();
   // Standby while `leader` may be ours: deletes it (if ours) before waiting in the queue.
   void releaseStaleLeader(uint64_t generation);
   // In a new session, before joining: deletes `leader` if a session of ours that ended on our
@@ -280,6 +289,9 @@ class ZooKeeperLeaderElection final : public LeaderElection {
   // Fast failover: the liveness watch on the leader this standby follows; dropped (closing its
   // connection) whenever the attempt moves on.
   kj::Maybe<kj::Promise<void>> livenessWatch_;
+  // Counts the leader processes followed: the replacement lookups of an earlier one stop.
+  uint64_t follow_ = 0;
+  uint64_t replacementLookFollow_ = 0;  // The follow whose latch folder watch is set.
 
   int winsInFlight_ = 0;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> winWaiters_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -208,6 +209,63 @@ TEST(MasterElection, FastFailoverGrantsTheStandbyBeforeTheKilledLeadersSessionCo
                          << next.error().message << "\n"
                          << cluster.describe();
   EXPECT_EQ(next.value(), standby);
+  EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
+}
+
+// The leader's address keeps answering after its process died (a proxy in front of it, as a
+// load balancer or a port forward would be; or its restart on the same port winning the race to
+// the standby's reconnect), so no reconnect is refused. Once the restarted process joins the
+// latch on the leader's host and address under its new master id, the standby knows the leader's
+// process is gone and takes the fast path, long before the 30 s session could expire.
+TEST(MasterElection, FastFailoverGrantsTheStandbyOnceTheKilledLeaderRestartedOnItsAddress) {
+  ZooKeeperServer& server = sharedServer();
+  const MasterClusterOptions options{.quorum = server.connectString(),
+                                     .clusterId = uniqueClusterId("fast-failover-restart"),
+                                     .sessionTimeout = Duration(30000)};
+  MasterCluster cluster(options);
+  // Each master binds a fixed port and advertises a proxy in front of it, which stays open.
+  std::vector<std::unique_ptr<ThreadedTcpFaultProxy>> proxies;
+  for (size_t m = 0; m < 2; ++m) {
+    auto port = pickFreeLoopbackPort();
+    ASSERT_OK(port);
+    auto proxy = ThreadedTcpFaultProxy::start("127.0.0.1", port.value());
+    ASSERT_OK(proxy);
+    proxies.push_back(std::move(proxy).value());
+    auto slot = cluster.startMaster({"rpc.bind=127.0.0.1:" + std::to_string(port.value()),
+                                     "rpc.advertised-address=" + proxies.back()->address()});
+    ASSERT_OK(slot);
+    ASSERT_OK(cluster.waitForEvent(
+        slot.value(), [](const MasterEvent& e) { return e.kind == Kind::kContending; },
+        kStartTimeout));
+  }
+  auto [epoch, leader] = waitForFirstLeader(cluster);
+  ASSERT_OK(cluster.waitForEvent(
+      leader,
+      [epoch = epoch](const MasterEvent& e) {
+        return e.kind == Kind::kServing && e.epoch == epoch;
+      },
+      kStartTimeout));
+  const size_t standby = 1 - leader;
+  waitUntilFollowingTheServingLeader(cluster, standby, epoch);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+
+  const uint64_t acceptedBefore = proxies[leader]->acceptedCount();
+  ASSERT_OK(cluster.kill(leader));
+  // The proxy still answers: the standby reconnects, is answered, and waits (no refusal).
+  ASSERT_TRUE(waitUntil(
+      [&, leader = leader] { return proxies[leader]->acceptedCount() > acceptedBefore; },
+      kFailoverTimeout));
+  EXPECT_FALSE(cluster.currentLeader() == standby);
+  ASSERT_OK(cluster.restart(leader));
+  auto next = cluster.waitForGrant(epoch + 1, Duration(15000));
+  ASSERT_TRUE(next.ok()) << "the standby was not granted before the killed leader's session "
+                            "could expire: "
+                         << next.error().message << "\n"
+                         << cluster.describe();
+  EXPECT_EQ(next.value(), standby);
+  EXPECT_NE(cluster.process(standby).output().find("is served by a new process"),
+            std::string::npos)
+      << cluster.describe();
   EXPECT_EQ(checkTermsExclusiveAndDense(cluster.terms()), "") << cluster.describe();
 }
 

@@ -88,7 +88,7 @@ class FakeZooKeeper final {
  private:
   friend class FakeCoordination;
 
-  enum class WatchKind { kData, kExists };
+  enum class WatchKind { kData, kExists, kChildren };
   struct Watch {
     FakeCoordination* client;
     std::string path;
@@ -364,8 +364,19 @@ class FakeCoordination final : public ha::Coordination {
                                          });
   }
 
-  kj::Promise<ha::Watched<std::vector<std::string>>> childrenAndWatch(std::string) override {
-    KJ_UNIMPLEMENTED("childrenAndWatch is not used by leader/");
+  kj::Promise<ha::Watched<std::vector<std::string>>> childrenAndWatch(std::string path) override {
+    return runWatched<std::vector<std::string>>(
+        {"childrenAndWatch", path}, path,
+        [=, this](ha::ZkReply<std::vector<std::string>>& reply) {
+          if (!server_.exists(path)) {
+            reply.code = ha::ZkCode::kNoNode;
+            return false;
+          }
+          reply.value = server_.children(path);
+          std::reverse(reply.value.begin(), reply.value.end());
+          return true;
+        },
+        FakeZooKeeper::WatchKind::kChildren);
   }
 
   kj::Promise<ha::ZkReply<std::vector<ha::ZkOpResult>>> multi(std::vector<ha::ZkOp> ops) override {
@@ -584,14 +595,21 @@ class FakeCoordination final : public ha::Coordination {
 inline void FakeZooKeeper::fire(const std::vector<Change>& changes) {
   for (const Change& change : changes) {
     for (auto it = watches_.begin(); it != watches_.end();) {
-      bool triggered = it->path == change.path && (it->kind == WatchKind::kExists ||
-                                                   change.type != ha::WatchEvent::Type::kCreated);
+      // A child watch fires when a child is created or deleted (ZooKeeper's NodeChildrenChanged).
+      const bool childChanged = it->kind == WatchKind::kChildren &&
+                                it->path == FakeZooKeeper::parentOf(change.path) &&
+                                change.type != ha::WatchEvent::Type::kDataChanged;
+      bool triggered = childChanged ||
+                       (it->kind != WatchKind::kChildren && it->path == change.path &&
+                        (it->kind == WatchKind::kExists ||
+                         change.type != ha::WatchEvent::Type::kCreated));
       if (!triggered) {
         ++it;
         continue;
       }
       ++it->client->watchesFired_;
-      it->fulfiller->fulfill(ha::WatchEvent{change.type, it->path});
+      it->fulfiller->fulfill(ha::WatchEvent{
+          childChanged ? ha::WatchEvent::Type::kChildrenChanged : change.type, it->path});
       it = watches_.erase(it);
     }
   }

@@ -145,13 +145,18 @@ class FakeElectionTest : public ::testing::Test {
 
   Member& add(const std::string& name, ZooKeeperLeaderElectionOptions options = {},
               bool startNow = true) {
+    return addWithInfo(testing::contenderInfoForTests(name), std::move(options), startNow);
+  }
+
+  Member& addWithInfo(const ContenderInfo& info, ZooKeeperLeaderElectionOptions options,
+                      bool startNow = true) {
     // Deterministic backoff: every retry waits the full doubled delay.
     if (!options.backoffJitter) options.backoffJitter = [] { return 1.0; };
     Member member;
     member.zk = std::make_unique<FakeCoordination>(server_);
-    member.contender = std::make_unique<RecordingContender>(name, log_);
-    member.election = std::make_unique<ZooKeeperLeaderElection>(
-        *member.zk, timer_, testing::contenderInfoForTests(name), options);
+    member.contender = std::make_unique<RecordingContender>(info.masterId, log_);
+    member.election =
+        std::make_unique<ZooKeeperLeaderElection>(*member.zk, timer_, info, options);
     members_.push_back(std::move(member));
     Member& added = members_.back();
     if (startNow) {
@@ -1557,8 +1562,10 @@ TEST(LeaderServices, StandaloneModeBuildsTheStandaloneElectionAndRetrieval) {
 
 class FakeLeaderLiveness final : public LeaderLiveness {
  public:
-  kj::Promise<void> whenDead(const std::string& rpcAddress) override {
+  kj::Promise<void> whenDead(const std::string& rpcAddress,
+                             std::function<void()> reanswered) override {
     addresses_.push_back(rpcAddress);
+    reanswered_.push_back(std::move(reanswered));
     auto paf = kj::newPromiseAndFulfiller<void>();
     fulfillers_.push_back(kj::mv(paf.fulfiller));
     return kj::mv(paf.promise);
@@ -1574,10 +1581,15 @@ class FakeLeaderLiveness final : public LeaderLiveness {
       if (fulfiller->isWaiting()) fulfiller->fulfill();
     }
   }
+  // The held connection of the latest watch ended and the address answered again.
+  void reanswer() {
+    if (!reanswered_.empty() && reanswered_.back()) reanswered_.back()();
+  }
   const std::vector<std::string>& addresses() const { return addresses_; }
 
  private:
   std::vector<std::string> addresses_;
+  std::vector<std::function<void()>> reanswered_;
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> fulfillers_;
 };
 
@@ -1608,6 +1620,72 @@ TEST_F(FakeElectionTest, NextInLineRemovesTheNodesOfAGoneLeaderAndWinsTheNextEpo
   EXPECT_EQ(livenessB.open(), 0u);
   EXPECT_EQ(livenessC.open(), 1u);
   EXPECT_EQ(livenessA.open(), 0u);
+  expectConsistentLog();
+}
+
+// A leader restarted on its own host and address: the next in line's connection to it ended and
+// the address answered again, now served by a new process under another master id.
+TEST_F(FakeElectionTest, NextInLineRemovesALeaderWhoseAddressANewProcessServesOnItsHost) {
+  FakeLeaderLiveness livenessB;
+  ContenderInfo infoA = testing::contenderInfoForTests("a");
+  ContenderInfo infoB = testing::contenderInfoForTests("b");
+  infoB.rpcAddress = "127.0.0.1:6124";
+  ContenderInfo infoC = testing::contenderInfoForTests("c");
+  infoC.rpcAddress = "127.0.0.1:6125";
+  Member& a = addWithInfo(infoA, {});
+  Member& b = addWithInfo(infoB, {.liveness = &livenessB});
+  addWithInfo(infoC, {});
+  ASSERT_TRUE(a.contender->leading());
+  ASSERT_EQ(livenessB.open(), 1u);
+  const std::string aLatch = *a.election->latchNode();
+
+  // The address answers again, and no contender but a serves it: a closed an idle connection.
+  livenessB.reanswer();
+  settle();
+  EXPECT_TRUE(a.contender->leading());
+  EXPECT_EQ(livenessB.open(), 1u);
+
+  // a's process restarts on the same host and address: a new master id joins the latch. b acts
+  // on the latch folder's change alone, without another word from the liveness watch.
+  ContenderInfo restarted = infoA;
+  restarted.masterId = "a2";
+  restarted.pid = infoA.pid + 1;
+  addWithInfo(restarted, {});
+  settle();
+  EXPECT_TRUE(b.contender->leading());
+  EXPECT_EQ(b.contender->epoch(), 2u);
+  EXPECT_EQ(leaderNode()->masterId, "b");
+  EXPECT_FALSE(server_.exists("latch/" + aLatch));
+  EXPECT_EQ(a.contender->lastReason(), "latch node deleted");
+  expectConsistentLog();
+}
+
+TEST_F(FakeElectionTest, ANewContenderOnTheLeadersAddressButAnotherHostOrNoEndedConnectionIsNoProof) {
+  FakeLeaderLiveness livenessB;
+  ContenderInfo infoA = testing::contenderInfoForTests("a");
+  ContenderInfo infoB = testing::contenderInfoForTests("b");
+  infoB.rpcAddress = "127.0.0.1:6124";
+  Member& a = addWithInfo(infoA, {});
+  addWithInfo(infoB, {.liveness = &livenessB});
+  ASSERT_TRUE(a.contender->leading());
+  // Same address and host under another id, but the connection to a never ended: nothing.
+  ContenderInfo twin = infoA;
+  twin.masterId = "twin";
+  addWithInfo(twin, {});
+  settle();
+  EXPECT_TRUE(a.contender->leading());
+  // The connection ended and the address answered: the twin on another host proves nothing.
+  ContenderInfo elsewhere = infoA;
+  elsewhere.masterId = "elsewhere";
+  elsewhere.host = "otherhost";
+  resetCluster();
+  Member& a2 = addWithInfo(infoA, {});
+  addWithInfo(infoB, {.liveness = &livenessB});
+  addWithInfo(elsewhere, {});
+  livenessB.reanswer();
+  settle();
+  EXPECT_TRUE(a2.contender->leading());
+  EXPECT_EQ(a2.contender->revokes(), 0);
   expectConsistentLog();
 }
 

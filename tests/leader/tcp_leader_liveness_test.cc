@@ -42,13 +42,16 @@ class TcpLeaderLivenessTest : public ::testing::Test {
   }
   // Starts watching `address`; dead_ turns true when the probe says the process is gone.
   void watch(const std::string& address) {
-    watching_ = liveness_.whenDead(address).then([this] { dead_ = true; }).eagerlyEvaluate(nullptr);
+    watching_ = liveness_.whenDead(address, [this] { ++reanswered_; })
+                    .then([this] { dead_ = true; })
+                    .eagerlyEvaluate(nullptr);
   }
 
   EventLoop loop_;
   TcpLeaderLiveness liveness_{loop_, fastOptions()};
   kj::Own<kj::ConnectionReceiver> listener_;
   bool dead_ = false;
+  int reanswered_ = 0;  // Held connections that ended and were followed by an answered connect.
   kj::Maybe<kj::Promise<void>> watching_;
 };
 
@@ -73,6 +76,8 @@ TEST_F(TcpLeaderLivenessTest, ConnectionClosedWhileTheAddressStillListensIsNotDe
   first = nullptr;
   auto second = accept();
   EXPECT_FALSE(dead_);
+  EXPECT_TRUE(runLoopUntil(loop_, [&] { return reanswered_ == 1; }, kTimeout))
+      << "the answered reconnect is reported";
   listener_ = nullptr;
   second = nullptr;
   EXPECT_TRUE(runLoopUntil(
@@ -92,10 +97,26 @@ TEST_F(TcpLeaderLivenessTest, RefusalBeforeAnyConnectionWasOpenProvesNothing) {
   listen(port);
   auto connection = accept();
   EXPECT_FALSE(dead_);
+  EXPECT_EQ(reanswered_, 0) << "a first connection is no reconnect";
   listener_ = nullptr;
   connection = nullptr;
   EXPECT_TRUE(runLoopUntil(
       loop_, [&] { return dead_; }, kTimeout));
+}
+
+TEST_F(TcpLeaderLivenessTest, AProcessRestartedOnTheAddressIsReportedAsAnsweredNotDead) {
+  const std::string address = listen();
+  const uint16_t port = static_cast<uint16_t>(listener_->getPort());
+  watch(address);
+  auto connection = accept();
+  // The process dies and a new one listens on the same port before the probe reconnects: the
+  // reconnect is answered, which the probe reports; only the election can tell who answered.
+  listener_ = nullptr;
+  listen(port);
+  connection = nullptr;
+  auto next = accept();
+  EXPECT_TRUE(runLoopUntil(loop_, [&] { return reanswered_ == 1; }, kTimeout));
+  EXPECT_FALSE(dead_);
 }
 
 TEST_F(TcpLeaderLivenessTest, DroppingTheWatchClosesItsConnection) {
