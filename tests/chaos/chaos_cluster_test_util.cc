@@ -1,5 +1,6 @@
 #include "tests/chaos/chaos_cluster_test_util.h"
 
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -170,6 +171,7 @@ class ChaosRun {
     gather();
     ChaosReport report;
     report.violations = checkHistory(history_);
+    if (!report.violations.empty()) keepFilesForPostMortem();
     report.history = std::move(history_);
     return report;
   }
@@ -179,7 +181,18 @@ class ChaosRun {
     if (options_.log) *options_.log << line << std::endl;
   }
 
-  std::string describeCluster() { return masters_->describe() + workers_->describe(); }
+  std::string describeCluster() {
+    keepFilesForPostMortem();
+    return masters_->describe() + workers_->describe();
+  }
+
+  // A run that failed keeps its files (every process's log and events, the tasks' marks, the
+  // ZooKeeper data), as KEEP_TEST_TMP=1 would: the fixtures name each directory as they go.
+  void keepFilesForPostMortem() {
+    if (keepTestTmp()) return;
+    log("keeping the run's files for a post-mortem (as with KEEP_TEST_TMP=1)");
+    ::setenv("KEEP_TEST_TMP", "1", 1);
+  }
 
   std::string quorumOfMaster(size_t slot) const {
     std::string quorum;
