@@ -392,7 +392,8 @@ void ZooKeeperLeaderElection::followLeaderRecord(uint64_t generation,
                   .status = info.value().status,
                   .rpcAddress = info.value().rpcAddress,
                   .masterId = info.value().masterId,
-                  .host = info.value().host};
+                  .host = info.value().host,
+                  .electedAtMs = info.value().electedAtMs};
   track(generation, zk_.exists(LatchGroup::pathOf(predecessor)),
         [this, generation, gone](ZkReply<std::optional<ha::NodeStat>>&& latch) mutable {
           // Gone already: the predecessor watch acts. Another session's: not the leader's latch
@@ -485,9 +486,11 @@ void ZooKeeperLeaderElection::lookForLeaderReplacement(uint64_t generation, uint
             if (!contender.ok()) continue;
             const ContenderInfo& info = contender.value();
             // Two live processes cannot both serve one address on one host: one that started on
-            // the leader's host and address under another id is the leader's successor there.
+            // the leader's host and address, under another id, after the leader won its term, is
+            // the leader's successor there. (One that started before is no proof: masters that
+            // advertise one address by mistake would otherwise depose each other.)
             if (info.rpcAddress != leader.rpcAddress || info.host != leader.host ||
-                info.masterId == leader.masterId) {
+                info.masterId == leader.masterId || info.startedAtMs <= leader.electedAtMs) {
               continue;
             }
             return removeGoneLeader(generation, leader,

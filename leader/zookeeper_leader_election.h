@@ -183,6 +183,7 @@ class ZooKeeperLeaderElection final : public LeaderElection {
     std::string rpcAddress;
     std::string masterId;  // Of the leader's process (unique per process start).
     std::string host;
+    int64_t electedAtMs = 0;  // Wall clock of the win, on the leader's host.
   };
   void followLeaderRecord(uint64_t generation, const std::string& predecessor,
                           bool predecessorIsLowest, int32_t epochVersion,

@@ -1650,6 +1650,7 @@ TEST_F(FakeElectionTest, NextInLineRemovesALeaderWhoseAddressANewProcessServesOn
   ContenderInfo restarted = infoA;
   restarted.masterId = "a2";
   restarted.pid = infoA.pid + 1;
+  restarted.startedAtMs = leaderNode()->electedAtMs + 1;  // Started after a won its term.
   addWithInfo(restarted, {});
   settle();
   EXPECT_TRUE(b.contender->leading());
@@ -1674,14 +1675,21 @@ TEST_F(FakeElectionTest, ANewContenderOnTheLeadersAddressButAnotherHostOrNoEnded
   addWithInfo(twin, {});
   settle();
   EXPECT_TRUE(a.contender->leading());
-  // The connection ended and the address answered: the twin on another host proves nothing.
-  ContenderInfo elsewhere = infoA;
-  elsewhere.masterId = "elsewhere";
-  elsewhere.host = "otherhost";
+  // The connection ended and the address answered: a twin on another host proves nothing, nor
+  // does one on the leader's host that started before the leader won (masters advertising one
+  // address by mistake).
   resetCluster();
   Member& a2 = addWithInfo(infoA, {});
   addWithInfo(infoB, {.liveness = &livenessB});
+  ContenderInfo elsewhere = infoA;
+  elsewhere.masterId = "elsewhere";
+  elsewhere.host = "otherhost";
+  elsewhere.startedAtMs = leaderNode()->electedAtMs + 1;
   addWithInfo(elsewhere, {});
+  ContenderInfo earlier = infoA;
+  earlier.masterId = "earlier";
+  earlier.startedAtMs = leaderNode()->electedAtMs - 1;
+  addWithInfo(earlier, {});
   livenessB.reanswer();
   settle();
   EXPECT_TRUE(a2.contender->leading());
