@@ -65,6 +65,10 @@ struct AttemptLife {
   TaskMark start;
   std::optional<TaskMark> end;  // Its own end mark.
   std::string resourceId;       // Its worker ("" when no worker reported it).
+  // The earliest sign of it on its worker: the master's "attempt deployed", the worker's "task
+  // started", or its own start mark. A task may write its start mark after its worker was
+  // SIGKILLed (spawned just before, it runs on for a moment), so a worker fault counts from here.
+  WallMs deployedAt = 0;
   WallMs endedAt = kForever;    // The earliest sign of its end.
   std::string endedBy;          // What that sign was.
 };
@@ -91,10 +95,13 @@ class Checker {
 
   void buildAttempts() {
     std::map<std::string, std::string> workerOf;         // attempt -> resource id.
+    std::map<std::string, WallMs> workerSawStart;        // attempt -> earliest start sign.
     std::map<std::string, WallMs> workerSawEnd;          // attempt -> "task ended".
     for (const WorkerTask& task : h_.workerTasks) {
       if (!task.ended) {
         workerOf.emplace(task.attempt, task.resourceId);
+        auto [seen, first] = workerSawStart.emplace(task.attempt, task.at);
+        if (!first) seen->second = std::min(seen->second, task.at);
       } else if (!workerSawEnd.count(task.attempt)) {
         workerSawEnd[task.attempt] = task.at;
       }
@@ -107,6 +114,10 @@ class Checker {
       if (!mark.start) continue;
       AttemptLife life;
       life.start = mark;
+      life.deployedAt = mark.at;
+      if (auto it = workerSawStart.find(mark.attempt); it != workerSawStart.end()) {
+        life.deployedAt = std::min(life.deployedAt, it->second);
+      }
       if (auto it = ends.find(mark.attempt); it != ends.end()) {
         life.end = it->second;
         life.endedAt = it->second.at;
@@ -121,7 +132,7 @@ class Checker {
         life.resourceId = it->second;
         for (const WorkerFault& fault : h_.workerFaults) {
           if (fault.kind == WorkerFault::Kind::kKill && fault.resourceId == life.resourceId &&
-              fault.from >= mark.at && fault.from < life.endedAt) {
+              fault.from >= life.deployedAt && fault.from < life.endedAt) {
             life.endedAt = fault.from;
             life.endedBy = "its worker killed";
           }
@@ -319,7 +330,7 @@ class Checker {
         const AttemptLife& previous = lives[i - 1];
         const AttemptLife& next = lives[i];
         if (previous.end && previous.end->exitCode != 0) continue;  // Failed by itself.
-        if (!faultsOn(previous.resourceId, std::min(previous.start.at, next.start.at),
+        if (!faultsOn(previous.resourceId, std::min(previous.deployedAt, next.start.at),
                       std::max(previous.start.at, next.start.at), true)
                  .empty()) {
           continue;  // Its worker was killed, paused or cut.

@@ -194,6 +194,23 @@ TEST(ChaosCheckerTest, AnAttemptWhoseWorkerWasKilledEndedThenAndItsSuccessorMayR
   EXPECT_EQ(invariants(checkHistory(h)), "df");
 }
 
+// Seed 12, round 36: the worker logged "task started" and was SIGKILLed before the task, spawned
+// just before, wrote its own start mark; the task finished a moment later, unheard, and the master
+// failed the attempt with its worker's previous process. That restart has a cause: the kill.
+TEST(ChaosCheckerTest, AKillBetweenTheDeployAndTheTasksOwnStartMarkCausesItsRestart) {
+  History h = cleanRun();
+  h.finished = {{"j1", "v", 0, "a2", "m0/0", 810}};
+  h.marks = {start("a1", 0, 200), end("a1", 0, 210, 0), start("a2", 1, 400),
+             end("a2", 1, 800, 0)};
+  h.workerTasks = {ranOn("a1", "w1", 190), ranOn("a2", "w2", 399)};
+  h.jobEnds = {{"j1", "FINISHED", "m0/0", 820}};
+  h.workerFaults = {{"w1", WorkerFault::Kind::kKill, 195, 195}};
+  EXPECT_EQ(describeAll(h, checkHistory(h)), "");
+  // A kill before the attempt was deployed there is no cause.
+  h.workerFaults = {{"w1", WorkerFault::Kind::kKill, 150, 150}};
+  EXPECT_EQ(invariants(checkHistory(h)), "f");
+}
+
 TEST(ChaosCheckerTest, ASubtaskStartedAgainAfterItFinishedIsReported) {
   History h = cleanRun();
   h.jobEnds = {{"j1", "FINISHED", "m1/0", 900}};
