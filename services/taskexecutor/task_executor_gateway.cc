@@ -32,6 +32,10 @@ void GatewayShared::logRefusal(const std::string& method, uint64_t received) {
 }
 
 void GatewayShared::logAdmitted(const std::string& method, uint64_t epoch) {
+  // Off the hot path: the first admitted call of each epoch, and any below the highest seen (which
+  // only a gate that admits too much lets through). An epoch going back is always logged.
+  if (epoch == lastAdmittedEpoch_ && epoch >= gate_.highest()) return;
+  lastAdmittedEpoch_ = epoch;
   events_.emit(Event("call admitted")
                    .field("resource_id", resourceId_)
                    .field("method", method)

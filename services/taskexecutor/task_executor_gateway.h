@@ -40,8 +40,8 @@ class GatewayShared final {
   const rpc::FencingCounters& fencing() const { return fencing_; }
   // Logs a refusal of the gate ("epoch gate refused": the first ten, then one in a hundred).
   void logRefusal(const std::string& method, uint64_t received);
-  // Logs a call the gate admitted that acts on slots or tasks ("call admitted", every one: all
-  // but heartbeats), with the epoch it carried: what the worker obeyed, and from which term.
+  // Logs a call the gate admitted that acts on slots or tasks ("call admitted"; heartbeats never),
+  // with the epoch it carried: the first of each epoch, and every one below the highest epoch seen.
   void logAdmitted(const std::string& method, uint64_t epoch);
 
  private:
@@ -51,6 +51,7 @@ class GatewayShared final {
   rpc::HighestSeenEpoch gate_;
   rpc::FencingCounters fencing_;
   uint64_t refusalsLogged_ = 0;
+  uint64_t lastAdmittedEpoch_ = 0;  // Of the last "call admitted" line.
 };
 
 // The gateway of `shared`'s owner: a call below the gate's highest epoch is refused (fencing
