@@ -325,6 +325,7 @@ struct ChildProcess::State {
   bool pipeReading[2] = {false, false};
   bool exited = false;
   bool ownerGone = false;
+  bool leaveRunning = false;  // ChildProcess::leaveRunning().
   bool fulfilled = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<ChildExit>>> fulfiller;
   kj::Maybe<kj::Promise<ChildExit>> promise;
@@ -505,7 +506,15 @@ Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions 
 ChildProcess::ChildProcess(FactoryKey<ChildProcess>, State* state) : state_(state) {}
 
 ChildProcess::~ChildProcess() {
-  if (!state_->exited) uv_process_kill(&state_->process, SIGKILL);
+  if (!state_->exited) {
+    if (state_->leaveRunning) {
+      // Not watched any more: the loop neither kills nor reaps it.
+      state_->exited = true;
+      state_->closeHandle(reinterpret_cast<uv_handle_t*>(&state_->process));
+    } else {
+      uv_process_kill(&state_->process, SIGKILL);
+    }
+  }
   // Nobody reads the output any more; a grandchild could hold the pipes open indefinitely.
   for (int i = 0; i < 2; ++i) state_->finishStream(i);
   state_->fulfiller = nullptr;
@@ -516,6 +525,8 @@ ChildProcess::~ChildProcess() {
 }
 
 int ChildProcess::pid() const { return state_->process.pid; }
+
+void ChildProcess::leaveRunning() { state_->leaveRunning = true; }
 
 Status ChildProcess::signal(int signum) {
   if (state_->exited) return Error::fatal("process " + std::to_string(pid()) + " has exited");

@@ -166,6 +166,11 @@ class ChildProcess final {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   int pid() const;
+  // From now on, destroying this object leaves the child running instead of killing it: a
+  // process meant to outlive its parent (a worker the master started). Once this object is gone
+  // the child is no longer watched: one that exits while this process lives stays unreaped until
+  // this process exits.
+  void leaveRunning();
   // Sends `signum`; fails if the child has already exited.
   Status signal(int signum);
   // Resolves once the child has exited and its captured output is complete (EOF on both pipes:

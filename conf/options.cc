@@ -67,6 +67,23 @@ OptionConstraint clusterName() {
           }};
 }
 
+// worker.provider-id: "<provider>:<worker id>", both names, or empty.
+OptionConstraint providerWorkerId() {
+  return {"<provider>:<worker id> or empty",
+          "\"<provider>:<worker id>\" of letters, digits, '.', '_' and '-' (such as "
+          "\"process:w-3-1\"), or empty",
+          [](const OptionValue& value) {
+            const std::string& id = asString(value);
+            if (id.empty()) return true;
+            const size_t colon = id.find(':');
+            if (colon == std::string::npos || colon == 0 || colon + 1 == id.size()) return false;
+            return std::all_of(id.begin(), id.begin() + static_cast<std::ptrdiff_t>(colon),
+                               isNameChar) &&
+                   std::all_of(id.begin() + static_cast<std::ptrdiff_t>(colon) + 1, id.end(),
+                               isNameChar);
+          }};
+}
+
 OptionConstraint zooKeeperPath() {
   return {"ZooKeeper path",
           "a ZooKeeper path such as /regent (starting with \"/\", without a trailing \"/\" "
@@ -411,6 +428,39 @@ std::vector<OptionSpec> buildRegistry() {
              "Most subtasks (the sum of all vertices' parallelism) one job may have; a larger "
              "JobGraph is refused at submission naming its total and this option.",
              intRange(1, 10000000)),
+      enumOption("resourcemanager.provider", {"standalone", "process"}, "standalone",
+                 "Who starts workers for the slots jobs declare: standalone starts none (workers "
+                 "are started by hand), process starts regent-worker processes on the leader's "
+                 "host (docs/workers.md, \"Workers started on demand\")."),
+      option("resourcemanager.workers.max", kInt, "10",
+             "Most workers the provider keeps started at once (requested, pending registration, "
+             "registered and releasing together); a job that needs more runs with what the cap "
+             "gives.",
+             intRange(0, 100000)),
+      option("resourcemanager.workers.min", kInt, "0",
+             "Workers the provider keeps started even when idle; at most "
+             "resourcemanager.workers.max.",
+             intRange(0, 100000)),
+      option("resourcemanager.workers.start-timeout", kDuration, "2m",
+             "A started worker that has not registered within this is released and counted as "
+             "a failed start.",
+             positiveDuration()),
+      option("resourcemanager.workers.idle-timeout", kDuration, "30s",
+             "A started worker with no allocated slot for this long is released (asked to stop "
+             "over its own connection, then reaped by the provider).",
+             positiveDuration()),
+      option("resourcemanager.workers.max-failure-rate", kDouble, "10",
+             "Failed worker starts per minute above which the leader stops starting workers "
+             "until the rate falls below again (failed starts are retried with backoff until "
+             "then).",
+             numberRange(0.001, 1000000.0, "0.001", "1000000")),
+      option("resourcemanager.process.data-root", kString, "regent-workers",
+             "process provider: directory under which each started worker gets its data "
+             "directory, configuration and log (one per worker id). Relative paths start at the "
+             "master's working directory."),
+      option("resourcemanager.process.worker-binary", kString, "",
+             "process provider: the regent-worker executable to start; empty: the one beside "
+             "the running regent-master."),
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
       // Slots carry thousandths of a core as a 32-bit number (wire SlotProfile.cpuMillis).
       option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers, to thousandths.",
@@ -421,6 +471,11 @@ std::vector<OptionSpec> buildRegistry() {
              "Directory where a worker keeps its resource id (so a restarted worker is "
              "recognised) and its lock; one live worker per directory. Relative paths start at "
              "the working directory."),
+      option("worker.provider-id", kString, "",
+             "Set by a resource provider on a worker it starts (\"<provider>:<worker id>\"), "
+             "so that every leader counts the worker as that provider's and may release it when "
+             "idle; leave it empty for a worker started by hand.",
+             providerWorkerId()),
       option("worker.advertised-host", kString, "",
              "Host name a worker gives the leader in its registration (regentctl workers); "
              "empty: the local host name.",
@@ -545,6 +600,7 @@ const std::vector<std::pair<std::string_view, Programs>>& optionReaders() {
       {"cli.", kRegentctlOnly},
       {"heartbeat.", kMasterOnly},  // The ResourceManager and JobMasters send them.
       {"jobmaster.", kMasterOnly},
+      {"resourcemanager.", kMasterOnly},
       {"worker.", kWorkerOnly},
       {"cluster.registration.", kWorkerOnly},
       {"events.file", Program::kMaster | Program::kWorker},  // Their ProcessMain.
@@ -625,6 +681,12 @@ std::vector<OptionRule> buildRules() {
        [](const Config& config) {
          return !config.getBool("rpc.tls.verify-clients") ||
                 !config.getString("rpc.tls.ca").empty();
+       }},
+      {{"resourcemanager.workers.min", "resourcemanager.workers.max"},
+       "resourcemanager.workers.min must be at most resourcemanager.workers.max",
+       [](const Config& config) {
+         return config.getInt("resourcemanager.workers.min") <=
+                config.getInt("resourcemanager.workers.max");
        }},
       {{"store.backend", "ha.mode"},
        "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper)",

@@ -33,6 +33,9 @@ struct TaskExecutorRegistration {
   startedAtMs @9 :Int64;                # Unix ms the worker process started
   containment @10 :Text;                # how it contains tasks: "cgroup v2 (...) under ...",
                                         # "subreaper (...)"; empty from a worker that predates it
+  providerWorkerId @11 :Text;           # "<provider>:<worker id>" when a resource provider of
+                                        # the cluster started it (worker.provider-id); empty for
+                                        # a worker started by hand
 }
 
 struct TaskExecutorRegistrationSuccess {

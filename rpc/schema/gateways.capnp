@@ -263,4 +263,11 @@ interface TaskExecutorGateway {
   # Called by the ResourceManager (worker removed) or a JobMaster (job terminal, slots
   # released). On resourceManager the worker registers again; on jobMaster it frees that job's
   # slots. Failures: fencing.
+
+  stop @6 (epoch :UInt64, cause :Text) -> (failure :Failure);
+  # Called by the ResourceManager to release an idle worker that a resource provider started
+  # (its registration carries a providerWorkerId): the worker answers, then stops as on SIGTERM
+  # and exits; the provider reaps what is left. Works across hosts: the call goes over the
+  # worker's own connection. Failures: fencing, failedPrecondition (a worker started by hand,
+  # or one holding an allocated slot: it is not idle).
 }

@@ -204,6 +204,8 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
     if (!reason.empty()) reason += "; ";
     reason += forSlots + "; the cluster has " + std::to_string(slots.free) + " free of " +
               std::to_string(slots.total);
+    const std::string supply = port.workerSupplyReason();
+    if (!supply.empty()) reason += "; " + supply;
   }
   if (const auto next = nextRestartAt()) {
     if (!reason.empty()) reason += "; ";

@@ -21,6 +21,7 @@
 #include "leader/latch_group.h"
 #include "leader/leader_services.h"
 #include "rpc/rpc_options.h"
+#include "services/master/worker_providers.h"
 
 namespace regent::master {
 namespace {
@@ -129,6 +130,11 @@ Result<kj::Own<MasterProcess>> MasterProcess::create(EventLoop& loop, const Conf
     return Error::fatal("cannot set up the leader retrieval: " + retrieval.error().message);
   }
   master->retrieval_ = std::move(retrieval).value();
+  auto provider = createWorkerProvider(loop, config, events);
+  if (!provider.ok()) {
+    return Error::fatal("cannot set up the resource provider: " + provider.error().message);
+  }
+  master->provider_ = kj::mv(provider).value();
   return master;
 }
 
@@ -480,6 +486,8 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.resourceManager.callTimeout = config_.getDuration("rpc.call-timeout");
   options.resourceManager.requireCertificateResourceId =
       config_.getBool("rpc.auth-tls.worker-name-is-resource-id");
+  options.resourceManager.provider = provider_.get();
+  options.resourceManager.pool = workerPoolOptionsFrom(config_);
   options.jobMaster.heartbeatInterval = options.resourceManager.heartbeatInterval;
   options.jobMaster.heartbeatTimeout = options.resourceManager.heartbeatTimeout;
   options.jobMaster.callTimeout = options.resourceManager.callTimeout;

@@ -207,6 +207,8 @@ class MasterProcess final : public leader::LeaderContender,
   leader::ContenderInfo self_;
   kj::Own<ha::HaServices> ha_;
   kj::Own<store::StoreServices> stores_;
+  // resourcemanager.provider (null: standalone); outlives every term, which drives it.
+  kj::Own<resourcemanager::WorkerProvider> provider_;
   rpc::FencingCounters fencingCounters_;
   resourcemanager::ResourceManagerCounters resourceManagerCounters_;  // Across terms.
   jobmaster::JobMasterCounters jobMasterCounters_;                    // Across terms.

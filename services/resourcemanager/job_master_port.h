@@ -66,6 +66,10 @@ class JobMasterPort : public WorkerRegistry {
   virtual std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const = 0;
   // Slot counts, for the "waiting for slots" reason.
   virtual SlotCounts slotCounts() const = 0;
+  // What the resource provider is doing about the slots jobs wait for ("waiting for a worker to
+  // start: 2 requested, 1 pending registration", or its last error), or "" (no provider, or
+  // nothing being started). Appended to a waiting job's reason.
+  virtual std::string workerSupplyReason() const { return {}; }
   // Whether `worker`'s slot table (its latest report, or a slot allocated to it and pending)
   // holds `allocation` for `job`: a worker offers only slots it holds.
   virtual bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,

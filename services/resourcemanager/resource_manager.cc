@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,7 @@ std::optional<RegistrationCheck> validate(wire::TaskExecutorRegistration::Reader
   out.pid = in.getPid();
   out.startedAtMs = in.getStartedAtMs();
   out.containment = in.getContainment();
+  out.providerWorkerId = in.getProviderWorkerId();
   out.numberOfSlots = in.getNumberOfSlots();
   out.slotProfile = fromWire(in.getSlotProfile());
   out.totalProfile = fromWire(in.getTotalProfile());
@@ -277,7 +279,16 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                          .field("host", registration.host)
                          .field("pid", uint64_t{registration.pid})
                          .field("slots", uint64_t{registration.numberOfSlots})
-                         .field("replaced", replaced ? "true" : "false"));
+                         .field("replaced", replaced ? "true" : "false")
+                         .field("provider_id", registration.providerWorkerId.empty()
+                                                   ? std::string("-")
+                                                   : registration.providerWorkerId));
+    KJ_IF_MAYBE (pool, rm_.pool_) {
+      if (!registration.providerWorkerId.empty()) {
+        pool->registered(registration.providerWorkerId, registration.resourceId, rm_.monoNow());
+        rm_.planLater();
+      }
+    }
     if (previous && rm_.workerListener_ != nullptr) {
       rm_.workerListener_->workerRestarted(
           registration.resourceId,
@@ -397,7 +408,9 @@ ResourceManager::ResourceManager(kj::Timer& timer, EventSink& events, uint64_t e
                                    options_.callTimeout},
                   *this) {}
 
-ResourceManager::~ResourceManager() noexcept = default;
+ResourceManager::~ResourceManager() noexcept {
+  if (options_.provider != nullptr) options_.provider->setListener(nullptr);
+}
 
 kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer(
     kj::Own<WorkerBinding> caller) {
@@ -426,7 +439,34 @@ bool ResourceManager::holdsAllocation(const ResourceId& worker, const Allocation
   return false;
 }
 
-void ResourceManager::start() { heartbeats_.start(monoNow()); }
+void ResourceManager::start() {
+  heartbeats_.start(monoNow());
+  WorkerProvider* provider = options_.provider;
+  if (provider == nullptr) return;
+  WorkerPoolOptions poolOptions = options_.pool;
+  poolOptions.provider = provider->name();
+  poolOptions.slotsPerWorker = provider->slotsPerWorker();
+  poolOptions.slotProfile = provider->slotProfile();
+  pool_.emplace(std::move(poolOptions), epoch_);
+  slots_.setProvidedProfile(provider->slotProfile());
+  provider->setListener(this);
+  // Until the list is back nothing is started: an earlier leader's workers may cover the need.
+  tasks_.add(provider->list().then([this](Result<std::vector<std::string>> listed) {
+    WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
+    if (!listed.ok()) {
+      spdlog::warn("{} provider: cannot list the workers earlier leaders started: {}",
+                   pool.options().provider, listed.error().message);
+      pool.listFailed(listed.error().message);
+      return;
+    }
+    pool.listed(listed.value(), monoNow());
+    events_.emit(Event("provider workers listed")
+                     .field("epoch", epoch_)
+                     .field("provider", pool.options().provider)
+                     .field("count", uint64_t(listed.value().size())));
+    planWorkers();
+  }));
+}
 
 MonoTime ResourceManager::monoNow() const { return regent::monoNow(timer_); }
 
@@ -464,6 +504,10 @@ void ResourceManager::forEachGateway(
 
 void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& reason,
                                    bool tellWorker) {
+  KJ_IF_MAYBE (pool, pool_) {
+    pool->unregistered(worker, monoNow());
+    planLater();
+  }
   auto connection = connections_.find(worker);
   if (connection != connections_.end()) {
     if (tellWorker) heartbeats_.disconnect(worker, connection->second->client, reason);
@@ -513,6 +557,8 @@ void ResourceManager::matchLater() {
 }
 
 void ResourceManager::matchAndRequest() {
+  // Whatever the match leaves unmet is what the provider may start workers for.
+  planLater();
   for (const SlotRequest& decision : slots_.match()) {
     auto connection = connections_.find(decision.worker);
     if (connection == connections_.end()) {
@@ -556,6 +602,144 @@ void ResourceManager::freeOnWorker(const SlotRelease& release, const std::string
       heartbeats_.freeSlot(release.worker, connection->second->client, release.allocation, cause));
 }
 
+// ---- Workers started on demand ----------------------------------------------------------------
+
+void ResourceManager::poolEvent(const char* name, const std::string& id,
+                                const std::string& reason) const {
+  const WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
+  Event line(name);
+  line.field("epoch", epoch_).field("provider", pool.options().provider).field("worker", id);
+  if (!reason.empty()) line.quotedField("reason", reason);
+  events_.emit(std::move(line));
+}
+
+void ResourceManager::planLater() {
+  if (pool_ == nullptr || planScheduled_) return;
+  planScheduled_ = true;
+  tasks_.add(kj::evalLater([this]() {
+    planScheduled_ = false;
+    planWorkers();
+  }));
+}
+
+void ResourceManager::planWorkers() {
+  KJ_IF_MAYBE (pool, pool_) {
+    const MonoTime now = monoNow();
+    const uint32_t unmet = slots_.unmetFitting(pool->options().slotProfile);
+    PoolDecisions decisions = pool->plan(
+        unmet,
+        [this](const ResourceId& id) {
+          WorkerPool::SlotView view;
+          const Worker* worker = slots_.worker(id);
+          if (worker == nullptr || !worker->reported) return view;
+          view.reported = true;
+          view.idle = std::none_of(worker->slots.begin(), worker->slots.end(),
+                                   [](const Slot& slot) { return slot.allocation.has_value(); });
+          return view;
+        },
+        now);
+    for (const std::string& id : decisions.start) startWorker(id);
+    for (const PoolDecisions::Release& release : decisions.release) {
+      if (release.failedStart) ++counters_.workerStartFailures;
+      releaseWorker(release);
+    }
+    // Again at the next timeout or the end of a backoff.
+    const auto next = pool->nextDeadline();
+    if (next && (!planArmedFor_ || *next < *planArmedFor_ || *planArmedFor_ <= now)) {
+      planArmedFor_ = *next;
+      const auto wait = std::max<int64_t>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(*next - now).count() + 1);
+      tasks_.add(timer_.afterDelay(wait * kj::MILLISECONDS).then([this, at = *next]() {
+        if (planArmedFor_ == at) planArmedFor_.reset();
+        planWorkers();
+      }));
+    }
+  }
+}
+
+void ResourceManager::startWorker(const std::string& id) {
+  WorkerProvider& provider = *options_.provider;
+  poolEvent("worker requested", id, {});
+  tasks_.add(provider.start(id, epoch_).then([this, id](Status started) {
+    WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
+    if (started.ok()) {
+      pool.started(id, monoNow());
+      poolEvent("worker started", id, {});
+    } else {
+      ++counters_.workerStartFailures;
+      spdlog::warn("{} provider: starting worker {} failed: {}", pool.options().provider, id,
+                   started.error().message);
+      pool.startFailed(id, pool.options().provider + ": " + started.error().message, monoNow());
+      poolEvent("worker start failed", id, started.error().message);
+    }
+    planLater();
+  }));
+}
+
+void ResourceManager::releaseWorker(const PoolDecisions::Release& release) {
+  WorkerProvider& provider = *options_.provider;
+  poolEvent("worker releasing", release.id, release.reason);
+  kj::Promise<void> asked = kj::READY_NOW;
+  if (release.resourceId) {
+    auto connection = connections_.find(*release.resourceId);
+    if (connection != connections_.end()) {
+      auto request = connection->second->client.stopRequest();
+      request.setEpoch(epoch_);
+      request.setCause(release.reason);
+      const std::string id = release.id;
+      asked = bounded("TaskExecutorGateway.stop", request.send())
+                  .then(
+                      [id](auto response) {
+                        if (!response.hasFailure()) return;
+                        spdlog::warn("worker {} refused to stop: {}", id,
+                                     response.getFailure().getMessage().cStr());
+                      },
+                      [id](kj::Exception&& exception) {
+                        spdlog::warn("asking worker {} to stop failed: {}", id,
+                                     exception.getDescription().cStr());
+                      });
+    }
+  }
+  // The worker's own stop: its tasks killed (it has none), their ends delivered, disconnect.
+  const Duration grace = options_.callTimeout * 2;
+  tasks_.add(asked.then([this, &provider, id = release.id, grace]() {
+    return provider.release(id, grace).then([this, id](Status released) {
+      WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
+      pool.released(id);
+      ++counters_.workersReleased;
+      if (!released.ok()) {
+        spdlog::warn("{} provider: releasing worker {}: {}", pool.options().provider, id,
+                     released.error().message);
+      }
+      poolEvent("worker released", id, released.ok() ? std::string() : released.error().message);
+      planLater();
+    });
+  }));
+}
+
+void ResourceManager::workerEnded(const std::string& id, const std::string& reason) {
+  KJ_IF_MAYBE (pool, pool_) {
+    const auto found = pool->workers().find(id);
+    if (found == pool->workers().end()) return;
+    const bool beforeRegistering = found->second.phase == PooledPhase::kRequested ||
+                                   found->second.phase == PooledPhase::kPending;
+    if (beforeRegistering) ++counters_.workerStartFailures;
+    pool->ended(id, reason, monoNow());
+    poolEvent("worker ended", id, reason);
+    planLater();
+  }
+}
+
+std::string ResourceManager::workerSupplyReason() const {
+  KJ_IF_MAYBE (pool, pool_) return pool->waitingReason(monoNow());
+  return {};
+}
+
+PoolCounts ResourceManager::workerPoolCounts() const {
+  KJ_IF_MAYBE (pool, pool_) return pool->counts();
+  return {};
+}
+
 void ResourceManager::listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const {
   uint32_t i = 0;
   for (const auto& [id, worker] : slots_.workers()) {
@@ -574,6 +758,7 @@ void ResourceManager::listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Bui
     registered.setPid(registration.pid);
     registered.setStartedAtMs(registration.startedAtMs);
     registered.setContainment(registration.containment);
+    registered.setProviderWorkerId(registration.providerWorkerId);
     info.setRegisteredAtMs(worker.registeredAtMs);
     info.setLastHeartbeatAtMs(worker.lastHeartbeatAtMs);
     auto slots = info.initSlots(static_cast<uint32_t>(worker.slots.size()));

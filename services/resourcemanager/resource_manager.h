@@ -23,6 +23,8 @@
 #include "services/resourcemanager/job_master_port.h"
 #include "services/resourcemanager/slot_manager.h"
 #include "services/resourcemanager/worker_binding.h"
+#include "services/resourcemanager/worker_pool.h"
+#include "services/resourcemanager/worker_provider.h"
 
 namespace regent::resourcemanager {
 
@@ -40,6 +42,11 @@ struct ResourceManagerOptions {
   // (rpc::OutputTokenSigner::workerKey of the term); null: none handed.
   std::function<std::string(const ResourceId& worker, const RegistrationId& registration)>
       outputReadKey;
+  // resourcemanager.provider: who starts workers for the slots jobs wait for (outlives the
+  // term); null for standalone (no worker is ever started). `pool` holds the
+  // resourcemanager.workers.* options (its provider, slot count and profile are the provider's).
+  WorkerProvider* provider = nullptr;
+  WorkerPoolOptions pool;
 };
 
 // Counts kept across terms (the master owns them; /metrics reads them).
@@ -50,6 +57,8 @@ struct ResourceManagerCounters {
   // Worker calls that spoke for another worker (the ResourceManager's and the JobMasters'):
   // regent_rpc_worker_identity_refusals_total.
   WorkerIdentityRefusals identityRefusals;
+  uint64_t workerStartFailures = 0;  // regent_workers_start_failures_total
+  uint64_t workersReleased = 0;      // regent_workers_released_total
 };
 
 // Loop-thread only. `timer`, `events` (its event lines, docs/operations.md) and `counters` must
@@ -60,7 +69,9 @@ struct ResourceManagerCounters {
 // The term's JobMasters reach it in process as a JobMasterPort: the same operations as the
 // gateway's JobMaster methods, with the matching they cause deferred to a later turn of the loop
 // (one match for every change made in the same turn).
-class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
+class ResourceManager final : public JobMasterPort,
+                              private HeartbeatTargets,
+                              private WorkerProviderListener {
  public:
   ResourceManager(kj::Timer& timer, EventSink& events, uint64_t epoch,
                   ResourceManagerCounters& counters, ResourceManagerOptions options);
@@ -101,7 +112,12 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   // or heartbeat) is told to the WorkerListener (workerReported) after the matching.
   kj::Own<wire::ResourceManagerGateway::Server> makeGatewayServer(kj::Own<WorkerBinding> caller);
 
-  // Starts the heartbeat rounds (HeartbeatMonitor::start: every heartbeatInterval, expire the
+  // With a provider: lists the workers it started (earlier terms' included), counts them as
+  // this term's, and from then on starts workers for the slots requirements lack (never more
+  // than resourcemanager.workers.max, at least workers.min), releases idle ones (asked to stop
+  // over their connection, TaskExecutorGateway.stop, then the provider's release()), and
+  // releases those that do not register within the start timeout; every step is an event line.
+  // Also starts the heartbeat rounds (HeartbeatMonitor::start: every heartbeatInterval, expire the
   // workers silent for heartbeatTimeout, each expiry counted, logged, and the worker told with
   // TaskExecutorGateway.disconnect, best effort; then heartbeat every registered worker). What
   // keeps a worker registered is its ResourceManagerGateway.heartbeat (or slot report), not the
@@ -121,6 +137,7 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
                    const std::string& cause) override;
   std::optional<WorkerAddress> workerAddress(const ResourceId& worker) const override;
   SlotCounts slotCounts() const override { return slots_.counts(); }
+  std::string workerSupplyReason() const override;
   bool holdsAllocation(const ResourceId& worker, const AllocationId& allocation,
                        const JobId& job) const override;
   WorkerIdentityRefusals& identityRefusals() override { return counters_.identityRefusals; }
@@ -134,6 +151,9 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   // with counts().workers entries (fewer: the first ones only). The running attempts of a slot
   // carry their attempt, job and allocation ids only.
   void listTaskExecutors(capnp::List<wire::TaskExecutorInfo>::Builder out) const;
+
+  // The started workers by phase (all zero without a provider): /metrics.
+  PoolCounts workerPoolCounts() const;
 
  private:
   class Gateway;
@@ -156,6 +176,14 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   // matchAndRequest() in a later turn, once for every call made before it runs.
   void matchLater();
   void freeOnWorker(const SlotRelease& release, const std::string& cause);
+  // The provider's part: WorkerPool::plan() with what the SlotManager lacks, carried out; and
+  // once more at the pool's next deadline.
+  void planWorkers();
+  void planLater();
+  void startWorker(const std::string& id);
+  void releaseWorker(const PoolDecisions::Release& release);
+  void workerEnded(const std::string& id, const std::string& reason) override;
+  void poolEvent(const char* name, const std::string& id, const std::string& reason) const;
   // `call` bounded by callTimeout, named `method` in the timeout error.
   template <typename T>
   kj::Promise<T> bounded(const char* method, kj::Promise<T> call);
@@ -169,6 +197,9 @@ class ResourceManager final : public JobMasterPort, private HeartbeatTargets {
   std::map<ResourceId, kj::Own<Connection>> connections_;
   HeartbeatMonitor heartbeats_;  // Reads slots_ and connections_: declared after them.
   bool matchScheduled_ = false;
+  kj::Maybe<WorkerPool> pool_;  // With a provider.
+  bool planScheduled_ = false;
+  std::optional<MonoTime> planArmedFor_;  // The deadline a timer waits for.
   WorkerListener* workerListener_ = nullptr;  // The term's JobMasters, told of restarts.
   TaskSetErrorLogger errorLogger_{"resource manager"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.

@@ -213,14 +213,12 @@ SlotOutcome SlotManager::declare(const JobId& job, const std::vector<Requirement
     return notRegistered("the JobMaster of job " + job.toHex() +
                          " is not registered with this ResourceManager; register it first");
   }
-  if (!workers_.empty()) {
+  if (!workers_.empty() || providedProfile_) {
     for (size_t i = 0; i < needs.size(); ++i) {
-      bool fits = false;
+      bool fits = providedProfile_ && providedProfile_->fits(needs[i].profile);
       for (const auto& [offered, workers] : offeredProfiles_) {
-        if (offered.fits(needs[i].profile)) {
-          fits = true;
-          break;
-        }
+        if (fits) break;
+        fits = offered.fits(needs[i].profile);
       }
       if (fits) continue;
       std::string offered;
@@ -229,9 +227,14 @@ SlotOutcome SlotManager::declare(const JobId& job, const std::vector<Requirement
         offered += "(" + describe(profile) + ")";
       }
       const std::string field = "requirements[" + std::to_string(i) + "].profile";
-      return invalidArgument(
-          field, "requirement " + std::to_string(i) + " (" + describe(needs[i].profile) +
-                     ") fits no slot a registered worker offers (" + offered + ")");
+      std::string message = "requirement " + std::to_string(i) + " (" +
+                            describe(needs[i].profile) + ") fits no slot a registered worker offers";
+      message += offered.empty() ? " (none is registered)" : " (" + offered + ")";
+      if (providedProfile_) {
+        message += " nor the slots of the workers the provider starts (" +
+                   describe(*providedProfile_) + ": worker.slot-cpu, worker.slot-memory)";
+      }
+      return invalidArgument(field, message);
     }
   }
   it->second.needs = needs;
@@ -283,6 +286,17 @@ std::vector<uint32_t> SlotManager::unmetPerRequirement(const JobId& job, const J
     unmet.push_back(missing);
   }
   return unmet;
+}
+
+uint32_t SlotManager::unmetFitting(const Profile& offered) const {
+  uint64_t sum = 0;
+  for (const auto& [job, state] : jobs_) {
+    const std::vector<uint32_t> missing = unmetPerRequirement(job, state);
+    for (size_t i = 0; i < missing.size() && i < state.needs.size(); ++i) {
+      if (offered.fits(state.needs[i].profile)) sum += missing[i];
+    }
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX));
 }
 
 uint32_t SlotManager::unmet(const JobId& job) const {

@@ -43,6 +43,7 @@ struct WorkerRegistration {
   uint32_t pid = 0;
   int64_t startedAtMs = 0;
   std::string containment;  // How it contains tasks; empty from an older worker.
+  std::string providerWorkerId;  // "<provider>:<id>" of a started worker; empty: by hand.
   uint32_t numberOfSlots = 0;
   Profile slotProfile;
   Profile totalProfile;
@@ -136,10 +137,11 @@ class SlotManager final {
   void registerJob(const JobId& job);
   bool jobRegistered(const JobId& job) const;
   // Replaces the job's requirements. kNotRegistered if the job is not registered;
-  // kInvalidArgument when at least one worker is registered and none offers a slot profile that
-  // fits a requirement (named by its index; the message names the required profile and the
-  // offered ones). With no worker registered a requirement waits: it is served by the first
-  // worker that registers and reports fitting free slots, and is not checked again then.
+  // kInvalidArgument when at least one worker is registered (or a provider starts workers) and
+  // neither a registered worker nor the provided profile offers a slot profile that fits a
+  // requirement (named by its index; the message names the required profile and the offered
+  // ones). With no worker registered and no provider a requirement waits: it is served by the
+  // first worker that registers and reports fitting free slots, and is not checked again then.
   SlotOutcome declare(const JobId& job, const std::vector<Requirement>& needs);
   // Drops the job's requirements and its registration; returns its allocations to free.
   std::vector<SlotRelease> disconnectJob(const JobId& job);
@@ -177,6 +179,14 @@ class SlotManager final {
   SlotCounts counts() const { return counts_; }
   // Slots the job still needs beyond what it holds or has pending, summed over requirements.
   uint32_t unmet(const JobId& job) const;
+  // unmet() over every job, counting only the requirements a slot of `offered` fits: what
+  // workers started with that slot profile would serve.
+  uint32_t unmetFitting(const Profile& offered) const;
+
+  // The slot profile of the workers a resource provider starts (resourcemanager.provider), or
+  // none: declare() also accepts a requirement that profile fits, and with no worker registered
+  // refuses one it does not fit.
+  void setProvidedProfile(std::optional<Profile> profile) { providedProfile_ = profile; }
 
  private:
   struct Job {
@@ -203,6 +213,7 @@ class SlotManager final {
   std::map<JobId, Job> jobs_;
   std::map<JobId, HeldByProfile> held_;
   SlotCounts counts_;  // `workers` kept by registerWorker / dropRegistration, the rest by account.
+  std::optional<Profile> providedProfile_;
   // Something match() depends on changed since it last ran (slots, holdings, requirements).
   bool matchDue_ = false;
 };

@@ -191,6 +191,7 @@ kj::Promise<rpc::Attempt<Registration::Registered>> Registration::attempt(
         info.setPid(options_.pid);
         info.setStartedAtMs(options_.startedAtMs);
         info.setContainment(options_.containment);
+        info.setProviderWorkerId(options_.providerWorkerId);
         registration.setTaskExecutor(gateway_);
         return leaders_.deadline()
             .send(kj::mv(registration))

@@ -77,6 +77,31 @@ const rpc::FencingCounters& TaskExecutor::fencingCounters() const { return share
 
 void TaskExecutor::lose(const std::string& reason) { registration_->lose(reason); }
 
+void TaskExecutor::stopRequested(const std::string& cause,
+                                 wire::TaskExecutorGateway::StopResults::Builder results) {
+  if (options_.providerWorkerId.empty() || !options_.onStopRequested) {
+    rpc::failures::failedPrecondition(
+        results.initFailure(),
+        "worker " + options_.resourceId.toHex() +
+            " was not started by a resource provider (worker.provider-id is empty): stop it "
+            "where it was started");
+    return;
+  }
+  for (const SlotState& slot : slots_.slots()) {
+    if (!slot.allocation) continue;
+    rpc::failures::failedPrecondition(
+        results.initFailure(), "worker " + options_.resourceId.toHex() + " is not idle: slot " +
+                                   std::to_string(slot.index) + " holds allocation " +
+                                   slot.allocation->toHex());
+    return;
+  }
+  events_.emit(Event("worker stop requested")
+                   .field("resource_id", options_.resourceId.toHex())
+                   .field("provider_id", options_.providerWorkerId)
+                   .quotedField("cause", cause));
+  options_.onStopRequested(cause);  // Which defers the stop: the answer goes out first.
+}
+
 void TaskExecutor::onEpochRaised(uint64_t previous, uint64_t raised) {
   registration_->onEpochRaised(previous, raised);
 }

@@ -80,6 +80,14 @@ struct TaskExecutorOptions {
   // stood still is answered `unavailable`, as it may have waited in the connection past its
   // JobMaster's rpc.call-timeout (the JobMaster then ran the attempt elsewhere). Null: none.
   const LoopStallWatch* stalls = nullptr;
+  // worker.provider-id: "<provider>:<worker id>" when a resource provider of the cluster started
+  // this worker (sent in the registration, so that every leader counts it as that provider's);
+  // empty for a worker started by hand.
+  std::string providerWorkerId;
+  // TaskExecutorGateway.stop accepted (a started worker released while idle): the process stops
+  // as on SIGTERM, with `cause`; it must defer the stop to a later turn, so that the call's
+  // answer goes out first. Null: refused.
+  std::function<void(const std::string& cause)> onStopRequested;
 };
 
 // Counts since the process started, for the worker's /metrics.
@@ -250,6 +258,10 @@ class TaskExecutor final {
   void answerJobMasterHeartbeat(const JobId& job, uint64_t epoch);
   // The ResourceManager disconnected this worker: registers again.
   void lose(const std::string& reason);
+  // The ResourceManager releases this worker (TaskExecutorGateway.stop): accepted only for a
+  // worker a provider started that holds no allocated slot; then options.onStopRequested.
+  void stopRequested(const std::string& cause,
+                     wire::TaskExecutorGateway::StopResults::Builder results);
   void onEpochRaised(uint64_t previous, uint64_t raised);
   // The runner's update of an attempt: logged, counted, queued for the job's JobMaster.
   void onTaskUpdate(const TaskUpdate& update);

@@ -123,6 +123,13 @@ class GatewayServer final : public wire::TaskExecutorGateway::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> stop(StopContext context) override {
+    auto params = context.getParams();
+    shared_->logAdmitted("TaskExecutorGateway.stop", params.getEpoch());
+    owner().stopRequested(params.getCause().cStr(), context.getResults());
+    return kj::READY_NOW;
+  }
+
  private:
   // Fails the call DISCONNECTED once the TaskExecutor is gone.
   TaskExecutor& owner() { return shared_->owner().get(); }

@@ -232,6 +232,11 @@ void WorkerProcess::startTaskExecutor(const std::string& httpAddress) {
   options.registrationMax = config_.getDuration("cluster.registration.max-timeout");
   options.updateBufferMax = static_cast<size_t>(config_.getInt("worker.update-buffer.max"));
   options.stalls = stalls_.get();
+  options.providerWorkerId = config_.getString("worker.provider-id");
+  options.onStopRequested = [this](const std::string& cause) {
+    // A later turn: the stop call's answer goes out first.
+    tasks_.add(kj::evalLater([this, cause]() { stop("released by the leader: " + cause); }));
+  };
   stalls_->start();
   taskExecutor_ = kj::heap<taskexecutor::TaskExecutor>(loop_.timer(), *leaders_, *taskRunner_,
                                                        events_, kj::mv(options));
@@ -272,10 +277,15 @@ void WorkerProcess::onStopSignal(int signum) {
     spdlog::default_logger()->flush();
     std::_Exit(code);
   }
+  stop(std::string(stopSignalName(signum)) + " received");
+}
+
+void WorkerProcess::stop(const std::string& why) {
+  if (stopping_) return;
   stopping_ = true;
-  spdlog::info("{} received: killing the running tasks, disconnecting from the ResourceManager, "
-               "then exiting",
-               stopSignalName(signum));
+  spdlog::info("{}: killing the running tasks, disconnecting from the ResourceManager, then "
+               "exiting",
+               why);
   const size_t running = taskRunner_->runningCount();
   tasks_.add(taskRunner_->killAll()
                  .then([this, running]() -> kj::Promise<void> {

@@ -146,6 +146,9 @@ class WorkerProcess final : public WorkerHttpHost {
 
  private:
   void onStopSignal(int signum);
+  // Kills the tasks, delivers their ends, disconnects and exits (kExitStopped): on a stop signal,
+  // or when the leader releases this started worker (TaskExecutorGateway.stop). Once.
+  void stop(const std::string& why);
   // Warns when ZooKeeper stays unreachable past ha.zookeeper.connect-timeout; once connected,
   // and holding a ZooKeeper credential, warns when the cluster root or `leader` node is open to
   // anyone (ha::openClusterWarning).
