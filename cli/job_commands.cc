@@ -297,7 +297,7 @@ kj::Promise<int> JobCommands::submit(std::string path) {
 }
 
 kj::Promise<int> JobCommands::withTaskExecutors(
-    std::function<void(capnp::List<wire::TaskExecutorInfo>::Reader)> print) {
+    std::function<void(wire::DispatcherGateway::ListTaskExecutorsResults::Reader)> print) {
   return withDispatcher([this, print = kj::mv(print)](wire::DispatcherGateway::Client gateway,
                                                        uint64_t epoch) {
     auto request = gateway.listTaskExecutorsRequest();
@@ -306,26 +306,32 @@ kj::Promise<int> JobCommands::withTaskExecutors(
         .then([print](capnp::Response<wire::DispatcherGateway::ListTaskExecutorsResults> response)
                   -> rpc::Attempt<int> {
           if (response.hasFailure()) return rpc::CallFailure::from(response.getFailure());
-          print(response.getTaskExecutors());
+          print(response);
           return kExitOk;
         });
   });
 }
 
 kj::Promise<int> JobCommands::workers() {
-  return withTaskExecutors([this](capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+  return withTaskExecutors([this](wire::DispatcherGateway::ListTaskExecutorsResults::Reader listed) {
+    auto workers = listed.getTaskExecutors();
+    const std::string started = startedWorkersTable(listed.getStartedWorkers(), wallClockMillis());
     if (output_.json) {
       output_.out << workersJsonLines(workers) << std::flush;
-    } else if (workers.size() == 0) {
+      return;
+    }
+    if (workers.size() == 0) {
       output_.out << "no workers registered in " << clusterName() << std::endl;
     } else {
       output_.out << workersTable(workers, wallClockMillis()) << std::flush;
     }
+    if (!started.empty()) output_.out << "\n" << started << std::flush;
   });
 }
 
 kj::Promise<int> JobCommands::slots() {
-  return withTaskExecutors([this](capnp::List<wire::TaskExecutorInfo>::Reader workers) {
+  return withTaskExecutors([this](wire::DispatcherGateway::ListTaskExecutorsResults::Reader listed) {
+    auto workers = listed.getTaskExecutors();
     size_t count = 0;
     for (auto worker : workers) count += worker.getSlots().size();
     if (output_.json) {

@@ -109,7 +109,8 @@ class JobCommands final {
   kj::Promise<int> cancel(std::string jobId);
   // `workers`: the leader's registered workers (DispatcherGateway.listTaskExecutors) as a table
   // (cli/regentctl_output.h, workersTable) or one JSON object per worker; "no workers registered
-  // in <cluster>" when there is none.
+  // in <cluster>" when there is none. Below the table, the workers the leader's resource provider
+  // started that are not registered (requested, pending registration, releasing).
   kj::Promise<int> workers();
   // `slots`: every slot of those workers as a table (slotsTable) or one JSON object per slot;
   // "no slots reported in <cluster>" when there is none.
@@ -142,7 +143,7 @@ class JobCommands final {
   kj::Promise<int> withDispatcher(DispatcherCall call, std::string subject = "");
   // listTaskExecutors, then `print` on the workers (workers(), slots()).
   kj::Promise<int> withTaskExecutors(
-      std::function<void(capnp::List<wire::TaskExecutorInfo>::Reader)> print);
+      std::function<void(wire::DispatcherGateway::ListTaskExecutorsResults::Reader)> print);
   // Prints "gave up after <--timeout>: <reason>"; the exit code for a call that ran out of time.
   int gaveUp(const std::string& reason);
   // A token to read `stream` of `attempt` of `job` (DispatcherGateway.attemptOutputToken,

@@ -150,8 +150,8 @@ std::string idOrDash(const nlohmann::json& id) {
 
 std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, int64_t nowMillis) {
   std::vector<std::vector<std::string>> rows{
-      {"RESOURCE ID", "HOST", "ADDRESS", "SLOTS", "FREE", "CONTAINMENT", "REGISTERED",
-       "LAST HEARTBEAT"}};
+      {"RESOURCE ID", "HOST", "ADDRESS", "SLOTS", "FREE", "CONTAINMENT", "STARTED BY",
+       "REGISTERED", "LAST HEARTBEAT"}};
   for (auto worker : workers) {
     auto registration = worker.getRegistration();
     std::string free = "-";
@@ -167,11 +167,28 @@ std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, in
                     shownText(registration.getHost()), shownText(registration.getHttpAddress()),
                     std::to_string(registration.getNumberOfSlots()), free,
                     containment.empty() ? "-" : containment,
+                    registration.getProviderWorkerId().size() == 0
+                        ? "-"
+                        : shownText(registration.getProviderWorkerId()),
                     worker.getRegisteredAtMs() == 0 ? "-"
                                                     : formatUtcMillis(worker.getRegisteredAtMs()),
                     ageText(worker.getLastHeartbeatAtMs(), nowMillis)});
   }
   return alignColumns(rows);
+}
+
+std::string startedWorkersTable(capnp::List<wire::StartedWorker>::Reader started,
+                                int64_t nowMillis) {
+  std::vector<std::vector<std::string>> rows{{"STARTED WORKER", "PHASE", "SINCE", "FROM"}};
+  for (auto worker : started) {
+    if (std::string_view(worker.getPhase().cStr()) == "registered") continue;
+    rows.push_back({shownText(worker.getProviderWorkerId()), shownText(worker.getPhase()),
+                    ageText(worker.getSinceMs(), nowMillis),
+                    worker.getRecovered() ? "an earlier leader" : "this leader"});
+  }
+  if (rows.size() == 1) return "";
+  return "started by the resource provider, not registered yet or being released:\n" +
+         alignColumns(rows);
 }
 
 std::string slotsTable(capnp::List<wire::TaskExecutorInfo>::Reader workers) {

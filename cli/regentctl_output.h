@@ -51,9 +51,15 @@ std::string contenderJson(const leader::ContenderEntry& contender);
 
 // `regentctl workers`: a header and one row per worker (in the order given): RESOURCE ID, HOST,
 // ADDRESS (its http address), SLOTS (its number of slots), FREE (free slots of its latest
-// report, "-" before its first), REGISTERED (ISO time), LAST HEARTBEAT (age at `nowMillis`,
-// "2.5s ago", or "-"). Host and addresses are shown with control characters escaped.
+// report, "-" before its first), CONTAINMENT, STARTED BY (the provider id of a worker a resource
+// provider started, "-" for one started by hand), REGISTERED (ISO time), LAST HEARTBEAT (age at
+// `nowMillis`, "2.5s ago", or "-"). Host and addresses are shown with control characters escaped.
 std::string workersTable(capnp::List<wire::TaskExecutorInfo>::Reader workers, int64_t nowMillis);
+// The started workers that are not registered (requested, pending registration, releasing):
+// a title line, a header and one row each (STARTED WORKER, PHASE, SINCE as an age at
+// `nowMillis`, FROM: "this leader" or "an earlier leader"); "" when there is none.
+std::string startedWorkersTable(capnp::List<wire::StartedWorker>::Reader started,
+                                int64_t nowMillis);
 // `regentctl slots`: a header and one row per reported slot, workers in the order given, slots
 // by index: WORKER (resource id), INDEX, CPU (cores, "0.500"), MEMORY ("1GiB"), STATE (FREE or
 // ALLOCATED: the wire does not tell pending allocations apart), JOB, ALLOCATION ("-" if free).

@@ -53,6 +53,9 @@ nlohmann::json taskExecutorJson(wire::TaskExecutorInfo::Reader info, const SlotP
           {"data_address", text(registration.getDataAddress())},
           {"http_address", text(registration.getHttpAddress())},
           {"containment", text(registration.getContainment())},
+          {"provider_worker_id", registration.getProviderWorkerId().size() == 0
+                                     ? nlohmann::json(nullptr)
+                                     : nlohmann::json(text(registration.getProviderWorkerId()))},
           {"registered_at_ms", info.getRegisteredAtMs()},
           {"last_heartbeat_ms", info.getLastHeartbeatAtMs()},
           {"slots", slots}};

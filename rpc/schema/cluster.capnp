@@ -38,6 +38,16 @@ struct TaskExecutorRegistration {
                                         # a worker started by hand
 }
 
+struct StartedWorker {
+  # A worker the leader's resource provider started (resourcemanager.provider), in the phase its
+  # ResourceManager counts it: "requested", "pending registration", "registered", "releasing".
+  providerWorkerId @0 :Text;            # "<provider>:<worker id>"
+  phase @1 :Text;
+  sinceMs @2 :Int64;                    # Unix ms it entered the phase
+  resourceId @3 :ResourceId;            # once registered
+  recovered @4 :Bool;                   # started by an earlier leader
+}
+
 struct TaskExecutorRegistrationSuccess {
   # The ResourceManager's answer to a successful registration.
   registrationId @0 :RegistrationId;    # names this registration; sendSlotReport repeats it

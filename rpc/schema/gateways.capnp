@@ -48,6 +48,7 @@ using Cluster.MasterComponent;
 using Cluster.TaskExecutorHeartbeatPayload;
 using Cluster.TaskExecutorToJobMasterHeartbeatPayload;
 using Cluster.TaskExecutorInfo;
+using Cluster.StartedWorker;
 using Cluster.ClusterOverview;
 
 interface MasterBootstrap {
@@ -120,8 +121,10 @@ interface DispatcherGateway {
   clusterOverview @4 (epoch :UInt64) -> (failure :Failure, overview :ClusterOverview);
   # Called by regentctl and the HTTP overview. Never fails once the epoch is right.
 
-  listTaskExecutors @5 (epoch :UInt64) -> (failure :Failure, taskExecutors :List(TaskExecutorInfo));
-  # Called by `regentctl workers` and `regentctl slots`: registered workers and their slots.
+  listTaskExecutors @5 (epoch :UInt64) -> (failure :Failure, taskExecutors :List(TaskExecutorInfo),
+                                           startedWorkers :List(StartedWorker));
+  # Called by `regentctl workers` and `regentctl slots`: registered workers and their slots, and
+  # the workers the leader's resource provider started in every phase (empty without one).
 
   removeCorruptJob @6 (epoch :UInt64, jobId :JobId) -> (failure :Failure);
   # Called by `regentctl jobs remove-corrupt` (admin). Removes the JobGraph record of `jobId`

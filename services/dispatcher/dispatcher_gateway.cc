@@ -244,6 +244,8 @@ kj::Promise<void> DispatcherGatewayServer::listTaskExecutors(ListTaskExecutorsCo
   }
   results.adoptTaskExecutors(
       taskExecutors_->list(capnp::Orphanage::getForMessageContaining(results)));
+  taskExecutors_->listStartedWorkers(results.initStartedWorkers(
+      static_cast<unsigned>(taskExecutors_->startedWorkerCount())));
   return kj::READY_NOW;
 }
 

@@ -55,6 +55,11 @@ class TaskExecutorView {
   // Whether slot `index` of `worker` is allocated but not yet confirmed by the worker (the wire's
   // SlotStatus does not say; /v1/workers shows it as PENDING).
   virtual bool slotPending(const ResourceId& worker, uint32_t index) const = 0;
+  // The workers a resource provider started, in every phase (none without a provider).
+  virtual size_t startedWorkerCount() const { return 0; }
+  virtual void listStartedWorkers(capnp::List<wire::StartedWorker>::Builder out) const {
+    (void)out;
+  }
 };
 
 // What DispatcherGateway.attemptOutputToken signs with: the term's signer, the wall clock, and

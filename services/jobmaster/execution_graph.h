@@ -289,6 +289,10 @@ class ExecutionGraph final {
   std::vector<AttemptId> unknownAmong(const std::vector<AttemptId>& attempts) const;
   // The latest failure message of `subtask`; empty when none failed.
   std::string_view failureMessage(uint32_t subtask) const;
+  // Why the ResourceManager refused the job's slot requirements (a profile no registered worker
+  // and no provider's worker fits, naming the options), shown in the waiting reason; "" once a
+  // declaration was accepted.
+  void setSlotProblem(std::string problem) { slotProblem_ = std::move(problem); }
   // jobStatus: state, tasks, vertices with subtasks, failure, restarts, waitingReason.
   // `port` gives the workers' addresses and the cluster's slot counts.
   void describe(wire::JobStatus::Builder status, MonoTime now,
@@ -393,6 +397,7 @@ class ExecutionGraph final {
   std::optional<Failure> failure_;
   std::optional<dispatcher::JobEnd> ended_;
   uint32_t restartDelays_ = 0;  // Subtasks in kRestartDelay.
+  std::string slotProblem_;     // setSlotProblem().
   uint32_t finishedVertices_ = 0;
   bool anyRunning_ = false;
   bool stopped_ = false;  // stop() was called.

@@ -358,6 +358,11 @@ void JobMaster::declare() {
   declaredOnce_ = true;
   const resourcemanager::SlotOutcome declared =
       term_.resourceManager.declareRequiredResources(job_, needs);
+  execution_.setSlotProblem(
+      declared.ok() ? std::string()
+                    : (declared.error().field.empty()
+                           ? declared.error().message
+                           : declared.error().field + ": " + declared.error().message));
   if (!declared.ok()) {
     const resourcemanager::SlotFailure& failure = declared.error();
     spdlog::warn("job {}: declaring its required slots failed: {}; declaring again in {}",

@@ -36,6 +36,15 @@ class ResourceManagerTaskExecutors final : public dispatcher::TaskExecutorView {
     return listed;
   }
 
+  size_t startedWorkerCount() const override {
+    const resourcemanager::PoolCounts counts = resourceManager_.workerPoolCounts();
+    return counts.requested + counts.pending + counts.registered + counts.releasing;
+  }
+
+  void listStartedWorkers(capnp::List<wire::StartedWorker>::Builder out) const override {
+    resourceManager_.listStartedWorkers(out);
+  }
+
   bool slotPending(const ResourceId& worker, uint32_t index) const override {
     const resourcemanager::Worker* found = resourceManager_.slotManager().worker(worker);
     if (found == nullptr) return false;

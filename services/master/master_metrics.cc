@@ -86,6 +86,25 @@ void addResourceManagerMetrics(MetricsRegistry& registry,
       "Worker calls refused because they spoke for a worker other than the one their "
       "connection registered (or before it registered one), by method.",
       [&counters] { return samplesByLabel("method", counters.identityRefusals.byMethod()); });
+  registry.gauge("regent_workers_requested",
+                 "Workers the leader's resource provider is starting (resourcemanager.provider); "
+                 "0 on a standby.",
+                 [&counters] { return counters.workersRequested; });
+  registry.gauge("regent_workers_pending",
+                 "Workers the resource provider started that have not registered yet.",
+                 [&counters] { return counters.workersPending; });
+  registry.gauge("regent_workers_started",
+                 "Workers the resource provider started that the leader counts as its own, in "
+                 "every phase (requested, pending registration, registered, releasing).",
+                 [&counters] { return counters.workersStarted; });
+  registry.counter("regent_workers_start_failures_total",
+                   "Worker starts that failed (the provider's error, an exit before registering, "
+                   "or resourcemanager.workers.start-timeout), over every term this process led.",
+                   [&counters] { return counters.workerStartFailures; });
+  registry.counter("regent_workers_released_total",
+                   "Started workers released (idle, or never registered), over every term this "
+                   "process led.",
+                   [&counters] { return counters.workersReleased; });
 }
 
 void addJobMasterMetrics(MetricsRegistry& registry, const jobmaster::JobMasterCounters& counters) {

@@ -410,6 +410,9 @@ ResourceManager::ResourceManager(kj::Timer& timer, EventSink& events, uint64_t e
 
 ResourceManager::~ResourceManager() noexcept {
   if (options_.provider != nullptr) options_.provider->setListener(nullptr);
+  counters_.workersRequested = 0;
+  counters_.workersPending = 0;
+  counters_.workersStarted = 0;
 }
 
 kj::Own<wire::ResourceManagerGateway::Server> ResourceManager::makeGatewayServer(
@@ -643,6 +646,10 @@ void ResourceManager::planWorkers() {
       if (release.failedStart) ++counters_.workerStartFailures;
       releaseWorker(release);
     }
+    const PoolCounts counts = pool->counts();
+    counters_.workersRequested = counts.requested;
+    counters_.workersPending = counts.pending;
+    counters_.workersStarted = counts.requested + counts.pending + counts.registered + counts.releasing;
     // Again at the next timeout or the end of a backoff.
     const auto next = pool->nextDeadline();
     if (next && (!planArmedFor_ || *next < *planArmedFor_ || *planArmedFor_ <= now)) {
@@ -733,6 +740,25 @@ void ResourceManager::workerEnded(const std::string& id, const std::string& reas
 std::string ResourceManager::workerSupplyReason() const {
   KJ_IF_MAYBE (pool, pool_) return pool->waitingReason(monoNow());
   return {};
+}
+
+void ResourceManager::listStartedWorkers(capnp::List<wire::StartedWorker>::Builder out) const {
+  KJ_IF_MAYBE (pool, pool_) {
+    const MonoTime now = monoNow();
+    const int64_t wall = wallNow();
+    unsigned i = 0;
+    for (const auto& [id, worker] : pool->workers()) {
+      if (i >= out.size()) break;
+      auto entry = out[i++];
+      entry.setProviderWorkerId(pool->providerWorkerId(id));
+      entry.setPhase(phaseName(worker.phase));
+      entry.setSinceMs(wall -
+                       std::chrono::duration_cast<std::chrono::milliseconds>(now - worker.since)
+                           .count());
+      if (worker.resourceId) wire::setWireId(entry.initResourceId(), *worker.resourceId);
+      entry.setRecovered(worker.recovered);
+    }
+  }
 }
 
 PoolCounts ResourceManager::workerPoolCounts() const {

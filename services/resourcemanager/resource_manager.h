@@ -59,6 +59,11 @@ struct ResourceManagerCounters {
   WorkerIdentityRefusals identityRefusals;
   uint64_t workerStartFailures = 0;  // regent_workers_start_failures_total
   uint64_t workersReleased = 0;      // regent_workers_released_total
+  // The current term's started workers (zero while not leading): regent_workers_requested,
+  // regent_workers_pending, regent_workers_started.
+  uint64_t workersRequested = 0;
+  uint64_t workersPending = 0;
+  uint64_t workersStarted = 0;  // Every phase.
 };
 
 // Loop-thread only. `timer`, `events` (its event lines, docs/operations.md) and `counters` must
@@ -154,6 +159,8 @@ class ResourceManager final : public JobMasterPort,
 
   // The started workers by phase (all zero without a provider): /metrics.
   PoolCounts workerPoolCounts() const;
+  // Every started worker (`out` has room for all of workerPoolCounts()), in id order.
+  void listStartedWorkers(capnp::List<wire::StartedWorker>::Builder out) const;
 
  private:
   class Gateway;

@@ -368,6 +368,9 @@ Result<std::unique_ptr<JobCluster>> JobCluster::start(const std::string& name,
   JobCluster& c = *cluster;
 
   MasterClusterOptions masters = workerTestMasters(c.quorum_, c.clusterId_);
+  if (!c.options_.masterConfig.empty()) {
+    masters.configFile = c.writeFile("master.yaml", c.options_.masterConfig);
+  }
   masters.extraSet.insert(masters.extraSet.end(), c.options_.masterSet.begin(),
                           c.options_.masterSet.end());
   WorkerClusterOptions workers = workerTestWorkers(c.quorum_, c.clusterId_);

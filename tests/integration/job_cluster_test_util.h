@@ -160,6 +160,9 @@ struct JobClusterOptions {
   std::vector<std::string> workerSet;  // "key=value" added to every worker's settings.
   std::vector<std::string> workerEnv;  // "NAME=value" added to every worker's environment.
   std::vector<std::string> ctlSet;     // "key=value" given to every ctl() with --set.
+  // YAML every master loads with --config (under masterSet): the worker.* options of the workers
+  // a resource provider starts, which a master's command line refuses. "": none.
+  std::string masterConfig;
 };
 
 // A cancel timeout short enough that the tests wait for it in well under a second.

@@ -239,6 +239,10 @@ Result<size_t> MasterCluster::startMaster(std::vector<std::string> extraSet,
   std::vector<std::string> argv = {
       options_.binary.empty() ? std::string(REGENT_BIN_DIR "/regent-master") : options_.binary,
       "--log-format", options_.logFormat};
+  if (!options_.configFile.empty()) {
+    argv.push_back("--config");
+    argv.push_back(options_.configFile);
+  }
   std::vector<std::string> sets = {
       "cluster-id=" + options_.clusterId,
       "ha.zookeeper.quorum=" + quorum.value_or(options_.quorum),

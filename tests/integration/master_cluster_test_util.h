@@ -202,6 +202,9 @@ struct MasterClusterOptions {
   std::optional<std::pair<uint64_t, uint64_t>> openFileLimit;
   // The regent-master executable; "": the one in REGENT_BIN_DIR.
   std::string binary;
+  // A configuration file every master loads (--config), under the --set entries; "": none. Where
+  // options other programs read go (worker.* for the workers a resource provider starts).
+  std::string configFile;
 };
 
 // regent-master processes in numbered slots; a slot can be restarted once its process ended,
