@@ -601,6 +601,10 @@ const std::vector<std::pair<std::string_view, Programs>>& optionReaders() {
       {"heartbeat.", kMasterOnly},  // The ResourceManager and JobMasters send them.
       {"jobmaster.", kMasterOnly},
       {"resourcemanager.", kMasterOnly},
+      // The slots of the workers the master's resource provider starts (resourcemanager.provider).
+      {"worker.slots", Program::kMaster | Program::kWorker},
+      {"worker.slot-cpu", Program::kMaster | Program::kWorker},
+      {"worker.slot-memory", Program::kMaster | Program::kWorker},
       {"worker.", kWorkerOnly},
       {"cluster.registration.", kWorkerOnly},
       {"events.file", Program::kMaster | Program::kWorker},  // Their ProcessMain.

@@ -63,8 +63,11 @@ TEST(ConfigPrograms, AWorkerRefusesAMastersOptionOnItsCommandLineNamingItsOwn) {
 }
 
 TEST(ConfigPrograms, EachProgramRefusesTheOthersOptionsOnItsCommandLine) {
-  EXPECT_EQ(loadError(ConfigSources{.set = {"worker.slots=2"}, .program = Program::kMaster}),
-            "worker.slots from --set applies to the worker, not the master");
+  EXPECT_EQ(loadError(ConfigSources{.set = {"worker.data-dir=w"}, .program = Program::kMaster}),
+            "worker.data-dir from --set applies to the worker, not the master");
+  // The slot profile of the workers a resource provider starts is the master's too.
+  EXPECT_TRUE(
+      loadConfig(ConfigSources{.set = {"worker.slots=2"}, .program = Program::kMaster}).ok());
   EXPECT_EQ(
       loadError(ConfigSources{.set = {"rpc.credential.role=admin"}, .program = Program::kMaster}),
       "rpc.credential.role from --set applies to the worker and regentctl, not the master");
@@ -499,6 +502,26 @@ TEST(ConfigRules, HeartbeatTimeoutMustExceedInterval) {
             "heartbeat.timeout must exceed heartbeat.interval (heartbeat.timeout is 2s from env "
             "REGENT_HEARTBEAT_TIMEOUT; heartbeat.interval is 2s by default)");
   EXPECT_TRUE(loadConfig(ConfigSources{.set = {"heartbeat.timeout=2001ms"}}).ok());
+}
+
+TEST(ConfigRules, StartedWorkersFloorMayNotExceedTheirCap) {
+  EXPECT_EQ(setError({"resourcemanager.workers.min=3", "resourcemanager.workers.max=2"}),
+            "resourcemanager.workers.min must be at most resourcemanager.workers.max "
+            "(resourcemanager.workers.min is 3 from --set; resourcemanager.workers.max is 2 from "
+            "--set)");
+  EXPECT_TRUE(loadConfig(ConfigSources{.set = {"resourcemanager.workers.min=2",
+                                               "resourcemanager.workers.max=2"}})
+                  .ok());
+}
+
+TEST(ConfigRules, AnUnknownProviderOrAMalformedProviderIdIsRefusedNamingTheOption) {
+  EXPECT_THAT(setError({"resourcemanager.provider=kubernetes"}),
+              HasSubstr("resourcemanager.provider"));
+  EXPECT_THAT(setError({"resourcemanager.provider=kubernetes"}),
+              HasSubstr("one of standalone, process"));
+  EXPECT_THAT(setError({"worker.provider-id=no-colon"}), HasSubstr("worker.provider-id"));
+  EXPECT_THAT(setError({"worker.provider-id=process:a b"}), HasSubstr("worker.provider-id"));
+  EXPECT_TRUE(loadConfig(ConfigSources{.set = {"worker.provider-id=process:e3-1"}}).ok());
 }
 
 TEST(ConfigRules, ZooKeeperStoreNeedsZooKeeperMode) {

@@ -93,8 +93,8 @@ TEST(OptionsTable, CommittedDocsTableMatchesTheRegistry) {
 
 TEST(OptionsTable, HasOneRowPerOption) {
   const std::string table = renderOptionsTable();
-  EXPECT_THAT(table, HasSubstr("| `worker.slots` | integer, 1..1024 | `4` | worker | Number of "
-                               "task slots a worker offers. |\n"));
+  EXPECT_THAT(table, HasSubstr("| `worker.slots` | integer, 1..1024 | `4` | master, worker | "
+                               "Number of task slots a worker offers. |\n"));
   EXPECT_THAT(table,
               HasSubstr("| `ha.zookeeper.auth` | user:password or empty, secret | `\"\"` |"));
   size_t rows = 0;

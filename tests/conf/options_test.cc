@@ -85,10 +85,19 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "heartbeat.timeout",
                                             "jobmaster.reconciliation-timeout",
                                             "jobmaster.max-subtasks",
+                                            "resourcemanager.provider",
+                                            "resourcemanager.workers.max",
+                                            "resourcemanager.workers.min",
+                                            "resourcemanager.workers.start-timeout",
+                                            "resourcemanager.workers.idle-timeout",
+                                            "resourcemanager.workers.max-failure-rate",
+                                            "resourcemanager.process.data-root",
+                                            "resourcemanager.process.worker-binary",
                                             "worker.slots",
                                             "worker.slot-cpu",
                                             "worker.slot-memory",
                                             "worker.data-dir",
+                                            "worker.provider-id",
                                             "worker.advertised-host",
                                             "worker.http.bind",
                                             "worker.task-user",
@@ -173,12 +182,17 @@ TEST(OptionRegistry, EveryOptionIsReadBySomeProgramAndEachNamespaceByItsOwn) {
   for (const OptionSpec& option : allOptions()) {
     EXPECT_NE(option.readBy, 0) << option.key;
     EXPECT_EQ(option.readBy & ~kEveryProgram, 0) << option.key;
+    // The slot profile of the workers a resource provider starts is read by the master too.
+    const bool startedWorkersProfile = option.key == "worker.slots" ||
+                                       option.key == "worker.slot-cpu" ||
+                                       option.key == "worker.slot-memory";
     const Programs expected =
-        option.key.starts_with("worker.") || option.key.starts_with("cluster.registration.")
+        startedWorkersProfile ? (Program::kMaster | Program::kWorker)
+        : option.key.starts_with("worker.") || option.key.starts_with("cluster.registration.")
             ? Programs(Program::kWorker)
         : option.key.starts_with("cli.") ? Programs(Program::kRegentctl)
         : option.key.starts_with("store.") || option.key.starts_with("jobmaster.") ||
-                option.key.starts_with("heartbeat.")
+                option.key.starts_with("heartbeat.") || option.key.starts_with("resourcemanager.")
             ? Programs(Program::kMaster)
             : option.readBy;
     EXPECT_EQ(option.readBy, expected) << option.key;
