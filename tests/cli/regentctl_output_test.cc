@@ -60,6 +60,7 @@ class WorkersOutputTest : public ::testing::Test {
     wire::setWireId(second.initResourceId(), ResourceId(0xab, 2));
     second.setHost("w\x1b" "2");
     second.setNumberOfSlots(4);
+    second.setProviderWorkerId("process:e3-1");
     workers[1].setRegisteredAtMs(kNow);
   }
 
@@ -96,6 +97,40 @@ TEST_F(WorkersOutputTest, TheWorkersTableHasOneAlignedRowPerWorker) {
   EXPECT_EQ(cell(table[0], table[2], "FREE"), "-");
   EXPECT_EQ(cell(table[0], table[2], "REGISTERED"), "2025-11-24T10:26:40.000Z");
   EXPECT_EQ(table[2].substr(heartbeat), "-");
+  // Who started each: by hand, or a resource provider.
+  EXPECT_EQ(cell(table[0], table[1], "STARTED BY"), "-");
+  EXPECT_EQ(cell(table[0], table[2], "STARTED BY"), "process:e3-1");
+}
+
+TEST(StartedWorkersOutput, ListsTheStartedWorkersNotRegisteredWithTheirPhase) {
+  constexpr int64_t kNow = 1763980000000;
+  capnp::MallocMessageBuilder message;
+  auto started = message.initRoot<wire::DispatcherGateway::ListTaskExecutorsResults>()
+                     .initStartedWorkers(3);
+  started[0].setProviderWorkerId("process:e3-1");
+  started[0].setPhase("registered");
+  started[1].setProviderWorkerId("process:e3-2");
+  started[1].setPhase("pending registration");
+  started[1].setSinceMs(kNow - 1500);
+  started[2].setProviderWorkerId("process:e2-7");
+  started[2].setPhase("releasing");
+  started[2].setSinceMs(kNow - 300);
+  started[2].setRecovered(true);
+  auto table = lines(startedWorkersTable(started.asReader(), kNow));
+  ASSERT_EQ(table.size(), 4u);  // A title, the header, the two not registered.
+  EXPECT_NE(table[0].find("not registered"), std::string::npos) << table[0];
+  EXPECT_EQ(cell(table[1], table[2], "STARTED WORKER"), "process:e3-2");
+  EXPECT_EQ(cell(table[1], table[2], "PHASE"), "pending registration");
+  EXPECT_EQ(cell(table[1], table[2], "SINCE"), "1.5s ago");
+  EXPECT_EQ(table[2].substr(table[1].find("FROM")), "this leader");
+  EXPECT_EQ(table[3].substr(table[1].find("FROM")), "an earlier leader");
+  // Every started worker registered: nothing to add below the workers table.
+  capnp::MallocMessageBuilder allRegistered;
+  auto only = allRegistered.initRoot<wire::DispatcherGateway::ListTaskExecutorsResults>()
+                  .initStartedWorkers(1);
+  only[0].setProviderWorkerId("process:e3-1");
+  only[0].setPhase("registered");
+  EXPECT_EQ(startedWorkersTable(only.asReader(), kNow), "");
 }
 
 TEST_F(WorkersOutputTest, TheSlotsTableHasOneRowPerReportedSlot) {
