@@ -15,6 +15,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/errno_text.h"
+
 namespace regent::providers {
 
 namespace fs = std::filesystem;
@@ -25,8 +27,6 @@ constexpr const char* kStateFile = "provider";
 constexpr const char* kConfigFile = "worker.yaml";
 constexpr Duration kPollStep{100};
 constexpr Duration kKillBound{5000};
-
-std::string errnoText(int error) { return std::strerror(error); }
 
 // The state (field 3) and start time in clock ticks after boot (field 22) of /proc/<pid>/stat.
 struct ProcStat {
