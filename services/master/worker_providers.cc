@@ -21,11 +21,13 @@ namespace fs = std::filesystem;
 namespace {
 
 // Options a started worker must not take from the master: its own (written per worker by the
-// provider), the master's write credential, and the provider's options.
+// provider), the master's ZooKeeper write credential and its TLS identity (certificate and key:
+// a worker presenting them would speak as the master), and the provider's options.
 bool keptFromWorker(std::string_view key) {
   for (std::string_view own :
        {"worker.data-dir", "worker.provider-id", "worker.http.bind", "events.file",
-        "ha.zookeeper.auth", "rpc.credential.role", "rpc.credential.secret-file"}) {
+        "ha.zookeeper.auth", "rpc.tls.cert", "rpc.tls.key", "rpc.credential.role",
+        "rpc.credential.secret-file"}) {
     if (key == own) return true;
   }
   return key.rfind("resourcemanager.", 0) == 0;
