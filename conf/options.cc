@@ -692,6 +692,13 @@ std::vector<OptionRule> buildRules() {
          return config.getInt("resourcemanager.workers.min") <=
                 config.getInt("resourcemanager.workers.max");
        }},
+      {{"resourcemanager.provider", "rpc.auth-tls.worker-name-is-resource-id"},
+       "resourcemanager.provider process cannot start workers that each need a client "
+       "certificate named by their resource id (rpc.auth-tls.worker-name-is-resource-id)",
+       [](const Config& config) {
+         return config.getString("resourcemanager.provider") != "process" ||
+                !config.getBool("rpc.auth-tls.worker-name-is-resource-id");
+       }},
       {{"store.backend", "ha.mode"},
        "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper)",
        [](const Config& config) {

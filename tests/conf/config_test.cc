@@ -514,6 +514,13 @@ TEST(ConfigRules, StartedWorkersFloorMayNotExceedTheirCap) {
                   .ok());
 }
 
+TEST(ConfigRules, TheProcessProviderCannotServePerWorkerCertificates) {
+  EXPECT_THAT(setError({"resourcemanager.provider=process",
+                        "rpc.auth-tls.worker-name-is-resource-id=true"}),
+              HasSubstr("resourcemanager.provider process cannot start workers that each need a "
+                        "client certificate"));
+}
+
 TEST(ConfigRules, AnUnknownProviderOrAMalformedProviderIdIsRefusedNamingTheOption) {
   EXPECT_THAT(setError({"resourcemanager.provider=kubernetes"}),
               HasSubstr("resourcemanager.provider"));
