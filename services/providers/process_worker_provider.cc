@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -101,6 +103,15 @@ std::optional<StateLine> readState(const fs::path& dir) {
   StateLine line;
   if (!(in >> line.cluster >> line.pid >> line.startTicks >> line.epoch)) return std::nullopt;
   return line;
+}
+
+// A worker id is a directory name under the cluster's: letters, digits, '.', '_', '-', never
+// "." or ".." (an id comes from a registration, which a worker, not the provider, wrote).
+bool isSafeId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+  });
 }
 
 std::string describeExit(const ChildExit& exit) {
@@ -216,6 +227,7 @@ kj::Promise<void> ProcessWorkerProvider::pollLoop() {
 }
 
 kj::Promise<Status> ProcessWorkerProvider::start(const std::string& id, uint64_t epoch) {
+  if (!isSafeId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
   const fs::path dir = fs::path(clusterDir_) / id;
   std::string yaml =
       "# Written by the process provider of the leader of epoch " + std::to_string(epoch) +
@@ -283,6 +295,7 @@ kj::Promise<bool> ProcessWorkerProvider::waitGone(int pid, uint64_t startTicks, 
 }
 
 kj::Promise<Status> ProcessWorkerProvider::release(const std::string& id, Duration grace) {
+  if (!isSafeId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
   const std::string dir = workerDir(id);
   auto removeDir = [this, dir]() {
     return loop_.runBlocking([dir]() -> Status {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,15 @@ std::vector<ReportedSlot> fromWire(capnp::List<wire::SlotStatus>::Reader slots) 
   return reported;
 }
 
+// A name of letters, digits, '.', '_' and '-', not "." or "..": safe as a path component.
+bool isProviderName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
+
 // A registration's fields, or the invalidArgument naming the first wrong one.
 struct RegistrationCheck {
   std::string field;
@@ -81,6 +91,19 @@ std::optional<RegistrationCheck> validate(wire::TaskExecutorRegistration::Reader
   out.totalProfile = fromWire(in.getTotalProfile());
   if (!in.hasResourceId() || out.resourceId.isZero()) {
     return RegistrationCheck{"registration.resourceId", "missing or zero"};
+  }
+  if (!out.providerWorkerId.empty()) {
+    // A provider and a worker name (worker.provider-id): the name becomes a path component of
+    // the provider's (the process provider's worker directory).
+    const std::string_view id = out.providerWorkerId;
+    const size_t colon = id.find(':');
+    if (colon == std::string_view::npos || !isProviderName(id.substr(0, colon)) ||
+        !isProviderName(id.substr(colon + 1))) {
+      return RegistrationCheck{"registration.providerWorkerId",
+                               "\"" + out.providerWorkerId.substr(0, 200) +
+                                   "\" is not <provider>:<worker id> of letters, digits, '.', "
+                                   "'_' and '-'"};
+    }
   }
   if (out.numberOfSlots < 1 || out.numberOfSlots > kMaxSlots) {
     return RegistrationCheck{

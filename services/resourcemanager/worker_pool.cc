@@ -99,7 +99,12 @@ bool WorkerPool::registered(const std::string& providerWorkerId, const ResourceI
     worker.recovered = true;
     found = workers_.emplace(id, std::move(worker)).first;
   } else if (found->second.phase == PooledPhase::kReleasing) {
-    return true;  // Being released: it stays so (it registered before its stop arrived).
+    return found->second.resourceId == resourceId || !found->second.resourceId;
+  } else if (found->second.phase == PooledPhase::kRegistered && found->second.resourceId &&
+             *found->second.resourceId != resourceId) {
+    // Another worker claims the id of one registered under another resource id: it is not
+    // taken for the pool's (never released, never counted), the first keeps the id.
+    return false;
   }
   PooledWorker& worker = found->second;
   if (worker.phase != PooledPhase::kRegistered) {

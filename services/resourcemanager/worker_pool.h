@@ -90,7 +90,8 @@ class WorkerPool final {
   void started(const std::string& id, MonoTime now);
   void startFailed(const std::string& id, const std::string& error, MonoTime now);
   // A registration carried "<provider>:<id>" of this pool's provider: the worker is (or becomes)
-  // this pool's, registered. False when `providerWorkerId` names another provider or none.
+  // this pool's, registered. False when `providerWorkerId` names another provider or none, or an
+  // id another registered worker (another resource id) holds: that one is not the pool's.
   bool registered(const std::string& providerWorkerId, const ResourceId& resourceId,
                   MonoTime now);
   // The worker's registration is gone (heartbeat timeout, replaced, disconnected): it may come

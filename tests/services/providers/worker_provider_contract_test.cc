@@ -224,6 +224,19 @@ TEST_F(ProcessProviderContractTest, AWorkerBinaryThatExitsAtOnceIsReportedEnded)
   started->setListener(nullptr);
 }
 
+TEST_F(ProcessProviderContractTest, AnIdThatIsNotADirectoryNameIsRefusedAndNothingIsTouched) {
+  auto started = provider();
+  const std::string outside = root_.path() + "/outside";
+  fs::create_directories(outside);
+  for (const std::string& id : {std::string(".."), std::string("../outside"), std::string("a/b"),
+                                std::string("")}) {
+    EXPECT_FALSE(loop_.run(started->start(id, 1)).ok()) << id;
+    EXPECT_FALSE(loop_.run(started->release(id, Duration(10))).ok()) << id;
+  }
+  EXPECT_TRUE(fs::exists(outside));
+  EXPECT_TRUE(fs::exists(root_.path() + "/data/test"));
+}
+
 TEST_F(ProcessProviderContractTest, AMissingOrUnrunnableBinaryIsRefusedNamingTheOption) {
   ProcessProviderOptions options;
   options.dataRoot = root_.path() + "/data";

@@ -373,6 +373,19 @@ TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothin
   ASSERT_TRUE(zero.hasFailure());
   EXPECT_EQ(std::string(zero.getFailure().getInvalidArgument().getField().cStr()),
             "registration.resourceId");
+
+  // A provider id that is not <provider>:<name> (the name becomes a provider's path component).
+  who.id = ResourceId::random();
+  for (const char* bad : {"process:..", "process:../../etc", "process", ":e1-1", "process:a/b"}) {
+    auto request = registerRequest(who, fake);
+    request.getRegistration().setProviderWorkerId(bad);
+    auto refused = loop_.run(request.send());
+    ASSERT_TRUE(refused.hasFailure()) << bad;
+    ASSERT_TRUE(refused.getFailure().isInvalidArgument()) << bad;
+    EXPECT_EQ(std::string(refused.getFailure().getInvalidArgument().getField().cStr()),
+              "registration.providerWorkerId")
+        << bad;
+  }
   EXPECT_EQ(manager_->counts().workers, 0u);
   EXPECT_EQ(counters_.registrations, 0u);
 }

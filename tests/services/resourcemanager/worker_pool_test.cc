@@ -237,6 +237,15 @@ TEST_F(WorkerPoolTest, ARegistrationOfAnotherProviderOrByHandIsNotThePools) {
   EXPECT_TRUE(pool_.workers().at("e3-9").recovered);
 }
 
+TEST_F(WorkerPoolTest, ASecondWorkerClaimingARegisteredWorkersIdIsNotThePools) {
+  pool_.listed({}, now_);
+  startAndRegister(plan(4).start, true);
+  const ResourceId impostor = ResourceId::random();
+  EXPECT_FALSE(pool_.registered("process:e7-1", impostor, now_));
+  EXPECT_EQ(pool_.byResourceId(impostor), nullptr);
+  EXPECT_EQ(pool_.workers().at("e7-1").resourceId, resources_["e7-1"]);
+}
+
 TEST_F(WorkerPoolTest, AWorkerThatLostItsRegistrationIsPendingAgain) {
   pool_.listed({}, now_);
   startAndRegister(plan(4).start, false);
