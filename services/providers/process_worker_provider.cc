@@ -63,6 +63,10 @@ bool alive(int pid, uint64_t startTicks) {
 std::string yamlQuoted(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
