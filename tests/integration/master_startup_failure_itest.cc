@@ -156,7 +156,10 @@ TEST(MasterStartupFailure, BadOptionsEndWithTheExitingLineAndCodeTwo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--set", "ha.zookeeper.quorom=zk1:2181"},           // an unknown key
       {"--set", "ha.zookeeper.session-timeout=soon"},      // a bad value
-      {"--set", "worker.slots=2"},                         // another program's option
+      {"--set", "worker.data-dir=w"},                      // another program's option
+      {"--set", "resourcemanager.provider=kubernetes"},    // a provider that does not exist
+      {"--set", "resourcemanager.workers.min=3", "--set",
+       "resourcemanager.workers.max=2"},                   // a floor above the cap
       {"--no-such-flag"},                                  // the command line itself
       {"--config", dir.path() + "/missing.yaml"},          // a file that is not there
   };
@@ -183,6 +186,23 @@ TEST(MasterStartupFailure, BadOptionsEndWithTheExitingLineAndCodeTwo) {
   EXPECT_TRUE(contains(events->output(), "events.file: cannot open the events file " +
                                              eventsPath + ": No such file or directory"))
       << events->output();
+
+  // A process provider whose worker binary cannot run: exit 1, naming the option and the file.
+  auto provider = startMaster(dir.path(),
+                              {REGENT_BIN_DIR "/regent-master", "--set",
+                               "resourcemanager.provider=process", "--set",
+                               "resourcemanager.process.data-root=" + dir.path() + "/workers",
+                               "--set",
+                               "resourcemanager.process.worker-binary=" + dir.path() +
+                                   "/no-such-worker",
+                               "--set", "rpc.bind=127.0.0.1:0", "--set", "http.bind=127.0.0.1:0"},
+                              "provider");
+  ASSERT_TRUE(provider);
+  ASSERT_NO_FATAL_FAILURE(expectExitWithLine(*provider, 1));
+  EXPECT_TRUE(contains(provider->output(),
+                       "resourcemanager.process.worker-binary: cannot run " + dir.path() +
+                           "/no-such-worker: No such file or directory"))
+      << provider->output();
 
   // With --log-format json the line is a JSON object like every other log line.
   auto json = startMaster(dir.path(),
