@@ -178,10 +178,15 @@ void ProcessWorkerProvider::follow(const std::string& id, int pid, uint64_t star
       ended(id, "worker " + id + " (pid " + std::to_string(pid) + ") " + describeExit(exit));
     }));
     tracked.child = kj::mv(child);
-  } else if (!polling_) {
-    polling_ = true;
-    tasks_.add(pollLoop());
+  } else {
+    ensurePolling();
   }
+}
+
+void ProcessWorkerProvider::ensurePolling() {
+  if (polling_) return;
+  polling_ = true;
+  tasks_.add(pollLoop());
 }
 
 void ProcessWorkerProvider::ended(const std::string& id, const std::string& reason) {
@@ -365,8 +370,14 @@ kj::Promise<Result<std::vector<std::string>>> ProcessWorkerProvider::list() {
         std::vector<std::string> ids;
         for (const Found& worker : listed.value()) {
           ids.push_back(worker.id);
-          if (tracked_.count(worker.id) == 0) {
+          auto known = tracked_.find(worker.id);
+          if (known == tracked_.end()) {
             follow(worker.id, worker.pid, worker.startTicks, kj::Own<ChildProcess>());
+          } else {
+            // A release that an ended term left half done is nobody's now: the new term
+            // follows the worker again (and releases it when it is idle).
+            known->second.releasing = false;
+            if (known->second.child.get() == nullptr) ensurePolling();
           }
         }
         return ids;

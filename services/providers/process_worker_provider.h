@@ -79,6 +79,8 @@ class ProcessWorkerProvider final : public resourcemanager::WorkerProvider {
 
   void follow(const std::string& id, int pid, uint64_t startTicks, kj::Own<ChildProcess> child);
   void ended(const std::string& id, const std::string& reason);
+  // Checks the workers this process did not start every pollInterval while there are any.
+  void ensurePolling();
   kj::Promise<void> pollLoop();
   kj::Promise<bool> waitGone(int pid, uint64_t startTicks, Duration bound);
 
