@@ -164,7 +164,7 @@ TEST(ProcessProvider, TheCapLimitsTheWorkersAndTheJobRunsWithWhatItGives) {
   ASSERT_OK(made);
   JobCluster& cluster = *made.value();
 
-  auto job = cluster.submit(sleepingJob("capped", 6, "1"));
+  auto job = cluster.submit(sleepingJob("capped", 6, "3"));
   ASSERT_OK(job);
   // While four run, two wait, and the reason says the cluster's slots are all there is.
   auto waiting = cluster.waitForStatus(
