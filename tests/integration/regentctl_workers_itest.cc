@@ -111,10 +111,10 @@ TEST_F(RegentctlWorkers, ListsTheLeadersWorkersAndSlotsAsTablesAndJsonLines) {
   ASSERT_EQ(table.exit.exitCode, 0) << table.output;
   EXPECT_TRUE(std::regex_search(
       table.output,
-      std::regex("RESOURCE ID +HOST +ADDRESS +SLOTS +FREE +CONTAINMENT +REGISTERED +LAST "
-                 "HEARTBEAT\n" +
+      std::regex("RESOURCE ID +HOST +ADDRESS +SLOTS +FREE +CONTAINMENT +STARTED BY +REGISTERED "
+                 "+LAST HEARTBEAT\n" +
                  worker.toHex() +
-                 "  itest-worker  127\\.0\\.0\\.1:18082  2 +1 +cgroup v2 +20\\S+Z  "
+                 "  itest-worker  127\\.0\\.0\\.1:18082  2 +1 +cgroup v2 +- +20\\S+Z  "
                  "\\d+\\.\\ds ago\n")))
       << table.output;
 
