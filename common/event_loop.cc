@@ -419,7 +419,8 @@ Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions 
       // Created new, never through a link: the directory may belong to another user (a task
       // user), who must not point the parent's open at a file of its choosing.
       fileFds[i] = ::open(paths[i]->c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
+                          options.outputMode);
       if (fileFds[i] < 0) {
         const int error = errno;
         std::string message = "cannot open " + *paths[i] + ": " + std::strerror(error);

@@ -129,6 +129,7 @@ struct SpawnOptions {
   bool captureOutput = true;
   std::string stdoutPath;
   std::string stderrPath;
+  mode_t outputMode = 0644;  // The mode of the files above.
   // Or descriptors the child gets as its stdout / stderr (without captureOutput; they win over
   // the paths). The caller keeps them, as extraFds.
   int stdoutFd = -1;

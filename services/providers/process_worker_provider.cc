@@ -161,6 +161,14 @@ ProcessWorkerProvider::~ProcessWorkerProvider() noexcept {
   }
 }
 
+resourcemanager::Vouch ProcessWorkerProvider::vouches(const std::string& id, const std::string&,
+                                                      uint32_t pid) const {
+  auto found = tracked_.find(id);
+  if (found == tracked_.end()) return resourcemanager::Vouch::kUnknown;
+  return found->second.pid == static_cast<int>(pid) ? resourcemanager::Vouch::kYes
+                                                     : resourcemanager::Vouch::kNo;
+}
+
 std::string ProcessWorkerProvider::workerDir(const std::string& id) const {
   return (fs::path(clusterDir_) / id).string();
 }
@@ -254,44 +262,63 @@ kj::Promise<Status> ProcessWorkerProvider::start(const std::string& id, uint64_t
         // Others may pass through (the worker's task user reaches its attempt directories under
         // data/, which the worker creates and guards), not list it; worker.yaml is 0600.
         ::chmod(dir.c_str(), 0711);
+        ::unlink((dir / "worker.out").c_str());  // A retry of the same id: new files.
+        ::unlink((dir / "worker.err").c_str());
         return writeFile((dir / kConfigFile).string(), yaml, 0600);
       })
-      .then([this, id, epoch, dir](Status prepared) -> Status {
+      .then([this, id, epoch, dir](Status prepared) -> kj::Promise<Status> {
         if (!prepared.ok()) return prepared;
         SpawnOptions spawn;
         spawn.argv = {options_.workerBinary, "--config", (dir / kConfigFile).string()};
         spawn.inheritEnvironment = false;
         spawn.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
-        spawn.cwd = dir.string();
+        // The master's working directory: relative paths in the options mean the same there.
         spawn.captureOutput = false;
         spawn.stdoutPath = (dir / "worker.out").string();
         spawn.stderrPath = (dir / "worker.err").string();
-        ::unlink(spawn.stdoutPath.c_str());  // A retry of the same id: new files.
-        ::unlink(spawn.stderrPath.c_str());
+        spawn.outputMode = 0600;  // Its log is not its tasks' to read.
         spawn.newSession = true;  // Its own session: it outlives this master.
         auto child = ChildProcess::spawn(loop_, std::move(spawn));
-        if (!child.ok()) return Error::fatal(child.error().message);
+        if (!child.ok()) return Status(Error::fatal(child.error().message));
         kj::Own<ChildProcess> process = kj::mv(child).value();
         const int pid = process->pid();
-        const auto stat = procStat(pid);
-        const uint64_t ticks = stat ? stat->startTicks : 0;
-        Status written = writeFile((dir / kStateFile).string(),
-                                   options_.clusterId + " " + std::to_string(pid) + " " +
-                                       std::to_string(ticks) + " " + std::to_string(epoch) + "\n",
-                                   0600);
-        if (!written.ok()) {
-          // A worker no later leader could find: not started.
-          process->signal(SIGKILL).ok();
-          return written;
-        }
-        follow(id, pid, ticks, kj::mv(process));
-        events_.emit(Event("provider worker started")
-                         .field("provider", name_)
-                         .field("worker", id)
-                         .field("pid", uint64_t(pid))
-                         .field("epoch", epoch)
-                         .field("dir", dir.string()));
-        return Status();
+        // Followed at once (its exit is watched); the state file is for a later master.
+        follow(id, pid, 0, kj::mv(process));
+        const std::string cluster = options_.clusterId;
+        return loop_
+            .runBlocking([dir, pid, epoch, cluster]() -> Result<uint64_t> {
+              const auto stat = procStat(pid);
+              const uint64_t ticks = stat ? stat->startTicks : 0;
+              Status written = writeFile((dir / kStateFile).string(),
+                                         cluster + " " + std::to_string(pid) + " " +
+                                             std::to_string(ticks) + " " + std::to_string(epoch) +
+                                             "\n",
+                                         0600);
+              if (!written.ok()) return written.error();
+              return ticks;
+            })
+            .then([this, id, epoch, dir, pid](Result<uint64_t> recorded) -> Status {
+              auto found = tracked_.find(id);
+              if (!recorded.ok()) {
+                // A worker no later master could find: not started.
+                if (found != tracked_.end() && found->second.pid == pid) {
+                  found->second.releasing = true;  // Its exit is no "ended".
+                  if (found->second.child.get() != nullptr) found->second.child->signal(SIGKILL).ok();
+                  tracked_.erase(found);
+                }
+                return recorded.error();
+              }
+              if (found != tracked_.end() && found->second.pid == pid) {
+                found->second.startTicks = recorded.value();
+              }
+              events_.emit(Event("provider worker started")
+                               .field("provider", name_)
+                               .field("worker", id)
+                               .field("pid", uint64_t(pid))
+                               .field("epoch", epoch)
+                               .field("dir", dir.string()));
+              return Status();
+            });
       });
 }
 

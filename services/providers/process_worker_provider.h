@@ -60,6 +60,8 @@ class ProcessWorkerProvider final : public resourcemanager::WorkerProvider {
   kj::Promise<Status> start(const std::string& id, uint64_t epoch) override;
   kj::Promise<Status> release(const std::string& id, Duration grace) override;
   kj::Promise<Result<std::vector<std::string>>> list() override;
+  resourcemanager::Vouch vouches(const std::string& id, const std::string& host,
+                                 uint32_t pid) const override;
   void setListener(resourcemanager::WorkerProviderListener* listener) override {
     listener_ = listener;
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/event_sink.h"
+#include "common/units.h"
 #include "rpc/call_deadline.h"
 #include "rpc/failure.h"
 #include "rpc/wire_ids.h"
@@ -25,6 +26,9 @@ struct ResourceManager::Connection {
 namespace {
 
 constexpr uint32_t kMaxSlots = 1024;
+// The waits between attempts to list a provider's workers at a term's start.
+constexpr Duration kListRetryInitial{1000};
+constexpr Duration kListRetryMax{30000};
 // The first segment of a small call to a worker (heartbeat, requestSlot): a few dozen words with
 // the RPC header. Without a hint Cap'n Proto starts every message with 8 KiB.
 constexpr capnp::MessageSize kSmallRequest{64, 0};
@@ -308,7 +312,23 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
                                                    : registration.providerWorkerId));
     KJ_IF_MAYBE (pool, rm_.pool_) {
       if (!registration.providerWorkerId.empty()) {
-        pool->registered(registration.providerWorkerId, registration.resourceId, rm_.monoNow());
+        const std::string& claimed = registration.providerWorkerId;
+        const std::string prefix = pool->options().provider + ":";
+        const Vouch vouch =
+            claimed.rfind(prefix, 0) == 0
+                ? rm_.options_.provider->vouches(claimed.substr(prefix.size()), registration.host,
+                                                 registration.pid)
+                : Vouch::kUnknown;
+        if (!pool->registered(claimed, registration.resourceId, rm_.monoNow(), vouch) &&
+            claimed.rfind(prefix, 0) == 0) {
+          spdlog::warn("worker {} registered as {}, which is not (or no longer) that started "
+                       "worker: it is treated as a worker started by hand",
+                       registration.resourceId.toHex(), claimed);
+        }
+        const PooledWorker* pooled = pool->byResourceId(registration.resourceId);
+        if (pooled != nullptr && pooled->phase == PooledPhase::kReleasing) {
+          rm_.slots_.setDraining(registration.resourceId, true);  // Still being released.
+        }
         rm_.planLater();
       }
     }
@@ -476,14 +496,21 @@ void ResourceManager::start() {
   pool_.emplace(std::move(poolOptions), epoch_);
   slots_.setProvidedProfile(provider->slotProfile());
   provider->setListener(this);
+  listProviderWorkers(kListRetryInitial);
+}
+
+void ResourceManager::listProviderWorkers(Duration nextWait) {
   // Until the list is back nothing is started: an earlier leader's workers may cover the need.
-  tasks_.add(provider->list().then([this](Result<std::vector<std::string>> listed) {
+  tasks_.add(options_.provider->list().then([this, nextWait](Result<std::vector<std::string>> listed)
+                                                -> kj::Promise<void> {
     WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
     if (!listed.ok()) {
-      spdlog::warn("{} provider: cannot list the workers earlier leaders started: {}",
-                   pool.options().provider, listed.error().message);
+      spdlog::warn("{} provider: cannot list the workers earlier leaders started: {} (again in {})",
+                   pool.options().provider, listed.error().message, formatDuration(nextWait));
       pool.listFailed(listed.error().message);
-      return;
+      return timer_.afterDelay(nextWait.count() * kj::MILLISECONDS).then([this, nextWait]() {
+        listProviderWorkers(std::min(nextWait * 2, kListRetryMax));
+      });
     }
     pool.listed(listed.value(), monoNow());
     events_.emit(Event("provider workers listed")
@@ -491,6 +518,7 @@ void ResourceManager::start() {
                      .field("provider", pool.options().provider)
                      .field("count", uint64_t(listed.value().size())));
     planWorkers();
+    return kj::READY_NOW;
   }));
 }
 
@@ -673,8 +701,9 @@ void ResourceManager::planWorkers() {
     counters_.workersRequested = counts.requested;
     counters_.workersPending = counts.pending;
     counters_.workersStarted = counts.requested + counts.pending + counts.registered + counts.releasing;
-    // Again at the next timeout or the end of a backoff.
-    const auto next = pool->nextDeadline();
+    // Again at the next timeout or the end of a backoff (a deadline still ahead: a past one has
+    // been acted on, or is held by the floor or waiting requirements until something changes).
+    const auto next = pool->nextDeadline(now);
     if (next && (!planArmedFor_ || *next < *planArmedFor_ || *planArmedFor_ <= now)) {
       planArmedFor_ = *next;
       const auto wait = std::max<int64_t>(
@@ -709,8 +738,12 @@ void ResourceManager::startWorker(const std::string& id) {
 void ResourceManager::releaseWorker(const PoolDecisions::Release& release) {
   WorkerProvider& provider = *options_.provider;
   poolEvent("worker releasing", release.id, release.reason);
-  kj::Promise<void> asked = kj::READY_NOW;
+  // Whether the release goes on: false when the worker refused to stop (it holds a slot after
+  // all); a worker that cannot be asked (gone, or not answering) is released all the same.
+  kj::Promise<bool> asked = true;
   if (release.resourceId) {
+    // No new allocation on it from now on.
+    slots_.setDraining(*release.resourceId, true);
     auto connection = connections_.find(*release.resourceId);
     if (connection != connections_.end()) {
       auto request = connection->second->client.stopRequest();
@@ -720,19 +753,29 @@ void ResourceManager::releaseWorker(const PoolDecisions::Release& release) {
       asked = bounded("TaskExecutorGateway.stop", request.send())
                   .then(
                       [id](auto response) {
-                        if (!response.hasFailure()) return;
-                        spdlog::warn("worker {} refused to stop: {}", id,
+                        if (!response.hasFailure()) return true;
+                        spdlog::warn("worker {} refused to stop: {}; not releasing it", id,
                                      response.getFailure().getMessage().cStr());
+                        return false;
                       },
                       [id](kj::Exception&& exception) {
-                        spdlog::warn("asking worker {} to stop failed: {}", id,
+                        spdlog::warn("asking worker {} to stop failed: {}; releasing it", id,
                                      exception.getDescription().cStr());
+                        return true;
                       });
     }
   }
   // The worker's own stop: its tasks killed (it has none), their ends delivered, disconnect.
   const Duration grace = options_.callTimeout * 2;
-  tasks_.add(asked.then([this, &provider, id = release.id, grace]() {
+  tasks_.add(asked.then([this, &provider, id = release.id, resourceId = release.resourceId,
+                         grace](bool stopping) -> kj::Promise<void> {
+    if (!stopping) {
+      KJ_ASSERT_NONNULL(pool_).releaseCalledOff(id, monoNow());
+      if (resourceId) slots_.setDraining(*resourceId, false);
+      poolEvent("worker release called off", id, "the worker refused to stop");
+      matchLater();
+      return kj::READY_NOW;
+    }
     return provider.release(id, grace).then([this, id](Status released) {
       WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
       pool.released(id);

@@ -188,7 +188,11 @@ class ResourceManager final : public JobMasterPort,
   void planWorkers();
   void planLater();
   void startWorker(const std::string& id);
+  // Drains the worker (no new allocation), asks it to stop, then the provider's release(); a
+  // worker that refuses to stop (not idle after all) is registered again instead.
   void releaseWorker(const PoolDecisions::Release& release);
+  // provider->list(), retried with backoff from `nextWait` while it fails.
+  void listProviderWorkers(Duration nextWait);
   void workerEnded(const std::string& id, const std::string& reason) override;
   void poolEvent(const char* name, const std::string& id, const std::string& reason) const;
   // `call` bounded by callTimeout, named `method` in the timeout error.

@@ -288,6 +288,14 @@ std::vector<uint32_t> SlotManager::unmetPerRequirement(const JobId& job, const J
   return unmet;
 }
 
+bool SlotManager::setDraining(const ResourceId& worker, bool draining) {
+  auto found = workers_.find(worker);
+  if (found == workers_.end()) return false;
+  found->second.draining = draining;
+  if (!draining) matchDue_ = true;  // Its free slots count again.
+  return true;
+}
+
 uint32_t SlotManager::unmetFitting(const Profile& offered) const {
   uint64_t sum = 0;
   for (const auto& [job, state] : jobs_) {
@@ -320,7 +328,7 @@ std::vector<SlotRequest> SlotManager::match() {
       const Profile& required = job.needs[r].profile;
       for (auto order = order_.begin(); order != order_.end() && missing > 0; ++order) {
         Worker& worker = workers_.at(order->second);
-        if (!worker.reported) continue;
+        if (!worker.reported || worker.draining) continue;
         bool anyFree = false;
         for (const Slot& slot : worker.slots) {
           if (!slot.allocation && !slot.avoid && slot.profile.fits(required)) {

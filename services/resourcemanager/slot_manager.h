@@ -57,6 +57,8 @@ struct Worker {
   int64_t lastHeartbeatAtMs = 0;  // Unix ms of the last heartbeat or report; for people.
   MonoTime lastHeard;             // For the heartbeat timeout.
   bool reported = false;          // A slot report arrived for this registration.
+  // Being released (a started worker asked to stop): match() allocates none of its slots.
+  bool draining = false;
   std::vector<Slot> slots;        // One per index; empty until the first report.
 };
 
@@ -172,6 +174,10 @@ class SlotManager final {
   // fitting free slot, and back to this one only after it reported again. False (nothing
   // changed) when the worker's table holds no such allocation for the job.
   bool slotFaulted(const ResourceId& worker, const AllocationId& allocation, const JobId& job);
+
+  // A worker being released gets no new allocation from match() (`draining`), until it is
+  // removed or the release is called off. False when `worker` is not registered.
+  bool setDraining(const ResourceId& worker, bool draining);
 
   // Reads.
   const std::map<ResourceId, Worker>& workers() const { return workers_; }

@@ -38,8 +38,9 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, uint64_t epoch, std::function<
 void WorkerPool::enter(PooledWorker& worker, PooledPhase phase, MonoTime now) {
   worker.phase = phase;
   worker.since = now;
-  if (phase != PooledPhase::kRegistered) {
-    worker.idleSince.reset();
+  if (phase != PooledPhase::kRegistered) worker.idleSince.reset();
+  // A releasing worker keeps its resource id (its stop goes over its connection).
+  if (phase == PooledPhase::kRequested || phase == PooledPhase::kPending) {
     worker.resourceId.reset();
   }
 }
@@ -84,13 +85,17 @@ void WorkerPool::startFailed(const std::string& id, const std::string& error, Mo
 }
 
 bool WorkerPool::registered(const std::string& providerWorkerId, const ResourceId& resourceId,
-                            MonoTime now) {
+                            MonoTime now, Vouch vouch) {
   const std::string prefix = options_.provider + ":";
   if (providerWorkerId.size() <= prefix.size() ||
-      providerWorkerId.compare(0, prefix.size(), prefix) != 0) {
+      providerWorkerId.compare(0, prefix.size(), prefix) != 0 || vouch == Vouch::kNo) {
     return false;
   }
   const std::string id = providerWorkerId.substr(prefix.size());
+  // One worker is one id: a resource id holding another id of the pool claims a second one.
+  for (const auto& [other, worker] : workers_) {
+    if (other != id && worker.resourceId == resourceId) return false;
+  }
   auto found = workers_.find(id);
   if (found == workers_.end()) {
     // Started by an earlier leader and not listed (yet): it is this pool's all the same.
@@ -113,7 +118,17 @@ bool WorkerPool::registered(const std::string& providerWorkerId, const ResourceI
     backoff_.reset();
   }
   worker.resourceId = resourceId;
+  worker.everRegistered = true;
   return true;
+}
+
+void WorkerPool::releaseCalledOff(const std::string& id, MonoTime now) {
+  auto found = workers_.find(id);
+  if (found == workers_.end() || found->second.phase != PooledPhase::kReleasing ||
+      !found->second.resourceId) {
+    return;
+  }
+  enter(found->second, PooledPhase::kRegistered, now);
 }
 
 void WorkerPool::unregistered(const ResourceId& resourceId, MonoTime now) {
@@ -129,9 +144,12 @@ void WorkerPool::ended(const std::string& id, const std::string& reason, MonoTim
   auto found = workers_.find(id);
   if (found == workers_.end()) return;
   const PooledPhase phase = found->second.phase;
+  const bool everRegistered = found->second.everRegistered;
   if (phase == PooledPhase::kReleasing) return;  // released() follows.
   workers_.erase(found);
-  if (phase == PooledPhase::kRequested || phase == PooledPhase::kPending) {
+  // Only a worker that never registered failed to start (one that registered and left, by a
+  // stop signal say, did not).
+  if (!everRegistered && (phase == PooledPhase::kRequested || phase == PooledPhase::kPending)) {
     failedStart(reason, now);
   }
 }
@@ -153,6 +171,7 @@ PoolDecisions WorkerPool::plan(uint32_t unmetSlots,
                                MonoTime now) {
   PoolDecisions decisions;
   while (!failures_.empty() && now - failures_.front() >= kMinute) failures_.pop_front();
+  if (retryAt_ && now >= *retryAt_) retryAt_.reset();
   if (!listed_) return decisions;  // A failover: what earlier leaders started is not known yet.
 
   PoolCounts live = counts();
@@ -164,14 +183,18 @@ PoolDecisions WorkerPool::plan(uint32_t unmetSlots,
     --alive;
   };
 
-  // Started, never registered: released, a failed start.
+  // Started (or registered once, then gone), not registered within the start timeout:
+  // released; a failed start when it never registered.
   for (auto& [id, worker] : workers_) {
     if (worker.phase == PooledPhase::kPending && now - worker.since >= options_.startTimeout) {
-      const std::string reason = "worker " + providerWorkerId(id) +
-                                 " did not register within resourcemanager.workers.start-timeout (" +
-                                 formatDuration(options_.startTimeout) + ")";
-      release(worker, reason, true);
-      failedStart(reason, now);
+      const bool failed = !worker.everRegistered;
+      const std::string reason =
+          "worker " + providerWorkerId(id) + " did not register" +
+          (failed ? std::string() : std::string(" again")) +
+          " within resourcemanager.workers.start-timeout (" +
+          formatDuration(options_.startTimeout) + ")";
+      release(worker, reason, failed);
+      if (failed) failedStart(reason, now);
     }
   }
 
@@ -255,10 +278,10 @@ std::string WorkerPool::waitingReason(MonoTime now) const {
   return reason;
 }
 
-std::optional<MonoTime> WorkerPool::nextDeadline() const {
+std::optional<MonoTime> WorkerPool::nextDeadline(MonoTime now) const {
   std::optional<MonoTime> next;
-  auto consider = [&next](MonoTime at) {
-    if (!next || at < *next) next = at;
+  auto consider = [&next, now](MonoTime at) {
+    if (at > now && (!next || at < *next)) next = at;
   };
   if (retryAt_) consider(*retryAt_);
   if (!failures_.empty()) consider(failures_.front() + kMinute);

@@ -18,6 +18,7 @@
 #include "common/ids.h"
 #include "common/time.h"
 #include "services/resourcemanager/resource_profile.h"
+#include "services/resourcemanager/worker_provider.h"
 
 namespace regent::resourcemanager {
 
@@ -49,6 +50,7 @@ struct PooledWorker {
   std::optional<ResourceId> resourceId;
   std::optional<MonoTime> idleSince;  // Registered with no allocated slot since.
   bool recovered = false;             // Started by an earlier leader, found in this term.
+  bool everRegistered = false;        // Its start worked: an end later is no failed start.
 };
 
 // What plan() decided: workers to start (already counted as requested) and to release (already
@@ -92,8 +94,12 @@ class WorkerPool final {
   // A registration carried "<provider>:<id>" of this pool's provider: the worker is (or becomes)
   // this pool's, registered. False when `providerWorkerId` names another provider or none, or an
   // id another registered worker (another resource id) holds: that one is not the pool's.
+  // `vouch` is the provider's word on the registering process (WorkerProvider::vouches): kNo is
+  // refused; so is a resource id that already holds another id of the pool.
   bool registered(const std::string& providerWorkerId, const ResourceId& resourceId,
-                  MonoTime now);
+                  MonoTime now, Vouch vouch = Vouch::kUnknown);
+  // The worker refused to stop (it is not idle after all): registered again, not releasing.
+  void releaseCalledOff(const std::string& id, MonoTime now);
   // The worker's registration is gone (heartbeat timeout, replaced, disconnected): it may come
   // back, so it is pending again (the start timeout counts from now).
   void unregistered(const ResourceId& resourceId, MonoTime now);
@@ -118,8 +124,9 @@ class WorkerPool final {
   // registration", or the provider's last error when starts fail), or "" when nothing is being
   // started.
   std::string waitingReason(MonoTime now) const;
-  // The time plan() should run again at the latest (a timeout or the backoff ending), if any.
-  std::optional<MonoTime> nextDeadline() const;
+  // The earliest time after `now` at which plan() may decide something new (a start or idle
+  // timeout, the backoff ending, a failure leaving the last minute), if any.
+  std::optional<MonoTime> nextDeadline(MonoTime now) const;
 
   PoolCounts counts() const;
   const std::map<std::string, PooledWorker>& workers() const { return workers_; }

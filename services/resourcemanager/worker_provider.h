@@ -23,6 +23,10 @@
 
 namespace regent::resourcemanager {
 
+// Whether a registration claiming to be a provider's worker is that worker, as far as the
+// provider can tell (the process provider: the pid it started under that id).
+enum class Vouch { kYes, kNo, kUnknown };
+
 // Told when a worker the provider started ends (its process exited, its container stopped).
 class WorkerProviderListener {
  public:
@@ -54,6 +58,11 @@ class WorkerProvider {
   // The ids of the workers of this cluster this provider started (in any term) that are alive.
   // Never rejects.
   virtual kj::Promise<Result<std::vector<std::string>>> list() = 0;
+  // Whether the worker registered as `pid` on `host` is the one this provider started as `id`:
+  // kNo when the provider follows `id` and it is another process (another worker claiming the
+  // id: it is never taken for the provider's, so never released); kUnknown when the provider
+  // does not follow `id` (started from another host, say).
+  virtual Vouch vouches(const std::string& id, const std::string& host, uint32_t pid) const = 0;
   // Who is told when a started worker ends; nullptr: nobody. The ResourceManager of the term
   // sets it and clears it before it is destroyed.
   virtual void setListener(WorkerProviderListener* listener) = 0;

@@ -127,7 +127,8 @@ TEST(ProcessProvider, SixSubtasksOnFourSlotWorkersStartTwoWorkersReleasedOnceIdl
   ASSERT_OK(made);
   JobCluster& cluster = *made.value();
 
-  auto job = cluster.submit(sleepingJob("six", 6, "1"));
+  // Long enough that the second worker registers before the first one's tasks end.
+  auto job = cluster.submit(sleepingJob("six", 6, "3"));
   ASSERT_OK(job);
   ASSERT_OK(cluster.waitForJobEnd(job.value(), "FINISHED", 0, kJobsTimeout));
   // Exactly two workers: 6 slots of 4-slot workers.

@@ -146,6 +146,16 @@ TEST_F(ProcessProviderContractTest, AStartedWorkerIsListedAndRunsInItsOwnSession
   const std::string env = readFile(dir + "/env");
   EXPECT_EQ(env.find("REGENT_"), std::string::npos) << env;
   EXPECT_NE(env.find("PATH=/usr/local/bin:/usr/bin:/bin"), std::string::npos) << env;
+  // Its output files are its own.
+  ASSERT_EQ(::stat((dir + "/worker.err").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  // The provider vouches for that process under that id, for no other.
+  EXPECT_EQ(started->vouches("e1-1", "any", static_cast<uint32_t>(pid)),
+            resourcemanager::Vouch::kYes);
+  EXPECT_EQ(started->vouches("e1-1", "any", static_cast<uint32_t>(pid + 1)),
+            resourcemanager::Vouch::kNo);
+  EXPECT_EQ(started->vouches("e9-9", "any", static_cast<uint32_t>(pid)),
+            resourcemanager::Vouch::kUnknown);
 }
 
 TEST_F(ProcessProviderContractTest, AWorkerThatEndsIsReportedOnceAndNoLongerListed) {

@@ -246,6 +246,75 @@ TEST_F(WorkerPoolTest, ASecondWorkerClaimingARegisteredWorkersIdIsNotThePools) {
   EXPECT_EQ(pool_.workers().at("e7-1").resourceId, resources_["e7-1"]);
 }
 
+TEST_F(WorkerPoolTest, AClaimTheProviderDisownsOrASecondIdOfOneWorkerIsNotThePools) {
+  pool_.listed({"e6-1", "e6-2"}, now_);
+  // The provider follows e6-1 as another process: not it.
+  EXPECT_FALSE(pool_.registered("process:e6-1", ResourceId::random(), now_, Vouch::kNo));
+  EXPECT_EQ(pool_.workers().at("e6-1").phase, PooledPhase::kPending);
+  const ResourceId real = ResourceId::random();
+  EXPECT_TRUE(pool_.registered("process:e6-1", real, now_, Vouch::kYes));
+  // The same worker claiming a second id.
+  EXPECT_FALSE(pool_.registered("process:e6-2", real, now_, Vouch::kUnknown));
+  EXPECT_EQ(pool_.workers().at("e6-2").phase, PooledPhase::kPending);
+}
+
+TEST_F(WorkerPoolTest, AReleaseTheWorkerRefusesIsCalledOffAndItIsRegisteredAgain) {
+  pool_.listed({}, now_);
+  startAndRegister(plan(4).start, true);
+  plan(0);
+  advance(Duration(3000));
+  const PoolDecisions idle = plan(0);
+  ASSERT_EQ(idle.release.size(), 1u);
+  pool_.releaseCalledOff("e7-1", now_);
+  EXPECT_EQ(pool_.workers().at("e7-1").phase, PooledPhase::kRegistered);
+  EXPECT_EQ(pool_.workers().at("e7-1").resourceId, resources_["e7-1"]);
+  EXPECT_EQ(pool_.counts().releasing, 0u);
+}
+
+TEST_F(WorkerPoolTest, AWorkerThatRegisteredOnceAndEndsIsNoFailedStart) {
+  pool_.listed({}, now_);
+  startAndRegister(plan(4).start, false);
+  pool_.unregistered(resources_["e7-1"], now_);  // Disconnected: stopped by hand, say.
+  pool_.ended("e7-1", "worker e7-1 (pid 9) exited with status 0", now_);
+  EXPECT_EQ(pool_.startFailures(), 0u);
+  EXPECT_EQ(pool_.waitingReason(now_), "");
+  // Nor one that registered once and does not come back within the start timeout.
+  startAndRegister(plan(4).start, false);
+  pool_.unregistered(resources_["e7-2"], now_);
+  advance(Duration(10000));
+  const PoolDecisions gone = plan(4);
+  ASSERT_EQ(gone.release.size(), 1u);
+  EXPECT_FALSE(gone.release[0].failedStart);
+  EXPECT_EQ(pool_.startFailures(), 0u);
+}
+
+TEST_F(WorkerPoolTest, TheNextDeadlineIsAlwaysAhead) {
+  WorkerPoolOptions options = poolOptions();
+  options.min = 1;
+  WorkerPool pool(options, 7, [] { return 1.0; });
+  pool.listed({}, now_);
+  const PoolDecisions started = pool.plan(
+      0, [](const ResourceId&) { return WorkerPool::SlotView{}; }, now_);
+  ASSERT_EQ(started.start.size(), 1u);
+  pool.started(started.start[0], now_);
+  const ResourceId resource = ResourceId::random();
+  ASSERT_TRUE(pool.registered("process:" + started.start[0], resource, now_));
+  auto view = [](const ResourceId&) { return WorkerPool::SlotView{true, true}; };
+  pool.plan(0, view, now_);
+  ASSERT_TRUE(pool.nextDeadline(now_).has_value());
+  // Past its idle timeout, kept by the floor: no deadline in the past to spin on.
+  advance(Duration(10000));
+  EXPECT_TRUE(pool.plan(0, view, now_).release.empty());
+  EXPECT_FALSE(pool.nextDeadline(now_).has_value());
+  // After a failed start the backoff's end is ahead, then gone once passed.
+  pool.startFailed("nothing", "process: no", now_);  // Unknown id: nothing.
+  const PoolDecisions more = pool.plan(4, view, now_);
+  ASSERT_EQ(more.start.size(), 1u);
+  pool.startFailed(more.start[0], "process: cannot start", now_);
+  ASSERT_TRUE(pool.nextDeadline(now_).has_value());
+  EXPECT_GT(*pool.nextDeadline(now_), now_);
+}
+
 TEST_F(WorkerPoolTest, AWorkerThatLostItsRegistrationIsPendingAgain) {
   pool_.listed({}, now_);
   startAndRegister(plan(4).start, false);

@@ -41,6 +41,7 @@ struct FakeRegistration {
   std::string host;
   uint32_t slots = 0;
   uint32_t pid = 0;
+  std::string providerWorkerId;
   wire::TaskExecutorGateway::Client taskExecutor{nullptr};
 };
 
@@ -224,6 +225,7 @@ class FakeResourceManager final : public wire::ResourceManagerGateway::Server {
     recorded.host = registration.getHost().cStr();
     recorded.slots = registration.getNumberOfSlots();
     recorded.pid = registration.getPid();
+    recorded.providerWorkerId = registration.getProviderWorkerId().cStr();
     recorded.taskExecutor = params.getTaskExecutor();
     auto success = results.initSuccess();
     wire::setWireId(success.initRegistrationId(), recorded.registrationId);

@@ -202,6 +202,65 @@ TEST_F(TaskExecutorTest, TheEpochGateRefusesALowerEpochBeforeTheHandlerRuns) {
   EXPECT_EQ(executor.counters().resourceManagerLost, 0u);
 }
 
+TEST_F(TaskExecutorTest, AWorkerStartedByHandRefusesTheLeadersStop) {
+  auto stop = [&](uint64_t epoch) {
+    auto request = master_->taskExecutor().stopRequest();
+    request.setEpoch(epoch);
+    request.setCause("idle");
+    auto response = loop_.run(request.send());
+    return response.hasFailure() ? std::optional<std::string>(
+                                       response.getFailure().getMessage().cStr())
+                                 : std::nullopt;
+  };
+  master_->epoch = 3;
+  std::vector<std::string> stopped;
+  auto with = options(2);
+  with.onStopRequested = [&stopped](const std::string& cause) { stopped.push_back(cause); };
+  // Started by hand (no provider id): refused, though idle.
+  startRegistered(with);
+  auto refused = stop(3);
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->find("not started by a resource provider"), std::string::npos) << *refused;
+  EXPECT_TRUE(stopped.empty());
+}
+
+TEST_F(TaskExecutorTest, AStartedWorkerRefusesTheStopWhileASlotIsAllocatedAndObeysOnceIdle) {
+  master_->epoch = 3;
+  std::vector<std::string> stopped;
+  auto with = options(2);
+  with.providerWorkerId = "process:e3-1";
+  with.onStopRequested = [&stopped](const std::string& cause) { stopped.push_back(cause); };
+  TaskExecutor& executor = startRegistered(with);
+  EXPECT_EQ(master_->registrations.back().providerWorkerId, "process:e3-1");
+  auto stop = [&](uint64_t epoch) {
+    auto request = master_->taskExecutor().stopRequest();
+    request.setEpoch(epoch);
+    request.setCause("idle");
+    auto response = loop_.run(request.send());
+    return response.hasFailure() ? std::optional<std::string>(
+                                       response.getFailure().getMessage().cStr())
+                                 : std::nullopt;
+  };
+  ASSERT_FALSE(requestSlot(3, 1, kJob, kAllocation));
+  auto busy = stop(3);
+  ASSERT_TRUE(busy);
+  EXPECT_NE(busy->find("is not idle: slot 1 holds allocation"), std::string::npos) << *busy;
+  EXPECT_TRUE(stopped.empty());
+  // A deposed leader's stop is refused by the epoch gate.
+  auto stale = stop(2);
+  ASSERT_TRUE(stale);
+  EXPECT_TRUE(stopped.empty());
+  // Idle again: obeyed, with the cause.
+  auto free = master_->taskExecutor().freeSlotRequest();
+  free.setEpoch(3);
+  wire::setWireId(free.initAllocationId(), kAllocation);
+  free.setCause("done");
+  ASSERT_FALSE(loop_.run(free.send()).hasFailure());
+  ASSERT_TRUE(runLoopUntil(loop_, [&] { return !executor.slots()[1].allocation; }, kBound));
+  EXPECT_FALSE(stop(3));
+  EXPECT_EQ(stopped, (std::vector<std::string>{"idle"}));
+}
+
 TEST_F(TaskExecutorTest, AHigherEpochMakesItRegisterAgainWithThatLeader) {
   master_->epoch = 5;
   TaskExecutor& executor = startRegistered(options(2));
