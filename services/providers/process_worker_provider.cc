@@ -36,10 +36,20 @@ struct ProcStat {
   uint64_t startTicks = 0;
 };
 
+// nullopt when the process is gone (the read of an exiting process fails with ESRCH: read with
+// read(2), which reports it, not a stream, which throws).
 std::optional<ProcStat> procStat(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buffer[1024];
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, sizeof buffer - 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  const std::string text(buffer, static_cast<size_t>(n));
   // The command name (field 2) is in parentheses and may hold spaces: the fields after it
   // start after the last ')'.
   const size_t close = text.rfind(')');

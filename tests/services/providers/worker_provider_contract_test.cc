@@ -6,6 +6,7 @@
 // started; destroying a provider leaves its workers running. The process provider runs here
 // against real processes; its stand-in worker is a shell script that records its arguments and
 // environment, then sleeps.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -40,9 +41,16 @@ std::string readFile(const std::string& path) {
 }
 
 // No process `pid`, or only its zombie (a stand-in this test process started and nobody reaps).
+// /proc is read with read(2): a stream throws when the process goes away under it.
 bool processGone(int pid) {
   if (::kill(pid, 0) != 0) return true;
-  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buffer[512];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+  ::close(fd);
+  if (n <= 0) return true;
+  const std::string stat(buffer, static_cast<size_t>(n));
   const size_t close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }
@@ -59,12 +67,13 @@ class ProcessProviderContractTest : public ::testing::Test {
  protected:
   ProcessProviderContractTest() {
     ::chmod(root_.path().c_str(), 0711);
-    // The stand-in worker: its arguments and environment, then a long sleep (exec: its pid is
-    // the started process's).
+    // The stand-in worker: its arguments and environment (the env file appears whole, by a
+    // rename, once both are written), then a long sleep (exec: its pid is the started process's).
     script_ = root_.path() + "/fake-worker";
     std::ofstream(script_) << "#!/bin/sh\n"
-                              "echo \"$@\" > \"$(dirname \"$2\")/args\"\n"
-                              "env > \"$(dirname \"$2\")/env\"\n"
+                              "dir=$(dirname \"$2\")\n"
+                              "echo \"$@\" > \"$dir/args\"\n"
+                              "env > \"$dir/env.tmp\" && mv \"$dir/env.tmp\" \"$dir/env\"\n"
                               "exec sleep 600\n";
     ::chmod(script_.c_str(), 0755);
   }
