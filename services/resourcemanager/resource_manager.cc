@@ -501,7 +501,11 @@ void ResourceManager::start() {
 
 void ResourceManager::listProviderWorkers(Duration nextWait) {
   // Until the list is back nothing is started: an earlier leader's workers may cover the need.
-  tasks_.add(options_.provider->list().then([this, nextWait](Result<std::vector<std::string>> listed)
+  auto list = options_.provider->list().catch_(
+      [](kj::Exception&& exception) -> Result<std::vector<std::string>> {
+        return Error::fatal(exception.getDescription().cStr());
+      });
+  tasks_.add(kj::mv(list).then([this, nextWait](Result<std::vector<std::string>> listed)
                                                 -> kj::Promise<void> {
     WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
     if (!listed.ok()) {
@@ -719,7 +723,12 @@ void ResourceManager::planWorkers() {
 void ResourceManager::startWorker(const std::string& id) {
   WorkerProvider& provider = *options_.provider;
   poolEvent("worker requested", id, {});
-  tasks_.add(provider.start(id, epoch_).then([this, id](Status started) {
+  // A provider's promises never reject; one that did would be a failed start, not a worker
+  // requested forever.
+  auto start = provider.start(id, epoch_).catch_([](kj::Exception&& exception) -> Status {
+    return Error::fatal(exception.getDescription().cStr());
+  });
+  tasks_.add(kj::mv(start).then([this, id](Status started) {
     WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
     if (started.ok()) {
       pool.started(id, monoNow());
@@ -776,7 +785,11 @@ void ResourceManager::releaseWorker(const PoolDecisions::Release& release) {
       matchLater();
       return kj::READY_NOW;
     }
-    return provider.release(id, grace).then([this, id](Status released) {
+    return provider.release(id, grace)
+        .catch_([](kj::Exception&& exception) -> Status {
+          return Error::fatal(exception.getDescription().cStr());
+        })
+        .then([this, id](Status released) {
       WorkerPool& pool = KJ_ASSERT_NONNULL(pool_);
       pool.released(id);
       ++counters_.workersReleased;
