@@ -807,10 +807,10 @@ void ResourceManager::workerEnded(const std::string& id, const std::string& reas
   KJ_IF_MAYBE (pool, pool_) {
     const auto found = pool->workers().find(id);
     if (found == pool->workers().end()) return;
-    const bool beforeRegistering = found->second.phase == PooledPhase::kRequested ||
-                                   found->second.phase == PooledPhase::kPending;
-    if (beforeRegistering) ++counters_.workerStartFailures;
+    // Counted as the pool counts it: a failed start only if it never registered.
+    const uint64_t failuresBefore = pool->startFailures();
     pool->ended(id, reason, monoNow());
+    counters_.workerStartFailures += pool->startFailures() - failuresBefore;
     poolEvent("worker ended", id, reason);
     planLater();
   }
