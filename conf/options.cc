@@ -428,10 +428,11 @@ std::vector<OptionSpec> buildRegistry() {
              "Most subtasks (the sum of all vertices' parallelism) one job may have; a larger "
              "JobGraph is refused at submission naming its total and this option.",
              intRange(1, 10000000)),
-      enumOption("resourcemanager.provider", {"standalone", "process"}, "standalone",
+      enumOption("resourcemanager.provider", {"standalone", "process", "docker"}, "standalone",
                  "Who starts workers for the slots jobs declare: standalone starts none (workers "
                  "are started by hand), process starts regent-worker processes on the leader's "
-                 "host (docs/workers.md, \"Workers started on demand\")."),
+                 "host, docker starts them as containers through the Docker Engine API "
+                 "(docs/workers.md, \"Workers started on demand\")."),
       option("resourcemanager.workers.max", kInt, "10",
              "Most workers the provider keeps started at once (requested, pending registration, "
              "registered and releasing together); a job that needs more runs with what the cap "
@@ -461,6 +462,20 @@ std::vector<OptionSpec> buildRegistry() {
       option("resourcemanager.process.worker-binary", kString, "",
              "process provider: the regent-worker executable to start; empty: the one beside "
              "the running regent-master."),
+      option("resourcemanager.docker.socket", kString, "/var/run/docker.sock",
+             "docker provider: the Docker daemon's unix socket. Whoever can use it controls the "
+             "daemon's host (docs/security.md, \"Workers the masters start\")."),
+      option("resourcemanager.docker.image", kString, "",
+             "docker provider: the image each worker container runs; it must hold "
+             "regent-worker (the image of docker/Dockerfile does). Required with "
+             "resourcemanager.provider docker."),
+      option("resourcemanager.docker.network", kString, "bridge",
+             "docker provider: the Docker network worker containers join; it must reach "
+             "ZooKeeper and the masters (on a user-defined network a worker is known by its "
+             "container name, regent-<cluster-id>-<worker id>)."),
+      option("resourcemanager.docker.worker-binary", kString, "regent-worker",
+             "docker provider: the regent-worker executable inside the image (a name is looked "
+             "up on the image's PATH)."),
       option("worker.slots", kInt, "4", "Number of task slots a worker offers.", intRange(1, 1024)),
       // Slots carry thousandths of a core as a 32-bit number (wire SlotProfile.cpuMillis).
       option("worker.slot-cpu", kDouble, "1.0", "CPU cores each slot offers, to thousandths.",
@@ -693,11 +708,18 @@ std::vector<OptionRule> buildRules() {
                 config.getInt("resourcemanager.workers.max");
        }},
       {{"resourcemanager.provider", "rpc.auth-tls.worker-name-is-resource-id"},
-       "resourcemanager.provider process cannot start workers that each need a client "
+       "resourcemanager.provider process or docker cannot start workers that each need a client "
        "certificate named by their resource id (rpc.auth-tls.worker-name-is-resource-id)",
        [](const Config& config) {
-         return config.getString("resourcemanager.provider") != "process" ||
+         return config.getString("resourcemanager.provider") == "standalone" ||
                 !config.getBool("rpc.auth-tls.worker-name-is-resource-id");
+       }},
+      {{"resourcemanager.provider", "resourcemanager.docker.image"},
+       "resourcemanager.provider docker needs resourcemanager.docker.image, the image its "
+       "worker containers run",
+       [](const Config& config) {
+         return config.getString("resourcemanager.provider") != "docker" ||
+                !config.getString("resourcemanager.docker.image").empty();
        }},
       {{"store.backend", "ha.mode"},
        "store.backend zookeeper needs ha.mode zookeeper (standalone mode has no ZooKeeper)",

@@ -17,10 +17,15 @@
 #                                        Its images stay cached in /var/cache/regent-compose (or
 #                                        DIR) for the next run.
 #   scripts/compose-demo.sh --purge-cache [--cache DIR]   removes that cache.
+#   --provider docker (with either form): the masters start the workers themselves, as
+#                                        containers of the same daemon, for the slots the job
+#                                        needs (docker-compose.provider.yml: no worker service);
+#                                        the demo shows them appear, survive the leader's kill
+#                                        with their tasks, and go once idle.
 set -euo pipefail
 
 usage() {
-  echo "usage: scripts/compose-demo.sh [--isolated [--cache DIR] [--mirror URL]]" >&2
+  echo "usage: scripts/compose-demo.sh [--isolated [--cache DIR] [--mirror URL]] [--provider docker]" >&2
   echo "       scripts/compose-demo.sh --purge-cache [--cache DIR]" >&2
   exit 2
 }
@@ -30,6 +35,7 @@ cache=/var/cache/regent-compose
 cache_given=0
 mirror=http://deb.debian.org/debian
 mirror_given=0
+provider=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --isolated) isolated=1 ;;
@@ -37,6 +43,7 @@ while [ $# -gt 0 ]; do
     # Relative to where the script was started, before it changes directory.
     --cache) [ $# -ge 2 ] || usage; cache=$(realpath -m -- "$2"); cache_given=1; shift ;;
     --mirror) [ $# -ge 2 ] || usage; mirror=$2; mirror_given=1; shift ;;
+    --provider) [ $# -ge 2 ] && [ "$2" = docker ] || usage; provider=docker; shift ;;
     *) usage ;;
   esac
   shift
@@ -44,6 +51,7 @@ done
 [ "$isolated" = 1 ] && [ "$purge" = 1 ] && usage
 [ "$cache_given" = 1 ] && [ "$isolated" = 0 ] && [ "$purge" = 0 ] && usage
 [ "$mirror_given" = 1 ] && [ "$isolated" = 0 ] && usage
+[ -n "$provider" ] && [ "$purge" = 1 ] && usage
 cd "$(dirname "$0")/.."
 repo=$PWD
 
@@ -125,6 +133,14 @@ cleanup() {
       pid=$(docker inspect -f '{{.State.Pid}}' "$id" 2>/dev/null)
       [ -n "$pid" ] && [ "$pid" != 0 ] && container_pids+=("$pid")
     done
+    if [ "$provider" = docker ]; then
+      # The workers the masters started are no service of the project: removed by label.
+      for id in $(docker ps -a -q --filter label=regent.cluster=compose 2>/dev/null); do
+        pid=$(docker inspect -f '{{.State.Pid}}' "$id" 2>/dev/null)
+        [ -n "$pid" ] && [ "$pid" != 0 ] && container_pids+=("$pid")
+        docker rm -f "$id" >/dev/null 2>&1
+      done
+    fi
     say "Removing the containers, the network and the volumes (docker-compose down -v)."
     compose down -v --remove-orphans --timeout 10 2>&1 | sed 's/^/  /'
   fi
@@ -221,7 +237,9 @@ elif command -v docker-compose >/dev/null; then
 else
   die "neither the docker compose plugin nor docker-compose: install one (Debian: apt-get install docker-compose)"
 fi
-compose() { "${compose_cmd[@]}" -p "$project" -f "$repo/docker-compose.yml" "$@"; }
+compose_files=(-f "$repo/docker-compose.yml")
+[ "$provider" = docker ] && compose_files+=(-f "$repo/docker-compose.provider.yml")
+compose() { "${compose_cmd[@]}" -p "$project" "${compose_files[@]}" "$@"; }
 
 say "Building the release binaries the image copies (quick when already built)."
 build_started=$(now_ms)
@@ -345,6 +363,21 @@ build_started=$(now_ms)
 compose build --quiet 2>&1 | sed 's/^/  /'
 step "Built in $((($(now_ms) - build_started) / 1000)) s."
 
+if [ "$provider" = docker ]; then
+  # The masters get the daemon's socket and join its group; the workers join this network.
+  if [ "$isolated" = 1 ]; then
+    DOCKER_SOCKET=$work/docker.sock
+  elif [[ ${DOCKER_HOST:-} == unix://* ]]; then
+    DOCKER_SOCKET=${DOCKER_HOST#unix://}
+  else
+    DOCKER_SOCKET=/var/run/docker.sock
+  fi
+  [ -S "$DOCKER_SOCKET" ] || die "--provider docker: no Docker socket at $DOCKER_SOCKET to give the masters"
+  DOCKER_GID=$(stat -c %g "$DOCKER_SOCKET")
+  REGENT_DOCKER_NETWORK=${project}_regent
+  export DOCKER_SOCKET DOCKER_GID REGENT_DOCKER_NETWORK
+  step "The masters hold the daemon's socket $DOCKER_SOCKET (group $DOCKER_GID) and start workers on network $REGENT_DOCKER_NETWORK (docker-compose.provider.yml)."
+fi
 composed=1
 # What a run that was cut short left of the project (a private daemon restarts such containers
 # when it starts on the cache again) goes first.
@@ -403,6 +436,101 @@ ctl masters
 say "\$ regentctl leader"
 ctl leader
 
+# One line per subtask with an attempt: "attempt-id pid host" (pid 0 until it runs). The JSON
+# keys come sorted, so in each subtask its attempt (attempt_id, then pid) precedes its host.
+# Prints nothing when regentctl fails.
+attempts() {
+  { ctl --json jobs status "$job" 2>"$work/attempts.err" || true; } |
+    grep -o '"attempt_id":"[0-9a-f]*"\|"pid":[0-9]*\|"host":[^,}]*' |
+    awk -F: '{ v = $2; gsub(/"/, "", v) }
+             $1 == "\"attempt_id\"" { a = v } $1 == "\"pid\"" { p = v }
+             $1 == "\"host\"" { if (a != "") print a, p, v; a = ""; p = "" }' || true
+}
+# Polls (at most $3 s, default 30) until $2 (default 2) tasks run; leaves their lines in $1.
+wait_for_running_attempts() {
+  local count=${2:-2} seconds=${3:-30}
+  for _ in $(seq $((seconds * 2))); do
+    attempts >"$1"
+    [ "$(awk '$2 > 0' "$1" | wc -l)" -eq "$count" ] && return 0
+    sleep 0.5
+  done
+  die "the job's $count tasks did not run within $seconds s: $(cat "$1") $(cat "$work/attempts.err")"
+}
+# --- Workers started on demand (--provider docker) ----------------------------------------------
+
+# The workers the masters started: "name id epoch" per container, sorted.
+started_workers() {
+  docker ps -a --filter label=regent.cluster=compose \
+    --format '{{.Names}} {{.ID}} {{.Label "regent.epoch"}}' | sort
+}
+
+provider_demo() {
+  say "\$ regentctl workers   (no worker service runs: none is registered)"
+  ctl workers
+  [ -z "$(started_workers)" ] || die "worker containers exist before any job: $(started_workers)"
+  say "Submitting a job of 6 tasks of half a core each; the masters start workers of 4 such slots (worker.slots 4, worker.slot-cpu 0.5)."
+  submitted_ms=$(now_ms)
+  job=$(ctl jobs submit - <<'YAML'
+name: ticker
+vertices:
+  - name: tick
+    parallelism: 6
+    command:
+      argv: [sh, -c, 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done']
+    resources: {cpu: 0.5, memory: 64MiB}
+YAML
+  )
+  [[ $job =~ ^[0-9a-f]{32}$ ]] || die "regentctl jobs submit printed no job id: $job"
+  step "\$ regentctl jobs submit -   ->   $job"
+  wait_for_running_attempts "$work/attempts-before" 6 120
+  step "All 6 tasks run $((($(now_ms) - submitted_ms) / 1000)) s after the submission."
+  started_workers >"$work/workers-before"
+  [ "$(wc -l <"$work/workers-before")" -eq 2 ] ||
+    die "6 slots of 4 per worker need 2 workers; the masters started: $(cat "$work/workers-before")"
+  say "\$ docker ps --filter label=regent.cluster=compose   (the 2 worker containers the leader started: name, id, epoch)"
+  sed 's/^/    /' "$work/workers-before"
+  say "\$ regentctl workers"
+  ctl workers
+  say "\$ regentctl jobs status $job"
+  ctl jobs status "$job"
+
+  leader_service=$(json_field rpc_address <<<"$leader")
+  leader_service=${leader_service%%:*}
+  say "Killing the leader's container: docker kill $leader_service (epoch $epoch)."
+  killed_ms=$(now_ms)
+  leader_id=$(container_of "$leader_service")
+  docker kill "$leader_id" >/dev/null
+  new_leader=$(wait_for_leader_after "$epoch" 60) || die "no new leader after the kill"
+  new_epoch=$(json_field epoch <<<"$new_leader")
+  step "A standby leads with epoch $new_epoch, $((($(now_ms) - killed_ms) / 1000)) s after the kill."
+  wait_for_running_attempts "$work/attempts-after" 6 60
+  if ! diff -q "$work/attempts-before" "$work/attempts-after" >/dev/null; then
+    die "the job's attempts changed across the failover: $(cat "$work/attempts-before") -> $(cat "$work/attempts-after")"
+  fi
+  step "The job's 6 tasks still run: the same attempts in the same processes on the same worker containers."
+  started_workers >"$work/workers-after"
+  diff -q "$work/workers-before" "$work/workers-after" >/dev/null ||
+    die "the worker containers changed across the failover: $(cat "$work/workers-before") -> $(cat "$work/workers-after")"
+  step "The new leader adopted both worker containers and started none: $(awk '{print $1}' "$work/workers-after" | xargs)."
+  say "\$ regentctl workers   (the leader of epoch $new_epoch)"
+  ctl workers
+
+  say "\$ regentctl jobs cancel $job   (the workers are idle from then on; the leader releases them after resourcemanager.workers.idle-timeout, 10 s)"
+  ctl jobs cancel "$job"
+  cancelled_ms=$(now_ms)
+  for _ in $(seq 120); do
+    [ -z "$(started_workers)" ] && break
+    sleep 0.5
+  done
+  [ -z "$(started_workers)" ] || die "the idle worker containers were not removed within 60 s: $(started_workers)"
+  step "Both worker containers are gone $((($(now_ms) - cancelled_ms) / 1000)) s after the cancel (stopped over their own connection, then removed)."
+  say "\$ regentctl workers"
+  ctl workers
+  say "Starting the killed master again (docker start $leader_service): it joins as a standby."
+  docker start "$leader_id" >/dev/null
+  wait_for_health 60
+}
+
 # Polls (at most 30 s) until both workers are registered with the leader.
 wait_for_workers() {
   for _ in $(seq 60); do
@@ -411,6 +539,10 @@ wait_for_workers() {
   done
   die "fewer than 2 workers registered with the leader within 30 s"
 }
+if [ "$provider" = docker ]; then
+  provider_demo
+  exit 0
+fi
 wait_for_workers
 say "\$ regentctl workers   (each worker container registered its 4 slots with the leader)"
 ctl workers
@@ -428,25 +560,6 @@ YAML
 )
 [[ $job =~ ^[0-9a-f]{32}$ ]] || die "regentctl jobs submit printed no job id: $job"
 step "\$ regentctl jobs submit -   ->   $job"
-# One line per subtask with an attempt: "attempt-id pid host" (pid 0 until it runs). The JSON
-# keys come sorted, so in each subtask its attempt (attempt_id, then pid) precedes its host.
-# Prints nothing when regentctl fails.
-attempts() {
-  { ctl --json jobs status "$job" 2>"$work/attempts.err" || true; } |
-    grep -o '"attempt_id":"[0-9a-f]*"\|"pid":[0-9]*\|"host":[^,}]*' |
-    awk -F: '{ v = $2; gsub(/"/, "", v) }
-             $1 == "\"attempt_id\"" { a = v } $1 == "\"pid\"" { p = v }
-             $1 == "\"host\"" { if (a != "") print a, p, v; a = ""; p = "" }' || true
-}
-# Polls (at most 30 s) until both tasks run; leaves their lines in $1.
-wait_for_running_attempts() {
-  for _ in $(seq 60); do
-    attempts >"$1"
-    [ "$(awk '$2 > 0' "$1" | wc -l)" -eq 2 ] && return 0
-    sleep 0.5
-  done
-  die "the job's two tasks did not run within 30 s: $(cat "$1") $(cat "$work/attempts.err")"
-}
 wait_for_running_attempts "$work/attempts-before"
 say "\$ regentctl jobs list"
 ctl jobs list

@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "conf/options.h"
+#include "services/providers/docker_worker_provider.h"
 #include "services/providers/process_worker_provider.h"
 
 namespace regent::master {
 
 namespace fs = std::filesystem;
+using resourcemanager::Profile;
 
 namespace {
 
@@ -75,15 +77,30 @@ Result<kj::Own<resourcemanager::WorkerProvider>> createWorkerProvider(EventLoop&
                                                                       EventSink& events) {
   const std::string& kind = config.getString("resourcemanager.provider");
   if (kind == "standalone") return kj::Own<resourcemanager::WorkerProvider>();
+  const Profile slotProfile{
+      static_cast<uint32_t>(std::llround(config.getDouble("worker.slot-cpu") * 1000.0)),
+      config.getSize("worker.slot-memory")};
+  if (kind == "docker") {
+    providers::DockerProviderOptions options;
+    options.socket = config.getString("resourcemanager.docker.socket");
+    options.image = config.getString("resourcemanager.docker.image");
+    options.network = config.getString("resourcemanager.docker.network");
+    options.workerCommand = {config.getString("resourcemanager.docker.worker-binary")};
+    options.clusterId = config.getString("cluster-id");
+    options.slotsPerWorker = static_cast<uint32_t>(config.getInt("worker.slots"));
+    options.slotProfile = slotProfile;
+    options.settings = workerSettings(config);
+    auto provider = providers::DockerWorkerProvider::create(loop, events, std::move(options));
+    if (!provider.ok()) return provider.error();
+    return kj::Own<resourcemanager::WorkerProvider>(kj::mv(provider).value());
+  }
   providers::ProcessProviderOptions options;
   options.dataRoot = absolute(config.getString("resourcemanager.process.data-root"));
   const std::string& binary = config.getString("resourcemanager.process.worker-binary");
   options.workerBinary = binary.empty() ? besideThisBinary() : absolute(binary);
   options.clusterId = config.getString("cluster-id");
   options.slotsPerWorker = static_cast<uint32_t>(config.getInt("worker.slots"));
-  options.slotProfile = resourcemanager::Profile{
-      static_cast<uint32_t>(std::llround(config.getDouble("worker.slot-cpu") * 1000.0)),
-      config.getSize("worker.slot-memory")};
+  options.slotProfile = slotProfile;
   options.settings = workerSettings(config);
   auto provider = providers::ProcessWorkerProvider::create(loop, events, std::move(options));
   if (!provider.ok()) return provider.error();

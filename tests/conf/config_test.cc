@@ -517,15 +517,26 @@ TEST(ConfigRules, StartedWorkersFloorMayNotExceedTheirCap) {
 TEST(ConfigRules, TheProcessProviderCannotServePerWorkerCertificates) {
   EXPECT_THAT(setError({"resourcemanager.provider=process",
                         "rpc.auth-tls.worker-name-is-resource-id=true"}),
-              HasSubstr("resourcemanager.provider process cannot start workers that each need a "
-                        "client certificate"));
+              HasSubstr("resourcemanager.provider process or docker cannot start workers that "
+                        "each need a client certificate"));
+}
+
+TEST(ConfigRules, TheDockerProviderNeedsAnImageAndCannotServePerWorkerCertificates) {
+  EXPECT_THAT(setError({"resourcemanager.provider=docker"}),
+              HasSubstr("resourcemanager.provider docker needs resourcemanager.docker.image"));
+  EXPECT_THAT(setError({"resourcemanager.provider=docker", "resourcemanager.docker.image=r:1",
+                        "rpc.auth-tls.worker-name-is-resource-id=true"}),
+              HasSubstr("resourcemanager.provider process or docker cannot start workers"));
+  EXPECT_TRUE(loadConfig(ConfigSources{.set = {"resourcemanager.provider=docker",
+                                               "resourcemanager.docker.image=regent:compose"}})
+                  .ok());
 }
 
 TEST(ConfigRules, AnUnknownProviderOrAMalformedProviderIdIsRefusedNamingTheOption) {
   EXPECT_THAT(setError({"resourcemanager.provider=kubernetes"}),
               HasSubstr("resourcemanager.provider"));
   EXPECT_THAT(setError({"resourcemanager.provider=kubernetes"}),
-              HasSubstr("one of standalone, process"));
+              HasSubstr("one of standalone, process, docker"));
   EXPECT_THAT(setError({"worker.provider-id=no-colon"}), HasSubstr("worker.provider-id"));
   EXPECT_THAT(setError({"worker.provider-id=process:a b"}), HasSubstr("worker.provider-id"));
   EXPECT_TRUE(loadConfig(ConfigSources{.set = {"worker.provider-id=process:e3-1"}}).ok());

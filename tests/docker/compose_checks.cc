@@ -310,6 +310,10 @@ Result<CommandOutput> runWithEnvironment(const std::vector<std::string>& argv,
 }
 
 Result<YAML::Node> normalizedComposeProject(const std::string& composeFile) {
+  return normalizedComposeProject(std::vector<std::string>{composeFile});
+}
+
+Result<YAML::Node> normalizedComposeProject(const std::vector<std::string>& composeFiles) {
   auto compose = findOnPath("docker-compose");
   if (!compose.ok()) {
     return Error::fatal(compose.error().message +
@@ -320,12 +324,18 @@ Result<YAML::Node> normalizedComposeProject(const std::string& composeFile) {
   const std::string emptyEnvFile = home.path() + "/empty.env";
   std::ofstream(emptyEnvFile).close();
   const char* path = std::getenv("PATH");
+  std::vector<std::string> argv{compose.value()};
+  std::string command = "docker-compose";
+  for (const std::string& file : composeFiles) {
+    argv.insert(argv.end(), {"-f", file});
+    command += " -f " + file;
+  }
+  argv.insert(argv.end(), {"--env-file", emptyEnvFile, "config"});
+  command += " config";
   auto run = runWithEnvironment(
-      {compose.value(), "-f", composeFile, "--env-file", emptyEnvFile, "config"},
-      {std::string("PATH=") + (path != nullptr ? path : ""), "HOME=" + home.path()},
+      argv, {std::string("PATH=") + (path != nullptr ? path : ""), "HOME=" + home.path()},
       kCommandTimeout);
   if (!run.ok()) return run.error();
-  const std::string command = "docker-compose -f " + composeFile + " config";
   if (!run.value().exit.exited() || run.value().exit.exitCode != 0) {
     return Error::fatal(command + " ended with " + run.value().exit.describe() + ": " +
                         trim(run.value().err));

@@ -240,6 +240,44 @@ done
                                   "printed the password of ha.zookeeper.read-auth"});
 }
 
+// docker-compose.provider.yml over the base file: the masters start the workers as containers
+// (resourcemanager.provider docker) through the daemon's socket, which they reach through its
+// group as the image's unprivileged user; no worker service starts with `up`; and what the
+// masters are given is accepted by regent-master.
+TEST(ComposeProviderFile, MastersStartWorkersThroughTheSocketAsTheirOwnUserAndNoWorkerRuns) {
+  const auto project = normalizedComposeProject(
+      {kSourceDir + "/docker-compose.yml", kSourceDir + "/docker-compose.provider.yml"});
+  ASSERT_TRUE(project.ok()) << project.error().message;
+  const YAML::Node services = project.value()["services"];
+  for (const char* name : {"master-1", "master-2", "master-3"}) {
+    SCOPED_TRACE(name);
+    const YAML::Node master = services[name];
+    const YAML::Node env = master["environment"];
+    EXPECT_EQ(env["REGENT_RESOURCEMANAGER_PROVIDER"].as<std::string>(""), "docker");
+    EXPECT_EQ(env["REGENT_RESOURCEMANAGER_DOCKER_IMAGE"].as<std::string>(""), "regent:compose");
+    EXPECT_EQ(env["REGENT_RESOURCEMANAGER_DOCKER_NETWORK"].as<std::string>(""),
+              "regent-demo_regent");
+    // The base file's settings are kept: authentication, the worker secret the masters copy.
+    EXPECT_EQ(env["REGENT_RPC_AUTH"].as<std::string>(""), "required");
+    EXPECT_EQ(env["REGENT_RPC_AUTH_SECRET_WORKER_FILE"].as<std::string>(""),
+              "/run/secrets/regent-worker");
+    EXPECT_FALSE(master["user"]) << "a master runs as the image's user, not root";
+    ASSERT_TRUE(master["group_add"] && master["group_add"].IsSequence());
+    EXPECT_EQ(master["group_add"][0].as<std::string>(""), "0");
+    bool socket = false;
+    for (const YAML::Node& volume : master["volumes"]) {
+      const std::string target =
+          volume.IsMap() ? volume["target"].as<std::string>("") : volume.as<std::string>("");
+      socket = socket || target.find("/var/run/docker.sock") != std::string::npos;
+    }
+    EXPECT_TRUE(socket) << "no volume mounts the Docker socket at /var/run/docker.sock";
+  }
+  const YAML::Node profiles = services["worker"]["profiles"];
+  ASSERT_TRUE(profiles && profiles.IsSequence()) << "the worker service would start with up";
+  EXPECT_EQ(profiles[0].as<std::string>(""), "workers-by-hand");
+  EXPECT_EQ(describeProblems(checkEnvironmentWithBuiltBinaries(project.value())), "");
+}
+
 TEST(ComposeImages, DockerfilesHaveAHealthcheckAndAnUnprivilegedUser) {
   const auto dockerfiles = repositoryDockerfiles();
   ASSERT_TRUE(dockerfiles.contains("docker/Dockerfile"));

@@ -160,6 +160,7 @@ TEST(MasterStartupFailure, BadOptionsEndWithTheExitingLineAndCodeTwo) {
       {"--set", "resourcemanager.provider=kubernetes"},    // a provider that does not exist
       {"--set", "resourcemanager.workers.min=3", "--set",
        "resourcemanager.workers.max=2"},                   // a floor above the cap
+      {"--set", "resourcemanager.provider=docker"},        // docker without an image
       {"--no-such-flag"},                                  // the command line itself
       {"--config", dir.path() + "/missing.yaml"},          // a file that is not there
   };
@@ -203,6 +204,20 @@ TEST(MasterStartupFailure, BadOptionsEndWithTheExitingLineAndCodeTwo) {
                        "resourcemanager.process.worker-binary: cannot run " + dir.path() +
                            "/no-such-worker: No such file or directory"))
       << provider->output();
+
+  // A docker provider whose socket is not there: exit 1, naming the option and the path.
+  auto docker = startMaster(dir.path(),
+                            {REGENT_BIN_DIR "/regent-master", "--set",
+                             "resourcemanager.provider=docker", "--set",
+                             "resourcemanager.docker.image=regent:latest", "--set",
+                             "resourcemanager.docker.socket=" + dir.path() + "/docker.sock",
+                             "--set", "rpc.bind=127.0.0.1:0", "--set", "http.bind=127.0.0.1:0"},
+                            "docker");
+  ASSERT_TRUE(docker);
+  ASSERT_NO_FATAL_FAILURE(expectExitWithLine(*docker, 1));
+  EXPECT_TRUE(contains(docker->output(), "resourcemanager.docker.socket: " + dir.path() +
+                                             "/docker.sock: No such file or directory"))
+      << docker->output();
 
   // With --log-format json the line is a JSON object like every other log line.
   auto json = startMaster(dir.path(),
