@@ -21,8 +21,11 @@ constexpr uint64_t kMaxAnswerBytes = 16 * 1024 * 1024;
 
 // One ustar header field: `value` in octal, zero-padded, NUL-terminated, in `width` bytes.
 void putOctal(char* field, size_t width, uint64_t value) {
-  std::snprintf(field, width, "%0*llo", static_cast<int>(width - 1),
-                static_cast<unsigned long long>(value));
+  field[width - 1] = '\0';
+  for (size_t digit = width - 1; digit-- > 0;) {
+    field[digit] = static_cast<char>('0' + (value & 7));
+    value >>= 3;
+  }
 }
 
 void appendEntry(std::string& out, const std::string& name, char type, uint32_t mode,
@@ -44,7 +47,7 @@ void appendEntry(std::string& out, const std::string& name, char type, uint32_t 
   std::memset(header + 148, ' ', 8);
   unsigned sum = 0;
   for (unsigned char c : header) sum += c;
-  std::snprintf(header + 148, 7, "%06o", sum);
+  putOctal(header + 148, 7, sum);  // six digits and a NUL, then the space already there
   header[155] = ' ';
   out.append(header, sizeof header);
   if (type != '0') return;
