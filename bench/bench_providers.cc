@@ -32,6 +32,7 @@
 #include "common/result.h"
 #include "common/time.h"
 #include "tests/fixtures/process_harness.h"
+#include "tests/fixtures/started_workers.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 #include "tests/fixtures/zookeeper_server.h"
 
@@ -68,13 +69,7 @@ class ProvidersBench final {
 
   ~ProvidersBench() {
     // The started workers run in sessions of their own: stop what is left.
-    std::error_code error;
-    for (const auto& worker : fs::directory_iterator(dir_ + "/workers/bench", error)) {
-      std::ifstream state(worker.path() / "provider");
-      std::string cluster;
-      pid_t pid = 0;
-      if (state >> cluster >> pid && pid > 0) ::kill(-pid, SIGKILL);
-    }
+    testing::killStartedWorkers(dir_ + "/workers");
   }
 
   Status run() {

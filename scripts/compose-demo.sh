@@ -493,6 +493,17 @@ YAML
   ctl workers
   say "\$ regentctl jobs status $job"
   ctl jobs status "$job"
+  say "\$ regentctl jobs logs $job --vertex tick --subtask 5 | tail -n 2   (read from the started worker's HTTP port, by its container name)"
+  ctl jobs logs "$job" --vertex tick --subtask 5 | tail -n 2
+  # What a task on a started worker can read, tried as user nobody like its tasks: not the
+  # configuration and the worker secret the master copied into the container.
+  read -r _ _ host < <(tail -n 1 "$work/attempts-before")
+  for file in worker.yaml rpc.credential.secret-file; do
+    if docker exec -u nobody "$host" cat "/etc/regent-worker/$file" >/dev/null 2>&1; then
+      die "user nobody can read /etc/regent-worker/$file in $host"
+    fi
+  done
+  step "As user nobody in $host, like its tasks: /etc/regent-worker/worker.yaml and the worker secret beside it are unreadable (mode 0600, root's)."
 
   leader_service=$(json_field rpc_address <<<"$leader")
   leader_service=${leader_service%%:*}

@@ -471,6 +471,15 @@ kj::Promise<Result<std::vector<std::string>>> DockerWorkerProvider::list() {
         }
         std::sort(ids.begin(), ids.end());
         ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        // What is followed and no longer runs (a release an ended term left half done, whose
+        // container the daemon stopped since) is forgotten.
+        for (auto it = tracked_.begin(); it != tracked_.end();) {
+          if (std::binary_search(ids.begin(), ids.end(), it->first)) {
+            ++it;
+          } else {
+            it = tracked_.erase(it);
+          }
+        }
         if (!tracked_.empty()) ensurePolling();
         return ids;
       });

@@ -333,11 +333,15 @@ kj::Promise<Status> ProcessWorkerProvider::start(const std::string& id, uint64_t
 }
 
 kj::Promise<bool> ProcessWorkerProvider::waitGone(int pid, uint64_t startTicks, Duration bound) {
-  if (!alive(pid, startTicks)) return true;
-  if (bound <= Duration(0)) return false;
-  return loop_.timer().afterDelay(kPollStep.count() * kj::MILLISECONDS).then([=, this]() {
-    return waitGone(pid, startTicks, bound - kPollStep);
-  });
+  // /proc is read off the loop, as every file is.
+  return loop_.runBlocking([pid, startTicks]() { return alive(pid, startTicks); })
+      .then([=, this](bool running) -> kj::Promise<bool> {
+        if (!running) return true;
+        if (bound <= Duration(0)) return false;
+        return loop_.timer().afterDelay(kPollStep.count() * kj::MILLISECONDS).then([=, this]() {
+          return waitGone(pid, startTicks, bound - kPollStep);
+        });
+      });
 }
 
 kj::Promise<Status> ProcessWorkerProvider::release(const std::string& id, Duration grace) {
@@ -363,8 +367,12 @@ kj::Promise<Status> ProcessWorkerProvider::release(const std::string& id, Durati
         spdlog::warn("process provider: worker {} (pid {}) did not stop within its grace; "
                      "killing it",
                      id, pid);
-        if (alive(pid, ticks)) ::kill(-pid, SIGKILL);
-        return waitGone(pid, ticks, kKillBound);
+        return loop_.runBlocking([pid, ticks]() { return alive(pid, ticks); })
+            .then([this, pid, ticks](bool running) {
+              // Its session, only while the pid is still that worker's (not a later process's).
+              if (running) ::kill(-pid, SIGKILL);
+              return waitGone(pid, ticks, kKillBound);
+            });
       })
       .then([this, id, pid, removeDir](bool gone) -> kj::Promise<Status> {
         tracked_.erase(id);
@@ -416,6 +424,22 @@ kj::Promise<Result<std::vector<std::string>>> ProcessWorkerProvider::list() {
             known->second.releasing = false;
             if (known->second.child.get() == nullptr) ensurePolling();
           }
+        }
+        // A release that an ended term left half done, whose worker is gone since: finished
+        // here (its directory goes, as the release would have removed it).
+        for (auto it = tracked_.begin(); it != tracked_.end();) {
+          const bool listedNow = std::find(ids.begin(), ids.end(), it->first) != ids.end();
+          if (!it->second.releasing || listedNow) {
+            ++it;
+            continue;
+          }
+          const std::string dir = workerDir(it->first);
+          it = tracked_.erase(it);
+          tasks_.add(loop_
+                         .runBlocking([dir]() {
+                           std::error_code error;
+                           fs::remove_all(dir, error);
+                         }));
         }
         return ids;
       });

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures/started_workers.h"
 #include "tests/fixtures/wait_test_util.h"
 #include "tests/integration/job_cluster_test_util.h"
 
@@ -32,26 +33,12 @@ namespace fs = std::filesystem;
 class StartedWorkers final {
  public:
   StartedWorkers() { ::chmod(root_.path().c_str(), 0711); }
-  ~StartedWorkers() {
-    for (pid_t pid : pids()) ::kill(-pid, SIGKILL);
-  }
+  ~StartedWorkers() { killStartedWorkers(root_.path()); }
 
   const std::string& root() const { return root_.path(); }
 
   // The pid of every worker the provider recorded (alive or not), from its state files.
-  std::vector<pid_t> pids() const {
-    std::vector<pid_t> found;
-    std::error_code error;
-    for (const auto& cluster : fs::directory_iterator(root_.path(), error)) {
-      for (const auto& worker : fs::directory_iterator(cluster.path(), error)) {
-        std::ifstream state(worker.path() / "provider");
-        std::string name;
-        pid_t pid = 0;
-        if (state >> name >> pid && pid > 0) found.push_back(pid);
-      }
-    }
-    return found;
-  }
+  std::vector<pid_t> pids() const { return startedWorkerPids(root_.path()); }
 
   // The pids of the started workers still running.
   std::vector<pid_t> running() const {

@@ -23,6 +23,7 @@
 #include "common/event_loop.h"
 #include "common/event_sink.h"
 #include "services/providers/process_worker_provider.h"
+#include "tests/fixtures/started_workers.h"
 #include "tests/fixtures/temp_dir_test_util.h"
 
 namespace regent::providers {
@@ -80,13 +81,7 @@ class ProcessProviderContractTest : public ::testing::Test {
 
   ~ProcessProviderContractTest() override {
     // No stand-in left running, whatever the test did.
-    std::error_code error;
-    for (const auto& entry : fs::directory_iterator(root_.path() + "/data/test", error)) {
-      std::ifstream state(entry.path() / "provider");
-      std::string cluster;
-      int pid = 0;
-      if (state >> cluster >> pid && pid > 0) ::kill(-pid, SIGKILL);
-    }
+    testing::killStartedWorkers(root_.path() + "/data");
   }
 
   kj::Own<ProcessWorkerProvider> provider(const std::string& binary = "") {
@@ -230,6 +225,24 @@ TEST_F(ProcessProviderContractTest, ANewLeadersProviderReleasesAWorkerItDidNotSt
   ASSERT_EQ(list(*second).size(), 1u);
   EXPECT_TRUE(loop_.run(second->release("e1-1", Duration(200))).ok());
   EXPECT_TRUE(runUntil([&] { return processGone(pid); })) << "pid " << pid << " still runs";
+}
+
+TEST_F(ProcessProviderContractTest, ANewTermFinishesAReleaseTheLastTermLeftHalfDone) {
+  auto started = provider();
+  ASSERT_TRUE(loop_.run(started->start("e1-1", 1)).ok());
+  const int pid = pidOf(*started, "e1-1");
+  {
+    // The term ends while the release waits for the worker to stop: its promise is dropped.
+    auto releasing = started->release("e1-1", Duration(60000));
+    loop_.run(loop_.timer().afterDelay(100 * kj::MILLISECONDS));
+  }
+  ASSERT_EQ(::kill(-pid, SIGKILL), 0);  // The worker stops after all (it was asked to).
+  ASSERT_TRUE(runUntil([&] { return processGone(pid); }));
+  // The next term lists: the worker is not counted, and its directory goes as the release
+  // would have removed it.
+  EXPECT_TRUE(list(*started).empty());
+  EXPECT_TRUE(runUntil([&] { return !fs::exists(started->workerDir("e1-1")); }))
+      << started->workerDir("e1-1") << " stays";
 }
 
 TEST_F(ProcessProviderContractTest, AWorkerBinaryThatExitsAtOnceIsReportedEnded) {
