@@ -151,11 +151,11 @@ std::string DockerWorkerProvider::explained(const std::string& what, unsigned st
                                             const std::string& message) const {
   // The two a person most often gets wrong, named by their options.
   if (status == 404 && message.find("image") != std::string::npos) {
-    return "docker: image " + options_.image + " not found (resourcemanager.docker.image): " +
+    return "image " + options_.image + " not found (resourcemanager.docker.image): " +
            message;
   }
   if (status == 404 && message.find("network") != std::string::npos) {
-    return "docker: network " + options_.network +
+    return "network " + options_.network +
            " not found (resourcemanager.docker.network): " + message;
   }
   return what + ": " + message + " (HTTP " + std::to_string(status) + ")";
@@ -249,7 +249,7 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
       .call(kj::HttpMethod::POST, path, options_.requestTimeout, "application/json",
             body.dump())
       .then([this, id, epoch, retried, name](Result<DockerAnswer> answer) -> kj::Promise<Status> {
-        if (!answer.ok()) return Status(Error::fatal("docker: " + answer.error().message));
+        if (!answer.ok()) return Status(Error::fatal(answer.error().message));
         const DockerAnswer& created = answer.value();
         const std::string message = dockerMessage(created);
         if (created.status == 409 && !retried) {
@@ -268,12 +268,12 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
         }
         if (created.status != 201) {
           return Status(Error::fatal(explained(
-              "docker: cannot create the container of worker " + id + " from " + options_.image,
+              "cannot create the container of worker " + id + " from " + options_.image,
               created.status, message)));
         }
         const auto parsed = json::parse(created.body, nullptr, false);
         if (!parsed.is_object() || !parsed.contains("Id") || !parsed["Id"].is_string()) {
-          return Status(Error::fatal("docker: the daemon created no container id for worker " +
+          return Status(Error::fatal("the daemon created no container id for worker " +
                                      id + ": " + created.body.substr(0, 200)));
         }
         return copyFilesAndStart(id, epoch, parsed["Id"].get<std::string>());
@@ -295,7 +295,7 @@ kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& i
         if (!copied.ok()) {
           failure = copied.error().message;
         } else if (copied.value().status != 200) {
-          failure = "docker: cannot copy the configuration into the container of worker " + id +
+          failure = "cannot copy the configuration into the container of worker " + id +
                     ": " + dockerMessage(copied.value());
         }
         if (!failure.empty()) {
@@ -310,7 +310,7 @@ kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& i
               }
               const std::string failure =
                   started.ok()
-                      ? explained("docker: cannot start the container of worker " + id + " (" +
+                      ? explained("cannot start the container of worker " + id + " (" +
                                       options_.image + ")",
                                   started.value().status, dockerMessage(started.value()))
                       : started.error().message;
@@ -356,14 +356,14 @@ kj::Promise<Result<std::vector<DockerWorkerProvider::Listed>>> DockerWorkerProvi
             "/containers/json?all=true&filters=" + labelFilter(options_.clusterId, workerId),
             options_.requestTimeout)
       .then([](Result<DockerAnswer> answer) -> Result<std::vector<Listed>> {
-        if (!answer.ok()) return Error::retryable("docker: " + answer.error().message);
+        if (!answer.ok()) return Error::retryable(answer.error().message);
         if (answer.value().status != 200) {
-          return Error::retryable("docker: cannot list containers: " +
+          return Error::retryable("cannot list containers: " +
                                   dockerMessage(answer.value()));
         }
         const auto parsed = json::parse(answer.value().body, nullptr, false);
         if (!parsed.is_array()) {
-          return Error::retryable("docker: the container list is not a JSON array");
+          return Error::retryable("the container list is not a JSON array");
         }
         std::vector<Listed> listed;
         for (const json& container : parsed) {
@@ -392,7 +392,7 @@ kj::Promise<Status> DockerWorkerProvider::stopAndRemove(const std::string& id,
         if (!stopped.ok()) return Status(Error::fatal(stopped.error().message));
         const unsigned status = stopped.value().status;
         if (status != 204 && status != 304 && status != 404) {
-          return Status(Error::fatal("docker: cannot stop the container of worker " + id + ": " +
+          return Status(Error::fatal("cannot stop the container of worker " + id + ": " +
                                      dockerMessage(stopped.value())));
         }
         return engine_
@@ -402,7 +402,7 @@ kj::Promise<Status> DockerWorkerProvider::stopAndRemove(const std::string& id,
               if (!removed.ok()) return Error::fatal(removed.error().message);
               const unsigned status = removed.value().status;
               if (status != 204 && status != 404) {
-                return Error::fatal("docker: cannot remove the container of worker " + id + ": " +
+                return Error::fatal("cannot remove the container of worker " + id + ": " +
                                     dockerMessage(removed.value()));
               }
               return Status();

@@ -809,7 +809,8 @@ void ResourceManager::workerEnded(const std::string& id, const std::string& reas
     if (found == pool->workers().end()) return;
     // Counted as the pool counts it: a failed start only if it never registered.
     const uint64_t failuresBefore = pool->startFailures();
-    pool->ended(id, reason, monoNow());
+    // As a failed start's error, named by its provider ("docker: worker e3-1 ... exited ...").
+    pool->ended(id, pool->options().provider + ": " + reason, monoNow());
     counters_.workerStartFailures += pool->startFailures() - failuresBefore;
     poolEvent("worker ended", id, reason);
     planLater();

@@ -288,7 +288,7 @@ TEST_F(DockerProviderContractTest, AMissingImageNetworkOrBinaryFailsTheStartNami
   Status started = loop_.run(noImage->start("e1-1", 1));
   ASSERT_FALSE(started.ok());
   EXPECT_NE(started.error().message.find(
-                "docker: image regent-no-such-image:1 not found (resourcemanager.docker.image)"),
+                "image regent-no-such-image:1 not found (resourcemanager.docker.image)"),
             std::string::npos)
       << started.error().message;
 
