@@ -436,6 +436,16 @@ ctl masters
 say "\$ regentctl leader"
 ctl leader
 
+# Submits the demo's job: $1 tasks of half a core that print a number every second until
+# cancelled; sets job to its id.
+submit_ticker() {
+  job=$(printf '%s\n' "name: ticker" "vertices:" "  - name: tick" "    parallelism: $1" \
+    "    command:" \
+    "      argv: [sh, -c, 'i=0; while true; do i=\$((i+1)); echo \"tick \$i\"; sleep 1; done']" \
+    "    resources: {cpu: 0.5, memory: 64MiB}" | ctl jobs submit -)
+  [[ $job =~ ^[0-9a-f]{32}$ ]] || die "regentctl jobs submit printed no job id: $job"
+  step "\$ regentctl jobs submit -   ->   $job"
+}
 # One line per subtask with an attempt: "attempt-id pid host" (pid 0 until it runs). The JSON
 # keys come sorted, so in each subtask its attempt (attempt_id, then pid) precedes its host.
 # Prints nothing when regentctl fails.
@@ -470,18 +480,7 @@ provider_demo() {
   [ -z "$(started_workers)" ] || die "worker containers exist before any job: $(started_workers)"
   say "Submitting a job of 6 tasks of half a core each; the masters start workers of 4 such slots (worker.slots 4, worker.slot-cpu 0.5)."
   submitted_ms=$(now_ms)
-  job=$(ctl jobs submit - <<'YAML'
-name: ticker
-vertices:
-  - name: tick
-    parallelism: 6
-    command:
-      argv: [sh, -c, 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done']
-    resources: {cpu: 0.5, memory: 64MiB}
-YAML
-  )
-  [[ $job =~ ^[0-9a-f]{32}$ ]] || die "regentctl jobs submit printed no job id: $job"
-  step "\$ regentctl jobs submit -   ->   $job"
+  submit_ticker 6
   wait_for_running_attempts "$work/attempts-before" 6 120
   step "All 6 tasks run $((($(now_ms) - submitted_ms) / 1000)) s after the submission."
   started_workers >"$work/workers-before"
@@ -559,18 +558,7 @@ say "\$ regentctl workers   (each worker container registered its 4 slots with t
 ctl workers
 
 say "Submitting a job: two tasks that print a number every second until cancelled."
-job=$(ctl jobs submit - <<'YAML'
-name: ticker
-vertices:
-  - name: tick
-    parallelism: 2
-    command:
-      argv: [sh, -c, 'i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 1; done']
-    resources: {cpu: 0.5, memory: 64MiB}
-YAML
-)
-[[ $job =~ ^[0-9a-f]{32}$ ]] || die "regentctl jobs submit printed no job id: $job"
-step "\$ regentctl jobs submit -   ->   $job"
+submit_ticker 2
 wait_for_running_attempts "$work/attempts-before"
 say "\$ regentctl jobs list"
 ctl jobs list

@@ -1,15 +1,14 @@
 // The Docker Engine API client (docker_engine.h).
 #include "services/providers/docker_engine.h"
 
-#include "common/units.h"
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
+
+#include "common/units.h"
 
 namespace regent::providers {
 
@@ -65,8 +64,8 @@ DockerEngine::DockerEngine(kj::Network& network, kj::Timer& timer, std::string s
 
 DockerEngine::~DockerEngine() noexcept = default;
 
-kj::Promise<Result<DockerAnswer>> DockerEngine::call(kj::HttpMethod method,
-                                                     const std::string& path, Duration timeout,
+kj::Promise<Result<DockerAnswer>> DockerEngine::call(kj::HttpMethod method, const std::string& path,
+                                                     Duration timeout,
                                                      const std::string& contentType,
                                                      std::string body) {
   auto exchanged = timer_.timeoutAfter(timeout.count() * kj::MILLISECONDS,
@@ -82,9 +81,9 @@ kj::Promise<Result<DockerAnswer>> DockerEngine::call(kj::HttpMethod method,
                                   " (resourcemanager.docker.socket) did not answer " + what +
                                   " within " + formatDuration(timeout));
         }
-        return Error::retryable("cannot reach the Docker daemon at " + socketPath_ +
-                                " (resourcemanager.docker.socket): " +
-                                exception.getDescription().cStr());
+        return Error::retryable(
+            "cannot reach the Docker daemon at " + socketPath_ +
+            " (resourcemanager.docker.socket): " + exception.getDescription().cStr());
       });
 }
 
@@ -159,8 +158,8 @@ std::string demultiplexedLog(const std::string& stream) {
   size_t at = 0;
   while (at < stream.size()) {
     const auto stream_type = static_cast<unsigned char>(stream[at]);
-    if (stream.size() - at < 8 || stream_type > 2 || stream[at + 1] != 0 ||
-        stream[at + 2] != 0 || stream[at + 3] != 0) {
+    if (stream.size() - at < 8 || stream_type > 2 || stream[at + 1] != 0 || stream[at + 2] != 0 ||
+        stream[at + 3] != 0) {
       text += stream.substr(at);  // Not framed (a container with a terminal).
       break;
     }

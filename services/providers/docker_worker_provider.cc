@@ -4,17 +4,17 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "common/errno_text.h"
+#include "services/providers/worker_config.h"
 
 namespace regent::providers {
 
@@ -25,28 +25,6 @@ using json = nlohmann::json;
 constexpr const char* kConfigDir = "/etc/regent-worker";
 constexpr const char* kDataDir = "/var/lib/regent-worker";
 constexpr uint64_t kMaxCopiedFileBytes = 1024 * 1024;
-
-// A worker id is part of a container name and a label: letters, digits, '.', '_', '-' (an id
-// comes from a registration, which a worker, not the provider, wrote).
-bool isSafeId(const std::string& id) {
-  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
-  });
-}
-
-std::string yamlQuoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string percentEncoded(const std::string& text) {
   static const char* kHex = "0123456789ABCDEF";
@@ -151,8 +129,7 @@ std::string DockerWorkerProvider::explained(const std::string& what, unsigned st
                                             const std::string& message) const {
   // The two a person most often gets wrong, named by their options.
   if (status == 404 && message.find("image") != std::string::npos) {
-    return "image " + options_.image + " not found (resourcemanager.docker.image): " +
-           message;
+    return "image " + options_.image + " not found (resourcemanager.docker.image): " + message;
   }
   if (status == 404 && message.find("network") != std::string::npos) {
     return "network " + options_.network +
@@ -165,8 +142,8 @@ bool DockerWorkerProvider::networkHasNames() const {
   return options_.network != "host" && options_.network != "none";
 }
 
-resourcemanager::Vouch DockerWorkerProvider::vouches(const std::string& id,
-                                                     const std::string& host, uint32_t) const {
+resourcemanager::Vouch DockerWorkerProvider::vouches(const std::string& id, const std::string& host,
+                                                     uint32_t) const {
   auto found = tracked_.find(id);
   if (found == tracked_.end() || !networkHasNames() || containerName(id).empty()) {
     return resourcemanager::Vouch::kUnknown;
@@ -191,15 +168,15 @@ Result<std::vector<ArchiveFile>> DockerWorkerProvider::workerFiles(const std::st
   for (const auto& [key, value] : options_.settings) {
     if (own.count(key) != 0 || key == "events.file") continue;
     std::string text = value;
-    const bool copied = std::find(options_.copiedFileSettings.begin(),
-                                  options_.copiedFileSettings.end(),
-                                  key) != options_.copiedFileSettings.end();
+    const bool copied =
+        std::find(options_.copiedFileSettings.begin(), options_.copiedFileSettings.end(), key) !=
+        options_.copiedFileSettings.end();
     if (copied && !value.empty()) {
       auto contents = readSmallFile(value);
       if (!contents.ok()) return Error::fatal(contents.error().message + " (" + key + ")");
       text = std::string(kConfigDir) + "/" + key;
-      files.push_back(ArchiveFile{text, key == "rpc.tls.ca" ? 0644u : 0600u,
-                                  std::move(contents).value()});
+      files.push_back(
+          ArchiveFile{text, key == "rpc.tls.ca" ? 0644u : 0600u, std::move(contents).value()});
     }
     yaml += key + ": " + yamlQuoted(text) + "\n";
   }
@@ -210,7 +187,7 @@ Result<std::vector<ArchiveFile>> DockerWorkerProvider::workerFiles(const std::st
 }
 
 kj::Promise<Status> DockerWorkerProvider::start(const std::string& id, uint64_t epoch) {
-  if (!isSafeId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
+  if (!isSafeWorkerId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
   return create(id, epoch, false);
 }
 
@@ -246,8 +223,7 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
   const std::string path =
       "/containers/create" + (name.empty() ? std::string() : "?name=" + percentEncoded(name));
   return engine_
-      .call(kj::HttpMethod::POST, path, options_.requestTimeout, "application/json",
-            body.dump())
+      .call(kj::HttpMethod::POST, path, options_.requestTimeout, "application/json", body.dump())
       .then([this, id, epoch, retried, name](Result<DockerAnswer> answer) -> kj::Promise<Status> {
         if (!answer.ok()) return Status(Error::fatal(answer.error().message));
         const DockerAnswer& created = answer.value();
@@ -267,14 +243,14 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
               });
         }
         if (created.status != 201) {
-          return Status(Error::fatal(explained(
-              "cannot create the container of worker " + id + " from " + options_.image,
-              created.status, message)));
+          return Status(Error::fatal(
+              explained("cannot create the container of worker " + id + " from " + options_.image,
+                        created.status, message)));
         }
         const auto parsed = json::parse(created.body, nullptr, false);
         if (!parsed.is_object() || !parsed.contains("Id") || !parsed["Id"].is_string()) {
-          return Status(Error::fatal("the daemon created no container id for worker " +
-                                     id + ": " + created.body.substr(0, 200)));
+          return Status(Error::fatal("the daemon created no container id for worker " + id + ": " +
+                                     created.body.substr(0, 200)));
         }
         return copyFilesAndStart(id, epoch, parsed["Id"].get<std::string>());
       });
@@ -295,8 +271,8 @@ kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& i
         if (!copied.ok()) {
           failure = copied.error().message;
         } else if (copied.value().status != 200) {
-          failure = "cannot copy the configuration into the container of worker " + id +
-                    ": " + dockerMessage(copied.value());
+          failure = "cannot copy the configuration into the container of worker " + id + ": " +
+                    dockerMessage(copied.value());
         }
         if (!failure.empty()) {
           return remove(containerId).then([failure] { return Status(Error::fatal(failure)); });
@@ -305,17 +281,16 @@ kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& i
             .call(kj::HttpMethod::POST, "/containers/" + containerId + "/start",
                   options_.requestTimeout)
             .then([this, id, containerId](Result<DockerAnswer> started) -> kj::Promise<Status> {
-              if (started.ok() && (started.value().status == 204 || started.value().status == 304)) {
+              if (started.ok() &&
+                  (started.value().status == 204 || started.value().status == 304)) {
                 return Status();
               }
               const std::string failure =
-                  started.ok()
-                      ? explained("cannot start the container of worker " + id + " (" +
-                                      options_.image + ")",
-                                  started.value().status, dockerMessage(started.value()))
-                      : started.error().message;
-              return remove(containerId).then(
-                  [failure] { return Status(Error::fatal(failure)); });
+                  started.ok() ? explained("cannot start the container of worker " + id + " (" +
+                                               options_.image + ")",
+                                           started.value().status, dockerMessage(started.value()))
+                               : started.error().message;
+              return remove(containerId).then([failure] { return Status(Error::fatal(failure)); });
             });
       })
       .then([this, id, epoch, containerId](Status started) -> Status {
@@ -340,11 +315,11 @@ kj::Promise<void> DockerWorkerProvider::remove(const std::string& containerId) {
             options_.requestTimeout)
       .then([containerId](Result<DockerAnswer> removed) {
         if (!removed.ok()) {
-          spdlog::warn("docker provider: cannot remove container {}: {}",
-                       containerId.substr(0, 12), removed.error().message);
+          spdlog::warn("docker provider: cannot remove container {}: {}", containerId.substr(0, 12),
+                       removed.error().message);
         } else if (removed.value().status != 204 && removed.value().status != 404) {
-          spdlog::warn("docker provider: cannot remove container {}: {}",
-                       containerId.substr(0, 12), dockerMessage(removed.value()));
+          spdlog::warn("docker provider: cannot remove container {}: {}", containerId.substr(0, 12),
+                       dockerMessage(removed.value()));
         }
       });
 }
@@ -358,8 +333,7 @@ kj::Promise<Result<std::vector<DockerWorkerProvider::Listed>>> DockerWorkerProvi
       .then([](Result<DockerAnswer> answer) -> Result<std::vector<Listed>> {
         if (!answer.ok()) return Error::retryable(answer.error().message);
         if (answer.value().status != 200) {
-          return Error::retryable("cannot list containers: " +
-                                  dockerMessage(answer.value()));
+          return Error::retryable("cannot list containers: " + dockerMessage(answer.value()));
         }
         const auto parsed = json::parse(answer.value().body, nullptr, false);
         if (!parsed.is_array()) {
@@ -374,7 +348,7 @@ kj::Promise<Result<std::vector<DockerWorkerProvider::Listed>>> DockerWorkerProvi
           entry.status = container.value("Status", "");
           const json labels = container.value("Labels", json::object());
           if (labels.is_object()) entry.workerId = labels.value("regent.worker-id", "");
-          if (!entry.containerId.empty() && isSafeId(entry.workerId)) listed.push_back(entry);
+          if (!entry.containerId.empty() && isSafeWorkerId(entry.workerId)) listed.push_back(entry);
         }
         return listed;
       });
@@ -411,38 +385,36 @@ kj::Promise<Status> DockerWorkerProvider::stopAndRemove(const std::string& id,
 }
 
 kj::Promise<Status> DockerWorkerProvider::release(const std::string& id, Duration grace) {
-  if (!isSafeId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
+  if (!isSafeWorkerId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
   auto found = tracked_.find(id);
   if (found != tracked_.end()) found->second.releasing = true;
   // By label, not only by what this process follows: a container an earlier leader started.
-  return listContainers(id).then(
-      [this, id, grace](Result<std::vector<Listed>> listed) -> kj::Promise<Status> {
-        if (!listed.ok()) {
-          auto found = tracked_.find(id);
-          if (found != tracked_.end()) found->second.releasing = false;
-          return Status(listed.error());
-        }
-        kj::Promise<Status> all = Status();
-        for (const Listed& container : listed.value()) {
-          all = all.then([this, id, grace, cid = container.containerId](Status before) {
-            return stopAndRemove(id, cid, grace).then([before](Status now) {
-              return before.ok() ? now : before;
-            });
-          });
-        }
-        return all.then([this, id](Status released) -> Status {
-          if (!released.ok()) {
-            auto found = tracked_.find(id);
-            if (found != tracked_.end()) found->second.releasing = false;
-            return released;
-          }
-          tracked_.erase(id);
-          events_.emit(Event("provider worker released")
-                           .field("provider", name_)
-                           .field("worker", id));
-          return Status();
+  return listContainers(id).then([this, id, grace](
+                                     Result<std::vector<Listed>> listed) -> kj::Promise<Status> {
+    if (!listed.ok()) {
+      auto found = tracked_.find(id);
+      if (found != tracked_.end()) found->second.releasing = false;
+      return Status(listed.error());
+    }
+    kj::Promise<Status> all = Status();
+    for (const Listed& container : listed.value()) {
+      all = all.then([this, id, grace, cid = container.containerId](Status before) {
+        return stopAndRemove(id, cid, grace).then([before](Status now) {
+          return before.ok() ? now : before;
         });
       });
+    }
+    return all.then([this, id](Status released) -> Status {
+      if (!released.ok()) {
+        auto found = tracked_.find(id);
+        if (found != tracked_.end()) found->second.releasing = false;
+        return released;
+      }
+      tracked_.erase(id);
+      events_.emit(Event("provider worker released").field("provider", name_).field("worker", id));
+      return Status();
+    });
+  });
 }
 
 kj::Promise<Result<std::vector<std::string>>> DockerWorkerProvider::list() {
@@ -506,8 +478,9 @@ kj::Promise<void> DockerWorkerProvider::pollLoop() {
   return loop_.timer()
       .afterDelay(options_.pollInterval.count() * kj::MILLISECONDS)
       .then([this]() -> kj::Promise<void> {
-        const bool watching = std::any_of(tracked_.begin(), tracked_.end(),
-                                          [](const auto& entry) { return !entry.second.releasing; });
+        const bool watching = std::any_of(tracked_.begin(), tracked_.end(), [](const auto& entry) {
+          return !entry.second.releasing;
+        });
         if (!watching) {
           polling_ = false;
           return kj::READY_NOW;
@@ -534,8 +507,7 @@ kj::Promise<void> DockerWorkerProvider::pollLoop() {
             auto container = byContainer.find(tracked.containerId);
             if (container == byContainer.end()) {
               gone.emplace_back(id, tracked.containerId);
-            } else if (container->second->state == "exited" ||
-                       container->second->state == "dead") {
+            } else if (container->second->state == "exited" || container->second->state == "dead") {
               exited.emplace_back(id, *container->second);
             }
           }

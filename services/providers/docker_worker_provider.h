@@ -14,8 +14,9 @@
 //   user      root, every capability dropped but those a worker needs to run its tasks as
 //             worker.task-user (CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID),
 //             no-new-privileges, an init process, no restart policy, no health check (the
-//             image's, if any: a started worker's health is its registration); no container-wide CPU or
-//             memory limit (the worker confines each task to its slot's share, as on any host)
+//             image's, if any: a started worker's health is its registration); no container-wide
+//             CPU or memory limit (the worker confines each task to its slot's share, as on any
+//             host)
 // Release: stop (the daemon's SIGTERM, then SIGKILL after the grace), then remove. A container
 // that exits by itself is reported ended with its exit code and the last line of its log, and
 // removed. Containers are watched by listing the cluster's every pollInterval while any is
@@ -112,8 +113,7 @@ class DockerWorkerProvider final : public resourcemanager::WorkerProvider {
   Result<std::vector<ArchiveFile>> workerFiles(const std::string& id, uint64_t epoch) const;
   bool networkHasNames() const;
   // A failed create or start, as the job's waiting reason shows it.
-  std::string explained(const std::string& what, unsigned status,
-                        const std::string& message) const;
+  std::string explained(const std::string& what, unsigned status, const std::string& message) const;
 
   EventLoop& loop_;
   EventSink& events_;

@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "common/errno_text.h"
+#include "services/providers/worker_config.h"
 
 namespace regent::providers {
 
@@ -70,19 +71,6 @@ bool alive(int pid, uint64_t startTicks) {
   return stat && stat->startTicks == startTicks && stat->state != 'Z' && stat->state != 'X';
 }
 
-std::string yamlQuoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 Status writeFile(const std::string& path, const std::string& contents, mode_t mode) {
   const int fd =
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
@@ -117,15 +105,6 @@ std::optional<StateLine> readState(const fs::path& dir) {
   StateLine line;
   if (!(in >> line.cluster >> line.pid >> line.startTicks >> line.epoch)) return std::nullopt;
   return line;
-}
-
-// A worker id is a directory name under the cluster's: letters, digits, '.', '_', '-', never
-// "." or ".." (an id comes from a registration, which a worker, not the provider, wrote).
-bool isSafeId(const std::string& id) {
-  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
-  });
 }
 
 std::string describeExit(const ChildExit& exit) {
@@ -254,7 +233,7 @@ kj::Promise<void> ProcessWorkerProvider::pollLoop() {
 }
 
 kj::Promise<Status> ProcessWorkerProvider::start(const std::string& id, uint64_t epoch) {
-  if (!isSafeId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
+  if (!isSafeWorkerId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
   const fs::path dir = fs::path(clusterDir_) / id;
   std::string yaml =
       "# Written by the process provider of the leader of epoch " + std::to_string(epoch) +
@@ -345,7 +324,7 @@ kj::Promise<bool> ProcessWorkerProvider::waitGone(int pid, uint64_t startTicks, 
 }
 
 kj::Promise<Status> ProcessWorkerProvider::release(const std::string& id, Duration grace) {
-  if (!isSafeId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
+  if (!isSafeWorkerId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
   const std::string dir = workerDir(id);
   auto removeDir = [this, dir]() {
     return loop_.runBlocking([dir]() -> Status {

@@ -19,19 +19,19 @@ TEST(DockerProvider, AMissingImageIsTheWaitingJobsReasonNamingTheOption) {
   std::string whyNot;
   auto daemon = DockerDaemon::start(&whyNot);
   if (!daemon) GTEST_SKIP() << "skipped: no docker daemon (" << whyNot << ")";
-  auto made = JobCluster::start(
-      "provider-docker-image",
-      {.masters = 1,
-       .workers = 0,
-       .masterConfig = "resourcemanager.provider: docker\n"
-                       "resourcemanager.docker.socket: " +
-                       daemon->socket() +
-                       "\n"
-                       "resourcemanager.docker.image: regent-no-such-image:1\n"
-                       "resourcemanager.docker.network: none\n"
-                       "worker.slots: 4\n"
-                       "worker.slot-cpu: 1\n"
-                       "worker.slot-memory: 256MiB\n"});
+  auto made =
+      JobCluster::start("provider-docker-image",
+                        {.masters = 1,
+                         .workers = 0,
+                         .masterConfig = "resourcemanager.provider: docker\n"
+                                         "resourcemanager.docker.socket: " +
+                                         daemon->socket() +
+                                         "\n"
+                                         "resourcemanager.docker.image: regent-no-such-image:1\n"
+                                         "resourcemanager.docker.network: none\n"
+                                         "worker.slots: 4\n"
+                                         "worker.slot-cpu: 1\n"
+                                         "worker.slot-memory: 256MiB\n"});
   ASSERT_OK(made);
   JobCluster& cluster = *made.value();
   auto job = cluster.submit(
@@ -42,8 +42,9 @@ TEST(DockerProvider, AMissingImageIsTheWaitingJobsReasonNamingTheOption) {
       job.value(),
       [](const nlohmann::json& status) {
         return textField(status, "waiting_reason")
-                   .find("the last worker start failed (docker: image regent-no-such-image:1 "
-                         "not found (resourcemanager.docker.image)") != std::string::npos;
+                   .find(
+                       "the last worker start failed (docker: image regent-no-such-image:1 "
+                       "not found (resourcemanager.docker.image)") != std::string::npos;
       },
       kJobsTimeout);
   ASSERT_OK(waiting);

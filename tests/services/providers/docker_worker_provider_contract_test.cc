@@ -22,8 +22,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -323,8 +323,8 @@ TEST_F(DockerProviderContractTest, AMissingImageNetworkOrBinaryFailsTheStartNami
 
 TEST_F(DockerProviderContractTest, AnIdThatIsNoNamePartIsRefusedAndNothingIsCreated) {
   auto started = provider();
-  for (const std::string& id : {std::string(".."), std::string("a/b"), std::string("a b"),
-                                std::string("")}) {
+  for (const std::string& id :
+       {std::string(".."), std::string("a/b"), std::string("a b"), std::string("")}) {
     EXPECT_FALSE(loop_.run(started->start(id, 1)).ok()) << id;
     EXPECT_FALSE(loop_.run(started->release(id, Duration(10))).ok()) << id;
   }
