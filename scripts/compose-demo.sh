@@ -497,6 +497,7 @@ provider_demo() {
   # What a task on a started worker can read, tried as user nobody like its tasks: not the
   # configuration and the worker secret the master copied into the container.
   read -r _ _ host < <(tail -n 1 "$work/attempts-before")
+  docker exec -u nobody "$host" true || die "cannot run a command as user nobody in $host"
   for file in worker.yaml rpc.credential.secret-file; do
     if docker exec -u nobody "$host" cat "/etc/regent-worker/$file" >/dev/null 2>&1; then
       die "user nobody can read /etc/regent-worker/$file in $host"

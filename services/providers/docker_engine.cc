@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <kj/debug.h>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -57,9 +61,18 @@ void appendEntry(std::string& out, const std::string& name, char type, uint32_t 
 }  // namespace
 
 DockerEngine::DockerEngine(kj::Network& network, kj::Timer& timer, std::string socketPath)
-    : network_(network), timer_(timer), socketPath_(std::move(socketPath)) {
+    : timer_(timer), socketPath_(std::move(socketPath)) {
   kj::HttpHeaderTable::Builder builder;
   headerTable_ = builder.build();
+  // The address is made here, at once (a unix socket needs no lookup), so that every call shares
+  // one client from the first on.
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socketPath_.size() < sizeof address.sun_path) {
+    std::memcpy(address.sun_path, socketPath_.data(), socketPath_.size());
+    address_ = network.getSockaddr(&address, sizeof address);
+    client_ = kj::newHttpClient(timer_, *headerTable_, *address_);
+  }
 }
 
 DockerEngine::~DockerEngine() noexcept = default;
@@ -89,16 +102,8 @@ kj::Promise<Result<DockerAnswer>> DockerEngine::call(kj::HttpMethod method, cons
 
 kj::Promise<DockerAnswer> DockerEngine::exchange(kj::HttpMethod method, std::string path,
                                                  std::string contentType, std::string body) {
-  kj::Promise<void> ready = kj::READY_NOW;
-  if (address_.get() == nullptr) {
-    ready = network_.parseAddress(kj::str("unix:", socketPath_.c_str()))
-                .then([this](kj::Own<kj::NetworkAddress> address) {
-                  address_ = kj::mv(address);
-                  client_ = kj::newHttpClient(timer_, *headerTable_, *address_);
-                });
-  }
-  return ready.then([this, method, path = std::move(path), contentType = std::move(contentType),
-                     body = std::move(body)]() mutable {
+  return kj::evalNow([&]() {
+    KJ_REQUIRE(client_.get() != nullptr, "the socket path is longer than a unix socket allows");
     kj::HttpHeaders headers(*headerTable_);
     // The daemon (Go's HTTP server) refuses a request without a Host.
     headers.set(kj::HttpHeaderId::HOST, "docker");
@@ -137,7 +142,14 @@ std::string dockerMessage(const DockerAnswer& answer) {
   return text.empty() ? "HTTP " + std::to_string(answer.status) : text;
 }
 
-std::string tarArchive(const std::vector<ArchiveFile>& files) {
+Result<std::string> tarArchive(const std::vector<ArchiveFile>& files) {
+  for (const ArchiveFile& file : files) {
+    // A ustar name holds 99 characters (without the prefix field, which is not written).
+    if (file.path.size() < 2 || file.path[0] != '/' || file.path.size() > 99) {
+      return Error::fatal("cannot archive " + file.path +
+                          ": not an absolute path of at most 99 characters");
+    }
+  }
   std::string out;
   std::set<std::string> directories;
   for (const ArchiveFile& file : files) {

@@ -42,12 +42,11 @@ class DockerEngine {
   kj::Promise<DockerAnswer> exchange(kj::HttpMethod method, std::string path,
                                      std::string contentType, std::string body);
 
-  kj::Network& network_;
   kj::Timer& timer_;
   const std::string socketPath_;
   kj::Own<kj::HttpHeaderTable> headerTable_;
-  kj::Own<kj::NetworkAddress> address_;  // Resolved on the first call.
-  kj::Own<kj::HttpClient> client_;
+  kj::Own<kj::NetworkAddress> address_;  // Null when the path is too long for a socket.
+  kj::Own<kj::HttpClient> client_;       // Shared by every call; connects as needed.
 };
 
 // The daemon's own words in an error answer ({"message": "..."}), or the body as it came.
@@ -62,8 +61,8 @@ struct ArchiveFile {
 };
 
 // A tar archive (POSIX ustar) of `files`, their directories first (mode 0755, owned by root).
-// Paths must be absolute, normalised and under 100 characters.
-std::string tarArchive(const std::vector<ArchiveFile>& files);
+// Paths must be absolute and normalised; one longer than 99 characters is an error.
+Result<std::string> tarArchive(const std::vector<ArchiveFile>& files);
 
 // The frames of a log stream of a container without a terminal (stdout and stderr multiplexed,
 // each frame an 8-byte header then its bytes), as text; bytes that are no frame are kept.

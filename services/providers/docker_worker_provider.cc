@@ -25,6 +25,8 @@ using json = nlohmann::json;
 constexpr const char* kConfigDir = "/etc/regent-worker";
 constexpr const char* kDataDir = "/var/lib/regent-worker";
 constexpr uint64_t kMaxCopiedFileBytes = 1024 * 1024;
+// What a worker container may use beyond its slots' memory: the worker and its task shims.
+constexpr uint64_t kWorkerOwnMemory = 256 * 1024 * 1024;
 
 std::string percentEncoded(const std::string& text) {
   static const char* kHex = "0123456789ABCDEF";
@@ -79,6 +81,43 @@ std::string lastLine(const std::string& log) {
     if (!line.empty()) last = line;
   }
   return last.size() > 300 ? last.substr(0, 300) + "..." : last;
+}
+
+// The files of worker `id`: its worker.yaml and the files its settings name, read on the master
+// (off the loop: it takes copies, never the provider).
+Result<std::vector<ArchiveFile>> workerFiles(const DockerProviderOptions& options,
+                                             const std::string& providerId,
+                                             const std::string& advertisedHost,
+                                             const std::string& id, uint64_t epoch) {
+  std::vector<ArchiveFile> files;
+  std::map<std::string, std::string> own{
+      {"worker.data-dir", kDataDir},
+      {"worker.provider-id", providerId},
+      // Any free port: on the host network, workers share the host's ports.
+      {"worker.http.bind", "0.0.0.0:0"},
+  };
+  if (!advertisedHost.empty()) own["worker.advertised-host"] = advertisedHost;
+  std::string yaml = "# Written by the docker provider of the leader of epoch " +
+                     std::to_string(epoch) + " for worker " + id + ".\n";
+  for (const auto& [key, value] : options.settings) {
+    if (own.count(key) != 0 || key == "events.file") continue;
+    std::string text = value;
+    const bool copied =
+        std::find(options.copiedFileSettings.begin(), options.copiedFileSettings.end(), key) !=
+        options.copiedFileSettings.end();
+    if (copied && !value.empty()) {
+      auto contents = readSmallFile(value);
+      if (!contents.ok()) return Error::fatal(contents.error().message + " (" + key + ")");
+      text = std::string(kConfigDir) + "/" + key;
+      files.push_back(
+          ArchiveFile{text, key == "rpc.tls.ca" ? 0644u : 0600u, std::move(contents).value()});
+    }
+    yaml += key + ": " + yamlQuoted(text) + "\n";
+  }
+  for (const auto& [key, value] : own) yaml += key + ": " + yamlQuoted(value) + "\n";
+  files.insert(files.begin(),
+               ArchiveFile{std::string(kConfigDir) + "/worker.yaml", 0600, std::move(yaml)});
+  return files;
 }
 
 }  // namespace
@@ -139,7 +178,11 @@ std::string DockerWorkerProvider::explained(const std::string& what, unsigned st
 }
 
 bool DockerWorkerProvider::networkHasNames() const {
-  return options_.network != "host" && options_.network != "none";
+  // Docker's DNS resolves container names on user-defined networks only: not on the default
+  // bridge, the host's or none, nor in another container's network.
+  const std::string& network = options_.network;
+  return network != "bridge" && network != "default" && network != "host" && network != "none" &&
+         network.rfind("container:", 0) != 0;
 }
 
 resourcemanager::Vouch DockerWorkerProvider::vouches(const std::string& id, const std::string& host,
@@ -151,44 +194,21 @@ resourcemanager::Vouch DockerWorkerProvider::vouches(const std::string& id, cons
   return host == containerName(id) ? resourcemanager::Vouch::kYes : resourcemanager::Vouch::kNo;
 }
 
-Result<std::vector<ArchiveFile>> DockerWorkerProvider::workerFiles(const std::string& id,
-                                                                   uint64_t epoch) const {
-  std::vector<ArchiveFile> files;
-  std::map<std::string, std::string> own{
-      {"worker.data-dir", kDataDir},
-      {"worker.provider-id", name_ + ":" + id},
-      // Any free port: on the host network, workers share the host's ports.
-      {"worker.http.bind", "0.0.0.0:0"},
-  };
-  if (networkHasNames() && !containerName(id).empty()) {
-    own["worker.advertised-host"] = containerName(id);  // The network's DNS resolves it.
-  }
-  std::string yaml = "# Written by the docker provider of the leader of epoch " +
-                     std::to_string(epoch) + " for worker " + id + ".\n";
-  for (const auto& [key, value] : options_.settings) {
-    if (own.count(key) != 0 || key == "events.file") continue;
-    std::string text = value;
-    const bool copied =
-        std::find(options_.copiedFileSettings.begin(), options_.copiedFileSettings.end(), key) !=
-        options_.copiedFileSettings.end();
-    if (copied && !value.empty()) {
-      auto contents = readSmallFile(value);
-      if (!contents.ok()) return Error::fatal(contents.error().message + " (" + key + ")");
-      text = std::string(kConfigDir) + "/" + key;
-      files.push_back(
-          ArchiveFile{text, key == "rpc.tls.ca" ? 0644u : 0600u, std::move(contents).value()});
-    }
-    yaml += key + ": " + yamlQuoted(text) + "\n";
-  }
-  for (const auto& [key, value] : own) yaml += key + ": " + yamlQuoted(value) + "\n";
-  files.insert(files.begin(),
-               ArchiveFile{std::string(kConfigDir) + "/worker.yaml", 0600, std::move(yaml)});
-  return files;
-}
-
 kj::Promise<Status> DockerWorkerProvider::start(const std::string& id, uint64_t epoch) {
   if (!isSafeWorkerId(id)) return Status(Error::fatal("not a worker id: \"" + id + "\""));
-  return create(id, epoch, false);
+  if (daemonCpus_ > 0) return create(id, epoch, false);
+  // The daemon's CPUs, once, to bound the containers' CPU limit.
+  return engine_.call(kj::HttpMethod::GET, "/info", options_.requestTimeout)
+      .then([this, id, epoch](Result<DockerAnswer> info) {
+        if (info.ok() && info.value().status == 200) {
+          const auto parsed = json::parse(info.value().body, nullptr, false);
+          if (parsed.is_object() && parsed.contains("NCPU") &&
+              parsed["NCPU"].is_number_unsigned()) {
+            daemonCpus_ = parsed["NCPU"].get<uint64_t>();
+          }
+        }
+        return create(id, epoch, false);
+      });
 }
 
 kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t epoch,
@@ -205,7 +225,6 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
       // The image's own health check (the compose image's probes a fixed port) is not the
       // worker's: a started worker's health is its registration.
       {"Healthcheck", {{"Test", json::array({"NONE"})}}},
-      {"Env", json::array({"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})},
       {"Labels",
        {{"regent.cluster", options_.clusterId},
         {"regent.worker-id", id},
@@ -216,14 +235,25 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
         {"RestartPolicy", {{"Name", "no"}}},
         {"CapDrop", json::array({"ALL"})},
         {"CapAdd", json::array({"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"})},
-        {"SecurityOpt", json::array({"no-new-privileges:true"})}}},
+        {"SecurityOpt", json::array({"no-new-privileges:true"})},
+        // The container holds what its slots offer, and the worker itself: inside it, the
+        // cgroups are read-only, so the worker cannot confine each task to its slot.
+        {"Memory", static_cast<int64_t>(options_.slotsPerWorker * options_.slotProfile.memoryBytes +
+                                        kWorkerOwnMemory)}}},
   };
+  if (daemonCpus_ > 0) {
+    const uint64_t wanted = uint64_t{options_.slotsPerWorker} * options_.slotProfile.cpuMillis;
+    // At most the daemon's host's CPUs (a larger limit is refused).
+    body["HostConfig"]["NanoCpus"] =
+        static_cast<int64_t>(std::min<uint64_t>(wanted, daemonCpus_ * 1000) * 1000000);
+  }
   const std::string name = containerName(id);
   if (networkHasNames() && !name.empty()) body["Hostname"] = name;
   const std::string path =
       "/containers/create" + (name.empty() ? std::string() : "?name=" + percentEncoded(name));
   return engine_
-      .call(kj::HttpMethod::POST, path, options_.requestTimeout, "application/json", body.dump())
+      .call(kj::HttpMethod::POST, path, options_.requestTimeout, "application/json",
+            body.dump(-1, ' ', false, json::error_handler_t::replace))
       .then([this, id, epoch, retried, name](Result<DockerAnswer> answer) -> kj::Promise<Status> {
         if (!answer.ok()) return Status(Error::fatal(answer.error().message));
         const DockerAnswer& created = answer.value();
@@ -259,12 +289,18 @@ kj::Promise<Status> DockerWorkerProvider::create(const std::string& id, uint64_t
 kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& id, uint64_t epoch,
                                                             const std::string& containerId) {
   // The files are read off the loop (the secret may sit on a slow mount).
-  return loop_.runBlocking([this, id, epoch]() { return workerFiles(id, epoch); })
+  const std::string advertised = networkHasNames() ? containerName(id) : "";
+  return loop_
+      .runBlocking([options = options_, providerId = name_ + ":" + id, advertised, id, epoch]() {
+        return workerFiles(options, providerId, advertised, id, epoch);
+      })
       .then([this, id, containerId](Result<std::vector<ArchiveFile>> files) {
         if (!files.ok()) return kj::Promise<Result<DockerAnswer>>(files.error());
+        auto archive = tarArchive(files.value());
+        if (!archive.ok()) return kj::Promise<Result<DockerAnswer>>(archive.error());
         return engine_.call(kj::HttpMethod::PUT, "/containers/" + containerId + "/archive?path=/",
                             options_.requestTimeout, "application/x-tar",
-                            tarArchive(files.value()));
+                            std::move(archive).value());
       })
       .then([this, id, containerId](Result<DockerAnswer> copied) -> kj::Promise<Status> {
         std::string failure;
@@ -298,6 +334,7 @@ kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& i
         Tracked& tracked = tracked_[id];
         tracked.containerId = containerId;
         tracked.releasing = false;
+        tracked.since = ++generation_;
         ensurePolling();
         events_.emit(Event("provider worker started")
                          .field("provider", name_)
@@ -311,7 +348,7 @@ kj::Promise<Status> DockerWorkerProvider::copyFilesAndStart(const std::string& i
 
 kj::Promise<void> DockerWorkerProvider::remove(const std::string& containerId) {
   return engine_
-      .call(kj::HttpMethod::DELETE, "/containers/" + containerId + "?force=true",
+      .call(kj::HttpMethod::DELETE, "/containers/" + containerId + "?force=true&v=true",
             options_.requestTimeout)
       .then([containerId](Result<DockerAnswer> removed) {
         if (!removed.ok()) {
@@ -342,12 +379,19 @@ kj::Promise<Result<std::vector<DockerWorkerProvider::Listed>>> DockerWorkerProvi
         std::vector<Listed> listed;
         for (const json& container : parsed) {
           if (!container.is_object()) continue;
+          // Each field only when it is a string: an odd answer is no exception.
+          auto text = [](const json& object, const char* key) {
+            const auto found = object.find(key);
+            return found != object.end() && found->is_string() ? found->get<std::string>() : "";
+          };
           Listed entry;
-          entry.containerId = container.value("Id", "");
-          entry.state = container.value("State", "");
-          entry.status = container.value("Status", "");
-          const json labels = container.value("Labels", json::object());
-          if (labels.is_object()) entry.workerId = labels.value("regent.worker-id", "");
+          entry.containerId = text(container, "Id");
+          entry.state = text(container, "State");
+          entry.status = text(container, "Status");
+          const auto labels = container.find("Labels");
+          if (labels != container.end() && labels->is_object()) {
+            entry.workerId = text(*labels, "regent.worker-id");
+          }
           if (!entry.containerId.empty() && isSafeWorkerId(entry.workerId)) listed.push_back(entry);
         }
         return listed;
@@ -370,7 +414,7 @@ kj::Promise<Status> DockerWorkerProvider::stopAndRemove(const std::string& id,
                                      dockerMessage(stopped.value())));
         }
         return engine_
-            .call(kj::HttpMethod::DELETE, "/containers/" + containerId + "?force=true",
+            .call(kj::HttpMethod::DELETE, "/containers/" + containerId + "?force=true&v=true",
                   options_.requestTimeout)
             .then([id](Result<DockerAnswer> removed) -> Status {
               if (!removed.ok()) return Error::fatal(removed.error().message);
@@ -392,8 +436,7 @@ kj::Promise<Status> DockerWorkerProvider::release(const std::string& id, Duratio
   return listContainers(id).then([this, id, grace](
                                      Result<std::vector<Listed>> listed) -> kj::Promise<Status> {
     if (!listed.ok()) {
-      auto found = tracked_.find(id);
-      if (found != tracked_.end()) found->second.releasing = false;
+      following(id);
       return Status(listed.error());
     }
     kj::Promise<Status> all = Status();
@@ -406,8 +449,7 @@ kj::Promise<Status> DockerWorkerProvider::release(const std::string& id, Duratio
     }
     return all.then([this, id](Status released) -> Status {
       if (!released.ok()) {
-        auto found = tracked_.find(id);
-        if (found != tracked_.end()) found->second.releasing = false;
+        following(id);
         return released;
       }
       tracked_.erase(id);
@@ -424,7 +466,7 @@ kj::Promise<Result<std::vector<std::string>>> DockerWorkerProvider::list() {
         std::vector<std::string> ids;
         for (const Listed& container : listed.value()) {
           if (container.state != "running" && container.state != "created" &&
-              container.state != "restarting") {
+              container.state != "restarting" && container.state != "paused") {
             // Ended while no master followed it: nobody's worker; it goes.
             events_.emit(Event("provider worker removed")
                              .field("provider", name_)
@@ -437,6 +479,7 @@ kj::Promise<Result<std::vector<std::string>>> DockerWorkerProvider::list() {
           ids.push_back(container.workerId);
           Tracked& tracked = tracked_[container.workerId];
           tracked.containerId = container.containerId;
+          tracked.since = ++generation_;
           // A release that an ended term left half done is nobody's now: the new term follows
           // the worker again (and releases it when it is idle).
           tracked.releasing = false;
@@ -457,10 +500,23 @@ kj::Promise<Result<std::vector<std::string>>> DockerWorkerProvider::list() {
       });
 }
 
+void DockerWorkerProvider::following(const std::string& id) {
+  auto found = tracked_.find(id);
+  if (found == tracked_.end()) return;
+  found->second.releasing = false;
+  ensurePolling();
+}
+
 void DockerWorkerProvider::ensurePolling() {
   if (polling_) return;
   polling_ = true;
-  tasks_.add(pollLoop());
+  tasks_.add(pollLoop().catch_([this](kj::Exception&& exception) {
+    // Whatever broke this round, the workers are still followed: the next round starts anew.
+    spdlog::warn("docker provider: following the started workers failed: {}",
+                 exception.getDescription().cStr());
+    polling_ = false;
+    ensurePolling();
+  }));
 }
 
 void DockerWorkerProvider::ended(const std::string& id, const std::string& containerId,
@@ -485,7 +541,9 @@ kj::Promise<void> DockerWorkerProvider::pollLoop() {
           polling_ = false;
           return kj::READY_NOW;
         }
-        return listContainers().then([this](Result<std::vector<Listed>> listed) {
+        // Only what was followed when the list was asked for can be missing from it.
+        const uint64_t asOf = generation_;
+        return listContainers().then([this, asOf](Result<std::vector<Listed>> listed) {
           if (!listed.ok()) {
             if (!daemonUnreachable_) {
               spdlog::warn("docker provider: cannot follow the started workers: {}",
@@ -503,7 +561,7 @@ kj::Promise<void> DockerWorkerProvider::pollLoop() {
           std::vector<std::pair<std::string, std::string>> gone;  // (worker, container)
           std::vector<std::pair<std::string, Listed>> exited;
           for (const auto& [id, tracked] : tracked_) {
-            if (tracked.releasing) continue;
+            if (tracked.releasing || tracked.since > asOf) continue;
             auto container = byContainer.find(tracked.containerId);
             if (container == byContainer.end()) {
               gone.emplace_back(id, tracked.containerId);
@@ -525,6 +583,12 @@ kj::Promise<void> DockerWorkerProvider::pollLoop() {
                                      "/logs?stdout=true&stderr=true&tail=20",
                                  options_.requestTimeout)
                            .then([this, id, container](Result<DockerAnswer> log) {
+                             // Released or started again meanwhile: not this report's.
+                             const auto now = tracked_.find(id);
+                             if (now == tracked_.end() ||
+                                 now->second.containerId != container.containerId) {
+                               return remove(container.containerId);
+                             }
                              std::string reason = "worker " + id + " (container " +
                                                   container.containerId.substr(0, 12) + ") " +
                                                   describeStatus(container.status);

@@ -4,7 +4,7 @@
 //   name      regent-<cluster-id>-<worker id> (when the cluster id is a valid container name part)
 //   labels    regent.cluster, regent.worker-id, regent.epoch (the starting leader's): a later
 //             leader lists the cluster's containers by label, whoever started them
-//   command   resourcemanager.docker.worker-command, then --config /etc/regent-worker/worker.yaml
+//   command   resourcemanager.docker.worker-binary, then --config /etc/regent-worker/worker.yaml
 //   files     /etc/regent-worker/worker.yaml (0600): the cluster's options a worker reads, taken
 //             from the master's, with its data dir, provider id, advertised host and HTTP port;
 //             the worker credential and the TLS CA the master names are copied beside it (0600,
@@ -14,9 +14,12 @@
 //   user      root, every capability dropped but those a worker needs to run its tasks as
 //             worker.task-user (CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID),
 //             no-new-privileges, an init process, no restart policy, no health check (the
-//             image's, if any: a started worker's health is its registration); no container-wide
-//             CPU or memory limit (the worker confines each task to its slot's share, as on any
-//             host)
+//             image's, if any: a started worker's health is its registration)
+//   limits    memory: worker.slots x worker.slot-memory + 256MiB for the worker itself; CPUs:
+//             worker.slots x worker.slot-cpu, at most the daemon's host's. Inside, a container's
+//             cgroups are read-only: the worker cannot confine each task to its slot (its
+//             containment is subreaper), so the container's limits are the bound of its tasks
+//             together.
 // Release: stop (the daemon's SIGTERM, then SIGKILL after the grace), then remove. A container
 // that exits by itself is reported ended with its exit code and the last line of its log, and
 // removed. Containers are watched by listing the cluster's every pollInterval while any is
@@ -44,7 +47,7 @@ struct DockerProviderOptions {
   std::string socket;   // resourcemanager.docker.socket
   std::string image;    // resourcemanager.docker.image
   std::string network;  // resourcemanager.docker.network
-  // resourcemanager.docker.worker-command: the worker executable and its leading arguments.
+  // resourcemanager.docker.worker-binary: the worker executable and its leading arguments.
   std::vector<std::string> workerCommand{"regent-worker"};
   std::string clusterId;
   uint32_t slotsPerWorker = 4;
@@ -97,6 +100,7 @@ class DockerWorkerProvider final : public resourcemanager::WorkerProvider {
   struct Tracked {
     std::string containerId;
     bool releasing = false;
+    uint64_t since = 0;  // generation_ when it was first followed.
   };
 
   kj::Promise<Result<std::vector<Listed>>> listContainers(const std::string& workerId = "");
@@ -107,10 +111,10 @@ class DockerWorkerProvider final : public resourcemanager::WorkerProvider {
   kj::Promise<Status> stopAndRemove(const std::string& id, const std::string& containerId,
                                     Duration grace);
   void ended(const std::string& id, const std::string& containerId, const std::string& reason);
+  // Follows `id` again after a release that failed (its container may still run).
+  void following(const std::string& id);
   void ensurePolling();
   kj::Promise<void> pollLoop();
-  // The worker's files: worker.yaml and the files its settings name (read on the master).
-  Result<std::vector<ArchiveFile>> workerFiles(const std::string& id, uint64_t epoch) const;
   bool networkHasNames() const;
   // A failed create or start, as the job's waiting reason shows it.
   std::string explained(const std::string& what, unsigned status, const std::string& message) const;
@@ -124,6 +128,8 @@ class DockerWorkerProvider final : public resourcemanager::WorkerProvider {
   std::map<std::string, Tracked> tracked_;
   bool polling_ = false;
   bool daemonUnreachable_ = false;  // Logged once per outage.
+  uint64_t generation_ = 0;         // Counts the workers followed, in order.
+  uint64_t daemonCpus_ = 0;         // The daemon's host's CPUs (GET /info), once known.
   TaskSetErrorLogger errorLogger_{"docker provider"};
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

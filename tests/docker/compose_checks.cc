@@ -313,7 +313,8 @@ Result<YAML::Node> normalizedComposeProject(const std::string& composeFile) {
   return normalizedComposeProject(std::vector<std::string>{composeFile});
 }
 
-Result<YAML::Node> normalizedComposeProject(const std::vector<std::string>& composeFiles) {
+Result<YAML::Node> normalizedComposeProject(const std::vector<std::string>& composeFiles,
+                                            const std::vector<std::string>& environment) {
   auto compose = findOnPath("docker-compose");
   if (!compose.ok()) {
     return Error::fatal(compose.error().message +
@@ -332,9 +333,10 @@ Result<YAML::Node> normalizedComposeProject(const std::vector<std::string>& comp
   }
   argv.insert(argv.end(), {"--env-file", emptyEnvFile, "config"});
   command += " config";
-  auto run = runWithEnvironment(
-      argv, {std::string("PATH=") + (path != nullptr ? path : ""), "HOME=" + home.path()},
-      kCommandTimeout);
+  std::vector<std::string> env{std::string("PATH=") + (path != nullptr ? path : ""),
+                               "HOME=" + home.path()};
+  env.insert(env.end(), environment.begin(), environment.end());
+  auto run = runWithEnvironment(argv, env, kCommandTimeout);
   if (!run.ok()) return run.error();
   if (!run.value().exit.exited() || run.value().exit.exitCode != 0) {
     return Error::fatal(command + " ended with " + run.value().exit.describe() + ": " +

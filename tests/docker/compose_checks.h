@@ -48,8 +48,10 @@ Result<CommandOutput> runWithEnvironment(const std::vector<std::string>& argv,
 // parsed. Fails naming the cause: docker-compose not on PATH, a non-zero exit with its message,
 // a warning on stderr, or output that is not a YAML mapping with services.
 Result<YAML::Node> normalizedComposeProject(const std::string& composeFile);
-// The same for a file and the overrides after it (`-f base -f override ...`).
-Result<YAML::Node> normalizedComposeProject(const std::vector<std::string>& composeFiles);
+// The same for a file and the overrides after it (`-f base -f override ...`), with `environment`
+// ("NAME=value") added to the compose tool's.
+Result<YAML::Node> normalizedComposeProject(const std::vector<std::string>& composeFiles,
+                                            const std::vector<std::string>& environment = {});
 
 // The program a service runs: its entrypoint's first word, else its command's; "" when neither
 // is set (the image's own).

@@ -245,8 +245,14 @@ done
 // group as the image's unprivileged user; no worker service starts with `up`; and what the
 // masters are given is accepted by regent-master.
 TEST(ComposeProviderFile, MastersStartWorkersThroughTheSocketAsTheirOwnUserAndNoWorkerRuns) {
-  const auto project = normalizedComposeProject(
-      {kSourceDir + "/docker-compose.yml", kSourceDir + "/docker-compose.provider.yml"});
+  const std::vector<std::string> files{kSourceDir + "/docker-compose.yml",
+                                       kSourceDir + "/docker-compose.provider.yml"};
+  // Without the socket's group the file refuses to make a project (no default: not root's).
+  const auto noGroup = normalizedComposeProject(files);
+  ASSERT_FALSE(noGroup.ok());
+  EXPECT_NE(noGroup.error().message.find("DOCKER_GID"), std::string::npos)
+      << noGroup.error().message;
+  const auto project = normalizedComposeProject(files, {"DOCKER_GID=998"});
   ASSERT_TRUE(project.ok()) << project.error().message;
   const YAML::Node services = project.value()["services"];
   for (const char* name : {"master-1", "master-2", "master-3"}) {
@@ -263,7 +269,7 @@ TEST(ComposeProviderFile, MastersStartWorkersThroughTheSocketAsTheirOwnUserAndNo
               "/run/secrets/regent-worker");
     EXPECT_FALSE(master["user"]) << "a master runs as the image's user, not root";
     ASSERT_TRUE(master["group_add"] && master["group_add"].IsSequence());
-    EXPECT_EQ(master["group_add"][0].as<std::string>(""), "0");
+    EXPECT_EQ(master["group_add"][0].as<std::string>(""), "998");
     bool socket = false;
     for (const YAML::Node& volume : master["volumes"]) {
       const std::string target =

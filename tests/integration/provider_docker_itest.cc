@@ -18,7 +18,10 @@ namespace {
 TEST(DockerProvider, AMissingImageIsTheWaitingJobsReasonNamingTheOption) {
   std::string whyNot;
   auto daemon = DockerDaemon::start(&whyNot);
-  if (!daemon) GTEST_SKIP() << "skipped: no docker daemon (" << whyNot << ")";
+  if (!daemon) {
+    if (dockerRequired()) FAIL() << "no docker daemon: " << whyNot;
+    GTEST_SKIP() << "skipped: no docker daemon (" << whyNot << ")";
+  }
   auto made =
       JobCluster::start("provider-docker-image",
                         {.masters = 1,

@@ -84,7 +84,11 @@ class DockerProviderContractTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (daemon_ == nullptr) GTEST_SKIP() << "skipped: no docker daemon (" << whyNot_ << ")";
+    if (daemon_ == nullptr) {
+      // Where the daemon must run (REGENT_TEST_REQUIRE_DOCKER=1), its absence fails the suite.
+      if (testing::dockerRequired()) FAIL() << "no docker daemon: " << whyNot_;
+      GTEST_SKIP() << "skipped: no docker daemon (" << whyNot_ << ")";
+    }
     secret_ = dir_.path() + "/worker-secret";
     std::ofstream(secret_) << "the-worker-secret\n";
   }
@@ -106,6 +110,8 @@ class DockerProviderContractTest : public ::testing::Test {
     options.network = "none";
     options.workerCommand = {binary};
     options.clusterId = "test";
+    options.slotsPerWorker = 2;
+    options.slotProfile = resourcemanager::Profile{500, 64 * 1024 * 1024};
     options.settings = {{"cluster-id", "test"},
                         {"worker.slots", "2"},
                         {"rpc.credential.role", "worker"},
@@ -184,6 +190,10 @@ TEST_F(DockerProviderContractTest, AStartedWorkerIsListedLabelledAndGetsItsConfi
   EXPECT_EQ(docker({"inspect", "-f", "{{json .HostConfig.SecurityOpt}}", name}),
             "[\"no-new-privileges:true\"]");
   EXPECT_EQ(docker({"inspect", "-f", "{{.HostConfig.Init}}", name}), "true");
+  // Limited to its slots (2 x 64MiB, and 256MiB for the worker; 2 x half a core).
+  EXPECT_EQ(docker({"inspect", "-f", "{{.HostConfig.Memory}}", name}),
+            std::to_string((2 * 64 + 256) * 1024 * 1024));
+  EXPECT_EQ(docker({"inspect", "-f", "{{.HostConfig.NanoCpus}}", name}), "1000000000");
   // Its configuration and the worker secret are files only root reads; the configuration names
   // the copy of the secret, not the master's path.
   const std::string yaml = docker({"exec", name, "cat", "/etc/regent-worker/worker.yaml"});
@@ -379,8 +389,10 @@ TEST(DockerProviderOptionsTest, AMissingSocketOrImageIsRefusedNamingTheOption) {
 
 TEST(DockerArchiveTest, TarArchiveHoldsEachFileWithItsModeUnderItsDirectories) {
   TempDir dir("regent-docker-tar");
-  const std::string tar = tarArchive({{"/etc/regent-worker/worker.yaml", 0600, "a: \"1\"\n"},
-                                      {"/etc/regent-worker/ca.pem", 0644, std::string(700, 'x')}});
+  const auto archived = tarArchive({{"/etc/regent-worker/worker.yaml", 0600, "a: \"1\"\n"},
+                                     {"/etc/regent-worker/ca.pem", 0644, std::string(700, 'x')}});
+  ASSERT_TRUE(archived.ok()) << archived.error().message;
+  const std::string& tar = archived.value();
   EXPECT_EQ(tar.size() % 512, 0u);
   std::ofstream(dir.path() + "/a.tar", std::ios::binary) << tar;
   const std::string list = dir.path() + "/list";
@@ -407,6 +419,13 @@ TEST(DockerArchiveTest, TarArchiveHoldsEachFileWithItsModeUnderItsDirectories) {
   std::string line;
   std::getline(yaml, line);
   EXPECT_EQ(line, "a: \"1\"");
+}
+
+TEST(DockerArchiveTest, APathTooLongForAUstarNameIsAnErrorNotTruncated) {
+  const auto archived = tarArchive({{"/" + std::string(120, 'a'), 0600, "x"}});
+  ASSERT_FALSE(archived.ok());
+  EXPECT_NE(archived.error().message.find("at most 99 characters"), std::string::npos);
+  EXPECT_FALSE(tarArchive({{"relative/path", 0600, "x"}}).ok());
 }
 
 TEST(DockerArchiveTest, ALogStreamIsDemultiplexed) {
