@@ -358,11 +358,6 @@ fi
 say "Making the secrets (docker/make-secrets.sh): the RPC roles' (admin, reader, worker) and the ZooKeeper credentials (masters write, workers and regentctl read)."
 docker/make-secrets.sh | sed 's/^/  /'
 
-say "Building the images regent:compose and regent-zookeeper:compose (docker-compose build)."
-build_started=$(now_ms)
-compose build --quiet 2>&1 | sed 's/^/  /'
-step "Built in $((($(now_ms) - build_started) / 1000)) s."
-
 if [ "$provider" = docker ]; then
   # The masters get the daemon's socket and join its group; the workers join this network.
   if [ "$isolated" = 1 ]; then
@@ -378,6 +373,11 @@ if [ "$provider" = docker ]; then
   export DOCKER_SOCKET DOCKER_GID REGENT_DOCKER_NETWORK
   step "The masters hold the daemon's socket $DOCKER_SOCKET (group $DOCKER_GID) and start workers on network $REGENT_DOCKER_NETWORK (docker-compose.provider.yml)."
 fi
+say "Building the images regent:compose and regent-zookeeper:compose (docker-compose build)."
+build_started=$(now_ms)
+compose build --quiet 2>&1 | sed 's/^/  /'
+step "Built in $((($(now_ms) - build_started) / 1000)) s."
+
 composed=1
 # What a run that was cut short left of the project (a private daemon restarts such containers
 # when it starts on the cache again) goes first.
