@@ -83,10 +83,12 @@ Result<AttemptOutputSource> findAttemptOutput(wire::JobStatus::Reader status,
   auto vertices = status.getVertices();
   if (vertices.size() == 0) {
     if (endedJob(status.getState())) {
+      const std::string why = status.getSubtasksOmitted().size() > 0
+                                  ? std::string(status.getSubtasksOmitted().cStr())
+                                  : std::string("its result no longer keeps them");
       return Error::fatal("job " + job + " has ended (" + state +
-                          "): the leader has no subtask detail of it (the job ended under an "
-                          "earlier leader, or its detail was dropped by retention), so the "
-                          "output of its attempts cannot be located");
+                          "): the leader has no subtask rows of it (" + why +
+                          "), so the output of its attempts cannot be located");
     }
     return Error::fatal("job " + job + " (" + state + ") has no vertices to read output from");
   }

@@ -116,6 +116,9 @@ std::string jobStatusText(wire::DispatcherGateway::JobStatusResults::Reader answ
          << vertex.getParallelism() << ", " << taskCountsText(vertex.getTasks()) << "\n";
     if (vertex.getSubtasks().size() > 0) text << subtasksText(vertex.getSubtasks());
   }
+  if (status.getSubtasksOmitted().size() > 0) {
+    text << "subtasks:       not shown: " << shownText(status.getSubtasksOmitted()) << "\n";
+  }
   if (status.hasFailure()) {
     text << "failure:        " << shownText(status.getFailure().getMessage()) << "\n";
   }

@@ -293,6 +293,11 @@ std::vector<OptionSpec> buildRegistry() {
              "How long a master retries opening the rocksdb store while another process holds "
              "its lock before giving up.",
              positiveDuration()),
+      option("store.job-details.max-size", kSize, "256KiB",
+             "Largest detail of an ended job (its vertices, subtasks and attempts, kept with its "
+             "result so that any later leader shows them) the store keeps; a larger one is kept "
+             "without its subtask rows, saying so.",
+             sizeRange(1024, 64 * 1024 * 1024, "1KiB", "64MiB")),
       option("store.job-results.retain", kInt, "1000",
              "How many clean job results (finished, failed, canceled jobs) are kept for listing; "
              "older ones are removed. Dirty results are always kept.",

@@ -85,6 +85,9 @@ nlohmann::json jobStatusJson(JobStatus::Reader job, JobStatusAudience audience) 
                       {"waiting_reason", textOrNull(job.getWaitingReason())},
                       {"failure", nullptr}};
   if (job.getState() == JobState::CORRUPT) json["corrupt_reason"] = textOf(job.getCorruptReason());
+  if (job.getSubtasksOmitted().size() > 0) {
+    json["subtasks_omitted"] = textOf(job.getSubtasksOmitted());
+  }
   nlohmann::json vertices = nlohmann::json::array();
   for (auto vertex : job.getVertices()) {
     nlohmann::json subtasks = nlohmann::json::array();

@@ -15,6 +15,11 @@
 namespace regent::store {
 
 using JobResultMessage = StoredMessage<wire::JobResult>;
+using JobDetailMessage = StoredMessage<wire::JobStatus>;
+
+// The most bytes (packed) an ended job's detail takes in the store unless configured
+// (store.job-details.max-size).
+inline constexpr size_t kDefaultJobDetailMaxBytes = 256 * 1024;
 
 struct JobResults {
   // Newest first (by endedAtMs, then job id).
@@ -44,6 +49,15 @@ class JobResultStore {
   virtual kj::Promise<StoreResult<JobResults>> listDirty() = 0;
   // Every result kept: all dirty ones and at most `retain` clean ones.
   virtual kj::Promise<StoreResult<JobResults>> listAll() = 0;
+
+  // An ended job's final detail (its JobStatus with vertices, subtasks and attempts), kept beside
+  // its result so that any later leader shows it; removed when retention removes the result.
+  // A detail over the size cap (store.job-details.max-size) is kept without its subtask rows,
+  // counts and vertices kept, and `subtasksOmitted` saying why. kInvalid without a job id;
+  // kTooLarge when even that does not fit; kFenced; kUnavailable.
+  virtual kj::Promise<StoreResult<void>> putDetail(wire::JobStatus::Reader detail) = 0;
+  // kNotFound when none is kept; kCorrupt when it does not decode (the result is unaffected).
+  virtual kj::Promise<StoreResult<JobDetailMessage>> getDetail(JobId id) = 0;
 };
 
 }  // namespace regent::store

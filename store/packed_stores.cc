@@ -187,6 +187,7 @@ const char* recordKindName(RecordFamily family) {
     case RecordFamily::kJobGraphs: return "JobGraph";
     case RecordFamily::kJobResults: return "JobResult";
     case RecordFamily::kJobProgress: return "JobProgress";
+    case RecordFamily::kJobDetails: return "job detail";
   }
   return "record";
 }
@@ -417,7 +418,8 @@ void sortNewestFirst(std::vector<JobResultMessage>& results) {
 
 class PackedJobResultStore final : public JobResultStore {
  public:
-  PackedJobResultStore(RecordStore& records, size_t retain) : records_(records), retain_(retain) {}
+  PackedJobResultStore(RecordStore& records, size_t retain, size_t detailMaxBytes)
+      : records_(records), retain_(retain), detailMaxBytes_(detailMaxBytes) {}
   ~PackedJobResultStore() noexcept override = default;
 
   kj::Promise<StoreResult<void>> createDirty(wire::JobResult::Reader result) override {
@@ -488,6 +490,62 @@ class PackedJobResultStore final : public JobResultStore {
 
   kj::Promise<StoreResult<JobResultMessage>> get(JobId id) override {
     return canceler_.wrap(readRecord<wire::JobResult>(records_, RecordFamily::kJobResults, id));
+  }
+
+  kj::Promise<StoreResult<void>> putDetail(wire::JobStatus::Reader detail) override {
+    capnp::MallocMessageBuilder builder;
+    StoreResult<void> copied = copyInto(builder, detail, "the job's detail");
+    if (!copied.ok()) return readyError(copied.error());
+    auto root = builder.getRoot<wire::JobStatus>();
+    const std::optional<JobId> id =
+        wire::idFromWireIfSet<JobId>(root.asReader().hasJobId(), root.asReader().getJobId());
+    if (!id) return readyError(StoreError::invalid("the job's detail has no job id (jobId)"));
+    const std::string what = "the detail of " + describeJob(*id, root.getName());
+    kj::VectorOutputStream output;
+    capnp::writePackedMessage(output, builder);
+    if (output.getArray().size() > detailMaxBytes_) {
+      // Over the cap: the rows go, what sums them up stays, and the reader learns why.
+      const std::string why = "the detail's " + std::to_string(output.getArray().size()) +
+                              " bytes are over store.job-details.max-size (" +
+                              std::to_string(detailMaxBytes_) + " bytes)";
+      // Built anew, field by field: no space of the rows is left in the record.
+      const auto full = root.asReader();
+      capnp::MallocMessageBuilder trimmed;
+      auto kept = trimmed.initRoot<wire::JobStatus>();
+      kept.setJobId(full.getJobId());
+      kept.setName(full.getName());
+      kept.setState(full.getState());
+      kept.setSubmittedAtMs(full.getSubmittedAtMs());
+      kept.setStateChangedAtMs(full.getStateChangedAtMs());
+      kept.setEndedAtMs(full.getEndedAtMs());
+      kept.setRestarts(full.getRestarts());
+      kept.setTasks(full.getTasks());
+      if (full.hasFailure()) kept.setFailure(full.getFailure());
+      auto vertices = kept.initVertices(full.getVertices().size());
+      for (uint32_t i = 0; i < full.getVertices().size(); ++i) {
+        vertices[i].setName(full.getVertices()[i].getName());
+        vertices[i].setParallelism(full.getVertices()[i].getParallelism());
+        vertices[i].setTasks(full.getVertices()[i].getTasks());
+      }
+      kept.setSubtasksOmitted("subtask rows not kept: " + why);
+      StoreResult<std::string> packed = pack(trimmed, what, records_);
+      if (!packed.ok()) return readyError(packed.error());
+      if (packed.value().size() > detailMaxBytes_) {
+        return readyError(StoreError::tooLarge(what + " is not kept: without its subtask rows it "
+                                               "is still over store.job-details.max-size (" +
+                                               std::to_string(detailMaxBytes_) + " bytes)"));
+      }
+      return canceler_.wrap(
+          records_.put(RecordFamily::kJobDetails, id->toHex(), kj::mv(packed).value()));
+    }
+    StoreResult<std::string> packed = pack(builder, what, records_);
+    if (!packed.ok()) return readyError(packed.error());
+    return canceler_.wrap(
+        records_.put(RecordFamily::kJobDetails, id->toHex(), kj::mv(packed).value()));
+  }
+
+  kj::Promise<StoreResult<JobDetailMessage>> getDetail(JobId id) override {
+    return canceler_.wrap(readRecord<wire::JobStatus>(records_, RecordFamily::kJobDetails, id));
   }
 
   kj::Promise<StoreResult<JobResults>> listDirty() override {
@@ -640,13 +698,23 @@ class PackedJobResultStore final : public JobResultStore {
     kj::Vector<kj::Promise<void>> removals;
     for (std::string& expiredKey : expired) {
       removals.add(records_.remove(RecordFamily::kJobResults, expiredKey)
-                       .then([this, expiredKey](StoreResult<bool>&& removed) {
+                       .then([this, expiredKey](StoreResult<bool>&& removed) -> kj::Promise<void> {
                          if (removed.ok()) {
                            forgetClean(expiredKey);
-                         } else {
-                           spdlog::warn("store: could not prune job result {}: {}", expiredKey,
-                                        removed.error().message);
+                           // Its detail goes with it (a failure leaves an orphan that nothing
+                           // reads: no result names it).
+                           return records_.remove(RecordFamily::kJobDetails, expiredKey)
+                               .then([expiredKey](StoreResult<bool>&& detail) {
+                                 if (!detail.ok()) {
+                                   spdlog::warn("store: could not remove the detail of pruned "
+                                                "job result {}: {}",
+                                                expiredKey, detail.error().message);
+                                 }
+                               });
                          }
+                         spdlog::warn("store: could not prune job result {}: {}", expiredKey,
+                                      removed.error().message);
+                         return kj::READY_NOW;
                        }));
     }
     return kj::joinPromises(removals.releaseAsArray()).then([]() { return StoreResult<void>(); });
@@ -659,6 +727,7 @@ class PackedJobResultStore final : public JobResultStore {
 
   RecordStore& records_;
   const size_t retain_;
+  const size_t detailMaxBytes_;
   std::optional<CleanIndex> index_;
   kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> loading_;  // Reset from branches only.
   uint64_t loadGeneration_ = 0;
@@ -669,10 +738,10 @@ class PackedJobResultStore final : public JobResultStore {
 
 class PackedLeaderStores final : public LeaderStores {
  public:
-  PackedLeaderStores(kj::Own<RecordStore> records, size_t retain)
+  PackedLeaderStores(kj::Own<RecordStore> records, size_t retain, size_t detailMaxBytes)
       : records_(kj::mv(records)),
         jobGraphs_(*records_),
-        jobResults_(*records_, retain),
+        jobResults_(*records_, retain, detailMaxBytes),
         jobProgress_(*records_) {}
   ~PackedLeaderStores() noexcept override = default;
 
@@ -689,8 +758,9 @@ class PackedLeaderStores final : public LeaderStores {
 
 }  // namespace
 
-kj::Own<LeaderStores> makeLeaderStores(kj::Own<RecordStore> records, size_t retain) {
-  return kj::heap<PackedLeaderStores>(kj::mv(records), retain);
+kj::Own<LeaderStores> makeLeaderStores(kj::Own<RecordStore> records, size_t retain,
+                                       size_t detailMaxBytes) {
+  return kj::heap<PackedLeaderStores>(kj::mv(records), retain, detailMaxBytes);
 }
 
 }  // namespace regent::store

@@ -17,9 +17,10 @@
 namespace regent::store {
 
 // The kinds of records; each is one ZooKeeper folder or one RocksDB column family.
-enum class RecordFamily { kJobGraphs, kJobResults, kJobProgress };
+enum class RecordFamily { kJobGraphs, kJobResults, kJobProgress, kJobDetails };
 
-// "jobgraphs", "job-results", "job-progress": the ZooKeeper folder and the RocksDB column family name.
+// "jobgraphs", "job-results", "job-progress", "job-details": the ZooKeeper folder and the RocksDB
+// column family name.
 const char* recordFamilyName(RecordFamily family);
 
 // "jobgraphs/<key>": the record's ZooKeeper path under the cluster root, and its name in messages.

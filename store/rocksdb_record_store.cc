@@ -51,6 +51,7 @@ struct OpenDb {
   rocksdb::ColumnFamilyHandle* jobGraphs = nullptr;
   rocksdb::ColumnFamilyHandle* jobResults = nullptr;
   rocksdb::ColumnFamilyHandle* jobProgress = nullptr;
+  rocksdb::ColumnFamilyHandle* jobDetails = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
 
   OpenDb() = default;
@@ -63,6 +64,7 @@ struct OpenDb {
       case RecordFamily::kJobGraphs: return jobGraphs;
       case RecordFamily::kJobResults: return jobResults;
       case RecordFamily::kJobProgress: return jobProgress;
+      case RecordFamily::kJobDetails: return jobDetails;
     }
     return nullptr;
   }
@@ -211,7 +213,8 @@ OpenAttempt openOnPool(const std::string& path) {
   for (const char* required : {rocksdb::kDefaultColumnFamilyName.c_str(),
                                recordFamilyName(RecordFamily::kJobGraphs),
                                recordFamilyName(RecordFamily::kJobResults),
-                               recordFamilyName(RecordFamily::kJobProgress), kMetaFamily}) {
+                               recordFamilyName(RecordFamily::kJobProgress),
+                               recordFamilyName(RecordFamily::kJobDetails), kMetaFamily}) {
     if (std::find(names.begin(), names.end(), required) == names.end()) names.emplace_back(required);
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
@@ -234,6 +237,7 @@ OpenAttempt openOnPool(const std::string& path) {
     if (names[i] == recordFamilyName(RecordFamily::kJobGraphs)) db->jobGraphs = db->handles[i];
     if (names[i] == recordFamilyName(RecordFamily::kJobResults)) db->jobResults = db->handles[i];
     if (names[i] == recordFamilyName(RecordFamily::kJobProgress)) db->jobProgress = db->handles[i];
+    if (names[i] == recordFamilyName(RecordFamily::kJobDetails)) db->jobDetails = db->handles[i];
     if (names[i] == kMetaFamily) db->meta = db->handles[i];
   }
   writeOwnerFile(path);

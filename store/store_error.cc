@@ -9,6 +9,7 @@ const char* recordFamilyName(RecordFamily family) {
     case RecordFamily::kJobGraphs: return "jobgraphs";
     case RecordFamily::kJobResults: return "job-results";
     case RecordFamily::kJobProgress: return "job-progress";
+    case RecordFamily::kJobDetails: return "job-details";
   }
   return "unknown";
 }

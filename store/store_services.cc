@@ -17,8 +17,8 @@ namespace {
 class ZooKeeperStoreServices final : public StoreServices {
  public:
   ZooKeeperStoreServices(ha::Coordination& zooKeeper, ZooKeeperRecordStoreOptions options,
-                         size_t retain)
-      : zooKeeper_(zooKeeper), options_(options), retain_(retain) {}
+                         size_t retain, size_t detailMaxBytes)
+      : zooKeeper_(zooKeeper), options_(options), retain_(retain), detailMaxBytes_(detailMaxBytes) {}
   ~ZooKeeperStoreServices() noexcept override = default;
 
   StoreBackend backend() const override { return StoreBackend::kZooKeeper; }
@@ -26,10 +26,10 @@ class ZooKeeperStoreServices final : public StoreServices {
 
   kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
     return canceler_.wrap(ZooKeeperRecordStore::open(zooKeeper_, kj::mv(term), options_)
-                              .then([retain = retain_](StoreResult<kj::Own<RecordStore>>&& records)
+                              .then([retain = retain_, detailMax = detailMaxBytes_](StoreResult<kj::Own<RecordStore>>&& records)
                                         -> StoreResult<kj::Own<LeaderStores>> {
                                 if (!records.ok()) return records.error();
-                                return makeLeaderStores(kj::mv(records).value(), retain);
+                                return makeLeaderStores(kj::mv(records).value(), retain, detailMax);
                               }));
   }
 
@@ -37,13 +37,15 @@ class ZooKeeperStoreServices final : public StoreServices {
   ha::Coordination& zooKeeper_;
   const ZooKeeperRecordStoreOptions options_;
   const size_t retain_;
+  const size_t detailMaxBytes_;
   kj::Canceler canceler_;
 };
 
 class RocksDbStoreServices final : public StoreServices {
  public:
-  RocksDbStoreServices(EventLoop& loop, RocksDbOptions options, size_t retain)
-      : loop_(loop), options_(std::move(options)), retain_(retain) {}
+  RocksDbStoreServices(EventLoop& loop, RocksDbOptions options, size_t retain,
+                       size_t detailMaxBytes)
+      : loop_(loop), options_(std::move(options)), retain_(retain), detailMaxBytes_(detailMaxBytes) {}
   ~RocksDbStoreServices() noexcept override = default;
 
   StoreBackend backend() const override { return StoreBackend::kRocksDb; }
@@ -71,10 +73,10 @@ class RocksDbStoreServices final : public StoreServices {
           }
           KJ_IF_MAYBE (database, database_) {
             return (*database)->openTerm(epoch).then(
-                [retain = retain_](StoreResult<kj::Own<RecordStore>>&& records)
+                [retain = retain_, detailMax = detailMaxBytes_](StoreResult<kj::Own<RecordStore>>&& records)
                     -> StoreResult<kj::Own<LeaderStores>> {
                   if (!records.ok()) return records.error();
-                  return makeLeaderStores(kj::mv(records).value(), retain);
+                  return makeLeaderStores(kj::mv(records).value(), retain, detailMax);
                 });
           }
           KJ_UNREACHABLE;
@@ -111,6 +113,7 @@ class RocksDbStoreServices final : public StoreServices {
   EventLoop& loop_;
   const RocksDbOptions options_;
   const size_t retain_;
+  const size_t detailMaxBytes_;
   kj::Maybe<kj::Own<RocksDbDatabase>> database_;  // Outlives every term store it opened.
   kj::Maybe<kj::ForkedPromise<StoreResult<bool>>> opening_;
   uint64_t openGeneration_ = 0;
@@ -134,6 +137,7 @@ Result<kj::Own<StoreServices>> StoreServices::create(EventLoop& loop, const Conf
     backend = ha::haModeFrom(config) == ha::HaMode::kZooKeeper ? "zookeeper" : "rocksdb";
   }
   const auto retain = static_cast<size_t>(config.getInt("store.job-results.retain"));
+  const auto detailMax = static_cast<size_t>(config.getSize("store.job-details.max-size"));
   if (backend == "zookeeper") {
     if (zooKeeper == nullptr) {
       return Error::fatal(
@@ -141,13 +145,13 @@ Result<kj::Own<StoreServices>> StoreServices::create(EventLoop& loop, const Conf
     }
     ZooKeeperRecordStoreOptions options;
     options.maxPayload = config.getSize("store.zookeeper.max-payload");
-    return kj::Own<StoreServices>(kj::heap<ZooKeeperStoreServices>(*zooKeeper, options, retain));
+    return kj::Own<StoreServices>(kj::heap<ZooKeeperStoreServices>(*zooKeeper, options, retain, detailMax));
   }
   RocksDbOptions options;
   options.path = config.getString("store.rocksdb.path");
   options.maxPayload = config.getSize("store.rocksdb.max-payload");
   options.lockTimeout = config.getDuration("store.rocksdb.lock-timeout");
-  return kj::Own<StoreServices>(kj::heap<RocksDbStoreServices>(loop, std::move(options), retain));
+  return kj::Own<StoreServices>(kj::heap<RocksDbStoreServices>(loop, std::move(options), retain, detailMax));
 }
 
 }  // namespace regent::store

@@ -73,7 +73,9 @@ class StoreServices {
 };
 
 // The stores over an already opened backend (the factory uses it; so do tests and benchmarks
-// that open a backend directly). `retain` is `store.job-results.retain`.
-kj::Own<LeaderStores> makeLeaderStores(kj::Own<RecordStore> records, size_t retain);
+// that open a backend directly). `retain` is `store.job-results.retain`, `detailMaxBytes`
+// `store.job-details.max-size`.
+kj::Own<LeaderStores> makeLeaderStores(kj::Own<RecordStore> records, size_t retain,
+                                       size_t detailMaxBytes = kDefaultJobDetailMaxBytes);
 
 }  // namespace regent::store

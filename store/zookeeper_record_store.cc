@@ -216,6 +216,11 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> ZooKeeperRecordStore::open(
         if (failed) return kj::mv(failed);
         return ensureFolder(RecordFamily::kJobProgress);
       })
+      .then([ensureFolder](std::optional<StoreError> failed) mutable
+            -> kj::Promise<std::optional<StoreError>> {
+        if (failed) return kj::mv(failed);
+        return ensureFolder(RecordFamily::kJobDetails);
+      })
       .then([&zooKeeper, term = std::move(term),
              options](std::optional<StoreError> failed) mutable -> kj::Promise<Opened> {
         if (failed) return Opened(std::move(*failed));

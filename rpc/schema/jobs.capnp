@@ -203,10 +203,9 @@ struct JobFailure {
 
 struct JobStatus {
   # A job as the Dispatcher reports it (listJobs, jobStatus). Terminal jobs come from the
-  # JobResultStore and carry no vertex detail, except in jobStatus for a job that ended under
-  # the current leader while its result is kept in memory (store.job-results.retain): then its
-  # last tasks, vertices and subtasks too. That detail is not persisted: terminal jobs that ended
-  # under an earlier leader carry no vertex detail.
+  # JobResultStore; in jobStatus they also carry their final tasks, vertices and subtasks, kept
+  # beside the result (JobResultStore.putDetail) so that every later leader has them, for as long
+  # as the result is kept (store.job-results.retain).
   jobId @0 :JobId;
   name @1 :Text;
   state @2 :JobState;
@@ -220,6 +219,9 @@ struct JobStatus {
   corruptReason @10 :Text;              # state corrupt: why the stored record does not decode
   waitingReason @11 :Text;              # why subtasks wait (slots the cluster lacks, restart
                                         # delay); empty when nothing waits
+  subtasksOmitted @12 :Text;            # an ended job without its subtask rows: why (its detail
+                                        # was over store.job-details.max-size, or does not
+                                        # decode, or was never kept); empty otherwise
 }
 
 struct JobResult {

@@ -474,6 +474,59 @@ void Dispatcher::start(JobId id, ActiveJob& job) {
   job.progress = nullptr;  // The runner copied what it needs during the call.
 }
 
+kj::Promise<void> Dispatcher::storeDetail(JobId id) {
+  auto ended = ended_.find(id);
+  if (ended == ended_.end() || ended->second.detail.size() == 0) return kj::READY_NOW;
+  // The runner's detail, named and dated by the result: a later leader reads it alone.
+  const auto result = readOnly<wire::JobResult>(ended->second.result);
+  capnp::MallocMessageBuilder message;
+  message.setRoot(readOnly<wire::JobStatus>(ended->second.detail));
+  auto detail = message.getRoot<wire::JobStatus>();
+  detail.setJobId(result.getJobId());
+  detail.setName(result.getJobName());
+  detail.setState(result.getState());
+  detail.setSubmittedAtMs(result.getSubmittedAtMs());
+  detail.setStateChangedAtMs(result.getEndedAtMs());
+  detail.setEndedAtMs(result.getEndedAtMs());
+  detail.setRestarts(result.getRestarts());
+  detail.setWaitingReason("");
+  return stores_.jobResults().putDetail(detail.asReader()).then(
+      [id](store::StoreResult<void>&& stored) {
+        if (!stored.ok()) {
+          spdlog::warn("dispatcher: the detail of ended job {} is not kept (later leaders show "
+                       "its result without subtask rows): {}",
+                       id.toHex(), stored.error().message);
+        }
+      });
+}
+
+kj::Promise<std::string> Dispatcher::loadDetail(JobId id) {
+  auto ended = ended_.find(id);
+  if (ended == ended_.end() || ended->second.detail.size() > 0) return std::string();
+  if (!ended->second.detailMissing.empty()) return ended->second.detailMissing;
+  return canceler_.wrap(stores_.jobResults().getDetail(id).then(
+      [this, id](store::StoreResult<store::JobDetailMessage>&& stored) -> std::string {
+        auto ended = ended_.find(id);
+        if (ended == ended_.end()) return std::string();
+        if (stored.ok()) {
+          setDetail(ended->second, flatCopy(stored.value().get()));
+          return std::string();
+        }
+        switch (stored.error().code) {
+          case store::StoreErrorCode::kNotFound:
+            ended->second.detailMissing = "no detail of it is kept (it never ran, or it ended "
+                                          "before details were kept)";
+            return ended->second.detailMissing;
+          case store::StoreErrorCode::kCorrupt:
+            spdlog::warn("dispatcher: {}", stored.error().message);
+            ended->second.detailMissing = "its stored detail does not decode";
+            return ended->second.detailMissing;
+          default:  // Unavailable: tried again by the next call.
+            return "its stored detail cannot be read now: " + stored.error().message;
+        }
+      }));
+}
+
 kj::Array<capnp::word> Dispatcher::describeOnRunner(JobId id) const {
   capnp::MallocMessageBuilder message;
   auto status = message.initRoot<wire::JobStatus>();
@@ -648,6 +701,8 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
           active_.erase(found);
         }
         addEnded(id, ended, false);
+        // A job that never ran has no detail, here or in the store: nothing to read later.
+        if (!started) ended_.at(id).detailMissing = "it ended before any of its subtasks ran";
         setDetail(ended_.at(id), kj::mv(detail));
         events_.emit(Event("job ended")
                          .field("epoch", epoch_)
@@ -672,7 +727,8 @@ void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool st
                    if (ended != ended_.end() && finalDetail.size() > 0) {
                      setDetail(ended->second, kj::mv(finalDetail));
                    }
-                   return finishCleanup(id, true);
+                   // Kept before the result is marked clean: a clean result has its detail.
+                   return storeDetail(id).then([this, id] { return finishCleanup(id, true); });
                  })
                  .then([this, id, state](Status&& cleaned) {
                    inFlight_.erase(id);
@@ -779,6 +835,7 @@ JobView Dispatcher::viewOf(JobId id, const EndedJob& job) const {
   view.stateChangedAtMs = result.getEndedAtMs();
   view.result = result;
   if (job.detail.size() > 0) view.detail = readOnly<wire::JobStatus>(job.detail);
+  view.detailMissing = job.detailMissing;
   return view;
 }
 

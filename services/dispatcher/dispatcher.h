@@ -73,6 +73,8 @@ struct JobView {
   // An ended job's last detail from its runner (vertices, subtasks, task counts), when it ran in
   // this term: taken when its result was stored, replaced by the final one once released.
   kj::Maybe<wire::JobStatus::Reader> detail;
+  // Why an ended job has no detail, once the store was asked (Dispatcher::loadDetail); "" else.
+  std::string detailMissing;
   kj::Maybe<const std::string&> corruptReason;
   // The runner running the job (its live detail: JobRunner::describe / counts); null when the
   // job is not running (ended, corrupt, or no runner).
@@ -172,6 +174,11 @@ class Dispatcher final : public JobRunnerListener {
 
   // Reads, from memory, no store access.
   kj::Maybe<JobView> job(JobId id) const;
+  // For an ended job whose detail is not in memory (it ended under an earlier leader, or the
+  // memory budget let it go): reads it from the store into memory (job() then has it). Resolves
+  // with why there is none ("" when there is, or the job is not an ended one); never rejects
+  // but when the term ends.
+  kj::Promise<std::string> loadDetail(JobId id);
   // Active jobs by id, then corrupt ones by id, then ended jobs newest first (endedAtMs, then
   // job id).
   void forEachJob(const std::function<void(const JobView&)>& visit) const;
@@ -214,6 +221,7 @@ class Dispatcher final : public JobRunnerListener {
   struct EndedJob {
     kj::Array<capnp::word> result;  // Canonical.
     kj::Array<capnp::word> detail;  // Canonical JobStatus from the runner; empty when none.
+    std::string detailMissing;      // Why the store keeps no detail of it, once read; "" else.
     bool clean = false;
     int64_t endedAtMs = 0;
   };
@@ -221,6 +229,9 @@ class Dispatcher final : public JobRunnerListener {
   // Finishes the cleanup of a job that ended: JobGraph removed, progress record removed, result
   // marked clean (when `dirty`).
   kj::Promise<Status> finishCleanup(JobId id, bool dirty);
+  // Stores the final detail of ended job `id` beside its result (a failure is logged: the job's
+  // end does not wait on it).
+  kj::Promise<void> storeDetail(JobId id);
   // Marks the dirty result of `id` clean, in the store then in memory.
   kj::Promise<Status> markClean(JobId id);
   // At recovery, after the JobGraphs and results: hands each active job its progress record and

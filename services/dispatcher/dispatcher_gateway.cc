@@ -52,12 +52,15 @@ void toWire(const JobView& job, wire::JobStatus::Builder status, JobDetail detai
     status.setEndedAtMs(result->getEndedAtMs());
     status.setRestarts(result->getRestarts());
     if (result->hasFailure()) status.setFailure(result->getFailure());
-    // jobStatus: what the runner last knew of its attempts, when the job ended in this term.
+    // jobStatus: its final attempts (from its runner in this term, or kept in the store).
     KJ_IF_MAYBE (last, job.detail) {
       if (detail == JobDetail::kSubtasks) {
         status.setTasks(last->getTasks());
         status.setVertices(last->getVertices());
+        if (last->hasSubtasksOmitted()) status.setSubtasksOmitted(last->getSubtasksOmitted());
       }
+    } else if (detail == JobDetail::kSubtasks && !job.detailMissing.empty()) {
+      status.setSubtasksOmitted(job.detailMissing);
     }
     return;
   }
@@ -141,6 +144,26 @@ kj::Promise<void> DispatcherGatewayServer::listJobs(ListJobsContext context) {
 
 kj::Promise<void> DispatcherGatewayServer::jobStatus(JobStatusContext context) {
   const JobId id = wire::idFromWire<JobId>(context.getParams().getJobId());
+  KJ_IF_MAYBE (job, dispatcher_.job(id)) {
+    if (job->result != nullptr && job->detail == nullptr) {
+      // Ended under an earlier leader (or let go from memory): its detail from the store.
+      return dispatcher_.loadDetail(id).then([this, context, id](std::string missing) mutable {
+        auto results = context.getResults();
+        KJ_IF_MAYBE (job, dispatcher_.job(id)) {
+          auto status = results.initStatus();
+          toWire(*job, status, JobDetail::kSubtasks);
+          KJ_IF_MAYBE (result, job->result) results.setResult(*result);
+          // A read that failed for now (not kept in detailMissing): said this once.
+          if (job->detail == nullptr && !status.hasSubtasksOmitted() && !missing.empty()) {
+            status.setSubtasksOmitted(missing);
+          }
+        } else {
+          toWire(JobFailure{JobFailure::Kind::kNotFound, "no job " + id.toHex(), id},
+                 results.initFailure());
+        }
+      });
+    }
+  }
   auto results = context.getResults();
   KJ_IF_MAYBE (job, dispatcher_.job(id)) {
     toWire(*job, results.initStatus(), JobDetail::kSubtasks);

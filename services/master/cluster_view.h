@@ -83,6 +83,9 @@ class ClusterView {
   virtual std::optional<dispatcher::JobCounts> jobCounts() const = 0;
   // Job `id` of the term; nullopt when the term has no such job, or unless recovered.
   virtual std::optional<JobDetailSnapshot> job(const JobId& id) const = 0;
+  // Before job(id): brings an ended job's detail that is not in memory (it ended under an
+  // earlier leader) from the store. Resolves when job(id) has it, or why not; never rejects.
+  virtual kj::Promise<void> loadJobDetail(const JobId& id) = 0;
   // The term's workers; nullopt unless leading (they are there while the term still recovers,
   // once its ResourceManager started).
   virtual std::optional<WorkersSnapshot> workers() const = 0;

@@ -211,6 +211,11 @@ std::optional<JobDetailSnapshot> LeaderTerm::job(const JobId& id) const {
   return std::nullopt;
 }
 
+kj::Promise<void> LeaderTerm::loadJobDetail(const JobId& id) {
+  if (!ready() || dispatcher_.get() == nullptr) return kj::READY_NOW;
+  return dispatcher_->loadDetail(id).ignoreResult();
+}
+
 std::optional<WorkersSnapshot> LeaderTerm::workers() const {
   if (taskExecutors_.get() == nullptr) return std::nullopt;
   return workersSnapshot(*taskExecutors_);

@@ -121,6 +121,8 @@ class LeaderTerm final {
   std::optional<JobsSnapshot> jobs() const;
   std::optional<dispatcher::JobCounts> jobCounts() const;
   std::optional<JobDetailSnapshot> job(const JobId& id) const;
+  // Dispatcher::loadDetail once the term is ready; nothing before.
+  kj::Promise<void> loadJobDetail(const JobId& id);
   std::optional<WorkersSnapshot> workers() const;
 
   // MasterBootstrap.jobMaster: how this term answers for `job`, to the connection whose worker

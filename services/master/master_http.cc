@@ -36,7 +36,7 @@ std::string dumpJson(const nlohmann::json& body) {
 
 }  // namespace
 
-MasterHttpRoutes::MasterHttpRoutes(const ClusterView& view, const http::MetricsRegistry& metrics,
+MasterHttpRoutes::MasterHttpRoutes(ClusterView& view, const http::MetricsRegistry& metrics,
                                    bool authenticationRequired,
                                    const kj::HttpHeaderTable& headerTable)
     : view_(view),
@@ -169,16 +169,22 @@ kj::Promise<void> MasterHttpRoutes::job(Response& response, const std::string& p
                  errorJson("INVALID_ARGUMENT",
                            "not a job id (32 hex digits): " + http::echoablePath(idText)));
   }
-  const std::optional<JobDetailSnapshot> snapshot = view_.job(*id);
-  if (!snapshot) {
-    return reply(response, 404, "Not Found", kJson,
-                 errorJson("NOT_FOUND", "no job " + id->toHex()));
-  }
-  const wire::JobStatusAudience audience =
-      authenticationRequired_ ? wire::JobStatusAudience::kPublic : wire::JobStatusAudience::kReader;
-  return reply(response, 200, "OK", kJson,
-               dumpJson({{"epoch", leadership.leadingEpoch},
-                         {"job", wire::jobStatusJson(snapshot->status, audience)}}));
+  // An ended job's detail may be in the store only (it ended under an earlier leader).
+  return view_.loadJobDetail(*id).then([this, &response, id = *id, path]() -> kj::Promise<void> {
+    const LeadershipSnapshot leadership = view_.leadership();
+    KJ_IF_MAYBE (refused, jobsUnreadable(response, path, leadership)) return kj::mv(*refused);
+    const std::optional<JobDetailSnapshot> snapshot = view_.job(id);
+    if (!snapshot) {
+      return reply(response, 404, "Not Found", kJson,
+                   errorJson("NOT_FOUND", "no job " + id.toHex()));
+    }
+    const wire::JobStatusAudience audience = authenticationRequired_
+                                                 ? wire::JobStatusAudience::kPublic
+                                                 : wire::JobStatusAudience::kReader;
+    return reply(response, 200, "OK", kJson,
+                 dumpJson({{"epoch", leadership.leadingEpoch},
+                           {"job", wire::jobStatusJson(snapshot->status, audience)}}));
+  });
 }
 
 kj::Promise<void> MasterHttpRoutes::workers(Response& response) {
@@ -212,7 +218,7 @@ kj::Promise<void> MasterHttpRoutes::workers(Response& response) {
 }
 
 kj::Promise<Result<kj::Own<http::HttpServer>>> listenMasterHttp(
-    kj::Network& network, kj::Timer& timer, std::string bindAddress, const ClusterView& view,
+    kj::Network& network, kj::Timer& timer, std::string bindAddress, ClusterView& view,
     const http::MetricsRegistry& metrics, bool authenticationRequired, uint64_t maxConnections) {
   return http::HttpServer::listen(
       network, timer, std::move(bindAddress), "http.bind",

@@ -28,8 +28,9 @@ namespace regent::master {
 //                   process (no RPC, no store read); standby: 307 to the leader's http address;
 //                   no leader known, or the leader not ready: 503 with a JSON reason
 //   GET /v1/jobs/<id> leader: 200 {"epoch":E,"job":{...}} with its vertices and subtasks, as
-//                   jobStatus describes them, written by wire::jobStatusJson (what regentctl
-//                   jobs status --json prints); 400 for a malformed id, 404 for an unknown job
+//                   jobStatus describes them (an ended job's read from the store when it is not
+//                   in memory), written by wire::jobStatusJson (what regentctl jobs status
+//                   --json prints); 400 for a malformed id, 404 for an unknown job
 //   With `authenticationRequired` (RPC requires it), /v1/jobs/<id> and /v1/workers leave out
 //   attempt ids, pids, worker hosts and addresses, and failure messages, and say so in
 //   "redacted".
@@ -44,7 +45,7 @@ namespace regent::master {
 // by http::makeHeaderTable().
 class MasterHttpRoutes final : public http::HttpRouteSet {
  public:
-  MasterHttpRoutes(const ClusterView& view, const http::MetricsRegistry& metrics,
+  MasterHttpRoutes(ClusterView& view, const http::MetricsRegistry& metrics,
                    bool authenticationRequired, const kj::HttpHeaderTable& headerTable);
 
   kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
@@ -75,7 +76,7 @@ class MasterHttpRoutes final : public http::HttpRouteSet {
 
   kj::Promise<void> route(kj::HttpMethod method, const std::string& path, Response& response);
 
-  const ClusterView& view_;
+  ClusterView& view_;
   const http::MetricsRegistry& metrics_;
   const bool authenticationRequired_;
   const kj::HttpHeaderTable& headerTable_;
@@ -85,7 +86,7 @@ class MasterHttpRoutes final : public http::HttpRouteSet {
 // The master's HTTP server on `bindAddress` (http.bind), serving MasterHttpRoutes for `view` and
 // `metrics`, which must outlive it (http::HttpServer::listen).
 kj::Promise<Result<kj::Own<http::HttpServer>>> listenMasterHttp(
-    kj::Network& network, kj::Timer& timer, std::string bindAddress, const ClusterView& view,
+    kj::Network& network, kj::Timer& timer, std::string bindAddress, ClusterView& view,
     const http::MetricsRegistry& metrics, bool authenticationRequired,
     uint64_t maxConnections = http::HttpServer::kDefaultMaxConnections);
 

@@ -389,6 +389,12 @@ std::optional<JobDetailSnapshot> MasterProcess::job(const JobId& id) const {
   return term_->job(id);
 }
 
+kj::Promise<void> MasterProcess::loadJobDetail(const JobId& id) {
+  if (!termLive()) return kj::READY_NOW;
+  // A term that ends meanwhile cancels the read: job(id) then answers as it will.
+  return term_->loadJobDetail(id).catch_([](kj::Exception&&) {});
+}
+
 std::optional<WorkersSnapshot> MasterProcess::workers() const {
   if (!termLive()) return std::nullopt;
   return term_->workers();

@@ -157,6 +157,7 @@ class MasterProcess final : public leader::LeaderContender,
   std::optional<JobsSnapshot> jobs() const override;
   std::optional<dispatcher::JobCounts> jobCounts() const override;
   std::optional<JobDetailSnapshot> job(const JobId& id) const override;
+  kj::Promise<void> loadJobDetail(const JobId& id) override;
   std::optional<WorkersSnapshot> workers() const override;
   std::vector<Event> recentLeadershipEvents() const override;
   kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override;

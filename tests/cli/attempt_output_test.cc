@@ -115,8 +115,16 @@ TEST_F(FindAttemptOutputTest, AnEndedJobHasNoSubtaskDetailToFindOutputIn) {
   ASSERT_FALSE(found.ok());
   EXPECT_EQ(found.error().message,
             "job 00000000000000100000000000000001 has ended (FINISHED): the leader has no subtask "
-            "detail of it (the job ended under an earlier leader, or its detail was dropped by "
-            "retention), so the output of its attempts cannot be located");
+            "rows of it (its result no longer keeps them), so the output of its attempts cannot "
+            "be located");
+  // The leader's reason, when it gave one.
+  status.setSubtasksOmitted("subtask rows not kept: the detail's 300000 bytes are over "
+                            "store.job-details.max-size (262144 bytes)");
+  auto omitted = findAttemptOutput(status.asReader(), "a", 0);
+  ASSERT_FALSE(omitted.ok());
+  EXPECT_NE(omitted.error().message.find("(subtask rows not kept: the detail's 300000 bytes"),
+            std::string::npos)
+      << omitted.error().message;
 }
 
 // ---- AttemptOutputReader against a fake worker ---------------------------------------------

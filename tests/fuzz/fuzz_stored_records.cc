@@ -71,6 +71,26 @@ void fuzzJobResult(JobResultStore& results, kj::WaitScope& waitScope) {
   if (!cleaned.ok() && cleaned.error().code != StoreErrorCode::kTooLarge) std::abort();
 }
 
+// A stored detail of an ended job: read as jobStatus would, then stored again by a leader.
+void fuzzJobDetail(JobResultStore& results, kj::WaitScope& waitScope) {
+  const JobId id = *JobId::fromHex(kKey);
+  auto detail = results.getDetail(id).wait(waitScope);
+  if (!detail.ok()) {
+    expectCorruptNamingTheJob(detail.error());
+    return;
+  }
+  const auto status = detail.value().get();
+  for (auto vertex : status.getVertices()) {
+    (void)vertex.getName();
+    for (auto subtask : vertex.getSubtasks()) (void)subtask.getHost();
+  }
+  auto stored = results.putDetail(status).wait(waitScope);
+  if (!stored.ok() && stored.error().code != StoreErrorCode::kTooLarge &&
+      stored.error().code != StoreErrorCode::kInvalid) {
+    std::abort();
+  }
+}
+
 void fuzzJobProgress(JobProgressStore& progress, kj::WaitScope& waitScope) {
   auto recovered = progress.recoverAll().wait(waitScope);
   if (!recovered.ok()) std::abort();
@@ -95,8 +115,8 @@ void fuzzJobProgress(JobProgressStore& progress, kj::WaitScope& waitScope) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const RecordFamily families[] = {RecordFamily::kJobGraphs, RecordFamily::kJobResults,
-                                   RecordFamily::kJobProgress};
-  const RecordFamily family = families[data[0] % 3];
+                                   RecordFamily::kJobProgress, RecordFamily::kJobDetails};
+  const RecordFamily family = families[data[0] % 4];
   kj::EventLoop loop;
   kj::WaitScope waitScope(loop);
 
@@ -108,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case RecordFamily::kJobGraphs: fuzzJobGraph(stores->jobGraphs(), waitScope); break;
     case RecordFamily::kJobResults: fuzzJobResult(stores->jobResults(), waitScope); break;
     case RecordFamily::kJobProgress: fuzzJobProgress(stores->jobProgress(), waitScope); break;
+    case RecordFamily::kJobDetails: fuzzJobDetail(stores->jobResults(), waitScope); break;
   }
   return 0;
 }

@@ -63,6 +63,34 @@ wire::JobResult::Reader resultOf(capnp::MallocMessageBuilder& message) {
   return message.getRoot<wire::JobResult>().asReader();
 }
 
+// An ended job's detail: one vertex of `subtasks` subtasks, each with its attempt and worker.
+kj::Own<capnp::MallocMessageBuilder> makeDetail(JobId id, uint32_t subtasks) {
+  auto message = kj::heap<capnp::MallocMessageBuilder>();
+  auto status = message->initRoot<wire::JobStatus>();
+  wire::setWireId(status.initJobId(), id);
+  status.setName("job-" + id.toHex().substr(0, 6));
+  status.setState(wire::JobState::FINISHED);
+  status.setEndedAtMs(1700000000000);
+  status.initTasks().setTotal(subtasks);
+  status.getTasks().setFinished(subtasks);
+  auto vertex = status.initVertices(1)[0];
+  vertex.setName("v");
+  vertex.setParallelism(subtasks);
+  vertex.initTasks().setTotal(subtasks);
+  auto rows = vertex.initSubtasks(subtasks);
+  for (uint32_t i = 0; i < subtasks; ++i) {
+    rows[i].setIndex(i);
+    rows[i].setAttempts(1);
+    rows[i].setHost("worker-" + std::to_string(i % 7));
+    auto attempt = rows[i].initAttempt();
+    wire::setWireId(attempt.initAttemptId(), AttemptId::random());
+    attempt.setState(wire::ExecutionState::FINISHED);
+    attempt.setVertexName("v");
+    attempt.setSubtaskIndex(i);
+  }
+  return message;
+}
+
 // A JobMaster's progress record: `subtasks` subtasks, each with an attempt of its own (the
 // attempt ids are random, so the record packs as a real one does), subtask 0 finished.
 kj::Own<capnp::MallocMessageBuilder> makeProgress(JobId id, uint32_t subtasks,
@@ -599,6 +627,95 @@ TEST_P(StoreContractTest, RetentionKeepsTheNewestCleanResultsAndEveryDirtyOne) {
   EXPECT_EQ(gone.error().code, StoreErrorCode::kNotFound);
   auto kept = run(results().get(oldDirty));
   ASSERT_TRUE(kept.ok()) << kept.error().message;
+}
+
+// ---- Job details ---------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, AnEndedJobsDetailIsKeptBesideItsResultForTheNextTerm) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto result = makeResult(id, wire::JobState::FINISHED, 5000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+  auto detail = makeDetail(id, 3);
+  auto put = run(results().putDetail(detail->getRoot<wire::JobStatus>().asReader()));
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  ASSERT_TRUE(run(results().markClean(id)).ok());
+
+  openTerm();  // A later leader reads it back as it was written.
+  auto read = run(results().getDetail(id));
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(read.value().get().toString().flatten(),
+            detail->getRoot<wire::JobStatus>().asReader().toString().flatten());
+  EXPECT_FALSE(read.value().get().hasSubtasksOmitted());
+  auto none = run(results().getDetail(JobId::random()));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, StoreErrorCode::kNotFound);
+}
+
+TEST_P(StoreContractTest, ADetailOverItsCapIsKeptWithoutSubtaskRowsSayingWhy) {
+  openTerm({"store.job-details.max-size=2KiB"});
+  const JobId id = JobId::random();
+  auto detail = makeDetail(id, 200);
+  auto put = run(results().putDetail(detail->getRoot<wire::JobStatus>().asReader()));
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  auto read = run(results().getDetail(id));
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  auto kept = read.value().get();
+  EXPECT_EQ(kept.getTasks().getTotal(), 200u);  // What sums the rows up stays.
+  ASSERT_EQ(kept.getVertices().size(), 1u);
+  EXPECT_EQ(kept.getVertices()[0].getParallelism(), 200u);
+  EXPECT_EQ(kept.getVertices()[0].getSubtasks().size(), 0u);
+  EXPECT_NE(std::string(kept.getSubtasksOmitted().cStr()).find("store.job-details.max-size"),
+            std::string::npos)
+      << kept.getSubtasksOmitted().cStr();
+  // Without a job id nothing is written.
+  capnp::MallocMessageBuilder anonymous;
+  anonymous.initRoot<wire::JobStatus>().setName("no id");
+  auto invalid = run(results().putDetail(anonymous.getRoot<wire::JobStatus>().asReader()));
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_EQ(invalid.error().code, StoreErrorCode::kInvalid);
+}
+
+TEST_P(StoreContractTest, RetentionRemovesADetailWithItsResult) {
+  openTerm({"store.job-results.retain=1"});
+  std::vector<JobId> ids;
+  for (int i = 1; i <= 3; ++i) {
+    ids.push_back(JobId::random());
+    auto result = makeResult(ids.back(), wire::JobState::FINISHED, 1000 * i);
+    ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+    auto detail = makeDetail(ids.back(), 2);
+    ASSERT_TRUE(run(results().putDetail(detail->getRoot<wire::JobStatus>().asReader())).ok());
+    ASSERT_TRUE(run(results().markClean(ids.back())).ok());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto pruned = run(results().getDetail(ids[i]));
+    ASSERT_FALSE(pruned.ok()) << "the detail of pruned result " << i << " is still kept";
+    EXPECT_EQ(pruned.error().code, StoreErrorCode::kNotFound);
+  }
+  EXPECT_TRUE(run(results().getDetail(ids[2])).ok());
+  // Gone from the backend itself (readRaw closes the stores).
+  EXPECT_FALSE(readRaw(RecordFamily::kJobDetails, ids[0].toHex()).has_value());
+  EXPECT_FALSE(readRaw(RecordFamily::kJobDetails, ids[1].toHex()).has_value());
+  EXPECT_TRUE(readRaw(RecordFamily::kJobDetails, ids[2].toHex()).has_value());
+}
+
+TEST_P(StoreContractTest, ACorruptDetailIsReportedAndItsResultStillReads) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto result = makeResult(id, wire::JobState::FINISHED, 5000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+  writeRaw(RecordFamily::kJobDetails, id.toHex(), std::string(40, '\0'));
+  openTerm();
+  auto detail = run(results().getDetail(id));
+  ASSERT_FALSE(detail.ok());
+  EXPECT_EQ(detail.error().code, StoreErrorCode::kCorrupt);
+  EXPECT_NE(detail.error().message.find(id.toHex()), std::string::npos) << detail.error().message;
+  auto stillThere = run(results().get(id));
+  ASSERT_TRUE(stillThere.ok()) << stillThere.error().message;
+  auto all = run(results().listAll());
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_EQ(all.value().results.size(), 1u);
+  EXPECT_TRUE(all.value().corrupt.empty());
 }
 
 // ---- Corruption ----------------------------------------------------------------------------

@@ -959,12 +959,14 @@ TEST_F(DispatcherTest, AFinishedJobKeepsItsSubtasksAndWhereTheirOutputIsWhileIts
   EXPECT_TRUE(dispatcher_->job(id) == nullptr);
   EXPECT_EQ(dispatcher_->heldBytesForTests(), withOneDetail);
 
-  // Not persisted: the next term knows the result only.
+  // Kept with the result: the next term reads it from the store when asked.
   startTerm(1, nullptr, {}, &runner);
   recover();
   auto recovered = status(next);
   EXPECT_EQ(recovered.getStatus().getState(), wire::JobState::FINISHED);
-  EXPECT_EQ(recovered.getStatus().getVertices().size(), 0u);
+  ASSERT_EQ(recovered.getStatus().getVertices().size(), 1u);
+  EXPECT_GT(recovered.getStatus().getVertices()[0].getSubtasks().size(), 0u);
+  EXPECT_FALSE(recovered.getStatus().hasSubtasksOmitted());
 }
 
 TEST_F(DispatcherTest, EndedJobsDetailsAreBoundedTogetherTheOldestDroppedFirst) {
@@ -1278,6 +1280,10 @@ TEST_F(DispatcherTest, AnEndedJobsProgressRecordIsRemovedAfterItsJobGraphAndBefo
   backend_.holdWrites = true;
   runner.releaseAll();
   drain();
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The job's final detail, kept beside its result.
+  EXPECT_EQ(storedGraphs(), 1u);
+  backend_.releaseOneWrite();
+  drain();
   ASSERT_EQ(backend_.heldWrites(), 1u);  // The JobGraph's removal.
   EXPECT_EQ(storedGraphs(), 1u);
   EXPECT_TRUE(storedProgress(id));
@@ -1306,6 +1312,8 @@ TEST_F(DispatcherTest, AProgressRecordThatCouldNotBeRemovedIsRemovedByTheNextLea
   runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
   drain();
   backend_.releaseOneWrite();  // The dirty result.
+  drain();
+  backend_.releaseOneWrite();  // The job's final detail.
   drain();
   backend_.releaseOneWrite();  // The JobGraph's removal.
   drain();

@@ -115,6 +115,7 @@ class FakeView final : public ClusterView {
     self_.masterId = "self";
     self_.httpAddress = "127.0.0.1:1";
   }
+  kj::Promise<void> loadJobDetail(const JobId&) override { return kj::READY_NOW; }
   LeadershipSnapshot leadership() const override {
     return {.self = self_,
             .leader = leader,
