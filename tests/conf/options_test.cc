@@ -48,6 +48,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "store.rocksdb.path",
                                             "store.rocksdb.max-payload",
                                             "store.rocksdb.lock-timeout",
+                                            "store.job-details.max-size",
                                             "store.job-results.retain",
                                             "rpc.bind",
                                             "rpc.advertised-address",
