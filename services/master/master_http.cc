@@ -20,6 +20,8 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 constexpr const char* kText = "text/plain; charset=utf-8";
+// Jobs per page of /: each shown with its subtasks.
+constexpr uint32_t kStatusPageSize = 50;
 
 std::string errorJson(const std::string& status, const std::string& message) {
   return nlohmann::json{{"status", status}, {"message", message}}.dump() + "\n";
@@ -143,9 +145,32 @@ kj::Promise<void> MasterHttpRoutes::page(Response& response, uint status,
 }
 
 kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t pageNumber) {
-  return view_.contenders().then(
-      [this, &response, pageNumber](Result<std::vector<leader::ContenderEntry>> contenders) {
+  // The shown jobs' details first: an ended job's may be in the store only.
+  std::vector<JobId> shown;
+  const LeadershipSnapshot before = view_.leadership();
+  if (before.leadingEpoch != 0 && before.recovered) {
+    if (std::optional<JobsSnapshot> jobs = view_.jobs()) {
+      const auto [first, last] = shownRange(jobs->jobs.size(), pageNumber, kStatusPageSize);
+      for (uint32_t i = first; i < last; ++i) {
+        shown.push_back(wire::idFromWire<JobId>(jobs->jobs[i].getJobId()));
+      }
+    }
+  }
+  kj::Vector<kj::Promise<void>> loads;
+  for (const JobId& id : shown) loads.add(view_.loadJobDetail(id));
+  auto loaded = kj::joinPromises(loads.releaseAsArray());
+  return loaded.then([this]() { return view_.contenders(); })
+      .then([this, &response, pageNumber,
+             shown = std::move(shown)](Result<std::vector<leader::ContenderEntry>> contenders) {
         StatusPageInput input;
+        input.pageSize = kStatusPageSize;
+        if (view_.leadership().recovered) {
+          for (const JobId& id : shown) {
+            if (std::optional<JobDetailSnapshot> job = view_.job(id)) {
+              input.shownJobs.push_back(std::move(*job));
+            }
+          }
+        }
         input.leadership = view_.leadership();
         if (contenders.ok()) {
           input.contenders = std::move(contenders).value();

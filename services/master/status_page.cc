@@ -46,7 +46,8 @@ std::string head(const std::string& title) {
 // Who this master is and who leads, as the page's first lines.
 void leadershipSection(std::ostringstream& out, const LeadershipSnapshot& leadership,
                        int64_t nowMs) {
-  out << "<header><h1>regent</h1>";
+  out << "<header><h1>regent <span id=\"cluster\">" << htmlEscaped(leadership.clusterId)
+      << "</span></h1>";
   out << "<p id=\"role\">";
   if (leadership.leadingEpoch != 0) {
     out << "This master <b>leads</b> (epoch <span id=\"epoch\">" << leadership.leadingEpoch
@@ -113,6 +114,53 @@ void workersSection(std::ostringstream& out, const StatusPageInput& input) {
   out << "</tbody></table></section>\n";
 }
 
+// One subtask's row: its latest attempt, worker, state, exit, how long it ran, its output.
+void subtaskRow(std::ostringstream& out, wire::SubtaskStatus::Reader subtask, int64_t nowMs,
+                bool redacted) {
+  out << "<tr class=\"subtask\"><td>" << subtask.getIndex() << "</td>";
+  if (subtask.hasAttempt()) {
+    auto attempt = subtask.getAttempt();
+    // An exit only once the attempt ended.
+    const std::string exit = attempt.getEndedAtMs() <= 0 ? std::string("-")
+                             : attempt.getTermSignal() != 0
+                                 ? "signal " + std::to_string(attempt.getTermSignal())
+                                 : std::to_string(attempt.getExitCode());
+    const int64_t end = attempt.getEndedAtMs() > 0 ? attempt.getEndedAtMs() : nowMs;
+    const std::string attemptId = wire::idFromWire<AttemptId>(attempt.getAttemptId()).toHex();
+    out << "<td>" << (redacted ? std::string("-") : attemptId.substr(0, 8)) << " #"
+        << attempt.getAttemptNumber() << "</td><td>"
+        << (redacted ? std::string("-") : text(subtask.getHost())) << "</td><td class=\"state\">"
+        << wire::enumNameUpper(attempt.getState()) << "</td><td>" << exit << "</td><td>"
+        << lasted(attempt.getStartedAtMs(), end) << "</td><td>";
+    // Without RPC authentication a worker serves its attempts' output to anyone who asks;
+    // with it, reading needs a token from the leader (regentctl jobs logs).
+    if (!redacted && subtask.getHttpAddress().size() > 0) {
+      const std::string base =
+          "http://" + text(subtask.getHttpAddress()) + "/v1/attempts/" + attemptId;
+      out << "<a href=\"" << base << "/stdout\">stdout</a> <a href=\"" << base
+          << "/stderr\">stderr</a>";
+    } else {
+      out << "-";
+    }
+    out << "</td>";
+  } else {
+    out << "<td>-</td><td>-</td><td class=\"state\">-</td><td>-</td><td>-</td><td>-</td>";
+  }
+  out << "<td>" << (redacted ? std::string("-") : text(subtask.getLastFailure())) << "</td><td>"
+      << text(subtask.getWaitingReason()) << "</td></tr>";
+}
+
+void subtaskTable(std::ostringstream& out, wire::VertexStatus::Reader vertex, int64_t nowMs,
+                  bool redacted) {
+  out << "<table class=\"subtasks\"><caption>vertex <span class=\"name\">" << text(vertex.getName())
+      << "</span>, parallelism " << vertex.getParallelism()
+      << "</caption><thead><tr><th>subtask</th><th>attempt</th><th>worker</th><th>state</th>"
+         "<th>exit</th><th>ran</th><th>output</th><th>last failure</th><th>waiting</th></tr>"
+         "</thead><tbody>";
+  for (auto subtask : vertex.getSubtasks()) subtaskRow(out, subtask, nowMs, redacted);
+  out << "</tbody></table>";
+}
+
 void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
   out << "<section id=\"jobs\"><h2>Jobs</h2>";
   if (input.jobs == nullptr) {
@@ -120,8 +168,7 @@ void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
     return;
   }
   const auto jobs = input.jobs->jobs;
-  const uint64_t first = uint64_t{input.page} * input.pageSize;
-  const uint64_t last = std::min<uint64_t>(jobs.size(), first + input.pageSize);
+  const auto [first, last] = shownRange(jobs.size(), input.page, input.pageSize);
   out << "<p>" << jobs.size() << " jobs";
   if (jobs.size() > input.pageSize) {
     out << ", " << (first < last ? first + 1 : 0) << " to " << last << " shown";
@@ -131,7 +178,14 @@ void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
   for (uint64_t i = first; i < last; ++i) {
     auto job = jobs[static_cast<unsigned>(i)];
     const std::string id = wire::idFromWire<JobId>(job.getJobId()).toHex();
+    // An ended job's list entry carries no counts; its detail does.
     auto tasks = job.getTasks();
+    for (const JobDetailSnapshot& shown : input.shownJobs) {
+      if (shown.status.getJobId().getHi() == job.getJobId().getHi() &&
+          shown.status.getJobId().getLo() == job.getJobId().getLo()) {
+        tasks = shown.status.getTasks();
+      }
+    }
     out << "<tr class=\"job\"><td><a href=\"/jobs/" << id << "\">" << id.substr(0, 8)
         << "</a></td><td class=\"name\">" << text(job.getName()) << "</td><td class=\"state\">"
         << wire::enumNameUpper(job.getState()) << "</td><td>"
@@ -142,6 +196,21 @@ void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
   out << "</tbody></table>";
   if (input.page > 0) out << "<a rel=\"prev\" href=\"/?page=" << input.page - 1 << "\">newer</a> ";
   if (last < jobs.size()) out << "<a rel=\"next\" href=\"/?page=" << input.page + 1 << "\">older</a>";
+  // Each shown job's subtasks.
+  for (const JobDetailSnapshot& shown : input.shownJobs) {
+    auto job = shown.status;
+    const std::string id = wire::idFromWire<JobId>(job.getJobId()).toHex();
+    out << "<div class=\"job-detail\" id=\"job-" << id << "\"><h3><a href=\"/jobs/" << id
+        << "\">" << id.substr(0, 8) << "</a> <span class=\"name\">" << text(job.getName())
+        << "</span> <span class=\"state\">" << wire::enumNameUpper(job.getState()) << "</span></h3>";
+    if (job.getSubtasksOmitted().size() > 0) {
+      out << "<p>subtasks not shown: " << text(job.getSubtasksOmitted()) << "</p>";
+    }
+    for (auto vertex : job.getVertices()) {
+      if (vertex.getSubtasks().size() > 0) subtaskTable(out, vertex, input.nowMs, input.redacted);
+    }
+    out << "</div>";
+  }
   out << "</section>\n";
 }
 
@@ -170,6 +239,12 @@ std::string htmlEscaped(std::string_view raw) {
     }
   }
   return out;
+}
+
+std::pair<uint32_t, uint32_t> shownRange(uint32_t jobs, uint32_t page, uint32_t pageSize) {
+  const uint64_t first = std::min<uint64_t>(jobs, uint64_t{page} * pageSize);
+  const uint64_t last = std::min<uint64_t>(jobs, first + pageSize);
+  return {static_cast<uint32_t>(first), static_cast<uint32_t>(last)};
 }
 
 std::string renderStatusPage(const StatusPageInput& input) {
@@ -207,35 +282,7 @@ std::string renderJobPage(const LeadershipSnapshot& leadership, wire::JobStatus:
     out << "<dt>subtasks</dt><dd>not shown: " << text(job.getSubtasksOmitted()) << "</dd>";
   }
   out << "</dl>";
-  for (auto vertex : job.getVertices()) {
-    out << "<h3>vertex <span class=\"name\">" << text(vertex.getName()) << "</span>, parallelism "
-        << vertex.getParallelism() << "</h3><table><thead><tr><th>subtask</th><th>attempt</th>"
-           "<th>worker</th><th>state</th><th>exit</th><th>ran</th><th>last failure</th>"
-           "<th>waiting</th></tr></thead><tbody>";
-    for (auto subtask : vertex.getSubtasks()) {
-      out << "<tr class=\"subtask\"><td>" << subtask.getIndex() << "</td>";
-      if (subtask.hasAttempt()) {
-        auto attempt = subtask.getAttempt();
-        const std::string exit =
-            attempt.getTermSignal() != 0 ? "signal " + std::to_string(attempt.getTermSignal())
-                                         : std::to_string(attempt.getExitCode());
-        const int64_t end = attempt.getEndedAtMs() > 0 ? attempt.getEndedAtMs() : nowMs;
-        const std::string attemptId =
-            redacted ? "-"
-                     : wire::idFromWire<AttemptId>(attempt.getAttemptId()).toHex().substr(0, 8);
-        out << "<td>" << attemptId << " #" << attempt.getAttemptNumber() << "</td><td>"
-            << (redacted ? std::string("-") : text(subtask.getHost()))
-            << "</td><td class=\"state\">" << wire::enumNameUpper(attempt.getState())
-            << "</td><td>" << exit << "</td><td>" << lasted(attempt.getStartedAtMs(), end)
-            << "</td>";
-      } else {
-        out << "<td>-</td><td>-</td><td class=\"state\">-</td><td>-</td><td>-</td>";
-      }
-      out << "<td>" << (redacted ? std::string("-") : text(subtask.getLastFailure())) << "</td><td>"
-          << text(subtask.getWaitingReason()) << "</td></tr>";
-    }
-    out << "</tbody></table>";
-  }
+  for (auto vertex : job.getVertices()) subtaskTable(out, vertex, nowMs, redacted);
   out << "</section></main></body></html>\n";
   return out.str();
 }

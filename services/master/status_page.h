@@ -24,6 +24,8 @@ struct StatusPageInput {
   std::string contendersError;             // Why the contenders could not be read; "" else.
   const WorkersSnapshot* workers = nullptr;  // The leader's; null on a standby.
   const JobsSnapshot* jobs = nullptr;        // The leader's once recovered; null else.
+  // The jobs of `page`, with their subtasks (jobStatus's detail), in the order of `jobs`.
+  std::vector<JobDetailSnapshot> shownJobs;
   std::vector<Event> events;                 // Recent leadership events, oldest first.
   int64_t nowMs = 0;                         // Wall clock, for ages.
   uint32_t page = 0;                         // Which page of jobs (0 = the newest).
@@ -35,6 +37,9 @@ struct StatusPageInput {
 
 // The whole page (text/html; charset=utf-8).
 std::string renderStatusPage(const StatusPageInput& input);
+
+// Which jobs of `jobs` page `page` shows: [first, last).
+std::pair<uint32_t, uint32_t> shownRange(uint32_t jobs, uint32_t page, uint32_t pageSize);
 
 // One job's page: its vertices and subtasks with their latest attempts.
 std::string renderJobPage(const LeadershipSnapshot& leadership, wire::JobStatus::Reader job,
