@@ -16,6 +16,8 @@ packages=(
   libgtest-dev libgmock-dev zookeeper default-jre-headless
   # tests: the compose tool (no daemon), for `docker-compose config` in compose_file_test
   docker-compose
+  # tests: a real headless browser for the masters' status page (status_page_itest)
+  chromium
 )
 if [ $# -gt 0 ]; then
   echo "usage: scripts/install-deps.sh (no arguments)" >&2

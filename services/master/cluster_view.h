@@ -28,6 +28,7 @@ namespace regent::master {
 
 // The leadership as this master sees it.
 struct LeadershipSnapshot {
+  std::string clusterId;                     // cluster-id.
   leader::ContenderInfo self;                // This master.
   std::optional<leader::LeaderInfo> leader;  // The leader as this master believes (its own term
                                              // while it leads); nullopt: none known.

@@ -13,12 +13,15 @@
 #include "rpc/job_status_json.h"
 #include "rpc/task_executor_json.h"
 #include "rpc/wire_ids.h"
+#include "services/master/status_page.h"
 
 namespace regent::master {
 namespace {
 
 constexpr const char* kJson = "application/json";
 constexpr const char* kText = "text/plain; charset=utf-8";
+// Jobs per page of /: each shown with its subtasks.
+constexpr uint32_t kStatusPageSize = 50;
 
 std::string errorJson(const std::string& status, const std::string& message) {
   return nlohmann::json{{"status", status}, {"message", message}}.dump() + "\n";
@@ -54,17 +57,37 @@ kj::Promise<void> MasterHttpRoutes::reply(
 kj::Promise<void> MasterHttpRoutes::request(kj::HttpMethod method, kj::StringPtr url,
                                             const kj::HttpHeaders& headers, kj::AsyncInputStream&,
                                             Response& response) {
-  return http::serveRoute(url, headers, closeRequested_,
-                          [&](const std::string& path) { return route(method, path, response); });
+  // The page number of / ("?page=N"); every other query is ignored.
+  uint32_t pageNumber = 0;
+  const std::string whole(url.cStr());
+  const size_t query = whole.find("?page=");
+  if (query != std::string::npos) {
+    const std::string digits = whole.substr(query + 6, 6);
+    uint32_t page = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') break;
+      page = page * 10 + static_cast<uint32_t>(c - '0');
+    }
+    pageNumber = page;
+  }
+  return http::serveRoute(url, headers, closeRequested_, [&](const std::string& path) {
+    return route(method, path, response, pageNumber);
+  });
 }
 
 kj::Promise<void> MasterHttpRoutes::route(kj::HttpMethod method, const std::string& path,
-                                          Response& response) {
-  static const char* const kRoutes[] = {"/healthz", "/readyz",     "/v1/leader",
-                                        "/v1/jobs", "/v1/workers", "/metrics"};
+                                          Response& response, uint32_t pageNumber) {
+  static const char* const kRoutes[] = {"/healthz",    "/readyz",  "/v1/leader",
+                                        "/v1/jobs",    "/v1/workers", "/metrics",
+                                        "/",           "/static/status.css",
+                                        "/static/status.js"};
   static const std::string kJobPrefix = "/v1/jobs/";
-  bool known = path.rfind(kJobPrefix, 0) == 0 && path.size() > kJobPrefix.size() &&
-               path.find('/', kJobPrefix.size()) == std::string::npos;  // /v1/jobs/<id>
+  static const std::string kJobPagePrefix = "/jobs/";
+  auto oneBelow = [&](const std::string& prefix) {
+    return path.rfind(prefix, 0) == 0 && path.size() > prefix.size() &&
+           path.find('/', prefix.size()) == std::string::npos;
+  };
+  bool known = oneBelow(kJobPrefix) || oneBelow(kJobPagePrefix);  // /v1/jobs/<id>, /jobs/<id>
   for (const char* route : kRoutes) known = known || path == route;
   KJ_IF_MAYBE (refused, http::refuseUnrouted(response, headerTable_, method, path, known)) {
     return kj::mv(*refused);
@@ -99,10 +122,95 @@ kj::Promise<void> MasterHttpRoutes::route(kj::HttpMethod method, const std::stri
     return reply(response, 200, "OK", kJson, leader::toJson(*leader) + "\n");
   }
 
+  if (path == "/") return statusPage(response, pageNumber);
+  if (path.rfind(kJobPagePrefix, 0) == 0) return jobPage(response, path);
+  if (path == "/static/status.css") {
+    return reply(response, 200, "OK", "text/css; charset=utf-8", statusPageStylesheet());
+  }
+  if (path == "/static/status.js") {
+    return reply(response, 200, "OK", "text/javascript; charset=utf-8", statusPageScript());
+  }
   if (path == "/v1/jobs") return jobs(response);
   if (path.rfind(kJobPrefix, 0) == 0) return job(response, path);
   if (path == "/v1/workers") return workers(response);
   return reply(response, 200, "OK", http::kPrometheusContentType, metrics_.text());
+}
+
+kj::Promise<void> MasterHttpRoutes::page(Response& response, uint status,
+                                         kj::StringPtr statusText, std::string html) {
+  return reply(response, status, statusText, "text/html; charset=utf-8", std::move(html),
+               {{"Content-Security-Policy", statusPagePolicy()},
+                {"X-Content-Type-Options", "nosniff"},
+                {"Cache-Control", "no-store"}});
+}
+
+kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t pageNumber) {
+  // The shown jobs' details first: an ended job's may be in the store only.
+  std::vector<JobId> shown;
+  const LeadershipSnapshot before = view_.leadership();
+  if (before.leadingEpoch != 0 && before.recovered) {
+    if (std::optional<JobsSnapshot> jobs = view_.jobs()) {
+      const auto [first, last] = shownRange(jobs->jobs.size(), pageNumber, kStatusPageSize);
+      for (uint32_t i = first; i < last; ++i) {
+        shown.push_back(wire::idFromWire<JobId>(jobs->jobs[i].getJobId()));
+      }
+    }
+  }
+  kj::Vector<kj::Promise<void>> loads;
+  for (const JobId& id : shown) loads.add(view_.loadJobDetail(id));
+  auto loaded = kj::joinPromises(loads.releaseAsArray());
+  return loaded.then([this]() { return view_.contenders(); })
+      .then([this, &response, pageNumber,
+             shown = std::move(shown)](Result<std::vector<leader::ContenderEntry>> contenders) {
+        StatusPageInput input;
+        input.pageSize = kStatusPageSize;
+        if (view_.leadership().recovered) {
+          for (const JobId& id : shown) {
+            if (std::optional<JobDetailSnapshot> job = view_.job(id)) {
+              input.shownJobs.push_back(std::move(*job));
+            }
+          }
+        }
+        input.leadership = view_.leadership();
+        if (contenders.ok()) {
+          input.contenders = std::move(contenders).value();
+        } else {
+          input.contendersError = "the masters cannot be read: " + contenders.error().message;
+        }
+        std::optional<WorkersSnapshot> workers;
+        std::optional<JobsSnapshot> jobs;
+        if (input.leadership.leadingEpoch != 0) {
+          workers = view_.workers();
+          if (input.leadership.recovered) jobs = view_.jobs();
+        }
+        if (workers) input.workers = &*workers;
+        if (jobs) input.jobs = &*jobs;
+        input.events = view_.recentLeadershipEvents();
+        input.nowMs = wallClockMillis();
+        input.page = pageNumber;
+        input.redacted = authenticationRequired_;
+        return page(response, 200, "OK", renderStatusPage(input));
+      });
+}
+
+kj::Promise<void> MasterHttpRoutes::jobPage(Response& response, const std::string& path) {
+  const LeadershipSnapshot leadership = view_.leadership();
+  KJ_IF_MAYBE (refused, jobsUnreadable(response, path, leadership)) return kj::mv(*refused);
+  const std::string idText = path.substr(std::string("/jobs/").size());
+  const std::optional<JobId> id = JobId::fromHex(idText);
+  if (!id) {
+    return page(response, 400, "Bad Request",
+                "not a job id (32 hex digits): " + htmlEscaped(http::echoablePath(idText)) + "\n");
+  }
+  return view_.loadJobDetail(*id).then([this, &response, id = *id, path]() -> kj::Promise<void> {
+    const LeadershipSnapshot leadership = view_.leadership();
+    KJ_IF_MAYBE (refused, jobsUnreadable(response, path, leadership)) return kj::mv(*refused);
+    const std::optional<JobDetailSnapshot> snapshot = view_.job(id);
+    if (!snapshot) return page(response, 404, "Not Found", "no job " + id.toHex() + "\n");
+    return page(response, 200, "OK",
+                renderJobPage(leadership, snapshot->status, wallClockMillis(),
+                              authenticationRequired_));
+  });
 }
 
 kj::Maybe<kj::Promise<void>> MasterHttpRoutes::notLeading(Response& response,

@@ -57,6 +57,11 @@ class MasterHttpRoutes final : public http::HttpRouteSet {
 
  private:
   kj::Promise<void> jobs(Response& response);
+  // / and /jobs/<id>: the status page (status_page.h), with its security headers.
+  kj::Promise<void> statusPage(Response& response, uint32_t pageNumber);
+  kj::Promise<void> jobPage(Response& response, const std::string& path);
+  kj::Promise<void> page(Response& response, uint status, kj::StringPtr statusText,
+                         std::string html);
   // /v1/jobs/<id>: one job with its vertices and subtasks (`path` is the whole path).
   kj::Promise<void> job(Response& response, const std::string& path);
   kj::Promise<void> workers(Response& response);
@@ -74,7 +79,8 @@ class MasterHttpRoutes final : public http::HttpRouteSet {
                           kj::StringPtr contentType, std::string body,
                           const std::vector<std::pair<std::string, std::string>>& extra = {});
 
-  kj::Promise<void> route(kj::HttpMethod method, const std::string& path, Response& response);
+  kj::Promise<void> route(kj::HttpMethod method, const std::string& path, Response& response,
+                          uint32_t pageNumber);
 
   ClusterView& view_;
   const http::MetricsRegistry& metrics_;

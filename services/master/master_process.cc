@@ -366,7 +366,8 @@ LeaderTerm::JobMasterLookup MasterProcess::jobMaster(
 
 LeadershipSnapshot MasterProcess::leadership() const {
   const bool live = termLive();
-  return {.self = self_,
+  return {.clusterId = config_.getString("cluster-id"),
+          .self = self_,
           .leader = knownLeader(),
           .leadingEpoch = leadingEpoch(),
           .recovered = live && term_->dispatcher() != nullptr,

@@ -669,9 +669,11 @@ Result<std::string> metricsText(EventLoop& loop, const std::string& address) {
 
 }  // namespace
 
-Result<std::string> JobCluster::masterHttpAddress() {
+Result<std::string> JobCluster::masterHttpAddress() { return masterHttpAddressOf(leader_); }
+
+Result<std::string> JobCluster::masterHttpAddressOf(size_t index) {
   const std::regex pattern("http listening on (\\S+)");
-  auto line = masters_->process(leader_).waitForLine(pattern, kStartTimeout);
+  auto line = masters_->process(index).waitForLine(pattern, kStartTimeout);
   if (!line.ok()) return line.error();
   std::smatch address;
   if (!std::regex_search(line.value(), address, pattern)) {

@@ -261,6 +261,8 @@ class JobCluster final {
   Result<std::string> masterMetrics();
   // The leader's HTTP address ("127.0.0.1:PORT"), from its "http listening on" line.
   Result<std::string> masterHttpAddress();
+  // The HTTP address master `index` listens on (its "http listening" line).
+  Result<std::string> masterHttpAddressOf(size_t index);
   Result<std::string> workerMetrics(size_t worker);
 
   // Every process's output tail, for failure messages.

@@ -2,6 +2,7 @@
 // a real loopback socket: status codes, bodies, the standby's redirect, the leader's jobs and
 // workers read in process, and /metrics parsed strictly.
 #include "services/master/master_http.h"
+#include "services/master/status_page.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -367,6 +368,84 @@ TEST_F(HttpServerTest, OneJobIsTheJsonRegentctlJobsStatusPrints) {
     EXPECT_EQ(served, printed) << "served: " << served.dump() << "\nprinted: " << printed.dump();
     EXPECT_TRUE(served.contains("submitted_at")) << served.dump();
   }
+}
+
+// ---- The status page -------------------------------------------------------------------------
+
+TEST_F(HttpServerTest, ThePageOfTheLeaderShowsItsEpochWorkersAndJobsWithItsSecurityHeaders) {
+  lead(7, true);
+  Reply reply = fetch("/");
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  EXPECT_EQ(reply.contentType, "text/html; charset=utf-8");
+  EXPECT_NE(reply.body.find("This master <b>leads</b> (epoch <span id=\"epoch\">7</span>"),
+            std::string::npos)
+      << reply.body;
+  EXPECT_NE(reply.body.find("<td class=\"name\">job-0</td>"), std::string::npos);
+  EXPECT_NE(reply.body.find("<td class=\"state\">CANCELED</td>"), std::string::npos);
+  EXPECT_NE(reply.body.find("<tr class=\"worker\"><td>w1</td>"), std::string::npos) << reply.body;
+  EXPECT_NE(reply.body.find("href=\"/jobs/" + JobId(0x1234, 1).toHex() + "\""),
+            std::string::npos);
+  // No inline script or style: the policy forbids them, and the page needs none.
+  EXPECT_EQ(reply.body.find("<script>"), std::string::npos);
+  EXPECT_EQ(reply.body.find("style="), std::string::npos);
+  Reply script = fetch("/static/status.js");
+  EXPECT_EQ(script.status, 200u);
+  EXPECT_EQ(script.contentType, "text/javascript; charset=utf-8");
+  EXPECT_EQ(fetch("/static/status.css").status, 200u);
+
+  Reply job = fetch("/jobs/" + JobId(0x1234, 3).toHex());
+  ASSERT_EQ(job.status, 200u) << job.body;
+  EXPECT_NE(job.body.find("<dd class=\"state\">CANCELED</dd>"), std::string::npos) << job.body;
+  EXPECT_EQ(fetch("/jobs/" + JobId(0x99, 9).toHex()).status, 404u);
+  Reply bad = fetch("/jobs/%3Cscript%3E");
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_EQ(bad.body.find("<script"), std::string::npos) << bad.body;
+}
+
+TEST_F(HttpServerTest, AStandbysPageSaysSoAndLinksToTheLeader) {
+  leader::ContenderInfo other;
+  other.masterId = "other";
+  other.httpAddress = "10.0.0.2:8081";
+  host_.leader = leader::leaderInfoFor(other, 9, 42);
+  Reply reply = fetch("/");
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  EXPECT_NE(reply.body.find("This master is a <b>standby</b>. The leader is <a id=\"leader-link\" "
+                            "href=\"http://10.0.0.2:8081/\">"),
+            std::string::npos)
+      << reply.body;
+  EXPECT_NE(reply.body.find("<span id=\"epoch\">9</span>"), std::string::npos);
+  EXPECT_NE(reply.body.find("Shown by the leader"), std::string::npos);
+}
+
+TEST(StatusPageEscaping, EveryValueFromAJobOrAWorkerIsText) {
+  EXPECT_EQ(htmlEscaped("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
+  EXPECT_EQ(htmlEscaped("\"><img src=x onerror=alert(1)>"),
+            "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;");
+  EXPECT_EQ(htmlEscaped("a & 'b'"), "a &amp; &#39;b&#39;");
+  // A job page of a job whose name and failure are markup shows them as text.
+  capnp::MallocMessageBuilder message;
+  auto job = message.initRoot<wire::JobStatus>();
+  wire::setWireId(job.initJobId(), JobId(1, 2));
+  job.setName("<script>alert(1)</script>");
+  job.setState(wire::JobState::FAILED);
+  job.initFailure().setMessage("\"><img src=x onerror=alert(1)>");
+  auto vertex = job.initVertices(1)[0];
+  vertex.setName("<b>v</b>");
+  auto subtask = vertex.initSubtasks(1)[0];
+  subtask.setHost("<i>w</i>");
+  subtask.setLastFailure("<svg onload=alert(1)>");
+  LeadershipSnapshot leadership;
+  leadership.leadingEpoch = 1;
+  const std::string page = renderJobPage(leadership, job.asReader(), 0, false);
+  for (const char* markup : {"<script>alert", "<img", "<b>v", "<i>w", "<svg"}) {
+    EXPECT_EQ(page.find(markup), std::string::npos) << markup << " in\n" << page;
+  }
+  EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  // With RPC authentication on, hosts and failure messages are left out.
+  const std::string redacted = renderJobPage(leadership, job.asReader(), 0, true);
+  EXPECT_EQ(redacted.find("&lt;i&gt;w"), std::string::npos);
+  EXPECT_EQ(redacted.find("&lt;svg"), std::string::npos);
+  EXPECT_EQ(redacted.find("onerror"), std::string::npos);
 }
 
 TEST_F(HttpServerTest, WorkersOnTheLeaderListEverySlotAlsoWhileTheTermRecovers) {
