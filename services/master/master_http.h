@@ -39,6 +39,10 @@ namespace regent::master {
 //                   recovers); standby: 307 to the leader; no leader known: 503 with a JSON reason
 //   GET /metrics    Prometheus text format 0.0.4: every family of `metrics`, in its order (the
 //                   master's: master_metrics.h)
+//   GET /           the status page (status_page.h), 50 jobs per page (`?page=N`), each shown
+//                   job with its subtasks; GET /jobs/<id> one job's page; GET /static/status.css
+//                   and /static/status.js the page's stylesheet and script. Every HTML answer
+//                   carries a Content-Security-Policy that allows the page's own files only.
 // Other paths 404 (echoing at most http::kMaxEchoedPath bytes of the path, control and non-ASCII
 // bytes escaped); other methods on these paths 405 (with Allow: GET). A query string is ignored.
 // `view`, `metrics` and `headerTable` must outlive the service; `headerTable` must be the one made
