@@ -198,9 +198,13 @@ void Dispatcher::setDetail(EndedJob& job, kj::Array<capnp::word> detail) {
   detailBytes_ -= job.detail.asBytes().size();
   job.detail = kj::mv(detail);
   detailBytes_ += job.detail.asBytes().size();
+  if (job.detail.size() > 0) job.detailMissing.clear();
   for (auto it = endedByAge_.begin();
        it != endedByAge_.end() && detailBytes_ > endedDetailBudgetBytes_; ++it) {
     EndedJob& oldest = ended_.at(it->second);
+    // Never the detail just set (one read back from the store for an old job, say): it is
+    // what the caller is about to show. The budget is over by at most that one detail.
+    if (&oldest == &job) continue;
     detailBytes_ -= oldest.detail.asBytes().size();
     oldest.detail = nullptr;
   }
@@ -513,10 +517,14 @@ kj::Promise<std::string> Dispatcher::loadDetail(JobId id) {
           return std::string();
         }
         switch (stored.error().code) {
-          case store::StoreErrorCode::kNotFound:
-            ended->second.detailMissing = "no detail of it is kept (it never ran, or it ended "
-                                          "before details were kept)";
-            return ended->second.detailMissing;
+          case store::StoreErrorCode::kNotFound: {
+            const std::string missing =
+                "no detail of it is kept (it never ran, or it ended before details were kept)";
+            // Kept only once the job's cleanup is done: until then its detail may still be on
+            // its way to the store.
+            if (ended->second.clean) ended->second.detailMissing = missing;
+            return missing;
+          }
           case store::StoreErrorCode::kCorrupt:
             spdlog::warn("dispatcher: {}", stored.error().message);
             ended->second.detailMissing = "its stored detail does not decode";

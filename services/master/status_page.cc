@@ -170,8 +170,10 @@ void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
   const auto jobs = input.jobs->jobs;
   const auto [first, last] = shownRange(jobs.size(), input.page, input.pageSize);
   out << "<p>" << jobs.size() << " jobs";
-  if (jobs.size() > input.pageSize) {
-    out << ", " << (first < last ? first + 1 : 0) << " to " << last << " shown";
+  if (first >= last && jobs.size() > 0) {
+    out << ", none on this page (<a href=\"/\">the newest</a>)";
+  } else if (jobs.size() > input.pageSize) {
+    out << ", " << first + 1 << " to " << last << " shown";
   }
   out << ".</p><table><thead><tr><th>job</th><th>name</th><th>state</th><th>age</th>"
          "<th>tasks</th><th>waiting</th></tr></thead><tbody>";
@@ -194,7 +196,9 @@ void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
         << tasks.getTotal() << "</td><td>" << text(job.getWaitingReason()) << "</td></tr>";
   }
   out << "</tbody></table>";
-  if (input.page > 0) out << "<a rel=\"prev\" href=\"/?page=" << input.page - 1 << "\">newer</a> ";
+  if (input.page > 0 && first < last) {
+    out << "<a rel=\"prev\" href=\"/?page=" << input.page - 1 << "\">newer</a> ";
+  }
   if (last < jobs.size()) out << "<a rel=\"next\" href=\"/?page=" << input.page + 1 << "\">older</a>";
   // Each shown job's subtasks.
   for (const JobDetailSnapshot& shown : input.shownJobs) {

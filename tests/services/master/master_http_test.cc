@@ -448,6 +448,44 @@ TEST(StatusPageEscaping, EveryValueFromAJobOrAWorkerIsText) {
   EXPECT_EQ(redacted.find("onerror"), std::string::npos);
 }
 
+TEST(StatusPagePagination, PagesOfFiftyJobsWithLinksAndNothingPastTheEnd) {
+  JobsSnapshot jobs;
+  jobs.message = kj::heap<capnp::MallocMessageBuilder>();
+  auto list = jobs.message->initRoot<wire::DispatcherGateway::ListJobsResults>().initJobs(120);
+  for (uint32_t i = 0; i < 120; ++i) {
+    wire::setWireId(list[i].initJobId(), JobId(0x55, i + 1));
+    list[i].setName("job-" + std::to_string(i));
+  }
+  jobs.jobs = jobs.message->getRoot<wire::DispatcherGateway::ListJobsResults>().asReader().getJobs();
+  StatusPageInput input;
+  input.leadership.leadingEpoch = 1;
+  input.jobs = &jobs;
+  auto rows = [](const std::string& page) {
+    size_t found = 0;
+    for (size_t at = page.find("<tr class=\"job\">"); at != std::string::npos;
+         at = page.find("<tr class=\"job\">", at + 1)) {
+      ++found;
+    }
+    return found;
+  };
+  input.page = 1;
+  const std::string second = renderStatusPage(input);
+  EXPECT_EQ(rows(second), 50u);
+  EXPECT_NE(second.find("120 jobs, 51 to 100 shown"), std::string::npos) << second;
+  EXPECT_NE(second.find(">job-50<"), std::string::npos);
+  EXPECT_EQ(second.find(">job-49<"), std::string::npos);
+  EXPECT_NE(second.find("href=\"/?page=0\">newer"), std::string::npos);
+  EXPECT_NE(second.find("href=\"/?page=2\">older"), std::string::npos);
+  input.page = 2;
+  const std::string last = renderStatusPage(input);
+  EXPECT_EQ(rows(last), 20u);
+  EXPECT_EQ(last.find(">older<"), std::string::npos);
+  input.page = 999999;
+  const std::string past = renderStatusPage(input);
+  EXPECT_EQ(rows(past), 0u);
+  EXPECT_NE(past.find("none on this page"), std::string::npos) << past;
+}
+
 TEST_F(HttpServerTest, WorkersOnTheLeaderListEverySlotAlsoWhileTheTermRecovers) {
   lead(7, false);
   host_.ready = false;  // The Dispatcher still recovers; the workers are there already.
