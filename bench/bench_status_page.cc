@@ -85,6 +85,24 @@ void run(uint32_t jobCount, int runs) {
     input.contenders.push_back(entry);
   }
   input.nowMs = 1796600005000;
+  // A full history (the charts) and a full event ring.
+  for (size_t i = 0; i < master::ClusterHistory::kCapacity; ++i) {
+    master::ClusterSample sample;
+    sample.wallMs = input.nowMs - int64_t(master::ClusterHistory::kCapacity - i) * 5000;
+    sample.jobs.byState[static_cast<size_t>(wire::JobState::RUNNING)] = uint32_t(i % 17);
+    sample.jobs.byState[static_cast<size_t>(wire::JobState::FINISHED)] = uint32_t(i * 3);
+    sample.slotsTotal = 128;
+    sample.slotsFree = uint32_t(128 - i % 64);
+    sample.attemptsRestarted = i / 4;
+    input.history.push_back(sample);
+  }
+  for (int e = 0; e < 100; ++e) {
+    input.events.push_back(Event("job ended")
+                               .field("epoch", 7)
+                               .field("job", JobId(7, uint64_t(e)).toHex())
+                               .field("state", "FAILED")
+                               .quotedField("failure", "subtask 3 of vertex work exited with 1"));
+  }
   std::vector<double> samples;
   size_t bytes = 0;
   for (int r = 0; r < runs; ++r) {
@@ -94,7 +112,8 @@ void run(uint32_t jobCount, int runs) {
     bytes = page.size();
     samples.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   }
-  std::printf("status page, %u jobs (50 shown with 8 subtasks each): render ms %s, %zu bytes\n",
+  std::printf("status page, %u jobs (50 shown with 8 subtasks each, 120 samples charted, 100 "
+              "events): render ms %s, %zu bytes\n",
               jobCount, describe(summarize(samples), 3).c_str(), bytes);
 }
 

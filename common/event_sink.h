@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -89,6 +91,22 @@ class FanOutEventSink final : public EventSink {
 
  private:
   std::vector<EventSink*> sinks_;
+};
+
+// Hands `to` only the events named in `names` (a ring that keeps the few kinds a page shows out
+// of a process's many). `to` must outlive it.
+class SelectedEventSink final : public EventSink {
+ public:
+  SelectedEventSink(EventSink& to, std::initializer_list<std::string_view> names) : to_(to) {
+    for (std::string_view name : names) names_.emplace(name);
+  }
+  void emit(const Event& event) override {
+    if (names_.contains(event.name())) to_.emit(event);
+  }
+
+ private:
+  EventSink& to_;
+  std::unordered_set<std::string> names_;
 };
 
 }  // namespace regent

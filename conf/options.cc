@@ -162,6 +162,16 @@ OptionConstraint positiveDuration() {
           [](const OptionValue& value) { return std::get<Duration>(value) > Duration::zero(); }};
 }
 
+OptionConstraint durationRange(Duration min, Duration max, std::string minText,
+                               std::string maxText) {
+  return {minText + ".." + maxText,
+          "a duration from " + minText + " to " + maxText + ", such as 5s or 1m",
+          [=](const OptionValue& value) {
+            const Duration d = std::get<Duration>(value);
+            return d >= min && d <= max;
+          }};
+}
+
 OptionConstraint numberRange(double min, double max, std::string minText, std::string maxText) {
   return {minText + ".." + maxText,
           "a number from " + minText + " to " + maxText + ", such as 0.5 or 2",
@@ -414,6 +424,11 @@ std::vector<OptionSpec> buildRegistry() {
              "once; one more is closed as soon as it is accepted. Lowered at start, with a log "
              "line, when it does not fit the process's open-file limit.",
              intRange(1, 1000000)),
+      option("http.status-history-interval", kDuration, "5s",
+             "How often the leader samples the numbers its status page charts (jobs by state, "
+             "slots free, attempts restarted and adopted); the page keeps the last 120 samples "
+             "(10 minutes at 5s).",
+             durationRange(Duration(100), Duration(3600000), "100ms", "1h")),
       option("cli.master", kString, "",
              "regentctl: the rpc address of a master to talk to directly instead of finding the "
              "leader through ZooKeeper (needed with ha.mode=standalone); a master that does not "
@@ -617,6 +632,7 @@ const std::vector<std::pair<std::string_view, Programs>>& optionReaders() {
       {"rpc.credential.", kLeaderClients},
       {"http.bind", kMasterOnly},
       {"http.max-connections", kHttpServers},
+      {"http.status-history-interval", kMasterOnly},
       {"cli.", kRegentctlOnly},
       {"heartbeat.", kMasterOnly},  // The ResourceManager and JobMasters send them.
       {"jobmaster.", kMasterOnly},

@@ -712,11 +712,16 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         // A job that never ran has no detail, here or in the store: nothing to read later.
         if (!started) ended_.at(id).detailMissing = "it ended before any of its subtasks ran";
         setDetail(ended_.at(id), kj::mv(detail));
-        events_.emit(Event("job ended")
-                         .field("epoch", epoch_)
-                         .field("job", id.toHex())
-                         .field("state", wire::enumNameUpper(ended.getState()))
-                         .field("restarts", uint64_t{ended.getRestarts()}));
+        Event endedEvent("job ended");
+        endedEvent.field("epoch", epoch_)
+            .field("job", id.toHex())
+            .field("state", wire::enumNameUpper(ended.getState()))
+            .field("restarts", uint64_t{ended.getRestarts()});
+        if (ended.hasFailure()) {
+          const auto message = ended.getFailure().getMessage();
+          endedEvent.quotedField("failure", std::string_view(message.begin(), message.size()));
+        }
+        events_.emit(endedEvent);
         releaseAndClean(id, kj::mv(graph), started, cause, ended.getState());
         return JobOutcome();
       }));

@@ -1,6 +1,6 @@
 // The leader's state as one read-only view, for the master's HTTP routes (/v1/leader, /v1/jobs,
 // /v1/workers, /readyz, /metrics) and the status page: the leadership as this master sees it, the
-// term's jobs and workers, and the recent leadership events. Every answer is a value snapshot
+// term's jobs and workers, the recent events and the sampled history. Every answer is a value snapshot
 // taken when asked, so a reader keeps nothing of the term alive; a new field is a field of a
 // snapshot, not a new method.
 #pragma once
@@ -20,6 +20,7 @@
 #include "leader/leader_info.h"
 #include "leader/leader_retrieval.h"
 #include "rpc/schema/cluster.capnp.h"
+#include "services/master/cluster_history.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "services/dispatcher/dispatcher.h"
 #include "services/dispatcher/dispatcher_gateway.h"
@@ -90,9 +91,16 @@ class ClusterView {
   // The term's workers; nullopt unless leading (they are there while the term still recovers,
   // once its ResourceManager started).
   virtual std::optional<WorkersSnapshot> workers() const = 0;
-  // The last grants, revocations and hand-overs of this master (the events of
-  // docs/operations.md), oldest first, at most as many as the view keeps.
-  virtual std::vector<Event> recentLeadershipEvents() const = 0;
+  // The term's workers and slots counted without a snapshot (for /metrics and the history);
+  // nullopt unless leading.
+  virtual std::optional<dispatcher::TaskExecutorView::Counts> workerCounts() const = 0;
+  // The recent events of docs/operations.md a page shows, oldest first, at most as many as the
+  // view keeps: this master's grants, revocations and hand-overs, and its terms' workers lost
+  // (`worker removed`), workers ended or not started, and jobs ended.
+  virtual std::vector<Event> recentEvents() const = 0;
+  // The samples of the master's own history (cluster_history.h), oldest first; empty unless it
+  // served a term since it last was granted one.
+  virtual std::vector<ClusterSample> history() const = 0;
   // Every master contending, in latch order, read from the election's coordination service.
   virtual kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() = 0;
 };

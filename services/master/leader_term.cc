@@ -221,4 +221,9 @@ std::optional<WorkersSnapshot> LeaderTerm::workers() const {
   return workersSnapshot(*taskExecutors_);
 }
 
+std::optional<dispatcher::TaskExecutorView::Counts> LeaderTerm::workerCounts() const {
+  if (taskExecutors_.get() == nullptr) return std::nullopt;
+  return taskExecutors_->counts();
+}
+
 }  // namespace regent::master

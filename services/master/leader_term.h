@@ -117,13 +117,14 @@ class LeaderTerm final {
   // The term's part of the cluster view (cluster_view.h), filled from its services now: its jobs,
   // their counts by state and one job (nullopt until the term is ready; for job(), also when it
   // has no job `id`), and
-  // its workers (nullopt until start()).
+  // its workers and their counts (nullopt until start()).
   std::optional<JobsSnapshot> jobs() const;
   std::optional<dispatcher::JobCounts> jobCounts() const;
   std::optional<JobDetailSnapshot> job(const JobId& id) const;
   // Dispatcher::loadDetail once the term is ready; nothing before.
   kj::Promise<void> loadJobDetail(const JobId& id);
   std::optional<WorkersSnapshot> workers() const;
+  std::optional<dispatcher::TaskExecutorView::Counts> workerCounts() const;
 
   // MasterBootstrap.jobMaster: how this term answers for `job`, to the connection whose worker
   // identity is `caller`.

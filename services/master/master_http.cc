@@ -185,7 +185,8 @@ kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t page
         }
         if (workers) input.workers = &*workers;
         if (jobs) input.jobs = &*jobs;
-        input.events = view_.recentLeadershipEvents();
+        input.events = view_.recentEvents();
+        if (input.leadership.leadingEpoch != 0) input.history = view_.history();
         input.nowMs = wallClockMillis();
         input.page = pageNumber;
         input.redacted = authenticationRequired_;

@@ -59,19 +59,18 @@ void addClusterViewMetrics(MetricsRegistry& registry, const ClusterView& view) {
       "regent_workers_registered",
       "Workers registered with the leader's ResourceManager (0 unless this master leads).",
       [&view] {
-        std::optional<WorkersSnapshot> workers = view.workers();
-        return uint64_t{workers ? workers->counts.taskExecutors : 0};
+        std::optional<dispatcher::TaskExecutorView::Counts> counts = view.workerCounts();
+        return uint64_t{counts ? counts->taskExecutors : 0};
       });
   registry.add("regent_slots", kGauge,
                "Slots of the workers that reported to the leader, by state (no samples unless "
                "this master leads).",
                [&view] {
-                 std::optional<WorkersSnapshot> workers = view.workers();
-                 if (!workers) return Samples{};
-                 return Samples{
-                     {{{"state", "free"}}, uint64_t{workers->counts.slotsFree}},
-                     {{{"state", "allocated"}}, uint64_t{workers->counts.slotsAllocated}},
-                     {{{"state", "pending"}}, uint64_t{workers->counts.slotsPending}}};
+                 std::optional<dispatcher::TaskExecutorView::Counts> counts = view.workerCounts();
+                 if (!counts) return Samples{};
+                 return Samples{{{{"state", "free"}}, uint64_t{counts->slotsFree}},
+                                {{{"state", "allocated"}}, uint64_t{counts->slotsAllocated}},
+                                {{{"state", "pending"}}, uint64_t{counts->slotsPending}}};
                });
 }
 

@@ -148,7 +148,9 @@ MasterProcess::MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const C
       self_(std::move(self)),
       ha_(std::move(ha)) {
   leadershipEvents_.add(events_);
-  leadershipEvents_.add(recentLeadershipEvents_);
+  leadershipEvents_.add(recentEvents_);
+  termEvents_.add(events_);
+  termEvents_.add(recentTermEvents_);
   // In the order /metrics has always written them.
   addClusterViewMetrics(metrics_, *this);
   addResourceManagerMetrics(metrics_, resourceManagerCounters_);
@@ -175,6 +177,7 @@ kj::Promise<int> MasterProcess::run() {
       "SIGHUP ignored: regent-master does not reload its configuration; restart it "
       "to apply changes (SIGTERM hands over first)");
   warnIfNotConnected();
+  tasks_.add(sampleHistoryEvery(config_.getDuration("http.status-history-interval")));
   rpc::RpcOptions rpcOptions = rpc::rpcOptionsFrom(config_);
   rpcOptions.requireAuthentication = authSettings_.required;
   // Connections alone must not exhaust the descriptors ZooKeeper and the stores need.
@@ -401,8 +404,34 @@ std::optional<WorkersSnapshot> MasterProcess::workers() const {
   return term_->workers();
 }
 
-std::vector<Event> MasterProcess::recentLeadershipEvents() const {
-  return recentLeadershipEvents_.recent();
+std::optional<dispatcher::TaskExecutorView::Counts> MasterProcess::workerCounts() const {
+  if (!termLive()) return std::nullopt;
+  return term_->workerCounts();
+}
+
+std::vector<Event> MasterProcess::recentEvents() const { return recentEvents_.recent(); }
+
+std::vector<ClusterSample> MasterProcess::history() const { return history_.samples(); }
+
+void MasterProcess::sampleHistory() {
+  const std::optional<dispatcher::JobCounts> jobs = jobCounts();
+  if (!jobs) return;  // Not serving a recovered term.
+  const dispatcher::TaskExecutorView::Counts slots = workerCounts().value_or(
+      dispatcher::TaskExecutorView::Counts{});
+  history_.record({.wallMs = wallClockMillis(),
+                   .jobs = *jobs,
+                   .workers = slots.taskExecutors,
+                   .slotsTotal = slots.slotsTotal,
+                   .slotsFree = slots.slotsFree,
+                   .attemptsRestarted = jobMasterCounters_.attemptsRestarted,
+                   .attemptsAdopted = jobMasterCounters_.attemptsAdopted});
+}
+
+kj::Promise<void> MasterProcess::sampleHistoryEvery(Duration interval) {
+  return loop_.timer().afterDelay(interval.count() * kj::MILLISECONDS).then([this, interval]() {
+    sampleHistory();
+    return sampleHistoryEvery(interval);
+  });
 }
 
 kj::Promise<Result<std::vector<leader::ContenderEntry>>> MasterProcess::contenders() {
@@ -504,7 +533,8 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
     if (auto leader = knownLeader()) toWire(*leader, out);
   };
   // The stores check the fence with every write: the epoch and, with ZooKeeper, the latch node.
-  term_ = kj::heap<LeaderTerm>(loop_.timer(), events_, epoch, fencingCounters_,
+  history_.clear();
+  term_ = kj::heap<LeaderTerm>(loop_.timer(), termEvents_, epoch, fencingCounters_,
                                resourceManagerCounters_, jobMasterCounters_, *stores_, fence,
                                kj::mv(options));
   watchListener();  // A listener already failing counts from when it started to.
@@ -513,7 +543,10 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
                  .then(
                      [this, epoch](Status published) {
                        if (published.ok()) {
-                         if (term_ && term_->epoch() == epoch) term_->markServing();
+                         if (term_ && term_->epoch() == epoch) {
+                           term_->markServing();
+                           sampleHistory();  // The history starts with the term.
+                         }
                          spdlog::info("leader serving epoch={} master_id={}", epoch,
                                       self_.masterId);
                        } else {

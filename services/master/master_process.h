@@ -88,7 +88,8 @@ class MasterProcess final : public leader::LeaderContender,
   // `auth` is rpcAuthenticationFor(config)'s; `descriptors` the open-file limit raised at start
   // (ProcessMain), which run() fits the connection caps into. `events` (must outlive it) gets
   // the master's event lines and those of every term's services; the master keeps its own
-  // (grants, revocations, hand-overs) for recentLeadershipEvents() as well.
+  // (grants, revocations, hand-overs) and its terms' workers lost, workers ended or not started
+  // and jobs ended for recentEvents() as well.
   static Result<kj::Own<MasterProcess>> create(EventLoop& loop, const Config& config,
                                                EventSink& events, rpc::ServerAuthSettings auth,
                                                DescriptorLimit descriptors);
@@ -150,16 +151,19 @@ class MasterProcess final : public leader::LeaderContender,
   kj::Promise<void> whenTermReady() override;
   kj::Promise<Status> handOverForCaller() override;
   // ClusterView: the leadership as this master sees it, the current term's snapshots
-  // (LeaderTerm::jobs, jobCounts, job, workers; nullopt without a term), its last
-  // kRecentLeadershipEvents grants, revocations and hand-overs, and the retrieval's contenders.
-  static constexpr size_t kRecentLeadershipEvents = 64;
+  // (LeaderTerm::jobs, jobCounts, job, workers, workerCounts; nullopt without a term), its last
+  // kRecentEvents events (kRecentEventNames), the history sampled every
+  // http.status-history-interval while it serves a term, and the retrieval's contenders.
+  static constexpr size_t kRecentEvents = 100;
   LeadershipSnapshot leadership() const override;
   std::optional<JobsSnapshot> jobs() const override;
   std::optional<dispatcher::JobCounts> jobCounts() const override;
   std::optional<JobDetailSnapshot> job(const JobId& id) const override;
   kj::Promise<void> loadJobDetail(const JobId& id) override;
   std::optional<WorkersSnapshot> workers() const override;
-  std::vector<Event> recentLeadershipEvents() const override;
+  std::optional<dispatcher::TaskExecutorView::Counts> workerCounts() const override;
+  std::vector<Event> recentEvents() const override;
+  std::vector<ClusterSample> history() const override;
   kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override;
 
   // What /metrics writes: the families of master_metrics.h over this process's parts; main()
@@ -196,12 +200,21 @@ class MasterProcess final : public leader::LeaderContender,
   // after the listener started or stopped failing, or leadership came or went.
   void watchListener();
   void handOverForFailingListener();
+  // Records one sample of the served term into history_ (nothing without a recovered term).
+  void sampleHistory();
+  // sampleHistory() every `interval`, for as long as the process runs.
+  kj::Promise<void> sampleHistoryEvery(Duration interval);
 
   EventLoop& loop_;
   const Config& config_;
   EventSink& events_;
-  RingEventSink recentLeadershipEvents_{kRecentLeadershipEvents};
+  RingEventSink recentEvents_{kRecentEvents};
   FanOutEventSink leadershipEvents_;   // The master's own: events_ and the ring.
+  SelectedEventSink recentTermEvents_{recentEvents_,
+                                      {"worker removed", "worker ended", "worker start failed",
+                                       "job ended"}};
+  FanOutEventSink termEvents_;         // Every term's: events_ and the ring's selection.
+  ClusterHistory history_;
   const Duration jobMasterReadyWait_;  // From rpc.call-timeout (jobMasterReadyWait).
   DescriptorLimit descriptors_;
   uint64_t httpMaxConnections_ = http::HttpServer::kDefaultMaxConnections;  // Fitted by run().

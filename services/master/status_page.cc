@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
+#include <variant>
+
+#include <capnp/schema.h>
 
 #include "common/ids.h"
 #include "common/units.h"
@@ -219,11 +223,54 @@ void jobsSection(std::ostringstream& out, const StatusPageInput& input) {
 }
 
 void eventsSection(std::ostringstream& out, const StatusPageInput& input) {
-  out << "<section id=\"events\"><h2>Recent events</h2><ol>";
+  out << "<section id=\"events\"><h2>Recent events</h2>";
+  if (input.events.empty()) out << "<p>None since this master started.</p>";
+  out << "<ol>";
   for (auto event = input.events.rbegin(); event != input.events.rend(); ++event) {
-    out << "<li>" << htmlEscaped(event->line()) << "</li>";
+    out << "<li class=\"event\">" << renderEvent(*event, input.nowMs, input.redacted) << "</li>";
   }
   out << "</ol></section>\n";
+}
+
+// One series of the charts: its name and a value per sample.
+struct Series {
+  std::string name;
+  std::vector<uint64_t> values;
+};
+
+constexpr int kChartWidth = 240;
+constexpr int kChartHeight = 40;
+
+// A line of `series` scaled to the chart (the bottom is 0, the top its largest value).
+void chart(std::ostringstream& out, const Series& series, const std::string& span) {
+  const uint64_t largest = *std::max_element(series.values.begin(), series.values.end());
+  const uint64_t top = std::max<uint64_t>(1, largest);  // All zero: a line along the bottom.
+  const size_t n = series.values.size();
+  out << "<figure class=\"chart\"><figcaption>" << htmlEscaped(series.name) << ": <b>"
+      << series.values.back() << "</b> <small>(largest " << largest << ", " << span
+      << ")</small></figcaption><svg viewBox=\"0 0 " << kChartWidth << ' ' << kChartHeight
+      << "\" width=\"" << kChartWidth << "\" height=\"" << kChartHeight << "\" role=\"img\" "
+      << "aria-label=\"" << htmlEscaped(series.name) << "\"><polyline fill=\"none\" "
+      << "stroke=\"#2a6fbb\" stroke-width=\"1.5\" points=\"";
+  for (size_t i = 0; i < n; ++i) {
+    // One sample alone is a short flat line across the chart's left end.
+    const double x = n == 1 ? 0.0 : double(i) * kChartWidth / double(n - 1);
+    const double y = kChartHeight - 1 - double(series.values[i]) * (kChartHeight - 2) /
+                                            double(top);
+    if (i > 0) out << ' ';
+    out << static_cast<int>(x) << ',' << static_cast<int>(y);
+    if (n == 1) out << ' ' << kChartWidth / 8 << ',' << static_cast<int>(y);
+  }
+  out << "\"/></svg></figure>";
+}
+
+void chartsSection(std::ostringstream& out, const StatusPageInput& input) {
+  out << "<section id=\"charts\"><h2>Recent history</h2>";
+  if (input.leadership.leadingEpoch == 0) {
+    out << "<p>Shown by the leader.</p></section>\n";
+    return;
+  }
+  out << renderCharts(input.history) << "</section>\n";
 }
 
 }  // namespace
@@ -245,6 +292,69 @@ std::string htmlEscaped(std::string_view raw) {
   return out;
 }
 
+std::string renderCharts(const std::vector<ClusterSample>& history) {
+  if (history.empty()) return "<p>No sample yet: the first is taken once the term serves.</p>";
+  std::vector<Series> series;
+  for (auto enumerant : capnp::Schema::from<wire::JobState>().getEnumerants()) {
+    const auto state = static_cast<wire::JobState>(enumerant.getOrdinal());
+    Series jobs{"jobs " + wire::enumNameUpper(state), {}};
+    bool any = false;
+    for (const ClusterSample& sample : history) {
+      jobs.values.push_back(sample.jobs.of(state));
+      any = any || jobs.values.back() > 0;
+    }
+    if (any || state == wire::JobState::RUNNING) series.push_back(std::move(jobs));
+  }
+  Series slots{"slots free", {}};
+  Series restarted{"attempts restarted per sample", {}};
+  Series adopted{"attempts adopted per sample", {}};
+  for (size_t i = 0; i < history.size(); ++i) {
+    slots.values.push_back(history[i].slotsFree);
+    // Per sample: the counters only grow (they count across terms).
+    restarted.values.push_back(
+        i == 0 ? 0 : history[i].attemptsRestarted - history[i - 1].attemptsRestarted);
+    adopted.values.push_back(i == 0 ? 0
+                                    : history[i].attemptsAdopted - history[i - 1].attemptsAdopted);
+  }
+  slots.name += " of " + std::to_string(history.back().slotsTotal);
+  series.push_back(std::move(slots));
+  series.push_back(std::move(restarted));
+  series.push_back(std::move(adopted));
+  const std::string span =
+      history.size() == 1
+          ? std::string("1 sample")
+          : std::to_string(history.size()) + " samples over " +
+                htmlEscaped(formatDuration(Duration(history.back().wallMs - history.front().wallMs)));
+  std::ostringstream out;
+  out << "<div class=\"charts\">";
+  for (const Series& one : series) chart(out, one, span);
+  out << "</div>";
+  return out.str();
+}
+
+std::string renderEvent(const Event& event, int64_t nowMs, bool redacted) {
+  std::string out = "<span class=\"when\">" + ago(event.wallMs(), nowMs) +
+                    "</span> <b>" + htmlEscaped(event.name()) + "</b>";
+  for (const Event::Field& field : event.fields()) {
+    out += ' ' + htmlEscaped(field.key) + '=';
+    if (field.quoted && redacted) {
+      out += "(left out)";
+      continue;
+    }
+    const std::string value = std::visit(
+        [](const auto& v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+            return v;
+          } else {
+            return std::to_string(v);
+          }
+        },
+        field.value);
+    out += field.quoted ? "&quot;" + htmlEscaped(value) + "&quot;" : htmlEscaped(value);
+  }
+  return out;
+}
+
 std::pair<uint32_t, uint32_t> shownRange(uint32_t jobs, uint32_t page, uint32_t pageSize) {
   const uint64_t first = std::min<uint64_t>(jobs, uint64_t{page} * pageSize);
   const uint64_t last = std::min<uint64_t>(jobs, first + pageSize);
@@ -258,6 +368,7 @@ std::string renderStatusPage(const StatusPageInput& input) {
   leadershipSection(out, input.leadership, input.nowMs);
   mastersSection(out, input);
   workersSection(out, input);
+  chartsSection(out, input);
   jobsSection(out, input);
   eventsSection(out, input);
   out << "</main></body></html>\n";
@@ -301,7 +412,10 @@ const char* statusPageStylesheet() {
          "table{border-collapse:collapse;margin:.5em 0}"
          "th,td{border-bottom:1px solid #ddd;padding:.2em .6em;text-align:left}"
          "dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}"
-         "dt{color:#666}.problem{color:#a00}.state{font-weight:bold}\n";
+         "dt{color:#666}.problem{color:#a00}.state{font-weight:bold}"
+         ".charts{display:flex;flex-wrap:wrap;gap:.5em 1.5em}figure.chart{margin:0}"
+         "figure.chart svg{display:block;border-bottom:1px solid #ccc}"
+         ".event .when{color:#666}\n";
 }
 
 const char* statusPageScript() {

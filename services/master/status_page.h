@@ -26,7 +26,8 @@ struct StatusPageInput {
   const JobsSnapshot* jobs = nullptr;        // The leader's once recovered; null else.
   // The jobs of `page`, with their subtasks (jobStatus's detail), in the order of `jobs`.
   std::vector<JobDetailSnapshot> shownJobs;
-  std::vector<Event> events;                 // Recent leadership events, oldest first.
+  std::vector<Event> events;                 // Recent events (ClusterView::recentEvents).
+  std::vector<ClusterSample> history;        // The master's history, oldest first.
   int64_t nowMs = 0;                         // Wall clock, for ages.
   uint32_t page = 0;                         // Which page of jobs (0 = the newest).
   uint32_t pageSize = 50;
@@ -40,6 +41,15 @@ std::string renderStatusPage(const StatusPageInput& input);
 
 // Which jobs of `jobs` page `page` shows: [first, last).
 std::pair<uint32_t, uint32_t> shownRange(uint32_t jobs, uint32_t page, uint32_t pageSize);
+
+// The charts of `history` (oldest first): one small inline SVG line per series (jobs of each
+// state that any sample has, slots free, attempts restarted and adopted per sample), each with
+// its latest value and its largest; a sentence instead while there is no sample.
+std::string renderCharts(const std::vector<ClusterSample>& history);
+
+// One event as the page lists it: when, its name and fields. With `redacted`, free text (a
+// reason, a failure message) is left out, as the page leaves failure messages out.
+std::string renderEvent(const Event& event, int64_t nowMs, bool redacted);
 
 // One job's page: its vertices and subtasks with their latest attempts.
 std::string renderJobPage(const LeadershipSnapshot& leadership, wire::JobStatus::Reader job,

@@ -87,5 +87,16 @@ TEST(FanOutEventSink, HandsEachEventToEverySinkInTheOrderAdded) {
   EXPECT_EQ(seen, (std::vector<std::string>{"1:a", "2:a", "1:b", "2:b"}));
 }
 
+TEST(SelectedEventSink, HandsOnOnlyTheEventsNamedWithTheirFields) {
+  std::vector<std::string> seen;
+  RecordingSink kept("k", seen);
+  SelectedEventSink selected(kept, {"job ended", "worker removed"});
+  selected.emit(Event("job ended").field("job", "ab"));
+  selected.emit(Event("slot report"));
+  selected.emit(Event("job ended x"));  // Names match whole, not by prefix.
+  selected.emit(Event("worker removed").quotedField("reason", "gone"));
+  EXPECT_EQ(seen, (std::vector<std::string>{"k:job ended", "k:worker removed"}));
+}
+
 }  // namespace
 }  // namespace regent

@@ -81,6 +81,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "rpc.credential.secret-file",
                                             "http.bind",
                                             "http.max-connections",
+                                            "http.status-history-interval",
                                             "cli.master",
                                             "heartbeat.interval",
                                             "heartbeat.timeout",

@@ -119,6 +119,16 @@ TEST(StatusPage, AHeadlessBrowserSeesTheLeaderWorkersJobsAndSubtasksAcrossAFailo
   EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos) << page;
   EXPECT_EQ(page.find("<script>alert"), std::string::npos) << page;
   EXPECT_EQ(page.find("<img"), std::string::npos) << page;
+  // The leader's history, charted from its first sample on (taken when the term served), and the
+  // finished job's end among the recent events.
+  const size_t charts = page.find("<section id=\"charts\">");
+  ASSERT_NE(charts, std::string::npos) << page;
+  EXPECT_NE(page.find("<polyline", charts), std::string::npos) << page;
+  EXPECT_NE(page.find("jobs RUNNING: <b>", charts), std::string::npos) << page;
+  EXPECT_NE(page.find("<b>job ended</b> epoch=" + std::to_string(epoch) + " job=" +
+                      finished.value() + " state=FINISHED"),
+            std::string::npos)
+      << page;
   const std::string screenshot = outputDir() + "/status-page.png";
   ASSERT_OK(browse("http://" + leaderAddress.value() + "/", "--screenshot=" + screenshot,
                    browser.path() + "/b"));
@@ -139,6 +149,9 @@ TEST(StatusPage, AHeadlessBrowserSeesTheLeaderWorkersJobsAndSubtasksAcrossAFailo
             std::string::npos)
       << after.value();
   EXPECT_NE(after.value().find("This master <b>leads</b>"), std::string::npos);
+  EXPECT_NE(after.value().find("<b>leadership granted</b> epoch=" + std::to_string(epoch + 1)),
+            std::string::npos)
+      << after.value();
   // The finished job's subtask rows, read from the store by the new leader.
   const std::string finishedBlock = "<div class=\"job-detail\" id=\"job-" + finished.value() + "\">";
   const size_t block = after.value().find(finishedBlock);

@@ -142,7 +142,12 @@ class FakeView final : public ClusterView {
     if (epoch == 0 || leaderWorkers == nullptr) return std::nullopt;
     return workersSnapshot(*leaderWorkers);
   }
-  std::vector<Event> recentLeadershipEvents() const override { return {}; }
+  std::optional<dispatcher::TaskExecutorView::Counts> workerCounts() const override {
+    if (epoch == 0 || leaderWorkers == nullptr) return std::nullopt;
+    return leaderWorkers->counts();
+  }
+  std::vector<Event> recentEvents() const override { return events; }
+  std::vector<ClusterSample> history() const override { return samples; }
   kj::Promise<Result<std::vector<leader::ContenderEntry>>> contenders() override {
     return Result<std::vector<leader::ContenderEntry>>(std::vector<leader::ContenderEntry>{});
   }
@@ -156,6 +161,8 @@ class FakeView final : public ClusterView {
   bool ready = false;
   const LeaderWorkers* leaderWorkers = nullptr;
   mutable int jobsSnapshots = 0;  // jobs() calls.
+  std::vector<Event> events;
+  std::vector<ClusterSample> samples;
 };
 
 struct Reply {
@@ -415,6 +422,122 @@ TEST_F(HttpServerTest, AStandbysPageSaysSoAndLinksToTheLeader) {
       << reply.body;
   EXPECT_NE(reply.body.find("<span id=\"epoch\">9</span>"), std::string::npos);
   EXPECT_NE(reply.body.find("Shown by the leader"), std::string::npos);
+}
+
+// Three samples: 2 jobs RUNNING then 1 RUNNING and 1 FINISHED; slots 8, 6 and 7 free of 8;
+// 3 attempts restarted between the first two, 2 adopted between the last two.
+std::vector<ClusterSample> threeSamples() {
+  std::vector<ClusterSample> samples(3);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    samples[i].wallMs = 1'000'000 + int64_t(i) * 5000;
+    samples[i].slotsTotal = 8;
+  }
+  auto running = static_cast<size_t>(wire::JobState::RUNNING);
+  auto finished = static_cast<size_t>(wire::JobState::FINISHED);
+  samples[0].jobs.byState[running] = 2;
+  samples[1].jobs.byState[running] = 2;
+  samples[2].jobs.byState[running] = 1;
+  samples[2].jobs.byState[finished] = 1;
+  samples[0].slotsFree = 8;
+  samples[1].slotsFree = 6;
+  samples[2].slotsFree = 7;
+  samples[0].attemptsRestarted = 10;  // Counted across terms: only the increase is charted.
+  samples[1].attemptsRestarted = 13;
+  samples[2].attemptsRestarted = 13;
+  samples[2].attemptsAdopted = 2;
+  return samples;
+}
+
+TEST(StatusPageCharts, OneLinePerSeriesWithItsLatestAndLargestValue) {
+  const std::string charts = renderCharts(threeSamples());
+  EXPECT_NE(charts.find("jobs RUNNING: <b>1</b> <small>(largest 2, 3 samples over 10s)"),
+            std::string::npos)
+      << charts;
+  EXPECT_NE(charts.find("jobs FINISHED: <b>1</b>"), std::string::npos);
+  // States no sample has are left out.
+  EXPECT_EQ(charts.find("jobs FAILED"), std::string::npos);
+  EXPECT_NE(charts.find("slots free of 8: <b>7</b> <small>(largest 8,"), std::string::npos);
+  EXPECT_NE(charts.find("attempts restarted per sample: <b>0</b> <small>(largest 3,"),
+            std::string::npos);
+  EXPECT_NE(charts.find("attempts adopted per sample: <b>2</b>"), std::string::npos);
+  // A series of zeros says so, and lies along the bottom.
+  std::vector<ClusterSample> quiet = threeSamples();
+  for (ClusterSample& sample : quiet) sample.attemptsRestarted = 0;
+  const std::string flat = renderCharts(quiet);
+  EXPECT_NE(flat.find("attempts restarted per sample: <b>0</b> <small>(largest 0,"),
+            std::string::npos)
+      << flat;
+  // Five charts of three points: RUNNING 2,2,1 scaled to 40 px (bottom 39, top 1).
+  size_t lines = 0;
+  for (size_t at = charts.find("<polyline"); at != std::string::npos;
+       at = charts.find("<polyline", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 5u);
+  EXPECT_NE(charts.find("points=\"0,1 120,1 240,20\""), std::string::npos) << charts;
+  EXPECT_EQ(charts.find("style="), std::string::npos);
+
+  EXPECT_NE(renderCharts({}).find("No sample yet"), std::string::npos);
+  // One sample is a short flat line.
+  const std::string one = renderCharts({threeSamples()[0]});
+  EXPECT_NE(one.find("points=\"0,1 30,1\""), std::string::npos) << one;
+}
+
+TEST_F(HttpServerTest, TheLeadersPageChartsItsHistoryAndAStandbysLeavesItToTheLeader) {
+  host_.samples = threeSamples();
+  Reply standby = fetch("/");
+  ASSERT_EQ(standby.status, 200u);
+  EXPECT_NE(standby.body.find("<section id=\"charts\"><h2>Recent history</h2><p>Shown by the "
+                              "leader.</p></section>"),
+            std::string::npos)
+      << standby.body;
+  EXPECT_EQ(standby.body.find("<polyline"), std::string::npos);
+
+  lead(7, true);
+  Reply leader = fetch("/");
+  ASSERT_EQ(leader.status, 200u);
+  EXPECT_NE(leader.body.find("<section id=\"charts\"><h2>Recent history</h2><div class=\"charts\">"),
+            std::string::npos)
+      << leader.body;
+  EXPECT_NE(leader.body.find("jobs RUNNING: <b>1</b>"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ThePageListsTheRecentEventsNewestFirstWithTheirReasonsAsText) {
+  lead(7, true);
+  host_.events.push_back(Event("leadership granted").field("epoch", 7).at(1, 1000));
+  host_.events.push_back(Event("worker removed")
+                             .field("epoch", 7)
+                             .quotedField("reason", "heartbeat timed out")
+                             .at(2, 2000));
+  host_.events.push_back(Event("job ended")
+                             .field("job", "ab")
+                             .field("state", "FAILED")
+                             .quotedField("failure", "<img src=x onerror=alert(1)>")
+                             .at(3, 3000));
+  Reply reply = fetch("/");
+  ASSERT_EQ(reply.status, 200u);
+  const size_t ended = reply.body.find("<b>job ended</b> job=ab state=FAILED "
+                                       "failure=&quot;&lt;img src=x onerror=alert(1)&gt;&quot;");
+  const size_t removed =
+      reply.body.find("<b>worker removed</b> epoch=7 reason=&quot;heartbeat timed out&quot;");
+  const size_t granted = reply.body.find("<b>leadership granted</b> epoch=7");
+  ASSERT_NE(ended, std::string::npos) << reply.body;
+  ASSERT_NE(removed, std::string::npos);
+  ASSERT_NE(granted, std::string::npos);
+  EXPECT_LT(ended, removed);
+  EXPECT_LT(removed, granted);
+  EXPECT_EQ(reply.body.find("<img"), std::string::npos);
+
+  // With RPC authentication on, reasons and failure messages are left out.
+  authRequired_ = true;
+  start();
+  Reply redacted = fetch("/");
+  ASSERT_EQ(redacted.status, 200u);
+  EXPECT_NE(redacted.body.find("<b>job ended</b> job=ab state=FAILED failure=(left out)"),
+            std::string::npos)
+      << redacted.body;
+  EXPECT_EQ(redacted.body.find("heartbeat timed out"), std::string::npos);
+  EXPECT_EQ(redacted.body.find("onerror"), std::string::npos);
 }
 
 TEST(StatusPageEscaping, EveryValueFromAJobOrAWorkerIsText) {

@@ -1,6 +1,6 @@
 // A standalone master in process (RocksDB in a temporary directory, loopback ports): its cluster
-// view shows its own term, its grant among the recent leadership events, itself as the one
-// contender, and its metrics registry what /metrics serves.
+// view shows its own term, its grant among the recent events, its sampled history, itself as the
+// one contender, and its metrics registry what /metrics serves.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ TEST(MasterProcessView, AStandaloneMasterShowsItsTermItsGrantAndItselfAsTheOneCo
   auto config = loadConfig(ConfigSources{
       .set = {"ha.mode=standalone", "ha.standalone.epoch-file=" + dir.path() + "/epoch",
               "store.rocksdb.path=" + dir.path() + "/store", "rpc.bind=127.0.0.1:0",
-              "http.bind=127.0.0.1:0"}});
+              "http.bind=127.0.0.1:0", "http.status-history-interval=100ms"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
   auto auth = rpcAuthenticationFor(config.value());
   ASSERT_TRUE(auth.ok()) << auth.error().message;
@@ -63,7 +63,8 @@ TEST(MasterProcessView, AStandaloneMasterShowsItsTermItsGrantAndItselfAsTheOneCo
   const ClusterView& view = master;
 
   EXPECT_EQ(view.leadership().leadingEpoch, 0u);  // Not contending before run().
-  EXPECT_TRUE(view.recentLeadershipEvents().empty());
+  EXPECT_TRUE(view.recentEvents().empty());
+  EXPECT_TRUE(view.history().empty());
   EXPECT_FALSE(view.jobs().has_value());
   EXPECT_FALSE(view.jobCounts().has_value());
   EXPECT_FALSE(view.workers().has_value());
@@ -90,9 +91,24 @@ TEST(MasterProcessView, AStandaloneMasterShowsItsTermItsGrantAndItselfAsTheOneCo
   std::optional<WorkersSnapshot> workers = view.workers();
   ASSERT_TRUE(workers.has_value());
   EXPECT_EQ(workers->counts.taskExecutors, 0u);
+  ASSERT_TRUE(view.workerCounts().has_value());
+  EXPECT_EQ(view.workerCounts()->taskExecutors, 0u);
+
+  // The history starts with the term's first sample, then one every
+  // http.status-history-interval.
+  ASSERT_FALSE(view.history().empty());
+  EXPECT_EQ(view.history().front().jobs.active, 0u);
+  EXPECT_GT(view.history().front().wallMs, 0);
+  ASSERT_TRUE(regent::testing::runLoopUntil(
+      loop, [&] { return view.history().size() >= 3; }, Duration(30000)))
+      << "the history was not sampled again";
+  const std::vector<ClusterSample> history = view.history();
+  for (size_t i = 1; i < history.size(); ++i) {
+    EXPECT_GE(history[i].wallMs, history[i - 1].wallMs);
+  }
 
   // The grant is kept (the term's own events, if any, are not), and was emitted as well.
-  const std::vector<Event> recent = view.recentLeadershipEvents();
+  const std::vector<Event> recent = view.recentEvents();
   ASSERT_EQ(recent.size(), 1u);
   EXPECT_EQ(recent[0].name(), "leadership granted");
   EXPECT_EQ(fieldOf(recent[0], "epoch"), std::to_string(leadership.leadingEpoch));
