@@ -112,6 +112,9 @@ kj::Promise<void> reply(kj::HttpService::Response& response, const kj::HttpHeade
                         const std::vector<std::pair<std::string, std::string>>& extra) {
   kj::HttpHeaders headers(headerTable);
   headers.set(kj::HttpHeaderId::CONTENT_TYPE, contentType);
+  // Every answer is only ever the type it names: a browser never reads a task's output, a
+  // job's name or an error as markup or script.
+  headers.add("X-Content-Type-Options", "nosniff");
   if (status == 405) {
     const kj::Maybe<kj::HttpHeaderId> allow = headerTable.stringToId("Allow");
     headers.set(KJ_REQUIRE_NONNULL(allow, "the header table must come from makeHeaderTable()"),

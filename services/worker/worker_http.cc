@@ -255,7 +255,11 @@ kj::Promise<void> WorkerHttpRoutes::attemptOutput(const std::string& path,
          })
       .then([this, &response, attempt = *attempt, state = output->state,
              problem = output->problem](OutputRead read) {
-        std::vector<std::pair<std::string, std::string>> extra{{"X-Regent-Attempt-State", state}};
+        // A task's output is a stranger's bytes: text only (nosniff, on every answer), and were
+        // a browser to render it anyway, in a sandbox that runs and loads nothing.
+        std::vector<std::pair<std::string, std::string>> extra{
+            {"X-Regent-Attempt-State", state},
+            {"Content-Security-Policy", "default-src 'none'; sandbox"}};
         if (!problem.empty()) extra.emplace_back("X-Regent-Output-Problem", problem);
         switch (read.outcome) {
           case OutputRead::Outcome::kMissing:

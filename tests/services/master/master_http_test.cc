@@ -171,6 +171,8 @@ struct Reply {
   std::string location;
   std::string allow;
   std::string contentType;
+  std::string noSniff;  // X-Content-Type-Options.
+  std::string policy;   // Content-Security-Policy.
 };
 
 class HttpServerTest : public ::testing::Test {
@@ -215,6 +217,10 @@ class HttpServerTest : public ::testing::Test {
     KJ_IF_MAYBE (type, response.headers->get(kj::HttpHeaderId::CONTENT_TYPE)) {
       reply.contentType = type->cStr();
     }
+    response.headers->forEach([&](kj::StringPtr name, kj::StringPtr value) {
+      if (name == "X-Content-Type-Options") reply.noSniff = value.cStr();
+      if (name == "Content-Security-Policy") reply.policy = value.cStr();
+    });
     return reply;
   }
 
@@ -384,6 +390,11 @@ TEST_F(HttpServerTest, ThePageOfTheLeaderShowsItsEpochWorkersAndJobsWithItsSecur
   Reply reply = fetch("/");
   ASSERT_EQ(reply.status, 200u) << reply.body;
   EXPECT_EQ(reply.contentType, "text/html; charset=utf-8");
+  EXPECT_EQ(reply.policy, statusPagePolicy());
+  EXPECT_EQ(reply.noSniff, "nosniff");
+  // Every answer, not only the page's, is only ever the type it names.
+  EXPECT_EQ(fetch("/v1/jobs").noSniff, "nosniff");
+  EXPECT_EQ(fetch("/no-such-route").noSniff, "nosniff");
   EXPECT_NE(reply.body.find("This master <b>leads</b> (epoch <span id=\"epoch\">7</span>"),
             std::string::npos)
       << reply.body;

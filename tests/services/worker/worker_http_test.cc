@@ -75,6 +75,8 @@ struct Reply {
   std::string contentType;
   std::string contentRange;
   std::string attemptState;
+  std::string noSniff;  // X-Content-Type-Options.
+  std::string policy;   // Content-Security-Policy.
 };
 
 class WorkerHttpTest : public ::testing::Test {
@@ -106,6 +108,8 @@ class WorkerHttpTest : public ::testing::Test {
     response.headers->forEach([&](kj::StringPtr name, kj::StringPtr value) {
       if (name == "Content-Range") reply.contentRange = value.cStr();
       if (name == "X-Regent-Attempt-State") reply.attemptState = value.cStr();
+      if (name == "X-Content-Type-Options") reply.noSniff = value.cStr();
+      if (name == "Content-Security-Policy") reply.policy = value.cStr();
     });
     return reply;
   }
@@ -259,6 +263,10 @@ TEST_F(WorkerHttpTest, AnAttemptsOutputIsServedWholeWithItsState) {
   EXPECT_EQ(out.attemptState, "RUNNING");
   EXPECT_EQ(out.contentType, "application/octet-stream");
   EXPECT_EQ(out.contentRange, "");
+  // A task's bytes are never read as markup: no sniffing, and a sandbox that runs nothing.
+  EXPECT_EQ(out.noSniff, "nosniff");
+  EXPECT_EQ(out.policy, "default-src 'none'; sandbox");
+  EXPECT_EQ(fetch("/healthz").noSniff, "nosniff");
   Reply err = fetch(url(kAttempt, "stderr"));
   EXPECT_EQ(err.status, 200u);
   EXPECT_EQ(err.body, "oops\n");
