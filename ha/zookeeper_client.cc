@@ -66,7 +66,8 @@ struct ZooKeeperClient::State {
   static ZooKeeperSession::Options sessionOptionsFrom(const ZooKeeperClientOptions& options) {
     const std::string& credential =
         options.readOnlyIdentity && !options.readAuth.empty() ? options.readAuth : options.auth;
-    return ZooKeeperSession::Options{options.quorum, options.sessionTimeout, credential};
+    return ZooKeeperSession::Options{options.quorum, options.sessionTimeout, credential,
+                                     options.resolveQuorum};
   }
 
   ZooKeeperSession session;

@@ -17,6 +17,7 @@
 #include "common/result.h"
 #include "common/time.h"
 #include "ha/coordination.h"
+#include "ha/quorum_resolution.h"
 #include "ha/zookeeper_acl.h"
 
 namespace regent {
@@ -39,6 +40,9 @@ struct ZooKeeperClientOptions {
   bool readOnlyIdentity = false;
   // Reports the session state and ZooKeeper's own log lines at this spdlog logger's name.
   std::string logName = "zookeeper";
+  // Turns the quorum's host names into addresses on the loop's thread pool before every new
+  // handle (ha/quorum_resolution.h); empty: resolveQuorumHosts. Tests hand a lookup that hangs.
+  QuorumResolver resolveQuorum;
 };
 
 // Reads quorum, root (`ha.zookeeper.root` + "/" + `cluster-id`), session timeout and the

@@ -88,20 +88,46 @@ ZooKeeperSession::~ZooKeeperSession() noexcept(false) {
 // ---- handle life -------------------------------------------------------------------------------
 
 void ZooKeeperSession::open() {
+  // No library handle until the lookup answers: calls fail with kConnectionLoss meanwhile.
   handle_ = std::make_unique<Handle>();
-  // ZOO_NO_LOG_CLIENTENV: the environment dump looks up the user (getpwuid), which can block.
-  handle_->zh = zookeeper_init2(options_.quorum.c_str(), &ZooKeeperSession::onSessionEvent,
-                               static_cast<int>(options_.sessionTimeout.count()), nullptr, this,
-                               ZOO_NO_LOG_CLIENTENV, &logFromZooKeeper);
+  if (!unreachableTimer_.isActive()) startUnreachableWarnings();
+  QuorumResolver resolve = options_.resolve ? options_.resolve : QuorumResolver(resolveQuorumHosts);
+  const uint64_t lookup = ++lookup_;
+  tasks_.add(loop_.runBlocking([resolve = std::move(resolve), quorum = options_.quorum]() {
+                   return resolve(quorum);
+                 })
+                 .then(
+                     [this, lookup](Result<std::string> resolved) {
+                       if (lookup == lookup_) connect(std::move(resolved));
+                     },
+                     [this, lookup](kj::Exception&& exception) {
+                       if (lookup != lookup_) return;
+                       connect(Error::retryable(std::string("the quorum lookup failed: ") +
+                                                exception.getDescription().cStr()));
+                     }));
+}
+
+void ZooKeeperSession::connect(Result<std::string> resolved) {
+  if (state_ == SessionState::kClosed || !handle_) return;
+  if (resolved.ok()) {
+    // ZOO_NO_LOG_CLIENTENV: the environment dump looks up the user (getpwuid), which can block.
+    // The addresses are numeric: the library's own lookup of them answers without a resolver.
+    handle_->zh = zookeeper_init2(resolved.value().c_str(), &ZooKeeperSession::onSessionEvent,
+                                  static_cast<int>(options_.sessionTimeout.count()), nullptr, this,
+                                  ZOO_NO_LOG_CLIENTENV, &logFromZooKeeper);
+    if (handle_->zh == nullptr) {
+      lastLibraryProblem = std::string("cannot create a handle: ") + std::strerror(errno);
+    }
+  } else {
+    lastLibraryProblem = resolved.error().message;
+  }
   if (handle_->zh == nullptr) {
     // No quorum host resolves (DNS down) or resources ran out: try again later, on the loop.
-    lastLibraryProblem = std::string("cannot create a handle: ") + std::strerror(errno);
     spdlog::debug("zookeeper: {} for {}; retrying in {} ms", lastLibraryProblem,
                   options_.quorum, kReopenDelay.count());
     ioTimer_.start(kReopenDelay, Duration(0), [this] {
       if (state_ != SessionState::kClosed) open();
     });
-    if (!unreachableTimer_.isActive()) startUnreachableWarnings();
     return;
   }
   // By default the library resolves the quorum's host names on every zookeeper_interest()
@@ -114,7 +140,6 @@ void ZooKeeperSession::open() {
                  nullptr, nullptr);
   }
   updateInterest();
-  if (!unreachableTimer_.isActive()) startUnreachableWarnings();
 }
 
 void ZooKeeperSession::startUnreachableWarnings() {
@@ -129,6 +154,7 @@ void ZooKeeperSession::startUnreachableWarnings() {
 
 // Closes the current handle and completes everything it still holds.
 void ZooKeeperSession::closeHandle(ZkCode callCode) {
+  ++lookup_;  // A lookup still running was for this handle.
   if (!handle_) return;
   stopPoll();
   ioTimer_.stop();
@@ -307,8 +333,11 @@ void ZooKeeperSession::onDisconnected() {
   if (state_ != SessionState::kConnected && state_ != SessionState::kReconnected) return;
   // While cut off the library only reports CONNECTING; the session is gone once the server
   // would have expired it, at the deadline expiryTimer_ keeps (docs/zookeeper.md).
-  const auto left = std::chrono::duration_cast<Duration>(lastHeard_ + negotiated_ -
-                                                         std::chrono::steady_clock::now());
+  // Rounded up, plus the millisecond uv's clock may lag behind (it counts whole milliseconds):
+  // the session is expired locally no earlier than its deadline.
+  const auto left = std::chrono::ceil<Duration>(lastHeard_ + negotiated_ -
+                                                std::chrono::steady_clock::now()) +
+                    Duration(1);
   spdlog::warn(
       "zookeeper: connection to {} lost; session 0x{:x} expires in {} ms unless it "
       "reconnects",
@@ -366,8 +395,11 @@ void ZooKeeperSession::onProbeAnswer(int rc, const struct Stat*, const void* con
 void ZooKeeperSession::heard(MonoTime sentAt) {
   if (sentAt <= lastHeard_) return;
   lastHeard_ = sentAt;
-  const auto left = std::chrono::duration_cast<Duration>(lastHeard_ + negotiated_ -
-                                                         std::chrono::steady_clock::now());
+  // Rounded up, plus the millisecond uv's clock may lag behind (it counts whole milliseconds):
+  // the session is expired locally no earlier than its deadline.
+  const auto left = std::chrono::ceil<Duration>(lastHeard_ + negotiated_ -
+                                                std::chrono::steady_clock::now()) +
+                    Duration(1);
   expiryTimer_.start(std::max(left, Duration(0)), Duration(0),
                      [this] { expire("no answer from ZooKeeper within the session timeout"); });
 }

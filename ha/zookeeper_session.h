@@ -23,6 +23,7 @@
 #include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "ha/coordination.h"
+#include "ha/quorum_resolution.h"
 
 namespace regent::ha {
 
@@ -44,6 +45,9 @@ class ZooKeeperSession final {
     std::string quorum;        // "host:port,host:port".
     Duration sessionTimeout;   // Requested; the server may negotiate it.
     std::string credential;    // "user:password" for digest auth, or empty.
+    // Resolves the quorum's host names on the loop's thread pool before each handle is made;
+    // empty: resolveQuorumHosts.
+    QuorumResolver resolve;
   };
 
   // `loop` must outlive the session. Nothing happens before open().
@@ -52,7 +56,9 @@ class ZooKeeperSession final {
   ZooKeeperSession(const ZooKeeperSession&) = delete;
   ZooKeeperSession& operator=(const ZooKeeperSession&) = delete;
 
-  // Starts connecting. A quorum that does not resolve yet is retried every second, from the loop.
+  // Starts connecting: resolves the quorum's host names off the loop (Options::resolve), then
+  // makes the library's handle with the addresses. A quorum none of whose hosts resolves yet is
+  // resolved again every second; every new handle (a session that expired) resolves again.
   void open();
   // Ends the session and moves to kClosed; calls in flight complete with kClosing, waiters of
   // waitConnected() fail. Idempotent.
@@ -107,6 +113,8 @@ class ZooKeeperSession final {
     std::map<PendingCall*, std::unique_ptr<PendingCall>> calls;
   };
 
+  // open()'s second half: makes the handle for the resolved quorum, or retries open() later.
+  void connect(Result<std::string> resolved);
   void submitCall(std::unique_ptr<PendingCall> call, kj::FunctionParam<int(zhandle_t*)> issue);
   void startUnreachableWarnings();
   void closeHandle(ZkCode callCode);
@@ -164,6 +172,9 @@ class ZooKeeperSession final {
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> connectedWaiters_;
   TaskSetErrorLogger errorHandler_{"zookeeper client"};
   kj::TaskSet tasks_;
+  // Which lookup of open() the current handle waits for: closing the handle moves it on, and a
+  // lookup that answers for an earlier one is discarded.
+  uint64_t lookup_ = 0;
 };
 
 }  // namespace regent::ha

@@ -7,12 +7,17 @@
 #include <gtest/gtest.h>
 #include <kj/debug.h>
 
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
 
 #include "common/event_loop.h"
 #include "common/ids.h"
 #include "ha/zookeeper_acl.h"
+#include "tests/fixtures/loop_wait_test_util.h"
 #include "tests/fixtures/tcp_fault_proxy.h"
 #include "tests/fixtures/zookeeper_server.h"
 #include "tests/fixtures/zookeeper_test_client.h"
@@ -461,6 +466,68 @@ TEST_F(ZooKeeperClientTest, AQuorumThatDoesNotResolveIsRetriedNotFatal) {
   EXPECT_FALSE(status.ok());
   EXPECT_EQ(run(client.value()->get("")).code, ZkCode::kConnectionLoss);
   EXPECT_EQ(client.value()->sessionState(), SessionState::kConnecting);
+}
+
+// A lookup of the quorum's names that hangs (a resolver that never answers) runs off the loop:
+// the loop's timers keep firing and calls fail as connection losses meanwhile; once it answers
+// the session is made with the addresses it gave. Were the lookup on the loop thread, start()
+// would block until the lookup gave up (after kWait), and the test would fail on that.
+TEST_F(ZooKeeperClientTest, AQuorumLookupThatHangsRunsOffTheLoopWhoseTimersKeepFiring) {
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool entered = false;
+    bool released = false;
+    bool gaveUp = false;
+    std::string asked;
+  };
+  auto gate = std::make_shared<Gate>();
+  const std::string address = server_->connectString();
+  ZooKeeperClientOptions o = options("regent-lookup-hangs.test:2181");
+  o.resolveQuorum = [gate, address](const std::string& quorum) -> Result<std::string> {
+    std::unique_lock<std::mutex> lock(gate->mutex);
+    gate->entered = true;
+    gate->asked = quorum;
+    if (!gate->changed.wait_for(lock, std::chrono::milliseconds(kWait.count()),
+                                [&] { return gate->released; })) {
+      gate->gaveUp = true;
+      return Error::retryable("the test never released the lookup");
+    }
+    return address;
+  };
+  auto entered = [&] {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    return gate->entered;
+  };
+  auto client = ZooKeeperClient::start(loop_, o);
+  ASSERT_TRUE(client.ok()) << client.error().message;
+  ASSERT_TRUE(testing::runLoopUntil(loop_, entered, kWait)) << "the lookup never started";
+  // Twenty timers in a row, each armed by the one before, all fire while the lookup hangs.
+  int fired = 0;
+  std::function<kj::Promise<void>()> tick = [&]() -> kj::Promise<void> {
+    return loop_.timer().afterDelay(10 * kj::MILLISECONDS).then([&]() -> kj::Promise<void> {
+      if (++fired == 20) return kj::READY_NOW;
+      return tick();
+    });
+  };
+  run(tick());
+  EXPECT_EQ(fired, 20);
+  EXPECT_EQ(client.value()->sessionState(), SessionState::kConnecting);
+  EXPECT_EQ(run(client.value()->get("")).code, ZkCode::kConnectionLoss);
+  {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    EXPECT_FALSE(gate->gaveUp);
+    EXPECT_EQ(gate->asked, "regent-lookup-hangs.test:2181");
+    gate->released = true;
+  }
+  gate->changed.notify_all();
+  auto connected = loop_.run(client.value()->waitConnected(kWait));
+  EXPECT_TRUE(connected.ok()) << connected.error().message;
+}
+
+TEST_F(ZooKeeperClientTest, AQuorumHostThatDoesNotResolveIsLeftOutAndTheOthersServe) {
+  auto client = connect(options("regent-no-such-host.invalid:2181," + server_->connectString()));
+  EXPECT_EQ(run(client->exists("")).code, ZkCode::kOk);  // A call the server answered.
 }
 
 TEST_F(ZooKeeperClientTest, DestroyingTheClientCancelsAnEnsurePathInFlight) {
