@@ -32,8 +32,28 @@ bool sameAllocations(const std::vector<Slot>& a, const std::vector<Slot>& b) {
 
 }  // namespace
 
+void SlotManager::indexFree(const Worker& worker) {
+  auto sequence = sequenceOf_.find(worker.registration.resourceId);
+  if (sequence == sequenceOf_.end()) return;
+  const bool choosable =
+      worker.reported && std::any_of(worker.slots.begin(), worker.slots.end(), [](const Slot& slot) {
+        return !slot.allocation && !slot.avoid;
+      });
+  if (choosable) {
+    withFree_.insert(sequence->second);
+  } else {
+    withFree_.erase(sequence->second);
+  }
+}
+
 void SlotManager::account(const Worker& worker, int sign) {
   if (!worker.reported) return;
+  if (sign < 0) {
+    auto sequence = sequenceOf_.find(worker.registration.resourceId);
+    if (sequence != sequenceOf_.end()) withFree_.erase(sequence->second);
+  } else {
+    indexFree(worker);
+  }
   auto add = [sign](size_t& counter, size_t amount) {
     counter = sign > 0 ? counter + amount : counter - amount;
   };
@@ -168,11 +188,13 @@ SlotOutcome SlotManager::applyReport(const ResourceId& workerId,
   if (worker.reported && sameAllocations(worker.slots, next)) {
     // The usual heartbeat: only the running attempts may differ; counts and holdings stand. A
     // slot a failed requestSlot set aside may be chosen again from now (Slot::avoid).
-    if (std::any_of(worker.slots.begin(), worker.slots.end(),
-                    [](const Slot& slot) { return slot.avoid; })) {
-      matchDue_ = true;
-    }
+    const bool hadAvoided = std::any_of(worker.slots.begin(), worker.slots.end(),
+                                        [](const Slot& slot) { return slot.avoid; });
     worker.slots = std::move(next);
+    if (hadAvoided) {
+      matchDue_ = true;
+      indexFree(worker);
+    }
     return {};
   }
   matchDue_ = true;
@@ -326,9 +348,14 @@ std::vector<SlotRequest> SlotManager::match() {
       uint32_t missing = unmet[r];
       if (missing == 0) continue;
       const Profile& required = job.needs[r].profile;
-      for (auto order = order_.begin(); order != order_.end() && missing > 0; ++order) {
-        Worker& worker = workers_.at(order->second);
-        if (!worker.reported || worker.draining) continue;
+      // Only the workers with a slot to choose, in registration order. account() below takes
+      // the worker out of the index and puts it back (or not): go on after its sequence.
+      for (auto next = withFree_.begin(); next != withFree_.end() && missing > 0;) {
+        const uint64_t sequence = *next;
+        const ResourceId id = order_.at(sequence);
+        Worker& worker = workers_.at(id);
+        next = withFree_.upper_bound(sequence);  // Before account() changes the index.
+        if (worker.draining) continue;
         bool anyFree = false;
         for (const Slot& slot : worker.slots) {
           if (!slot.allocation && !slot.avoid && slot.profile.fits(required)) {
@@ -345,8 +372,7 @@ std::vector<SlotRequest> SlotManager::match() {
           slot.job = jobId;
           slot.pending = true;
           slot.runningAttempts.clear();
-          requests.push_back(
-              SlotRequest{order->second, slot.index, jobId, *slot.allocation, slot.profile});
+          requests.push_back(SlotRequest{id, slot.index, jobId, *slot.allocation, slot.profile});
           --missing;
         }
         account(worker, +1);

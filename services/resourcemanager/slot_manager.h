@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -154,10 +155,9 @@ class SlotManager final {
   // count toward its requirements greedily, requirements in declaration order, each slot once
   // and only toward a requirement its profile fits. Returns at once when nothing that could
   // change its outcome happened since the last call (a heartbeat that repeats the table changes
-  // nothing), so the ResourceManager runs it after every report. It scans the workers' slots
-  // for free ones on every call that has unmet requirements: cheap at the size
-  // scripts/bench.sh jobs measures (128 slots); thousands of workers with many waiting jobs will
-  // want an index of free slots by profile.
+  // nothing), so the ResourceManager runs it after every report. It looks only at the workers
+  // that have a slot it may choose (an index kept by account()), so workers whose slots are all
+  // taken cost nothing however many there are.
   std::vector<SlotRequest> match();
   // The worker accepted requestSlot: the slot is allocated for good. When the worker registered
   // again meanwhile and its report listed the slot free, the slot (free in the current
@@ -204,6 +204,9 @@ class SlotManager final {
   // Adds (sign +1) or takes away (-1) `worker`'s slots in the counts and the per-job holdings;
   // every change to a worker's slots is bracketed by account(-1) ... account(+1).
   void account(const Worker& worker, int sign);
+  // Puts `worker` into withFree_ when it reported and has a free slot not set aside, else takes
+  // it out.
+  void indexFree(const Worker& worker);
   // The unmet count of each of `job`'s requirements, given the slots it holds.
   std::vector<uint32_t> unmetPerRequirement(const JobId& job, const Job& state) const;
   Slot* findSlot(const ResourceId& worker, uint32_t index);
@@ -213,6 +216,9 @@ class SlotManager final {
   // Registration order: sequence number -> worker, and each worker's sequence number.
   std::map<uint64_t, ResourceId> order_;
   std::map<ResourceId, uint64_t> sequenceOf_;
+  // The sequences of the reported workers with a slot match() may choose (free, not set aside),
+  // kept by account() and indexFree(): what match() scans, in registration order.
+  std::set<uint64_t> withFree_;
   uint64_t nextSequence_ = 0;
   // Slot profiles registered workers offer, with the number of workers offering each.
   std::map<Profile, size_t> offeredProfiles_;

@@ -112,6 +112,42 @@ TEST_F(SlotManagerTest, ARequirementIsMatchedFirstFitInRegistrationOrder) {
   EXPECT_EQ(slots_.counts().free, 1u);
 }
 
+// match() looks only at the workers with a slot to choose; a worker that becomes one again (its
+// job let the slots go, last worker first) is chosen in registration order all the same.
+TEST_F(SlotManagerTest, WorkersWhoseSlotsFreeAgainAreMatchedInRegistrationOrder) {
+  std::vector<ResourceId> workers;
+  for (uint64_t i = 0; i < 4; ++i) {
+    workers.push_back(ResourceId(0x40 - i, 1));  // Ids sort against registration order.
+    addWorker(workers.back(), 1);
+  }
+  const auto holder = JobId::random();
+  slots_.registerJob(holder);
+  ASSERT_TRUE(slots_.declare(holder, {Requirement{kSmall, 4}}));
+  ASSERT_EQ(slots_.match().size(), 4u);
+  EXPECT_EQ(slots_.counts().free, 0u);
+  const auto waiting = JobId::random();
+  slots_.registerJob(waiting);
+  ASSERT_TRUE(slots_.declare(waiting, {Requirement{kSmall, 2}}));
+  EXPECT_TRUE(slots_.match().empty()) << "every slot is taken";
+
+  // The holder lets its slots go: the waiting job gets the first two registered workers'.
+  EXPECT_EQ(slots_.disconnectJob(holder).size(), 4u);
+  const auto requests = slots_.match();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].worker, workers[0]);
+  EXPECT_EQ(requests[1].worker, workers[1]);
+  EXPECT_EQ(slots_.counts().free, 2u);
+  // A third job is served by the two left, and a fourth waits.
+  const auto third = JobId::random();
+  slots_.registerJob(third);
+  ASSERT_TRUE(slots_.declare(third, {Requirement{kSmall, 3}}));
+  const auto rest = slots_.match();
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].worker, workers[2]);
+  EXPECT_EQ(rest[1].worker, workers[3]);
+  EXPECT_EQ(slots_.unmet(third), 1u);
+}
+
 TEST_F(SlotManagerTest, OnlySlotsWhoseProfileFitsAreMatchedAndCounted) {
   const auto small = ResourceId::random();
   const auto large = ResourceId::random();
