@@ -37,11 +37,35 @@ std::optional<AbortReason> abortIn(kj::ArrayPtr<const kj::ArrayPtr<const capnp::
 }  // namespace
 
 ReadBufferedStream::ReadBufferedStream(kj::AsyncIoStream& inner)
-    : inner_(inner), buffer_(kj::heapArray<kj::byte>(64 * 1024)) {}
+    : inner_(inner), buffer_(kj::heapArray<kj::byte>(kSmallBuffer)) {}
+
+void ReadBufferedStream::resize(size_t size) {
+  KJ_REQUIRE(end_ - begin_ <= size);
+  auto next = kj::heapArray<kj::byte>(size);
+  if (end_ > begin_) memcpy(next.begin(), buffer_.begin() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  buffer_ = kj::mv(next);
+}
+
+void ReadBufferedStream::adapt(size_t got) {
+  if (got == buffer_.size() && buffer_.size() < kLargeBuffer) {
+    quietRefills_ = 0;
+    resize(kLargeBuffer);
+  } else if (got < kSmallBuffer / 2 && buffer_.size() > kSmallBuffer) {
+    if (++quietRefills_ >= kQuietRefills && end_ - begin_ <= kSmallBuffer) {
+      quietRefills_ = 0;
+      resize(kSmallBuffer);
+    }
+  } else {
+    quietRefills_ = 0;
+  }
+}
 
 kj::Promise<kj::ArrayPtr<const kj::byte>> ReadBufferedStream::peek(size_t bytes) {
-  KJ_REQUIRE(bytes <= buffer_.size(), "cannot peek past the read buffer", bytes);
+  KJ_REQUIRE(bytes <= kLargeBuffer, "cannot peek past the read buffer", bytes);
   if (end_ - begin_ >= bytes) return buffer_.slice(begin_, end_).asConst();
+  if (bytes > buffer_.size()) resize(kLargeBuffer);
   // Move what is left to the front so the rest of `bytes` fits behind it.
   if (begin_ > 0) {
     memmove(buffer_.begin(), buffer_.begin() + begin_, end_ - begin_);
@@ -84,6 +108,7 @@ kj::Promise<size_t> ReadBufferedStream::refill(kj::byte* out, size_t minBytes, s
         const size_t n = kj::min(got, maxBytes);
         memcpy(out, buffer_.begin(), n);
         begin_ = n;
+        adapt(got);  // After the copy: what is left moves with the buffer.
         if (n >= minBytes) return n;
         return refill(out + n, minBytes - n, maxBytes - n).then([n](size_t more) {
           return n + more;

@@ -19,10 +19,12 @@ struct AbortReason {
   std::string reason;
 };
 
-// Serves reads from one buffer refilled with whatever the socket holds (up to 64 KiB), so a
-// burst of messages costs one read() rather than two per message (Cap'n Proto reads a frame's
-// segment table and its body separately). Writes and socket options pass through. `inner` must
-// outlive it.
+// Serves reads from one buffer refilled with whatever the socket holds, so a burst of messages
+// costs one read() rather than two per message (Cap'n Proto reads a frame's segment table and its
+// body separately). The buffer is 4 KiB while the connection is quiet (a heartbeat is a few
+// hundred bytes: thousands of idle connections hold little), grows to 64 KiB once a read fills
+// it (a burst), and shrinks back after kQuietRefills refills that used less than half of the
+// small size. Writes and socket options pass through. `inner` must outlive it.
 class ReadBufferedStream final : public kj::AsyncIoStream {
  public:
   explicit ReadBufferedStream(kj::AsyncIoStream& inner);
@@ -33,6 +35,12 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   // Bytes read from the socket so far, and of those, bytes buffered that no read took yet.
   uint64_t bytesReceived() const { return received_; }
   size_t bytesBuffered() const { return end_ - begin_; }
+  // The buffer's size now: kSmallBuffer or kLargeBuffer.
+  size_t bufferCapacity() const { return buffer_.size(); }
+
+  static constexpr size_t kSmallBuffer = 4 * 1024;
+  static constexpr size_t kLargeBuffer = 64 * 1024;
+  static constexpr int kQuietRefills = 8;
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override;
@@ -48,12 +56,18 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
  private:
   // The buffer is empty: reads at least `minBytes` (unless the stream ends) into `out`.
   kj::Promise<size_t> refill(kj::byte* out, size_t minBytes, size_t maxBytes);
+  // Replaces the buffer by one of `size` bytes, keeping what it holds (which must fit).
+  void resize(size_t size);
+  // After a read of `got` bytes into the buffer: grows it when the read filled it, shrinks it
+  // after kQuietRefills small reads in a row.
+  void adapt(size_t got);
 
   kj::AsyncIoStream& inner_;
   kj::Array<kj::byte> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;
   uint64_t received_ = 0;
+  int quietRefills_ = 0;
 };
 
 // The message stream of one RPC connection. Passes every message through unchanged and peeks at

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <kj/async-io.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -247,6 +249,64 @@ TEST_F(MessageStreamTest, LiftingTheLimitWhileAReadWaitsAdmitsTheNextMessage) {
     FAIL() << "the stream ended";
   }
   EXPECT_FALSE(receiver.refusedBeforeAuthentication());
+}
+
+// The read buffer: small while quiet, large during a burst, small again after; the bytes read
+// through it are the bytes written, whatever the reads ask for.
+TEST_F(MessageStreamTest, TheReadBufferGrowsForABurstAndShrinksWhenQuietKeepingEveryByte) {
+  ReadBufferedStream reader(*pipe_.ends[1]);
+  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kSmallBuffer);
+  std::string written;
+  std::string read;
+  // The in-memory pipe hands a write to the reader's reads: the writes wait until the end.
+  std::vector<std::unique_ptr<std::string>> chunks;
+  kj::Vector<kj::Promise<void>> writes;
+  auto write = [&](size_t bytes) {
+    auto chunk = std::make_unique<std::string>();
+    for (size_t i = 0; i < bytes; ++i) chunk->push_back(char('a' + (written.size() + i) % 26));
+    written += *chunk;
+    writes.add(pipe_.ends[0]->write(chunk->data(), chunk->size()).eagerlyEvaluate(nullptr));
+    chunks.push_back(std::move(chunk));
+  };
+  // Reads `bytes` in pieces of at most `piece`, as Cap'n Proto reads a frame.
+  auto readBack = [&](size_t bytes, size_t piece) {
+    std::vector<char> out(piece);
+    size_t left = bytes;
+    while (left > 0) {
+      const size_t want = std::min(left, piece);
+      const size_t got = reader.tryRead(out.data(), want, want).wait(waitScope_);
+      ASSERT_EQ(got, want);
+      read.append(out.data(), got);
+      left -= got;
+    }
+  };
+  // Quiet: small messages one at a time.
+  for (int i = 0; i < 3; ++i) {
+    write(200);
+    readBack(200, 8);
+  }
+  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kSmallBuffer);
+  // A burst that fills the small buffer: it grows, and a later peek sees past the small size.
+  write(40 * 1024);
+  readBack(8, 8);
+  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kLargeBuffer);
+  readBack(40 * 1024 - 8, 1000);
+  write(6000);
+  auto peeked = reader.peek(6000).wait(waitScope_);
+  EXPECT_EQ(peeked.size(), 6000u);
+  readBack(6000, 16);
+  // Quiet again: after kQuietRefills small reads in a row it is small again.
+  for (int i = 0; i < ReadBufferedStream::kQuietRefills + 1; ++i) {
+    write(100);
+    readBack(100, 100);
+  }
+  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kSmallBuffer);
+  // A large read goes straight to the caller, whatever the buffer's size.
+  write(100 * 1024);
+  readBack(100 * 1024, 100 * 1024);
+  kj::joinPromises(writes.releaseAsArray()).wait(waitScope_);
+  EXPECT_EQ(read, written);
+  EXPECT_EQ(reader.bytesReceived(), written.size());
 }
 
 }  // namespace
