@@ -7,6 +7,7 @@
 
 #include "common/units.h"
 #include "rpc/abort_watching_stream.h"
+#include "rpc/lean_vat_network.h"
 
 namespace regent::rpc {
 namespace {
@@ -42,7 +43,7 @@ struct RpcClient::Connection {
 
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
-  capnp::TwoPartyVatNetwork network;
+  LeanVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpcSystem;
   capnp::Capability::Client bootstrap;
   kj::ForkedPromise<void> disconnected;

@@ -23,7 +23,7 @@ namespace regent::rpc {
 // A failed attempt also goes kConnecting -> kWaitingToReconnect.
 enum class RpcClientState { kConnecting, kConnected, kWaitingToReconnect, kClosed };
 
-// A two-party RPC client (capnp::TwoPartyVatNetwork, client side) that keeps one connection to
+// A two-party RPC client (rpc/lean_vat_network.h, client side) that keeps one connection to
 // `address` alive. Each attempt resolves "host:port" through the kj network and connects,
 // bounded by RpcOptions::callTimeout. After a failed attempt or a lost connection it waits
 // ExponentialBackoff(reconnectInitial, reconnectMax) on `timer` and tries again, forever, until

@@ -9,6 +9,7 @@
 #include "common/host_port.h"
 #include "common/units.h"
 #include "rpc/abort_watching_stream.h"
+#include "rpc/lean_vat_network.h"
 
 namespace regent::rpc {
 namespace {
@@ -209,7 +210,7 @@ struct RpcServer::Connection {
   const RpcPeer peer;
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
-  capnp::TwoPartyVatNetwork network;
+  LeanVatNetwork network;
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
   // Fulfilled when this side closes the connection (a deadline passed).
   kj::PromiseFulfillerPair<void> closing = kj::newPromiseAndFulfiller<void>();

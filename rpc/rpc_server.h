@@ -144,7 +144,7 @@ struct RpcPeer {
   mutable kj::Own<ConnectionGate> gate;
 };
 
-// Serves Cap'n Proto RPC (capnp::TwoPartyVatNetwork, server side) on every connection accepted
+// Serves Cap'n Proto RPC (rpc/lean_vat_network.h, server side) on every connection accepted
 // from one listening socket. Incoming messages are read with ReaderOptions from
 // RpcOptions::maxMessageSize: a peer that sends a larger message, or bytes that are not Cap'n
 // Proto RPC, has its connection aborted by Cap'n Proto; the server then logs one warning naming

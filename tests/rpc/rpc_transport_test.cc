@@ -207,7 +207,8 @@ TEST_F(RpcTransportTest, ClientRefusesToSendAMessageAboveItsOwnLimitAndStaysConn
                  runBounded(loop_, submitWithName(dispatcher, 96 * 1024).send().ignoreResult());
                })) {
     EXPECT_EQ(exception->getType(), kj::Exception::Type::FAILED);
-    EXPECT_THAT(exception->getDescription().cStr(), HasSubstr("larger than our single-message"));
+    EXPECT_THAT(exception->getDescription().cStr(),
+                HasSubstr("larger than rpc.max-message-size (64KiB): not sent"));
   } else {
     FAIL() << "a message above the client's own limit was sent";
   }
