@@ -443,15 +443,18 @@ struct Cluster {
 };
 
 // A process started by the driver with its output in `logPath`, authenticating as `role` with
-// the secret in `secretFile` (clients read their credential from the environment).
+// the secret in `secretFile` and reading ZooKeeper with the read credential (clients read both
+// from the environment).
 Result<std::unique_ptr<ProcessHarness>> startProcess(std::vector<std::string> argv,
                                                      const std::string& logPath,
                                                      const std::string& role,
                                                      const std::string& secretFile) {
   return ProcessHarness::start(
       ProcessOptions{.argv = std::move(argv),
+                     // The cluster's nodes are readable with the read credential only.
                      .env = {"REGENT_RPC_CREDENTIAL_ROLE=" + role,
-                             "REGENT_RPC_CREDENTIAL_SECRET_FILE=" + secretFile},
+                             "REGENT_RPC_CREDENTIAL_SECRET_FILE=" + secretFile,
+                             std::string("REGENT_HA_ZOOKEEPER_READ_AUTH=") + kZooKeeperReader},
                      .outputPath = logPath});
 }
 
