@@ -14,6 +14,9 @@
 // the first "attempt state ... state=RUNNING" of a job and its "job clean" line.
 #include <capnp/message.h>
 #include <spdlog/spdlog.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +60,34 @@
 
 namespace regent::bench {
 namespace {
+
+// The value of the sample `name` (a metric without labels) in the Prometheus text that
+// `address` ("127.0.0.1:8081") serves at /metrics; nullopt when it cannot be read. Blocking: the
+// benchmark calls it between its runs, with nothing on its loop.
+std::optional<uint64_t> metricOf(const std::string& address, const std::string& name) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  if (::inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr) != 1) return std::nullopt;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n";
+    if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[8192];
+      ssize_t got;
+      while ((got = ::read(fd, buffer, sizeof buffer)) > 0) reply.append(buffer, size_t(got));
+    }
+  }
+  ::close(fd);
+  const std::string line = "\n" + name + " ";
+  const size_t at = reply.find(line);
+  if (at == std::string::npos) return std::nullopt;
+  return std::strtoull(reply.c_str() + at + line.size(), nullptr, 10);
+}
 
 using testing::ProcessHarness;
 using testing::ProcessOptions;
@@ -449,6 +480,14 @@ class JobsBench final {
         !serving.ok()) {
       return Error::fatal("regent-master did not serve: " + serving.error().message);
     }
+    if (auto http = master_->waitForLine(std::regex("http listening on \\S+ advertised as"),
+                                         kStartTimeout);
+        http.ok()) {
+      std::smatch found;
+      if (std::regex_search(http.value(), found, std::regex("http listening on (\\S+) "))) {
+        masterHttp_ = found[1];
+      }
+    }
     for (int i = 0; i < options_.workers; ++i) {
       std::vector<std::string> sets =
           workerSettings(quorum_, clusterId_, makeWorkerDataDir(dir_, i), options_.slots);
@@ -586,6 +625,8 @@ class JobsBench final {
     before.push_back(procSchedTimes(::getpid()).value_or(SchedTimes{}));
     // Bound: far beyond any plausible rate (10 jobs/s), so exceeding it means something failed.
     const Duration timeout(kStartTimeout.count() + int64_t{options_.jobs} * 100);
+    const std::optional<uint64_t> transactionsBefore =
+        metricOf(masterHttp_, "regent_store_zookeeper_transactions_total");
     const int64_t startUs = monotonicMicros();
     if (Status done = loop.run(client.run(std::move(specs), options_.inFlight, timeout));
         !done.ok()) {
@@ -660,6 +701,17 @@ class JobsBench final {
          (masterRss->settled && workerRss->settled ? "" : " (a VmRSS did not settle)"));
     std::printf("master_rss_kb=%lld\nworker_rss_kb=%lld\n", static_cast<long long>(masterRss->kb),
                 static_cast<long long>(workerRss->kb));
+    // Read once every job is clean (the run waits for that), from the store's own counter.
+    const std::optional<uint64_t> transactionsAfter =
+        metricOf(masterHttp_, "regent_store_zookeeper_transactions_total");
+    if (transactionsBefore && transactionsAfter && options_.jobs > 0) {
+      std::printf("zk_transactions_per_job=%s\n",
+                  formatFixed(double(*transactionsAfter - *transactionsBefore) / options_.jobs, 2)
+                      .c_str());
+    } else {
+      note("zk_transactions_per_job: the master's regent_store_zookeeper_transactions_total "
+           "could not be read");
+    }
     std::fflush(stdout);
     return {};
   }
@@ -677,6 +729,7 @@ class JobsBench final {
   const std::string dir_;
   const std::string clusterId_;
   std::unique_ptr<ProcessHarness> master_;
+  std::string masterHttp_;  // The master's /metrics address ("" when its log did not say).
   std::vector<std::unique_ptr<ProcessHarness>> workers_;
   std::optional<pid_t> zooKeeperPid_;
 };

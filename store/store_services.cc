@@ -23,9 +23,12 @@ class ZooKeeperStoreServices final : public StoreServices {
 
   StoreBackend backend() const override { return StoreBackend::kZooKeeper; }
   kj::Promise<void> close() override { return kj::READY_NOW; }
+  uint64_t zooKeeperTransactions() const override { return transactions_; }
 
   kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
-    return canceler_.wrap(ZooKeeperRecordStore::open(zooKeeper_, kj::mv(term), options_)
+    ZooKeeperRecordStoreOptions options = options_;
+    options.transactions = &transactions_;
+    return canceler_.wrap(ZooKeeperRecordStore::open(zooKeeper_, kj::mv(term), options)
                               .then([retain = retain_, detailMax = detailMaxBytes_](StoreResult<kj::Own<RecordStore>>&& records)
                                         -> StoreResult<kj::Own<LeaderStores>> {
                                 if (!records.ok()) return records.error();
@@ -38,6 +41,7 @@ class ZooKeeperStoreServices final : public StoreServices {
   const ZooKeeperRecordStoreOptions options_;
   const size_t retain_;
   const size_t detailMaxBytes_;
+  uint64_t transactions_ = 0;  // Every term's stores' (ZooKeeperRecordStoreOptions::transactions).
   kj::Canceler canceler_;
 };
 

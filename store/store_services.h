@@ -54,6 +54,11 @@ class StoreServices {
 
   virtual StoreBackend backend() const = 0;
 
+  // The ZooKeeper backend: the write transactions every term's stores sent so far (each put
+  // attempt and each remove, ZooKeeperRecordStoreOptions::transactions); 0 for RocksDB. What
+  // /metrics shows as regent_store_zookeeper_transactions_total.
+  virtual uint64_t zooKeeperTransactions() const { return 0; }
+
   // Opens what the backend keeps open across terms, before any term: the RocksDB database
   // (waiting up to `store.rocksdb.lock-timeout` while another process holds its lock, then
   // kUnavailable naming the path, the holder and the option); nothing to do for ZooKeeper. A

@@ -104,7 +104,8 @@ StoreError transactionError(const TransactionOutcome& outcome, const std::string
 // `zooKeeper` and `term` belong to the store, whose canceler drops this chain before they go.
 kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreTerm& term,
                                        std::string path, std::shared_ptr<const std::string> bytes,
-                                       bool create, int transactionsLeft) {
+                                       bool create, int transactionsLeft, uint64_t* sent) {
+  if (sent != nullptr) ++*sent;
   std::vector<ZkOp> ops;
   ops.reserve(2);
   ops.push_back(ZkOp::check(term.latchPath));
@@ -112,7 +113,7 @@ kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreT
                        : ZkOp::setData(path, *bytes));
   return zooKeeper.multi(std::move(ops))
       .then([&zooKeeper, &term, path = std::move(path), bytes = std::move(bytes), create,
-             transactionsLeft](
+             transactionsLeft, sent](
                 ZkReply<std::vector<ZkOpResult>> reply) mutable -> kj::Promise<StoreResult<void>> {
         const TransactionOutcome outcome = outcomeOf(reply);
         if (outcome.applied) return StoreResult<void>();
@@ -125,7 +126,7 @@ kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreT
         if (raced) {
           if (transactionsLeft > 1) {
             return putStep(zooKeeper, term, std::move(path), std::move(bytes), !create,
-                           transactionsLeft - 1);
+                           transactionsLeft - 1, sent);
           }
           return StoreResult<void>(StoreError::unavailable(
               "cannot write '" + path + "': it was created and removed by someone else " +
@@ -263,7 +264,7 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::put(RecordFamily family, st
   }
   auto shared = std::make_shared<const std::string>(std::move(bytes));
   return canceler_.wrap(putStep(zooKeeper_, term_, recordName(family, key), std::move(shared),
-                                /*create=*/true, kMaxPutTransactions));
+                                /*create=*/true, kMaxPutTransactions, options_.transactions));
 }
 
 kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(RecordFamily family,
@@ -286,6 +287,7 @@ kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family,
   ops.reserve(2);
   ops.push_back(ZkOp::check(term_.latchPath));
   ops.push_back(ZkOp::remove(path));
+  if (options_.transactions != nullptr) ++*options_.transactions;
   return canceler_.wrap(
       zooKeeper_.multi(std::move(ops))
           .then([this, path](ZkReply<std::vector<ZkOpResult>> reply) -> StoreResult<bool> {

@@ -21,6 +21,10 @@ struct ZooKeeperRecordStoreOptions {
   size_t maxPayload = 960 * 1024;
   // Reads kept in flight by listKeys/readAll.
   size_t maxReadsInFlight = 1024;
+  // When set, counts every write transaction the store sends (a put's create that finds the node
+  // and its setData are two; a remove is one): StoreServices::zooKeeperTransactions(), across
+  // terms.
+  uint64_t* transactions = nullptr;
 };
 
 class ZooKeeperRecordStore final : public RecordStore {

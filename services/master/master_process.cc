@@ -157,6 +157,10 @@ MasterProcess::MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const C
   addJobMasterMetrics(metrics_, jobMasterCounters_);
   addFencingMetrics(metrics_, fencingCounters_);
   addAuthMetrics(metrics_, authCounters_);
+  metrics_.counter("regent_store_zookeeper_transactions_total",
+                   "Write transactions the ZooKeeper store sent (each put attempt, each removal) "
+                   "over every term this process led; 0 with the RocksDB store.",
+                   [this] { return stores_ ? stores_->zooKeeperTransactions() : uint64_t{0}; });
   addRpcTransportMetrics(metrics_, [this] { return rpcTransportCounts(); });
   http::addAcceptLoopMetrics(metrics_, "rpc", [this]() -> const AcceptLoop* {
     return rpcServer_ ? &rpcServer_->listener() : nullptr;

@@ -249,6 +249,27 @@ TEST_F(ZooKeeperRecordStoreTest, PutsGetsReplacesRemovesListsAndReadsRecordsUnde
             (std::vector<std::string>{key(1), key(3), key(4)}));
 }
 
+// Every write transaction sent is counted (what regent_store_zookeeper_transactions_total and
+// the jobs benchmark's zk_transactions_per_job read): a new record's put is one, a put over an
+// existing record two (the create finds it, then the setData), a removal one.
+TEST_F(ZooKeeperRecordStoreTest, EveryWriteTransactionSentIsCounted) {
+  auto client = connect();
+  uint64_t sent = 0;
+  ZooKeeperRecordStoreOptions options;
+  options.transactions = &sent;
+  auto store = open(*client, 1, createLatch(*client), options);
+  EXPECT_EQ(sent, 0u) << "opening writes nothing counted";
+  expectOk(run(store->put(RecordFamily::kJobGraphs, key(1), "one")));
+  EXPECT_EQ(sent, 1u);
+  expectOk(run(store->put(RecordFamily::kJobGraphs, key(1), "one, again")));
+  EXPECT_EQ(sent, 3u);
+  ASSERT_TRUE(run(store->get(RecordFamily::kJobGraphs, key(1))).ok());
+  EXPECT_EQ(sent, 3u) << "reads are not transactions";
+  ASSERT_TRUE(run(store->remove(RecordFamily::kJobGraphs, key(1))).ok());
+  ASSERT_TRUE(run(store->remove(RecordFamily::kJobGraphs, key(1))).ok());
+  EXPECT_EQ(sent, 5u);
+}
+
 // What the store's classification of failed writes relies on: ZooKeeper reports the failing
 // operation's own code, ZOK for the operations before it and ZRUNTIMEINCONSISTENCY (-2) after.
 TEST_F(ZooKeeperRecordStoreTest, AFailedTransactionNamesTheOperationThatFailed) {

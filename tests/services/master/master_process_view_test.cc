@@ -123,6 +123,9 @@ TEST(MasterProcessView, AStandaloneMasterShowsItsTermItsGrantAndItselfAsTheOneCo
 
   const std::string metrics = master.metrics().text();
   EXPECT_NE(metrics.find("\nregent_leader 1\n"), std::string::npos) << metrics;
+  // RocksDB: no ZooKeeper transaction.
+  EXPECT_NE(metrics.find("\nregent_store_zookeeper_transactions_total 0\n"), std::string::npos)
+      << metrics;
   EXPECT_NE(metrics.find("\nregent_epoch " + std::to_string(leadership.leadingEpoch) + "\n"),
             std::string::npos)
       << metrics;
