@@ -263,8 +263,16 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::put(RecordFamily family, st
         std::to_string(options_.maxPayload) + " bytes (store.zookeeper.max-payload)"));
   }
   auto shared = std::make_shared<const std::string>(std::move(bytes));
-  return canceler_.wrap(putStep(zooKeeper_, term_, recordName(family, key), std::move(shared),
-                                /*create=*/true, kMaxPutTransactions, options_.transactions));
+  std::string path = recordName(family, key);
+  // A record this store wrote or read is replaced with setData at once; any other is created
+  // (either switches to the other when it finds the node otherwise).
+  const bool known = known_.contains(path);
+  return canceler_.wrap(putStep(zooKeeper_, term_, path, std::move(shared), /*create=*/!known,
+                                kMaxPutTransactions, options_.transactions)
+                            .then([this, path](StoreResult<void> written) {
+                              if (written.ok()) known_.insert(path);
+                              return written;
+                            }));
 }
 
 kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(RecordFamily family,
@@ -292,6 +300,7 @@ kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family,
       zooKeeper_.multi(std::move(ops))
           .then([this, path](ZkReply<std::vector<ZkOpResult>> reply) -> StoreResult<bool> {
             const TransactionOutcome outcome = outcomeOf(reply);
+            if (outcome.applied || outcome.failedOp == kWriteOp) known_.erase(path);
             if (outcome.applied) return true;
             if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
               return fencedError(term_, "'" + path + "' was not removed");
@@ -314,7 +323,7 @@ kj::Promise<StoreResult<std::vector<Record>>> ZooKeeperRecordStore::readAll(Reco
   ha::Coordination& zooKeeper = zooKeeper_;
   return canceler_.wrap(
       listFolder(zooKeeper_, family)
-          .then([&zooKeeper, family,
+          .then([this, &zooKeeper, family,
                  window](StoreResult<std::vector<std::string>> listed) -> kj::Promise<Read> {
             if (!listed.ok()) return Read(listed.error());
             auto state = kj::heap<ReadAllState>(zooKeeper, family, std::move(listed).value());
@@ -323,12 +332,13 @@ kj::Promise<StoreResult<std::vector<Record>>> ZooKeeperRecordStore::readAll(Reco
             for (size_t i = 0; i < lanes; ++i) builder.add(readLane(*state));
             ReadAllState& s = *state;
             return kj::joinPromises(builder.finish())
-                .then([&s]() -> Read {
+                .then([this, &s, family]() -> Read {
                   if (s.error) return std::move(*s.error);
                   std::vector<Record> records;
                   records.reserve(s.keys.size());
                   for (size_t i = 0; i < s.keys.size(); ++i) {
                     if (!s.values[i]) continue;  // Removed between listing and reading.
+                    known_.insert(recordName(family, s.keys[i]));
                     records.push_back(Record{std::move(s.keys[i]), std::move(*s.values[i])});
                   }
                   return records;

@@ -6,6 +6,8 @@
 #include <kj/async.h>
 
 #include <cstddef>
+#include <string>
+#include <unordered_set>
 
 #include "store/record_store.h"
 
@@ -54,6 +56,9 @@ class ZooKeeperRecordStore final : public RecordStore {
   ha::Coordination& zooKeeper_;
   StoreTerm term_;
   ZooKeeperRecordStoreOptions options_;
+  // The records this store wrote or read and did not remove: a put of one starts with setData
+  // instead of a create that would find the node (one transaction instead of two).
+  std::unordered_set<std::string> known_;
   kj::Canceler canceler_;  // Destroying the store cancels what is in flight.
 };
 

@@ -250,24 +250,46 @@ TEST_F(ZooKeeperRecordStoreTest, PutsGetsReplacesRemovesListsAndReadsRecordsUnde
 }
 
 // Every write transaction sent is counted (what regent_store_zookeeper_transactions_total and
-// the jobs benchmark's zk_transactions_per_job read): a new record's put is one, a put over an
-// existing record two (the create finds it, then the setData), a removal one.
+// the jobs benchmark's zk_transactions_per_job read): a new record's put is one; a put over a
+// record this store wrote or read is one too (setData at once); over one it does not know of,
+// two (the create finds it, then the setData); a removal one.
 TEST_F(ZooKeeperRecordStoreTest, EveryWriteTransactionSentIsCounted) {
   auto client = connect();
   uint64_t sent = 0;
   ZooKeeperRecordStoreOptions options;
   options.transactions = &sent;
-  auto store = open(*client, 1, createLatch(*client), options);
+  const std::string latch = createLatch(*client);
+  auto store = open(*client, 1, latch, options);
   EXPECT_EQ(sent, 0u) << "opening writes nothing counted";
   expectOk(run(store->put(RecordFamily::kJobGraphs, key(1), "one")));
   EXPECT_EQ(sent, 1u);
   expectOk(run(store->put(RecordFamily::kJobGraphs, key(1), "one, again")));
-  EXPECT_EQ(sent, 3u);
+  EXPECT_EQ(sent, 2u);
   ASSERT_TRUE(run(store->get(RecordFamily::kJobGraphs, key(1))).ok());
-  EXPECT_EQ(sent, 3u) << "reads are not transactions";
+  EXPECT_EQ(sent, 2u) << "reads are not transactions";
   ASSERT_TRUE(run(store->remove(RecordFamily::kJobGraphs, key(1))).ok());
   ASSERT_TRUE(run(store->remove(RecordFamily::kJobGraphs, key(1))).ok());
+  EXPECT_EQ(sent, 4u);
+  // Removed: the next put creates it again, in one transaction.
+  expectOk(run(store->put(RecordFamily::kJobGraphs, key(1), "one, anew")));
   EXPECT_EQ(sent, 5u);
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(1)), "one, anew");
+
+  // Another store of the same term (a new leader's) does not know the record: two, and then
+  // one, once it wrote it; a record it read is replaced in one.
+  expectOk(run(store->put(RecordFamily::kJobResults, key(2), "two")));
+  uint64_t other = 0;
+  ZooKeeperRecordStoreOptions otherOptions;
+  otherOptions.transactions = &other;
+  auto next = open(*client, 1, latch, otherOptions);
+  expectOk(run(next->put(RecordFamily::kJobGraphs, key(1), "one, from the next")));
+  EXPECT_EQ(other, 2u);
+  expectOk(run(next->put(RecordFamily::kJobGraphs, key(1), "one, from the next, again")));
+  EXPECT_EQ(other, 3u);
+  ASSERT_TRUE(run(next->readAll(RecordFamily::kJobResults)).ok());
+  expectOk(run(next->put(RecordFamily::kJobResults, key(2), "two, replaced")));
+  EXPECT_EQ(other, 4u);
+  EXPECT_EQ(nodeData(*client, "job-results/" + key(2)), "two, replaced");
 }
 
 // What the store's classification of failed writes relies on: ZooKeeper reports the failing
@@ -581,7 +603,9 @@ TEST_F(ZooKeeperRecordStoreTest, APutThatFindsTheNodeRemovedBeforeReplacingCreat
   auto client = connect();
   CountingCoordination counting(*client);
   auto store = open(counting, 1, createLatch(*client));
-  expectOk(run(store->put(RecordFamily::kJobGraphs, key(1), "v1")));
+  // Written by someone else: the store does not know the record, so its put starts with create.
+  auto created = run(client->create("jobgraphs/" + key(1), "v1", CreateMode::kPersistent));
+  ASSERT_TRUE(created.ok()) << ha::zkCodeName(created.code);
 
   // The replace finds the node (create fails), and before its setData goes out someone removes
   // the node: the setData fails too, and put creates it again.
