@@ -10,30 +10,64 @@
 
 namespace regent::ha {
 
-Result<std::string> resolveQuorumHosts(const std::string& quorum) {
-  const size_t slash = quorum.find('/');
-  const std::string hosts = quorum.substr(0, slash);
-  const std::string chroot = slash == std::string::npos ? "" : quorum.substr(slash);
-  std::vector<std::string> addresses;
-  std::string problems;
+namespace {
+
+struct QuorumEntry {
+  std::string host;
+  std::string port;
+};
+
+// The entries of `quorum`'s host list (before any chroot), blanks around each trimmed, empty
+// ones skipped; an error naming the first entry that is not host:port.
+Result<std::vector<QuorumEntry>> entriesOf(const std::string& quorum) {
+  const std::string hosts = quorum.substr(0, quorum.find('/'));
+  std::vector<QuorumEntry> entries;
   size_t from = 0;
   while (from <= hosts.size()) {
     size_t comma = hosts.find(',', from);
     if (comma == std::string::npos) comma = hosts.size();
-    const std::string entry = hosts.substr(from, comma - from);
+    std::string entry = hosts.substr(from, comma - from);
     from = comma + 1;
-    if (entry.empty()) continue;
+    const size_t first = entry.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    entry = entry.substr(first, entry.find_last_not_of(" \t") - first + 1);
     const size_t colon = entry.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == entry.size()) {
       return Error::fatal("ZooKeeper quorum entry '" + entry + "' is not host:port");
     }
-    const std::string host = entry.substr(0, colon);
-    const std::string port = entry.substr(colon + 1);
+    entries.push_back({entry.substr(0, colon), entry.substr(colon + 1)});
+  }
+  if (entries.empty()) return Error::fatal("ZooKeeper quorum '" + quorum + "' names no server");
+  return entries;
+}
+
+}  // namespace
+
+Status checkQuorum(const std::string& quorum) {
+  auto entries = entriesOf(quorum);
+  if (!entries.ok()) return entries.error();
+  return {};
+}
+
+Result<std::string> resolveQuorumHosts(const std::string& quorum) {
+  const size_t slash = quorum.find('/');
+  const std::string chroot = slash == std::string::npos ? "" : quorum.substr(slash);
+  auto entries = entriesOf(quorum);
+  if (!entries.ok()) return entries.error();
+  std::vector<std::string> addresses;
+  std::string problems;
+  for (const auto& [host, port] : entries.value()) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
+    // As the library asks: only the address families this machine has configured.
+    hints.ai_flags = AI_ADDRCONFIG;
     addrinfo* found = nullptr;
-    const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    if (rc == EAI_BADFLAGS) {
+      hints.ai_flags = 0;
+      rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    }
     if (rc != 0) {
       problems += (problems.empty() ? "" : "; ") + host + ": " + ::gai_strerror(rc);
       continue;

@@ -19,7 +19,11 @@ using QuorumResolver = std::function<Result<std::string>(const std::string& quor
 // to (getaddrinfo, TCP), written as the C library parses them ("10.0.0.1:2181", "::1:2181": the
 // port after the last ':'), duplicates dropped, the chroot kept. A host that does not resolve is
 // left out; a retryable error names each host and why when none resolves, and an entry without
-// a port is an error too.
+// a port is an error too (checkQuorum). Blanks around an entry are ignored.
 Result<std::string> resolveQuorumHosts(const std::string& quorum);
+
+// Ok when every entry of `quorum` is host:port (blanks around entries allowed) and there is one
+// at least; else an error naming the entry. What ZooKeeperClient::start checks.
+Status checkQuorum(const std::string& quorum);
 
 }  // namespace regent::ha

@@ -262,6 +262,7 @@ struct ZooKeeperClient::State {
 Result<kj::Own<ZooKeeperClient>> ZooKeeperClient::start(EventLoop& loop,
                                                         ZooKeeperClientOptions options) {
   if (options.quorum.empty()) return Error::fatal("ZooKeeper quorum is empty");
+  if (Status quorum = checkQuorum(options.quorum); !quorum.ok()) return quorum.error();
   if (options.root.empty() || options.root.front() != '/' || options.root.back() == '/') {
     return Error::fatal("ZooKeeper root '" + options.root +
                         "' must be an absolute path without a trailing '/'");

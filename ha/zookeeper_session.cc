@@ -91,6 +91,8 @@ void ZooKeeperSession::open() {
   // No library handle until the lookup answers: calls fail with kConnectionLoss meanwhile.
   handle_ = std::make_unique<Handle>();
   if (!unreachableTimer_.isActive()) startUnreachableWarnings();
+  // What the 10 s warning names while the lookup has not answered.
+  lastLibraryProblem = "looking up the quorum's host names";
   QuorumResolver resolve = options_.resolve ? options_.resolve : QuorumResolver(resolveQuorumHosts);
   const uint64_t lookup = ++lookup_;
   tasks_.add(loop_.runBlocking([resolve = std::move(resolve), quorum = options_.quorum]() {
@@ -110,6 +112,7 @@ void ZooKeeperSession::open() {
 void ZooKeeperSession::connect(Result<std::string> resolved) {
   if (state_ == SessionState::kClosed || !handle_) return;
   if (resolved.ok()) {
+    lastLibraryProblem.clear();
     // ZOO_NO_LOG_CLIENTENV: the environment dump looks up the user (getpwuid), which can block.
     // The addresses are numeric: the library's own lookup of them answers without a resolver.
     handle_->zh = zookeeper_init2(resolved.value().c_str(), &ZooKeeperSession::onSessionEvent,

@@ -157,7 +157,7 @@ kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t page
   kj::Vector<kj::Promise<void>> loads;
   for (const JobId& id : shown) loads.add(view_.loadJobDetail(id));
   // The contenders are read meanwhile, not after.
-  auto contending = view_.contenders();
+  auto contending = view_.contenders().eagerlyEvaluate(nullptr);
   auto loaded = kj::joinPromises(loads.releaseAsArray());
   return loaded.then([contending = kj::mv(contending)]() mutable { return kj::mv(contending); })
       .then([this, &response, pageNumber,

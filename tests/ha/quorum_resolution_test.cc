@@ -28,6 +28,17 @@ TEST(QuorumResolution, ANameBecomesEveryAddressItHasWithoutDuplicates) {
   EXPECT_EQ(text.find("127.0.0.1:2181", first + 1), std::string::npos) << text;
 }
 
+TEST(QuorumResolution, BlanksAroundEntriesAreIgnoredAndEveryEntryNeedsAPort) {
+  auto spaced = resolveQuorumHosts("127.0.0.1:2181, 127.0.0.2:2182 ,\t127.0.0.3:2183");
+  ASSERT_TRUE(spaced.ok()) << spaced.error().message;
+  EXPECT_EQ(spaced.value(), "127.0.0.1:2181,127.0.0.2:2182,127.0.0.3:2183");
+  EXPECT_TRUE(checkQuorum("zk-1:2181, zk-2:2181/regent").ok());
+  auto noPort = checkQuorum("zk-1:2181,zk-2");
+  ASSERT_FALSE(noPort.ok());
+  EXPECT_NE(noPort.error().message.find("'zk-2' is not host:port"), std::string::npos);
+  EXPECT_FALSE(checkQuorum(" , ").ok());
+}
+
 TEST(QuorumResolution, NamesThatDoNotResolveAreLeftOutAndNoneResolvingIsRetryable) {
   auto some = resolveQuorumHosts("regent-no-such-host.invalid:2181,127.0.0.1:2181");
   ASSERT_TRUE(some.ok()) << some.error().message;
