@@ -18,8 +18,8 @@ namespace regent {
 // Not thread-safe; cheap to copy.
 class ExponentialBackoff final {
  public:
-  // `uniform01` returns numbers in [0, 1] (a test may fix it at 0 or 1); null draws from a
-  // generator seeded from std::random_device. Requires 0 < initial <= max.
+  // `uniform01` returns numbers in [0, 1] (a test may fix it at 0 or 1); null draws from the
+  // thread's generator, seeded once from std::random_device. Requires 0 < initial <= max.
   ExponentialBackoff(Duration initial, Duration max, std::function<double()> uniform01 = nullptr);
 
   // The delay to wait before the next attempt; counts one more failure.
@@ -37,6 +37,9 @@ class ExponentialBackoff final {
   Duration max_;
   std::function<double()> uniform01_;
   uint32_t failures_ = 0;
+
+  // Uniform in [0, 1] from a generator per thread (what a null `uniform01` means).
+  static double uniformFromThreadGenerator();
 };
 
 }  // namespace regent
