@@ -144,14 +144,15 @@ kj::Promise<void> MasterHttpRoutes::page(Response& response, uint status,
 
 kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t pageNumber) {
   // The shown jobs' details first: an ended job's may be in the store only.
+  // One snapshot of the jobs per request: the page lists it.
   std::vector<JobId> shown;
   const LeadershipSnapshot before = view_.leadership();
-  if (before.leadingEpoch != 0 && before.recovered) {
-    if (std::optional<JobsSnapshot> jobs = view_.jobs()) {
-      const auto [first, last] = shownRange(jobs->jobs.size(), pageNumber, kStatusPageSize);
-      for (uint32_t i = first; i < last; ++i) {
-        shown.push_back(wire::idFromWire<JobId>(jobs->jobs[i].getJobId()));
-      }
+  std::optional<JobsSnapshot> jobs;
+  if (before.leadingEpoch != 0 && before.recovered) jobs = view_.jobs();
+  if (jobs) {
+    const auto [first, last] = shownRange(jobs->jobs.size(), pageNumber, kStatusPageSize);
+    for (uint32_t i = first; i < last; ++i) {
+      shown.push_back(wire::idFromWire<JobId>(jobs->jobs[i].getJobId()));
     }
   }
   kj::Vector<kj::Promise<void>> loads;
@@ -160,8 +161,9 @@ kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t page
   auto contending = view_.contenders().eagerlyEvaluate(nullptr);
   auto loaded = kj::joinPromises(loads.releaseAsArray());
   return loaded.then([contending = kj::mv(contending)]() mutable { return kj::mv(contending); })
-      .then([this, &response, pageNumber,
-             shown = std::move(shown)](Result<std::vector<leader::ContenderEntry>> contenders) {
+      .then([this, &response, pageNumber, shown = std::move(shown), jobs = std::move(jobs),
+             jobsEpoch = before.leadingEpoch](
+                Result<std::vector<leader::ContenderEntry>> contenders) mutable {
         StatusPageInput input;
         input.pageSize = kStatusPageSize;
         if (view_.leadership().recovered) {
@@ -178,11 +180,12 @@ kj::Promise<void> MasterHttpRoutes::statusPage(Response& response, uint32_t page
           input.contendersError = "the masters cannot be read: " + contenders.error().message;
         }
         std::optional<WorkersSnapshot> workers;
-        std::optional<JobsSnapshot> jobs;
-        if (input.leadership.leadingEpoch != 0) {
-          workers = view_.workers();
-          if (input.leadership.recovered) jobs = view_.jobs();
+        if (input.leadership.leadingEpoch != 0) workers = view_.workers();
+        // The snapshot taken before the loads, unless the term changed meanwhile.
+        if (!input.leadership.recovered || input.leadership.leadingEpoch != jobsEpoch) {
+          jobs.reset();
         }
+        if (input.leadership.recovered && !jobs) jobs = view_.jobs();
         if (workers) input.workers = &*workers;
         if (jobs) input.jobs = &*jobs;
         input.events = view_.recentEvents();

@@ -387,8 +387,10 @@ TEST_F(HttpServerTest, OneJobIsTheJsonRegentctlJobsStatusPrints) {
 
 TEST_F(HttpServerTest, ThePageOfTheLeaderShowsItsEpochWorkersAndJobsWithItsSecurityHeaders) {
   lead(7, true);
+  const int snapshotsBefore = host_.jobsSnapshots;
   Reply reply = fetch("/");
   ASSERT_EQ(reply.status, 200u) << reply.body;
+  EXPECT_EQ(host_.jobsSnapshots, snapshotsBefore + 1) << "one snapshot of the jobs per page";
   EXPECT_EQ(reply.contentType, "text/html; charset=utf-8");
   EXPECT_EQ(reply.policy, statusPagePolicy());
   EXPECT_EQ(reply.noSniff, "nosniff");
