@@ -12,8 +12,14 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <atomic>
 #include <cstring>
 #include <mutex>
+
+#include "common/child_spawn.h"
 
 extern char** environ;
 
@@ -28,6 +34,9 @@ void runUserCallback(const char* what, Func&& func) {
     spdlog::error("uncaught exception in {} callback: {}", what, kj::str(*exception).cStr());
   }
 }
+
+// Whether `handle` watches a child's exit (a ChildProcess's); if so, the child is sent SIGKILL.
+bool killWatchedChild(uv_handle_t* handle);
 
 bool readableNow(int fd) {
   struct pollfd pfd = {fd, POLLIN, 0};
@@ -120,10 +129,9 @@ EventLoop::~EventLoop() noexcept {
       &s.uv,
       [](uv_handle_t* handle, void*) {
         if (uv_is_closing(handle)) return;
-        if (handle->type == UV_PROCESS) {
-          // A child whose ChildProcess is gone, SIGKILLed but not yet reaped: make sure it dies
-          // and let its exit callback close the handle and free its state below.
-          uv_process_kill(reinterpret_cast<uv_process_t*>(handle), SIGKILL);
+        if (killWatchedChild(handle)) {
+          // A child whose ChildProcess is gone, SIGKILLed but not yet reaped: made sure it dies;
+          // its exit callback closes the handle and frees its state below.
           return;
         }
         // Anything else still open was leaked by its owner; close it so the loop can close.
@@ -316,6 +324,13 @@ SignalWatcher::~SignalWatcher() {
 
 struct ChildProcess::State {
   EventLoop* loop;
+  // How the child's exit is watched: a pidfd polled for readability (spawned with clone,
+  // common/child_spawn.h), or libuv's process handle (the fallback where the kernel refuses
+  // CLONE_PIDFD).
+  bool cloned = false;
+  int pid = 0;
+  int pidfd = -1;
+  uv_poll_t exitPoll;
   uv_process_t process;
   uv_pipe_t pipes[2];  // stdout, stderr (captureOutput only).
   std::string* sinks[2];
@@ -335,6 +350,25 @@ struct ChildProcess::State {
       auto* s = static_cast<State*>(h->data);
       if (--s->openHandles == 0 && s->ownerGone) delete s;
     });
+  }
+
+  // The child exited (or is left running): its exit is not watched any more.
+  void stopWatching() {
+    if (cloned) {
+      // uv_close takes the descriptor out of the poll set at once: it may be closed now.
+      closeHandle(reinterpret_cast<uv_handle_t*>(&exitPoll));
+      ::close(pidfd);
+      pidfd = -1;
+    } else {
+      closeHandle(reinterpret_cast<uv_handle_t*>(&process));
+    }
+  }
+
+  // 0, or a negated errno.
+  int kill(int signum) {
+    if (!cloned) return uv_process_kill(&process, signum);
+    if (::syscall(SYS_pidfd_send_signal, pidfd, signum, nullptr, 0) == 0) return 0;
+    return -errno;
   }
 
   // A capture pipe is complete (EOF, error, or nobody wants its output any more).
@@ -360,35 +394,132 @@ bool outOfResources(int rc) {
   return rc == UV_EMFILE || rc == UV_ENFILE || rc == UV_EAGAIN || rc == UV_ENOMEM;
 }
 
-}  // namespace
+// Set once clone with CLONE_PIDFD was refused (an old kernel, a seccomp filter): every later
+// spawn of the process goes through libuv's fork. Or by a test, to cover that path.
+std::atomic<bool> cloneRefused{false};
 
-Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
-  if (options.argv.empty()) return Error::fatal("spawn: empty argv");
-  for (const auto& extra : options.env) {
-    if (extra.find('=') == std::string::npos || extra.front() == '=') {
-      return Error::fatal("spawn " + options.argv[0] + ": environment entry \"" + extra +
-                          "\" is not NAME=value");
+void readCapturedOutput(ChildProcess::State* state) {
+  for (int i = 0; i < 2; ++i) {
+    ++state->openStreams;
+    state->pipeReading[i] = true;
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&state->pipes[i]),
+        [](uv_handle_t*, size_t suggested, uv_buf_t* buf) {
+          buf->base = new char[suggested];
+          buf->len = suggested;
+        },
+        [](uv_stream_t* stream, ssize_t n, const uv_buf_t* buf) {
+          auto* s = static_cast<ChildProcess::State*>(stream->data);
+          int index = stream == reinterpret_cast<uv_stream_t*>(&s->pipes[0]) ? 0 : 1;
+          if (n > 0) s->sinks[index]->append(buf->base, static_cast<size_t>(n));
+          delete[] buf->base;
+          if (n < 0) {  // EOF or error: this stream is complete.
+            s->finishStream(index);
+            s->maybeFinish();
+          }
+        });
+  }
+}
+
+// The child's exit, once its pidfd is readable: reaped here.
+void onPidfdReadable(uv_poll_t* poll, int, int) {
+  auto* s = static_cast<ChildProcess::State*>(poll->data);
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  const int rc = ::waitid(P_PIDFD, static_cast<id_t>(s->pidfd), &info, WEXITED | WNOHANG);
+  if (rc == 0 && info.si_pid == 0) return;  // Not exited yet.
+  if (rc < 0 && errno == EINTR) return;     // Level-triggered: asked again.
+  if (rc == 0) {
+    if (info.si_code == CLD_EXITED) {
+      s->exit.exitStatus = info.si_status;
+    } else {
+      s->exit.termSignal = info.si_status;
     }
   }
-  auto* state = new State{};
-  state->loop = &loop;
-  state->sinks[0] = &state->exit.out;
-  state->sinks[1] = &state->exit.err;
-  auto paf = kj::newPromiseAndFulfiller<ChildExit>();
-  state->fulfiller = kj::mv(paf.fulfiller);
-  state->promise = kj::mv(paf.promise);
+  // rc < 0 (ECHILD): reaped by someone else; how it ended is not known.
+  s->exited = true;
+  s->stopWatching();
+  s->maybeFinish();
+}
 
-  // Environment: the parent's (unless not inherited), with the extra entries replacing
-  // same-named ones.
-  std::vector<std::string> env;
-  if (options.inheritEnvironment) {
-    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+// The child through clone (common/child_spawn.h). `fds` are the child's 0, 1, 2, 3...; with
+// captureOutput, 1 and 2 are made here. Returns 0, a negated errno (the message in `failure`),
+// or 1 when the kernel refused the clone (nothing started; the caller falls back).
+int spawnCloned(ChildProcess::State* state, const SpawnOptions& options,
+                std::vector<std::string> env, std::vector<int> fds, std::string& failure) {
+  int captureFds[2][2] = {{-1, -1}, {-1, -1}};
+  auto closeCaptureFds = [&captureFds] {
+    for (auto& pair : captureFds) {
+      for (int& fd : pair) {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+      }
+    }
+  };
+  if (options.captureOutput) {
+    for (int i = 0; i < 2; ++i) {
+      if (::pipe2(captureFds[i], O_CLOEXEC) != 0) {
+        const int error = errno;
+        closeCaptureFds();
+        failure = std::string("pipe: ") + uv_strerror(-error);
+        return -error;
+      }
+      fds[1 + i] = captureFds[i][1];
+    }
   }
-  for (const auto& extra : options.env) {
-    auto name = extra.substr(0, extra.find('=') + 1);
-    std::erase_if(env, [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
-    env.push_back(extra);
+  const char* path = nullptr;
+  for (const auto& entry : env) {
+    if (entry.compare(0, 5, "PATH=") == 0) path = entry.c_str() + 5;
   }
+  ExecPlan plan;
+  plan.candidates = execCandidates(options.argv[0], path);
+  plan.argv = options.argv;
+  plan.envp = std::move(env);
+  plan.fds = std::move(fds);
+  plan.cwd = options.cwd;
+  plan.newSession = options.newSession;
+  plan.uid = options.uid;
+  plan.gid = options.gid;
+  auto started = cloneAndExec(plan);
+  if (auto* failed = std::get_if<SpawnFailure>(&started)) {
+    closeCaptureFds();
+    const bool refused = std::strcmp(failed->step, "clone") == 0 &&
+                         (failed->error == EINVAL || failed->error == ENOSYS ||
+                          failed->error == EPERM);
+    if (refused) return 1;
+    failure = uv_strerror(-failed->error);
+    if (std::strcmp(failed->step, "exec") != 0) {
+      failure = std::string(failed->step) + (failed->step == std::string("chdir")
+                                                 ? " " + options.cwd : std::string()) +
+                ": " + failure;
+    }
+    return -failed->error;
+  }
+  const ClonedChild child = std::get<ClonedChild>(started);
+  state->cloned = true;
+  state->pid = child.pid;
+  state->pidfd = child.pidfd;
+  uv_poll_init(state->loop->uv(), &state->exitPoll, child.pidfd);
+  state->exitPoll.data = state;
+  ++state->openHandles;
+  uv_poll_start(&state->exitPoll, UV_READABLE, onPidfdReadable);
+  if (options.captureOutput) {
+    for (int i = 0; i < 2; ++i) {
+      ::close(captureFds[i][1]);
+      uv_pipe_init(state->loop->uv(), &state->pipes[i], 0);
+      state->pipes[i].data = state;
+      ++state->openHandles;
+      uv_pipe_open(&state->pipes[i], captureFds[i][0]);  // Owned by the handle from now on.
+    }
+    readCapturedOutput(state);
+  }
+  return 0;
+}
+
+// The child through libuv's uv_spawn (fork). Returns 0 or a libuv error code.
+int spawnWithLibuv(ChildProcess::State* state, SpawnOptions& options, std::vector<std::string>& env,
+                   const std::vector<int>& fds) {
+  EventLoop& loop = *state->loop;
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -396,46 +527,21 @@ Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions 
   for (auto& a : options.argv) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  std::vector<uv_stdio_container_t> stdio(3 + options.extraFds.size());
+  std::vector<uv_stdio_container_t> stdio(fds.size());
   stdio[0].flags = UV_IGNORE;  // libuv gives an ignored stdin /dev/null.
-  for (size_t i = 0; i < options.extraFds.size(); ++i) {
-    stdio[3 + i].flags = UV_INHERIT_FD;
-    stdio[3 + i].data.fd = options.extraFds[i];
-  }
-  int fileFds[2] = {-1, -1};
-  const std::string* paths[2] = {&options.stdoutPath, &options.stderrPath};
-  const int givenFds[2] = {options.stdoutFd, options.stderrFd};
-  for (int i = 0; i < 2; ++i) {
-    if (options.captureOutput) {
-      uv_pipe_init(loop.uv(), &state->pipes[i], 0);
-      state->pipes[i].data = state;
+  for (size_t i = 1; i < fds.size(); ++i) {
+    if ((i == 1 || i == 2) && options.captureOutput) {
+      auto& pipe = state->pipes[i - 1];
+      uv_pipe_init(loop.uv(), &pipe, 0);
+      pipe.data = state;
       ++state->openHandles;
-      stdio[i + 1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-      stdio[i + 1].data.stream = reinterpret_cast<uv_stream_t*>(&state->pipes[i]);
-    } else if (givenFds[i] >= 0) {
-      stdio[i + 1].flags = UV_INHERIT_FD;
-      stdio[i + 1].data.fd = givenFds[i];
-    } else if (!paths[i]->empty()) {
-      // Created new, never through a link: the directory may belong to another user (a task
-      // user), who must not point the parent's open at a file of its choosing.
-      fileFds[i] = ::open(paths[i]->c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
-                          options.outputMode);
-      if (fileFds[i] < 0) {
-        const int error = errno;
-        std::string message = "cannot open " + *paths[i] + ": " + std::strerror(error);
-        if (fileFds[0] >= 0) ::close(fileFds[0]);
-        delete state;
-        return outOfResources(-error) ? Error::retryable(message) : Error::fatal(message);
-      }
-      stdio[i + 1].flags = UV_INHERIT_FD;
-      stdio[i + 1].data.fd = fileFds[i];
+      stdio[i].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+      stdio[i].data.stream = reinterpret_cast<uv_stream_t*>(&pipe);
     } else {
-      stdio[i + 1].flags = UV_INHERIT_FD;
-      stdio[i + 1].data.fd = i + 1;
+      stdio[i].flags = UV_INHERIT_FD;
+      stdio[i].data.fd = fds[i];
     }
   }
-
   uv_process_options_t uvOptions{};
   uvOptions.file = argv[0];
   uvOptions.args = argv.data();
@@ -453,52 +559,124 @@ Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions 
     uvOptions.gid = *options.gid;
   }
   uvOptions.exit_cb = [](uv_process_t* process, int64_t status, int termSignal) {
-    auto* s = static_cast<State*>(process->data);
+    auto* s = static_cast<ChildProcess::State*>(process->data);
     s->exited = true;
     s->exit.exitStatus = status;
     s->exit.termSignal = termSignal;
-    s->closeHandle(reinterpret_cast<uv_handle_t*>(process));
+    s->stopWatching();
     s->maybeFinish();
   };
   state->process.data = state;
-  int rc = uv_spawn(loop.uv(), &state->process, &uvOptions);
-  for (int fd : fileFds) {
-    if (fd >= 0) ::close(fd);
-  }
+  const int rc = uv_spawn(loop.uv(), &state->process, &uvOptions);
   ++state->openHandles;  // uv_spawn initialises the process handle even when it fails.
   if (rc != 0) {
-    std::string message = "cannot start " + options.argv[0] + ": " + uv_strerror(rc);
-    state->ownerGone = true;
-    state->fulfilled = true;
     state->closeHandle(reinterpret_cast<uv_handle_t*>(&state->process));
     if (options.captureOutput) {
       for (auto& pipe : state->pipes) state->closeHandle(reinterpret_cast<uv_handle_t*>(&pipe));
     }
-    loop.kick();
-    return outOfResources(rc) ? Error::retryable(message) : Error::fatal(message);
+    return rc;
+  }
+  state->pid = state->process.pid;
+  if (options.captureOutput) readCapturedOutput(state);
+  return 0;
+}
+
+bool killWatchedChild(uv_handle_t* handle) {
+  const bool watch =
+      handle->type == UV_PROCESS ||
+      (handle->type == UV_POLL &&
+       reinterpret_cast<uv_poll_t*>(handle)->poll_cb == onPidfdReadable);
+  if (watch) static_cast<ChildProcess::State*>(handle->data)->kill(SIGKILL);
+  return watch;
+}
+
+}  // namespace
+
+void ChildProcess::useForkForTesting(bool fork) { cloneRefused = fork; }
+
+Result<kj::Own<ChildProcess>> ChildProcess::spawn(EventLoop& loop, SpawnOptions options) {
+  if (options.argv.empty()) return Error::fatal("spawn: empty argv");
+  for (const auto& extra : options.env) {
+    if (extra.find('=') == std::string::npos || extra.front() == '=') {
+      return Error::fatal("spawn " + options.argv[0] + ": environment entry \"" + extra +
+                          "\" is not NAME=value");
+    }
+  }
+  // Environment: the parent's (unless not inherited), with the extra entries replacing
+  // same-named ones.
+  std::vector<std::string> env;
+  if (options.inheritEnvironment) {
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  }
+  for (const auto& extra : options.env) {
+    auto name = extra.substr(0, extra.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
+    env.push_back(extra);
   }
 
-  if (options.captureOutput) {
-    for (int i = 0; i < 2; ++i) {
-      ++state->openStreams;
-      state->pipeReading[i] = true;
-      uv_read_start(
-          reinterpret_cast<uv_stream_t*>(&state->pipes[i]),
-          [](uv_handle_t*, size_t suggested, uv_buf_t* buf) {
-            buf->base = new char[suggested];
-            buf->len = suggested;
-          },
-          [](uv_stream_t* stream, ssize_t n, const uv_buf_t* buf) {
-            auto* s = static_cast<State*>(stream->data);
-            int index = stream == reinterpret_cast<uv_stream_t*>(&s->pipes[0]) ? 0 : 1;
-            if (n > 0) s->sinks[index]->append(buf->base, static_cast<size_t>(n));
-            delete[] buf->base;
-            if (n < 0) {  // EOF or error: this stream is complete.
-              s->finishStream(index);
-              s->maybeFinish();
-            }
-          });
+  // The child's descriptors: stdin /dev/null (-1), stdout and stderr (set below), the extras.
+  std::vector<int> fds(3 + options.extraFds.size(), -1);
+  std::copy(options.extraFds.begin(), options.extraFds.end(), fds.begin() + 3);
+  int fileFds[2] = {-1, -1};
+  auto closeFiles = [&fileFds] {
+    for (int fd : fileFds) {
+      if (fd >= 0) ::close(fd);
     }
+  };
+  const std::string* paths[2] = {&options.stdoutPath, &options.stderrPath};
+  const int givenFds[2] = {options.stdoutFd, options.stderrFd};
+  for (int i = 0; i < 2; ++i) {
+    if (options.captureOutput) continue;  // Pipes, made by the spawn.
+    if (givenFds[i] >= 0) {
+      fds[1 + i] = givenFds[i];
+    } else if (!paths[i]->empty()) {
+      // Created new, never through a link: the directory may belong to another user (a task
+      // user), who must not point the parent's open at a file of its choosing.
+      fileFds[i] = ::open(paths[i]->c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
+                          options.outputMode);
+      if (fileFds[i] < 0) {
+        const int error = errno;
+        std::string message = "cannot open " + *paths[i] + ": " + std::strerror(error);
+        closeFiles();
+        return outOfResources(-error) ? Error::retryable(message) : Error::fatal(message);
+      }
+      fds[1 + i] = fileFds[i];
+    } else {
+      fds[1 + i] = i + 1;
+    }
+  }
+
+  auto* state = new State{};
+  state->loop = &loop;
+  state->sinks[0] = &state->exit.out;
+  state->sinks[1] = &state->exit.err;
+  auto paf = kj::newPromiseAndFulfiller<ChildExit>();
+  state->fulfiller = kj::mv(paf.fulfiller);
+  state->promise = kj::mv(paf.promise);
+
+  std::string failure;
+  int rc = 1;
+  if (!cloneRefused) {
+    rc = spawnCloned(state, options, env, fds, failure);
+    if (rc == 1) {
+      cloneRefused = true;
+      spdlog::warn("the kernel refuses clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD); children "
+                   "are started with fork from now on");
+    }
+  }
+  if (rc == 1) {
+    rc = spawnWithLibuv(state, options, env, fds);
+    if (rc != 0) failure = uv_strerror(rc);
+  }
+  closeFiles();
+  if (rc != 0) {
+    state->ownerGone = true;
+    state->fulfilled = true;
+    loop.kick();
+    if (state->openHandles == 0) delete state;
+    std::string message = "cannot start " + options.argv[0] + ": " + failure;
+    return outOfResources(rc) ? Error::retryable(message) : Error::fatal(message);
   }
   loop.kick();
   return kj::heap<ChildProcess>(FactoryKey<ChildProcess>(), state);
@@ -511,9 +689,9 @@ ChildProcess::~ChildProcess() {
     if (state_->leaveRunning) {
       // Not watched any more: the loop neither kills nor reaps it.
       state_->exited = true;
-      state_->closeHandle(reinterpret_cast<uv_handle_t*>(&state_->process));
+      state_->stopWatching();
     } else {
-      uv_process_kill(&state_->process, SIGKILL);
+      state_->kill(SIGKILL);
     }
   }
   // Nobody reads the output any more; a grandchild could hold the pipes open indefinitely.
@@ -525,13 +703,13 @@ ChildProcess::~ChildProcess() {
   else state_->loop->kick();
 }
 
-int ChildProcess::pid() const { return state_->process.pid; }
+int ChildProcess::pid() const { return state_->pid; }
 
 void ChildProcess::leaveRunning() { state_->leaveRunning = true; }
 
 Status ChildProcess::signal(int signum) {
   if (state_->exited) return Error::fatal("process " + std::to_string(pid()) + " has exited");
-  int rc = uv_process_kill(&state_->process, signum);
+  int rc = state_->kill(signum);
   if (rc != 0) return Error::fatal(std::string("kill failed: ") + uv_strerror(rc));
   return {};
 }

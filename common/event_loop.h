@@ -154,8 +154,10 @@ struct ChildExit {
   std::string err;         // Captured stderr (captureOutput only).
 };
 
-// A child process started with uv_spawn. Destroying it while the child runs sends SIGKILL; the
-// child is still reaped by the loop.
+// A child process. Started with clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD) (common/child_spawn.h:
+// the cost does not grow with the parent's memory, and its exit is watched and it is signalled
+// through a pidfd), or with libuv's uv_spawn (fork) where the kernel refuses that clone.
+// Destroying it while the child runs sends SIGKILL; the child is still reaped by the loop.
 class ChildProcess final {
  public:
   // Starts the child. Fails, naming the program and the reason, if it cannot be started:
@@ -165,6 +167,10 @@ class ChildProcess final {
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Every later spawn of this process uses fork (libuv), as where the kernel refuses the clone;
+  // false: clone again. For the tests of both ways.
+  static void useForkForTesting(bool fork);
 
   int pid() const;
   // From now on, destroying this object leaves the child running instead of killing it: a

@@ -144,7 +144,20 @@ TEST(EventLoop, SigintIsDeliveredToItsWatcher) {
   EXPECT_EQ(deliveries, 1);
 }
 
-TEST(ChildProcess, CapturesStdoutStderrAndExitStatus) {
+// Every behaviour of ChildProcess holds both ways it starts a child: clone with a pidfd, and
+// libuv's fork where the kernel refuses that clone.
+class ChildProcessTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { ChildProcess::useForkForTesting(GetParam()); }
+  void TearDown() override { ChildProcess::useForkForTesting(false); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Spawn, ChildProcessTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "fork" : "clone";
+                         });
+
+TEST_P(ChildProcessTest, CapturesStdoutStderrAndExitStatus) {
   EventLoop loop;
   auto child = ChildProcess::spawn(
       loop, {.argv = {"/bin/sh", "-c", "echo \"out $GREETING\"; echo err >&2; exit 3"},
@@ -158,7 +171,7 @@ TEST(ChildProcess, CapturesStdoutStderrAndExitStatus) {
   EXPECT_EQ(exit.err, "err\n");
 }
 
-TEST(ChildProcess, CapturesLargeOutputCompletely) {
+TEST_P(ChildProcessTest, CapturesLargeOutputCompletely) {
   EventLoop loop;
   auto child = ChildProcess::spawn(
       loop, {.argv = {"/bin/sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' a"}});
@@ -169,7 +182,7 @@ TEST(ChildProcess, CapturesLargeOutputCompletely) {
   EXPECT_EQ(exit.out.find_first_not_of('a'), std::string::npos);
 }
 
-TEST(ChildProcess, ReportsTheSignalThatKilledIt) {
+TEST_P(ChildProcessTest, ReportsTheSignalThatKilledIt) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
   ASSERT_TRUE(child.ok()) << child.error().message;
@@ -179,7 +192,7 @@ TEST(ChildProcess, ReportsTheSignalThatKilledIt) {
   EXPECT_FALSE(child.value()->signal(SIGTERM).ok()) << "signalling an exited child must fail";
 }
 
-TEST(ChildProcess, WritesOutputToFilesWhenNotCapturing) {
+TEST_P(ChildProcessTest, WritesOutputToFilesWhenNotCapturing) {
   EventLoop loop;
   std::string outPath = tempPath("out.log"), errPath = tempPath("err.log");
   ::unlink(outPath.c_str());
@@ -201,7 +214,7 @@ TEST(ChildProcess, WritesOutputToFilesWhenNotCapturing) {
   ::unlink(errPath.c_str());
 }
 
-TEST(ChildProcess, NeverOpensItsOutputFilesThroughALinkOrOverAnExistingFile) {
+TEST_P(ChildProcessTest, NeverOpensItsOutputFilesThroughALinkOrOverAnExistingFile) {
   EventLoop loop;
   std::string target = tempPath("target.log"), outPath = tempPath("linked-out.log");
   ::unlink(outPath.c_str());
@@ -224,14 +237,14 @@ TEST(ChildProcess, NeverOpensItsOutputFilesThroughALinkOrOverAnExistingFile) {
   ::unlink(target.c_str());
 }
 
-TEST(ChildProcess, RunsInTheGivenWorkingDirectory) {
+TEST_P(ChildProcessTest, RunsInTheGivenWorkingDirectory) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"pwd"}, .cwd = "/usr"});
   ASSERT_TRUE(child.ok()) << child.error().message;
   EXPECT_EQ(loop.run(child.value()->onExit()).out, "/usr\n");
 }
 
-TEST(ChildProcess, MissingProgramFailsNamingIt) {
+TEST_P(ChildProcessTest, MissingProgramFailsNamingIt) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"/nonexistent/regent-no-such-binary"}});
   ASSERT_FALSE(child.ok());
@@ -243,7 +256,7 @@ TEST(ChildProcess, MissingProgramFailsNamingIt) {
   EXPECT_EQ(loop.run(again.value()->onExit()).exitStatus, 0);
 }
 
-TEST(ChildProcess, AChildThatDoesNotInheritTheEnvironmentSeesOnlyItsOwnEntries) {
+TEST_P(ChildProcessTest, AChildThatDoesNotInheritTheEnvironmentSeesOnlyItsOwnEntries) {
   ::setenv("REGENT_EVENT_LOOP_TEST_SECRET", "parent only", 1);
   EventLoop loop;
   auto child = ChildProcess::spawn(
@@ -255,7 +268,7 @@ TEST(ChildProcess, AChildThatDoesNotInheritTheEnvironmentSeesOnlyItsOwnEntries) 
   EXPECT_EQ(exit.out, "B=2\nA=3\n");
 }
 
-TEST(ChildProcess, EnvironmentEntryWithoutEqualsIsRefusedNamingIt) {
+TEST_P(ChildProcessTest, EnvironmentEntryWithoutEqualsIsRefusedNamingIt) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"true"}, .env = {"A=1", "JUSTANAME"}});
   ASSERT_FALSE(child.ok());
@@ -267,7 +280,7 @@ bool reaped(int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-TEST(ChildProcess, ChildDestroyedJustBeforeItsLoopIsStillKilledAndReaped) {
+TEST_P(ChildProcessTest, ChildDestroyedJustBeforeItsLoopIsStillKilledAndReaped) {
   int pid = 0;
   {
     EventLoop loop;
@@ -279,7 +292,7 @@ TEST(ChildProcess, ChildDestroyedJustBeforeItsLoopIsStillKilledAndReaped) {
   EXPECT_TRUE(reaped(pid)) << "child " << pid << " was left running or unreaped";
 }
 
-TEST(ChildProcess, DestroyingARunningChildKillsIt) {
+TEST_P(ChildProcessTest, DestroyingARunningChildKillsIt) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
   ASSERT_TRUE(child.ok());
@@ -293,19 +306,19 @@ TEST(ChildProcess, DestroyingARunningChildKillsIt) {
   EXPECT_TRUE(reaped(pid)) << "child " << pid << " still exists";
 }
 
-TEST(ChildProcess, NewSessionMakesTheChildLeadItsOwnSessionAndGroup) {
+TEST_P(ChildProcessTest, NewSessionMakesTheChildLeadItsOwnSessionAndGroup) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}, .newSession = true});
   ASSERT_TRUE(child.ok()) << child.error().message;
   const int pid = child.value()->pid();
-  // uv_spawn returns once the child has exec'd, so its setsid() has happened.
+  // spawn returns once the child has exec'd, so its setsid() has happened.
   EXPECT_EQ(::getpgid(pid), pid);
   EXPECT_EQ(::getsid(pid), pid);
   ASSERT_TRUE(child.value()->signal(SIGKILL).ok());
   loop.run(child.value()->onExit());
 }
 
-TEST(ChildProcess, WithoutNewSessionTheChildStaysInTheParentsGroup) {
+TEST_P(ChildProcessTest, WithoutNewSessionTheChildStaysInTheParentsGroup) {
   EventLoop loop;
   auto child = ChildProcess::spawn(loop, {.argv = {"sleep", "30"}});
   ASSERT_TRUE(child.ok()) << child.error().message;
@@ -314,7 +327,7 @@ TEST(ChildProcess, WithoutNewSessionTheChildStaysInTheParentsGroup) {
   loop.run(child.value()->onExit());
 }
 
-TEST(ChildProcess, ExtraFdsArriveAsFdThreeOnwardAndStdinIsDevNull) {
+TEST_P(ChildProcessTest, ExtraFdsArriveAsFdThreeOnwardAndStdinIsDevNull) {
   EventLoop loop;
   int pipes[2][2];
   ASSERT_EQ(::pipe2(pipes[0], O_CLOEXEC), 0);
@@ -337,7 +350,7 @@ TEST(ChildProcess, ExtraFdsArriveAsFdThreeOnwardAndStdinIsDevNull) {
   }
 }
 
-TEST(ChildProcess, RunsAsTheGivenUserAndGroupWithoutSupplementaryGroups) {
+TEST_P(ChildProcessTest, RunsAsTheGivenUserAndGroupWithoutSupplementaryGroups) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to change user";
   struct passwd* nobody = ::getpwnam("nobody");
   ASSERT_NE(nobody, nullptr);
