@@ -43,6 +43,14 @@ class JobResultStore {
   // still marked clean). Marking a clean result again does not rewrite it.
   // kNotFound; kCorrupt; kFenced; kUnavailable.
   virtual kj::Promise<StoreResult<void>> markClean(JobId id) = 0;
+  // A terminal job's cleanup in one transaction: its JobGraph and progress record removed (no
+  // error when they are gone), `detail` stored as putDetail() stores it when given, and
+  // `result` (the job's stored result) rewritten clean unless it is clean already; then the
+  // retention, as markClean(). value: why the detail was left out (kTooLarge even without its
+  // rows, not this job's), empty when it was stored or none was given; the rest is written
+  // regardless. kInvalid without a job id; kFenced; kUnavailable (nothing written).
+  virtual kj::Promise<StoreResult<std::string>> cleanUp(
+      wire::JobResult::Reader result, kj::Maybe<wire::JobStatus::Reader> detail) = 0;
   // kNotFound; kCorrupt.
   virtual kj::Promise<StoreResult<JobResultMessage>> get(JobId id) = 0;
   // The dirty results only: the jobs whose cleanup a new leader must finish.

@@ -493,55 +493,63 @@ class PackedJobResultStore final : public JobResultStore {
   }
 
   kj::Promise<StoreResult<void>> putDetail(wire::JobStatus::Reader detail) override {
-    capnp::MallocMessageBuilder builder;
-    StoreResult<void> copied = copyInto(builder, detail, "the job's detail");
-    if (!copied.ok()) return readyError(copied.error());
-    auto root = builder.getRoot<wire::JobStatus>();
-    const std::optional<JobId> id =
-        wire::idFromWireIfSet<JobId>(root.asReader().hasJobId(), root.asReader().getJobId());
-    if (!id) return readyError(StoreError::invalid("the job's detail has no job id (jobId)"));
-    const std::string what = "the detail of " + describeJob(*id, root.getName());
-    kj::VectorOutputStream output;
-    capnp::writePackedMessage(output, builder);
-    if (output.getArray().size() > detailMaxBytes_) {
-      // Over the cap: the rows go, what sums them up stays, and the reader learns why.
-      const std::string why = "the detail's " + std::to_string(output.getArray().size()) +
-                              " bytes are over store.job-details.max-size (" +
-                              std::to_string(detailMaxBytes_) + " bytes)";
-      // Built anew, field by field: no space of the rows is left in the record.
-      const auto full = root.asReader();
-      capnp::MallocMessageBuilder trimmed;
-      auto kept = trimmed.initRoot<wire::JobStatus>();
-      kept.setJobId(full.getJobId());
-      kept.setName(full.getName());
-      kept.setState(full.getState());
-      kept.setSubmittedAtMs(full.getSubmittedAtMs());
-      kept.setStateChangedAtMs(full.getStateChangedAtMs());
-      kept.setEndedAtMs(full.getEndedAtMs());
-      kept.setRestarts(full.getRestarts());
-      kept.setTasks(full.getTasks());
-      if (full.hasFailure()) kept.setFailure(full.getFailure());
-      auto vertices = kept.initVertices(full.getVertices().size());
-      for (uint32_t i = 0; i < full.getVertices().size(); ++i) {
-        vertices[i].setName(full.getVertices()[i].getName());
-        vertices[i].setParallelism(full.getVertices()[i].getParallelism());
-        vertices[i].setTasks(full.getVertices()[i].getTasks());
-      }
-      kept.setSubtasksOmitted("subtask rows not kept: " + why);
-      StoreResult<std::string> packed = pack(trimmed, what, records_);
-      if (!packed.ok()) return readyError(packed.error());
-      if (packed.value().size() > detailMaxBytes_) {
-        return readyError(StoreError::tooLarge(what + " is not kept: without its subtask rows it "
-                                               "is still over store.job-details.max-size (" +
-                                               std::to_string(detailMaxBytes_) + " bytes)"));
-      }
-      return canceler_.wrap(
-          records_.put(RecordFamily::kJobDetails, id->toHex(), kj::mv(packed).value()));
-    }
-    StoreResult<std::string> packed = pack(builder, what, records_);
+    std::optional<JobId> id;
+    StoreResult<std::string> packed = packDetail(detail, id);
     if (!packed.ok()) return readyError(packed.error());
     return canceler_.wrap(
         records_.put(RecordFamily::kJobDetails, id->toHex(), kj::mv(packed).value()));
+  }
+
+  kj::Promise<StoreResult<std::string>> cleanUp(
+      wire::JobResult::Reader result, kj::Maybe<wire::JobStatus::Reader> detail) override {
+    using Cleaned = StoreResult<std::string>;
+    const std::optional<JobId> id =
+        wire::idFromWireIfSet<JobId>(result.hasJobId(), result.getJobId());
+    if (!id) return Cleaned(StoreError::invalid("the JobResult has no job id (jobId)"));
+    std::string key = id->toHex();
+    std::vector<RecordWrite> writes;
+    writes.push_back(RecordWrite{RecordFamily::kJobGraphs, key, std::nullopt});
+    writes.push_back(RecordWrite{RecordFamily::kJobProgress, key, std::nullopt});
+    std::string detailLeftOut;
+    KJ_IF_MAYBE (given, detail) {
+      std::optional<JobId> detailId;
+      StoreResult<std::string> packed = packDetail(*given, detailId);
+      if (packed.ok() && detailId != id) {
+        packed = StoreError::invalid("the detail given with the cleanup of job " + key +
+                                     " is another job's");
+      }
+      if (packed.ok()) {
+        writes.push_back(RecordWrite{RecordFamily::kJobDetails, key, kj::mv(packed).value()});
+      } else {
+        detailLeftOut = packed.error().message;
+      }
+    }
+    const bool markClean = !result.getClean();
+    if (markClean) {
+      capnp::MallocMessageBuilder builder;
+      StoreResult<void> copied = copyInto(builder, result, "the JobResult");
+      if (!copied.ok()) return Cleaned(copied.error());
+      builder.getRoot<wire::JobResult>().setClean(true);
+      StoreResult<std::string> packed =
+          pack(builder, "the JobResult of " + describeJob(*id, result.getJobName()), records_);
+      if (!packed.ok()) return Cleaned(packed.error());
+      writes.push_back(RecordWrite{RecordFamily::kJobResults, key, kj::mv(packed).value()});
+    }
+    const int64_t endedAtMs = result.getEndedAtMs();
+    kj::Promise<StoreResult<void>> written = records_.commit(std::move(writes));
+    if (markClean) written = trackWrite(kj::mv(written));
+    return canceler_.wrap(written.then(
+        [this, key, endedAtMs, markClean, detailLeftOut = std::move(detailLeftOut)](
+            StoreResult<void>&& written) mutable -> kj::Promise<Cleaned> {
+          if (!written.ok()) return Cleaned(written.error());
+          if (!markClean) return Cleaned(std::move(detailLeftOut));
+          return applyRetention(key, endedAtMs)
+              .then([detailLeftOut = std::move(detailLeftOut)](
+                        StoreResult<void>&& retained) mutable -> Cleaned {
+                if (!retained.ok()) return Cleaned(retained.error());
+                return Cleaned(std::move(detailLeftOut));
+              });
+        }));
   }
 
   kj::Promise<StoreResult<JobDetailMessage>> getDetail(JobId id) override {
@@ -576,6 +584,54 @@ class PackedJobResultStore final : public JobResultStore {
   }
 
  private:
+  // The detail as putDetail() stores it (without its rows when over the cap); `id` is set to
+  // its job.
+  StoreResult<std::string> packDetail(wire::JobStatus::Reader detail, std::optional<JobId>& id) {
+    capnp::MallocMessageBuilder builder;
+    StoreResult<void> copied = copyInto(builder, detail, "the job's detail");
+    if (!copied.ok()) return copied.error();
+    auto root = builder.getRoot<wire::JobStatus>();
+    id = wire::idFromWireIfSet<JobId>(root.asReader().hasJobId(), root.asReader().getJobId());
+    if (!id) return StoreError::invalid("the job's detail has no job id (jobId)");
+    const std::string what = "the detail of " + describeJob(*id, root.getName());
+    kj::VectorOutputStream output;
+    capnp::writePackedMessage(output, builder);
+    if (output.getArray().size() > detailMaxBytes_) {
+      // Over the cap: the rows go, what sums them up stays, and the reader learns why.
+      const std::string why = "the detail's " + std::to_string(output.getArray().size()) +
+                              " bytes are over store.job-details.max-size (" +
+                              std::to_string(detailMaxBytes_) + " bytes)";
+      // Built anew, field by field: no space of the rows is left in the record.
+      const auto full = root.asReader();
+      capnp::MallocMessageBuilder trimmed;
+      auto kept = trimmed.initRoot<wire::JobStatus>();
+      kept.setJobId(full.getJobId());
+      kept.setName(full.getName());
+      kept.setState(full.getState());
+      kept.setSubmittedAtMs(full.getSubmittedAtMs());
+      kept.setStateChangedAtMs(full.getStateChangedAtMs());
+      kept.setEndedAtMs(full.getEndedAtMs());
+      kept.setRestarts(full.getRestarts());
+      kept.setTasks(full.getTasks());
+      if (full.hasFailure()) kept.setFailure(full.getFailure());
+      auto vertices = kept.initVertices(full.getVertices().size());
+      for (uint32_t i = 0; i < full.getVertices().size(); ++i) {
+        vertices[i].setName(full.getVertices()[i].getName());
+        vertices[i].setParallelism(full.getVertices()[i].getParallelism());
+        vertices[i].setTasks(full.getVertices()[i].getTasks());
+      }
+      kept.setSubtasksOmitted("subtask rows not kept: " + why);
+      StoreResult<std::string> packed = pack(trimmed, what, records_);
+      if (packed.ok() && packed.value().size() > detailMaxBytes_) {
+        return StoreError::tooLarge(what + " is not kept: without its subtask rows it is still "
+                                    "over store.job-details.max-size (" +
+                                    std::to_string(detailMaxBytes_) + " bytes)");
+      }
+      return packed;
+    }
+    return pack(builder, what, records_);
+  }
+
   // Counts a result write while it runs (see readResults()). A cancelled write stays counted,
   // which only turns the shortcut there off.
   kj::Promise<StoreResult<void>> trackWrite(kj::Promise<StoreResult<void>> write) {

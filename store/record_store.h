@@ -26,10 +26,26 @@ const char* recordFamilyName(RecordFamily family);
 // "jobgraphs/<key>": the record's ZooKeeper path under the cluster root, and its name in messages.
 std::string recordName(RecordFamily family, const std::string& key);
 
+struct RecordWrite;
+
+// Why RecordStore::commit() must refuse `writes` before it sends anything: none given (kInvalid),
+// a record written twice (kInvalid), a record over `maxSize` (kTooLarge naming the record, its
+// size and `maxSizeOption`). nullopt when they may go.
+std::optional<StoreError> refusedCommit(const std::vector<RecordWrite>& writes, size_t maxSize,
+                                        const char* maxSizeOption);
+
 // The leadership term a store is opened for: the fence the election granted (ha/fence.h). The
 // ZooKeeper backend checks `latchPath` in every write's transaction (and refuses an empty one);
 // the RocksDB backend fences by `epoch` alone and ignores `latchPath`.
 using StoreTerm = ha::WriterFence;
+
+// One write of a transaction (RecordStore::commit): `bytes` creates or replaces the record,
+// nullopt removes it (a record that does not exist is then no error).
+struct RecordWrite {
+  RecordFamily family;
+  std::string key;
+  std::optional<std::string> bytes;
+};
 
 struct Record {
   std::string key;    // The job id as stored (32 hex digits unless someone wrote garbage).
@@ -60,6 +76,11 @@ class RecordStore {
   // size and the limit; kFenced; kUnavailable.
   virtual kj::Promise<StoreResult<void>> put(RecordFamily family, std::string key,
                                              std::string bytes) = 0;
+  // Every write or none, as one transaction fenced like put() (ZooKeeper: one multi with the
+  // latch check; RocksDB: one write batch), each record written at most once. kInvalid for no
+  // writes, a record written twice or a bad key; kTooLarge naming the record; kFenced;
+  // kUnavailable.
+  virtual kj::Promise<StoreResult<void>> commit(std::vector<RecordWrite> writes) = 0;
   // nullopt when there is no such record.
   virtual kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,
                                                                    std::string key) = 0;

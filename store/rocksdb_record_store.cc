@@ -6,6 +6,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -357,31 +358,41 @@ struct RocksDbDatabase::State final {
   // writes to one record run one after another in call order (the RecordStore contract),
   // whatever their callers do with the promises. It counts as in flight for its epoch from this
   // call on, so openTerm() of a higher epoch waits for it even while it waits for its turn.
+  // A transaction (commit) writes several records: it waits for the turn of each, and holds
+  // them all until it is done.
   template <typename T, typename Work>
-  kj::Promise<StoreResult<T>> dispatchWrite(uint64_t epoch, std::string record, Work work) {
-    RecordQueue& queue = recordQueues[record];
-    std::string slot = record;
-    ++queue.pending;
+  kj::Promise<StoreResult<T>> dispatchWrite(uint64_t epoch, std::vector<std::string> records,
+                                            Work work) {
     auto turn = kj::newPromiseAndFulfiller<void>();
-    kj::Promise<void> previous = kj::mv(queue.tail);
-    queue.tail = kj::mv(turn.promise);
+    kj::ForkedPromise<void> mine = turn.promise.fork();
+    auto previous = kj::heapArrayBuilder<kj::Promise<void>>(records.size());
+    for (const std::string& record : records) {
+      RecordQueue& queue = recordQueues[record];
+      ++queue.pending;
+      previous.add(kj::mv(queue.tail));
+      queue.tail = mine.addBranch();
+    }
     auto result = kj::newPromiseAndFulfiller<StoreResult<T>>();
     ++writesInFlight[epoch];
-    jobs.add(previous
-                 .then([this, record = kj::mv(record),
+    std::string what = records.front();
+    jobs.add(kj::joinPromises(previous.finish())
+                 .then([this, what = kj::mv(what),
                         work = kj::mv(work)]() mutable -> kj::Promise<StoreResult<T>> {
-                   if (closed) return StoreResult<T>(closedError("write " + record));
+                   if (closed) return StoreResult<T>(closedError("write " + what));
                    return dispatch<T>(std::nullopt, kj::mv(work));
                  })
-                 .then([this, epoch, slot = kj::mv(slot), fulfiller = kj::mv(result.fulfiller),
+                 .then([this, epoch, records = kj::mv(records), mine = kj::mv(mine),
+                        fulfiller = kj::mv(result.fulfiller),
                         next = kj::mv(turn.fulfiller)](StoreResult<T>&& written) mutable {
                    // The caller hears of the write before openTerm() waiting for it does.
                    fulfiller->fulfill(kj::mv(written));
                    finishWrite(epoch);
                    next->fulfill();
-                   auto it = recordQueues.find(slot);
-                   if (it != recordQueues.end() && --it->second.pending == 0) {
-                     recordQueues.erase(it);
+                   for (const std::string& record : records) {
+                     auto it = recordQueues.find(record);
+                     if (it != recordQueues.end() && --it->second.pending == 0) {
+                       recordQueues.erase(it);
+                     }
                    }
                  }));
     return kj::mv(result.promise);
@@ -452,7 +463,7 @@ class RocksDbRecordStore final : public RecordStore {
     }
     if (auto refused = refuseWrite(record)) return StoreResult<void>(std::move(*refused));
     return canceler_.wrap(db_.dispatchWrite<void>(
-        epoch_, record,
+        epoch_, {record},
         [family, key = std::move(key), bytes = std::move(bytes), record = record,
          path = db_.options.path](OpenDb& db) {
           rocksdb::WriteOptions write;
@@ -461,6 +472,38 @@ class RocksDbRecordStore final : public RecordStore {
           if (!status.ok()) {
             return StoreResult<void>(StoreError::unavailable(
                 "cannot write " + record + " in " + path + ": " + status.ToString()));
+          }
+          return StoreResult<void>();
+        }));
+  }
+
+  kj::Promise<StoreResult<void>> commit(std::vector<RecordWrite> writes) override {
+    if (auto refused = refusedCommit(writes, db_.options.maxPayload, maxRecordSizeOption())) {
+      return StoreResult<void>(std::move(*refused));
+    }
+    std::vector<std::string> records;
+    for (const RecordWrite& write : writes) records.push_back(recordName(write.family, write.key));
+    if (auto refused = refuseWrite(records.front())) return StoreResult<void>(std::move(*refused));
+    return canceler_.wrap(db_.dispatchWrite<void>(
+        epoch_, records,
+        [writes = std::move(writes), what = records.front(),
+         path = db_.options.path](OpenDb& db) -> StoreResult<void> {
+          rocksdb::WriteBatch batch;
+          for (const RecordWrite& write : writes) {
+            rocksdb::Status status = write.bytes ? batch.Put(db.family(write.family), write.key,
+                                                             *write.bytes)
+                                                 : batch.Delete(db.family(write.family), write.key);
+            if (!status.ok()) {
+              return StoreError::unavailable("cannot write " + recordName(write.family, write.key) +
+                                             " in " + path + ": " + status.ToString());
+            }
+          }
+          rocksdb::WriteOptions options;
+          options.sync = true;
+          rocksdb::Status status = db.db->Write(options, &batch);
+          if (!status.ok()) {
+            return StoreError::unavailable("cannot write " + what + " and the rest of its "
+                                           "transaction in " + path + ": " + status.ToString());
           }
           return StoreResult<void>();
         }));
@@ -490,7 +533,7 @@ class RocksDbRecordStore final : public RecordStore {
     // Writes to one record run one at a time (dispatchWrite), so nothing changes the key
     // between the Get and the Delete.
     return canceler_.wrap(db_.dispatchWrite<bool>(
-        epoch_, record,
+        epoch_, {record},
         [family, key = std::move(key), record = record,
          path = db_.options.path](OpenDb& db) -> StoreResult<bool> {
           std::string bytes;

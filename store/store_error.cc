@@ -1,6 +1,8 @@
-// Names of the record families and records.
+// Names of the record families and records, and the checks every backend's commit() makes.
 #include "store/record_store.h"
 #include "store/store_error.h"
+
+#include <set>
 
 namespace regent::store {
 
@@ -16,6 +18,24 @@ const char* recordFamilyName(RecordFamily family) {
 
 std::string recordName(RecordFamily family, const std::string& key) {
   return std::string(recordFamilyName(family)) + "/" + key;
+}
+
+std::optional<StoreError> refusedCommit(const std::vector<RecordWrite>& writes, size_t maxSize,
+                                        const char* maxSizeOption) {
+  if (writes.empty()) return StoreError::invalid("a store transaction needs at least one write");
+  std::set<std::string> written;
+  for (const RecordWrite& write : writes) {
+    std::string name = recordName(write.family, write.key);
+    if (write.bytes && write.bytes->size() > maxSize) {
+      return StoreError::tooLarge("record " + name + " is " + std::to_string(write.bytes->size()) +
+                                  " bytes, over the limit of " + std::to_string(maxSize) +
+                                  " bytes (" + maxSizeOption + ")");
+    }
+    if (!written.insert(name).second) {
+      return StoreError::invalid("a store transaction writes " + name + " twice");
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace regent::store

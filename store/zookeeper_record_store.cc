@@ -136,6 +136,79 @@ kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreT
       });
 }
 
+// commit(): the writes still to send and how each goes (a remove that found nothing is dropped).
+struct CommitState {
+  enum class Mode { kCreate, kSetData, kRemove };
+  struct Write {
+    std::string path;
+    std::optional<std::string> bytes;
+    Mode mode;
+  };
+  std::vector<Write> writes;
+  int transactionsLeft = 0;
+};
+
+// One transaction of commit(): [check(latch), every write]. A create that finds its node, or a
+// setData or remove that finds it gone (another writer; a record never written), changes that
+// write and sends the rest again, at most transactionsLeft transactions in all.
+kj::Promise<StoreResult<void>> commitStep(ha::Coordination& zooKeeper, const StoreTerm& term,
+                                          std::shared_ptr<CommitState> state, uint64_t* sent) {
+  if (state->writes.empty()) return StoreResult<void>();  // Only removes of absent records.
+  if (sent != nullptr) ++*sent;
+  std::vector<ZkOp> ops;
+  ops.reserve(state->writes.size() + 1);
+  ops.push_back(ZkOp::check(term.latchPath));
+  for (const CommitState::Write& write : state->writes) {
+    switch (write.mode) {
+      case CommitState::Mode::kCreate:
+        ops.push_back(ZkOp::create(write.path, *write.bytes, CreateMode::kPersistent));
+        break;
+      case CommitState::Mode::kSetData:
+        ops.push_back(ZkOp::setData(write.path, *write.bytes));
+        break;
+      case CommitState::Mode::kRemove:
+        ops.push_back(ZkOp::remove(write.path));
+        break;
+    }
+  }
+  return zooKeeper.multi(std::move(ops))
+      .then([&zooKeeper, &term, state = std::move(state),
+             sent](ZkReply<std::vector<ZkOpResult>> reply) mutable
+            -> kj::Promise<StoreResult<void>> {
+        const TransactionOutcome outcome = outcomeOf(reply);
+        if (outcome.applied) return StoreResult<void>();
+        if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
+          return StoreResult<void>(fencedError(term, "nothing of the transaction was written"));
+        }
+        std::string path = state->writes.empty() ? std::string() : state->writes.front().path;
+        if (outcome.failedOp && *outcome.failedOp >= 1 &&
+            *outcome.failedOp <= state->writes.size()) {
+          const size_t index = *outcome.failedOp - 1;
+          CommitState::Write& write = state->writes[index];
+          path = write.path;
+          bool changed = true;
+          if (write.mode == CommitState::Mode::kCreate && outcome.code == ZkCode::kNodeExists) {
+            write.mode = CommitState::Mode::kSetData;
+          } else if (write.mode == CommitState::Mode::kSetData && outcome.code == ZkCode::kNoNode) {
+            write.mode = CommitState::Mode::kCreate;
+          } else if (write.mode == CommitState::Mode::kRemove && outcome.code == ZkCode::kNoNode) {
+            state->writes.erase(state->writes.begin() + static_cast<std::ptrdiff_t>(index));
+          } else {
+            changed = false;
+          }
+          if (changed) {
+            if (--state->transactionsLeft > 0) {
+              return commitStep(zooKeeper, term, std::move(state), sent);
+            }
+            return StoreResult<void>(StoreError::unavailable(
+                "cannot write '" + path + "': it was created and removed by someone else while "
+                "writing"));
+          }
+        }
+        return StoreResult<void>(transactionError(outcome, "write", path));
+      });
+}
+
 // The keys of `family`, sorted. No folder means no records (open() creates it; an operator
 // may have removed it since).
 kj::Promise<StoreResult<std::vector<std::string>>> listFolder(ha::Coordination& zooKeeper,
@@ -271,6 +344,39 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::put(RecordFamily family, st
                                 kMaxPutTransactions, options_.transactions)
                             .then([this, path](StoreResult<void> written) {
                               if (written.ok()) known_.insert(path);
+                              return written;
+                            }));
+}
+
+kj::Promise<StoreResult<void>> ZooKeeperRecordStore::commit(std::vector<RecordWrite> writes) {
+  if (auto refused = refusedCommit(writes, options_.maxPayload, maxRecordSizeOption())) {
+    return StoreResult<void>(std::move(*refused));
+  }
+  auto state = std::make_shared<CommitState>();
+  state->writes.reserve(writes.size());
+  for (RecordWrite& write : writes) {
+    if (auto invalid = invalidKey(write.family, write.key)) {
+      return StoreResult<void>(std::move(*invalid));
+    }
+    std::string path = recordName(write.family, write.key);
+    // As put(): a record this store wrote or read is replaced with setData at once.
+    const auto mode = !write.bytes                ? CommitState::Mode::kRemove
+                      : known_.contains(path) ? CommitState::Mode::kSetData
+                                              : CommitState::Mode::kCreate;
+    state->writes.push_back(CommitState::Write{std::move(path), std::move(write.bytes), mode});
+  }
+  // Each write may change its way once, and then once more per race.
+  state->transactionsLeft = static_cast<int>(state->writes.size()) + kMaxPutTransactions;
+  std::vector<std::pair<std::string, bool>> outcome;  // Path, whether it exists afterwards.
+  for (const auto& write : state->writes) outcome.emplace_back(write.path, write.bytes.has_value());
+  return canceler_.wrap(commitStep(zooKeeper_, term_, std::move(state), options_.transactions)
+                            .then([this, outcome = std::move(outcome)](StoreResult<void> written) {
+                              if (written.ok()) {
+                                for (const auto& [path, exists] : outcome) {
+                                  if (exists) known_.insert(path);
+                                  else known_.erase(path);
+                                }
+                              }
                               return written;
                             }));
 }

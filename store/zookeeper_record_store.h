@@ -24,8 +24,8 @@ struct ZooKeeperRecordStoreOptions {
   // Reads kept in flight by listKeys/readAll.
   size_t maxReadsInFlight = 1024;
   // When set, counts every write transaction the store sends (a put's create that finds the node
-  // and its setData are two; a remove is one): StoreServices::zooKeeperTransactions(), across
-  // terms.
+  // and its setData are two; a remove is one; a commit is one per multi sent, whatever it
+  // writes): StoreServices::zooKeeperTransactions(), across terms.
   uint64_t* transactions = nullptr;
 };
 
@@ -46,6 +46,7 @@ class ZooKeeperRecordStore final : public RecordStore {
   const char* maxRecordSizeOption() const override { return "store.zookeeper.max-payload"; }
   kj::Promise<StoreResult<void>> put(RecordFamily family, std::string key,
                                      std::string bytes) override;
+  kj::Promise<StoreResult<void>> commit(std::vector<RecordWrite> writes) override;
   kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,
                                                            std::string key) override;
   kj::Promise<StoreResult<bool>> remove(RecordFamily family, std::string key) override;

@@ -285,7 +285,7 @@ kj::Promise<Status> Dispatcher::recover() {
                         for (auto& [id, job] : ended_) {
                           if (withGraph.count(id) > 0 || !job.clean) {
                             cleaned.insert(id);
-                            cleanups.add(finishCleanup(id, !job.clean));
+                            cleanups.add(finishCleanup(id, false));
                           }
                         }
                         adoptProgress(progress.value(), cleaned);
@@ -365,37 +365,34 @@ void Dispatcher::removeOrphanProgress(JobId id, const std::string& why) {
       }));
 }
 
-kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool dirty) {
-  return stores_.jobGraphs().remove(id).then(
-      [this, id, dirty](store::StoreResult<bool>&& removed) -> kj::Promise<Status> {
-        if (!removed.ok()) {
-          return Status(Error::retryable("cannot remove the JobGraph of ended job " +
-                                         id.toHex() + ": " + removed.error().message));
+kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool withDetail) {
+  auto ended = ended_.find(id);
+  if (ended == ended_.end()) return Status();  // Pruned: its cleanup was finished.
+  capnp::MallocMessageBuilder detailMessage;
+  kj::Maybe<wire::JobStatus::Reader> detail;
+  if (withDetail && fillStoredDetail(ended->second, detailMessage)) {
+    detail = detailMessage.getRoot<wire::JobStatus>().asReader();
+  }
+  const bool dirty = !ended->second.clean;
+  // cleanUp() encodes what it writes before it returns: the messages may go with this scope.
+  return stores_.jobResults()
+      .cleanUp(readOnly<wire::JobResult>(ended->second.result), detail)
+      .then([this, id, dirty](store::StoreResult<std::string>&& cleaned) -> Status {
+        if (!cleaned.ok()) {
+          return Error::retryable("cannot finish the cleanup of ended job " + id.toHex() +
+                                  " (JobGraph and progress record removed, result marked "
+                                  "clean): " +
+                                  cleaned.error().message);
         }
-        // After the JobGraph and before the result is clean: a record this leaves behind (the
-        // removal failed) is removed by the next leader, which finishes the cleanup again.
-        return stores_.jobProgress().remove(id).then(
-            [this, id, dirty](store::StoreResult<bool>&& progressRemoved) -> kj::Promise<Status> {
-              if (!progressRemoved.ok()) {
-                return Status(Error::retryable("cannot remove the progress record of ended job " +
-                                               id.toHex() + ": " +
-                                               progressRemoved.error().message));
-              }
-              if (!dirty) return Status();
-              return markClean(id);
-            });
-      });
-}
-
-kj::Promise<Status> Dispatcher::markClean(JobId id) {
-  spdlog::info("dispatcher finished the cleanup of job {} (dirty result)", id.toHex());
-  return stores_.jobResults().markClean(id).then(
-      [this, id](store::StoreResult<void>&& clean) -> Status {
-        if (!clean.ok()) {
-          return Error::retryable("cannot mark the result of job " + id.toHex() +
-                                  " clean: " + clean.error().message);
+        if (!cleaned.value().empty()) {
+          spdlog::warn("dispatcher: the detail of ended job {} is not kept (later leaders show "
+                       "its result without subtask rows): {}",
+                       id.toHex(), cleaned.value());
         }
-        markCleanInMemory(id);
+        if (dirty) {
+          spdlog::info("dispatcher finished the cleanup of job {} (dirty result)", id.toHex());
+          markCleanInMemory(id);
+        }
         return Status();
       });
 }
@@ -478,13 +475,11 @@ void Dispatcher::start(JobId id, ActiveJob& job) {
   job.progress = nullptr;  // The runner copied what it needs during the call.
 }
 
-kj::Promise<void> Dispatcher::storeDetail(JobId id) {
-  auto ended = ended_.find(id);
-  if (ended == ended_.end() || ended->second.detail.size() == 0) return kj::READY_NOW;
-  // The runner's detail, named and dated by the result: a later leader reads it alone.
-  const auto result = readOnly<wire::JobResult>(ended->second.result);
-  capnp::MallocMessageBuilder message;
-  message.setRoot(readOnly<wire::JobStatus>(ended->second.detail));
+bool Dispatcher::fillStoredDetail(const EndedJob& ended,
+                                  capnp::MallocMessageBuilder& message) const {
+  if (ended.detail.size() == 0) return false;
+  const auto result = readOnly<wire::JobResult>(ended.result);
+  message.setRoot(readOnly<wire::JobStatus>(ended.detail));
   auto detail = message.getRoot<wire::JobStatus>();
   detail.setJobId(result.getJobId());
   detail.setName(result.getJobName());
@@ -494,14 +489,7 @@ kj::Promise<void> Dispatcher::storeDetail(JobId id) {
   detail.setEndedAtMs(result.getEndedAtMs());
   detail.setRestarts(result.getRestarts());
   detail.setWaitingReason("");
-  return stores_.jobResults().putDetail(detail.asReader()).then(
-      [id](store::StoreResult<void>&& stored) {
-        if (!stored.ok()) {
-          spdlog::warn("dispatcher: the detail of ended job {} is not kept (later leaders show "
-                       "its result without subtask rows): {}",
-                       id.toHex(), stored.error().message);
-        }
-      });
+  return true;
 }
 
 kj::Promise<std::string> Dispatcher::loadDetail(JobId id) {
@@ -740,8 +728,8 @@ void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool st
                    if (ended != ended_.end() && finalDetail.size() > 0) {
                      setDetail(ended->second, kj::mv(finalDetail));
                    }
-                   // Kept before the result is marked clean: a clean result has its detail.
-                   return storeDetail(id).then([this, id] { return finishCleanup(id, true); });
+                   // Kept with the result marked clean: a clean result has its detail.
+                   return finishCleanup(id, true);
                  })
                  .then([this, id, state](Status&& cleaned) {
                    inFlight_.erase(id);

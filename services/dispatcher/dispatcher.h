@@ -226,14 +226,14 @@ class Dispatcher final : public JobRunnerListener {
     int64_t endedAtMs = 0;
   };
 
-  // Finishes the cleanup of a job that ended: JobGraph removed, progress record removed, result
-  // marked clean (when `dirty`).
-  kj::Promise<Status> finishCleanup(JobId id, bool dirty);
-  // Stores the final detail of ended job `id` beside its result (a failure is logged: the job's
-  // end does not wait on it).
-  kj::Promise<void> storeDetail(JobId id);
-  // Marks the dirty result of `id` clean, in the store then in memory.
-  kj::Promise<Status> markClean(JobId id);
+  // Finishes the cleanup of ended job `id` in one store transaction (JobResultStore::cleanUp):
+  // JobGraph and progress record removed, the final detail stored beside the result (when
+  // `withDetail` and the runner gave one; a detail that cannot be kept is logged, the cleanup
+  // goes on), the result marked clean (when dirty), then in memory.
+  kj::Promise<Status> finishCleanup(JobId id, bool withDetail);
+  // The runner's final detail of `ended`, named and dated by its result, so that a later leader
+  // reads it alone; false when the runner gave none.
+  bool fillStoredDetail(const EndedJob& ended, capnp::MallocMessageBuilder& message) const;
   // At recovery, after the JobGraphs and results: hands each active job its progress record and
   // removes, in the background, the records of jobs that have no JobGraph or have a result
   // (`cleaned`: the ended jobs whose finishCleanup() removes it anyway).

@@ -29,6 +29,19 @@ class MemoryRecordStore final : public RecordStore {
     records[family][key] = std::move(bytes);
     return StoreResult<void>();
   }
+  kj::Promise<StoreResult<void>> commit(std::vector<RecordWrite> writes) override {
+    if (auto refused = refusedCommit(writes, maxRecordSize(), maxRecordSizeOption())) {
+      return StoreResult<void>(std::move(*refused));
+    }
+    for (RecordWrite& write : writes) {
+      if (write.bytes) {
+        records[write.family][write.key] = std::move(*write.bytes);
+      } else {
+        records[write.family].erase(write.key);
+      }
+    }
+    return StoreResult<void>();
+  }
   kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,
                                                            std::string key) override {
     auto& familyRecords = records[family];

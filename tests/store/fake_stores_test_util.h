@@ -36,6 +36,8 @@ class FakeStoreBackend final {
   bool fenced = false;
   // While true, writes wait (not applied) until releaseWrites().
   bool holdWrites = false;
+  // Writes applied so far (a put, a remove, a commit of any number of writes: one each).
+  size_t transactions = 0;
   // The largest record a put stores; larger ones fail kTooLarge.
   size_t maxRecordSize = 1 << 20;
 
@@ -116,9 +118,28 @@ class FakeRecordStore final : public RecordStore {
         [this, family, key = std::move(key), bytes = std::move(bytes)]() mutable
         -> StoreResult<void> {
           if (auto fault = backend_.writeFault()) return *fault;
+          ++backend_.transactions;
           backend_.records_[family][key] = std::move(bytes);
           return StoreResult<void>();
         });
+  }
+  kj::Promise<StoreResult<void>> commit(std::vector<RecordWrite> writes) override {
+    if (auto refused = refusedCommit(writes, maxRecordSize(), maxRecordSizeOption())) {
+      return StoreResult<void>(std::move(*refused));
+    }
+    return backend_.writeTurn().then([this, writes = std::move(writes)]() mutable
+                                     -> StoreResult<void> {
+      if (auto fault = backend_.writeFault()) return *fault;
+      ++backend_.transactions;
+      for (RecordWrite& write : writes) {
+        if (write.bytes) {
+          backend_.records_[write.family][write.key] = std::move(*write.bytes);
+        } else {
+          backend_.records_[write.family].erase(write.key);
+        }
+      }
+      return StoreResult<void>();
+    });
   }
   kj::Promise<StoreResult<std::optional<std::string>>> get(RecordFamily family,
                                                            std::string key) override {
@@ -131,6 +152,7 @@ class FakeRecordStore final : public RecordStore {
   kj::Promise<StoreResult<bool>> remove(RecordFamily family, std::string key) override {
     return backend_.writeTurn().then([this, family, key = std::move(key)]() -> StoreResult<bool> {
       if (auto fault = backend_.writeFault()) return *fault;
+      ++backend_.transactions;
       return backend_.records_[family].erase(key) > 0;
     });
   }

@@ -652,6 +652,94 @@ TEST_P(StoreContractTest, AnEndedJobsDetailIsKeptBesideItsResultForTheNextTerm) 
   EXPECT_EQ(none.error().code, StoreErrorCode::kNotFound);
 }
 
+TEST_P(StoreContractTest, ACleanupRemovesGraphAndProgressKeepsTheDetailAndMarksCleanInOneWrite) {
+  openTerm();
+  const JobId id = JobId::random();
+  const JobId other = JobId::random();  // Untouched by the cleanup.
+  putGraph(id, "cleaned");
+  putGraph(other, "kept");
+  auto record = makeProgress(id, 2);
+  ASSERT_TRUE(run(progress().put(progressOf(*record))).ok());
+  auto result = makeResult(id, wire::JobState::FINISHED, 7000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+  auto detail = makeDetail(id, 3);
+  auto dirtyResult = run(results().get(id));  // What the Dispatcher holds: the dirty result.
+  ASSERT_TRUE(dirtyResult.ok()) << dirtyResult.error().message;
+  ASSERT_FALSE(dirtyResult.value().get().getClean());
+
+  const uint64_t before = services_->zooKeeperTransactions();
+  auto cleaned = run(results().cleanUp(dirtyResult.value().get(),
+                                       detail->getRoot<wire::JobStatus>().asReader()));
+  ASSERT_TRUE(cleaned.ok()) << cleaned.error().message;
+  EXPECT_EQ(cleaned.value(), "");  // The detail was kept.
+  if (zooKeeperBackend()) EXPECT_EQ(services_->zooKeeperTransactions() - before, 1u);
+
+  openTerm();  // What the next leader finds.
+  auto graph = run(graphs().get(id));
+  ASSERT_FALSE(graph.ok());
+  EXPECT_EQ(graph.error().code, StoreErrorCode::kNotFound);
+  EXPECT_TRUE(run(graphs().get(other)).ok());
+  EXPECT_TRUE(recoveredProgressIds().empty());
+  auto stored = run(results().get(id));
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  EXPECT_TRUE(stored.value().get().getClean());
+  auto dirty = run(results().listDirty());
+  ASSERT_TRUE(dirty.ok());
+  EXPECT_TRUE(dirty.value().results.empty());
+  auto read = run(results().getDetail(id));
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(read.value().get().toString().flatten(),
+            detail->getRoot<wire::JobStatus>().asReader().toString().flatten());
+}
+
+TEST_P(StoreContractTest, ACleanupWithNothingToRemoveAndAnotherJobsDetailStillMarksClean) {
+  openTerm();
+  const JobId id = JobId::random();
+  auto result = makeResult(id, wire::JobState::CANCELED, 7000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+  auto foreign = makeDetail(JobId::random(), 1);
+  auto dirtyResult = run(results().get(id));
+  ASSERT_TRUE(dirtyResult.ok()) << dirtyResult.error().message;
+  auto cleaned = run(results().cleanUp(dirtyResult.value().get(),
+                                       foreign->getRoot<wire::JobStatus>().asReader()));
+  ASSERT_TRUE(cleaned.ok()) << cleaned.error().message;
+  EXPECT_NE(cleaned.value().find("another job's"), std::string::npos) << cleaned.value();
+  auto stored = run(results().get(id));
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  EXPECT_TRUE(stored.value().get().getClean());
+  auto none = run(results().getDetail(id));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, StoreErrorCode::kNotFound);
+  // Once clean, cleaning up again rewrites nothing of the result and still succeeds.
+  auto again = run(results().cleanUp(stored.value().get(), nullptr));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+}
+
+TEST_P(StoreContractTest, AStaleTermsCleanupIsFencedAndChangesNothing) {
+  openTerm();
+  const JobId id = JobId::random();
+  putGraph(id, "still-running-elsewhere");
+  auto record = makeProgress(id, 2);
+  ASSERT_TRUE(run(progress().put(progressOf(*record))).ok());
+  auto result = makeResult(id, wire::JobState::FAILED, 7000);
+  ASSERT_TRUE(run(results().createDirty(resultOf(*result))).ok());
+
+  openNextTerm();
+  auto detail = makeDetail(id, 1);
+  auto cleaned = run(previous_->jobResults().cleanUp(
+      resultOf(*result), detail->getRoot<wire::JobStatus>().asReader()));
+  ASSERT_FALSE(cleaned.ok());
+  EXPECT_EQ(cleaned.error().code, StoreErrorCode::kFenced) << cleaned.error().message;
+  EXPECT_TRUE(run(graphs().get(id)).ok());
+  EXPECT_EQ(recoveredProgressIds(), std::vector<JobId>{id});
+  auto dirty = run(results().listDirty());
+  ASSERT_TRUE(dirty.ok());
+  EXPECT_EQ(dirty.value().results.size(), 1u);
+  auto none = run(results().getDetail(id));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, StoreErrorCode::kNotFound);
+}
+
 TEST_P(StoreContractTest, ADetailOverItsCapIsKeptWithoutSubtaskRowsSayingWhy) {
   openTerm({"store.job-details.max-size=2KiB"});
   const JobId id = JobId::random();

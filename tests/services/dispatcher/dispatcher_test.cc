@@ -1272,7 +1272,7 @@ TEST_F(DispatcherTest, ARecoveryThatCannotReadTheProgressRecordsFailsRetryablyAn
             std::vector<std::string>{"start " + id.toHex() + " graph=stored progress=2"});
 }
 
-TEST_F(DispatcherTest, AnEndedJobsProgressRecordIsRemovedAfterItsJobGraphAndBeforeItsResultIsClean) {
+TEST_F(DispatcherTest, AnEndedJobsCleanupRemovesGraphAndProgressAndMarksCleanInOneWrite) {
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
   recover();
@@ -1284,32 +1284,24 @@ TEST_F(DispatcherTest, AnEndedJobsProgressRecordIsRemovedAfterItsJobGraphAndBefo
   EXPECT_EQ(storedResult(id), "dirty");
 
   backend_.holdWrites = true;
+  const size_t before = backend_.transactions;
   runner.releaseAll();
   drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);  // The job's final detail, kept beside its result.
-  EXPECT_EQ(storedGraphs(), 1u);
-  backend_.releaseOneWrite();
-  drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);  // The JobGraph's removal.
+  // The cleanup: JobGraph and progress record removed, the final detail kept, the result
+  // marked clean, all in one transaction that has not been applied yet.
+  ASSERT_EQ(backend_.heldWrites(), 1u);
   EXPECT_EQ(storedGraphs(), 1u);
   EXPECT_TRUE(storedProgress(id));
-  backend_.releaseOneWrite();
-  drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);  // The progress record's removal.
-  EXPECT_EQ(storedGraphs(), 0u);
-  EXPECT_TRUE(storedProgress(id));
-  EXPECT_EQ(storedResult(id), "dirty");
-  backend_.releaseOneWrite();
-  drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);  // The result marked clean.
-  EXPECT_FALSE(storedProgress(id));
   EXPECT_EQ(storedResult(id), "dirty");
   backend_.releaseWrites();
   settle();
+  EXPECT_EQ(backend_.transactions - before, 1u);
+  EXPECT_EQ(storedGraphs(), 0u);
+  EXPECT_FALSE(storedProgress(id));
   EXPECT_EQ(storedResult(id), "clean");
 }
 
-TEST_F(DispatcherTest, AProgressRecordThatCouldNotBeRemovedIsRemovedByTheNextLeadersCleanup) {
+TEST_F(DispatcherTest, ACleanupThatCouldNotBeWrittenIsFinishedWholeByTheNextLeader) {
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
   recover();
@@ -1319,38 +1311,33 @@ TEST_F(DispatcherTest, AProgressRecordThatCouldNotBeRemovedIsRemovedByTheNextLea
   drain();
   backend_.releaseOneWrite();  // The dirty result.
   drain();
-  backend_.releaseOneWrite();  // The job's final detail.
-  drain();
-  backend_.releaseOneWrite();  // The JobGraph's removal.
-  drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);
-  backend_.failWrites = 1;  // The progress record's removal fails.
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The cleanup.
+  backend_.failWrites = 1;
   backend_.releaseWrites();
   settle();
-  EXPECT_EQ(storedGraphs(), 0u);
+  // Nothing of it was applied: left to the next leader.
+  EXPECT_EQ(storedGraphs(), 1u);
   EXPECT_TRUE(storedProgress(id));
-  EXPECT_EQ(storedResult(id), "dirty");  // Left to the next leader.
+  EXPECT_EQ(storedResult(id), "dirty");
 
-  // The next leader finishes the cleanup; while the record cannot be removed its recovery fails
+  // The next leader finishes the cleanup; while it cannot be written its recovery fails
   // retryably, and the result stays dirty.
   startTerm(1000, nullptr, {}, &runner);
   backend_.holdWrites = true;
   auto recovering = dispatcher_->recover().eagerlyEvaluate(nullptr);
   drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);  // The JobGraph's removal (none is stored).
-  backend_.releaseOneWrite();
-  drain();
-  ASSERT_EQ(backend_.heldWrites(), 1u);  // The progress record's removal.
+  ASSERT_EQ(backend_.heldWrites(), 1u);  // The cleanup, one transaction again.
   backend_.failWrites = 1;
   backend_.releaseWrites();
   auto failed = loop_.run(kj::mv(recovering));
   ASSERT_FALSE(failed.ok());
   EXPECT_TRUE(failed.error().isRetryable());
-  EXPECT_NE(failed.error().message.find("progress record of ended job " + id.toHex()),
-            std::string::npos)
+  EXPECT_NE(failed.error().message.find("cleanup of ended job " + id.toHex()), std::string::npos)
       << failed.error().message;
   EXPECT_EQ(storedResult(id), "dirty");
+  EXPECT_EQ(storedGraphs(), 1u);
   recover();
+  EXPECT_EQ(storedGraphs(), 0u);
   EXPECT_FALSE(storedProgress(id));
   EXPECT_EQ(storedResult(id), "clean");
   EXPECT_EQ(runner.calls.size(), 2u);  // Never started again.
