@@ -1,7 +1,8 @@
 // The master memory benchmark (scripts/bench.sh master_memory): the resident memory of a
 // regent-master that leads with N stored jobs (standalone, RocksDB store) once it is SERVING,
-// next to the same master with none. Each job is a JobGraph of about 200 bytes. Prints its
-// numbers; never asserts them.
+// next to the same master with none. Each job is a JobGraph of about 200 bytes, one vertex of
+// --subtasks subtasks; no worker registers, so every job waits for slots, as a queued job does.
+// Prints its numbers; never asserts them.
 #include <kj/debug.h>
 #include <unistd.h>
 
@@ -34,12 +35,13 @@ constexpr size_t kInFlight = 64;
 
 struct BenchOptions {
   size_t jobs = 10000;
-  std::string master;  // The regent-master binary.
+  uint32_t subtasks = 1;  // The parallelism of each job's one vertex.
+  std::string master;     // The regent-master binary.
 };
 
 // Writes `count` JobGraphs of about 200 bytes into a RocksDB store at `path`, as a leader of
 // epoch 1 would.
-void fillStore(const std::string& path, size_t count) {
+void fillStore(const std::string& path, size_t count, uint32_t subtasks) {
   EventLoop loop;
   ConfigSources sources;
   sources.set = {"ha.mode=standalone", "store.rocksdb.path=" + path};
@@ -57,7 +59,8 @@ void fillStore(const std::string& path, size_t count) {
       for (size_t i = 0; i < kInFlight && written < count; ++i, ++written) {
         auto parsed = jobgraph::parseJobGraphSpec(
             "job_id: " + JobId::random().toHex() + "\nname: bench-job-" + std::to_string(written) +
-                "\nvertices:\n  - name: work\n    parallelism: 1\n    command:\n"
+                "\nvertices:\n  - name: work\n    parallelism: " + std::to_string(subtasks) +
+                "\n    command:\n"
                 "      argv: [/bin/true]\n",
             jobgraph::JobGraphSpecFormat::kYaml);
         KJ_REQUIRE(parsed.ok(), parsed.error().message);
@@ -95,14 +98,16 @@ int run(const BenchOptions& options) {
   const uint64_t idleKb = servingMasterRssKb(options, idle.path());
 
   testing::TempDir full("regent-bench-memory");
-  fillStore(full.path() + "/store", options.jobs);
+  fillStore(full.path() + "/store", options.jobs, options.subtasks);
   const uint64_t fullKb = servingMasterRssKb(options, full.path());
 
   const double perJob =
       options.jobs == 0 ? 0.0 : double(fullKb > idleKb ? fullKb - idleKb : 0) * 1024 / options.jobs;
-  std::printf("# jobs of about 200 bytes, standalone master on RocksDB, VmRSS once SERVING\n");
-  std::printf("master_memory jobs=%zu master_rss_kb=%llu master_idle_rss_kb=%llu bytes_per_job=%.0f\n",
-              options.jobs, static_cast<unsigned long long>(fullKb),
+  std::printf("# jobs of about 200 bytes waiting for slots (no worker), standalone master on "
+              "RocksDB, VmRSS once SERVING\n");
+  std::printf("master_memory jobs=%zu subtasks=%u master_rss_kb=%llu master_idle_rss_kb=%llu "
+              "bytes_per_job=%.0f\n",
+              options.jobs, options.subtasks, static_cast<unsigned long long>(fullKb),
               static_cast<unsigned long long>(idleKb), perJob);
   std::fflush(stdout);
   return 0;
@@ -116,6 +121,8 @@ int main(int argc, char** argv) {
   options.master = regent::bench::thisExecutableDir() + "/regent-master";
   CLI::App app("Master memory benchmark: VmRSS of a serving regent-master with N stored jobs.");
   app.add_option("--jobs", options.jobs, "stored jobs (default 10000)");
+  app.add_option("--subtasks", options.subtasks, "subtasks of each job (default 1)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--master", options.master, "the regent-master binary to measure");
   CLI11_PARSE(app, argc, argv);
   try {

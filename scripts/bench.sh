@@ -5,6 +5,7 @@
 #   scripts/bench.sh jobs [--jobs N] [--in-flight N] [--workers N] [--slots S]   (docs/benchmarks.md)
 #   scripts/bench.sh reconcile [--jobs N[,N...]] [--case kill,handover] [--slots S]   (docs/benchmarks.md)
 #   scripts/bench.sh providers [--runs N] [--workers N]   (docs/benchmarks.md)
+#   scripts/bench.sh spawn [--spawns N] [--parent-mb M[,M...]]   (docs/benchmarks.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
