@@ -37,6 +37,7 @@ void ProgressLog::write() {
   if (inFlight_ || retryArmed_ || fenced_ || closed_ || tooLarge_) return;
   const uint64_t version = graph_.version();
   if (version <= storedVersion_) return;
+  if (endStoredByResult()) return;
   capnp::MallocMessageBuilder message;
   auto progress = message.initRoot<wire::JobProgress>();
   graph_.fillProgress(progress, epoch_, nowMs_());
@@ -118,6 +119,8 @@ kj::Promise<bool> ProgressLog::stored() {
   if (fenced_ || tooLarge_) return false;
   const uint64_t version = graph_.version();
   if (version <= storedVersion_) return true;
+  // Callers that gave up (a delivery that timed out and comes again) leave nothing behind.
+  std::erase_if(waitingAcks_, [](WaitingAck& ack) { return !ack.fulfiller->isWaiting(); });
   auto paf = kj::newPromiseAndFulfiller<bool>();
   waitingAcks_.push_back(WaitingAck{version, kj::mv(paf.fulfiller)});
   write();
@@ -141,6 +144,10 @@ kj::Promise<void> ProgressLog::close() {
   auto paf = kj::newPromiseAndFulfiller<void>();
   closing_ = kj::mv(paf.fulfiller);
   return kj::mv(paf.promise);
+}
+
+bool ProgressLog::endStoredByResult() const {
+  return graph_.ended() && graph_.end()->state != wire::JobState::FAILED;
 }
 
 bool ProgressLog::behind() const {

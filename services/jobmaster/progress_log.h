@@ -1,6 +1,11 @@
 // One job's progress record written ahead of what workers act on (docs/jobgraph.md, "Failover"):
 // a new attempt is deployed only once a put holding it succeeded, and a terminal state is
-// acknowledged only once a put holding it succeeded. One put per job is in flight; changes made
+// acknowledged only once a put holding it succeeded, or, for the states that end the job
+// FINISHED or CANCELED, once the job's result is stored: no put holds those (the Dispatcher's
+// dirty result, which no leader runs again, stores the end), and the acknowledgements and frees
+// waiting for them resolve at close(), which the job's release calls after that result is
+// stored. A FAILED end is put first: its root cause must outlive a leader that dies before the
+// result is stored. One put per job is in flight; changes made
 // meanwhile go into the next. kUnavailable (and any other failure but two): tried again after
 // 100 ms, doubling with jitter up to heartbeat.interval. kFenced: the term is over, nothing is
 // written or deployed any more. kTooLarge: no put can succeed; the job fails.
@@ -71,6 +76,8 @@ class ProgressLog final {
 
  private:
   void settled(uint64_t version, const store::StoreResult<void>& result);
+  // Whether the job ended FINISHED or CANCELED: its result, not a put, stores the end.
+  bool endStoredByResult() const;
   void deployStoredOnes();
 
   const JobId job_;

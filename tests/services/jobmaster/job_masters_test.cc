@@ -338,6 +338,25 @@ class JobMastersTest : public DefaultLoggerTest {
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   }
 
+  // The update that ends the job FINISHED or CANCELED: no put holds it, the Dispatcher's result
+  // does (services/jobmaster/progress_log.h), so it is answered only once the job is released,
+  // which the Dispatcher does after it stored that result. Sends it, checks that the job ended
+  // and the worker has no answer yet, releases the job as the Dispatcher would, and checks the
+  // answer.
+  void expectAppliedEndingTheJob(const JobId& job, const FakeWorker::Submitted& attempt,
+                                 ExecutionState state = ExecutionState::FINISHED) {
+    auto answer = updateRequest(job, attempt, state).send();
+    settle();
+    ASSERT_FALSE(listener_.ended.empty());
+    EXPECT_EQ(listener_.ended.back().first, job);
+    EXPECT_FALSE(answer.poll(loop_.waitScope())) << "answered before the job's result is stored";
+    auto released = masters_->release(job, "job ended");
+    settle();
+    loop_.run(kj::mv(released));
+    auto response = loop_.run(kj::mv(answer));
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
+  }
+
   // A heartbeat of `worker` listing `attempts` (those it runs, or whose end it still delivers).
   void workerHeartbeat(const JobId& job, const ResourceId& worker,
                        const std::vector<AttemptId>& attempts = {}) {
@@ -412,9 +431,16 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(worker.submitted[2].allocation, worker.submitted[1].allocation);
   EXPECT_TRUE(listener_.ended.empty());
   expectApplied(job, worker.submitted[2], ExecutionState::RUNNING);
-  expectApplied(job, worker.submitted[2], ExecutionState::FINISHED);
+  const size_t putsBefore = backend_.transactions;
+  auto last = updateRequest(job, worker.submitted[2], ExecutionState::FINISHED).send();
+  settle();
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  // The end is stored by the job's result, not a put: the last update is answered (and its slot
+  // freed) once the Dispatcher stored that result and released the job.
+  EXPECT_EQ(backend_.transactions, putsBefore);
+  EXPECT_FALSE(last.poll(loop_.waitScope()));
+  EXPECT_EQ(worker.freed.size(), 1u);
   EXPECT_TRUE(port_.latest(job).empty());      // Needs nothing any more.
   EXPECT_NE(masters_->gateway(job, registeredAs(workerA_)), nullptr);  // Until released.
 
@@ -422,6 +448,9 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   settle();
   ASSERT_TRUE(released.poll(loop_.waitScope()));
   released.wait(loop_.waitScope());
+  ASSERT_TRUE(last.poll(loop_.waitScope()));
+  auto answered = last.wait(loop_.waitScope());
+  EXPECT_FALSE(answered.hasFailure()) << answered.getFailure().getMessage().cStr();
   EXPECT_TRUE(worker.cancelled.empty());
   EXPECT_EQ(worker.freed.size(), 2u);
   EXPECT_EQ(worker.freed[1], worker.submitted[2].allocation);
@@ -542,7 +571,7 @@ TEST_F(JobMastersTest, AWorkerFaultHandsTheSlotBackAndRunsTheSubtaskAgainWithout
   ASSERT_EQ(healthy.submitted.size(), 1u);
   EXPECT_EQ(healthy.submitted[0].attemptNumber, 1u);
   update(job, healthy.submitted[0], ExecutionState::RUNNING);
-  update(job, healthy.submitted[0], ExecutionState::FINISHED);
+  expectAppliedEndingTheJob(job, healthy.submitted[0]);
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_EQ(listener_.ended[0].second.restarts, 0u);
@@ -632,7 +661,7 @@ TEST_F(JobMastersTest, ASubmitThatTimesOutIsAWorkerFault) {
   ASSERT_EQ(healthy.submitted.size(), 1u);
   EXPECT_EQ(healthy.submitted[0].attemptNumber, 1u);
   update(job, healthy.submitted[0], ExecutionState::RUNNING);
-  update(job, healthy.submitted[0], ExecutionState::FINISHED);
+  expectAppliedEndingTheJob(job, healthy.submitted[0]);
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_EQ(listener_.ended[0].second.restarts, 0u);
@@ -1003,22 +1032,22 @@ TEST_F(JobMastersTest, AFencedPutFreesNoSlotOfAnEndedAttempt) {
 }
 
 TEST_F(JobMastersTest, FailedPutsAreRetriedWithinAHeartbeatIntervalAndQuicklyAgainAfterASuccess) {
-  JobGraphBuilder builder({{"a", 2}});
-  auto [job, worker] = startOnWorkerA(builder, 2, 2);
-  ASSERT_EQ(worker.submitted.size(), 2u);
+  JobGraphBuilder builder({{"a", 3}});  // The ends of two leave the job running: both are put.
+  auto [job, worker] = startOnWorkerA(builder, 3, 3);
+  ASSERT_EQ(worker.submitted.size(), 3u);
   backend_.failWrites = 6;  // The put of the end and its next five retries fail.
   auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
   ASSERT_TRUE(response.hasFailure());
   // Each retry is armed after the previous one failed, so one heartbeat.interval (2 s here) per
   // retry is enough only if no delay grows past it.
   for (int retry = 1; retry <= 5; ++retry) {
-    workerHeartbeat(job, workerA_, {worker.submitted[1].attempt});
+    workerHeartbeat(job, workerA_, {worker.submitted[1].attempt, worker.submitted[2].attempt});
     advance(Duration(2000));
     EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED)
         << "retry " << retry;
   }
   EXPECT_EQ(backend_.failWrites, 0u);
-  workerHeartbeat(job, workerA_, {worker.submitted[1].attempt});
+  workerHeartbeat(job, workerA_, {worker.submitted[1].attempt, worker.submitted[2].attempt});
   advance(Duration(2000));
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   // The success reset the delays: the next failed put is tried again after the first one.
@@ -1192,7 +1221,7 @@ TEST_F(JobMastersTest, AnExpectedAttemptOfferedAfterItEndedIsAdoptedWithItsEnd) 
   // The worker's queued update of x follows its offer: a repeat, answered once stored.
   expectApplied(job, FakeWorker::Submitted{x, {}, "a", 0, 0, ""}, ExecutionState::FINISHED);
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
-  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FINISHED);
+  expectAppliedEndingTheJob(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""});
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_TRUE(worker.submitted.empty());  // Nothing ran twice.
@@ -1517,7 +1546,7 @@ TEST_F(JobMastersTest, AnEndedAndALiveExpectedAttemptInOneSlotAreBothAdopted) {
   EXPECT_EQ(counters_.attemptsAdopted, 2u);
   EXPECT_TRUE(worker.cancelled.empty());
   EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);  // Nothing left to wait for.
-  expectApplied(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""}, ExecutionState::FINISHED);
+  expectAppliedEndingTheJob(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""});
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
   EXPECT_EQ(counters_.attemptsFailed, 0u);
@@ -1712,7 +1741,7 @@ TEST_F(JobMastersTest, AWorkerCannotEndFailOrDisconnectTheAttemptsOfAnother) {
   EXPECT_EQ(refused.at("JobMasterGateway.heartbeat"), 3u);
   EXPECT_EQ(refused.at("JobMasterGateway.disconnect"), 1u);
 
-  expectApplied(job, worker.submitted[0], ExecutionState::FINISHED);
+  expectAppliedEndingTheJob(job, worker.submitted[0]);
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
 }
