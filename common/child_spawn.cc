@@ -189,8 +189,7 @@ std::variant<ClonedChild, SpawnFailure> cloneAndExec(const ExecPlan& plan) {
   if (pid < 0) return SpawnFailure{cloneError, "clone"};
   if (args.error != 0) {
     // The child failed before exec and has exited: reap it.
-    siginfo_t info;
-    while (waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED) < 0 && errno == EINTR) {
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
     close(pidfd);
     return SpawnFailure{args.error, args.step};

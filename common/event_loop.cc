@@ -368,6 +368,9 @@ struct ChildProcess::State {
   int kill(int signum) {
     if (!cloned) return uv_process_kill(&process, signum);
     if (::syscall(SYS_pidfd_send_signal, pidfd, signum, nullptr, 0) == 0) return 0;
+    // A filter that allows the clone but not this call: the pid is safe to signal, only this
+    // state reaps the child, so it cannot have been reused.
+    if ((errno == ENOSYS || errno == EPERM) && ::kill(pid, signum) == 0) return 0;
     return -errno;
   }
 
@@ -426,7 +429,12 @@ void onPidfdReadable(uv_poll_t* poll, int, int) {
   auto* s = static_cast<ChildProcess::State*>(poll->data);
   siginfo_t info;
   std::memset(&info, 0, sizeof info);
-  const int rc = ::waitid(P_PIDFD, static_cast<id_t>(s->pidfd), &info, WEXITED | WNOHANG);
+  int rc = ::waitid(P_PIDFD, static_cast<id_t>(s->pidfd), &info, WEXITED | WNOHANG);
+  if (rc < 0 && errno == EINVAL) {
+    // A kernel with CLONE_PIDFD but without waitid(P_PIDFD) (5.2, 5.3): by pid, which only
+    // this state reaps.
+    rc = ::waitid(P_PID, static_cast<id_t>(s->pid), &info, WEXITED | WNOHANG);
+  }
   if (rc == 0 && info.si_pid == 0) return;  // Not exited yet.
   if (rc < 0 && errno == EINTR) return;     // Level-triggered: asked again.
   if (rc == 0) {
@@ -496,23 +504,52 @@ int spawnCloned(ChildProcess::State* state, const SpawnOptions& options,
     return -failed->error;
   }
   const ClonedChild child = std::get<ClonedChild>(started);
-  state->cloned = true;
-  state->pid = child.pid;
-  state->pidfd = child.pidfd;
-  uv_poll_init(state->loop->uv(), &state->exitPoll, child.pidfd);
-  state->exitPoll.data = state;
-  ++state->openHandles;
-  uv_poll_start(&state->exitPoll, UV_READABLE, onPidfdReadable);
+  // The loop cannot watch it (a handle libuv refuses): killed and reaped here, nothing kept.
+  auto abandon = [&](int rc, const char* what) {
+    ::syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0);
+    ::kill(child.pid, SIGKILL);
+    while (::waitpid(child.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    ::close(child.pidfd);
+    failure = std::string(what) + ": " + uv_strerror(rc);
+    return rc;
+  };
   if (options.captureOutput) {
     for (int i = 0; i < 2; ++i) {
       ::close(captureFds[i][1]);
+      captureFds[i][1] = -1;
       uv_pipe_init(state->loop->uv(), &state->pipes[i], 0);
       state->pipes[i].data = state;
       ++state->openHandles;
-      uv_pipe_open(&state->pipes[i], captureFds[i][0]);  // Owned by the handle from now on.
+      const int rc = uv_pipe_open(&state->pipes[i], captureFds[i][0]);
+      if (rc != 0) {
+        for (int j = 0; j <= i; ++j) {
+          state->closeHandle(reinterpret_cast<uv_handle_t*>(&state->pipes[j]));
+        }
+        // The handles own the read ends they opened; the rest are closed here.
+        for (int j = i; j < 2; ++j) {
+          for (int fd : captureFds[j]) {
+            if (fd >= 0) ::close(fd);
+          }
+        }
+        return abandon(rc, "watch its output");
+      }
     }
-    readCapturedOutput(state);
   }
+  const int polled = uv_poll_init(state->loop->uv(), &state->exitPoll, child.pidfd);
+  if (polled != 0) {
+    if (options.captureOutput) {
+      for (auto& pipe : state->pipes) state->closeHandle(reinterpret_cast<uv_handle_t*>(&pipe));
+    }
+    return abandon(polled, "watch its exit");
+  }
+  state->cloned = true;
+  state->pid = child.pid;
+  state->pidfd = child.pidfd;
+  state->exitPoll.data = state;
+  ++state->openHandles;
+  uv_poll_start(&state->exitPoll, UV_READABLE, onPidfdReadable);
+  if (options.captureOutput) readCapturedOutput(state);
   return 0;
 }
 

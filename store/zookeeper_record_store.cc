@@ -205,7 +205,17 @@ kj::Promise<StoreResult<void>> commitStep(ha::Coordination& zooKeeper, const Sto
                 "writing"));
           }
         }
-        return StoreResult<void>(transactionError(outcome, "write", path));
+        // Named as a one-record transaction's would be: the failed write and what it did.
+        TransactionOutcome failed = outcome;
+        std::string action = "write";
+        if (failed.failedOp && *failed.failedOp >= 1) {
+          if (*failed.failedOp <= state->writes.size() &&
+              state->writes[*failed.failedOp - 1].mode == CommitState::Mode::kRemove) {
+            action = "remove";
+          }
+          failed.failedOp = kWriteOp;
+        }
+        return StoreResult<void>(transactionError(failed, action, path));
       });
 }
 

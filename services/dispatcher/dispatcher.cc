@@ -380,8 +380,8 @@ kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool withDetail) {
       .then([this, id, dirty](store::StoreResult<std::string>&& cleaned) -> Status {
         if (!cleaned.ok()) {
           return Error::retryable("cannot finish the cleanup of ended job " + id.toHex() +
-                                  " (JobGraph and progress record removed, result marked "
-                                  "clean): " +
+                                  " (its JobGraph and progress record removed and its result "
+                                  "marked clean, in one transaction): " +
                                   cleaned.error().message);
         }
         if (!cleaned.value().empty()) {

@@ -147,7 +147,7 @@ kj::Promise<void> ProgressLog::close() {
 }
 
 bool ProgressLog::endStoredByResult() const {
-  return graph_.ended() && graph_.end()->state != wire::JobState::FAILED;
+  return graph_.ended() && graph_.end()->state == wire::JobState::FINISHED;
 }
 
 bool ProgressLog::behind() const {

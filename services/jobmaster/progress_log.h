@@ -1,7 +1,7 @@
 // One job's progress record written ahead of what workers act on (docs/jobgraph.md, "Failover"):
 // a new attempt is deployed only once a put holding it succeeded, and a terminal state is
 // acknowledged only once a put holding it succeeded, or, for the states that end the job
-// FINISHED or CANCELED, once the job's result is stored: no put holds those (the Dispatcher's
+// FINISHED, once the job's result is stored: no put holds those (the Dispatcher's
 // dirty result, which no leader runs again, stores the end), and the acknowledgements and frees
 // waiting for them resolve at close(), which the job's release calls after that result is
 // stored. A FAILED end is put first: its root cause must outlive a leader that dies before the
@@ -76,7 +76,7 @@ class ProgressLog final {
 
  private:
   void settled(uint64_t version, const store::StoreResult<void>& result);
-  // Whether the job ended FINISHED or CANCELED: its result, not a put, stores the end.
+  // Whether the job ended FINISHED: its result, not a put, stores the end.
   bool endStoredByResult() const;
   void deployStoredOnes();
 

@@ -338,7 +338,7 @@ class JobMastersTest : public DefaultLoggerTest {
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   }
 
-  // The update that ends the job FINISHED or CANCELED: no put holds it, the Dispatcher's result
+  // The update that ends the job FINISHED: no put holds it, the Dispatcher's result
   // does (services/jobmaster/progress_log.h), so it is answered only once the job is released,
   // which the Dispatcher does after it stored that result. Sends it, checks that the job ended
   // and the worker has no answer yet, releases the job as the Dispatcher would, and checks the
