@@ -152,21 +152,17 @@ std::vector<std::string> execCandidates(const std::string& program, const char* 
   return candidates;
 }
 
-std::variant<ClonedChild, SpawnFailure> cloneAndExec(const ExecPlan& plan) {
-  std::vector<std::string> candidates = plan.candidates;
-  std::vector<std::string> argv = plan.argv;
-  std::vector<std::string> envp = plan.envp;
-  std::vector<char*> candidatePointers = pointersTo(candidates);
-  std::vector<char*> argvPointers = pointersTo(argv);
-  std::vector<char*> envPointers = pointersTo(envp);
-  std::vector<int> fds = plan.fds;
+std::variant<ClonedChild, SpawnFailure> cloneAndExec(ExecPlan plan) {
+  std::vector<char*> candidatePointers = pointersTo(plan.candidates);
+  std::vector<char*> argvPointers = pointersTo(plan.argv);
+  std::vector<char*> envPointers = pointersTo(plan.envp);
   ChildArgs args{};
   args.candidates = candidatePointers.data();
-  args.candidateCount = candidates.size();
+  args.candidateCount = plan.candidates.size();
   args.argv = argvPointers.data();
   args.envp = envPointers.data();
-  args.fds = fds.data();
-  args.fdCount = fds.size();
+  args.fds = plan.fds.data();  // The child rewrites them as they move: the plan is its own.
+  args.fdCount = plan.fds.size();
   args.cwd = plan.cwd.empty() ? nullptr : plan.cwd.c_str();
   args.newSession = plan.newSession;
   args.hasUid = plan.uid.has_value();

@@ -52,6 +52,6 @@ std::vector<std::string> execCandidates(const std::string& program, const char* 
 // then) or failed. On failure no child is left behind (one that failed before exec is reaped).
 // EINVAL / ENOSYS / EPERM from clone itself mean the kernel (or a seccomp filter) refuses
 // CLONE_PIDFD: the caller may fall back to another way of spawning.
-std::variant<ClonedChild, SpawnFailure> cloneAndExec(const ExecPlan& plan);
+std::variant<ClonedChild, SpawnFailure> cloneAndExec(ExecPlan plan);
 
 }  // namespace regent

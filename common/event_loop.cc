@@ -488,7 +488,7 @@ int spawnCloned(ChildProcess::State* state, const SpawnOptions& options,
   plan.newSession = options.newSession;
   plan.uid = options.uid;
   plan.gid = options.gid;
-  auto started = cloneAndExec(plan);
+  auto started = cloneAndExec(std::move(plan));
   if (auto* failed = std::get_if<SpawnFailure>(&started)) {
     closeCaptureFds();
     const bool refused = std::strcmp(failed->step, "clone") == 0 &&

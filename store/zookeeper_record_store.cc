@@ -22,8 +22,8 @@ using ha::ZkOp;
 using ha::ZkOpResult;
 using ha::ZkReply;
 
-// put() alternates create and setData while another writer keeps removing and re-creating the
-// node; this bounds the alternation (each step is one transaction).
+// A write alternates create and setData while another writer keeps removing and re-creating the
+// node; this bounds the alternation per transaction (each step is one transaction).
 constexpr int kMaxPutTransactions = 4;
 
 // Every transaction is [check(latch), the write].
@@ -98,44 +98,6 @@ StoreError transactionError(const TransactionOutcome& outcome, const std::string
   return StoreError::unavailable(std::move(message));
 }
 
-// One create-or-replace step of put(): [check(latch), create] when `create`, else
-// [check(latch), setData]. A create that finds the node switches to setData, a setData that
-// finds it gone switches back, at most kMaxPutTransactions transactions in all.
-// `zooKeeper` and `term` belong to the store, whose canceler drops this chain before they go.
-kj::Promise<StoreResult<void>> putStep(ha::Coordination& zooKeeper, const StoreTerm& term,
-                                       std::string path, std::shared_ptr<const std::string> bytes,
-                                       bool create, int transactionsLeft, uint64_t* sent) {
-  if (sent != nullptr) ++*sent;
-  std::vector<ZkOp> ops;
-  ops.reserve(2);
-  ops.push_back(ZkOp::check(term.latchPath));
-  ops.push_back(create ? ZkOp::create(path, *bytes, CreateMode::kPersistent)
-                       : ZkOp::setData(path, *bytes));
-  return zooKeeper.multi(std::move(ops))
-      .then([&zooKeeper, &term, path = std::move(path), bytes = std::move(bytes), create,
-             transactionsLeft, sent](
-                ZkReply<std::vector<ZkOpResult>> reply) mutable -> kj::Promise<StoreResult<void>> {
-        const TransactionOutcome outcome = outcomeOf(reply);
-        if (outcome.applied) return StoreResult<void>();
-        if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
-          return StoreResult<void>(fencedError(term, "'" + path + "' was not written"));
-        }
-        const bool raced =
-            outcome.failedOp == kWriteOp && ((create && outcome.code == ZkCode::kNodeExists) ||
-                                             (!create && outcome.code == ZkCode::kNoNode));
-        if (raced) {
-          if (transactionsLeft > 1) {
-            return putStep(zooKeeper, term, std::move(path), std::move(bytes), !create,
-                           transactionsLeft - 1, sent);
-          }
-          return StoreResult<void>(StoreError::unavailable(
-              "cannot write '" + path + "': it was created and removed by someone else " +
-              std::to_string(kMaxPutTransactions) + " times while writing"));
-        }
-        return StoreResult<void>(transactionError(outcome, "write", path));
-      });
-}
-
 // commit(): the writes still to send and how each goes (a remove that found nothing is dropped).
 struct CommitState {
   enum class Mode { kCreate, kSetData, kRemove };
@@ -178,7 +140,12 @@ kj::Promise<StoreResult<void>> commitStep(ha::Coordination& zooKeeper, const Sto
         const TransactionOutcome outcome = outcomeOf(reply);
         if (outcome.applied) return StoreResult<void>();
         if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
-          return StoreResult<void>(fencedError(term, "nothing of the transaction was written"));
+          std::string what = state->writes.empty() ? std::string("nothing")
+                                                   : "'" + state->writes.front().path + "'";
+          if (state->writes.size() > 1) {
+            what += " and " + std::to_string(state->writes.size() - 1) + " more records";
+          }
+          return StoreResult<void>(fencedError(term, what + " not written"));
         }
         std::string path = state->writes.empty() ? std::string() : state->writes.front().path;
         if (outcome.failedOp && *outcome.failedOp >= 1 &&
@@ -345,17 +312,11 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::put(RecordFamily family, st
         std::to_string(bytes.size()) + " bytes, over the ZooKeeper store's limit of " +
         std::to_string(options_.maxPayload) + " bytes (store.zookeeper.max-payload)"));
   }
-  auto shared = std::make_shared<const std::string>(std::move(bytes));
-  std::string path = recordName(family, key);
-  // A record this store wrote or read is replaced with setData at once; any other is created
-  // (either switches to the other when it finds the node otherwise).
-  const bool known = known_.contains(path);
-  return canceler_.wrap(putStep(zooKeeper_, term_, path, std::move(shared), /*create=*/!known,
-                                kMaxPutTransactions, options_.transactions)
-                            .then([this, path](StoreResult<void> written) {
-                              if (written.ok()) known_.insert(path);
-                              return written;
-                            }));
+  // One write of a transaction: a record this store wrote or read is replaced with setData at
+  // once, any other created, and either switches to the other when it finds the node otherwise.
+  std::vector<RecordWrite> writes;
+  writes.push_back(RecordWrite{family, std::move(key), std::move(bytes)});
+  return commit(std::move(writes));
 }
 
 kj::Promise<StoreResult<void>> ZooKeeperRecordStore::commit(std::vector<RecordWrite> writes) {
@@ -369,14 +330,14 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::commit(std::vector<RecordWr
       return StoreResult<void>(std::move(*invalid));
     }
     std::string path = recordName(write.family, write.key);
-    // As put(): a record this store wrote or read is replaced with setData at once.
+    // A record this store wrote or read is replaced with setData at once.
     const auto mode = !write.bytes                ? CommitState::Mode::kRemove
                       : known_.contains(path) ? CommitState::Mode::kSetData
                                               : CommitState::Mode::kCreate;
     state->writes.push_back(CommitState::Write{std::move(path), std::move(write.bytes), mode});
   }
-  // Each write may change its way once, and then once more per race.
-  state->transactionsLeft = static_cast<int>(state->writes.size()) + kMaxPutTransactions;
+  // One write alone may take kMaxPutTransactions; each further write may change its way once more.
+  state->transactionsLeft = kMaxPutTransactions + static_cast<int>(state->writes.size()) - 1;
   std::vector<std::pair<std::string, bool>> outcome;  // Path, whether it exists afterwards.
   for (const auto& write : state->writes) outcome.emplace_back(write.path, write.bytes.has_value());
   return canceler_.wrap(commitStep(zooKeeper_, term_, std::move(state), options_.transactions)
