@@ -145,6 +145,37 @@ void readEveryField(capnp::DynamicStruct::Reader value, uint64_t& budget) {
   }
 }
 
+// Unpacking turns two bytes into at most 256 words (a tag of zero and a run count), so `size`
+// packed bytes hold at most this many words.
+uint64_t maxUnpackedWords(size_t size) { return (static_cast<uint64_t>(size) / 2 + 1) * 256; }
+
+// The words the segment table at the start of packed `bytes` claims (segments and table);
+// nullopt when there is no whole table (the decoder then says what is wrong). May throw on
+// malformed packing, like the decoder.
+std::optional<uint64_t> claimedWords(const std::string& bytes) {
+  kj::ArrayInputStream input(
+      kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+  capnp::_::PackedInputStream unpacked(input);
+  kj::byte first[8];
+  if (unpacked.tryRead(first, 8, 8) < 8) return std::nullopt;
+  const auto u32 = [](const kj::byte* at) {
+    return static_cast<uint32_t>(at[0]) | static_cast<uint32_t>(at[1]) << 8 |
+           static_cast<uint32_t>(at[2]) << 16 | static_cast<uint32_t>(at[3]) << 24;
+  };
+  const uint64_t segments = uint64_t{u32(first)} + 1;
+  constexpr uint64_t kMostSegments = 512;  // The decoder refuses more.
+  if (segments > kMostSegments) return std::nullopt;
+  uint64_t words = u32(first + 4);
+  // The other sizes follow, padded to a whole word.
+  const uint64_t tableWords = (segments + 2) / 2;
+  std::vector<kj::byte> rest((tableWords - 1) * 8);
+  if (!rest.empty() && unpacked.tryRead(rest.data(), rest.size(), rest.size()) < rest.size()) {
+    return std::nullopt;
+  }
+  for (uint64_t i = 1; i < segments; ++i) words += u32(rest.data() + (i - 1) * 4);
+  return words + tableWords;
+}
+
 // Decodes a record stored under `key`, checking every pointer (the copy traverses the whole
 // message) and its type against the schema, that nothing trails it, and that it carries the job
 // id `key` names.
@@ -153,7 +184,12 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
   if (!JobId::fromHex(key)) return StoreError::corrupt(kNotAJobId);
   kj::Own<capnp::MallocMessageBuilder> message;
   bool trailing = false;
+  std::optional<uint64_t> claimed;
   KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&] {
+                 // Refused before the decoder allocates (and zeroes) what the table claims, up
+                 // to 64 MiB for three bytes.
+                 claimed = claimedWords(bytes);
+                 if (claimed && *claimed > maxUnpackedWords(bytes.size())) return;
                  kj::ArrayInputStream input(kj::arrayPtr(
                      reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
                  capnp::ReaderOptions options;
@@ -173,6 +209,12 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                })) {
     return StoreError::corrupt("does not decode (" + std::to_string(bytes.size()) +
                                " bytes): " + decodeFailure(*exception));
+  }
+  if (claimed && *claimed > maxUnpackedWords(bytes.size())) {
+    return StoreError::corrupt("does not decode (" + std::to_string(bytes.size()) +
+                               " bytes): its segment table claims " + std::to_string(*claimed) +
+                               " words, more than " + std::to_string(bytes.size()) +
+                               " packed bytes can hold");
   }
   if (trailing) return StoreError::corrupt("has bytes after the message");
   auto root = message->getRoot<Struct>().asReader();

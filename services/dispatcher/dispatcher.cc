@@ -1,6 +1,6 @@
 // The Dispatcher: recovery at the start of a term, submission (validate, persist, accept, run),
-// the end of a job (dirty result, release on the runner, JobGraph and progress record removed,
-// result clean), and the jobs it keeps in memory.
+// the end of a job (FINISHED: result, detail and cleanup in one transaction, then release on the
+// runner; otherwise dirty result, release, then the cleanup), and the jobs it keeps in memory.
 #include "services/dispatcher/dispatcher.h"
 
 #include <capnp/message.h>
@@ -20,7 +20,7 @@ namespace regent::dispatcher {
 namespace {
 
 constexpr uint64_t kBusyRetryMs = 500;
-// The retries of a runner's dirty result while the store is unavailable.
+// The retries of a job's end (storeEnd) while the store is unavailable.
 constexpr Duration kDirtyRetryInitial = std::chrono::milliseconds(200);
 constexpr Duration kDirtyRetryMax = std::chrono::seconds(10);
 
@@ -72,7 +72,7 @@ kj::Array<capnp::word> flatCopy(Reader root) {
 }
 
 template <typename Struct>
-typename Struct::Reader readOnly(const kj::Array<capnp::word>& flat) {
+typename Struct::Reader readOnly(kj::ArrayPtr<const capnp::word> flat) {
   return capnp::readMessageUnchecked<Struct>(flat.begin());
 }
 
@@ -370,7 +370,8 @@ kj::Promise<Status> Dispatcher::finishCleanup(JobId id, bool withDetail) {
   if (ended == ended_.end()) return Status();  // Pruned: its cleanup was finished.
   capnp::MallocMessageBuilder detailMessage;
   kj::Maybe<wire::JobStatus::Reader> detail;
-  if (withDetail && fillStoredDetail(ended->second, detailMessage)) {
+  if (withDetail && fillStoredDetail(readOnly<wire::JobResult>(ended->second.result),
+                                     ended->second.detail, detailMessage)) {
     detail = detailMessage.getRoot<wire::JobStatus>().asReader();
   }
   const bool dirty = !ended->second.clean;
@@ -475,11 +476,11 @@ void Dispatcher::start(JobId id, ActiveJob& job) {
   job.progress = nullptr;  // The runner copied what it needs during the call.
 }
 
-bool Dispatcher::fillStoredDetail(const EndedJob& ended,
-                                  capnp::MallocMessageBuilder& message) const {
-  if (ended.detail.size() == 0) return false;
-  const auto result = readOnly<wire::JobResult>(ended.result);
-  message.setRoot(readOnly<wire::JobStatus>(ended.detail));
+bool Dispatcher::fillStoredDetail(wire::JobResult::Reader result,
+                                  kj::ArrayPtr<const capnp::word> runnerDetail,
+                                  capnp::MallocMessageBuilder& message) {
+  if (runnerDetail.size() == 0) return false;
+  message.setRoot(readOnly<wire::JobStatus>(runnerDetail));
   auto detail = message.getRoot<wire::JobStatus>();
   detail.setJobId(result.getJobId());
   detail.setName(result.getJobName());
@@ -624,26 +625,47 @@ void Dispatcher::jobEnded(JobId id, const JobEnd& end) {
   tasks_.add(endJob(id, flatCopy(result.asReader()), cause, previous, true).ignoreResult());
 }
 
-kj::Promise<store::StoreResult<void>> Dispatcher::storeDirty(JobId id,
-                                                             wire::JobResult::Reader result,
-                                                             bool retry,
-                                                             ExponentialBackoff backoff) {
-  return stores_.jobResults().createDirty(result).then(
-      [this, id, result, retry, backoff](store::StoreResult<void>&& dirty) mutable
-      -> kj::Promise<store::StoreResult<void>> {
-        if (dirty.ok() || !retry || dirty.error().code != store::StoreErrorCode::kUnavailable) {
-          return kj::mv(dirty);
-        }
-        const Duration delay = backoff.next();
-        spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; retrying in "
-                     "{} ms",
-                     wire::enumNameUpper(result.getState()), id.toHex(), dirty.error().message,
-                     delay.count());
-        return timer_.afterDelay(delay.count() * kj::MILLISECONDS)
-            .then([this, id, result, backoff]() mutable {
-              return storeDirty(id, result, true, backoff);
-            });
-      });
+kj::Promise<store::StoreResult<void>> Dispatcher::storeEnd(JobId id,
+                                                           wire::JobResult::Reader result,
+                                                           kj::ArrayPtr<const capnp::word> detail,
+                                                           bool retry, ExponentialBackoff backoff) {
+  kj::Promise<store::StoreResult<void>> stored = nullptr;
+  if (result.getState() == wire::JobState::FINISHED) {
+    capnp::MallocMessageBuilder detailMessage;
+    kj::Maybe<wire::JobStatus::Reader> storedDetail;
+    if (fillStoredDetail(result, detail, detailMessage)) {
+      storedDetail = detailMessage.getRoot<wire::JobStatus>().asReader();
+    }
+    // cleanUp() encodes what it writes before it returns: the message may go with this scope.
+    stored = stores_.jobResults().cleanUp(result, storedDetail).then(
+        [id](store::StoreResult<std::string>&& cleaned) -> store::StoreResult<void> {
+          if (!cleaned.ok()) return cleaned.error();
+          if (!cleaned.value().empty()) {
+            spdlog::warn("dispatcher: the detail of ended job {} is not kept (later leaders "
+                         "show its result without subtask rows): {}",
+                         id.toHex(), cleaned.value());
+          }
+          return store::StoreResult<void>();
+        });
+  } else {
+    stored = stores_.jobResults().createDirty(result);
+  }
+  return stored.then([this, id, result, detail, retry, backoff](
+                         store::StoreResult<void>&& stored) mutable
+                     -> kj::Promise<store::StoreResult<void>> {
+    if (stored.ok() || !retry || stored.error().code != store::StoreErrorCode::kUnavailable) {
+      return kj::mv(stored);
+    }
+    const Duration delay = backoff.next();
+    spdlog::warn("dispatcher: the {} result of job {} could not be stored: {}; retrying in "
+                 "{} ms",
+                 wire::enumNameUpper(result.getState()), id.toHex(), stored.error().message,
+                 delay.count());
+    return timer_.afterDelay(delay.count() * kj::MILLISECONDS)
+        .then([this, id, result, detail, retry, backoff]() mutable {
+          return storeEnd(id, result, detail, retry, backoff);
+        });
+  });
 }
 
 kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> result,
@@ -651,11 +673,19 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
                                            bool retry) {
   inFlight_.insert(id);
   cleaning_.insert(id);
-  auto dirty = storeDirty(id, readOnly<wire::JobResult>(result), retry,
-                          ExponentialBackoff(kDirtyRetryInitial, kDirtyRetryMax));
+  // A FINISHED end is stored with the cleanup (storeEnd): its detail goes with it, taken now.
+  // The runner keeps the job's attempts as they are until release().
+  const bool finished = readOnly<wire::JobResult>(result).getState() == wire::JobState::FINISHED;
+  kj::Array<capnp::word> detail;
+  if (auto found = active_.find(id); finished && found != active_.end() && found->second.started) {
+    detail = describeOnRunner(id);
+  }
+  // The arrays move into the continuation; their words stay where the readers point.
+  auto dirty = storeEnd(id, readOnly<wire::JobResult>(result), detail, retry,
+                        ExponentialBackoff(kDirtyRetryInitial, kDirtyRetryMax));
   return canceler_.wrap(dirty.then(
-      [this, id, result = kj::mv(result), cause = std::move(cause), previous](
-          store::StoreResult<void>&& dirty) mutable -> JobOutcome {
+      [this, id, result = kj::mv(result), detail = kj::mv(detail), finished,
+       cause = std::move(cause), previous](store::StoreResult<void>&& dirty) mutable -> JobOutcome {
         auto found = active_.find(id);
         const auto ended = readOnly<wire::JobResult>(result);
         if (!dirty.ok()) {
@@ -688,11 +718,10 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         // From here the job is over: a new leader finishes a cleanup left half done.
         kj::Array<capnp::word> graph;
         bool started = false;
-        kj::Array<capnp::word> detail;
         if (found != active_.end()) {
           started = found->second.started;
           // Before release: the runner still holds the job's attempts as they are.
-          if (started) detail = describeOnRunner(id);
+          if (started && !finished) detail = describeOnRunner(id);
           graph = kj::mv(found->second.graph);
           active_.erase(found);
         }
@@ -710,23 +739,29 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
           endedEvent.quotedField("failure", std::string_view(message.begin(), message.size()));
         }
         events_.emit(endedEvent);
-        releaseAndClean(id, kj::mv(graph), started, cause, ended.getState());
+        releaseAndClean(id, kj::mv(graph), started, cause, ended.getState(), finished);
         return JobOutcome();
       }));
 }
 
 void Dispatcher::releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started,
-                                 std::string cause, wire::JobState state) {
+                                 std::string cause, wire::JobState state, bool cleanStored) {
   kj::Promise<kj::Array<capnp::word>> released = kj::Array<capnp::word>();
   // The runner may read the graph until its release resolved.
   if (started) released = runner_->release(id, cause).attach(kj::mv(graph));
   tasks_.add(released
-                 .then([this, id](kj::Array<capnp::word>&& finalDetail) {
-                   // The cancelled attempts in their final states. The job is dirty until
-                   // finishCleanup(), so it cannot have been pruned.
+                 .then([this, id, cleanStored](
+                           kj::Array<capnp::word>&& finalDetail) -> kj::Promise<Status> {
+                   // The cancelled attempts in their final states. The job is dirty in memory
+                   // until its cleanup is done, so it cannot have been pruned.
                    auto ended = ended_.find(id);
                    if (ended != ended_.end() && finalDetail.size() > 0) {
                      setDetail(ended->second, kj::mv(finalDetail));
+                   }
+                   if (cleanStored) {
+                     // storeEnd() stored it clean with its cleanup and detail, before release.
+                     markCleanInMemory(id);
+                     return Status();
                    }
                    // Kept with the result marked clean: a clean result has its detail.
                    return finishCleanup(id, true);

@@ -231,9 +231,11 @@ class Dispatcher final : public JobRunnerListener {
   // `withDetail` and the runner gave one; a detail that cannot be kept is logged, the cleanup
   // goes on), the result marked clean (when dirty), then in memory.
   kj::Promise<Status> finishCleanup(JobId id, bool withDetail);
-  // The runner's final detail of `ended`, named and dated by its result, so that a later leader
-  // reads it alone; false when the runner gave none.
-  bool fillStoredDetail(const EndedJob& ended, capnp::MallocMessageBuilder& message) const;
+  // The runner's detail of a job (`runnerDetail`, a flat JobStatus) named and dated by its
+  // `result`, so that a later leader reads it alone; false when the runner gave none (empty).
+  static bool fillStoredDetail(wire::JobResult::Reader result,
+                               kj::ArrayPtr<const capnp::word> runnerDetail,
+                               capnp::MallocMessageBuilder& message);
   // At recovery, after the JobGraphs and results: hands each active job its progress record and
   // removes, in the background, the records of jobs that have no JobGraph or have a result
   // (`cleaned`: the ended jobs whose finishCleanup() removes it anyway).
@@ -244,19 +246,26 @@ class Dispatcher final : public JobRunnerListener {
   // (logged). The id is in flight meanwhile, so it cannot be submitted until the removal settled.
   void removeOrphanProgress(JobId id, const std::string& why);
   void start(JobId id, ActiveJob& job);
-  // Writes `result` dirty for active job `id` (already ending or CANCELLING); once stored the
-  // job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. With `retry`,
-  // an unavailable store is tried again with backoff. Resolves with the store's failure, if any:
-  // the job then stays active, back in `previous` (and ends with endDuringCancel if it has one).
+  // Stores the end of active job `id` (already ending or CANCELLING): storeEnd(); once stored
+  // the job moves to the ended ones, "job ended" is logged and releaseAndClean() runs. With
+  // `retry`, an unavailable store is tried again with backoff. Resolves with the store's failure,
+  // if any: the job then stays active, back in `previous` (and ends with endDuringCancel if it
+  // has one).
   kj::Promise<JobOutcome> endJob(JobId id, kj::Array<capnp::word> result, std::string cause,
                                  wire::JobState previous, bool retry);
-  // createDirty(result), again after a backoff delay while it fails kUnavailable and `retry`.
-  kj::Promise<store::StoreResult<void>> storeDirty(JobId id, wire::JobResult::Reader result,
-                                                   bool retry, ExponentialBackoff backoff);
+  // A FINISHED `result`: stored clean with the job's whole cleanup and `detail` (the runner's,
+  // flat; empty for none), one transaction (JobResultStore::cleanUp). Its end needs no release
+  // first: the runner cancels nothing of a FINISHED job, and no progress put follows the end
+  // (ProgressLog). Any other result: createDirty(result), the cleanup following the release.
+  // Again after a backoff delay while it fails kUnavailable and `retry`.
+  kj::Promise<store::StoreResult<void>> storeEnd(JobId id, wire::JobResult::Reader result,
+                                                 kj::ArrayPtr<const capnp::word> detail,
+                                                 bool retry, ExponentialBackoff backoff);
   // In the background: release on the runner (when it was started; `graph` is kept until the
-  // release resolved), JobGraph and progress record removed, result clean, "job clean" logged.
+  // release resolved), then, unless `cleanStored` (storeEnd did it), JobGraph and progress record
+  // removed and result clean; "job clean" logged.
   void releaseAndClean(JobId id, kj::Array<capnp::word> graph, bool started, std::string cause,
-                       wire::JobState state);
+                       wire::JobState state, bool cleanStored);
   // The runner's describe() of `id` as a flat message; empty when it does not run `id`.
   kj::Array<capnp::word> describeOnRunner(JobId id) const;
   void addEnded(JobId id, wire::JobResult::Reader result, bool clean);

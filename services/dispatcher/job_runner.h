@@ -5,10 +5,12 @@
 // one record a runner writes is each job's progress (store::JobProgressStore, wire::JobProgress),
 // which the Dispatcher reads at recovery, hands to start(), and removes with the JobGraph.
 //
-// Ending a job (docs/jobgraph.md, "How a job runs and ends"): the runner reports jobEnded(); the
-// Dispatcher writes the dirty JobResult, then calls release() (attempts cancelled, slots freed,
-// the JobMaster disconnected from the ResourceManager), then removes the JobGraph, then marks the
-// result clean. cancel goes the same way, the Dispatcher deciding the end itself.
+// Ending a job (docs/jobgraph.md, "How a job runs and ends"): the runner reports jobEnded(). For
+// a FINISHED end the Dispatcher stores the result clean, the detail and the cleanup (JobGraph and
+// progress record removed) in one transaction, then calls release() (slots freed, the JobMaster
+// disconnected from the ResourceManager). For a FAILED one it writes the dirty JobResult, calls
+// release() (attempts cancelled too), then removes the JobGraph and marks the result clean in one
+// transaction. cancel goes the FAILED way, the Dispatcher deciding the end itself.
 #pragma once
 
 #include <capnp/common.h>
@@ -65,7 +67,7 @@ class JobRunner {
   // and nothing is deployed until reconciliation ends.
   virtual void start(JobId job, wire::JobGraph::Reader graph,
                      kj::Maybe<wire::JobProgress::Reader> recovered) = 0;
-  // The job is over (its dirty result is stored): cancel its attempts and wait for their ends
+  // The job is over (its result is stored, dirty or, FINISHED, clean): cancel its attempts and wait for their ends
   // (at most `heartbeat.timeout`), free its slots (each freeSlot bounded by `rpc.call-timeout`),
   // disconnect its JobMaster from the ResourceManager, and forget the job. Resolves when done
   // with the job's final detail: what describe() fills just before the job is forgotten (the

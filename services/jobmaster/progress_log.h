@@ -1,8 +1,8 @@
 // One job's progress record written ahead of what workers act on (docs/jobgraph.md, "Failover"):
 // a new attempt is deployed only once a put holding it succeeded, and a terminal state is
 // acknowledged only once a put holding it succeeded, or, for the states that end the job
-// FINISHED, once the job's result is stored: no put holds those (the Dispatcher's
-// dirty result, which no leader runs again, stores the end), and the acknowledgements and frees
+// FINISHED, once the job's result is stored: no put holds those (the Dispatcher's result, which
+// no leader runs again, stores the end with the job's cleanup), and the acknowledgements and frees
 // waiting for them resolve at close(), which the job's release calls after that result is
 // stored. A FAILED end is put first: its root cause must outlive a leader that dies before the
 // result is stored. One put per job is in flight; changes made

@@ -1,6 +1,6 @@
 // Jobs run end to end on real processes: a three-vertex DAG submitted with regentctl runs its
-// subtasks on real workers in dependency order, finishes, and ends through the dirty -> clean
-// result protocol (JobGraph removed from ZooKeeper, result clean, slots free again); a task runs
+// subtasks on real workers in dependency order, finishes, and ends with its result stored clean
+// and its JobGraph removed from ZooKeeper in one transaction, its slots free again; a task runs
 // as the task user with its environment, in its working directory or its attempt's own; a job
 // over jobmaster.max-subtasks is refused; `jobs logs` prints an attempt's output and `--follow`
 // streams it while the attempt still runs.

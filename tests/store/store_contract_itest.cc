@@ -882,6 +882,28 @@ TEST_P(StoreContractTest, AJobGraphWhoseListTakesNoSpaceForItsElementsIsCorrupt)
   EXPECT_EQ(recovered.value().corrupt[0].key, id.toHex());
 }
 
+// Two packed bytes whose segment table claims a segment of almost 8 million words (64 MiB):
+// corrupt, named so, without the decoder allocating what the table claims (the fuzzer found it:
+// seconds per read under the sanitizers).
+TEST_P(StoreContractTest, ARecordWhoseSegmentTableClaimsMoreThanItsBytesHoldIsCorrupt) {
+  std::ifstream file(REGENT_SOURCE_DIR
+                     "/tests/fuzz/regressions/stored_records/progress-segment-table-claims-64mib",
+                     std::ios::binary);
+  const std::string input{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  ASSERT_EQ(input.size(), 3u);
+  const JobId id = *JobId::fromHex("0123456789abcdef0123456789abcdef");
+  openTerm();
+  writeRaw(RecordFamily::kJobGraphs, id.toHex(), input.substr(1));
+  openTerm();
+  auto get = run(graphs().get(id));
+  ASSERT_FALSE(get.ok());
+  EXPECT_EQ(get.error().code, StoreErrorCode::kCorrupt);
+  EXPECT_NE(get.error().message.find("its segment table claims 7995393 words, more than 2 packed "
+                                     "bytes can hold"),
+            std::string::npos)
+      << get.error().message;
+}
+
 TEST_P(StoreContractTest, CorruptResultsAreReportedSkippedAndNeverPruned) {
   openTerm({"store.job-results.retain=1"});
   const JobId garbage = JobId::random();

@@ -2,8 +2,9 @@
 // called through its gateway served by the term as regentctl will: recovery, persist-before-accept,
 // validation, idempotent submission, cancellation through dirty -> clean, a dirty result found at
 // recovery never re-run, reads served from memory, and ended results bounded like the store's;
-// with a fake JobRunner: jobs start after they are persisted, and end through dirty result ->
-// release -> JobGraph removed -> clean result.
+// with a fake JobRunner: jobs start after they are persisted, and end FINISHED through one
+// transaction (clean result, detail, JobGraph and progress removed) -> release, or otherwise
+// through dirty result -> release -> JobGraph removed -> clean result.
 #include "services/dispatcher/dispatcher.h"
 
 #include <gtest/gtest.h>
@@ -66,7 +67,7 @@ class FakeTaskExecutors final : public TaskExecutorView {
 
 // A JobRunner that records what the Dispatcher asks of it, with what the store held at the time
 // and the recovered progress it was given ("start <job> graph=stored progress=<subtasks>|none",
-// "release <job> result=stored graph=stored"), and answers reads
+// "release <job> result=stored graph=stored|none"), and answers reads
 // with fixed live detail. release() waits while `holdReleases`, until releaseAll().
 class FakeJobRunner final : public JobRunner {
  public:
@@ -1272,13 +1273,81 @@ TEST_F(DispatcherTest, ARecoveryThatCannotReadTheProgressRecordsFailsRetryablyAn
             std::vector<std::string>{"start " + id.toHex() + " graph=stored progress=2"});
 }
 
-TEST_F(DispatcherTest, AnEndedJobsCleanupRemovesGraphAndProgressAndMarksCleanInOneWrite) {
+TEST_F(DispatcherTest, AFinishedJobsResultDetailAndCleanupAreOneWriteBeforeItsRelease) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = submitWithProgress("ends", 2);
+  runner.attemptState = wire::ExecutionState::FINISHED;
+  runner.holdReleases = true;
+  backend_.holdWrites = true;
+  const size_t before = backend_.transactions;
+  runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
+  drain();
+  // One transaction, not applied yet, and nothing released: the job is still as it ran.
+  ASSERT_EQ(backend_.heldWrites(), 1u);
+  EXPECT_EQ(runner.calls.size(), 1u);
+  EXPECT_EQ(storedResult(id), "none");
+  EXPECT_EQ(storedGraphs(), 1u);
+  EXPECT_TRUE(storedProgress(id));
+  backend_.releaseWrites();
+  drain();
+  // Applied whole: the result clean, the JobGraph and progress record gone, the detail kept;
+  // only then released.
+  EXPECT_EQ(backend_.transactions - before, 1u);
+  EXPECT_EQ(storedResult(id), "clean");
+  EXPECT_EQ(storedGraphs(), 0u);
+  EXPECT_FALSE(storedProgress(id));
+  auto detail = loop_.run(stores_->jobResults().getDetail(id));
+  ASSERT_TRUE(detail.ok()) << detail.error().message;
+  EXPECT_EQ(detail.value().get().getState(), wire::JobState::FINISHED);
+  ASSERT_EQ(detail.value().get().getVertices().size(), 1u);
+  EXPECT_EQ(detail.value().get().getVertices()[0].getSubtasks()[0].getAttempt().getState(),
+            wire::ExecutionState::FINISHED);
+  ASSERT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(runner.calls[1], "release " + id.toHex() + " result=stored graph=none");
+  EXPECT_EQ(dispatcher_->cleanupsRunning(), 1u);  // Until the release resolves.
+  runner.releaseAll();
+  settle();
+  EXPECT_EQ(backend_.transactions - before, 1u);  // Nothing more written.
+  auto shown = status(id);
+  EXPECT_TRUE(shown.getResult().getClean());
+  EXPECT_EQ(shown.getStatus().getState(), wire::JobState::FINISHED);
+}
+
+TEST_F(DispatcherTest, AFinishedEndThatCannotBeWrittenLeavesTheJobToTheNextLeaderWhole) {
+  FakeJobRunner runner(backend_);
+  startTerm(1000, nullptr, {}, &runner);
+  recover();
+  const JobId id = submitWithProgress("ends", 2);
+  backend_.fenced = true;  // The term ends before the end is stored.
+  runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
+  settle();
+  // Nothing of the transaction applied, nothing released.
+  EXPECT_EQ(storedResult(id), "none");
+  EXPECT_EQ(storedGraphs(), 1u);
+  EXPECT_TRUE(storedProgress(id));
+  EXPECT_EQ(runner.calls.size(), 1u);
+
+  // The next leader runs the job on from its JobGraph and progress record.
+  backend_.fenced = false;
+  FakeJobRunner next(backend_);
+  startTerm(1000, nullptr, {}, &next);
+  recover();
+  EXPECT_EQ(next.calls,
+            std::vector<std::string>{"start " + id.toHex() + " graph=stored progress=2"});
+}
+
+TEST_F(DispatcherTest, AFailedJobsCleanupRemovesGraphAndProgressAndMarksCleanInOneWrite) {
   FakeJobRunner runner(backend_);
   startTerm(1000, nullptr, {}, &runner);
   recover();
   const JobId id = submitWithProgress("ends", 2);
   runner.holdReleases = true;
-  runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
+  JobEnd failed;
+  failed.state = wire::JobState::FAILED;
+  failed.failureMessage = "exit code 1";
+  runner.listener->jobEnded(id, failed);
   drain();
   ASSERT_EQ(runner.calls.size(), 2u);
   EXPECT_EQ(storedResult(id), "dirty");
@@ -1307,7 +1376,10 @@ TEST_F(DispatcherTest, ACleanupThatCouldNotBeWrittenIsFinishedWholeByTheNextLead
   recover();
   const JobId id = submitWithProgress("ends", 2);
   backend_.holdWrites = true;
-  runner.listener->jobEnded(id, JobEnd{});  // FINISHED.
+  JobEnd end;
+  end.state = wire::JobState::FAILED;
+  end.failureMessage = "exit code 1";
+  runner.listener->jobEnded(id, end);
   drain();
   backend_.releaseOneWrite();  // The dirty result.
   drain();
