@@ -332,7 +332,8 @@ void JobMaster::cancelOnWorker(wire::TaskExecutorGateway::Client client, const A
 // "Failover").
 void JobMaster::freeWhenStored(std::vector<HeldSlot> slots) {
   if (slots.empty()) return;
-  tasks_.add(progress_.stored().then([this, slots = std::move(slots)](bool stored) mutable {
+  // Lazily: a FINISHED attempt's slot waits for a put its end may share with the others'.
+  tasks_.add(progress_.storedSoon().then([this, slots = std::move(slots)](bool stored) mutable {
     if (!stored) {
       // That put failed: the next one may hold it. Fenced or too large: the term's record can
       // never hold it, and the slots stay with the job for the next leader to settle.
@@ -412,7 +413,7 @@ void JobMaster::reportState() {
       // Told once a put saying the strategy gave up succeeded (putSettled settles again): the
       // Dispatcher stores the result next, and a leader dying before the record says so would
       // leave the next one to run the job again.
-      progress_.write();
+      progress_.writeNow();
       return;
     }
     endReported_ = true;

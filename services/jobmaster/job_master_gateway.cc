@@ -257,8 +257,13 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
     queueSettle();
   }
   if (!isTerminal(report.state)) return kj::READY_NOW;
-  // A terminal state is acknowledged once the progress record holds it (a repeat too: the first
-  // delivery's put may still be in flight, or have failed).
+  // FINISHED is acknowledged at once: its worker keeps offering it with its slot
+  // (SlotState::finished) until the slot is freed or runs another attempt, and either waits for a
+  // put (or the job's result) that holds the end. A lazy put (ProgressLog::storedSoon) stores it
+  // unless the job ends first, so subtasks ending together cost no put.
+  if (report.state == wire::ExecutionState::FINISHED) return kj::READY_NOW;
+  // FAILED and CANCELED are acknowledged once the progress record holds them (a repeat too: the
+  // first delivery's put may still be in flight, or have failed).
   return progress_.stored().then([this, results, attempt](bool stored) mutable {
     if (stored) return;
     rpc::failures::unavailable(results.initFailure(), 0,

@@ -20,6 +20,7 @@ constexpr Duration kFirstRetryDelay{100};
 
 }  // namespace
 
+
 ProgressLog::ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
                          store::JobProgressStore& store, kj::Timer& timer,
                          Duration longestRetryDelay, std::function<int64_t()> nowMs,
@@ -33,11 +34,23 @@ ProgressLog::ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
       listener_(listener),
       retry_(kFirstRetryDelay, longestRetryDelay) {}
 
+void ProgressLog::writeNow() {
+  nowWanted_ = true;
+  write();
+}
+
 void ProgressLog::write() {
   if (inFlight_ || retryArmed_ || fenced_ || closed_ || tooLarge_) return;
   const uint64_t version = graph_.version();
-  if (version <= storedVersion_) return;
-  if (endStoredByResult()) return;
+  if (version <= storedVersion_ || endStoredByResult()) {
+    nowWanted_ = false;  // Nothing to put.
+    return;
+  }
+  if (!putWantedNow()) {
+    armLazyPut();
+    return;
+  }
+  nowWanted_ = false;  // This put holds everything so far.
   capnp::MallocMessageBuilder message;
   auto progress = message.initRoot<wire::JobProgress>();
   graph_.fillProgress(progress, epoch_, nowMs_());
@@ -87,7 +100,7 @@ void ProgressLog::settled(uint64_t version, const store::StoreResult<void>& resu
     retryArmed_ = true;
     tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
       retryArmed_ = false;
-      write();
+      writeNow();  // The delayed put: not delayed again.
     }));
   }
   // Acknowledgements the settled put decided: stored, or failed (the worker delivers again).
@@ -114,7 +127,11 @@ void ProgressLog::deployWhenStored(const Deployment& deployment) {
   waitingDeployments_.push_back(WaitingDeployment{deployment, graph_.version()});
 }
 
-kj::Promise<bool> ProgressLog::stored() {
+kj::Promise<bool> ProgressLog::stored() { return waitForPut(true); }
+
+kj::Promise<bool> ProgressLog::storedSoon() { return waitForPut(false); }
+
+kj::Promise<bool> ProgressLog::waitForPut(bool now) {
   if (closed_) return true;
   if (fenced_ || tooLarge_) return false;
   const uint64_t version = graph_.version();
@@ -122,9 +139,25 @@ kj::Promise<bool> ProgressLog::stored() {
   // Callers that gave up (a delivery that timed out and comes again) leave nothing behind.
   std::erase_if(waitingAcks_, [](WaitingAck& ack) { return !ack.fulfiller->isWaiting(); });
   auto paf = kj::newPromiseAndFulfiller<bool>();
-  waitingAcks_.push_back(WaitingAck{version, kj::mv(paf.fulfiller)});
+  waitingAcks_.push_back(WaitingAck{version, kj::mv(paf.fulfiller), now});
   write();
   return kj::mv(paf.promise);
+}
+
+bool ProgressLog::putWantedNow() {
+  return nowWanted_ || !waitingDeployments_.empty() ||
+         std::any_of(waitingAcks_.begin(), waitingAcks_.end(), [](WaitingAck& ack) {
+           return ack.now && ack.fulfiller->isWaiting();
+         });
+}
+
+void ProgressLog::armLazyPut() {
+  if (lazyArmed_) return;
+  lazyArmed_ = true;
+  tasks_.add(timer_.afterDelay(kLazyPutDelay.count() * kj::MILLISECONDS).then([this] {
+    lazyArmed_ = false;
+    writeNow();
+  }));
 }
 
 std::vector<Deployment> ProgressLog::takeWaitingDeployments() {

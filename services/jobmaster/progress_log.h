@@ -1,12 +1,14 @@
 // One job's progress record written ahead of what workers act on (docs/jobgraph.md, "Failover"):
-// a new attempt is deployed only once a put holding it succeeded, and a terminal state is
-// acknowledged only once a put holding it succeeded, or, for the states that end the job
-// FINISHED, once the job's result is stored: no put holds those (the Dispatcher's result, which
-// no leader runs again, stores the end with the job's cleanup), and the acknowledgements and frees
-// waiting for them resolve at close(), which the job's release calls after that result is
-// stored. A FAILED end is put first: its root cause must outlive a leader that dies before the
-// result is stored. One put per job is in flight; changes made
-// meanwhile go into the next. kUnavailable (and any other failure but two): tried again after
+// a new attempt is deployed only once a put holding it succeeded, and a FAILED or CANCELED state
+// is acknowledged only once a put holding it succeeded. A FINISHED state is acknowledged at once
+// (its worker keeps offering it with its slot), and the slot it leaves is freed once a put holds
+// it: that put is lazy (storedSoon), started kLazyPutDelay after the change unless something
+// wants one now, so that the ends of a job's subtasks that finish together go into one put, or
+// into none: the states that end the job FINISHED are held by no put but by the Dispatcher's
+// result, which no leader runs again and which is stored with the job's cleanup; whatever waits
+// for them resolves at close(), which the job's release calls after that result is stored. A
+// FAILED end is put first: its root cause must outlive a leader that dies before the result is
+// stored. One put per job is in flight; changes made meanwhile go into the next. kUnavailable (and any other failure but two): tried again after
 // 100 ms, doubling with jitter up to heartbeat.interval. kFenced: the term is over, nothing is
 // written or deployed any more. kTooLarge: no put can succeed; the job fails.
 #pragma once
@@ -32,6 +34,9 @@ namespace regent::jobmaster {
 // flight and its retry; the promises it handed out are dropped unresolved.
 class ProgressLog final {
  public:
+  // How long a put nobody waits for now (storedSoon, or no waiter at all) waits for more changes.
+  static constexpr Duration kLazyPutDelay{100};
+
   // What the log tells its JobMaster, each when a put settles (never inside a call to the log).
   class Listener {
    public:
@@ -52,9 +57,13 @@ class ProgressLog final {
   ProgressLog(const ProgressLog&) = delete;
   ProgressLog& operator=(const ProgressLog&) = delete;
 
-  // Starts a put of the record when the graph changed since the last stored version, none is in
-  // flight, no retry delay runs, and the log is neither fenced, too large nor closed.
+  // When the graph changed since the last stored version, no put is in flight, no retry delay
+  // runs, and the log is neither fenced, too large nor closed: starts a put now if a deployment,
+  // a stored() caller or writeNow() waits for one, else one kLazyPutDelay later (unless one
+  // started meanwhile).
   void write();
+  // write(), the put started now.
+  void writeNow();
   // Sends `deployment` (made at the graph's current version) once a put of that version
   // succeeded (Listener::deployStored).
   void deployWhenStored(const Deployment& deployment);
@@ -62,6 +71,9 @@ class ProgressLog final {
   // or once the log is closed: the job is over); false when that put failed or the log is
   // fenced or too large (the caller answers `unavailable`).
   kj::Promise<bool> stored();
+  // stored(), but the put it waits for may start up to kLazyPutDelay later, holding what changed
+  // meanwhile (or none follows: the job ended, and close() resolves it true).
+  kj::Promise<bool> storedSoon();
   // Deployments still waiting for their put, taken away: they will never be sent.
   std::vector<Deployment> takeWaitingDeployments();
   // No put starts any more; waiting acknowledgements resolve true and waiting deployments are
@@ -76,6 +88,10 @@ class ProgressLog final {
 
  private:
   void settled(uint64_t version, const store::StoreResult<void>& result);
+  kj::Promise<bool> waitForPut(bool now);
+  // Whether a deployment, a stored() caller or writeNow() waits for a put now.
+  bool putWantedNow();
+  void armLazyPut();
   // Whether the job ended FINISHED: its result, not a put, stores the end.
   bool endStoredByResult() const;
   void deployStoredOnes();
@@ -95,6 +111,8 @@ class ProgressLog final {
   bool fenced_ = false;    // kFenced: the term is over; nothing is written or deployed.
   bool tooLarge_ = false;  // kTooLarge: no put can succeed; nothing more is written or deployed.
   bool closed_ = false;    // close(): no put starts.
+  bool nowWanted_ = false;  // writeNow() or the lazy delay: the next put starts at once.
+  bool lazyArmed_ = false;  // The lazy delay runs.
   ExponentialBackoff retry_;
   struct WaitingDeployment {
     Deployment deployment;
@@ -104,6 +122,7 @@ class ProgressLog final {
   struct WaitingAck {
     uint64_t version;
     kj::Own<kj::PromiseFulfiller<bool>> fulfiller;
+    bool now;  // stored(), not storedSoon().
   };
   std::vector<WaitingAck> waitingAcks_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> closing_;  // close() waits.

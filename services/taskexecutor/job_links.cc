@@ -227,12 +227,14 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
           wire::setWireId(offer.initAllocationId(), *slot.allocation);
           offer.setSlotIndex(slot.index);
           slots_.fillProfile(offer.initProfile());
-          // Every attempt in the slot: running (its current state), or ended with its
-          // terminal update still queued (that state; the update follows the offer's answer).
+          // Every attempt in the slot: running (its current state), ended with its terminal
+          // update still queued (that state; the update follows the offer's answer), or the
+          // last one that FINISHED in it (SlotState::finished: acknowledged, maybe not stored).
           std::map<AttemptId, const AttemptRecord*> inSlot;
           for (const auto& [id, record] : slots_.attempts()) {
             if (record.allocation == *slot.allocation) inSlot.emplace(id, &record);
           }
+          if (slot.finished) inSlot.emplace(slot.finished->attempt, &*slot.finished);
           for (const PendingUpdate& pending : link(job).updates) {
             const AttemptRecord& record = pending.record;
             if (record.allocation == *slot.allocation &&

@@ -70,6 +70,19 @@ bool SlotTable::holds(const AllocationId& allocation, const JobId& job) const {
   return false;
 }
 
+void SlotTable::attemptEnded(const AttemptRecord& record) {
+  if (record.latest.phase != TaskPhase::kFinished) return;
+  for (SlotState& slot : slots_) {
+    if (slot.allocation == record.allocation) slot.finished = record;
+  }
+}
+
+void SlotTable::attemptStarting(const AllocationId& allocation) {
+  for (SlotState& slot : slots_) {
+    if (slot.allocation == allocation) slot.finished.reset();
+  }
+}
+
 std::optional<JobId> SlotTable::release(SlotState& slot, const std::string& cause) {
   if (!slot.allocation) return std::nullopt;
   const AllocationId allocation = *slot.allocation;
@@ -82,6 +95,7 @@ std::optional<JobId> SlotTable::release(SlotState& slot, const std::string& caus
   slot.allocation.reset();
   slot.job.reset();
   slot.acceptedEpoch = 0;
+  slot.finished.reset();
   spdlog::debug("task executor {}: slot {} (allocation {}) freed: {}", options_.resourceId.toHex(),
                 slot.index, allocation.toHex(), cause);
   return job;

@@ -16,15 +16,6 @@ namespace regent::taskexecutor {
 
 struct TaskExecutorOptions;
 
-// One slot as the worker holds it: free, or allocated to a job (requestSlot).
-struct SlotState {
-  uint32_t index = 0;
-  std::optional<AllocationId> allocation;
-  std::optional<JobId> job;
-  // The epoch whose JobMaster accepted the slot (offerSlots); 0 while not accepted by any.
-  uint64_t acceptedEpoch = 0;
-};
-
 // One attempt as the worker holds it while it runs, and as it reports it.
 struct AttemptRecord {
   AttemptId attempt;
@@ -35,6 +26,21 @@ struct AttemptRecord {
   uint32_t attemptNumber = 0;
   TaskUpdate latest;     // Phase kRunning until the terminal update.
   bool started = false;  // The runner reported kRunning.
+};
+
+// One slot as the worker holds it: free, or allocated to a job (requestSlot).
+struct SlotState {
+  uint32_t index = 0;
+  std::optional<AllocationId> allocation;
+  std::optional<JobId> job;
+  // The epoch whose JobMaster accepted the slot (offerSlots); 0 while not accepted by any.
+  uint64_t acceptedEpoch = 0;
+  // The last attempt that FINISHED in the slot, kept while the slot stays allocated and starts
+  // no other attempt, and offered with the slot: a JobMaster acknowledges a FINISHED update
+  // before any store holds it and frees the slot only once one does, so a leader that dies
+  // before leaves the end here for the next one to read in the offer (docs/jobgraph.md,
+  // "Failover").
+  std::optional<AttemptRecord> finished;
 };
 
 // Loop-thread only. `options` and `runner` must outlive it.
@@ -55,6 +61,11 @@ class SlotTable {
                                 wire::TaskExecutorGateway::RequestSlotResults::Builder results);
   // Whether `allocation` is held for `job`.
   bool holds(const AllocationId& allocation, const JobId& job) const;
+  // `record` (its latest update terminal) ended in its slot: a FINISHED one stays offered with
+  // the slot (SlotState::finished).
+  void attemptEnded(const AttemptRecord& record);
+  // Another attempt is to start in `allocation`: its JobMaster stored what ended there before.
+  void attemptStarting(const AllocationId& allocation);
   // Cancels the slot's attempts through the runner and frees it. Returns the job it held.
   std::optional<JobId> release(SlotState& slot, const std::string& cause);
   // Cancels the job's attempts (also those whose slot was freed before they ended).

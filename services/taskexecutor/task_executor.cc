@@ -205,6 +205,7 @@ void TaskExecutor::submitTask(uint64_t epoch, wire::TaskDeployment::Reader deplo
   record.subtask = deployment.getSubtaskIndex();
   record.attemptNumber = deployment.getAttemptNumber();
   record.latest.attempt = attempt;
+  slots_.attemptStarting(allocation);
   slots_.attempts().emplace(attempt, std::move(record));
   // The runner calls back later (never from inside start); after this object is gone the
   // callbacks find no owner.
@@ -262,7 +263,10 @@ void TaskExecutor::onTaskUpdate(const TaskUpdate& update) {
     events_.emit(line);
   }
   const AttemptRecord queued = record;
-  if (update.phase != TaskPhase::kRunning) slots_.attempts().erase(found);
+  if (update.phase != TaskPhase::kRunning) {
+    slots_.attempts().erase(found);
+    slots_.attemptEnded(queued);
+  }
   jobs_->onTaskUpdate(queued);
 }
 

@@ -20,6 +20,7 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
 #include "services/jobmaster/execution_graph.h"
+#include "services/jobmaster/progress_log.h"
 #include "tests/common/logging_test_util.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
@@ -338,23 +339,22 @@ class JobMastersTest : public DefaultLoggerTest {
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   }
 
-  // The update that ends the job FINISHED: no put holds it, the Dispatcher's result
-  // does (services/jobmaster/progress_log.h), so it is answered only once the job is released,
-  // which the Dispatcher does after it stored that result. Sends it, checks that the job ended
-  // and the worker has no answer yet, releases the job as the Dispatcher would, and checks the
-  // answer.
-  void expectAppliedEndingTheJob(const JobId& job, const FakeWorker::Submitted& attempt,
-                                 ExecutionState state = ExecutionState::FINISHED) {
-    auto answer = updateRequest(job, attempt, state).send();
-    settle();
+  // The update that ends the job FINISHED: answered at once, as every FINISHED is (its worker
+  // keeps it with its slot); no put holds it, the Dispatcher's result does
+  // (services/jobmaster/progress_log.h), and the job's slots are freed by its release, which the
+  // Dispatcher does after it stored that result. Sends it, checks the answer, that the job ended
+  // and that no put followed, and releases the job as the Dispatcher would.
+  void expectAppliedEndingTheJob(const JobId& job, const FakeWorker::Submitted& attempt) {
+    const size_t before = backend_.transactions;
+    auto response = update(job, attempt, ExecutionState::FINISHED);
+    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
     ASSERT_FALSE(listener_.ended.empty());
     EXPECT_EQ(listener_.ended.back().first, job);
-    EXPECT_FALSE(answer.poll(loop_.waitScope())) << "answered before the job's result is stored";
+    advance(ProgressLog::kLazyPutDelay);
+    EXPECT_EQ(backend_.transactions, before) << "the end of a FINISHED job was put";
     auto released = masters_->release(job, "job ended");
     settle();
     loop_.run(kj::mv(released));
-    auto response = loop_.run(kj::mv(answer));
-    EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   }
 
   // A heartbeat of `worker` listing `attempts` (those it runs, or whose end it still delivers).
@@ -424,6 +424,8 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   expectApplied(job, worker.submitted[1], ExecutionState::RUNNING);
   EXPECT_EQ(counters_.submitToRunningCount, 1u);  // Once per job.
   expectApplied(job, worker.submitted[0], ExecutionState::FINISHED);
+  EXPECT_TRUE(worker.freed.empty());  // Until a put holds the end: a lazy one.
+  advance(ProgressLog::kLazyPutDelay);
   EXPECT_EQ(worker.freed.size(), 1u);  // a[0]'s slot: b is not runnable yet.
   expectApplied(job, worker.submitted[1], ExecutionState::FINISHED);
   ASSERT_EQ(worker.submitted.size(), 3u);
@@ -436,10 +438,14 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   settle();
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
-  // The end is stored by the job's result, not a put: the last update is answered (and its slot
-  // freed) once the Dispatcher stored that result and released the job.
+  // The end is stored by the job's result, not a put: the last update is answered at once (its
+  // worker keeps it with the slot), and its slot freed once the Dispatcher stored that result and
+  // released the job.
+  ASSERT_TRUE(last.poll(loop_.waitScope()));
+  auto answered = last.wait(loop_.waitScope());
+  EXPECT_FALSE(answered.hasFailure()) << answered.getFailure().getMessage().cStr();
+  advance(ProgressLog::kLazyPutDelay);
   EXPECT_EQ(backend_.transactions, putsBefore);
-  EXPECT_FALSE(last.poll(loop_.waitScope()));
   EXPECT_EQ(worker.freed.size(), 1u);
   EXPECT_TRUE(port_.latest(job).empty());      // Needs nothing any more.
   EXPECT_NE(masters_->gateway(job, registeredAs(workerA_)), nullptr);  // Until released.
@@ -448,9 +454,6 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   settle();
   ASSERT_TRUE(released.poll(loop_.waitScope()));
   released.wait(loop_.waitScope());
-  ASSERT_TRUE(last.poll(loop_.waitScope()));
-  auto answered = last.wait(loop_.waitScope());
-  EXPECT_FALSE(answered.hasFailure()) << answered.getFailure().getMessage().cStr();
   EXPECT_TRUE(worker.cancelled.empty());
   EXPECT_EQ(worker.freed.size(), 2u);
   EXPECT_EQ(worker.freed[1], worker.submitted[2].allocation);
@@ -963,13 +966,14 @@ TEST_F(JobMastersTest, AnAttemptIsDeployedOnlyOnceAPutHoldingItSucceeded) {
   EXPECT_EQ(stored.get().getEpoch(), kEpoch);
 }
 
-TEST_F(JobMastersTest, AFinishedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
+TEST_F(JobMastersTest, AFailedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
   JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 100000);
   auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   backend_.holdWrites = true;
-  auto answer = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
+  auto answer = updateRequest(job, worker.submitted[0], ExecutionState::FAILED, 1).send();
   settle();
   EXPECT_FALSE(answer.poll(loop_.waitScope()));
   backend_.releaseWrites();
@@ -977,26 +981,74 @@ TEST_F(JobMastersTest, AFinishedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) 
   ASSERT_TRUE(answer.poll(loop_.waitScope()));
   auto response = answer.wait(loop_.waitScope());
   EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
-  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FAILED);
+}
+
+// A FINISHED end is acknowledged at once: its worker keeps offering it with its slot, and the
+// slot is freed only once a put holds the end. That put waits ProgressLog::kLazyPutDelay for
+// more ends: two subtasks finishing apart within it cost one put.
+TEST_F(JobMastersTest, FinishedUpdatesAreAnsweredAtOnceAndStoredTogetherByOneLazyPut) {
+  JobGraphBuilder builder({{"a", 3}});
+  auto [job, worker] = startOnWorkerA(builder, 3, 3);
+  ASSERT_EQ(worker.submitted.size(), 3u);
+  const size_t before = backend_.transactions;
+  auto first = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  EXPECT_FALSE(first.hasFailure()) << first.getFailure().getMessage().cStr();
+  advance(ProgressLog::kLazyPutDelay / 2);
+  auto second = update(job, worker.submitted[1], ExecutionState::FINISHED);
+  EXPECT_FALSE(second.hasFailure()) << second.getFailure().getMessage().cStr();
+  // Nothing stored or freed yet.
+  EXPECT_EQ(backend_.transactions, before);
+  EXPECT_TRUE(worker.freed.empty());
+  EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  advance(ProgressLog::kLazyPutDelay / 2);
+  // One put holds both ends; then both slots are freed.
+  EXPECT_EQ(backend_.transactions, before + 1);
+  const auto stored = storedProgress(job);
+  EXPECT_EQ(stored.get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(stored.get().getSubtasks()[1].getState(), ExecutionState::FINISHED);
+  std::vector<AllocationId> freed = worker.freed;
+  std::sort(freed.begin(), freed.end());
+  std::vector<AllocationId> expected{worker.submitted[0].allocation,
+                                     worker.submitted[1].allocation};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(freed, expected);
+}
+
+// The last subtasks' ends come within the delay: the job's result holds them, and no put does.
+TEST_F(JobMastersTest, ASubtaskEndFollowedByTheJobsEndWithinTheDelayCostsNoPut) {
+  JobGraphBuilder builder({{"a", 2}});
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  const size_t before = backend_.transactions;
+  EXPECT_FALSE(update(job, worker.submitted[0], ExecutionState::FINISHED).hasFailure());
+  advance(ProgressLog::kLazyPutDelay / 2);
+  EXPECT_FALSE(update(job, worker.submitted[1], ExecutionState::FINISHED).hasFailure());
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
+  advance(ProgressLog::kLazyPutDelay * 10);
+  EXPECT_EQ(backend_.transactions, before);
+  EXPECT_TRUE(worker.freed.empty());  // Until the release, after the result is stored.
 }
 
 TEST_F(JobMastersTest, ATerminalUpdateWhosePutFailsIsAnsweredUnavailableAndAcceptedWhenRepeated) {
   JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 100000);
   auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.failWrites = 1;
-  auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  auto response = update(job, worker.submitted[0], ExecutionState::FAILED, 1);
   ASSERT_TRUE(response.hasFailure());
   EXPECT_TRUE(response.getFailure().isUnavailable());
   // The worker delivers again; the put is retried after its backoff and succeeds.
-  auto again = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
+  auto again = updateRequest(job, worker.submitted[0], ExecutionState::FAILED, 1).send();
   settle();
   EXPECT_FALSE(again.poll(loop_.waitScope()));
   advance(Duration(100));
   ASSERT_TRUE(again.poll(loop_.waitScope()));
   auto repeated = again.wait(loop_.waitScope());
   EXPECT_FALSE(repeated.hasFailure()) << repeated.getFailure().getMessage().cStr();
-  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FAILED);
 }
 
 // A worker reports its slots to the next leader: a slot freed before the record held the end of
@@ -1008,10 +1060,11 @@ TEST_F(JobMastersTest, TheSlotOfAFinishedAttemptIsFreedOnlyOnceAPutHoldingItsEnd
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   backend_.failWrites = 1;  // The put of the end fails; its retry succeeds.
   auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
-  ASSERT_TRUE(response.hasFailure());
-  settle();
+  EXPECT_FALSE(response.hasFailure());  // Its worker keeps it with the slot.
+  advance(ProgressLog::kLazyPutDelay);  // The lazy put fails.
   EXPECT_TRUE(worker.freed.empty());  // The job needs the slot no more, but the record is behind.
-  advance(Duration(100));             // The retry succeeds.
+  EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  advance(Duration(100));  // The retry succeeds.
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   ASSERT_EQ(worker.freed.size(), 1u);
   EXPECT_EQ(worker.freed[0], worker.submitted[0].allocation);
@@ -1025,38 +1078,38 @@ TEST_F(JobMastersTest, AFencedPutFreesNoSlotOfAnEndedAttempt) {
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.fenced = true;
   auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
-  ASSERT_TRUE(response.hasFailure());
-  EXPECT_TRUE(response.getFailure().isUnavailable());
+  EXPECT_FALSE(response.hasFailure());  // Its worker keeps it with the slot.
   advance(Duration(5000));
   EXPECT_TRUE(worker.freed.empty());
 }
 
 TEST_F(JobMastersTest, FailedPutsAreRetriedWithinAHeartbeatIntervalAndQuicklyAgainAfterASuccess) {
-  JobGraphBuilder builder({{"a", 3}});  // The ends of two leave the job running: both are put.
+  JobGraphBuilder builder({{"a", 3}});  // The failures of two leave the job running: both put.
+  builder.fixedDelay(3, 100000);         // No restart within the test.
   auto [job, worker] = startOnWorkerA(builder, 3, 3);
   ASSERT_EQ(worker.submitted.size(), 3u);
   backend_.failWrites = 6;  // The put of the end and its next five retries fail.
-  auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
+  auto response = update(job, worker.submitted[0], ExecutionState::FAILED, 1);
   ASSERT_TRUE(response.hasFailure());
   // Each retry is armed after the previous one failed, so one heartbeat.interval (2 s here) per
   // retry is enough only if no delay grows past it.
   for (int retry = 1; retry <= 5; ++retry) {
     workerHeartbeat(job, workerA_, {worker.submitted[1].attempt, worker.submitted[2].attempt});
     advance(Duration(2000));
-    EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED)
+    EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FAILED)
         << "retry " << retry;
   }
   EXPECT_EQ(backend_.failWrites, 0u);
   workerHeartbeat(job, workerA_, {worker.submitted[1].attempt, worker.submitted[2].attempt});
   advance(Duration(2000));
-  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FAILED);
   // The success reset the delays: the next failed put is tried again after the first one.
   backend_.failWrites = 1;
-  ASSERT_TRUE(update(job, worker.submitted[1], ExecutionState::FINISHED).hasFailure());
+  ASSERT_TRUE(update(job, worker.submitted[1], ExecutionState::FAILED, 1).hasFailure());
   advance(Duration(99));
-  EXPECT_NE(storedProgress(job).get().getSubtasks()[1].getState(), ExecutionState::FINISHED);
+  EXPECT_NE(storedProgress(job).get().getSubtasks()[1].getState(), ExecutionState::FAILED);
   advance(Duration(1));
-  EXPECT_EQ(storedProgress(job).get().getSubtasks()[1].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[1].getState(), ExecutionState::FAILED);
 }
 
 TEST_F(JobMastersTest, AFencedPutDeploysNothing) {
@@ -1093,8 +1146,8 @@ TEST_F(JobMastersTest, APutThatCanNeverFitFailsTheJobInsteadOfRetryingForever) {
   auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.maxRecordSize = 16;  // The store's limit shrank under the job.
-  auto finished = update(job, worker.submitted[0], ExecutionState::FINISHED);
-  ASSERT_TRUE(finished.hasFailure());  // Not stored: not acknowledged.
+  auto failed = update(job, worker.submitted[0], ExecutionState::FAILED, 1);
+  ASSERT_TRUE(failed.hasFailure());  // Not stored: not acknowledged.
   advance(Duration(1000));
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].first, job);
@@ -1112,10 +1165,11 @@ TEST_F(JobMastersTest, APutThatCanNeverFitFailsTheJobInsteadOfRetryingForever) {
 
 TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
   JobGraphBuilder builder({{"a", 2}});
+  builder.fixedDelay(3, 100000);
   auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   backend_.holdWrites = true;
-  auto finished = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
+  auto finished = updateRequest(job, worker.submitted[0], ExecutionState::FAILED, 1).send();
   settle();  // The put holding a[0]'s end is in flight.
   auto released = masters_->release(job, "job cancelled");
   settle();
@@ -1131,7 +1185,7 @@ TEST_F(JobMastersTest, ReleaseWaitsForThePutInFlightAndStartsNoneAfter) {
   EXPECT_FALSE(canceled.wait(loop_.waitScope()).hasFailure());
   // No put followed the release: the record is the one in flight (a[1] still DEPLOYING).
   const auto stored = storedProgress(job);
-  EXPECT_EQ(stored.get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(stored.get().getSubtasks()[0].getState(), ExecutionState::FAILED);
   EXPECT_EQ(stored.get().getSubtasks()[1].getState(), ExecutionState::DEPLOYING);
 }
 
@@ -1218,8 +1272,10 @@ TEST_F(JobMastersTest, AnExpectedAttemptOfferedAfterItEndedIsAdoptedWithItsEnd) 
   EXPECT_TRUE(worker.cancelled.empty());  // An attempt that ended needs no cancelling.
   EXPECT_TRUE(worker.submitted.empty());
   EXPECT_EQ(stateOf(job), wire::JobState::RUNNING);
-  // The worker's queued update of x follows its offer: a repeat, answered once stored.
+  // The worker's queued update of x follows its offer: a repeat, answered at once; a lazy put
+  // stores the end.
   expectApplied(job, FakeWorker::Submitted{x, {}, "a", 0, 0, ""}, ExecutionState::FINISHED);
+  advance(ProgressLog::kLazyPutDelay);
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   expectAppliedEndingTheJob(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""});
   ASSERT_EQ(listener_.ended.size(), 1u);

@@ -733,6 +733,41 @@ TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunning
   EXPECT_EQ(master_->updates.back().epoch, 2u);
 }
 
+// A FINISHED end stays with its slot once delivered (its JobMaster acknowledges it before any
+// store holds it, and frees the slot only once one does): the next leader's JobMaster is offered
+// the slot with it, until the slot runs another attempt or is freed.
+TEST_F(TaskExecutorTest, AFinishedAttemptIsOfferedWithItsSlotUntilTheSlotRunsAnotherOrIsFreed) {
+  TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
+  ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
+  fake().finish(kAttempt);
+  ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING, then FINISHED";
+  ASSERT_TRUE(runLoopUntil(loop_, [&] { return executor.updatesQueued() == 0; }, kBound))
+      << "timed out waiting for the FINISHED update to be answered";
+  master_->epoch = 2;
+  EXPECT_FALSE(resourceManagerHeartbeat(2));
+  ASSERT_TRUE(runLoopUntil(
+      loop_, [&] { return executor.slots()[1].acceptedEpoch == 2; }, kBound))
+      << "timed out waiting for the offer to epoch 2";
+  const auto& offer = master_->offers.back();
+  ASSERT_EQ(offer.slots.size(), 1u);
+  ASSERT_EQ(offer.slots[0].running.size(), 1u);
+  EXPECT_EQ(offer.slots[0].running[0].attempt, kAttempt);
+  EXPECT_EQ(offer.slots[0].running[0].state, wire::ExecutionState::FINISHED);
+  // The slot's report to the ResourceManager lists what runs only.
+  EXPECT_TRUE(master_->slotReports.back().slots[1].running.empty());
+
+  // Another attempt in the slot: its JobMaster stored what ended there before deploying it.
+  EXPECT_FALSE(submitTask(2, kOtherAttempt, kAllocation, {"sleep", "30"}));
+  EXPECT_FALSE(executor.slots()[1].finished);
+  fake().finish(kOtherAttempt);
+  ASSERT_TRUE(waitForUpdates(kOtherAttempt, 2)) << "RUNNING, then FINISHED";
+  ASSERT_TRUE(executor.slots()[1].finished);
+  EXPECT_EQ(executor.slots()[1].finished->attempt, kOtherAttempt);
+  // Freed: nothing of the job is left in it.
+  EXPECT_FALSE(freeSlot(2, kAllocation));
+  EXPECT_FALSE(executor.slots()[1].finished);
+}
+
 TEST_F(TaskExecutorTest, TheResourceManagersDisconnectMakesItRegisterAgain) {
   TaskExecutor& executor = startRegistered(options(1));
   auto request = master_->taskExecutor().disconnectRequest();
