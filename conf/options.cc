@@ -444,6 +444,11 @@ std::vector<OptionSpec> buildRegistry() {
              "After a failover, how long a JobMaster waits for workers to report running tasks "
              "before failing the unreported ones.",
              positiveDuration()),
+      option("jobmaster.finished-put-delay", kDuration, "500ms",
+             "How long a JobMaster waits before it stores a subtask's FINISHED state (and frees "
+             "its slot), so that the subtasks ending meanwhile share that write, or need none "
+             "when the job ends; 0 stores at once.",
+             durationRange(Duration(0), Duration(60000), "0", "1m")),
       option("jobmaster.max-subtasks", kInt, "10000",
              "Most subtasks (the sum of all vertices' parallelism) one job may have; a larger "
              "JobGraph is refused at submission naming its total and this option.",

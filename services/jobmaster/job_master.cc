@@ -45,7 +45,7 @@ JobMaster::JobMaster(JobMasterTerm& term, JobId job, wire::JobGraph::Reader grap
       recovered_(recovered != nullptr),
       progress_(
           job, term.epoch, execution_, term.progress, term.timer, term.options.heartbeatInterval,
-          [&term] { return term.wallNow(); }, *this),
+          term.options.finishedPutDelay, [&term] { return term.wallNow(); }, *this),
       workers_(term.timer, term.epoch, job,
                resourcemanager::HeartbeatOptions{term.options.heartbeatInterval,
                                                  term.options.heartbeatTimeout,

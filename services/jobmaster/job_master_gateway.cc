@@ -259,8 +259,9 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
   if (!isTerminal(report.state)) return kj::READY_NOW;
   // FINISHED is acknowledged at once: its worker keeps offering it with its slot
   // (SlotState::finished) until the slot is freed or runs another attempt, and either waits for a
-  // put (or the job's result) that holds the end. A lazy put (ProgressLog::storedSoon) stores it
-  // unless the job ends first, so subtasks ending together cost no put.
+  // put (or the job's result) that holds the end. A lazy put (ProgressLog::storedSoon,
+  // jobmaster.finished-put-delay) stores it unless the job ends first, so subtasks ending
+  // together share one put, or need none.
   if (report.state == wire::ExecutionState::FINISHED) return kj::READY_NOW;
   // FAILED and CANCELED are acknowledged once the progress record holds them (a repeat too: the
   // first delivery's put may still be in flight, or have failed).

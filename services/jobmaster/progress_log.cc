@@ -23,13 +23,14 @@ constexpr Duration kFirstRetryDelay{100};
 
 ProgressLog::ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
                          store::JobProgressStore& store, kj::Timer& timer,
-                         Duration longestRetryDelay, std::function<int64_t()> nowMs,
-                         Listener& listener)
+                         Duration longestRetryDelay, Duration lazyPutDelay,
+                         std::function<int64_t()> nowMs, Listener& listener)
     : job_(job),
       epoch_(epoch),
       graph_(graph),
       store_(store),
       timer_(timer),
+      lazyPutDelay_(lazyPutDelay),
       nowMs_(std::move(nowMs)),
       listener_(listener),
       retry_(kFirstRetryDelay, longestRetryDelay) {}
@@ -145,7 +146,7 @@ kj::Promise<bool> ProgressLog::waitForPut(bool now) {
 }
 
 bool ProgressLog::putWantedNow() {
-  return nowWanted_ || !waitingDeployments_.empty() ||
+  return nowWanted_ || lazyPutDelay_.count() == 0 || !waitingDeployments_.empty() ||
          std::any_of(waitingAcks_.begin(), waitingAcks_.end(), [](WaitingAck& ack) {
            return ack.now && ack.fulfiller->isWaiting();
          });
@@ -154,7 +155,7 @@ bool ProgressLog::putWantedNow() {
 void ProgressLog::armLazyPut() {
   if (lazyArmed_) return;
   lazyArmed_ = true;
-  tasks_.add(timer_.afterDelay(kLazyPutDelay.count() * kj::MILLISECONDS).then([this] {
+  tasks_.add(timer_.afterDelay(lazyPutDelay_.count() * kj::MILLISECONDS).then([this] {
     lazyArmed_ = false;
     writeNow();
   }));

@@ -2,8 +2,8 @@
 // a new attempt is deployed only once a put holding it succeeded, and a FAILED or CANCELED state
 // is acknowledged only once a put holding it succeeded. A FINISHED state is acknowledged at once
 // (its worker keeps offering it with its slot), and the slot it leaves is freed once a put holds
-// it: that put is lazy (storedSoon), started kLazyPutDelay after the change unless something
-// wants one now, so that the ends of a job's subtasks that finish together go into one put, or
+// it: that put is lazy (storedSoon), started `lazyPutDelay` (jobmaster.finished-put-delay) after
+// the change unless something wants one now, so that the ends of a job's subtasks that finish together go into one put, or
 // into none: the states that end the job FINISHED are held by no put but by the Dispatcher's
 // result, which no leader runs again and which is stored with the job's cleanup; whatever waits
 // for them resolves at close(), which the job's release calls after that result is stored. A
@@ -34,8 +34,6 @@ namespace regent::jobmaster {
 // flight and its retry; the promises it handed out are dropped unresolved.
 class ProgressLog final {
  public:
-  // How long a put nobody waits for now (storedSoon, or no waiter at all) waits for more changes.
-  static constexpr Duration kLazyPutDelay{100};
 
   // What the log tells its JobMaster, each when a put settles (never inside a call to the log).
   class Listener {
@@ -50,16 +48,18 @@ class ProgressLog final {
   };
 
   // `graph` is the job's state the record is written from (its version() orders the puts);
-  // `store` the term's; `nowMs` the wall clock the record is stamped with.
+  // `store` the term's; `nowMs` the wall clock the record is stamped with; `lazyPutDelay` how
+  // long a put nobody waits for now (storedSoon, or no waiter at all) waits for more changes (0:
+  // none waits).
   ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
               store::JobProgressStore& store, kj::Timer& timer, Duration longestRetryDelay,
-              std::function<int64_t()> nowMs, Listener& listener);
+              Duration lazyPutDelay, std::function<int64_t()> nowMs, Listener& listener);
   ProgressLog(const ProgressLog&) = delete;
   ProgressLog& operator=(const ProgressLog&) = delete;
 
   // When the graph changed since the last stored version, no put is in flight, no retry delay
   // runs, and the log is neither fenced, too large nor closed: starts a put now if a deployment,
-  // a stored() caller or writeNow() waits for one, else one kLazyPutDelay later (unless one
+  // a stored() caller or writeNow() waits for one, else one lazyPutDelay later (unless one
   // started meanwhile).
   void write();
   // write(), the put started now.
@@ -71,7 +71,7 @@ class ProgressLog final {
   // or once the log is closed: the job is over); false when that put failed or the log is
   // fenced or too large (the caller answers `unavailable`).
   kj::Promise<bool> stored();
-  // stored(), but the put it waits for may start up to kLazyPutDelay later, holding what changed
+  // stored(), but the put it waits for may start up to lazyPutDelay later, holding what changed
   // meanwhile (or none follows: the job ended, and close() resolves it true).
   kj::Promise<bool> storedSoon();
   // Deployments still waiting for their put, taken away: they will never be sent.
@@ -101,6 +101,7 @@ class ProgressLog final {
   const ExecutionGraph& graph_;
   store::JobProgressStore& store_;
   kj::Timer& timer_;
+  const Duration lazyPutDelay_;
   const std::function<int64_t()> nowMs_;
   Listener& listener_;
   // The graph's version the last successful put held; a failed put is tried again after

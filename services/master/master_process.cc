@@ -532,6 +532,7 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.jobMaster.heartbeatTimeout = options.resourceManager.heartbeatTimeout;
   options.jobMaster.callTimeout = options.resourceManager.callTimeout;
   options.jobMaster.reconciliationTimeout = config_.getDuration("jobmaster.reconciliation-timeout");
+  options.jobMaster.finishedPutDelay = config_.getDuration("jobmaster.finished-put-delay");
   options.limits.maxTotalSubtasks = static_cast<uint32_t>(config_.getInt("jobmaster.max-subtasks"));
   options.describeLeader = [this](wire::LeaderInfo::Builder out) {
     if (auto leader = knownLeader()) toWire(*leader, out);

@@ -86,6 +86,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "heartbeat.interval",
                                             "heartbeat.timeout",
                                             "jobmaster.reconciliation-timeout",
+                                            "jobmaster.finished-put-delay",
                                             "jobmaster.max-subtasks",
                                             "resourcemanager.provider",
                                             "resourcemanager.workers.max",

@@ -20,7 +20,6 @@
 #include "rpc/fenced_endpoint.h"
 #include "rpc/wire_ids.h"
 #include "services/jobmaster/execution_graph.h"
-#include "services/jobmaster/progress_log.h"
 #include "tests/common/logging_test_util.h"
 #include "tests/services/jobmaster/fake_job_master_port_test_util.h"
 #include "tests/services/jobmaster/job_graph_builder_test_util.h"
@@ -38,6 +37,9 @@ using wire::JobMasterGateway;
 using wire::TaskExecutorGateway;
 
 constexpr uint64_t kEpoch = 9;
+// jobmaster.finished-put-delay in these tests: a put that only stores FINISHED states waits this
+// long for more.
+constexpr Duration kFinishedPutDelay{100};
 
 // What a fake worker was called with, and how it answers.
 struct FakeWorker {
@@ -133,6 +135,7 @@ class JobMastersTest : public DefaultLoggerTest {
     options.heartbeatInterval = Duration(2000);
     options.heartbeatTimeout = Duration(10000);
     options.callTimeout = Duration(1000);
+    options.finishedPutDelay = kFinishedPutDelay;
     options.nowMs = [this] { return nowMs_; };
     port_.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
     port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
@@ -350,7 +353,7 @@ class JobMastersTest : public DefaultLoggerTest {
     EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
     ASSERT_FALSE(listener_.ended.empty());
     EXPECT_EQ(listener_.ended.back().first, job);
-    advance(ProgressLog::kLazyPutDelay);
+    advance(kFinishedPutDelay);
     EXPECT_EQ(backend_.transactions, before) << "the end of a FINISHED job was put";
     auto released = masters_->release(job, "job ended");
     settle();
@@ -425,7 +428,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   EXPECT_EQ(counters_.submitToRunningCount, 1u);  // Once per job.
   expectApplied(job, worker.submitted[0], ExecutionState::FINISHED);
   EXPECT_TRUE(worker.freed.empty());  // Until a put holds the end: a lazy one.
-  advance(ProgressLog::kLazyPutDelay);
+  advance(kFinishedPutDelay);
   EXPECT_EQ(worker.freed.size(), 1u);  // a[0]'s slot: b is not runnable yet.
   expectApplied(job, worker.submitted[1], ExecutionState::FINISHED);
   ASSERT_EQ(worker.submitted.size(), 3u);
@@ -444,7 +447,7 @@ TEST_F(JobMastersTest, RunsADagToFinishedAndReleasesIt) {
   ASSERT_TRUE(last.poll(loop_.waitScope()));
   auto answered = last.wait(loop_.waitScope());
   EXPECT_FALSE(answered.hasFailure()) << answered.getFailure().getMessage().cStr();
-  advance(ProgressLog::kLazyPutDelay);
+  advance(kFinishedPutDelay);
   EXPECT_EQ(backend_.transactions, putsBefore);
   EXPECT_EQ(worker.freed.size(), 1u);
   EXPECT_TRUE(port_.latest(job).empty());      // Needs nothing any more.
@@ -985,7 +988,7 @@ TEST_F(JobMastersTest, AFailedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
 }
 
 // A FINISHED end is acknowledged at once: its worker keeps offering it with its slot, and the
-// slot is freed only once a put holds the end. That put waits ProgressLog::kLazyPutDelay for
+// slot is freed only once a put holds the end. That put waits jobmaster.finished-put-delay for
 // more ends: two subtasks finishing apart within it cost one put.
 TEST_F(JobMastersTest, FinishedUpdatesAreAnsweredAtOnceAndStoredTogetherByOneLazyPut) {
   JobGraphBuilder builder({{"a", 3}});
@@ -994,14 +997,14 @@ TEST_F(JobMastersTest, FinishedUpdatesAreAnsweredAtOnceAndStoredTogetherByOneLaz
   const size_t before = backend_.transactions;
   auto first = update(job, worker.submitted[0], ExecutionState::FINISHED);
   EXPECT_FALSE(first.hasFailure()) << first.getFailure().getMessage().cStr();
-  advance(ProgressLog::kLazyPutDelay / 2);
+  advance(kFinishedPutDelay / 2);
   auto second = update(job, worker.submitted[1], ExecutionState::FINISHED);
   EXPECT_FALSE(second.hasFailure()) << second.getFailure().getMessage().cStr();
   // Nothing stored or freed yet.
   EXPECT_EQ(backend_.transactions, before);
   EXPECT_TRUE(worker.freed.empty());
   EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
-  advance(ProgressLog::kLazyPutDelay / 2);
+  advance(kFinishedPutDelay / 2);
   // One put holds both ends; then both slots are freed.
   EXPECT_EQ(backend_.transactions, before + 1);
   const auto stored = storedProgress(job);
@@ -1022,11 +1025,11 @@ TEST_F(JobMastersTest, ASubtaskEndFollowedByTheJobsEndWithinTheDelayCostsNoPut) 
   ASSERT_EQ(worker.submitted.size(), 2u);
   const size_t before = backend_.transactions;
   EXPECT_FALSE(update(job, worker.submitted[0], ExecutionState::FINISHED).hasFailure());
-  advance(ProgressLog::kLazyPutDelay / 2);
+  advance(kFinishedPutDelay / 2);
   EXPECT_FALSE(update(job, worker.submitted[1], ExecutionState::FINISHED).hasFailure());
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.state, wire::JobState::FINISHED);
-  advance(ProgressLog::kLazyPutDelay * 10);
+  advance(kFinishedPutDelay * 10);
   EXPECT_EQ(backend_.transactions, before);
   EXPECT_TRUE(worker.freed.empty());  // Until the release, after the result is stored.
 }
@@ -1061,7 +1064,7 @@ TEST_F(JobMastersTest, TheSlotOfAFinishedAttemptIsFreedOnlyOnceAPutHoldingItsEnd
   backend_.failWrites = 1;  // The put of the end fails; its retry succeeds.
   auto response = update(job, worker.submitted[0], ExecutionState::FINISHED);
   EXPECT_FALSE(response.hasFailure());  // Its worker keeps it with the slot.
-  advance(ProgressLog::kLazyPutDelay);  // The lazy put fails.
+  advance(kFinishedPutDelay);  // The lazy put fails.
   EXPECT_TRUE(worker.freed.empty());  // The job needs the slot no more, but the record is behind.
   EXPECT_NE(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   advance(Duration(100));  // The retry succeeds.
@@ -1275,7 +1278,7 @@ TEST_F(JobMastersTest, AnExpectedAttemptOfferedAfterItEndedIsAdoptedWithItsEnd) 
   // The worker's queued update of x follows its offer: a repeat, answered at once; a lazy put
   // stores the end.
   expectApplied(job, FakeWorker::Submitted{x, {}, "a", 0, 0, ""}, ExecutionState::FINISHED);
-  advance(ProgressLog::kLazyPutDelay);
+  advance(kFinishedPutDelay);
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   expectAppliedEndingTheJob(job, FakeWorker::Submitted{y, {}, "a", 1, 0, ""});
   ASSERT_EQ(listener_.ended.size(), 1u);
