@@ -131,14 +131,19 @@ struct FakeListener final : public dispatcher::JobRunnerListener {
 class JobMastersTest : public DefaultLoggerTest {
  protected:
   JobMastersTest() {
+    port_.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
+    port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
+    makeMasters(kFinishedPutDelay);
+  }
+  // The term's JobMasters, anew, with jobmaster.finished-put-delay `finishedPutDelay`.
+  void makeMasters(Duration finishedPutDelay) {
     JobMasterOptions options;
     options.heartbeatInterval = Duration(2000);
     options.heartbeatTimeout = Duration(10000);
     options.callTimeout = Duration(1000);
-    options.finishedPutDelay = kFinishedPutDelay;
+    options.finishedPutDelay = finishedPutDelay;
     options.nowMs = [this] { return nowMs_; };
-    port_.workers[workerA_] = resourcemanager::WorkerAddress{"host-a", "host-a:8082"};
-    port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
+    masters_ = nullptr;
     masters_ = std::make_unique<JobMasters>(
         timer_, events_, kEpoch, port_, stores_->jobProgress(),
         [this](kj::Own<JobMasterGateway::Server> server) {
@@ -1016,6 +1021,20 @@ TEST_F(JobMastersTest, FinishedUpdatesAreAnsweredAtOnceAndStoredTogetherByOneLaz
                                      worker.submitted[1].allocation};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(freed, expected);
+}
+
+// jobmaster.finished-put-delay 0: a FINISHED state is stored at once, its slot freed after.
+TEST_F(JobMastersTest, WithoutAFinishedPutDelayAFinishedStateIsStoredAtOnce) {
+  makeMasters(Duration(0));
+  JobGraphBuilder builder({{"a", 2}});
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  const size_t before = backend_.transactions;
+  EXPECT_FALSE(update(job, worker.submitted[0], ExecutionState::FINISHED).hasFailure());
+  settle();
+  EXPECT_EQ(backend_.transactions, before + 1);
+  EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
+  EXPECT_EQ(worker.freed, std::vector<AllocationId>{worker.submitted[0].allocation});
 }
 
 // The last subtasks' ends come within the delay: the job's result holds them, and no put does.
