@@ -188,7 +188,9 @@ void JobMaster::reportReconciled(const ExecutionGraph::Reconciliation& outcome, 
 void JobMaster::queueSettle() {
   if (settleQueued_) return;
   settleQueued_ = true;
-  tasks_.add(kj::evalLater([this] { settle(); }));
+  // Once nothing else is queued: the offers and updates already read go into one settle, and
+  // the deployments it makes into one put.
+  tasks_.add(kj::evalLast([this] { settle(); }));
 }
 
 void JobMaster::settle() {

@@ -147,8 +147,9 @@ void JobLinks::scheduleOffer(const JobId& job) {
   // A running offer looks for slots allocated meanwhile when it is done.
   if (held.offerScheduled || held.offering) return;
   held.offerScheduled = true;
-  // After this turn, so that the slots requestSlot allocates to the job together go together.
-  tasks_.add(kj::evalLater([this, job]() {
+  // Once nothing else is queued, so that the slots requestSlot allocates to the job together go
+  // together: also calls that arrived in one read, which the RPC system dispatches one per turn.
+  tasks_.add(kj::evalLast([this, job]() {
     link(job).offerScheduled = false;
     return offerLoop(job, registration_.epoch());
   }));
