@@ -447,7 +447,8 @@ std::vector<OptionSpec> buildRegistry() {
       option("jobmaster.finished-put-delay", kDuration, "500ms",
              "How long a JobMaster waits before it stores a subtask's FINISHED state (and frees "
              "its slot), so that the subtasks ending meanwhile share that write, or need none "
-             "when the job ends; 0 stores at once.",
+             "when the job ends. Meanwhile the state lives in its worker's slot; 0 stores it at "
+             "once and answers the worker only then (docs/jobgraph.md, \"Failover\").",
              durationRange(Duration(0), Duration(60000), "0", "1m")),
       option("jobmaster.max-subtasks", kInt, "10000",
              "Most subtasks (the sum of all vertices' parallelism) one job may have; a larger "

@@ -326,10 +326,11 @@ std::map<Profile, uint32_t> ExecutionGraph::unservedNeeds() const {
 std::vector<bool> ExecutionGraph::offerSlots(const ResourceId& worker,
                                              const std::vector<OfferedSlot>& offers) {
   std::vector<bool> accepted(offers.size(), false);
-  if (frozen()) return accepted;
-  auto needs = unservedNeeds();
+  auto needs = frozen() ? std::map<Profile, uint32_t>() : unservedNeeds();
   for (size_t i = 0; i < offers.size(); ++i) {
     const OfferedSlot& offer = offers[i];
+    // Held: kept, also by an ended job until its release (an attempt's FINISHED state, answered
+    // at once, may live only in its worker's slot until the job's result is stored).
     if (slots_.count(offer.allocation) != 0) {
       accepted[i] = true;
       continue;

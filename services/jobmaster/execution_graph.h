@@ -175,7 +175,7 @@ class ExecutionGraph final {
   // ---- Slots and deployment -------------------------------------------------------------------
   // Accepts the offered slots a subtask of a runnable vertex needs (a slot fits the subtask's
   // profile and no slot already held serves it); returns one flag per offer. A slot the job
-  // holds already is accepted again. Nothing is accepted once the job ended.
+  // holds already is accepted again, also once the job ended (until its release); no other is.
   std::vector<bool> offerSlots(const ResourceId& worker, const std::vector<OfferedSlot>& offers);
   // Puts the subtasks waiting for a slot into free held slots that fit them: each gets a fresh
   // attempt in DEPLOYING. Nothing once the job ended.

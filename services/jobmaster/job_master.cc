@@ -209,7 +209,11 @@ void JobMaster::settle() {
                                           " could not start an attempt of job " + job_.toHex() +
                                           " in the slot");
   }
-  workers_.keepOnly([this](const ResourceId& worker) { return execution_.holdsSlotsOn(worker); });
+  workers_.keepOnly([this](const ResourceId& worker) {
+    if (execution_.holdsSlotsOn(worker)) return true;
+    return std::any_of(freeing_.begin(), freeing_.end(),
+                       [&worker](const auto& entry) { return entry.second == worker; });
+  });
   // While reconciling no requirement is declared: the ResourceManager keeps the job's reported
   // allocations, and new slots would be refused for attempts whose worker has not come back.
   if (!execution_.reconciling()) declare();
@@ -334,16 +338,19 @@ void JobMaster::cancelOnWorker(wire::TaskExecutorGateway::Client client, const A
 // "Failover").
 void JobMaster::freeWhenStored(std::vector<HeldSlot> slots) {
   if (slots.empty()) return;
+  for (const HeldSlot& slot : slots) freeing_[slot.allocation] = slot.worker;
   // Lazily: a FINISHED attempt's slot waits for a put its end may share with the others'.
   tasks_.add(progress_.storedSoon().then([this, slots = std::move(slots)](bool stored) mutable {
     if (!stored) {
       // That put failed: the next one may hold it. Fenced or too large: the term's record can
-      // never hold it, and the slots stay with the job for the next leader to settle.
+      // never hold it, and the slots stay with the job (and in freeing_) for the next leader to
+      // settle.
       if (progress_.canStore()) freeWhenStored(std::move(slots));
       return;
     }
     for (const HeldSlot& slot : slots) {
-      tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more"));
+      tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more")
+                     .then([this, allocation = slot.allocation] { freeing_.erase(allocation); }));
     }
   }));
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -135,6 +136,10 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   uint32_t expected_ = 0;  // Expected attempts at recovery.
   ProgressLog progress_;   // Reads execution_: declared after it.
   JobWorkers workers_;
+  // Slots freeWhenStored() frees once a put holds what ended in them, by allocation: until then
+  // their workers stay known and offers of them are accepted, so that no worker frees a slot that
+  // may carry an end no store holds yet (a FINISHED one, acknowledged at once).
+  std::map<AllocationId, ResourceId> freeing_;
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
   bool declareRetryArmed_ = false;  // A refused declaration is tried again after an interval.

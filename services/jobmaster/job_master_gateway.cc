@@ -155,7 +155,13 @@ void JobMaster::offerSlots(const resourcemanager::WorkerBinding& caller,
   // deployed there: it fails now (and may run again in that very slot), not at the timeout.
   if (!releasing_ && execution_.reconciling()) failExpectedNotOffered(worker, offers, adoptedIds);
   std::vector<bool> accepted(offers.size(), false);
-  if (!releasing_) accepted = execution_.offerSlots(worker, offers);
+  if (!releasing_) {
+    accepted = execution_.offerSlots(worker, offers);
+    // A slot being freed (freeWhenStored) stays the job's until a put holds what ended in it.
+    for (size_t i = 0; i < offers.size(); ++i) {
+      if (freeing_.count(offers[i].allocation) != 0) accepted[i] = true;
+    }
+  }
   size_t count = 0;
   for (bool yes : accepted) count += yes ? 1 : 0;
   auto out = results.initAccepted(static_cast<unsigned>(count));
@@ -262,7 +268,10 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
   // put (or the job's result) that holds the end. A lazy put (ProgressLog::storedSoon,
   // jobmaster.finished-put-delay) stores it unless the job ends first, so subtasks ending
   // together share one put, or need none.
-  if (report.state == wire::ExecutionState::FINISHED) return kj::READY_NOW;
+  // With jobmaster.finished-put-delay 0, FINISHED waits for its put like the others.
+  if (report.state == wire::ExecutionState::FINISHED && term_.options.finishedPutDelay.count() > 0) {
+    return kj::READY_NOW;
+  }
   // FAILED and CANCELED are acknowledged once the progress record holds them (a repeat too: the
   // first delivery's put may still be in flight, or have failed).
   return progress_.stored().then([this, results, attempt](bool stored) mutable {

@@ -25,8 +25,9 @@ struct JobMasterOptions {
   // jobmaster.reconciliation-timeout: how long a recovered job waits for workers to report the
   // live attempts of its progress record before failing the unreported ones.
   Duration reconciliationTimeout{30000};
-  // jobmaster.finished-put-delay: how long a put that only stores FINISHED states (and frees
-  // their slots) waits for more changes (ProgressLog).
+  // jobmaster.finished-put-delay: how long a put nothing waits for at once (FINISHED states,
+  // the frees of their slots, changes no worker waits for) waits for more changes
+  // (ProgressLog); 0: every put starts at once and FINISHED is answered once stored.
   Duration finishedPutDelay{500};
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
 };

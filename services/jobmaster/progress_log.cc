@@ -20,7 +20,6 @@ constexpr Duration kFirstRetryDelay{100};
 
 }  // namespace
 
-
 ProgressLog::ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
                          store::JobProgressStore& store, kj::Timer& timer,
                          Duration longestRetryDelay, Duration lazyPutDelay,

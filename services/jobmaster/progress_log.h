@@ -59,8 +59,8 @@ class ProgressLog final {
 
   // When the graph changed since the last stored version, no put is in flight, no retry delay
   // runs, and the log is neither fenced, too large nor closed: starts a put now if a deployment,
-  // a stored() caller or writeNow() waits for one, else one lazyPutDelay later (unless one
-  // started meanwhile).
+  // a stored() caller or writeNow() waits for one, else one lazyPutDelay later (none then when
+  // one started meanwhile and nothing changed since).
   void write();
   // write(), the put started now.
   void writeNow();

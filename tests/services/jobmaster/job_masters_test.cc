@@ -1023,18 +1023,74 @@ TEST_F(JobMastersTest, FinishedUpdatesAreAnsweredAtOnceAndStoredTogetherByOneLaz
   EXPECT_EQ(freed, expected);
 }
 
-// jobmaster.finished-put-delay 0: a FINISHED state is stored at once, its slot freed after.
-TEST_F(JobMastersTest, WithoutAFinishedPutDelayAFinishedStateIsStoredAtOnce) {
+// jobmaster.finished-put-delay 0: a FINISHED state is stored at once and, like FAILED, answered
+// only once stored; its slot is freed after.
+TEST_F(JobMastersTest, WithoutAFinishedPutDelayAFinishedStateIsStoredAtOnceThenAnswered) {
   makeMasters(Duration(0));
   JobGraphBuilder builder({{"a", 2}});
   auto [job, worker] = startOnWorkerA(builder, 2, 2);
   ASSERT_EQ(worker.submitted.size(), 2u);
   const size_t before = backend_.transactions;
-  EXPECT_FALSE(update(job, worker.submitted[0], ExecutionState::FINISHED).hasFailure());
+  backend_.holdWrites = true;
+  auto answer = updateRequest(job, worker.submitted[0], ExecutionState::FINISHED).send();
   settle();
+  EXPECT_FALSE(answer.poll(loop_.waitScope()));
+  EXPECT_EQ(backend_.heldWrites(), 1u);  // The put started at once.
+  backend_.releaseWrites();
+  settle();
+  ASSERT_TRUE(answer.poll(loop_.waitScope()));
+  EXPECT_FALSE(answer.wait(loop_.waitScope()).hasFailure());
   EXPECT_EQ(backend_.transactions, before + 1);
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   EXPECT_EQ(worker.freed, std::vector<AllocationId>{worker.submitted[0].allocation});
+}
+
+// Until a put holds a FINISHED end, its slot stays the job's: offered again (its worker
+// registered again, say), it is accepted, not left for the worker to free with the end in it;
+// once the put landed it is freed.
+TEST_F(JobMastersTest, ASlotWhoseFinishedEndIsNotStoredYetIsAcceptedWhenOfferedAgain) {
+  JobGraphBuilder builder({{"a", 2}});
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  EXPECT_FALSE(update(job, worker.submitted[0], ExecutionState::FINISHED).hasFailure());
+  nextAllocations_ = {worker.submitted[0].allocation, worker.submitted[1].allocation};
+  const auto accepted =
+      offer(job, workerA_, worker, 2,
+            {{worker.submitted[0].attempt, "a", 0, ExecutionState::FINISHED},
+             {worker.submitted[1].attempt, "a", 1, ExecutionState::RUNNING}});
+  EXPECT_EQ(accepted.size(), 2u);
+  EXPECT_TRUE(worker.freed.empty());
+  advance(kFinishedPutDelay);
+  EXPECT_EQ(worker.freed, std::vector<AllocationId>{worker.submitted[0].allocation});
+}
+
+// A job that ended keeps its slots until its release: no put holds the ends of its subtasks,
+// its result does once the Dispatcher stored it, so an offer of them meanwhile is accepted.
+TEST_F(JobMastersTest, AnEndedJobAcceptsItsOwnSlotsOfferedAgainUntilItsRelease) {
+  JobGraphBuilder builder({{"a", 2}});
+  auto [job, worker] = startOnWorkerA(builder, 2, 2);
+  ASSERT_EQ(worker.submitted.size(), 2u);
+  EXPECT_FALSE(update(job, worker.submitted[0], ExecutionState::FINISHED).hasFailure());
+  EXPECT_FALSE(update(job, worker.submitted[1], ExecutionState::FINISHED).hasFailure());
+  ASSERT_EQ(listener_.ended.size(), 1u);
+  nextAllocations_ = {worker.submitted[0].allocation, worker.submitted[1].allocation,
+                      AllocationId::random()};
+  const auto accepted =
+      offer(job, workerA_, worker, 3,
+            {{worker.submitted[0].attempt, "a", 0, ExecutionState::FINISHED},
+             {worker.submitted[1].attempt, "a", 1, ExecutionState::FINISHED}});
+  // Its own two; not a new one.
+  std::vector<AllocationId> sorted = accepted;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<AllocationId> own{worker.submitted[0].allocation, worker.submitted[1].allocation};
+  std::sort(own.begin(), own.end());
+  EXPECT_EQ(sorted, own);
+  advance(kFinishedPutDelay * 10);
+  EXPECT_TRUE(worker.freed.empty());
+  auto released = masters_->release(job, "job finished");
+  settle();
+  loop_.run(kj::mv(released));
+  EXPECT_EQ(worker.freed.size(), 2u);
 }
 
 // The last subtasks' ends come within the delay: the job's result holds them, and no put does.
