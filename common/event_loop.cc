@@ -504,9 +504,9 @@ int spawnCloned(ChildProcess::State* state, const SpawnOptions& options,
     return -failed->error;
   }
   const ClonedChild child = std::get<ClonedChild>(started);
-  // The loop cannot watch it (a handle libuv refuses): killed and reaped here, nothing kept.
+  // The loop cannot watch it (a handle libuv refuses): killed and reaped here, nothing kept. By
+  // pid: only this call reaps it, so the pid cannot have been reused.
   auto abandon = [&](int rc, const char* what) {
-    ::syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0);
     ::kill(child.pid, SIGKILL);
     while (::waitpid(child.pid, nullptr, 0) < 0 && errno == EINTR) {
     }

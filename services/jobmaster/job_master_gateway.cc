@@ -263,15 +263,12 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
     queueSettle();
   }
   if (!isTerminal(report.state)) return kj::READY_NOW;
-  // FINISHED is acknowledged at once: its worker keeps offering it with its slot
-  // (SlotState::finished) until the slot is freed or runs another attempt, and either waits for a
-  // put (or the job's result) that holds the end. A lazy put (ProgressLog::storedSoon,
-  // jobmaster.finished-put-delay) stores it unless the job ends first, so subtasks ending
-  // together share one put, or need none.
-  // With jobmaster.finished-put-delay 0, FINISHED waits for its put like the others.
-  if (report.state == wire::ExecutionState::FINISHED && term_.options.finishedPutDelay.count() > 0) {
-    return kj::READY_NOW;
-  }
+  // FINISHED is acknowledged at once (unless jobmaster.finished-put-delay is 0): its worker keeps
+  // offering it with its slot (SlotState::finished) until the slot is freed or runs another
+  // attempt, and either waits for a put, or the job's result, that holds the end (the lazy put,
+  // ProgressLog::storedSoon).
+  const bool finishedAtOnce = term_.options.finishedPutDelay.count() > 0;
+  if (report.state == wire::ExecutionState::FINISHED && finishedAtOnce) return kj::READY_NOW;
   // FAILED and CANCELED are acknowledged once the progress record holds them (a repeat too: the
   // first delivery's put may still be in flight, or have failed).
   return progress_.stored().then([this, results, attempt](bool stored) mutable {

@@ -2,13 +2,14 @@
 // a new attempt is deployed only once a put holding it succeeded, and a FAILED or CANCELED state
 // is acknowledged only once a put holding it succeeded. A FINISHED state is acknowledged at once
 // (its worker keeps offering it with its slot), and the slot it leaves is freed once a put holds
-// it: that put is lazy (storedSoon), started `lazyPutDelay` (jobmaster.finished-put-delay) after
-// the change unless something wants one now, so that the ends of a job's subtasks that finish together go into one put, or
-// into none: the states that end the job FINISHED are held by no put but by the Dispatcher's
-// result, which no leader runs again and which is stored with the job's cleanup; whatever waits
-// for them resolves at close(), which the job's release calls after that result is stored. A
-// FAILED end is put first: its root cause must outlive a leader that dies before the result is
-// stored. One put per job is in flight; changes made meanwhile go into the next. kUnavailable (and any other failure but two): tried again after
+// it. That put is lazy (storedSoon): it starts `lazyPutDelay` (jobmaster.finished-put-delay)
+// after the change unless something wants one now, so that the ends of a job's subtasks that
+// finish together go into one put, or into none: the states that end the job FINISHED are held
+// by no put but by the Dispatcher's result, which no leader runs again and which is stored with
+// the job's cleanup; whatever waits for them resolves at close(), which the job's release calls
+// after that result is stored. A FAILED end is put first: its root cause must outlive a leader
+// that dies before the result is stored. One put per job is in flight; changes made meanwhile go
+// into the next. kUnavailable (and any other failure but two): tried again after
 // 100 ms, doubling with jitter up to heartbeat.interval. kFenced: the term is over, nothing is
 // written or deployed any more. kTooLarge: no put can succeed; the job fails.
 #pragma once
@@ -34,7 +35,6 @@ namespace regent::jobmaster {
 // flight and its retry; the promises it handed out are dropped unresolved.
 class ProgressLog final {
  public:
-
   // What the log tells its JobMaster, each when a put settles (never inside a call to the log).
   class Listener {
    public:

@@ -1,8 +1,8 @@
 // The master runs a submitted job on a real worker, end to end: one regent-master, one
 // regent-worker, `regentctl jobs submit` of one vertex of two subtasks running `true`. The
 // master logs `job ended ... state=FINISHED` (result stored clean, JobGraph removed, in one
-// transaction), then `job clean` (attempts released, slots freed); `regentctl jobs status` then says
-// FINISHED, still with its subtasks (their final attempts and output addresses), and the
+// transaction), then `job clean` (attempts released, slots freed); `regentctl jobs status` then
+// says FINISHED, still with its subtasks (their final attempts and output addresses), and the
 // worker's slots are free again. The full scenarios (DAGs, restarts, cancel,
 // lost workers, logs) are in the jobs itests.
 #include <gtest/gtest.h>

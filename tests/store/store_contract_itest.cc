@@ -193,6 +193,24 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
     stores_ = nullptr;
   }
 
+  // The job id the fuzz seeds and regression inputs carry.
+  static JobId fuzzSeedJob() { return *JobId::fromHex("0123456789abcdef0123456789abcdef"); }
+
+  // Writes the record of the stored_records fuzz regression input `name` (a selector byte, then
+  // the record) as fuzzSeedJob()'s JobGraph, behind the stores' back, and opens a term; returns
+  // the record's size.
+  size_t writeRegressionAsJobGraph(const std::string& name) {
+    std::ifstream file(REGENT_SOURCE_DIR "/tests/fuzz/regressions/stored_records/" + name,
+                       std::ios::binary);
+    const std::string input{std::istreambuf_iterator<char>(file),
+                            std::istreambuf_iterator<char>()};
+    KJ_REQUIRE(input.size() > 1, "no regression input", name);
+    openTerm();
+    writeRaw(RecordFamily::kJobGraphs, fuzzSeedJob().toHex(), input.substr(1));
+    openTerm();
+    return input.size() - 1;
+  }
+
   // Writes `bytes` under `key` behind the stores' back (corruption tests). The stores are
   // closed first (RocksDB allows one opener); call openTerm() afterwards.
   void writeRaw(RecordFamily family, const std::string& key, const std::string& bytes) {
@@ -860,16 +878,8 @@ TEST_P(StoreContractTest, CorruptJobGraphsAreReportedSkippedAndLeftInPlace) {
 // 512 bytes that took 24 s to read under the sanitizers): it is corrupt, and reading it does not
 // walk the list.
 TEST_P(StoreContractTest, AJobGraphWhoseListTakesNoSpaceForItsElementsIsCorrupt) {
-  // The fuzz input: a selector byte, then the record, stored under the job id the seeds carry.
-  std::ifstream file(REGENT_SOURCE_DIR
-                     "/tests/fuzz/regressions/stored_records/amplified-jobgraph-vertex-list",
-                     std::ios::binary);
-  const std::string input{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  ASSERT_GT(input.size(), 1u);
-  const JobId id = *JobId::fromHex("0123456789abcdef0123456789abcdef");
-  openTerm();
-  writeRaw(RecordFamily::kJobGraphs, id.toHex(), input.substr(1));
-  openTerm();
+  writeRegressionAsJobGraph("amplified-jobgraph-vertex-list");
+  const JobId id = fuzzSeedJob();
   auto get = run(graphs().get(id));
   ASSERT_FALSE(get.ok());
   EXPECT_EQ(get.error().code, StoreErrorCode::kCorrupt);
@@ -886,16 +896,8 @@ TEST_P(StoreContractTest, AJobGraphWhoseListTakesNoSpaceForItsElementsIsCorrupt)
 // corrupt, named so, without the decoder allocating what the table claims (the fuzzer found it:
 // seconds per read under the sanitizers).
 TEST_P(StoreContractTest, ARecordWhoseSegmentTableClaimsMoreThanItsBytesHoldIsCorrupt) {
-  std::ifstream file(REGENT_SOURCE_DIR
-                     "/tests/fuzz/regressions/stored_records/progress-segment-table-claims-64mib",
-                     std::ios::binary);
-  const std::string input{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  ASSERT_EQ(input.size(), 3u);
-  const JobId id = *JobId::fromHex("0123456789abcdef0123456789abcdef");
-  openTerm();
-  writeRaw(RecordFamily::kJobGraphs, id.toHex(), input.substr(1));
-  openTerm();
-  auto get = run(graphs().get(id));
+  ASSERT_EQ(writeRegressionAsJobGraph("progress-segment-table-claims-64mib"), 2u);
+  auto get = run(graphs().get(fuzzSeedJob()));
   ASSERT_FALSE(get.ok());
   EXPECT_EQ(get.error().code, StoreErrorCode::kCorrupt);
   EXPECT_NE(get.error().message.find("its segment table claims 7995393 words, more than 2 packed "

@@ -272,6 +272,14 @@ class DispatcherTest : public ::testing::Test {
     return id;
   }
 
+  // A runner's FAILED end with the root cause `message`.
+  static JobEnd failedEnd(const std::string& message) {
+    JobEnd end;
+    end.state = wire::JobState::FAILED;
+    end.failureMessage = message;
+    return end;
+  }
+
   // Stores a dirty FINISHED result named `name` for `id` directly, as a leader that ended the
   // job and then died before its cleanup left it.
   void putDirtyFinishedResult(const JobId& id, const std::string& name) {
@@ -1097,10 +1105,7 @@ TEST_F(DispatcherTest, AnEndReportedDuringACancelWhoseWriteFailsEndsTheJob) {
   wire::setWireId(request.initJobId(), id);
   auto cancelled = request.send();
   loop_.run(kj::evalLast([] {}));
-  JobEnd end;
-  end.state = wire::JobState::FAILED;
-  end.failureMessage = "exit code 3";
-  runner.listener->jobEnded(id, end);  // While the CANCELED result is being written.
+  runner.listener->jobEnded(id, failedEnd("exit code 3"));  // While the CANCELED result is written.
   backend_.failWrites = 1;
   backend_.releaseWrites();
   auto response = loop_.run(kj::mv(cancelled));
@@ -1344,10 +1349,7 @@ TEST_F(DispatcherTest, AFailedJobsCleanupRemovesGraphAndProgressAndMarksCleanInO
   recover();
   const JobId id = submitWithProgress("ends", 2);
   runner.holdReleases = true;
-  JobEnd failed;
-  failed.state = wire::JobState::FAILED;
-  failed.failureMessage = "exit code 1";
-  runner.listener->jobEnded(id, failed);
+  runner.listener->jobEnded(id, failedEnd("exit code 1"));
   drain();
   ASSERT_EQ(runner.calls.size(), 2u);
   EXPECT_EQ(storedResult(id), "dirty");
@@ -1376,10 +1378,7 @@ TEST_F(DispatcherTest, ACleanupThatCouldNotBeWrittenIsFinishedWholeByTheNextLead
   recover();
   const JobId id = submitWithProgress("ends", 2);
   backend_.holdWrites = true;
-  JobEnd end;
-  end.state = wire::JobState::FAILED;
-  end.failureMessage = "exit code 1";
-  runner.listener->jobEnded(id, end);
+  runner.listener->jobEnded(id, failedEnd("exit code 1"));
   drain();
   backend_.releaseOneWrite();  // The dirty result.
   drain();

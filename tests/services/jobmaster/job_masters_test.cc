@@ -41,6 +41,11 @@ constexpr uint64_t kEpoch = 9;
 // long for more.
 constexpr Duration kFinishedPutDelay{100};
 
+std::vector<AllocationId> sorted(std::vector<AllocationId> allocations) {
+  std::sort(allocations.begin(), allocations.end());
+  return allocations;
+}
+
 // What a fake worker was called with, and how it answers.
 struct FakeWorker {
   enum class Mode { kAnswers, kRefuses, kUnavailable, kSilent, kDisconnected };
@@ -1015,12 +1020,8 @@ TEST_F(JobMastersTest, FinishedUpdatesAreAnsweredAtOnceAndStoredTogetherByOneLaz
   const auto stored = storedProgress(job);
   EXPECT_EQ(stored.get().getSubtasks()[0].getState(), ExecutionState::FINISHED);
   EXPECT_EQ(stored.get().getSubtasks()[1].getState(), ExecutionState::FINISHED);
-  std::vector<AllocationId> freed = worker.freed;
-  std::sort(freed.begin(), freed.end());
-  std::vector<AllocationId> expected{worker.submitted[0].allocation,
-                                     worker.submitted[1].allocation};
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(freed, expected);
+  EXPECT_EQ(sorted(worker.freed),
+            sorted({worker.submitted[0].allocation, worker.submitted[1].allocation}));
 }
 
 // jobmaster.finished-put-delay 0: a FINISHED state is stored at once and, like FAILED, answered
@@ -1080,11 +1081,8 @@ TEST_F(JobMastersTest, AnEndedJobAcceptsItsOwnSlotsOfferedAgainUntilItsRelease) 
             {{worker.submitted[0].attempt, "a", 0, ExecutionState::FINISHED},
              {worker.submitted[1].attempt, "a", 1, ExecutionState::FINISHED}});
   // Its own two; not a new one.
-  std::vector<AllocationId> sorted = accepted;
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<AllocationId> own{worker.submitted[0].allocation, worker.submitted[1].allocation};
-  std::sort(own.begin(), own.end());
-  EXPECT_EQ(sorted, own);
+  EXPECT_EQ(sorted(accepted),
+            sorted({worker.submitted[0].allocation, worker.submitted[1].allocation}));
   advance(kFinishedPutDelay * 10);
   EXPECT_TRUE(worker.freed.empty());
   auto released = masters_->release(job, "job finished");

@@ -56,6 +56,18 @@ class TaskExecutorTest : public TaskExecutorTestBase {
     return *fake_;
   }
 
+  // A leader of epoch 2 takes over: the worker registers with it and offers its allocated slot
+  // `slot` again. Returns that offer.
+  const testing::FakeOffer& offeredToEpoch2(TaskExecutor& executor, uint32_t slot) {
+    master_->epoch = 2;
+    EXPECT_FALSE(resourceManagerHeartbeat(2));
+    EXPECT_TRUE(runLoopUntil(
+        loop_, [&] { return executor.slots()[slot].acceptedEpoch == 2; }, kBound))
+        << "timed out waiting for the offer to epoch 2";
+    KJ_REQUIRE(!master_->offers.empty());
+    return master_->offers.back();
+  }
+
   FakeTaskRunner* fake_ = nullptr;  // Owned by runner_.
 };
 
@@ -714,12 +726,7 @@ TEST_F(TaskExecutorTest, LogsTaskStartedAndTaskEnded) {
 TEST_F(TaskExecutorTest, RegisteredWithANewEpochItOffersItsSlotsWithTheirRunningAttempts) {
   TaskExecutor& executor = startWithAcceptedSlot(1, kAllocation);
   ASSERT_TRUE(submitRunning(kAttempt, kAllocation));
-  master_->epoch = 2;
-  EXPECT_FALSE(resourceManagerHeartbeat(2));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return executor.slots()[1].acceptedEpoch == 2; }, kBound))
-      << "timed out waiting for the offer to epoch 2";
-  const auto& offer = master_->offers.back();
+  const testing::FakeOffer& offer = offeredToEpoch2(executor, 1);
   EXPECT_EQ(offer.epoch, 2u);
   ASSERT_EQ(offer.slots.size(), 1u);
   EXPECT_EQ(offer.slots[0].allocation, kAllocation);
@@ -743,12 +750,7 @@ TEST_F(TaskExecutorTest, AFinishedAttemptIsOfferedWithItsSlotUntilTheSlotRunsAno
   ASSERT_TRUE(waitForUpdates(kAttempt, 2)) << "RUNNING, then FINISHED";
   ASSERT_TRUE(runLoopUntil(loop_, [&] { return executor.updatesQueued() == 0; }, kBound))
       << "timed out waiting for the FINISHED update to be answered";
-  master_->epoch = 2;
-  EXPECT_FALSE(resourceManagerHeartbeat(2));
-  ASSERT_TRUE(runLoopUntil(
-      loop_, [&] { return executor.slots()[1].acceptedEpoch == 2; }, kBound))
-      << "timed out waiting for the offer to epoch 2";
-  const auto& offer = master_->offers.back();
+  const testing::FakeOffer& offer = offeredToEpoch2(executor, 1);
   ASSERT_EQ(offer.slots.size(), 1u);
   ASSERT_EQ(offer.slots[0].running.size(), 1u);
   EXPECT_EQ(offer.slots[0].running[0].attempt, kAttempt);
