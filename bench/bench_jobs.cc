@@ -567,6 +567,7 @@ class JobsBench final {
       specs.emplace_back(job, benchJobSpec(job, i, options_.parallelism));
     }
     const Duration timeout(kStartTimeout.count() + int64_t{count} * 1000);
+    const StoreCounts before = storeCounts();
     if (Status done = loop.run(client.run(std::move(specs), 1, timeout)); !done.ok()) {
       return Error::fatal("idle latency: " + done.error().message +
                           "; the master's log ends with:\n" + master_->outputTail(3000));
@@ -579,9 +580,36 @@ class JobsBench final {
     std::printf("jobs idle=%d submit_to_running_p50_ms=%s p99=%s\n", count,
                 formatFixed(percentile(toRunning, 50), 2).c_str(),
                 formatFixed(percentile(toRunning, 99), 2).c_str());
+    printStoreCounts("zk_idle", before, storeCounts(), count);
     std::fflush(stdout);
     client.jobs().clear();
     return {};
+  }
+
+  // The master's ZooKeeper store counters (docs/operations.md), when it serves them.
+  struct StoreCounts {
+    std::optional<uint64_t> transactions;
+    std::optional<uint64_t> writes;
+  };
+  StoreCounts storeCounts() const {
+    return StoreCounts{metricOf(masterHttp_, "regent_store_zookeeper_transactions_total"),
+                       metricOf(masterHttp_, "regent_store_zookeeper_writes_total")};
+  }
+  // `prefix`_transactions_per_job and `prefix`_writes_per_job: the counters' increase / `jobs`.
+  static void printStoreCounts(const std::string& prefix, const StoreCounts& before,
+                               const StoreCounts& after, int jobs) {
+    const auto print = [&](const char* what, const std::optional<uint64_t>& from,
+                           const std::optional<uint64_t>& to, const char* metric) {
+      if (from && to && jobs > 0) {
+        std::printf("%s_%s_per_job=%s\n", prefix.c_str(), what,
+                    formatFixed(double(*to - *from) / jobs, 2).c_str());
+      } else {
+        note(prefix + "_" + what + "_per_job: the master's " + metric + " could not be read");
+      }
+    };
+    print("transactions", before.transactions, after.transactions,
+          "regent_store_zookeeper_transactions_total");
+    print("writes", before.writes, after.writes, "regent_store_zookeeper_writes_total");
   }
 
   // Where each job's time went, from the master's event lines: p50 / p99 in ms of each step.
@@ -625,8 +653,7 @@ class JobsBench final {
     before.push_back(procSchedTimes(::getpid()).value_or(SchedTimes{}));
     // Bound: far beyond any plausible rate (10 jobs/s), so exceeding it means something failed.
     const Duration timeout(kStartTimeout.count() + int64_t{options_.jobs} * 100);
-    const std::optional<uint64_t> transactionsBefore =
-        metricOf(masterHttp_, "regent_store_zookeeper_transactions_total");
+    const StoreCounts countsBefore = storeCounts();
     const int64_t startUs = monotonicMicros();
     if (Status done = loop.run(client.run(std::move(specs), options_.inFlight, timeout));
         !done.ok()) {
@@ -701,17 +728,8 @@ class JobsBench final {
          (masterRss->settled && workerRss->settled ? "" : " (a VmRSS did not settle)"));
     std::printf("master_rss_kb=%lld\nworker_rss_kb=%lld\n", static_cast<long long>(masterRss->kb),
                 static_cast<long long>(workerRss->kb));
-    // Read once every job is clean (the run waits for that), from the store's own counter.
-    const std::optional<uint64_t> transactionsAfter =
-        metricOf(masterHttp_, "regent_store_zookeeper_transactions_total");
-    if (transactionsBefore && transactionsAfter && options_.jobs > 0) {
-      std::printf("zk_transactions_per_job=%s\n",
-                  formatFixed(double(*transactionsAfter - *transactionsBefore) / options_.jobs, 2)
-                      .c_str());
-    } else {
-      note("zk_transactions_per_job: the master's regent_store_zookeeper_transactions_total "
-           "could not be read");
-    }
+    // Read once every job is clean (the run waits for that), from the store's own counters.
+    printStoreCounts("zk", countsBefore, storeCounts(), options_.jobs);
     std::fflush(stdout);
     return {};
   }

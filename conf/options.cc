@@ -450,6 +450,12 @@ std::vector<OptionSpec> buildRegistry() {
              "when the job ends. Meanwhile the state lives in its worker's slot; 0 stores it at "
              "once and answers the worker only then (docs/jobgraph.md, \"Failover\").",
              durationRange(Duration(0), Duration(60000), "0", "1m")),
+      option("jobmaster.first-deploy-wait", kDuration, "200ms",
+             "How long a job's first deployment waits, once the job holds a slot, for the slots "
+             "the rest of its runnable subtasks need, so that they are deployed together under "
+             "one write of its progress record; then it deploys what it holds. 0 deploys each "
+             "slot at once (docs/jobgraph.md, \"How a job runs and ends\").",
+             durationRange(Duration(0), Duration(10000), "0", "10s")),
       option("jobmaster.max-subtasks", kInt, "10000",
              "Most subtasks (the sum of all vertices' parallelism) one job may have; a larger "
              "JobGraph is refused at submission naming its total and this option.",

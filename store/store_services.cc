@@ -24,10 +24,12 @@ class ZooKeeperStoreServices final : public StoreServices {
   StoreBackend backend() const override { return StoreBackend::kZooKeeper; }
   kj::Promise<void> close() override { return kj::READY_NOW; }
   uint64_t zooKeeperTransactions() const override { return transactions_; }
+  uint64_t zooKeeperWrites() const override { return writes_; }
 
   kj::Promise<StoreResult<kj::Own<LeaderStores>>> openTerm(StoreTerm term) override {
     ZooKeeperRecordStoreOptions options = options_;
     options.transactions = &transactions_;
+    options.writes = &writes_;
     return canceler_.wrap(ZooKeeperRecordStore::open(zooKeeper_, kj::mv(term), options)
                               .then([retain = retain_, detailMax = detailMaxBytes_](StoreResult<kj::Own<RecordStore>>&& records)
                                         -> StoreResult<kj::Own<LeaderStores>> {
@@ -42,6 +44,7 @@ class ZooKeeperStoreServices final : public StoreServices {
   const size_t retain_;
   const size_t detailMaxBytes_;
   uint64_t transactions_ = 0;  // Every term's stores' (ZooKeeperRecordStoreOptions::transactions).
+  uint64_t writes_ = 0;        // Every term's stores' (ZooKeeperRecordStoreOptions::writes).
   kj::Canceler canceler_;
 };
 

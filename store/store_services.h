@@ -58,6 +58,10 @@ class StoreServices {
   // attempt and each remove, ZooKeeperRecordStoreOptions::transactions); 0 for RocksDB. What
   // /metrics shows as regent_store_zookeeper_transactions_total.
   virtual uint64_t zooKeeperTransactions() const { return 0; }
+  // The ZooKeeper backend: the writes every term's stores were asked for (each put, commit and
+  // remove once, however many transactions it took or shared with others;
+  // ZooKeeperRecordStoreOptions::writes); 0 for RocksDB. regent_store_zookeeper_writes_total.
+  virtual uint64_t zooKeeperWrites() const { return 0; }
 
   // Opens what the backend keeps open across terms, before any term: the RocksDB database
   // (waiting up to `store.rocksdb.lock-timeout` while another process holds its lock, then

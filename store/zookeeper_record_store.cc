@@ -5,6 +5,7 @@
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,12 @@ using ha::ZkReply;
 // A write alternates create and setData while another writer keeps removing and re-creating the
 // node; this bounds the alternation per transaction (each step is one transaction).
 constexpr int kMaxPutTransactions = 4;
+
+// What one write of a shared transaction may add to the request beyond its path and bytes (its
+// op header, a create's ACL), counted against max-payload so that a shared transaction stays
+// under the server's jute.maxbuffer as a single record does; and the most writes one holds.
+constexpr size_t kOpOverhead = 128;
+constexpr size_t kMaxBatchWrites = 1000;
 
 // Every transaction is [check(latch), the write].
 constexpr size_t kCheckOp = 0;
@@ -96,94 +103,6 @@ StoreError transactionError(const TransactionOutcome& outcome, const std::string
     message += "; it may or may not have been applied";
   }
   return StoreError::unavailable(std::move(message));
-}
-
-// commit(): the writes still to send and how each goes (a remove that found nothing is dropped).
-struct CommitState {
-  enum class Mode { kCreate, kSetData, kRemove };
-  struct Write {
-    std::string path;
-    std::optional<std::string> bytes;
-    Mode mode;
-  };
-  std::vector<Write> writes;
-  int transactionsLeft = 0;
-};
-
-// One transaction of commit(): [check(latch), every write]. A create that finds its node, or a
-// setData or remove that finds it gone (another writer; a record never written), changes that
-// write and sends the rest again, at most transactionsLeft transactions in all.
-kj::Promise<StoreResult<void>> commitStep(ha::Coordination& zooKeeper, const StoreTerm& term,
-                                          std::shared_ptr<CommitState> state, uint64_t* sent) {
-  if (state->writes.empty()) return StoreResult<void>();  // Only removes of absent records.
-  if (sent != nullptr) ++*sent;
-  std::vector<ZkOp> ops;
-  ops.reserve(state->writes.size() + 1);
-  ops.push_back(ZkOp::check(term.latchPath));
-  for (const CommitState::Write& write : state->writes) {
-    switch (write.mode) {
-      case CommitState::Mode::kCreate:
-        ops.push_back(ZkOp::create(write.path, *write.bytes, CreateMode::kPersistent));
-        break;
-      case CommitState::Mode::kSetData:
-        ops.push_back(ZkOp::setData(write.path, *write.bytes));
-        break;
-      case CommitState::Mode::kRemove:
-        ops.push_back(ZkOp::remove(write.path));
-        break;
-    }
-  }
-  return zooKeeper.multi(std::move(ops))
-      .then([&zooKeeper, &term, state = std::move(state),
-             sent](ZkReply<std::vector<ZkOpResult>> reply) mutable
-            -> kj::Promise<StoreResult<void>> {
-        const TransactionOutcome outcome = outcomeOf(reply);
-        if (outcome.applied) return StoreResult<void>();
-        if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
-          std::string what = state->writes.empty() ? std::string("nothing")
-                                                   : "'" + state->writes.front().path + "'";
-          if (state->writes.size() > 1) {
-            what += " and " + std::to_string(state->writes.size() - 1) + " more records";
-          }
-          return StoreResult<void>(fencedError(term, what + " not written"));
-        }
-        std::string path = state->writes.empty() ? std::string() : state->writes.front().path;
-        if (outcome.failedOp && *outcome.failedOp >= 1 &&
-            *outcome.failedOp <= state->writes.size()) {
-          const size_t index = *outcome.failedOp - 1;
-          CommitState::Write& write = state->writes[index];
-          path = write.path;
-          bool changed = true;
-          if (write.mode == CommitState::Mode::kCreate && outcome.code == ZkCode::kNodeExists) {
-            write.mode = CommitState::Mode::kSetData;
-          } else if (write.mode == CommitState::Mode::kSetData && outcome.code == ZkCode::kNoNode) {
-            write.mode = CommitState::Mode::kCreate;
-          } else if (write.mode == CommitState::Mode::kRemove && outcome.code == ZkCode::kNoNode) {
-            state->writes.erase(state->writes.begin() + static_cast<std::ptrdiff_t>(index));
-          } else {
-            changed = false;
-          }
-          if (changed) {
-            if (--state->transactionsLeft > 0) {
-              return commitStep(zooKeeper, term, std::move(state), sent);
-            }
-            return StoreResult<void>(StoreError::unavailable(
-                "cannot write '" + path + "': it was created and removed by someone else while "
-                "writing"));
-          }
-        }
-        // Named as a one-record transaction's would be: the failed write and what it did.
-        TransactionOutcome failed = outcome;
-        std::string action = "write";
-        if (failed.failedOp && *failed.failedOp >= 1) {
-          if (*failed.failedOp <= state->writes.size() &&
-              state->writes[*failed.failedOp - 1].mode == CommitState::Mode::kRemove) {
-            action = "remove";
-          }
-          failed.failedOp = kWriteOp;
-        }
-        return StoreResult<void>(transactionError(failed, action, path));
-      });
 }
 
 // The keys of `family`, sorted. No folder means no records (open() creates it; an operator
@@ -312,8 +231,6 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::put(RecordFamily family, st
         std::to_string(bytes.size()) + " bytes, over the ZooKeeper store's limit of " +
         std::to_string(options_.maxPayload) + " bytes (store.zookeeper.max-payload)"));
   }
-  // One write of a transaction: a record this store wrote or read is replaced with setData at
-  // once, any other created, and either switches to the other when it finds the node otherwise.
   std::vector<RecordWrite> writes;
   writes.push_back(RecordWrite{family, std::move(key), std::move(bytes)});
   return commit(std::move(writes));
@@ -323,33 +240,21 @@ kj::Promise<StoreResult<void>> ZooKeeperRecordStore::commit(std::vector<RecordWr
   if (auto refused = refusedCommit(writes, options_.maxPayload, maxRecordSizeOption())) {
     return StoreResult<void>(std::move(*refused));
   }
-  auto state = std::make_shared<CommitState>();
-  state->writes.reserve(writes.size());
+  auto pending = kj::heap<Pending>();
+  pending->writes.reserve(writes.size());
   for (RecordWrite& write : writes) {
     if (auto invalid = invalidKey(write.family, write.key)) {
       return StoreResult<void>(std::move(*invalid));
     }
-    std::string path = recordName(write.family, write.key);
-    // A record this store wrote or read is replaced with setData at once.
-    const auto mode = !write.bytes                ? CommitState::Mode::kRemove
-                      : known_.contains(path) ? CommitState::Mode::kSetData
-                                              : CommitState::Mode::kCreate;
-    state->writes.push_back(CommitState::Write{std::move(path), std::move(write.bytes), mode});
+    // Whether a put creates or replaces is decided when it is sent (sendQueued).
+    const Mode mode = write.bytes ? Mode::kCreate : Mode::kRemove;
+    pending->writes.push_back(
+        Write{recordName(write.family, write.key), std::move(write.bytes), mode});
   }
-  // One write alone may take kMaxPutTransactions; each further write may change its way once more.
-  state->transactionsLeft = kMaxPutTransactions + static_cast<int>(state->writes.size()) - 1;
-  std::vector<std::pair<std::string, bool>> outcome;  // Path, whether it exists afterwards.
-  for (const auto& write : state->writes) outcome.emplace_back(write.path, write.bytes.has_value());
-  return canceler_.wrap(commitStep(zooKeeper_, term_, std::move(state), options_.transactions)
-                            .then([this, outcome = std::move(outcome)](StoreResult<void> written) {
-                              if (written.ok()) {
-                                for (const auto& [path, exists] : outcome) {
-                                  if (exists) known_.insert(path);
-                                  else known_.erase(path);
-                                }
-                              }
-                              return written;
-                            }));
+  return enqueue(kj::mv(pending)).then([](StoreResult<bool> written) -> StoreResult<void> {
+    if (!written.ok()) return written.error();
+    return {};
+  });
 }
 
 kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(RecordFamily family,
@@ -367,26 +272,205 @@ kj::Promise<StoreResult<std::optional<std::string>>> ZooKeeperRecordStore::get(R
 
 kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::remove(RecordFamily family, std::string key) {
   if (auto invalid = invalidKey(family, key)) return StoreResult<bool>(std::move(*invalid));
-  std::string path = recordName(family, key);
+  auto pending = kj::heap<Pending>();
+  pending->writes.push_back(Write{recordName(family, key), std::nullopt, Mode::kRemove});
+  return enqueue(kj::mv(pending));
+}
+
+// ---- The write queue ---------------------------------------------------------------------------
+
+kj::Promise<StoreResult<bool>> ZooKeeperRecordStore::enqueue(kj::Own<Pending> pending) {
+  if (options_.writes != nullptr) ++*options_.writes;
+  auto paf = kj::newPromiseAndFulfiller<StoreResult<bool>>();
+  pending->fulfiller = kj::mv(paf.fulfiller);
+  pending->transactionsLeft = kMaxPutTransactions + static_cast<int>(pending->writes.size()) - 1;
+  queued_.push_back(kj::mv(pending));
+  if (!sending_) sendQueued();
+  return canceler_.wrap(kj::mv(paf.promise));
+}
+
+void ZooKeeperRecordStore::sendQueued() {
+  if (queued_.empty()) return;
+  // The queue's head, and those behind it that fit: no record twice in one transaction (each
+  // write's way is decided from what the store knows when it is sent), at most maxPayload
+  // bytes unless the head alone is larger, and none that has to go alone.
+  std::vector<kj::Own<Pending>> batch;
+  std::unordered_set<std::string> paths;
+  size_t bytes = 0;
+  const auto cost = [](const Write& write) {
+    return kOpOverhead + write.path.size() + (write.bytes ? write.bytes->size() : 0);
+  };
+  while (!queued_.empty()) {
+    Pending& next = *queued_.front();
+    if (!batch.empty()) {
+      if (next.alone || batch.front()->alone) break;
+      size_t more = 0;
+      bool repeats = false;
+      for (const Write& write : next.writes) {
+        more += cost(write);
+        repeats = repeats || paths.count(write.path) != 0;
+      }
+      if (repeats || bytes + more > options_.maxPayload ||
+          paths.size() + next.writes.size() > kMaxBatchWrites) {
+        break;
+      }
+    }
+    for (Write& write : next.writes) {
+      bytes += cost(write);
+      paths.insert(write.path);
+      // A record this store wrote or read is replaced with setData at once.
+      if (write.mode != Mode::kRemove) {
+        write.mode = known_.contains(write.path) ? Mode::kSetData : Mode::kCreate;
+      }
+    }
+    batch.push_back(kj::mv(queued_.front()));
+    queued_.pop_front();
+  }
+  sending_ = true;
+  sends_.add(send(kj::mv(batch)));
+}
+
+kj::Promise<void> ZooKeeperRecordStore::send(std::vector<kj::Own<Pending>> batch) {
+  // [check(latch), every write of every caller still to send], and where each op comes from.
   std::vector<ZkOp> ops;
-  ops.reserve(2);
+  std::vector<std::pair<size_t, size_t>> origin;  // (caller, write) of ops[i + 1].
   ops.push_back(ZkOp::check(term_.latchPath));
-  ops.push_back(ZkOp::remove(path));
+  for (size_t p = 0; p < batch.size(); ++p) {
+    for (size_t w = 0; w < batch[p]->writes.size(); ++w) {
+      const Write& write = batch[p]->writes[w];
+      if (write.dropped) continue;
+      switch (write.mode) {
+        case Mode::kCreate:
+          ops.push_back(ZkOp::create(write.path, *write.bytes, CreateMode::kPersistent));
+          break;
+        case Mode::kSetData:
+          ops.push_back(ZkOp::setData(write.path, *write.bytes));
+          break;
+        case Mode::kRemove:
+          ops.push_back(ZkOp::remove(write.path));
+          break;
+      }
+      origin.emplace_back(p, w);
+    }
+  }
+  if (origin.empty()) {  // Only removes of absent records.
+    settle(batch, StoreResult<void>());
+    return kj::READY_NOW;
+  }
   if (options_.transactions != nullptr) ++*options_.transactions;
-  return canceler_.wrap(
-      zooKeeper_.multi(std::move(ops))
-          .then([this, path](ZkReply<std::vector<ZkOpResult>> reply) -> StoreResult<bool> {
-            const TransactionOutcome outcome = outcomeOf(reply);
-            if (outcome.applied || outcome.failedOp == kWriteOp) known_.erase(path);
-            if (outcome.applied) return true;
-            if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
-              return fencedError(term_, "'" + path + "' was not removed");
-            }
-            if (outcome.failedOp == kWriteOp && outcome.code == ZkCode::kNoNode) {
-              return false;  // Nothing to remove (and the term is still ours).
-            }
-            return transactionError(outcome, "remove", path);
-          }));
+  return zooKeeper_.multi(std::move(ops))
+      .then([this, batch = std::move(batch),
+             origin = std::move(origin)](ZkReply<std::vector<ZkOpResult>> reply) mutable {
+        answered(std::move(batch), origin, reply);
+      });
+}
+
+void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
+                                    const std::vector<std::pair<size_t, size_t>>& origin,
+                                    const ZkReply<std::vector<ZkOpResult>>& reply) {
+  const TransactionOutcome outcome = outcomeOf(reply);
+  if (outcome.applied) return settle(batch, StoreResult<void>());
+  if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
+    size_t records = 0;
+    std::string first;
+    for (const auto& pending : batch) {
+      for (const Write& write : pending->writes) {
+        if (first.empty()) first = write.path;
+        ++records;
+      }
+    }
+    std::string what = first.empty() ? std::string("nothing") : "'" + first + "'";
+    if (records > 1) what += " and " + std::to_string(records - 1) + " more records";
+    return settle(batch, StoreResult<void>(fencedError(term_, what + " not written")));
+  }
+  if (!outcome.failedOp || *outcome.failedOp < 1 || *outcome.failedOp > origin.size()) {
+    // No verdict reached us (connection loss, session expiry, closing): the same for everyone.
+    const std::string path = batch.front()->writes.front().path;
+    return settle(batch, StoreResult<void>(transactionError(outcome, "write", path)));
+  }
+  const auto [p, w] = origin[*outcome.failedOp - 1];
+  Pending& pending = *batch[p];
+  Write& write = pending.writes[w];
+  // A create that finds its node, or a setData or remove that finds it gone (another writer; a
+  // record never written), changes that write; the transaction goes again.
+  bool changed = true;
+  if (write.mode == Mode::kCreate && outcome.code == ZkCode::kNodeExists) {
+    write.mode = Mode::kSetData;
+  } else if (write.mode == Mode::kSetData && outcome.code == ZkCode::kNoNode) {
+    write.mode = Mode::kCreate;
+  } else if (write.mode == Mode::kRemove && outcome.code == ZkCode::kNoNode) {
+    write.dropped = true;
+  } else {
+    changed = false;
+  }
+  if (changed) {
+    if (--pending.transactionsLeft > 0) {
+      sends_.add(send(std::move(batch)));
+      return;
+    }
+    const std::string path = write.path;
+    kj::Own<Pending> given = kj::mv(batch[p]);
+    batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(p));
+    fail(*given, StoreError::unavailable("cannot write '" + path +
+                                          "': it was created and removed by someone else while "
+                                          "writing"));
+    // The others go again without it.
+    if (!batch.empty()) requeueFront(std::move(batch), false);
+    sendNext();
+    return;
+  }
+  if (batch.size() > 1) {
+    // One caller's write failed for its own reason, and nothing of the transaction applied:
+    // each caller goes again alone, so that only that one fails.
+    requeueFront(std::move(batch), true);
+    sendNext();
+    return;
+  }
+  // Named as a one-record transaction's would be: the failed write and what it did.
+  TransactionOutcome failed = outcome;
+  failed.failedOp = kWriteOp;
+  fail(pending, transactionError(failed, write.mode == Mode::kRemove ? "remove" : "write",
+                                 write.path));
+  sendNext();
+}
+
+void ZooKeeperRecordStore::settle(std::vector<kj::Own<Pending>>& batch,
+                                  const StoreResult<void>& result) {
+  for (auto& pending : batch) {
+    if (!result.ok()) {
+      fail(*pending, result.error());
+      continue;
+    }
+    bool found = true;
+    for (const Write& write : pending->writes) {
+      if (write.mode == Mode::kRemove) {
+        known_.erase(write.path);
+        found = found && !write.dropped;
+      } else {
+        known_.insert(write.path);
+      }
+    }
+    pending->fulfiller->fulfill(StoreResult<bool>(found));
+  }
+  sendNext();
+}
+
+void ZooKeeperRecordStore::fail(Pending& pending, const StoreError& error) {
+  // What the store knows stays: a next put that finds otherwise switches its way (create <->
+  // setData).
+  pending.fulfiller->fulfill(StoreResult<bool>(error));
+}
+
+void ZooKeeperRecordStore::requeueFront(std::vector<kj::Own<Pending>> batch, bool alone) {
+  for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+    (*it)->alone = alone;
+    queued_.push_front(kj::mv(*it));
+  }
+}
+
+void ZooKeeperRecordStore::sendNext() {
+  sending_ = false;
+  sendQueued();
 }
 
 kj::Promise<StoreResult<std::vector<std::string>>> ZooKeeperRecordStore::listKeys(

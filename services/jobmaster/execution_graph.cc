@@ -394,6 +394,27 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
   return out;
 }
 
+bool ExecutionGraph::schedulesPartly() const {
+  if (frozen() || reconciling_) return false;
+  std::map<Profile, uint32_t> waiting;
+  for (const Vertex& vertex : vertices_) {
+    if (vertex.runnable() && vertex.waiting > 0) waiting[vertex.profile] += vertex.waiting;
+  }
+  bool placesOne = false;
+  for (const auto& [allocation, slot] : slots_) {
+    if (slot.subtask) continue;
+    for (auto& [profile, count] : waiting) {
+      if (count > 0 && slot.profile.fits(profile)) {
+        --count;
+        placesOne = true;
+        break;
+      }
+    }
+  }
+  return placesOne && std::any_of(waiting.begin(), waiting.end(),
+                                  [](const auto& entry) { return entry.second > 0; });
+}
+
 std::vector<HeldSlot> ExecutionGraph::takeSurplusSlots() {
   std::vector<HeldSlot> surplus;
   if (frozen()) return surplus;

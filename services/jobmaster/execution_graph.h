@@ -180,6 +180,9 @@ class ExecutionGraph final {
   // Puts the subtasks waiting for a slot into free held slots that fit them: each gets a fresh
   // attempt in DEPLOYING. Nothing once the job ended.
   std::vector<Deployment> schedule(int64_t nowMs);
+  // Whether schedule() would deploy some but not all of the subtasks waiting for a slot: a free
+  // held slot fits one of them, and the free slots cannot place them all.
+  bool schedulesPartly() const;
   // The held slots no waiting or restarting subtask of a runnable vertex needs; they are dropped
   // (the caller frees them). None once the job ended (release frees everything).
   std::vector<HeldSlot> takeSurplusSlots();

@@ -54,6 +54,7 @@ JobMaster::JobMaster(JobMasterTerm& term, JobId job, wire::JobGraph::Reader grap
       self_(*this, "the JobMaster of job " + job.toHex() + " was released") {
   KJ_IF_MAYBE (progress, recovered) {
     expected_ = execution_.recover(*progress, term.wallNow());
+    deployedOnce_ = true;  // A recovered job deploys what fits at once.
   }
 }
 
@@ -193,11 +194,26 @@ void JobMaster::queueSettle() {
   tasks_.add(kj::evalLast([this] { settle(); }));
 }
 
+bool JobMaster::gathersSlots() {
+  const Duration wait = term_.options.firstDeployWait;
+  if (deployedOnce_ || wait.count() == 0 || !execution_.schedulesPartly()) return false;
+  if (!gatherArmed_) {
+    gatherArmed_ = true;
+    tasks_.add(term_.timer.afterDelay(wait.count() * kj::MILLISECONDS).then([this] {
+      deployedOnce_ = true;
+      queueSettle();
+    }));
+  }
+  return true;
+}
+
 void JobMaster::settle() {
   settleQueued_ = false;
   if (releasing_) return;
   execution_.restartDue(monoNow());
-  const std::vector<Deployment> deployments = execution_.schedule(nowMs());
+  std::vector<Deployment> deployments;
+  if (!gathersSlots()) deployments = execution_.schedule(nowMs());
+  if (!deployments.empty()) deployedOnce_ = true;
   drainTransitions();
   // Write-ahead: each new attempt is deployed once a put holding it succeeded.
   for (const Deployment& deployment : deployments) progress_.deployWhenStored(deployment);

@@ -84,6 +84,10 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   void event(const Event& event) const { term_.events.emit(event); }
 
   void queueSettle();
+  // Whether the first deployment waits for more slots (jobmaster.first-deploy-wait): the job
+  // deployed nothing yet and schedule() would deploy only part of what waits. Arms the wait's
+  // timer with the first slot; once it ran out the job deploys what it holds.
+  bool gathersSlots();
   // Applies what the ExecutionGraph decided: deployments (once stored), surplus slots, the
   // declaration, the restart timer, the job's state (last: the listener may call back into the
   // runner).
@@ -147,6 +151,10 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   bool endReported_ = false;
   bool releasing_ = false;
   bool settleQueued_ = false;
+  // The job deployed something (or came from a progress record, or its first deployment waited
+  // jobmaster.first-deploy-wait): every later settle deploys whatever fits at once.
+  bool deployedOnce_ = false;
+  bool gatherArmed_ = false;  // The first deployment's wait for more slots runs.
   std::optional<MonoTime> restartArmedAt_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
   TaskSetErrorLogger errorLogger_{"job master"};

@@ -29,6 +29,10 @@ struct JobMasterOptions {
   // the frees of their slots, changes no worker waits for) waits for more changes
   // (ProgressLog); 0: every put starts at once and FINISHED is answered once stored.
   Duration finishedPutDelay{500};
+  // jobmaster.first-deploy-wait: how long a job's first deployment waits, from the first slot it
+  // holds, for the slots its other runnable subtasks need (ExecutionGraph::schedulesPartly), so
+  // that one put holds them all; 0: every slot deploys at once.
+  Duration firstDeployWait{200};
   std::function<int64_t()> nowMs;  // Unix ms; null: wallClockMillis().
 };
 

@@ -158,9 +158,14 @@ MasterProcess::MasterProcess(FactoryKey<MasterProcess>, EventLoop& loop, const C
   addFencingMetrics(metrics_, fencingCounters_);
   addAuthMetrics(metrics_, authCounters_);
   metrics_.counter("regent_store_zookeeper_transactions_total",
-                   "Write transactions the ZooKeeper store sent (each put attempt, each removal) "
-                   "over every term this process led; 0 with the RocksDB store.",
+                   "Write transactions the ZooKeeper store sent (each attempt; writes queued "
+                   "while one was in flight share the next) over every term this process led; 0 "
+                   "with the RocksDB store.",
                    [this] { return stores_ ? stores_->zooKeeperTransactions() : uint64_t{0}; });
+  metrics_.counter("regent_store_zookeeper_writes_total",
+                   "Writes the ZooKeeper store was asked for (each put, multi-record commit and "
+                   "removal once) over every term this process led; 0 with the RocksDB store.",
+                   [this] { return stores_ ? stores_->zooKeeperWrites() : uint64_t{0}; });
   addRpcTransportMetrics(metrics_, [this] { return rpcTransportCounts(); });
   http::addAcceptLoopMetrics(metrics_, "rpc", [this]() -> const AcceptLoop* {
     return rpcServer_ ? &rpcServer_->listener() : nullptr;
@@ -533,6 +538,7 @@ void MasterProcess::grantLeadership(const ha::WriterFence& fence) {
   options.jobMaster.callTimeout = options.resourceManager.callTimeout;
   options.jobMaster.reconciliationTimeout = config_.getDuration("jobmaster.reconciliation-timeout");
   options.jobMaster.finishedPutDelay = config_.getDuration("jobmaster.finished-put-delay");
+  options.jobMaster.firstDeployWait = config_.getDuration("jobmaster.first-deploy-wait");
   options.limits.maxTotalSubtasks = static_cast<uint32_t>(config_.getInt("jobmaster.max-subtasks"));
   options.describeLeader = [this](wire::LeaderInfo::Builder out) {
     if (auto leader = knownLeader()) toWire(*leader, out);

@@ -87,6 +87,7 @@ TEST(OptionRegistry, HasEveryOptionInOrder) {
                                             "heartbeat.timeout",
                                             "jobmaster.reconciliation-timeout",
                                             "jobmaster.finished-put-delay",
+                                            "jobmaster.first-deploy-wait",
                                             "jobmaster.max-subtasks",
                                             "resourcemanager.provider",
                                             "resourcemanager.workers.max",

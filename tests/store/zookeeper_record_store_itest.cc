@@ -1,6 +1,7 @@
 // ZooKeeperRecordStore against the real ZooKeeper server: the record layout, fencing by the
 // writer's latch node (hand-over and session expiry), the payload limit, and readAll's reads in
 // flight, observed through a counting decorator around the real client.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <kj/debug.h>
 
@@ -637,6 +638,146 @@ TEST_F(ZooKeeperRecordStoreTest, APutThatFindsTheNodeRemovedBeforeReplacingCreat
   ASSERT_FALSE(contested.ok());
   EXPECT_EQ(contested.error().code, StoreErrorCode::kUnavailable) << contested.error().message;
   EXPECT_EQ(writes.size(), 4u);
+}
+
+// Group commit: the writes made while a transaction is in flight go together in the next one,
+// behind one latch check, in call order; each caller learns its own outcome.
+TEST_F(ZooKeeperRecordStoreTest, WritesMadeWhileATransactionIsInFlightGoTogetherInTheNextOne) {
+  auto client = connect();
+  CountingCoordination counting(*client);
+  uint64_t sent = 0;
+  ZooKeeperRecordStoreOptions options;
+  options.transactions = &sent;
+  auto store = open(counting, 1, createLatch(*client), options);
+  expectOk(run(store->put(RecordFamily::kJobResults, key(9), "to remove")));
+  const uint64_t before = sent;
+
+  auto held = kj::newPromiseAndFulfiller<void>();
+  std::vector<size_t> opsPerTransaction;
+  counting.beforeMulti = [&held, &opsPerTransaction](const std::vector<ZkOp>& ops) {
+    opsPerTransaction.push_back(ops.size());
+    EXPECT_EQ(ops[0].kind, ZkOp::Kind::kCheck);
+    return opsPerTransaction.size() == 1 ? kj::mv(held.promise) : kj::Promise<void>(kj::READY_NOW);
+  };
+  auto first = store->put(RecordFamily::kJobGraphs, key(1), "one");
+  auto second = store->put(RecordFamily::kJobGraphs, key(2), "two");
+  std::vector<RecordWrite> writes;
+  writes.push_back(RecordWrite{RecordFamily::kJobGraphs, key(3), std::string("three")});
+  writes.push_back(RecordWrite{RecordFamily::kJobProgress, key(3), std::string("progress")});
+  auto third = store->commit(std::move(writes));
+  auto removed = store->remove(RecordFamily::kJobResults, key(9));
+  auto absent = store->remove(RecordFamily::kJobResults, key(8));
+  held.fulfiller->fulfill();
+
+  expectOk(run(kj::mv(first)));
+  expectOk(run(kj::mv(second)));
+  expectOk(run(kj::mv(third)));
+  auto removedOne = run(kj::mv(removed));
+  ASSERT_TRUE(removedOne.ok()) << removedOne.error().message;
+  EXPECT_TRUE(removedOne.value());
+  auto removedNone = run(kj::mv(absent));
+  ASSERT_TRUE(removedNone.ok()) << removedNone.error().message;
+  EXPECT_FALSE(removedNone.value());
+  // The first alone; the next four callers' five writes in one (the remove of a record that
+  // does not exist fails it once, and it goes again without that remove).
+  EXPECT_EQ(opsPerTransaction, (std::vector<size_t>{2, 6, 5}));
+  EXPECT_EQ(sent - before, 3u);
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(1)), "one");
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(2)), "two");
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(3)), "three");
+  EXPECT_EQ(nodeData(*client, "job-progress/" + key(3)), "progress");
+  EXPECT_FALSE(nodeData(*client, "job-results/" + key(9)).has_value());
+}
+
+// A record is written at most once per transaction: a later write of it waits for the next one,
+// so the writes of one record apply in call order (the last one stays).
+TEST_F(ZooKeeperRecordStoreTest, QueuedWritesOfOneRecordApplyInCallOrder) {
+  auto client = connect();
+  CountingCoordination counting(*client);
+  auto store = open(counting, 1, createLatch(*client));
+  auto held = kj::newPromiseAndFulfiller<void>();
+  size_t transactions = 0;
+  counting.beforeMulti = [&held, &transactions](const std::vector<ZkOp>&) {
+    return ++transactions == 1 ? kj::mv(held.promise) : kj::Promise<void>(kj::READY_NOW);
+  };
+  auto first = store->put(RecordFamily::kJobGraphs, key(5), "first");
+  auto put = store->put(RecordFamily::kJobProgress, key(1), "progress");
+  auto gone = store->remove(RecordFamily::kJobProgress, key(1));
+  auto again = store->put(RecordFamily::kJobGraphs, key(2), "a");
+  auto last = store->put(RecordFamily::kJobGraphs, key(2), "b");
+  held.fulfiller->fulfill();
+  expectOk(run(kj::mv(first)));
+  expectOk(run(kj::mv(put)));
+  auto removed = run(kj::mv(gone));
+  ASSERT_TRUE(removed.ok()) << removed.error().message;
+  EXPECT_TRUE(removed.value());
+  expectOk(run(kj::mv(again)));
+  expectOk(run(kj::mv(last)));
+  EXPECT_FALSE(nodeData(*client, "job-progress/" + key(1)).has_value());
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(2)), "b");
+}
+
+// One caller's write fails for a reason of its own (here its folder was removed behind the
+// store's back): nothing of the shared transaction applied, each caller goes again alone, and
+// only that one fails, naming its record.
+TEST_F(ZooKeeperRecordStoreTest, AWriteThatFailsInASharedTransactionFailsAloneAndTheOthersApply) {
+  auto client = connect();
+  CountingCoordination counting(*client);
+  auto store = open(counting, 1, createLatch(*client));
+  ASSERT_TRUE(run(client->remove("job-details", -1)).ok());
+  auto held = kj::newPromiseAndFulfiller<void>();
+  std::vector<size_t> opsPerTransaction;
+  counting.beforeMulti = [&held, &opsPerTransaction](const std::vector<ZkOp>& ops) {
+    opsPerTransaction.push_back(ops.size());
+    return opsPerTransaction.size() == 1 ? kj::mv(held.promise) : kj::Promise<void>(kj::READY_NOW);
+  };
+  auto first = store->put(RecordFamily::kJobGraphs, key(1), "one");
+  auto before = store->put(RecordFamily::kJobGraphs, key(2), "two");
+  auto orphan = store->put(RecordFamily::kJobDetails, key(2), "detail");
+  auto after = store->put(RecordFamily::kJobResults, key(2), "result");
+  held.fulfiller->fulfill();
+  expectOk(run(kj::mv(first)));
+  expectOk(run(kj::mv(before)));
+  auto failed = run(kj::mv(orphan));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, StoreErrorCode::kUnavailable);
+  EXPECT_THAT(failed.error().message, ::testing::HasSubstr("job-details/" + key(2)));
+  EXPECT_THAT(failed.error().message, ::testing::HasSubstr("its parent node is missing"));
+  expectOk(run(kj::mv(after)));
+  EXPECT_EQ(opsPerTransaction, (std::vector<size_t>{2, 4, 2, 2, 2}));
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(2)), "two");
+  EXPECT_EQ(nodeData(*client, "job-results/" + key(2)), "result");
+}
+
+// Hundreds of writes made at once, among them transactions that remove a record an earlier
+// write put: every caller succeeds and the records end as the calls, in order, leave them.
+TEST_F(ZooKeeperRecordStoreTest, ManyWritesMadeAtOnceApplyInCallOrder) {
+  auto client = connect();
+  uint64_t sent = 0;
+  ZooKeeperRecordStoreOptions options;
+  options.transactions = &sent;
+  auto store = open(*client, 1, createLatch(*client), options);
+  constexpr int kRecords = 300;
+  std::vector<kj::Promise<StoreResult<void>>> all;
+  for (int i = 0; i < kRecords; ++i) {
+    all.push_back(store->put(RecordFamily::kJobGraphs, key(i), std::string(200, 'x')));
+    if (i % 3 == 0) {
+      std::vector<RecordWrite> writes;
+      writes.push_back(RecordWrite{RecordFamily::kJobResults, key(i), std::string("result")});
+      writes.push_back(RecordWrite{RecordFamily::kJobGraphs, key(i), std::nullopt});
+      all.push_back(store->commit(std::move(writes)));
+    }
+  }
+  for (auto& promise : all) expectOk(run(kj::mv(promise)));
+  EXPECT_LT(sent, all.size());
+  auto graphs = run(store->listKeys(RecordFamily::kJobGraphs));
+  auto results = run(store->listKeys(RecordFamily::kJobResults));
+  ASSERT_TRUE(graphs.ok() && results.ok());
+  std::vector<std::string> expectedGraphs;
+  std::vector<std::string> expectedResults;
+  for (int i = 0; i < kRecords; ++i) (i % 3 == 0 ? expectedResults : expectedGraphs).push_back(key(i));
+  EXPECT_EQ(graphs.value(), expectedGraphs);
+  EXPECT_EQ(results.value(), expectedResults);
 }
 
 TEST_F(ZooKeeperRecordStoreTest, DestroyingTheStoreCancelsItsOperationsInFlight) {

@@ -140,13 +140,16 @@ class JobMastersTest : public DefaultLoggerTest {
     port_.workers[workerB_] = resourcemanager::WorkerAddress{"host-b", "host-b:8082"};
     makeMasters(kFinishedPutDelay);
   }
-  // The term's JobMasters, anew, with jobmaster.finished-put-delay `finishedPutDelay`.
-  void makeMasters(Duration finishedPutDelay) {
+  // The term's JobMasters, anew, with jobmaster.finished-put-delay `finishedPutDelay` and
+  // jobmaster.first-deploy-wait `firstDeployWait` (0 in most tests: they offer a job's slots
+  // one call at a time and expect each to deploy at once).
+  void makeMasters(Duration finishedPutDelay, Duration firstDeployWait = Duration(0)) {
     JobMasterOptions options;
     options.heartbeatInterval = Duration(2000);
     options.heartbeatTimeout = Duration(10000);
     options.callTimeout = Duration(1000);
     options.finishedPutDelay = finishedPutDelay;
+    options.firstDeployWait = firstDeployWait;
     options.nowMs = [this] { return nowMs_; };
     masters_ = nullptr;
     masters_ = std::make_unique<JobMasters>(
@@ -995,6 +998,49 @@ TEST_F(JobMastersTest, AFailedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
   auto response = answer.wait(loop_.waitScope());
   EXPECT_FALSE(response.hasFailure()) << response.getFailure().getMessage().cStr();
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FAILED);
+}
+
+// jobmaster.first-deploy-wait: a job's first deployment waits for the slots of its other
+// runnable subtasks, so that one put holds every attempt of it.
+TEST_F(JobMastersTest, AJobsFirstDeploymentWaitsForTheSlotsOfItsOtherSubtasksAndOnePutHoldsThem) {
+  makeMasters(kFinishedPutDelay, Duration(200));
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  const size_t before = backend_.transactions;
+  FakeWorker a;
+  FakeWorker b;
+  ASSERT_EQ(offer(job, workerA_, a, 1).size(), 1u);
+  advance(Duration(150));
+  EXPECT_TRUE(a.submitted.empty());
+  EXPECT_EQ(backend_.transactions, before);
+  ASSERT_EQ(offer(job, workerB_, b, 1).size(), 1u);
+  ASSERT_EQ(a.submitted.size(), 1u);
+  ASSERT_EQ(b.submitted.size(), 1u);
+  EXPECT_EQ(backend_.transactions, before + 1);
+  const auto stored = storedProgress(job);
+  ASSERT_EQ(stored.get().getSubtasks().size(), 2u);
+  for (auto entry : stored.get().getSubtasks()) {
+    EXPECT_EQ(entry.getState(), ExecutionState::DEPLOYING);
+  }
+}
+
+// Once the wait ran out the job deploys the slots it holds; a slot that comes later deploys at
+// once (the wait is the first deployment's only).
+TEST_F(JobMastersTest, AFirstDeploymentDeploysWhatItHoldsOnceItsWaitRanOut) {
+  makeMasters(kFinishedPutDelay, Duration(200));
+  JobGraphBuilder builder({{"a", 2}});
+  const JobId job = start(builder);
+  FakeWorker a;
+  FakeWorker b;
+  ASSERT_EQ(offer(job, workerA_, a, 1).size(), 1u);
+  advance(Duration(199));
+  EXPECT_TRUE(a.submitted.empty());
+  advance(Duration(1));
+  ASSERT_EQ(a.submitted.size(), 1u);
+  const size_t before = backend_.transactions;
+  ASSERT_EQ(offer(job, workerB_, b, 1).size(), 1u);
+  ASSERT_EQ(b.submitted.size(), 1u);
+  EXPECT_EQ(backend_.transactions, before + 1);
 }
 
 // A FINISHED end is acknowledged at once: its worker keeps offering it with its slot, and the
