@@ -71,11 +71,15 @@ void LeaderClient::connectTo(const std::string& address) {
   if (!client_) {
     client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
   } else if (client_->address() != address && options_.previousLeaderLinger.count() > 0) {
-    // The previous connection lingers (see previousLeaderLinger); a new one goes to `address`.
+    // The previous connection lingers (see previousLeaderLinger) until it ends or the wait does;
+    // a new one goes to `address`. One that ended is not dialled again (the leader it reached
+    // is gone, or closed it because its term is over).
     kj::Own<rpc::RpcClient> previous = kj::mv(client_);
+    kj::Promise<void> ended = previous->onDisconnect();
     client_ = kj::heap<rpc::RpcClient>(network_, timer_, address, options_.rpc);
     ++clientGeneration_;
     lingering_.add(timer_.afterDelay(options_.previousLeaderLinger.count() * kj::MILLISECONDS)
+                       .exclusiveJoin(kj::mv(ended))
                        .attach(kj::mv(previous)));
   } else {
     client_->setAddress(address);

@@ -50,7 +50,10 @@ struct LeaderClientOptions {
   // once). Capabilities obtained over it keep working until then: a worker's TaskExecutorGateway,
   // exported on that connection, stays reachable so that the deposed leader's late calls reach
   // the worker's epoch gate and are refused with the new epoch instead of failing on a closed
-  // connection. Each move starts its own wait; the client's destruction closes them all.
+  // connection. Each move starts its own wait; the wait ends early when that connection ends
+  // (the leader is gone, or closed it because its term is over: a master does so for the
+  // workers registered in a term that ended) or was not up at the move, and is then not dialled
+  // again. The client's destruction closes them all.
   Duration previousLeaderLinger{0};
 };
 

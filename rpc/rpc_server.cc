@@ -106,7 +106,7 @@ void ConnectionCaps::setLogIntervalForTests(Duration interval) {
 }
 
 // Why this side closed a connection.
-enum class CloseCause { kNone, kAuthTimeout, kIdleTimeout, kMessageTimeout };
+enum class CloseCause { kNone, kAuthTimeout, kIdleTimeout, kMessageTimeout, kGate };
 
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
 // first, the socket last.
@@ -137,7 +137,12 @@ struct RpcServer::Connection {
         authDeadline = nullptr;
       }));
     }
-    KJ_ON_SCOPE_FAILURE(peer.gate->setOnAuthenticated(nullptr));
+    peer.gate->setOnClose(kj::Function<void(const std::string&)>(
+        [this](const std::string& reason) { close(CloseCause::kGate, reason); }));
+    KJ_ON_SCOPE_FAILURE({
+      peer.gate->setOnAuthenticated(nullptr);
+      peer.gate->setOnClose(nullptr);
+    });
     rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
     ++server.open_;
     const RpcOptions& options = server.options_;
@@ -148,6 +153,7 @@ struct RpcServer::Connection {
   }
   ~Connection() noexcept {
     peer.gate->setOnAuthenticated(nullptr);
+    peer.gate->setOnClose(nullptr);
     --server.open_;
   }
 
@@ -160,6 +166,7 @@ struct RpcServer::Connection {
   void close(CloseCause cause, const std::string& reason) {
     if (closedFor != CloseCause::kNone) return;
     closedFor = cause;
+    closedBecause = reason;
     messages.sendAbort(reason);
     closing.fulfiller->fulfill();
   }
@@ -215,6 +222,7 @@ struct RpcServer::Connection {
   // Fulfilled when this side closes the connection (a deadline passed).
   kj::PromiseFulfillerPair<void> closing = kj::newPromiseAndFulfiller<void>();
   CloseCause closedFor = CloseCause::kNone;
+  std::string closedBecause;  // What the peer was told.
   // The idle and message deadlines' view: bytes seen at the last check, and when they changed;
   // since when (and after how many whole messages) part of a message is held.
   uint64_t transferred = 0;
@@ -374,6 +382,11 @@ void RpcServer::connectionEnded(Connection& connection) {
           "rpc: closed connection from {}: a message not received whole within {} of "
           "its first bytes (rpc.message-timeout)",
           connection.peer.address, formatDuration(options_.messageTimeout));
+      return;
+    case CloseCause::kGate:
+      ++gateCloses_;
+      spdlog::debug("rpc: closed connection from {}: {}", connection.peer.address,
+                    connection.closedBecause);
       return;
     case CloseCause::kNone:
       break;

@@ -16,40 +16,10 @@
 #include "common/result.h"
 #include "common/task_set_error_logger.h"
 #include "common/time.h"
+#include "rpc/connection_gate.h"
 #include "rpc/rpc_options.h"
 
 namespace regent::rpc {
-
-// The authentication state of one accepted connection, shared by the server and whatever the
-// bootstrap factory built for that connection (keep a reference with kj::addRef). A connection
-// starts unauthenticated unless the server was told that no authentication is required
-// (RpcOptions::requireAuthentication false); the bootstrap marks it authenticated once the
-// peer has proven who it is, which lifts the limits RpcServer holds an unauthenticated
-// connection to (its message cap and deadline, see RpcServer). The factory may mark it at once,
-// while it builds the bootstrap (a peer its verified TLS certificate identifies): then neither
-// limit ever applies. Loop-thread only.
-class ConnectionGate final : public kj::Refcounted {
- public:
-  explicit ConnectionGate(bool authenticated) : authenticated_(authenticated) {}
-
-  bool authenticated() const { return authenticated_; }
-  // Marks the connection authenticated and runs the server's hook (set by RpcServer), which
-  // lifts the limits an unauthenticated connection is held to. Idempotent; harmless once the
-  // connection has closed.
-  void markAuthenticated() {
-    if (authenticated_) return;
-    authenticated_ = true;
-    KJ_IF_MAYBE (hook, onAuthenticated_) {
-      (*hook)();
-    }
-  }
-  // Server side: what markAuthenticated() runs, or nothing (the connection is gone).
-  void setOnAuthenticated(kj::Maybe<kj::Function<void()>> hook) { onAuthenticated_ = kj::mv(hook); }
-
- private:
-  bool authenticated_;
-  kj::Maybe<kj::Function<void()>> onAuthenticated_;
-};
 
 // The identity RpcNetwork's TLS listener gives (kj::AuthenticatedStream::peerIdentity) to a
 // connection whose client presented a certificate chaining to rpc.tls.ca; RpcServer copies its
@@ -237,6 +207,8 @@ class RpcServer final {
   // Connections closed for rpc.idle-timeout, and for rpc.message-timeout.
   uint64_t connectionsIdleTimedOut() const { return idleTimeouts_; }
   uint64_t connectionsMessageTimedOut() const { return messageTimeouts_; }
+  // Connections closed through their gate (ConnectionGate::close).
+  uint64_t connectionsClosedByGate() const { return gateCloses_; }
 
   // The loop accepting from the listening socket (the TLS listener's, with TLS): its failures by
   // reason, and since when it fails.
@@ -265,6 +237,7 @@ class RpcServer final {
   uint64_t authTimeouts_ = 0;
   uint64_t idleTimeouts_ = 0;
   uint64_t messageTimeouts_ = 0;
+  uint64_t gateCloses_ = 0;
   // The caps on connections served; connections hold slots of it while being destroyed.
   ConnectionCaps caps_;
   // The receiver's own caps, when it holds connections before handing them out.

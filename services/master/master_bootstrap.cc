@@ -111,7 +111,7 @@ wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
   const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
   return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator),
                             kj::refcounted<resourcemanager::WorkerBinding>(
-                                peer.address, peer.tlsCommonName),
+                                peer.address, peer.tlsCommonName, kj::addRef(*peer.gate)),
                             roles);
 }
 

@@ -21,6 +21,7 @@ namespace regent::resourcemanager {
 struct ResourceManager::Connection {
   wire::TaskExecutorGateway::Client client;
   RegistrationId registrationId;
+  kj::Own<WorkerBinding> binding;  // The connection that registered it.
 };
 
 namespace {
@@ -294,7 +295,8 @@ class ResourceManager::Gateway final : public wire::ResourceManagerGateway::Serv
       rm_.forgetWorker(registration.resourceId, "replaced by a new registration", false);
     const RegistrationId id = rm_.slots_.registerWorker(registration, rm_.monoNow(), rm_.wallNow());
     rm_.connections_.insert_or_assign(registration.resourceId,
-                                      kj::heap<Connection>(Connection{kj::mv(taskExecutor), id}));
+                                      kj::heap<Connection>(Connection{kj::mv(taskExecutor), id,
+                                                                      kj::addRef(*caller_)}));
     // From now on this connection speaks for the worker, and a connection that registered it
     // before no longer does (its registration is not current any more).
     caller_->bind(WorkerIdentity{registration.resourceId, id});
@@ -453,6 +455,14 @@ ResourceManager::ResourceManager(kj::Timer& timer, EventSink& events, uint64_t e
 
 ResourceManager::~ResourceManager() noexcept {
   if (options_.provider != nullptr) options_.provider->setListener(nullptr);
+  // The term is over: the connections its workers registered over serve nothing any more. Each
+  // worker keeps the connection to a leader it left open for a while (previousLeaderLinger),
+  // so that a deposed leader's late calls reach its epoch gate; a leader that knows its term
+  // ended makes no such calls, and closing them ends that wait at once (no master holds a
+  // term's worth of connections into the next).
+  const std::string reason =
+      "the leader's term of epoch " + std::to_string(epoch_) + " is over";
+  for (auto& [id, connection] : connections_) connection->binding->closeConnection(reason);
   counters_.workersRequested = 0;
   counters_.workersPending = 0;
   counters_.workersStarted = 0;

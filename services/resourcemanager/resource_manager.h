@@ -68,8 +68,9 @@ struct ResourceManagerCounters {
 
 // Loop-thread only. `timer`, `events` (its event lines, docs/operations.md) and `counters` must
 // outlive it. Destroying it cancels its heartbeat
-// loop and every call it has in flight to workers; it calls nothing on destruction (the term is
-// over: the next leader's workers re-register there).
+// loop and every call it has in flight to workers, calls nothing on them (the term is over: the
+// next leader's workers re-register there), and closes the connections its registered workers
+// registered over (WorkerBinding::closeConnection), telling them the term is over.
 //
 // The term's JobMasters reach it in process as a JobMasterPort: the same operations as the
 // gateway's JobMaster methods, with the matching they cause deferred to a later turn of the loop

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/ids.h"
+#include "rpc/connection_gate.h"
 #include "rpc/schema/common.capnp.h"
 
 namespace regent::resourcemanager {
@@ -34,9 +35,11 @@ struct WorkerIdentity {
 class WorkerBinding final : public kj::Refcounted {
  public:
   // `peer`: the connection's address, for log lines; `certificateName`: the common name of the
-  // connection's verified client certificate (mutual TLS), empty without one.
-  explicit WorkerBinding(std::string peer, std::string certificateName = "")
-      : peer_(std::move(peer)), certificateName_(std::move(certificateName)) {}
+  // connection's verified client certificate (mutual TLS), empty without one; `gate`: the
+  // connection's, to close it (none in process).
+  explicit WorkerBinding(std::string peer, std::string certificateName = "",
+                         kj::Maybe<kj::Own<rpc::ConnectionGate>> gate = nullptr)
+      : peer_(std::move(peer)), certificateName_(std::move(certificateName)), gate_(kj::mv(gate)) {}
   const std::string& peer() const { return peer_; }
   const std::string& certificateName() const { return certificateName_; }
   const std::optional<WorkerIdentity>& identity() const { return identity_; }
@@ -46,10 +49,17 @@ class WorkerBinding final : public kj::Refcounted {
     return *identity_;
   }
   void bind(const WorkerIdentity& identity) { identity_ = identity; }
+  // Closes the connection (the term it registered in is over), telling the worker `reason`.
+  void closeConnection(const std::string& reason) {
+    KJ_IF_MAYBE (gate, gate_) {
+      (*gate)->close(reason);
+    }
+  }
 
  private:
   const std::string peer_;
   const std::string certificateName_;
+  kj::Maybe<kj::Own<rpc::ConnectionGate>> gate_;
   std::optional<WorkerIdentity> identity_;
 };
 

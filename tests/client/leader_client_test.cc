@@ -53,6 +53,7 @@ struct MasterScript {
   int leaderInfoCalls = 0;
   Authentication authentication = Authentication::kNotRequired;
   int authenticateCalls = 0;
+  std::vector<kj::Own<rpc::ConnectionGate>> gates;  // Of every connection accepted.
 };
 
 class ScriptedMaster final : public wire::MasterBootstrap::Server {
@@ -158,7 +159,8 @@ class LeaderClientTest : public ::testing::Test {
     script->epoch = epoch;
     auto listening = loop_.run(rpc::RpcServer::listen(
         loop_.io().getNetwork(), loop_.timer(), "127.0.0.1:0", rpc::RpcOptions{},
-        [script](const rpc::RpcPeer&) -> capnp::Capability::Client {
+        [script](const rpc::RpcPeer& peer) -> capnp::Capability::Client {
+          script->gates.push_back(kj::addRef(*peer.gate));
           return kj::heap<ScriptedMaster>(script);
         }));
     if (!listening.ok()) throw std::runtime_error(listening.error().message);
@@ -463,6 +465,30 @@ TEST_F(LeaderClientTest, ThePreviousLeadersConnectionClosesWhenTheLingerEnds) {
     loop_.run(loop_.timer().afterDelay(10 * kj::MILLISECONDS));
   }
   EXPECT_FALSE(answers(old)) << "closed once the linger ended";
+  EXPECT_TRUE(answers(bootstrapOfLeader(*client))) << "the current leader's connection stays";
+}
+
+// The deposed leader closes the connection (its term is over): the linger ends then, and the
+// client does not dial that leader again for the rest of it.
+TEST_F(LeaderClientTest, APreviousLeadersConnectionThatEndsEndsItsLingerAndIsNotDialledAgain) {
+  auto deposed = startMaster("a", 1);
+  auto next = startMaster("b", 2);
+  *current_ = leaderOf(*deposed);
+  auto with = options();
+  with.previousLeaderLinger = Duration(600000);
+  with.rpc.reconnectInitial = Duration(10);  // A lingering client would dial again at once.
+  with.rpc.reconnectMax = Duration(10);
+  auto client = following(with);
+  wire::MasterBootstrap::Client old = bootstrapOfLeader(*client);
+  moveLeader(*client, *deposed, *next);
+  ASSERT_TRUE(answers(old));
+  ASSERT_EQ(servers_[0]->connectionsAccepted(), 1u);
+  for (auto& gate : deposed->gates) gate->close("the leader's term of epoch 1 is over");
+  ASSERT_TRUE(runUntil([&] { return servers_[0]->connectionCount() == 0; }));
+  EXPECT_FALSE(answers(old));
+  // Thirty reconnect delays: a client still lingering would have dialled again by now.
+  loop_.run(loop_.timer().afterDelay(300 * kj::MILLISECONDS));
+  EXPECT_EQ(servers_[0]->connectionsAccepted(), 1u);
   EXPECT_TRUE(answers(bootstrapOfLeader(*client))) << "the current leader's connection stays";
 }
 

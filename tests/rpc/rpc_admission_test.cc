@@ -347,6 +347,30 @@ TEST_F(RpcAdmission, APeerClosedForNotAuthenticatingIsToldWhy) {
   EXPECT_EQ(server_->connectionsAborted(), 0u);
 }
 
+// Whoever served a connection may close it through its gate (a leader whose term ended closes
+// its workers' connections): the peer is told why, the others keep serving.
+TEST_F(RpcAdmission, AConnectionClosedThroughItsGateIsToldWhyAndTheOthersStay) {
+  serve(RpcOptions{});
+  RpcOptions clientOptions;
+  clientOptions.reconnectInitial = Duration(60000);  // One connection is enough to look at.
+  clientOptions.reconnectMax = Duration(60000);
+  RpcClient closed(network(), loop_.timer(), loopback(server_->port()), clientOptions);
+  ASSERT_EQ(masterIdVia(closed), "m1");
+  RpcClient other(network(), loop_.timer(), loopback(server_->port()), clientOptions);
+  ASSERT_EQ(masterIdVia(other), "m1");
+  ASSERT_EQ(gates_.size(), 2u);
+  gates_[0]->close("the leader's term of epoch 3 is over");
+  ASSERT_TRUE(
+      runUntil(loop_, [&] { return closed.state() == RpcClientState::kWaitingToReconnect; }));
+  EXPECT_THAT(log(), HasSubstr("(the server aborted it: the leader's term of epoch 3 is over)"));
+  EXPECT_EQ(server_->connectionsClosedByGate(), 1u);
+  EXPECT_EQ(server_->connectionsAborted(), 0u);
+  EXPECT_EQ(masterIdVia(other), "m1");
+  EXPECT_EQ(server_->connectionCount(), 1u);
+  gates_[0]->close("again, once gone: nothing happens");
+  EXPECT_EQ(server_->connectionsClosedByGate(), 1u);
+}
+
 TEST_F(RpcAdmission, AConnectionTheBootstrapFactoryMarksAtOnceHasNeitherLimit) {
   RpcOptions options = requiringAuthentication();
   options.authTimeout = Duration(200);

@@ -142,11 +142,15 @@ class ResourceManagerTest : public DefaultLoggerTest {
   }
 
   // A gateway of a connection of its own, with a fresh worker identity (MasterBootstrap makes
-  // one per connection).
+  // one per connection) and a gate whose close() the test records in closed_.
   ResourceManagerGateway::Client connect(const std::string& peer,
                                          const std::string& certificateName = "") {
+    auto gate = kj::refcounted<rpc::ConnectionGate>(true);
+    gate->setOnClose(kj::Function<void(const std::string&)>(
+        [this, peer](const std::string& reason) { closed_.emplace_back(peer, reason); }));
     return rpc::fencedEndpoint<ResourceManagerGateway>(
-        manager_->makeGatewayServer(kj::refcounted<WorkerBinding>(peer, certificateName)),
+        manager_->makeGatewayServer(
+            kj::refcounted<WorkerBinding>(peer, certificateName, kj::mv(gate))),
         kEpoch, fencing_);
   }
   // The connection of the worker process `who` (its resource id, host, pid and start): each
@@ -304,6 +308,8 @@ class ResourceManagerTest : public DefaultLoggerTest {
   std::unique_ptr<ResourceManager> manager_;
   ResourceManagerGateway::Client jobMasterGateway_ = nullptr;
   std::map<std::string, ResourceManagerGateway::Client> connections_;
+  // The connections closed through their gates: (peer, reason).
+  std::vector<std::pair<std::string, std::string>> closed_;
 };
 
 TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
@@ -338,6 +344,36 @@ TEST_F(ResourceManagerTest, ARegisteredWorkerThatReportedIsListedWithItsSlots) {
   EXPECT_EQ(wire::idFromWire<JobId>(worker.getSlots()[1].getJobId()), job);
   EXPECT_EQ(manager_->counts().total, 2u);
   EXPECT_EQ(manager_->counts().allocated, 1u);
+}
+
+// The term is over: the connections its workers registered over are closed, telling them so (a
+// worker's linger on a leader it left ends then), and no other connection is.
+TEST_F(ResourceManagerTest, TheConnectionsItsWorkersRegisteredOverCloseWhenTheTermEnds) {
+  const TestWorker a{.id = ResourceId::random()};
+  const TestWorker b{.id = ResourceId::random(), .host = "host-b"};
+  FakeWorker fakeA;
+  FakeWorker fakeB;
+  registerAndReport(a, fakeA);
+  registerAndReport(b, fakeB);
+  auto onlyConnected = connect("a client that registered nothing");
+  EXPECT_TRUE(closed_.empty());
+  onlyConnected = nullptr;
+  connections_.clear();
+  jobMasterGateway_ = nullptr;
+  manager_ = nullptr;
+  ASSERT_EQ(closed_.size(), 2u);
+  std::vector<std::string> peers;
+  for (const auto& [peer, reason] : closed_) {
+    peers.push_back(peer);
+    EXPECT_EQ(reason, "the leader's term of epoch 7 is over");
+  }
+  const auto closedOn = [&peers](const std::string& host) {
+    return std::count_if(peers.begin(), peers.end(), [&host](const std::string& peer) {
+      return peer.find(" " + host + " ") != std::string::npos;
+    });
+  };
+  EXPECT_EQ(closedOn("host-a"), 1);
+  EXPECT_EQ(closedOn("host-b"), 1);
 }
 
 TEST_F(ResourceManagerTest, ARegistrationWithABadFieldIsRefusedNamingItAndNothingIsStored) {
