@@ -37,8 +37,9 @@ class WorkerBinding final : public kj::Refcounted {
   // `peer`: the connection's address, for log lines; `certificateName`: the common name of the
   // connection's verified client certificate (mutual TLS), empty without one; `gate`: the
   // connection's, to close it (none in process).
-  explicit WorkerBinding(std::string peer, std::string certificateName = "",
-                         kj::Maybe<kj::Own<rpc::ConnectionGate>> gate = nullptr)
+  explicit WorkerBinding(std::string peer, std::string certificateName = "")
+      : peer_(std::move(peer)), certificateName_(std::move(certificateName)) {}
+  WorkerBinding(std::string peer, std::string certificateName, kj::Own<rpc::ConnectionGate> gate)
       : peer_(std::move(peer)), certificateName_(std::move(certificateName)), gate_(kj::mv(gate)) {}
   const std::string& peer() const { return peer_; }
   const std::string& certificateName() const { return certificateName_; }
