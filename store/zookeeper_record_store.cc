@@ -318,10 +318,12 @@ void ZooKeeperRecordStore::sendQueued() {
     for (Write& write : next.writes) {
       bytes += cost(write);
       paths.insert(write.path);
-      // A record this store wrote or read is replaced with setData at once.
-      if (write.mode != Mode::kRemove) {
+      // A record this store wrote or read is replaced with setData at once; a write sent before
+      // (a batch that went again alone) keeps the way it found.
+      if (write.mode != Mode::kRemove && !write.decided) {
         write.mode = known_.contains(write.path) ? Mode::kSetData : Mode::kCreate;
       }
+      write.decided = true;
     }
     batch.push_back(kj::mv(queued_.front()));
     queued_.pop_front();
@@ -358,11 +360,23 @@ kj::Promise<void> ZooKeeperRecordStore::send(std::vector<kj::Own<Pending>> batch
     return kj::READY_NOW;
   }
   if (options_.transactions != nullptr) ++*options_.transactions;
+  // Held by both continuations: a transaction that fails as a whole (the client rejects it)
+  // answers its callers too, and the queue moves on.
+  auto held = std::make_shared<std::vector<kj::Own<Pending>>>(std::move(batch));
   return zooKeeper_.multi(std::move(ops))
-      .then([this, batch = std::move(batch),
-             origin = std::move(origin)](ZkReply<std::vector<ZkOpResult>> reply) mutable {
-        answered(std::move(batch), origin, reply);
-      });
+      .then(
+          [this, held, origin = std::move(origin)](ZkReply<std::vector<ZkOpResult>> reply) {
+            answered(std::move(*held), origin, reply);
+          },
+          [this, held](kj::Exception&& exception) {
+            const std::string problem = exception.getDescription().cStr();
+            failEach(*held, [&problem](const Pending& pending) {
+              const Write& first = pending.writes.front();
+              return StoreError::unavailable(
+                  std::string(first.mode == Mode::kRemove ? "cannot remove '" : "cannot write '") +
+                  first.path + "': " + problem + "; it may or may not have been applied");
+            });
+          });
 }
 
 void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
@@ -370,23 +384,27 @@ void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
                                     const ZkReply<std::vector<ZkOpResult>>& reply) {
   const TransactionOutcome outcome = outcomeOf(reply);
   if (outcome.applied) return settle(batch, StoreResult<void>());
+  // Fenced, or no verdict: every caller alike, each told of its own records.
   if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
-    size_t records = 0;
-    std::string first;
-    for (const auto& pending : batch) {
-      for (const Write& write : pending->writes) {
-        if (first.empty()) first = write.path;
-        ++records;
+    return failEach(batch, [this](const Pending& pending) {
+      std::string what = "'" + pending.writes.front().path + "'";
+      if (pending.writes.size() > 1) {
+        what += " and " + std::to_string(pending.writes.size() - 1) + " more records";
       }
-    }
-    std::string what = first.empty() ? std::string("nothing") : "'" + first + "'";
-    if (records > 1) what += " and " + std::to_string(records - 1) + " more records";
-    return settle(batch, StoreResult<void>(fencedError(term_, what + " not written")));
+      return fencedError(term_, what + " not " +
+                                    (pending.writes.size() == 1 &&
+                                             pending.writes.front().mode == Mode::kRemove
+                                         ? "removed"
+                                         : "written"));
+    });
   }
   if (!outcome.failedOp || *outcome.failedOp < 1 || *outcome.failedOp > origin.size()) {
-    // No verdict reached us (connection loss, session expiry, closing): the same for everyone.
-    const std::string path = batch.front()->writes.front().path;
-    return settle(batch, StoreResult<void>(transactionError(outcome, "write", path)));
+    // No verdict reached us (connection loss, session expiry, closing).
+    return failEach(batch, [&outcome](const Pending& pending) {
+      const Write& first = pending.writes.front();
+      return transactionError(outcome, first.mode == Mode::kRemove ? "remove" : "write",
+                              first.path);
+    });
   }
   const auto [p, w] = origin[*outcome.failedOp - 1];
   Pending& pending = *batch[p];
@@ -452,6 +470,12 @@ void ZooKeeperRecordStore::settle(std::vector<kj::Own<Pending>>& batch,
     }
     pending->fulfiller->fulfill(StoreResult<bool>(found));
   }
+  sendNext();
+}
+
+void ZooKeeperRecordStore::failEach(std::vector<kj::Own<Pending>>& batch,
+                                    const std::function<StoreError(const Pending&)>& error) {
+  for (auto& pending : batch) fail(*pending, error(*pending));
   sendNext();
 }
 

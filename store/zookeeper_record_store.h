@@ -8,13 +8,18 @@
 // caller's writes still apply all or none, and in call order. A batch holds no record twice and
 // at most max-payload bytes (a larger single write goes alone). When one caller's write fails for
 // a reason of its own (not fencing, not the connection), nothing of the transaction applied and
-// each caller of the batch is sent again alone, so only that one fails.
+// each caller of the batch is sent again alone, so only that one fails. Reads are not queued: a
+// read made while a write waits in the queue does not see it (ZooKeeper orders a session's
+// requests, but the write has not been sent yet): a caller that needs a write to be seen waits
+// for its answer first (the packed stores fill their index of clean results only from a read
+// that no write of theirs overlapped).
 #pragma once
 
 #include <kj/async.h>
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -74,6 +79,7 @@ class ZooKeeperRecordStore final : public RecordStore {
     std::optional<std::string> bytes;  // nullopt: a remove.
     Mode mode;
     bool dropped = false;  // A remove that found nothing: left out of later transactions.
+    bool decided = false;  // Its mode was chosen when first sent (sendQueued).
   };
   // One caller's writes (a put, a commit, a remove), queued or in a transaction.
   struct Pending {
@@ -93,6 +99,9 @@ class ZooKeeperRecordStore final : public RecordStore {
                 const ha::ZkReply<std::vector<ha::ZkOpResult>>& reply);
   // Resolves every caller of `batch` with `result` (and notes what exists now); sends the next.
   void settle(std::vector<kj::Own<Pending>>& batch, const StoreResult<void>& result);
+  // Fails every caller of `batch` with its own error; sends the next.
+  void failEach(std::vector<kj::Own<Pending>>& batch,
+                const std::function<StoreError(const Pending&)>& error);
   void fail(Pending& pending, const StoreError& error);
   void requeueFront(std::vector<kj::Own<Pending>> batch, bool alone);
   void sendNext();

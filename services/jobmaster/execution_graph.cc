@@ -396,23 +396,26 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
 
 bool ExecutionGraph::schedulesPartly() const {
   if (frozen() || reconciling_) return false;
-  std::map<Profile, uint32_t> waiting;
-  for (const Vertex& vertex : vertices_) {
-    if (vertex.runnable() && vertex.waiting > 0) waiting[vertex.profile] += vertex.waiting;
-  }
-  bool placesOne = false;
+  // schedule()'s matching, dry: vertices in order, each waiting subtask into the first free slot
+  // that fits, a vertex's turn over at its first subtask that finds none.
+  std::vector<const Profile*> free;
   for (const auto& [allocation, slot] : slots_) {
-    if (slot.subtask) continue;
-    for (auto& [profile, count] : waiting) {
-      if (count > 0 && slot.profile.fits(profile)) {
-        --count;
-        placesOne = true;
-        break;
-      }
+    if (!slot.subtask) free.push_back(&slot.profile);
+  }
+  uint32_t waiting = 0;
+  uint32_t placed = 0;
+  for (const Vertex& vertex : vertices_) {
+    if (!vertex.runnable()) continue;
+    waiting += vertex.waiting;
+    for (uint32_t left = vertex.waiting; left > 0; --left) {
+      auto slot = std::find_if(free.begin(), free.end(),
+                               [&vertex](const Profile* profile) { return profile->fits(vertex.profile); });
+      if (slot == free.end()) break;
+      free.erase(slot);
+      ++placed;
     }
   }
-  return placesOne && std::any_of(waiting.begin(), waiting.end(),
-                                  [](const auto& entry) { return entry.second > 0; });
+  return placed > 0 && placed < waiting;
 }
 
 std::vector<HeldSlot> ExecutionGraph::takeSurplusSlots() {

@@ -749,6 +749,38 @@ TEST_F(ZooKeeperRecordStoreTest, AWriteThatFailsInASharedTransactionFailsAloneAn
   EXPECT_EQ(nodeData(*client, "job-results/" + key(2)), "result");
 }
 
+// A transaction the client fails as a whole answers each of its callers, naming the caller's
+// own record, and the writes queued behind it go on.
+TEST_F(ZooKeeperRecordStoreTest, ATransactionTheClientFailsAnswersEachCallerAndTheQueueGoesOn) {
+  auto client = connect();
+  CountingCoordination counting(*client);
+  auto store = open(counting, 1, createLatch(*client));
+  auto held = kj::newPromiseAndFulfiller<void>();
+  size_t transactions = 0;
+  counting.beforeMulti = [&held, &transactions](const std::vector<ZkOp>&) -> kj::Promise<void> {
+    ++transactions;
+    if (transactions == 1) return kj::mv(held.promise);
+    if (transactions == 2) return KJ_EXCEPTION(DISCONNECTED, "the client is closing");
+    return kj::READY_NOW;
+  };
+  auto first = store->put(RecordFamily::kJobGraphs, key(1), "one");
+  auto second = store->put(RecordFamily::kJobGraphs, key(2), "two");
+  auto third = store->remove(RecordFamily::kJobResults, key(3));
+  held.fulfiller->fulfill();
+  expectOk(run(kj::mv(first)));
+  auto failedPut = run(kj::mv(second));
+  ASSERT_FALSE(failedPut.ok());
+  EXPECT_EQ(failedPut.error().code, StoreErrorCode::kUnavailable);
+  EXPECT_THAT(failedPut.error().message, ::testing::HasSubstr("jobgraphs/" + key(2)));
+  EXPECT_THAT(failedPut.error().message, ::testing::HasSubstr("the client is closing"));
+  auto failedRemove = run(kj::mv(third));
+  ASSERT_FALSE(failedRemove.ok());
+  EXPECT_THAT(failedRemove.error().message, ::testing::HasSubstr("job-results/" + key(3)));
+  expectOk(run(store->put(RecordFamily::kJobGraphs, key(4), "four")));
+  EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(4)), "four");
+  EXPECT_FALSE(nodeData(*client, "jobgraphs/" + key(2)).has_value());
+}
+
 // Hundreds of writes made at once, among them transactions that remove a record an earlier
 // write put: every caller succeeds and the records end as the calls, in order, leave them.
 TEST_F(ZooKeeperRecordStoreTest, ManyWritesMadeAtOnceApplyInCallOrder) {

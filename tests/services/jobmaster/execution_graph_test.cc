@@ -172,6 +172,21 @@ TEST_F(ExecutionGraphTest, SlotsBeyondTheNeedOrTooSmallAreNotAccepted) {
   EXPECT_EQ(graph().heldSlots().size(), 2u);
 }
 
+// schedulesPartly() (what jobmaster.first-deploy-wait asks) answers what schedule() would do,
+// also with slots of different sizes: a large slot is not counted for a small subtask that a
+// small slot serves.
+TEST_F(ExecutionGraphTest, SchedulesPartlyAnswersWhatScheduleWouldDeploy) {
+  JobGraphBuilder builder({{"big", 1, {}, 2000}, {"small", 1, {}, 1000}});
+  start(builder);
+  EXPECT_FALSE(graph().schedulesPartly()) << "no slot: nothing would deploy";
+  ASSERT_EQ(offer(workerA_, 1, kOneCpu).size(), 1u);
+  EXPECT_TRUE(graph().schedulesPartly()) << "the small subtask only";
+  ASSERT_EQ(offer(workerB_, 1, Profile{2000, kGiB}).size(), 1u);
+  EXPECT_FALSE(graph().schedulesPartly()) << "both";
+  EXPECT_EQ(graph().schedule(nowMs_).size(), 2u);
+  EXPECT_FALSE(graph().schedulesPartly()) << "nothing waits";
+}
+
 TEST_F(ExecutionGraphTest, AFailedSubtaskRestartsInItsFreedSlotAfterTheDelay) {
   JobGraphBuilder builder({{"a", 1}});
   builder.fixedDelay(2, 1000);
