@@ -16,6 +16,7 @@ JobWorkers::~JobWorkers() noexcept = default;
 void JobWorkers::offered(const ResourceId& worker, wire::TaskExecutorGateway::Client client,
                          MonoTime now) {
   workers_.insert_or_assign(worker, Worker{kj::mv(client), now, ++nextLink_});
+  heartbeats_.wake(now);
 }
 
 JobWorkers::Worker* JobWorkers::find(const ResourceId& worker) {

@@ -49,8 +49,9 @@ class JobWorkers final : private resourcemanager::HeartbeatTargets {
   JobWorkers(const JobWorkers&) = delete;
   JobWorkers& operator=(const JobWorkers&) = delete;
 
-  // Starts the heartbeat rounds (HeartbeatMonitor::start).
-  void start(MonoTime now) { heartbeats_.start(now); }
+  // Starts the heartbeat rounds (HeartbeatMonitor::start, until idle): they run while the job
+  // follows a worker, so a job waiting for slots holds no timer.
+  void start(MonoTime now) { heartbeats_.start(now, true); }
   // The calls on the workers (freeSlot, disconnect), as this job's JobMaster.
   resourcemanager::HeartbeatMonitor& calls() { return heartbeats_; }
 

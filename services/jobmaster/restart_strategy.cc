@@ -69,7 +69,9 @@ std::optional<Duration> RestartStrategy::onFailure(MonoTime now) {
     }
     case Kind::kFailureRate: {
       failures_.push_back(now);
-      while (!failures_.empty() && now - failures_.front() >= interval_) failures_.pop_front();
+      failures_.erase(failures_.begin(),
+                      std::find_if(failures_.begin(), failures_.end(),
+                                   [&](MonoTime at) { return now - at < interval_; }));
       if (failures_.size() > maxFailures_) return std::nullopt;
       ++restarts_;
       return delay_;

@@ -30,19 +30,35 @@ HeartbeatMonitor::HeartbeatMonitor(kj::Timer& timer, uint64_t epoch, std::option
       targets_(targets),
       errorLogger_(name_) {}
 
-void HeartbeatMonitor::start(MonoTime now) {
+void HeartbeatMonitor::start(MonoTime now, bool untilIdle) {
+  untilIdle_ = untilIdle;
+  if (untilIdle) {
+    idle_ = true;
+    return;
+  }
+  rounds_.start(now);
+  tasks_.add(loop());
+}
+
+void HeartbeatMonitor::wake(MonoTime now) {
+  if (!idle_) return;
+  idle_ = false;
   rounds_.start(now);
   tasks_.add(loop());
 }
 
 kj::Promise<void> HeartbeatMonitor::loop() {
-  return timer_.afterDelay(options_.interval.count() * kj::MILLISECONDS).then([this] {
-    round();
-    return loop();
-  });
+  return timer_.afterDelay(options_.interval.count() * kj::MILLISECONDS)
+      .then([this]() -> kj::Promise<void> {
+        if (!round() && untilIdle_) {
+          idle_ = true;
+          return kj::READY_NOW;
+        }
+        return loop();
+      });
 }
 
-void HeartbeatMonitor::round() {
+bool HeartbeatMonitor::round() {
   const MonoTime now = regent::monoNow(timer_);
   if (rounds_.lateRound(now, options_.timeout)) {
     spdlog::warn(
@@ -52,7 +68,10 @@ void HeartbeatMonitor::round() {
     targets_.refreshAll(now);
   }
   targets_.expire(now, options_.timeout);
-  targets_.forEachGateway([this](const ResourceId& id, wire::TaskExecutorGateway::Client& client) {
+  bool any = false;
+  targets_.forEachGateway([this, &any](const ResourceId& id,
+                                       wire::TaskExecutorGateway::Client& client) {
+    any = true;
     auto request = client.heartbeatRequest(kSmallRequest);
     address(request);
     tasks_.add(rpc::withDeadline(timer_, options_.callTimeout, "TaskExecutorGateway.heartbeat",
@@ -69,6 +88,7 @@ void HeartbeatMonitor::round() {
                                        exception.getDescription().cStr());
                        }));
   });
+  return any;
 }
 
 kj::Promise<void> HeartbeatMonitor::probe(wire::TaskExecutorGateway::Client& worker) {

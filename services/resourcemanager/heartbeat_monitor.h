@@ -61,7 +61,14 @@ class HeartbeatMonitor final {
   // (targets.expire), then heartbeats each remaining one. A round does not wait for answers:
   // what keeps a worker followed is what it sends (its heartbeat, a slot report), not the reply
   // to ours; a failed heartbeat is logged at debug level only. Call once.
-  void start(MonoTime now);
+  //
+  // `untilIdle` (a JobMaster's, which follows only the workers holding its job's slots): the
+  // rounds wait for wake() before the first, and a round that leaves no target to heartbeat
+  // stops them until the next wake(), so that a job waiting for slots holds no timer.
+  void start(MonoTime now, bool untilIdle = false);
+  // With untilIdle: starts the rounds again at `now` when they stopped (a target was added);
+  // nothing while they run.
+  void wake(MonoTime now);
 
   // TaskExecutorGateway.heartbeat on `worker`: resolves once it answered (whatever the answer),
   // fails when it did not within callTimeout (the ResourceManager probes the live holder of a
@@ -77,7 +84,8 @@ class HeartbeatMonitor final {
 
  private:
   kj::Promise<void> loop();
-  void round();
+  // Whether it heartbeated any target.
+  bool round();
   // Sets the request's epoch and this monitor's sender.
   template <typename Request>
   void address(Request& request) const;
@@ -89,6 +97,8 @@ class HeartbeatMonitor final {
   const HeartbeatOptions options_;
   HeartbeatTargets& targets_;
   RoundGaps rounds_;
+  bool untilIdle_ = false;
+  bool idle_ = false;  // untilIdle: the rounds wait for wake().
   TaskSetErrorLogger errorLogger_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

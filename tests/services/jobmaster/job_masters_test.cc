@@ -1000,6 +1000,32 @@ TEST_F(JobMastersTest, AFailedUpdateIsAnsweredOnlyOnceAPutHoldingItSucceeded) {
   EXPECT_EQ(storedProgress(job).get().getSubtasks()[0].getState(), ExecutionState::FAILED);
 }
 
+// A job waiting for slots holds no timer (its heartbeat rounds wait for a worker): a queued job
+// costs memory only. The rounds start with the first worker that offers slots and stop once the
+// job follows no worker.
+TEST_F(JobMastersTest, HeartbeatRoundsRunOnlyWhileTheJobFollowsAWorker) {
+  JobGraphBuilder builder({{"a", 1}});
+  const JobId job = start(builder);
+  EXPECT_TRUE(timer_.nextEvent() == nullptr) << "a queued job armed a timer";
+  FakeWorker worker;
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  ASSERT_EQ(worker.submitted.size(), 1u);
+  advance(Duration(2000));
+  EXPECT_EQ(worker.heartbeats, 1u);
+  advance(Duration(2000));
+  EXPECT_EQ(worker.heartbeats, 2u);
+  // The worker leaves: the job follows no worker, the next round finds none and the rounds stop.
+  auto request = gateway(job, workerA_).disconnectRequest();
+  request.setEpoch(kEpoch);
+  wire::setWireId(request.initResourceId(), workerA_);
+  request.setCause("SIGTERM");
+  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+  settle();
+  advance(Duration(2000));
+  EXPECT_EQ(worker.heartbeats, 2u);
+  EXPECT_TRUE(timer_.nextEvent() == nullptr) << "the rounds went on without a worker";
+}
+
 // jobmaster.first-deploy-wait: a job's first deployment waits for the slots of its other
 // runnable subtasks, so that one put holds every attempt of it.
 TEST_F(JobMastersTest, AJobsFirstDeploymentWaitsForTheSlotsOfItsOtherSubtasksAndOnePutHoldsThem) {
