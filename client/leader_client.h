@@ -146,6 +146,9 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // Whether the last call that ended with a fatal error ended because the leader could not be
   // read (not because the leader refused the request).
   bool lastCallFailedToFindLeader() const { return failedToFindLeader_; }
+  // Whether the connection to a leader the client moved away from still lingers
+  // (previousLeaderLinger).
+  bool lingering() { return !lingering_.isEmpty(); }
   // The deadline every RPC of the client gets (rpc.callTimeout).
   const rpc::CallDeadline& deadline() const { return deadline_; }
   // The master asked who leads; "" when following a retrieval.

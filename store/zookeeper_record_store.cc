@@ -356,7 +356,7 @@ kj::Promise<void> ZooKeeperRecordStore::send(std::vector<kj::Own<Pending>> batch
     }
   }
   if (origin.empty()) {  // Only removes of absent records.
-    settle(batch, StoreResult<void>());
+    succeeded(batch);
     return kj::READY_NOW;
   }
   if (options_.transactions != nullptr) ++*options_.transactions;
@@ -372,9 +372,9 @@ kj::Promise<void> ZooKeeperRecordStore::send(std::vector<kj::Own<Pending>> batch
             const std::string problem = exception.getDescription().cStr();
             failEach(*held, [&problem](const Pending& pending) {
               const Write& first = pending.writes.front();
-              return StoreError::unavailable(
-                  std::string(first.mode == Mode::kRemove ? "cannot remove '" : "cannot write '") +
-                  first.path + "': " + problem + "; it may or may not have been applied");
+              return StoreError::unavailable("cannot " + actionOf(first) + " '" + first.path +
+                                             "': " + problem +
+                                             "; it may or may not have been applied");
             });
           });
 }
@@ -383,7 +383,7 @@ void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
                                     const std::vector<std::pair<size_t, size_t>>& origin,
                                     const ZkReply<std::vector<ZkOpResult>>& reply) {
   const TransactionOutcome outcome = outcomeOf(reply);
-  if (outcome.applied) return settle(batch, StoreResult<void>());
+  if (outcome.applied) return succeeded(batch);
   // Fenced, or no verdict: every caller alike, each told of its own records.
   if (outcome.failedOp == kCheckOp && outcome.code == ZkCode::kNoNode) {
     return failEach(batch, [this](const Pending& pending) {
@@ -391,19 +391,15 @@ void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
       if (pending.writes.size() > 1) {
         what += " and " + std::to_string(pending.writes.size() - 1) + " more records";
       }
-      return fencedError(term_, what + " not " +
-                                    (pending.writes.size() == 1 &&
-                                             pending.writes.front().mode == Mode::kRemove
-                                         ? "removed"
-                                         : "written"));
+      const bool removal = pending.writes.size() == 1 && pending.writes.front().mode == Mode::kRemove;
+      return fencedError(term_, what + (removal ? " not removed" : " not written"));
     });
   }
   if (!outcome.failedOp || *outcome.failedOp < 1 || *outcome.failedOp > origin.size()) {
     // No verdict reached us (connection loss, session expiry, closing).
     return failEach(batch, [&outcome](const Pending& pending) {
       const Write& first = pending.writes.front();
-      return transactionError(outcome, first.mode == Mode::kRemove ? "remove" : "write",
-                              first.path);
+      return transactionError(outcome, actionOf(first), first.path);
     });
   }
   const auto [p, w] = origin[*outcome.failedOp - 1];
@@ -426,12 +422,11 @@ void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
       sends_.add(send(std::move(batch)));
       return;
     }
-    const std::string path = write.path;
+    const std::string message = "cannot " + actionOf(write) + " '" + write.path +
+                                "': it was created and removed by someone else meanwhile";
     kj::Own<Pending> given = kj::mv(batch[p]);
     batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(p));
-    fail(*given, StoreError::unavailable("cannot write '" + path +
-                                          "': it was created and removed by someone else while "
-                                          "writing"));
+    fail(*given, StoreError::unavailable(message));
     // The others go again without it.
     if (!batch.empty()) requeueFront(std::move(batch), false);
     sendNext();
@@ -447,18 +442,12 @@ void ZooKeeperRecordStore::answered(std::vector<kj::Own<Pending>> batch,
   // Named as a one-record transaction's would be: the failed write and what it did.
   TransactionOutcome failed = outcome;
   failed.failedOp = kWriteOp;
-  fail(pending, transactionError(failed, write.mode == Mode::kRemove ? "remove" : "write",
-                                 write.path));
+  fail(pending, transactionError(failed, actionOf(write), write.path));
   sendNext();
 }
 
-void ZooKeeperRecordStore::settle(std::vector<kj::Own<Pending>>& batch,
-                                  const StoreResult<void>& result) {
+void ZooKeeperRecordStore::succeeded(std::vector<kj::Own<Pending>>& batch) {
   for (auto& pending : batch) {
-    if (!result.ok()) {
-      fail(*pending, result.error());
-      continue;
-    }
     bool found = true;
     for (const Write& write : pending->writes) {
       if (write.mode == Mode::kRemove) {

@@ -97,8 +97,13 @@ class ZooKeeperRecordStore final : public RecordStore {
   void answered(std::vector<kj::Own<Pending>> batch,
                 const std::vector<std::pair<size_t, size_t>>& origin,
                 const ha::ZkReply<std::vector<ha::ZkOpResult>>& reply);
-  // Resolves every caller of `batch` with `result` (and notes what exists now); sends the next.
-  void settle(std::vector<kj::Own<Pending>>& batch, const StoreResult<void>& result);
+  // The transaction applied: notes what exists now, answers every caller of `batch` (whether its
+  // removes found their records), sends the next.
+  void succeeded(std::vector<kj::Own<Pending>>& batch);
+  // What `write` does, as error messages name it: "write" or "remove".
+  static std::string actionOf(const Write& write) {
+    return write.mode == Mode::kRemove ? "remove" : "write";
+  }
   // Fails every caller of `batch` with its own error; sends the next.
   void failEach(std::vector<kj::Own<Pending>>& batch,
                 const std::function<StoreError(const Pending&)>& error);

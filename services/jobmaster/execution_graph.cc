@@ -347,20 +347,20 @@ std::vector<bool> ExecutionGraph::offerSlots(const ResourceId& worker,
   return accepted;
 }
 
-std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
-  std::vector<Deployment> out;
+std::vector<std::pair<uint32_t, AllocationId>> ExecutionGraph::placements() const {
+  std::vector<std::pair<uint32_t, AllocationId>> out;
   if (frozen() || reconciling_) return out;
-  std::vector<std::map<AllocationId, Slot>::iterator> free;
+  std::vector<std::map<AllocationId, Slot>::const_iterator> free;
   for (auto it = slots_.begin(); it != slots_.end(); ++it) {
     if (!it->second.subtask) free.push_back(it);
   }
-  for (Vertex& vertex : vertices_) {
+  for (const Vertex& vertex : vertices_) {
     if (free.empty()) break;
     if (!vertex.runnable() || vertex.waiting == 0) continue;
-    for (uint32_t index = vertex.first; index < vertex.first + vertex.parallelism; ++index) {
-      if (vertex.waiting == 0) break;
-      Subtask& subtask = subtasks_[index];
-      if (subtask.phase != Phase::kWaiting) continue;
+    uint32_t placed = 0;
+    for (uint32_t index = vertex.first;
+         index < vertex.first + vertex.parallelism && placed < vertex.waiting; ++index) {
+      if (subtasks_[index].phase != Phase::kWaiting) continue;
       auto fits = [&](const auto& it) { return it->second.profile.fits(vertex.profile); };
       auto slot = free.end();
       // After a worker fault, a slot on another worker first.
@@ -371,49 +371,44 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
       }
       if (slot == free.end()) slot = std::find_if(free.begin(), free.end(), fits);
       if (slot == free.end()) break;
-      const auto chosen = *slot;
+      out.emplace_back(index, (*slot)->first);
       free.erase(slot);
-      const bool restart = subtask.attempts > 0;
-      subtask.attempt = AttemptId::random();
-      subtask.worker = chosen->second.worker;
-      subtask.allocation = chosen->first;
-      subtask.pid = 0;
-      subtask.exitCode = 0;
-      subtask.termSignal = 0;
-      outputProblems_.erase(index);
-      subtask.startedAtMs = 0;
-      subtask.endedAtMs = 0;
-      ++subtask.attempts;
-      chosen->second.subtask = index;
-      setPhase(index, Phase::kLive);
-      setState(index, ExecutionState::DEPLOYING, nowMs);
-      out.push_back(Deployment{index, subtask.attempt, subtask.attempts - 1, chosen->first,
-                               chosen->second.worker, restart});
+      ++placed;
     }
   }
   return out;
 }
 
-bool ExecutionGraph::schedulesPartly() const {
-  if (frozen() || reconciling_) return false;
-  // schedule()'s matching, dry: vertices in order, each waiting subtask into the first free slot
-  // that fits, a vertex's turn over at its first subtask that finds none.
-  std::vector<const Profile*> free;
-  for (const auto& [allocation, slot] : slots_) {
-    if (!slot.subtask) free.push_back(&slot.profile);
+std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
+  std::vector<Deployment> out;
+  for (const auto& [index, allocation] : placements()) {
+    Slot& slot = slots_.at(allocation);
+    Subtask& subtask = subtasks_[index];
+    const bool restart = subtask.attempts > 0;
+    subtask.attempt = AttemptId::random();
+    subtask.worker = slot.worker;
+    subtask.allocation = allocation;
+    subtask.pid = 0;
+    subtask.exitCode = 0;
+    subtask.termSignal = 0;
+    outputProblems_.erase(index);
+    subtask.startedAtMs = 0;
+    subtask.endedAtMs = 0;
+    ++subtask.attempts;
+    slot.subtask = index;
+    setPhase(index, Phase::kLive);
+    setState(index, ExecutionState::DEPLOYING, nowMs);
+    out.push_back(
+        Deployment{index, subtask.attempt, subtask.attempts - 1, allocation, slot.worker, restart});
   }
+  return out;
+}
+
+bool ExecutionGraph::schedulesPartly() const {
+  const size_t placed = placements().size();
   uint32_t waiting = 0;
-  uint32_t placed = 0;
   for (const Vertex& vertex : vertices_) {
-    if (!vertex.runnable()) continue;
-    waiting += vertex.waiting;
-    for (uint32_t left = vertex.waiting; left > 0; --left) {
-      auto slot = std::find_if(free.begin(), free.end(),
-                               [&vertex](const Profile* profile) { return profile->fits(vertex.profile); });
-      if (slot == free.end()) break;
-      free.erase(slot);
-      ++placed;
-    }
+    if (vertex.runnable()) waiting += vertex.waiting;
   }
   return placed > 0 && placed < waiting;
 }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/ids.h"
@@ -358,6 +359,11 @@ class ExecutionGraph final {
     std::optional<uint32_t> subtask;  // The live attempt in it.
   };
 
+  // schedule()'s matching, without applying it: each subtask waiting in a runnable vertex
+  // (vertices in order) with the free held slot it gets (after a worker fault, one on another
+  // worker first), a vertex's turn over at its first subtask no free slot fits. Empty once the
+  // job ended, is stopped or reconciles.
+  std::vector<std::pair<uint32_t, AllocationId>> placements() const;
   void setState(uint32_t index, wire::ExecutionState state, int64_t nowMs);
   void setPhase(uint32_t index, Phase phase);
   void releaseSlot(uint32_t index);

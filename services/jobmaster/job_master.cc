@@ -197,12 +197,15 @@ void JobMaster::queueSettle() {
 bool JobMaster::gathersSlots() {
   const Duration wait = term_.options.firstDeployWait;
   if (deployedOnce_ || wait.count() == 0 || !execution_.schedulesPartly()) return false;
-  if (!gatherArmed_) {
-    gatherArmed_ = true;
-    tasks_.add(term_.timer.afterDelay(wait.count() * kj::MILLISECONDS).then([this] {
-      deployedOnce_ = true;
-      queueSettle();
-    }));
+  if (gatherWait_ == nullptr) {
+    gatherWait_ = term_.timer.afterDelay(wait.count() * kj::MILLISECONDS)
+                      .then([this] {
+                        deployedOnce_ = true;
+                        queueSettle();
+                      })
+                      .eagerlyEvaluate([this](kj::Exception&& e) {
+                        errorLogger_.taskFailed(kj::mv(e));
+                      });
   }
   return true;
 }
@@ -213,7 +216,10 @@ void JobMaster::settle() {
   execution_.restartDue(monoNow());
   std::vector<Deployment> deployments;
   if (!gathersSlots()) deployments = execution_.schedule(nowMs());
-  if (!deployments.empty()) deployedOnce_ = true;
+  if (!deployments.empty()) {
+    deployedOnce_ = true;
+    gatherWait_ = nullptr;  // Its slots all came: the wait is over.
+  }
   drainTransitions();
   // Write-ahead: each new attempt is deployed once a put holding it succeeded.
   for (const Deployment& deployment : deployments) progress_.deployWhenStored(deployment);

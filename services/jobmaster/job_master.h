@@ -154,11 +154,13 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   // The job deployed something (or came from a progress record, or its first deployment waited
   // jobmaster.first-deploy-wait): every later settle deploys whatever fits at once.
   bool deployedOnce_ = false;
-  bool gatherArmed_ = false;  // The first deployment's wait for more slots runs.
   std::optional<MonoTime> restartArmedAt_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
   TaskSetErrorLogger errorLogger_{"job master"};
   kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
+  // The first deployment's wait for more slots (gathersSlots), while it runs; reports its failure
+  // to errorLogger_.
+  kj::Maybe<kj::Promise<void>> gatherWait_;
   kj::TaskSet tasks_{errorLogger_};
   // Cut first on destruction: the gateway servers the term keeps answer DISCONNECTED then.
   rpc::Revocable<JobMaster> self_;

@@ -122,6 +122,27 @@ class CountingCoordination final : public ha::Coordination {
   std::vector<size_t> outstandingAtIssue_;
 };
 
+// Holds the first transaction sent through `counting` until release(), so that the writes made
+// meanwhile queue behind it, and records every transaction's number of ops (each starting with
+// the latch check). With failSecond the client fails the next transaction as a whole.
+struct HeldFirstTransaction {
+  explicit HeldFirstTransaction(CountingCoordination& counting, bool failSecond = false) {
+    counting.beforeMulti = [this, failSecond](const std::vector<ZkOp>& ops) -> kj::Promise<void> {
+      EXPECT_EQ(ops[0].kind, ZkOp::Kind::kCheck);
+      opsPerTransaction.push_back(ops.size());
+      if (opsPerTransaction.size() == 1) return kj::mv(held.promise);
+      if (opsPerTransaction.size() == 2 && failSecond) {
+        return KJ_EXCEPTION(DISCONNECTED, "the client is closing");
+      }
+      return kj::READY_NOW;
+    };
+  }
+  void release() { held.fulfiller->fulfill(); }
+
+  kj::PromiseFulfillerPair<void> held = kj::newPromiseAndFulfiller<void>();
+  std::vector<size_t> opsPerTransaction;
+};
+
 class ZooKeeperRecordStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -652,13 +673,7 @@ TEST_F(ZooKeeperRecordStoreTest, WritesMadeWhileATransactionIsInFlightGoTogether
   expectOk(run(store->put(RecordFamily::kJobResults, key(9), "to remove")));
   const uint64_t before = sent;
 
-  auto held = kj::newPromiseAndFulfiller<void>();
-  std::vector<size_t> opsPerTransaction;
-  counting.beforeMulti = [&held, &opsPerTransaction](const std::vector<ZkOp>& ops) {
-    opsPerTransaction.push_back(ops.size());
-    EXPECT_EQ(ops[0].kind, ZkOp::Kind::kCheck);
-    return opsPerTransaction.size() == 1 ? kj::mv(held.promise) : kj::Promise<void>(kj::READY_NOW);
-  };
+  HeldFirstTransaction held(counting);
   auto first = store->put(RecordFamily::kJobGraphs, key(1), "one");
   auto second = store->put(RecordFamily::kJobGraphs, key(2), "two");
   std::vector<RecordWrite> writes;
@@ -667,7 +682,7 @@ TEST_F(ZooKeeperRecordStoreTest, WritesMadeWhileATransactionIsInFlightGoTogether
   auto third = store->commit(std::move(writes));
   auto removed = store->remove(RecordFamily::kJobResults, key(9));
   auto absent = store->remove(RecordFamily::kJobResults, key(8));
-  held.fulfiller->fulfill();
+  held.release();
 
   expectOk(run(kj::mv(first)));
   expectOk(run(kj::mv(second)));
@@ -680,7 +695,7 @@ TEST_F(ZooKeeperRecordStoreTest, WritesMadeWhileATransactionIsInFlightGoTogether
   EXPECT_FALSE(removedNone.value());
   // The first alone; the next four callers' five writes in one (the remove of a record that
   // does not exist fails it once, and it goes again without that remove).
-  EXPECT_EQ(opsPerTransaction, (std::vector<size_t>{2, 6, 5}));
+  EXPECT_EQ(held.opsPerTransaction, (std::vector<size_t>{2, 6, 5}));
   EXPECT_EQ(sent - before, 3u);
   EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(1)), "one");
   EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(2)), "two");
@@ -695,17 +710,13 @@ TEST_F(ZooKeeperRecordStoreTest, QueuedWritesOfOneRecordApplyInCallOrder) {
   auto client = connect();
   CountingCoordination counting(*client);
   auto store = open(counting, 1, createLatch(*client));
-  auto held = kj::newPromiseAndFulfiller<void>();
-  size_t transactions = 0;
-  counting.beforeMulti = [&held, &transactions](const std::vector<ZkOp>&) {
-    return ++transactions == 1 ? kj::mv(held.promise) : kj::Promise<void>(kj::READY_NOW);
-  };
+  HeldFirstTransaction held(counting);
   auto first = store->put(RecordFamily::kJobGraphs, key(5), "first");
   auto put = store->put(RecordFamily::kJobProgress, key(1), "progress");
   auto gone = store->remove(RecordFamily::kJobProgress, key(1));
   auto again = store->put(RecordFamily::kJobGraphs, key(2), "a");
   auto last = store->put(RecordFamily::kJobGraphs, key(2), "b");
-  held.fulfiller->fulfill();
+  held.release();
   expectOk(run(kj::mv(first)));
   expectOk(run(kj::mv(put)));
   auto removed = run(kj::mv(gone));
@@ -725,17 +736,12 @@ TEST_F(ZooKeeperRecordStoreTest, AWriteThatFailsInASharedTransactionFailsAloneAn
   CountingCoordination counting(*client);
   auto store = open(counting, 1, createLatch(*client));
   ASSERT_TRUE(run(client->remove("job-details", -1)).ok());
-  auto held = kj::newPromiseAndFulfiller<void>();
-  std::vector<size_t> opsPerTransaction;
-  counting.beforeMulti = [&held, &opsPerTransaction](const std::vector<ZkOp>& ops) {
-    opsPerTransaction.push_back(ops.size());
-    return opsPerTransaction.size() == 1 ? kj::mv(held.promise) : kj::Promise<void>(kj::READY_NOW);
-  };
+  HeldFirstTransaction held(counting);
   auto first = store->put(RecordFamily::kJobGraphs, key(1), "one");
   auto before = store->put(RecordFamily::kJobGraphs, key(2), "two");
   auto orphan = store->put(RecordFamily::kJobDetails, key(2), "detail");
   auto after = store->put(RecordFamily::kJobResults, key(2), "result");
-  held.fulfiller->fulfill();
+  held.release();
   expectOk(run(kj::mv(first)));
   expectOk(run(kj::mv(before)));
   auto failed = run(kj::mv(orphan));
@@ -744,7 +750,7 @@ TEST_F(ZooKeeperRecordStoreTest, AWriteThatFailsInASharedTransactionFailsAloneAn
   EXPECT_THAT(failed.error().message, ::testing::HasSubstr("job-details/" + key(2)));
   EXPECT_THAT(failed.error().message, ::testing::HasSubstr("its parent node is missing"));
   expectOk(run(kj::mv(after)));
-  EXPECT_EQ(opsPerTransaction, (std::vector<size_t>{2, 4, 2, 2, 2}));
+  EXPECT_EQ(held.opsPerTransaction, (std::vector<size_t>{2, 4, 2, 2, 2}));
   EXPECT_EQ(nodeData(*client, "jobgraphs/" + key(2)), "two");
   EXPECT_EQ(nodeData(*client, "job-results/" + key(2)), "result");
 }
@@ -755,18 +761,11 @@ TEST_F(ZooKeeperRecordStoreTest, ATransactionTheClientFailsAnswersEachCallerAndT
   auto client = connect();
   CountingCoordination counting(*client);
   auto store = open(counting, 1, createLatch(*client));
-  auto held = kj::newPromiseAndFulfiller<void>();
-  size_t transactions = 0;
-  counting.beforeMulti = [&held, &transactions](const std::vector<ZkOp>&) -> kj::Promise<void> {
-    ++transactions;
-    if (transactions == 1) return kj::mv(held.promise);
-    if (transactions == 2) return KJ_EXCEPTION(DISCONNECTED, "the client is closing");
-    return kj::READY_NOW;
-  };
+  HeldFirstTransaction held(counting, /*failSecond=*/true);
   auto first = store->put(RecordFamily::kJobGraphs, key(1), "one");
   auto second = store->put(RecordFamily::kJobGraphs, key(2), "two");
   auto third = store->remove(RecordFamily::kJobResults, key(3));
-  held.fulfiller->fulfill();
+  held.release();
   expectOk(run(kj::mv(first)));
   auto failedPut = run(kj::mv(second));
   ASSERT_FALSE(failedPut.ok());

@@ -255,6 +255,16 @@ class JobMastersTest : public DefaultLoggerTest {
     return loop_.run(request.send());
   }
 
+  // `worker` says it leaves (JobMasterGateway.disconnect with `cause`), accepted.
+  void disconnect(const JobId& job, const ResourceId& worker, const std::string& cause) {
+    auto request = gateway(job, worker).disconnectRequest();
+    request.setEpoch(kEpoch);
+    wire::setWireId(request.initResourceId(), worker);
+    request.setCause(cause);
+    EXPECT_FALSE(loop_.run(request.send()).hasFailure());
+    settle();
+  }
+
   capnp::Response<JobMasterGateway::UpdateTaskExecutionStateResults> update(
       const JobId& job, const FakeWorker::Submitted& attempt, ExecutionState state,
       int32_t exitCode = 0, const std::string& message = "") {
@@ -873,12 +883,7 @@ TEST_F(JobMastersTest, AttemptsAWorkerHoldsThatTheJobMasterDoesNotKnowAreCancell
 TEST_F(JobMastersTest, AWorkerThatDisconnectsFailsItsAttemptsAtOnce) {
   JobGraphBuilder builder({{"a", 1}});
   auto [job, worker] = startOnWorkerA(builder, 1, 1);
-  auto request = gateway(job, workerA_).disconnectRequest();
-  request.setEpoch(kEpoch);
-  wire::setWireId(request.initResourceId(), workerA_);
-  request.setCause("SIGTERM");
-  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
-  settle();
+  disconnect(job, workerA_, "SIGTERM");
   ASSERT_EQ(listener_.ended.size(), 1u);
   EXPECT_EQ(listener_.ended[0].second.failureMessage,
             "worker " + workerA_.toHex() + " disconnected: SIGTERM (no restart strategy)");
@@ -906,12 +911,7 @@ TEST_F(JobMastersTest, AnAttemptOfALostWorkerOfferedAgainIsCancelled) {
   ASSERT_EQ(worker.submitted.size(), 1u);
   expectApplied(job, worker.submitted[0], ExecutionState::RUNNING);
   // Lost (here by its disconnect): the attempt FAILED and waits for its restart delay.
-  auto request = gateway(job, workerA_).disconnectRequest();
-  request.setEpoch(kEpoch);
-  wire::setWireId(request.initResourceId(), workerA_);
-  request.setCause("paused");
-  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
-  settle();
+  disconnect(job, workerA_, "paused");
   EXPECT_EQ(counters_.attemptsFailed, 1u);
   // The worker comes back and offers its slot with the attempt still running in it: the
   // JobMaster failed that attempt, so it is cancelled.
@@ -1015,12 +1015,7 @@ TEST_F(JobMastersTest, HeartbeatRoundsRunOnlyWhileTheJobFollowsAWorker) {
   advance(Duration(2000));
   EXPECT_EQ(worker.heartbeats, 2u);
   // The worker leaves: the job follows no worker, the next round finds none and the rounds stop.
-  auto request = gateway(job, workerA_).disconnectRequest();
-  request.setEpoch(kEpoch);
-  wire::setWireId(request.initResourceId(), workerA_);
-  request.setCause("SIGTERM");
-  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
-  settle();
+  disconnect(job, workerA_, "SIGTERM");
   advance(Duration(2000));
   EXPECT_EQ(worker.heartbeats, 2u);
   EXPECT_TRUE(timer_.nextEvent() == nullptr) << "the rounds went on without a worker";
@@ -1878,12 +1873,7 @@ TEST_F(JobMastersTest, AFailedEndIsReportedOnlyOnceARecordSayingTheStrategyGaveU
   JobGraphBuilder builder({{"a", 1}});
   auto [job, worker] = startOnWorkerA(builder, 1, 1);
   backend_.holdWrites = true;
-  auto request = gateway(job, workerA_).disconnectRequest();
-  request.setEpoch(kEpoch);
-  wire::setWireId(request.initResourceId(), workerA_);
-  request.setCause("SIGTERM");
-  EXPECT_FALSE(loop_.run(request.send()).hasFailure());
-  settle();
+  disconnect(job, workerA_, "SIGTERM");
   // The Dispatcher would store the result; a leader dying before the record says the job failed
   // would leave the next one to run it again.
   EXPECT_TRUE(listener_.ended.empty());
