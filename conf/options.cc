@@ -290,14 +290,17 @@ std::vector<OptionSpec> buildRegistry() {
                  "Where job graphs and results are kept; auto picks zookeeper with "
                  "ha.mode=zookeeper and rocksdb with ha.mode=standalone."),
       option("store.zookeeper.max-payload", kSize, "960KiB",
-             "Largest job graph or job result the zookeeper store writes; larger ones are refused. "
-             "Keep it under the servers' jute.maxbuffer (1MiB unless changed), which also has to "
-             "hold the path and the transaction.",
+             "Largest record the zookeeper store writes (a job graph, result, detail, progress "
+             "record or part), and largest transaction of several records, counting each one's "
+             "path and 256 bytes of framing; larger ones are refused. Keep it under the servers' "
+             "jute.maxbuffer (1MiB unless changed), which also has to hold a single record's "
+             "path.",
              sizeRange(1024, 64 * 1024 * 1024, "1KiB", "64MiB")),
       option("store.rocksdb.path", kString, "regent-store",
              "Directory of the rocksdb store; relative paths start at the working directory."),
       option("store.rocksdb.max-payload", kSize, "64MiB",
-             "Largest job graph or job result the rocksdb store writes; larger ones are refused.",
+             "Largest record the rocksdb store writes, and largest write batch of several "
+             "records (counted as for zookeeper); larger ones are refused.",
              sizeRange(1024, 64 * 1024 * 1024, "1KiB", "64MiB")),
       option("store.rocksdb.lock-timeout", kDuration, "10s",
              "How long a master retries opening the rocksdb store while another process holds "

@@ -1,6 +1,7 @@
-// The stores' encoding over a RecordStore backend: JobGraphs and JobResults as packed Cap'n Proto
-// records, validated on the way in and fully checked on the way out; dirty/clean results and
-// their retention. Backends only keep bytes; everything about records lives here, once.
+// The stores' encoding over a RecordStore backend: JobGraphs, JobResults and job progress as
+// packed Cap'n Proto records, validated on the way in and fully checked on the way out;
+// dirty/clean results and their retention; a large job's progress split into parts. Backends
+// only keep bytes; everything about records lives here, once.
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
@@ -176,12 +177,10 @@ std::optional<uint64_t> claimedWords(const std::string& bytes) {
   return words + tableWords;
 }
 
-// Decodes a record stored under `key`, checking every pointer (the copy traverses the whole
-// message) and its type against the schema, that nothing trails it, and that it carries the job
-// id `key` names.
+// Decodes a packed record, checking every pointer (the copy traverses the whole message) and its
+// type against the schema, and that nothing trails it.
 template <typename Struct>
-StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string bytes) {
-  if (!JobId::fromHex(key)) return StoreError::corrupt(kNotAJobId);
+StoreResult<kj::Own<capnp::MallocMessageBuilder>> decodeMessage(const std::string& bytes) {
   kj::Own<capnp::MallocMessageBuilder> message;
   bool trailing = false;
   std::optional<uint64_t> claimed;
@@ -190,8 +189,8 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                  // to 64 MiB for three bytes.
                  claimed = claimedWords(bytes);
                  if (claimed && *claimed > maxUnpackedWords(bytes.size())) return;
-                 kj::ArrayInputStream input(kj::arrayPtr(
-                     reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+                 kj::ArrayInputStream input(
+                     kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
                  capnp::ReaderOptions options;
                  options.traversalLimitInWords = kMaxMessageWords;
                  capnp::PackedMessageReader reader(input, options);
@@ -217,11 +216,21 @@ StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string by
                                " packed bytes can hold");
   }
   if (trailing) return StoreError::corrupt("has bytes after the message");
-  auto root = message->getRoot<Struct>().asReader();
+  return kj::mv(message);
+}
+
+// Decodes a record stored under `key` (decodeMessage) and checks that it carries the job id
+// `key` names.
+template <typename Struct>
+StoreResult<StoredMessage<Struct>> decode(const std::string& key, std::string bytes) {
+  if (!JobId::fromHex(key)) return StoreError::corrupt(kNotAJobId);
+  auto message = decodeMessage<Struct>(bytes);
+  if (!message.ok()) return message.error();
+  auto root = message.value()->template getRoot<Struct>().asReader();
   const std::optional<JobId> id = wire::idFromWireIfSet<JobId>(root.hasJobId(), root.getJobId());
   if (!id) return StoreError::corrupt("carries no job id");
   if (id->toHex() != key) return StoreError::corrupt("carries job id " + id->toHex());
-  return StoredMessage<Struct>(kj::mv(message), kj::mv(bytes));
+  return StoredMessage<Struct>(kj::mv(message).value(), kj::mv(bytes));
 }
 
 const char* recordKindName(RecordFamily family) {
@@ -230,6 +239,7 @@ const char* recordKindName(RecordFamily family) {
     case RecordFamily::kJobResults: return "JobResult";
     case RecordFamily::kJobProgress: return "JobProgress";
     case RecordFamily::kJobDetails: return "job detail";
+    case RecordFamily::kJobProgressParts: return "JobProgressPart";
   }
   return "record";
 }
@@ -361,38 +371,178 @@ class PackedJobGraphStore final : public JobGraphStore {
 
 // ---- JobProgress -------------------------------------------------------------------------
 
+// A progress part's key: "<job id>-<part>".
+std::string partKey(const JobId& id, uint32_t part) {
+  return id.toHex() + "-" + std::to_string(part);
+}
+
+// The job and part a part's key names; nullopt for any other key.
+std::optional<std::pair<JobId, uint32_t>> parsePartKey(const std::string& key) {
+  const size_t dash = key.find('-');
+  if (dash == std::string::npos) return std::nullopt;
+  const std::optional<JobId> id = JobId::fromHex(key.substr(0, dash));
+  const std::string digits = key.substr(dash + 1);
+  if (!id || digits.empty() || digits.size() > 9 || (digits[0] == '0' && digits.size() > 1) ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::make_pair(*id, static_cast<uint32_t>(std::stoul(digits)));
+}
+
+uint32_t partOf(uint32_t subtask) { return subtask / kProgressPartSubtasks; }
+
 class PackedJobProgressStore final : public JobProgressStore {
  public:
   explicit PackedJobProgressStore(RecordStore& records) : records_(records) {}
   ~PackedJobProgressStore() noexcept override = default;
 
   kj::Promise<StoreResult<void>> put(wire::JobProgress::Reader progress) override {
-    capnp::MallocMessageBuilder builder;
-    StoreResult<void> copied = copyInto(builder, progress, "the job progress");
+    capnp::MallocMessageBuilder copy;
+    StoreResult<void> copied = copyInto(copy, progress, "the job progress");
     if (!copied.ok()) return readyError(copied.error());
-    auto root = builder.getRoot<wire::JobProgress>().asReader();
-    const std::optional<JobId> id = wire::idFromWireIfSet<JobId>(root.hasJobId(), root.getJobId());
+    auto root = copy.getRoot<wire::JobProgress>();
+    const std::optional<JobId> id =
+        wire::idFromWireIfSet<JobId>(root.asReader().hasJobId(), root.asReader().getJobId());
     if (!id) return readyError(StoreError::invalid("the job progress has no job id (jobId)"));
-    StoreResult<std::string> packed =
-        pack(builder, "the progress record of " + describeJob(*id, ""), records_);
+    const std::string what = "the progress record of " + describeJob(*id, "");
+
+    // The subtasks by part. A job whose subtasks all fall in part 0 keeps them in the record
+    // itself (one record, as before parts existed); otherwise every part is a record of its own
+    // and the record holds none.
+    auto subtasks = root.disownSubtasks();
+    root.disownParts();
+    std::map<uint32_t, std::vector<uint32_t>> byPart;  // Positions in `subtasks`.
+    const auto all = subtasks.getReader();
+    for (uint32_t i = 0; i < all.size(); ++i) byPart[partOf(all[i].getSubtask())].push_back(i);
+    auto pick = [&all](const std::vector<uint32_t>& positions,
+                       capnp::List<wire::SubtaskProgress>::Builder into) {
+      for (uint32_t i = 0; i < positions.size(); ++i) into.setWithCaveats(i, all[positions[i]]);
+    };
+
+    capnp::MallocMessageBuilder header;
+    header.setRoot(root.asReader());
+    auto headerRoot = header.getRoot<wire::JobProgress>();
+    const bool split = !byPart.empty() && byPart.rbegin()->first > 0;
+    if (!split && !byPart.empty()) {
+      pick(byPart.begin()->second,
+           headerRoot.initSubtasks(static_cast<unsigned>(byPart.begin()->second.size())));
+    }
+    std::map<uint32_t, std::string> parts;  // Part -> its record.
+    for (const auto& [part, positions] : byPart) {
+      if (!split) break;
+      capnp::MallocMessageBuilder builder;
+      auto record = builder.initRoot<wire::JobProgressPart>();
+      record.setJobId(headerRoot.asReader().getJobId());
+      record.setPart(part);
+      pick(positions, record.initSubtasks(static_cast<unsigned>(positions.size())));
+      StoreResult<std::string> packed =
+          pack(builder, what + " (part " + std::to_string(part) + ")", records_);
+      if (!packed.ok()) return readyError(packed.error());
+      parts.emplace(part, kj::mv(packed).value());
+    }
+    if (!parts.empty()) {
+      auto listed = headerRoot.initParts(static_cast<unsigned>(parts.size()));
+      uint32_t i = 0;
+      for (const auto& entry : parts) listed.set(i++, entry.first);
+    }
+    StoreResult<std::string> packed = pack(header, what, records_);
     if (!packed.ok()) return readyError(packed.error());
-    return canceler_.wrap(
-        records_.put(RecordFamily::kJobProgress, id->toHex(), kj::mv(packed).value()));
+
+    // The record, the parts that changed, and the removal of parts it no longer has.
+    std::vector<RecordWrite> writes;
+    writes.push_back(RecordWrite{RecordFamily::kJobProgress, id->toHex(), kj::mv(packed).value()});
+    auto known = known_.find(*id);
+    for (const auto& [part, bytes] : parts) {
+      if (known != known_.end()) {
+        auto stored = known->second.stored.find(part);
+        if (stored != known->second.stored.end() && stored->second == bytes) continue;
+      }
+      writes.push_back(RecordWrite{RecordFamily::kJobProgressParts, partKey(*id, part), bytes});
+    }
+    if (known != known_.end()) {
+      for (uint32_t part : known->second.present) {
+        if (parts.count(part) == 0) {
+          writes.push_back(
+              RecordWrite{RecordFamily::kJobProgressParts, partKey(*id, part), std::nullopt});
+        }
+      }
+    }
+    // Known as present before the transaction goes: whether a failed one applied is unknown,
+    // and a later removal must take these parts too. (commit() refuses a transaction over the
+    // backend's limit, naming the record.)
+    if (!parts.empty()) {
+      KnownParts& entry = known_[*id];
+      for (const auto& part : parts) entry.present.insert(part.first);
+    }
+    return canceler_.wrap(records_.commit(std::move(writes)))
+        .then([this, id = *id, parts = std::move(parts)](StoreResult<void>&& written) mutable {
+          auto known = known_.find(id);
+          if (!written.ok()) {
+            // What is stored now is unknown: the next put writes every part.
+            if (known != known_.end()) known->second.stored.clear();
+          } else if (parts.empty()) {
+            if (known != known_.end()) known_.erase(known);
+          } else {
+            KnownParts& entry = known_[id];
+            entry.present.clear();
+            for (const auto& part : parts) entry.present.insert(part.first);
+            entry.stored = std::move(parts);
+          }
+          return kj::mv(written);
+        });
   }
 
   kj::Promise<StoreResult<bool>> remove(JobId id) override {
-    return canceler_.wrap(records_.remove(RecordFamily::kJobProgress, id.toHex()));
+    auto known = known_.find(id);
+    if (known == known_.end()) {
+      return canceler_.wrap(records_.remove(RecordFamily::kJobProgress, id.toHex()));
+    }
+    std::vector<RecordWrite> writes{
+        RecordWrite{RecordFamily::kJobProgress, id.toHex(), std::nullopt}};
+    addPartRemovals(id, writes);
+    return canceler_.wrap(records_.commit(std::move(writes)))
+        .then([this, id](StoreResult<void>&& removed) -> StoreResult<bool> {
+          if (!removed.ok()) return removed.error();
+          forget(id);
+          return true;
+        });
   }
 
+  // Adds to `writes` the removal of every part of job `id` this term wrote or read (for the
+  // JobResultStore's cleanup transaction); forget() once that transaction applied.
+  void addPartRemovals(JobId id, std::vector<RecordWrite>& writes) const {
+    auto known = known_.find(id);
+    if (known == known_.end()) return;
+    for (uint32_t part : known->second.present) {
+      writes.push_back(
+          RecordWrite{RecordFamily::kJobProgressParts, partKey(id, part), std::nullopt});
+    }
+  }
+  void forget(JobId id) { known_.erase(id); }
+
   StoreResult<void> admits(uint32_t subtasks) const override {
-    // The largest record such a job writes: every subtask with an attempt whose fields do not
-    // pack away (no zero bytes), and a root cause with kProgressTextAllowance bytes of text.
-    capnp::MallocMessageBuilder builder;
-    auto progress = builder.initRoot<wire::JobProgress>();
+    // The largest transaction such a job writes: its record and every part at once, each
+    // subtask with a live attempt whose fields do not pack away (no zero bytes), and a root
+    // cause with kProgressTextAllowance bytes of text.
     auto fill = [](wire::Id128::Builder id) {
       id.setHi(~uint64_t{0});
       id.setLo(~uint64_t{0});
     };
+    auto fillSubtasks = [&fill](capnp::List<wire::SubtaskProgress>::Builder list) {
+      for (uint32_t i = 0; i < list.size(); ++i) {
+        list[i].setSubtask(~uint32_t{0});
+        fill(list[i].initAttemptId());
+        list[i].setAttemptNumber(~uint32_t{0});
+        list[i].setState(wire::ExecutionState::FAILED);
+        fill(list[i].initResourceId());    // A live attempt's worker and slot.
+        fill(list[i].initAllocationId());
+      }
+    };
+    const uint32_t partCount = subtasks <= kProgressPartSubtasks
+                                   ? 0
+                                   : (subtasks + kProgressPartSubtasks - 1) / kProgressPartSubtasks;
+    capnp::MallocMessageBuilder builder;
+    auto progress = builder.initRoot<wire::JobProgress>();
     fill(progress.initJobId());
     progress.setEpoch(~uint64_t{0});
     progress.setWrittenAtMs(INT64_MAX);
@@ -407,40 +557,195 @@ class PackedJobProgressStore final : public JobProgressStore {
     fill(failure.initAttemptId());
     failure.setExitCode(-1);
     failure.setAtMs(INT64_MAX);
-    auto list = progress.initSubtasks(subtasks);
-    for (uint32_t i = 0; i < subtasks; ++i) {
-      list[i].setSubtask(~uint32_t{0});
-      fill(list[i].initAttemptId());
-      list[i].setAttemptNumber(~uint32_t{0});
-      list[i].setState(wire::ExecutionState::FAILED);
-    }
+    if (partCount == 0) fillSubtasks(progress.initSubtasks(subtasks));
+    auto listed = progress.initParts(partCount);
+    for (uint32_t i = 0; i < partCount; ++i) listed.set(i, ~uint32_t{0});
+    const std::string key(32, 'f');  // A job id's 32 hex digits.
     StoreResult<std::string> packed = pack(builder, "the progress record", records_);
-    if (packed.ok()) return StoreResult<void>();
-    StoreError error = packed.error();
-    error.message = "a job of " + std::to_string(subtasks) +
-                    " subtasks (the sum of its vertices' parallelism) keeps a progress record of "
-                    "up to " +
-                    (error.sizeBytes > 0 ? std::to_string(error.sizeBytes) + " bytes" : "more") +
-                    ", over the store's limit of " + std::to_string(records_.maxRecordSize()) +
-                    " bytes (" + records_.maxRecordSizeOption() +
-                    "): lower the parallelism, or raise the limit";
+    size_t total = 0;
+    if (packed.ok()) {
+      total = transactionBytes(recordName(RecordFamily::kJobProgress, key).size(),
+                               packed.value().size());
+      if (partCount > 0) {
+        capnp::MallocMessageBuilder partBuilder;
+        auto part = partBuilder.initRoot<wire::JobProgressPart>();
+        fill(part.initJobId());
+        part.setPart(~uint32_t{0});
+        fillSubtasks(part.initSubtasks(kProgressPartSubtasks));
+        StoreResult<std::string> one = pack(partBuilder, "a progress part", records_);
+        if (one.ok()) {
+          const std::string name =
+              recordName(RecordFamily::kJobProgressParts, key + "-" + std::to_string(partCount));
+          total += partCount * transactionBytes(name.size(), one.value().size());
+        } else {
+          packed = one.error();
+        }
+      }
+    }
+    if (packed.ok() && total <= records_.maxRecordSize()) return StoreResult<void>();
+    const size_t size = packed.ok() ? total : packed.error().sizeBytes;
+    StoreError error = StoreError::tooLarge(
+        "a job of " + std::to_string(subtasks) +
+        " subtasks (the sum of its vertices' parallelism) keeps a progress record of up to " +
+        (size > 0 ? std::to_string(size) + " bytes" : std::string("more")) +
+        ", over the store's limit of " + std::to_string(records_.maxRecordSize()) + " bytes (" +
+        records_.maxRecordSizeOption() + "): lower the parallelism, or raise the limit");
+    error.sizeBytes = size;
+    error.limitBytes = records_.maxRecordSize();
     return error;
   }
 
   kj::Promise<StoreResult<RecoveredJobProgress>> recoverAll() override {
-    return canceler_.wrap(records_.readAll(RecordFamily::kJobProgress)
-                              .then([](StoreResult<std::vector<Record>>&& records)
-                                        -> StoreResult<RecoveredJobProgress> {
-                                if (!records.ok()) return records.error();
-                                auto decoded = decodeAll<wire::JobProgress>(
-                                    RecordFamily::kJobProgress, kj::mv(records).value());
-                                return RecoveredJobProgress{kj::mv(decoded.messages),
-                                                            kj::mv(decoded.corrupt)};
-                              }));
+    using Recovered = StoreResult<RecoveredJobProgress>;
+    return canceler_.wrap(
+        records_.readAll(RecordFamily::kJobProgress)
+            .then([this](StoreResult<std::vector<Record>>&& records) -> kj::Promise<Recovered> {
+              if (!records.ok()) return Recovered(records.error());
+              return records_.readAll(RecordFamily::kJobProgressParts)
+                  .then([this, records = kj::mv(records).value()](
+                            StoreResult<std::vector<Record>>&& parts) mutable -> Recovered {
+                    if (!parts.ok()) return parts.error();
+                    return assemble(kj::mv(records), kj::mv(parts).value());
+                  });
+            }));
   }
 
  private:
+  // What this term knows of a large job's parts.
+  struct KnownParts {
+    std::map<uint32_t, std::string> stored;  // As last written or read, when known.
+    std::set<uint32_t> present;              // Every part that may exist in the store.
+  };
+
+  // The records read at recovery with their parts merged back; what this term knows of every
+  // job's parts starts from what was read.
+  RecoveredJobProgress assemble(std::vector<Record>&& records, std::vector<Record>&& partRecords) {
+    RecoveredJobProgress recovered;
+    known_.clear();
+    std::map<JobId, std::map<uint32_t, std::string>> found;
+    for (Record& record : partRecords) {
+      const auto named = parsePartKey(record.key);
+      if (!named) {
+        recovered.corrupt.push_back(
+            {record.key, "is not a progress part's key (<job id>-<part number>)"});
+        logSkipped(RecordFamily::kJobProgressParts, recovered.corrupt.back());
+        continue;
+      }
+      known_[named->first].present.insert(named->second);
+      found[named->first][named->second] = std::move(record.bytes);
+    }
+    auto decoded = decodeAll<wire::JobProgress>(RecordFamily::kJobProgress, kj::mv(records));
+    std::set<JobId> withRecord;
+    for (CorruptRecord& corrupt : decoded.corrupt) {
+      if (auto id = JobId::fromHex(corrupt.key)) withRecord.insert(*id);
+      recovered.corrupt.push_back(std::move(corrupt));
+    }
+    for (auto& message : decoded.messages) {
+      const JobId id = wire::idFromWire<JobId>(message.get().getJobId());
+      withRecord.insert(id);
+      if (message.get().getParts().size() == 0) {
+        recovered.records.push_back(kj::mv(message));
+        continue;
+      }
+      auto merged = merge(id, message, found[id]);
+      if (merged.ok()) {
+        recovered.records.push_back(kj::mv(merged).value());
+      } else {
+        recovered.corrupt.push_back({id.toHex(), merged.error().message});
+        logSkipped(RecordFamily::kJobProgress, recovered.corrupt.back());
+      }
+    }
+    for (const auto& [id, parts] : found) {
+      if (withRecord.count(id) > 0) continue;
+      recovered.corrupt.push_back(
+          {id.toHex(),
+           "has " + std::to_string(parts.size()) + " part record" + (parts.size() == 1 ? "" : "s") +
+               " (" +
+               recordName(RecordFamily::kJobProgressParts, partKey(id, parts.begin()->first)) +
+               (parts.size() == 1 ? "" : ", …") + ") but no progress record"});
+      logSkipped(RecordFamily::kJobProgress, recovered.corrupt.back());
+    }
+    std::sort(recovered.corrupt.begin(), recovered.corrupt.end(),
+              [](const CorruptRecord& a, const CorruptRecord& b) { return a.key < b.key; });
+    return recovered;
+  }
+
+  // `header` with the parts it lists merged back into its subtasks; kCorrupt naming what does
+  // not fit. Keeps the parts read as this term's knowledge of what is stored.
+  StoreResult<JobProgressMessage> merge(const JobId& id, const JobProgressMessage& header,
+                                        std::map<uint32_t, std::string>& found) {
+    const auto record = header.get();
+    if (record.getSubtasks().size() > 0) {
+      return StoreError::corrupt("holds subtasks in the record and lists parts too (a record "
+                                 "with parts holds none)");
+    }
+    std::vector<kj::Own<capnp::MallocMessageBuilder>> parts;
+    uint32_t count = 0;
+    std::optional<uint32_t> previous;
+    for (uint32_t part : record.getParts()) {
+      const std::string name = recordName(RecordFamily::kJobProgressParts, partKey(id, part));
+      if (previous && part <= *previous) {
+        return StoreError::corrupt("lists part " + name + " twice or out of order (parts are "
+                                   "listed once each, ascending)");
+      }
+      previous = part;
+      auto bytes = found.find(part);
+      if (bytes == found.end()) {
+        return StoreError::corrupt("lists part " + name + ", which is missing");
+      }
+      auto decoded = decodeMessage<wire::JobProgressPart>(bytes->second);
+      if (!decoded.ok()) {
+        return StoreError::corrupt("has a part " + name + " that " + decoded.error().message);
+      }
+      const auto partRoot = decoded.value()->getRoot<wire::JobProgressPart>().asReader();
+      const std::optional<JobId> partJob =
+          wire::idFromWireIfSet<JobId>(partRoot.hasJobId(), partRoot.getJobId());
+      if (!partJob) return StoreError::corrupt("has a part " + name + " that carries no job id");
+      if (*partJob != id) {
+        return StoreError::corrupt("has a part " + name + " that carries job id " +
+                                   partJob->toHex());
+      }
+      if (partRoot.getPart() != part) {
+        return StoreError::corrupt("has a part " + name + " that carries part number " +
+                                   std::to_string(partRoot.getPart()));
+      }
+      std::optional<uint32_t> previousSubtask;  // Ascending, once each: at most 32 of them.
+      for (auto subtask : partRoot.getSubtasks()) {
+        const uint32_t index = subtask.getSubtask();
+        if (partOf(index) != part) {
+          return StoreError::corrupt("has a part " + name + " holding subtask " +
+                                     std::to_string(index) + ", outside its range");
+        }
+        if (previousSubtask && index <= *previousSubtask) {
+          return StoreError::corrupt("has a part " + name + " holding subtask " +
+                                     std::to_string(index) + " twice or out of order");
+        }
+        previousSubtask = index;
+      }
+      count += partRoot.getSubtasks().size();
+      parts.push_back(kj::mv(decoded).value());
+    }
+    auto message = kj::heap<capnp::MallocMessageBuilder>();
+    message->setRoot(record);
+    auto root = message->getRoot<wire::JobProgress>();
+    root.disownParts();
+    auto subtasks = root.initSubtasks(count);
+    uint32_t offset = 0;
+    KnownParts& known = known_[id];
+    for (auto& part : parts) {
+      const auto partRoot = part->getRoot<wire::JobProgressPart>().asReader();
+      for (auto subtask : partRoot.getSubtasks()) subtasks.setWithCaveats(offset++, subtask);
+      known.stored[partRoot.getPart()] = std::move(found[partRoot.getPart()]);
+    }
+    kj::VectorOutputStream output;
+    capnp::writePackedMessage(output, *message);
+    const auto bytes = output.getArray();
+    return JobProgressMessage(
+        kj::mv(message), std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+  }
+
   RecordStore& records_;
+  std::map<JobId, KnownParts> known_;  // Only jobs with parts.
   kj::Canceler canceler_;
 };
 
@@ -460,8 +765,9 @@ void sortNewestFirst(std::vector<JobResultMessage>& results) {
 
 class PackedJobResultStore final : public JobResultStore {
  public:
-  PackedJobResultStore(RecordStore& records, size_t retain, size_t detailMaxBytes)
-      : records_(records), retain_(retain), detailMaxBytes_(detailMaxBytes) {}
+  PackedJobResultStore(RecordStore& records, PackedJobProgressStore& progress, size_t retain,
+                       size_t detailMaxBytes)
+      : records_(records), progress_(progress), retain_(retain), detailMaxBytes_(detailMaxBytes) {}
   ~PackedJobResultStore() noexcept override = default;
 
   kj::Promise<StoreResult<void>> createDirty(wire::JobResult::Reader result) override {
@@ -552,6 +858,7 @@ class PackedJobResultStore final : public JobResultStore {
     std::vector<RecordWrite> writes;
     writes.push_back(RecordWrite{RecordFamily::kJobGraphs, key, std::nullopt});
     writes.push_back(RecordWrite{RecordFamily::kJobProgress, key, std::nullopt});
+    progress_.addPartRemovals(*id, writes);
     std::string detailLeftOut;
     KJ_IF_MAYBE (given, detail) {
       std::optional<JobId> detailId;
@@ -581,9 +888,10 @@ class PackedJobResultStore final : public JobResultStore {
     kj::Promise<StoreResult<void>> written = records_.commit(std::move(writes));
     if (markClean) written = trackWrite(kj::mv(written));
     return canceler_.wrap(written.then(
-        [this, key, endedAtMs, markClean, detailLeftOut = std::move(detailLeftOut)](
+        [this, id = *id, key, endedAtMs, markClean, detailLeftOut = std::move(detailLeftOut)](
             StoreResult<void>&& written) mutable -> kj::Promise<Cleaned> {
           if (!written.ok()) return Cleaned(written.error());
+          progress_.forget(id);
           if (!markClean) return Cleaned(std::move(detailLeftOut));
           return applyRetention(key, endedAtMs)
               .then([detailLeftOut = std::move(detailLeftOut)](
@@ -824,6 +1132,7 @@ class PackedJobResultStore final : public JobResultStore {
   };
 
   RecordStore& records_;
+  PackedJobProgressStore& progress_;
   const size_t retain_;
   const size_t detailMaxBytes_;
   std::optional<CleanIndex> index_;
@@ -839,8 +1148,8 @@ class PackedLeaderStores final : public LeaderStores {
   PackedLeaderStores(kj::Own<RecordStore> records, size_t retain, size_t detailMaxBytes)
       : records_(kj::mv(records)),
         jobGraphs_(*records_),
-        jobResults_(*records_, retain, detailMaxBytes),
-        jobProgress_(*records_) {}
+        jobProgress_(*records_),
+        jobResults_(*records_, jobProgress_, retain, detailMaxBytes) {}
   ~PackedLeaderStores() noexcept override = default;
 
   JobGraphStore& jobGraphs() override { return jobGraphs_; }
@@ -850,8 +1159,8 @@ class PackedLeaderStores final : public LeaderStores {
  private:
   kj::Own<RecordStore> records_;  // Declared first: destroyed after the stores above it.
   PackedJobGraphStore jobGraphs_;
+  PackedJobProgressStore jobProgress_;  // Before jobResults_, whose cleanups remove its parts.
   PackedJobResultStore jobResults_;
-  PackedJobProgressStore jobProgress_;
 };
 
 }  // namespace

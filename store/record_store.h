@@ -17,10 +17,10 @@
 namespace regent::store {
 
 // The kinds of records; each is one ZooKeeper folder or one RocksDB column family.
-enum class RecordFamily { kJobGraphs, kJobResults, kJobProgress, kJobDetails };
+enum class RecordFamily { kJobGraphs, kJobResults, kJobProgress, kJobDetails, kJobProgressParts };
 
-// "jobgraphs", "job-results", "job-progress", "job-details": the ZooKeeper folder and the RocksDB
-// column family name.
+// "jobgraphs", "job-results", "job-progress", "job-details", "job-progress-parts": the ZooKeeper
+// folder and the RocksDB column family name.
 const char* recordFamilyName(RecordFamily family);
 
 // "jobgraphs/<key>": the record's ZooKeeper path under the cluster root, and its name in messages.
@@ -28,9 +28,22 @@ std::string recordName(RecordFamily family, const std::string& key);
 
 struct RecordWrite;
 
+// What one write adds to a transaction beyond its record's name and bytes: ZooKeeper's op header,
+// the cluster root in front of the name, and a create's ACL (two digest entries with
+// ha.zookeeper.auth), with room to spare.
+constexpr size_t kTransactionBytesPerWrite = 256;
+
+// One write's share of a transaction: its record's name (recordName()) and bytes, and
+// kTransactionBytesPerWrite.
+inline size_t transactionBytes(size_t nameBytes, size_t recordBytes) {
+  return kTransactionBytesPerWrite + nameBytes + recordBytes;
+}
+
 // Why RecordStore::commit() must refuse `writes` before it sends anything: none given (kInvalid),
 // a record written twice (kInvalid), a record over `maxSize` (kTooLarge naming the record, its
-// size and `maxSizeOption`). nullopt when they may go.
+// size and `maxSizeOption`), several writes whose transactionBytes() add up to more than
+// `maxSize` (kTooLarge naming the first record, the total and the limit: ZooKeeper would refuse
+// the request). nullopt when they may go.
 std::optional<StoreError> refusedCommit(const std::vector<RecordWrite>& writes, size_t maxSize,
                                         const char* maxSizeOption);
 
@@ -52,10 +65,11 @@ struct Record {
   std::string bytes;  // Exactly what was put.
 };
 
-// One backend opened for one term. Keys are job ids in hex; the backend does not interpret the
-// bytes. Loop-thread only; every promise resolves on the loop thread; blocking I/O runs on the
-// loop's thread pool. Destroying the store cancels the operations still in flight (a write
-// already handed to ZooKeeper or RocksDB may still apply; its outcome is not reported).
+// One backend opened for one term. Keys are job ids in hex (a progress part's: "<job id>-<part>");
+// the backend does not interpret the bytes. Loop-thread only; every promise resolves on the loop
+// thread; blocking I/O runs on the loop's thread pool. Destroying the store cancels the operations
+// still in flight (a write already handed to ZooKeeper or RocksDB may still apply; its outcome is
+// not reported).
 //
 // Order: ZooKeeper applies one session's transactions in call order; the RocksDB backend runs
 // the writes to one record one after another in call order. A ZooKeeper put that finds the node

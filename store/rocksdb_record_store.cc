@@ -53,6 +53,7 @@ struct OpenDb {
   rocksdb::ColumnFamilyHandle* jobResults = nullptr;
   rocksdb::ColumnFamilyHandle* jobProgress = nullptr;
   rocksdb::ColumnFamilyHandle* jobDetails = nullptr;
+  rocksdb::ColumnFamilyHandle* jobProgressParts = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
 
   OpenDb() = default;
@@ -66,6 +67,7 @@ struct OpenDb {
       case RecordFamily::kJobResults: return jobResults;
       case RecordFamily::kJobProgress: return jobProgress;
       case RecordFamily::kJobDetails: return jobDetails;
+      case RecordFamily::kJobProgressParts: return jobProgressParts;
     }
     return nullptr;
   }
@@ -215,7 +217,8 @@ OpenAttempt openOnPool(const std::string& path) {
                                recordFamilyName(RecordFamily::kJobGraphs),
                                recordFamilyName(RecordFamily::kJobResults),
                                recordFamilyName(RecordFamily::kJobProgress),
-                               recordFamilyName(RecordFamily::kJobDetails), kMetaFamily}) {
+                               recordFamilyName(RecordFamily::kJobDetails),
+                               recordFamilyName(RecordFamily::kJobProgressParts), kMetaFamily}) {
     if (std::find(names.begin(), names.end(), required) == names.end()) names.emplace_back(required);
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
@@ -239,6 +242,9 @@ OpenAttempt openOnPool(const std::string& path) {
     if (names[i] == recordFamilyName(RecordFamily::kJobResults)) db->jobResults = db->handles[i];
     if (names[i] == recordFamilyName(RecordFamily::kJobProgress)) db->jobProgress = db->handles[i];
     if (names[i] == recordFamilyName(RecordFamily::kJobDetails)) db->jobDetails = db->handles[i];
+    if (names[i] == recordFamilyName(RecordFamily::kJobProgressParts)) {
+      db->jobProgressParts = db->handles[i];
+    }
     if (names[i] == kMetaFamily) db->meta = db->handles[i];
   }
   writeOwnerFile(path);

@@ -21,7 +21,8 @@ class StoredMessage final {
 
   // Valid while this object lives (moving it keeps the message where it is).
   Reader get() const { return root_; }
-  // The record exactly as stored (packed Cap'n Proto).
+  // The record exactly as stored (packed Cap'n Proto); for a progress record with parts, the
+  // record with its parts merged back, packed.
   const std::string& packed() const { return packed_; }
 
  private:

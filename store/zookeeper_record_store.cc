@@ -27,10 +27,9 @@ using ha::ZkReply;
 // node; this bounds the alternation per transaction (each step is one transaction).
 constexpr int kMaxPutTransactions = 4;
 
-// What one write of a shared transaction may add to the request beyond its path and bytes (its
-// op header, a create's ACL), counted against max-payload so that a shared transaction stays
-// under the server's jute.maxbuffer as a single record does; and the most writes one holds.
-constexpr size_t kOpOverhead = 128;
+// The most writes one shared transaction holds (its bytes are bounded by max-payload, counting
+// kTransactionBytesPerWrite per write, so that it stays under the server's jute.maxbuffer as a
+// single record does).
 constexpr size_t kMaxBatchWrites = 1000;
 
 // Every transaction is [check(latch), the write].
@@ -191,6 +190,11 @@ kj::Promise<StoreResult<kj::Own<RecordStore>>> ZooKeeperRecordStore::open(
         if (failed) return kj::mv(failed);
         return ensureFolder(RecordFamily::kJobDetails);
       })
+      .then([ensureFolder](std::optional<StoreError> failed) mutable
+            -> kj::Promise<std::optional<StoreError>> {
+        if (failed) return kj::mv(failed);
+        return ensureFolder(RecordFamily::kJobProgressParts);
+      })
       .then([&zooKeeper, term = std::move(term),
              options](std::optional<StoreError> failed) mutable -> kj::Promise<Opened> {
         if (failed) return Opened(std::move(*failed));
@@ -298,7 +302,7 @@ void ZooKeeperRecordStore::sendQueued() {
   std::unordered_set<std::string> paths;
   size_t bytes = 0;
   const auto cost = [](const Write& write) {
-    return kOpOverhead + write.path.size() + (write.bytes ? write.bytes->size() : 0);
+    return transactionBytes(write.path.size(), write.bytes ? write.bytes->size() : 0);
   };
   while (!queued_.empty()) {
     Pending& next = *queued_.front();

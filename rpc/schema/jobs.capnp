@@ -257,6 +257,22 @@ struct JobProgress {
                                         # may not have stored the result yet): the next leader
                                         # ends the job failed at once; created otherwise
   failure @8 :JobFailure;               # the root cause when ended is failed; null otherwise
+  parts @9 :List(UInt32);               # a large job's progress is split: once any subtask of
+                                        # index 32 or more had an attempt (kProgressPartSubtasks),
+                                        # `subtasks` is empty and part k (listed here ascending) is
+                                        # the record `job-progress-parts/<jobId>-<k>`, a
+                                        # JobProgressPart with the subtasks [32k, 32(k+1)) that
+                                        # had an attempt; a put rewrites only the parts that
+                                        # changed (docs/stores.md). Empty while every subtask is in
+                                        # `subtasks`, as in records written before parts existed
+}
+
+struct JobProgressPart {
+  # One part of a large job's progress record (JobProgress.parts): written in the same
+  # transaction as the JobProgress that lists it, removed with it.
+  jobId @0 :JobId;
+  part @1 :UInt32;                      # subtasks [32 * part, 32 * (part + 1))
+  subtasks @2 :List(SubtaskProgress);   # those of the part's range that had an attempt, ascending
 }
 
 struct SubtaskProgress {

@@ -24,10 +24,11 @@
 #include "rpc/output_token.h"
 #include "rpc/schema/jobs.capnp.h"
 #include "rpc/wire_ids.h"
+#include "store/job_progress_store.h"
 #include "store/store_services.h"
 #include "tests/fixtures/job_graph_test_util.h"
 #include "tests/fuzz/auth_handshake_input_test_util.h"
-#include "tests/fuzz/memory_record_store_test_util.h"
+#include "tests/fixtures/memory_record_store_test_util.h"
 #include "tests/fuzz/output_token_fuzz_test_util.h"
 #include "tests/jobgraph/job_graph_test_util.h"
 #include "tests/store/progress_test_util.h"
@@ -178,6 +179,21 @@ void storedRecordSeeds() {
     throw std::runtime_error("put of the job progress failed");
   }
   writeSeed("stored_records", "jobprogress", 2, stored(store::RecordFamily::kJobProgress));
+
+  // Part 0 of a split record: subtasks 0, 2 and 4 as above, and one past part 0.
+  auto split = regent::testing::progressRecord(
+      id,
+      {{0, hexAttempt('0'), 0, wire::ExecutionState::FINISHED},
+       {2, hexAttempt('1'), 0, wire::ExecutionState::RUNNING},
+       {4, hexAttempt('2'), 1, wire::ExecutionState::FAILED},
+       {store::kProgressPartSubtasks, hexAttempt('3'), 0, wire::ExecutionState::DEPLOYING}},
+      1, 4);
+  auto splitRecord = split->getRoot<wire::JobProgress>().asReader();
+  if (!stores->jobProgress().put(splitRecord).wait(waitScope).ok()) {
+    throw std::runtime_error("put of the split job progress failed");
+  }
+  writeSeed("stored_records", "jobprogress-part", 4,
+            records.at(store::RecordFamily::kJobProgressParts).at(std::string(kKey) + "-0"));
 }
 
 void rpcFramingSeeds() {

@@ -5,9 +5,14 @@
 // ZooKeeper nodes or the RocksDB directory controls these bytes: a bad record must be reported
 // as corrupt, naming its job, and never crash the reader.
 //
-// Input: one selector byte (modulo 3 — 0: a JobGraph record, 1: a JobResult record, 2: a
-// JobProgress record), then the record's bytes, stored under the job id kKey (the seeds carry that id; fuzz-seed-generator writes them).
+// Input: one selector byte (modulo 5 — 0: a JobGraph record, 1: a JobResult record, 2: a
+// JobProgress record, 3: a job detail, 4: part 0 of a split JobProgress record, stored beside a
+// well-formed record of job kKey that lists it), then the record's bytes, stored under the job
+// id kKey (the seeds carry that id; fuzz-seed-generator writes them).
+#include <capnp/message.h>
+#include <capnp/serialize-packed.h>
 #include <kj/async.h>
+#include <kj/io.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -16,9 +21,10 @@
 
 #include "common/ids.h"
 #include "jobgraph/job_graph_validation.h"
+#include "rpc/wire_ids.h"
 #include "store/record_store.h"
 #include "store/store_services.h"
-#include "tests/fuzz/memory_record_store_test_util.h"
+#include "tests/fixtures/memory_record_store_test_util.h"
 
 namespace {
 
@@ -108,6 +114,40 @@ void fuzzJobProgress(JobProgressStore& progress, kj::WaitScope& waitScope) {
   }
   auto replaced = progress.put(record).wait(waitScope);
   if (!replaced.ok() && replaced.error().code != StoreErrorCode::kTooLarge) std::abort();
+  // A record of ascending subtasks, split into parts or not, reads back as it was put.
+  bool ascending = true;
+  for (uint32_t i = 1; i < record.getSubtasks().size(); ++i) {
+    ascending = ascending && record.getSubtasks()[i - 1].getSubtask() <
+                                 record.getSubtasks()[i].getSubtask();
+  }
+  if (!replaced.ok() || !ascending) return;
+  auto again = progress.recoverAll().wait(waitScope);
+  if (!again.ok() || again.value().records.size() != 1) std::abort();
+  const auto reread = again.value().records.front().get();
+  if (reread.getSubtasks().size() != record.getSubtasks().size()) std::abort();
+  for (uint32_t i = 0; i < reread.getSubtasks().size(); ++i) {
+    const auto a = reread.getSubtasks()[i];
+    const auto b = record.getSubtasks()[i];
+    if (a.getSubtask() != b.getSubtask() || a.getState() != b.getState() ||
+        a.getAttemptNumber() != b.getAttemptNumber() ||
+        a.getAttemptId().getHi() != b.getAttemptId().getHi() ||
+        a.getAttemptId().getLo() != b.getAttemptId().getLo()) {
+      std::abort();
+    }
+  }
+}
+
+// A split progress record of job kKey listing part 0 only: what a fuzzed part is read with.
+std::string recordListingPartZero() {
+  capnp::MallocMessageBuilder builder;
+  auto record = builder.initRoot<regent::wire::JobProgress>();
+  regent::wire::setWireId(record.initJobId(), *JobId::fromHex(kKey));
+  record.setEpoch(1);
+  record.initParts(1).set(0, 0);
+  kj::VectorOutputStream output;
+  capnp::writePackedMessage(output, builder);
+  return std::string(reinterpret_cast<const char*>(output.getArray().begin()),
+                     output.getArray().size());
 }
 
 }  // namespace
@@ -115,20 +155,30 @@ void fuzzJobProgress(JobProgressStore& progress, kj::WaitScope& waitScope) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const RecordFamily families[] = {RecordFamily::kJobGraphs, RecordFamily::kJobResults,
-                                   RecordFamily::kJobProgress, RecordFamily::kJobDetails};
-  const RecordFamily family = families[data[0] % 4];
+                                   RecordFamily::kJobProgress, RecordFamily::kJobDetails,
+                                   RecordFamily::kJobProgressParts};
+  const RecordFamily family = families[data[0] % 5];
   kj::EventLoop loop;
   kj::WaitScope waitScope(loop);
 
   auto backend = kj::heap<testing::MemoryRecordStore>();
   testing::MemoryRecordStore& records = *backend;
-  records.records[family][kKey] = std::string(reinterpret_cast<const char*>(data + 1), size - 1);
+  const std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+  if (family == RecordFamily::kJobProgressParts) {
+    records.records[RecordFamily::kJobProgress][kKey] = recordListingPartZero();
+    records.records[family][std::string(kKey) + "-0"] = bytes;
+  } else {
+    records.records[family][kKey] = bytes;
+  }
   auto stores = makeLeaderStores(kj::mv(backend), /*retain=*/10);
   switch (family) {
     case RecordFamily::kJobGraphs: fuzzJobGraph(stores->jobGraphs(), waitScope); break;
     case RecordFamily::kJobResults: fuzzJobResult(stores->jobResults(), waitScope); break;
     case RecordFamily::kJobProgress: fuzzJobProgress(stores->jobProgress(), waitScope); break;
     case RecordFamily::kJobDetails: fuzzJobDetail(stores->jobResults(), waitScope); break;
+    case RecordFamily::kJobProgressParts:
+      fuzzJobProgress(stores->jobProgress(), waitScope);
+      break;
   }
   return 0;
 }

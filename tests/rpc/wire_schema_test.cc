@@ -29,6 +29,7 @@ std::map<uint64_t, capnp::StructSchema> compiledStructs() {
   std::map<uint64_t, bool> visited;
   capnp::Schema roots[] = {capnp::Schema::from<MasterBootstrap>(), capnp::Schema::from<JobGraph>(),
                            capnp::Schema::from<JobResult>(), capnp::Schema::from<JobProgress>(),
+                           capnp::Schema::from<JobProgressPart>(),
                            capnp::Schema::from<LeaderInfo>(), capnp::Schema::from<ContenderInfo>()};
   for (capnp::Schema root : roots) {
     collectStructs(root, out, visited);
@@ -70,6 +71,7 @@ TEST(WireSchema, EnumeratesEveryStructIncludingNestedAndMethodStructs) {
                            "JobResult",
                            "JobProgress",
                            "SubtaskProgress",
+                           "JobProgressPart",
                            "SlotStatus",
                            "SlotReport",
                            "SlotOffer",
