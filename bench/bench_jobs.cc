@@ -111,6 +111,9 @@ struct BenchOptions {
   // Jobs submitted one at a time before the throughput run, for the latency without queueing
   // (0: skip that step).
   int idleJobs = 20;
+  // Subtasks of the one wide job run after the throughput run, for what its progress record
+  // costs ZooKeeper (0: skip that step).
+  int wideSubtasks = 2000;
   std::vector<std::string> masterSets, workerSets;
   std::string binDir = thisExecutableDir();  // --bin-dir; by default next to this binary.
 };
@@ -460,7 +463,9 @@ class JobsBench final {
         return measured;
       }
     }
-    return measureThroughput(loop, client);
+    if (Status measured = measureThroughput(loop, client); !measured.ok()) return measured;
+    if (options_.wideSubtasks > 0) return measureWideJob(loop, client);
+    return {};
   }
 
  private:
@@ -734,6 +739,49 @@ class JobsBench final {
     return {};
   }
 
+  // One job of --wide-subtasks subtasks of /bin/true, many more than the slots: its JobMaster
+  // rewrites the job's progress record as the subtasks end. Prints what ZooKeeper received
+  // meanwhile (its process's rchar: mostly this master's requests, plus the workers' session
+  // pings), per subtask, and the store's transactions.
+  Status measureWideJob(EventLoop& loop, JobClient& client) {
+    if (!zooKeeperPid_) {
+      note("wide job: the ZooKeeper server's process was not found; skipped");
+      return {};
+    }
+    client.jobs().clear();
+    const JobId job = JobId::random();
+    const StoreCounts countsBefore = storeCounts();
+    const auto readBefore = procIoCounter(*zooKeeperPid_, "rchar");
+    const int64_t startUs = monotonicMicros();
+    const Duration timeout(kStartTimeout.count() + int64_t{options_.wideSubtasks} * 100);
+    if (Status done = loop.run(client.run(
+            {{job, benchJobSpec(job, 0, options_.wideSubtasks)}}, 1, timeout));
+        !done.ok()) {
+      return Error::fatal("the wide job: " + done.error().message +
+                          "; the master's log ends with:\n" + master_->outputTail(3000));
+    }
+    const auto readAfter = procIoCounter(*zooKeeperPid_, "rchar");
+    const StoreCounts countsAfter = storeCounts();
+    const std::string state = client.jobs()[job.toHex()].state;
+    if (state != "FINISHED") return Error::fatal("the wide job ended " + state);
+    if (!readBefore || !readAfter) return Error::fatal("cannot read the ZooKeeper server's rchar");
+    const uint64_t received = *readAfter - *readBefore;
+    std::string transactions = "?";
+    if (countsBefore.transactions && countsAfter.transactions) {
+      transactions = std::to_string(*countsAfter.transactions - *countsBefore.transactions);
+    }
+    note("wide job: " + std::to_string(options_.wideSubtasks) + " subtasks of /bin/true on " +
+         std::to_string(options_.workers * options_.slots) + " slots, submit -> clean " +
+         formatFixed(ms(monotonicMicros() - startUs), 0) + " ms; ZooKeeper received " +
+         std::to_string(received) + " bytes in the meantime, " + transactions +
+         " store transactions");
+    std::printf("wide_job subtasks=%d zk_bytes_received=%llu zk_bytes_received_per_subtask=%s\n",
+                options_.wideSubtasks, static_cast<unsigned long long>(received),
+                formatFixed(double(received) / options_.wideSubtasks, 0).c_str());
+    std::fflush(stdout);
+    return {};
+  }
+
   // The master, the workers, and the ZooKeeper server when found, for CPU readings.
   std::vector<pid_t> allProcesses() {
     std::vector<pid_t> all = {master_->pid()};
@@ -801,6 +849,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--idle-jobs", options.idleJobs,
                  "jobs submitted one at a time first, for the latency without queueing (0: skip)")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  app.add_option("--wide-subtasks", options.wideSubtasks,
+                 "subtasks of the one wide job run last, for the ZooKeeper bytes its progress "
+                 "costs (0: skip)")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
   app.add_option("--set", options.masterSets, "extra key=value for the master (repeatable)");

@@ -94,6 +94,17 @@ inline std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
   return std::nullopt;
 }
 
+// A "<key>: <n>" counter of /proc/<pid>/io (rchar: bytes the process read, from files and
+// sockets alike; wchar: bytes it wrote); nullopt if the process or the key is gone.
+inline std::optional<uint64_t> procIoCounter(pid_t pid, const std::string& key) {
+  std::ifstream io("/proc/" + std::to_string(pid) + "/io");
+  std::string line;
+  while (std::getline(io, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1));
+  }
+  return std::nullopt;
+}
+
 // The VmRSS of a process once it has stopped changing: `kb` is the last value read, `settled`
 // whether it held for 10 samples 100 ms apart before the 15 s bound.
 struct SettledRss {
