@@ -88,6 +88,9 @@ const std::vector<Shape>& shapes() {
        {{"r", 2, {}, {{0, 0}}}},
        "  type: failure-rate\n  max_failures: 2\n  interval: 1m\n  delay: 200ms\n"},
       {"cancel", {{"c", 2, {}, {}}}, "", true, true},
+      // More subtasks than the slots, and than one part of a progress record holds (32): its
+      // record is split into parts (docs/stores.md), rewritten part by part through the faults.
+      {"wide", {{"w", 34, {}, {{33, 0}}}}, "  type: fixed-delay\n  attempts: 3\n  delay: 200ms\n"},
   };
   return kShapes;
 }
