@@ -751,7 +751,7 @@ class JobsBench final {
     client.jobs().clear();
     const JobId job = JobId::random();
     const StoreCounts countsBefore = storeCounts();
-    const auto readBefore = procIoCounter(*zooKeeperPid_, "rchar");
+    const auto readBefore = procValue(*zooKeeperPid_, "io", "rchar");
     const int64_t startUs = monotonicMicros();
     const Duration timeout(kStartTimeout.count() + int64_t{options_.wideSubtasks} * 100);
     if (Status done = loop.run(client.run(
@@ -760,12 +760,12 @@ class JobsBench final {
       return Error::fatal("the wide job: " + done.error().message +
                           "; the master's log ends with:\n" + master_->outputTail(3000));
     }
-    const auto readAfter = procIoCounter(*zooKeeperPid_, "rchar");
+    const auto readAfter = procValue(*zooKeeperPid_, "io", "rchar");
     const StoreCounts countsAfter = storeCounts();
     const std::string state = client.jobs()[job.toHex()].state;
     if (state != "FINISHED") return Error::fatal("the wide job ended " + state);
     if (!readBefore || !readAfter) return Error::fatal("cannot read the ZooKeeper server's rchar");
-    const uint64_t received = *readAfter - *readBefore;
+    const auto received = static_cast<uint64_t>(*readAfter - *readBefore);
     std::string transactions = "?";
     if (countsBefore.transactions && countsAfter.transactions) {
       transactions = std::to_string(*countsAfter.transactions - *countsBefore.transactions);

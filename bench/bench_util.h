@@ -83,26 +83,22 @@ inline void note(const std::string& text) {
   std::fflush(stdout);
 }
 
-// A "<key>: <n> kB" value of /proc/<pid>/status (VmRSS, VmHWM, ...); nullopt if the process or
-// the key is gone.
-inline std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+// The number after "<key>:" in /proc/<pid>/<file> ("status": VmRSS, VmHWM in kB, ...; "io":
+// rchar, the bytes the process read from files and sockets alike, wchar, ...); nullopt if the
+// process or the key is gone.
+inline std::optional<int64_t> procValue(pid_t pid, const std::string& file,
+                                        const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
   std::string line;
-  while (std::getline(status, line)) {
+  while (std::getline(in, line)) {
     if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
   }
   return std::nullopt;
 }
 
-// A "<key>: <n>" counter of /proc/<pid>/io (rchar: bytes the process read, from files and
-// sockets alike; wchar: bytes it wrote); nullopt if the process or the key is gone.
-inline std::optional<uint64_t> procIoCounter(pid_t pid, const std::string& key) {
-  std::ifstream io("/proc/" + std::to_string(pid) + "/io");
-  std::string line;
-  while (std::getline(io, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1));
-  }
-  return std::nullopt;
+// A "<key>: <n> kB" value of /proc/<pid>/status (VmRSS, VmHWM, ...).
+inline std::optional<int64_t> procStatusKb(pid_t pid, const std::string& key) {
+  return procValue(pid, "status", key);
 }
 
 // The VmRSS of a process once it has stopped changing: `kb` is the last value read, `settled`

@@ -137,6 +137,13 @@ class ProgressPartsTest : public ::testing::Test {
     return kj::mv(recovered).value();
   }
 
+  // Why each corrupt record of `recovered` is corrupt, by its key.
+  static std::map<std::string, std::string> reasonsByKey(const RecoveredJobProgress& recovered) {
+    std::map<std::string, std::string> why;
+    for (const auto& corrupt : recovered.corrupt) why[corrupt.key] = corrupt.reason;
+    return why;
+  }
+
   // Subtask `subtask` of `record` in `state`.
   static void setState(capnp::MallocMessageBuilder& record, uint32_t subtask,
                        wire::ExecutionState state) {
@@ -331,8 +338,7 @@ TEST_F(ProgressPartsTest, AMissingOrMisfitPartMakesTheRecordCorruptNamingThePart
   auto recovered = recover();
   EXPECT_TRUE(recovered.records.empty());
   ASSERT_EQ(recovered.corrupt.size(), 2u);
-  std::map<std::string, std::string> why;
-  for (const auto& corrupt : recovered.corrupt) why[corrupt.key] = corrupt.reason;
+  auto why = reasonsByKey(recovered);
   EXPECT_THAT(why[missing.toHex()], HasSubstr(part(missing, 2) + ", which is missing"));
   EXPECT_THAT(why[misfit.toHex()], HasSubstr(part(misfit, 2)));
   EXPECT_THAT(why[misfit.toHex()], HasSubstr("carries part number 1"));
@@ -376,8 +382,7 @@ TEST_F(ProgressPartsTest, ARecordWhosePartsDoNotFitIsCorruptNamingWhatDoesNotFit
 
   openTerm();
   auto recovered = recover();
-  std::map<std::string, std::string> why;
-  for (const auto& corrupt : recovered.corrupt) why[corrupt.key] = corrupt.reason;
+  auto why = reasonsByKey(recovered);
   EXPECT_EQ(why.size(), 4u);
   EXPECT_THAT(why[ids[0].toHex()], HasSubstr(part(ids[0], 1) + " twice or out of order"));
   EXPECT_THAT(why[ids[1].toHex()], HasSubstr("holds subtasks in the record and lists parts"));
@@ -402,8 +407,7 @@ TEST_F(ProgressPartsTest, PartsWithoutARecordAreReportedUnderTheirJobAndRemovedW
   auto recovered = recover();
   EXPECT_TRUE(recovered.records.empty());
   ASSERT_EQ(recovered.corrupt.size(), 2u);
-  std::map<std::string, std::string> why;
-  for (const auto& corrupt : recovered.corrupt) why[corrupt.key] = corrupt.reason;
+  auto why = reasonsByKey(recovered);
   EXPECT_THAT(why[id.toHex()], HasSubstr("but no progress record"));
   EXPECT_THAT(why["not-a-part"], HasSubstr("not a progress part's key"));
   // What the Dispatcher does with a corrupt record of a job it does not know: remove it.
