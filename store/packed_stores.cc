@@ -2,6 +2,7 @@
 // packed Cap'n Proto records, validated on the way in and fully checked on the way out;
 // dirty/clean results and their retention; a large job's progress split into parts. Backends
 // only keep bytes; everything about records lives here, once.
+#include <capnp/any.h>
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
@@ -391,6 +392,24 @@ std::optional<std::pair<JobId, uint32_t>> parsePartKey(const std::string& key) {
 
 uint32_t partOf(uint32_t subtask) { return subtask / kProgressPartSubtasks; }
 
+// Copies `from[index]` into `into[at]` as a reader sees it. Cap'n Proto may encode a list of
+// structs more tightly, one primitive per element (what a hostile or corrupt record can hold),
+// and reads each element as a struct whose fields beyond that primitive are their defaults;
+// copying such an element as a struct would carry the primitive's bytes into the fields they
+// overlap (a subtask index read as 0 copied as 12), so it is copied field by field.
+void copySubtask(capnp::List<wire::SubtaskProgress>::Reader from, uint32_t index,
+                 capnp::List<wire::SubtaskProgress>::Builder into, uint32_t at) {
+  if (capnp::AnyList::Reader(from).getElementSize() == capnp::ElementSize::INLINE_COMPOSITE) {
+    into.setWithCaveats(at, from[index]);
+    return;
+  }
+  auto source = capnp::toDynamic(from[index]);
+  auto target = capnp::toDynamic(into[at]);
+  for (auto field : source.getSchema().getFields()) {
+    if (source.has(field)) target.set(field, source.get(field));
+  }
+}
+
 class PackedJobProgressStore final : public JobProgressStore {
  public:
   explicit PackedJobProgressStore(RecordStore& records) : records_(records) {}
@@ -416,7 +435,7 @@ class PackedJobProgressStore final : public JobProgressStore {
     for (uint32_t i = 0; i < all.size(); ++i) byPart[partOf(all[i].getSubtask())].push_back(i);
     auto pick = [&all](const std::vector<uint32_t>& positions,
                        capnp::List<wire::SubtaskProgress>::Builder into) {
-      for (uint32_t i = 0; i < positions.size(); ++i) into.setWithCaveats(i, all[positions[i]]);
+      for (uint32_t i = 0; i < positions.size(); ++i) copySubtask(all, positions[i], into, i);
     };
 
     capnp::MallocMessageBuilder header;
@@ -734,7 +753,8 @@ class PackedJobProgressStore final : public JobProgressStore {
     KnownParts& known = known_[id];
     for (auto& part : parts) {
       const auto partRoot = part->getRoot<wire::JobProgressPart>().asReader();
-      for (auto subtask : partRoot.getSubtasks()) subtasks.setWithCaveats(offset++, subtask);
+      const auto list = partRoot.getSubtasks();
+      for (uint32_t i = 0; i < list.size(); ++i) copySubtask(list, i, subtasks, offset++);
       known.stored[partRoot.getPart()] = std::move(found[partRoot.getPart()]);
     }
     kj::VectorOutputStream output;
