@@ -596,7 +596,7 @@ void Dispatcher::jobEnded(JobId id, const JobEnd& end) {
   if (found == active_.end() || found->second.ending) return;  // Unknown, or already ending.
   if (found->second.state == wire::JobState::CANCELLING) {
     // A cancel's CANCELED wins once stored; kept in case that write fails.
-    found->second.endDuringCancel = end;
+    found->second.endDuringCancel = std::make_unique<JobEnd>(end);
     return;
   }
   ActiveJob& job = found->second;
@@ -691,11 +691,11 @@ kj::Promise<JobOutcome> Dispatcher::endJob(JobId id, kj::Array<capnp::word> resu
         if (!dirty.ok()) {
           inFlight_.erase(id);
           cleaning_.erase(id);
-          std::optional<JobEnd> endDuringCancel;
+          std::unique_ptr<JobEnd> endDuringCancel;
           if (found != active_.end()) {
             found->second.state = previous;
             found->second.ending = false;
-            endDuringCancel = std::exchange(found->second.endDuringCancel, std::nullopt);
+            endDuringCancel = std::move(found->second.endDuringCancel);
           }
           if (endDuringCancel) {
             spdlog::warn("dispatcher: the CANCELED result of job {} could not be stored: {}; the "

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -215,8 +216,8 @@ class Dispatcher final : public JobRunnerListener {
     bool started = false;  // Given to the runner (the graph stays until release resolved).
     bool ending = false;   // Its runner reported its end; the result is being stored.
     // The runner's end, reported while a cancel's result was being stored: the job's end if
-    // that write fails.
-    std::optional<JobEnd> endDuringCancel;
+    // that write fails. Held apart (rare, and a JobEnd is larger than the rest of the entry).
+    std::unique_ptr<JobEnd> endDuringCancel;
   };
   struct EndedJob {
     kj::Array<capnp::word> result;  // Canonical.

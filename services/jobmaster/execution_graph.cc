@@ -59,13 +59,17 @@ ExecutionGraph::ExecutionGraph(JobId job, wire::JobGraph::Reader graph, RestartS
     vertex.parallelism = reader.getParallelism();
     vertex.waiting = vertex.parallelism;
     total += vertex.parallelism;
-    vertexByName_.emplace(viewOf(reader.getName()), v);
   }
+  byName_.resize(vertices.size());
+  for (uint32_t v = 0; v < vertices.size(); ++v) byName_[v] = v;
+  std::stable_sort(byName_.begin(), byName_.end(), [&vertices](uint32_t a, uint32_t b) {
+    return viewOf(vertices[a].getName()) < viewOf(vertices[b].getName());
+  });
   for (uint32_t v = 0; v < vertices.size(); ++v) {
     for (auto name : vertices[v].getUpstream()) {
-      auto upstream = vertexByName_.find(viewOf(name));
-      if (upstream == vertexByName_.end() || upstream->second == v) continue;
-      const uint32_t u = upstream->second;
+      const std::optional<uint32_t> upstream = vertexNamed(viewOf(name));
+      if (!upstream || *upstream == v) continue;
+      const uint32_t u = *upstream;
       auto& list = vertices_[v].upstream;
       if (std::find(list.begin(), list.end(), u) != list.end()) continue;
       list.push_back(u);
@@ -80,6 +84,16 @@ uint32_t ExecutionGraph::vertexOf(uint32_t subtask) const {
   auto after = std::upper_bound(vertices_.begin(), vertices_.end(), subtask,
                                 [](uint32_t index, const Vertex& v) { return index < v.first; });
   return static_cast<uint32_t>(after - vertices_.begin()) - 1;
+}
+
+std::optional<uint32_t> ExecutionGraph::vertexNamed(std::string_view name) const {
+  const auto vertices = graph_.getVertices();
+  auto found = std::lower_bound(byName_.begin(), byName_.end(), name,
+                                [&vertices](uint32_t v, std::string_view wanted) {
+                                  return viewOf(vertices[v].getName()) < wanted;
+                                });
+  if (found == byName_.end() || viewOf(vertices[*found].getName()) != name) return std::nullopt;
+  return *found;
 }
 
 uint32_t ExecutionGraph::indexInVertex(uint32_t subtask) const {
@@ -117,8 +131,9 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
         subtask.state = ExecutionState::RECONCILING;
         setPhase(index, Phase::kExpected);
         if (entry.hasResourceId() && entry.hasAllocationId()) {
-          recordedAt_[index] = HeldSlot{wire::idFromWire<AllocationId>(entry.getAllocationId()),
-                                        wire::idFromWire<ResourceId>(entry.getResourceId())};
+          rare().recordedAt[index] =
+              HeldSlot{wire::idFromWire<AllocationId>(entry.getAllocationId()),
+                       wire::idFromWire<ResourceId>(entry.getResourceId())};
         }
         ++expected;
         break;
@@ -138,15 +153,14 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
     const auto failure = progress.getFailure();
     // A failure naming no subtask (failJob's) stays the whole job's.
     uint32_t index = failure.getVertexName().size() == 0 ? kNoSubtask : 0;
-    auto vertex = vertexByName_.find(viewOf(failure.getVertexName()));
-    if (vertex != vertexByName_.end() &&
-        failure.getSubtaskIndex() < vertices_[vertex->second].parallelism) {
-      index = vertices_[vertex->second].first + failure.getSubtaskIndex();
+    const std::optional<uint32_t> vertex = vertexNamed(viewOf(failure.getVertexName()));
+    if (vertex && failure.getSubtaskIndex() < vertices_[*vertex].parallelism) {
+      index = vertices_[*vertex].first + failure.getSubtaskIndex();
     }
     const AttemptId attempt =
         failure.hasAttemptId() ? wire::idFromWire<AttemptId>(failure.getAttemptId()) : AttemptId();
-    failure_ = Failure{failure.getMessage().cStr(), index, attempt, failure.getExitCode(),
-                       failure.getAtMs()};
+    rare().failure = Failure{failure.getMessage().cStr(), index, attempt, failure.getExitCode(),
+                             failure.getAtMs()};
     endJob(wire::JobState::FAILED, failure.getAtMs() != 0 ? failure.getAtMs() : nowMs);
     return 0;
   }
@@ -157,9 +171,9 @@ uint32_t ExecutionGraph::recover(wire::JobProgress::Reader progress, int64_t now
 std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const OfferedSlot& slot,
                                               const AttemptReport& report, int64_t nowMs) {
   if (frozen()) return std::nullopt;
-  auto vertex = vertexByName_.find(report.vertex);
-  if (vertex == vertexByName_.end()) return std::nullopt;
-  const Vertex& v = vertices_[vertex->second];
+  const std::optional<uint32_t> vertex = vertexNamed(report.vertex);
+  if (!vertex) return std::nullopt;
+  const Vertex& v = vertices_[*vertex];
   if (report.subtaskIndex >= v.parallelism) return std::nullopt;
   const uint32_t index = v.first + report.subtaskIndex;
   Subtask& subtask = subtasks_[index];
@@ -193,7 +207,7 @@ std::optional<uint32_t> ExecutionGraph::adopt(const ResourceId& worker, const Of
 std::vector<ExecutionGraph::ExpectedAttempt> ExecutionGraph::expectedOn(
     const ResourceId& worker) const {
   std::vector<ExpectedAttempt> out;
-  for (const auto& [index, at] : recordedAt_) {
+  for (const auto& [index, at] : rareOrNone().recordedAt) {
     if (at.worker == worker && subtasks_[index].phase == Phase::kExpected) {
       out.push_back(ExpectedAttempt{index, subtasks_[index].attempt, at.allocation});
     }
@@ -203,7 +217,7 @@ std::vector<ExecutionGraph::ExpectedAttempt> ExecutionGraph::expectedOn(
 
 std::vector<ResourceId> ExecutionGraph::expectedWorkers() const {
   std::vector<ResourceId> out;
-  for (const auto& [index, at] : recordedAt_) {
+  for (const auto& [index, at] : rareOrNone().recordedAt) {
     if (subtasks_[index].phase != Phase::kExpected) continue;
     if (std::find(out.begin(), out.end(), at.worker) == out.end()) out.push_back(at.worker);
   }
@@ -275,8 +289,9 @@ void ExecutionGraph::fillProgress(wire::JobProgress::Builder out, uint64_t epoch
       wire::setWireId(entry.initResourceId(), subtask.worker);
       wire::setWireId(entry.initAllocationId(), subtask.allocation);
     } else if (subtask.phase == Phase::kExpected) {
-      auto at = recordedAt_.find(index);
-      if (at != recordedAt_.end()) {
+      const auto& recordedAt = rareOrNone().recordedAt;
+      auto at = recordedAt.find(index);
+      if (at != recordedAt.end()) {
         wire::setWireId(entry.initResourceId(), at->second.worker);
         wire::setWireId(entry.initAllocationId(), at->second.allocation);
       }
@@ -364,7 +379,8 @@ std::vector<std::pair<uint32_t, AllocationId>> ExecutionGraph::placements() cons
       auto fits = [&](const auto& it) { return it->second.profile.fits(vertex.profile); };
       auto slot = free.end();
       // After a worker fault, a slot on another worker first.
-      if (auto faults = workerFaults_.find(index); faults != workerFaults_.end()) {
+      const auto& workerFaults = rareOrNone().workerFaults;
+      if (auto faults = workerFaults.find(index); faults != workerFaults.end()) {
         slot = std::find_if(free.begin(), free.end(), [&](const auto& it) {
           return fits(it) && it->second.worker != faults->second.worker;
         });
@@ -391,7 +407,7 @@ std::vector<Deployment> ExecutionGraph::schedule(int64_t nowMs) {
     subtask.pid = 0;
     subtask.exitCode = 0;
     subtask.termSignal = 0;
-    outputProblems_.erase(index);
+    if (rare_) rare_->outputProblems.erase(index);
     subtask.startedAtMs = 0;
     subtask.endedAtMs = 0;
     ++subtask.attempts;
@@ -475,7 +491,9 @@ void ExecutionGraph::setPhase(uint32_t index, Phase phase) {
   }
   if (subtask.phase == Phase::kExpected) --expectedLeft_;
   if (phase == Phase::kExpected) ++expectedLeft_;
-  if (subtask.phase == Phase::kExpected && phase != Phase::kExpected) recordedAt_.erase(index);
+  if (subtask.phase == Phase::kExpected && phase != Phase::kExpected && rare_) {
+    rare_->recordedAt.erase(index);
+  }
   subtask.phase = phase;
   if (phase == Phase::kWaiting) ++vertex.waiting;
   if (phase == Phase::kRestartDelay) {
@@ -491,9 +509,9 @@ void ExecutionGraph::releaseSlot(uint32_t index) {
 
 ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoTime now,
                                               int64_t nowMs) {
-  auto vertex = vertexByName_.find(report.vertex);
-  if (vertex == vertexByName_.end()) return Update::kUnknown;
-  const Vertex& v = vertices_[vertex->second];
+  const std::optional<uint32_t> vertex = vertexNamed(report.vertex);
+  if (!vertex) return Update::kUnknown;
+  const Vertex& v = vertices_[*vertex];
   if (report.subtaskIndex >= v.parallelism) return Update::kUnknown;
   const uint32_t index = v.first + report.subtaskIndex;
   Subtask& subtask = subtasks_[index];
@@ -503,11 +521,11 @@ ExecutionGraph::Update ExecutionGraph::update(const AttemptReport& report, MonoT
   }
   if (subtask.phase == Phase::kExpected && isTerminal(report.state)) ++reconciliation_.ended;
   if (isTerminal(report.state) && !report.outputProblem.empty()) {
-    outputProblems_[index] = report.outputProblem;
+    rare().outputProblems[index] = report.outputProblem;
   }
   switch (report.state) {
     case ExecutionState::RUNNING:
-      workerFaults_.erase(index);
+      if (rare_) rare_->workerFaults.erase(index);
       subtask.pid = report.pid;
       subtask.startedAtMs = report.startedAtMs != 0 ? report.startedAtMs : nowMs;
       anyRunning_ = true;
@@ -634,18 +652,18 @@ void ExecutionGraph::failed(uint32_t index, const std::string& message, int32_t 
                             MonoTime now, int64_t nowMs) {
   Subtask& subtask = subtasks_[index];
   releaseSlot(index);
-  failureMessages_[index] = message;
+  rare().failureMessages[index] = message;
   if (frozen()) {
     // A failure while the job is released or after it ended: no restart, and the job's root
     // cause stays.
     setPhase(index, Phase::kStopped);
     return;
   }
-  failure_ = Failure{message, index, subtask.attempt, exitCode, nowMs};
+  rare().failure = Failure{message, index, subtask.attempt, exitCode, nowMs};
   const std::optional<Duration> delay = strategy_.onFailure(now);
   if (!delay) {
     setPhase(index, Phase::kStopped);
-    failure_->message = message + " (" + strategy_.giveUpReason() + ")";
+    rare_->failure->message = message + " (" + strategy_.giveUpReason() + ")";
     endJob(wire::JobState::FAILED, nowMs);
     return;
   }
@@ -661,9 +679,9 @@ void ExecutionGraph::workerFaulted(uint32_t index, const std::string& message, M
     failed(index, message, 0, now, nowMs);
     return;
   }
-  WorkerFaults& faults = workerFaults_[index];
+  WorkerFaults& faults = rare().workerFaults[index];
   if (++faults.inARow >= kMaxWorkerFaults) {
-    workerFaults_.erase(index);
+    rare_->workerFaults.erase(index);
     failed(index,
            message + " (the " + std::to_string(kMaxWorkerFaults) +
                "th worker fault of the subtask in a row, counted as its failure)",
@@ -674,10 +692,10 @@ void ExecutionGraph::workerFaulted(uint32_t index, const std::string& message, M
   // match the subtask elsewhere (takeFaultedSlots).
   auto slot = slots_.find(subtask.allocation);
   if (slot != slots_.end() && slot->second.subtask == index) {
-    faultedSlots_.push_back(HeldSlot{slot->first, slot->second.worker});
+    rare_->faultedSlots.push_back(HeldSlot{slot->first, slot->second.worker});
     slots_.erase(slot);
   }
-  failureMessages_[index] = message;
+  rare_->failureMessages[index] = message;
   faults.worker = subtask.worker;
   const Duration delay = std::min(
       kWorkerFaultMaxDelay, kWorkerFaultDelay * (1 << std::min<uint32_t>(faults.inARow - 1, 16)));
@@ -688,19 +706,19 @@ void ExecutionGraph::workerFaulted(uint32_t index, const std::string& message, M
 
 std::vector<HeldSlot> ExecutionGraph::takeFaultedSlots() {
   std::vector<HeldSlot> out;
-  out.swap(faultedSlots_);
+  if (rare_) out.swap(rare_->faultedSlots);
   return out;
 }
 
 void ExecutionGraph::failJob(const std::string& message, int64_t nowMs) {
   if (frozen()) return;
-  failure_ = Failure{message, kNoSubtask, AttemptId(), 0, nowMs};
+  rare().failure = Failure{message, kNoSubtask, AttemptId(), 0, nowMs};
   endJob(wire::JobState::FAILED, nowMs);
 }
 
 void ExecutionGraph::finished(uint32_t index, int64_t nowMs) {
   releaseSlot(index);
-  workerFaults_.erase(index);
+  if (rare_) rare_->workerFaults.erase(index);
   setPhase(index, Phase::kFinished);
   Vertex& vertex = vertices_[vertexOf(index)];
   if (++vertex.finished < vertex.parallelism) return;
@@ -715,17 +733,18 @@ void ExecutionGraph::endJob(wire::JobState state, int64_t nowMs) {
   end.restarts = strategy_.restarts();
   end.netRuntimeMs =
       static_cast<uint64_t>(std::max<int64_t>(0, nowMs - startedAtMs_ - restartDelayMs_));
-  if (state == wire::JobState::FAILED && failure_) {
-    end.failureMessage = failure_->message;
-    if (failure_->subtask != kNoSubtask) {
-      end.failureVertex = viewOf(vertexReader(vertexOf(failure_->subtask)).getName());
-      end.failureSubtask = indexInVertex(failure_->subtask);
+  const std::optional<Failure>& failure = latestFailure();
+  if (state == wire::JobState::FAILED && failure) {
+    end.failureMessage = failure->message;
+    if (failure->subtask != kNoSubtask) {
+      end.failureVertex = viewOf(vertexReader(vertexOf(failure->subtask)).getName());
+      end.failureSubtask = indexInVertex(failure->subtask);
     }
-    end.failureAttempt = failure_->attempt;
-    end.failureExitCode = failure_->exitCode;
-    end.failureAtMs = failure_->atMs;
+    end.failureAttempt = failure->attempt;
+    end.failureExitCode = failure->exitCode;
+    end.failureAtMs = failure->atMs;
   }
-  ended_ = end;
+  ended_ = std::make_unique<const dispatcher::JobEnd>(std::move(end));
   stop();
 }
 
@@ -804,9 +823,9 @@ bool ExecutionGraph::holdsSlotsOn(const ResourceId& worker) const {
 
 bool ExecutionGraph::isLiveAttempt(std::string_view vertex, uint32_t subtaskIndex,
                                    const AttemptId& attempt) const {
-  auto found = vertexByName_.find(vertex);
-  if (found == vertexByName_.end()) return false;
-  const Vertex& v = vertices_[found->second];
+  const std::optional<uint32_t> found = vertexNamed(vertex);
+  if (!found) return false;
+  const Vertex& v = vertices_[*found];
   if (subtaskIndex >= v.parallelism) return false;
   const Subtask& subtask = subtasks_[v.first + subtaskIndex];
   return subtask.attempts > 0 && subtask.attempt == attempt &&
@@ -816,9 +835,9 @@ bool ExecutionGraph::isLiveAttempt(std::string_view vertex, uint32_t subtaskInde
 std::optional<ResourceId> ExecutionGraph::workerOfAttempt(std::string_view vertex,
                                                           uint32_t subtaskIndex,
                                                           const AttemptId& attempt) const {
-  auto found = vertexByName_.find(vertex);
-  if (found == vertexByName_.end()) return std::nullopt;
-  const Vertex& v = vertices_[found->second];
+  const std::optional<uint32_t> found = vertexNamed(vertex);
+  if (!found) return std::nullopt;
+  const Vertex& v = vertices_[*found];
   if (subtaskIndex >= v.parallelism) return std::nullopt;
   const Subtask& subtask = subtasks_[v.first + subtaskIndex];
   if (subtask.attempts == 0 || subtask.attempt != attempt || isTerminal(subtask.state)) {
@@ -843,8 +862,14 @@ std::vector<AttemptId> ExecutionGraph::unknownAmong(const std::vector<AttemptId>
 }
 
 std::string_view ExecutionGraph::failureMessage(uint32_t subtask) const {
-  auto found = failureMessages_.find(subtask);
-  return found == failureMessages_.end() ? std::string_view() : std::string_view(found->second);
+  const auto& messages = rareOrNone().failureMessages;
+  auto found = messages.find(subtask);
+  return found == messages.end() ? std::string_view() : std::string_view(found->second);
+}
+
+const ExecutionGraph::Rare& ExecutionGraph::rareOrNone() const {
+  static const Rare kNone;
+  return rare_ ? *rare_ : kNone;
 }
 
 size_t ExecutionGraph::heldBytes() const {
@@ -854,16 +879,21 @@ size_t ExecutionGraph::heldBytes() const {
              (vertex.upstream.capacity() + vertex.downstream.capacity()) * sizeof(uint32_t);
   }
   constexpr size_t kNode = 32;  // A std::map node's links and colour.
-  bytes += vertexByName_.size() * (kNode + sizeof(std::pair<std::string_view, uint32_t>));
+  bytes += byName_.capacity() * sizeof(uint32_t);
   bytes += slots_.size() * (kNode + sizeof(std::pair<AllocationId, Slot>));
-  bytes += recordedAt_.size() * (kNode + sizeof(std::pair<uint32_t, HeldSlot>));
-  for (const auto* messages : {&failureMessages_, &outputProblems_}) {
-    for (const auto& [index, message] : *messages) {
-      bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();
+  if (rare_) {
+    const Rare& rare = *rare_;
+    bytes += sizeof(Rare) + rare.slotProblem.capacity();
+    if (rare.failure) bytes += rare.failure->message.capacity();
+    bytes += rare.recordedAt.size() * (kNode + sizeof(std::pair<uint32_t, HeldSlot>));
+    for (const auto* messages : {&rare.failureMessages, &rare.outputProblems}) {
+      for (const auto& [index, message] : *messages) {
+        bytes += kNode + sizeof(std::pair<uint32_t, std::string>) + message.capacity();
+      }
     }
+    bytes += rare.workerFaults.size() * (kNode + sizeof(std::pair<uint32_t, WorkerFaults>));
+    bytes += rare.faultedSlots.capacity() * sizeof(HeldSlot);
   }
-  bytes += workerFaults_.size() * (kNode + sizeof(std::pair<uint32_t, WorkerFaults>));
-  bytes += faultedSlots_.capacity() * sizeof(HeldSlot);
   bytes += transitions_.capacity() * sizeof(Transition);
   return bytes;
 }

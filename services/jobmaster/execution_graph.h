@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -241,9 +242,9 @@ class ExecutionGraph final {
   // CREATED until an attempt first runs (or the first restart), then RUNNING; RESTARTING while a
   // restart delay runs; once ended FINISHED / FAILED.
   wire::JobState state() const;
-  bool ended() const { return ended_.has_value(); }
-  // Set once the job ended; FAILED carries the root cause.
-  const std::optional<dispatcher::JobEnd>& end() const { return ended_; }
+  bool ended() const { return ended_ != nullptr; }
+  // Null until the job ended; FAILED carries the root cause.
+  const dispatcher::JobEnd* end() const { return ended_.get(); }
   uint32_t restarts() const { return strategy_.restarts(); }
   // True once, for the first report of RUNNING of any attempt of the job.
   bool takeFirstRunning();
@@ -265,6 +266,7 @@ class ExecutionGraph final {
   size_t subtaskCount() const { return subtasks_.size(); }
   uint32_t vertexOf(uint32_t subtask) const;
   uint32_t indexInVertex(uint32_t subtask) const;
+  wire::JobGraph::Reader graph() const { return graph_; }
   wire::JobVertex::Reader vertexReader(uint32_t vertex) const {
     return graph_.getVertices()[vertex];
   }
@@ -296,7 +298,9 @@ class ExecutionGraph final {
   // Why the ResourceManager refused the job's slot requirements (a profile no registered worker
   // and no provider's worker fits, naming the options), shown in the waiting reason; "" once a
   // declaration was accepted.
-  void setSlotProblem(std::string problem) { slotProblem_ = std::move(problem); }
+  void setSlotProblem(std::string problem) {
+    if (!problem.empty() || rare_) rare().slotProblem = std::move(problem);
+  }
   // jobStatus: state, tasks, vertices with subtasks, failure, restarts, waitingReason.
   // `port` gives the workers' addresses and the cluster's slot counts.
   void describe(wire::JobStatus::Builder status, MonoTime now,
@@ -313,7 +317,7 @@ class ExecutionGraph final {
     int32_t exitCode = 0;
     int64_t atMs = 0;
   };
-  const std::optional<Failure>& latestFailure() const { return failure_; }
+  const std::optional<Failure>& latestFailure() const { return rareOrNone().failure; }
   // Approximate bytes held (containers' sizes).
   size_t heldBytes() const;
 
@@ -364,6 +368,8 @@ class ExecutionGraph final {
   // worker first), a vertex's turn over at its first subtask no free slot fits. Empty once the
   // job ended, is stopped or reconciles.
   std::vector<std::pair<uint32_t, AllocationId>> placements() const;
+  // The vertex named `name` (the first of that name), or nullopt.
+  std::optional<uint32_t> vertexNamed(std::string_view name) const;
   void setState(uint32_t index, wire::ExecutionState state, int64_t nowMs);
   void setPhase(uint32_t index, Phase phase);
   void releaseSlot(uint32_t index);
@@ -386,27 +392,42 @@ class ExecutionGraph final {
   const wire::JobGraph::Reader graph_;
   RestartStrategy strategy_;
   std::vector<Vertex> vertices_;
-  std::map<std::string_view, uint32_t> vertexByName_;  // Views into graph_.
+  // Vertex indices in the order of their names (read from graph_; the first of equal names
+  // first), for vertexNamed().
+  std::vector<uint32_t> byName_;
   std::vector<Subtask> subtasks_;
   std::map<AllocationId, Slot> slots_;
-  std::vector<HeldSlot> faultedSlots_;  // Dropped by worker faults, for takeFaultedSlots.
   struct WorkerFaults {
     uint32_t inARow = 0;  // Worker faults of the subtask since an attempt of it last ran.
     ResourceId worker;    // The worker of the latest one.
   };
-  // Subtasks whose latest attempts were worker faults (few: kept beside the fixed-size records).
-  std::map<uint32_t, WorkerFaults> workerFaults_;
-  std::map<uint32_t, std::string> failureMessages_;  // Latest failure of each subtask that failed.
-  // Where the progress record places each expected attempt (kExpected subtasks whose record
-  // named a worker; erased when they leave kExpected).
-  std::map<uint32_t, HeldSlot> recordedAt_;
-  // Why the latest attempt's output is incomplete, for the few subtasks whose output was cut.
-  std::map<uint32_t, std::string> outputProblems_;
+  // What a job holds only once something went off the plain path (a failure, a worker fault, cut
+  // output, a refused declaration) or it was recovered with expected attempts: allocated with the
+  // first such fact, so that a queued job, of which a master may hold many thousands, carries
+  // none of it.
+  struct Rare {
+    std::vector<HeldSlot> faultedSlots;  // Dropped by worker faults, for takeFaultedSlots.
+    // Subtasks whose latest attempts were worker faults.
+    std::map<uint32_t, WorkerFaults> workerFaults;
+    std::map<uint32_t, std::string> failureMessages;  // Latest failure of each subtask that failed.
+    // Where the progress record places each expected attempt (kExpected subtasks whose record
+    // named a worker; erased when they leave kExpected).
+    std::map<uint32_t, HeldSlot> recordedAt;
+    // Why the latest attempt's output is incomplete, for the few subtasks whose output was cut.
+    std::map<uint32_t, std::string> outputProblems;
+    std::optional<Failure> failure;  // latestFailure().
+    std::string slotProblem;         // setSlotProblem().
+  };
+  Rare& rare() {
+    if (!rare_) rare_ = std::make_unique<Rare>();
+    return *rare_;
+  }
+  // Reads: an empty Rare while none was allocated.
+  const Rare& rareOrNone() const;
+  std::unique_ptr<Rare> rare_;
   std::vector<Transition> transitions_;
-  std::optional<Failure> failure_;
-  std::optional<dispatcher::JobEnd> ended_;
+  std::unique_ptr<const dispatcher::JobEnd> ended_;  // Apart: larger than a queued job needs.
   uint32_t restartDelays_ = 0;  // Subtasks in kRestartDelay.
-  std::string slotProblem_;     // setSlotProblem().
   uint32_t finishedVertices_ = 0;
   bool anyRunning_ = false;
   bool stopped_ = false;  // stop() was called.
@@ -415,7 +436,7 @@ class ExecutionGraph final {
   Reconciliation reconciliation_;
   uint64_t version_ = 0;
   // Nothing is deployed or restarted any more.
-  bool frozen() const { return ended_.has_value() || stopped_; }
+  bool frozen() const { return ended_ != nullptr || stopped_; }
   bool firstRunningTaken_ = false;
   int64_t startedAtMs_ = 0;
   int64_t restartDelayMs_ = 0;  // Restart delays granted, left out of the net runtime.

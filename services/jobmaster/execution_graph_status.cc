@@ -85,14 +85,16 @@ void ExecutionGraph::fillAttempt(uint32_t index, wire::TaskExecutionState::Build
   out.setExitCode(subtask.exitCode);
   out.setTermSignal(subtask.termSignal);
   if (subtask.state == ExecutionState::FAILED) {
-    auto message = failureMessages_.find(index);
-    if (message != failureMessages_.end()) out.setFailureMessage(message->second);
+    const auto& messages = rareOrNone().failureMessages;
+    auto message = messages.find(index);
+    if (message != messages.end()) out.setFailureMessage(message->second);
   }
   out.setStartedAtMs(subtask.startedAtMs);
   out.setStateChangedAtMs(subtask.stateChangedAtMs);
   out.setEndedAtMs(subtask.endedAtMs);
-  auto output = outputProblems_.find(index);
-  if (output != outputProblems_.end()) out.setOutputProblem(output->second);
+  const auto& outputProblems = rareOrNone().outputProblems;
+  auto output = outputProblems.find(index);
+  if (output != outputProblems.end()) out.setOutputProblem(output->second);
 }
 
 std::string ExecutionGraph::waitingReason(uint32_t index, MonoTime now,
@@ -156,8 +158,9 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
           entry.setHttpAddress(address->second->httpAddress);
         }
       }
-      auto failure = failureMessages_.find(index);
-      if (failure != failureMessages_.end()) entry.setLastFailure(failure->second);
+      const auto& failures = rareOrNone().failureMessages;
+      auto failure = failures.find(index);
+      if (failure != failures.end()) entry.setLastFailure(failure->second);
       const std::string reason = waitingReason(index, now, slots);
       if (!reason.empty()) entry.setWaitingReason(reason);
     }
@@ -172,16 +175,17 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
     all.reconciling += counts.reconciling;
   }
   all.write(status.initTasks());
-  if (failure_ && (jobState == wire::JobState::RESTARTING || jobState == wire::JobState::FAILED)) {
+  const std::optional<Failure>& failure = latestFailure();
+  if (failure && (jobState == wire::JobState::RESTARTING || jobState == wire::JobState::FAILED)) {
     auto out = status.initFailure();
-    out.setMessage(failure_->message);
-    if (failure_->subtask != kNoSubtask) {
-      out.setVertexName(vertexReader(vertexOf(failure_->subtask)).getName());
-      out.setSubtaskIndex(indexInVertex(failure_->subtask));
+    out.setMessage(failure->message);
+    if (failure->subtask != kNoSubtask) {
+      out.setVertexName(vertexReader(vertexOf(failure->subtask)).getName());
+      out.setSubtaskIndex(indexInVertex(failure->subtask));
     }
-    wire::setWireId(out.initAttemptId(), failure_->attempt);
-    out.setExitCode(failure_->exitCode);
-    out.setAtMs(failure_->atMs);
+    wire::setWireId(out.initAttemptId(), failure->attempt);
+    out.setExitCode(failure->exitCode);
+    out.setAtMs(failure->atMs);
   }
   // The job's reason: subtasks waiting for slots, by profile, then the restart delay.
   std::map<Profile, uint32_t> waiting;
@@ -204,7 +208,8 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
     if (!reason.empty()) reason += "; ";
     reason += forSlots + "; the cluster has " + std::to_string(slots.free) + " free of " +
               std::to_string(slots.total);
-    if (!slotProblem_.empty()) reason += "; the slots cannot be requested: " + slotProblem_;
+    const std::string& slotProblem = rareOrNone().slotProblem;
+    if (!slotProblem.empty()) reason += "; the slots cannot be requested: " + slotProblem;
     const std::string supply = port.workerSupplyReason();
     if (!supply.empty()) reason += "; " + supply;
   }

@@ -40,18 +40,9 @@ JobMaster::JobMaster(JobMasterTerm& term, JobId job, wire::JobGraph::Reader grap
                      kj::Maybe<wire::JobProgress::Reader> recovered)
     : term_(term),
       job_(job),
-      graph_(graph),
       execution_(job, graph, RestartStrategy::fromGraph(graph), term.wallNow()),
       recovered_(recovered != nullptr),
-      progress_(
-          job, term.epoch, execution_, term.progress, term.timer, term.options.heartbeatInterval,
-          term.options.finishedPutDelay, [&term] { return term.wallNow(); }, *this),
-      workers_(term.timer, term.epoch, job,
-               resourcemanager::HeartbeatOptions{term.options.heartbeatInterval,
-                                                 term.options.heartbeatTimeout,
-                                                 term.options.callTimeout},
-               *this),
-      self_(*this, "the JobMaster of job " + job.toHex() + " was released") {
+      progress_(job, execution_, term, *this) {
   KJ_IF_MAYBE (progress, recovered) {
     expected_ = execution_.recover(*progress, term.wallNow());
     deployedOnce_ = true;  // A recovered job deploys what fits at once.
@@ -62,7 +53,6 @@ JobMaster::~JobMaster() noexcept = default;
 
 void JobMaster::start() {
   term_.resourceManager.registerJobMaster(job_);
-  workers_.start(monoNow());
   if (execution_.reconciling()) {
     Event line("job reconciling");
     line.field("job", job_.toHex()).field("expected", expected_);
@@ -153,7 +143,7 @@ void JobMaster::workerRestarted(const ResourceId& worker, const std::string& mes
                                            nowMs());
     }
   }
-  if (execution_.holdsSlotsOn(worker) || workers_.contains(worker)) {
+  if (execution_.holdsSlotsOn(worker) || findWorker(worker) != nullptr) {
     loseWorker(worker, message);
   } else if (failed) {
     drainTransitions();
@@ -194,6 +184,19 @@ void JobMaster::queueSettle() {
   tasks_.add(kj::evalLast([this] { settle(); }));
 }
 
+JobWorkers& JobMaster::workers() {
+  if (!workers_) {
+    workers_ = std::make_unique<JobWorkers>(
+        term_.timer, term_.epoch, job_,
+        resourcemanager::HeartbeatOptions{term_.options.heartbeatInterval,
+                                          term_.options.heartbeatTimeout,
+                                          term_.options.callTimeout},
+        static_cast<JobWorkers::Listener&>(*this));
+    workers_->start(monoNow());
+  }
+  return *workers_;
+}
+
 bool JobMaster::gathersSlots() {
   const Duration wait = term_.options.firstDeployWait;
   if (deployedOnce_ || wait.count() == 0 || !execution_.schedulesPartly()) return false;
@@ -204,7 +207,7 @@ bool JobMaster::gathersSlots() {
                         queueSettle();
                       })
                       .eagerlyEvaluate([this](kj::Exception&& e) {
-                        errorLogger_.taskFailed(kj::mv(e));
+                        term_.taskErrors.taskFailed(kj::mv(e));
                       });
   }
   return true;
@@ -231,11 +234,13 @@ void JobMaster::settle() {
                                           " could not start an attempt of job " + job_.toHex() +
                                           " in the slot");
   }
-  workers_.keepOnly([this](const ResourceId& worker) {
-    if (execution_.holdsSlotsOn(worker)) return true;
-    return std::any_of(freeing_.begin(), freeing_.end(),
-                       [&worker](const auto& entry) { return entry.second == worker; });
-  });
+  if (workers_) {
+    workers_->keepOnly([this](const ResourceId& worker) {
+      if (execution_.holdsSlotsOn(worker)) return true;
+      return std::any_of(freeing_.begin(), freeing_.end(),
+                         [&worker](const auto& entry) { return entry.second == worker; });
+    });
+  }
   // While reconciling no requirement is declared: the ResourceManager keeps the job's reported
   // allocations, and new slots would be refused for attempts whose worker has not come back.
   if (!execution_.reconciling()) declare();
@@ -244,7 +249,7 @@ void JobMaster::settle() {
 }
 
 void JobMaster::deploy(const Deployment& deployment) {
-  JobWorkers::Worker* worker = workers_.find(deployment.worker);
+  JobWorkers::Worker* worker = findWorker(deployment.worker);
   if (worker == nullptr) {
     deployFailed(deployment, "worker " + deployment.worker.toHex() + " holds no slot of the job");
     return;
@@ -255,7 +260,7 @@ void JobMaster::deploy(const Deployment& deployment) {
   request.setEpoch(term_.epoch);
   auto out = request.initDeployment();
   wire::setWireId(out.initJobId(), job_);
-  out.setJobName(graph_.getName());
+  out.setJobName(execution_.graph().getName());
   wire::setWireId(out.initAttemptId(), deployment.attempt);
   wire::setWireId(out.initAllocationId(), deployment.allocation);
   out.setVertexName(vertex.getName());
@@ -281,7 +286,7 @@ void JobMaster::deploy(const Deployment& deployment) {
                          return;
                        }
                        if (execution_.isLive(deployment.subtask, deployment.attempt)) {
-                         workers_.expect(deployment.worker, deployment.attempt, deployment.subtask);
+                         workers().expect(deployment.worker, deployment.attempt, deployment.subtask);
                        }
                        ++term_.counters.attemptsStarted;
                        if (deployment.restart) ++term_.counters.attemptsRestarted;
@@ -300,7 +305,7 @@ void JobMaster::deploy(const Deployment& deployment) {
                      [this, deployment, link](kj::Exception&& exception) {
                        const std::string why = "submitTask to worker " + deployment.worker.toHex() +
                                                " failed: " + describeException(exception);
-                       const JobWorkers::Worker* worker = workers_.find(deployment.worker);
+                       const JobWorkers::Worker* worker = findWorker(deployment.worker);
                        if (exception.getType() == kj::Exception::Type::DISCONNECTED &&
                            worker != nullptr && worker->link == link) {
                          // The connection the worker's slots were offered on is gone: none of them
@@ -378,9 +383,9 @@ void JobMaster::freeWhenStored(std::vector<HeldSlot> slots) {
 }
 
 kj::Promise<void> JobMaster::freeOnWorker(const HeldSlot& slot, const std::string& cause) {
-  JobWorkers::Worker* worker = workers_.find(slot.worker);
+  JobWorkers::Worker* worker = findWorker(slot.worker);
   if (worker == nullptr) return kj::READY_NOW;
-  return workers_.calls().freeSlot(slot.worker, worker->client, slot.allocation, cause);
+  return workers_->calls().freeSlot(slot.worker, worker->client, slot.allocation, cause);
 }
 
 void JobMaster::declare() {
@@ -430,7 +435,7 @@ void JobMaster::armRestartTimer() {
                         queueSettle();
                       })
                       .eagerlyEvaluate([this](kj::Exception&& exception) {
-                        errorLogger_.taskFailed(kj::mv(exception));
+                        term_.taskErrors.taskFailed(kj::mv(exception));
                       });
 }
 
@@ -511,7 +516,7 @@ void JobMaster::checkDrained() {
 
 void JobMaster::loseWorker(const ResourceId& worker, const std::string& message) {
   execution_.workerLost(worker, message, monoNow(), nowMs());
-  workers_.forget(worker);
+  if (workers_) workers_->forget(worker);
   drainTransitions();
   checkDrained();
   queueSettle();
@@ -531,7 +536,7 @@ kj::Promise<void> JobMaster::release(const std::string& cause) {
     execution_.abandon(waiting.subtask, waiting.attempt, nowMs());
   }
   for (const auto& live : execution_.liveAttempts()) {
-    JobWorkers::Worker* worker = workers_.find(live.worker);
+    JobWorkers::Worker* worker = findWorker(live.worker);
     if (worker == nullptr) {
       execution_.abandon(live.subtask, live.attempt, nowMs());
       continue;

@@ -12,13 +12,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/event_sink.h"
 #include "common/ids.h"
-#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/revocable.h"
 #include "rpc/schema/gateways.capnp.h"
@@ -41,8 +41,8 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   JobMaster(const JobMaster&) = delete;
   JobMaster& operator=(const JobMaster&) = delete;
 
-  // Registers with the ResourceManager, starts heartbeats and, for a reconciling job, the
-  // reconciliation timer; the first declaration and the first state report follow from the
+  // Registers with the ResourceManager and, for a reconciling job, starts the reconciliation
+  // timer (heartbeats start with the first worker followed); the first declaration and the first state report follow from the
   // event loop (never inside start()).
   void start();
   // A gateway of this JobMaster for the connection whose worker identity is `caller`, behind
@@ -84,6 +84,12 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   void event(const Event& event) const { term_.events.emit(event); }
 
   void queueSettle();
+  // The workers followed, made (their heartbeat rounds started) on the first call.
+  JobWorkers& workers();
+  // The followed `worker`, or null when it is not followed.
+  JobWorkers::Worker* findWorker(const ResourceId& worker) {
+    return workers_ ? workers_->find(worker) : nullptr;
+  }
   // Whether the first deployment waits for more slots (jobmaster.first-deploy-wait): the job
   // deployed nothing yet and schedule() would deploy only part of what waits. Arms the wait's
   // timer with the first slot; once it ran out the job deploys what it holds.
@@ -133,13 +139,14 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
 
   JobMasterTerm& term_;
   const JobId job_;
-  const wire::JobGraph::Reader graph_;
-  ExecutionGraph execution_;
+  ExecutionGraph execution_;  // Holds the job's graph.
   // Recovered from a progress record: logs `job reconciled` when reconciliation ends.
   const bool recovered_;
   uint32_t expected_ = 0;  // Expected attempts at recovery.
   ProgressLog progress_;   // Reads execution_: declared after it.
-  JobWorkers workers_;
+  // The workers followed, made with the first one (workers()): a job that never held a slot
+  // (a queued one) holds no heartbeat monitor.
+  std::unique_ptr<JobWorkers> workers_;
   // Slots freeWhenStored() frees once a put holds what ended in them, by allocation: until then
   // their workers stay known and offers of them are accepted, so that no worker frees a slot that
   // may carry an end no store holds yet (a FINISHED one, acknowledged at once).
@@ -156,14 +163,15 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   bool deployedOnce_ = false;
   std::optional<MonoTime> restartArmedAt_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
-  TaskSetErrorLogger errorLogger_{"job master"};
-  kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to errorLogger_.
+  kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to term_.taskErrors.
   // The first deployment's wait for more slots (gathersSlots), while it runs; reports its failure
-  // to errorLogger_.
+  // to term_.taskErrors.
   kj::Maybe<kj::Promise<void>> gatherWait_;
-  kj::TaskSet tasks_{errorLogger_};
-  // Cut first on destruction: the gateway servers the term keeps answer DISCONNECTED then.
-  rpc::Revocable<JobMaster> self_;
+  kj::TaskSet tasks_{term_.taskErrors};
+  // Cut first on destruction: the gateway servers the term keeps answer DISCONNECTED then. Made
+  // with the first gateway served (serveFor): a job that never had a worker's call (a queued one)
+  // holds no link record.
+  std::optional<rpc::Revocable<JobMaster>> self_;
 };
 
 }  // namespace regent::jobmaster

@@ -88,7 +88,8 @@ class JobMaster::Gateway final : public wire::JobMasterGateway::Server {
 };
 
 wire::JobMasterGateway::Client JobMaster::serveFor(kj::Own<resourcemanager::WorkerBinding> caller) {
-  auto handlers = kj::heap<Gateway>(self_.link(), kj::addRef(*caller));
+  if (!self_) self_.emplace(*this, "the JobMaster of job " + job_.toHex() + " was released");
+  auto handlers = kj::heap<Gateway>(self_->link(), kj::addRef(*caller));
   return term_.serve(resourcemanager::guardWorkerCalls<wire::JobMasterGateway>(
       kj::mv(handlers), kj::mv(caller), term_.resourceManager,
       term_.resourceManager.identityRefusals()));
@@ -170,11 +171,11 @@ void JobMaster::offerSlots(const resourcemanager::WorkerBinding& caller,
     if (accepted[i]) wire::setWireId(out[next++], offers[i].allocation);
   }
   auto client = params.getTaskExecutor();
-  if (count > 0) workers_.offered(worker, client, monoNow());
+  if (count > 0) workers().offered(worker, client, monoNow());
   for (Adopted& entry : adopted) {
     ++term_.counters.attemptsAdopted;
     if (!isTerminal(entry.report.state)) {
-      workers_.expect(worker, entry.report.attempt, entry.subtask);
+      workers().expect(worker, entry.report.attempt, entry.subtask);
     }
     Event line("attempt adopted");
     line.field("job", job_.toHex())
@@ -252,8 +253,8 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
     return kj::READY_NOW;
   }
   if (outcome == ExecutionGraph::Update::kApplied) {
-    if (execution_.takeFirstRunning() && graph_.getSubmittedAtMs() >= term_.startedAtMs) {
-      const int64_t submittedAtMs = graph_.getSubmittedAtMs();
+    if (execution_.takeFirstRunning() && execution_.graph().getSubmittedAtMs() >= term_.startedAtMs) {
+      const int64_t submittedAtMs = execution_.graph().getSubmittedAtMs();
       term_.counters.observeSubmitToRunning(
           static_cast<double>(std::max<int64_t>(0, nowMs() - submittedAtMs)) / 1000.0);
     }
@@ -283,7 +284,7 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
 void JobMaster::heartbeat(const ResourceId& worker,
                           wire::JobMasterGateway::HeartbeatParams::Reader params,
                           wire::JobMasterGateway::HeartbeatResults::Builder results) {
-  JobWorkers::Worker* known = workers_.find(worker);
+  JobWorkers::Worker* known = findWorker(worker);
   if (known == nullptr) {
     rpc::failures::notRegistered(results.initFailure(), worker,
                                  "worker " + worker.toHex() + " holds no slot of job " +
@@ -308,7 +309,7 @@ void JobMaster::heartbeat(const ResourceId& worker,
   // the attempt's end (its update buffer overflowed, say). One miss is allowed: a heartbeat may
   // overtake the submitTask's answer. Attempts whose submitTask is in flight are not counted.
   std::sort(attempts.begin(), attempts.end());
-  const auto lost = workers_.heartbeat(worker, attempts, monoNow(),
+  const auto lost = workers_->heartbeat(worker, attempts, monoNow(),
                                        [this](uint32_t subtask, const AttemptId& attempt) {
                                          return execution_.isLive(subtask, attempt);
                                        });
@@ -327,7 +328,7 @@ void JobMaster::heartbeat(const ResourceId& worker,
 
 void JobMaster::disconnect(const ResourceId& worker, const std::string& cause,
                            wire::JobMasterGateway::DisconnectResults::Builder results) {
-  if (!workers_.contains(worker)) {
+  if (findWorker(worker) == nullptr) {
     rpc::failures::notRegistered(results.initFailure(), worker,
                                  "worker " + worker.toHex() + " holds no slot of job " +
                                      job_.toHex() + " known to its JobMaster");

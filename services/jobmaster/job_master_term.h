@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "common/event_sink.h"
+#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "rpc/schema/gateways.capnp.h"
 #include "services/dispatcher/job_runner.h"
@@ -76,6 +77,9 @@ struct JobMasterTerm {
   // Unix ms this term's JobMasters were created: the submit-to-running histogram observes only
   // jobs submitted since (a job recovered from an earlier term would count the failover).
   int64_t startedAtMs = 0;
+  // Logs the failed tasks of every JobMaster's task sets (one for all: a JobMaster of a queued
+  // job should cost little).
+  TaskSetErrorLogger taskErrors{"job master"};
 
   MonoTime monoNow() const { return regent::monoNow(timer); }
   int64_t wallNow() const { return options.nowMs ? options.nowMs() : wallClockMillis(); }

@@ -20,19 +20,12 @@ constexpr Duration kFirstRetryDelay{100};
 
 }  // namespace
 
-ProgressLog::ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
-                         store::JobProgressStore& store, kj::Timer& timer,
-                         Duration longestRetryDelay, Duration lazyPutDelay,
-                         std::function<int64_t()> nowMs, Listener& listener)
+ProgressLog::ProgressLog(JobId job, const ExecutionGraph& graph, JobMasterTerm& term,
+                         Listener& listener)
     : job_(job),
-      epoch_(epoch),
       graph_(graph),
-      store_(store),
-      timer_(timer),
-      lazyPutDelay_(lazyPutDelay),
-      nowMs_(std::move(nowMs)),
-      listener_(listener),
-      retry_(kFirstRetryDelay, longestRetryDelay) {}
+      term_(term),
+      listener_(listener) {}
 
 void ProgressLog::writeNow() {
   nowWanted_ = true;
@@ -53,11 +46,11 @@ void ProgressLog::write() {
   nowWanted_ = false;  // This put holds everything so far.
   capnp::MallocMessageBuilder message;
   auto progress = message.initRoot<wire::JobProgress>();
-  graph_.fillProgress(progress, epoch_, nowMs_());
+  graph_.fillProgress(progress, term_.epoch, term_.wallNow());
   inFlight_ = true;
   // put() encodes the record before it returns: the message may go with this scope.
   tasks_.add(
-      store_.put(progress.asReader())
+      term_.progress.put(progress.asReader())
           .then([this, version](store::StoreResult<void> result) { settled(version, result); },
                 [this, version](kj::Exception&& exception) {
                   settled(version,
@@ -70,7 +63,7 @@ void ProgressLog::settled(uint64_t version, const store::StoreResult<void>& resu
   inFlight_ = false;
   if (result.ok()) {
     storedVersion_ = std::max(storedVersion_, version);
-    retry_.reset();
+    retry_.reset();  // Back to the first delay.
   } else if (result.error().code == store::StoreErrorCode::kFenced) {
     if (!fenced_) {
       spdlog::warn(
@@ -94,11 +87,15 @@ void ProgressLog::settled(uint64_t version, const store::StoreResult<void>& resu
     // kUnavailable is expected to pass; anything else is logged as an error, and tried again
     // the same way: the job deploys and acknowledges nothing until a put succeeds.
     const auto level = result.error().retryable() ? spdlog::level::warn : spdlog::level::err;
-    const Duration delay = retry_.next();
+    if (!retry_) {
+      retry_ = std::make_unique<ExponentialBackoff>(kFirstRetryDelay,
+                                                    term_.options.heartbeatInterval);
+    }
+    const Duration delay = retry_->next();
     spdlog::log(level, "job {}: storing its progress record failed: {}; trying again in {}",
                 job_.toHex(), result.error().message, formatDuration(delay));
     retryArmed_ = true;
-    tasks_.add(timer_.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
+    tasks_.add(term_.timer.afterDelay(delay.count() * kj::MILLISECONDS).then([this] {
       retryArmed_ = false;
       writeNow();  // The delayed put: not delayed again.
     }));
@@ -145,7 +142,7 @@ kj::Promise<bool> ProgressLog::waitForPut(bool now) {
 }
 
 bool ProgressLog::putWantedNow() {
-  return nowWanted_ || lazyPutDelay_.count() == 0 || !waitingDeployments_.empty() ||
+  return nowWanted_ || lazyPutDelay().count() == 0 || !waitingDeployments_.empty() ||
          std::any_of(waitingAcks_.begin(), waitingAcks_.end(), [](WaitingAck& ack) {
            return ack.now && ack.fulfiller->isWaiting();
          });
@@ -154,7 +151,7 @@ bool ProgressLog::putWantedNow() {
 void ProgressLog::armLazyPut() {
   if (lazyArmed_) return;
   lazyArmed_ = true;
-  tasks_.add(timer_.afterDelay(lazyPutDelay_.count() * kj::MILLISECONDS).then([this] {
+  tasks_.add(term_.timer.afterDelay(lazyPutDelay().count() * kj::MILLISECONDS).then([this] {
     lazyArmed_ = false;
     writeNow();
   }));

@@ -18,15 +18,15 @@
 #include <kj/timer.h>
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/backoff.h"
 #include "common/ids.h"
-#include "common/task_set_error_logger.h"
 #include "common/time.h"
 #include "services/jobmaster/execution_graph.h"
+#include "services/jobmaster/job_master_term.h"
 #include "store/job_progress_store.h"
 
 namespace regent::jobmaster {
@@ -47,13 +47,12 @@ class ProgressLog final {
     virtual void putSettled() = 0;
   };
 
-  // `graph` is the job's state the record is written from (its version() orders the puts);
-  // `store` the term's; `nowMs` the wall clock the record is stamped with; `lazyPutDelay` how
-  // long a put nobody waits for now (storedSoon, or no waiter at all) waits for more changes (0:
+  // `graph` is the job's state the record is written from (its version() orders the puts).
+  // From `term`: the epoch, the progress store, the timer, the wall clock the record is stamped
+  // with, the longest retry delay (heartbeat.interval) and how long a put nobody waits for now
+  // (storedSoon, or no waiter at all) waits for more changes (jobmaster.finished-put-delay; 0:
   // none waits).
-  ProgressLog(JobId job, uint64_t epoch, const ExecutionGraph& graph,
-              store::JobProgressStore& store, kj::Timer& timer, Duration longestRetryDelay,
-              Duration lazyPutDelay, std::function<int64_t()> nowMs, Listener& listener);
+  ProgressLog(JobId job, const ExecutionGraph& graph, JobMasterTerm& term, Listener& listener);
   ProgressLog(const ProgressLog&) = delete;
   ProgressLog& operator=(const ProgressLog&) = delete;
 
@@ -96,16 +95,14 @@ class ProgressLog final {
   bool endStoredByResult() const;
   void deployStoredOnes();
 
+  Duration lazyPutDelay() const { return term_.options.finishedPutDelay; }
+
   const JobId job_;
-  const uint64_t epoch_;
   const ExecutionGraph& graph_;
-  store::JobProgressStore& store_;
-  kj::Timer& timer_;
-  const Duration lazyPutDelay_;
-  const std::function<int64_t()> nowMs_;
+  JobMasterTerm& term_;
   Listener& listener_;
   // The graph's version the last successful put held; a failed put is tried again after
-  // retry_'s next delay; a successful put resets it.
+  // retry_'s next delay (made with the first failure); a successful put drops it.
   uint64_t storedVersion_ = 0;
   bool inFlight_ = false;
   bool retryArmed_ = false;
@@ -114,7 +111,7 @@ class ProgressLog final {
   bool closed_ = false;    // close(): no put starts.
   bool nowWanted_ = false;  // writeNow() or the lazy delay: the next put starts at once.
   bool lazyArmed_ = false;  // The lazy delay runs.
-  ExponentialBackoff retry_;
+  std::unique_ptr<ExponentialBackoff> retry_;
   struct WaitingDeployment {
     Deployment deployment;
     uint64_t version;  // Deployed once a put of this version succeeded.
@@ -127,8 +124,7 @@ class ProgressLog final {
   };
   std::vector<WaitingAck> waitingAcks_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> closing_;  // close() waits.
-  TaskSetErrorLogger errorLogger_{"job master"};
-  kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
+  kj::TaskSet tasks_{term_.taskErrors};  // Declared last: cancelled first.
 };
 
 }  // namespace regent::jobmaster
