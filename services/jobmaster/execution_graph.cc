@@ -77,7 +77,7 @@ ExecutionGraph::ExecutionGraph(JobId job, wire::JobGraph::Reader graph, RestartS
     }
     vertices_[v].unfinishedUpstream = static_cast<uint32_t>(vertices_[v].upstream.size());
   }
-  subtasks_.resize(total);
+  subtasks_ = SubtaskTable(total);
 }
 
 uint32_t ExecutionGraph::vertexOf(uint32_t subtask) const {
@@ -85,6 +85,8 @@ uint32_t ExecutionGraph::vertexOf(uint32_t subtask) const {
                                 [](uint32_t index, const Vertex& v) { return index < v.first; });
   return static_cast<uint32_t>(after - vertices_.begin()) - 1;
 }
+
+const ExecutionGraph::Subtask ExecutionGraph::SubtaskTable::kUnstarted{};
 
 std::optional<uint32_t> ExecutionGraph::vertexNamed(std::string_view name) const {
   const auto vertices = graph_.getVertices();
@@ -873,7 +875,7 @@ const ExecutionGraph::Rare& ExecutionGraph::rareOrNone() const {
 }
 
 size_t ExecutionGraph::heldBytes() const {
-  size_t bytes = sizeof(*this) + subtasks_.capacity() * sizeof(Subtask);
+  size_t bytes = sizeof(*this) + subtasks_.heldBytes();
   for (const Vertex& vertex : vertices_) {
     bytes += sizeof(Vertex) +
              (vertex.upstream.capacity() + vertex.downstream.capacity()) * sizeof(uint32_t);

@@ -362,6 +362,44 @@ class ExecutionGraph final {
     Profile profile;
     std::optional<uint32_t> subtask;  // The live attempt in it.
   };
+  // The subtasks' records, by global index, made with the first write: until then every subtask
+  // reads as one that never had an attempt, so that a job waiting for its first slot holds
+  // records per vertex, not per subtask. Reads through a const table never make them.
+  class SubtaskTable {
+   public:
+    explicit SubtaskTable(uint32_t count) : count_(count) {}
+    uint32_t size() const { return count_; }
+    const Subtask& operator[](uint32_t index) const {
+      return rows_.empty() ? kUnstarted : rows_[index];
+    }
+    Subtask& operator[](uint32_t index) {
+      if (rows_.empty()) rows_.resize(count_);
+      return rows_[index];
+    }
+    size_t heldBytes() const { return rows_.capacity() * sizeof(Subtask); }
+
+    class Iterator {
+     public:
+      Iterator(const SubtaskTable& table, uint32_t index) : table_(&table), index_(index) {}
+      const Subtask& operator*() const { return (*table_)[index_]; }
+      Iterator& operator++() {
+        ++index_;
+        return *this;
+      }
+      bool operator!=(const Iterator& other) const { return index_ != other.index_; }
+
+     private:
+      const SubtaskTable* table_;
+      uint32_t index_;
+    };
+    Iterator begin() const { return Iterator(*this, 0); }
+    Iterator end() const { return Iterator(*this, count_); }
+
+   private:
+    static const Subtask kUnstarted;
+    uint32_t count_;
+    std::vector<Subtask> rows_;
+  };
 
   // schedule()'s matching, without applying it: each subtask waiting in a runnable vertex
   // (vertices in order) with the free held slot it gets (after a worker fault, one on another
@@ -395,7 +433,7 @@ class ExecutionGraph final {
   // Vertex indices in the order of their names (read from graph_; the first of equal names
   // first), for vertexNamed().
   std::vector<uint32_t> byName_;
-  std::vector<Subtask> subtasks_;
+  SubtaskTable subtasks_{0};
   std::map<AllocationId, Slot> slots_;
   struct WorkerFaults {
     uint32_t inARow = 0;  // Worker faults of the subtask since an attempt of it last ran.

@@ -49,7 +49,7 @@ JobMaster::JobMaster(JobMasterTerm& term, JobId job, wire::JobGraph::Reader grap
   }
 }
 
-JobMaster::~JobMaster() noexcept = default;
+JobMaster::~JobMaster() noexcept { term_.settles.remove(*this); }
 
 void JobMaster::start() {
   term_.resourceManager.registerJobMaster(job_);
@@ -177,11 +177,9 @@ void JobMaster::reportReconciled(const ExecutionGraph::Reconciliation& outcome, 
 }
 
 void JobMaster::queueSettle() {
-  if (settleQueued_) return;
-  settleQueued_ = true;
   // Once nothing else is queued: the offers and updates already read go into one settle, and
   // the deployments it makes into one put.
-  tasks_.add(kj::evalLast([this] { settle(); }));
+  term_.settles.add(*this);
 }
 
 JobWorkers& JobMaster::workers() {
@@ -200,28 +198,27 @@ JobWorkers& JobMaster::workers() {
 bool JobMaster::gathersSlots() {
   const Duration wait = term_.options.firstDeployWait;
   if (deployedOnce_ || wait.count() == 0 || !execution_.schedulesPartly()) return false;
-  if (gatherWait_ == nullptr) {
-    gatherWait_ = term_.timer.afterDelay(wait.count() * kj::MILLISECONDS)
-                      .then([this] {
-                        deployedOnce_ = true;
-                        queueSettle();
-                      })
-                      .eagerlyEvaluate([this](kj::Exception&& e) {
-                        term_.taskErrors.taskFailed(kj::mv(e));
-                      });
+  if (waits().gatherWait == nullptr) {
+    waits_->gatherWait = term_.timer.afterDelay(wait.count() * kj::MILLISECONDS)
+                             .then([this] {
+                               deployedOnce_ = true;
+                               queueSettle();
+                             })
+                             .eagerlyEvaluate([this](kj::Exception&& e) {
+                               term_.taskErrors.taskFailed(kj::mv(e));
+                             });
   }
   return true;
 }
 
 void JobMaster::settle() {
-  settleQueued_ = false;
   if (releasing_) return;
   execution_.restartDue(monoNow());
   std::vector<Deployment> deployments;
   if (!gathersSlots()) deployments = execution_.schedule(nowMs());
   if (!deployments.empty()) {
     deployedOnce_ = true;
-    gatherWait_ = nullptr;  // Its slots all came: the wait is over.
+    if (waits_) waits_->gatherWait = nullptr;  // Its slots all came: the wait is over.
   }
   drainTransitions();
   // Write-ahead: each new attempt is deployed once a put holding it succeeded.
@@ -237,8 +234,8 @@ void JobMaster::settle() {
   if (workers_) {
     workers_->keepOnly([this](const ResourceId& worker) {
       if (execution_.holdsSlotsOn(worker)) return true;
-      return std::any_of(freeing_.begin(), freeing_.end(),
-                         [&worker](const auto& entry) { return entry.second == worker; });
+      return waits_ && std::any_of(waits_->freeing.begin(), waits_->freeing.end(),
+                                   [&worker](const auto& entry) { return entry.second == worker; });
     });
   }
   // While reconciling no requirement is declared: the ResourceManager keeps the job's reported
@@ -286,7 +283,8 @@ void JobMaster::deploy(const Deployment& deployment) {
                          return;
                        }
                        if (execution_.isLive(deployment.subtask, deployment.attempt)) {
-                         workers().expect(deployment.worker, deployment.attempt, deployment.subtask);
+                         workers().expect(deployment.worker, deployment.attempt,
+                                          deployment.subtask);
                        }
                        ++term_.counters.attemptsStarted;
                        if (deployment.restart) ++term_.counters.attemptsRestarted;
@@ -365,19 +363,21 @@ void JobMaster::cancelOnWorker(wire::TaskExecutorGateway::Client client, const A
 // "Failover").
 void JobMaster::freeWhenStored(std::vector<HeldSlot> slots) {
   if (slots.empty()) return;
-  for (const HeldSlot& slot : slots) freeing_[slot.allocation] = slot.worker;
+  for (const HeldSlot& slot : slots) waits().freeing[slot.allocation] = slot.worker;
   // Lazily: a FINISHED attempt's slot waits for a put its end may share with the others'.
   tasks_.add(progress_.storedSoon().then([this, slots = std::move(slots)](bool stored) mutable {
     if (!stored) {
       // That put failed: the next one may hold it. Fenced or too large: the term's record can
-      // never hold it, and the slots stay with the job (and in freeing_) for the next leader to
+      // never hold it, and the slots stay with the job (and in `freeing`) for the next leader to
       // settle.
       if (progress_.canStore()) freeWhenStored(std::move(slots));
       return;
     }
     for (const HeldSlot& slot : slots) {
       tasks_.add(freeOnWorker(slot, "job " + job_.toHex() + " needs the slot no more")
-                     .then([this, allocation = slot.allocation] { freeing_.erase(allocation); }));
+                     .then([this, allocation = slot.allocation] {
+                       waits_->freeing.erase(allocation);
+                     }));
     }
   }));
 }
@@ -422,21 +422,24 @@ void JobMaster::declare() {
 
 void JobMaster::armRestartTimer() {
   const std::optional<MonoTime> next = execution_.nextRestartAt();
-  if (next == restartArmedAt_) return;
-  restartArmedAt_ = next;
-  restartTimer_ = nullptr;
+  if (!waits_ && !next) return;
+  Waits& waits = this->waits();
+  if (next == waits.restartArmedAt) return;
+  waits.restartArmedAt = next;
+  waits.restartTimer = nullptr;
   if (!next) return;
   const auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - monoNow());
-  restartTimer_ = term_.timer.afterDelay(std::max<int64_t>(0, delay.count()) * kj::NANOSECONDS)
-                      .then([this] {
-                        // Not settle() here: it may arm this timer again, destroying the
-                        // promise whose continuation runs now.
-                        restartArmedAt_.reset();
-                        queueSettle();
-                      })
-                      .eagerlyEvaluate([this](kj::Exception&& exception) {
-                        term_.taskErrors.taskFailed(kj::mv(exception));
-                      });
+  waits.restartTimer =
+      term_.timer.afterDelay(std::max<int64_t>(0, delay.count()) * kj::NANOSECONDS)
+          .then([this] {
+            // Not settle() here: it may arm this timer again, destroying the promise whose
+            // continuation runs now.
+            waits_->restartArmedAt.reset();
+            queueSettle();
+          })
+          .eagerlyEvaluate([this](kj::Exception&& exception) {
+            term_.taskErrors.taskFailed(kj::mv(exception));
+          });
 }
 
 void JobMaster::reportState() {
@@ -506,10 +509,11 @@ void JobMaster::drainTransitions() {
 }
 
 void JobMaster::checkDrained() {
-  KJ_IF_MAYBE (fulfiller, drained_) {
+  if (!waits_) return;
+  KJ_IF_MAYBE (fulfiller, waits_->drained) {
     if (execution_.liveAttempts().empty()) {
       (*fulfiller)->fulfill();
-      drained_ = nullptr;
+      waits_->drained = nullptr;
     }
   }
 }
@@ -529,8 +533,10 @@ void JobMaster::workerSilent(const ResourceId& worker, const std::string& messag
 kj::Promise<void> JobMaster::release(const std::string& cause) {
   releasing_ = true;
   execution_.stop();
-  restartTimer_ = nullptr;
-  restartArmedAt_.reset();
+  if (waits_) {
+    waits_->restartTimer = nullptr;
+    waits_->restartArmedAt.reset();
+  }
   // Deployments still waiting for their put are never sent: their attempts end here.
   for (const Deployment& waiting : progress_.takeWaitingDeployments()) {
     execution_.abandon(waiting.subtask, waiting.attempt, nowMs());
@@ -552,7 +558,7 @@ kj::Promise<void> JobMaster::release(const std::string& cause) {
   kj::Promise<void> drained = kj::READY_NOW;
   if (!execution_.liveAttempts().empty()) {
     auto paf = kj::newPromiseAndFulfiller<void>();
-    drained_ = kj::mv(paf.fulfiller);
+    waits().drained = kj::mv(paf.fulfiller);
     const Duration bound = term_.options.heartbeatTimeout;
     drained = paf.promise.exclusiveJoin(
         term_.timer.afterDelay(bound.count() * kj::MILLISECONDS).then([this, bound] {

@@ -31,7 +31,9 @@ namespace regent::jobmaster {
 
 // Loop-thread only. Destroying it cancels its timers, calls and puts, and its served gateways
 // answer DISCONNECTED from then on (rpc::Revocable).
-class JobMaster final : private ProgressLog::Listener, private JobWorkers::Listener {
+class JobMaster final : private ProgressLog::Listener,
+                        private JobWorkers::Listener,
+                        private SettleQueue::Entry {
  public:
   // With `recovered` (an earlier term's progress record) the job starts from it and reconciles
   // (ExecutionGraph::recover).
@@ -42,8 +44,8 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   JobMaster& operator=(const JobMaster&) = delete;
 
   // Registers with the ResourceManager and, for a reconciling job, starts the reconciliation
-  // timer (heartbeats start with the first worker followed); the first declaration and the first state report follow from the
-  // event loop (never inside start()).
+  // timer (heartbeats start with the first worker followed); the first declaration and the first
+  // state report follow from the event loop (never inside start()).
   void start();
   // A gateway of this JobMaster for the connection whose worker identity is `caller`, behind
   // the gate of worker calls (resourcemanager::guardWorkerCalls), served by the term.
@@ -115,6 +117,8 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   // During release: fulfils the wait once no attempt is live.
   void checkDrained();
 
+  // SettleQueue::Entry.
+  void settleNow() override { settle(); }
   // ProgressLog::Listener.
   void deployStored(const Deployment& deployment) override;
   void recordTooLarge(const std::string& message) override;
@@ -147,26 +151,37 @@ class JobMaster final : private ProgressLog::Listener, private JobWorkers::Liste
   // The workers followed, made with the first one (workers()): a job that never held a slot
   // (a queued one) holds no heartbeat monitor.
   std::unique_ptr<JobWorkers> workers_;
-  // Slots freeWhenStored() frees once a put holds what ended in them, by allocation: until then
-  // their workers stay known and offers of them are accepted, so that no worker frees a slot that
-  // may carry an end no store holds yet (a FINISHED one, acknowledged at once).
-  std::map<AllocationId, ResourceId> freeing_;
   std::vector<Requirement> declared_;
   bool declaredOnce_ = false;
   bool declareRetryArmed_ = false;  // A refused declaration is tried again after an interval.
   wire::JobState reportedState_ = wire::JobState::CREATED;
   bool endReported_ = false;
   bool releasing_ = false;
-  bool settleQueued_ = false;
   // The job deployed something (or came from a progress record, or its first deployment waited
   // jobmaster.first-deploy-wait): every later settle deploys whatever fits at once.
   bool deployedOnce_ = false;
-  std::optional<MonoTime> restartArmedAt_;
-  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained_;
-  kj::Maybe<kj::Promise<void>> restartTimer_;  // Reports its failure to term_.taskErrors.
-  // The first deployment's wait for more slots (gathersSlots), while it runs; reports its failure
-  // to term_.taskErrors.
-  kj::Maybe<kj::Promise<void>> gatherWait_;
+  // What a job holds only once it had slots, attempts or a release to wait for: made with the
+  // first use (waits()), so that a queued job holds none of it.
+  struct Waits {
+    // Slots freeWhenStored() frees once a put holds what ended in them, by allocation: until
+    // then their workers stay known and offers of them are accepted, so that no worker frees a
+    // slot that may carry an end no store holds yet (a FINISHED one, acknowledged at once).
+    std::map<AllocationId, ResourceId> freeing;
+    std::optional<MonoTime> restartArmedAt;
+    kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> drained;  // release() waits.
+    kj::Maybe<kj::Promise<void>> restartTimer;  // Reports its failure to term_.taskErrors.
+    // The first deployment's wait for more slots (gathersSlots), while it runs; reports its
+    // failure to term_.taskErrors.
+    kj::Maybe<kj::Promise<void>> gatherWait;
+  };
+  Waits& waits() {
+    if (!waits_) waits_ = std::make_unique<Waits>();
+    return *waits_;
+  }
+  bool freeing(const AllocationId& allocation) const {
+    return waits_ && waits_->freeing.count(allocation) != 0;
+  }
+  std::unique_ptr<Waits> waits_;
   kj::TaskSet tasks_{term_.taskErrors};
   // Cut first on destruction: the gateway servers the term keeps answer DISCONNECTED then. Made
   // with the first gateway served (serveFor): a job that never had a worker's call (a queued one)

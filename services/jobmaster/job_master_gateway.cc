@@ -160,7 +160,7 @@ void JobMaster::offerSlots(const resourcemanager::WorkerBinding& caller,
     accepted = execution_.offerSlots(worker, offers);
     // A slot being freed (freeWhenStored) stays the job's until a put holds what ended in it.
     for (size_t i = 0; i < offers.size(); ++i) {
-      if (freeing_.count(offers[i].allocation) != 0) accepted[i] = true;
+      if (freeing(offers[i].allocation)) accepted[i] = true;
     }
   }
   size_t count = 0;
@@ -253,8 +253,8 @@ kj::Promise<void> JobMaster::updateTaskExecutionState(
     return kj::READY_NOW;
   }
   if (outcome == ExecutionGraph::Update::kApplied) {
-    if (execution_.takeFirstRunning() && execution_.graph().getSubmittedAtMs() >= term_.startedAtMs) {
-      const int64_t submittedAtMs = execution_.graph().getSubmittedAtMs();
+    const int64_t submittedAtMs = execution_.graph().getSubmittedAtMs();
+    if (execution_.takeFirstRunning() && submittedAtMs >= term_.startedAtMs) {
       term_.counters.observeSubmitToRunning(
           static_cast<double>(std::max<int64_t>(0, nowMs() - submittedAtMs)) / 1000.0);
     }

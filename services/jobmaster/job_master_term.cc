@@ -1,4 +1,4 @@
-// The counters the JobMasters keep across terms (job_master_term.h).
+// The counters the JobMasters keep across terms, and their settle queue (job_master_term.h).
 #include "services/jobmaster/job_master_term.h"
 
 namespace regent::jobmaster {
@@ -9,6 +9,36 @@ void JobMasterCounters::observeSubmitToRunning(double seconds) {
   }
   submitToRunningSum += seconds;
   ++submitToRunningCount;
+}
+
+SettleQueue::~SettleQueue() noexcept {
+  // Entries are removed by their owners before they go; what is left is only unlinked here so
+  // that no link outlives the list.
+  while (!queued_.empty()) queued_.remove(queued_.front());
+}
+
+void SettleQueue::add(Entry& entry) {
+  if (queued(entry)) return;
+  entry.round_ = round_;
+  queued_.add(entry);
+  if (armed_) return;
+  armed_ = true;
+  tasks_.add(kj::evalLast([this] { run(); }));
+}
+
+void SettleQueue::remove(Entry& entry) {
+  if (queued(entry)) queued_.remove(entry);
+}
+
+void SettleQueue::run() {
+  armed_ = false;
+  // This round settles the entries queued so far; those queued while it runs join the next.
+  const uint64_t round = round_++;
+  while (!queued_.empty() && queued_.front().round_ == round) {
+    Entry& entry = queued_.front();
+    queued_.remove(entry);
+    entry.settleNow();  // May remove or queue entries, or destroy this one: not touched after.
+  }
 }
 
 }  // namespace regent::jobmaster

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <kj/async.h>
+#include <kj/list.h>
 #include <kj/timer.h>
 
 #include <array>
@@ -63,6 +64,46 @@ struct JobMasterCounters {
 using ServeJobMasterGateway =
     std::function<wire::JobMasterGateway::Client(kj::Own<wire::JobMasterGateway::Server>)>;
 
+// The settles the JobMasters of a term ask for, run in one event-loop task once nothing else is
+// queued (kj::evalLast), in the order they were asked for: a term that starts thousands of jobs at
+// once allocates one task, not one per job. Loop-thread only.
+class SettleQueue final {
+ public:
+  class Entry {
+   public:
+    virtual void settleNow() = 0;
+
+   protected:
+    Entry() = default;
+    ~Entry() = default;  // Its owner removes it first (remove()).
+
+   private:
+    friend class SettleQueue;
+    kj::ListLink<Entry> link_;
+    uint64_t round_ = 0;  // The round that settles it.
+  };
+
+  explicit SettleQueue(kj::TaskSet::ErrorHandler& errors) : tasks_(errors) {}
+  ~SettleQueue() noexcept;
+  SettleQueue(const SettleQueue&) = delete;
+  SettleQueue& operator=(const SettleQueue&) = delete;
+
+  // Queues `entry` unless it is queued. Asked while a round runs, it waits for the next one (the
+  // next time nothing else is queued).
+  void add(Entry& entry);
+  // Takes `entry` out of the queue, if it is in it. An entry must be out of it when destroyed.
+  void remove(Entry& entry);
+  bool queued(const Entry& entry) const { return entry.link_.isLinked(); }
+
+ private:
+  void run();
+
+  kj::List<Entry, &Entry::link_> queued_;
+  uint64_t round_ = 0;  // The round entries added now join.
+  bool armed_ = false;  // A round is queued.
+  kj::TaskSet tasks_;
+};
+
 // What every JobMaster of a term shares; JobMasters owns it and it outlives them.
 struct JobMasterTerm {
   kj::Timer& timer;
@@ -80,6 +121,7 @@ struct JobMasterTerm {
   // Logs the failed tasks of every JobMaster's task sets (one for all: a JobMaster of a queued
   // job should cost little).
   TaskSetErrorLogger taskErrors{"job master"};
+  SettleQueue settles{taskErrors};
 
   MonoTime monoNow() const { return regent::monoNow(timer); }
   int64_t wallNow() const { return options.nowMs ? options.nowMs() : wallClockMillis(); }
