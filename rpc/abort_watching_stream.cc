@@ -37,25 +37,34 @@ std::optional<AbortReason> abortIn(kj::ArrayPtr<const kj::ArrayPtr<const capnp::
 }  // namespace
 
 ReadBufferedStream::ReadBufferedStream(kj::AsyncIoStream& inner)
-    : inner_(inner), buffer_(kj::heapArray<kj::byte>(kSmallBuffer)) {}
+    : inner_(inner), buffer_(inline_, kInlineBuffer) {}
 
 void ReadBufferedStream::resize(size_t size) {
-  KJ_REQUIRE(end_ - begin_ <= size);
-  auto next = kj::heapArray<kj::byte>(size);
-  if (end_ > begin_) memcpy(next.begin(), buffer_.begin() + begin_, end_ - begin_);
-  end_ -= begin_;
+  const size_t held = end_ - begin_;
+  KJ_REQUIRE(held <= size);
+  if (size <= kInlineBuffer) {
+    // memmove: what is held may already be in the inline buffer.
+    if (held > 0) memmove(inline_, buffer_.begin() + begin_, held);
+    heap_ = nullptr;
+    buffer_ = kj::arrayPtr(inline_, kInlineBuffer);
+  } else {
+    auto next = kj::heapArray<kj::byte>(size);
+    if (held > 0) memcpy(next.begin(), buffer_.begin() + begin_, held);
+    heap_ = kj::mv(next);
+    buffer_ = heap_.asPtr();
+  }
   begin_ = 0;
-  buffer_ = kj::mv(next);
+  end_ = held;
 }
 
 void ReadBufferedStream::adapt(size_t got) {
   if (got == buffer_.size() && buffer_.size() < kLargeBuffer) {
     quietRefills_ = 0;
-    resize(kLargeBuffer);
-  } else if (got < kSmallBuffer / 2 && buffer_.size() > kSmallBuffer) {
-    if (++quietRefills_ >= kQuietRefills && end_ - begin_ <= kSmallBuffer) {
+    resize(buffer_.size() * 2);
+  } else if (got <= kInlineBuffer && heap_ != nullptr) {
+    if (++quietRefills_ >= kQuietRefills && end_ - begin_ <= kInlineBuffer) {
       quietRefills_ = 0;
-      resize(kSmallBuffer);
+      resize(kInlineBuffer);
     }
   } else {
     quietRefills_ = 0;
@@ -65,7 +74,11 @@ void ReadBufferedStream::adapt(size_t got) {
 kj::Promise<kj::ArrayPtr<const kj::byte>> ReadBufferedStream::peek(size_t bytes) {
   KJ_REQUIRE(bytes <= kLargeBuffer, "cannot peek past the read buffer", bytes);
   if (end_ - begin_ >= bytes) return buffer_.slice(begin_, end_).asConst();
-  if (bytes > buffer_.size()) resize(kLargeBuffer);
+  if (bytes > buffer_.size()) {
+    size_t size = buffer_.size();
+    while (size < bytes) size *= 2;
+    resize(size);
+  }
   // Move what is left to the front so the rest of `bytes` fits behind it.
   if (begin_ > 0) {
     memmove(buffer_.begin(), buffer_.begin() + begin_, end_ - begin_);

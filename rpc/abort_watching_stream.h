@@ -21,13 +21,17 @@ struct AbortReason {
 
 // Serves reads from one buffer refilled with whatever the socket holds, so a burst of messages
 // costs one read() rather than two per message (Cap'n Proto reads a frame's segment table and its
-// body separately). The buffer is 4 KiB while the connection is quiet (a heartbeat is a few
-// hundred bytes: thousands of idle connections hold little), grows to 64 KiB once a read fills
-// it (a burst), and shrinks back after kQuietRefills refills that used less than half of the
-// small size. Writes and socket options pass through. `inner` must outlive it.
+// body separately). While the connection is quiet the buffer is kInlineBuffer bytes inside this
+// object (a heartbeat is a few hundred bytes: thousands of idle connections hold no buffer of
+// their own); a read that fills it doubles it, on the heap, up to kLargeBuffer (a burst gets what
+// it needs, not the most), and after kQuietRefills refills in a row that the inline buffer would
+// have held it is the inline one again. Writes and socket options pass through. `inner` must
+// outlive it.
 class ReadBufferedStream final : public kj::AsyncIoStream {
  public:
   explicit ReadBufferedStream(kj::AsyncIoStream& inner);
+  ReadBufferedStream(const ReadBufferedStream&) = delete;  // buffer_ may point into it.
+  ReadBufferedStream& operator=(const ReadBufferedStream&) = delete;
 
   // Resolves once at least `bytes` (at most 64 KiB) are buffered, or the stream ended with
   // fewer: the bytes buffered, which later reads still return (nothing is consumed).
@@ -35,12 +39,14 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   // Bytes read from the socket so far, and of those, bytes buffered that no read took yet.
   uint64_t bytesReceived() const { return received_; }
   size_t bytesBuffered() const { return end_ - begin_; }
-  // The buffer's size now: kSmallBuffer or kLargeBuffer.
+  // The buffer's size now: kInlineBuffer, or a power of two up to kLargeBuffer.
   size_t bufferCapacity() const { return buffer_.size(); }
+  // Whether the buffer is the inline one (nothing of its own on the heap).
+  bool bufferInline() const { return heap_ == nullptr; }
 
-  static constexpr size_t kSmallBuffer = 4 * 1024;
+  static constexpr size_t kInlineBuffer = 512;
   static constexpr size_t kLargeBuffer = 64 * 1024;
-  static constexpr int kQuietRefills = 8;
+  static constexpr int kQuietRefills = 4;
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override;
@@ -56,14 +62,17 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
  private:
   // The buffer is empty: reads at least `minBytes` (unless the stream ends) into `out`.
   kj::Promise<size_t> refill(kj::byte* out, size_t minBytes, size_t maxBytes);
-  // Replaces the buffer by one of `size` bytes, keeping what it holds (which must fit).
+  // Replaces the buffer by one of `size` bytes (the inline one when `size` is kInlineBuffer),
+  // keeping what it holds (which must fit).
   void resize(size_t size);
-  // After a read of `got` bytes into the buffer: grows it when the read filled it, shrinks it
-  // after kQuietRefills small reads in a row.
+  // After a read of `got` bytes into the buffer: doubles it when the read filled it, makes it the
+  // inline one after kQuietRefills reads in a row that the inline one would have held.
   void adapt(size_t got);
 
   kj::AsyncIoStream& inner_;
-  kj::Array<kj::byte> buffer_;
+  kj::Array<kj::byte> heap_;   // The buffer while it is larger than the inline one.
+  kj::ArrayPtr<kj::byte> buffer_;  // heap_, or inline_.
+  kj::byte inline_[kInlineBuffer];
   size_t begin_ = 0;
   size_t end_ = 0;
   uint64_t received_ = 0;

@@ -18,6 +18,43 @@
 
 namespace regent::rpc {
 
+struct FencingCounters::MethodTable {
+  struct Method {
+    std::optional<uint32_t> epochOffset;  // Of `epoch` in the parameters' data, in 8 bytes.
+    bool hasFailure = false;              // The results have `failure`.
+    std::string name;                     // "Interface.method".
+    uint64_t* calls = nullptr;            // Its counter in the FencingCounters.
+  };
+  std::vector<Method> methods;  // By method id.
+};
+
+FencingCounters::FencingCounters() = default;
+FencingCounters::~FencingCounters() noexcept = default;
+
+const FencingCounters::MethodTable& FencingCounters::methodTable(capnp::InterfaceSchema schema) {
+  auto& table = methodTables_[schema.getProto().getId()];
+  if (table) return *table;
+  // Where each method's `epoch` sits in its parameters' data section, found once: a call then
+  // reads 8 bytes instead of walking the schema.
+  auto made = std::make_unique<MethodTable>();
+  for (auto method : schema.getMethods()) {
+    MethodTable::Method entry;
+    KJ_IF_MAYBE (field, method.getParamType().findFieldByName("epoch")) {
+      auto proto = field->getProto();
+      if (proto.isSlot() && proto.getSlot().getType().isUint64()) {
+        entry.epochOffset = proto.getSlot().getOffset();
+      }
+    }
+    entry.hasFailure = method.getResultType().findFieldByName("failure") != nullptr;
+    entry.name = std::string(schema.getShortDisplayName().cStr()) + "." +
+                 method.getProto().getName().cStr();
+    entry.calls = &callSlot(entry.name);
+    made->methods.push_back(std::move(entry));
+  }
+  table = std::move(made);
+  return *table;
+}
+
 uint64_t FencingCounters::called(const std::string& method) const {
   auto found = called_.find(method);
   return found == called_.end() ? 0 : found->second;
@@ -94,43 +131,27 @@ class FencedEndpoint final : public capnp::Capability::Server {
         inner_(kj::mv(inner)),
         rule_(kj::mv(rule)),
         counters_(counters),
+        methods_(counters.methodTable(schema).methods),
         ended_(kj::mv(ended)),
         term_(kj::mv(term)),
-        waitsForReady_(waitsForReady) {
-    // Where each method's `epoch` sits in its parameters' data section, found once: a call then
-    // reads 8 bytes instead of walking the schema.
-    for (auto method : schema.getMethods()) {
-      std::optional<uint32_t> offset;
-      KJ_IF_MAYBE (field, method.getParamType().findFieldByName("epoch")) {
-        auto proto = field->getProto();
-        if (proto.isSlot() && proto.getSlot().getType().isUint64()) {
-          offset = proto.getSlot().getOffset();  // In units of 8 bytes.
-        }
-      }
-      epochOffsets_.push_back(offset);
-      hasFailure_.push_back(method.getResultType().findFieldByName("failure") != nullptr);
-      methodNames_.push_back(std::string(schema.getShortDisplayName().cStr()) + "." +
-                             method.getProto().getName().cStr());
-      callCounts_.push_back(&counters_.callSlot(methodNames_.back()));
-    }
-  }
+        waitsForReady_(waitsForReady) {}
 
   DispatchCallResult dispatchCall(uint64_t interfaceId, uint16_t methodId,
                                   capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context)
       override {
-    const bool ours = interfaceId == interfaceId_ && methodId < epochOffsets_.size();
+    const bool ours = interfaceId == interfaceId_ && methodId < methods_.size();
     if (ours) {
-      ++*callCounts_[methodId];
-      if (const auto& offset = epochOffsets_[methodId]) {
+      ++*methods_[methodId].calls;
+      if (const auto& offset = methods_[methodId].epochOffset) {
         const uint64_t received = readEpoch(context, *offset);
         if (!admit(methodId, received, context)) {
-          counters_.reject(methodNames_[methodId]);
+          counters_.reject(methods_[methodId].name);
           return {kj::READY_NOW, false};
         }
       }
     }
     KJ_IF_MAYBE (ended, ended_) kj::throwFatalException(kj::cp(*ended));
-    if (ours && hasFailure_[methodId] && waitsForReady_) {
+    if (ours && methods_[methodId].hasFailure && waitsForReady_) {
       KJ_IF_MAYBE (term, term_) {
         if (!(*term)->ready) {
           answerNotReady(methodId, (*term)->epoch, context);
@@ -144,13 +165,13 @@ class FencedEndpoint final : public capnp::Capability::Server {
                  })) {
       dispatched = {kj::Promise<void>(kj::mv(*exception)), false};
     }
-    if (ours && hasFailure_[methodId]) {
+    if (ours && methods_[methodId].hasFailure) {
       dispatched.promise = dispatched.promise.catch_(
           [this, methodId, context](kj::Exception&& exception) mutable -> kj::Promise<void> {
             if (exception.getType() != kj::Exception::Type::UNIMPLEMENTED) return kj::mv(exception);
             failures::failedPrecondition(
                 initFailure(methodId, context),
-                methodNames_[methodId] + " is not implemented by this process");
+                methods_[methodId].name + " is not implemented by this process");
             return kj::READY_NOW;
           });
     }
@@ -171,7 +192,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
 
   bool admit(uint16_t methodId, uint64_t received,
              capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
-    const std::string& name = methodNames_[methodId];
+    const std::string& name = methods_[methodId].name;
     KJ_IF_MAYBE (ended, ended_) {
       context.releaseParams();
       refuseWithFencing(initFailure(methodId, context), name, received, 0,
@@ -206,13 +227,11 @@ class FencedEndpoint final : public capnp::Capability::Server {
 
   capnp::InterfaceSchema schema_;
   const uint64_t interfaceId_;
-  std::vector<std::optional<uint32_t>> epochOffsets_;  // By method id.
-  std::vector<bool> hasFailure_;                        // By method id: results have `failure`.
-  std::vector<std::string> methodNames_;                // By method id: "Interface.method".
-  std::vector<uint64_t*> callCounts_;                   // By method id, in counters_.
   kj::Own<capnp::Capability::Server> inner_;
   kj::Own<EpochRule> rule_;
   FencingCounters& counters_;
+  // By method id; shared by every endpoint of the interface (FencingCounters::methodTable).
+  const std::vector<FencingCounters::MethodTable::Method>& methods_;
   const kj::Maybe<kj::Exception> ended_;
   kj::Maybe<kj::Own<TermState>> term_;  // The term's, for serve()'s endpoints.
   const bool waitsForReady_;            // Readiness::kAfterMarkReady.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "rpc/schema/common.capnp.h"
@@ -76,6 +77,19 @@ class HighestSeenEpoch final : public EpochRule {
 // ("DispatcherGateway.jobStatus"), for /metrics. Loop-thread only.
 class FencingCounters final {
  public:
+  // What a fenced endpoint knows of each method of one interface (where its `epoch` sits, whether
+  // its results carry a `failure`, its name, its call counter): made once per interface and
+  // shared by every endpoint serving it with these counters (fenced_endpoint.cc).
+  struct MethodTable;
+
+  FencingCounters();
+  ~FencingCounters() noexcept;
+  FencingCounters(const FencingCounters&) = delete;
+  FencingCounters& operator=(const FencingCounters&) = delete;
+
+  // The table of `schema`'s interface, made on first use; valid as long as this object.
+  const MethodTable& methodTable(capnp::InterfaceSchema schema);
+
   void call(const std::string& method) { ++called_[method]; }
   void reject(const std::string& method) { ++rejected_[method]; }
   // The call counter of `method`, created at 0; the reference stays valid as long as this
@@ -89,6 +103,7 @@ class FencingCounters final {
  private:
   std::map<std::string, uint64_t> called_;
   std::map<std::string, uint64_t> rejected_;
+  std::map<uint64_t, std::unique_ptr<const MethodTable>> methodTables_;  // By interface id.
 };
 
 class TermState;

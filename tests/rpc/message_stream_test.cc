@@ -251,11 +251,13 @@ TEST_F(MessageStreamTest, LiftingTheLimitWhileAReadWaitsAdmitsTheNextMessage) {
   EXPECT_FALSE(receiver.refusedBeforeAuthentication());
 }
 
-// The read buffer: small while quiet, large during a burst, small again after; the bytes read
+// The read buffer: the inline one while quiet, doubled by each read that fills it during a burst
+// (as far as the burst needs, at most kLargeBuffer), the inline one again after; the bytes read
 // through it are the bytes written, whatever the reads ask for.
 TEST_F(MessageStreamTest, TheReadBufferGrowsForABurstAndShrinksWhenQuietKeepingEveryByte) {
   ReadBufferedStream reader(*pipe_.ends[1]);
-  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kSmallBuffer);
+  EXPECT_TRUE(reader.bufferInline());
+  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kInlineBuffer);
   std::string written;
   std::string read;
   // The in-memory pipe hands a write to the reader's reads: the writes wait until the end.
@@ -285,22 +287,37 @@ TEST_F(MessageStreamTest, TheReadBufferGrowsForABurstAndShrinksWhenQuietKeepingE
     write(200);
     readBack(200, 8);
   }
-  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kSmallBuffer);
-  // A burst that fills the small buffer: it grows, and a later peek sees past the small size.
-  write(40 * 1024);
+  EXPECT_TRUE(reader.bufferInline());
+  // A short burst: one read fills the inline buffer, which doubles once.
+  write(1000);
   readBack(8, 8);
+  EXPECT_FALSE(reader.bufferInline());
+  EXPECT_EQ(reader.bufferCapacity(), 2 * ReadBufferedStream::kInlineBuffer);
+  readBack(1000 - 8, 8);
+  EXPECT_LT(reader.bufferCapacity(), ReadBufferedStream::kLargeBuffer);
+  // A long burst: the buffer doubles up to its largest size and no further.
+  write(200 * 1024);
+  readBack(200 * 1024, 8);
   EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kLargeBuffer);
-  readBack(40 * 1024 - 8, 1000);
-  write(6000);
-  auto peeked = reader.peek(6000).wait(waitScope_);
-  EXPECT_EQ(peeked.size(), 6000u);
-  readBack(6000, 16);
-  // Quiet again: after kQuietRefills small reads in a row it is small again.
+  // A peek past the inline size, from quiet: the buffer grows to hold it.
   for (int i = 0; i < ReadBufferedStream::kQuietRefills + 1; ++i) {
     write(100);
     readBack(100, 100);
   }
-  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kSmallBuffer);
+  EXPECT_TRUE(reader.bufferInline());
+  write(6000);
+  auto peeked = reader.peek(6000).wait(waitScope_);
+  EXPECT_EQ(peeked.size(), 6000u);
+  EXPECT_GE(reader.bufferCapacity(), 6000u);
+  readBack(6000, 16);
+  // Quiet again: after kQuietRefills reads in a row the inline buffer would have held, it is the
+  // inline one again.
+  for (int i = 0; i < ReadBufferedStream::kQuietRefills + 1; ++i) {
+    write(100);
+    readBack(100, 100);
+  }
+  EXPECT_TRUE(reader.bufferInline());
+  EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kInlineBuffer);
   // A large read goes straight to the caller, whatever the buffer's size.
   write(100 * 1024);
   readBack(100 * 1024, 100 * 1024);
