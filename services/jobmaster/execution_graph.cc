@@ -885,7 +885,7 @@ size_t ExecutionGraph::heldBytes() const {
   bytes += slots_.size() * (kNode + sizeof(std::pair<AllocationId, Slot>));
   if (rare_) {
     const Rare& rare = *rare_;
-    bytes += sizeof(Rare) + rare.slotProblem.capacity();
+    bytes += sizeof(Rare);
     if (rare.failure) bytes += rare.failure->message.capacity();
     bytes += rare.recordedAt.size() * (kNode + sizeof(std::pair<uint32_t, HeldSlot>));
     for (const auto* messages : {&rare.failureMessages, &rare.outputProblems}) {
@@ -896,6 +896,7 @@ size_t ExecutionGraph::heldBytes() const {
     bytes += rare.workerFaults.size() * (kNode + sizeof(std::pair<uint32_t, WorkerFaults>));
     bytes += rare.faultedSlots.capacity() * sizeof(HeldSlot);
   }
+  if (slotProblem_) bytes += sizeof(std::string) + slotProblem_->capacity();
   bytes += transitions_.capacity() * sizeof(Transition);
   return bytes;
 }

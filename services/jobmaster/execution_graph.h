@@ -299,7 +299,8 @@ class ExecutionGraph final {
   // and no provider's worker fits, naming the options), shown in the waiting reason; "" once a
   // declaration was accepted.
   void setSlotProblem(std::string problem) {
-    if (!problem.empty() || rare_) rare().slotProblem = std::move(problem);
+    slotProblem_ =
+        problem.empty() ? nullptr : std::make_unique<const std::string>(std::move(problem));
   }
   // jobStatus: state, tasks, vertices with subtasks, failure, restarts, waitingReason.
   // `port` gives the workers' addresses and the cluster's slot counts.
@@ -440,9 +441,8 @@ class ExecutionGraph final {
     ResourceId worker;    // The worker of the latest one.
   };
   // What a job holds only once something went off the plain path (a failure, a worker fault, cut
-  // output, a refused declaration) or it was recovered with expected attempts: allocated with the
-  // first such fact, so that a queued job, of which a master may hold many thousands, carries
-  // none of it.
+  // output) or it was recovered with expected attempts: allocated with the first such fact, so
+  // that a queued job, of which a master may hold many thousands, carries none of it.
   struct Rare {
     std::vector<HeldSlot> faultedSlots;  // Dropped by worker faults, for takeFaultedSlots.
     // Subtasks whose latest attempts were worker faults.
@@ -454,7 +454,6 @@ class ExecutionGraph final {
     // Why the latest attempt's output is incomplete, for the few subtasks whose output was cut.
     std::map<uint32_t, std::string> outputProblems;
     std::optional<Failure> failure;  // latestFailure().
-    std::string slotProblem;         // setSlotProblem().
   };
   Rare& rare() {
     if (!rare_) rare_ = std::make_unique<Rare>();
@@ -463,6 +462,9 @@ class ExecutionGraph final {
   // Reads: an empty Rare while none was allocated.
   const Rare& rareOrNone() const;
   std::unique_ptr<Rare> rare_;
+  // setSlotProblem(); null while there is none. Apart from Rare: every job waiting for a profile
+  // no worker offers holds one.
+  std::unique_ptr<const std::string> slotProblem_;
   std::vector<Transition> transitions_;
   std::unique_ptr<const dispatcher::JobEnd> ended_;  // Apart: larger than a queued job needs.
   uint32_t restartDelays_ = 0;  // Subtasks in kRestartDelay.

@@ -208,8 +208,7 @@ void ExecutionGraph::describe(wire::JobStatus::Builder status, MonoTime now,
     if (!reason.empty()) reason += "; ";
     reason += forSlots + "; the cluster has " + std::to_string(slots.free) + " free of " +
               std::to_string(slots.total);
-    const std::string& slotProblem = rareOrNone().slotProblem;
-    if (!slotProblem.empty()) reason += "; the slots cannot be requested: " + slotProblem;
+    if (slotProblem_) reason += "; the slots cannot be requested: " + *slotProblem_;
     const std::string supply = port.workerSupplyReason();
     if (!supply.empty()) reason += "; " + supply;
   }

@@ -34,10 +34,14 @@ void SettleQueue::run() {
   armed_ = false;
   // This round settles the entries queued so far; those queued while it runs join the next.
   const uint64_t round = round_++;
-  while (!queued_.empty() && queued_.front().round_ == round) {
+  while (!queued_.empty() && queued_.front().round_ <= round) {
     Entry& entry = queued_.front();
     queued_.remove(entry);
-    entry.settleNow();  // May remove or queue entries, or destroy this one: not touched after.
+    // May remove or queue entries, or destroy this one: not touched after. A failure is the
+    // entry's alone: reported, and the round goes on.
+    KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&entry] { entry.settleNow(); })) {
+      errors_.taskFailed(kj::mv(*exception));
+    }
   }
 }
 

@@ -83,7 +83,8 @@ class SettleQueue final {
     uint64_t round_ = 0;  // The round that settles it.
   };
 
-  explicit SettleQueue(kj::TaskSet::ErrorHandler& errors) : tasks_(errors) {}
+  // A settle that throws is reported to `errors`; the round goes on with the next entry.
+  explicit SettleQueue(kj::TaskSet::ErrorHandler& errors) : errors_(errors), tasks_(errors) {}
   ~SettleQueue() noexcept;
   SettleQueue(const SettleQueue&) = delete;
   SettleQueue& operator=(const SettleQueue&) = delete;
@@ -98,6 +99,7 @@ class SettleQueue final {
  private:
   void run();
 
+  kj::TaskSet::ErrorHandler& errors_;
   kj::List<Entry, &Entry::link_> queued_;
   uint64_t round_ = 0;  // The round entries added now join.
   bool armed_ = false;  // A round is queued.

@@ -1,8 +1,10 @@
 // The settle queue the JobMasters of a term share: each queued entry settles once per round, in
 // the order queued, once the event loop has nothing else queued; what is queued during a round
-// waits for the next; an entry taken out (or destroyed) by another's settle does not settle.
+// waits for the next; an entry taken out (or destroyed) by another's settle does not settle; a
+// settle that throws is reported and stops nothing else.
 #include <gtest/gtest.h>
 #include <kj/async.h>
+#include <kj/debug.h>
 
 #include <functional>
 #include <memory>
@@ -36,6 +38,15 @@ class SettleQueueTest : public ::testing::Test {
     std::vector<std::string>& log_;
   };
 
+  // Counts the failures reported to it.
+  class Failures final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&& exception) override {
+      descriptions.push_back(exception.getDescription().cStr());
+    }
+    std::vector<std::string> descriptions;
+  };
+
   ~SettleQueueTest() noexcept override {}
 
   // Another event queued now, recorded as `name` when it runs.
@@ -46,7 +57,8 @@ class SettleQueueTest : public ::testing::Test {
   kj::EventLoop loop_;
   kj::WaitScope waitScope_{loop_};
   TaskSetErrorLogger errors_{"settle queue test"};
-  SettleQueue queue_{errors_};
+  Failures failures_;
+  SettleQueue queue_{failures_};
   kj::TaskSet other_{errors_};
   std::vector<std::string> log_;
 };
@@ -96,6 +108,24 @@ TEST_F(SettleQueueTest, AnEntryTakenOutOrDestroyedByAnotherSettleDoesNotSettle) 
   waitScope_.poll();
   EXPECT_EQ(log_, (std::vector<std::string>{"a"}));
   EXPECT_FALSE(queue_.queued(b));
+}
+
+TEST_F(SettleQueueTest, ASettleThatThrowsIsReportedAndTheRestOfTheRoundAndLaterRoundsSettle) {
+  Recorder a(queue_, "a", log_), b(queue_, "b", log_);
+  a.onSettle = [] { KJ_FAIL_REQUIRE("settle broke"); };
+  queue_.add(a);
+  queue_.add(b);
+  waitScope_.poll();
+  EXPECT_EQ(log_, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(failures_.descriptions.size(), 1u);
+  EXPECT_NE(failures_.descriptions[0].find("settle broke"), std::string::npos);
+  // The queue still serves: both settle again when asked.
+  a.onSettle = nullptr;
+  queue_.add(b);
+  queue_.add(a);
+  waitScope_.poll();
+  EXPECT_EQ(log_, (std::vector<std::string>{"a", "b", "b", "a"}));
+  EXPECT_FALSE(queue_.queued(a));
 }
 
 TEST_F(SettleQueueTest, AnEntryMayDestroyItselfInItsSettle) {
