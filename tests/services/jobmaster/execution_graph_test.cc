@@ -724,13 +724,22 @@ TEST_F(ExecutionGraphTest, EndingReconciliationFailsTheUnreportedAttempts) {
   EXPECT_EQ(graph().failureMessage(1).substr(0, 18), "nobody reported it");
 }
 
-TEST_F(ExecutionGraphTest, ASubtaskCostsLittleMemory) {
+TEST_F(ExecutionGraphTest, ASubtaskCostsLittleMemoryAndAQueuedJobNoneUntilItsFirstSlot) {
   std::vector<testing::VertexSpec> vertices;
   for (int i = 0; i < 10; ++i) vertices.push_back({"v" + std::to_string(i), 1000});
   JobGraphBuilder builder(vertices);
   start(builder);
   EXPECT_EQ(graph().subtaskCount(), 10000u);
-  // One fixed-size record per subtask, nothing per subtask on the heap besides it.
+  // Waiting for its first slot (what a queued job does, reads included), the job holds records
+  // per vertex, none per subtask.
+  EXPECT_EQ(graph().state(), wire::JobState::CREATED);
+  EXPECT_EQ(graph().schedule(nowMs_).size(), 0u);
+  EXPECT_FALSE(graph().isLiveAttempt("v3", 7, AttemptId::random()));
+  EXPECT_LT(graph().heldBytes(), 4096u);
+  // Deployed: one fixed-size record per subtask, nothing per subtask on the heap besides it.
+  ASSERT_EQ(offer(workerA_, 1).size(), 1u);
+  ASSERT_EQ(graph().schedule(nowMs_).size(), 1u);
+  EXPECT_GT(graph().heldBytes(), graph().subtaskCount() * 64);
   EXPECT_LT(graph().heldBytes() / graph().subtaskCount(), 128u);
 }
 

@@ -1703,11 +1703,18 @@ TEST_F(JobMastersTest, ReleaseWhileReconcilingAbandonsTheUnreportedAndCancelsThe
   EXPECT_EQ(worker.freed.size(), 1u);
 }
 
-TEST_F(JobMastersTest, HeldBytesGrowByLittleMoreThanASmallRecordPerSubtask) {
+TEST_F(JobMastersTest, HeldBytesGrowByLittleMoreThanASmallRecordPerSubtaskOnceTheJobDeploys) {
   const size_t before = masters_->heldBytesForTests();
   JobGraphBuilder builder({{"a", 10000}});
-  start(builder);
+  const JobId job = start(builder);
+  settle();
+  // Queued (no slot yet): nothing per subtask.
+  EXPECT_LT(masters_->heldBytesForTests() - before, 4096u);
+  FakeWorker& worker = fakeWorkers_.emplace_back();
+  ASSERT_EQ(offer(job, workerA_, worker, 1).size(), 1u);
+  ASSERT_EQ(worker.submitted.size(), 1u);
   const size_t perSubtask = (masters_->heldBytesForTests() - before) / 10000;
+  EXPECT_GT(perSubtask, 64u);  // The records exist now.
   EXPECT_LT(perSubtask, 128u);
 }
 
