@@ -166,6 +166,7 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
     }
   }
   if (offered.empty()) {
+    held.offerSingly = false;
     // Registered in another epoch meanwhile: that registration's offer (onRegistered) found
     // this loop running and left the slots to it.
     if (epoch != registration_.epoch() && registration_.epochStands(registration_.epoch())) {
@@ -178,6 +179,7 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
     return kj::READY_NOW;
   }
   held.offering = true;
+  if (held.offerSingly) offered.resize(1);
 
   // The offered slots that still hold their allocation.
   auto stillHeld = [this, offered]() {
@@ -200,6 +202,14 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
     }
     if (reaction == Reaction::kUnknown) {
       jobUnknown(job, why);
+      return offerLoop(job, epoch);
+    }
+    if (stillHeld().size() > 1) {
+      // Refused as a whole, maybe for one of them: each is offered alone now, at once.
+      spdlog::info("task executor {}: the offer of {} slots to job {} was refused ({}); offering "
+                   "them one at a time",
+                   options_.resourceId.toHex(), stillHeld().size(), job.toHex(), why);
+      held.offerSingly = true;
       return offerLoop(job, epoch);
     }
     const std::string cause =

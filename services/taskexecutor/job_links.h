@@ -96,6 +96,11 @@ class JobLinks {
     bool delivering = false;      // deliverLoop() runs.
     bool offering = false;        // offerLoop() runs.
     bool offerScheduled = false;  // offerLoop() starts after this turn.
+    // An offer of several slots was refused (the JobMaster refuses a whole offer for one slot
+    // it does not grant, permissionDenied): until none is left to offer, each slot is offered
+    // alone, so that only the refused ones are freed (another may carry a FINISHED end its
+    // JobMaster acknowledged and has not stored yet).
+    bool offerSingly = false;
     ExponentialBackoff offerBackoff;
     ExponentialBackoff updateBackoff;
     // backoffWait() callers, woken early by the next registration (wakeJob).

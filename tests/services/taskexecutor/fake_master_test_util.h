@@ -163,8 +163,11 @@ struct FakeMasterState {
   // unavailable.
   std::set<JobId> unknownJobs;
   int jobMasterUnavailable = 0;
-  // offerSlots: accept every offered slot (else none).
+  // offerSlots: accept every offered slot (else none). An offer naming one of
+  // `refusedAllocations` is refused whole with permissionDenied, as a JobMaster refuses an offer
+  // of a slot the ResourceManager does not hold for the worker.
   bool acceptOffers = true;
+  std::set<AllocationId> refusedAllocations;
   // updateTaskExecutionState: attempts answered notFound; the next this many calls answered
   // unavailable (recorded all the same).
   std::set<AttemptId> unknownAttempts;
@@ -305,7 +308,16 @@ class FakeJobMaster final : public wire::JobMasterGateway::Server {
       for (auto running : slot.getRunningAttempts()) offered.running.push_back(readAttempt(running));
       offer.slots.push_back(std::move(offered));
     }
-    if (state_->acceptOffers) {
+    bool refused = false;
+    for (const FakeSlotOffer& offered : offer.slots) {
+      refused |= state_->refusedAllocations.count(offered.allocation) != 0;
+    }
+    if (refused) {
+      rpc::failures::permissionDenied(context.getResults().initFailure(), wire::Role::WORKER,
+                                      wire::Role::WORKER,
+                                      "JobMasterGateway.offerSlots refused: an allocation the "
+                                      "worker does not hold");
+    } else if (state_->acceptOffers) {
       auto accepted = context.getResults().initAccepted(static_cast<unsigned>(offer.slots.size()));
       for (unsigned i = 0; i < offer.slots.size(); ++i) {
         wire::setWireId(accepted[i], offer.slots[i].allocation);

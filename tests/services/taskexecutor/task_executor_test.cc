@@ -488,6 +488,41 @@ TEST_F(TaskExecutorTest, TheSlotsOfAJobAllocatedTogetherAreOfferedTogether) {
   EXPECT_EQ(offered, 2u) << "each slot offered once";
 }
 
+// The JobMaster refuses a whole offer (permissionDenied) for one slot it does not grant: the
+// worker then offers the slots one at a time and frees only the refused one; the other stays the
+// job's (it may carry a FINISHED end not stored yet).
+TEST_F(TaskExecutorTest, AnOfferRefusedForOneOfItsSlotsFreesOnlyThatSlot) {
+  withRunner();
+  master_->refusedAllocations.insert(kOtherAllocation);
+  TaskExecutor& executor = startRegistered(options(3));
+  auto first = master_->taskExecutor().requestSlotRequest();
+  auto second = master_->taskExecutor().requestSlotRequest();
+  int index = 0;
+  for (auto* request : {&first, &second}) {
+    request->setEpoch(1);
+    auto slotId = request->initSlotId();
+    wire::setWireId(slotId.initResourceId(), kWorker);
+    slotId.setSlotIndex(index);
+    wire::setWireId(request->initJobId(), kJob);
+    wire::setWireId(request->initAllocationId(), index == 0 ? kAllocation : kOtherAllocation);
+    ++index;
+  }
+  auto both = kj::joinPromises(kj::arr(first.send().ignoreResult(), second.send().ignoreResult()));
+  loop_.run(kj::mv(both));
+  ASSERT_TRUE(runLoopUntil(
+      loop_,
+      [&] { return executor.slots()[0].acceptedEpoch == 1 && !executor.slots()[1].allocation; },
+      kBound))
+      << "timed out waiting for the granted slot accepted and the refused one freed";
+  EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
+  EXPECT_EQ(executor.slots()[0].job, kJob);
+  // The pair once (refused), then each alone.
+  ASSERT_EQ(master_->offers.size(), 3u);
+  EXPECT_EQ(master_->offers[0].slots.size(), 2u);
+  EXPECT_EQ(master_->offers[1].slots.size(), 1u);
+  EXPECT_EQ(master_->offers[2].slots.size(), 1u);
+}
+
 TEST_F(TaskExecutorTest, ASlotOfAJobUnknownToTheLeaderIsFreed) {
   withRunner();
   master_->unknownJobs.insert(kJob);
