@@ -74,7 +74,10 @@ void JobLinks::forgetIfIdle(const JobId& job) {
 void JobLinks::onRegistered() {
   // Asked again through this registration's bootstrap: a JobMaster reached before may be gone
   // (released while this worker was away) even when the epoch is the same.
-  for (auto& [job, held] : jobs_) held->gateway = nullptr;
+  for (auto& [job, held] : jobs_) {
+    held->gateway = nullptr;
+    held->offerSingly = false;  // A refused batch of this registration switches again.
+  }
   // Every allocated slot, also one accepted in this epoch already: registering again in the
   // same epoch means the ResourceManager dropped this worker (a pause past heartbeat.timeout,
   // say), and the JobMaster may have dropped it too, failed its attempts, or ended. The offer
@@ -189,9 +192,11 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
     }
     return slots;
   };
-  // After a failure: again after the backoff, or the slots freed.
-  auto failed = [this, job, epoch, stillHeld](Reaction reaction, const std::string& why,
-                                              Duration retryAfter) -> kj::Promise<void> {
+  // After a failure: again after the backoff, or the slots freed. `offerRefused`: the JobMaster
+  // answered the offer itself with the failure (not the bootstrap reaching it, nor the link).
+  auto failed = [this, job, epoch, stillHeld, sent = offered.size()](
+                    Reaction reaction, const std::string& why, Duration retryAfter,
+                    bool offerRefused) -> kj::Promise<void> {
     JobLink& held = link(job);
     held.gateway = nullptr;  // Asked again next time.
     if (reaction == Reaction::kRetry || reaction == Reaction::kNotRegistered) {
@@ -204,11 +209,12 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
       jobUnknown(job, why);
       return offerLoop(job, epoch);
     }
-    if (stillHeld().size() > 1) {
-      // Refused as a whole, maybe for one of them: each is offered alone now, at once.
+    if (offerRefused && sent > 1) {
+      // Refused as a whole, maybe for one of them (which may be freed already): each is offered
+      // alone now, at once. Decided from what was sent, not from what is still held.
       spdlog::info("task executor {}: the offer of {} slots to job {} was refused ({}); offering "
                    "them one at a time",
-                   options_.resourceId.toHex(), stillHeld().size(), job.toHex(), why);
+                   options_.resourceId.toHex(), sent, job.toHex(), why);
       held.offerSingly = true;
       return offerLoop(job, epoch);
     }
@@ -224,7 +230,7 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
       .then([this, job, epoch, offered, stillHeld,
              failed](rpc::Attempt<wire::JobMasterGateway::Client> reached) -> kj::Promise<void> {
         if (auto* failure = std::get_if<rpc::CallFailure>(&reached)) {
-          return failed(reactionTo(*failure), failure->describe(), failure->retryAfter);
+          return failed(reactionTo(*failure), failure->describe(), failure->retryAfter, false);
         }
         auto request = std::get<wire::JobMasterGateway::Client>(reached).offerSlotsRequest();
         request.setEpoch(epoch);
@@ -269,7 +275,8 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
                     -> kj::Promise<void> {
                   if (response.hasFailure()) {
                     auto failure = rpc::CallFailure::from(response.getFailure());
-                    return failed(reactionTo(failure), failure.describe(), failure.retryAfter);
+                    return failed(reactionTo(failure), failure.describe(), failure.retryAfter,
+                                  true);
                   }
                   std::set<AllocationId> accepted;
                   for (auto id : response.getAccepted()) {
@@ -290,7 +297,8 @@ kj::Promise<void> JobLinks::offerLoop(JobId job, uint64_t epoch) {
                 },
                 [failed](kj::Exception&& exception) {
                   return failed(reactionTo(exception),
-                                std::string(exception.getDescription().cStr()), Duration(0));
+                                std::string(exception.getDescription().cStr()), Duration(0),
+                                false);
                 });
       });
 }

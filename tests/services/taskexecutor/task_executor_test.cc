@@ -516,11 +516,13 @@ TEST_F(TaskExecutorTest, AnOfferRefusedForOneOfItsSlotsFreesOnlyThatSlot) {
       << "timed out waiting for the granted slot accepted and the refused one freed";
   EXPECT_EQ(executor.slots()[0].allocation, kAllocation);
   EXPECT_EQ(executor.slots()[0].job, kJob);
-  // The pair once (refused), then each alone.
+  // The pair once (refused), then each alone: the granted one, then the refused one.
   ASSERT_EQ(master_->offers.size(), 3u);
   EXPECT_EQ(master_->offers[0].slots.size(), 2u);
-  EXPECT_EQ(master_->offers[1].slots.size(), 1u);
-  EXPECT_EQ(master_->offers[2].slots.size(), 1u);
+  ASSERT_EQ(master_->offers[1].slots.size(), 1u);
+  EXPECT_EQ(master_->offers[1].slots[0].allocation, kAllocation);
+  ASSERT_EQ(master_->offers[2].slots.size(), 1u);
+  EXPECT_EQ(master_->offers[2].slots[0].allocation, kOtherAllocation);
 }
 
 TEST_F(TaskExecutorTest, ASlotOfAJobUnknownToTheLeaderIsFreed) {
