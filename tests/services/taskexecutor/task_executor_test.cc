@@ -462,20 +462,7 @@ TEST_F(TaskExecutorTest, AnAllocatedSlotIsOfferedToTheJobsJobMaster) {
 TEST_F(TaskExecutorTest, TheSlotsOfAJobAllocatedTogetherAreOfferedTogether) {
   withRunner();
   TaskExecutor& executor = startRegistered(options(3));
-  auto first = master_->taskExecutor().requestSlotRequest();
-  auto second = master_->taskExecutor().requestSlotRequest();
-  int index = 0;
-  for (auto* request : {&first, &second}) {
-    request->setEpoch(1);
-    auto slotId = request->initSlotId();
-    wire::setWireId(slotId.initResourceId(), kWorker);
-    slotId.setSlotIndex(index);
-    wire::setWireId(request->initJobId(), kJob);
-    wire::setWireId(request->initAllocationId(), index == 0 ? kAllocation : kOtherAllocation);
-    ++index;
-  }
-  auto both = kj::joinPromises(kj::arr(first.send().ignoreResult(), second.send().ignoreResult()));
-  loop_.run(kj::mv(both));
+  requestTwoSlotsTogether();
   ASSERT_TRUE(runLoopUntil(
       loop_,
       [&] {
@@ -495,20 +482,7 @@ TEST_F(TaskExecutorTest, AnOfferRefusedForOneOfItsSlotsFreesOnlyThatSlot) {
   withRunner();
   master_->refusedAllocations.insert(kOtherAllocation);
   TaskExecutor& executor = startRegistered(options(3));
-  auto first = master_->taskExecutor().requestSlotRequest();
-  auto second = master_->taskExecutor().requestSlotRequest();
-  int index = 0;
-  for (auto* request : {&first, &second}) {
-    request->setEpoch(1);
-    auto slotId = request->initSlotId();
-    wire::setWireId(slotId.initResourceId(), kWorker);
-    slotId.setSlotIndex(index);
-    wire::setWireId(request->initJobId(), kJob);
-    wire::setWireId(request->initAllocationId(), index == 0 ? kAllocation : kOtherAllocation);
-    ++index;
-  }
-  auto both = kj::joinPromises(kj::arr(first.send().ignoreResult(), second.send().ignoreResult()));
-  loop_.run(kj::mv(both));
+  requestTwoSlotsTogether();
   ASSERT_TRUE(runLoopUntil(
       loop_,
       [&] { return executor.slots()[0].acceptedEpoch == 1 && !executor.slots()[1].allocation; },

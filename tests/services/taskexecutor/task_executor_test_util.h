@@ -156,6 +156,25 @@ class TaskExecutorTestBase : public DefaultLoggerTest {
     return failureOf(loop_.run(request.send()));
   }
 
+  // Slots 0 and 1 allocated to kJob (kAllocation, kOtherAllocation) in epoch 1 by two
+  // requestSlot calls sent together, so that the worker reads both before it offers.
+  void requestTwoSlotsTogether() {
+    auto first = master_->taskExecutor().requestSlotRequest();
+    auto second = master_->taskExecutor().requestSlotRequest();
+    uint32_t index = 0;
+    for (auto* request : {&first, &second}) {
+      request->setEpoch(1);
+      auto slotId = request->initSlotId();
+      wire::setWireId(slotId.initResourceId(), kWorker);
+      slotId.setSlotIndex(index);
+      wire::setWireId(request->initJobId(), kJob);
+      wire::setWireId(request->initAllocationId(), index == 0 ? kAllocation : kOtherAllocation);
+      ++index;
+    }
+    loop_.run(
+        kj::joinPromises(kj::arr(first.send().ignoreResult(), second.send().ignoreResult())));
+  }
+
   std::optional<rpc::CallFailure> freeSlot(uint64_t epoch, AllocationId allocation) {
     auto request = master_->taskExecutor().freeSlotRequest();
     request.setEpoch(epoch);
