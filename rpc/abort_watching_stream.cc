@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/units.h"
@@ -178,7 +179,7 @@ void appendLittleEndian32(std::vector<kj::byte>& out, uint32_t value) {
 }  // namespace
 
 AbortWatchingMessageStream::AbortWatchingMessageStream(kj::AsyncIoStream& stream)
-    : buffered_(stream), inner_(buffered_) {}
+    : buffered_(stream), inner_(buffered_), flushes_(*this) {}
 
 AbortWatchingMessageStream::~AbortWatchingMessageStream() noexcept = default;
 
@@ -255,6 +256,12 @@ void AbortWatchingMessageStream::enqueue(
   KJ_REQUIRE(segments.size() > 0, "a Cap'n Proto message has at least one segment");
   const size_t before = pending_.size();
   // The stream framing: (segment count - 1), each segment's size in words, padding to a word.
+  size_t frame = (segments.size() / 2 + 1) * 8;
+  for (auto segment : segments) frame += segment.asBytes().size();
+  // Room for the whole frame at once; the queue still grows geometrically over a burst.
+  if (before + frame > pending_.capacity()) {
+    pending_.reserve(std::max(before + frame, 2 * pending_.capacity()));
+  }
   appendLittleEndian32(pending_, static_cast<uint32_t>(segments.size() - 1));
   for (auto segment : segments) appendLittleEndian32(pending_, static_cast<uint32_t>(segment.size()));
   if (segments.size() % 2 == 0) appendLittleEndian32(pending_, 0);
@@ -277,26 +284,33 @@ kj::Promise<void> AbortWatchingMessageStream::afterEnqueue() {
 void AbortWatchingMessageStream::startFlushing(bool now) {
   // A full batch goes now, so the peer starts on it while this side produces the next one;
   // otherwise once the loop has nothing else to run, so that every message a burst produces (the
-  // answers to all the calls read at once, their Finish messages) joins one write. Replacing a
-  // scheduled flush is safe: it has not started.
-  kj::Promise<void> flushing = nullptr;
+  // answers to all the calls read at once, their Finish messages) joins one write.
   if (now || pending_.size() >= kEagerFlushBytes) {
+    ++flushGeneration_;  // A flush scheduled for later (not started: flush_ is not kWriting) won't.
     // evalNow: kj's socket write() may throw at once (EPIPE), which must become this flush's
     // failure rather than escape from writeMessage().
-    flushing = kj::evalNow([this] { return flush(); });
+    flushes_.add(kj::evalNow([this] { return flush(); }));
   } else {
-    flush_ = FlushState::kScheduled;
-    flushing = kj::evalLast([this] { return flush(); });
+    flushes_.add(scheduleFlush());
   }
-  flusher_ = flushing.eagerlyEvaluate([this](kj::Exception&& exception) {
-    flush_ = FlushState::kIdle;
-    writeError_ = kj::mv(exception);
-    settle();
+}
+
+kj::Promise<void> AbortWatchingMessageStream::scheduleFlush() {
+  flush_ = FlushState::kScheduled;
+  return kj::evalLast([this, generation = flushGeneration_]() -> kj::Promise<void> {
+    if (generation != flushGeneration_) return kj::READY_NOW;  // Superseded by a flush now.
+    return flush();
   });
 }
 
+void AbortWatchingMessageStream::taskFailed(kj::Exception&& exception) {
+  flush_ = FlushState::kIdle;
+  if (!writeError_) writeError_ = kj::heap(kj::mv(exception));
+  settle();
+}
+
 kj::Promise<void> AbortWatchingMessageStream::whenWritten(uint64_t upTo) {
-  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  if (writeError_) return kj::cp(*writeError_);
   if (written_ >= upTo) return kj::READY_NOW;
   auto paf = kj::newPromiseAndFulfiller<void>();
   waiters_.push_back(Waiter{upTo, kj::mv(paf.fulfiller)});
@@ -315,20 +329,22 @@ kj::Promise<void> AbortWatchingMessageStream::flush() {
     settle();
     if (pending_.empty()) {
       flush_ = FlushState::kIdle;
+      // A quiet connection keeps no queue (thousands of them idle on a leader).
+      writing_ = {};
+      pending_ = {};
       return kj::READY_NOW;
     }
     if (pending_.size() >= kEagerFlushBytes) return flush();
     // What was enqueued meanwhile goes out once the loop is idle again (or sooner, see above).
-    flush_ = FlushState::kScheduled;
-    return kj::evalLast([this] { return flush(); });
+    return scheduleFlush();
   });
 }
 
 void AbortWatchingMessageStream::settle() {
   auto waiter = waiters_.begin();
   while (waiter != waiters_.end()) {
-    KJ_IF_MAYBE (error, writeError_) {
-      waiter->fulfiller->reject(kj::cp(*error));
+    if (writeError_) {
+      waiter->fulfiller->reject(kj::cp(*writeError_));
     } else if (written_ >= waiter->upTo) {
       waiter->fulfiller->fulfill();
     } else {
@@ -343,7 +359,7 @@ kj::Promise<void> AbortWatchingMessageStream::writeMessage(
     kj::ArrayPtr<const int> fds, kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
   KJ_REQUIRE(fds.size() == 0, "file descriptors cannot travel over an RPC connection");
   noteOutgoing(segments);
-  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  if (writeError_) return kj::cp(*writeError_);
   enqueue(segments);
   return afterEnqueue();
 }
@@ -351,7 +367,7 @@ kj::Promise<void> AbortWatchingMessageStream::writeMessage(
 kj::Promise<void> AbortWatchingMessageStream::writeMessages(
     kj::ArrayPtr<kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>> messages) {
   for (auto segments : messages) noteOutgoing(segments);
-  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  if (writeError_) return kj::cp(*writeError_);
   for (auto segments : messages) enqueue(segments);
   return afterEnqueue();
 }
@@ -363,7 +379,7 @@ void AbortWatchingMessageStream::sendAbort(const std::string& reason) {
   abort.setType(capnp::rpc::Exception::Type::DISCONNECTED);
   auto segments = message.getSegmentsForOutput();
   noteOutgoing(segments);
-  if (writeError_ != nullptr) return;
+  if (writeError_) return;
   enqueue(segments);
   // Now rather than once the loop is idle: the connection is closed before that. Behind a write
   // still in progress it goes only if the connection is still open when that write ends.

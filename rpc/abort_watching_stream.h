@@ -102,7 +102,8 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
 // "message larger than rpc.pre-auth-max-message-size (64KiB) before authentication", which Cap'n
 // Proto sends the peer in its Abort. The limit in force when a frame's segment table arrives is
 // the one applied, so lifting it while a read waits admits the next message.
-class AbortWatchingMessageStream final : public capnp::MessageStream {
+class AbortWatchingMessageStream final : public capnp::MessageStream,
+                                         private kj::TaskSet::ErrorHandler {
  public:
   explicit AbortWatchingMessageStream(kj::AsyncIoStream& stream);
   ~AbortWatchingMessageStream() noexcept;
@@ -155,6 +156,10 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   kj::Promise<void> afterEnqueue();
   // `now`: write at once rather than once the loop is idle.
   void startFlushing(bool now = false);
+  // A flush once the loop is idle, unless one that writes at once supersedes it first.
+  kj::Promise<void> scheduleFlush();
+  // A flush failed: the writes have.
+  void taskFailed(kj::Exception&& exception) override;
   // Resolves once every byte enqueued so far was handed to the socket (or the writes failed).
   kj::Promise<void> whenWritten(uint64_t upTo);
   kj::Promise<void> flush();
@@ -169,13 +174,15 @@ class AbortWatchingMessageStream final : public capnp::MessageStream {
   // kScheduled: a flush waits for the loop to be idle (kj::evalLast); kWriting: a write() runs.
   enum class FlushState { kIdle, kScheduled, kWriting };
   FlushState flush_ = FlushState::kIdle;
-  kj::Maybe<kj::Exception> writeError_;
+  uint64_t flushGeneration_ = 0;  // Bumped by each flush started at once.
+  kj::Own<kj::Exception> writeError_;  // On the heap: null on every healthy connection.
   struct Waiter {
     uint64_t upTo;
     kj::Own<kj::PromiseFulfiller<void>> fulfiller;
   };
   std::vector<Waiter> waiters_;
-  kj::Promise<void> flusher_ = nullptr;
+  // The flushes running or scheduled; a finished one keeps nothing.
+  kj::TaskSet flushes_;
   std::optional<AbortReason> sent_;
   std::optional<AbortReason> received_;
   std::optional<AbortReason> readError_;

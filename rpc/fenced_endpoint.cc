@@ -132,7 +132,10 @@ class FencedEndpoint final : public capnp::Capability::Server {
         rule_(kj::mv(rule)),
         counters_(counters),
         methods_(counters.methodTable(schema).methods),
-        ended_(kj::mv(ended)),
+        ended_([&]() -> kj::Own<const kj::Exception> {
+          KJ_IF_MAYBE (exception, ended) return kj::heap<const kj::Exception>(kj::mv(*exception));
+          return kj::Own<const kj::Exception>();
+        }()),
         term_(kj::mv(term)),
         waitsForReady_(waitsForReady) {}
 
@@ -150,7 +153,7 @@ class FencedEndpoint final : public capnp::Capability::Server {
         }
       }
     }
-    KJ_IF_MAYBE (ended, ended_) kj::throwFatalException(kj::cp(*ended));
+    if (ended_) kj::throwFatalException(kj::cp(*ended_));
     if (ours && methods_[methodId].hasFailure && waitsForReady_) {
       KJ_IF_MAYBE (term, term_) {
         if (!(*term)->ready) {
@@ -193,10 +196,10 @@ class FencedEndpoint final : public capnp::Capability::Server {
   bool admit(uint16_t methodId, uint64_t received,
              capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer>& context) {
     const std::string& name = methods_[methodId].name;
-    KJ_IF_MAYBE (ended, ended_) {
+    if (ended_) {
       context.releaseParams();
       refuseWithFencing(initFailure(methodId, context), name, received, 0,
-                        std::string("but ") + ended->getDescription().cStr());
+                        std::string("but ") + ended_->getDescription().cStr());
       return false;
     }
     if (rule_->admits(received)) return true;
@@ -232,7 +235,8 @@ class FencedEndpoint final : public capnp::Capability::Server {
   FencingCounters& counters_;
   // By method id; shared by every endpoint of the interface (FencingCounters::methodTable).
   const std::vector<FencingCounters::MethodTable::Method>& methods_;
-  const kj::Maybe<kj::Exception> ended_;
+  // On the heap: null on every endpoint of a live term (thousands of them on a leader).
+  const kj::Own<const kj::Exception> ended_;
   kj::Maybe<kj::Own<TermState>> term_;  // The term's, for serve()'s endpoints.
   const bool waitsForReady_;            // Readiness::kAfterMarkReady.
 };

@@ -47,20 +47,18 @@ class LeanVatNetwork::Incoming final : public capnp::IncomingRpcMessage {
 
 LeanVatNetwork::LeanVatNetwork(AbortWatchingMessageStream& stream,
                                capnp::rpc::twoparty::Side side,
-                               capnp::ReaderOptions receiveOptions)
-    : stream_(stream), side_(side), receiveOptions_(receiveOptions) {
+                               capnp::ReaderOptions receiveOptions,
+                               DisconnectHandler& handler)
+    : stream_(stream), side_(side), receiveOptions_(receiveOptions), disposer_(handler) {
   peerVatId_.initRoot<capnp::rpc::twoparty::VatId>().setSide(
       side == capnp::rpc::twoparty::Side::CLIENT ? capnp::rpc::twoparty::Side::SERVER
                                                  : capnp::rpc::twoparty::Side::CLIENT);
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  disconnected_ = paf.promise.fork();
-  disposer_.fulfiller = kj::mv(paf.fulfiller);
 }
 
 LeanVatNetwork::~LeanVatNetwork() noexcept = default;
 
 void LeanVatNetwork::Disposer::disposeImpl(void*) const {
-  if (--references == 0) fulfiller->fulfill();
+  if (--references == 0) handler.rpcSystemDisconnected();
 }
 
 kj::Own<capnp::TwoPartyVatNetworkBase::Connection> LeanVatNetwork::asConnection() {
@@ -79,9 +77,7 @@ kj::Promise<kj::Own<capnp::TwoPartyVatNetworkBase::Connection>> LeanVatNetwork::
     accepted_ = true;
     return asConnection();
   }
-  auto paf = kj::newPromiseAndFulfiller<kj::Own<capnp::TwoPartyVatNetworkBase::Connection>>();
-  neverAccepted_ = kj::mv(paf.fulfiller);
-  return kj::mv(paf.promise);
+  return kj::NEVER_DONE;  // One connection only.
 }
 
 capnp::rpc::twoparty::VatId::Reader LeanVatNetwork::getPeerVatId() {
@@ -95,21 +91,21 @@ kj::Own<capnp::OutgoingRpcMessage> LeanVatNetwork::newOutgoingMessage(uint first
 
 void LeanVatNetwork::write(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
   // After a failed write nothing more goes out; the reads already ended with its error.
-  if (writeError_ != nullptr) return;
+  if (writeError_) return;
   // The stream copies the message into its queue before it returns: nothing here outlives it.
   writes_.add(stream_.writeMessage(nullptr, segments));
 }
 
 void LeanVatNetwork::taskFailed(kj::Exception&& exception) {
-  if (writeError_ != nullptr) return;
+  if (writeError_) return;
   // The reads end with the write's error: the RPC system learns the connection is gone even
   // while the peer sends nothing.
   reads_.cancel(exception);
-  writeError_ = kj::mv(exception);
+  writeError_ = kj::heap(kj::mv(exception));
 }
 
 kj::Promise<kj::Maybe<kj::Own<capnp::IncomingRpcMessage>>> LeanVatNetwork::receiveIncomingMessage() {
-  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  if (writeError_) return kj::cp(*writeError_);
   return reads_.wrap(stream_.tryReadMessage(nullptr, receiveOptions_, nullptr)
                          .then([](kj::Maybe<capnp::MessageReaderAndFds>&& read)
                                    -> kj::Maybe<kj::Own<capnp::IncomingRpcMessage>> {
@@ -122,7 +118,7 @@ kj::Promise<kj::Maybe<kj::Own<capnp::IncomingRpcMessage>>> LeanVatNetwork::recei
 }
 
 kj::Promise<void> LeanVatNetwork::shutdown() {
-  KJ_IF_MAYBE (error, writeError_) return kj::cp(*error);
+  if (writeError_) return kj::cp(*writeError_);
   return stream_.end();
 }
 

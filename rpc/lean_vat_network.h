@@ -9,9 +9,13 @@
 //     has completed, so that a burst of calls (a heartbeat round to thousands of workers) held
 //     every message at once.
 // Everything else is what the two-party protocol asks: one connection, accepted once by the
-// server side; the peer's VatId is the other side; onDisconnect() resolves once the RPC system
-// dropped the connection; a failed write fails the reads too; shutdown() waits for the queue to
-// be written and then shuts the write side.
+// server side; the peer's VatId is the other side; the owner hears once the RPC system dropped
+// the connection; a failed write fails the reads too; shutdown() waits for the queue to be
+// written and then shuts the write side.
+//
+// A connection that waits for nothing holds no promise of its own here: an idle leader keeps
+// thousands of these, and each pending kj promise node costs about 450 bytes (its result slot
+// has room for a whole kj::Exception).
 #pragma once
 
 #include <capnp/rpc-twoparty.h>
@@ -27,14 +31,23 @@ class LeanVatNetwork final : public capnp::TwoPartyVatNetworkBase,
  public:
   static constexpr uint kFirstSegmentWords = 64;
 
-  // `stream` must outlive the network and every message the RPC system keeps.
+  // Told once that the RPC system dropped the connection (the peer went, or it gave up on it).
+  // Called from inside the RPC system, while it lets go of its last reference: it must not
+  // throw, and must not destroy the RpcSystem or this network before returning (defer that).
+  class DisconnectHandler {
+   public:
+    virtual void rpcSystemDisconnected() noexcept = 0;
+
+   protected:
+    ~DisconnectHandler() = default;
+  };
+
+  // `stream` must outlive the network and every message the RPC system keeps; `handler` must
+  // outlive the network.
   LeanVatNetwork(AbortWatchingMessageStream& stream, capnp::rpc::twoparty::Side side,
-                 capnp::ReaderOptions receiveOptions);
+                 capnp::ReaderOptions receiveOptions, DisconnectHandler& handler);
   ~LeanVatNetwork() noexcept;
   KJ_DISALLOW_COPY(LeanVatNetwork);
-
-  // Resolves once the RPC system dropped the connection (the peer went, or it gave up on it).
-  kj::Promise<void> onDisconnect() { return disconnected_.addBranch(); }
 
   // VatNetwork.
   kj::Maybe<kj::Own<capnp::TwoPartyVatNetworkBase::Connection>> connect(
@@ -47,7 +60,8 @@ class LeanVatNetwork final : public capnp::TwoPartyVatNetworkBase,
   // Counts the connection's references the RPC system holds; the last one gone disconnects.
   class Disposer final : public kj::Disposer {
    public:
-    mutable kj::Own<kj::PromiseFulfiller<void>> fulfiller;
+    explicit Disposer(DisconnectHandler& handler) : handler(handler) {}
+    DisconnectHandler& handler;
     mutable uint references = 0;
     void disposeImpl(void*) const override;
   };
@@ -68,12 +82,9 @@ class LeanVatNetwork final : public capnp::TwoPartyVatNetworkBase,
   const capnp::ReaderOptions receiveOptions_;
   capnp::MallocMessageBuilder peerVatId_{8};
   bool accepted_ = false;
-  kj::Maybe<kj::Exception> writeError_;
+  kj::Own<kj::Exception> writeError_;  // On the heap: null on every healthy connection.
   kj::Canceler reads_;
   Disposer disposer_;
-  kj::ForkedPromise<void> disconnected_ = nullptr;
-  // A server's accept() after the first: never resolves (one connection only).
-  kj::Own<kj::PromiseFulfiller<kj::Own<capnp::TwoPartyVatNetworkBase::Connection>>> neverAccepted_;
   kj::TaskSet writes_{*this};
 };
 

@@ -32,21 +32,29 @@ capnp::Capability::Client bootstrapOf(capnp::RpcSystem<capnp::rpc::twoparty::Vat
 
 // One established connection. Members are destroyed in reverse order: the watches first, the
 // socket last.
-struct RpcClient::Connection {
+struct RpcClient::Connection final : private LeanVatNetwork::DisconnectHandler {
   Connection(kj::Own<kj::AsyncIoStream> streamParam, capnp::ReaderOptions readerOptions)
       : stream(kj::mv(streamParam)),
         messages(*stream),
-        network(messages, capnp::rpc::twoparty::Side::CLIENT, readerOptions),
+        network(messages, capnp::rpc::twoparty::Side::CLIENT, readerOptions, *this),
         rpcSystem(capnp::makeRpcClient(network)),
-        bootstrap(bootstrapOf(rpcSystem)),
-        disconnected(network.onDisconnect().fork()) {}
+        bootstrap(bootstrapOf(rpcSystem)) {}
+
+  void rpcSystemDisconnected() noexcept override { dropped->fulfill(); }
 
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
+  // Fulfilled once the RPC system dropped the connection; declared before the network, which
+  // fulfills it, so that it outlives it.
+  kj::Own<kj::PromiseFulfiller<void>> dropped;
+  kj::ForkedPromise<void> disconnected = [this] {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    dropped = kj::mv(paf.fulfiller);
+    return paf.promise.fork();
+  }();
   LeanVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpcSystem;
   capnp::Capability::Client bootstrap;
-  kj::ForkedPromise<void> disconnected;
   kj::Promise<void> bootstrapAnswered = nullptr;  // Starts the backoff over.
 };
 

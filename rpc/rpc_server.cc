@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "common/host_port.h"
 #include "common/units.h"
@@ -109,8 +110,11 @@ void ConnectionCaps::setLogIntervalForTests(Duration interval) {
 enum class CloseCause { kNone, kAuthTimeout, kIdleTimeout, kMessageTimeout, kGate };
 
 // One accepted connection. Member order is destruction order in reverse: the RPC system goes
-// first, the socket last.
-struct RpcServer::Connection {
+// first, the socket last. It holds no promise of its own once authenticated (an idle leader
+// keeps thousands of these): the server's sweep checks its deadlines, and its end is scheduled
+// on the server (RpcServer::endConnection) by whichever comes first, the RPC system letting go
+// of it or this side closing it.
+struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler {
   Connection(RpcServer& server, kj::Own<ConnectionCaps::Slot> slotParam,
              kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
       : server(server),
@@ -118,7 +122,9 @@ struct RpcServer::Connection {
         peer(kj::mv(peerParam)),
         stream(kj::mv(streamParam)),
         messages(*stream),
-        network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_)) {
+        network(messages, capnp::rpc::twoparty::Side::SERVER, readerOptionsFor(server.options_),
+                *this),
+        lastActive(server.timer_.now()) {
     // Limits first, so that they hold from the first byte; then the bootstrap, which may mark
     // the gate at once (a peer its TLS certificate identifies) and so lift them.
     if (!peer.gate->authenticated()) {
@@ -145,93 +151,80 @@ struct RpcServer::Connection {
     });
     rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
     ++server.open_;
-    const RpcOptions& options = server.options_;
-    if (options.idleTimeout > Duration::zero() || options.messageTimeout > Duration::zero()) {
-      lastActive = server.timer_.now();
-      watchdog = watch().eagerlyEvaluate(nullptr);
-    }
   }
   ~Connection() noexcept {
+    ending = true;  // Destroying the RPC system below tells rpcSystemDisconnected(): nothing to do.
     peer.gate->setOnAuthenticated(nullptr);
     peer.gate->setOnClose(nullptr);
     --server.open_;
   }
 
-  // Resolves when the peer or the RPC system ends the connection, or this side closes it.
-  kj::Promise<void> whenEnded() {
-    return network.onDisconnect().exclusiveJoin(kj::mv(closing.promise));
-  }
-
   // Closes the connection for `cause`, telling the peer `reason` first (best effort).
   void close(CloseCause cause, const std::string& reason) {
-    if (closedFor != CloseCause::kNone) return;
+    if (closedFor != CloseCause::kNone || ending) return;
     closedFor = cause;
     closedBecause = reason;
     messages.sendAbort(reason);
-    closing.fulfiller->fulfill();
+    end();
   }
 
-  // rpc.idle-timeout and rpc.message-timeout, checked every quarter of the shorter one.
-  kj::Promise<void> watch() {
+  // The peer or the RPC system ended the connection.
+  void rpcSystemDisconnected() noexcept override { end(); }
+
+  void end() {
+    if (ending) return;
+    ending = true;
+    server.endConnection(self);
+  }
+
+  // rpc.idle-timeout and rpc.message-timeout at `now` (RpcServer::sweep).
+  void checkDeadlines(kj::TimePoint now) {
     const RpcOptions& options = server.options_;
-    Duration shortest = options.idleTimeout;
-    if (shortest == Duration::zero() ||
-        (options.messageTimeout > Duration::zero() && options.messageTimeout < shortest)) {
-      shortest = options.messageTimeout;
+    if (messages.bytesTransferred() != transferred) {
+      transferred = messages.bytesTransferred();
+      lastActive = now;
     }
-    const Duration tick = std::max(Duration(10), shortest / 4);
-    return server.timer_.afterDelay(toKj(tick)).then([this]() -> kj::Promise<void> {
-      const RpcOptions& options = server.options_;
-      const kj::TimePoint now = server.timer_.now();
-      if (messages.bytesTransferred() != transferred) {
-        transferred = messages.bytesTransferred();
-        lastActive = now;
+    if (!messages.partialMessageHeld()) {
+      partialSince = nullptr;
+    } else if (partialSince == nullptr || messages.messagesRead() != partialAfter) {
+      partialSince = now;
+      partialAfter = messages.messagesRead();
+    }
+    KJ_IF_MAYBE (since, partialSince) {
+      if (options.messageTimeout > Duration::zero() &&
+          now - *since >= toKj(options.messageTimeout)) {
+        close(CloseCause::kMessageTimeout, "message not received whole within " +
+                                               formatDuration(options.messageTimeout) +
+                                               " of its first bytes (rpc.message-timeout)");
+        return;
       }
-      if (!messages.partialMessageHeld()) {
-        partialSince = nullptr;
-      } else if (partialSince == nullptr || messages.messagesRead() != partialAfter) {
-        partialSince = now;
-        partialAfter = messages.messagesRead();
-      }
-      KJ_IF_MAYBE (since, partialSince) {
-        if (options.messageTimeout > Duration::zero() &&
-            now - *since >= toKj(options.messageTimeout)) {
-          close(CloseCause::kMessageTimeout, "message not received whole within " +
-                                                 formatDuration(options.messageTimeout) +
-                                                 " of its first bytes (rpc.message-timeout)");
-          return kj::READY_NOW;
-        }
-      }
-      if (options.idleTimeout > Duration::zero() && now - lastActive >= toKj(options.idleTimeout)) {
-        close(CloseCause::kIdleTimeout, "nothing sent or received for " +
-                                            formatDuration(options.idleTimeout) +
-                                            " (rpc.idle-timeout)");
-        return kj::READY_NOW;
-      }
-      return watch();
-    });
+    }
+    if (options.idleTimeout > Duration::zero() && now - lastActive >= toKj(options.idleTimeout)) {
+      close(CloseCause::kIdleTimeout, "nothing sent or received for " +
+                                          formatDuration(options.idleTimeout) +
+                                          " (rpc.idle-timeout)");
+    }
   }
 
   RpcServer& server;
-  kj::Own<ConnectionCaps::Slot> slot;  // Its place within the caps, freed last.
+  std::list<Connection>::iterator self;  // Its place in RpcServer::connections_.
+  kj::Own<ConnectionCaps::Slot> slot;    // Its place within the caps, freed last.
   const RpcPeer peer;
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
   LeanVatNetwork network;
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
-  // Fulfilled when this side closes the connection (a deadline passed).
-  kj::PromiseFulfillerPair<void> closing = kj::newPromiseAndFulfiller<void>();
+  bool ending = false;  // Its end is scheduled (or it is being destroyed).
   CloseCause closedFor = CloseCause::kNone;
   std::string closedBecause;  // What the peer was told.
   // The idle and message deadlines' view: bytes seen at the last check, and when they changed;
   // since when (and after how many whole messages) part of a message is held.
   uint64_t transferred = 0;
-  kj::TimePoint lastActive = kj::origin<kj::TimePoint>();
+  kj::TimePoint lastActive;
   kj::Maybe<kj::TimePoint> partialSince;
   uint64_t partialAfter = 0;
   // Pending while the connection has not authenticated; declared last, so it goes first.
   kj::Maybe<kj::Promise<void>> authDeadline;
-  kj::Promise<void> watchdog = nullptr;
 };
 
 struct RpcServer::Private {};
@@ -272,7 +265,7 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
       port_(static_cast<uint16_t>(receiver_->getPort())),
       listenAddress_(joinHostPort(host, port_)),
       caps_(timer, options_.maxConnections, options_.maxConnectionsPerPeer, ""),
-      connections_(errorHandler_),
+      ends_(errorHandler_),
       accepting_(kj::heap<AcceptLoop>(
           timer, *receiver_, AcceptLoop::Options{.name = "rpc", .address = listenAddress_},
           [this](kj::AuthenticatedStream&& accepted) { adopt(kj::mv(accepted)); })) {
@@ -280,6 +273,18 @@ RpcServer::RpcServer(const Private&, kj::Timer& timer, RpcOptions options,
   if (auto* holding = dynamic_cast<HoldingConnectionReceiver*>(receiver_.get())) {
     holding->capHeldConnections(options_.maxConnections, options_.maxConnectionsPerPeer);
     holding_ = *holding;
+  }
+  // rpc.idle-timeout and rpc.message-timeout, checked on every connection each quarter of the
+  // shorter one.
+  if (options_.idleTimeout > Duration::zero() || options_.messageTimeout > Duration::zero()) {
+    Duration shortest = options_.idleTimeout;
+    if (shortest == Duration::zero() ||
+        (options_.messageTimeout > Duration::zero() && options_.messageTimeout < shortest)) {
+      shortest = options_.messageTimeout;
+    }
+    sweeper_ = sweep(std::max(Duration(10), shortest / 4)).eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("rpc: connection deadlines no longer checked: {}", e.getDescription().cStr());
+    });
   }
   if (options_.requireAuthentication) {
     spdlog::info(
@@ -347,19 +352,35 @@ void RpcServer::adopt(kj::AuthenticatedStream accepted) {
   spdlog::debug("rpc: connection {} from {}{}", peer.connectionId, peer.address,
                 peer.tlsCommonName.empty() ? "" : " (TLS client " + peer.tlsCommonName + ")");
   const uint64_t connectionId = peer.connectionId;
-  kj::Own<Connection> connection;
   KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
-                 connection = kj::heap<Connection>(*this, kj::mv(slot), kj::mv(accepted.stream),
-                                                   kj::mv(peer));
+                 // A constructor that throws leaves the list as it was.
+                 connections_.emplace_back(*this, kj::mv(slot), kj::mv(accepted.stream),
+                                           kj::mv(peer));
                })) {
     // A bootstrap factory that throws breaks its contract; the accept loop must survive it.
     spdlog::error("rpc: cannot serve connection {} from {}: {}", connectionId, address,
                   problem->getDescription().cStr());
     return;
   }
-  Connection& ref = *connection;
-  connections_.add(
-      ref.whenEnded().then([this, &ref] { connectionEnded(ref); }).attach(kj::mv(connection)));
+  connections_.back().self = std::prev(connections_.end());
+}
+
+void RpcServer::endConnection(std::list<Connection>::iterator connection) {
+  // Later, never inside the RPC system that let go of it, nor inside a sweep over the list.
+  ends_.add(kj::evalLater([this, connection] {
+    connectionEnded(*connection);
+    connections_.erase(connection);
+  }));
+}
+
+kj::Promise<void> RpcServer::sweep(Duration tick) {
+  return timer_.afterDelay(toKj(tick)).then([this, tick] {
+    const kj::TimePoint now = timer_.now();
+    for (Connection& connection : connections_) {
+      if (!connection.ending) connection.checkDeadlines(now);
+    }
+    return sweep(tick);
+  });
 }
 
 void RpcServer::connectionEnded(Connection& connection) {

@@ -9,6 +9,7 @@
 #include <kj/timer.h>
 
 #include <cstdint>
+#include <list>
 #include <string>
 #include <unordered_map>
 
@@ -222,7 +223,11 @@ class RpcServer final {
   struct Connection;
 
   void adopt(kj::AuthenticatedStream accepted);
+  // Schedules the end of `connection`: connectionEnded(), then its destruction.
+  void endConnection(std::list<Connection>::iterator connection);
   void connectionEnded(Connection& connection);
+  // Checks every connection's idle and message deadlines each `tick`.
+  kj::Promise<void> sweep(Duration tick);
 
   kj::Timer& timer_;
   const RpcOptions options_;
@@ -242,10 +247,12 @@ class RpcServer final {
   ConnectionCaps caps_;
   // The receiver's own caps, when it holds connections before handing them out.
   kj::Maybe<HoldingConnectionReceiver&> holding_;
-  // A connection task ends when its peer goes away: routine, logged at debug.
-  TaskSetErrorLogger errorHandler_{"rpc: connection", spdlog::level::debug};
+  TaskSetErrorLogger errorHandler_{"rpc: connection end", spdlog::level::warn};
+  // Connections being ended (endConnection).
+  kj::TaskSet ends_;
   // Declared after the counters: connections update them while being destroyed.
-  kj::TaskSet connections_;
+  std::list<Connection> connections_;
+  kj::Promise<void> sweeper_ = nullptr;
   kj::Own<AcceptLoop> accepting_;
 };
 
