@@ -60,15 +60,9 @@ void ReadBufferedStream::resize(size_t size) {
 
 void ReadBufferedStream::adapt(size_t got) {
   if (got == buffer_.size() && buffer_.size() < kLargeBuffer) {
-    quietRefills_ = 0;
     resize(buffer_.size() * 2);
-  } else if (got <= kInlineBuffer && heap_ != nullptr) {
-    if (++quietRefills_ >= kQuietRefills && end_ - begin_ <= kInlineBuffer) {
-      quietRefills_ = 0;
-      resize(kInlineBuffer);
-    }
-  } else {
-    quietRefills_ = 0;
+  } else if (got <= kInlineBuffer && heap_ != nullptr && end_ - begin_ <= kInlineBuffer) {
+    resize(kInlineBuffer);
   }
 }
 
@@ -330,8 +324,8 @@ kj::Promise<void> AbortWatchingMessageStream::flush() {
     if (pending_.empty()) {
       flush_ = FlushState::kIdle;
       // A quiet connection keeps no queue (thousands of them idle on a leader).
-      writing_ = {};
-      pending_ = {};
+      std::vector<kj::byte>().swap(writing_);
+      std::vector<kj::byte>().swap(pending_);
       return kj::READY_NOW;
     }
     if (pending_.size() >= kEagerFlushBytes) return flush();
@@ -384,6 +378,13 @@ void AbortWatchingMessageStream::sendAbort(const std::string& reason) {
   // Now rather than once the loop is idle: the connection is closed before that. Behind a write
   // still in progress it goes only if the connection is still open when that write ends.
   if (flush_ != FlushState::kWriting) startFlushing(/*now=*/true);
+}
+
+void AbortWatchingMessageStream::abortReads() {
+  // A socket already reset refuses the shutdown (ENOTCONN); its reads fail by themselves.
+  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { buffered_.abortRead(); })) {
+    (void)problem;
+  }
 }
 
 kj::Maybe<int> AbortWatchingMessageStream::getSendBufferSize() {

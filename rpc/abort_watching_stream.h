@@ -24,9 +24,9 @@ struct AbortReason {
 // body separately). While the connection is quiet the buffer is kInlineBuffer bytes inside this
 // object (a heartbeat is a few hundred bytes: thousands of idle connections hold no buffer of
 // their own); a read that fills it doubles it, on the heap, up to kLargeBuffer (a burst gets what
-// it needs, not the most), and after kQuietRefills refills in a row that the inline buffer would
-// have held it is the inline one again. Writes and socket options pass through. `inner` must
-// outlive it.
+// it needs, not the most), and after a refill that the inline buffer would have held it is the
+// inline one again (a burst is over: the connection may now wait for minutes, and a leader holds
+// thousands of them). Writes and socket options pass through. `inner` must outlive it.
 class ReadBufferedStream final : public kj::AsyncIoStream {
  public:
   explicit ReadBufferedStream(kj::AsyncIoStream& inner);
@@ -46,7 +46,6 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
 
   static constexpr size_t kInlineBuffer = 512;
   static constexpr size_t kLargeBuffer = 64 * 1024;
-  static constexpr int kQuietRefills = 4;
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override;
@@ -66,7 +65,7 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   // keeping what it holds (which must fit).
   void resize(size_t size);
   // After a read of `got` bytes into the buffer: doubles it when the read filled it, makes it the
-  // inline one after kQuietRefills reads in a row that the inline one would have held.
+  // inline one when the inline one would have held the read.
   void adapt(size_t got);
 
   kj::AsyncIoStream& inner_;
@@ -76,7 +75,6 @@ class ReadBufferedStream final : public kj::AsyncIoStream {
   size_t begin_ = 0;
   size_t end_ = 0;
   uint64_t received_ = 0;
-  int quietRefills_ = 0;
 };
 
 // The message stream of one RPC connection. Passes every message through unchanged and peeks at
@@ -121,6 +119,12 @@ class AbortWatchingMessageStream final : public capnp::MessageStream,
   // so unless earlier writes are still pending, the Abort is in the kernel when this returns.
   void sendAbort(const std::string& reason);
 
+  // Ends the reads early: a read waiting on the socket returns (the end of the stream, or an
+  // error), and so do later ones. For a connection whose writes failed: the socket's read side
+  // may stay open (a peer that stopped reading), and the RPC system learns of the end only
+  // through a read.
+  void abortReads();
+
   // Holds reads to `bytes` per message (see above), or lifts that limit (nullopt).
   void setPreAuthenticationLimit(std::optional<uint64_t> bytes) { preAuthLimit_ = bytes; }
   // Whether a read was refused for exceeding that limit.
@@ -130,6 +134,8 @@ class AbortWatchingMessageStream final : public capnp::MessageStream,
   uint64_t bytesTransferred() const { return buffered_.bytesReceived() + written_; }
   // Messages read whole so far.
   uint64_t messagesRead() const { return messagesRead_; }
+  // Bytes the write queue holds on the heap, used or not: none once it is written and quiet.
+  size_t writeQueueCapacity() const { return pending_.capacity() + writing_.capacity(); }
   // Whether bytes of a message that has not arrived whole are held (RpcServer's message
   // deadline): some arrived since the last whole message.
   bool partialMessageHeld() const { return buffered_.bytesReceived() > consumedByMessages_; }

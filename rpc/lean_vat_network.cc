@@ -99,22 +99,29 @@ void LeanVatNetwork::write(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> s
 void LeanVatNetwork::taskFailed(kj::Exception&& exception) {
   if (writeError_) return;
   // The reads end with the write's error: the RPC system learns the connection is gone even
-  // while the peer sends nothing.
-  reads_.cancel(exception);
+  // while the peer sends nothing. Aborting the stream's reads wakes a read that waits (it ends
+  // early); receiveIncomingMessage() turns that end into this error.
   writeError_ = kj::heap(kj::mv(exception));
+  stream_.abortReads();
 }
 
 kj::Promise<kj::Maybe<kj::Own<capnp::IncomingRpcMessage>>> LeanVatNetwork::receiveIncomingMessage() {
   if (writeError_) return kj::cp(*writeError_);
-  return reads_.wrap(stream_.tryReadMessage(nullptr, receiveOptions_, nullptr)
-                         .then([](kj::Maybe<capnp::MessageReaderAndFds>&& read)
-                                   -> kj::Maybe<kj::Own<capnp::IncomingRpcMessage>> {
-                           KJ_IF_MAYBE (message, read) {
-                             return kj::Own<capnp::IncomingRpcMessage>(
-                                 kj::heap<Incoming>(kj::mv(message->reader)));
-                           }
-                           return nullptr;  // The peer ended the stream.
-                         }));
+  // A failed write aborts the stream's reads (taskFailed): whatever the read then returns, the
+  // end it reports is the write's error.
+  return stream_.tryReadMessage(nullptr, receiveOptions_, nullptr)
+      .then(
+          [this](kj::Maybe<capnp::MessageReaderAndFds>&& read)
+              -> kj::Maybe<kj::Own<capnp::IncomingRpcMessage>> {
+            if (writeError_) kj::throwFatalException(kj::cp(*writeError_));
+            KJ_IF_MAYBE (message, read) {
+              return kj::Own<capnp::IncomingRpcMessage>(kj::heap<Incoming>(kj::mv(message->reader)));
+            }
+            return nullptr;  // The peer ended the stream.
+          },
+          [this](kj::Exception&& exception) -> kj::Maybe<kj::Own<capnp::IncomingRpcMessage>> {
+            kj::throwFatalException(writeError_ ? kj::cp(*writeError_) : kj::mv(exception));
+          });
 }
 
 kj::Promise<void> LeanVatNetwork::shutdown() {

@@ -83,7 +83,6 @@ class LeanVatNetwork final : public capnp::TwoPartyVatNetworkBase,
   capnp::MallocMessageBuilder peerVatId_{8};
   bool accepted_ = false;
   kj::Own<kj::Exception> writeError_;  // On the heap: null on every healthy connection.
-  kj::Canceler reads_;
   Disposer disposer_;
   kj::TaskSet writes_{*this};
 };

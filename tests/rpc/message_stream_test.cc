@@ -1,7 +1,10 @@
 // The RPC connection's message stream (rpc/abort_watching_stream.h) over an in-memory pipe:
 // coalesced writes keep every message whole and in order, a full queue pushes back, a failed
-// write fails the later ones, and end() drains the queue before shutting the write side.
+// write fails the later ones, and end() drains the queue before shutting the write side; and
+// the connection's VatNetwork over a socket pair: one connection, dropped once, reads ended by a
+// failed write.
 #include <capnp/message.h>
+#include <capnp/rpc.capnp.h>
 #include <capnp/serialize-async.h>
 #include <gtest/gtest.h>
 #include <kj/async-io.h>
@@ -16,6 +19,7 @@
 
 #include "common/event_loop.h"
 #include "rpc/abort_watching_stream.h"
+#include "rpc/lean_vat_network.h"
 
 namespace regent::rpc {
 namespace {
@@ -155,6 +159,32 @@ kj::Maybe<kj::Exception> firstFailureWritingToAGonePeer(AbortWatchingMessageStre
   return nullptr;
 }
 
+TEST_F(MessageStreamTest, AWrittenQueueKeepsNoMemoryWhileTheConnectionIsQuiet) {
+  AbortWatchingMessageStream writer(*pipe_.ends[0]);
+  capnp::AsyncIoMessageStream reader(*pipe_.ends[1]);
+  EXPECT_EQ(writer.writeQueueCapacity(), 0u);
+  // A burst of 40 KiB, read by the peer as it goes.
+  std::vector<TestMessage> messages;
+  for (uint32_t i = 0; i < 40; ++i) messages.emplace_back(i, std::vector<size_t>{127});
+  kj::Vector<kj::Promise<void>> writes;
+  for (auto& message : messages) writes.add(writer.writeMessage(nullptr, message.view()));
+  EXPECT_GT(writer.writeQueueCapacity(), 0u);
+  for (auto& message : messages) {
+    auto received = reader.readMessage(capnp::ReaderOptions{}).wait(waitScope_);
+    ASSERT_TRUE(sameSegments(*received, message));
+  }
+  kj::joinPromises(writes.releaseAsArray()).wait(waitScope_);
+  waitScope_.poll();  // The last write's completion runs.
+  EXPECT_EQ(writer.writeQueueCapacity(), 0u);
+  // The next message is queued and written as before.
+  TestMessage next(99, {5});
+  writer.writeMessage(nullptr, next.view()).wait(waitScope_);
+  auto received = reader.readMessage(capnp::ReaderOptions{}).wait(waitScope_);
+  EXPECT_TRUE(sameSegments(*received, next));
+  waitScope_.poll();
+  EXPECT_EQ(writer.writeQueueCapacity(), 0u);
+}
+
 TEST_F(MessageStreamTest, AFailedWriteFailsEveryLaterWrite) {
   // Small messages wait for the loop to be idle; a message past 8 KiB is written at once.
   for (size_t words : {size_t{4}, size_t{1300}}) {
@@ -252,8 +282,8 @@ TEST_F(MessageStreamTest, LiftingTheLimitWhileAReadWaitsAdmitsTheNextMessage) {
 }
 
 // The read buffer: the inline one while quiet, doubled by each read that fills it during a burst
-// (as far as the burst needs, at most kLargeBuffer), the inline one again after; the bytes read
-// through it are the bytes written, whatever the reads ask for.
+// (as far as the burst needs, at most kLargeBuffer), the inline one again at the first read it
+// would have held; the bytes read through it are the bytes written, whatever the reads ask for.
 TEST_F(MessageStreamTest, TheReadBufferGrowsForABurstAndShrinksWhenQuietKeepingEveryByte) {
   ReadBufferedStream reader(*pipe_.ends[1]);
   EXPECT_TRUE(reader.bufferInline());
@@ -299,23 +329,19 @@ TEST_F(MessageStreamTest, TheReadBufferGrowsForABurstAndShrinksWhenQuietKeepingE
   write(200 * 1024);
   readBack(200 * 1024, 8);
   EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kLargeBuffer);
-  // A peek past the inline size, from quiet: the buffer grows to hold it.
-  for (int i = 0; i < ReadBufferedStream::kQuietRefills + 1; ++i) {
-    write(100);
-    readBack(100, 100);
-  }
+  // A peek past the inline size, from quiet (one read the inline buffer holds ends a burst): the
+  // buffer grows to hold it.
+  write(100);
+  readBack(100, 100);
   EXPECT_TRUE(reader.bufferInline());
   write(6000);
   auto peeked = reader.peek(6000).wait(waitScope_);
   EXPECT_EQ(peeked.size(), 6000u);
   EXPECT_GE(reader.bufferCapacity(), 6000u);
   readBack(6000, 16);
-  // Quiet again: after kQuietRefills reads in a row the inline buffer would have held, it is the
-  // inline one again.
-  for (int i = 0; i < ReadBufferedStream::kQuietRefills + 1; ++i) {
-    write(100);
-    readBack(100, 100);
-  }
+  // Quiet again: after one read the inline buffer would have held, it is the inline one again.
+  write(100);
+  readBack(100, 100);
   EXPECT_TRUE(reader.bufferInline());
   EXPECT_EQ(reader.bufferCapacity(), ReadBufferedStream::kInlineBuffer);
   // A large read goes straight to the caller, whatever the buffer's size.
@@ -324,6 +350,61 @@ TEST_F(MessageStreamTest, TheReadBufferGrowsForABurstAndShrinksWhenQuietKeepingE
   kj::joinPromises(writes.releaseAsArray()).wait(waitScope_);
   EXPECT_EQ(read, written);
   EXPECT_EQ(reader.bytesReceived(), written.size());
+}
+
+// The connection's VatNetwork (rpc/lean_vat_network.h) over a socket pair.
+class LeanVatNetworkTest : public ::testing::Test,
+                           protected LeanVatNetwork::DisconnectHandler {
+ protected:
+  ~LeanVatNetworkTest() noexcept = default;
+  void rpcSystemDisconnected() noexcept override { ++disconnects_; }
+
+  // Sends an Abort message through `connection` (any message does).
+  static void sendOne(capnp::TwoPartyVatNetworkBase::Connection& connection) {
+    auto message = connection.newOutgoingMessage(0);
+    message->getBody().initAs<capnp::rpc::Message>().initAbort().setReason("test");
+    message->send();
+  }
+
+  EventLoop loop_;
+  kj::TwoWayPipe pipe_ = loop_.io().newTwoWayPipe();
+  AbortWatchingMessageStream stream_{*pipe_.ends[0]};
+  int disconnects_ = 0;
+  LeanVatNetwork network_{stream_, capnp::rpc::twoparty::Side::SERVER, capnp::ReaderOptions{},
+                          *this};
+};
+
+TEST_F(LeanVatNetworkTest, OneConnectionIsAcceptedAndItsHandlerHearsOnceThatItWasDropped) {
+  auto connection = network_.accept().wait(loop_.waitScope());
+  auto second = network_.accept();
+  EXPECT_FALSE(second.poll(loop_.waitScope())) << "a second connection was accepted";
+  // The RPC system's references to it: the accepted one and one more by connect().
+  auto again = KJ_ASSERT_NONNULL(network_.connect(connection->getPeerVatId()));
+  connection = nullptr;
+  EXPECT_EQ(disconnects_, 0);
+  again = nullptr;
+  EXPECT_EQ(disconnects_, 1);
+}
+
+TEST_F(LeanVatNetworkTest, AFailedWriteEndsTheWaitingReadWithTheWritesError) {
+  auto connection = network_.accept().wait(loop_.waitScope());
+  // The peer sends nothing: the read waits.
+  auto received = connection->receiveIncomingMessage();
+  EXPECT_FALSE(received.poll(loop_.waitScope()));
+  // The peer stops reading but keeps its socket open: this side's writes fail (EPIPE) while
+  // nothing arrives to end the read. The write that fails first is only queued; the stream's
+  // next write reports the failure to the network.
+  pipe_.ends[1]->abortRead();
+  for (int i = 0; i < 10 && !received.poll(loop_.waitScope()); ++i) sendOne(*connection);
+  ASSERT_TRUE(received.poll(loop_.waitScope())) << "the read still waits after the writes failed";
+  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { received.wait(loop_.waitScope()); })) {
+    EXPECT_EQ(problem->getType(), kj::Exception::Type::DISCONNECTED)
+        << problem->getDescription().cStr();
+  } else {
+    ADD_FAILURE() << "the read ended as if the peer had closed the connection";
+  }
+  // Later reads fail at once the same way.
+  EXPECT_ANY_THROW(connection->receiveIncomingMessage().wait(loop_.waitScope()));
 }
 
 }  // namespace
