@@ -92,4 +92,10 @@ void JobWorkers::forEachGateway(
   for (auto& [id, worker] : workers_) visit(id, worker.client);
 }
 
+kj::Maybe<wire::TaskExecutorGateway::Client&> JobWorkers::gatewayOf(const ResourceId& worker) {
+  auto found = workers_.find(worker);
+  if (found == workers_.end()) return nullptr;
+  return found->second.client;
+}
+
 }  // namespace regent::jobmaster

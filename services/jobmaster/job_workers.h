@@ -82,6 +82,7 @@ class JobWorkers final : private resourcemanager::HeartbeatTargets {
   void expire(MonoTime now, Duration timeout) override;
   void forEachGateway(kj::FunctionParam<void(const ResourceId&, wire::TaskExecutorGateway::Client&)>
                           visit) override;
+  kj::Maybe<wire::TaskExecutorGateway::Client&> gatewayOf(const ResourceId& worker) override;
 
   Listener& listener_;
   std::map<ResourceId, Worker> workers_;

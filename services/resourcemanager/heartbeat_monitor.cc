@@ -68,27 +68,53 @@ bool HeartbeatMonitor::round() {
     targets_.refreshAll(now);
   }
   targets_.expire(now, options_.timeout);
-  bool any = false;
-  targets_.forEachGateway([this, &any](const ResourceId& id,
-                                       wire::TaskExecutorGateway::Client& client) {
-    any = true;
-    auto request = client.heartbeatRequest(kSmallRequest);
-    address(request);
-    tasks_.add(rpc::withDeadline(timer_, options_.callTimeout, "TaskExecutorGateway.heartbeat",
-                                 request.send())
-                   .then(
-                       [worker = id](auto response) {
-                         if (response.hasFailure()) {
-                           spdlog::debug("heartbeat to worker {} answered: {}", worker.toHex(),
-                                         response.getFailure().getMessage().cStr());
-                         }
-                       },
-                       [worker = id](kj::Exception&& exception) {
-                         spdlog::debug("heartbeat to worker {} failed: {}", worker.toHex(),
-                                       exception.getDescription().cStr());
-                       }));
-  });
-  return any;
+  if (nextDue_ < due_.size()) {
+    spdlog::debug("{}: the previous heartbeat round goes on ({} workers still to heartbeat)", name_,
+                  due_.size() - nextDue_);
+    return true;
+  }
+  due_.clear();
+  nextDue_ = 0;
+  targets_.forEachGateway(
+      [this](const ResourceId& id, wire::TaskExecutorGateway::Client&) { due_.push_back(id); });
+  sendDue();
+  return !due_.empty();
+}
+
+void HeartbeatMonitor::sendDue() {
+  while (inFlight_ < kHeartbeatsInFlight && nextDue_ < due_.size()) {
+    const ResourceId worker = due_[nextDue_++];
+    KJ_IF_MAYBE (client, targets_.gatewayOf(worker)) {
+      auto request = client->heartbeatRequest(kSmallRequest);
+      address(request);
+      ++inFlight_;
+      tasks_.add(rpc::withDeadline(timer_, options_.callTimeout, "TaskExecutorGateway.heartbeat",
+                                   request.send())
+                     .then(
+                         [this, worker](auto response) {
+                           if (response.hasFailure()) {
+                             spdlog::debug("heartbeat to worker {} answered: {}", worker.toHex(),
+                                           response.getFailure().getMessage().cStr());
+                           }
+                           heartbeatEnded();
+                         },
+                         [this, worker](kj::Exception&& exception) {
+                           spdlog::debug("heartbeat to worker {} failed: {}", worker.toHex(),
+                                         exception.getDescription().cStr());
+                           heartbeatEnded();
+                         }));
+    }
+  }
+  if (nextDue_ == due_.size() && due_.capacity() > kHeartbeatsInFlight) {
+    // A large round is sent: its list goes.
+    std::vector<ResourceId>().swap(due_);
+    nextDue_ = 0;
+  }
+}
+
+void HeartbeatMonitor::heartbeatEnded() {
+  --inFlight_;
+  sendDue();
 }
 
 kj::Promise<void> HeartbeatMonitor::probe(wire::TaskExecutorGateway::Client& worker) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/task_set_error_logger.h"
@@ -43,6 +44,8 @@ class HeartbeatTargets {
   // Calls `visit` with each followed worker and the gateway it handed over.
   virtual void forEachGateway(
       kj::FunctionParam<void(const ResourceId&, wire::TaskExecutorGateway::Client&)> visit) = 0;
+  // The gateway `worker` handed over, or null when it is not followed (any more).
+  virtual kj::Maybe<wire::TaskExecutorGateway::Client&> gatewayOf(const ResourceId& worker) = 0;
 };
 
 // Loop-thread only. `timer` and `targets` must outlive it. Destroying it cancels its rounds and
@@ -58,8 +61,11 @@ class HeartbeatMonitor final {
 
   // Starts the rounds at `now`: every interval, a round that is late by more than timeout first
   // refreshes every target (targets.refreshAll, with a warning), then drops the silent ones
-  // (targets.expire), then heartbeats each remaining one. A round does not wait for answers:
-  // what keeps a worker followed is what it sends (its heartbeat, a slot report), not the reply
+  // (targets.expire), then heartbeats each remaining one. At most kHeartbeatsInFlight heartbeats
+  // wait for their answers at once: each answer (or failure) sends the round's next one, so a
+  // leader following thousands of workers does not hold thousands of calls at a time. A round
+  // that has not reached every worker when the next is due goes on instead of starting over.
+  // What keeps a worker followed is what it sends (its heartbeat, a slot report), not the reply
   // to ours; a failed heartbeat is logged at debug level only. Call once.
   //
   // `untilIdle` (a JobMaster's, which follows only the workers holding its job's slots): the
@@ -82,10 +88,19 @@ class HeartbeatMonitor final {
   kj::Promise<void> freeSlot(const ResourceId& worker, wire::TaskExecutorGateway::Client& client,
                              const AllocationId& allocation, const std::string& cause);
 
+  static constexpr size_t kHeartbeatsInFlight = 256;
+  // Heartbeats sent and not answered yet, and the round's workers still to heartbeat.
+  size_t heartbeatsInFlight() const { return inFlight_; }
+  size_t heartbeatsDue() const { return due_.size() - nextDue_; }
+
  private:
   kj::Promise<void> loop();
-  // Whether it heartbeated any target.
+  // Whether the round has any target to heartbeat.
   bool round();
+  // Heartbeats the round's next workers while fewer than kHeartbeatsInFlight wait for answers.
+  void sendDue();
+  // A heartbeat was answered or failed: the next one goes.
+  void heartbeatEnded();
   // Sets the request's epoch and this monitor's sender.
   template <typename Request>
   void address(Request& request) const;
@@ -99,6 +114,9 @@ class HeartbeatMonitor final {
   RoundGaps rounds_;
   bool untilIdle_ = false;
   bool idle_ = false;  // untilIdle: the rounds wait for wake().
+  std::vector<ResourceId> due_;  // The round's workers, in order; those before nextDue_ are sent.
+  size_t nextDue_ = 0;
+  size_t inFlight_ = 0;
   TaskSetErrorLogger errorLogger_;
   kj::TaskSet tasks_{errorLogger_};  // Declared last: cancelled first.
 };

@@ -570,6 +570,12 @@ void ResourceManager::forEachGateway(
   for (auto& [id, connection] : connections_) visit(id, connection->client);
 }
 
+kj::Maybe<wire::TaskExecutorGateway::Client&> ResourceManager::gatewayOf(const ResourceId& worker) {
+  auto found = connections_.find(worker);
+  if (found == connections_.end()) return nullptr;
+  return found->second->client;
+}
+
 void ResourceManager::forgetWorker(const ResourceId& worker, const std::string& reason,
                                    bool tellWorker) {
   KJ_IF_MAYBE (pool, pool_) {

@@ -176,6 +176,7 @@ class ResourceManager final : public JobMasterPort,
   void expire(MonoTime now, Duration timeout) override;
   void forEachGateway(kj::FunctionParam<void(const ResourceId&, wire::TaskExecutorGateway::Client&)>
                           visit) override;
+  kj::Maybe<wire::TaskExecutorGateway::Client&> gatewayOf(const ResourceId& worker) override;
   // Removes a worker the SlotManager already dropped: its connection, the event line, and (when
   // `tellWorker`) TaskExecutorGateway.disconnect with `reason`, best effort.
   void forgetWorker(const ResourceId& worker, const std::string& reason, bool tellWorker);

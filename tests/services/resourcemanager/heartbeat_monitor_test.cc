@@ -1,0 +1,176 @@
+// HeartbeatMonitor's rounds (services/resourcemanager/heartbeat_monitor.h) on a kj::TimerImpl
+// advanced by hand, over fake workers whose heartbeats are answered when the test says: a round
+// to more workers than kHeartbeatsInFlight holds at most that many calls at once, each answer
+// (or failure) sends the next, every worker gets one heartbeat per round, a round still going
+// when the next is due goes on, and a worker no longer followed is skipped.
+#include "services/resourcemanager/heartbeat_monitor.h"
+
+#include <gtest/gtest.h>
+#include <kj/debug.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "common/event_loop.h"
+
+namespace regent::resourcemanager {
+namespace {
+
+using wire::TaskExecutorGateway;
+
+constexpr uint64_t kEpoch = 7;
+
+// The heartbeats one fake worker received; each waits until answer() (or fail()).
+struct FakeWorker {
+  size_t heartbeats = 0;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting;
+};
+
+class FakeTaskExecutor final : public TaskExecutorGateway::Server {
+ public:
+  explicit FakeTaskExecutor(FakeWorker& state) : state_(state) {}
+
+  kj::Promise<void> heartbeat(HeartbeatContext context) override {
+    EXPECT_EQ(context.getParams().getEpoch(), kEpoch);
+    ++state_.heartbeats;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    state_.waiting.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+
+ private:
+  FakeWorker& state_;
+};
+
+class FakeTargets final : public HeartbeatTargets {
+ public:
+  struct Followed {
+    std::unique_ptr<FakeWorker> state = std::make_unique<FakeWorker>();
+    TaskExecutorGateway::Client client = kj::heap<FakeTaskExecutor>(*state);
+  };
+  std::map<ResourceId, Followed> workers;
+
+  void refreshAll(MonoTime) override {}
+  void expire(MonoTime, Duration) override {}
+  void forEachGateway(
+      kj::FunctionParam<void(const ResourceId&, TaskExecutorGateway::Client&)> visit) override {
+    for (auto& [id, worker] : workers) visit(id, worker.client);
+  }
+  kj::Maybe<TaskExecutorGateway::Client&> gatewayOf(const ResourceId& worker) override {
+    auto found = workers.find(worker);
+    if (found == workers.end()) return nullptr;
+    return found->second.client;
+  }
+};
+
+class HeartbeatMonitorTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kWindow = HeartbeatMonitor::kHeartbeatsInFlight;
+
+  HeartbeatMonitorTest() {
+    for (size_t i = 0; i < kWorkers; ++i) targets_.workers[ResourceId::random()];
+    monitor_.start(regent::monoNow(timer_));
+  }
+  ~HeartbeatMonitorTest() noexcept override = default;
+
+  void settle() { loop_.waitScope().poll(); }
+  void advance(Duration by) {
+    timer_.advanceTo(timer_.now() + by.count() * kj::MILLISECONDS);
+    settle();
+  }
+  size_t received() const {
+    size_t total = 0;
+    for (const auto& [id, worker] : targets_.workers) total += worker.state->heartbeats;
+    return total;
+  }
+  size_t waiting() const {
+    size_t total = 0;
+    for (const auto& [id, worker] : targets_.workers) total += worker.state->waiting.size();
+    return total;
+  }
+  // Answers every heartbeat waiting now (not those its answers let through); `fail`: fails them.
+  void answerWaiting(bool fail = false) {
+    std::vector<kj::Own<kj::PromiseFulfiller<void>>> now;
+    for (auto& [id, worker] : targets_.workers) {
+      for (auto& fulfiller : worker.state->waiting) now.push_back(kj::mv(fulfiller));
+      worker.state->waiting.clear();
+    }
+    for (auto& fulfiller : now) {
+      if (fail) {
+        fulfiller->reject(KJ_EXCEPTION(DISCONNECTED, "the worker's connection is gone"));
+      } else {
+        fulfiller->fulfill();
+      }
+    }
+    settle();
+  }
+
+  static constexpr size_t kWorkers = 2 * HeartbeatMonitor::kHeartbeatsInFlight + 100;
+  static constexpr HeartbeatOptions kOptions{Duration(2000), Duration(10000), Duration(60000)};
+
+  EventLoop loop_;
+  kj::TimerImpl timer_{kj::origin<kj::TimePoint>()};
+  FakeTargets targets_;
+  HeartbeatMonitor monitor_{timer_, kEpoch, std::nullopt, "test", kOptions, targets_};
+};
+
+TEST_F(HeartbeatMonitorTest, ARoundHoldsAtMostItsWindowOfCallsAndEachAnswerSendsTheNext) {
+  settle();
+  EXPECT_EQ(received(), 0u) << "a heartbeat before the first interval";
+  advance(Duration(2000));
+  EXPECT_EQ(received(), kWindow);
+  EXPECT_EQ(monitor_.heartbeatsInFlight(), kWindow);
+  EXPECT_EQ(monitor_.heartbeatsDue(), kWorkers - kWindow);
+  // Answers let the next ones through, as many as were answered.
+  answerWaiting();
+  EXPECT_EQ(received(), 2 * kWindow);
+  EXPECT_EQ(monitor_.heartbeatsInFlight(), kWindow);
+  // Failures count as ends too.
+  answerWaiting(/*fail=*/true);
+  EXPECT_EQ(received(), kWorkers);
+  EXPECT_EQ(monitor_.heartbeatsInFlight(), kWorkers - 2 * kWindow);
+  EXPECT_EQ(monitor_.heartbeatsDue(), 0u);
+  answerWaiting();
+  EXPECT_EQ(monitor_.heartbeatsInFlight(), 0u);
+  // Every worker got exactly one heartbeat in the round.
+  for (const auto& [id, worker] : targets_.workers) EXPECT_EQ(worker.state->heartbeats, 1u);
+  // The next round reaches every worker again.
+  advance(Duration(2000));
+  EXPECT_EQ(received(), kWorkers + kWindow);
+}
+
+TEST_F(HeartbeatMonitorTest, ARoundNotFinishedWhenTheNextIsDueGoesOnInsteadOfStartingOver) {
+  advance(Duration(2000));
+  ASSERT_EQ(received(), kWindow);
+  // Nothing answered by the next round: no worker is heartbeated twice, none sent beyond the
+  // window.
+  advance(Duration(2000));
+  EXPECT_EQ(received(), kWindow);
+  EXPECT_EQ(monitor_.heartbeatsDue(), kWorkers - kWindow);
+  answerWaiting();
+  answerWaiting();
+  answerWaiting();
+  for (const auto& [id, worker] : targets_.workers) EXPECT_EQ(worker.state->heartbeats, 1u);
+  EXPECT_EQ(monitor_.heartbeatsInFlight(), 0u);
+}
+
+TEST_F(HeartbeatMonitorTest, AWorkerNoLongerFollowedWhenItsTurnComesIsSkipped) {
+  advance(Duration(2000));
+  ASSERT_EQ(received(), kWindow);
+  // The last worker of the round (the map is in id order) goes before its turn.
+  auto last = std::prev(targets_.workers.end());
+  FakeWorker* gone = last->second.state.get();
+  auto keep = kj::mv(last->second);  // Its state outlives its removal.
+  targets_.workers.erase(last);
+  answerWaiting();
+  answerWaiting();
+  answerWaiting();
+  EXPECT_EQ(gone->heartbeats, 0u);
+  EXPECT_EQ(received(), kWorkers - 1);
+  EXPECT_EQ(monitor_.heartbeatsInFlight(), 0u);
+  EXPECT_EQ(monitor_.heartbeatsDue(), 0u);
+}
+
+}  // namespace
+}  // namespace regent::resourcemanager
