@@ -152,14 +152,21 @@ kj::Promise<std::optional<Status>> LeaderClient::attemptOnce(Call& call) {
     connectTo(leader->rpcAddress);
     const std::string where = describeLeader(*leader);
     waitingFor_ = "an answer from " + where;
-    return deadline_
-        .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
-        .then([this, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
-          return authenticated(kj::mv(bootstrap),
-                               "the master at " + leader.rpcAddress + " (named the leader " +
-                                   leader.masterId + " of epoch " +
-                                   std::to_string(leader.epoch) + ")");
-        })
+    kj::Promise<rpc::ProvenBootstrap> proving = nullptr;
+    KJ_IF_MAYBE (current, currentAuthenticated()) {
+      proving = rpc::ProvenBootstrap(*current);
+    } else {
+      proving =
+          deadline_
+              .apply("MasterBootstrap.bootstrap", client_->bootstrapAs<wire::MasterBootstrap>())
+              .then([this, leader = *leader](wire::MasterBootstrap::Client bootstrap) {
+                return authenticated(kj::mv(bootstrap),
+                                     "the master at " + leader.rpcAddress + " (named the leader " +
+                                         leader.masterId + " of epoch " +
+                                         std::to_string(leader.epoch) + ")");
+              });
+    }
+    return proving
         .then([this, &call, leader = *leader, where](rpc::ProvenBootstrap&& proven)
                   -> kj::Promise<End> {
           if (auto* refused = std::get_if<rpc::RefusedMaster>(&proven)) {
@@ -211,18 +218,24 @@ std::optional<Status> LeaderClient::refuseMaster(const rpc::RefusedMaster& refus
   return std::nullopt;
 }
 
+kj::Maybe<wire::MasterBootstrap::Client&> LeaderClient::currentAuthenticated() {
+  KJ_IF_MAYBE (cached, authenticated_) {
+    if (client_ && client_->state() == rpc::RpcClientState::kConnected &&
+        authenticatedOn_ == client_->connectionsEstablished() &&
+        authenticatedAt_ == client_->address() && authenticatedGeneration_ == clientGeneration_) {
+      return *cached;
+    }
+  }
+  return nullptr;
+}
+
 kj::Promise<rpc::ProvenBootstrap> LeaderClient::authenticated(
     wire::MasterBootstrap::Client bootstrap, const std::string& where) {
   if (!options_.credential) return rpc::ProvenBootstrap(kj::mv(bootstrap));
+  KJ_IF_MAYBE (current, currentAuthenticated()) return rpc::ProvenBootstrap(*current);
   const uint64_t connection = client_->connectionsEstablished();
   const std::string address = client_->address();
   const uint64_t generation = clientGeneration_;
-  KJ_IF_MAYBE (cached, authenticated_) {
-    if (authenticatedOn_ == connection && authenticatedAt_ == address &&
-        authenticatedGeneration_ == generation) {
-      return rpc::ProvenBootstrap(*cached);
-    }
-  }
   return rpc::authenticateBootstrap(kj::mv(bootstrap), *options_.credential, deadline_, where)
       .then([this, connection, address, generation](rpc::ProvenBootstrap&& done) {
         if (auto* proven = std::get_if<wire::MasterBootstrap::Client>(&done)) {
@@ -230,6 +243,13 @@ kj::Promise<rpc::ProvenBootstrap> LeaderClient::authenticated(
           authenticatedOn_ = connection;
           authenticatedAt_ = address;
           authenticatedGeneration_ = generation;
+          // The bootstrap it replaces is done with: the master can let go of it (one less set of
+          // capabilities per worker on a leader). Calls on this connection go through
+          // currentAuthenticated() from now on.
+          if (client_ && client_->connectionsEstablished() == connection &&
+              clientGeneration_ == generation) {
+            client_->releaseBootstrap();
+          }
         }
         return kj::mv(done);
       });

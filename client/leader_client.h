@@ -181,9 +181,13 @@ class LeaderClient final : private leader::LeaderRetrievalListener {
   // `bootstrap` as options_.credential's role: itself without a credential; else the
   // authenticated bootstrap, the master's refusal (a fatal CallFailure) or this client's refusal
   // of the master (rpc::authenticateBootstrap). Authenticates once per connection. `where` names
-  // the master in a refusal.
+  // the master in a refusal. Once authenticated it releases the connection's bootstrap
+  // (RpcClient::releaseBootstrap): later calls use currentAuthenticated() and ask for none.
   kj::Promise<rpc::ProvenBootstrap> authenticated(wire::MasterBootstrap::Client bootstrap,
                                                   const std::string& where);
+  // The authenticated bootstrap of client_'s current connection, if it is connected and
+  // authenticated.
+  kj::Maybe<wire::MasterBootstrap::Client&> currentAuthenticated();
   // An attempt that ended with `failure` (of the leader `where`): the call's end when kFatal,
   // else nullopt (retry) with the obstacle noted.
   std::optional<Status> afterFailure(Call& call, rpc::CallFailure failure,

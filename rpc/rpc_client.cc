@@ -54,8 +54,16 @@ struct RpcClient::Connection final : private LeanVatNetwork::DisconnectHandler {
   }();
   LeanVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpcSystem;
-  capnp::Capability::Client bootstrap;
+  // Asked for when connected, again after releaseBootstrap(); null in between.
+  kj::Maybe<capnp::Capability::Client> bootstrap;
   kj::Promise<void> bootstrapAnswered = nullptr;  // Starts the backoff over.
+
+  capnp::Capability::Client currentBootstrap() {
+    KJ_IF_MAYBE (held, bootstrap) return *held;
+    capnp::Capability::Client asked = bootstrapOf(rpcSystem);
+    bootstrap = asked;
+    return asked;
+  }
 };
 
 RpcClient::RpcClient(kj::Network& network, kj::Timer& timer, std::string address,
@@ -74,10 +82,14 @@ kj::Promise<capnp::Capability::Client> RpcClient::bootstrap() {
   if (state_ == RpcClientState::kClosed) {
     return disconnected("RPC client for " + address_ + " closed");
   }
-  if (connection_) return connection_->bootstrap;
+  if (connection_) return connection_->currentBootstrap();
   auto paf = kj::newPromiseAndFulfiller<capnp::Capability::Client>();
   waiters_.push_back(kj::mv(paf.fulfiller));
   return kj::mv(paf.promise);
+}
+
+void RpcClient::releaseBootstrap() {
+  if (connection_) connection_->bootstrap = nullptr;
 }
 
 kj::Promise<void> RpcClient::onDisconnect() {
@@ -146,10 +158,11 @@ kj::Promise<void> RpcClient::connected(kj::Own<kj::AsyncIoStream> stream) {
   ++established_;
   state_ = RpcClientState::kConnected;
   spdlog::info("rpc: connected to {}", address_);
-  connection_->bootstrapAnswered = connection_->bootstrap.whenResolved()
+  connection_->bootstrapAnswered = KJ_ASSERT_NONNULL(connection_->bootstrap)
+                                       .whenResolved()
                                        .then([this] { backoff_.reset(); }, [](kj::Exception&&) {})
                                        .eagerlyEvaluate(nullptr);
-  for (auto& waiter : waiters_) waiter->fulfill(kj::cp(connection_->bootstrap));
+  for (auto& waiter : waiters_) waiter->fulfill(connection_->currentBootstrap());
   waiters_.clear();
   return connection_->disconnected.addBranch().then([this] { return connectionLost(); });
 }

@@ -50,12 +50,19 @@ class RpcClient final {
   // The server's bootstrap capability on the current connection: at once when connected,
   // otherwise when the next connection is established (through any number of reconnects; it
   // has no deadline of its own, so bound it with CallDeadline::apply). Rejects with
-  // DISCONNECTED if the client is closed first.
+  // DISCONNECTED if the client is closed first. Every call on one connection returns the same
+  // capability, until releaseBootstrap().
   kj::Promise<capnp::Capability::Client> bootstrap();
   template <typename Interface>
   kj::Promise<typename Interface::Client> bootstrapAs() {
     return bootstrap().then([](capnp::Capability::Client cap) { return cap.castAs<Interface>(); });
   }
+
+  // Drops this client's reference to the current connection's bootstrap, for a caller that has
+  // done with it (authentication handed it another capability): once its holders let go too, the
+  // server frees it (RpcServer serves a connection's first bootstrap only to its peer). The next
+  // bootstrap() on the connection asks the server for a new one.
+  void releaseBootstrap();
 
   // Resolves when the connection current at the call ends; at once when there is none. It does
   // not wait for the reconnect (bootstrap() does).

@@ -114,7 +114,8 @@ enum class CloseCause { kNone, kAuthTimeout, kIdleTimeout, kMessageTimeout, kGat
 // keeps thousands of these): the server's sweep checks its deadlines, and its end is scheduled
 // on the server (RpcServer::endConnection) by whichever comes first, the RPC system letting go
 // of it or this side closing it.
-struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler {
+struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler,
+                                      private capnp::BootstrapFactory<capnp::rpc::twoparty::VatId> {
   Connection(RpcServer& server, kj::Own<ConnectionCaps::Slot> slotParam,
              kj::Own<kj::AsyncIoStream> streamParam, RpcPeer&& peerParam)
       : server(server),
@@ -149,7 +150,8 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler {
       peer.gate->setOnAuthenticated(nullptr);
       peer.gate->setOnClose(nullptr);
     });
-    rpcSystem = capnp::makeRpcServer(network, server.bootstrap_(peer));
+    firstBootstrap = server.bootstrap_(peer);
+    rpcSystem = capnp::makeRpcServer(network, static_cast<BootstrapFactory&>(*this));
     ++server.open_;
   }
   ~Connection() noexcept {
@@ -170,6 +172,18 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler {
 
   // The peer or the RPC system ended the connection.
   void rpcSystemDisconnected() noexcept override { end(); }
+
+  // The peer's Bootstrap request: the first takes the capability made at accept, which then
+  // lives only as long as the peer holds it (a pre-authentication bootstrap the peer let go of
+  // after authenticating costs nothing more); each later one is made anew.
+  capnp::Capability::Client createFor(capnp::rpc::twoparty::VatId::Reader) override {
+    KJ_IF_MAYBE (first, firstBootstrap) {
+      capnp::Capability::Client taken = kj::mv(*first);
+      firstBootstrap = nullptr;
+      return taken;
+    }
+    return server.bootstrap_(peer);
+  }
 
   void end() {
     if (ending) return;
@@ -213,6 +227,7 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler {
   kj::Own<kj::AsyncIoStream> stream;
   AbortWatchingMessageStream messages;
   LeanVatNetwork network;
+  kj::Maybe<capnp::Capability::Client> firstBootstrap;  // Until the first Bootstrap request.
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
   bool ending = false;  // Its end is scheduled (or it is being destroyed).
   CloseCause closedFor = CloseCause::kNone;

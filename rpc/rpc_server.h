@@ -159,7 +159,10 @@ class RpcServer final {
  public:
   // Called once per accepted connection, on the loop, for the capability that connection's
   // bootstrap() returns. It must not throw (if it does, the error is logged and that
-  // connection closed).
+  // connection closed). The connection's first Bootstrap request takes that capability, and the
+  // server keeps no reference to it: it lives as long as the peer holds it. A later Bootstrap
+  // request on the same connection calls the factory again (an exception then fails that
+  // request only).
   using BootstrapFactory = kj::Function<capnp::Capability::Client(const RpcPeer& peer)>;
 
   // Resolves `bindAddress` ("host:port"; port 0 picks a free port) through `network` and

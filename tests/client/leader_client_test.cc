@@ -53,12 +53,16 @@ struct MasterScript {
   int leaderInfoCalls = 0;
   Authentication authentication = Authentication::kNotRequired;
   int authenticateCalls = 0;
-  std::vector<kj::Own<rpc::ConnectionGate>> gates;  // Of every connection accepted.
+  std::vector<kj::Own<rpc::ConnectionGate>> gates;  // Of every bootstrap the server made.
+  int alive = 0;  // ScriptedMasters not destroyed yet (bootstraps the server still holds).
 };
 
 class ScriptedMaster final : public wire::MasterBootstrap::Server {
  public:
-  explicit ScriptedMaster(std::shared_ptr<MasterScript> script) : script_(std::move(script)) {}
+  explicit ScriptedMaster(std::shared_ptr<MasterScript> script) : script_(std::move(script)) {
+    ++script_->alive;
+  }
+  ~ScriptedMaster() noexcept { --script_->alive; }
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override {
     ++script_->leaderInfoCalls;
@@ -568,6 +572,27 @@ TEST_F(LeaderClientTest, WithACredentialAMasterThatAsksForNoneIsRefusedUntilTheR
   EXPECT_EQ(real->authenticateCalls, 1);
   EXPECT_TRUE(rogue->dispatcherEpochs.empty());
   EXPECT_EQ(client->mastersRefused(rpc::MasterRefusal::kWrongProof), 0u);
+}
+
+TEST_F(LeaderClientTest, OnceAuthenticatedTheMasterLetsGoOfTheFirstBootstrapAndNoneIsAskedForAgain) {
+  auto real = startMaster("real", 3);
+  real->authentication = Authentication::kProves;
+  *current_ = leaderOf(*real);
+  auto client = following(withCredential());
+  for (int i = 0; i < 3; ++i) {
+    auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
+    ASSERT_TRUE(result.ok()) << result.error().message;
+  }
+  EXPECT_EQ(real->authenticateCalls, 1);
+  EXPECT_EQ(real->gates.size(), 1u) << "a later call asked for the bootstrap again";
+  // Only the authenticated bootstrap is left on the master, the connection still open.
+  ASSERT_TRUE(runUntil([&] { return real->alive == 1; }))
+      << real->alive << " bootstraps held on the master";
+  // And the next call goes through without a new bootstrap or authentication.
+  auto result = loop_.run(client->call<uint64_t>(dispatcherCall(*client), kBound));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(real->gates.size(), 1u);
+  EXPECT_EQ(real->authenticateCalls, 1);
 }
 
 TEST_F(LeaderClientTest, WithACredentialAMasterWhoseProofDoesNotVerifyIsRefusedAndNamedAtTheDeadline) {

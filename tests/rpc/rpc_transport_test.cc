@@ -119,6 +119,25 @@ TEST_F(RpcTransportTest, CallRoundTripsOverLoopback) {
   EXPECT_EQ(server->connectionCount(), 1u);
 }
 
+TEST_F(RpcTransportTest, AReleasedBootstrapIsFreedOnTheServerAndAskedForAgainOnTheSameConnection) {
+  auto server = startServer(loop_, "alpha", alphaRecord_);
+  RpcClient client(network(), loop_.timer(), loopback(server->port()), {});
+  EXPECT_EQ(masterIdVia(client), "alpha");
+  EXPECT_EQ(masterIdVia(client), "alpha");
+  EXPECT_EQ(alphaRecord_->peers.size(), 1u) << "the same bootstrap serves every call";
+  // Nothing on the client holds the bootstrap any more: the server lets go of its object while
+  // the connection stays up.
+  client.releaseBootstrap();
+  ASSERT_TRUE(runUntil(loop_, [&] { return alphaRecord_->destroyed == 1; }))
+      << "the server still holds the connection's bootstrap";
+  EXPECT_EQ(server->connectionCount(), 1u);
+  // The next bootstrap() asks the server again, over the same connection.
+  EXPECT_EQ(masterIdVia(client), "alpha");
+  EXPECT_EQ(alphaRecord_->peers.size(), 2u);
+  EXPECT_EQ(client.connectionsEstablished(), 1u);
+  EXPECT_EQ(server->connectionsAccepted(), 1u);
+}
+
 TEST_F(RpcTransportTest, PortZeroPicksAFreePortAndATakenPortIsAnError) {
   auto first = startServer(loop_, "alpha", alphaRecord_);
   auto second = startServer(loop_, "beta", betaRecord_);

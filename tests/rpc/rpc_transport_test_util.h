@@ -26,6 +26,7 @@ struct TestMasterRecord {
   uint64_t hangingCalls = 0;       // handOver calls received (they never answer).
   uint64_t cancelledCalls = 0;     // Of those, cancelled by the caller or the connection's end.
   std::vector<std::string> peers;  // The peer address of each connection bootstrapped.
+  uint64_t destroyed = 0;          // TestMasters destroyed (the server let go of them).
 };
 
 // leaderInfo answers with contender.masterId = `name`; handOver never answers; dispatcher
@@ -35,6 +36,7 @@ class TestMaster final : public wire::MasterBootstrap::Server {
  public:
   TestMaster(std::string name, std::shared_ptr<TestMasterRecord> record)
       : name_(std::move(name)), record_(std::move(record)) {}
+  ~TestMaster() noexcept { ++record_->destroyed; }
 
   kj::Promise<void> leaderInfo(LeaderInfoContext context) override {
     auto results = context.getResults();
