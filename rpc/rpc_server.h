@@ -113,6 +113,10 @@ struct RpcPeer {
   // This connection's authentication state; never null. Mutable so that the factory, which sees
   // a const RpcPeer, can keep a reference (kj::addRef(*peer.gate)) and mark it authenticated.
   mutable kj::Own<ConnectionGate> gate;
+  // What the bootstrap factory keeps for this connection across its calls (a connection that
+  // asks for its bootstrap again gets a new one built around the same state): null until the
+  // factory sets it; the server holds it as long as the connection.
+  mutable kj::Own<kj::Refcounted> bootstrapState;
 };
 
 // Serves Cap'n Proto RPC (rpc/lean_vat_network.h, server side) on every connection accepted

@@ -109,10 +109,15 @@ wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
   auto authenticator = kj::refcounted<rpc::ConnectionAuthenticator>(
       settings, authCounters, peer.address, kj::addRef(*peer.gate));
   const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
+  // One worker identity per connection, also when it asks for its bootstrap again (the server
+  // keeps none of them, rpc/rpc_server.h).
+  if (!peer.bootstrapState) {
+    peer.bootstrapState = kj::refcounted<resourcemanager::WorkerBinding>(
+        peer.address, peer.tlsCommonName, kj::addRef(*peer.gate));
+  }
+  auto& binding = kj::downcast<resourcemanager::WorkerBinding>(*peer.bootstrapState);
   return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator),
-                            kj::refcounted<resourcemanager::WorkerBinding>(
-                                peer.address, peer.tlsCommonName, kj::addRef(*peer.gate)),
-                            roles);
+                            kj::addRef(binding), roles);
 }
 
 kj::Promise<void> MasterBootstrapServer::authChallenge(AuthChallengeContext context) {

@@ -122,7 +122,8 @@ wire::MasterBootstrap::Client serveMasterBootstrap(MasterBootstrapHost& host,
 
 // The bootstrap of one accepted connection (the RpcServer's bootstrap factory), with the
 // connection's worker identity (unbound until the connection registers a worker, whatever roles
-// it holds; shared by the bootstrap authenticate answers). When `settings`
+// it holds; shared by the bootstrap authenticate answers, and kept in `peer.bootstrapState` so
+// that a bootstrap the connection asks for again shares it too). When `settings`
 // requires no authentication it is serveMasterBootstrap()'s, with every role. Otherwise it is
 // restricted (rpc::restrictToRoles) to the role the peer's verified certificate maps to
 // (rpc.auth-tls.*-names; the gate is marked authenticated at once), or to no role at all:

@@ -102,6 +102,7 @@ class MasterBootstrapAuthTest : public ::testing::Test {
     peer_.address = "127.0.0.1:40000";
     peer_.tlsCommonName = commonName;
     peer_.gate = kj::refcounted<rpc::ConnectionGate>(!settings_.required);
+    peer_.bootstrapState = nullptr;
     return serveMasterBootstrapFor(host_, fencing_, settings_, auth_, peer_);
   }
 
@@ -410,12 +411,20 @@ TEST_F(MasterBootstrapAuthTest, EveryGatewayOfAConnectionSharesItsWorkerIdentity
   ASSERT_FALSE(again.hasFailure()) << again.getFailure().getMessage().cStr();
   auto reauthenticated = again.getBootstrap();
   resourceManager(reauthenticated);
+  // The connection asks for its bootstrap again (the server kept none): a new bootstrap, the
+  // same identity.
+  auto rebootstrapped = serveMasterBootstrapFor(host_, fencing_, settings_, auth_, peer_);
+  auto third = authenticate(rebootstrapped, Role::WORKER, settings_.secrets.at(Role::WORKER));
+  ASSERT_FALSE(third.hasFailure()) << third.getFailure().getMessage().cStr();
+  auto thirdWorker = third.getBootstrap();
+  resourceManager(thirdWorker);
   auto other = as(Role::WORKER);
   resourceManager(other);
-  ASSERT_EQ(host_.callers.size(), 4u);
+  ASSERT_EQ(host_.callers.size(), 5u);
   EXPECT_EQ(host_.callers[0], host_.callers[1]);
   EXPECT_EQ(host_.callers[0], host_.callers[2]);
-  EXPECT_NE(host_.callers[0], host_.callers[3]);
+  EXPECT_EQ(host_.callers[0], host_.callers[3]);
+  EXPECT_NE(host_.callers[0], host_.callers[4]);
 
   settings_ = rpc::ServerAuthSettings();
   auto open = connect();
@@ -423,9 +432,9 @@ TEST_F(MasterBootstrapAuthTest, EveryGatewayOfAConnectionSharesItsWorkerIdentity
   resourceManager(open);
   resourceManager(open);
   resourceManager(secondOpen);
-  ASSERT_EQ(host_.callers.size(), 7u);
-  EXPECT_EQ(host_.callers[4], host_.callers[5]);
-  EXPECT_NE(host_.callers[4], host_.callers[6]);
+  ASSERT_EQ(host_.callers.size(), 8u);
+  EXPECT_EQ(host_.callers[5], host_.callers[6]);
+  EXPECT_NE(host_.callers[5], host_.callers[7]);
 }
 
 }  // namespace
