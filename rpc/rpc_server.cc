@@ -188,7 +188,9 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler,
   void end() {
     if (ending) return;
     ending = true;
-    server.endConnection(self);
+    // Ended while the server was still adding it (its bootstrap factory closed it at once):
+    // adopt() schedules the end once it is listed.
+    if (listed) server.endConnection(self);
   }
 
   // rpc.idle-timeout and rpc.message-timeout at `now` (RpcServer::sweep).
@@ -221,7 +223,8 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler,
   }
 
   RpcServer& server;
-  std::list<Connection>::iterator self;  // Its place in RpcServer::connections_.
+  std::list<Connection>::iterator self;  // Its place in RpcServer::connections_, once listed.
+  bool listed = false;
   kj::Own<ConnectionCaps::Slot> slot;    // Its place within the caps, freed last.
   const RpcPeer peer;
   kj::Own<kj::AsyncIoStream> stream;
@@ -377,7 +380,10 @@ void RpcServer::adopt(kj::AuthenticatedStream accepted) {
                   problem->getDescription().cStr());
     return;
   }
-  connections_.back().self = std::prev(connections_.end());
+  Connection& connection = connections_.back();
+  connection.self = std::prev(connections_.end());
+  connection.listed = true;
+  if (connection.ending) endConnection(connection.self);
 }
 
 void RpcServer::endConnection(std::list<Connection>::iterator connection) {
