@@ -304,8 +304,18 @@ kj::Promise<std::optional<leader::LeaderInfo>> LeaderClient::askMaster() {
   rpc::RpcClient& asking = askingClient();
   const bool viaAsking = &asking == asking_.get();
   const std::string where = "the master at " + masterAddress_;
-  return deadline_
-      .apply("MasterBootstrap.bootstrap", asking.bootstrapAs<wire::MasterBootstrap>())
+  // leaderInfo is open to every role: on the leader's connection, once authenticated, through
+  // the authenticated bootstrap (asking for the first again would make the master build it anew).
+  kj::Promise<wire::MasterBootstrap::Client> bootstrap = nullptr;
+  kj::Maybe<wire::MasterBootstrap::Client&> authenticated = nullptr;
+  if (!viaAsking) authenticated = currentAuthenticated();
+  KJ_IF_MAYBE (current, authenticated) {
+    bootstrap = *current;
+  } else {
+    bootstrap =
+        deadline_.apply("MasterBootstrap.bootstrap", asking.bootstrapAs<wire::MasterBootstrap>());
+  }
+  return bootstrap
       .then([this](wire::MasterBootstrap::Client bootstrap) {
         return deadline_.send(bootstrap.leaderInfoRequest());
       })

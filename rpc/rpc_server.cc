@@ -176,11 +176,18 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler,
   // The peer's Bootstrap request: the first takes the capability made at accept, which then
   // lives only as long as the peer holds it (a pre-authentication bootstrap the peer let go of
   // after authenticating costs nothing more); each later one is made anew.
+  // At most kMaxBootstraps per connection: each one made anew lives as long as the peer holds
+  // it, so a peer repeating the request must not pile them up.
   capnp::Capability::Client createFor(capnp::rpc::twoparty::VatId::Reader) override {
     KJ_IF_MAYBE (first, firstBootstrap) {
       capnp::Capability::Client taken = kj::mv(*first);
       firstBootstrap = nullptr;
       return taken;
+    }
+    if (++bootstrapsMade > kMaxBootstraps) {
+      kj::throwFatalException(KJ_EXCEPTION(
+          FAILED, kj::str("more than ", kMaxBootstraps,
+                          " Bootstrap requests on one connection; connect again for more")));
     }
     return server.bootstrap_(peer);
   }
@@ -223,8 +230,14 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler,
   }
 
   RpcServer& server;
+  static constexpr uint32_t kMaxBootstraps = 8;
+
   std::list<Connection>::iterator self;  // Its place in RpcServer::connections_, once listed.
   bool listed = false;
+  // Its end is scheduled (or it is being destroyed). Declared before the RPC system, whose
+  // destruction reads it (rpcSystemDisconnected).
+  bool ending = false;
+  uint32_t bootstrapsMade = 1;  // The one made at accept.
   kj::Own<ConnectionCaps::Slot> slot;    // Its place within the caps, freed last.
   const RpcPeer peer;
   kj::Own<kj::AsyncIoStream> stream;
@@ -232,7 +245,6 @@ struct RpcServer::Connection final : private LeanVatNetwork::DisconnectHandler,
   LeanVatNetwork network;
   kj::Maybe<capnp::Capability::Client> firstBootstrap;  // Until the first Bootstrap request.
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpcSystem;  // Set by the constructor.
-  bool ending = false;  // Its end is scheduled (or it is being destroyed).
   CloseCause closedFor = CloseCause::kNone;
   std::string closedBecause;  // What the peer was told.
   // The idle and message deadlines' view: bytes seen at the last check, and when they changed;
@@ -398,7 +410,12 @@ kj::Promise<void> RpcServer::sweep(Duration tick) {
   return timer_.afterDelay(toKj(tick)).then([this, tick] {
     const kj::TimePoint now = timer_.now();
     for (Connection& connection : connections_) {
-      if (!connection.ending) connection.checkDeadlines(now);
+      if (connection.ending) continue;
+      // One connection's failure must not end the checks of all the others.
+      KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] { connection.checkDeadlines(now); })) {
+        spdlog::error("rpc: checking the deadlines of the connection from {} failed: {}",
+                      connection.peer.address, problem->getDescription().cStr());
+      }
     }
     return sweep(tick);
   });

@@ -166,7 +166,9 @@ class RpcServer final {
   // connection closed). The connection's first Bootstrap request takes that capability, and the
   // server keeps no reference to it: it lives as long as the peer holds it. A later Bootstrap
   // request on the same connection calls the factory again (an exception then fails that
-  // request only).
+  // request only), at most 7 times per connection (each such bootstrap lives as long as the
+  // peer holds it, so repeating the request must not pile them up); beyond that the request
+  // fails, naming the limit.
   using BootstrapFactory = kj::Function<capnp::Capability::Client(const RpcPeer& peer)>;
 
   // Resolves `bindAddress` ("host:port"; port 0 picks a free port) through `network` and

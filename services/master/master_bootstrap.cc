@@ -99,6 +99,15 @@ wire::MasterBootstrap::Client bootstrapWithRoles(MasterBootstrapHost& host,
   return rpc::restrictToRoles(kj::mv(fenced), roles, authCounters);
 }
 
+// What a connection keeps across its Bootstrap requests (RpcPeer::bootstrapState): its worker
+// identity and the roles it held at connect, worked out (and counted, and logged) once.
+struct ConnectionBootstrapState final : public kj::Refcounted {
+  ConnectionBootstrapState(kj::Own<resourcemanager::WorkerBinding> binding, rpc::RoleSet roles)
+      : binding(kj::mv(binding)), roles(roles) {}
+  kj::Own<resourcemanager::WorkerBinding> binding;
+  const rpc::RoleSet roles;
+};
+
 }  // namespace
 
 wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
@@ -108,16 +117,18 @@ wire::MasterBootstrap::Client serveMasterBootstrapFor(MasterBootstrapHost& host,
                                                      const rpc::RpcPeer& peer) {
   auto authenticator = kj::refcounted<rpc::ConnectionAuthenticator>(
       settings, authCounters, peer.address, kj::addRef(*peer.gate));
-  const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
   // One worker identity per connection, also when it asks for its bootstrap again (the server
   // keeps none of them, rpc/rpc_server.h).
   if (!peer.bootstrapState) {
-    peer.bootstrapState = kj::refcounted<resourcemanager::WorkerBinding>(
-        peer.address, peer.tlsCommonName, kj::addRef(*peer.gate));
+    const rpc::RoleSet roles = authenticator->rolesAtConnect(peer.tlsCommonName);
+    peer.bootstrapState = kj::refcounted<ConnectionBootstrapState>(
+        kj::refcounted<resourcemanager::WorkerBinding>(peer.address, peer.tlsCommonName,
+                                                       kj::addRef(*peer.gate)),
+        roles);
   }
-  auto& binding = kj::downcast<resourcemanager::WorkerBinding>(*peer.bootstrapState);
+  auto& state = kj::downcast<ConnectionBootstrapState>(*peer.bootstrapState);
   return bootstrapWithRoles(host, fencingCounters, authCounters, kj::mv(authenticator),
-                            kj::addRef(binding), roles);
+                            kj::addRef(*state.binding), state.roles);
 }
 
 kj::Promise<void> MasterBootstrapServer::authChallenge(AuthChallengeContext context) {

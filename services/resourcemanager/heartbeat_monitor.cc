@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "rpc/call_deadline.h"
@@ -88,7 +89,7 @@ void HeartbeatMonitor::sendDue() {
       auto request = client->heartbeatRequest(kSmallRequest);
       address(request);
       ++inFlight_;
-      tasks_.add(rpc::withDeadline(timer_, options_.callTimeout, "TaskExecutorGateway.heartbeat",
+      tasks_.add(rpc::withDeadline(timer_, roundCallTimeout(), "TaskExecutorGateway.heartbeat",
                                    request.send())
                      .then(
                          [this, worker](auto response) {
@@ -110,6 +111,10 @@ void HeartbeatMonitor::sendDue() {
     std::vector<ResourceId>().swap(due_);
     nextDue_ = 0;
   }
+}
+
+Duration HeartbeatMonitor::roundCallTimeout() const {
+  return std::min(options_.callTimeout, std::max(options_.interval / 4, Duration(100)));
 }
 
 void HeartbeatMonitor::heartbeatEnded() {

@@ -63,8 +63,12 @@ class HeartbeatMonitor final {
   // refreshes every target (targets.refreshAll, with a warning), then drops the silent ones
   // (targets.expire), then heartbeats each remaining one. At most kHeartbeatsInFlight heartbeats
   // wait for their answers at once: each answer (or failure) sends the round's next one, so a
-  // leader following thousands of workers does not hold thousands of calls at a time. A round
-  // that has not reached every worker when the next is due goes on instead of starting over.
+  // leader following thousands of workers does not hold thousands of calls at a time. A round's
+  // heartbeat waits at most roundCallTimeout() (a quarter of the interval, at least 100 ms, at
+  // most rpc.call-timeout) for its answer, so workers that do not answer (paused, cut off)
+  // slow the round down but never stop it: the others still get their heartbeat, and with it
+  // send theirs. A round that has not reached every worker when the next is due goes on instead
+  // of starting over.
   // What keeps a worker followed is what it sends (its heartbeat, a slot report), not the reply
   // to ours; a failed heartbeat is logged at debug level only. Call once.
   //
@@ -101,6 +105,8 @@ class HeartbeatMonitor final {
   void sendDue();
   // A heartbeat was answered or failed: the next one goes.
   void heartbeatEnded();
+  // How long a round's heartbeat waits for its answer.
+  Duration roundCallTimeout() const;
   // Sets the request's epoch and this monitor's sender.
   template <typename Request>
   void address(Request& request) const;

@@ -138,6 +138,32 @@ TEST_F(RpcTransportTest, AReleasedBootstrapIsFreedOnTheServerAndAskedForAgainOnT
   EXPECT_EQ(server->connectionsAccepted(), 1u);
 }
 
+TEST_F(RpcTransportTest, AConnectionThatKeepsAskingForItsBootstrapIsRefusedPastTheLimit) {
+  auto server = startServer(loop_, "alpha", alphaRecord_);
+  RpcClient client(network(), loop_.timer(), loopback(server->port()), {});
+  EXPECT_EQ(masterIdVia(client), "alpha");
+  // Seven more bootstraps on the same connection, each made anew.
+  for (int i = 0; i < 7; ++i) {
+    client.releaseBootstrap();
+    EXPECT_EQ(masterIdVia(client), "alpha") << "bootstrap " << i + 2;
+  }
+  EXPECT_EQ(alphaRecord_->peers.size(), 8u);
+  // The ninth is refused, naming the limit; the connection stays up.
+  client.releaseBootstrap();
+  auto master = runBounded(loop_, client.bootstrapAs<wire::MasterBootstrap>());
+  KJ_IF_MAYBE (problem, kj::runCatchingExceptions([&] {
+                 runBounded(loop_, master.leaderInfoRequest().send().ignoreResult());
+               })) {
+    EXPECT_THAT(problem->getDescription().cStr(),
+                ::testing::HasSubstr("more than 8 Bootstrap requests on one connection"));
+  } else {
+    ADD_FAILURE() << "a ninth bootstrap was served";
+  }
+  EXPECT_EQ(alphaRecord_->peers.size(), 8u);
+  EXPECT_EQ(server->connectionCount(), 1u);
+  EXPECT_EQ(client.connectionsEstablished(), 1u);
+}
+
 TEST_F(RpcTransportTest, PortZeroPicksAFreePortAndATakenPortIsAnError) {
   auto first = startServer(loop_, "alpha", alphaRecord_);
   auto second = startServer(loop_, "beta", betaRecord_);

@@ -25,7 +25,7 @@ constexpr Duration kBound{10000};  // Longest any single wait in these tests may
 struct TestMasterRecord {
   uint64_t hangingCalls = 0;       // handOver calls received (they never answer).
   uint64_t cancelledCalls = 0;     // Of those, cancelled by the caller or the connection's end.
-  std::vector<std::string> peers;  // The peer address of each connection bootstrapped.
+  std::vector<std::string> peers;  // The peer address of each bootstrap the factory made.
   uint64_t destroyed = 0;          // TestMasters destroyed (the server let go of them).
 };
 

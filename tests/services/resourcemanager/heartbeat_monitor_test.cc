@@ -1,8 +1,9 @@
 // HeartbeatMonitor's rounds (services/resourcemanager/heartbeat_monitor.h) on a kj::TimerImpl
 // advanced by hand, over fake workers whose heartbeats are answered when the test says: a round
 // to more workers than kHeartbeatsInFlight holds at most that many calls at once, each answer
-// (or failure) sends the next, every worker gets one heartbeat per round, a round still going
-// when the next is due goes on, and a worker no longer followed is skipped.
+// (or failure) sends the next, every worker gets one heartbeat per round, workers that never
+// answer do not stop the round, a round still going when the next is due goes on, and a worker
+// no longer followed is skipped.
 #include "services/resourcemanager/heartbeat_monitor.h"
 
 #include <gtest/gtest.h>
@@ -141,18 +142,40 @@ TEST_F(HeartbeatMonitorTest, ARoundHoldsAtMostItsWindowOfCallsAndEachAnswerSends
 }
 
 TEST_F(HeartbeatMonitorTest, ARoundNotFinishedWhenTheNextIsDueGoesOnInsteadOfStartingOver) {
+  // Enough workers, none answering, that the round takes longer than the interval: seven
+  // windows, each freed when its heartbeats give up after 500 ms.
+  for (size_t i = 0; i < 1000; ++i) targets_.workers[ResourceId::random()];
+  const size_t all = targets_.workers.size();
   advance(Duration(2000));
   ASSERT_EQ(received(), kWindow);
-  // Nothing answered by the next round: no worker is heartbeated twice, none sent beyond the
-  // window.
-  advance(Duration(2000));
-  EXPECT_EQ(received(), kWindow);
-  EXPECT_EQ(monitor_.heartbeatsDue(), kWorkers - kWindow);
-  answerWaiting();
-  answerWaiting();
-  answerWaiting();
+  for (int step = 0; step < 4; ++step) advance(Duration(500));  // t = 4 s: the next round is due.
+  EXPECT_GT(monitor_.heartbeatsDue(), 0u);
+  EXPECT_LT(received(), all);
+  for (const auto& [id, worker] : targets_.workers) EXPECT_LE(worker.state->heartbeats, 1u);
+  for (int step = 0; step < 3; ++step) advance(Duration(500));  // t = 5.5 s.
+  EXPECT_EQ(received(), all);
   for (const auto& [id, worker] : targets_.workers) EXPECT_EQ(worker.state->heartbeats, 1u);
+  EXPECT_EQ(monitor_.heartbeatsDue(), 0u);
+}
+
+TEST_F(HeartbeatMonitorTest, WorkersThatNeverAnswerSlowTheRoundButEveryOtherWorkerIsReachedInIt) {
+  // No worker answers: each heartbeat frees its place when it gives up (a quarter of the
+  // interval), not at rpc.call-timeout (a minute here), so the whole round still goes out
+  // before the next is due.
+  advance(Duration(2000));
+  ASSERT_EQ(received(), kWindow);
+  advance(Duration(499));
+  EXPECT_EQ(received(), kWindow) << "a heartbeat gave up before a quarter of the interval";
+  advance(Duration(1));
+  EXPECT_EQ(received(), 2 * kWindow);
+  advance(Duration(500));
+  EXPECT_EQ(received(), kWorkers);
+  for (const auto& [id, worker] : targets_.workers) EXPECT_EQ(worker.state->heartbeats, 1u);
+  advance(Duration(500));
   EXPECT_EQ(monitor_.heartbeatsInFlight(), 0u);
+  // The next round starts over as usual.
+  advance(Duration(500));
+  EXPECT_EQ(received(), kWorkers + kWindow);
 }
 
 TEST_F(HeartbeatMonitorTest, AWorkerNoLongerFollowedWhenItsTurnComesIsSkipped) {
