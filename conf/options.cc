@@ -438,7 +438,10 @@ std::vector<OptionSpec> buildRegistry() {
              "lead names the leader, which regentctl then calls. Empty: use ZooKeeper.",
              hostPort(true, false)),
       option("heartbeat.interval", kDuration, "2s",
-             "How often workers and masters exchange heartbeats.", positiveDuration()),
+             "How often workers and masters exchange heartbeats. A master's heartbeat to a worker "
+             "waits at most a quarter of it (at least 100ms, at most rpc.call-timeout) for the "
+             "answer.",
+             positiveDuration()),
       option("heartbeat.timeout", kDuration, "10s",
              "Silence after which a heartbeat peer is considered lost; must exceed "
              "heartbeat.interval.",
